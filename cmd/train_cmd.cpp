@@ -1,0 +1,44 @@
+#include "cmd/train_cmd.hpp"
+
+#include <fmt/format.h>
+
+#include "engine/spec/load.hpp"
+
+namespace holmes::cmd {
+
+void add_train_options(CLI::App& app, TrainOptions& o) {
+  app.add_option("-c,--config", o.config, "Job spec (YAML). Without it, the embedded default job")
+      ->option_text("FILE");
+  app.add_option("--set", o.sets, "Override a key of the job spec, e.g. --set train.steps=100 (repeatable)")
+      ->option_text("KEY=VALUE")
+      ->allow_extra_args(false);
+  app.add_flag("--print-config", o.print_config,
+               "Print the resolved job spec with the source of every value, then exit");
+  app.add_flag("--plan-only", o.plan_only,
+               "Print the parallel plan (placement, groups, partition, estimate) and exit");
+  app.add_option("--topology", o.topology, "Topology file for --plan-only (overrides cluster.topology)")
+      ->option_text("FILE");
+  app.add_option("--format", o.format, "Output format of --plan-only")
+      ->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--resume", o.resume, "Resume from a checkpoint: auto, none or a checkpoint folder")
+      ->option_text("auto|none|PATH");
+  app.add_option("--nproc-per-node", o.nproc_per_node, "Spawn N local worker processes on this machine")
+      ->check(CLI::Range(1, 1024));
+}
+
+int run_train(const TrainOptions& o) {
+  auto loaded = spec::load_job_spec(o.config, o.sets);
+  if (o.print_config) {
+    fmt::print("{}", spec::print_resolved(loaded));
+    return 0;
+  }
+  if (o.plan_only) {
+    fmt::print(stderr, "holmes-train: --plan-only is not available in this build yet (the planner is not built)\n");
+    return 1;
+  }
+  fmt::print("{}", spec::print_resolved(loaded));
+  fmt::print(stderr, "holmes-train: the job spec is valid, but training is not available in this build yet\n");
+  return 1;
+}
+
+}  // namespace holmes::cmd

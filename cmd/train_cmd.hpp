@@ -1,0 +1,24 @@
+// The default command: train (or print / plan) the job given by --config.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+namespace holmes::cmd {
+
+struct TrainOptions {
+  std::string config;             // "" = embedded default job
+  std::vector<std::string> sets;  // --set key.path=value
+  bool print_config = false;
+  bool plan_only = false;
+  std::string topology;           // --topology FILE (overrides cluster.topology)
+  std::string format = "text";    // --format for --plan-only
+  std::string resume = "none";    // auto | none | PATH
+  int nproc_per_node = 0;         // local launcher; 0 = not the local launcher
+};
+
+void add_train_options(CLI::App& app, TrainOptions& opts);
+int run_train(const TrainOptions& opts);
+
+}  // namespace holmes::cmd

@@ -1,0 +1,23 @@
+#include "engine/spec/errors.hpp"
+
+#include <fmt/format.h>
+
+namespace holmes {
+
+std::string ConfigIssue::to_string() const {
+  std::string where = file;
+  if (line > 0) where += fmt::format(":{}:{}", line, column);
+  if (!path.empty()) where += where.empty() ? path : ": " + path;
+  return where.empty() ? message : where + ": " + message;
+}
+
+static std::string join_issues(const std::vector<ConfigIssue>& issues) {
+  std::string out = issues.size() == 1 ? "invalid job spec: " : fmt::format("invalid job spec ({} problems):", issues.size());
+  for (const auto& i : issues) out += (issues.size() == 1 ? "" : "\n  ") + i.to_string();
+  return out;
+}
+
+ConfigError::ConfigError(std::vector<ConfigIssue> issues)
+    : UserError(join_issues(issues)), issues_(std::move(issues)) {}
+
+}  // namespace holmes

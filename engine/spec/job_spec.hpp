@@ -1,0 +1,128 @@
+// The typed job spec: what a YAML job file (plus --set overrides) says, after validation.
+// Every key, its type, default and meaning is listed once, in schema.cpp; docs/job-spec.md
+// is the user-facing copy of that table.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace holmes::spec {
+
+// A parallel degree of 0 means "auto": the planner searches it.
+inline constexpr int kAuto = 0;
+
+struct JobSection {
+  std::string name = "holmes-job";
+  uint64_t seed = 1234;
+  std::string output_dir = "runs/holmes-job";  // metrics.jsonl, logs; checkpoints by default
+  std::string device = "auto";                 // auto | cpu | cuda
+};
+
+// GPT-2 architecture (dimension legend in model/gpt_config.hpp).
+struct ModelSection {
+  int layers = 0;        // L
+  int hidden = 0;        // C
+  int heads = 0;         // NH
+  int vocab_size = 257;  // V before padding (257 = bytes + end-of-text)
+  int max_seq_len = 1024;  // learned position embeddings (GPT-2 n_positions)
+};
+
+struct SyntheticData {
+  int64_t tokens = 2'000'000;  // length of the generated training stream
+  uint64_t seed = 7;
+};
+
+struct DataSection {
+  std::string source = "synthetic";  // synthetic | files
+  std::vector<std::string> train;    // token files (source: files)
+  std::vector<std::string> valid;    // token files for validation; empty = held-out tail
+  std::string format = "auto";       // auto | llmc | raw-uint16
+  SyntheticData synthetic;
+};
+
+struct TrainSection {
+  int64_t steps = 0;
+  int micro_batch = 8;    // sequences per micro-batch per data-parallel rank
+  int global_batch = 8;   // sequences per optimizer step over the whole job
+  int seq_len = 64;       // T
+  double lr = 3e-4;
+  double min_lr = 3e-5;
+  int64_t warmup_steps = 0;
+  std::string lr_schedule = "cosine";  // cosine | linear | constant
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double grad_clip = 1.0;  // global grad-norm clip; 0 disables
+  int64_t eval_interval = 0;  // steps; 0 disables validation
+  int eval_steps = 10;        // micro-batches per validation
+};
+
+struct Partition {
+  std::string kind = "auto";  // auto | uniform | list
+  std::vector<int> layers;    // kind == list: layers per pipeline stage
+};
+
+struct ParallelSection {
+  int tensor = 1;    // kAuto = search
+  int pipeline = 1;  // kAuto = search
+  int data = 1;      // kAuto = search
+  std::string placement = "holmes";  // holmes | naive
+  Partition partition;
+  std::string order = "tp-dp-pp";  // rank order, first is fastest varying
+  std::string schedule = "1f1b";
+};
+
+struct LinkOverride {
+  double bandwidth_gbps = 0;  // 0 = take it from the topology
+  double latency_us = 0;      // 0 = built-in default for the link class
+};
+
+struct ClusterSection {
+  std::string topology;                // topology file; "" = discover at run time
+  std::string rendezvous = "auto";     // auto | tcp://host:port | file:///path
+  double timeout_s = 300;              // rendezvous and collective time-out
+  std::string sysfs_root = "/";        // where NIC discovery reads sysfs
+  double device_tflops = 0;            // sustained TFLOP/s per device; 0 = from topology
+  double compute_efficiency = 0;       // fraction of peak reached by GEMMs; 0 = default
+  LinkOverride ib, roce, ethernet, intra_node;
+};
+
+struct CheckpointSection {
+  std::string dir;       // "" = <job.output_dir>/checkpoints
+  int64_t interval = 0;  // steps; 0 = only at the end and on preemption
+  int keep = 3;          // newest complete checkpoints kept
+};
+
+struct LogSection {
+  int interval = 1;            // steps between log lines
+  std::string level = "info";  // debug | info | warn | error
+  std::string metrics = "metrics.jsonl";  // under job.output_dir; "" disables
+};
+
+struct JobSpec {
+  JobSection job;
+  ModelSection model;
+  DataSection data;
+  TrainSection train;
+  ParallelSection parallel;
+  ClusterSection cluster;
+  CheckpointSection checkpoint;
+  LogSection log;
+
+  // Derived, filled by validation.
+  std::string source_file;  // the config file this came from ("" = embedded default)
+  int micro_batches_per_step(int data_degree) const {
+    return global_batch_ok(data_degree) ? train.global_batch / (train.micro_batch * data_degree) : 0;
+  }
+  bool global_batch_ok(int data_degree) const {
+    return data_degree > 0 && train.micro_batch > 0 &&
+           train.global_batch % (train.micro_batch * data_degree) == 0;
+  }
+  std::string checkpoint_dir() const {
+    return checkpoint.dir.empty() ? job.output_dir + "/checkpoints" : checkpoint.dir;
+  }
+};
+
+}  // namespace holmes::spec

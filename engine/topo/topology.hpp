@@ -1,0 +1,83 @@
+// What holmes-train knows about the machines: one NodeReport per node (discovered from
+// sysfs or read from a topology file) and the ClusterTopology built from all of them.
+// These are plain data: the planner (engine/plan) reads them and nothing else.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace holmes::topo {
+
+enum class NicKind { Ib, Roce, Ethernet, Ipoib, Loopback };
+
+const char* to_string(NicKind kind);  // "ib", "roce", "ethernet", "ipoib", "loopback"
+std::optional<NicKind> nic_kind_from_string(const std::string& text);
+
+// One usable (or down) network port: an RDMA port (`mlx5_0` port 1) or a network interface.
+struct Nic {
+  std::string name;     // RDMA device (`mlx5_0`) or interface (`eth0`)
+  NicKind kind = NicKind::Ethernet;
+  bool active = false;  // ACTIVE port / operstate up
+  std::optional<double> rate_gbps;  // unknown when the OS does not say
+  int port = 0;          // RDMA port number; 0 for a plain interface
+  std::string netdev;    // interface that carries it (RoCE, IPoIB); the name itself for Ethernet
+  std::string fabric;    // IB: subnet prefix of GID 0; RoCE/Ethernet: IPv4 subnet ("10.1.0.0/16")
+  int roce_version = 0;  // 1 or 2 for RoCE ports
+  int gid_index = -1;    // RoCE: GID index to use (v2 with an IPv4 address preferred)
+  std::string pci;       // PCI address ("0000:17:00.0"), "" when virtual
+  int numa_node = -1;
+  bool is_virtual = false;  // no `device` link: bridge, docker, veth, bond master
+  std::vector<std::string> addresses;  // IPv4 "a.b.c.d/len"
+};
+
+// Compute devices of a node: CUDA GPUs when the runtime finds any, else the CPU.
+struct Devices {
+  std::string kind = "cpu";  // "cuda" or "cpu"
+  int count = 1;             // GPUs, or 1 for the CPU
+  std::string name;          // GPU model or CPU model
+  double memory_gb = 0;      // per device
+  double peak_tflops = 0;    // per device, dense, at the training precision; 0 = unknown
+  int cores = 0;             // CPU cores (cpu kind)
+};
+
+struct NodeReport {
+  std::string hostname;
+  Devices devices;
+  std::vector<Nic> nics;
+};
+
+// A set of nodes that share one RDMA fabric of one kind, or a lone node with no usable
+// RDMA port (kind Ethernet). Every node belongs to exactly one island.
+struct Island {
+  int id = 0;
+  NicKind kind = NicKind::Ethernet;  // Ib, Roce or Ethernet
+  std::string fabric;                // subnet prefix / IP subnet / "" for Ethernet
+  std::vector<int> nodes;            // indices into ClusterTopology::nodes, ascending
+  double rdma_gbps_per_node = 0;     // aggregate RDMA bandwidth of one member (min over members)
+};
+
+enum class LinkClass { IntraNode, Rdma, Ethernet };
+
+// The best link two nodes share.
+struct Link {
+  LinkClass cls = LinkClass::Ethernet;
+  NicKind kind = NicKind::Ethernet;  // Ib/Roce for Rdma links
+  double rate_gbps = 0;              // per node pair direction; unknown Ethernet = assumed rate
+};
+
+struct ClusterTopology {
+  std::vector<NodeReport> nodes;
+  std::vector<Island> islands;
+  std::vector<int> island_of;  // node index -> island id
+  std::vector<std::string> warnings;  // what was assumed where reports disagreed
+
+  Link link(int a, int b) const;
+  // Interface to bind TCP traffic (Gloo) of `node` to: on the RDMA island's IP network when
+  // `inside_island`, else on the Ethernet network that joins every node.
+  std::string tcp_interface(int node, bool inside_island) const;
+  // Ethernet rate of a node: the fastest active physical Ethernet-class NIC.
+  double ethernet_gbps(int node) const;
+};
+
+}  // namespace holmes::topo
