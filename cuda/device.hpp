@@ -1,0 +1,23 @@
+// CUDA device facts and a self-test GEMM. Compiled only in CUDA builds (HOLMES_WITH_CUDA);
+// callers reach it through cmd/backends.cpp, the one file that knows whether it exists.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace holmes::cuda {
+
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  std::size_t memory_bytes = 0;
+  int cc_major = 0, cc_minor = 0;  // compute capability
+  int sm_count = 0;
+};
+
+// GPUs the CUDA runtime sees. Empty (and `why_none` says why: no driver, no device) on a
+// machine without a usable GPU; never throws for that case.
+std::vector<GpuInfo> query_gpus(std::string* why_none = nullptr);
+
+}  // namespace holmes::cuda
