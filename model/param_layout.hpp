@@ -1,0 +1,79 @@
+// The parameters of one rank's shard in ONE contiguous float buffer, with a size table.
+//
+// Names follow Hugging Face GPT-2 ("wte", "wpe", "h.<l>.attn.c_attn.weight", "ln_f.bias");
+// <l> is the GLOBAL layer index, so names are the same whatever the pipeline split.
+// Shapes follow torch.nn.Linear, (out, in): HF's Conv1D weights are the transpose.
+// Order in the buffer: wte, wpe (first stage), then per layer l of the stage
+//   h.l.ln_1.weight (C)           h.l.ln_1.bias (C)
+//   h.l.attn.c_attn.weight (3Cl, C)  column-parallel, rows = [q | k | v] blocks of this rank
+//   h.l.attn.c_attn.bias (3Cl)
+//   h.l.attn.c_proj.weight (C, Cl)   row-parallel      h.l.attn.c_proj.bias (C)  replicated
+//   h.l.ln_2.weight (C)           h.l.ln_2.bias (C)
+//   h.l.mlp.c_fc.weight (Fl, C)   column-parallel     h.l.mlp.c_fc.bias (Fl)
+//   h.l.mlp.c_proj.weight (C, Fl) row-parallel        h.l.mlp.c_proj.bias (C)  replicated
+// then ln_f.weight, ln_f.bias (C) and, on a last stage that is not the first, its own wte.
+// wte is (Vl, C): vocabulary rows [vocab_begin, vocab_begin + Vl) of the padded (Vp, C) table
+// (rows >= V are padding, initialised to 0 and never looked up). wpe is (max_seq_len, C).
+// Layer-major order keeps each layer's gradients contiguous, which suits bucketed
+// reduce-scatter while backward still runs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/gpt_config.hpp"
+
+namespace holmes::model {
+
+// One tensor of the shard and how it maps onto the full (unsharded) tensor.
+struct ParamTensor {
+  std::string name;
+  std::vector<int64_t> shape;       // shard shape
+  std::vector<int64_t> full_shape;  // shape of the full tensor in the unsharded model
+  size_t offset = 0;                // first element in the flat buffer
+  size_t numel = 0;                 // product of shape
+  bool weight_decay = false;        // true for matrices and embeddings; false for biases, LN
+  // Tensor-parallel mapping: split_dim < 0 means replicated (every TP rank holds all of it).
+  // Otherwise dimension split_dim of the full tensor is made of split_parts equal blocks
+  // (3 for c_attn: q, k, v; else 1) and this shard holds slice tp_index of tp_count of
+  // EVERY block, concatenated in block order.
+  int split_dim = -1;
+  int split_parts = 1;
+  int tp_index = 0;
+  int tp_count = 1;
+  // Tied copy of wte held by a last stage that is not the first stage: its gradient must be
+  // summed with the first stage's wte gradient (Megatron's embedding group).
+  bool tied_copy = false;
+  int layer = -1;  // global layer index, -1 for embeddings and ln_f
+};
+
+class ParamLayout {
+ public:
+  ParamLayout() = default;
+  // Builds the size table of the shard described by cfg (cfg must be finalized).
+  explicit ParamLayout(const GptConfig& cfg);
+
+  const std::vector<ParamTensor>& tensors() const { return tensors_; }
+  size_t size() const { return size_; }  // floats in the buffer (= sum of numel)
+  // The tensor called `name`; throws std::out_of_range when this shard has none.
+  const ParamTensor& at(const std::string& name) const;
+  const ParamTensor* find(const std::string& name) const;
+
+  // Offset in the flat buffer of the full-tensor element `full_index` (row-major in
+  // full_shape) if this shard holds it, else -1. Used by init and resharding.
+  static int64_t shard_offset(const ParamTensor& t, int64_t full_index);
+
+ private:
+  void add(const std::string& name, std::vector<int64_t> shape, std::vector<int64_t> full_shape,
+           bool decay, int split_dim, int split_parts, const GptConfig& cfg, int layer);
+
+  std::vector<ParamTensor> tensors_;
+  size_t size_ = 0;
+};
+
+// Parameter count of the full GPT-2 model (unpadded vocabulary, tied head), for reporting.
+int64_t full_model_params(const GptConfig& cfg);
+
+}  // namespace holmes::model
