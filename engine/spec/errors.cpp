@@ -6,7 +6,7 @@ namespace holmes {
 
 std::string ConfigIssue::to_string() const {
   std::string where = file;
-  if (line > 0) where += fmt::format(":{}:{}", line, column);
+  if (line > 0) where += column > 0 ? fmt::format(":{}:{}", line, column) : fmt::format(":{}", line);
   if (!path.empty()) where += where.empty() ? path : ": " + path;
   return where.empty() ? message : where + ": " + message;
 }

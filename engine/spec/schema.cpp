@@ -1,0 +1,285 @@
+#include "engine/spec/schema.hpp"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "engine/spec/scalar.hpp"
+
+namespace holmes::spec {
+namespace {
+
+// Each factory below binds a key to a member of JobSpec through an accessor lambda
+// `[](JobSpec& s) -> T& { return s.section.member; }` and builds the apply/show pair.
+#define HOLMES_REF(member) [](JobSpec& s) -> auto& { return s.member; }
+
+template <class Ref>
+Field integer(std::string path, Ref ref, std::string def, int64_t lo, int64_t hi, std::string doc) {
+  std::string type = hi == kNoMax ? fmt::format("integer >= {}", lo) : fmt::format("integer in [{}, {}]", lo, hi);
+  Field f{std::move(path), type, std::move(def), false, std::move(doc), {}, {}};
+  f.apply = [ref, lo, hi, type](JobSpec& s, const YAML::Node& v) -> std::string {
+    int64_t x = 0;
+    if (auto err = parse_int(v, &x); !err.empty()) return err + ", expected " + type;
+    if (x < lo || x > hi) return fmt::format("value {} is out of range, expected {}", x, type);
+    ref(s) = static_cast<std::remove_reference_t<decltype(ref(s))>>(x);
+    return "";
+  };
+  f.show = [ref](const JobSpec& s) { return fmt::format("{}", ref(const_cast<JobSpec&>(s))); };
+  return f;
+}
+
+template <class Ref>
+Field real(std::string path, Ref ref, std::string def, double lo, double hi, bool lo_open, std::string doc) {
+  std::string type = fmt::format("number {} {}{}", lo_open ? ">" : ">=", lo,
+                                 hi < kRealMax ? fmt::format(" and <= {}", hi) : "");
+  Field f{std::move(path), type, std::move(def), false, std::move(doc), {}, {}};
+  f.apply = [ref, lo, hi, lo_open, type](JobSpec& s, const YAML::Node& v) -> std::string {
+    double x = 0;
+    if (auto err = parse_real(v, &x); !err.empty()) return err + ", expected " + type;
+    if (x < lo || (lo_open && x == lo) || x > hi)
+      return fmt::format("value {} is out of range, expected {}", x, type);
+    ref(s) = x;
+    return "";
+  };
+  f.show = [ref](const JobSpec& s) { return fmt::format("{}", ref(const_cast<JobSpec&>(s))); };
+  return f;
+}
+
+template <class Ref>
+Field text(std::string path, Ref ref, std::string def, std::string doc) {
+  Field f{std::move(path), "string", std::move(def), false, std::move(doc), {}, {}};
+  f.apply = [ref](JobSpec& s, const YAML::Node& v) -> std::string {
+    std::string x;
+    if (auto err = parse_string(v, &x); !err.empty()) return err + ", expected a string";
+    ref(s) = x;
+    return "";
+  };
+  f.show = [ref](const JobSpec& s) { return quote(ref(const_cast<JobSpec&>(s))); };
+  return f;
+}
+
+template <class Ref>
+Field choice(std::string path, Ref ref, std::vector<std::string> choices, std::string doc) {
+  std::string type = "one of " + join(choices, ", ");
+  Field f{std::move(path), type, choices.front(), false, std::move(doc), {}, {}};
+  f.apply = [ref, choices, type](JobSpec& s, const YAML::Node& v) -> std::string {
+    std::string x;
+    if (auto err = parse_string(v, &x); !err.empty()) return err + ", expected " + type;
+    for (const auto& c : choices)
+      if (c == x) return ref(s) = x, "";
+    return fmt::format("value '{}' is not accepted, expected {}", x, type);
+  };
+  f.show = [ref](const JobSpec& s) { return ref(const_cast<JobSpec&>(s)); };
+  return f;
+}
+
+template <class Ref>
+Field degree(std::string path, Ref ref, std::string doc) {
+  const std::string type = "integer >= 1 or auto";
+  Field f{std::move(path), type, "1", false, std::move(doc), {}, {}};
+  f.apply = [ref, type](JobSpec& s, const YAML::Node& v) -> std::string {
+    if (v.IsScalar() && v.Scalar() == "auto") return ref(s) = kAuto, "";
+    int64_t x = 0;
+    if (auto err = parse_int(v, &x); !err.empty()) return err + ", expected " + type;
+    if (x < 1 || x > 1'000'000) return fmt::format("value {} is out of range, expected {}", x, type);
+    ref(s) = static_cast<int>(x);
+    return "";
+  };
+  f.show = [ref](const JobSpec& s) {
+    int x = ref(const_cast<JobSpec&>(s));
+    return x == kAuto ? std::string("auto") : std::to_string(x);
+  };
+  return f;
+}
+
+template <class Ref>
+Field paths(std::string path, Ref ref, std::string doc) {
+  Field f{std::move(path), "list of file paths (or one path)", "[]", false, std::move(doc), {}, {}};
+  f.apply = [ref](JobSpec& s, const YAML::Node& v) -> std::string {
+    std::vector<std::string> out;
+    if (auto err = parse_string_list(v, &out); !err.empty()) return err + ", expected a path or a list of paths";
+    ref(s) = out;
+    return "";
+  };
+  f.show = [ref](const JobSpec& s) {
+    std::vector<std::string> q;
+    for (const auto& p : ref(const_cast<JobSpec&>(s))) q.push_back(quote(p));
+    return "[" + join(q, ", ") + "]";
+  };
+  return f;
+}
+
+Field partition() {
+  const std::string type = "auto, uniform, or a list of layers per stage such as [26, 22]";
+  Field f{"parallel.partition", type, "auto", false,
+          "Layers per pipeline stage: auto balances stages with the cost model (faster islands get more "
+          "layers), uniform splits evenly, a list is taken as given and must sum to model.layers.",
+          {}, {}};
+  f.apply = [type](JobSpec& s, const YAML::Node& v) -> std::string {
+    if (v.IsScalar() && (v.Scalar() == "auto" || v.Scalar() == "uniform")) {
+      s.parallel.partition = Partition{v.Scalar(), {}};
+      return "";
+    }
+    if (!v.IsSequence()) return fmt::format("{} is not accepted, expected {}", describe(v), type);
+    Partition p{"list", {}};
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      int64_t x = 0;
+      if (auto err = parse_int(v[i], &x); !err.empty() || x < 1)
+        return fmt::format("element {} ({}) is not accepted, expected a layer count >= 1", i, describe(v[i]));
+      p.layers.push_back(static_cast<int>(x));
+    }
+    if (p.layers.empty()) return "an empty list is not accepted, expected " + type;
+    s.parallel.partition = p;
+    return "";
+  };
+  f.show = [](const JobSpec& s) {
+    const auto& p = s.parallel.partition;
+    return p.kind == "list" ? fmt::format("[{}]", fmt::join(p.layers, ", ")) : p.kind;
+  };
+  return f;
+}
+
+Field required(Field f) {
+  f.required = true;
+  return f;
+}
+
+std::vector<Field> make_schema() {
+  constexpr int64_t M = kNoMax;
+  std::vector<Field> f;
+  // job
+  f.push_back(text("job.name", HOLMES_REF(job.name), "holmes-job", "Name of the run, shown in logs."));
+  f.push_back(integer("job.seed", HOLMES_REF(job.seed), "1234", 0, M, "Seed of weights, data order and sampling."));
+  f.push_back(text("job.output_dir", HOLMES_REF(job.output_dir), "runs/holmes-job",
+                   "Folder for metrics.jsonl, the final model and (by default) checkpoints."));
+  f.push_back(choice("job.device", HOLMES_REF(job.device), {"auto", "cpu", "cuda"},
+                     "Compute backend: auto takes CUDA GPUs when present, else the CPU."));
+  // model
+  f.push_back(required(integer("model.layers", HOLMES_REF(model.layers), "", 1, 4096, "Transformer blocks (L).")));
+  f.push_back(required(integer("model.hidden", HOLMES_REF(model.hidden), "", 1, 1 << 20, "Hidden size (C).")));
+  f.push_back(required(integer("model.heads", HOLMES_REF(model.heads), "", 1, 4096, "Attention heads (NH).")));
+  f.push_back(integer("model.vocab_size", HOLMES_REF(model.vocab_size), "257", 2, 1 << 24,
+                      "Vocabulary (V); padded internally for fast GEMMs. 257 = bytes + end-of-text."));
+  f.push_back(integer("model.max_seq_len", HOLMES_REF(model.max_seq_len), "1024", 1, 1 << 20,
+                      "Context length of the learned position embedding."));
+  // data
+  f.push_back(choice("data.source", HOLMES_REF(data.source), {"synthetic", "files"},
+                     "synthetic: the embedded generated corpus; files: data.train token files."));
+  f.push_back(paths("data.train", HOLMES_REF(data.train), "Training token files (llm.c .bin or raw uint16)."));
+  f.push_back(paths("data.valid", HOLMES_REF(data.valid), "Validation token files; empty = held-out tail."));
+  f.push_back(choice("data.format", HOLMES_REF(data.format), {"auto", "llmc", "raw-uint16"},
+                     "Token file format; auto reads the llm.c header when present."));
+  f.push_back(integer("data.synthetic.tokens", HOLMES_REF(data.synthetic.tokens), "2000000", 1024, M,
+                      "Length of the generated corpus."));
+  f.push_back(integer("data.synthetic.seed", HOLMES_REF(data.synthetic.seed), "7", 0, M,
+                      "Seed of the generated corpus."));
+  // train
+  f.push_back(required(integer("train.steps", HOLMES_REF(train.steps), "", 1, M, "Optimizer steps.")));
+  f.push_back(integer("train.micro_batch", HOLMES_REF(train.micro_batch), "8", 1, M,
+                      "Sequences per micro-batch on each data-parallel rank."));
+  f.push_back(integer("train.global_batch", HOLMES_REF(train.global_batch), "8", 1, M,
+                      "Sequences per optimizer step over the whole job (micro_batch x data x accumulation)."));
+  f.push_back(integer("train.seq_len", HOLMES_REF(train.seq_len), "64", 1, M, "Tokens per sequence (T)."));
+  f.push_back(real("train.lr", HOLMES_REF(train.lr), "3e-4", 0, 10, true, "Peak learning rate."));
+  f.push_back(real("train.min_lr", HOLMES_REF(train.min_lr), "3e-5", 0, 10, false, "Learning rate at the end of decay."));
+  f.push_back(integer("train.warmup_steps", HOLMES_REF(train.warmup_steps), "0", 0, M, "Linear warm-up steps."));
+  f.push_back(choice("train.lr_schedule", HOLMES_REF(train.lr_schedule), {"cosine", "linear", "constant"},
+                     "Decay after warm-up, from lr to min_lr at train.steps."));
+  f.push_back(real("train.weight_decay", HOLMES_REF(train.weight_decay), "0.1", 0, 10, false,
+                   "AdamW decoupled weight decay (not on biases and LayerNorm)."));
+  f.push_back(real("train.beta1", HOLMES_REF(train.beta1), "0.9", 0, 0.999999, false, "AdamW beta1."));
+  f.push_back(real("train.beta2", HOLMES_REF(train.beta2), "0.95", 0, 0.999999, false, "AdamW beta2."));
+  f.push_back(real("train.eps", HOLMES_REF(train.eps), "1e-8", 0, 1, true, "AdamW epsilon."));
+  f.push_back(real("train.grad_clip", HOLMES_REF(train.grad_clip), "1.0", 0, kRealMax, false,
+                   "Clip the global gradient norm to this; 0 disables."));
+  f.push_back(integer("train.eval_interval", HOLMES_REF(train.eval_interval), "0", 0, M,
+                      "Steps between validation runs; 0 disables."));
+  f.push_back(integer("train.eval_steps", HOLMES_REF(train.eval_steps), "10", 1, M, "Micro-batches per validation."));
+  // parallel
+  f.push_back(degree("parallel.tensor", HOLMES_REF(parallel.tensor), "Tensor-parallel degree (inside a node)."));
+  f.push_back(degree("parallel.pipeline", HOLMES_REF(parallel.pipeline), "Pipeline-parallel degree (stages)."));
+  f.push_back(degree("parallel.data", HOLMES_REF(parallel.data), "Data-parallel degree."));
+  f.push_back(choice("parallel.placement", HOLMES_REF(parallel.placement), {"holmes", "naive"},
+                     "holmes: NIC-aware (TP in a node, DP in an island, pipeline across islands); "
+                     "naive: Megatron-LM rank order over nodes as given."));
+  f.push_back(partition());
+  f.push_back(choice("parallel.order", HOLMES_REF(parallel.order),
+                     {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"},
+                     "Rank order of the naive placement, fastest-varying first (Megatron-LM)."));
+  f.push_back(choice("parallel.schedule", HOLMES_REF(parallel.schedule), {"1f1b"}, "Pipeline schedule."));
+  // cluster
+  f.push_back(text("cluster.topology", HOLMES_REF(cluster.topology), "",
+                   "Topology file (docs/topology.md); empty = discover the nodes at run time."));
+  f.push_back(text("cluster.rendezvous", HOLMES_REF(cluster.rendezvous), "auto",
+                   "auto (from Slurm / MASTER_ADDR), tcp://host:port, or file:///shared/path."));
+  f.push_back(real("cluster.timeout_s", HOLMES_REF(cluster.timeout_s), "300", 0, 86400, true,
+                   "Time-out of rendezvous and of every collective, in seconds."));
+  f.push_back(text("cluster.sysfs_root", HOLMES_REF(cluster.sysfs_root), "/", "Root under which NICs are discovered."));
+  f.push_back(real("cluster.device_tflops", HOLMES_REF(cluster.device_tflops), "0", 0, kRealMax, false,
+                   "Sustained TFLOP/s per device for the cost model; 0 = from the topology."));
+  f.push_back(real("cluster.compute_efficiency", HOLMES_REF(cluster.compute_efficiency), "0", 0, 1, false,
+                   "Fraction of peak the GEMMs reach; 0 = built-in default."));
+  for (auto [name, pick] : {std::pair{"ib", &ClusterSection::ib}, {"roce", &ClusterSection::roce},
+                            {"ethernet", &ClusterSection::ethernet}, {"intra_node", &ClusterSection::intra_node}}) {
+    auto bw = [pick](JobSpec& s) -> double& { return (s.cluster.*pick).bandwidth_gbps; };
+    auto lat = [pick](JobSpec& s) -> double& { return (s.cluster.*pick).latency_us; };
+    f.push_back(real(fmt::format("cluster.{}.bandwidth_gbps", name), bw, "0", 0, kRealMax, false,
+                     fmt::format("Override the {} link bandwidth (Gb/s) of the cost model; 0 = from topology.", name)));
+    f.push_back(real(fmt::format("cluster.{}.latency_us", name), lat, "0", 0, kRealMax, false,
+                     fmt::format("Override the {} link latency (us) of the cost model; 0 = default.", name)));
+  }
+  // checkpoint
+  f.push_back(text("checkpoint.dir", HOLMES_REF(checkpoint.dir), "", "Checkpoint folder; empty = <job.output_dir>/checkpoints."));
+  f.push_back(integer("checkpoint.interval", HOLMES_REF(checkpoint.interval), "0", 0, M,
+                      "Steps between checkpoints; 0 = only at the end and on preemption."));
+  f.push_back(integer("checkpoint.keep", HOLMES_REF(checkpoint.keep), "3", 1, 1000000, "Newest complete checkpoints kept."));
+  // log
+  f.push_back(integer("log.interval", HOLMES_REF(log.interval), "1", 1, M, "Steps between log lines."));
+  f.push_back(choice("log.level", HOLMES_REF(log.level), {"info", "debug", "warn", "error"}, "Log verbosity."));
+  f.push_back(text("log.metrics", HOLMES_REF(log.metrics), "metrics.jsonl",
+                   "JSON-lines metrics file under job.output_dir; empty disables."));
+  return f;
+}
+
+}  // namespace
+
+const std::vector<Field>& schema() {
+  static const std::vector<Field> fields = make_schema();
+  return fields;
+}
+
+const Field* find_field(const std::string& path) {
+  for (const auto& f : schema())
+    if (f.path == path) return &f;
+  return nullptr;
+}
+
+bool is_group(const std::string& path) {
+  for (const auto& f : schema())
+    if (f.path.size() > path.size() && f.path.compare(0, path.size(), path) == 0 && f.path[path.size()] == '.')
+      return true;
+  return false;
+}
+
+std::vector<std::string> children_of(const std::string& group) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  std::string prefix = group.empty() ? "" : group + ".";
+  for (const auto& f : schema()) {
+    if (f.path.compare(0, prefix.size(), prefix) != 0) continue;
+    std::string rest = f.path.substr(prefix.size());
+    std::string child = rest.substr(0, rest.find('.'));
+    if (seen.insert(child).second) out.push_back(child);
+  }
+  return out;
+}
+
+std::string schema_markdown() {
+  std::string out = "| key | type | default | meaning |\n| --- | --- | --- | --- |\n";
+  for (const auto& f : schema())
+    out += fmt::format("| `{}` | {} | {} | {} |\n", f.path, f.type,
+                       f.required ? "**required**" : (f.default_yaml.empty() ? "\"\"" : "`" + f.default_yaml + "`"), f.doc);
+  return out;
+}
+
+}  // namespace holmes::spec

@@ -1,0 +1,70 @@
+#include "engine/spec/validate.hpp"
+
+#include <fmt/format.h>
+
+#include <numeric>
+
+namespace holmes::spec {
+
+void validate(LoadedSpec& loaded, const std::string& source, std::vector<ConfigIssue>& issues) {
+  JobSpec& s = loaded.spec;
+  // An issue about `path`, located where that key's value came from.
+  auto fail = [&](const std::string& path, std::string msg) {
+    auto it = loaded.origin.find(path);
+    Origin o = it != loaded.origin.end() ? it->second : Origin{source, 0};
+    issues.push_back({o.source == "default" ? source : o.source, path, o.line, 0, std::move(msg)});
+  };
+  const auto& m = s.model;
+  const auto& t = s.train;
+  auto& p = s.parallel;
+
+  if (m.hidden % m.heads != 0)
+    fail("model.hidden", fmt::format("model.hidden = {} must be divisible by model.heads = {} (head size C/NH); "
+                                     "{} % {} = {}", m.hidden, m.heads, m.hidden, m.heads, m.hidden % m.heads));
+  if (p.tensor != kAuto && m.heads % p.tensor != 0)
+    fail("parallel.tensor", fmt::format("model.heads = {} must be divisible by parallel.tensor = {} "
+                                        "(each tensor-parallel rank holds whole heads)", m.heads, p.tensor));
+  if (p.pipeline != kAuto && p.pipeline > m.layers)
+    fail("parallel.pipeline", fmt::format("parallel.pipeline = {} exceeds model.layers = {}: every stage needs "
+                                          "at least one layer", p.pipeline, m.layers));
+  if (p.partition.kind == "list") {
+    const auto& l = p.partition.layers;
+    int sum = std::accumulate(l.begin(), l.end(), 0);
+    if (p.pipeline != kAuto && static_cast<int>(l.size()) != p.pipeline)
+      fail("parallel.partition", fmt::format("parallel.partition lists {} stages but parallel.pipeline = {}",
+                                             l.size(), p.pipeline));
+    if (sum != m.layers)
+      fail("parallel.partition", fmt::format("parallel.partition [{}] sums to {} but model.layers = {}",
+                                             fmt::join(l, ", "), sum, m.layers));
+    if (p.pipeline == kAuto) p.pipeline = static_cast<int>(l.size());
+  }
+  if (p.data != kAuto) {
+    if (t.global_batch % (t.micro_batch * p.data) != 0)
+      fail("train.global_batch",
+           fmt::format("train.global_batch = {} must be divisible by train.micro_batch x parallel.data = {} x {} = {}",
+                       t.global_batch, t.micro_batch, p.data, t.micro_batch * p.data));
+  } else if (t.global_batch % t.micro_batch != 0) {
+    fail("train.global_batch", fmt::format("train.global_batch = {} must be divisible by train.micro_batch = {}",
+                                           t.global_batch, t.micro_batch));
+  }
+  if (t.seq_len > m.max_seq_len)
+    fail("train.seq_len", fmt::format("train.seq_len = {} exceeds the model's context model.max_seq_len = {}",
+                                      t.seq_len, m.max_seq_len));
+  if (t.min_lr > t.lr)
+    fail("train.min_lr", fmt::format("train.min_lr = {} is larger than train.lr = {}", t.min_lr, t.lr));
+  if (t.warmup_steps > t.steps)
+    fail("train.warmup_steps", fmt::format("train.warmup_steps = {} exceeds train.steps = {}", t.warmup_steps, t.steps));
+  if (s.data.source == "files" && s.data.train.empty())
+    fail("data.train", "data.source is 'files' but data.train lists no token file");
+  if (s.data.source == "synthetic" && m.vocab_size < 257)
+    fail("model.vocab_size", fmt::format("model.vocab_size = {} is too small for the synthetic byte-level data, "
+                                         "which needs at least 257 (256 bytes + end-of-text)", m.vocab_size));
+  if (s.data.source == "synthetic" && !s.data.train.empty())
+    fail("data.train", "data.train lists files but data.source is 'synthetic'; set data.source: files to use them");
+  const std::string& r = s.cluster.rendezvous;
+  if (r != "auto" && r.rfind("tcp://", 0) != 0 && r.rfind("file://", 0) != 0)
+    fail("cluster.rendezvous", fmt::format("'{}' is not accepted, expected auto, tcp://HOST:PORT or file:///PATH", r));
+  if (s.job.output_dir.empty()) fail("job.output_dir", "job.output_dir must not be empty");
+}
+
+}  // namespace holmes::spec
