@@ -1,0 +1,201 @@
+// Row-major GEMM on column-major cuBLASLt: a row-major [r,c] matrix is the same memory as a
+// column-major [c,r] matrix, its transpose. So C = op(A) op(B) (row-major) is computed as
+// C^T = op(B)^T op(A)^T (column-major): B goes in cuBLASLt's "A" slot, A in its "B" slot,
+// and the result D is column-major [n,m] with leading dimension n, i.e. row-major [m,n].
+#include "cuda/gemm.hpp"
+
+#include <cublasLt.h>
+#include <fmt/format.h>
+
+#include <array>
+#include <map>
+#include <stdexcept>
+
+#include "cuda/check.hpp"
+#include "cuda/memory.hpp"
+
+namespace holmes::cuda {
+
+std::size_t dtype_bytes(DType t) { return t == DType::f32 ? 4 : 2; }
+const char* dtype_name(DType t) { return t == DType::f32 ? "f32" : "bf16"; }
+
+static cudaDataType_t to_cuda(DType t) { return t == DType::f32 ? CUDA_R_32F : CUDA_R_16BF; }
+
+void validate_gemm(const GemmShape& s) {
+  auto bad = [&](const char* field, long long value, const char* accepted) {
+    throw std::invalid_argument(fmt::format("GEMM {}: {} = {}; accepted: {}", describe(s), field,
+                                            value, accepted));
+  };
+  if (s.m <= 0) bad("m", s.m, "> 0");
+  if (s.n <= 0) bad("n", s.n, "> 0");
+  if (s.k <= 0) bad("k", s.k, "> 0");
+  if (s.batch <= 0) bad("batch", s.batch, "> 0");
+  if (s.bias && s.batch != 1) bad("batch (with bias)", s.batch, "1 when bias is set");
+  if (s.fast_tf32 && s.ab_type != DType::f32) bad("fast_tf32 with bf16 inputs", 1, "f32 inputs only");
+  if (s.batch > 1) {
+    // Batches may not overlap in the output; inputs may be shared (stride 0, broadcast).
+    if (s.stride_c < std::int64_t{s.m} * s.n) bad("stride_c", s.stride_c, ">= m*n");
+    if (s.stride_a < 0) bad("stride_a", s.stride_a, ">= 0");
+    if (s.stride_b < 0) bad("stride_b", s.stride_b, ">= 0");
+  }
+}
+
+std::string describe(const GemmShape& s) {
+  return fmt::format("m={} n={} k={} {}{} {}->{}{}{}", s.m, s.n, s.k, s.trans_a ? "A^T" : "A",
+                     s.trans_b ? "B^T" : "B", dtype_name(s.ab_type), dtype_name(s.c_type),
+                     s.bias ? " +bias" : "", s.batch > 1 ? fmt::format(" batch={}", s.batch) : "");
+}
+
+namespace {
+
+// Largest power of two (<= 256, cuBLASLt's default assumption) dividing the address; the
+// heuristic must know it or it may pick a vectorized kernel that faults on offset pointers.
+std::uint32_t alignment_of(const void* p) {
+  auto addr = reinterpret_cast<std::uintptr_t>(p);
+  std::uint32_t a = 256;
+  while (a > 1 && addr % a != 0) a /= 2;
+  return a;
+}
+
+struct PlanKey {
+  GemmShape shape;
+  std::array<std::uint32_t, 4> align;  // A, B, C, bias (bytes)
+  auto operator<=>(const PlanKey&) const = default;
+};
+
+// Descriptors and the chosen algorithm of one problem. Owns the cuBLASLt objects.
+struct Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t lt_a = nullptr, lt_b = nullptr, lt_c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    if (lt_c) cublasLtMatrixLayoutDestroy(lt_c);
+    if (lt_b) cublasLtMatrixLayoutDestroy(lt_b);
+    if (lt_a) cublasLtMatrixLayoutDestroy(lt_a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+template <class T>
+void set_op(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, const T& value) {
+  HOLMES_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, attr, &value, sizeof(value)));
+}
+
+// A column-major [rows, cols] layout with leading dimension rows, optionally batched.
+cublasLtMatrixLayout_t make_layout(DType t, int rows, int cols, int batch, std::int64_t stride) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  HOLMES_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, to_cuda(t), rows, cols, rows));
+  if (batch > 1) {
+    std::int32_t count = batch;
+    HOLMES_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+        layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    HOLMES_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+        layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+  }
+  return layout;
+}
+
+}  // namespace
+
+struct GemmRunner::Impl {
+  std::size_t workspace_bytes;
+  cublasLtHandle_t handle = nullptr;
+  int device = -1;
+  DeviceBuffer workspace;
+  std::map<PlanKey, std::unique_ptr<Plan>> plans;
+
+  ~Impl() {
+    plans.clear();
+    if (handle) cublasLtDestroy(handle);
+  }
+
+  void ensure_ready() {
+    int current = 0;
+    HOLMES_CUDA_CHECK(cudaGetDevice(&current));
+    if (handle) {
+      if (current != device)
+        throw std::logic_error(fmt::format(
+            "GemmRunner made for GPU {} used while GPU {} is current; use one runner per GPU",
+            device, current));
+      return;
+    }
+    HOLMES_CUBLAS_CHECK(cublasLtCreate(&handle));
+    device = current;
+    workspace = DeviceBuffer(workspace_bytes);
+  }
+
+  std::unique_ptr<Plan> make_plan(const PlanKey& key, const void* bias);
+};
+
+std::unique_ptr<Plan> GemmRunner::Impl::make_plan(const PlanKey& key, const void* bias) {
+  const GemmShape& s = key.shape;
+  auto plan = std::make_unique<Plan>();
+  cublasComputeType_t compute = s.fast_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  HOLMES_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, compute, CUDA_R_32F));
+  // cuBLASLt's A is our B and its B is our A (see the top of this file).
+  set_op(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
+  set_op(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
+  if (s.bias) {
+    set_op(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+    set_op(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<std::int32_t>(to_cuda(s.c_type)));
+    set_op(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  }
+  plan->lt_a = make_layout(s.ab_type, s.trans_b ? s.k : s.n, s.trans_b ? s.n : s.k, s.batch, s.stride_b);
+  plan->lt_b = make_layout(s.ab_type, s.trans_a ? s.m : s.k, s.trans_a ? s.k : s.m, s.batch, s.stride_a);
+  plan->lt_c = make_layout(s.c_type, s.n, s.m, s.batch, s.stride_c);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  HOLMES_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  // Keyed alignments in cuBLASLt's slot order: its A is our B, its B our A.
+  const std::uint32_t align[4] = {key.align[1], key.align[0], key.align[2], key.align[2]};
+  const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof(workspace_bytes));
+  for (int i = 0; i < 4 && status == CUBLAS_STATUS_SUCCESS; ++i)
+    status = cublasLtMatmulPreferenceSetAttribute(pref, align_attr[i], &align[i], sizeof(align[i]));
+  if (status == CUBLAS_STATUS_SUCCESS)
+    status = cublasLtMatmulAlgoGetHeuristic(handle, plan->op, plan->lt_a, plan->lt_b, plan->lt_c,
+                                            plan->lt_c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  HOLMES_CUBLAS_CHECK(status);
+  if (found == 0)
+    throw CudaError("CUBLAS_STATUS_NOT_SUPPORTED",
+                    fmt::format("no cuBLASLt algorithm for {} (alignments A={} B={} C={} bytes)",
+                                describe(s), key.align[0], key.align[1], key.align[2]),
+                    "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+  plan->algo = result.algo;
+  return plan;
+}
+
+GemmRunner::GemmRunner(std::size_t workspace_bytes) : impl_(std::make_unique<Impl>()) {
+  impl_->workspace_bytes = workspace_bytes;
+}
+
+GemmRunner::~GemmRunner() = default;
+
+std::size_t GemmRunner::cached_plans() const { return impl_->plans.size(); }
+
+void GemmRunner::run(void* c, const void* a, const void* b, const void* bias, const GemmShape& s,
+                     float alpha, float beta, cudaStream_t stream) {
+  validate_gemm(s);
+  impl_->ensure_ready();
+  PlanKey key{s, {alignment_of(a), alignment_of(b), alignment_of(c), s.bias ? alignment_of(bias) : 256u}};
+  auto it = impl_->plans.find(key);
+  if (it == impl_->plans.end()) it = impl_->plans.emplace(key, impl_->make_plan(key, bias)).first;
+  Plan& plan = *it->second;
+  // The bias pointer lives in the (shared, cached) descriptor: set it for this call.
+  if (s.bias) set_op(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  HOLMES_CUBLAS_CHECK(cublasLtMatmul(impl_->handle, plan.op, &alpha, b, plan.lt_a, a, plan.lt_b,
+                                     &beta, c, plan.lt_c, c, plan.lt_c, &plan.algo,
+                                     impl_->workspace.data(), impl_->workspace.bytes(), stream));
+}
+
+}  // namespace holmes::cuda

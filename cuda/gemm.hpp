@@ -1,0 +1,68 @@
+// GemmRunner: row-major GEMMs on cuBLASLt, the matrix-multiply brick of the CUDA backend.
+//
+//   C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C[m,n]  (+ bias[n] on every row)
+//
+// All matrices are row-major and densely packed. A is stored [m,k], or [k,m] when trans_a;
+// B is stored [k,n], or [n,k] when trans_b. The default (trans_b) is a linear layer:
+// out[BT,OC] = inp[BT,C] * weight[OC,C]^T. Inputs are fp32 or bf16, accumulation is always
+// fp32, C is fp32 or bf16. One cuBLASLt plan (descriptors + heuristic algorithm) is built
+// per distinct shape and pointer alignment and cached, so steady-state calls do no set-up.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace holmes::cuda {
+
+enum class DType : std::uint8_t { f32, bf16 };
+std::size_t dtype_bytes(DType t);
+const char* dtype_name(DType t);
+
+struct GemmShape {
+  int m = 0, n = 0, k = 0;
+  bool trans_a = false;
+  bool trans_b = true;
+  DType ab_type = DType::f32;  // A and B
+  DType c_type = DType::f32;   // C (and bias)
+  bool bias = false;           // add bias[n] (c_type) to each row; needs batch == 1
+  bool fast_tf32 = false;      // fp32 inputs only: let tensor cores round to TF32
+  // Strided batches: matrix i of A starts at A + i*stride_a elements (same for B, C).
+  int batch = 1;
+  std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+
+  auto operator<=>(const GemmShape&) const = default;
+};
+
+// Throws std::invalid_argument naming the field, its value and what is accepted. These are
+// programming errors of the caller (shapes come from the model), not user input.
+void validate_gemm(const GemmShape& s);
+std::string describe(const GemmShape& s);  // "m=.. n=.. k=.. A^T B ... bf16->f32"
+
+class GemmRunner {
+ public:
+  static constexpr std::size_t kDefaultWorkspaceBytes = std::size_t{32} << 20;
+
+  // The cuBLASLt handle and the workspace are made on first run(), on the device current at
+  // that time; a runner then serves only that device. Constructing one needs no GPU.
+  explicit GemmRunner(std::size_t workspace_bytes = kDefaultWorkspaceBytes);
+  ~GemmRunner();
+  GemmRunner(const GemmRunner&) = delete;
+  GemmRunner& operator=(const GemmRunner&) = delete;
+
+  // Device pointers; enqueued on `stream`, does not synchronize. `bias` is read only when
+  // s.bias. Throws CudaError when cuBLASLt fails or offers no algorithm for the problem.
+  void run(void* c, const void* a, const void* b, const void* bias, const GemmShape& s,
+           float alpha, float beta, cudaStream_t stream = nullptr);
+
+  std::size_t cached_plans() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace holmes::cuda

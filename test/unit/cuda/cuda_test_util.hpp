@@ -1,0 +1,77 @@
+// Shared helpers of the CUDA parity tests: the skip line ctest recognises, host-side bf16
+// rounding (so the CPU reference sees exactly the values the GPU sees) and random data.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/device.hpp"
+
+namespace holmes::cuda::test {
+
+// True when a GPU is usable. Otherwise prints the line that test/CMakeLists.txt maps to
+// "skipped" (SKIP_REGULAR_EXPRESSION) and the caller returns: Catch2 v2 has no SKIP.
+inline bool gpu_or_skip() {
+  std::string why;
+  static const bool have = !query_gpus(&why).empty();
+  if (!have) std::printf("HOLMES_SKIP: no CUDA device (%s)\n", why.c_str());
+  return have;
+}
+
+// fp32 -> bf16 bits, round to nearest even (finite inputs; the tests make no NaN).
+inline std::uint16_t bf16_bits(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+inline float bf16_value(std::uint16_t b) {
+  std::uint32_t u = std::uint32_t{b} << 16;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+inline std::vector<float> random_floats(std::size_t n, unsigned seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(gen);
+  return v;
+}
+
+// Rounds every value to bf16 in place and returns the bf16 bit patterns.
+inline std::vector<std::uint16_t> round_to_bf16(std::vector<float>& v) {
+  std::vector<std::uint16_t> bits(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    bits[i] = bf16_bits(v[i]);
+    v[i] = bf16_value(bits[i]);
+  }
+  return bits;
+}
+
+inline std::vector<float> from_bf16(const std::vector<std::uint16_t>& bits) {
+  std::vector<float> v(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) v[i] = bf16_value(bits[i]);
+  return v;
+}
+
+// Largest |got - want| / (atol + rtol * |want|); <= 1 means within tolerance.
+inline double worst_ratio(const std::vector<float>& got, const std::vector<double>& want,
+                          double atol, double rtol) {
+  double worst = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    double err = std::fabs(double(got[i]) - want[i]);
+    if (!std::isfinite(got[i])) return INFINITY;
+    worst = std::fmax(worst, err / (atol + rtol * std::fabs(want[i])));
+  }
+  return worst;
+}
+
+}  // namespace holmes::cuda::test
