@@ -1,4 +1,5 @@
-// `holmes-train prepare-data`: not built yet; parses its options so --help is accurate.
+// `holmes-train prepare-data`: text files -> one llm.c token file (byte-level tokenizer,
+// end-of-text before each file's document).
 #include <fmt/format.h>
 
 #include <memory>
@@ -6,6 +7,7 @@
 #include <vector>
 
 #include "cmd/commands.hpp"
+#include "engine/train/tokenizer.hpp"
 
 namespace holmes::cmd {
 
@@ -13,9 +15,14 @@ Action add_prepare_data(CLI::App& parent) {
   auto* sub = parent.add_subcommand("prepare-data", "Turn text files into a token file (byte-level tokenizer)");
   auto inputs = std::make_shared<std::vector<std::string>>();
   auto out = std::make_shared<std::string>();
-  sub->add_option("--input", *inputs, "Text files to tokenize")->required()->option_text("FILE...");
+  sub->add_option("--input", *inputs, "Text files to tokenize (each one document)")->required()->option_text("FILE...");
   sub->add_option("--out", *out, "Token file to write (llm.c format)")->required()->option_text("FILE");
-  return [] { return not_available("prepare-data"); };
+  return [inputs, out] {
+    int64_t n = train::prepare_byte_tokens(*inputs, *out);
+    fmt::print("prepare-data: wrote {} tokens from {} file(s) to {} (llm.c format, byte-level vocabulary {}, "
+               "end-of-text = {})\n", n, inputs->size(), *out, train::kByteVocab, train::kEndOfText);
+    return 0;
+  };
 }
 
 }  // namespace holmes::cmd

@@ -1,0 +1,85 @@
+#include "engine/train/metrics.hpp"
+
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "engine/spec/errors.hpp"
+
+namespace holmes::train {
+
+namespace {
+
+double status_field_mb(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  const std::string k = key;
+  while (std::getline(f, line))
+    if (line.compare(0, k.size(), k) == 0) return std::stod(line.substr(k.size())) / 1024.0;  // "... kB"
+  return 0;
+}
+
+}  // namespace
+
+double rss_mb() { return status_field_mb("VmRSS:"); }
+double peak_rss_mb() { return status_field_mb("VmHWM:"); }
+
+double train_flops_per_token(int64_t matmul_params, int layers, int seq_len, int hidden) {
+  return 6.0 * static_cast<double>(matmul_params) + 12.0 * layers * static_cast<double>(seq_len) * hidden;
+}
+
+double measure_cpu_sgemm_gflops() {
+  constexpr int kN = 512, kReps = 4;
+  std::vector<float> a(kN * kN, 0.5f), b(kN * kN, 0.25f), c(kN * kN, 0.0f);
+  auto gemm = [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kN, kN, kN, 1.0f, a.data(), kN, b.data(), kN, 0.0f,
+                c.data(), kN);
+  };
+  gemm();  // warm-up: thread pool start, page faults
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kReps; ++i) gemm();
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return 2.0 * kN * kN * static_cast<double>(kN) * kReps / s / 1e9;
+}
+
+MetricsWriter::MetricsWriter(const std::string& path) {
+  if (path.empty()) return;
+  std::error_code ec;
+  auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  file_ = std::fopen(path.c_str(), "w");
+  if (!file_) throw UserError(fmt::format("{}: cannot write the metrics file (log.metrics / job.output_dir)", path));
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (file_) std::fclose(file_);
+}
+
+void MetricsWriter::write(const std::vector<std::pair<std::string, double>>& fields) {
+  if (!file_) return;
+  std::string line = "{";
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const double v = fields[i].second;
+    // JSON has no NaN/Inf: write null so readers still parse the line.
+    std::string value = std::isfinite(v) ? fmt::format("{}", v) : "null";
+    line += fmt::format("{}\"{}\": {}", i ? ", " : "", fields[i].first, value);
+  }
+  line += "}\n";
+  std::fputs(line.c_str(), file_);
+  std::fflush(file_);
+}
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  auto s = static_cast<int64_t>(std::llround(seconds));
+  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+}  // namespace holmes::train

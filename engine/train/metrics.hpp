@@ -1,0 +1,45 @@
+// Process memory, FLOP accounting and the metrics JSON-lines file.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace holmes::train {
+
+// Resident set size of this process and its peak, in MiB (from /proc/self/status; 0 when
+// unavailable).
+double rss_mb();
+double peak_rss_mb();
+
+// Training FLOPs per token (forward + backward) of a GPT-2: 6 * (parameters that take part
+// in matrix products, the tied embedding as LM head included, position embeddings not)
+// plus 12 * L * T * C for the attention scores and weighted sums (PaLM's formula).
+double train_flops_per_token(int64_t matmul_params, int layers, int seq_len, int hidden);
+
+// Measured single-precision GEMM throughput of this CPU (GFLOP/s, a short sgemm probe):
+// the denominator of MFU on the CPU backend when no device peak is configured.
+double measure_cpu_sgemm_gflops();
+
+// Appends one JSON object per line. Values are numbers; keys are fixed identifiers.
+class MetricsWriter {
+ public:
+  // Empty path = disabled. Creates parent folders. Throws UserError when it cannot write.
+  explicit MetricsWriter(const std::string& path);
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+  ~MetricsWriter();
+
+  bool enabled() const { return file_ != nullptr; }
+  void write(const std::vector<std::pair<std::string, double>>& fields);
+
+ private:
+  std::FILE* file_ = nullptr;
+};
+
+// "1h02m", "3m05s", "12s".
+std::string format_duration(double seconds);
+
+}  // namespace holmes::train

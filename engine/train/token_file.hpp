@@ -1,0 +1,59 @@
+// Token files on disk: llm.c's format (a 256 x int32 header: magic 20240520, version 1,
+// token count; then uint16 tokens) and raw uint16 arrays as nanoGPT writes them. Files are
+// memory-mapped read-only; every problem with one is a UserError naming the file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace holmes::train {
+
+inline constexpr int32_t kLlmcMagic = 20240520;
+inline constexpr int32_t kLlmcVersion = 1;  // uint16 tokens (version 2 = uint32, not read)
+inline constexpr size_t kLlmcHeaderInts = 256;
+inline constexpr size_t kLlmcHeaderBytes = kLlmcHeaderInts * sizeof(int32_t);
+inline constexpr uint16_t kEndOfText = 256;  // byte-level tokenizer: 0..255 bytes, 256 = EOT
+
+enum class TokenFormat { kAuto, kLlmc, kRawUint16 };
+
+// "auto" | "llmc" | "raw-uint16"; anything else is a UserError naming `key`.
+TokenFormat parse_token_format(const std::string& text, const std::string& key = "data.format");
+
+// A read-only memory-mapped token file. Move-only; unmaps on destruction.
+class TokenFile {
+ public:
+  // Opens, maps and checks `path`: header (llmc), size, and every token < vocab_size.
+  static TokenFile open(const std::string& path, TokenFormat format, int vocab_size);
+
+  TokenFile(TokenFile&& other) noexcept;
+  TokenFile& operator=(TokenFile&& other) noexcept;
+  TokenFile(const TokenFile&) = delete;
+  TokenFile& operator=(const TokenFile&) = delete;
+  ~TokenFile();
+
+  std::span<const uint16_t> tokens() const { return tokens_; }
+  const std::string& path() const { return path_; }
+  TokenFormat format() const { return format_; }
+
+ private:
+  TokenFile() = default;
+  void unmap();
+
+  std::string path_;
+  TokenFormat format_ = TokenFormat::kAuto;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
+  std::span<const uint16_t> tokens_;
+};
+
+// Checks that every token is < vocab_size; throws a UserError naming `what` (a file) and
+// the first bad position otherwise.
+void check_token_range(std::span<const uint16_t> tokens, int vocab_size, const std::string& what);
+
+// Writes `tokens` in llm.c's format (header + uint16). Throws UserError if it cannot write.
+void write_llmc_tokens(const std::string& path, std::span<const uint16_t> tokens);
+
+}  // namespace holmes::train
