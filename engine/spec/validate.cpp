@@ -52,8 +52,6 @@ void validate(LoadedSpec& loaded, const std::string& source, std::vector<ConfigI
                                       t.seq_len, m.max_seq_len));
   if (t.min_lr > t.lr)
     fail("train.min_lr", fmt::format("train.min_lr = {} is larger than train.lr = {}", t.min_lr, t.lr));
-  if (t.warmup_steps > t.steps)
-    fail("train.warmup_steps", fmt::format("train.warmup_steps = {} exceeds train.steps = {}", t.warmup_steps, t.steps));
   if (s.data.source == "files" && s.data.train.empty())
     fail("data.train", "data.source is 'files' but data.train lists no token file");
   if (s.data.source == "synthetic" && m.vocab_size < 257)
