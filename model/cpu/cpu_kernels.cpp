@@ -1,0 +1,77 @@
+#include "model/cpu/cpu_kernels.hpp"
+
+#include "model/cpu/cpu_ops.hpp"
+
+namespace holmes::model::cpu {
+namespace {
+
+// Forwards every Kernels op to the free function of the same name in cpu_ops.hpp.
+class CpuKernels final : public Kernels {
+ public:
+  const char* name() const override { return "cpu"; }
+  void embedding_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B,
+                         int T, int C, int vb, int Vl) override {
+    cpu::embedding_forward(out, tokens, wte, wpe, B, T, C, vb, Vl);
+  }
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int B,
+                          int T, int C, int vb, int Vl) override {
+    cpu::embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vb, Vl);
+  }
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                         const float* b, int N, int C) override {
+    cpu::layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+  }
+  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                          const float* w, const float* mean, const float* rstd, int N,
+                          int C) override {
+    cpu::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+  }
+  void matmul_forward(float* out, const float* inp, const float* w, const float* b, int N, int C,
+                      int OC) override {
+    cpu::matmul_forward(out, inp, w, b, N, C, OC);
+  }
+  void matmul_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                       const float* w, int N, int C, int OC) override {
+    cpu::matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC);
+  }
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                         int NH) override {
+    cpu::attention_forward(out, att, qkv, B, T, C, NH);
+  }
+  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                          const float* att, int B, int T, int C, int NH) override {
+    cpu::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
+  }
+  void gelu_forward(float* out, const float* inp, size_t n) override { cpu::gelu_forward(out, inp, n); }
+  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override {
+    cpu::gelu_backward(dinp, inp, dout, n);
+  }
+  void residual_forward(float* out, const float* a, const float* b, size_t n) override {
+    cpu::residual_forward(out, a, b, n);
+  }
+  void residual_backward(float* da, float* db, const float* dout, size_t n) override {
+    cpu::residual_backward(da, db, dout, n);
+  }
+  void crossentropy_max_forward(float* row_max, const float* logits, int N, int Vl, int vb,
+                                int V) override {
+    cpu::crossentropy_max_forward(row_max, logits, N, Vl, vb, V);
+  }
+  void crossentropy_stats_forward(float* stats, const float* logits, const float* row_max,
+                                  const int* targets, int N, int Vl, int vb, int V) override {
+    cpu::crossentropy_stats_forward(stats, logits, row_max, targets, N, Vl, vb, V);
+  }
+  void crossentropy_forward(float* losses, const float* stats, const float* row_max, int N) override {
+    cpu::crossentropy_forward(losses, stats, row_max, N);
+  }
+  void crossentropy_backward(float* dlogits, const float* logits, const float* row_max,
+                             const float* stats, const int* targets, float dloss, int N, int Vl,
+                             int vb, int V) override {
+    cpu::crossentropy_backward(dlogits, logits, row_max, stats, targets, dloss, N, Vl, vb, V);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Kernels> make_cpu_kernels() { return std::make_unique<CpuKernels>(); }
+
+}  // namespace holmes::model::cpu

@@ -1,0 +1,41 @@
+// The CPU ops as free functions (argument conventions of model/kernels.hpp); CpuKernels in
+// cpu_kernels.cpp forwards to them. Split by kind over dense.cpp (GEMM-based and
+// LayerNorm), attention.cpp and pointwise.cpp (embedding, GELU, residual, cross-entropy).
+#pragma once
+
+#include <cstddef>
+
+namespace holmes::model::cpu {
+
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
+                    int C, int OC);
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int N, int C, int OC);
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int N, int C);
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, const float* weight, const float* mean, const float* rstd,
+                        int N, int C);
+
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH);
+void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                        const float* att, int B, int T, int C, int NH);
+
+void embedding_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B,
+                       int T, int C, int vocab_begin, int Vl);
+void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int B,
+                        int T, int C, int vocab_begin, int Vl);
+void gelu_forward(float* out, const float* inp, size_t n);
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n);
+void residual_forward(float* out, const float* a, const float* b, size_t n);
+void residual_backward(float* da, float* db, const float* dout, size_t n);
+void crossentropy_max_forward(float* row_max, const float* logits, int N, int Vl, int vocab_begin,
+                              int V);
+void crossentropy_stats_forward(float* stats, const float* logits, const float* row_max,
+                                const int* targets, int N, int Vl, int vocab_begin, int V);
+void crossentropy_forward(float* losses, const float* stats, const float* row_max, int N);
+void crossentropy_backward(float* dlogits, const float* logits, const float* row_max,
+                           const float* stats, const int* targets, float dloss, int N, int Vl,
+                           int vocab_begin, int V);
+
+}  // namespace holmes::model::cpu

@@ -1,0 +1,65 @@
+// GPT-2 initialisation that does not depend on the sharding: every element is drawn from a
+// counter-based generator keyed by (seed, tensor name, index in the full tensor).
+#include <cmath>
+#include <string_view>
+
+#include "model/gpt.hpp"
+
+namespace holmes::model {
+namespace {
+
+uint64_t mix64(uint64_t x) {  // SplitMix64 finaliser
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+  return h;
+}
+
+// Standard normal from one 64-bit key (Box-Muller on two 32-bit uniforms in (0, 1)).
+float normal_at(uint64_t key) {
+  const uint64_t r = mix64(key);
+  const double u1 = (static_cast<double>(r >> 32) + 0.5) * 0x1.0p-32;
+  const double u2 = (static_cast<double>(r & 0xffffffffULL) + 0.5) * 0x1.0p-32;
+  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+}
+
+bool ends_with(std::string_view s, std::string_view tail) {
+  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
+}
+
+}  // namespace
+
+void Gpt::init_weights(uint64_t seed) {
+  const float kStd = 0.02f;
+  const float proj_std = kStd / std::sqrt(2.0f * cfg_.layers);
+  for (const ParamTensor& t : layout_.tensors()) {
+    float* dst = params_.data();
+    const bool is_ln = t.name.find("ln_") != std::string::npos;
+    if (ends_with(t.name, ".bias") || is_ln) {
+      const float value = (is_ln && ends_with(t.name, ".weight")) ? 1.0f : 0.0f;
+      std::fill(dst + t.offset, dst + t.offset + t.numel, value);
+      continue;
+    }
+    const float std_dev = ends_with(t.name, "c_proj.weight") ? proj_std : kStd;
+    const uint64_t key = mix64(seed ^ fnv1a(t.name));
+    int64_t full = 1;
+    for (int64_t d : t.full_shape) full *= d;
+    const int64_t cols = t.full_shape.back();
+    // Padded vocabulary rows stay 0: no token looks them up and their logits are masked.
+    const int64_t real_rows = t.name == "wte" ? cfg_.vocab : t.full_shape.front();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < full; ++i) {
+      const int64_t off = ParamLayout::shard_offset(t, i);
+      if (off < 0) continue;
+      dst[off] = (i / cols) < real_rows ? std_dev * normal_at(key + static_cast<uint64_t>(i)) : 0.0f;
+    }
+  }
+}
+
+}  // namespace holmes::model
