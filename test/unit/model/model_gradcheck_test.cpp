@@ -1,0 +1,112 @@
+// Whole-model gradients against finite differences: for every tensor of the layout a random
+// direction d, comparing (L(p + eps d) - L(p - eps d)) / 2eps with <grad, d>, plus single
+// elements of a few tensors. Odd sizes (C=20, T=7, V=37) and aligned ones.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <memory>
+
+#include "model/cpu/cpu_kernels.hpp"
+#include "test/unit/model/check_util.hpp"
+#include "test/unit/model/model_test_util.hpp"
+
+using namespace holmes::model;
+using holmes::model::test::Batch;
+
+namespace {
+
+double loss_of(Gpt& gpt, const Batch& b, int B, int T) {
+  gpt.forward(b.tokens.data(), b.targets.data(), B, T);
+  double s = 0;  // sum of per-position losses in double: finer than the float mean
+  for (int i = 0; i < B * T; ++i) s += gpt.losses()[i];
+  return s / (B * T);
+}
+
+void check_model(GptConfig cfg, int B, int T) {
+  auto k = cpu::make_cpu_kernels();
+  Gpt gpt(cfg, *k, B, T);
+  test::init_generic(gpt, 3);
+  const Batch batch = test::make_batch(B, T, cfg.vocab, 4);
+  gpt.zero_grad();
+  const float loss = gpt.forward(batch.tokens.data(), batch.targets.data(), B, T);
+  CHECK(std::isfinite(loss));
+  gpt.backward();
+  std::vector<float> grads(gpt.grads(), gpt.grads() + gpt.num_params());
+  float* p = gpt.params();
+  const float eps = 1e-2f;
+  for (const ParamTensor& t : gpt.layout().tensors()) {
+    auto dir = test::random_vec(t.numel, static_cast<uint32_t>(t.offset + 1));
+    double ana = 0;
+    for (size_t i = 0; i < t.numel; ++i) ana += static_cast<double>(grads[t.offset + i]) * dir[i];
+    std::vector<float> saved(p + t.offset, p + t.offset + t.numel);
+    for (size_t i = 0; i < t.numel; ++i) p[t.offset + i] = saved[i] + eps * dir[i];
+    const double up = loss_of(gpt, batch, B, T);
+    for (size_t i = 0; i < t.numel; ++i) p[t.offset + i] = saved[i] - eps * dir[i];
+    const double down = loss_of(gpt, batch, B, T);
+    std::copy(saved.begin(), saved.end(), p + t.offset);
+    const double num = (up - down) / (2 * eps);
+    INFO(t.name << ": numeric " << num << " analytic " << ana);
+    CHECK(std::fabs(num - ana) <= 2e-4 + 3e-2 * std::fabs(ana));
+  }
+  // Single elements of the first attention weight and of the embedding.
+  for (const char* name : {"h.0.attn.c_attn.weight", "wpe"}) {
+    const ParamTensor& t = gpt.layout().at(name);
+    std::vector<float> x(p + t.offset, p + t.offset + t.numel);
+    std::vector<float> g(grads.begin() + t.offset, grads.begin() + t.offset + t.numel);
+    test::check_gradient(name, x, g, [&] {
+      std::copy(x.begin(), x.end(), p + t.offset);
+      return loss_of(gpt, batch, B, T);
+    }, eps, 2e-4, 3e-2, 40);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("whole-model gradients, odd sizes C=20 T=7 V=37", "[model][gradcheck]") {
+  check_model(GptConfig::gpt2(2, 20, 4, 37, 9), 2, 7);
+}
+
+TEST_CASE("whole-model gradients, aligned sizes C=32 T=8 V=128", "[model][gradcheck]") {
+  check_model(GptConfig::gpt2(2, 32, 4, 128, 8), 2, 8);
+}
+
+TEST_CASE("gradient accumulation: two half-scaled micro-batches sum to their mean", "[model]") {
+  auto k = cpu::make_cpu_kernels();
+  const int B = 2, T = 5;
+  GptConfig cfg = GptConfig::gpt2(1, 16, 2, 37, 8);
+  Gpt gpt(cfg, *k, B, T);
+  gpt.init_weights(9);
+  const Batch b1 = test::make_batch(B, T, cfg.vocab, 1), b2 = test::make_batch(B, T, cfg.vocab, 2);
+  gpt.zero_grad();
+  gpt.forward(b1.tokens.data(), b1.targets.data(), B, T);
+  gpt.backward(1.0f);
+  std::vector<float> g1(gpt.grads(), gpt.grads() + gpt.num_params());
+  gpt.zero_grad();
+  gpt.forward(b2.tokens.data(), b2.targets.data(), B, T);
+  gpt.backward(1.0f);
+  std::vector<float> g2(gpt.grads(), gpt.grads() + gpt.num_params());
+  gpt.zero_grad();
+  gpt.forward(b1.tokens.data(), b1.targets.data(), B, T);
+  gpt.backward(0.5f);
+  gpt.forward(b2.tokens.data(), b2.targets.data(), B, T);
+  gpt.backward(0.5f);
+  int bad = 0;
+  for (size_t i = 0; i < gpt.num_params(); ++i) {
+    const float want = 0.5f * (g1[i] + g2[i]);
+    if (std::fabs(gpt.grads()[i] - want) > 1e-6f + 1e-4f * std::fabs(want)) ++bad;
+  }
+  CHECK(bad == 0);
+  CHECK_THROWS_AS(gpt.backward(), std::logic_error);  // a second backward of one forward
+}
+
+TEST_CASE("a shorter micro-batch than planned gives the same loss as a model planned for it", "[model]") {
+  auto k = cpu::make_cpu_kernels();
+  GptConfig cfg = GptConfig::gpt2(2, 20, 4, 37, 9);
+  Gpt big(cfg, *k, 3, 9), exact(cfg, *k, 2, 7);
+  big.init_weights(1);
+  exact.init_weights(1);
+  const Batch b = test::make_batch(2, 7, cfg.vocab, 5);
+  CHECK(big.forward(b.tokens.data(), b.targets.data(), 2, 7) ==
+        Approx(exact.forward(b.tokens.data(), b.targets.data(), 2, 7)).epsilon(1e-6));
+  CHECK_THROWS_AS(exact.forward(b.tokens.data(), b.targets.data(), 3, 7), std::invalid_argument);
+}

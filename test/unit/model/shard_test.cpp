@@ -1,0 +1,137 @@
+// Sharded models against the single-rank model: two tensor-parallel shards in threads with
+// an in-process all-reduce, and two pipeline stages chained by hand, must give the same
+// weights, loss and gradients as tp=1 with one stage.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <thread>
+
+#include "model/cpu/cpu_kernels.hpp"
+#include "test/unit/model/model_test_util.hpp"
+
+using namespace holmes::model;
+using holmes::model::test::Batch;
+
+namespace {
+
+struct Result {
+  float loss = 0;
+  std::vector<float> params, grads;
+  ParamLayout layout;
+};
+
+Result run(Gpt& gpt, const Batch& b, int B, int T) {
+  test::init_generic(gpt, 11);
+  gpt.zero_grad();
+  Result r;
+  r.loss = gpt.forward(b.tokens.data(), b.targets.data(), B, T);
+  gpt.backward();
+  r.params.assign(gpt.params(), gpt.params() + gpt.num_params());
+  r.grads.assign(gpt.grads(), gpt.grads() + gpt.num_params());
+  r.layout = gpt.layout();
+  return r;
+}
+
+bool close(float a, float b) { return std::fabs(a - b) <= 2e-6f + 2e-4f * std::fabs(b); }
+
+// Every element of every full tensor: shards that hold it agree with the reference, and at
+// least one shard holds it (split tensors: exactly one).
+void compare_shards(const Result& ref, const std::vector<Result>& shards) {
+  int bad_params = 0, bad_grads = 0, uncovered = 0;
+  for (const ParamTensor& t : ref.layout.tensors()) {
+    for (size_t i = 0; i < t.numel; ++i) {
+      int holders = 0;
+      for (const Result& s : shards) {
+        const ParamTensor* st = s.layout.find(t.name);
+        if (st == nullptr) continue;
+        const int64_t off = ParamLayout::shard_offset(*st, static_cast<int64_t>(i));
+        if (off < 0) continue;
+        ++holders;
+        bad_params += s.params[off] != ref.params[t.offset + i];
+        if (!close(s.grads[off], ref.grads[t.offset + i])) {
+          if (++bad_grads <= 5) UNSCOPED_INFO(t.name << "[" << i << "] " << s.grads[off] << " vs " << ref.grads[t.offset + i]);
+        }
+      }
+      uncovered += holders == 0;
+    }
+  }
+  CHECK(bad_params == 0);
+  CHECK(bad_grads == 0);
+  CHECK(uncovered == 0);
+}
+
+}  // namespace
+
+TEST_CASE("tp=2 shards match tp=1: weights, loss and every gradient", "[model][tp]") {
+  auto k = cpu::make_cpu_kernels();
+  const int B = 2, T = 7;
+  GptConfig cfg = GptConfig::gpt2(2, 20, 4, 37, 9);
+  cfg.padded_vocab = 0;  // re-derive for tp=2 below; the single model uses the same Vp
+  const int Vp = GptConfig::pad_vocab(cfg.vocab, 2);
+  GptConfig single = cfg;
+  single.padded_vocab = Vp;
+  Gpt full(single, *k, B, T);
+  const Batch b = test::make_batch(B, T, cfg.vocab, 21);
+  const Result ref = run(full, b, B, T);
+
+  test::ThreadGroup group(2);
+  std::vector<Result> shards(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      test::ThreadComm comm(group, r);
+      GptConfig c = cfg;
+      c.tp_size = 2;
+      c.tp_rank = r;
+      Gpt shard(c, *k, B, T, &comm);
+      shards[r] = run(shard, b, B, T);
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(shards[0].loss == Approx(ref.loss).epsilon(1e-5));
+  CHECK(shards[1].loss == Approx(ref.loss).epsilon(1e-5));
+  CHECK(shards[0].layout.size() < ref.layout.size());
+  compare_shards(ref, shards);
+}
+
+TEST_CASE("two pipeline stages chained by hand match one stage", "[model][pp]") {
+  auto k = cpu::make_cpu_kernels();
+  const int B = 2, T = 7;
+  GptConfig cfg = GptConfig::gpt2(3, 20, 4, 37, 9);
+  Gpt full(cfg, *k, B, T);
+  const Batch b = test::make_batch(B, T, cfg.vocab, 22);
+  const Result ref = run(full, b, B, T);
+
+  GptConfig c0 = cfg, c1 = cfg;
+  c0.stage_layers = 1;
+  c0.has_head = false;
+  c1.first_layer = 1;
+  c1.stage_layers = -1;
+  c1.has_embedding = false;
+  Gpt s0(c0, *k, B, T), s1(c1, *k, B, T);
+  test::init_generic(s0, 11);
+  test::init_generic(s1, 11);
+  s0.zero_grad();
+  s1.zero_grad();
+  s0.forward_stage(b.tokens.data(), nullptr, nullptr, B, T);
+  s1.forward_stage(nullptr, s0.output(), b.targets.data(), B, T);
+  CHECK(s1.loss() == Approx(ref.loss).epsilon(1e-6));
+  s1.backward();
+  s0.backward_stage(s1.input_grad());
+  CHECK(s1.layout().at("wte").tied_copy);
+  // The tied embedding's gradient is the sum of both stages' copies.
+  const size_t w0 = s0.layout().at("wte").offset, w1 = s1.layout().at("wte").offset;
+  const size_t n = s0.layout().at("wte").numel;
+  for (size_t i = 0; i < n; ++i) s0.grads()[w0 + i] += s1.grads()[w1 + i];
+  std::vector<Result> stages(2);
+  for (int s = 0; s < 2; ++s) {
+    Gpt& g = s == 0 ? s0 : s1;
+    stages[s].params.assign(g.params(), g.params() + g.num_params());
+    stages[s].grads.assign(g.grads(), g.grads() + g.num_params());
+    stages[s].layout = g.layout();
+  }
+  // Stage 1 holds the same tied tensor: give it the summed gradient too.
+  std::copy(stages[0].grads.begin() + w0, stages[0].grads.begin() + w0 + n, stages[1].grads.begin() + w1);
+  compare_shards(ref, stages);
+}
