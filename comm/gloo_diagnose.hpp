@@ -1,0 +1,29 @@
+// After a Gloo operation failed, find out which peer is to blame so the error can name it.
+// Gloo's own message says "timed out" or "connection closed" but rarely which rank; a
+// ring algorithm also makes ranks far from a dead peer time out waiting on a live one.
+#pragma once
+
+#include <gloo/context.h>
+
+#include <string>
+
+#include "comm/store.hpp"
+
+namespace holmes::comm {
+
+struct Suspect {
+  int peer = -1;       // group rank to blame, -1 when none could be pinned
+  std::string reason;  // what we found, in words
+};
+
+// 1. Probe every peer's connection with a one-byte send on a reserved slot: a closed one
+//    (process died or closed the group) is the culprit.
+// 2. Otherwise every member that fails sets "fail/<tag>/<rank>" in the group's store and
+//    waits briefly for the others; members that never set it did not reach the operation
+//    (or are stuck elsewhere).
+// 3. Otherwise blame `peer_hint` (the peer of a send/recv, the root of a broadcast).
+// Never throws: a store that is gone (rank 0 died) only makes the answer vaguer.
+Suspect diagnose_gloo_failure(gloo::Context& ctx, Store& store, int rank, int peer_hint, const char* op,
+                              uint32_t tag, Millis timeout);
+
+}  // namespace holmes::comm

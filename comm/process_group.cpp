@@ -1,0 +1,51 @@
+#include "comm/process_group.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+namespace holmes::comm {
+
+const char* to_string(ReduceOp op) { return op == ReduceOp::kSum ? "sum" : "max"; }
+
+int GroupSpec::group_rank() const {
+  std::set<int> seen(global_ranks.begin(), global_ranks.end());
+  if (seen.size() != global_ranks.size())
+    throw std::invalid_argument(fmt::format("group '{}': duplicate ranks in [{}]", name, fmt::join(global_ranks, ",")));
+  auto it = std::find(global_ranks.begin(), global_ranks.end(), global_rank);
+  if (it == global_ranks.end())
+    throw std::invalid_argument(fmt::format("group '{}': global rank {} is not a member of [{}]", name, global_rank,
+                                            fmt::join(global_ranks, ",")));
+  return static_cast<int>(it - global_ranks.begin());
+}
+
+ProcessGroup::ProcessGroup(GroupSpec spec) : spec_(std::move(spec)), rank_(spec_.group_rank()) {}
+
+void ProcessGroup::check_sizes(const char* op, size_t out, size_t in, size_t expected_out) const {
+  if (out != expected_out)
+    throw std::invalid_argument(fmt::format("{} on group '{}' (size {}): output has {} elements, input {}; expected "
+                                            "output {}",
+                                            op, name(), size(), out, in, expected_out));
+}
+
+void ProcessGroup::send(std::span<const float> data, int peer, uint32_t tag, const OpOptions& o) {
+  // The span is only read for a send; P2POp holds a mutable span to keep one type.
+  P2POp op{P2POp::kSend, {const_cast<float*>(data.data()), data.size()}, peer, tag};
+  send_recv({&op, 1}, o);
+}
+
+void ProcessGroup::recv(std::span<float> data, int peer, uint32_t tag, const OpOptions& o) {
+  P2POp op{P2POp::kRecv, data, peer, tag};
+  send_recv({&op, 1}, o);
+}
+
+void ProcessGroup::check_peer(const char* op, int peer) const {
+  if (peer < 0 || peer >= size() || peer == rank_)
+    throw std::invalid_argument(fmt::format("{} on group '{}': peer {} is not another member (size {}, rank {})", op,
+                                            name(), peer, size(), rank_));
+}
+
+}  // namespace holmes::comm

@@ -1,0 +1,98 @@
+// ProcessGroup: the collectives and point-to-point operations one communicator of the
+// plan offers (a tensor-, pipeline- or data-parallel group). Implementations: Gloo over
+// TCP (gloo_group.hpp), threads in one process (inproc_group.hpp); the NCCL one comes with
+// the CUDA backend (docs/comm.md says how it fits: OpOptions::stream, a per-group network
+// chosen at creation, the unique id exchanged through the Store).
+//
+// Contract for every operation:
+// - all members call the same operations in the same order (collectives) or matching
+//   send/recv pairs (same peer pair and tag, same element count);
+// - buffers are host memory for CPU groups and device memory for NCCL groups;
+// - it ends within OpOptions::timeout (or the group's default); on failure it throws
+//   CommError naming the operation, the group, this rank and the peer. After a failure the
+//   group is broken: every later call throws at once.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace holmes::comm {
+
+enum class ReduceOp { kSum, kMax };
+const char* to_string(ReduceOp op);
+
+struct OpOptions {
+  std::chrono::milliseconds timeout{0};  // 0: the group's default time-out
+  void* stream = nullptr;                // cudaStream_t for NCCL groups; CPU groups ignore it
+};
+
+// One half of a point-to-point transfer; see ProcessGroup::send_recv.
+struct P2POp {
+  enum Kind { kSend, kRecv };
+  Kind kind;
+  std::span<float> data;  // read for kSend, written for kRecv; [n] on both sides
+  int peer;               // group rank
+  uint32_t tag;
+};
+
+// What every implementation is created from: which ranks, who am I, how long to wait.
+struct GroupSpec {
+  std::string name;               // unique in the job, e.g. "dp/pp0/tp1"; names the store prefix
+  std::vector<int> global_ranks;  // members; a member's group rank is its index here
+  int global_rank = 0;            // this process; must be in global_ranks
+  std::chrono::milliseconds timeout{30'000};  // default per-operation time-out (and connect)
+
+  // Index of global_rank in global_ranks; throws std::invalid_argument (a programming
+  // error, not user input) when absent or when the list has duplicates.
+  int group_rank() const;
+};
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+
+  const std::string& name() const { return spec_.name; }
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(spec_.global_ranks.size()); }
+  int global_rank_of(int group_rank) const { return spec_.global_ranks.at(group_rank); }
+  const std::vector<int>& global_ranks() const { return spec_.global_ranks; }
+  std::chrono::milliseconds default_timeout() const { return spec_.timeout; }
+
+  // data[i] <- op over members of data[i]. In place. data: [n]
+  virtual void all_reduce(std::span<float> data, ReduceOp op, const OpOptions& o = {}) = 0;
+  // out <- chunk `rank()` of (op over members of in). in: [size() * n], out: [n]
+  virtual void reduce_scatter(std::span<float> out, std::span<const float> in, ReduceOp op,
+                              const OpOptions& o = {}) = 0;
+  // out[r*n .. (r+1)*n) <- in of member r. in: [n], out: [size() * n]
+  virtual void all_gather(std::span<float> out, std::span<const float> in, const OpOptions& o = {}) = 0;
+  // data <- data of member `root`. data: [n]
+  virtual void broadcast(std::span<float> data, int root, const OpOptions& o = {}) = 0;
+  // Tagged point-to-point with rendezvous semantics (as NCCL): a send completes only once
+  // the peer has posted the matching recv, so two ranks that both send first deadlock
+  // unless they post both halves together in one send_recv (like ncclGroupStart/End or
+  // Megatron's batch_isend_irecv). Messages between one pair with one tag match in order.
+  // send_recv posts every op, then waits for all of them.
+  virtual void send_recv(std::span<const P2POp> ops, const OpOptions& o = {}) = 0;
+  void send(std::span<const float> data, int peer, uint32_t tag, const OpOptions& o = {});
+  void recv(std::span<float> data, int peer, uint32_t tag, const OpOptions& o = {});
+  // Returns once every member has entered.
+  virtual void barrier(const OpOptions& o = {}) = 0;
+
+ protected:
+  explicit ProcessGroup(GroupSpec spec);
+  std::chrono::milliseconds timeout_of(const OpOptions& o) const {
+    return o.timeout.count() > 0 ? o.timeout : spec_.timeout;
+  }
+  // Throws std::invalid_argument when sizes break the contract above (a programming error).
+  void check_sizes(const char* op, size_t out, size_t in, size_t expected_out) const;
+  void check_peer(const char* op, int peer) const;
+
+  GroupSpec spec_;
+  int rank_;
+};
+
+}  // namespace holmes::comm

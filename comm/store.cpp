@@ -1,0 +1,116 @@
+#include "comm/store.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "comm/errors.hpp"
+#include "comm/file_store.hpp"
+#include "comm/tcp_store.hpp"
+#include "engine/spec/errors.hpp"
+
+namespace holmes::comm {
+
+namespace {
+
+std::string join(const std::vector<std::string>& items, size_t limit = 16) {
+  std::string out;
+  for (size_t i = 0; i < items.size() && i < limit; ++i) out += (i ? ", " : "") + items[i];
+  if (items.size() > limit) out += fmt::format(", ... ({} in all)", items.size());
+  return out;
+}
+
+}  // namespace
+
+void Store::wait(const std::vector<std::string>& keys, Millis timeout) {
+  // Polling with a growing pause keeps the store protocol stateless (no server-side
+  // waiters to clean up when a client dies) at a cost of at most 50 ms latency.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = Millis(1);
+  std::vector<std::string> left = keys;
+  for (;;) {
+    left = missing(left);
+    if (left.empty()) return;
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, Millis(50));
+  }
+  throw StoreError(fmt::format("rendezvous store {}: timed out after {} ms waiting for {} of {} key(s): {}",
+                               describe(), timeout.count(), left.size(), keys.size(), join(left)));
+}
+
+PrefixStore::PrefixStore(std::shared_ptr<Store> base, std::string prefix)
+    : base_(std::move(base)), prefix_(std::move(prefix)) {}
+
+void PrefixStore::set(const std::string& key, const Bytes& value) { base_->set(prefix_ + key, value); }
+
+Bytes PrefixStore::get(const std::string& key, Millis timeout) { return base_->get(prefix_ + key, timeout); }
+
+int64_t PrefixStore::add(const std::string& key, int64_t delta) { return base_->add(prefix_ + key, delta); }
+
+std::vector<std::string> PrefixStore::missing(const std::vector<std::string>& keys) {
+  std::vector<std::string> full;
+  full.reserve(keys.size());
+  for (const auto& k : keys) full.push_back(prefix_ + k);
+  auto left = base_->missing(full);
+  for (auto& k : left) k = k.substr(prefix_.size());
+  return left;
+}
+
+bool PrefixStore::remove(const std::string& key) { return base_->remove(prefix_ + key); }
+
+void PrefixStore::wait(const std::vector<std::string>& keys, Millis timeout) {
+  std::vector<std::string> full;
+  full.reserve(keys.size());
+  for (const auto& k : keys) full.push_back(prefix_ + k);
+  base_->wait(full, timeout);  // the message shows full keys: they are what is in the store
+}
+
+std::string PrefixStore::describe() const { return base_->describe(); }
+
+void set_string(Store& store, const std::string& key, const std::string& value) {
+  store.set(key, Bytes(value.begin(), value.end()));
+}
+
+std::string get_string(Store& store, const std::string& key, Millis timeout) {
+  auto v = store.get(key, timeout);
+  return std::string(v.begin(), v.end());
+}
+
+std::string token_fingerprint(const std::string& token) {
+  // FNV-1a 64: enough to tell two jobs apart in a message without printing the token.
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : token) h = (h ^ c) * 1099511628211ull;
+  return fmt::format("{:08x}", static_cast<uint32_t>(h ^ (h >> 32)));
+}
+
+std::shared_ptr<Store> open_store(const StoreOptions& o) {
+  const std::string accepted = "accepted: tcp://HOST:PORT (PORT 1-65535) or file:///ABSOLUTE/PATH";
+  if (o.url.rfind("tcp://", 0) == 0) {
+    std::string rest = o.url.substr(6);
+    auto colon = rest.rfind(':');
+    std::string host = colon == std::string::npos ? "" : rest.substr(0, colon);
+    std::string port_text = colon == std::string::npos ? "" : rest.substr(colon + 1);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    int port = 0;
+    bool digits = !port_text.empty() && port_text.size() <= 5 &&
+                  std::all_of(port_text.begin(), port_text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) port = std::stoi(port_text);
+    if (host.empty() || !digits || port < 1 || port > 65535)
+      throw UserError(fmt::format("{}: '{}' is not a valid rendezvous address; {}", o.source, o.url, accepted));
+    TcpStoreOptions t{host, static_cast<uint16_t>(port), o.token, o.timeout};
+    if (o.rank == 0) return TcpStore::host(t);
+    return TcpStore::connect(t);
+  }
+  if (o.url.rfind("file://", 0) == 0) {
+    std::string path = o.url.substr(7);
+    if (path.empty() || path.front() != '/')
+      throw UserError(fmt::format("{}: '{}' is not a valid rendezvous address (the path must be absolute); {}",
+                                  o.source, o.url, accepted));
+    return std::make_shared<FileStore>(path, o.token, o.timeout);
+  }
+  throw UserError(fmt::format("{}: '{}' is not a valid rendezvous address; {}", o.source, o.url, accepted));
+}
+
+}  // namespace holmes::comm

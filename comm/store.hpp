@@ -1,0 +1,81 @@
+// Rendezvous key-value store: how the ranks of one job find each other before any
+// communicator exists. Rank 0 hosts a TCP store (tcp_store.hpp) or all ranks share a
+// directory (file_store.hpp); both check a per-job token so that a process of another job
+// cannot join by accident. Every wait has a time-out and the error names what is missing.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace holmes::comm {
+
+using Bytes = std::vector<char>;
+using Millis = std::chrono::milliseconds;
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Stores `value` under `key`, replacing any previous value.
+  virtual void set(const std::string& key, const Bytes& value) = 0;
+  // Waits up to `timeout` for `key`, then returns its value; StoreError names the key.
+  virtual Bytes get(const std::string& key, Millis timeout) = 0;
+  // Adds `delta` to the integer counter at `key` (absent counts as 0); returns the new value.
+  virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  // Returns the keys among `keys` that are not set now (no waiting).
+  virtual std::vector<std::string> missing(const std::vector<std::string>& keys) = 0;
+  // Removes `key`; returns whether it existed.
+  virtual bool remove(const std::string& key) = 0;
+
+  // Waits up to `timeout` until every key is set; StoreError lists the keys still missing.
+  virtual void wait(const std::vector<std::string>& keys, Millis timeout);
+
+  // Where this store lives, for messages ("tcp://10.0.0.1:29500", "file:///shared/rdzv").
+  virtual std::string describe() const = 0;
+};
+
+// A view of another store with every key prefixed, so that many groups (and the start-up
+// phases) share one store without clashing. The prefix is usually "pg/<group>/".
+class PrefixStore : public Store {
+ public:
+  PrefixStore(std::shared_ptr<Store> base, std::string prefix);
+
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key, Millis timeout) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  std::vector<std::string> missing(const std::vector<std::string>& keys) override;
+  bool remove(const std::string& key) override;
+  void wait(const std::vector<std::string>& keys, Millis timeout) override;
+  std::string describe() const override;
+
+ private:
+  std::shared_ptr<Store> base_;
+  std::string prefix_;
+};
+
+// Convenience for text values.
+void set_string(Store& store, const std::string& key, const std::string& value);
+std::string get_string(Store& store, const std::string& key, Millis timeout);
+
+// How to reach the job's store. `url` is "tcp://HOST:PORT" (rank 0 hosts the server on
+// PORT and connects to itself; the others connect to HOST:PORT, retrying until `timeout`)
+// or "file:///ABSOLUTE/PATH" (a directory on a file system all ranks share).
+struct StoreOptions {
+  std::string url;
+  int rank = 0;               // global rank of this process
+  std::string token;          // per-job secret; a store with another token refuses us
+  Millis timeout{60'000};     // connect/wait limit
+  std::string source = "cluster.rendezvous";  // where `url` came from, for messages
+};
+
+// Opens (and on rank 0 for tcp://, hosts) the store. A malformed url throws
+// holmes::UserError naming `source`; failures to reach or join it throw StoreError.
+std::shared_ptr<Store> open_store(const StoreOptions& options);
+
+// A short, non-secret fingerprint of a token for messages (8 hex digits).
+std::string token_fingerprint(const std::string& token);
+
+}  // namespace holmes::comm
