@@ -1,0 +1,161 @@
+#include "engine/plan/cost_model.hpp"
+
+#include <algorithm>
+
+namespace holmes::plan {
+
+namespace {
+
+// Keep the slower of two links; a link with no bandwidth (a one-member group) costs nothing
+// and never wins.
+void keep_worse(LinkCost& worst, const LinkCost& l) {
+  bool crosses = worst.crosses_island || l.crosses_island;
+  if (l.gbps_per_rank > 0 &&
+      (worst.gbps_per_rank <= 0 || l.gbps_per_rank < worst.gbps_per_rank ||
+       (l.gbps_per_rank == worst.gbps_per_rank && l.latency_s > worst.latency_s)))
+    worst = l;
+  worst.crosses_island = crosses;
+}
+
+}  // namespace
+
+std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const Layout& lay) {
+  const RankGrid& g = lay.grid;
+  int tp = g.degree(kTp), pp = g.degree(kPp), dp = g.degree(kDp);
+  auto node = [&](int t, int s, int r) { return d.node_of[lay.rank(Coords{t, s, r})]; };
+  std::vector<StageCost> out(pp);
+  std::vector<int> ring;
+  for (int s = 0; s < pp; ++s) {
+    StageCost& sc = out[s];
+    sc.stage = s;
+    sc.first = s == 0;
+    sc.last = s == pp - 1;
+    sc.tp = tp;
+    sc.dp = dp;
+    sc.tflops = -1;
+    for (int r = 0; r < dp; ++r) {
+      ring.clear();
+      for (int t = 0; t < tp; ++t) {
+        int n = node(t, s, r);
+        ring.push_back(n);
+        const NodeFacts& nf = f.nodes[n];
+        if (sc.tflops < 0 || nf.tflops < sc.tflops) sc.tflops = nf.tflops;
+        double cap = nf.memory_bytes * kUsableMemoryFraction;
+        if (cap > 0 && (sc.capacity <= 0 || cap < sc.capacity)) sc.capacity = cap;
+        if (s + 1 < pp) keep_worse(sc.next_link, link_between(f, n, node(t, s + 1, r)));
+        if (s > 0) keep_worse(sc.prev_link, link_between(f, n, node(t, s - 1, r)));
+        if (pp > 1 && (sc.first || sc.last)) keep_worse(sc.emb_link, link_between(f, n, node(t, pp - 1 - s, r)));
+      }
+      if (tp > 1) keep_worse(sc.tp_link, ring_bottleneck(f, ring));
+    }
+    if (dp > 1)
+      for (int t = 0; t < tp; ++t) {
+        ring.clear();
+        for (int r = 0; r < dp; ++r) ring.push_back(node(t, s, r));
+        keep_worse(sc.dp_link, ring_bottleneck(f, ring));
+      }
+  }
+  return out;
+}
+
+double StageCost::params_per_rank(const Workload& w, int layers) const {
+  const GptShape& m = w.shape;
+  double p = double(layers) * double(block_params(m.hidden));
+  if (first) p += double(embedding_params(m, tp));
+  if (last) p += double(final_norm_params(m.hidden));
+  if (last && !first) p += double(padded_vocab(m.vocab, tp)) * m.hidden;  // tied LM head copy
+  return p / tp;
+}
+
+StageTime StageCost::time(const Workload& w, int layers) const {
+  const GptShape& m = w.shape;
+  double tokens = double(w.micro_batch) * w.seq_len;
+  double fwd = layers * block_forward_flops_per_token(m.hidden, w.seq_len);
+  if (last) fwd += head_forward_flops_per_token(m.hidden, padded_vocab(m.vocab, tp));
+  StageTime t;
+  t.compute_s = 3.0 * fwd * tokens / tp / (tflops * 1e12);
+  // Activation tensor [B, T, C] that tensor-parallel all-reduces and pipeline sends carry.
+  double act = tokens * m.hidden * w.act_bytes();
+  int all_reduces = 4 * layers + (first ? 1 : 0) + (last ? 1 : 0);
+  t.tp_s = all_reduces * ring_all_reduce_s(tp_link, tp, act);
+  // Pipeline sends are split over the tensor ranks (scatter/gather), forward and backward.
+  if (!last) t.pp_s += next_link.transfer_s(act / tp);
+  if (!first) t.pp_s += prev_link.transfer_s(act / tp);
+  double params = params_per_rank(w, layers);
+  double rs = ring_reduce_scatter_s(dp_link, dp, params * w.grad_bytes());
+  double ag = ring_all_gather_s(dp_link, dp, params * w.param_bytes());
+  // Reduce-scatter hides behind the last micro-batch's backward (2/3 of compute), the
+  // parameter all-gather behind the next step's first forward (1/3).
+  t.dp_s = std::max(0.0, rs - t.compute_s * 2.0 / 3.0) + std::max(0.0, ag - t.compute_s / 3.0);
+  if (first != last) {
+    double tied = double(padded_vocab(m.vocab, tp)) * m.hidden / tp * w.grad_bytes();
+    t.dp_s += ring_all_reduce_s(emb_link, 2, tied);
+  }
+  return t;
+}
+
+double StageCost::objective(const Workload& w, int pipeline, int layers) const {
+  StageTime t = time(w, layers);
+  return (w.micro_batches + pipeline - 1) * t.per_micro_batch() + t.dp_s;
+}
+
+RankMemory StageCost::memory(const Workload& w, int pipeline, int layers) const {
+  double p = params_per_rank(w, layers);
+  RankMemory mem;
+  mem.params = p * w.param_bytes();
+  mem.grads = p * w.grad_bytes();
+  mem.optimizer = p * w.optimizer_bytes() / dp;
+  // 1F1B: stage s holds activations of min(m, p - s) micro-batches at its peak.
+  int in_flight = std::min(w.micro_batches, pipeline - stage);
+  double per_mb = layers * block_activation_bytes(w.shape, w.seq_len, w.micro_batch, tp, w.act_bytes());
+  if (last) per_mb += head_activation_bytes(w.shape, w.seq_len, w.micro_batch, tp, w.act_bytes());
+  mem.activations = in_flight * per_mb;
+  mem.capacity = capacity;
+  return mem;
+}
+
+Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, const std::vector<int>& layers,
+                       int world) {
+  int p = static_cast<int>(stages.size());
+  Estimate e;
+  double worst = -1;
+  for (int s = 0; s < p; ++s) {
+    double f = stages[s].objective(w, p, layers[s]);
+    if (f > worst) {
+      worst = f;
+      e.bottleneck_stage = s;
+    }
+  }
+  const StageCost& b = stages[e.bottleneck_stage];
+  StageTime t = b.time(w, layers[e.bottleneck_stage]);
+  int m = w.micro_batches;
+  e.compute_s = m * t.compute_s;
+  e.tp_comm_s = m * t.tp_s;
+  e.pp_comm_s = m * t.pp_s;
+  e.bubble_s = (p - 1) * t.per_micro_batch();
+  e.dp_comm_s = t.dp_s;
+  e.step_time_s = e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s;
+  double tokens = double(w.global_batch) * w.seq_len;
+  e.tokens_per_s = e.step_time_s > 0 ? tokens / e.step_time_s : 0;
+  double flops = train_flops_per_token(w.shape, b.tp, w.seq_len) * tokens;
+  e.tflops_per_device = e.step_time_s > 0 ? flops / e.step_time_s / world / 1e12 : 0;
+  // Bytes sent per step, all ranks together, by the class of the link each group uses.
+  for (int s = 0; s < p; ++s) {
+    const StageCost& sc = stages[s];
+    double ranks = double(sc.tp) * sc.dp;
+    double act = double(w.micro_batch) * w.seq_len * w.shape.hidden * w.act_bytes();
+    auto add = [&](const LinkCost& l, double bytes) { e.bytes_per_step[static_cast<int>(l.kind)] += bytes; };
+    if (sc.tp > 1)
+      add(sc.tp_link, m * (4.0 * layers[s] + sc.first + sc.last) * 2.0 * (sc.tp - 1) / sc.tp * act * ranks);
+    if (!sc.last) add(sc.next_link, m * act / sc.tp * ranks);
+    if (!sc.first) add(sc.prev_link, m * act / sc.tp * ranks);
+    double params = sc.params_per_rank(w, layers[s]);
+    if (sc.dp > 1)
+      add(sc.dp_link, (sc.dp - 1.0) / sc.dp * params * (w.grad_bytes() + w.param_bytes()) * ranks);
+    if (sc.first != sc.last)
+      add(sc.emb_link, double(padded_vocab(w.shape.vocab, sc.tp)) * w.shape.hidden / sc.tp * w.grad_bytes() * ranks);
+  }
+  return e;
+}
+
+}  // namespace holmes::plan

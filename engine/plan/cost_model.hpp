@@ -1,0 +1,64 @@
+// The cost and memory model of one candidate plan (docs/cost-model.md has the formulas).
+// A StageCost gives, for a stage holding n layers, its per-micro-batch compute, tensor and
+// pipeline communication, and the data-parallel sync it cannot hide; the partition balances
+// F_s(n) = (m + p - 1) t_s(n) + dp_s(n) over stages and the step time is max_s F_s.
+#pragma once
+
+#include <vector>
+
+#include "engine/plan/links.hpp"
+#include "engine/plan/model_size.hpp"
+#include "engine/plan/placement.hpp"
+#include "engine/plan/plan.hpp"
+
+namespace holmes::plan {
+
+// What one step does, independent of placement.
+struct Workload {
+  GptShape shape;
+  int seq_len = 0;       // T
+  int micro_batch = 1;   // B per DP rank
+  int micro_batches = 1; // m
+  int global_batch = 1;
+  bool cuda = false;     // bf16 mixed precision (else fp32)
+  int act_bytes() const { return cuda ? 2 : 4; }
+  int param_bytes() const { return cuda ? 2 : 4; }  // weights as used in compute
+  int grad_bytes() const { return 4; }               // fp32 gradient buffer, reduced in fp32
+  int optimizer_bytes() const { return cuda ? 12 : 8; }  // fp32 master + m + v, or m + v
+};
+
+// Per-micro-batch parts and the exposed DP sync of one stage with n layers.
+struct StageTime {
+  double compute_s = 0;  // forward + backward
+  double tp_s = 0;
+  double pp_s = 0;
+  double dp_s = 0;       // per step, exposed
+  double per_micro_batch() const { return compute_s + tp_s + pp_s; }
+};
+
+struct StageCost {
+  int stage = 0;
+  bool first = false, last = false;
+  int tp = 1, dp = 1;
+  double tflops = 0;           // slowest device of the stage, sustained
+  LinkCost tp_link, dp_link, emb_link, next_link, prev_link;
+  double capacity = 0;         // smallest usable device memory of the stage (0 = unknown)
+
+  StageTime time(const Workload& w, int layers) const;
+  // (m + p - 1) t_s(n) + dp_s(n): what the partition balances.
+  double objective(const Workload& w, int pipeline, int layers) const;
+  double params_per_rank(const Workload& w, int layers) const;  // count, not bytes
+  RankMemory memory(const Workload& w, int pipeline, int layers) const;
+};
+
+// Links and device speeds of every stage of a layout. O(world).
+std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const Layout& lay);
+
+// Step estimate (everything but naive_step_time_s) for a partition.
+Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, const std::vector<int>& layers,
+                       int world);
+
+// Usable fraction of device memory (the rest: CUDA context, workspaces, fragmentation).
+inline constexpr double kUsableMemoryFraction = 0.9;
+
+}  // namespace holmes::plan

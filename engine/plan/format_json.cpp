@@ -1,0 +1,117 @@
+// Hand-written JSON of a plan (keys documented in docs/plan-format.md). Numbers are printed
+// with fixed precision so the text, and plan_hash over it, is identical on every rank.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <string>
+
+#include "engine/plan/plan.hpp"
+
+namespace holmes::plan {
+
+namespace {
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') out += '\\', out += char(c);
+    else if (c < 0x20) out += fmt::format("\\u{:04x}", int(c));
+    else out += char(c);
+  }
+  return out + "\"";
+}
+
+std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : "null"; }
+const char* boolean(bool b) { return b ? "true" : "false"; }
+
+template <class T, class F>
+void array(std::string& out, const std::vector<T>& items, F each, const char* sep = ",\n    ") {
+  out += "[";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += sep;
+    each(items[i]);
+  }
+  out += "]";
+}
+
+void append_groups(std::string& out, const Plan& p) {
+  out += "  \"groups\": [\n    ";
+  for (size_t i = 0; i < p.groups.size(); ++i) {
+    const Group& g = p.groups[i];
+    if (i) out += ",\n    ";
+    out += fmt::format("{{\"kind\": \"{}\", \"index\": {}, \"transport\": \"{}\", \"link\": \"{}\", \"interface\": {}, "
+                       "\"gid_index\": {}, \"crosses_nodes\": {}, \"crosses_islands\": {}, \"hcas\": ",
+                       to_string(g.kind), g.index, to_string(g.transport), to_string(g.link), quote(g.interface),
+                       g.gid_index, boolean(g.crosses_nodes), boolean(g.crosses_islands));
+    array(out, g.hcas, [&](const std::string& h) { out += quote(h); }, ", ");
+    out += ", \"ranks\": ";
+    array(out, g.ranks, [&](int r) { out += std::to_string(r); }, ", ");
+    out += "}";
+  }
+  out += "\n  ],\n";
+}
+
+void append_estimate(std::string& out, const Plan& p) {
+  const Estimate& e = p.estimate;
+  double speedup = e.step_time_s > 0 ? e.naive_step_time_s / e.step_time_s : 0;
+  out += fmt::format(
+      "  \"estimate\": {{\"step_time_s\": {}, \"compute_s\": {}, \"tp_comm_s\": {}, \"pp_comm_s\": {}, "
+      "\"bubble_s\": {}, \"dp_comm_s\": {}, \"bottleneck_stage\": {}, \"tokens_per_s\": {}, "
+      "\"tflops_per_device\": {}, \"naive_step_time_s\": {}, \"speedup_over_naive\": {}, \"bytes_per_step\": {{",
+      num(e.step_time_s), num(e.compute_s), num(e.tp_comm_s), num(e.pp_comm_s), num(e.bubble_s), num(e.dp_comm_s),
+      e.bottleneck_stage, num(e.tokens_per_s), num(e.tflops_per_device), num(e.naive_step_time_s), num(speedup));
+  for (int k = 0; k < kLinkKinds; ++k)
+    out += fmt::format("{}\"{}\": {}", k ? ", " : "", to_string(LinkKind(k)), num(e.bytes_per_step[k]));
+  out += "}},\n";
+}
+
+}  // namespace
+
+std::string format_plan_json(const Plan& p) {
+  std::string out = "{\n";
+  out += fmt::format(
+      "  \"format\": \"holmes-plan/1\",\n  \"world\": {}, \"tensor\": {}, \"pipeline\": {}, \"data\": {},\n"
+      "  \"micro_batch\": {}, \"micro_batches\": {}, \"global_batch\": {}, \"seq_len\": {},\n"
+      "  \"placement\": \"{}\", \"partition\": \"{}\", \"order\": \"{}\", \"device\": \"{}\",\n"
+      "  \"params\": {}, \"vocab_padded\": {},\n",
+      p.world, p.tp, p.pp, p.dp, p.micro_batch, p.micro_batches, p.global_batch, p.seq_len, p.placement, p.partition,
+      p.order, p.device_kind, p.params_total, p.vocab_padded);
+  out += "  \"islands\": ";
+  array(out, p.islands, [&](const IslandInfo& i) {
+    out += fmt::format("{{\"id\": {}, \"kind\": \"{}\", \"devices\": {}, \"nodes\": [{}]}}", i.id, i.kind, i.devices,
+                       fmt::join(i.nodes, ", "));
+  });
+  out += ",\n  \"island_order\": ";
+  array(out, p.island_order, [&](int i) { out += std::to_string(i); }, ", ");
+  out += ",\n  \"nodes\": ";
+  array(out, p.hostnames, [&](const std::string& h) { out += quote(h); }, ", ");
+  out += ",\n  \"ranks\": ";
+  array(out, p.ranks, [&](const RankInfo& r) {
+    out += fmt::format("{{\"rank\": {}, \"node\": {}, \"local_rank\": {}, \"tp\": {}, \"pp\": {}, \"dp\": {}}}",
+                       r.rank, r.node, r.local_rank, r.tp, r.pp, r.dp);
+  });
+  out += ",\n  \"stages\": ";
+  array(out, p.stages, [&](const Stage& s) {
+    out += fmt::format("{{\"stage\": {}, \"first_layer\": {}, \"num_layers\": {}, \"island\": {}, \"straddles\": {}, "
+                       "\"embedding\": {}, \"lm_head\": {}}}",
+                       s.stage, s.first_layer, s.num_layers, s.island, boolean(s.straddles), boolean(s.embedding),
+                       boolean(s.lm_head));
+  });
+  out += ",\n";
+  append_groups(out, p);
+  append_estimate(out, p);
+  out += "  \"memory\": ";
+  array(out, p.memory, [&](const RankMemory& m) {
+    out += fmt::format("{{\"rank\": {}, \"bytes\": {}, \"params\": {}, \"grads\": {}, \"optimizer\": {}, "
+                       "\"activations\": {}, \"capacity\": {}}}",
+                       m.rank, num(std::round(m.total())), num(std::round(m.params)), num(std::round(m.grads)),
+                       num(std::round(m.optimizer)), num(std::round(m.activations)), num(std::round(m.capacity)));
+  });
+  out += ",\n  \"warnings\": ";
+  array(out, p.warnings, [&](const std::string& w) { out += quote(w); });
+  out += "\n}\n";
+  return out;
+}
+
+}  // namespace holmes::plan

@@ -1,0 +1,126 @@
+// Readable summary of a plan for --plan-only: islands, a rank map per node, stages, groups
+// with their transport, the estimate and its parts, memory per stage, warnings.
+#include <fmt/format.h>
+
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "engine/plan/plan.hpp"
+
+namespace holmes::plan {
+
+namespace {
+
+constexpr int kNodesShown = 16;
+constexpr double kGiB = double(1 << 30);
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  while (b >= 1000 && u < 5) b /= 1000, ++u;
+  return fmt::format("{:.1f} {}", b, units[u]);
+}
+
+void append_rank_map(std::string& out, const Plan& p) {
+  out += "Ranks per node (rank:tp,pp,dp):\n";
+  std::vector<std::vector<const RankInfo*>> by_node(p.hostnames.size());
+  for (const auto& r : p.ranks) by_node[r.node].push_back(&r);
+  int nodes = static_cast<int>(by_node.size());
+  std::vector<int> island_of(nodes, 0);
+  for (const auto& isl : p.islands)
+    for (int n : isl.nodes) island_of[n] = isl.id;
+  for (int n = 0; n < nodes && n < kNodesShown; ++n) {
+    out += fmt::format("  node {:<3} {:<14} island {}:", n, p.hostnames[n], island_of[n]);
+    for (const RankInfo* r : by_node[n]) out += fmt::format(" {}:{},{},{}", r->rank, r->tp, r->pp, r->dp);
+    out += "\n";
+  }
+  if (nodes > kNodesShown) out += fmt::format("  ... {} more nodes (see --format json)\n", nodes - kNodesShown);
+}
+
+void append_groups(std::string& out, const Plan& p) {
+  out += "Groups (kind: count x size, transport over link [interface / HCAs]):\n";
+  using Key = std::tuple<int, std::string, std::string, std::string, size_t>;
+  std::map<Key, int> counts;
+  for (const auto& g : p.groups) {
+    std::string where = g.interface;
+    if (!g.hcas.empty()) {
+      where.clear();
+      for (const auto& h : g.hcas) where += (where.empty() ? "" : ",") + h;
+      if (g.gid_index >= 0) where += fmt::format(" gid {}", g.gid_index);
+    }
+    std::string transport = fmt::format("{} over {}", to_string(g.transport), to_string(g.link));
+    if (g.crosses_islands) transport += ", crosses islands";
+    counts[Key{int(g.kind), to_string(g.kind), transport, where, g.ranks.size()}]++;
+  }
+  for (const auto& [key, n] : counts) {
+    const auto& [order, kind, transport, where, size] = key;
+    out += fmt::format("  {:<9} {:>5} x {:<5} {}{}\n", kind, n, size, transport, where.empty() ? "" : " [" + where + "]");
+  }
+}
+
+void append_estimate(std::string& out, const Plan& p) {
+  const Estimate& e = p.estimate;
+  out += fmt::format("Estimate per step ({} micro-batches of {} x {} tokens per data-parallel rank):\n",
+                     p.micro_batches, p.micro_batch, p.seq_len);
+  out += fmt::format("  step time {:.4g} s = compute {:.4g} + tensor comm {:.4g} + pipeline comm {:.4g} + bubble "
+                     "{:.4g} + data-parallel sync {:.4g} (bottleneck stage {})\n",
+                     e.step_time_s, e.compute_s, e.tp_comm_s, e.pp_comm_s, e.bubble_s, e.dp_comm_s,
+                     e.bottleneck_stage);
+  out += fmt::format("  {:.4g} tokens/s, {:.4g} TFLOP/s per device\n", e.tokens_per_s, e.tflops_per_device);
+  if (p.placement == "holmes")
+    out += fmt::format("  naive placement (Megatron order, uniform partition): {:.4g} s per step -> holmes is "
+                       "{:.2f}x faster\n",
+                       e.naive_step_time_s, e.step_time_s > 0 ? e.naive_step_time_s / e.step_time_s : 0);
+  out += "  bytes sent per step:";
+  for (int k = 0; k < kLinkKinds; ++k)
+    out += fmt::format(" {} {}{}", to_string(LinkKind(k)), human_bytes(e.bytes_per_step[k]), k + 1 < kLinkKinds ? "," : "\n");
+}
+
+void append_memory(std::string& out, const Plan& p) {
+  out += "Memory per device (GiB; every rank of a stage holds the same):\n";
+  std::vector<bool> shown(p.stages.size(), false);
+  for (const auto& m : p.memory) {
+    int s = p.ranks[m.rank].pp;
+    if (shown[s]) continue;
+    shown[s] = true;
+    out += fmt::format("  stage {}: {:.2f} = params {:.2f} + grads {:.2f} + optimizer {:.2f} + activations {:.2f}",
+                       s, m.total() / kGiB, m.params / kGiB, m.grads / kGiB, m.optimizer / kGiB,
+                       m.activations / kGiB);
+    out += m.capacity > 0 ? fmt::format(" of {:.1f} usable\n", m.capacity / kGiB) : " (device memory unknown)\n";
+  }
+}
+
+}  // namespace
+
+std::string format_plan_text(const Plan& p) {
+  std::string out;
+  out += fmt::format("Plan: {} ranks = tensor {} x pipeline {} x data {} on {} ({} placement, {} partition)\n",
+                     p.world, p.tp, p.pp, p.dp, p.device_kind, p.placement, p.partition);
+  out += fmt::format("Model: {:.3f} B parameters (vocabulary padded to {}), global batch {} x {} tokens\n",
+                     p.params_total / 1e9, p.vocab_padded, p.global_batch, p.seq_len);
+  out += "Islands:\n";
+  for (const auto& isl : p.islands)
+    if (!isl.nodes.empty())
+      out += fmt::format("  island {} ({}): {} nodes, {} devices (nodes {}..{})\n", isl.id, isl.kind,
+                         isl.nodes.size(), isl.devices, isl.nodes.front(), isl.nodes.back());
+  out += "  pipeline visits islands:";
+  for (int i : p.island_order) out += fmt::format(" {}", i);
+  out += "\n";
+  append_rank_map(out, p);
+  out += "Stages:\n";
+  for (const auto& s : p.stages)
+    out += fmt::format("  stage {:<3} layers {:>3}..{:<3} ({:>3} layers) island {}{}{}{}\n", s.stage, s.first_layer,
+                       s.first_layer + s.num_layers - 1, s.num_layers, s.island, s.straddles ? " (straddles islands)" : "",
+                       s.embedding ? " +embedding" : "", s.lm_head ? " +final-norm+lm-head" : "");
+  append_groups(out, p);
+  append_estimate(out, p);
+  append_memory(out, p);
+  if (!p.warnings.empty()) {
+    out += "Warnings:\n";
+    for (const auto& w : p.warnings) out += "  " + w + "\n";
+  }
+  return out;
+}
+
+}  // namespace holmes::plan

@@ -1,0 +1,98 @@
+#include "engine/plan/groups.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace holmes::plan {
+
+namespace {
+
+std::string join_unique(std::set<std::string> names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
+}  // namespace
+
+void choose_transport(const Facts& f, const std::vector<int>& nodes, bool cuda, bool ring, Group& g) {
+  g.crosses_nodes = false;
+  g.crosses_islands = false;
+  for (int n : nodes) {
+    g.crosses_nodes |= n != nodes[0];
+    g.crosses_islands |= f.nodes[n].island != f.nodes[nodes[0]].island;
+  }
+  // Slowest hop: the ring wraps around, a pipeline is a path.
+  LinkCost worst;
+  size_t hops = ring ? nodes.size() : nodes.size() - 1;
+  for (size_t i = 0; i < hops && nodes.size() > 1; ++i) {
+    LinkCost l = link_between(f, nodes[i], nodes[(i + 1) % nodes.size()]);
+    if (static_cast<int>(l.kind) > static_cast<int>(worst.kind)) worst = l;
+  }
+  g.link = worst.kind;
+  g.hcas.clear();
+  g.gid_index = -1;
+  g.interface.clear();
+  const NodeFacts& first = f.nodes[nodes[0]];
+  if (!g.crosses_nodes) {
+    g.transport = cuda ? Transport::IntraNode : Transport::GlooTcp;
+    if (!cuda) g.interface = "lo";
+    return;
+  }
+  std::set<std::string> ifaces;
+  if (!g.crosses_islands && first.island_link != LinkKind::Ethernet) {
+    if (!cuda) {
+      for (int n : nodes) ifaces.insert(f.nodes[n].island_if);
+      g.transport = Transport::GlooTcp;
+      g.interface = join_unique(std::move(ifaces));
+      return;
+    }
+    std::set<std::string> hcas;
+    for (int n : nodes) {
+      hcas.insert(f.nodes[n].hcas.begin(), f.nodes[n].hcas.end());
+      int gid = f.nodes[n].gid_index;
+      if (gid >= 0 && (g.gid_index < 0 || gid < g.gid_index)) g.gid_index = gid;
+    }
+    g.hcas.assign(hcas.begin(), hcas.end());
+    g.transport = first.island_link == LinkKind::Ib ? Transport::NcclIb : Transport::NcclRoce;
+    return;
+  }
+  for (int n : nodes) ifaces.insert(f.nodes[n].ethernet_if);
+  g.transport = cuda ? Transport::NcclSocket : Transport::GlooTcp;
+  g.interface = join_unique(std::move(ifaces));
+}
+
+std::vector<Group> build_groups(const Facts& f, const DeviceTable& d, const Layout& lay, bool cuda) {
+  std::vector<Group> out;
+  std::vector<int> nodes;
+  auto add = [&](GroupKind kind, int index, std::vector<int> ranks, bool ring) {
+    Group g;
+    g.kind = kind;
+    g.index = index;
+    g.ranks = std::move(ranks);
+    nodes.clear();
+    for (int r : g.ranks) nodes.push_back(d.node_of[r]);
+    choose_transport(f, nodes, cuda, ring, g);
+    out.push_back(std::move(g));
+  };
+  auto to_ranks = [&](std::vector<int> idx) {
+    for (int& v : idx) v = lay.rank_at[v];
+    return idx;
+  };
+  const RankGrid& grid = lay.grid;
+  for (int g = 0; g < grid.group_count(kTp); ++g) add(GroupKind::Tp, g, to_ranks(grid.group(kTp, g)), true);
+  for (int g = 0; g < grid.group_count(kPp); ++g) add(GroupKind::Pp, g, to_ranks(grid.group(kPp, g)), false);
+  for (int g = 0; g < grid.group_count(kDp); ++g) add(GroupKind::Dp, g, to_ranks(grid.group(kDp, g)), true);
+  int pp = grid.degree(kPp);
+  if (pp > 1)
+    for (int g = 0; g < grid.group_count(kPp); ++g) {
+      auto members = to_ranks(grid.group(kPp, g));
+      add(GroupKind::Embedding, g, {members.front(), members.back()}, false);
+    }
+  std::vector<int> all(d.node_of.size());
+  for (int r = 0; r < static_cast<int>(all.size()); ++r) all[r] = r;
+  add(GroupKind::World, 0, std::move(all), true);
+  return out;
+}
+
+}  // namespace holmes::plan

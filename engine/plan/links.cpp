@@ -1,0 +1,165 @@
+#include "engine/plan/links.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "engine/spec/errors.hpp"
+
+namespace holmes::plan {
+
+const char* to_string(LinkKind kind) {
+  switch (kind) {
+    case LinkKind::IntraNode: return "intra-node";
+    case LinkKind::Ib: return "ib";
+    case LinkKind::Roce: return "roce";
+    case LinkKind::Ethernet: return "ethernet";
+  }
+  return "?";
+}
+
+double LinkCost::transfer_s(double bytes) const {
+  if (gbps_per_rank <= 0) return 0;
+  return latency_s + bytes * 8.0 / (gbps_per_rank * 1e9);
+}
+
+namespace {
+
+// Fastest active physical NIC that carries TCP: a plain Ethernet port first, else the
+// netdev of a RoCE port or an IPoIB interface (they carry IP too).
+void pick_ethernet(const topo::NodeReport& n, NodeFacts& out) {
+  const topo::Nic* best = nullptr;
+  int best_rank = 99;
+  for (const auto& nic : n.nics) {
+    if (!nic.active || nic.is_virtual || nic.kind == topo::NicKind::Loopback) continue;
+    int rank = nic.kind == topo::NicKind::Ethernet ? 0 : nic.kind == topo::NicKind::Roce ? 1
+             : nic.kind == topo::NicKind::Ipoib ? 2 : 3;
+    if (rank > 2) continue;
+    double rate = nic.rate_gbps.value_or(0);
+    double best_rate = best ? best->rate_gbps.value_or(0) : -1;
+    if (!best || rank < best_rank || (rank == best_rank && rate > best_rate)) {
+      best = &nic;
+      best_rank = rank;
+    }
+  }
+  out.ethernet_if = best ? (best->netdev.empty() ? best->name : best->netdev) : "lo";
+  out.ethernet_gbps = best && best->rate_gbps ? *best->rate_gbps : kDefaultEthernetGbps;
+}
+
+// RDMA ports of the island's kind, the interface that carries IP inside the island, the GID.
+void pick_rdma(const topo::NodeReport& n, topo::NicKind kind, NodeFacts& out) {
+  out.island_if = out.ethernet_if;
+  for (const auto& nic : n.nics) {
+    if (!nic.active) continue;
+    if (nic.kind == kind) {
+      out.hcas.push_back(nic.port > 0 ? fmt::format("{}:{}", nic.name, nic.port) : nic.name);
+      if (kind == topo::NicKind::Roce && nic.gid_index >= 0 &&
+          (out.gid_index < 0 || nic.gid_index < out.gid_index))
+        out.gid_index = nic.gid_index;
+      if (kind == topo::NicKind::Roce && !nic.netdev.empty() && out.island_if == out.ethernet_if)
+        out.island_if = nic.netdev;
+    }
+    if (kind == topo::NicKind::Ib && nic.kind == topo::NicKind::Ipoib) out.island_if = nic.name;
+  }
+  std::sort(out.hcas.begin(), out.hcas.end());
+}
+
+double sustained_tflops(const spec::JobSpec& spec, const topo::Devices& d, bool cuda) {
+  if (spec.cluster.device_tflops > 0) return spec.cluster.device_tflops;
+  double eff = spec.cluster.compute_efficiency > 0 ? spec.cluster.compute_efficiency
+               : cuda ? kDefaultEfficiencyCuda : kDefaultEfficiencyCpu;
+  double peak = d.peak_tflops;
+  if (peak <= 0) peak = cuda ? kDefaultPeakTflopsCuda : kDefaultPeakTflopsCpuCore * std::max(1, d.cores);
+  return peak * eff;
+}
+
+}  // namespace
+
+Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo) {
+  int n = static_cast<int>(topo.nodes.size());
+  if (n == 0) throw UserError("the topology lists no nodes: nothing to plan on");
+  if (static_cast<int>(topo.island_of.size()) != n)
+    throw UserError(fmt::format("the topology has {} nodes but island_of lists {}", n, topo.island_of.size()));
+  Facts f;
+  f.islands = static_cast<int>(topo.islands.size());
+  const auto& c = spec.cluster;
+  const spec::LinkOverride* over[kLinkKinds] = {&c.intra_node, &c.ib, &c.roce, &c.ethernet};
+  for (int k = 0; k < kLinkKinds; ++k)
+    f.latency_s[k] = (over[k]->latency_us > 0 ? over[k]->latency_us : kDefaultLatencyUs[k]) * 1e-6;
+  f.nodes.resize(n);
+  for (int i = 0; i < n; ++i) {
+    const auto& rep = topo.nodes[i];
+    NodeFacts& nf = f.nodes[i];
+    nf.island = topo.island_of[i];
+    if (nf.island < 0 || nf.island >= f.islands)
+      throw UserError(fmt::format("topology node {} ('{}') is on island {} but the topology has {} islands", i,
+                                  rep.hostname, nf.island, f.islands));
+    const auto& isl = topo.islands[nf.island];
+    if (rep.devices.count < 1)
+      throw UserError(fmt::format("topology node '{}' has devices.count = {}; at least 1 is needed", rep.hostname,
+                                  rep.devices.count));
+    nf.devices = rep.devices.count;
+    nf.cuda = rep.devices.kind == "cuda";
+    nf.tflops = sustained_tflops(spec, rep.devices, nf.cuda);
+    nf.memory_bytes = rep.devices.memory_gb * double(1 << 30);
+    pick_ethernet(rep, nf);
+    if (c.ethernet.bandwidth_gbps > 0) nf.ethernet_gbps = c.ethernet.bandwidth_gbps;
+    nf.island_if = nf.ethernet_if;
+    if (isl.kind == topo::NicKind::Ib || isl.kind == topo::NicKind::Roce) {
+      nf.island_link = isl.kind == topo::NicKind::Ib ? LinkKind::Ib : LinkKind::Roce;
+      pick_rdma(rep, isl.kind, nf);
+      double over_bw = isl.kind == topo::NicKind::Ib ? c.ib.bandwidth_gbps : c.roce.bandwidth_gbps;
+      nf.rdma_gbps = over_bw > 0 ? over_bw : isl.rdma_gbps_per_node > 0 ? isl.rdma_gbps_per_node : kDefaultRdmaGbps;
+    }
+    nf.intra_gbps = c.intra_node.bandwidth_gbps > 0 ? c.intra_node.bandwidth_gbps
+                    : nf.cuda ? kDefaultIntraGbpsCuda : kDefaultIntraGbpsCpu;
+  }
+  return f;
+}
+
+LinkCost link_between(const Facts& f, int a, int b) {
+  const NodeFacts& na = f.nodes[a];
+  const NodeFacts& nb = f.nodes[b];
+  LinkCost l;
+  if (a == b) {
+    l.kind = LinkKind::IntraNode;
+    l.gbps_per_rank = na.intra_gbps;
+  } else if (na.island == nb.island && na.island_link != LinkKind::Ethernet) {
+    l.kind = na.island_link;
+    l.gbps_per_rank = std::min(na.rdma_gbps / na.devices, nb.rdma_gbps / nb.devices);
+  } else {
+    l.kind = LinkKind::Ethernet;
+    l.gbps_per_rank = std::min(na.ethernet_gbps / na.devices, nb.ethernet_gbps / nb.devices);
+    l.crosses_island = na.island != nb.island;
+  }
+  l.latency_s = f.latency_s[static_cast<int>(l.kind)];
+  return l;
+}
+
+LinkCost ring_bottleneck(const Facts& f, const std::vector<int>& nodes) {
+  LinkCost worst;
+  if (nodes.size() < 2) return worst;  // intra-node, zero bandwidth = zero cost
+  worst.gbps_per_rank = -1;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    LinkCost l = link_between(f, nodes[i], nodes[(i + 1) % nodes.size()]);
+    bool slower = worst.gbps_per_rank < 0 || l.gbps_per_rank < worst.gbps_per_rank ||
+                  (l.gbps_per_rank == worst.gbps_per_rank && l.latency_s > worst.latency_s);
+    bool crosses = worst.crosses_island || l.crosses_island;
+    if (slower) worst = l;
+    worst.crosses_island = crosses;
+  }
+  return worst;
+}
+
+double ring_all_reduce_s(const LinkCost& l, int d, double bytes) {
+  return 2.0 * ring_reduce_scatter_s(l, d, bytes);
+}
+
+double ring_reduce_scatter_s(const LinkCost& l, int d, double bytes) {
+  if (d < 2 || l.gbps_per_rank <= 0) return 0;
+  return (d - 1) * (l.latency_s + bytes / d * 8.0 / (l.gbps_per_rank * 1e9));
+}
+
+double ring_all_gather_s(const LinkCost& l, int d, double bytes) { return ring_reduce_scatter_s(l, d, bytes); }
+
+}  // namespace holmes::plan

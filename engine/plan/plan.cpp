@@ -1,0 +1,187 @@
+// make_plan: validate what the planner relies on, search, then spell the winner out rank by
+// rank and group by group.
+#include "engine/plan/plan.hpp"
+
+#include <fmt/format.h>
+
+#include <fmt/ranges.h>
+
+#include <numeric>
+
+#include "engine/plan/groups.hpp"
+#include "engine/plan/model_size.hpp"
+#include "engine/plan/search.hpp"
+#include "engine/spec/errors.hpp"
+
+namespace holmes::plan {
+
+const char* to_string(GroupKind kind) {
+  switch (kind) {
+    case GroupKind::Tp: return "tp";
+    case GroupKind::Pp: return "pp";
+    case GroupKind::Dp: return "dp";
+    case GroupKind::Embedding: return "embedding";
+    case GroupKind::World: return "world";
+  }
+  return "?";
+}
+
+const char* to_string(Transport kind) {
+  switch (kind) {
+    case Transport::NcclIb: return "nccl-ib";
+    case Transport::NcclRoce: return "nccl-roce";
+    case Transport::IntraNode: return "intra-node";
+    case Transport::NcclSocket: return "nccl-socket";
+    case Transport::GlooTcp: return "gloo-tcp";
+  }
+  return "?";
+}
+
+namespace {
+
+// The planner is called with specs that went through validation, but it is a public pure
+// function: it checks what it divides by or indexes with, and says so as a user error.
+void check_spec(const spec::JobSpec& s) {
+  const auto& m = s.model;
+  const auto& t = s.train;
+  const auto& p = s.parallel;
+  if (m.layers < 1 || m.hidden < 1 || m.heads < 1 || m.vocab_size < 1)
+    throw UserError(fmt::format("model.layers, model.hidden, model.heads and model.vocab_size must be >= 1, got "
+                                "{}, {}, {}, {}", m.layers, m.hidden, m.heads, m.vocab_size));
+  if (m.hidden % m.heads != 0)
+    throw UserError(fmt::format("model.hidden = {} must be divisible by model.heads = {}", m.hidden, m.heads));
+  if (t.seq_len < 1 || t.global_batch < 1 || t.micro_batch < 0)
+    throw UserError(fmt::format("train.seq_len = {}, train.global_batch = {} and train.micro_batch = {} must be >= 1",
+                                t.seq_len, t.global_batch, t.micro_batch));
+  if (p.tensor < 0 || p.pipeline < 0 || p.data < 0)
+    throw UserError(fmt::format("parallel degrees must be >= 1 or auto, got tensor={} pipeline={} data={}",
+                                p.tensor, p.pipeline, p.data));
+  if (p.placement != "holmes" && p.placement != "naive")
+    throw UserError(fmt::format("parallel.placement = '{}': expected holmes or naive", p.placement));
+  if (p.partition.kind != "auto" && p.partition.kind != "uniform" && p.partition.kind != "list")
+    throw UserError(fmt::format("parallel.partition = '{}': expected auto, uniform or a list of layer counts",
+                                p.partition.kind));
+  parse_order(p.order);
+  if (p.partition.kind == "list") {
+    const auto& l = p.partition.layers;
+    int sum = std::accumulate(l.begin(), l.end(), 0);
+    std::string text = fmt::format("[{}]", fmt::join(l, ", "));
+    if (sum != m.layers)
+      throw UserError(fmt::format("parallel.partition {} sums to {} but model.layers = {}", text, sum, m.layers));
+    for (int n : l)
+      if (n < 1) throw UserError(fmt::format("parallel.partition {}: every stage needs at least one layer", text));
+    if (p.pipeline != spec::kAuto && static_cast<int>(l.size()) != p.pipeline)
+      throw UserError(fmt::format("parallel.partition {} lists {} stages but parallel.pipeline = {}", text, l.size(),
+                                  p.pipeline));
+  }
+}
+
+bool cuda_devices(const spec::JobSpec& s, const topo::ClusterTopology& topo) {
+  bool cuda = topo.nodes.front().devices.kind == "cuda";
+  for (const auto& n : topo.nodes)
+    if ((n.devices.kind == "cuda") != cuda)
+      throw UserError(fmt::format("the topology mixes device kinds: node '{}' has '{}' devices, node '{}' has '{}'; "
+                                  "a job runs on one kind", topo.nodes.front().hostname,
+                                  topo.nodes.front().devices.kind, n.hostname, n.devices.kind));
+  if (s.job.device == "cuda" && !cuda)
+    throw UserError("job.device = cuda but the topology's nodes have no CUDA devices (accepted: auto or cpu)");
+  return cuda && s.job.device != "cpu";
+}
+
+void add_crossing_warnings(const Plan& plan, std::vector<std::string>& out) {
+  constexpr int kListed = 8;
+  int listed = 0, total = 0;
+  for (const auto& g : plan.groups) {
+    bool bad = (g.kind == GroupKind::Tp && g.crosses_nodes) || (g.kind == GroupKind::Dp && g.crosses_islands);
+    if (!bad) continue;
+    ++total;
+    if (listed++ < kListed)
+      out.push_back(fmt::format("{} group {} (ranks {}..{}, {} members) crosses {} over {}", to_string(g.kind),
+                                g.index, g.ranks.front(), g.ranks.back(), g.ranks.size(),
+                                g.kind == GroupKind::Tp ? "nodes" : "islands", to_string(g.link)));
+  }
+  if (total > kListed) out.push_back(fmt::format("... and {} more groups that cross slow links", total - kListed));
+}
+
+}  // namespace
+
+Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology) {
+  check_spec(spec);
+  SearchInput in;
+  in.spec = &spec;
+  in.facts = collect_facts(spec, topology);
+  in.table = make_device_table(in.facts);
+  in.world = static_cast<int>(in.table.node_of.size());
+  in.cuda = cuda_devices(spec, topology);
+  Evaluated best = search(in);
+
+  Plan plan;
+  plan.world = in.world;
+  plan.tp = best.deg.tp;
+  plan.pp = best.deg.pp;
+  plan.dp = best.deg.dp;
+  plan.micro_batch = best.deg.micro_batch;
+  plan.micro_batches = best.work.micro_batches;
+  plan.global_batch = spec.train.global_batch;
+  plan.seq_len = spec.train.seq_len;
+  plan.placement = spec.parallel.placement;
+  plan.partition = spec.parallel.partition.kind;
+  plan.order = best.layout.grid.order();
+  plan.device_kind = in.cuda ? "cuda" : "cpu";
+  plan.params_total = total_params(best.work.shape, plan.tp);
+  plan.vocab_padded = padded_vocab(spec.model.vocab_size, plan.tp);
+  plan.island_order = best.layout.island_order;
+  plan.islands.resize(in.facts.islands);
+  for (int i = 0; i < in.facts.islands; ++i) plan.islands[i] = IslandInfo{i, "ethernet", {}, 0};
+  for (int n = 0; n < static_cast<int>(in.facts.nodes.size()); ++n) {
+    const NodeFacts& nf = in.facts.nodes[n];
+    IslandInfo& isl = plan.islands[nf.island];
+    isl.kind = to_string(nf.island_link);
+    isl.nodes.push_back(n);
+    isl.devices += nf.devices;
+    plan.hostnames.push_back(topology.nodes[n].hostname);
+  }
+  for (int r = 0; r < in.world; ++r) {
+    Coords c = best.layout.coords(r);
+    plan.ranks.push_back(RankInfo{r, in.table.node_of[r], in.table.local_of[r], c.tp, c.pp, c.dp});
+  }
+  int first_layer = 0;
+  for (int s = 0; s < plan.pp; ++s) {
+    Stage st{s, first_layer, best.layers[s], 0, false, s == 0, s == plan.pp - 1};
+    first_layer += best.layers[s];
+    st.island = in.facts.nodes[in.table.node_of[best.layout.rank(Coords{0, s, 0})]].island;
+    for (int t = 0; t < plan.tp; ++t)
+      for (int d = 0; d < plan.dp; ++d)
+        st.straddles |= in.facts.nodes[in.table.node_of[best.layout.rank(Coords{t, s, d})]].island != st.island;
+    plan.stages.push_back(st);
+  }
+  plan.groups = build_groups(in.facts, in.table, best.layout, in.cuda);
+  plan.estimate = best.estimate;
+  plan.estimate.naive_step_time_s = best.estimate.step_time_s;
+  if (plan.placement == "holmes") {
+    std::string baseline_partition = plan.partition == "list" ? "list" : "uniform";
+    plan.estimate.naive_step_time_s = evaluate(in, best.deg, "naive", baseline_partition).estimate.step_time_s;
+  }
+  for (int r = 0; r < in.world; ++r) {
+    int s = plan.ranks[r].pp;
+    RankMemory m = best.stages[s].memory(best.work, plan.pp, best.layers[s]);
+    m.rank = r;
+    m.capacity = in.facts.nodes[in.table.node_of[r]].memory_bytes * kUsableMemoryFraction;
+    plan.memory.push_back(m);
+  }
+  plan.warnings = topology.warnings;
+  add_crossing_warnings(plan, plan.warnings);
+  return plan;
+}
+
+uint64_t plan_hash(const Plan& plan) {
+  // FNV-1a over the JSON text: it holds every field, and formatting is deterministic.
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : format_plan_json(plan)) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace holmes::plan

@@ -1,0 +1,122 @@
+// The parallel plan: where every rank runs, what it computes, which communicator groups
+// exist and over which transport, and what a step is estimated to cost. make_plan is pure
+// (no files, environment or clock) and deterministic, so every rank computes the same plan
+// and checks plan_hash against rank 0's. JSON keys: docs/plan-format.md; formulas:
+// docs/cost-model.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/plan/links.hpp"
+#include "engine/spec/job_spec.hpp"
+#include "engine/topo/topology.hpp"
+
+namespace holmes::plan {
+
+enum class GroupKind { Tp, Pp, Dp, Embedding, World };
+enum class Transport { NcclIb, NcclRoce, IntraNode, NcclSocket, GlooTcp };
+const char* to_string(GroupKind kind);   // "tp", "pp", "dp", "embedding", "world"
+const char* to_string(Transport kind);   // "nccl-ib", "nccl-roce", "intra-node", "nccl-socket", "gloo-tcp"
+
+// Global rank r runs on node `node`, device `local_rank`; ranks are numbered node by node
+// in topology order (node 0's devices first), as launchers number them.
+struct RankInfo {
+  int rank = 0;
+  int node = 0;
+  int local_rank = 0;
+  int tp = 0;
+  int pp = 0;
+  int dp = 0;
+};
+
+struct Stage {
+  int stage = 0;
+  int first_layer = 0;
+  int num_layers = 0;
+  int island = 0;        // island of the stage's ranks (the first rank's when it straddles)
+  bool straddles = false;  // its ranks are on more than one island (a fallback layout)
+  bool embedding = false;  // holds token + position embeddings (first stage)
+  bool lm_head = false;    // holds final norm + tied LM head (last stage)
+};
+
+struct Group {
+  GroupKind kind = GroupKind::World;
+  int index = 0;                // index among the groups of its kind
+  std::vector<int> ranks;       // ring / pipeline order (pp: by stage)
+  Transport transport = Transport::IntraNode;
+  LinkKind link = LinkKind::IntraNode;  // slowest link the group uses
+  std::string interface;        // TCP interface(s) to bind (comma-separated), "" for RDMA / intra-node
+  std::vector<std::string> hcas;  // RDMA ports for nccl-ib / nccl-roce (NCCL_IB_HCA)
+  int gid_index = -1;             // nccl-roce (NCCL_IB_GID_INDEX)
+  bool crosses_nodes = false;
+  bool crosses_islands = false;
+};
+
+// Per-step time of the bottleneck stage b and its parts (seconds):
+//   step = compute + tp_comm + pp_comm + bubble + dp_comm, where with m micro-batches and p
+//   stages compute/tp/pp = m x per-micro-batch cost of b, bubble = (p-1) x its per-micro-batch
+//   total, dp_comm = its data-parallel sync not hidden behind backward.
+struct Estimate {
+  double step_time_s = 0;
+  double compute_s = 0;
+  double tp_comm_s = 0;
+  double pp_comm_s = 0;
+  double bubble_s = 0;
+  double dp_comm_s = 0;
+  int bottleneck_stage = 0;
+  double tokens_per_s = 0;
+  double tflops_per_device = 0;   // model FLOPs / step time / devices
+  double naive_step_time_s = 0;   // same degrees, naive placement, uniform partition
+  double bytes_per_step[kLinkKinds] = {};  // by LinkKind, summed over all ranks (bytes sent)
+};
+
+struct RankMemory {
+  int rank = 0;
+  double params = 0;       // weights held by this rank (bytes)
+  double grads = 0;
+  double optimizer = 0;    // its shard of master weights and Adam moments
+  double activations = 0;  // in-flight micro-batches
+  double total() const { return params + grads + optimizer + activations; }
+  double capacity = 0;     // usable device memory (bytes); 0 = unknown
+};
+
+struct IslandInfo {
+  int id = 0;
+  std::string kind;        // "ib", "roce", "ethernet"
+  std::vector<int> nodes;  // ascending
+  int devices = 0;
+};
+
+struct Plan {
+  int world = 1;
+  int tp = 1, pp = 1, dp = 1;
+  int micro_batch = 1;      // sequences per micro-batch per DP rank
+  int micro_batches = 1;    // m, per step per DP rank
+  int global_batch = 1;
+  int seq_len = 1;
+  std::string placement;    // holmes | naive
+  std::string partition;    // auto | uniform | list
+  std::string order;        // rank order the grid used (holmes always tp-dp-pp over islands)
+  std::string device_kind;  // cuda | cpu
+  int64_t params_total = 0;
+  int64_t vocab_padded = 0;
+  std::vector<IslandInfo> islands;
+  std::vector<std::string> hostnames;  // per node
+  std::vector<int> island_order;  // islands in the order the pipeline visits them
+  std::vector<RankInfo> ranks;
+  std::vector<Stage> stages;
+  std::vector<Group> groups;
+  Estimate estimate;
+  std::vector<RankMemory> memory;
+  std::vector<std::string> warnings;  // groups that cross slow links, assumptions made
+};
+
+Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology);
+uint64_t plan_hash(const Plan& plan);
+
+std::string format_plan_text(const Plan& plan);
+std::string format_plan_json(const Plan& plan);
+
+}  // namespace holmes::plan

@@ -1,0 +1,172 @@
+#include "engine/plan/search.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "engine/plan/partition.hpp"
+#include "engine/spec/errors.hpp"
+
+namespace holmes::plan {
+
+namespace {
+
+constexpr int kMaxAutoMicroBatch = 64;
+
+std::string describe(int value) { return value == spec::kAuto ? "auto" : std::to_string(value); }
+
+// The first constraint that rules out every candidate, said with the numbers.
+[[noreturn]] void explain_no_candidate(const SearchInput& in) {
+  const auto& s = *in.spec;
+  const auto& p = s.parallel;
+  if (p.tensor != spec::kAuto && p.pipeline != spec::kAuto && p.data != spec::kAuto &&
+      p.tensor * p.pipeline * p.data != in.world)
+    throw UserError(fmt::format("parallel.tensor x parallel.pipeline x parallel.data = {} x {} x {} = {} but the "
+                                "cluster has {} devices ({} nodes); the product must equal the device count",
+                                p.tensor, p.pipeline, p.data, p.tensor * p.pipeline * p.data, in.world,
+                                in.facts.nodes.size()));
+  if (p.tensor != spec::kAuto && in.world % p.tensor != 0)
+    throw UserError(fmt::format("parallel.tensor = {} does not divide the cluster's {} devices", p.tensor, in.world));
+  if (p.data != spec::kAuto && s.train.micro_batch != spec::kAuto &&
+      s.train.global_batch % (s.train.micro_batch * p.data) != 0)
+    throw UserError(fmt::format("train.global_batch = {} is not divisible by train.micro_batch x parallel.data = "
+                                "{} x {}", s.train.global_batch, s.train.micro_batch, p.data));
+  throw UserError(fmt::format(
+      "no parallel layout satisfies parallel.tensor = {}, parallel.pipeline = {}, parallel.data = {} on {} devices: "
+      "tensor must divide model.heads = {}, pipeline must not exceed model.layers = {}, tensor x pipeline x data "
+      "must equal {}, and train.global_batch = {} must be divisible by train.micro_batch = {} x data",
+      describe(p.tensor), describe(p.pipeline), describe(p.data), in.world, s.model.heads, s.model.layers, in.world,
+      s.train.global_batch, describe(s.train.micro_batch)));
+}
+
+std::vector<int> micro_batch_options(const spec::JobSpec& s, int dp) {
+  if (s.train.micro_batch != spec::kAuto) return {s.train.micro_batch};
+  std::vector<int> out;
+  for (int mb = 1; mb <= kMaxAutoMicroBatch; ++mb)
+    if (s.train.global_batch % (mb * dp) == 0) out.push_back(mb);
+  return out;
+}
+
+}  // namespace
+
+std::vector<Degrees> degree_candidates(const SearchInput& in) {
+  const auto& s = *in.spec;
+  const auto& p = s.parallel;
+  int node_gcd = 0;
+  for (const auto& n : in.facts.nodes) node_gcd = std::gcd(node_gcd, n.devices);
+  std::vector<int> tps, pps;
+  if (p.tensor != spec::kAuto) tps = {p.tensor};
+  else
+    for (int t = 1; t <= node_gcd; ++t)
+      if (node_gcd % t == 0 && s.model.heads % t == 0) tps.push_back(t);
+  int list_stages = static_cast<int>(p.partition.layers.size());
+  if (p.pipeline != spec::kAuto) pps = {p.pipeline};
+  else if (p.partition.kind == "list") pps = {list_stages};
+  else
+    for (int q = 1; q <= std::min(s.model.layers, in.world); ++q) pps.push_back(q);
+  std::vector<Degrees> out;
+  for (int t : tps)
+    for (int q : pps) {
+      if (t < 1 || q < 1 || in.world % (t * q) != 0 || s.model.heads % t != 0 || q > s.model.layers) continue;
+      int dp = in.world / (t * q);
+      if (p.data != spec::kAuto && dp != p.data) continue;
+      for (int mb : micro_batch_options(s, dp))
+        if (mb > 0 && s.train.global_batch % (mb * dp) == 0) out.push_back(Degrees{t, q, dp, mb});
+    }
+  if (out.empty()) explain_no_candidate(in);
+  return out;
+}
+
+namespace {
+
+Evaluated score(const SearchInput& in, const Degrees& deg, Layout layout, const std::string& partition) {
+  const auto& s = *in.spec;
+  Evaluated ev;
+  ev.deg = deg;
+  ev.work.shape = GptShape{s.model.layers, s.model.hidden, s.model.heads, s.model.vocab_size, s.model.max_seq_len};
+  ev.work.seq_len = s.train.seq_len;
+  ev.work.micro_batch = deg.micro_batch;
+  ev.work.global_batch = s.train.global_batch;
+  ev.work.micro_batches = s.train.global_batch / (deg.micro_batch * deg.dp);
+  ev.work.cuda = in.cuda;
+  ev.stages = stage_costs(in.facts, in.table, layout);
+  ev.layout = std::move(layout);
+  int L = s.model.layers, p = deg.pp;
+  if (partition == "list") ev.layers = s.parallel.partition.layers;
+  else if (partition == "uniform") ev.layers = uniform_partition(L, p);
+  else
+    ev.layers = balanced_partition(L, p, [&](int st, int n) { return ev.stages[st].objective(ev.work, p, n); });
+  ev.estimate = estimate_step(ev.work, ev.stages, ev.layers, in.world);
+  double worst_ratio = -1;
+  for (int st = 0; st < p; ++st) {
+    RankMemory mem = ev.stages[st].memory(ev.work, p, ev.layers[st]);
+    double ratio = mem.capacity > 0 ? mem.total() / mem.capacity : 0;
+    if (mem.capacity > 0 && mem.total() > mem.capacity) ev.fits = false;
+    if (ratio > worst_ratio || (worst_ratio <= 0 && mem.total() > ev.worst_memory.total())) {
+      worst_ratio = std::max(ratio, worst_ratio);
+      ev.worst_stage = st;
+      ev.worst_memory = mem;
+    }
+  }
+  return ev;
+}
+
+double memory_ratio(const Evaluated& ev) {
+  const RankMemory& m = ev.worst_memory;
+  return m.capacity > 0 ? m.total() / m.capacity : 0;
+}
+
+}  // namespace
+
+Evaluated evaluate(const SearchInput& in, const Degrees& deg, const std::string& placement,
+                   const std::string& partition) {
+  if (placement == "naive")
+    return score(in, deg, naive_layout(in.facts, in.table, deg.tp, deg.pp, deg.dp, in.spec->parallel.order),
+                 partition);
+  Evaluated best;
+  bool have = false;
+  for (const auto& order : island_orders(in.facts)) {
+    Evaluated ev = score(in, deg, holmes_layout(in.facts, in.table, deg.tp, deg.pp, deg.dp, order), partition);
+    auto key = [](const Evaluated& e) {
+      return std::pair{e.layout.tp_groups_crossing_nodes, e.layout.dp_groups_crossing_islands};
+    };
+    if (!have || key(ev) < key(best) ||
+        (key(ev) == key(best) && ev.estimate.step_time_s < best.estimate.step_time_s)) {
+      best = std::move(ev);
+      have = true;
+    }
+  }
+  return best;
+}
+
+Evaluated search(const SearchInput& in) {
+  const auto& p = in.spec->parallel;
+  Evaluated best;
+  bool have = false;
+  for (const Degrees& deg : degree_candidates(in)) {
+    Evaluated ev = evaluate(in, deg, p.placement, p.partition.kind);
+    bool better = !have || (ev.fits && !best.fits) ||
+                  (ev.fits == best.fits && (ev.fits ? ev.estimate.step_time_s < best.estimate.step_time_s
+                                                    : memory_ratio(ev) < memory_ratio(best)));
+    if (better) {
+      best = std::move(ev);
+      have = true;
+    }
+  }
+  if (!best.fits) {
+    const RankMemory& m = best.worst_memory;
+    constexpr double kGiB = double(1 << 30);
+    throw UserError(fmt::format(
+        "the plan does not fit in device memory{}: with tensor={} pipeline={} data={} micro_batch={}, stage {} "
+        "needs {:.2f} GiB per device (parameters {:.2f}, gradients {:.2f}, optimizer {:.2f}, activations {:.2f}) "
+        "but only {:.2f} GiB are usable ({:.0f}% of the device); lower train.micro_batch or model size, or raise "
+        "parallel.tensor / parallel.pipeline",
+        degree_candidates(in).size() > 1 ? " (best of all candidate layouts)" : "", best.deg.tp, best.deg.pp,
+        best.deg.dp, best.deg.micro_batch, best.worst_stage, m.total() / kGiB, m.params / kGiB, m.grads / kGiB,
+        m.optimizer / kGiB, m.activations / kGiB, m.capacity / kGiB, kUsableMemoryFraction * 100));
+  }
+  return best;
+}
+
+}  // namespace holmes::plan

@@ -1,0 +1,54 @@
+// Candidate plans and the search over them: degrees (tensor within a node and dividing the
+// heads, pipeline not beyond the layers, data = the rest), micro-batch sizes when the spec
+// leaves them to the planner, island orders of the holmes placement, and the partition.
+// Each candidate is scored with the cost model; the fastest that fits in memory wins.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/plan/cost_model.hpp"
+#include "engine/plan/placement.hpp"
+
+namespace holmes::plan {
+
+struct Degrees {
+  int tp = 1, pp = 1, dp = 1, micro_batch = 1;
+};
+
+struct Evaluated {
+  Degrees deg;
+  Layout layout;
+  std::vector<StageCost> stages;
+  std::vector<int> layers;  // per stage
+  Workload work;
+  Estimate estimate;
+  bool fits = true;
+  int worst_stage = 0;       // stage with the largest memory / capacity
+  RankMemory worst_memory;   // of that stage
+};
+
+// Inputs shared by every candidate.
+struct SearchInput {
+  const spec::JobSpec* spec = nullptr;
+  Facts facts;
+  DeviceTable table;
+  bool cuda = false;
+  int world = 0;
+};
+
+// Every feasible degree combination the spec allows on this cluster, in a fixed order.
+// Throws UserError naming the constraint when there is none.
+std::vector<Degrees> degree_candidates(const SearchInput& in);
+
+// One candidate with the spec's placement and partition (`placement` and `partition` can be
+// forced, e.g. for the naive baseline). For holmes, island orders are tried and the one with
+// fewest crossing tensor / data groups, then the fastest, is kept.
+Evaluated evaluate(const SearchInput& in, const Degrees& deg, const std::string& placement,
+                   const std::string& partition);
+
+// The best plan over all candidates: fits first, then fastest. Throws UserError with the
+// memory figures when no candidate fits.
+Evaluated search(const SearchInput& in);
+
+}  // namespace holmes::plan

@@ -1,0 +1,49 @@
+#include <catch2/catch.hpp>
+
+#include "engine/plan/links.hpp"
+#include "engine/plan/model_size.hpp"
+
+namespace hp = holmes::plan;
+
+TEST_CASE("vocabulary padding: multiple of 128, or 64 x tp when larger", "[model_size]") {
+  CHECK(hp::padded_vocab(257, 1) == 384);
+  CHECK(hp::padded_vocab(50257, 1) == 50304);
+  CHECK(hp::padded_vocab(50257, 4) == 50432);  // multiple of 256
+  CHECK(hp::padded_vocab(128, 1) == 128);
+}
+
+TEST_CASE("parameter count of the 7.5B example by hand", "[model_size]") {
+  hp::GptShape s{36, 4096, 32, 50257, 2048};
+  // Block: 12 C^2 + 13 C = 12 * 16777216 + 53248 = 201379840.
+  CHECK(hp::block_params(4096) == 201379840);
+  // Embeddings: 50304 * 4096 + 2048 * 4096 = 214433792; final norm 8192.
+  CHECK(hp::embedding_params(s, 1) == 214433792);
+  CHECK(hp::total_params(s, 1) == int64_t{36} * 201379840 + 214433792 + 8192);
+}
+
+TEST_CASE("FLOPs per token: 3 x (L (24 C^2 + 4 T C) + 2 C Vp)", "[model_size]") {
+  hp::GptShape s{2, 64, 4, 257, 128};
+  double per_block = 24.0 * 64 * 64 + 4.0 * 128 * 64;
+  CHECK(hp::block_forward_flops_per_token(64, 128) == Approx(per_block));
+  CHECK(hp::train_flops_per_token(s, 1, 128) == Approx(3 * (2 * per_block + 2.0 * 64 * 384)));
+}
+
+TEST_CASE("activation bytes follow Korthikanti et al.", "[model_size]") {
+  hp::GptShape s{1, 1024, 16, 50257, 2048};
+  // T B C (10 + 24/t + 5 NH T / (C t)) with t = 2, bf16.
+  double want = 2048.0 * 4 * 1024 * (10 + 12 + 5.0 * 16 * 2048 / (1024 * 2));
+  CHECK(hp::block_activation_bytes(s, 2048, 4, 2, 2) == Approx(want));
+  CHECK(hp::block_activation_bytes(s, 2048, 4, 2, 4) == Approx(2 * want));
+}
+
+TEST_CASE("alpha-beta ring collectives, closed form", "[cost_model]") {
+  hp::LinkCost l;
+  l.gbps_per_rank = 100;  // 1.25e10 bytes/s
+  l.latency_s = 5e-6;
+  // Reduce-scatter of 1 GB over 4 ranks: 3 steps of (5 us + 0.25 GB / 12.5 GB/s).
+  CHECK(hp::ring_reduce_scatter_s(l, 4, 1e9) == Approx(3 * (5e-6 + 0.02)));
+  CHECK(hp::ring_all_gather_s(l, 4, 1e9) == Approx(3 * (5e-6 + 0.02)));
+  CHECK(hp::ring_all_reduce_s(l, 4, 1e9) == Approx(6 * (5e-6 + 0.02)));
+  CHECK(hp::ring_all_reduce_s(l, 1, 1e9) == 0);
+  CHECK(l.transfer_s(1.25e9) == Approx(0.1 + 5e-6));
+}

@@ -1,0 +1,171 @@
+// Placement invariants over many generated clusters.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <map>
+#include <random>
+#include <set>
+
+#include "engine/plan/plan.hpp"
+#include "test/unit/plan/cluster_gen.hpp"
+
+namespace hp = holmes::plan;
+using hp::testing::IslandSpec;
+
+namespace {
+
+// Does a layout with every stage inside one island exist? (TP in a node, so a stage is dp
+// blocks of tp devices; each island must hold whole stages.)
+bool perfect_layout_exists(const holmes::topo::ClusterTopology& t, int tp, int dp) {
+  std::vector<int> devices(t.islands.size(), 0);
+  for (size_t n = 0; n < t.nodes.size(); ++n) {
+    if (t.nodes[n].devices.count % tp != 0) return false;
+    devices[t.island_of[n]] += t.nodes[n].devices.count;
+  }
+  for (int d : devices)
+    if (d % (tp * dp) != 0) return false;
+  return true;
+}
+
+void check_invariants(const hp::Plan& p, const holmes::topo::ClusterTopology& t, bool perfect) {
+  INFO("tp " << p.tp << " pp " << p.pp << " dp " << p.dp << " nodes " << t.nodes.size());
+  REQUIRE(static_cast<int>(p.ranks.size()) == p.world);
+  REQUIRE(p.tp * p.pp * p.dp == p.world);
+  // Each rank in exactly one group of each kind; groups have the right size and agree with
+  // the rank coordinates.
+  std::map<hp::GroupKind, std::vector<int>> seen;
+  for (auto k : {hp::GroupKind::Tp, hp::GroupKind::Pp, hp::GroupKind::Dp, hp::GroupKind::Embedding,
+                 hp::GroupKind::World})
+    seen[k].assign(p.world, 0);
+  for (const auto& g : p.groups) {
+    for (int r : g.ranks) seen[g.kind][r]++;
+    const auto& r0 = p.ranks[g.ranks[0]];
+    for (size_t i = 0; i < g.ranks.size(); ++i) {
+      const auto& r = p.ranks[g.ranks[i]];
+      if (g.kind == hp::GroupKind::Tp) REQUIRE((r.pp == r0.pp && r.dp == r0.dp && r.tp == int(i)));
+      if (g.kind == hp::GroupKind::Dp) REQUIRE((r.pp == r0.pp && r.tp == r0.tp && r.dp == int(i)));
+      if (g.kind == hp::GroupKind::Pp) REQUIRE((r.tp == r0.tp && r.dp == r0.dp && r.pp == int(i)));
+    }
+    if (perfect && (g.kind == hp::GroupKind::Tp || g.kind == hp::GroupKind::Dp)) REQUIRE_FALSE(g.crosses_islands);
+    if (perfect && g.kind == hp::GroupKind::Tp) REQUIRE_FALSE(g.crosses_nodes);
+  }
+  for (int r = 0; r < p.world; ++r) {
+    REQUIRE(seen[hp::GroupKind::Tp][r] == 1);
+    REQUIRE(seen[hp::GroupKind::Pp][r] == 1);
+    REQUIRE(seen[hp::GroupKind::Dp][r] == 1);
+    REQUIRE(seen[hp::GroupKind::World][r] == 1);
+    bool end_stage = p.pp > 1 && (p.ranks[r].pp == 0 || p.ranks[r].pp == p.pp - 1);
+    REQUIRE(seen[hp::GroupKind::Embedding][r] == (end_stage ? 1 : 0));
+  }
+  // Partition: sums to the layers, no empty stage, contiguous.
+  int next = 0;
+  for (const auto& s : p.stages) {
+    REQUIRE(s.num_layers >= 1);
+    REQUIRE(s.first_layer == next);
+    next += s.num_layers;
+  }
+  if (!perfect) return;
+  // Every stage inside one island, and the pipeline crosses islands as few times as it can.
+  std::set<int> used;
+  int crossings = 0;
+  for (const auto& s : p.stages) {
+    REQUIRE_FALSE(s.straddles);
+    used.insert(s.island);
+    if (s.stage > 0 && p.stages[s.stage - 1].island != s.island) ++crossings;
+  }
+  for (const auto& r : p.ranks) REQUIRE(t.island_of[r.node] == p.stages[r.pp].island);
+  REQUIRE(crossings == static_cast<int>(used.size()) - 1);
+}
+
+}  // namespace
+
+TEST_CASE("holmes placement invariants on generated clusters", "[placement]") {
+  std::mt19937 rng(20240613);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const holmes::topo::NicKind kinds[] = {holmes::topo::NicKind::Ib, holmes::topo::NicKind::Roce,
+                                         holmes::topo::NicKind::Ethernet};
+  int perfect_cases = 0;
+  for (int iter = 0; iter < 300; ++iter) {
+    int devices = std::vector<int>{1, 2, 4, 8}[pick(0, 3)];
+    std::vector<IslandSpec> islands(pick(1, 4));
+    for (auto& is : islands) {
+      is.kind = kinds[pick(0, 2)];
+      is.nodes = is.kind == holmes::topo::NicKind::Ethernet ? 1 : pick(1, 6);
+      is.devices = devices;
+      is.rdma_gbps = 100.0 * pick(1, 4);
+    }
+    auto topo = hp::testing::make_cluster(islands, pick(0, 1) == 1);
+    int world = 0;
+    for (auto& n : topo.nodes) world += n.devices.count;
+    // Random degrees with tp inside a node and pp <= layers.
+    std::vector<std::array<int, 3>> options;
+    for (int tp = 1; tp <= devices; tp *= 2)
+      for (int pp = 1; pp <= 32; ++pp)
+        if (world % (tp * pp) == 0) options.push_back({tp, pp, world / (tp * pp)});
+    auto [tp, pp, dp] = options[pick(0, static_cast<int>(options.size()) - 1)];
+    auto spec = hp::testing::make_spec(32, 256, 16, tp, pp, dp, 1, dp * pick(1, 4), 128);
+    spec.parallel.partition.kind = std::vector<std::string>{"auto", "uniform"}[pick(0, 1)];
+    hp::Plan p = hp::make_plan(spec, topo);
+    bool perfect = perfect_layout_exists(topo, tp, dp);
+    perfect_cases += perfect;
+    check_invariants(p, topo, perfect);
+  }
+  CHECK(perfect_cases > 50);  // the generator must exercise the interesting case
+}
+
+TEST_CASE("naive placement is Megatron's order over nodes as given", "[placement]") {
+  auto topo = hp::testing::make_cluster({{holmes::topo::NicKind::Ib, 2}, {holmes::topo::NicKind::Roce, 2}}, true);
+  auto spec = hp::testing::make_spec(8, 256, 16, 2, 2, 8, 1, 16, 128);
+  spec.parallel.placement = "naive";
+  hp::Plan p = hp::make_plan(spec, topo);
+  for (const auto& r : p.ranks) REQUIRE(r.rank == r.tp + 2 * (r.dp + 8 * r.pp));
+  // Interleaved islands: naive data groups cross islands, holmes's do not.
+  int crossing = 0;
+  for (const auto& g : p.groups) crossing += g.kind == hp::GroupKind::Dp && g.crosses_islands;
+  CHECK(crossing > 0);
+  spec.parallel.placement = "holmes";
+  hp::Plan h = hp::make_plan(spec, topo);
+  for (const auto& g : h.groups)
+    if (g.kind == hp::GroupKind::Dp) CHECK_FALSE(g.crosses_islands);
+  CHECK(h.estimate.naive_step_time_s == Approx(hp::make_plan([&] {
+                                                 auto s = spec;
+                                                 s.parallel.placement = "naive";
+                                                 s.parallel.partition.kind = "uniform";
+                                                 return s;
+                                               }(), topo).estimate.step_time_s));
+  CHECK(h.estimate.step_time_s < h.estimate.naive_step_time_s);
+}
+
+TEST_CASE("unequal islands: the least bad layout names the crossing groups", "[placement]") {
+  // 3 + 5 nodes of 8, tp 8, dp 4: a stage needs 4 nodes, island 0 has only 3.
+  auto topo = hp::testing::make_cluster({{holmes::topo::NicKind::Ib, 3}, {holmes::topo::NicKind::Roce, 5}});
+  auto spec = hp::testing::make_spec(8, 256, 16, 8, 2, 4, 1, 16, 128);
+  hp::Plan p = hp::make_plan(spec, topo);
+  int crossing = 0;
+  for (const auto& g : p.groups) crossing += g.kind == hp::GroupKind::Dp && g.crosses_islands;
+  CHECK(crossing == 8);  // every tensor slice of the one straddling stage
+  bool named = false;
+  for (const auto& w : p.warnings) named |= w.find("dp group") != std::string::npos && w.find("islands") != std::string::npos;
+  CHECK(named);
+  for (const auto& g : p.groups)
+    if (g.kind == hp::GroupKind::Tp) CHECK_FALSE(g.crosses_nodes);
+}
+
+TEST_CASE("transports: RDMA inside an island, sockets across, intra-node in a node", "[placement]") {
+  auto topo = hp::testing::make_cluster({{holmes::topo::NicKind::Ib, 2}, {holmes::topo::NicKind::Roce, 2}});
+  auto spec = hp::testing::make_spec(8, 256, 16, 8, 2, 2, 1, 16, 128);
+  hp::Plan p = hp::make_plan(spec, topo);
+  for (const auto& g : p.groups) {
+    if (g.kind == hp::GroupKind::Tp) CHECK(g.transport == hp::Transport::IntraNode);
+    if (g.kind == hp::GroupKind::Pp) {
+      CHECK(g.transport == hp::Transport::NcclSocket);
+      CHECK(g.interface == "eth0");
+    }
+    if (g.kind == hp::GroupKind::Dp) {
+      bool ib = p.stages[p.ranks[g.ranks[0]].pp].island == 0;
+      CHECK(g.transport == (ib ? hp::Transport::NcclIb : hp::Transport::NcclRoce));
+      CHECK(g.hcas == std::vector<std::string>{"mlx5_0:1"});
+      CHECK(g.gid_index == (ib ? -1 : 3));
+    }
+  }
+}
