@@ -13,6 +13,13 @@ namespace {
 
 constexpr uint64_t kProbeSlot = static_cast<uint64_t>(0x42) << 56;
 
+// Gloo closes every pair of a context once an operation times out ("Application timeout
+// caused pair closure"), so only other errors (reset, EOF, broken pipe) show a lost peer.
+bool lost(const std::exception& e) {
+  std::string what = e.what();
+  return what.find("Timed out") == std::string::npos && what.find("Application timeout") == std::string::npos;
+}
+
 // A send to a live peer stays pending (nobody posts a recv on the probe slot) and times
 // out; one to a peer whose connection is gone fails with another error, at once.
 std::vector<int> closed_peers(gloo::Context& ctx, int rank) {
@@ -24,8 +31,8 @@ std::vector<int> closed_peers(gloo::Context& ctx, int rank) {
     try {
       probes.emplace_back(q, ctx.createUnboundBuffer(&byte, 1));
       probes.back().second->send(q, kProbeSlot);
-    } catch (const std::exception&) {
-      closed.push_back(q);
+    } catch (const std::exception& e) {
+      if (lost(e)) closed.push_back(q);
       probes.pop_back();
     }
   }
@@ -35,7 +42,7 @@ std::vector<int> closed_peers(gloo::Context& ctx, int rank) {
       auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
       buf->waitSend(std::max(left, Millis(1)));
     } catch (const std::exception& e) {
-      if (std::string(e.what()).find("Timed out") == std::string::npos) closed.push_back(q);
+      if (lost(e)) closed.push_back(q);
     }
   }
   std::sort(closed.begin(), closed.end());

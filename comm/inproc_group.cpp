@@ -41,6 +41,7 @@ struct InProcState {
   std::vector<size_t> in_n;
   std::vector<std::string> op;
   std::string broken;       // set once a member failed; later calls fail at once
+  int broken_peer = -1;     // the member blamed for that failure
   std::map<std::tuple<int, int, uint32_t>, std::deque<Letter*>> mail;  // (src, dst, tag) -> posted sends
 
   int first_left() const {
@@ -238,11 +239,18 @@ class InProcGroup : public ProcessGroup {
   }
 
   void fail_if_broken(Lock& lock, const char* op, int peer) {
-    if (!s_->broken.empty()) throw CommError(where(op, peer), "group is broken by an earlier failure: " + s_->broken);
+    // Blame the member the first failure blamed: in a real job every rank finds that out
+    // on its own; here the shared state tells the others at once.
+    if (!s_->broken.empty())
+      throw CommError(where(op, s_->broken_peer >= 0 ? s_->broken_peer : peer),
+                      "group is broken by an earlier failure: " + s_->broken);
   }
 
   [[noreturn]] void fail(Lock& lock, const char* op, int peer, const std::string& detail) {
-    if (s_->broken.empty()) s_->broken = fmt::format("{} at rank {}: {}", op, rank_, detail);
+    if (s_->broken.empty()) {
+      s_->broken = fmt::format("{} at rank {}: {}", op, rank_, detail);
+      s_->broken_peer = peer;
+    }
     s_->cv.notify_all();
     throw CommError(where(op, peer), detail);
   }

@@ -1,0 +1,146 @@
+// Failure behaviour, on every implementation: a member that leaves, one that never
+// arrives, a recv nobody answers. Others must fail within their time-out (plus a short
+// diagnosis grace) with a CommError naming the operation and the peer; nothing hangs.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <latch>
+#include <optional>
+
+#include "comm/errors.hpp"
+#include "harness.hpp"
+
+using namespace holmes::comm;
+using namespace holmes::comm::test;
+using Catch::Matchers::Contains;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Outcome {
+  std::optional<CommError> error;
+  milliseconds took{0};
+};
+
+// Runs `op` on rank r and records the CommError it throws (or none) and how long it took.
+template <class Op>
+void record(Outcome& out, Op op) {
+  auto t0 = Clock::now();
+  try {
+    op();
+  } catch (const CommError& e) {
+    out.error = e;
+  }
+  out.took = std::chrono::duration_cast<milliseconds>(Clock::now() - t0);
+}
+
+}  // namespace
+
+TEST_CASE("a member that closes its group makes the others fail naming it", "[comm]") {
+  for (Impl impl : {Impl::kInProcess, Impl::kGloo}) {
+    DYNAMIC_SECTION(impl_name(impl)) {
+      Job job(impl, 3);
+      std::vector<Outcome> out(3);
+      std::latch closed(1);
+      run_ranks(3, [&](int r) {
+        auto store = job.store_for(r);
+        auto pg = job.group(store, "world", job.all_ranks(), r, milliseconds(3000));
+        pg->barrier();
+        if (r == 2) {
+          pg.reset();  // as if the process died: its connections close
+          closed.count_down();
+          return;
+        }
+        closed.wait();
+        std::vector<float> x(64, 1.f);
+        record(out[r], [&] { pg->all_reduce(x, ReduceOp::kSum); });
+        // The group is broken now: later calls fail at once.
+        CHECK_THROWS_WITH(pg->barrier(), Contains("broken"));
+      });
+      for (int r = 0; r < 2; ++r) {
+        CAPTURE(r);
+        REQUIRE(out[r].error.has_value());
+        CHECK(out[r].error->where().op == "all_reduce");
+        CHECK(out[r].error->where().group == "world");
+        CHECK(out[r].error->where().rank == r);
+        CHECK(out[r].error->where().peer == 2);
+        CHECK_THAT(out[r].error->what(), Contains("peer 2 (global 2)"));
+        CHECK(out[r].took < milliseconds(3000 + 2500));
+      }
+    }
+  }
+}
+
+TEST_CASE("a member that never arrives makes the others time out naming it", "[comm]") {
+  for (Impl impl : {Impl::kInProcess, Impl::kGloo}) {
+    DYNAMIC_SECTION(impl_name(impl)) {
+      Job job(impl, 3);
+      std::vector<Outcome> out(3);
+      std::latch others_done(2);
+      run_ranks(3, [&](int r) {
+        auto store = job.store_for(r);
+        auto pg = job.group(store, "world", job.all_ranks(), r, milliseconds(800));
+        pg->barrier();
+        if (r == 2) {
+          others_done.wait();  // alive, connected, but never calls the collective
+          return;
+        }
+        std::vector<float> x(10, 1.f);
+        record(out[r], [&] { pg->all_reduce(x, ReduceOp::kMax); });
+        others_done.count_down();
+      });
+      for (int r = 0; r < 2; ++r) {
+        CAPTURE(r);
+        REQUIRE(out[r].error.has_value());
+        CHECK(out[r].error->where().peer == 2);
+        CHECK_THAT(out[r].error->what(), Contains("all_reduce") && Contains("never"));
+        CHECK(out[r].took >= milliseconds(800));
+        CHECK(out[r].took < milliseconds(800 + 2500));
+      }
+    }
+  }
+}
+
+TEST_CASE("a recv nobody answers times out naming the peer", "[comm]") {
+  for (Impl impl : {Impl::kInProcess, Impl::kGloo}) {
+    DYNAMIC_SECTION(impl_name(impl)) {
+      Job job(impl, 2);
+      Outcome out;
+      std::latch done(1);
+      run_ranks(2, [&](int r) {
+        auto store = job.store_for(r);
+        auto pg = job.group(store, "world", job.all_ranks(), r, milliseconds(5000));
+        pg->barrier();
+        if (r == 1) return done.wait();
+        std::vector<float> x(4);
+        record(out, [&] { pg->recv(x, 1, 42, {milliseconds(300)}); });  // per-op time-out
+        done.count_down();
+      });
+      REQUIRE(out.error.has_value());
+      CHECK(out.error->where().op == "recv");
+      CHECK(out.error->where().peer == 1);
+      CHECK(out.took >= milliseconds(300));
+      CHECK(out.took < milliseconds(2000));
+    }
+  }
+}
+
+TEST_CASE("connecting a Gloo group names the members that never arrive", "[comm]") {
+  Job job(Impl::kGloo, 3);
+  std::vector<Outcome> out(3);
+  run_ranks(3, [&](int r) {
+    if (r == 2) return;  // never creates the group
+    auto store = job.store_for(r);
+    record(out[r], [&] { job.group(store, "late", job.all_ranks(), r, milliseconds(500)); });
+  });
+  for (int r = 0; r < 2; ++r) {
+    CAPTURE(r);
+    REQUIRE(out[r].error.has_value());
+    CHECK(out[r].error->where().op == "connect");
+    CHECK(out[r].error->where().peer == 2);
+    CHECK_THAT(out[r].error->what(), Contains("[2] never arrived"));
+    CHECK(out[r].took < milliseconds(3000));
+  }
+}
