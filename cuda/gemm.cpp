@@ -141,7 +141,7 @@ std::unique_ptr<Plan> GemmRunner::Impl::make_plan(const PlanKey& key, const void
   set_op(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
   if (s.bias) {
     set_op(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
-    set_op(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<std::int32_t>(to_cuda(s.c_type)));
+    // Bias type left at its default, the type of C (c_type), as gemm.hpp promises.
     set_op(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   }
   plan->lt_a = make_layout(s.ab_type, s.trans_b ? s.k : s.n, s.trans_b ? s.n : s.k, s.batch, s.stride_b);

@@ -91,7 +91,8 @@ double check_case(GemmRunner& runner, const Case& cs, unsigned seed) {
   auto got = run_gpu(runner, s, a, b, bias, c0, cs.alpha, cs.beta, cs.offset);
   auto want = reference(s, a, b, bias, c0, cs.alpha, cs.beta);
   bool bf16_out = s.c_type == DType::bf16;
-  return worst_ratio(got, want, bf16_out ? 1e-2 : 1e-4, bf16_out ? 8e-3 : 1e-4);
+  // fp32: accumulation-order noise of ~k * 6e-8 * |terms|; bf16 out: half an ulp is 2^-9.
+  return worst_ratio(got, want, bf16_out ? 1e-2 : 2e-4, bf16_out ? 8e-3 : 1e-4);
 }
 
 }  // namespace
