@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "cmd/plan_cmd.hpp"
 #include "engine/spec/load.hpp"
 
 namespace holmes::cmd {
@@ -32,10 +33,7 @@ int run_train(const TrainOptions& o) {
     fmt::print("{}", spec::print_resolved(loaded));
     return 0;
   }
-  if (o.plan_only) {
-    fmt::print(stderr, "holmes-train: --plan-only is not available in this build yet (the planner is not built)\n");
-    return 1;
-  }
+  if (o.plan_only) return run_plan_only(loaded.spec, o.topology, o.format);
   fmt::print("{}", spec::print_resolved(loaded));
   fmt::print(stderr, "holmes-train: the job spec is valid, but training is not available in this build yet\n");
   return 1;

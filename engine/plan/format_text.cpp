@@ -79,11 +79,11 @@ void append_estimate(std::string& out, const Plan& p) {
 
 void append_memory(std::string& out, const Plan& p) {
   out += "Memory per device (GiB; every rank of a stage holds the same):\n";
-  std::vector<bool> shown(p.stages.size(), false);
-  for (const auto& m : p.memory) {
-    int s = p.ranks[m.rank].pp;
-    if (shown[s]) continue;
-    shown[s] = true;
+  std::vector<int> first_rank(p.stages.size(), -1);
+  for (const auto& r : p.ranks)
+    if (first_rank[r.pp] < 0) first_rank[r.pp] = r.rank;
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    const RankMemory& m = p.memory[first_rank[s]];
     out += fmt::format("  stage {}: {:.2f} = params {:.2f} + grads {:.2f} + optimizer {:.2f} + activations {:.2f}",
                        s, m.total() / kGiB, m.params / kGiB, m.grads / kGiB, m.optimizer / kGiB,
                        m.activations / kGiB);
@@ -97,8 +97,10 @@ std::string format_plan_text(const Plan& p) {
   std::string out;
   out += fmt::format("Plan: {} ranks = tensor {} x pipeline {} x data {} on {} ({} placement, {} partition)\n",
                      p.world, p.tp, p.pp, p.dp, p.device_kind, p.placement, p.partition);
-  out += fmt::format("Model: {:.3f} B parameters (vocabulary padded to {}), global batch {} x {} tokens\n",
-                     p.params_total / 1e9, p.vocab_padded, p.global_batch, p.seq_len);
+  out += fmt::format("Model: {} parameters (vocabulary padded to {}), global batch {} x {} tokens\n",
+                     p.params_total >= 1e9 ? fmt::format("{:.2f} B", p.params_total / 1e9)
+                                           : fmt::format("{:.2f} M", p.params_total / 1e6),
+                     p.vocab_padded, p.global_batch, p.seq_len);
   out += "Islands:\n";
   for (const auto& isl : p.islands)
     if (!isl.nodes.empty())

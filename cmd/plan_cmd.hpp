@@ -1,0 +1,16 @@
+// --plan-only: load the cluster (topology file, or discover this node), make the plan and
+// print it as text or JSON. Needs no GPU, no rendezvous and no other node.
+#pragma once
+
+#include <string>
+
+#include "engine/spec/job_spec.hpp"
+
+namespace holmes::cmd {
+
+// topology_file: "--topology FILE"; empty = spec.cluster.topology (a relative path is looked
+// up beside the job spec first), else discover this node. format: "text" or "json".
+// Returns the exit code (0); bad input throws UserError (exit 2).
+int run_plan_only(const holmes::spec::JobSpec& spec, const std::string& topology_file, const std::string& format);
+
+}  // namespace holmes::cmd
