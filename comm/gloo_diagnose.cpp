@@ -49,21 +49,21 @@ std::vector<int> closed_peers(gloo::Context& ctx, int rank) {
   return closed;
 }
 
-std::vector<int> members_not_failing(gloo::Context& ctx, Store& store, int rank, uint32_t tag, Millis timeout) {
+std::string marker(int q) { return fmt::format("failed/{}", q); }
+
+// Members without a "failed/<q>" marker, after waiting up to `grace` for them.
+std::vector<int> members_not_failing(Store& store, const std::vector<int>& candidates, Millis grace) {
   std::vector<std::string> keys;
-  for (int q = 0; q < ctx.size; ++q) keys.push_back(fmt::format("fail/{}/{}", tag, q));
+  for (int q : candidates) keys.push_back(marker(q));
   std::vector<int> absent;
   try {
-    store.set(keys[rank], {'1'});
-    // Members that reached the operation fail within about the same time-out as we did;
-    // a short grace period lets their markers arrive.
-    const Millis grace = std::clamp(timeout / 4, Millis(200), Millis(2000));
     try {
       store.wait(keys, grace);
     } catch (const std::exception&) {
     }
     for (const auto& k : store.missing(keys)) absent.push_back(std::stoi(k.substr(k.rfind('/') + 1)));
   } catch (const std::exception&) {
+    return {};  // the store is gone too (rank 0 hosted it): no evidence either way
   }
   return absent;
 }
@@ -72,12 +72,26 @@ std::vector<int> members_not_failing(gloo::Context& ctx, Store& store, int rank,
 
 Suspect diagnose_gloo_failure(gloo::Context& ctx, Store& store, int rank, int peer_hint, const char* op,
                               uint32_t tag, Millis timeout) {
+  // Say we failed before anything else: peers that probe us after we close must be able
+  // to tell a member that gave up (marker set) from one that died (none).
+  try {
+    store.set(marker(rank), {'1'});
+  } catch (const std::exception&) {
+  }
   auto closed = closed_peers(ctx, rank);
-  if (!closed.empty())
-    return {closed.front(), fmt::format("connection to member(s) [{}] is closed (process died or closed the group)",
-                                        fmt::join(closed, ","))};
+  if (!closed.empty()) {
+    auto died = members_not_failing(store, closed, Millis(0));
+    const auto& blame = died.empty() ? closed : died;
+    return {blame.front(), fmt::format("connection to member(s) [{}] is closed (process died or closed the group)",
+                                       fmt::join(blame, ","))};
+  }
   if (peer_hint >= 0) return {peer_hint, "the peer did not complete its side in time"};
-  auto absent = members_not_failing(ctx, store, rank, tag, timeout);
+  // Members that reached the operation fail within about the same time-out as we did;
+  // a short grace period lets their markers arrive.
+  std::vector<int> others;
+  for (int q = 0; q < ctx.size; ++q)
+    if (q != rank) others.push_back(q);
+  auto absent = members_not_failing(store, others, std::clamp(timeout / 4, Millis(200), Millis(2000)));
   if (!absent.empty())
     return {absent.front(), fmt::format("member(s) [{}] never reached {} #{} (or are stuck elsewhere)",
                                         fmt::join(absent, ","), op, tag)};

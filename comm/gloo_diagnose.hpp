@@ -16,11 +16,11 @@ struct Suspect {
   std::string reason;  // what we found, in words
 };
 
+// 0. Set "failed/<rank>" in the group's store: this member gave up, it did not die.
 // 1. Probe every peer's connection with a one-byte send on a reserved slot: a closed one
-//    (process died or closed the group) is the culprit.
-// 2. Otherwise every member that fails sets "fail/<tag>/<rank>" in the group's store and
-//    waits briefly for the others; members that never set it did not reach the operation
-//    (or are stuck elsewhere).
+//    without a "failed" marker (process died or closed the group) is the culprit.
+// 2. Otherwise wait briefly for the others' markers; members that never set one did not
+//    reach the operation (or are stuck elsewhere).
 // 3. Otherwise blame `peer_hint` (the peer of a send/recv, the root of a broadcast).
 // Never throws: a store that is gone (rank 0 died) only makes the answer vaguer.
 Suspect diagnose_gloo_failure(gloo::Context& ctx, Store& store, int rank, int peer_hint, const char* op,

@@ -78,6 +78,26 @@ std::string get_string(Store& store, const std::string& key, Millis timeout) {
   return std::string(v.begin(), v.end());
 }
 
+std::vector<Bytes> store_all_gather(Store& store, const std::string& name, int rank, int world, const Bytes& value,
+                                    Millis timeout) {
+  std::vector<std::string> keys;
+  for (int r = 0; r < world; ++r) keys.push_back(fmt::format("{}/{}", name, r));
+  store.set(keys.at(rank), value);
+  try {
+    store.wait(keys, timeout);
+  } catch (const StoreError&) {
+    std::vector<std::string> absent;
+    for (const auto& k : store.missing(keys)) absent.push_back(k.substr(name.size() + 1));
+    if (absent.empty()) throw;
+    throw StoreError(fmt::format("rendezvous store {}: rank(s) [{}] of {} did not publish '{}' within {} ms",
+                                 store.describe(), join(absent), world, name, timeout.count()));
+  }
+  std::vector<Bytes> out;
+  out.reserve(world);
+  for (const auto& k : keys) out.push_back(store.get(k, timeout));
+  return out;
+}
+
 std::string token_fingerprint(const std::string& token) {
   // FNV-1a 64: enough to tell two jobs apart in a message without printing the token.
   uint64_t h = 1469598103934665603ull;

@@ -60,6 +60,13 @@ class PrefixStore : public Store {
 void set_string(Store& store, const std::string& key, const std::string& value);
 std::string get_string(Store& store, const std::string& key, Millis timeout);
 
+// Start-up all-gather through the store: rank `rank` of `world` publishes `value` under
+// "<name>/<rank>" and waits for everyone's. Returns the values in rank order. On time-out
+// the StoreError names the ranks that never published ("ranks [3, 5] did not publish
+// 'node_report' within 60000 ms"). Used to all-gather node reports and plan hashes.
+std::vector<Bytes> store_all_gather(Store& store, const std::string& name, int rank, int world, const Bytes& value,
+                                    Millis timeout);
+
 // How to reach the job's store. `url` is "tcp://HOST:PORT" (rank 0 hosts the server on
 // PORT and connects to itself; the others connect to HOST:PORT, retrying until `timeout`)
 // or "file:///ABSOLUTE/PATH" (a directory on a file system all ranks share).

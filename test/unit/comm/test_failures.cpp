@@ -3,12 +3,17 @@
 // diagnosis grace) with a CommError naming the operation and the peer; nothing hangs.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <latch>
 #include <optional>
 
 #include "comm/errors.hpp"
+#include "comm/socket.hpp"
 #include "harness.hpp"
 
 using namespace holmes::comm;
@@ -142,5 +147,50 @@ TEST_CASE("connecting a Gloo group names the members that never arrive", "[comm]
     CHECK(out[r].error->where().peer == 2);
     CHECK_THAT(out[r].error->what(), Contains("[2] never arrived"));
     CHECK(out[r].took < milliseconds(3000));
+  }
+}
+
+TEST_CASE("a killed worker process makes the Gloo members fail naming it", "[comm]") {
+  uint16_t port;
+  {
+    auto probe = net::listen_on(0);
+    port = net::local_port(probe.get());
+  }
+  const std::vector<int> members{0, 1, 2};
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // Rank 2 in a process of its own: joins, meets the others once, then is killed
+    // without any clean-up (no close, no destructor), as a crashed worker would be.
+    try {
+      auto store = TcpStore::connect({"127.0.0.1", port, "tok", std::chrono::seconds(10)});
+      auto pg = make_gloo_group(store, {"world", members, 2, milliseconds(10000)}, GlooNet{"", "127.0.0.1"});
+      pg->barrier();
+      ::kill(::getpid(), SIGKILL);
+    } catch (...) {
+    }
+    ::_exit(3);
+  }
+  auto host = TcpStore::host({"", port, "tok", std::chrono::seconds(10)});
+  std::vector<Outcome> out(2);
+  run_ranks(2, [&](int r) {
+    std::shared_ptr<Store> store = host;
+    if (r != 0) store = TcpStore::connect({"127.0.0.1", port, "tok", std::chrono::seconds(10)});
+    auto pg = make_gloo_group(store, {"world", members, r, milliseconds(3000)}, GlooNet{"", "127.0.0.1"});
+    record(out[r], [&] {
+      pg->barrier();
+      std::vector<float> x(1000, 1.f);
+      for (int step = 0; step < 100; ++step) pg->all_reduce(x, ReduceOp::kSum);  // fails once rank 2 is gone
+    });
+  });
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  for (int r = 0; r < 2; ++r) {
+    CAPTURE(r);
+    REQUIRE(out[r].error.has_value());
+    CHECK(out[r].error->where().peer == 2);
+    CHECK_THAT(out[r].error->what(), Contains("closed"));
+    CHECK(out[r].took < milliseconds(3000 + 2500));
   }
 }

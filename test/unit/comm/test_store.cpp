@@ -181,3 +181,22 @@ TEST_CASE("prefix stores keep groups apart and Gloo's adapter reads through them
   CHECK(adapter.get("1") == std::vector<char>{'z'});
   CHECK_THROWS_WITH(adapter.wait({"2"}, milliseconds(50)), Contains("pg/a/2"));
 }
+
+TEST_CASE("store_all_gather returns values in rank order and names ranks that never publish", "[comm]") {
+  auto host = TcpStore::host({"", 0, "tok", std::chrono::seconds(5)});
+  std::vector<std::vector<Bytes>> got(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      auto s = TcpStore::connect({"127.0.0.1", host->port(), "tok", std::chrono::seconds(5)});
+      got[r] = store_all_gather(*s, "report", r, 3, Bytes(static_cast<size_t>(r + 1), static_cast<char>('a' + r)),
+                                milliseconds(3000));
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) CHECK(got[r] == std::vector<Bytes>{{'a'}, {'b', 'b'}, {'c', 'c', 'c'}});
+
+  // Rank 2 published already; ranks 1 and 3 of 4 never publish "plan_hash".
+  host->set("plan_hash/2", {'y'});
+  CHECK_THROWS_WITH(store_all_gather(*host, "plan_hash", 0, 4, {'x'}, milliseconds(100)),
+                    Contains("rank(s) [1, 3] of 4 did not publish 'plan_hash' within 100 ms"));
+}
