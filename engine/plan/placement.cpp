@@ -69,7 +69,7 @@ Layout naive_layout(const Facts& f, const DeviceTable& d, int tp, int pp, int dp
   return finish(f, d, grid, std::move(rank_at), std::move(islands));
 }
 
-std::vector<std::vector<int>> island_orders(const Facts& f) {
+std::vector<std::vector<int>> island_orders(const Facts& f, int stage_devices) {
   std::vector<int> devices(f.islands, 0);
   std::vector<int> kind(f.islands, 2);  // 0 IB, 1 RoCE, 2 Ethernet
   for (const auto& n : f.nodes) {
@@ -88,6 +88,9 @@ std::vector<std::vector<int>> island_orders(const Facts& f) {
   add([&](int a, int b) { return kind[a] != kind[b] ? kind[a] < kind[b] : devices[a] > devices[b]; });
   add([&](int a, int b) { return devices[a] > devices[b]; });
   add([&](int a, int b) { return devices[a] < devices[b]; });
+  auto whole = [&](int i) { return devices[i] % stage_devices == 0; };
+  add([&](int a, int b) { return whole(a) != whole(b) ? whole(a) : devices[a] > devices[b]; });
+  add([&](int a, int b) { return whole(a) != whole(b) ? whole(a) : devices[a] < devices[b]; });
   return out;
 }
 

@@ -41,8 +41,10 @@ Layout naive_layout(const Facts& f, const DeviceTable& d, int tp, int pp, int dp
 
 // Candidate island orders for the holmes placement (deduplicated, deterministic): topology
 // order, RDMA islands first (IB, RoCE, then Ethernet; larger first), largest first,
-// smallest first. Islands with no node are left out.
-std::vector<std::vector<int>> island_orders(const Facts& f);
+// smallest first, and islands that hold whole stages (device count a multiple of
+// `stage_devices` = tp x dp) first with the rest largest-first or smallest-first, so only the
+// leftover islands share stages. Islands with no node are left out.
+std::vector<std::vector<int>> island_orders(const Facts& f, int stage_devices);
 Layout holmes_layout(const Facts& f, const DeviceTable& d, int tp, int pp, int dp,
                      const std::vector<int>& island_order);
 

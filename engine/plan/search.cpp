@@ -126,7 +126,7 @@ Evaluated evaluate(const SearchInput& in, const Degrees& deg, const std::string&
                  partition);
   Evaluated best;
   bool have = false;
-  for (const auto& order : island_orders(in.facts)) {
+  for (const auto& order : island_orders(in.facts, deg.tp * deg.dp)) {
     Evaluated ev = score(in, deg, holmes_layout(in.facts, in.table, deg.tp, deg.pp, deg.dp, order), partition);
     auto key = [](const Evaluated& e) {
       return std::pair{e.layout.tp_groups_crossing_nodes, e.layout.dp_groups_crossing_islands};

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# --plan-only on the shipped example jobs (text and JSON) and on a generated topology: the JSON
+# must parse and the plan invariants hold (checked with /usr/bin/python3); bad requests must
+# exit with code 2 and say what was wrong.
+set -u
+bin=$1 src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+say_fail() { echo "FAIL $*"; fail=$((fail + 1)); }
+
+# Invariants of one JSON plan: $1 file, $2 model layers.
+check_json() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+layers = int(sys.argv[2])
+errors = []
+def need(cond, what):
+    if not cond: errors.append(what)
+world, tp, pp, dp = plan["world"], plan["tensor"], plan["pipeline"], plan["data"]
+need(tp * pp * dp == world, f"tp*pp*dp = {tp*pp*dp} != world {world}")
+ranks = plan["ranks"]
+need([r["rank"] for r in ranks] == list(range(world)), "ranks not 0..world-1")
+node_of = {r["rank"]: r["node"] for r in ranks}
+island_of_node = {}
+for isl in plan["islands"]:
+    for n in isl["nodes"]:
+        island_of_node[n] = isl["id"]
+stages = plan["stages"]
+need(sum(s["num_layers"] for s in stages) == layers, "stages do not sum to the layers")
+need(all(s["num_layers"] >= 1 for s in stages), "empty stage")
+kinds = {"tp", "pp", "dp", "embedding", "world"}
+transports = {"nccl-ib", "nccl-roce", "intra-node", "nccl-socket", "gloo-tcp"}
+count = {k: [0] * world for k in kinds}
+for g in plan["groups"]:
+    need(g["kind"] in kinds, f"bad group kind {g['kind']}")
+    need(g["transport"] in transports, f"bad transport {g['transport']}")
+    for r in g["ranks"]:
+        count[g["kind"]][r] += 1
+    islands = {island_of_node[node_of[r]] for r in g["ranks"]}
+    need(g["crosses_islands"] == (len(islands) > 1), f"crosses_islands wrong for {g['kind']} {g['index']}")
+    if g["kind"] == "tp":
+        need(len({node_of[r] for r in g["ranks"]}) == 1, f"tp group {g['index']} crosses nodes")
+    if g["transport"] in ("nccl-socket", "gloo-tcp") and g["crosses_nodes"]:
+        need(g["interface"] != "", f"{g['kind']} group {g['index']} has no interface")
+for k in ("tp", "pp", "dp", "world"):
+    need(all(c == 1 for c in count[k]), f"a rank is not in exactly one {k} group")
+# DP groups stay inside one island whenever every island holds whole stages.
+devices = [isl["devices"] for isl in plan["islands"] if isl["nodes"]]
+if all(d % (tp * dp) == 0 for d in devices):
+    for g in plan["groups"]:
+        need(not (g["kind"] in ("tp", "dp") and g["crosses_islands"]), f"{g['kind']} group {g['index']} crosses islands")
+e = plan["estimate"]
+parts = e["compute_s"] + e["tp_comm_s"] + e["pp_comm_s"] + e["bubble_s"] + e["dp_comm_s"]
+need(abs(parts - e["step_time_s"]) <= 1e-6 * e["step_time_s"], f"estimate parts {parts} != step {e['step_time_s']}")
+need(e["step_time_s"] > 0 and e["tokens_per_s"] > 0 and e["naive_step_time_s"] > 0, "non-positive estimate")
+need(len(plan["memory"]) == world and all(m["bytes"] > 0 for m in plan["memory"]), "memory per rank missing")
+if errors:
+    print("\n".join(errors[:20]))
+    sys.exit(1)
+PY
+}
+
+run_case() {  # name, layers, args...
+  local name=$1 layers=$2
+  shift 2
+  if ! "$bin" "$@" --plan-only >"$tmp/$name.txt" 2>"$tmp/$name.err"; then
+    say_fail "$name text: exit $?"; cat "$tmp/$name.err"; return
+  fi
+  for want in "Stages:" "Groups" "step time" "Memory per device"; do
+    grep -qF "$want" "$tmp/$name.txt" || say_fail "$name text lacks '$want'"
+  done
+  if ! "$bin" "$@" --plan-only --format json >"$tmp/$name.json" 2>"$tmp/$name.err"; then
+    say_fail "$name json: exit $?"; cat "$tmp/$name.err"; return
+  fi
+  check_json "$tmp/$name.json" "$layers" || say_fail "$name: JSON invariants"
+}
+
+run_case ib-roce-7b 36 --config "$src/configs/ib-roce-7b.yaml"
+run_case ib-ethernet 24 --config "$src/configs/ib-ethernet.yaml"
+grep -q "nccl-roce" "$tmp/ib-roce-7b.txt" || say_fail "ib-roce-7b: no nccl-roce group"
+grep -q "nccl-ib" "$tmp/ib-roce-7b.txt" || say_fail "ib-roce-7b: no nccl-ib group"
+run_case default 4                                   # embedded default job, this node discovered
+# A generated three-island topology given with --topology, degrees left to the search.
+{
+  echo "nodes:"
+  echo "  - names: a[0-5]"
+  echo "    devices: {kind: cuda, count: 8, memory_gb: 80, peak_tflops: 989}"
+  echo "    nics: [{kind: ib, name: 'mlx5_[0-3]', rate_gbps: 400, fabric: fa}, {kind: ethernet, name: eth0, rate_gbps: 25}]"
+  echo "  - names: b[0-3]"
+  echo "    devices: {kind: cuda, count: 8, memory_gb: 80, peak_tflops: 989}"
+  echo "    nics: [{kind: roce, name: 'mlx5_[0-1]', rate_gbps: 100, fabric: fb}, {kind: ethernet, name: eth0, rate_gbps: 25}]"
+  echo "  - names: c[0-1]"
+  echo "    devices: {kind: cuda, count: 8, memory_gb: 80, peak_tflops: 989}"
+  echo "    nics: [{kind: ethernet, name: eth0, rate_gbps: 10}]"
+} >"$tmp/three.yaml"
+run_case three-islands 36 --config "$src/configs/ib-roce-7b.yaml" --topology "$tmp/three.yaml" \
+  --set parallel.tensor=auto --set parallel.pipeline=auto --set parallel.data=auto
+
+# Bad requests: exit 2 with the numbers.
+expect_2() {  # name, fragment, args...
+  local name=$1 frag=$2
+  shift 2
+  "$bin" "$@" --plan-only >/dev/null 2>"$tmp/$name.err"
+  local code=$?
+  [ "$code" -eq 2 ] || { say_fail "$name: exit $code, expected 2"; cat "$tmp/$name.err"; }
+  grep -qF -- "$frag" "$tmp/$name.err" || { say_fail "$name: message lacks '$frag'"; cat "$tmp/$name.err"; }
+}
+expect_2 product "but the cluster has 64 devices" --config "$src/configs/ib-roce-7b.yaml" --set parallel.data=3 \
+  --set train.global_batch=258 --set train.micro_batch=2
+sed 's/partition: auto/partition: [20, 20]/' "$src/configs/ib-roce-7b.yaml" >"$tmp/bad-partition.yaml"
+sed -i "s#topology: topologies/#topology: $src/configs/topologies/#" "$tmp/bad-partition.yaml"
+expect_2 partition "sums to 40" --config "$tmp/bad-partition.yaml"
+expect_2 format "json" --config "$src/configs/ib-roce-7b.yaml" --format yaml
+expect_2 topology "no-such-topology.yaml" --config "$src/configs/ib-roce-7b.yaml" --topology "$tmp/no-such-topology.yaml"
+
+[ "$fail" -eq 0 ] && echo "plan_only: all cases passed"
+exit $((fail > 0))
