@@ -1,0 +1,161 @@
+#include "engine/topo/cluster.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "engine/topo/hostlist.hpp"
+
+namespace holmes::topo {
+
+namespace {
+
+using FabricKey = std::pair<NicKind, std::string>;
+
+std::string fabric_label(const FabricKey& key) {
+  return fmt::format("{} fabric '{}'", to_string(key.first), key.second.empty() ? "?" : key.second);
+}
+
+// Names, device kind and count must agree: the rank layout puts the same number of ranks on
+// every node and one backend runs everywhere.
+void check_nodes(const std::vector<NodeReport>& nodes, std::vector<std::string>& warnings) {
+  if (nodes.empty()) throw TopologyError("the topology has no nodes; give at least one node report or topology entry");
+  std::set<std::string> seen;
+  for (const auto& n : nodes) {
+    if (n.hostname.empty()) throw TopologyError("a node report has an empty host name");
+    if (!seen.insert(n.hostname).second)
+      throw TopologyError(fmt::format("node '{}' appears twice in the topology; host names must be unique", n.hostname));
+  }
+  std::map<std::string, std::vector<std::string>> by_devices;  // "8 cuda" -> hosts
+  std::set<std::string> models;
+  for (const auto& n : nodes) {
+    by_devices[fmt::format("{} {}", n.devices.count, n.devices.kind)].push_back(n.hostname);
+    models.insert(fmt::format("{} ({:.0f} GB)", n.devices.name, n.devices.memory_gb));
+  }
+  if (by_devices.size() > 1) {
+    std::vector<std::string> parts;
+    for (const auto& [what, hosts] : by_devices) parts.push_back(fmt::format("{}: {}", compress_hostlist(hosts), what));
+    throw TopologyError(fmt::format("nodes disagree on their compute devices ({}); every node must have the same "
+                                    "number and kind of devices",
+                                    fmt::join(parts, "; ")));
+  }
+  if (models.size() > 1)
+    warnings.push_back(fmt::format("nodes have different device models ({}); the planner uses each node's own figures",
+                                   fmt::join(models, ", ")));
+}
+
+// The node's island fabric: highest aggregate rate, IB before RoCE on a tie. nullopt = none.
+std::optional<FabricKey> primary_fabric(const NodeReport& n, std::vector<std::string>& warnings) {
+  RdmaFabrics fabrics = rdma_fabrics(n);
+  if (fabrics.empty()) return std::nullopt;
+  const FabricKey* best = nullptr;
+  double best_rate = -1;
+  for (const auto& [key, rate] : fabrics)  // map order puts Ib before Roce
+    if (rate > best_rate) {
+      best = &key;
+      best_rate = rate;
+    }
+  if (fabrics.size() > 1) {
+    std::vector<std::string> all;
+    for (const auto& [key, rate] : fabrics) all.push_back(fmt::format("{} ({} Gb/s)", fabric_label(key), rate));
+    warnings.push_back(fmt::format("node '{}' has active RDMA ports on {}; it joins the island of {}", n.hostname,
+                                   fmt::join(all, ", "), fabric_label(*best)));
+  }
+  return *best;
+}
+
+void warn_about_island(const ClusterTopology& t, const Island& isl, std::vector<std::string>& warnings) {
+  std::vector<std::string> hosts;
+  for (int i : isl.nodes) hosts.push_back(t.nodes[i].hostname);
+  std::string who = compress_hostlist(hosts);
+  FabricKey key{isl.kind, isl.fabric};
+  if (isl.nodes.size() == 1 && t.nodes.size() > 1)
+    warnings.push_back(fmt::format("node '{}' is the only node on {}; it is an island of one and reaches the other "
+                                   "nodes over Ethernet",
+                                   who, fabric_label(key)));
+  if (isl.kind == NicKind::Roce && isl.fabric.empty())
+    warnings.push_back(fmt::format("{}: RoCE ports without an IPv4 address; assumed they all share one fabric", who));
+  double lo = 1e300, hi = 0;
+  for (int i : isl.nodes) {
+    double r = rdma_fabrics(t.nodes[i]).at(key);
+    lo = std::min(lo, r);
+    hi = std::max(hi, r);
+  }
+  if (hi == 0)
+    warnings.push_back(fmt::format("{}: no port on {} reports its rate; the planner assumes its default", who,
+                                   fabric_label(key)));
+  else if (lo != hi)
+    warnings.push_back(fmt::format("{}: nodes on {} have {} to {} Gb/s of RDMA bandwidth; the island counts {} per node",
+                                   who, fabric_label(key), lo, hi, lo));
+}
+
+}  // namespace
+
+RdmaFabrics rdma_fabrics(const NodeReport& node) {
+  RdmaFabrics out;
+  for (const auto& nic : node.nics)
+    if (nic.active && (nic.kind == NicKind::Ib || nic.kind == NicKind::Roce))
+      out[{nic.kind, nic.fabric}] += nic.rate_gbps.value_or(0);
+  return out;
+}
+
+ClusterTopology build_cluster(std::vector<NodeReport> nodes) {
+  ClusterTopology t;
+  check_nodes(nodes, t.warnings);
+  t.nodes = std::move(nodes);
+  t.island_of.assign(t.nodes.size(), -1);
+  std::map<FabricKey, int> island_by_fabric;
+  for (int i = 0; i < static_cast<int>(t.nodes.size()); ++i) {
+    auto key = primary_fabric(t.nodes[i], t.warnings);
+    int id = static_cast<int>(t.islands.size());
+    if (key) {
+      auto [it, fresh] = island_by_fabric.emplace(*key, id);
+      if (!fresh) id = it->second;
+    }
+    if (id == static_cast<int>(t.islands.size())) {
+      Island isl;
+      isl.id = id;
+      isl.kind = key ? key->first : NicKind::Ethernet;
+      isl.fabric = key ? key->second : "";
+      t.islands.push_back(isl);
+    }
+    t.islands[id].nodes.push_back(i);
+    t.island_of[i] = id;
+  }
+  for (auto& isl : t.islands) {
+    if (isl.kind == NicKind::Ethernet) continue;
+    double lo = -1;
+    for (int i : isl.nodes) {
+      double r = rdma_fabrics(t.nodes[i]).at({isl.kind, isl.fabric});
+      lo = lo < 0 ? r : std::min(lo, r);
+    }
+    isl.rdma_gbps_per_node = lo;
+    warn_about_island(t, isl, t.warnings);
+  }
+  for (int i = 0; i < static_cast<int>(t.nodes.size()); ++i) {
+    bool known = false;
+    for (const auto& nic : t.nodes[i].nics)
+      known |= nic.active && !nic.is_virtual && (nic.kind == NicKind::Ethernet || nic.kind == NicKind::Roce) &&
+               nic.rate_gbps.has_value();
+    if (!known && t.nodes.size() > 1)
+      t.warnings.push_back(fmt::format("node '{}': no active physical Ethernet port reports its speed; assumed {} Gb/s",
+                                       t.nodes[i].hostname, kAssumedEthernetGbps));
+  }
+  return t;
+}
+
+std::string describe_cluster(const ClusterTopology& t) {
+  std::string out = fmt::format("{} nodes, {} islands\n", t.nodes.size(), t.islands.size());
+  for (const auto& isl : t.islands) {
+    std::vector<std::string> hosts;
+    for (int i : isl.nodes) hosts.push_back(t.nodes[i].hostname);
+    out += fmt::format("  island {}: {}{} {} ({} nodes, {} Gb/s RDMA per node)\n", isl.id, to_string(isl.kind),
+                       isl.fabric.empty() ? "" : " " + isl.fabric, compress_hostlist(hosts), isl.nodes.size(),
+                       isl.rdma_gbps_per_node);
+  }
+  for (const auto& w : t.warnings) out += "  warning: " + w + "\n";
+  return out;
+}
+
+}  // namespace holmes::topo

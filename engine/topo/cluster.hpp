@@ -1,0 +1,36 @@
+// From node reports to the cluster picture: RDMA islands, the best link between any two
+// nodes, and what was assumed where the reports were incomplete.
+//
+// Island rule: a node joins the island of its best usable RDMA fabric (active ports of one
+// kind on one fabric: IB subnet prefix, RoCE IPv4 subnet or a topology file's fabric name),
+// best = highest aggregate rate, IB before RoCE on a tie. A node without an active RDMA port
+// is an island of its own of kind Ethernet. Every node is also assumed to be on the one
+// Ethernet network that joins all of them.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/topo/errors.hpp"
+#include "engine/topo/topology.hpp"
+
+namespace holmes::topo {
+
+// Ethernet rate assumed for a node none of whose Ethernet ports says its speed (matches the
+// planner's default, docs/topology.md).
+inline constexpr double kAssumedEthernetGbps = 10;
+
+// (kind, fabric) -> aggregate Gb/s of the node's active ports on it (unknown rates add 0).
+using RdmaFabrics = std::map<std::pair<NicKind, std::string>, double>;
+RdmaFabrics rdma_fabrics(const NodeReport& node);
+
+// Throws TopologyError when there are no nodes, two nodes share a name, or nodes disagree on
+// the device kind or count; softer disagreements become `warnings`.
+ClusterTopology build_cluster(std::vector<NodeReport> nodes);
+
+// Human-readable summary: islands, their members (as hostlists) and warnings.
+std::string describe_cluster(const ClusterTopology& topo);
+
+}  // namespace holmes::topo

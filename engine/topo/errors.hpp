@@ -1,0 +1,14 @@
+// Errors of the topology area. A TopologyError is user input (node reports or a topology
+// file that disagree with each other), so main maps it to exit code 2 like any UserError.
+#pragma once
+
+#include "engine/spec/errors.hpp"
+
+namespace holmes::topo {
+
+class TopologyError : public UserError {
+ public:
+  using UserError::UserError;
+};
+
+}  // namespace holmes::topo

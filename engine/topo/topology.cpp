@@ -1,0 +1,105 @@
+// NicKind names and the ClusterTopology queries (link, tcp_interface, ethernet_gbps).
+#include "engine/topo/topology.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <tuple>
+
+#include "engine/topo/cluster.hpp"
+
+namespace holmes::topo {
+
+const char* to_string(NicKind kind) {
+  switch (kind) {
+    case NicKind::Ib: return "ib";
+    case NicKind::Roce: return "roce";
+    case NicKind::Ethernet: return "ethernet";
+    case NicKind::Ipoib: return "ipoib";
+    case NicKind::Loopback: return "loopback";
+  }
+  return "?";
+}
+
+std::optional<NicKind> nic_kind_from_string(const std::string& text) {
+  for (NicKind k : {NicKind::Ib, NicKind::Roce, NicKind::Ethernet, NicKind::Ipoib, NicKind::Loopback})
+    if (text == to_string(k)) return k;
+  return std::nullopt;
+}
+
+namespace {
+
+void check_node(const ClusterTopology& t, int node) {
+  if (node < 0 || node >= static_cast<int>(t.nodes.size()))
+    throw std::out_of_range(fmt::format("node index {} outside 0..{}", node, t.nodes.size()));
+}
+
+// Physical Ethernet-class port: plain Ethernet, or a RoCE port (its netdev is an Ethernet port).
+bool carries_ethernet(const Nic& nic) {
+  return nic.active && !nic.is_virtual && (nic.kind == NicKind::Ethernet || nic.kind == NicKind::Roce);
+}
+
+}  // namespace
+
+double ClusterTopology::ethernet_gbps(int node) const {
+  check_node(*this, node);
+  double best = 0;
+  for (const auto& nic : nodes[node].nics)
+    if (carries_ethernet(nic) && nic.rate_gbps && *nic.rate_gbps > best) best = *nic.rate_gbps;
+  return best > 0 ? best : kAssumedEthernetGbps;
+}
+
+Link ClusterTopology::link(int a, int b) const {
+  check_node(*this, a);
+  check_node(*this, b);
+  Link l;
+  if (a == b) {
+    l.cls = LinkClass::IntraNode;
+    l.rate_gbps = 0;  // sysfs does not say; the planner uses its NVLink / shared-memory figure
+    return l;
+  }
+  // Best RDMA fabric both ends have active ports on: the pair gets the slower end's aggregate.
+  RdmaFabrics fa = rdma_fabrics(nodes[a]), fb = rdma_fabrics(nodes[b]);
+  bool found = false;
+  for (const auto& [key, rate_a] : fa) {
+    auto it = fb.find(key);
+    if (it == fb.end()) continue;
+    double rate = std::min(rate_a, it->second);
+    bool better = !found || rate > l.rate_gbps || (rate == l.rate_gbps && key.first == NicKind::Ib);
+    if (better) {
+      l = Link{LinkClass::Rdma, key.first, rate};
+      found = true;
+    }
+  }
+  if (found) return l;
+  return Link{LinkClass::Ethernet, NicKind::Ethernet, std::min(ethernet_gbps(a), ethernet_gbps(b))};
+}
+
+std::string ClusterTopology::tcp_interface(int node, bool inside_island) const {
+  check_node(*this, node);
+  const auto& nics = nodes[node].nics;
+  NicKind island_kind = node < static_cast<int>(island_of.size()) && island_of[node] < static_cast<int>(islands.size())
+                            ? islands[island_of[node]].kind
+                            : NicKind::Ethernet;
+  // Rank of a candidate; lower is better. Interfaces with an IPv4 address come first since
+  // TCP needs one; then by kind in the order that suits the traffic; then physical; then rate.
+  auto kind_rank = [&](const Nic& nic) {
+    if (inside_island && island_kind == NicKind::Ib) return nic.kind == NicKind::Ipoib ? 0 : nic.kind == NicKind::Ethernet ? 1 : 2;
+    if (inside_island && island_kind == NicKind::Roce) return nic.kind == NicKind::Roce ? 0 : nic.kind == NicKind::Ethernet ? 1 : 2;
+    return nic.kind == NicKind::Ethernet ? 0 : nic.kind == NicKind::Roce ? 1 : 2;
+  };
+  const Nic* best = nullptr;
+  auto key = [&](const Nic& n) {
+    return std::make_tuple(n.addresses.empty(), kind_rank(n), n.is_virtual, -n.rate_gbps.value_or(0));
+  };
+  for (const auto& nic : nics) {
+    if (!nic.active || nic.kind == NicKind::Loopback || nic.kind == NicKind::Ib) continue;
+    if (nic.kind == NicKind::Roce && nic.netdev.empty()) continue;
+    if (!best || key(nic) < key(*best)) best = &nic;
+  }
+  if (!best) return "lo";
+  return best->kind == NicKind::Roce ? best->netdev : best->name;
+}
+
+}  // namespace holmes::topo

@@ -1,0 +1,31 @@
+// Topology files (YAML): node reports written down, for offline planning and for clusters
+// where discovery cannot run. Format in docs/topology.md; in short:
+//
+//   nodes:
+//     - names: ib-node[0-3]            # Slurm hostlist expression
+//       devices: {kind: cuda, count: 8, name: H100, memory_gb: 80, peak_tflops: 989}
+//       nics:
+//         - {kind: ib, rate_gbps: 200, count: 8, fabric: ib-a, name: "mlx5_[0-7]"}
+//         - {kind: ethernet, rate_gbps: 25, name: eth0}
+//
+// `holmes-train discover --format yaml` writes the same format with every field spelled out.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/topo/topology.hpp"
+
+namespace holmes::topo {
+
+// One NodeReport per host name, in file order. Throws UserError naming the file, the key
+// and its line for unknown keys, wrong types, bad values and duplicate host names.
+std::vector<NodeReport> load_topology_file(const std::string& path);
+// The same from text; `source` names it in errors.
+std::vector<NodeReport> parse_topology_yaml(const std::string& text, const std::string& source);
+
+// Every report as its own node entry with all fields; load_topology_file reads it back to
+// equal reports.
+std::string dump_topology_yaml(const std::vector<NodeReport>& reports);
+
+}  // namespace holmes::topo
