@@ -1,7 +1,4 @@
-// Row-major GEMM on column-major cuBLASLt: a row-major [r,c] matrix is the same memory as a
-// column-major [c,r] matrix, its transpose. So C = op(A) op(B) (row-major) is computed as
-// C^T = op(B)^T op(A)^T (column-major): B goes in cuBLASLt's "A" slot, A in its "B" slot,
-// and the result D is column-major [n,m] with leading dimension n, i.e. row-major [m,n].
+// GemmRunner on cuBLASLt. The row-major to column-major mapping is in gemm_layout.cpp.
 #include "cuda/gemm.hpp"
 
 #include <cublasLt.h>
@@ -12,6 +9,7 @@
 #include <stdexcept>
 
 #include "cuda/check.hpp"
+#include "cuda/gemm_layout.hpp"
 #include "cuda/memory.hpp"
 
 namespace holmes::cuda {
@@ -85,16 +83,16 @@ void set_op(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, const 
   HOLMES_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, attr, &value, sizeof(value)));
 }
 
-// A column-major [rows, cols] layout with leading dimension rows, optionally batched.
-cublasLtMatrixLayout_t make_layout(DType t, int rows, int cols, int batch, std::int64_t stride) {
+// A dense column-major layout of one operand, optionally batched.
+cublasLtMatrixLayout_t make_layout(DType t, const LtOperand& o, int batch) {
   cublasLtMatrixLayout_t layout = nullptr;
-  HOLMES_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, to_cuda(t), rows, cols, rows));
+  HOLMES_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, to_cuda(t), o.rows, o.cols, o.ld));
   if (batch > 1) {
     std::int32_t count = batch;
     HOLMES_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
         layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
     HOLMES_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
-        layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+        layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &o.batch_stride, sizeof(o.batch_stride)));
   }
   return layout;
 }
@@ -136,17 +134,17 @@ std::unique_ptr<Plan> GemmRunner::Impl::make_plan(const PlanKey& key, const void
   auto plan = std::make_unique<Plan>();
   cublasComputeType_t compute = s.fast_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   HOLMES_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, compute, CUDA_R_32F));
-  // cuBLASLt's A is our B and its B is our A (see the top of this file).
-  set_op(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
-  set_op(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
+  const LtProblem lt = to_column_major(s);  // cuBLASLt's A is our B, its B our A
+  set_op(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, lt.lt_a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N);
+  set_op(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, lt.lt_b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N);
   if (s.bias) {
-    set_op(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
     // Bias type left at its default, the type of C (c_type), as gemm.hpp promises.
+    set_op(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
     set_op(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   }
-  plan->lt_a = make_layout(s.ab_type, s.trans_b ? s.k : s.n, s.trans_b ? s.n : s.k, s.batch, s.stride_b);
-  plan->lt_b = make_layout(s.ab_type, s.trans_a ? s.m : s.k, s.trans_a ? s.k : s.m, s.batch, s.stride_a);
-  plan->lt_c = make_layout(s.c_type, s.n, s.m, s.batch, s.stride_c);
+  plan->lt_a = make_layout(s.ab_type, lt.lt_a, s.batch);
+  plan->lt_b = make_layout(s.ab_type, lt.lt_b, s.batch);
+  plan->lt_c = make_layout(s.c_type, lt.lt_c, s.batch);
 
   cublasLtMatmulPreference_t pref = nullptr;
   HOLMES_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));

@@ -8,34 +8,12 @@
 #include "cuda/gemm.hpp"
 #include "cuda/memory.hpp"
 #include "cuda_test_util.hpp"
+#include "gemm_reference.hpp"
 
 using namespace holmes::cuda;
 using namespace holmes::cuda::test;
 
 namespace {
-
-// Row-major reference of gemm.hpp's contract, batch by batch.
-std::vector<double> reference(const GemmShape& s, const std::vector<float>& a,
-                              const std::vector<float>& b, const std::vector<float>& bias,
-                              const std::vector<float>& c0, float alpha, float beta) {
-  std::vector<double> c(c0.begin(), c0.end());
-  for (int bi = 0; bi < s.batch; ++bi) {
-    const float* pa = a.data() + bi * s.stride_a;
-    const float* pb = b.data() + bi * s.stride_b;
-    for (int i = 0; i < s.m; ++i)
-      for (int j = 0; j < s.n; ++j) {
-        double sum = 0;
-        for (int p = 0; p < s.k; ++p) {
-          double av = s.trans_a ? pa[p * s.m + i] : pa[i * s.k + p];
-          double bv = s.trans_b ? pb[j * s.k + p] : pb[p * s.n + j];
-          sum += av * bv;
-        }
-        double& out = c[bi * s.stride_c + i * s.n + j];
-        out = alpha * sum + beta * out + (s.bias ? bias[j] : 0.0);
-      }
-  }
-  return c;
-}
 
 // Uploads in the shape's storage types (rounding the host copies to bf16 first where the
 // GPU sees bf16, so the reference uses identical inputs), runs, downloads as float.
