@@ -33,13 +33,6 @@ uint64_t slot(uint8_t prefix, uint32_t tag, uint32_t step = 0) {
   return (static_cast<uint64_t>(prefix) << 56) | (static_cast<uint64_t>(tag) << 24) | (step & 0xffffff);
 }
 
-void reduce_into(float* acc, const float* x, size_t n, ReduceOp op) {
-  if (op == ReduceOp::kSum)
-    for (size_t i = 0; i < n; ++i) acc[i] += x[i];
-  else
-    for (size_t i = 0; i < n; ++i) acc[i] = std::max(acc[i], x[i]);
-}
-
 class GlooGroup : public ProcessGroup {
  public:
   GlooGroup(std::shared_ptr<Store> store, GroupSpec spec, const GlooNet& net)
@@ -158,6 +151,7 @@ class GlooGroup : public ProcessGroup {
   std::shared_ptr<gloo::rendezvous::Context> ctx_;
   uint32_t next_tag_ = 1;
   std::string broken_;
+  std::vector<float> scratch_;  // reduce_scatter: 2 receive + 2 work chunks
 };
 
 void GlooGroup::connect(const GlooNet& net) {
@@ -194,27 +188,55 @@ void GlooGroup::connect(const GlooNet& net) {
 }
 
 // Ring reduce-scatter over unbound buffers (Gloo's own one has no per-op time-out).
-// acc: [size * n], a copy of `in`. At step s, rank r sends chunk (r - s - 1) to r + 1 and
-// folds chunk (r - s - 2) from r - 1 into acc; after size - 1 steps chunk r is complete
-// on rank r. Each chunk is summed in ring order starting at rank c + 1.
+// At step s (0 .. p-2) rank r sends chunk (r - s - 1) to r + 1 and receives chunk
+// (r - s - 2) from r - 1, folding its own input chunk in; what it folded at step s is what
+// it sends at step s + 1, and after the last step it holds chunk r complete. Chunks: [n].
+// Scratch is O(n): two receive and two work buffers, alternating so the next receive is
+// posted, and the previous send still in flight, while this step reduces.
 void GlooGroup::ring_reduce_scatter(std::span<float> out, std::span<const float> in, ReduceOp op, Millis t,
                                     uint32_t tag) {
   const int p = size();
-  const size_t n = out.size();
+  const size_t n = out.size(), bytes = n * sizeof(float);
   if (p == 1 || n == 0) return void(std::copy(in.begin(), in.end(), out.begin()));
-  std::vector<float> acc(in.begin(), in.end()), incoming(n);
-  auto send_buf = ctx_->createUnboundBuffer(acc.data(), acc.size() * sizeof(float));
-  auto recv_buf = ctx_->createUnboundBuffer(incoming.data(), n * sizeof(float));
   const int next = (rank_ + 1) % p, prev = (rank_ + p - 1) % p;
   auto chunk = [&](int s, int shift) { return static_cast<size_t>(((rank_ - s - shift) % p + p) % p); };
-  for (int s = 0; s < p - 1; ++s) {
-    recv_buf->recv(prev, slot(kReduceScatterPrefix, tag, s));
-    send_buf->send(next, slot(kReduceScatterPrefix, tag, s), chunk(s, 1) * n * sizeof(float), n * sizeof(float));
-    recv_buf->waitRecv(t);
-    send_buf->waitSend(t);  // the next step overwrites no sent chunk, but bounds memory in flight
-    reduce_into(acc.data() + chunk(s, 2) * n, incoming.data(), n, op);
+  // Kept between calls: fresh buffers of this size cost more in page faults than the op.
+  if (scratch_.size() < 4 * n) scratch_.resize(4 * n);
+  float* inc[2] = {scratch_.data(), scratch_.data() + n};
+  float* work[2] = {scratch_.data() + 2 * n, scratch_.data() + 3 * n};
+  std::unique_ptr<gloo::transport::UnboundBuffer> inc_buf[2], work_buf[2];
+  for (int k = 0; k < 2; ++k) {
+    inc_buf[k] = ctx_->createUnboundBuffer(inc[k], bytes);
+    work_buf[k] = ctx_->createUnboundBuffer(work[k], bytes);
   }
-  std::copy(acc.begin() + rank_ * n, acc.begin() + (rank_ + 1) * n, out.begin());
+  auto in_buf = ctx_->createUnboundBuffer(const_cast<float*>(in.data()), in.size_bytes());  // only read
+  gloo::transport::UnboundBuffer* in_flight[2] = {nullptr, nullptr};  // send of step s sits at [s % 2]
+  inc_buf[0]->recv(prev, slot(kReduceScatterPrefix, tag, 0));
+  in_buf->send(next, slot(kReduceScatterPrefix, tag, 0), chunk(0, 1) * bytes, bytes);
+  in_flight[0] = in_buf.get();
+  for (int s = 0; s < p - 1; ++s) {
+    const bool last = s == p - 2;
+    if (!last) inc_buf[(s + 1) % 2]->recv(prev, slot(kReduceScatterPrefix, tag, s + 1));
+    inc_buf[s % 2]->waitRecv(t);
+    // work[s % 2] was last sent at step s - 1: that send must be done before we overwrite it.
+    if (s >= 1 && in_flight[(s - 1) % 2]) {
+      in_flight[(s - 1) % 2]->waitSend(t);
+      in_flight[(s - 1) % 2] = nullptr;
+    }
+    float* dst = last ? out.data() : work[s % 2];
+    const float* mine = in.data() + chunk(s, 2) * n;
+    const float* got = inc[s % 2];
+    if (op == ReduceOp::kSum)
+      for (size_t i = 0; i < n; ++i) dst[i] = got[i] + mine[i];
+    else
+      for (size_t i = 0; i < n; ++i) dst[i] = std::max(got[i], mine[i]);
+    if (!last) {
+      work_buf[s % 2]->send(next, slot(kReduceScatterPrefix, tag, s + 1));
+      in_flight[(s + 1) % 2] = work_buf[s % 2].get();
+    }
+  }
+  for (auto* b : in_flight)
+    if (b) b->waitSend(t);
 }
 
 }  // namespace
