@@ -20,4 +20,9 @@ struct GpuInfo {
 // machine without a usable GPU; never throws for that case.
 std::vector<GpuInfo> query_gpus(std::string* why_none = nullptr);
 
+// Runs small fp32 and bf16 cuBLASLt GEMMs (odd shapes) on GPU `index` and compares them with
+// a host reference. Returns "" when they match, else what failed (no GPU, a CUDA error, the
+// worst error seen). Never throws; for `discover`-style reports and smoke runs.
+std::string gemm_self_test(int index = 0);
+
 }  // namespace holmes::cuda

@@ -94,3 +94,16 @@ TEST_CASE("GemmRunner rejects a bad shape before touching the GPU", "[cuda]") {
   CHECK_THROWS_AS(runner.run(nullptr, nullptr, nullptr, nullptr, s, 1.f, 0.f), std::invalid_argument);
   CHECK(runner.cached_plans() == 0);
 }
+
+TEST_CASE("gemm_self_test passes on a GPU and explains itself without one", "[cuda]") {
+  std::string why;
+  bool have_gpu = !query_gpus(&why).empty();
+  std::string result;
+  REQUIRE_NOTHROW(result = gemm_self_test(0));
+  if (have_gpu) {
+    CHECK(result.empty());
+    CHECK_THAT(gemm_self_test(999), Catch::Contains("out of range"));
+  } else {
+    CHECK_THAT(result, Catch::StartsWith("no CUDA device: "));
+  }
+}
