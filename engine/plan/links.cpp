@@ -25,41 +25,28 @@ double LinkCost::transfer_s(double bytes) const {
 
 namespace {
 
-// Fastest active physical NIC that carries TCP: a plain Ethernet port first, else the
-// netdev of a RoCE port or an IPoIB interface (they carry IP too).
-void pick_ethernet(const topo::NodeReport& n, NodeFacts& out) {
-  const topo::Nic* best = nullptr;
-  int best_rank = 99;
-  for (const auto& nic : n.nics) {
-    if (!nic.active || nic.is_virtual || nic.kind == topo::NicKind::Loopback) continue;
-    int rank = nic.kind == topo::NicKind::Ethernet ? 0 : nic.kind == topo::NicKind::Roce ? 1
-             : nic.kind == topo::NicKind::Ipoib ? 2 : 3;
-    if (rank > 2) continue;
-    double rate = nic.rate_gbps.value_or(0);
-    double best_rate = best ? best->rate_gbps.value_or(0) : -1;
-    if (!best || rank < best_rank || (rank == best_rank && rate > best_rate)) {
-      best = &nic;
-      best_rank = rank;
+// TCP traffic that leaves the island binds to the interface the topology picks for it
+// (ClusterTopology::tcp_interface); its rate is that port's, or the default when unknown.
+void pick_ethernet(const topo::ClusterTopology& topo, int node, NodeFacts& out) {
+  out.ethernet_if = topo.tcp_interface(node, false);
+  out.island_if = topo.tcp_interface(node, true);
+  out.ethernet_gbps = kDefaultEthernetGbps;
+  for (const auto& nic : topo.nodes[node].nics) {
+    const std::string& carrier = nic.kind == topo::NicKind::Roce ? nic.netdev : nic.name;
+    if (nic.active && carrier == out.ethernet_if && nic.rate_gbps && *nic.rate_gbps > 0) {
+      out.ethernet_gbps = *nic.rate_gbps;
+      break;
     }
   }
-  out.ethernet_if = best ? (best->netdev.empty() ? best->name : best->netdev) : "lo";
-  out.ethernet_gbps = best && best->rate_gbps ? *best->rate_gbps : kDefaultEthernetGbps;
 }
 
-// RDMA ports of the island's kind, the interface that carries IP inside the island, the GID.
-void pick_rdma(const topo::NodeReport& n, topo::NicKind kind, NodeFacts& out) {
-  out.island_if = out.ethernet_if;
+// RDMA ports of the island's kind and fabric (NCCL_IB_HCA) and the RoCE GID index.
+void pick_rdma(const topo::NodeReport& n, const topo::Island& island, NodeFacts& out) {
   for (const auto& nic : n.nics) {
-    if (!nic.active) continue;
-    if (nic.kind == kind) {
-      out.hcas.push_back(nic.port > 0 ? fmt::format("{}:{}", nic.name, nic.port) : nic.name);
-      if (kind == topo::NicKind::Roce && nic.gid_index >= 0 &&
-          (out.gid_index < 0 || nic.gid_index < out.gid_index))
-        out.gid_index = nic.gid_index;
-      if (kind == topo::NicKind::Roce && !nic.netdev.empty() && out.island_if == out.ethernet_if)
-        out.island_if = nic.netdev;
-    }
-    if (kind == topo::NicKind::Ib && nic.kind == topo::NicKind::Ipoib) out.island_if = nic.name;
+    if (!nic.active || nic.kind != island.kind) continue;
+    if (!island.fabric.empty() && !nic.fabric.empty() && nic.fabric != island.fabric) continue;
+    out.hcas.push_back(nic.port > 0 ? fmt::format("{}:{}", nic.name, nic.port) : nic.name);
+    if (nic.gid_index >= 0 && (out.gid_index < 0 || nic.gid_index < out.gid_index)) out.gid_index = nic.gid_index;
   }
   std::sort(out.hcas.begin(), out.hcas.end());
 }
@@ -102,12 +89,11 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
     nf.cuda = rep.devices.kind == "cuda";
     nf.tflops = sustained_tflops(spec, rep.devices, nf.cuda);
     nf.memory_bytes = rep.devices.memory_gb * double(1 << 30);
-    pick_ethernet(rep, nf);
+    pick_ethernet(topo, i, nf);
     if (c.ethernet.bandwidth_gbps > 0) nf.ethernet_gbps = c.ethernet.bandwidth_gbps;
-    nf.island_if = nf.ethernet_if;
     if (isl.kind == topo::NicKind::Ib || isl.kind == topo::NicKind::Roce) {
       nf.island_link = isl.kind == topo::NicKind::Ib ? LinkKind::Ib : LinkKind::Roce;
-      pick_rdma(rep, isl.kind, nf);
+      pick_rdma(rep, isl, nf);
       double over_bw = isl.kind == topo::NicKind::Ib ? c.ib.bandwidth_gbps : c.roce.bandwidth_gbps;
       nf.rdma_gbps = over_bw > 0 ? over_bw : isl.rdma_gbps_per_node > 0 ? isl.rdma_gbps_per_node : kDefaultRdmaGbps;
     }

@@ -1,6 +1,7 @@
 // Link and device facts the cost model needs, read from the topology (plus spec overrides),
-// and the alpha-beta costs of the collectives over them. Pure functions of the data: this
-// does not call topo::ClusterTopology's methods so the planner stands on topology.hpp alone.
+// and the alpha-beta costs of the collectives over them. Pure functions of the data; the TCP
+// interfaces are the ones ClusterTopology::tcp_interface picks, so the plan and the
+// communicators agree on them.
 #pragma once
 
 #include <string>

@@ -169,3 +169,48 @@ TEST_CASE("transports: RDMA inside an island, sockets across, intra-node in a no
     }
   }
 }
+
+TEST_CASE("CPU jobs use Gloo on the interface the topology picks; HCAs follow the island's fabric", "[placement]") {
+  auto topo = hp::testing::make_cluster({{holmes::topo::NicKind::Ib, 2, 1}, {holmes::topo::NicKind::Ib, 1, 1}});
+  for (auto& n : topo.nodes) {
+    n.devices.kind = "cpu";
+    holmes::topo::Nic ipoib;
+    ipoib.name = "ib0";
+    ipoib.kind = holmes::topo::NicKind::Ipoib;
+    ipoib.active = true;
+    ipoib.addresses = {"10.9.0.1/16"};
+    n.nics.push_back(ipoib);
+    n.nics[0].addresses = {"192.168.0.1/24"};  // eth0
+    holmes::topo::Nic other = n.nics[1];  // an IB port on a fabric no other node has
+    other.name = "mlx5_9";
+    other.fabric = "elsewhere";
+    n.nics.push_back(other);
+  }
+  for (int i = 0; i < 2; ++i) topo.islands[i].fabric = "fabric-" + std::to_string(i);
+  auto spec = hp::testing::make_spec(4, 64, 4, 1, 1, 3, 1, 3, 32);
+  hp::Plan p = hp::make_plan(spec, topo);
+  CHECK(p.device_kind == "cpu");
+  for (const auto& g : p.groups) {
+    CHECK(g.transport == hp::Transport::GlooTcp);
+    CHECK(g.hcas.empty());
+    if (g.kind == hp::GroupKind::Dp) {
+      CHECK(g.crosses_islands);
+      CHECK(g.interface == "eth0");  // leaves the island: the Ethernet port, not IPoIB
+    }
+  }
+  // Inside one IB island, CPU ranks talk over IPoIB; GPU ranks get only the island's ports.
+  auto two = topo;
+  two.nodes.pop_back();
+  two.island_of.pop_back();
+  two.islands.pop_back();
+  spec.parallel.data = 2;
+  spec.train.global_batch = 2;
+  for (const auto& g : hp::make_plan(spec, two).groups)
+    if (g.kind == hp::GroupKind::Dp) CHECK(g.interface == "ib0");
+  for (auto& n : two.nodes) n.devices.kind = "cuda";
+  for (const auto& g : hp::make_plan(spec, two).groups)
+    if (g.kind == hp::GroupKind::Dp) {
+      CHECK(g.transport == hp::Transport::NcclIb);
+      CHECK(g.hcas == std::vector<std::string>{"mlx5_0:1"});
+    }
+}
