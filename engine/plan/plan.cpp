@@ -103,6 +103,45 @@ void add_crossing_warnings(const Plan& plan, std::vector<std::string>& out) {
   if (total > kListed) out.push_back(fmt::format("... and {} more groups that cross slow links", total - kListed));
 }
 
+void fill_islands(const SearchInput& in, const topo::ClusterTopology& topology, Plan& plan) {
+  plan.islands.resize(in.facts.islands);
+  for (int i = 0; i < in.facts.islands; ++i) plan.islands[i] = IslandInfo{i, "ethernet", {}, 0};
+  for (int n = 0; n < static_cast<int>(in.facts.nodes.size()); ++n) {
+    const NodeFacts& nf = in.facts.nodes[n];
+    IslandInfo& isl = plan.islands[nf.island];
+    isl.kind = to_string(nf.island_link);
+    isl.nodes.push_back(n);
+    isl.devices += nf.devices;
+    plan.hostnames.push_back(topology.nodes[n].hostname);
+  }
+}
+
+void fill_stages(const SearchInput& in, const Evaluated& best, Plan& plan) {
+  auto island_of = [&](int t, int s, int d) {
+    return in.facts.nodes[in.table.node_of[best.layout.rank(Coords{t, s, d})]].island;
+  };
+  int first_layer = 0;
+  for (int s = 0; s < plan.pp; ++s) {
+    Stage st{s, first_layer, best.layers[s], island_of(0, s, 0), false, s == 0, s == plan.pp - 1};
+    first_layer += best.layers[s];
+    for (int t = 0; t < plan.tp; ++t)
+      for (int d = 0; d < plan.dp; ++d) st.straddles |= island_of(t, s, d) != st.island;
+    plan.stages.push_back(st);
+  }
+}
+
+// Every rank of a stage holds the same bytes; capacity is its own device's.
+void fill_memory(const SearchInput& in, const Evaluated& best, Plan& plan) {
+  std::vector<RankMemory> per_stage;
+  for (int s = 0; s < plan.pp; ++s) per_stage.push_back(best.stages[s].memory(best.work, plan.pp, best.layers[s]));
+  for (int r = 0; r < in.world; ++r) {
+    RankMemory m = per_stage[plan.ranks[r].pp];
+    m.rank = r;
+    m.capacity = in.facts.nodes[in.table.node_of[r]].memory_bytes * kUsableMemoryFraction;
+    plan.memory.push_back(m);
+  }
+}
+
 }  // namespace
 
 Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology) {
@@ -131,30 +170,12 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
   plan.params_total = total_params(best.work.shape, plan.tp);
   plan.vocab_padded = padded_vocab(spec.model.vocab_size, plan.tp);
   plan.island_order = best.layout.island_order;
-  plan.islands.resize(in.facts.islands);
-  for (int i = 0; i < in.facts.islands; ++i) plan.islands[i] = IslandInfo{i, "ethernet", {}, 0};
-  for (int n = 0; n < static_cast<int>(in.facts.nodes.size()); ++n) {
-    const NodeFacts& nf = in.facts.nodes[n];
-    IslandInfo& isl = plan.islands[nf.island];
-    isl.kind = to_string(nf.island_link);
-    isl.nodes.push_back(n);
-    isl.devices += nf.devices;
-    plan.hostnames.push_back(topology.nodes[n].hostname);
-  }
+  fill_islands(in, topology, plan);
   for (int r = 0; r < in.world; ++r) {
     Coords c = best.layout.coords(r);
     plan.ranks.push_back(RankInfo{r, in.table.node_of[r], in.table.local_of[r], c.tp, c.pp, c.dp});
   }
-  int first_layer = 0;
-  for (int s = 0; s < plan.pp; ++s) {
-    Stage st{s, first_layer, best.layers[s], 0, false, s == 0, s == plan.pp - 1};
-    first_layer += best.layers[s];
-    st.island = in.facts.nodes[in.table.node_of[best.layout.rank(Coords{0, s, 0})]].island;
-    for (int t = 0; t < plan.tp; ++t)
-      for (int d = 0; d < plan.dp; ++d)
-        st.straddles |= in.facts.nodes[in.table.node_of[best.layout.rank(Coords{t, s, d})]].island != st.island;
-    plan.stages.push_back(st);
-  }
+  fill_stages(in, best, plan);
   plan.groups = build_groups(in.facts, in.table, best.layout, in.cuda);
   plan.estimate = best.estimate;
   plan.estimate.naive_step_time_s = best.estimate.step_time_s;
@@ -162,13 +183,7 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
     std::string baseline_partition = plan.partition == "list" ? "list" : "uniform";
     plan.estimate.naive_step_time_s = evaluate(in, best.deg, "naive", baseline_partition).estimate.step_time_s;
   }
-  for (int r = 0; r < in.world; ++r) {
-    int s = plan.ranks[r].pp;
-    RankMemory m = best.stages[s].memory(best.work, plan.pp, best.layers[s]);
-    m.rank = r;
-    m.capacity = in.facts.nodes[in.table.node_of[r]].memory_bytes * kUsableMemoryFraction;
-    plan.memory.push_back(m);
-  }
+  fill_memory(in, best, plan);
   plan.warnings = topology.warnings;
   add_crossing_warnings(plan, plan.warnings);
   return plan;
