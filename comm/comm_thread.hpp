@@ -1,0 +1,42 @@
+// A thread that runs communication operations in submission order, so the data-parallel
+// reduce-scatter of a gradient bucket can run while backward computes the next bucket.
+// CPU groups are synchronous and not safe to call from two threads at once: while work is
+// queued, only this thread may use the groups that work touches.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+
+namespace holmes::comm {
+
+class CommThread {
+ public:
+  CommThread();
+  // Runs what is queued, then stops. Errors of work nobody waited for are dropped: wait
+  // on every future (or call drain()) to see them.
+  ~CommThread();
+  CommThread(const CommThread&) = delete;
+  CommThread& operator=(const CommThread&) = delete;
+
+  // Queues `op`; the future is ready when it ran, and get() rethrows its exception
+  // (a CommError when the operation failed).
+  std::shared_future<void> submit(std::function<void()> op);
+  // Waits for everything submitted so far; rethrows the first failure among them.
+  void drain();
+
+ private:
+  void run();
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::packaged_task<void()>> queue_;
+  std::deque<std::shared_future<void>> pending_;  // for drain()
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace holmes::comm
