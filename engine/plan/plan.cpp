@@ -185,6 +185,10 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
   }
   fill_memory(in, best, plan);
   plan.warnings = topology.warnings;
+  for (int n = 0; n < static_cast<int>(in.facts.nodes.size()) && in.facts.nodes.size() > 1; ++n)
+    if (in.facts.nodes[n].ethernet_if == "lo")
+      plan.warnings.push_back(fmt::format("node {} ('{}') has no active network interface to reach other nodes; "
+                                          "its TCP traffic would bind to lo", n, plan.hostnames[n]));
   add_crossing_warnings(plan, plan.warnings);
   return plan;
 }
