@@ -1,0 +1,175 @@
+// Islands, pairwise links, interfaces and warnings for clusters that mix the fixture nodes.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "engine/topo/cluster.hpp"
+#include "engine/topo/discover.hpp"
+#include "test/fixtures/sysfs_builder.hpp"
+#include "test/unit/topo/topo_test_util.hpp"
+
+using namespace holmes;
+using namespace holmes::test;
+using topo::LinkClass;
+using topo::NicKind;
+
+namespace {
+
+topo::NodeReport ib_node(int i, const std::string& prefix = "fe80:0000:0000:0000") {
+  SysfsBuilder b;
+  make_ib_hdr_node(b, fmt::format("ib-node{}", i), fmt::format("10.0.0.{}", 11 + i), prefix);
+  return topo::discover_node(b.root(), gpus(8));
+}
+
+topo::NodeReport roce_node(int i) {
+  SysfsBuilder b;
+  make_roce_bond_node(b, fmt::format("roce-node{}", i), fmt::format("10.2.0.{}", 11 + i));
+  return topo::discover_node(b.root(), gpus(8));
+}
+
+topo::NodeReport eth_node(int i) {
+  SysfsBuilder b;
+  make_ethernet_node(b, fmt::format("eth-node{}", i), fmt::format("10.0.1.{}", 21 + i));
+  return topo::discover_node(b.root(), gpus(8));
+}
+
+topo::NodeReport ib_spare_node() {
+  SysfsBuilder b;
+  make_ib_port_down_node(b, "ib-spare0");
+  return topo::discover_node(b.root(), gpus(8));
+}
+
+void check_link(const topo::ClusterTopology& t, int a, int b, LinkClass cls, NicKind kind, double rate) {
+  INFO("link " << a << " - " << b);
+  auto l = t.link(a, b);
+  CHECK(l.cls == cls);
+  CHECK(l.kind == kind);
+  CHECK(l.rate_gbps == Approx(rate));
+  auto r = t.link(b, a);  // symmetric
+  CHECK(r.cls == l.cls);
+  CHECK(r.rate_gbps == l.rate_gbps);
+}
+
+}  // namespace
+
+TEST_CASE("4 IB + 4 RoCE nodes: two islands", "[unit][topo]") {
+  std::vector<topo::NodeReport> nodes;
+  for (int i = 0; i < 4; ++i) nodes.push_back(ib_node(i));
+  for (int i = 0; i < 4; ++i) nodes.push_back(roce_node(i));
+  auto t = topo::build_cluster(nodes);
+  REQUIRE(t.islands.size() == 2);
+  CHECK(t.islands[0].kind == NicKind::Ib);
+  CHECK(t.islands[0].fabric == "fe80:0000:0000:0000");
+  CHECK(t.islands[0].nodes == std::vector<int>{0, 1, 2, 3});
+  CHECK(t.islands[0].rdma_gbps_per_node == 1600);
+  CHECK(t.islands[1].kind == NicKind::Roce);
+  CHECK(t.islands[1].fabric == "10.2.0.0/16");
+  CHECK(t.islands[1].nodes == std::vector<int>{4, 5, 6, 7});
+  CHECK(t.islands[1].rdma_gbps_per_node == 200);
+  CHECK(t.island_of == std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1});
+  CHECK(t.warnings.empty());
+  check_link(t, 0, 0, LinkClass::IntraNode, NicKind::Ethernet, 0);
+  check_link(t, 0, 3, LinkClass::Rdma, NicKind::Ib, 1600);
+  check_link(t, 4, 7, LinkClass::Rdma, NicKind::Roce, 200);
+  check_link(t, 1, 5, LinkClass::Ethernet, NicKind::Ethernet, 25);  // slower end: the IB node's 25 GbE
+  CHECK(t.ethernet_gbps(0) == 25);
+  CHECK(t.ethernet_gbps(4) == 100);  // the RoCE ports are the node's Ethernet
+  CHECK(t.tcp_interface(0, false) == "ens21f0");
+  CHECK(t.tcp_interface(0, true) == "ens21f0");  // no IPoIB on this node
+  CHECK(t.tcp_interface(4, false) == "bond0");
+  CHECK(t.tcp_interface(4, true) == "bond0");
+}
+
+TEST_CASE("IB + Ethernet-only nodes: each Ethernet node is its own island", "[unit][topo]") {
+  auto t = topo::build_cluster({ib_node(0), ib_node(1), eth_node(0), eth_node(1)});
+  REQUIRE(t.islands.size() == 3);
+  CHECK(t.islands[0].kind == NicKind::Ib);
+  CHECK(t.islands[1].kind == NicKind::Ethernet);
+  CHECK(t.islands[1].nodes == std::vector<int>{2});
+  CHECK(t.islands[1].rdma_gbps_per_node == 0);
+  CHECK(t.islands[2].nodes == std::vector<int>{3});
+  CHECK(t.island_of == std::vector<int>{0, 0, 1, 2});
+  check_link(t, 0, 1, LinkClass::Rdma, NicKind::Ib, 1600);
+  check_link(t, 2, 3, LinkClass::Ethernet, NicKind::Ethernet, 25);
+  check_link(t, 0, 2, LinkClass::Ethernet, NicKind::Ethernet, 25);
+  CHECK(t.tcp_interface(2, false) == "eno1");  // docker0 has an address but is virtual
+  CHECK(t.warnings.empty());
+}
+
+TEST_CASE("different IB subnet prefixes are different islands", "[unit][topo]") {
+  auto t = topo::build_cluster({ib_node(0, "fe80:0000:0000:0000"), ib_node(1, "fe80:0000:0000:0001"),
+                                ib_node(2, "fe80:0000:0000:0000"), ib_node(3, "fe80:0000:0000:0001")});
+  REQUIRE(t.islands.size() == 2);
+  CHECK(t.islands[0].nodes == std::vector<int>{0, 2});
+  CHECK(t.islands[1].nodes == std::vector<int>{1, 3});
+  check_link(t, 0, 1, LinkClass::Ethernet, NicKind::Ethernet, 25);
+  check_link(t, 1, 3, LinkClass::Rdma, NicKind::Ib, 1600);
+}
+
+TEST_CASE("a port down lowers the island's per-node bandwidth, with a warning", "[unit][topo]") {
+  auto t = topo::build_cluster({ib_node(0), ib_spare_node()});
+  REQUIRE(t.islands.size() == 1);
+  CHECK(t.islands[0].rdma_gbps_per_node == 100);  // only mlx5_0 of the spare node is ACTIVE
+  check_link(t, 0, 1, LinkClass::Rdma, NicKind::Ib, 100);
+  REQUIRE(t.warnings.size() == 2);  // bandwidth differs; the spare node's Ethernet speed is unknown
+  CHECK_THAT(t.warnings[0], Catch::Contains("100 to 1600 Gb/s"));
+  CHECK_THAT(t.warnings[1], Catch::Contains("ib-spare0") && Catch::Contains("assumed 10 Gb/s"));
+  CHECK(t.tcp_interface(1, true) == "ib0");     // IPoIB inside the IB island
+  CHECK(t.tcp_interface(1, false) == "ib0");    // the only interface with an IP
+  CHECK(t.ethernet_gbps(1) == topo::kAssumedEthernetGbps);
+}
+
+TEST_CASE("a node alone on its fabric gets a warning", "[unit][topo]") {
+  auto t = topo::build_cluster({ib_node(0), ib_node(1), ib_node(2, "fe80:0000:0000:00ff")});
+  REQUIRE(t.islands.size() == 2);
+  REQUIRE(t.warnings.size() == 1);
+  CHECK_THAT(t.warnings[0], Catch::Contains("ib-node2") && Catch::Contains("only node on ib fabric 'fe80:0000:0000:00ff'"));
+}
+
+TEST_CASE("a node with IB and RoCE joins its faster fabric, with a warning", "[unit][topo]") {
+  auto mixed = ib_node(0);
+  auto roce = roce_node(0);
+  for (const auto& n : roce.nics)
+    if (n.kind == NicKind::Roce) mixed.nics.push_back(n);
+  auto t = topo::build_cluster({mixed, roce_node(1)});
+  CHECK(t.island_of[0] != t.island_of[1]);
+  CHECK(t.islands[t.island_of[0]].kind == NicKind::Ib);
+  check_link(t, 0, 1, LinkClass::Rdma, NicKind::Roce, 200);  // the best link they share is RoCE
+  bool warned = false;
+  for (const auto& w : t.warnings) warned |= w.find("joins the island of ib fabric") != std::string::npos;
+  CHECK(warned);
+}
+
+TEST_CASE("inconsistent node reports are TopologyErrors", "[unit][topo]") {
+  auto a = ib_node(0), b = ib_node(1);
+  SECTION("different GPU counts") {
+    b.devices.count = 4;
+    CHECK_THROWS_WITH(topo::build_cluster({a, b}), Catch::Contains("ib-node0: 8 cuda") && Catch::Contains("ib-node1: 4 cuda"));
+  }
+  SECTION("cuda beside cpu") {
+    b.devices = topo::Devices{};
+    CHECK_THROWS_AS(topo::build_cluster({a, b}), topo::TopologyError);
+  }
+  SECTION("duplicate host") {
+    b.hostname = a.hostname;
+    CHECK_THROWS_WITH(topo::build_cluster({a, b}), Catch::Contains("'ib-node0' appears twice"));
+  }
+  SECTION("no nodes") { CHECK_THROWS_AS(topo::build_cluster({}), topo::TopologyError); }
+  SECTION("different models warn") {
+    b.devices.name = "A100";
+    auto t = topo::build_cluster({a, b});
+    REQUIRE(t.warnings.size() == 1);
+    CHECK_THAT(t.warnings[0], Catch::Contains("A100") && Catch::Contains("H100"));
+  }
+}
+
+TEST_CASE("a single CPU node with only loopback", "[unit][topo]") {
+  topo::NodeReport n;
+  n.hostname = "laptop";
+  n.nics = {loopback_nic()};
+  auto t = topo::build_cluster({n});
+  REQUIRE(t.islands.size() == 1);
+  CHECK(t.islands[0].kind == NicKind::Ethernet);
+  CHECK(t.tcp_interface(0, false) == "lo");
+  CHECK(t.warnings.empty());
+  CHECK_THROWS_AS(t.link(0, 1), std::out_of_range);
+}
