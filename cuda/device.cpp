@@ -1,10 +1,11 @@
 // query_gpus through the statically linked CUDA runtime. On a machine without the driver
 // the runtime fails to load libcuda.so.1 and answers cudaErrorInsufficientDriver; without a
 // GPU it answers cudaErrorNoDevice. Both mean "no GPU here", not a failure of holmes-train.
+#include "cuda/device.hpp"
+
 #include <fmt/format.h>
 
 #include "cuda/check.hpp"
-#include "cuda/device.hpp"
 
 namespace holmes::cuda {
 
@@ -30,7 +31,8 @@ std::vector<GpuInfo> query_gpus(std::string* why_none) {
   cudaError_t code = cudaGetDeviceCount(&count);
   if (code != cudaSuccess || count == 0) {
     (void)cudaGetLastError();  // not sticky: forget it so later checks start clean
-    if (why_none) *why_none = code != cudaSuccess ? why_no_gpu(code) : why_no_gpu(cudaErrorNoDevice);
+    if (why_none)
+      *why_none = code != cudaSuccess ? why_no_gpu(code) : why_no_gpu(cudaErrorNoDevice);
     return gpus;
   }
   for (int i = 0; i < count; ++i) {

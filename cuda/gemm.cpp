@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "cuda/check.hpp"
+#include "cuda/cublaslt_api.hpp"
 #include "cuda/gemm_layout.hpp"
 #include "cuda/memory.hpp"
 
@@ -21,15 +22,16 @@ static cudaDataType_t to_cuda(DType t) { return t == DType::f32 ? CUDA_R_32F : C
 
 void validate_gemm(const GemmShape& s) {
   auto bad = [&](const char* field, long long value, const char* accepted) {
-    throw std::invalid_argument(fmt::format("GEMM {}: {} = {}; accepted: {}", describe(s), field,
-                                            value, accepted));
+    throw std::invalid_argument(
+        fmt::format("GEMM {}: {} = {}; accepted: {}", describe(s), field, value, accepted));
   };
   if (s.m <= 0) bad("m", s.m, "> 0");
   if (s.n <= 0) bad("n", s.n, "> 0");
   if (s.k <= 0) bad("k", s.k, "> 0");
   if (s.batch <= 0) bad("batch", s.batch, "> 0");
   if (s.bias && s.batch != 1) bad("batch (with bias)", s.batch, "1 when bias is set");
-  if (s.fast_tf32 && s.ab_type != DType::f32) bad("fast_tf32 with bf16 inputs", 1, "f32 inputs only");
+  if (s.fast_tf32 && s.ab_type != DType::f32)
+    bad("fast_tf32 with bf16 inputs", 1, "f32 inputs only");
   if (s.batch > 1) {
     // Batches may not overlap in the output; inputs may be shared (stride 0, broadcast).
     if (s.stride_c < std::int64_t{s.m} * s.n) bad("stride_c", s.stride_c, ">= m*n");
@@ -71,28 +73,29 @@ struct Plan {
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
   ~Plan() {
-    if (lt_c) cublasLtMatrixLayoutDestroy(lt_c);
-    if (lt_b) cublasLtMatrixLayoutDestroy(lt_b);
-    if (lt_a) cublasLtMatrixLayoutDestroy(lt_a);
-    if (op) cublasLtMatmulDescDestroy(op);
+    if (lt_c) cublaslt().matrix_layout_destroy(lt_c);
+    if (lt_b) cublaslt().matrix_layout_destroy(lt_b);
+    if (lt_a) cublaslt().matrix_layout_destroy(lt_a);
+    if (op) cublaslt().matmul_desc_destroy(op);
   }
 };
 
 template <class T>
 void set_op(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, const T& value) {
-  HOLMES_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, attr, &value, sizeof(value)));
+  HOLMES_CUBLAS_CHECK(cublaslt().matmul_desc_set_attribute(op, attr, &value, sizeof(value)));
 }
 
 // A dense column-major layout of one operand, optionally batched.
 cublasLtMatrixLayout_t make_layout(DType t, const LtOperand& o, int batch) {
   cublasLtMatrixLayout_t layout = nullptr;
-  HOLMES_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, to_cuda(t), o.rows, o.cols, o.ld));
+  HOLMES_CUBLAS_CHECK(cublaslt().matrix_layout_create(&layout, to_cuda(t), o.rows, o.cols, o.ld));
   if (batch > 1) {
     std::int32_t count = batch;
-    HOLMES_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+    HOLMES_CUBLAS_CHECK(cublaslt().matrix_layout_set_attribute(
         layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-    HOLMES_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
-        layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &o.batch_stride, sizeof(o.batch_stride)));
+    HOLMES_CUBLAS_CHECK(
+        cublaslt().matrix_layout_set_attribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                               &o.batch_stride, sizeof(o.batch_stride)));
   }
   return layout;
 }
@@ -108,7 +111,7 @@ struct GemmRunner::Impl {
 
   ~Impl() {
     plans.clear();
-    if (handle) cublasLtDestroy(handle);
+    if (handle) cublaslt().destroy(handle);
   }
 
   void ensure_ready() {
@@ -121,7 +124,7 @@ struct GemmRunner::Impl {
             device, current));
       return;
     }
-    HOLMES_CUBLAS_CHECK(cublasLtCreate(&handle));
+    HOLMES_CUBLAS_CHECK(cublaslt().create(&handle));
     device = current;
     workspace = DeviceBuffer(workspace_bytes);
   }
@@ -133,7 +136,7 @@ std::unique_ptr<Plan> GemmRunner::Impl::make_plan(const PlanKey& key, const void
   const GemmShape& s = key.shape;
   auto plan = std::make_unique<Plan>();
   cublasComputeType_t compute = s.fast_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  HOLMES_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, compute, CUDA_R_32F));
+  HOLMES_CUBLAS_CHECK(cublaslt().matmul_desc_create(&plan->op, compute, CUDA_R_32F));
   const LtProblem lt = to_column_major(s);  // cuBLASLt's A is our B, its B our A
   set_op(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, lt.lt_a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N);
   set_op(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, lt.lt_b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N);
@@ -147,7 +150,7 @@ std::unique_ptr<Plan> GemmRunner::Impl::make_plan(const PlanKey& key, const void
   plan->lt_c = make_layout(s.c_type, lt.lt_c, s.batch);
 
   cublasLtMatmulPreference_t pref = nullptr;
-  HOLMES_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  HOLMES_CUBLAS_CHECK(cublaslt().preference_create(&pref));
   // Keyed alignments in cuBLASLt's slot order: its A is our B, its B our A.
   const std::uint32_t align[4] = {key.align[1], key.align[0], key.align[2], key.align[2]};
   const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
@@ -155,14 +158,14 @@ std::unique_ptr<Plan> GemmRunner::Impl::make_plan(const PlanKey& key, const void
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
+  cublasStatus_t status = cublaslt().preference_set_attribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof(workspace_bytes));
   for (int i = 0; i < 4 && status == CUBLAS_STATUS_SUCCESS; ++i)
-    status = cublasLtMatmulPreferenceSetAttribute(pref, align_attr[i], &align[i], sizeof(align[i]));
+    status = cublaslt().preference_set_attribute(pref, align_attr[i], &align[i], sizeof(align[i]));
   if (status == CUBLAS_STATUS_SUCCESS)
-    status = cublasLtMatmulAlgoGetHeuristic(handle, plan->op, plan->lt_a, plan->lt_b, plan->lt_c,
-                                            plan->lt_c, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
+    status = cublaslt().algo_get_heuristic(handle, plan->op, plan->lt_a, plan->lt_b, plan->lt_c,
+                                           plan->lt_c, pref, 1, &result, &found);
+  cublaslt().preference_destroy(pref);
   HOLMES_CUBLAS_CHECK(status);
   if (found == 0)
     throw CudaError("CUBLAS_STATUS_NOT_SUPPORTED",
@@ -185,15 +188,16 @@ void GemmRunner::run(void* c, const void* a, const void* b, const void* bias, co
                      float alpha, float beta, cudaStream_t stream) {
   validate_gemm(s);
   impl_->ensure_ready();
-  PlanKey key{s, {alignment_of(a), alignment_of(b), alignment_of(c), s.bias ? alignment_of(bias) : 256u}};
+  PlanKey key{
+      s, {alignment_of(a), alignment_of(b), alignment_of(c), s.bias ? alignment_of(bias) : 256u}};
   auto it = impl_->plans.find(key);
   if (it == impl_->plans.end()) it = impl_->plans.emplace(key, impl_->make_plan(key, bias)).first;
   Plan& plan = *it->second;
   // The bias pointer lives in the (shared, cached) descriptor: set it for this call.
   if (s.bias) set_op(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
-  HOLMES_CUBLAS_CHECK(cublasLtMatmul(impl_->handle, plan.op, &alpha, b, plan.lt_a, a, plan.lt_b,
-                                     &beta, c, plan.lt_c, c, plan.lt_c, &plan.algo,
-                                     impl_->workspace.data(), impl_->workspace.bytes(), stream));
+  HOLMES_CUBLAS_CHECK(cublaslt().matmul(impl_->handle, plan.op, &alpha, b, plan.lt_a, a, plan.lt_b,
+                                        &beta, c, plan.lt_c, c, plan.lt_c, &plan.algo,
+                                        impl_->workspace.data(), impl_->workspace.bytes(), stream));
 }
 
 }  // namespace holmes::cuda

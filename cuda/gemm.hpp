@@ -55,8 +55,8 @@ class GemmRunner {
 
   // Device pointers; enqueued on `stream`, does not synchronize. `bias` is read only when
   // s.bias. Throws CudaError when cuBLASLt fails or offers no algorithm for the problem.
-  void run(void* c, const void* a, const void* b, const void* bias, const GemmShape& s,
-           float alpha, float beta, cudaStream_t stream = nullptr);
+  void run(void* c, const void* a, const void* b, const void* bias, const GemmShape& s, float alpha,
+           float beta, cudaStream_t stream = nullptr);
 
   std::size_t cached_plans() const;
 

@@ -16,9 +16,13 @@ __device__ __forceinline__ float to_f32(bf16 x) { return __bfloat162float(x); }
 template <class T>
 __device__ __forceinline__ T from_f32(float x);
 template <>
-__device__ __forceinline__ float from_f32<float>(float x) { return x; }
+__device__ __forceinline__ float from_f32<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ bf16 from_f32<bf16>(float x) { return __float2bfloat16_rn(x); }
+__device__ __forceinline__ bf16 from_f32<bf16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 
 int grid_for(std::size_t n) {
   std::size_t blocks = (n + kThreads - 1) / kThreads;
@@ -75,7 +79,8 @@ void launch_gelu_forward(T* out, const T* inp, std::size_t n, cudaStream_t strea
 }
 
 template <class T>
-void launch_gelu_backward(T* dinp, const T* inp, const T* dout, std::size_t n, cudaStream_t stream) {
+void launch_gelu_backward(T* dinp, const T* inp, const T* dout, std::size_t n,
+                          cudaStream_t stream) {
   if (n == 0) return;
   gelu_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(dinp, inp, dout, n);
   HOLMES_CUDA_CHECK(cudaGetLastError());
@@ -91,24 +96,32 @@ void launch_residual(T* out, const T* inp1, const T* inp2, std::size_t n, cudaSt
 template <class T>
 void launch_bias_backward(T* dbias, const T* dout, int rows, int oc, cudaStream_t stream) {
   if (rows <= 0 || oc <= 0) return;
-  bias_backward_kernel<<<(oc + kThreads - 1) / kThreads, kThreads, 0, stream>>>(dbias, dout, rows, oc);
+  bias_backward_kernel<<<(oc + kThreads - 1) / kThreads, kThreads, 0, stream>>>(dbias, dout, rows,
+                                                                                oc);
   HOLMES_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace
 
-void gelu_forward(float* out, const float* inp, std::size_t n, cudaStream_t s) { launch_gelu_forward(out, inp, n, s); }
-void gelu_forward(bf16* out, const bf16* inp, std::size_t n, cudaStream_t s) { launch_gelu_forward(out, inp, n, s); }
-void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n, cudaStream_t s) {
+void gelu_forward(float* out, const float* inp, std::size_t n, cudaStream_t s) {
+  launch_gelu_forward(out, inp, n, s);
+}
+void gelu_forward(bf16* out, const bf16* inp, std::size_t n, cudaStream_t s) {
+  launch_gelu_forward(out, inp, n, s);
+}
+void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n,
+                   cudaStream_t s) {
   launch_gelu_backward(dinp, inp, dout, n, s);
 }
 void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, std::size_t n, cudaStream_t s) {
   launch_gelu_backward(dinp, inp, dout, n, s);
 }
-void residual_forward(float* out, const float* inp1, const float* inp2, std::size_t n, cudaStream_t s) {
+void residual_forward(float* out, const float* inp1, const float* inp2, std::size_t n,
+                      cudaStream_t s) {
   launch_residual(out, inp1, inp2, n, s);
 }
-void residual_forward(bf16* out, const bf16* inp1, const bf16* inp2, std::size_t n, cudaStream_t s) {
+void residual_forward(bf16* out, const bf16* inp1, const bf16* inp2, std::size_t n,
+                      cudaStream_t s) {
   launch_residual(out, inp1, inp2, n, s);
 }
 void bias_backward(float* dbias, const float* dout, int rows, int oc, cudaStream_t s) {

@@ -32,7 +32,8 @@ void residual_forward(bf16* out, const bf16* inp1, const bf16* inp2, std::size_t
 
 // dbias[OC] += sum over rows of dout[rows, OC] (the bias gradient of a linear layer;
 // accumulates so micro-batches add up). Sums in fp32.
-void bias_backward(float* dbias, const float* dout, int rows, int oc, cudaStream_t stream = nullptr);
+void bias_backward(float* dbias, const float* dout, int rows, int oc,
+                   cudaStream_t stream = nullptr);
 void bias_backward(bf16* dbias, const bf16* dout, int rows, int oc, cudaStream_t stream = nullptr);
 
 }  // namespace holmes::cuda

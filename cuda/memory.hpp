@@ -21,7 +21,9 @@ class DeviceBuffer {
 
   void* data() const { return data_; }
   template <class T>
-  T* as() const { return static_cast<T*>(data_); }
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
   std::size_t bytes() const { return bytes_; }
 
   // Synchronous copies of the first `bytes` bytes; `bytes` must be <= bytes().

@@ -92,7 +92,10 @@ std::string gemm_self_test(int index) {
     HOLMES_CUDA_CHECK(cudaSetDevice(index));
     GemmRunner runner(std::size_t{4} << 20);
     // fp32: accumulation noise only. bf16 output: half an ulp (2^-9) plus noise.
-    const struct { DType type; double tolerance; } runs[] = {{DType::f32, 1e-5}, {DType::bf16, 5e-3}};
+    const struct {
+      DType type;
+      double tolerance;
+    } runs[] = {{DType::f32, 1e-5}, {DType::bf16, 5e-3}};
     for (const auto& r : runs) {
       double err = worst_error(runner, r.type);
       if (!(err <= r.tolerance))

@@ -19,7 +19,8 @@ namespace {
 // Mean seconds per call of one GEMM after one warm-up call (which also builds the plan).
 double time_gemm(GemmRunner& runner, const GemmShape& s, int iters) {
   std::size_t ab = dtype_bytes(s.ab_type), cb = dtype_bytes(s.c_type);
-  DeviceBuffer a(std::size_t(s.m) * s.k * ab), b(std::size_t(s.k) * s.n * ab), c(std::size_t(s.m) * s.n * cb);
+  DeviceBuffer a(std::size_t(s.m) * s.k * ab), b(std::size_t(s.k) * s.n * ab),
+      c(std::size_t(s.m) * s.n * cb);
   a.zero();
   b.zero();
   c.zero();
@@ -71,7 +72,11 @@ int main(int argc, char** argv) {
               gpus[0].cc_major, gpus[0].cc_minor);
   try {
     GemmRunner runner;
-    struct Row { const char* what; DType ab, c; bool tf32; };
+    struct Row {
+      const char* what;
+      DType ab, c;
+      bool tf32;
+    };
     const Row types[] = {{"f32", DType::f32, DType::f32, false},
                          {"tf32", DType::f32, DType::f32, true},
                          {"bf16", DType::bf16, DType::bf16, false}};
@@ -84,7 +89,8 @@ int main(int argc, char** argv) {
       for (const GemmShape& s : shapes) {
         double sec = time_gemm(runner, s, iters);
         double tflops = 2.0 * s.m * s.n * s.k / sec / 1e12;
-        std::printf("%-5s %-40s %9.3f ms %8.1f TFLOP/s\n", t.what, describe(s).c_str(), sec * 1e3, tflops);
+        std::printf("%-5s %-40s %9.3f ms %8.1f TFLOP/s\n", t.what, describe(s).c_str(), sec * 1e3,
+                    tflops);
       }
     }
   } catch (const std::exception& e) {

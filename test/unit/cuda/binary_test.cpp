@@ -1,8 +1,8 @@
 // The CUDA-enabled holmes-train must load and run on a node without the NVIDIA driver: the
-// CUDA runtime is linked statically, so libcuda.so may never be a load-time dependency.
-#include <catch2/catch.hpp>
-
+// CUDA runtime is linked statically and cuBLASLt is dlopen'ed, so neither libcuda.so nor the
+// toolkit's libraries may be load-time dependencies.
 #include <array>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -22,12 +22,13 @@ std::string run(const std::string& cmd, int* status) {
 
 }  // namespace
 
-TEST_CASE("holmes-train has no load-time dependency on libcuda.so", "[cuda]") {
+TEST_CASE("holmes-train has no load-time dependency on libcuda.so or cuBLAS", "[cuda]") {
   int status = 0;
   std::string deps = run(std::string("ldd '") + HOLMES_BINARY + "' 2>&1", &status);
   INFO(deps);
   REQUIRE(status == 0);
   CHECK(deps.find("libcuda.so") == std::string::npos);
+  CHECK(deps.find("libcublas") == std::string::npos);  // dlopen'ed on first GEMM instead
   CHECK(deps.find("not found") == std::string::npos);
 }
 

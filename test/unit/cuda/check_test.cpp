@@ -1,8 +1,9 @@
 // Tests that run on every CUDA build, GPU or not: the error type, the device query on a
 // machine without a driver, and GEMM shape validation (no GPU is touched before it).
+#include "cuda/check.hpp"
+
 #include <catch2/catch.hpp>
 
-#include "cuda/check.hpp"
 #include "cuda/device.hpp"
 #include "cuda/gemm.hpp"
 
@@ -91,7 +92,8 @@ TEST_CASE("GemmRunner rejects a bad shape before touching the GPU", "[cuda]") {
   GemmShape s;
   s.m = -1;
   s.n = s.k = 2;
-  CHECK_THROWS_AS(runner.run(nullptr, nullptr, nullptr, nullptr, s, 1.f, 0.f), std::invalid_argument);
+  CHECK_THROWS_AS(runner.run(nullptr, nullptr, nullptr, nullptr, s, 1.f, 0.f),
+                  std::invalid_argument);
   CHECK(runner.cached_plans() == 0);
 }
 

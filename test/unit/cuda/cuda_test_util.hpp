@@ -38,7 +38,8 @@ inline float bf16_value(std::uint16_t b) {
   return x;
 }
 
-inline std::vector<float> random_floats(std::size_t n, unsigned seed, float lo = -1.f, float hi = 1.f) {
+inline std::vector<float> random_floats(std::size_t n, unsigned seed, float lo = -1.f,
+                                        float hi = 1.f) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);

@@ -1,9 +1,10 @@
 // The row-major -> column-major mapping handed to cuBLASLt, checked without a GPU: a host
 // GEMM that follows cuBLASLt's column-major rules on the mapped operands must reproduce the
 // row-major reference for every transpose combination, odd shapes and strided batches.
+#include "cuda/gemm_layout.hpp"
+
 #include <catch2/catch.hpp>
 
-#include "cuda/gemm_layout.hpp"
 #include "cuda_test_util.hpp"
 #include "gemm_reference.hpp"
 
@@ -82,6 +83,7 @@ TEST_CASE("row-major GEMM maps onto column-major cuBLASLt operands", "[cuda][gem
       auto want = reference(s, a, b, bias, c0, 0.75f, 0.5f);
       auto got = column_major_gemm(p, s.batch, a, b, bias, s.bias, c0, 0.75f, 0.5f);
       REQUIRE(got.size() == want.size());
-      for (std::size_t i = 0; i < want.size(); ++i) REQUIRE(got[i] == Approx(want[i]).margin(1e-12));
+      for (std::size_t i = 0; i < want.size(); ++i)
+        REQUIRE(got[i] == Approx(want[i]).margin(1e-12));
     }
 }

@@ -1,11 +1,11 @@
 // GemmRunner parity against a double-precision CPU GEMM computed here, over odd and aligned
 // shapes, every transpose combination and the fp32 / bf16 type pairs. Skips without a GPU.
-#include <catch2/catch.hpp>
+#include "cuda/gemm.hpp"
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 
 #include "cuda/check.hpp"
-#include "cuda/gemm.hpp"
 #include "cuda/memory.hpp"
 #include "cuda_test_util.hpp"
 #include "gemm_reference.hpp"
@@ -29,21 +29,23 @@ std::vector<float> run_gpu(GemmRunner& runner, const GemmShape& s, std::vector<f
       HOLMES_CUDA_CHECK(cudaMemcpy(buf.as<std::uint16_t>() + offset, bits.data(), bits.size() * 2,
                                    cudaMemcpyHostToDevice));
     } else {
-      HOLMES_CUDA_CHECK(cudaMemcpy(buf.as<float>() + offset, v.data(), v.size() * 4,
-                                   cudaMemcpyHostToDevice));
+      HOLMES_CUDA_CHECK(
+          cudaMemcpy(buf.as<float>() + offset, v.data(), v.size() * 4, cudaMemcpyHostToDevice));
     }
     return buf;
   };
   DeviceBuffer da = upload(a, s.ab_type), db = upload(b, s.ab_type);
   DeviceBuffer dc = upload(c0, s.c_type), dbias = upload(bias, s.c_type);
   std::size_t ab = dtype_bytes(s.ab_type), cb = dtype_bytes(s.c_type);
-  runner.run(static_cast<char*>(dc.data()) + offset * cb, static_cast<char*>(da.data()) + offset * ab,
+  runner.run(static_cast<char*>(dc.data()) + offset * cb,
+             static_cast<char*>(da.data()) + offset * ab,
              static_cast<char*>(db.data()) + offset * ab,
              s.bias ? static_cast<char*>(dbias.data()) + offset * cb : nullptr, s, alpha, beta);
   HOLMES_CUDA_CHECK(cudaDeviceSynchronize());
   if (s.c_type == DType::f32) {
     std::vector<float> out(c0.size());
-    HOLMES_CUDA_CHECK(cudaMemcpy(out.data(), dc.as<float>() + offset, out.size() * 4, cudaMemcpyDeviceToHost));
+    HOLMES_CUDA_CHECK(
+        cudaMemcpy(out.data(), dc.as<float>() + offset, out.size() * 4, cudaMemcpyDeviceToHost));
     return out;
   }
   std::vector<std::uint16_t> bits(c0.size());
@@ -79,7 +81,8 @@ TEST_CASE("GEMM matches the CPU reference: shapes x transposes x types", "[cuda]
   if (!gpu_or_skip()) return;
   GemmRunner runner;
   const int shapes[][3] = {{1, 1, 1}, {5, 7, 11}, {13, 5, 7}, {33, 17, 64}, {64, 128, 96}};
-  const DType types[][2] = {{DType::f32, DType::f32}, {DType::bf16, DType::f32}, {DType::bf16, DType::bf16}};
+  const DType types[][2] = {
+      {DType::f32, DType::f32}, {DType::bf16, DType::f32}, {DType::bf16, DType::bf16}};
   unsigned seed = 1;
   for (auto& mnk : shapes)
     for (int t = 0; t < 4; ++t)
@@ -133,7 +136,7 @@ TEST_CASE("GEMM strided batches, broadcast operand and unaligned pointers", "[cu
   batched.shape.k = 12;
   batched.shape.batch = 3;
   batched.shape.stride_a = 6 * 12;
-  batched.shape.stride_b = 0;  // one B shared by every batch
+  batched.shape.stride_b = 0;           // one B shared by every batch
   batched.shape.stride_c = 6 * 10 + 4;  // padded rows between outputs stay untouched by design
   INFO(describe(batched.shape));
   CHECK(check_case(runner, batched, 300) <= 1.0);

@@ -1,13 +1,13 @@
 // Element-wise kernels and the linear layer (matmul_forward / matmul_backward) against CPU
 // references computed here in double precision. Odd sizes catch tail handling. Skips
 // without a GPU.
-#include <catch2/catch.hpp>
+#include "cuda/kernels.hpp"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 
 #include "cuda/check.hpp"
-#include "cuda/kernels.hpp"
 #include "cuda/matmul.hpp"
 #include "cuda/memory.hpp"
 #include "cuda_test_util.hpp"
@@ -50,7 +50,8 @@ TEST_CASE("gelu_forward / gelu_backward match the CPU reference", "[cuda][kernel
   for (DType t : {DType::f32, DType::bf16}) {
     INFO(dtype_name(t));
     auto x = random_floats(n, 11, -4.f, 4.f), dout = random_floats(n, 12);
-    DeviceBuffer dx = upload(x, t), ddout = upload(dout, t), dy(n * dtype_bytes(t)), ddx(n * dtype_bytes(t));
+    DeviceBuffer dx = upload(x, t), ddout = upload(dout, t), dy(n * dtype_bytes(t)),
+                 ddx(n * dtype_bytes(t));
     if (t == DType::f32) {
       gelu_forward(dy.as<float>(), dx.as<float>(), n);
       gelu_backward(ddx.as<float>(), dx.as<float>(), ddout.as<float>(), n);
@@ -92,8 +93,10 @@ TEST_CASE("matmul_forward / matmul_backward match the CPU linear layer", "[cuda]
   GemmRunner gemm;
   for (DType t : {DType::f32, DType::bf16}) {
     INFO(dtype_name(t));
-    auto inp = random_floats(bt * c, 31), w = random_floats(oc * c, 32), bias = random_floats(oc, 33);
-    auto dout = random_floats(bt * oc, 34), dw0 = random_floats(oc * c, 35), db0 = random_floats(oc, 36);
+    auto inp = random_floats(bt * c, 31), w = random_floats(oc * c, 32),
+         bias = random_floats(oc, 33);
+    auto dout = random_floats(bt * oc, 34), dw0 = random_floats(oc * c, 35),
+         db0 = random_floats(oc, 36);
     DeviceBuffer d_inp = upload(inp, t), d_w = upload(w, t), d_bias = upload(bias, t);
     DeviceBuffer d_dout = upload(dout, t), d_dw = upload(dw0, t), d_db = upload(db0, t);
     std::size_t eb = dtype_bytes(t);
@@ -103,7 +106,8 @@ TEST_CASE("matmul_forward / matmul_backward match the CPU linear layer", "[cuda]
                     d_w.data(), bt, c, oc, t);
     HOLMES_CUDA_CHECK(cudaDeviceSynchronize());
 
-    std::vector<double> out(bt * oc), dinp(bt * c, 0.0), dw(dw0.begin(), dw0.end()), db(db0.begin(), db0.end());
+    std::vector<double> out(bt * oc), dinp(bt * c, 0.0), dw(dw0.begin(), dw0.end()),
+        db(db0.begin(), db0.end());
     for (int r = 0; r < bt; ++r)
       for (int o = 0; o < oc; ++o) {
         double s = bias[o];
