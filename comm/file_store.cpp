@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -115,7 +116,14 @@ int64_t FileStore::add(const std::string& key, int64_t delta) {
   int64_t value = 0;
   try {
     Bytes old;
-    if (read_file(path_of(key), old) && !old.empty()) value = std::stoll(std::string(old.begin(), old.end()));
+    if (read_file(path_of(key), old)) {
+      std::string text(old.begin(), old.end());
+      char* end = nullptr;
+      value = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0')
+        throw StoreError(fmt::format("rendezvous store {}: add: key '{}' holds '{}', not an integer counter",
+                                     describe(), key, text));
+    }
     value += delta;
     std::string text = std::to_string(value);
     write_atomically(path_of(key), Bytes(text.begin(), text.end()));

@@ -55,6 +55,13 @@ struct InProcState {
 std::shared_ptr<detail::InProcState> InProcessHub::state_for(const GroupSpec& spec) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto& s = groups_[spec.name];
+  // A name whose members all left starts afresh (a test creating the same group twice).
+  bool all_left = false;
+  if (s) {
+    std::lock_guard<std::mutex> state_lock(s->m);
+    all_left = std::all_of(s->left.begin(), s->left.end(), [](bool l) { return l; });
+  }
+  if (all_left) s.reset();
   if (!s) s = std::make_shared<detail::InProcState>(static_cast<int>(spec.global_ranks.size()));
   if (s->size != static_cast<int>(spec.global_ranks.size()))
     throw std::invalid_argument(fmt::format("in-process group '{}' created with sizes {} and {}", spec.name, s->size,

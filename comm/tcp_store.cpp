@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <map>
 #include <unordered_map>
 
@@ -19,7 +20,7 @@ namespace {
 
 // Wire protocol: request = op byte + fields; reply = status byte + fields.
 enum Op : uint8_t { kHello = 1, kSet = 2, kGet = 3, kAdd = 4, kMissing = 5, kRemove = 6 };
-enum Status : uint8_t { kOk = 0, kNotFound = 1, kRefused = 2 };
+enum Status : uint8_t { kOk = 0, kNotFound = 1, kRefused = 2, kFailed = 3 };
 constexpr const char* kMagic = "holmes-kv/1";
 
 struct Conn {
@@ -62,7 +63,15 @@ bool serve(Conn& c, const net::Bytes& frame, Map& kv, const std::string& token, 
     int64_t delta = r.i64();
     int64_t value = 0;
     auto it = kv.find(key);
-    if (it != kv.end()) value = std::stoll(std::string(it->second.begin(), it->second.end()));
+    if (it != kv.end()) {
+      std::string text(it->second.begin(), it->second.end());
+      char* end = nullptr;
+      value = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0') {
+        reply = w.u8(kFailed).str(fmt::format("add: key '{}' holds '{}', not an integer counter", key, text)).take();
+        return true;
+      }
+    }
     value += delta;
     std::string text = std::to_string(value);
     kv[key] = net::Bytes(text.begin(), text.end());
@@ -224,7 +233,7 @@ Bytes TcpStore::get(const std::string& key, Millis timeout) {
 int64_t TcpStore::add(const std::string& key, int64_t delta) {
   net::Bytes reply = request(net::Writer().u8(kAdd).str(key).i64(delta).take(), "add");
   net::Reader r(reply);
-  r.u8();
+  if (r.u8() == kFailed) throw StoreError(fmt::format("rendezvous store {}: {}", describe(), r.str()));
   return r.i64();
 }
 

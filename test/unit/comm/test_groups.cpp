@@ -151,3 +151,53 @@ TEST_CASE("sub-groups from one store work side by side", "[comm]") {
     }
   }
 }
+
+TEST_CASE("a group of one member copies through every operation", "[comm]") {
+  for (Impl impl : {Impl::kInProcess, Impl::kGloo}) {
+    DYNAMIC_SECTION(impl_name(impl)) {
+      Job job(impl, 1);
+      auto store = job.store_for(0);
+      auto pg = job.group(store, "solo", {0}, 0);
+      std::vector<float> x{1, 2, 3}, out(3), gathered(3);
+      pg->all_reduce(x, ReduceOp::kSum);
+      pg->reduce_scatter(out, x, ReduceOp::kMax);
+      pg->all_gather(gathered, x);
+      pg->broadcast(x, 0);
+      pg->barrier();
+      CHECK(x == std::vector<float>{1, 2, 3});
+      CHECK(out == x);
+      CHECK(gathered == x);
+    }
+  }
+}
+
+TEST_CASE("Gloo groups bind to an interface by name and reject unknown ones", "[comm]") {
+  Job job(Impl::kGloo, 2);
+  std::vector<float> sums(2);
+  run_ranks(2, [&](int r) {
+    auto store = job.store_for(r);
+    auto pg = make_gloo_group(store, {"lo", {0, 1}, r, std::chrono::seconds(10)}, GlooNet{"lo", ""});
+    std::vector<float> x{static_cast<float>(r + 1)};
+    pg->all_reduce(x, ReduceOp::kSum);
+    sums[r] = x[0];
+  });
+  CHECK(sums == std::vector<float>{3, 3});
+  auto store = job.store_for(0);
+  CHECK_THROWS_WITH(make_gloo_group(store, {"bad", {0}, 0, std::chrono::seconds(1)}, GlooNet{"nonexistent0", ""}),
+                    Catch::Matchers::Contains("interface 'nonexistent0'") && Catch::Matchers::Contains("connect"));
+}
+
+TEST_CASE("an in-process group name can be used again once every member left", "[comm]") {
+  Job job(Impl::kInProcess, 2);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<float> sums(2);
+    run_ranks(2, [&](int r) {
+      auto pg = job.group(nullptr, "again", {0, 1}, r);
+      std::vector<float> x{static_cast<float>(r + round)};
+      pg->all_reduce(x, ReduceOp::kSum);
+      sums[r] = x[0];
+      pg->barrier();
+    });
+    CHECK(sums == std::vector<float>{1.f + 2 * round, 1.f + 2 * round});
+  }
+}

@@ -24,11 +24,21 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// Fresh directories under /tmp, removed when the test program exits.
 std::string temp_dir(const std::string& tag) {
+  struct Made {
+    std::vector<std::filesystem::path> paths;
+    ~Made() {
+      std::error_code ec;
+      for (const auto& p : paths) std::filesystem::remove_all(p, ec);
+    }
+  };
+  static Made made;
   static std::atomic<int> n{0};
   auto p = std::filesystem::temp_directory_path() /
            ("holmes-comm-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
   std::filesystem::remove_all(p);
+  made.paths.push_back(p);
   return p.string();
 }
 
@@ -60,6 +70,8 @@ TEST_CASE("store set, get, add, missing, remove and wait on TCP and file stores"
       CHECK(a->add("count", 2) == 2);
       CHECK(b->add("count", 5) == 7);
       CHECK(a->missing({"rank/0", "nope", "count"}) == std::vector<std::string>{"nope"});
+      CHECK_THROWS_WITH(b->add("rank/0", 1), Contains("holds 'again', not an integer counter"));
+      CHECK(a->add("count", 0) == 7);  // the store still serves after the refused add
       CHECK(b->remove("rank/0"));
       CHECK_FALSE(b->remove("rank/0"));
       CHECK(a->missing({"rank/0"}).size() == 1);
