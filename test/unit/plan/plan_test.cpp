@@ -194,3 +194,13 @@ TEST_CASE("auto degrees on three islands: fits, invariants, parts add up, hash s
   CHECK(text.find("step time") != std::string::npos);
   CHECK(text.find("faster") != std::string::npos);
 }
+
+TEST_CASE("JSON escapes host names and keeps numbers finite", "[plan]") {
+  auto topo = cpu_node();
+  topo.nodes[0].hostname = "odd\"host\\name\n";
+  auto spec = hp::testing::make_spec(2, 64, 4, 1, 1, 1, 1, 1, 32);
+  std::string json = hp::format_plan_json(hp::make_plan(spec, topo));
+  CHECK(json.find("\"odd\\\"host\\\\name\\u000a\"") != std::string::npos);
+  CHECK(json.find("nan") == std::string::npos);
+  CHECK(json.find("inf") == std::string::npos);
+}
