@@ -158,7 +158,8 @@ void parse_node(const YAML::Node& n, const Ctx& ctx, std::vector<NodeReport>& ou
   YAML::Node nics = n["nics"];
   if (nics.IsDefined() && !nics.IsNull() && !nics.IsSequence()) ctx.at("nics").fail(nics, fmt::format("expected a list, found {}", describe(nics)));
   std::map<NicKind, int> next_index;
-  for (size_t i = 0; nics.IsSequence() && i < nics.size(); ++i) {
+  // A missing key yields an invalid node whose type queries throw: test IsDefined first.
+  for (size_t i = 0; nics.IsDefined() && nics.IsSequence() && i < nics.size(); ++i) {
     Ctx nctx = ctx.at("nics").item(i);
     for (auto& nic : parse_nic(nics[i], nctx, next_index)) {
       if (hosts.size() > 1 && !nic.addresses.empty())
