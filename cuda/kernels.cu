@@ -60,6 +60,16 @@ __global__ void residual_forward_kernel(T* out, const T* inp1, const T* inp2, st
     out[i] = from_f32<T>(to_f32(inp1[i]) + to_f32(inp2[i]));
 }
 
+template <class T>
+__global__ void residual_backward_kernel(T* da, T* db, const T* dout, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::size_t{gridDim.x} * blockDim.x) {
+    float g = to_f32(dout[i]);
+    if (da) da[i] = from_f32<T>(to_f32(da[i]) + g);
+    if (db) db[i] = from_f32<T>(to_f32(db[i]) + g);
+  }
+}
+
 // One thread per output channel walks down its column: rows are read coalesced across the
 // threads of a warp (adjacent channels are adjacent in memory).
 template <class T>
@@ -94,6 +104,13 @@ void launch_residual(T* out, const T* inp1, const T* inp2, std::size_t n, cudaSt
 }
 
 template <class T>
+void launch_residual_backward(T* da, T* db, const T* dout, std::size_t n, cudaStream_t stream) {
+  if (n == 0 || (!da && !db)) return;
+  residual_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(da, db, dout, n);
+  HOLMES_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class T>
 void launch_bias_backward(T* dbias, const T* dout, int rows, int oc, cudaStream_t stream) {
   if (rows <= 0 || oc <= 0) return;
   bias_backward_kernel<<<(oc + kThreads - 1) / kThreads, kThreads, 0, stream>>>(dbias, dout, rows,
@@ -123,6 +140,12 @@ void residual_forward(float* out, const float* inp1, const float* inp2, std::siz
 void residual_forward(bf16* out, const bf16* inp1, const bf16* inp2, std::size_t n,
                       cudaStream_t s) {
   launch_residual(out, inp1, inp2, n, s);
+}
+void residual_backward(float* da, float* db, const float* dout, std::size_t n, cudaStream_t s) {
+  launch_residual_backward(da, db, dout, n, s);
+}
+void residual_backward(bf16* da, bf16* db, const bf16* dout, std::size_t n, cudaStream_t s) {
+  launch_residual_backward(da, db, dout, n, s);
 }
 void bias_backward(float* dbias, const float* dout, int rows, int oc, cudaStream_t s) {
   launch_bias_backward(dbias, dout, rows, oc, s);

@@ -30,6 +30,12 @@ void residual_forward(float* out, const float* inp1, const float* inp2, std::siz
 void residual_forward(bf16* out, const bf16* inp1, const bf16* inp2, std::size_t n,
                       cudaStream_t stream = nullptr);
 
+// da[N] += dout[N], db[N] += dout[N]; either may be null (the residual's backward).
+void residual_backward(float* da, float* db, const float* dout, std::size_t n,
+                       cudaStream_t stream = nullptr);
+void residual_backward(bf16* da, bf16* db, const bf16* dout, std::size_t n,
+                       cudaStream_t stream = nullptr);
+
 // dbias[OC] += sum over rows of dout[rows, OC] (the bias gradient of a linear layer;
 // accumulates so micro-batches add up). Sums in fp32.
 void bias_backward(float* dbias, const float* dout, int rows, int oc,

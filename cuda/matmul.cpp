@@ -28,7 +28,7 @@ void matmul_backward(GemmRunner& gemm, void* dinp, void* dweight, void* dbias, c
   din.trans_a = false;
   din.trans_b = false;
   din.ab_type = din.c_type = type;
-  gemm.run(dinp, dout, weight, nullptr, din, 1.0f, 0.0f, stream);
+  if (dinp) gemm.run(dinp, dout, weight, nullptr, din, 1.0f, 0.0f, stream);  // null: first layer
 
   // dweight[OC,C] += dout^T[OC,BT] * inp[BT,C]: dout is stored [BT,OC] = [k,m] -> trans_a.
   GemmShape dw;

@@ -14,7 +14,7 @@ void matmul_forward(GemmRunner& gemm, void* out, const void* inp, const void* we
                     const void* bias, int bt, int c, int oc, DType type,
                     cudaStream_t stream = nullptr);
 
-// dinp[BT,C]     =  dout[BT,OC] * weight[OC,C]          (overwritten)
+// dinp[BT,C]     =  dout[BT,OC] * weight[OC,C]          (overwritten; dinp may be null)
 // dweight[OC,C] +=  dout[BT,OC]^T * inp[BT,C]           (accumulated over micro-batches)
 // dbias[OC]     +=  sum over BT of dout[BT,OC]          (dbias may be null)
 void matmul_backward(GemmRunner& gemm, void* dinp, void* dweight, void* dbias, const void* dout,
