@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <net/if.h>
+
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -154,10 +156,29 @@ class GlooGroup : public ProcessGroup {
   std::vector<float> scratch_;  // reduce_scatter: 2 receive + 2 work chunks
 };
 
+// First interface of a comma-separated list that exists here; "" when none does.
+std::string present_interface(const std::string& list) {
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = std::min(list.find(',', start), list.size());
+    std::string name = list.substr(start, comma - start);
+    if (!name.empty() && ::if_nametoindex(name.c_str()) != 0) return name;
+    start = comma + 1;
+  }
+  return "";
+}
+
 void GlooGroup::connect(const GlooNet& net) {
   gloo::transport::tcp::attr attr;
-  if (!net.iface.empty()) attr.iface = net.iface;
-  else attr.hostname = net.address;
+  if (!net.iface.empty()) {
+    attr.iface = present_interface(net.iface);
+    if (attr.iface.empty())
+      throw CommError(where("connect", -1), fmt::format("none of the interface(s) '{}' exists on this machine; "
+                                                        "see `ip link` for the ones that do",
+                                                        net.iface));
+  } else {
+    attr.hostname = net.address;
+  }
   std::shared_ptr<gloo::transport::Device> dev;
   try {
     dev = gloo::transport::tcp::CreateDevice(attr);

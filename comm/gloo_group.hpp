@@ -13,7 +13,10 @@
 namespace holmes::comm {
 
 struct GlooNet {
-  std::string iface;    // bind to this interface ("eth0", "ib0"); wins over address
+  // Bind to this interface ("eth0", "ib0"); wins over address. A comma-separated list (the
+  // plan's Group::interface when nodes name their NICs differently) picks the first one
+  // present on this machine.
+  std::string iface;
   std::string address;  // or to this local IP / hostname ("127.0.0.1" in tests)
   // Both empty: Gloo resolves this machine's hostname.
 };
