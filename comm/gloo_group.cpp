@@ -46,6 +46,8 @@ class GlooGroup : public ProcessGroup {
     if (ctx_) ctx_->closeConnections();
   }
 
+  std::string transport() const override { return transport_; }
+
   void all_reduce(std::span<float> data, ReduceOp op, const OpOptions& o) override {
     run("all_reduce", -1, o, [&](Millis t, uint32_t tag) {
       if (data.empty() || size() == 1) return;
@@ -154,6 +156,7 @@ class GlooGroup : public ProcessGroup {
   uint32_t next_tag_ = 1;
   std::string broken_;
   std::vector<float> scratch_;  // reduce_scatter: 2 receive + 2 work chunks
+  std::string transport_;
 };
 
 // First interface of a comma-separated list that exists here; "" when none does.
@@ -179,6 +182,9 @@ void GlooGroup::connect(const GlooNet& net) {
   } else {
     attr.hostname = net.address;
   }
+  transport_ = fmt::format("gloo tcp {}", !attr.iface.empty()    ? attr.iface
+                                          : !net.address.empty() ? net.address
+                                                                 : "(host name)");
   std::shared_ptr<gloo::transport::Device> dev;
   try {
     dev = gloo::transport::tcp::CreateDevice(attr);

@@ -61,6 +61,8 @@ class ProcessGroup {
   int global_rank_of(int group_rank) const { return spec_.global_ranks.at(group_rank); }
   const std::vector<int>& global_ranks() const { return spec_.global_ranks; }
   std::chrono::milliseconds default_timeout() const { return spec_.timeout; }
+  // Implementation and network, for logs: "gloo tcp eth0", "gloo tcp 127.0.0.1", "in-process".
+  virtual std::string transport() const = 0;
 
   // data[i] <- op over members of data[i]. In place. data: [n]
   virtual void all_reduce(std::span<float> data, ReduceOp op, const OpOptions& o = {}) = 0;

@@ -183,6 +183,7 @@ TEST_CASE("Gloo groups bind to the first present interface of a list and reject 
   });
   CHECK(sums == std::vector<float>{3, 3});
   auto store = job.store_for(0);
+  CHECK(job.group(store, "named", {0}, 0)->transport() == "gloo tcp 127.0.0.1");
   CHECK_THROWS_WITH(make_gloo_group(store, {"bad", {0}, 0, std::chrono::seconds(1)}, GlooNet{"nonexistent0", ""}),
                     Catch::Matchers::Contains("interface(s) 'nonexistent0'") && Catch::Matchers::Contains("connect"));
 }

@@ -212,3 +212,11 @@ TEST_CASE("store_all_gather returns values in rank order and names ranks that ne
   CHECK_THROWS_WITH(store_all_gather(*host, "plan_hash", 0, 4, {'x'}, milliseconds(100)),
                     Contains("rank(s) [1, 3] of 4 did not publish 'plan_hash' within 100 ms"));
 }
+
+TEST_CASE("clients fail with a clear message once the hosting rank is gone", "[comm]") {
+  auto host = TcpStore::host({"", 0, "tok", std::chrono::seconds(5)});
+  auto client = TcpStore::connect({"127.0.0.1", host->port(), "tok", std::chrono::seconds(2)});
+  set_string(*client, "k", "v");
+  host.reset();  // rank 0 exits
+  CHECK_THROWS_WITH(client->set("k", {'w'}), Contains("did it exit?"));
+}
