@@ -91,7 +91,7 @@ Suspect diagnose_gloo_failure(gloo::Context& ctx, Store& store, int rank, int pe
   std::vector<int> others;
   for (int q = 0; q < ctx.size; ++q)
     if (q != rank) others.push_back(q);
-  auto absent = members_not_failing(store, others, std::clamp(timeout / 4, Millis(200), Millis(2000)));
+  auto absent = members_not_failing(store, others, std::clamp(timeout / 2, Millis(500), Millis(5000)));
   if (!absent.empty())
     return {absent.front(), fmt::format("member(s) [{}] never reached {} #{} (or are stuck elsewhere)",
                                         fmt::join(absent, ","), op, tag)};
