@@ -187,6 +187,9 @@ std::size_t GemmRunner::cached_plans() const { return impl_->plans.size(); }
 void GemmRunner::run(void* c, const void* a, const void* b, const void* bias, const GemmShape& s,
                      float alpha, float beta, cudaStream_t stream) {
   validate_gemm(s);
+  if (!a || !b || !c || (s.bias && !bias))
+    throw std::invalid_argument(fmt::format("GEMM {}: null device pointer (a={} b={} c={} bias={})",
+                                            describe(s), a, b, c, bias));
   impl_->ensure_ready();
   PlanKey key{
       s, {alignment_of(a), alignment_of(b), alignment_of(c), s.bias ? alignment_of(bias) : 256u}};

@@ -94,6 +94,11 @@ TEST_CASE("GemmRunner rejects a bad shape before touching the GPU", "[cuda]") {
   s.n = s.k = 2;
   CHECK_THROWS_AS(runner.run(nullptr, nullptr, nullptr, nullptr, s, 1.f, 0.f),
                   std::invalid_argument);
+  s.m = 2;
+  s.bias = true;  // bias promised but not given
+  float fake[4];  // never dereferenced: validation happens first
+  CHECK_THROWS_WITH(runner.run(fake, fake, fake, nullptr, s, 1.f, 0.f),
+                    Catch::Contains("null device pointer"));
   CHECK(runner.cached_plans() == 0);
 }
 
