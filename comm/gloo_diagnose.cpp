@@ -5,6 +5,7 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 namespace holmes::comm {
@@ -51,8 +52,9 @@ std::vector<int> closed_peers(gloo::Context& ctx, int rank) {
 
 std::string marker(int q) { return fmt::format("failed/{}", q); }
 
-// Members without a "failed/<q>" marker, after waiting up to `grace` for them.
-std::vector<int> members_not_failing(Store& store, const std::vector<int>& candidates, Millis grace) {
+// Members without a "failed/<q>" marker, after waiting up to `grace` for them; nullopt
+// when the store cannot be asked (rank 0 hosted it and is gone).
+std::optional<std::vector<int>> members_not_failing(Store& store, const std::vector<int>& candidates, Millis grace) {
   std::vector<std::string> keys;
   for (int q : candidates) keys.push_back(marker(q));
   std::vector<int> absent;
@@ -63,7 +65,7 @@ std::vector<int> members_not_failing(Store& store, const std::vector<int>& candi
     }
     for (const auto& k : store.missing(keys)) absent.push_back(std::stoi(k.substr(k.rfind('/') + 1)));
   } catch (const std::exception&) {
-    return {};  // the store is gone too (rank 0 hosted it): no evidence either way
+    return std::nullopt;
   }
   return absent;
 }
@@ -80,10 +82,16 @@ Suspect diagnose_gloo_failure(gloo::Context& ctx, Store& store, int rank, int pe
   }
   auto closed = closed_peers(ctx, rank);
   if (!closed.empty()) {
-    auto died = members_not_failing(store, closed, Millis(0));
-    const auto& blame = died.empty() ? closed : died;
-    return {blame.front(), fmt::format("connection to member(s) [{}] is closed (process died or closed the group)",
-                                       fmt::join(blame, ","))};
+    // A survivor whose own operation timed out closes all its connections too (Gloo does
+    // that) and sets its marker a moment later; only closed peers without one are dead.
+    auto died = members_not_failing(store, closed, Millis(300));
+    if (!died)  // without a store every closed peer is a suspect
+      return {closed.front(), fmt::format("connection to member(s) [{}] is closed and the rendezvous store is "
+                                          "unreachable too (global rank 0 hosts it: it may be the one that died)",
+                                          fmt::join(closed, ","))};
+    if (!died->empty())
+      return {died->front(), fmt::format("connection to member(s) [{}] is closed (process died or closed the group)",
+                                         fmt::join(*died, ","))};
   }
   if (peer_hint >= 0) return {peer_hint, "the peer did not complete its side in time"};
   // Members that reached the operation fail within about the same time-out as we did;
@@ -91,7 +99,8 @@ Suspect diagnose_gloo_failure(gloo::Context& ctx, Store& store, int rank, int pe
   std::vector<int> others;
   for (int q = 0; q < ctx.size; ++q)
     if (q != rank) others.push_back(q);
-  auto absent = members_not_failing(store, others, std::clamp(timeout / 2, Millis(500), Millis(5000)));
+  auto absent = members_not_failing(store, others, std::clamp(timeout / 2, Millis(500), Millis(5000)))
+                    .value_or(std::vector<int>{});
   if (!absent.empty())
     return {absent.front(), fmt::format("member(s) [{}] never reached {} #{} (or are stuck elsewhere)",
                                         fmt::join(absent, ","), op, tag)};

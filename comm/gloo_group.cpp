@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <net/if.h>
+#include <signal.h>
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <type_traits>
 
@@ -270,6 +272,14 @@ void GlooGroup::ring_reduce_scatter(std::span<float> out, std::span<const float>
 
 std::unique_ptr<ProcessGroup> make_gloo_group(const std::shared_ptr<Store>& store, GroupSpec spec,
                                               const GlooNet& net) {
+  // Gloo writes to its sockets without MSG_NOSIGNAL: when a peer dies, the default SIGPIPE
+  // would kill this process instead of letting the operation fail with a CommError naming
+  // the peer. Ignore it unless someone installed a handler of their own.
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction old {};
+    if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
+  });
   return std::make_unique<GlooGroup>(store, std::move(spec), net);
 }
 

@@ -194,3 +194,45 @@ TEST_CASE("a killed worker process makes the Gloo members fail naming it", "[com
     CHECK(out[r].took < milliseconds(3000 + 2500));
   }
 }
+
+TEST_CASE("killing the process that hosts the store still names it", "[comm]") {
+  uint16_t port;
+  {
+    auto probe = net::listen_on(0);
+    port = net::local_port(probe.get());
+  }
+  const std::vector<int> members{0, 1, 2};
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // Rank 0 hosts the store, meets the others once, then is killed: store and peer vanish.
+    try {
+      auto store = TcpStore::host({"", port, "tok", std::chrono::seconds(10)});
+      auto pg = make_gloo_group(store, {"world", members, 0, milliseconds(10000)}, GlooNet{"", "127.0.0.1"});
+      pg->barrier();
+      ::kill(::getpid(), SIGKILL);
+    } catch (...) {
+    }
+    ::_exit(3);
+  }
+  std::vector<Outcome> out(3);
+  run_ranks(3, [&](int r) {
+    if (r == 0) return;
+    auto store = TcpStore::connect({"127.0.0.1", port, "tok", std::chrono::seconds(10)});
+    auto pg = make_gloo_group(store, {"world", members, r, milliseconds(3000)}, GlooNet{"", "127.0.0.1"});
+    record(out[r], [&] {
+      pg->barrier();
+      std::vector<float> x(1000, 1.f);
+      for (int step = 0; step < 100; ++step) pg->all_reduce(x, ReduceOp::kSum);
+    });
+  });
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  for (int r = 1; r < 3; ++r) {
+    CAPTURE(r);
+    REQUIRE(out[r].error.has_value());
+    CHECK(out[r].error->where().peer == 0);
+    CHECK(out[r].took < milliseconds(3000 + 5500));
+  }
+}
