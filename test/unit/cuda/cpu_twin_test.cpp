@@ -5,6 +5,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/kernels.hpp"
+#include "cuda/layernorm.hpp"
 #include "cuda/matmul.hpp"
 #include "cuda/memory.hpp"
 #include "cuda_test_util.hpp"
@@ -85,4 +86,38 @@ TEST_CASE("CUDA matmul_forward / matmul_backward match their CPU twins", "[cuda]
   matmul_backward(gemm, nullptr, g_dw.data(), nullptr, g_dout.data(), g_inp.data(), g_w.data(), n,
                   c, oc, DType::f32);
   check_close(g_dw, dw, 1e-4);
+}
+
+TEST_CASE("CUDA layernorm_forward / layernorm_backward match their CPU twins", "[cuda][kernels]") {
+  if (!gpu_or_skip()) return;
+  auto cpu = holmes::model::cpu::make_cpu_kernels();
+  for (int c : {7, 32, 100}) {  // fewer channels than a warp, exactly one warp, a ragged tail
+    INFO("C = " << c);
+    const int n = 13;
+    auto inp = random_floats(n * c, 81, -3.f, 3.f), w = random_floats(c, 82);
+    auto b = random_floats(c, 83), dout = random_floats(n * c, 84);
+    auto dinp = random_floats(n * c, 85), dw = random_floats(c, 86), db = random_floats(c, 87);
+    DeviceBuffer g_inp = to_device(inp), g_w = to_device(w), g_b = to_device(b);
+    DeviceBuffer g_dout = to_device(dout), g_dinp = to_device(dinp), g_dw = to_device(dw);
+    DeviceBuffer g_db = to_device(db), g_out(n * c * 4), g_mean(n * 4), g_rstd(n * 4);
+
+    std::vector<float> out(n * c), mean(n), rstd(n);
+    cpu->layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), n,
+                           c);
+    layernorm_forward(g_out.as<float>(), g_mean.as<float>(), g_rstd.as<float>(), g_inp.as<float>(),
+                      g_w.as<float>(), g_b.as<float>(), n, c);
+    check_close(g_out, out, 1e-4);
+    check_close(g_mean, mean);
+    check_close(g_rstd, rstd, 1e-4);
+
+    // Backward accumulates into dinp, dweight and dbias (all start non-zero here).
+    cpu->layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(),
+                            mean.data(), rstd.data(), n, c);
+    layernorm_backward(g_dinp.as<float>(), g_dw.as<float>(), g_db.as<float>(), g_dout.as<float>(),
+                       g_inp.as<float>(), g_w.as<float>(), g_mean.as<float>(), g_rstd.as<float>(),
+                       n, c);
+    check_close(g_dinp, dinp, 1e-4);
+    check_close(g_dw, dw, 1e-4);
+    check_close(g_db, db, 1e-4);
+  }
 }
