@@ -11,6 +11,8 @@
 // - it ends within OpOptions::timeout (or the group's default); on failure it throws
 //   CommError naming the operation, the group, this rank and the peer. After a failure the
 //   group is broken: every later call throws at once.
+// - one thread at a time per group (a CommThread may own it while backward runs); distinct
+//   groups may be used from distinct threads.
 #pragma once
 
 #include <chrono>
