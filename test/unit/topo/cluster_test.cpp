@@ -173,3 +173,31 @@ TEST_CASE("a single CPU node with only loopback", "[unit][topo]") {
   CHECK(t.warnings.empty());
   CHECK_THROWS_AS(t.link(0, 1), std::out_of_range);
 }
+
+TEST_CASE("a node whose RDMA ports are all down is an Ethernet island", "[unit][topo]") {
+  auto dead = ib_node(1);
+  for (auto& n : dead.nics)
+    if (n.kind == NicKind::Ib) n.active = false;
+  auto t = topo::build_cluster({ib_node(0), dead, ib_node(2)});
+  REQUIRE(t.islands.size() == 2);
+  CHECK(t.islands[0].nodes == std::vector<int>{0, 2});
+  CHECK(t.islands[1].kind == NicKind::Ethernet);
+  CHECK(t.islands[1].nodes == std::vector<int>{1});
+  check_link(t, 0, 1, LinkClass::Ethernet, NicKind::Ethernet, 25);
+  check_link(t, 0, 2, LinkClass::Rdma, NicKind::Ib, 1600);
+}
+
+TEST_CASE("RoCE ports without an IPv4 address share an assumed fabric, with a warning", "[unit][topo]") {
+  auto a = roce_node(0), b = roce_node(1);
+  for (auto* r : {&a, &b})
+    for (auto& n : r->nics)
+      if (n.kind == NicKind::Roce) {
+        n.fabric.clear();
+        n.addresses.clear();
+      }
+  auto t = topo::build_cluster({a, b});
+  REQUIRE(t.islands.size() == 1);
+  CHECK(t.islands[0].kind == NicKind::Roce);
+  REQUIRE(t.warnings.size() == 1);
+  CHECK_THAT(t.warnings[0], Catch::Contains("roce-node[0-1]") && Catch::Contains("assumed they all share one fabric"));
+}
