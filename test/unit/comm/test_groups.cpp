@@ -202,3 +202,28 @@ TEST_CASE("an in-process group name can be used again once every member left", "
     CHECK(sums == std::vector<float>{1.f + 2 * round, 1.f + 2 * round});
   }
 }
+
+TEST_CASE("all_reduce leaves bit-identical results on every member", "[comm]") {
+  // Replicas must not drift: with non-integer values the summation order matters, so every
+  // member has to receive the one reduced value rather than reduce in its own order.
+  for (Impl impl : {Impl::kInProcess, Impl::kGloo}) {
+    DYNAMIC_SECTION(impl_name(impl)) {
+      const int world = 3;
+      const size_t n = 3001;
+      Job job(impl, world);
+      std::vector<std::vector<float>> out(world);
+      run_ranks(world, [&](int r) {
+        auto store = job.store_for(r);
+        auto pg = job.group(store, "world", job.all_ranks(), r);
+        out[r].resize(n);
+        uint32_t x = 12345u + 977u * static_cast<uint32_t>(r);
+        for (auto& v : out[r]) {
+          x = x * 1664525u + 1013904223u;
+          v = static_cast<float>(x >> 8) * 1e-7f - 0.8f;
+        }
+        pg->all_reduce(out[r], ReduceOp::kSum);
+      });
+      for (int r = 1; r < world; ++r) CHECK(out[r] == out[0]);
+    }
+  }
+}
