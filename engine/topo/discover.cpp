@@ -15,6 +15,7 @@
 
 #include "engine/spec/errors.hpp"
 #include "engine/topo/discover_parts.hpp"
+#include "engine/topo/gpu_peaks.hpp"
 #include "engine/topo/sysfs.hpp"
 
 namespace holmes::topo {
@@ -132,6 +133,7 @@ NodeReport discover_node(const std::string& sysfs_root, const Devices& devices) 
   NodeReport report;
   report.hostname = hostname_of(root, real);
   report.devices = devices;
+  if (devices.kind == "cuda" && devices.peak_tflops <= 0) report.devices.peak_tflops = known_peak_tflops(devices.name);
   std::set<std::string> roce_netdevs;
   report.nics = detail::discover_rdma_ports(root, addresses, roce_netdevs);
   for (auto& nic : detail::discover_interfaces(root, addresses, roce_netdevs)) report.nics.push_back(std::move(nic));

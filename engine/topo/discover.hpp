@@ -21,7 +21,8 @@ Devices detect_cpu_devices();
 
 // Reads <root>/sys/class/infiniband and <root>/sys/class/net. Missing folders mean "no such
 // ports"; a file with garbage in it throws UserError naming the file, the text and what is
-// accepted. `devices` is copied into the report as is.
+// accepted. `devices` is copied into the report; a CUDA device without a peak figure gets the
+// one of its model from known_peak_tflops (gpu_peaks.hpp) when the model is known.
 NodeReport discover_node(const std::string& sysfs_root, const Devices& devices);
 
 // Interface name -> IPv4 addresses "a.b.c.d/len", in the order the source lists them.

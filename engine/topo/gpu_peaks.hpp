@@ -1,0 +1,14 @@
+// Peak dense BF16 tensor TFLOP/s of GPU models the planner is likely to meet, so a node
+// discovered at run time gets a compute figure without the user typing it. Vendor data
+// sheet numbers (dense, not the 2:4 sparse figure).
+#pragma once
+
+#include <string>
+
+namespace holmes::topo {
+
+// By the CUDA device name ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB", ...); 0 when
+// the model is not in the table.
+double known_peak_tflops(const std::string& gpu_name);
+
+}  // namespace holmes::topo
