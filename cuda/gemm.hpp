@@ -55,7 +55,8 @@ class GemmRunner {
 
   // Device pointers; enqueued on `stream`, does not synchronize. `bias` is read only when
   // s.bias. The runner's one workspace is reused by every call, so calls on different
-  // streams that may overlap need one runner each. Throws CudaError when cuBLASLt fails or offers no algorithm for the problem.
+  // streams that may overlap need one runner each. Throws CudaError when cuBLASLt fails or offers
+  // no algorithm for the problem.
   void run(void* c, const void* a, const void* b, const void* bias, const GemmShape& s, float alpha,
            float beta, cudaStream_t stream = nullptr);
 

@@ -4,21 +4,16 @@
 // coalesced across the warp.
 #include "cuda/check.hpp"
 #include "cuda/layernorm.hpp"
+#include "cuda/warp.cuh"
 
 namespace holmes::cuda {
 
 namespace {
 
-constexpr int kWarp = 32;
+constexpr int kWarp = kWarpSize;
 constexpr int kRowsPerBlock = 8;  // 256 threads: 8 warps, one row each
 constexpr int kColThreads = 256;
 constexpr float kEps = 1e-5f;
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp,
                                          const float* weight, const float* bias, int N, int C) {
