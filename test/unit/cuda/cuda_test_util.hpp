@@ -17,7 +17,7 @@ namespace holmes::cuda::test {
 // True when a GPU is usable. Otherwise prints the line that test/CMakeLists.txt maps to
 // "skipped" (SKIP_REGULAR_EXPRESSION) and the caller returns: Catch2 v2 has no SKIP.
 inline bool gpu_or_skip() {
-  std::string why;
+  static std::string why;
   static const bool have = !query_gpus(&why).empty();
   if (!have) std::printf("HOLMES_SKIP: no CUDA device (%s)\n", why.c_str());
   return have;
