@@ -6,6 +6,7 @@
 #include <set>
 
 #include "engine/topo/hostlist.hpp"
+#include "engine/topo/report_format.hpp"
 
 namespace holmes::topo {
 
@@ -97,6 +98,25 @@ RdmaFabrics rdma_fabrics(const NodeReport& node) {
   for (const auto& nic : node.nics)
     if (nic.active && (nic.kind == NicKind::Ib || nic.kind == NicKind::Roce))
       out[{nic.kind, nic.fabric}] += nic.rate_gbps.value_or(0);
+  return out;
+}
+
+std::vector<NodeReport> unique_nodes(const std::vector<NodeReport>& per_rank) {
+  std::vector<NodeReport> out;
+  std::map<std::string, size_t> index;
+  for (size_t rank = 0; rank < per_rank.size(); ++rank) {
+    const NodeReport& r = per_rank[rank];
+    auto [it, fresh] = index.emplace(r.hostname, out.size());
+    if (fresh) {
+      out.push_back(r);
+      continue;
+    }
+    // Same host: the JSON form holds every field, so equal text means equal reports.
+    if (report_json(out[it->second]) != report_json(r))
+      throw TopologyError(fmt::format("rank {} reports host '{}' with other NICs or devices than an earlier rank of "
+                                      "that host; are two machines using the same host name?",
+                                      rank, r.hostname));
+  }
   return out;
 }
 

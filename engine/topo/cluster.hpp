@@ -26,6 +26,11 @@ inline constexpr double kAssumedEthernetGbps = 10;
 using RdmaFabrics = std::map<std::pair<NicKind, std::string>, double>;
 RdmaFabrics rdma_fabrics(const NodeReport& node);
 
+// Reports gathered from every rank -> one per node, in order of first appearance (the ranks
+// of one node report the same host). Throws TopologyError when two ranks report the same
+// host name with different NICs or devices (two machines with one name).
+std::vector<NodeReport> unique_nodes(const std::vector<NodeReport>& per_rank);
+
 // Throws TopologyError when there are no nodes, two nodes share a name, or nodes disagree on
 // the device kind or count; softer disagreements become `warnings`.
 ClusterTopology build_cluster(std::vector<NodeReport> nodes);

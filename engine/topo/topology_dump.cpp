@@ -1,6 +1,9 @@
 // NodeReports -> topology-file YAML (see topology_file.hpp), every field spelled out so that
 // load_topology_file reads back equal reports.
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
+
+#include "engine/spec/errors.hpp"
 
 #include "engine/topo/topology_file.hpp"
 
@@ -50,6 +53,15 @@ std::string dump_topology_yaml(const std::vector<NodeReport>& reports) {
   }
   out << YAML::EndSeq << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
+}
+
+std::string encode_report(const NodeReport& report) { return dump_topology_yaml({report}); }
+
+NodeReport decode_report(const std::string& text, const std::string& source) {
+  auto nodes = parse_topology_yaml(text, source);
+  if (nodes.size() != 1)
+    throw UserError(fmt::format("{}: expected the report of one node, found {} nodes", source, nodes.size()));
+  return nodes.front();
 }
 
 }  // namespace holmes::topo

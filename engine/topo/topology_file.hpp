@@ -28,4 +28,9 @@ std::vector<NodeReport> parse_topology_yaml(const std::string& text, const std::
 // equal reports.
 std::string dump_topology_yaml(const std::vector<NodeReport>& reports);
 
+// One report as text for the start-up all-gather between ranks, and back. decode throws
+// UserError naming `source` (e.g. "report of rank 3") unless the text holds exactly one node.
+std::string encode_report(const NodeReport& report);
+NodeReport decode_report(const std::string& text, const std::string& source);
+
 }  // namespace holmes::topo

@@ -201,3 +201,14 @@ TEST_CASE("RoCE ports without an IPv4 address share an assumed fabric, with a wa
   REQUIRE(t.warnings.size() == 1);
   CHECK_THAT(t.warnings[0], Catch::Contains("roce-node[0-1]") && Catch::Contains("assumed they all share one fabric"));
 }
+
+TEST_CASE("reports of every rank collapse to one per node", "[unit][topo]") {
+  auto a = ib_node(0), b = roce_node(0);
+  auto nodes = topo::unique_nodes({a, a, b, a, b});
+  REQUIRE(nodes.size() == 2);
+  CHECK(nodes[0].hostname == "ib-node0");
+  CHECK(nodes[1].hostname == "roce-node0");
+  auto impostor = b;
+  impostor.hostname = "ib-node0";
+  CHECK_THROWS_WITH(topo::unique_nodes({a, impostor}), Catch::Contains("rank 1 reports host 'ib-node0'"));
+}

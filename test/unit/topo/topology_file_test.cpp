@@ -120,3 +120,13 @@ TEST_CASE("topology file mistakes name the file, key and line", "[unit][topo]") 
   CHECK_THAT(error_of("hosts: []\n"), Catch::Contains("key 'hosts'") && Catch::Contains("accepted: nodes"));
   CHECK_THROWS_WITH(topo::load_topology_file("/nonexistent/topo.yaml"), Catch::Contains("/nonexistent/topo.yaml"));
 }
+
+TEST_CASE("one report travels as text and back", "[unit][topo]") {
+  SysfsBuilder b;
+  make_roce_bond_node(b, "roce-node3", "10.2.0.14");
+  auto r = topo::discover_node(b.root(), gpus(8));
+  auto back = topo::decode_report(topo::encode_report(r), "report of rank 3");
+  CHECK(topo::report_json(back) == topo::report_json(r));
+  std::string two = "nodes:\n  - names: a[1-2]\n    devices: {kind: cpu}\n";
+  CHECK_THROWS_WITH(topo::decode_report(two, "report of rank 3"), Catch::Contains("report of rank 3") && Catch::Contains("found 2 nodes"));
+}
