@@ -105,17 +105,20 @@ void fill_roce(Nic& nic, const fs::path& port, const AddressMap& addresses, std:
   if (auto it = addresses.find(best->netdev); it != addresses.end()) nic.addresses = it->second;
 }
 
-Nic read_port(const fs::path& dev, const std::string& port_name, const AddressMap& addresses,
-              std::set<std::string>& roce_netdevs) {
+// nullopt for a port whose link layer the kernel calls "Unknown" (e.g. AWS EFA): it is
+// neither IB nor RoCE, so NCCL's IB transport cannot use it.
+std::optional<Nic> read_port(const fs::path& dev, const std::string& port_name, const AddressMap& addresses,
+                             std::set<std::string>& roce_netdevs) {
   fs::path port = dev / "ports" / port_name;
   Nic nic;
   nic.name = dev.filename().string();
   nic.port = static_cast<int>(sysfs::parse_int(port_name, port, "a numeric port folder"));
   fs::path ll_file = port / "link_layer";
   std::string ll = sysfs::read_required(ll_file, "'InfiniBand' or 'Ethernet'");
+  if (ll == "Unknown") return std::nullopt;
   if (ll == "InfiniBand") nic.kind = NicKind::Ib;
   else if (ll == "Ethernet") nic.kind = NicKind::Roce;
-  else throw UserError(fmt::format("{}: expected 'InfiniBand' or 'Ethernet', found '{}'", ll_file.string(), ll));
+  else throw UserError(fmt::format("{}: expected 'InfiniBand', 'Ethernet' or 'Unknown', found '{}'", ll_file.string(), ll));
   std::string state = sysfs::read_required(port / "state", "a port state such as '4: ACTIVE'");
   nic.active = state == "4: ACTIVE" || state == "ACTIVE";
   if (auto rate = sysfs::read_line(port / "rate")) nic.rate_gbps = sysfs::parse_ib_rate(*rate, port / "rate");
@@ -143,7 +146,7 @@ std::vector<Nic> discover_rdma_ports(const fs::path& root, const AddressMap& add
   fs::path cls = root / "sys" / "class" / "infiniband";
   for (const auto& dev : sysfs::list_dir(cls))
     for (const auto& port : sysfs::list_dir(cls / dev / "ports"))
-      nics.push_back(read_port(cls / dev, port, addresses, roce_netdevs));
+      if (auto nic = read_port(cls / dev, port, addresses, roce_netdevs)) nics.push_back(std::move(*nic));
   return nics;
 }
 

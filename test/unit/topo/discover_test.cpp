@@ -152,8 +152,10 @@ TEST_CASE("broken fixture data names the file and the value", "[unit][topo]") {
   }
 }
 
-TEST_CASE("other interface types are skipped; loopback up from flags", "[unit][topo]") {
+TEST_CASE("other interface types and link layers are skipped; loopback up from flags", "[unit][topo]") {
   SysfsBuilder b;
+  b.write("sys/class/infiniband/efa_0/ports/1/link_layer", "Unknown\n");  // neither IB nor RoCE
+  b.write("sys/class/infiniband/efa_0/ports/1/state", "4: ACTIVE\n");
   b.netdev({.name = "tun0", .type = 65534, .operstate = "unknown"});
   b.netdev({.name = "lo", .type = 772, .operstate = "unknown", .flags = "0x8"});  // IFF_UP clear
   auto r = topo::discover_node(b.root(), topo::Devices{});
