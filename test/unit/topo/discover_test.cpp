@@ -133,7 +133,7 @@ TEST_CASE("broken fixture data names the file and the value", "[unit][topo]") {
     CHECK_THAT(error_of(b.root()), Catch::Contains("gids/0") && Catch::Contains("'fe80::1'"));
   }
   SECTION("garbage speed") {
-    b.netdev({.name = "eth0", .speed = "fast"});
+    b.netdev(NetdevSpec("eth0").speed_mbps("fast"));
     CHECK_THAT(error_of(b.root()), Catch::Contains("eth0/speed") && Catch::Contains("'fast'"));
   }
   SECTION("missing type") {
@@ -146,7 +146,7 @@ TEST_CASE("broken fixture data names the file and the value", "[unit][topo]") {
     CHECK_THAT(error_of(b.root()), Catch::Contains("gid_attrs/types/0") && Catch::Contains("'RoCE v3'"));
   }
   SECTION("bad address line") {
-    b.netdev({.name = "eth0", .speed = "1000"});
+    b.netdev(NetdevSpec("eth0").speed_mbps("1000"));
     b.address("eth0", "10.0.0.300/24");
     CHECK_THAT(error_of(b.root()), Catch::Contains("fixture/addresses:1") && Catch::Contains("10.0.0.300/24"));
   }
@@ -156,8 +156,8 @@ TEST_CASE("other interface types and link layers are skipped; loopback up from f
   SysfsBuilder b;
   b.write("sys/class/infiniband/efa_0/ports/1/link_layer", "Unknown\n");  // neither IB nor RoCE
   b.write("sys/class/infiniband/efa_0/ports/1/state", "4: ACTIVE\n");
-  b.netdev({.name = "tun0", .type = 65534, .operstate = "unknown"});
-  b.netdev({.name = "lo", .type = 772, .operstate = "unknown", .flags = "0x8"});  // IFF_UP clear
+  b.netdev(NetdevSpec("tun0").arphrd(65534).state("unknown"));
+  b.netdev(NetdevSpec("lo").arphrd(772).state("unknown").flags_hex("0x8"));  // IFF_UP clear
   auto r = topo::discover_node(b.root(), topo::Devices{});
   REQUIRE(r.nics.size() == 1);
   CHECK(r.nics[0].name == "lo");
