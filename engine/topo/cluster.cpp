@@ -170,9 +170,10 @@ std::string describe_cluster(const ClusterTopology& t) {
   for (const auto& isl : t.islands) {
     std::vector<std::string> hosts;
     for (int i : isl.nodes) hosts.push_back(t.nodes[i].hostname);
-    out += fmt::format("  island {}: {}{} {} ({} nodes, {} Gb/s RDMA per node)\n", isl.id, to_string(isl.kind),
-                       isl.fabric.empty() ? "" : " " + isl.fabric, compress_hostlist(hosts), isl.nodes.size(),
-                       isl.rdma_gbps_per_node);
+    std::string size = fmt::format("{} node{}", isl.nodes.size(), isl.nodes.size() == 1 ? "" : "s");
+    std::string rdma = isl.kind == NicKind::Ethernet ? "no RDMA" : fmt::format("{} Gb/s RDMA per node", isl.rdma_gbps_per_node);
+    out += fmt::format("  island {}: {}{} {} ({}, {})\n", isl.id, to_string(isl.kind),
+                       isl.fabric.empty() ? "" : " " + isl.fabric, compress_hostlist(hosts), size, rdma);
   }
   for (const auto& w : t.warnings) out += "  warning: " + w + "\n";
   return out;

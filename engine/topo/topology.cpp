@@ -40,6 +40,14 @@ bool carries_ethernet(const Nic& nic) {
   return nic.active && !nic.is_virtual && (nic.kind == NicKind::Ethernet || nic.kind == NicKind::Roce);
 }
 
+// Interfaces that container runtimes and hypervisors create; never the way to another host
+// (NCCL's socket transport skips docker* by default for the same reason).
+bool container_noise(const std::string& name) {
+  for (const char* prefix : {"docker", "veth", "virbr", "br-", "cni", "flannel", "cali", "vxlan", "podman"})
+    if (name.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
 }  // namespace
 
 double ClusterTopology::ethernet_gbps(int node) const {
@@ -83,7 +91,8 @@ std::string ClusterTopology::tcp_interface(int node, bool inside_island) const {
                             ? islands[island_of[node]].kind
                             : NicKind::Ethernet;
   // Rank of a candidate; lower is better. Interfaces with an IPv4 address come first since
-  // TCP needs one; then by kind in the order that suits the traffic; then physical; then rate.
+  // TCP needs one; then by kind in the order that suits the traffic; then physical; then not
+  // a container bridge; then rate.
   auto kind_rank = [&](const Nic& nic) {
     if (inside_island && island_kind == NicKind::Ib) return nic.kind == NicKind::Ipoib ? 0 : nic.kind == NicKind::Ethernet ? 1 : 2;
     if (inside_island && island_kind == NicKind::Roce) return nic.kind == NicKind::Roce ? 0 : nic.kind == NicKind::Ethernet ? 1 : 2;
@@ -91,7 +100,8 @@ std::string ClusterTopology::tcp_interface(int node, bool inside_island) const {
   };
   const Nic* best = nullptr;
   auto key = [&](const Nic& n) {
-    return std::make_tuple(n.addresses.empty(), kind_rank(n), n.is_virtual, -n.rate_gbps.value_or(0));
+    return std::make_tuple(n.addresses.empty(), kind_rank(n), n.is_virtual, container_noise(n.name),
+                           -n.rate_gbps.value_or(0));
   };
   for (const auto& nic : nics) {
     if (!nic.active || nic.kind == NicKind::Loopback || nic.kind == NicKind::Ib) continue;

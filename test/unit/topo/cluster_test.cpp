@@ -212,3 +212,31 @@ TEST_CASE("reports of every rank collapse to one per node", "[unit][topo]") {
   impostor.hostname = "ib-node0";
   CHECK_THROWS_WITH(topo::unique_nodes({a, impostor}), Catch::Contains("rank 1 reports host 'ib-node0'"));
 }
+
+TEST_CASE("TCP goes over a plain Ethernet bond, not a container bridge", "[unit][topo]") {
+  topo::NodeReport n;
+  n.hostname = "bonded";
+  n.nics = {
+      if_nic("bond0", NicKind::Ethernet, true, 50, "", -1, {"10.9.0.5/24"}, "10.9.0.0/24"),
+      if_nic("docker0", NicKind::Ethernet, true, 100, "", -1, {"172.17.0.1/16"}, "172.17.0.0/16"),
+      if_nic("eno1", NicKind::Ethernet, true, 25, "0000:19:00.0", 0, {}, ""),  // bond slaves: no address
+      if_nic("eno2", NicKind::Ethernet, true, 25, "0000:19:00.1", 0, {}, ""),
+      loopback_nic(),
+  };
+  auto t = topo::build_cluster({n});
+  CHECK(t.tcp_interface(0, false) == "bond0");
+  CHECK(t.tcp_interface(0, true) == "bond0");
+  CHECK(t.ethernet_gbps(0) == 25);  // the fastest physical port
+}
+
+TEST_CASE("cluster description lists islands as hostlists", "[unit][topo]") {
+  std::vector<topo::NodeReport> nodes;
+  for (int i = 0; i < 4; ++i) nodes.push_back(ib_node(i));
+  for (int i = 0; i < 2; ++i) nodes.push_back(eth_node(i));
+  std::string text = topo::describe_cluster(topo::build_cluster(nodes));
+  CHECK(text ==
+        "6 nodes, 3 islands\n"
+        "  island 0: ib fe80:0000:0000:0000 ib-node[0-3] (4 nodes, 1600 Gb/s RDMA per node)\n"
+        "  island 1: ethernet eth-node0 (1 node, no RDMA)\n"
+        "  island 2: ethernet eth-node1 (1 node, no RDMA)\n");
+}
