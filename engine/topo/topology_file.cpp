@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <fstream>
+#include <type_traits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -51,7 +53,10 @@ T get(const YAML::Node& map, const char* key, const Ctx& ctx, T fallback, const 
   if (!v.IsDefined() || v.IsNull()) return fallback;
   try {
     if (!v.IsScalar()) throw YAML::Exception(v.Mark(), "");
-    return v.as<T>();
+    T value = v.as<T>();
+    if constexpr (std::is_floating_point_v<T>)
+      if (!std::isfinite(value)) throw YAML::Exception(v.Mark(), "");  // .nan / .inf
+    return value;
   } catch (const YAML::Exception&) {
     ctx.at(key).fail(v, fmt::format("expected {}, found {}", expected, describe(v)));
   }

@@ -115,6 +115,8 @@ TEST_CASE("topology file mistakes name the file, key and line", "[unit][topo]") 
   CHECK_THAT(error_of("nodes:\n  - names: n1\n    devices: {kind: tpu}\n"), Catch::Contains("devices.kind"));
   CHECK_THAT(error_of("nodes:\n  - names: n[1-2]\n    devices: {kind: cpu}\n    nics: [{kind: ethernet, addresses: [10.0.0.1/24]}]\n"),
              Catch::Contains("addresses belong to one host"));
+  CHECK_THAT(error_of("nodes:\n  - names: a\n    devices: {kind: cpu, memory_gb: .nan}\n"),
+             Catch::Contains("devices.memory_gb") && Catch::Contains("'.nan'"));
   CHECK_THAT(error_of("nodes: [\n"), Catch::Contains("t.yaml:") && Catch::Contains("not valid YAML"));
   CHECK_THAT(error_of(""), Catch::Contains("expected a mapping"));
   CHECK_THAT(error_of("hosts: []\n"), Catch::Contains("key 'hosts'") && Catch::Contains("accepted: nodes"));
