@@ -69,6 +69,10 @@ for name in os.listdir("/sys/class/net"):
 print("this machine:", ", ".join(f'{n["name"]}={n["kind"]}' for n in r["nics"]))
 PY
 
+# --- a dumped node plans offline (the YAML form is a topology file) ---
+"$BIN" discover --format yaml > "$TMP/me.yaml" || fail "yaml of this machine exited $?"
+"$BIN" --plan-only --topology "$TMP/me.yaml" > "$TMP/plan.txt" || fail "--plan-only on the dumped topology exited $?"
+
 # --- broken data: exit 2 and the message names the file ---
 echo "fast" > "$R/sys/class/infiniband/mlx5_0/ports/1/rate"
 rc=0; "$BIN" discover --sysfs-root "$R" > /dev/null 2> "$TMP/err" || rc=$?
