@@ -74,7 +74,8 @@ std::vector<Gid> read_roce_gids(const fs::path& port) {
   return gids;
 }
 
-// NCCL's choice: RoCE v2 with an IPv4 address first, then any v2, then v1 with IPv4, then v1.
+// Preference: RoCE v2 with an IPv4 address, then any v2, then v1 with IPv4, then v1 (the GID
+// NCCL picks on its own when NCCL_IB_GID_INDEX is unset is of the first kind).
 const Gid* pick_gid(const std::vector<Gid>& gids) {
   auto score = [](const Gid& g) { return (g.version == 2 ? 0 : 2) + (g.ipv4.empty() ? 1 : 0); };
   const Gid* best = nullptr;
