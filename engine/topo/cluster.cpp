@@ -120,6 +120,28 @@ std::vector<NodeReport> unique_nodes(const std::vector<NodeReport>& per_rank) {
   return out;
 }
 
+std::vector<NodeReport> overlay_reports(std::vector<NodeReport> discovered, const std::vector<NodeReport>& file,
+                                        std::vector<std::string>* notes) {
+  std::map<std::string, const NodeReport*> by_name;
+  for (const auto& r : file) by_name[r.hostname] = &r;
+  std::vector<std::string> replaced;
+  for (auto& r : discovered) {
+    auto it = by_name.find(r.hostname);
+    if (it == by_name.end()) continue;
+    r = *it->second;
+    replaced.push_back(r.hostname);
+    by_name.erase(it);
+  }
+  if (notes && !replaced.empty())
+    notes->push_back(fmt::format("the topology file replaces what discovery found on {}", compress_hostlist(replaced)));
+  if (notes && !by_name.empty()) {
+    std::vector<std::string> unused;
+    for (const auto& [name, r] : by_name) unused.push_back(name);
+    notes->push_back(fmt::format("the topology file lists {} which are not in this job; ignored", compress_hostlist(unused)));
+  }
+  return discovered;
+}
+
 ClusterTopology build_cluster(std::vector<NodeReport> nodes) {
   ClusterTopology t;
   check_nodes(nodes, t.warnings);

@@ -31,6 +31,13 @@ RdmaFabrics rdma_fabrics(const NodeReport& node);
 // host name with different NICs or devices (two machines with one name).
 std::vector<NodeReport> unique_nodes(const std::vector<NodeReport>& per_rank);
 
+// A topology file given beside run-time discovery overrides it: a discovered node whose host
+// name the file lists is replaced by the file's entry (the user knows better, e.g. a fabric
+// name or a rate the driver does not report). File entries for hosts not in the job are
+// ignored. `notes` (may be null) receives one line per replaced or ignored host group.
+std::vector<NodeReport> overlay_reports(std::vector<NodeReport> discovered, const std::vector<NodeReport>& file,
+                                        std::vector<std::string>* notes);
+
 // Throws TopologyError when there are no nodes, two nodes share a name, or nodes disagree on
 // the device kind or count; softer disagreements become `warnings`.
 ClusterTopology build_cluster(std::vector<NodeReport> nodes);

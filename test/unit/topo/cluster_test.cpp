@@ -240,3 +240,19 @@ TEST_CASE("cluster description lists islands as hostlists", "[unit][topo]") {
         "  island 1: ethernet eth-node0 (1 node, no RDMA)\n"
         "  island 2: ethernet eth-node1 (1 node, no RDMA)\n");
 }
+
+TEST_CASE("a topology file overrides discovered nodes by host name", "[unit][topo]") {
+  auto fixed = ib_node(1);
+  for (auto& n : fixed.nics) n.fabric = "ib-a";
+  auto stranger = ib_node(7);
+  std::vector<std::string> notes;
+  auto nodes = topo::overlay_reports({ib_node(0), ib_node(1), ib_node(2)}, {stranger, fixed}, &notes);
+  REQUIRE(nodes.size() == 3);
+  CHECK(nodes[0].nics[0].fabric == "fe80:0000:0000:0000");
+  CHECK(nodes[1].nics[0].fabric == "ib-a");
+  CHECK(nodes[2].nics[0].fabric == "fe80:0000:0000:0000");
+  REQUIRE(notes.size() == 2);
+  CHECK_THAT(notes[0], Catch::Contains("replaces what discovery found on ib-node1"));
+  CHECK_THAT(notes[1], Catch::Contains("ib-node7 which are not in this job"));
+  CHECK(topo::overlay_reports({ib_node(0)}, {}, nullptr).size() == 1);
+}
