@@ -1,5 +1,6 @@
 #include "model/cpu/cpu_kernels.hpp"
 
+#include "model/cpu/blas_core.hpp"
 #include "model/cpu/cpu_ops.hpp"
 
 namespace holmes::model::cpu {
@@ -72,6 +73,9 @@ class CpuKernels final : public Kernels {
 
 }  // namespace
 
-std::unique_ptr<Kernels> make_cpu_kernels() { return std::make_unique<CpuKernels>(); }
+std::unique_ptr<Kernels> make_cpu_kernels() {
+  ensure_fast_blas();
+  return std::make_unique<CpuKernels>();
+}
 
 }  // namespace holmes::model::cpu

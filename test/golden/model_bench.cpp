@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/train/adamw.hpp"
+#include "model/cpu/blas_core.hpp"
 #include "model/cpu/cpu_kernels.hpp"
 #include "model/gpt.hpp"
 
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   const double ms = 1e3 * total_s / steps;
+  fmt::print("holmes: openblas core {}\n", model::cpu::ensure_fast_blas());
   fmt::print("holmes: tokens_per_s={:.1f} ms_per_step={:.1f} peak_rss_mb={:.0f} gflops={:.1f} loss={:.4f}\n",
              B * T / (ms / 1e3), ms, ru.ru_maxrss / 1024.0, gpt.flops_per_step(B, T) / (ms * 1e6), loss);
   return 0;
