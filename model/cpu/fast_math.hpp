@@ -3,6 +3,7 @@
 // the fp32 round-off of the sums they feed.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 
@@ -10,7 +11,7 @@ namespace holmes::model::cpu {
 
 inline float fast_exp(float x) {
   // exp(x) = 2^k * exp(r), k = round(x / ln2), |r| <= ln2 / 2.
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  x = std::min(std::max(x, -87.0f), 88.0f);  // exp(-87) is near FLT_MIN, exp(88) near FLT_MAX
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   const float k = (x * kLog2e + kRound) - kRound;
