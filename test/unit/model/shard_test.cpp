@@ -61,39 +61,47 @@ void compare_shards(const Result& ref, const std::vector<Result>& shards) {
   CHECK(uncovered == 0);
 }
 
-}  // namespace
-
-TEST_CASE("tp=2 shards match tp=1: weights, loss and every gradient", "[model][tp]") {
+// Runs `tp` shards in threads and compares them with the single model of the same Vp.
+void check_tp(int tp, int layers, int C, int NH, int V) {
   auto k = cpu::make_cpu_kernels();
   const int B = 2, T = 7;
-  GptConfig cfg = GptConfig::gpt2(2, 20, 4, 37, 9);
-  cfg.padded_vocab = 0;  // re-derive for tp=2 below; the single model uses the same Vp
-  const int Vp = GptConfig::pad_vocab(cfg.vocab, 2);
+  GptConfig cfg = GptConfig::gpt2(layers, C, NH, V, 9);
   GptConfig single = cfg;
-  single.padded_vocab = Vp;
+  single.padded_vocab = GptConfig::pad_vocab(V, tp);  // the shards derive the same Vp
   Gpt full(single, *k, B, T);
-  const Batch b = test::make_batch(B, T, cfg.vocab, 21);
+  const Batch b = test::make_batch(B, T, V, 21);
   const Result ref = run(full, b, B, T);
 
-  test::ThreadGroup group(2);
-  std::vector<Result> shards(2);
+  test::ThreadGroup group(tp);
+  std::vector<Result> shards(tp);
   std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < tp; ++r) {
     threads.emplace_back([&, r] {
       test::ThreadComm comm(group, r);
       GptConfig c = cfg;
-      c.tp_size = 2;
+      c.tp_size = tp;
       c.tp_rank = r;
+      c.padded_vocab = 0;
       Gpt shard(c, *k, B, T, &comm);
       shards[r] = run(shard, b, B, T);
     });
   }
   for (auto& t : threads) t.join();
-  CHECK(shards[0].loss == Approx(ref.loss).epsilon(1e-5));
-  CHECK(shards[1].loss == Approx(ref.loss).epsilon(1e-5));
-  CHECK(shards[0].layout.size() < ref.layout.size());
+  for (const Result& s : shards) {
+    CHECK(s.loss == Approx(ref.loss).epsilon(1e-5));
+    CHECK(s.layout.size() < ref.layout.size());
+  }
   compare_shards(ref, shards);
 }
+
+}  // namespace
+
+TEST_CASE("tp=2 shards match tp=1: weights, loss and every gradient", "[model][tp]") {
+  SECTION("V=37: the second vocabulary shard is all padding") { check_tp(2, 2, 20, 4, 37); }
+  SECTION("V=100: both vocabulary shards hold real tokens") { check_tp(2, 2, 20, 4, 100); }
+}
+
+TEST_CASE("tp=4 shards match tp=1", "[model][tp]") { check_tp(4, 1, 32, 4, 300); }
 
 TEST_CASE("two pipeline stages chained by hand match one stage", "[model][pp]") {
   auto k = cpu::make_cpu_kernels();
