@@ -60,6 +60,19 @@ GptConfig GptConfig::gpt2(int layers, int hidden, int heads, int vocab, int max_
   return c;
 }
 
+GptConfig GptConfig::shard(int tp, int rank, int first, int count) const {
+  GptConfig c = *this;
+  c.tp_size = tp;
+  c.tp_rank = rank;
+  c.padded_vocab = 0;
+  c.first_layer = first;
+  c.stage_layers = count < 0 ? layers - first : count;
+  c.has_embedding = first == 0;
+  c.has_head = c.first_layer + c.stage_layers == layers;
+  c.finalize();
+  return c;
+}
+
 std::string GptConfig::to_string() const {
   return fmt::format("GPT L={} C={} NH={} V={} Vp={} T<={} tp={}/{} layers [{}, {}){}{}", layers,
                      hidden, heads, vocab, padded_vocab, max_seq_len, tp_rank, tp_size, first_layer,

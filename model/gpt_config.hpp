@@ -21,7 +21,7 @@ struct GptConfig {
   int hidden = 0;        // C
   int heads = 0;         // NH
   int vocab = 0;         // V (real tokens)
-  int padded_vocab = 0;  // Vp; 0 = derive with pad_vocab(vocab, tp_size)
+  int padded_vocab = 0;  // Vp; 0 = derive with pad_vocab(vocab, tp_size) (finalize keeps a set value)
   int max_seq_len = 0;   // rows of the learned position embedding
 
   // Tensor-parallel shard (Megatron-LM): column-parallel QKV and MLP-in, row-parallel
@@ -47,6 +47,12 @@ struct GptConfig {
 
   // A plain single-rank GPT-2 of the given size (tp = 1, one stage).
   static GptConfig gpt2(int layers, int hidden, int heads, int vocab, int max_seq_len);
+
+  // This (global) model's shard for one rank: TP rank `tp_rank` of `tp_size`, pipeline layers
+  // [first_layer, first_layer + stage_layers) (stage_layers < 0: to the last layer), with
+  // the embedding on the stage that starts at layer 0 and the head on the one that ends at L.
+  // Vp is re-derived for tp_size, so every rank of a job gets the same padding. Finalized.
+  GptConfig shard(int tp_size, int tp_rank, int first_layer = 0, int stage_layers = -1) const;
 
   int head_size() const { return hidden / heads; }            // HS
   int local_heads() const { return heads / tp_size; }         // NHl

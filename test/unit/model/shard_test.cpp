@@ -78,11 +78,7 @@ void check_tp(int tp, int layers, int C, int NH, int V) {
   for (int r = 0; r < tp; ++r) {
     threads.emplace_back([&, r] {
       test::ThreadComm comm(group, r);
-      GptConfig c = cfg;
-      c.tp_size = tp;
-      c.tp_rank = r;
-      c.padded_vocab = 0;
-      Gpt shard(c, *k, B, T, &comm);
+      Gpt shard(cfg.shard(tp, r), *k, B, T, &comm);
       shards[r] = run(shard, b, B, T);
     });
   }
@@ -111,12 +107,8 @@ TEST_CASE("two pipeline stages chained by hand match one stage", "[model][pp]") 
   const Batch b = test::make_batch(B, T, cfg.vocab, 22);
   const Result ref = run(full, b, B, T);
 
-  GptConfig c0 = cfg, c1 = cfg;
-  c0.stage_layers = 1;
-  c0.has_head = false;
-  c1.first_layer = 1;
-  c1.stage_layers = -1;
-  c1.has_embedding = false;
+  const GptConfig c0 = cfg.shard(1, 0, 0, 1), c1 = cfg.shard(1, 0, 1);
+  CHECK((c0.has_embedding && !c0.has_head && !c1.has_embedding && c1.has_head));
   Gpt s0(c0, *k, B, T), s1(c1, *k, B, T);
   test::init_generic(s0, 11);
   test::init_generic(s1, 11);
