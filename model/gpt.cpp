@@ -114,6 +114,20 @@ Gpt::LayerActs Gpt::layer_acts(int local_layer) const {
   return a;
 }
 
+namespace {
+
+// A token id outside [0, V) would index past the embedding or silently drop out of the loss.
+void check_ids(const int* ids, size_t n, int V, const char* what) {
+  for (size_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= V) {
+      throw UserError(fmt::format("model input: {} id {} at position {} is outside the vocabulary [0, {})",
+                                  what, ids[i], i, V));
+    }
+  }
+}
+
+}  // namespace
+
 void Gpt::check_shape(int B, int T) const {
   if (B < 1 || T < 1 || B > max_B_ || T > max_T_) {
     throw std::invalid_argument(fmt::format("Gpt: micro-batch B={} T={} outside the planned B<={} T<={}",
@@ -140,6 +154,7 @@ void Gpt::forward_stage(const int* tokens, const float* input, const int* target
   T_ = T;
   const size_t N = static_cast<size_t>(B) * T, C = cfg_.hidden;
   if (cfg_.has_embedding) {
+    check_ids(tokens, N, cfg_.vocab, "token");
     std::copy(tokens, tokens + N, tokens_.begin());
     const ParamTensor& wte = layout_.at("wte");
     // Vocabulary-parallel lookup: each shard fills the rows of its tokens, rank 0 adds the
@@ -188,6 +203,7 @@ void Gpt::head_forward(const int* targets, int B, int T) {
                        P + layout_.at("ln_f.bias").offset, N, C);
   k_.matmul_forward(logits_, lnf_, P + layout_.at("wte").offset, nullptr, N, C, Vl);
   if (targets == nullptr) return;
+  check_ids(targets, N, cfg_.vocab, "target");
   std::copy(targets, targets + N, targets_.begin());
   k_.crossentropy_max_forward(row_max_, logits_, N, Vl, vb, cfg_.vocab);
   comm_->all_reduce_max(row_max_, N);

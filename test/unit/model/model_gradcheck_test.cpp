@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 
+#include "engine/spec/errors.hpp"
 #include "model/cpu/cpu_kernels.hpp"
 #include "test/unit/model/check_util.hpp"
 #include "test/unit/model/model_test_util.hpp"
@@ -109,4 +110,27 @@ TEST_CASE("a shorter micro-batch than planned gives the same loss as a model pla
   CHECK(big.forward(b.tokens.data(), b.targets.data(), 2, 7) ==
         Approx(exact.forward(b.tokens.data(), b.targets.data(), 2, 7)).epsilon(1e-6));
   CHECK_THROWS_AS(exact.forward(b.tokens.data(), b.targets.data(), 3, 7), std::invalid_argument);
+}
+
+TEST_CASE("forward and backward are bitwise deterministic; bad token ids are user errors", "[model]") {
+  auto k = cpu::make_cpu_kernels();
+  const int B = 2, T = 8;
+  GptConfig cfg = GptConfig::gpt2(2, 32, 4, 100, 8);
+  Gpt gpt(cfg, *k, B, T);
+  gpt.init_weights(2);
+  Batch b = test::make_batch(B, T, cfg.vocab, 6);
+  std::vector<std::vector<float>> runs;
+  for (int r = 0; r < 2; ++r) {
+    gpt.zero_grad();
+    gpt.forward(b.tokens.data(), b.targets.data(), B, T);
+    gpt.backward();
+    runs.emplace_back(gpt.grads(), gpt.grads() + gpt.num_params());
+  }
+  CHECK(runs[0] == runs[1]);
+  b.tokens[5] = 100;
+  CHECK_THROWS_WITH(gpt.forward(b.tokens.data(), b.targets.data(), B, T),
+                    Catch::Contains("token id 100 at position 5") && Catch::Contains("[0, 100)"));
+  b.tokens[5] = 1;
+  b.targets[3] = -1;
+  CHECK_THROWS_AS(gpt.forward(b.tokens.data(), b.targets.data(), B, T), holmes::UserError);
 }
