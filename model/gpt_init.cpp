@@ -55,7 +55,8 @@ void Gpt::init_weights(uint64_t seed) {
     const int64_t real_rows = t.name == "wte" ? cfg_.vocab : t.full_shape.front();
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < full; ++i) {
-      const int64_t off = ParamLayout::shard_offset(t, i);
+      // Unsplit tensors map one to one; only TP-split ones need the index arithmetic.
+      const int64_t off = t.tp_count == 1 ? static_cast<int64_t>(t.offset) + i : ParamLayout::shard_offset(t, i);
       if (off < 0) continue;
       dst[off] = (i / cols) < real_rows ? std_dev * normal_at(key + static_cast<uint64_t>(i)) : 0.0f;
     }
