@@ -39,6 +39,7 @@ struct Worker {
 // argv and envp of one worker, owned here so the char* arrays stay valid until exec.
 struct ExecImage {
   std::vector<std::string> args, vars;
+  std::string exec_failed;  // message written if execve fails (no formatting after fork)
   std::vector<char*> argv, envp;
   void seal() {
     for (auto& a : args) argv.push_back(a.data());
@@ -63,6 +64,7 @@ ExecImage make_image(const WorkerGroup& g, int local, int port, const std::strin
   set("MASTER_ADDR", g.master_addr);
   set("MASTER_PORT", std::to_string(port));
   set("HOLMES_JOB_TOKEN", token);
+  img.exec_failed = fmt::format("{}: rank {}: cannot execute {}\n", g.log_prefix, g.first_rank + local, g.exe);
   img.seal();
   return img;
 }
@@ -84,8 +86,7 @@ ExecImage make_image(const WorkerGroup& g, int local, int port, const std::strin
     if (devnull != STDIN_FILENO) close(devnull);
   }
   execve(exe, img.argv.data(), img.envp.data());
-  const char msg[] = "holmes-train: worker exec failed\n";
-  ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+  ssize_t ignored = write(STDERR_FILENO, img.exec_failed.data(), img.exec_failed.size());
   (void)ignored;
   _exit(127);
 }
@@ -147,8 +148,8 @@ class Supervisor {
     if (stop_signal_ == 0) stop_signal_ = sig;
     // A hang-up would kill the workers outright; they get the polite SIGTERM instead.
     int forward = sig == SIGHUP ? SIGTERM : sig;
-    fmt::print(stderr, "{}: got signal {} ({}); forwarding {} to {} workers\n", g_.log_prefix, sig, strsignal(sig),
-               strsignal(forward), running_count());
+    fmt::print(stderr, "{}: got signal {} ({}); forwarding signal {} to {} workers\n", g_.log_prefix, sig,
+               strsignal(sig), forward, running_count());
     signal_all(forward);
   }
 
