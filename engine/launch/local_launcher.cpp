@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 
 namespace holmes::launch {
@@ -32,6 +33,14 @@ std::vector<std::string> strip_nproc_flag(const std::vector<std::string>& argv) 
     if (i > 0 && argv[i].rfind(with_eq, 0) == 0) continue;
     out.push_back(argv[i]);
   }
+  return out;
+}
+
+std::vector<std::string> current_argv() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> out;
+  std::string arg;
+  while (std::getline(in, arg, '\0')) out.push_back(arg);
   return out;
 }
 

@@ -54,6 +54,9 @@ int run_local_workers(int nproc, const std::vector<std::string>& argv, double gr
 // 0 / "", which is only right on a single node).
 int run_local_workers(const LaunchEnv& env, const std::vector<std::string>& argv, double grace_s);
 
+// This process's argv, from /proc/self/cmdline (so main need not pass argv down).
+std::vector<std::string> current_argv();
+
 // argv without "--nproc-per-node N" / "--nproc-per-node=N" (every occurrence).
 std::vector<std::string> strip_nproc_flag(const std::vector<std::string>& argv);
 

@@ -235,6 +235,7 @@ int run_workers(const WorkerGroup& g) {
   int port = g.master_port > 0 ? g.master_port : pick_free_port(g.master_addr);
   std::string token = g.token.empty() ? random_job_token() : g.token;
   std::vector<ExecImage> images;
+  images.reserve(g.nproc);
   for (int local = 0; local < g.nproc; ++local) images.push_back(make_image(g, local, port, token));
 
   BlockedSignals blocked;

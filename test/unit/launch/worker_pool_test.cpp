@@ -160,3 +160,9 @@ TEST_CASE("--nproc-per-node is removed from the workers' argv", "[launch]") {
   CHECK(random_job_token() != random_job_token());
   CHECK(pick_free_port("127.0.0.1") > 0);
 }
+
+TEST_CASE("current_argv reads this process's command line", "[launch]") {
+  auto argv = current_argv();
+  REQUIRE(!argv.empty());
+  CHECK(argv[0].find("test_launch") != std::string::npos);
+}
