@@ -10,9 +10,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
+
+#include "engine/spec/errors.hpp"
 
 namespace holmes::launch {
 
@@ -103,6 +106,15 @@ int run_local_workers(const LaunchEnv& env, const std::vector<std::string>& argv
   group.master_port = env.master_port;
   group.token = env.job_token;
   group.grace_s = grace_s;
+  if (const char* text = std::getenv("HOLMES_LAUNCH_GRACE_S")) {
+    char* end = nullptr;
+    double value = std::strtod(text, &end);
+    if (end == text || *end != '\0' || value < 0)
+      throw UserError(fmt::format("environment variable HOLMES_LAUNCH_GRACE_S='{}' is not a number of seconds; "
+                                  "accepted: a number >= 0",
+                                  text));
+    group.grace_s = value;
+  }
   return run_workers(group);
 }
 

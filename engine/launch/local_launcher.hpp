@@ -44,6 +44,9 @@ struct WorkerGroup {
 // already started are killed first.
 int run_workers(const WorkerGroup& group);
 
+// Both run_local_workers: HOLMES_LAUNCH_GRACE_S, when set, replaces grace_s (tests, or a
+// site whose checkpoints take longer than the default); a bad value throws UserError.
+
 // Single machine: N workers of this binary, ranks 0..N-1, master 127.0.0.1 on a free port,
 // a random job token. `argv` is this process's full argv; --nproc-per-node is removed.
 int run_local_workers(int nproc, const std::vector<std::string>& argv, double grace_s);
