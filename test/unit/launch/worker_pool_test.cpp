@@ -151,7 +151,7 @@ TEST_CASE("a binary that cannot be executed is a failed rank", "[launch]") {
   CHECK(run_workers(g) == 127);
 }
 
-TEST_CASE("--nproc-per-node is removed from the workers' argv", "[launch]") {
+TEST_CASE("the nproc-per-node flag is removed from the workers argv", "[launch]") {
   using V = std::vector<std::string>;
   CHECK(strip_nproc_flag(V{"ht", "--config", "a.yaml", "--nproc-per-node", "4", "--set", "x=1"}) ==
         V{"ht", "--config", "a.yaml", "--set", "x=1"});
