@@ -1,7 +1,7 @@
 // `holmes-train --nproc-per-node N`: spawn N workers on this machine and supervise them.
 //
 // Each worker is a fresh exec of the same binary (or `exe`), in its own process group, with
-// stdin from /dev/null, RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE / GROUP_RANK /
+// stdin from /dev/null, stdout and stderr relayed line by line with a "[rank N] " prefix, RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE / GROUP_RANK /
 // GROUP_WORLD_SIZE / MASTER_ADDR / MASTER_PORT / HOLMES_JOB_TOKEN set, and
 // PR_SET_PDEATHSIG = SIGKILL so that it dies with the launcher. The launcher:
 //   - forwards SIGINT, SIGTERM, SIGUSR1 and SIGHUP to every worker's process group (a second
@@ -37,6 +37,7 @@ struct WorkerGroup {
   std::string token;               // "" = draw a random one
   double grace_s = 10;             // SIGTERM -> SIGKILL delay when stopping after a failure
   std::string log_prefix = "holmes-train";  // start of the launcher's own messages
+  bool prefix_output = true;       // relay worker stdout/stderr with "[rank N] " per line
 };
 
 // Spawns and supervises the group as described above; returns the job's exit code.

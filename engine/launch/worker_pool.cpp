@@ -7,9 +7,11 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -17,6 +19,7 @@
 #include <stdexcept>
 
 #include "engine/launch/local_launcher.hpp"
+#include "engine/launch/output_relay.hpp"
 
 namespace holmes::launch {
 
@@ -70,13 +73,16 @@ ExecImage make_image(const WorkerGroup& g, int local, int port, const std::strin
 }
 
 // Child side of fork(): async-signal-safe calls only, then exec.
-[[noreturn]] void become_worker(const char* exe, ExecImage& img, pid_t launcher) {
+[[noreturn]] void become_worker(const char* exe, ExecImage& img, pid_t launcher, std::array<int, 2> out) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != launcher) _exit(1);  // the launcher died before prctl took effect
   // exec keeps ignored dispositions and the blocked mask; a worker starts with neither.
   for (int sig : kForwarded) signal(sig, SIG_DFL);
   signal(SIGCHLD, SIG_DFL);
+  signal(SIGPIPE, SIG_DFL);
+  if (out[0] >= 0) dup2(out[0], STDOUT_FILENO);
+  if (out[1] >= 0) dup2(out[1], STDERR_FILENO);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -103,15 +109,18 @@ class Supervisor {
  public:
   Supervisor(const WorkerGroup& g, std::vector<Worker>& workers) : g_(g), workers_(workers) {}
 
-  int run(const sigset_t& waited) {
+  // `signal_fd` delivers the blocked signals; `relay` carries the workers' output.
+  int run(int signal_fd, detail::OutputRelay& relay) {
     while (running_count() > 0) {
-      timespec timeout = next_timeout();
-      siginfo_t info{};
-      int sig = sigtimedwait(&waited, &info, &timeout);
-      if (sig > 0 && sig != SIGCHLD) on_signal(sig);
+      if (relay.wait(signal_fd, next_timeout_ms())) {
+        signalfd_siginfo info{};
+        while (read(signal_fd, &info, sizeof info) == static_cast<ssize_t>(sizeof info))
+          if (info.ssi_signo != SIGCHLD) on_signal(static_cast<int>(info.ssi_signo));
+      }
       reap();
       escalate_if_due();
     }
+    relay.drain(500);
     if (failed_code_ >= 0) return failed_code_;
     if (stop_signal_ != 0 && !all_clean_) return 128 + stop_signal_;
     return 0;
@@ -124,14 +133,14 @@ class Supervisor {
     return n;
   }
 
-  timespec next_timeout() const {
+  int next_timeout_ms() const {
     // Poll at least every 200 ms: a safety net should a SIGCHLD be merged or lost.
     auto wait = std::chrono::milliseconds(200);
     if (kill_pending_) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(kill_at_ - Clock::now());
       wait = std::max(std::chrono::milliseconds(1), std::min(wait, left));
     }
-    return timespec{0, static_cast<long>(wait.count()) * 1'000'000L};
+    return static_cast<int>(wait.count());
   }
 
   void signal_all(int sig) {
@@ -216,16 +225,24 @@ class BlockedSignals {
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
     sigaction(SIGCHLD, &dfl, &old_chld_);  // SIG_IGN would auto-reap and hide exit codes
+    struct sigaction ign = dfl;
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ign, &old_pipe_);  // a closed stdout must not kill the launcher
+    fd_ = signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (fd_ < 0) throw std::runtime_error(fmt::format("signalfd: {}", strerror(errno)));
   }
   ~BlockedSignals() {
+    if (fd_ >= 0) close(fd_);
+    sigaction(SIGPIPE, &old_pipe_, nullptr);
     sigaction(SIGCHLD, &old_chld_, nullptr);
     sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
   }
-  const sigset_t& set() const { return set_; }
+  int fd() const { return fd_; }
 
  private:
   sigset_t set_, old_mask_;
-  struct sigaction old_chld_ {};
+  struct sigaction old_chld_ {}, old_pipe_ {};
+  int fd_ = -1;
 };
 
 }  // namespace
@@ -239,11 +256,15 @@ int run_workers(const WorkerGroup& g) {
   for (int local = 0; local < g.nproc; ++local) images.push_back(make_image(g, local, port, token));
 
   BlockedSignals blocked;
+  detail::OutputRelay relay(g.prefix_output);
   pid_t launcher = getpid();
   std::vector<Worker> workers(g.nproc);
   for (int local = 0; local < g.nproc; ++local) {
+    auto out = relay.open_pipes(g.first_rank + local);
+    std::fflush(nullptr);  // nothing buffered in the launcher may be written twice
     pid_t pid = fork();
-    if (pid == 0) become_worker(g.exe.c_str(), images[local], launcher);
+    if (pid == 0) become_worker(g.exe.c_str(), images[local], launcher, out);
+    relay.close_child_ends();
     if (pid < 0) {
       int err = errno;
       for (auto& w : workers)
@@ -256,7 +277,7 @@ int run_workers(const WorkerGroup& g) {
   fmt::print(stderr, "{}: started {} workers (ranks {}..{} of {}), master {}:{}\n", g.log_prefix, g.nproc,
              g.first_rank, g.first_rank + g.nproc - 1, g.world_size, g.master_addr, port);
   Supervisor supervisor(g, workers);
-  return supervisor.run(blocked.set());
+  return supervisor.run(blocked.fd(), relay);
 }
 
 }  // namespace holmes::launch

@@ -38,6 +38,7 @@ if ! grep -q "selftest rank=" "$tmp/report.out"; then
 fi
 [ "$code" -eq 0 ] || bad "report: exit $code, expected 0" "$tmp/report.out"
 for r in 0 1 2; do
+  grep -qF "[rank $r] selftest rank=$r world=3" "$tmp/report.out" || bad "report: rank $r's line lacks its prefix"
   grep -q "selftest rank=$r world=3 local_rank=$r local_world=3 node=0/1 master=127.0.0.1:" "$tmp/report.out" ||
     bad "report: no line for rank $r" "$tmp/report.out"
 done

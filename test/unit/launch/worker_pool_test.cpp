@@ -166,3 +166,25 @@ TEST_CASE("current_argv reads this process's command line", "[launch]") {
   REQUIRE(!argv.empty());
   CHECK(argv[0].find("test_launch") != std::string::npos);
 }
+
+TEST_CASE("worker output comes through line by line with a rank prefix", "[launch]") {
+  TempDir tmp;
+  auto g = shell_group(2, "printf 'a%s\\nb' $RANK; echo e$RANK >&2", tmp.path);
+  // Capture the launcher's stdout (fd 1) in a file for the duration of the run.
+  fflush(stdout);
+  int saved = dup(1);
+  FILE* capture = fopen((tmp.path / "out").c_str(), "w");
+  dup2(fileno(capture), 1);
+  int code = run_workers(g);
+  fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  fclose(capture);
+  CHECK(code == 0);
+  std::string out = read_file(tmp.path / "out");
+  CHECK(out.find("[rank 0] a0\n") != std::string::npos);
+  CHECK(out.find("[rank 1] a1\n") != std::string::npos);
+  CHECK(out.find("[rank 0] b\n") != std::string::npos);  // a last line without newline is kept
+  CHECK(out.find("[rank 1] b\n") != std::string::npos);
+  CHECK(out.find("e0") == std::string::npos);  // stderr stays on stderr
+}
