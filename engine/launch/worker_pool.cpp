@@ -151,6 +151,7 @@ class Supervisor {
   void on_signal(int sig) {
     if (sig == SIGINT && stop_signal_ != 0) {
       fmt::print(stderr, "{}: second SIGINT; killing {} workers\n", g_.log_prefix, running_count());
+      hard_killed_ = true;
       signal_all(SIGKILL);
       return;
     }
@@ -178,10 +179,20 @@ class Supervisor {
     }
   }
 
+  // After a forwarded stop signal S, a worker is expected to exit 0 or 128+S (or die of S
+  // before it had its handlers); anything else is a failure that stops the others.
+  bool expected_after_stop(int status) const {
+    if (stop_signal_ == 0) return false;
+    if (hard_killed_) return true;
+    int forwarded = stop_signal_ == SIGHUP ? SIGTERM : stop_signal_;
+    return WIFEXITED(status) ? WEXITSTATUS(status) == 128 + forwarded : WTERMSIG(status) == forwarded;
+  }
+
   void on_exit(const Worker& w, int status) {
     bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!clean) all_clean_ = false;
-    if (clean || failed_code_ >= 0 || stop_signal_ != 0) return;  // expected, or not the first failure
+    // Expected, or not the first failure (the others die of our SIGTERM/SIGKILL).
+    if (clean || failed_code_ >= 0 || expected_after_stop(status)) return;
     failed_code_ = exit_code_of(status);
     int others = running_count();
     fmt::print(stderr, "{}: rank {} (pid {}) {}\n", g_.log_prefix, w.rank, w.pid, describe_status(status));
@@ -207,6 +218,7 @@ class Supervisor {
   std::vector<Worker>& workers_;
   int stop_signal_ = 0;                // first stop signal the launcher received
   bool all_clean_ = true;              // every worker so far exited 0
+  bool hard_killed_ = false;           // SIGKILL sent after a second SIGINT
   int failed_code_ = -1;               // exit code of the first failed worker; -1 = none
   bool kill_pending_ = false;          // SIGKILL due at kill_at_
   Clock::time_point kill_at_{};

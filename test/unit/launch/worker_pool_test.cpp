@@ -188,3 +188,17 @@ TEST_CASE("worker output comes through line by line with a rank prefix", "[launc
   CHECK(out.find("[rank 1] b\n") != std::string::npos);
   CHECK(out.find("e0") == std::string::npos);  // stderr stays on stderr
 }
+
+TEST_CASE("a worker failing otherwise while stopping on a signal is still reported", "[launch]") {
+  TempDir tmp;
+  // Rank 0 asks the launcher to stop; rank 1 answers the forwarded SIGTERM with code 9 (a
+  // failed checkpoint, say); rank 2 keeps going until the launcher stops it.
+  auto g = shell_group(3,
+                       "if [ \"$RANK\" = 1 ]; then trap 'exit 9' TERM; elif [ \"$RANK\" = 2 ]; then trap '' TERM; "
+                       "else trap 'exit 143' TERM; sleep 0.3; kill -TERM $PPID; fi; "
+                       "i=0; while [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done",
+                       tmp.path, 0.5);
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(run_workers(g) == 9);
+  CHECK(seconds_since(t0) < 4);
+}
