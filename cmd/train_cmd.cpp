@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include "cmd/plan_cmd.hpp"
+#include "engine/launch/launch_env.hpp"
+#include "engine/launch/local_launcher.hpp"
+#include "engine/launch/selftest.hpp"
 #include "engine/spec/load.hpp"
 
 namespace holmes::cmd {
@@ -34,6 +37,10 @@ int run_train(const TrainOptions& o) {
     return 0;
   }
   if (o.plan_only) return run_plan_only(loaded.spec, o.topology, o.format);
+  if (o.nproc_per_node > 0)
+    return launch::run_local_workers(launch::detect_launch_env_from_process(o.nproc_per_node, loaded.spec.job.name),
+                                     launch::current_argv(), /*grace_s=*/10);
+  launch::maybe_run_launch_selftest();
   fmt::print("{}", spec::print_resolved(loaded));
   fmt::print(stderr, "holmes-train: the job spec is valid, but training is not available in this build yet\n");
   return 1;
