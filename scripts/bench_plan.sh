@@ -3,10 +3,10 @@
 # of NODES nodes x 8 GPUs in three islands (half InfiniBand, a quarter RoCE, a quarter a
 # second InfiniBand fabric, all joined by 25 GbE), text and JSON, best of REPEAT runs.
 #   scripts/bench_plan.sh [BINARY] [NODES] [REPEAT]
-# Default binary: build/cmd/holmes-train. Prints the wall time of each format.
+# Default binary: build/holmes-train. Prints the wall time of each format.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
-bin=${1:-$src/build/cmd/holmes-train}
+bin=${1:-$src/build/holmes-train}
 nodes=${2:-1024}
 repeat=${3:-5}
 tmp=$(mktemp -d)

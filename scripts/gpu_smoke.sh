@@ -32,7 +32,7 @@ if grep -q "(Skipped)" "$log"; then
 fi
 
 # The binary must not need libcuda at load time (it still starts on CPU-only nodes).
-if ldd "$build/cmd/holmes-train" | grep -q "libcuda\.so"; then
+if ldd "$build/holmes-train" | grep -q "libcuda\.so"; then
   echo "gpu_smoke: FAILED: holmes-train links libcuda.so directly" >&2
   exit 1
 fi
