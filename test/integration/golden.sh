@@ -5,7 +5,7 @@
 # Usage: golden.sh <holmes-train binary> <source dir>
 set -u
 bin=$1 src=$2
-build=$(cd "$(dirname "$bin")/.." && pwd)
+build=$(cd "$(dirname "$bin")" && pwd)  # holmes-train sits at the top of the build folder
 dump=$build/test/golden/holmes-golden-dump
 if ! /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null; then
   echo "HOLMES_SKIP golden: /usr/bin/python3 cannot import torch and numpy (apt install python3-torch)"
