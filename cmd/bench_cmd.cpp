@@ -1,4 +1,4 @@
-// `holmes-train bench`: not built yet; parses its options so --help is accurate.
+// `holmes-train bench`: N training steps after a warm-up; ends with one summary line.
 #include <fmt/format.h>
 
 #include <memory>
@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "cmd/commands.hpp"
+#include "engine/spec/load.hpp"
+#include "engine/train/bench.hpp"
 
 namespace holmes::cmd {
 
@@ -13,11 +15,18 @@ Action add_bench(CLI::App& parent) {
   auto* sub = parent.add_subcommand("bench", "Time training steps and print one summary line");
   auto config = std::make_shared<std::string>();
   auto steps = std::make_shared<int>(20);
+  auto warmup = std::make_shared<int>(2);
   auto sets = std::make_shared<std::vector<std::string>>();
-  sub->add_option("-c,--config", *config, "Job spec (YAML)")->option_text("FILE");
+  sub->add_option("-c,--config", *config, "Job spec (YAML); without it, the embedded default job")->option_text("FILE");
   sub->add_option("--steps", *steps, "Timed steps after the warm-up")->check(CLI::PositiveNumber);
+  sub->add_option("--warmup", *warmup, "Untimed steps before the timed ones")->check(CLI::NonNegativeNumber);
   sub->add_option("--set", *sets, "Override a key of the job spec (repeatable)")->option_text("KEY=VALUE");
-  return [] { return not_available("bench"); };
+  return [config, steps, warmup, sets] {
+    auto loaded = spec::load_job_spec(*config, *sets);
+    auto r = train::run_bench(loaded.spec, *steps, *warmup);
+    fmt::print("{}\n", train::bench_line(r));
+    return 0;
+  };
 }
 
 }  // namespace holmes::cmd

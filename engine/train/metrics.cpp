@@ -29,10 +29,6 @@ double status_field_mb(const char* key) {
 double rss_mb() { return status_field_mb("VmRSS:"); }
 double peak_rss_mb() { return status_field_mb("VmHWM:"); }
 
-double train_flops_per_token(int64_t matmul_params, int layers, int seq_len, int hidden) {
-  return 6.0 * static_cast<double>(matmul_params) + 12.0 * layers * static_cast<double>(seq_len) * hidden;
-}
-
 double measure_cpu_sgemm_gflops() {
   constexpr int kN = 512, kReps = 4;
   std::vector<float> a(kN * kN, 0.5f), b(kN * kN, 0.25f), c(kN * kN, 0.0f);

@@ -14,11 +14,6 @@ namespace holmes::train {
 double rss_mb();
 double peak_rss_mb();
 
-// Training FLOPs per token (forward + backward) of a GPT-2: 6 * (parameters that take part
-// in matrix products, the tied embedding as LM head included, position embeddings not)
-// plus 12 * L * T * C for the attention scores and weighted sums (PaLM's formula).
-double train_flops_per_token(int64_t matmul_params, int layers, int seq_len, int hidden);
-
 // Measured single-precision GEMM throughput of this CPU (GFLOP/s, a short sgemm probe):
 // the denominator of MFU on the CPU backend when no device peak is configured.
 double measure_cpu_sgemm_gflops();

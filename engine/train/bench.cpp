@@ -1,0 +1,53 @@
+#include "engine/train/bench.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "engine/spec/errors.hpp"
+#include "engine/train/data.hpp"
+#include "engine/train/metrics.hpp"
+#include "engine/train/trainer.hpp"
+#include "model/cpu/cpu_kernels.hpp"
+
+namespace holmes::train {
+
+BenchResult run_bench(const spec::JobSpec& spec, int steps, int warmup) {
+  if (steps < 1) throw UserError(fmt::format("bench --steps: {} (at least 1 timed step)", steps));
+  const auto& p = spec.parallel;
+  if (p.tensor > 1 || p.pipeline > 1 || p.data > 1)
+    throw UserError("bench: parallel degrees above 1 need the distributed runtime (not in this build yet)");
+  auto data = DataSet::open(spec);
+  auto kernels = model::cpu::make_cpu_kernels();
+  Trainer trainer(spec, *kernels, *data);
+  const auto& g = trainer.model().config();
+  fmt::print("bench: GPT-2 L={} C={} NH={} V={} (padded {}), B={} T={} x {} micro-batch(es), {} warm-up + {} timed "
+             "steps, {} kernels\n", g.layers, g.hidden, g.heads, g.vocab, g.padded_vocab, spec.train.micro_batch,
+             spec.train.seq_len, trainer.micro_batches(), warmup, steps, kernels->name());
+  std::fflush(stdout);
+  BenchResult r;
+  r.steps = steps;
+  int64_t step = 0;
+  for (; step < warmup; ++step) r.first_loss = trainer.train_step(step).loss;
+  double flops = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i, ++step) {
+    StepStats s = trainer.train_step(step);
+    flops += s.flops;
+    if (step == 0) r.first_loss = s.loss;
+    r.last_loss = s.loss;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.ms_per_step = secs * 1e3 / steps;
+  r.tokens_per_s = static_cast<double>(trainer.tokens_per_step()) * steps / secs;
+  r.gflops = flops / secs / 1e9;
+  r.peak_rss_mb = peak_rss_mb();
+  return r;
+}
+
+std::string bench_line(const BenchResult& r) {
+  return fmt::format("bench: tokens_per_s={:.1f} ms_per_step={:.2f} peak_rss_mb={:.1f} gflops={:.2f}", r.tokens_per_s,
+                     r.ms_per_step, r.peak_rss_mb, r.gflops);
+}
+
+}  // namespace holmes::train

@@ -1,0 +1,26 @@
+// `holmes-train bench`: training steps timed after a warm-up, on the job's model and data.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/spec/job_spec.hpp"
+
+namespace holmes::train {
+
+struct BenchResult {
+  int steps = 0;
+  double tokens_per_s = 0;  // global_batch * seq_len * steps / time
+  double ms_per_step = 0;
+  double peak_rss_mb = 0;   // process high-water mark (VmHWM), data and model included
+  double gflops = 0;        // model FLOP/s achieved (6N + attention, as in the training log)
+  double first_loss = 0, last_loss = 0;
+};
+
+// Runs `warmup` untimed then `steps` timed optimizer steps (single process).
+BenchResult run_bench(const spec::JobSpec& spec, int steps, int warmup);
+
+// The one summary line: "bench: tokens_per_s=... ms_per_step=... peak_rss_mb=... gflops=..."
+std::string bench_line(const BenchResult& r);
+
+}  // namespace holmes::train

@@ -1,0 +1,70 @@
+#include "engine/train/model_file.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "engine/spec/errors.hpp"
+
+namespace holmes::train {
+
+namespace {
+constexpr char kMagic[8] = {'H', 'O', 'L', 'M', 'E', 'S', 'W', '1'};
+constexpr int32_t kVersion = 1;
+}  // namespace
+
+void save_model_weights(const std::string& path, const model::Gpt& gpt) {
+  const auto& c = gpt.config();
+  if (c.tp_size != 1 || !c.has_embedding || !c.has_head)
+    throw std::logic_error("save_model_weights: only a whole single-rank model can be written");
+  auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  // Write beside, then rename: a reader never sees a half-written file.
+  const std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  if (!out) throw std::runtime_error(fmt::format("{}: cannot write the model weights: {}", tmp, std::strerror(errno)));
+  std::array<int32_t, 8> h = {kVersion, c.layers, c.hidden, c.heads, c.vocab, c.padded_vocab, c.max_seq_len, 0};
+  const int64_t n = static_cast<int64_t>(gpt.num_params());
+  out.write(kMagic, sizeof(kMagic));
+  out.write(reinterpret_cast<const char*>(h.data()), sizeof(h));
+  out.write(reinterpret_cast<const char*>(&n), sizeof(n));
+  out.write(reinterpret_cast<const char*>(gpt.params()), static_cast<std::streamsize>(n * sizeof(float)));
+  out.close();
+  if (!out) throw std::runtime_error(fmt::format("{}: writing the model weights failed", tmp));
+  std::filesystem::rename(tmp, path);
+}
+
+ModelWeights load_model_weights(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(fmt::format("{}: cannot open the model weights: {}", path, std::strerror(errno)));
+  char magic[8] = {};
+  std::array<int32_t, 8> h{};
+  int64_t n = 0;
+  in.read(magic, sizeof(magic));
+  in.read(reinterpret_cast<char*>(h.data()), sizeof(h));
+  in.read(reinterpret_cast<char*>(&n), sizeof(n));
+  if (!in || std::memcmp(magic, kMagic, sizeof(kMagic)) != 0)
+    throw UserError(fmt::format("{}: not a holmes-train weights file (expected the 'HOLMESW1' header written at the "
+                                "end of training in <output_dir>/final/model.bin)", path));
+  if (h[0] != kVersion)
+    throw UserError(fmt::format("{}: weights file version {} is not supported (accepted: {})", path, h[0], kVersion));
+  ModelWeights w;
+  w.config = model::GptConfig::gpt2(h[1], h[2], h[3], h[4], h[6]);
+  w.config.padded_vocab = h[5];
+  w.config.finalize();
+  if (n <= 0 || n > (int64_t{1} << 36))
+    throw UserError(fmt::format("{}: implausible parameter count {} in the header", path, n));
+  w.params.resize(static_cast<size_t>(n));
+  in.read(reinterpret_cast<char*>(w.params.data()), static_cast<std::streamsize>(n * sizeof(float)));
+  if (!in)
+    throw UserError(fmt::format("{}: truncated weights file: the header announces {} parameters", path, n));
+  return w;
+}
+
+}  // namespace holmes::train

@@ -1,0 +1,28 @@
+// A minimal weights file written at the end of training (<output_dir>/final/model.bin) so
+// `holmes-train sample` has something to read before the full checkpoint format (optimizer
+// state, data position, sharded) lands in a later issue.
+//
+// Layout (little-endian): 8 bytes "HOLMESW1"; int32 version (1), L, C, NH, V, Vp,
+// max_seq_len, 0 (reserved); int64 parameter count P; then P floats: the flat parameter
+// buffer of a tp = 1, single-stage GPT in model/param_layout.hpp order.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/gpt.hpp"
+#include "model/gpt_config.hpp"
+
+namespace holmes::train {
+
+struct ModelWeights {
+  model::GptConfig config;
+  std::vector<float> params;
+};
+
+// Throws std::runtime_error when the file cannot be written.
+void save_model_weights(const std::string& path, const model::Gpt& gpt);
+// Throws UserError naming the file when it is missing, truncated or not a weights file.
+ModelWeights load_model_weights(const std::string& path);
+
+}  // namespace holmes::train

@@ -1,0 +1,95 @@
+#include "engine/train/train_log.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "model/param_layout.hpp"
+
+namespace holmes::train {
+
+std::string human_count(double v) {
+  if (v >= 1e9) return fmt::format("{:.2f}G", v / 1e9);
+  if (v >= 1e6) return fmt::format("{:.2f}M", v / 1e6);
+  if (v >= 1e4) return fmt::format("{:.1f}k", v / 1e3);
+  return fmt::format("{:.0f}", v);
+}
+
+namespace {
+
+std::string metrics_path(const spec::JobSpec& spec) {
+  return spec.log.metrics.empty() ? "" : spec.job.output_dir + "/" + spec.log.metrics;
+}
+
+}  // namespace
+
+TrainLog::TrainLog(const spec::JobSpec& spec, double peak_gflops, std::string peak_source,
+                   std::optional<double> entropy_floor)
+    : spec_(spec), peak_gflops_(peak_gflops), peak_source_(std::move(peak_source)), floor_(entropy_floor),
+      metrics_(metrics_path(spec)), start_(std::chrono::steady_clock::now()) {}
+
+void TrainLog::header(const Trainer& trainer, const std::string& data_description) const {
+  const auto& g = trainer.model().config();
+  const auto& t = spec_.train;
+  fmt::print("holmes-train: job '{}' on cpu, output {}\n", spec_.job.name, spec_.job.output_dir);
+  fmt::print("model: GPT-2 L={} C={} NH={} V={} (padded {}), {} parameters ({} in the buffer)\n", g.layers, g.hidden,
+             g.heads, g.vocab, g.padded_vocab, human_count(static_cast<double>(model::full_model_params(g))),
+             human_count(static_cast<double>(trainer.model().num_params())));
+  fmt::print("{}\n", data_description);
+  if (floor_) fmt::print("entropy floor: {:.4f} nats/token (exact entropy rate of the synthetic source)\n", *floor_);
+  fmt::print("train: {} steps x {} sequences x {} tokens = {} tokens/step ({} micro-batch(es) of {}), lr {:g} -> {:g} "
+             "{} with {} warm-up steps, clip {:g}, weight decay {:g}\n",
+             t.steps, t.global_batch, t.seq_len, trainer.tokens_per_step(), trainer.micro_batches(), t.micro_batch,
+             t.lr, t.min_lr, t.lr_schedule, t.warmup_steps, t.grad_clip, t.weight_decay);
+  fmt::print("speed: {:.3g} GFLOP per token; MFU against {:.1f} GFLOP/s ({})\n", trainer.flops_per_token() / 1e9,
+             peak_gflops_, peak_source_);
+  std::fflush(stdout);
+}
+
+void TrainLog::step(const StepStats& s, const Trainer& trainer) {
+  const int64_t done = s.step + 1, total = spec_.train.steps;
+  const double tflops = s.flops / (s.step_ms / 1e3) / 1e12;
+  const double mfu = peak_gflops_ > 0 ? 100.0 * tflops * 1e3 / peak_gflops_ : NAN;
+  const double rss = rss_mb();
+  metrics_.write({{"step", static_cast<double>(done)}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm},
+                  {"step_ms", s.step_ms}, {"tokens_per_s", s.tokens_per_s}, {"tflops", tflops}, {"mfu", mfu},
+                  {"rss_mb", rss}});
+  smoothed_ms_ = smoothed_ms_ == 0 ? s.step_ms : 0.9 * smoothed_ms_ + 0.1 * s.step_ms;
+  const int interval = std::max(1, spec_.log.interval);
+  if (done == 1 || done % interval == 0 || done == total) {
+    fmt::print("step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.4f} | {:.1f} ms | {} tok/s | {:.3f} TFLOP/s | "
+               "MFU {:.1f}% | rss {:.0f} MiB\n",
+               done, fmt::formatted_size("{}", total), total, s.loss, s.lr, s.grad_norm, s.step_ms,
+               human_count(s.tokens_per_s), tflops, mfu, rss);
+  }
+  if (done >= next_progress_ && done < total) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double eta = static_cast<double>(total - done) * smoothed_ms_ / 1e3;
+    if (done > 1)
+      fmt::print("progress: {}/{} steps ({:.0f}%), elapsed {}, ETA {}\n", done, total, 100.0 * done / total,
+                 format_duration(elapsed), format_duration(eta));
+    next_progress_ = done + std::max<int64_t>(1, total / 10);
+  }
+  std::fflush(stdout);
+}
+
+void TrainLog::validation(int64_t steps_done, double val_loss) {
+  metrics_.write({{"step", static_cast<double>(steps_done)}, {"val_loss", val_loss}});
+  if (floor_)
+    fmt::print("validation at step {}: val_loss {:.4f} | floor {:.4f} | gap {:.4f} nats/token\n", steps_done, val_loss,
+               *floor_, val_loss - *floor_);
+  else
+    fmt::print("validation at step {}: val_loss {:.4f} (perplexity {:.2f})\n", steps_done, val_loss,
+               std::exp(val_loss));
+  std::fflush(stdout);
+}
+
+void TrainLog::footer(double first_loss, double last_loss, const std::string& model_path) {
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  fmt::print("done: {} steps in {}, loss {:.4f} -> {:.4f}, peak rss {:.0f} MiB; weights in {}\n", spec_.train.steps,
+             format_duration(elapsed), first_loss, last_loss, peak_rss_mb(), model_path);
+  std::fflush(stdout);
+}
+
+}  // namespace holmes::train
