@@ -7,6 +7,7 @@
 #include "engine/launch/local_launcher.hpp"
 #include "engine/launch/selftest.hpp"
 #include "engine/spec/load.hpp"
+#include "engine/train/trainer.hpp"
 
 namespace holmes::cmd {
 
@@ -41,9 +42,7 @@ int run_train(const TrainOptions& o) {
     return launch::run_local_workers(launch::detect_launch_env_from_process(o.nproc_per_node, loaded.spec.job.name),
                                      launch::current_argv(), /*grace_s=*/10);
   launch::maybe_run_launch_selftest();
-  fmt::print("{}", spec::print_resolved(loaded));
-  fmt::print(stderr, "holmes-train: the job spec is valid, but training is not available in this build yet\n");
-  return 1;
+  return train::run_training(loaded.spec);
 }
 
 }  // namespace holmes::cmd
