@@ -93,6 +93,8 @@ struct CheckpointSection {
   std::string dir;       // "" = <job.output_dir>/checkpoints
   int64_t interval = 0;  // steps; 0 = only at the end and on preemption
   int keep = 3;          // newest complete checkpoints kept
+  std::string resume = "none";  // auto | none | a checkpoint folder
+  bool weights_only = false;    // load params only: fresh optimizer, step 0
 };
 
 struct LogSection {

@@ -139,6 +139,41 @@ Field partition() {
   return f;
 }
 
+template <class Ref>
+Field boolean(std::string path, Ref ref, std::string def, std::string doc) {
+  Field f{std::move(path), "true or false", std::move(def), false, std::move(doc), {}, {}};
+  f.apply = [ref](JobSpec& s, const YAML::Node& v) -> std::string {
+    std::string x;
+    if (auto err = parse_string(v, &x); !err.empty()) return err + ", expected true or false";
+    if (x == "true") return ref(s) = true, "";
+    if (x == "false") return ref(s) = false, "";
+    return fmt::format("value '{}' is not accepted, expected true or false", x);
+  };
+  f.show = [ref](const JobSpec& s) { return std::string(ref(const_cast<JobSpec&>(s)) ? "true" : "false"); };
+  return f;
+}
+
+// checkpoint.resume: auto, none or a checkpoint folder (any non-empty path).
+Field resume() {
+  const std::string type = "auto, none or a checkpoint folder";
+  Field f{"checkpoint.resume", type, "none", false,
+          "Start from a checkpoint: auto = the newest complete one in the checkpoint folder (fresh start when "
+          "there is none), none = fresh start, a path = that checkpoint folder (step-NNNNNNNN).",
+          {}, {}};
+  f.apply = [type](JobSpec& s, const YAML::Node& v) -> std::string {
+    std::string x;
+    if (auto err = parse_string(v, &x); !err.empty()) return err + ", expected " + type;
+    if (x.empty()) return "an empty value is not accepted, expected " + type;
+    s.checkpoint.resume = x;
+    return "";
+  };
+  f.show = [](const JobSpec& s) {
+    const auto& r = s.checkpoint.resume;
+    return r == "auto" || r == "none" ? r : quote(r);
+  };
+  return f;
+}
+
 Field required(Field f) {
   f.required = true;
   return f;
@@ -233,6 +268,9 @@ std::vector<Field> make_schema() {
   f.push_back(integer("checkpoint.interval", HOLMES_REF(checkpoint.interval), "0", 0, M,
                       "Steps between checkpoints; 0 = only at the end and on preemption."));
   f.push_back(integer("checkpoint.keep", HOLMES_REF(checkpoint.keep), "3", 1, 1000000, "Newest complete checkpoints kept."));
+  f.push_back(resume());
+  f.push_back(boolean("checkpoint.weights_only", HOLMES_REF(checkpoint.weights_only), "false",
+                      "With checkpoint.resume: load the weights only (fresh optimizer, step 0), for fine-tuning."));
   // log
   f.push_back(integer("log.interval", HOLMES_REF(log.interval), "1", 1, M, "Steps between log lines."));
   f.push_back(choice("log.level", HOLMES_REF(log.level), {"info", "debug", "warn", "error"}, "Log verbosity."));

@@ -52,6 +52,9 @@ void validate(LoadedSpec& loaded, const std::string& source, std::vector<ConfigI
                                       t.seq_len, m.max_seq_len));
   if (t.min_lr > t.lr)
     fail("train.min_lr", fmt::format("train.min_lr = {} is larger than train.lr = {}", t.min_lr, t.lr));
+  if (s.checkpoint.weights_only && s.checkpoint.resume == "none")
+    fail("checkpoint.weights_only", "checkpoint.weights_only = true needs a checkpoint to load, but "
+                                    "checkpoint.resume = none (accepted: auto or a checkpoint folder)");
   if (s.data.source == "files" && s.data.train.empty())
     fail("data.train", "data.source is 'files' but data.train lists no token file");
   if (s.data.source == "synthetic" && m.vocab_size < 257)
