@@ -12,6 +12,7 @@ using Action = std::function<int()>;
 Action add_discover(CLI::App& parent);
 Action add_bench(CLI::App& parent);
 Action add_export(CLI::App& parent);
+Action add_eval(CLI::App& parent);
 Action add_sample(CLI::App& parent);
 Action add_prepare_data(CLI::App& parent);
 

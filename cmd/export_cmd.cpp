@@ -1,4 +1,5 @@
-// `holmes-train export`: not built yet; parses its options so --help is accurate.
+// `holmes-train export`: a checkpoint or a run's final weights -> Hugging Face GPT-2
+// (model.safetensors + config.json). The conversion lives in engine/train/export.hpp.
 #include <fmt/format.h>
 
 #include <memory>
@@ -6,16 +7,36 @@
 #include <vector>
 
 #include "cmd/commands.hpp"
+#include "engine/train/export.hpp"
 
 namespace holmes::cmd {
+
+namespace {
+
+int run_export(const std::string& checkpoint, const std::string& out) {
+  const train::FullModel m = train::load_full_model(checkpoint);
+  const train::ExportResult r = train::write_hf_export(m.config, m.params, out);
+  const auto& c = m.config;
+  if (r.replaced_previous) fmt::print("export: {} held a previous export; replaced it\n", out);
+  fmt::print("export: read {} (L={} C={} NH={} V={} (padded {}) T={})\n", m.source, c.layers, c.hidden, c.heads,
+             c.vocab, c.padded_vocab, c.max_seq_len);
+  fmt::print("export: wrote {}/{} ({} tensors, {:.1f} MB, F32; lm_head tied to transformer.wte.weight) and {}/{} "
+             "(GPT2LMHeadModel)\n", out, train::kSafetensorsFile, r.tensor_count,
+             static_cast<double>(r.safetensors_bytes) / 1e6, out, train::kHfConfigFile);
+  return 0;
+}
+
+}  // namespace
 
 Action add_export(CLI::App& parent) {
   auto* sub = parent.add_subcommand("export", "Write a checkpoint as Hugging Face GPT-2 safetensors");
   auto ckpt = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
-  sub->add_option("--checkpoint", *ckpt, "Checkpoint folder")->required()->option_text("DIR");
-  sub->add_option("--out", *out, "Output folder")->required()->option_text("DIR");
-  return [] { return not_available("export"); };
+  sub->add_option("--checkpoint", *ckpt, "Checkpoint folder (step-XXXXXXXX) or a folder with model.bin (a run's "
+                                         "<output_dir>/final)")->required()->option_text("DIR");
+  sub->add_option("--out", *out, "Output folder: new, empty, or holding a previous export")
+      ->required()->option_text("DIR");
+  return [ckpt, out] { return run_export(*ckpt, *out); };
 }
 
 }  // namespace holmes::cmd

@@ -31,6 +31,7 @@ int run(int argc, char** argv) {
   add(holmes::cmd::add_discover);
   add(holmes::cmd::add_bench);
   add(holmes::cmd::add_export);
+  add(holmes::cmd::add_eval);
   add(holmes::cmd::add_sample);
   add(holmes::cmd::add_prepare_data);
 
