@@ -30,7 +30,7 @@ TEST_CASE("AdamW matches a hand-computed two-step update, decay only where the l
   CHECK(p[2] == Approx(0.564463680).epsilon(1e-6));
 }
 
-TEST_CASE("AdamW updates only its [begin, end) shard and applies the grad scale", "[train]") {
+TEST_CASE("AdamW updates only its shard (begin to end) and applies the grad scale", "[train]") {
   std::vector<float> p(10, 1.0f), g(10, 2.0f), m(10, 0.0f), v(10, 0.0f);
   std::vector<DecayRange> ranges = {{0, 10, true}};
   AdamWHyper h{.lr = 0.01f, .weight_decay = 0.0f};
