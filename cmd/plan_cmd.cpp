@@ -2,37 +2,22 @@
 
 #include <fmt/format.h>
 
-#include <filesystem>
-
 #include "cmd/backends.hpp"
 #include "engine/plan/plan.hpp"
 #include "engine/spec/errors.hpp"
 #include "engine/topo/cluster.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/topo/topology_file.hpp"
+#include "engine/train/startup.hpp"
 
 namespace holmes::cmd {
-
-namespace {
-
-// cluster.topology from a job spec is read beside the spec when it is relative and exists
-// there (so configs/ examples work from any folder); --topology is taken as given.
-std::string resolve_spec_topology(const spec::JobSpec& spec) {
-  namespace fs = std::filesystem;
-  fs::path p(spec.cluster.topology);
-  if (p.is_absolute() || spec.source_file.empty()) return p.string();
-  fs::path beside = fs::path(spec.source_file).parent_path() / p;
-  return fs::exists(beside) ? beside.string() : p.string();
-}
-
-}  // namespace
 
 int run_plan_only(const spec::JobSpec& spec, const std::string& topology_file, const std::string& format) {
   if (format != "text" && format != "json")
     throw UsageError(fmt::format("--format '{}' is not accepted for --plan-only; expected text or json", format));
   std::vector<topo::NodeReport> reports;
   if (!topology_file.empty()) reports = topo::load_topology_file(topology_file);
-  else if (!spec.cluster.topology.empty()) reports = topo::load_topology_file(resolve_spec_topology(spec));
+  else if (!spec.cluster.topology.empty()) reports = topo::load_topology_file(train::spec_topology_path(spec));
   else reports.push_back(topo::discover_node(spec.cluster.sysfs_root, local_devices()));
   topo::ClusterTopology cluster = topo::build_cluster(std::move(reports));
   plan::Plan p = plan::make_plan(spec, cluster);

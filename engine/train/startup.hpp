@@ -1,0 +1,89 @@
+// Start-up of one rank of a multi-process job (DESIGN.md "Data flow of one run"), in phases:
+//   1. open the job's rendezvous store (rank 0 hosts tcp://MASTER_ADDR:MASTER_PORT, or the
+//      spec's cluster.rendezvous), guarded by the per-job token;
+//   2. local rank 0 of every node discovers its node (NICs from cluster.sysfs_root, the CPU
+//      as local-world-size devices); the reports are all-gathered and become the cluster
+//      topology (with cluster.topology overlaid when given);
+//   3. every rank computes make_plan (pure) and the ranks all-gather (plan hash, spec digest,
+//      topology digest): any difference from rank 0 stops the job naming what differs and who;
+//   4. this rank's communicators of the plan (tp, pp, dp, embedding, world) are created with
+//      Gloo, in the plan's group order (the same on every rank, so creation cannot deadlock).
+// Every wait ends after cluster.timeout_s with a message naming the ranks that are missing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/gloo_group.hpp"
+#include "comm/process_group.hpp"
+#include "comm/store.hpp"
+#include "engine/launch/launch_env.hpp"
+#include "engine/plan/plan.hpp"
+#include "engine/spec/job_spec.hpp"
+#include "engine/topo/topology.hpp"
+
+namespace holmes::train {
+
+struct Runtime {
+  int rank = 0;
+  int world = 1;
+  int local_rank = 0;
+  int local_world = 1;
+  int node = 0;  // this rank's node index in the topology (and the plan)
+  std::shared_ptr<comm::Store> store;
+  topo::ClusterTopology topology;
+  plan::Plan plan;
+  uint64_t plan_hash = 0;
+  // This rank's groups of the plan; null for a group of one member (a degree of 1) and, for
+  // `embedding`, when there is no pipeline. Group rank == this rank's coordinate (checked).
+  std::unique_ptr<comm::ProcessGroup> tp, pp, dp, embedding;
+  std::unique_ptr<comm::ProcessGroup> world_group;  // every rank, for job-wide reductions
+};
+
+// Runs the phases above. Errors: UserError (bad spec / environment, exit 2), StoreError and
+// CommError (a rank is missing or died, exit 1), std::runtime_error when the ranks disagree.
+Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env);
+
+// ---- the pieces, exposed for tests ----
+
+// cluster.topology, read beside the spec file when it is relative and exists there (so the
+// configs/ examples work from any folder); as given otherwise. Also used by --plan-only.
+std::string spec_topology_path(const spec::JobSpec& spec);
+
+// The store url: cluster.rendezvous, where "auto" means tcp://MASTER_ADDR:MASTER_PORT.
+std::string rendezvous_url(const spec::JobSpec& spec, const launch::LaunchEnv& env);
+// HOLMES_JOB_TOKEN (env.job_token) when set; else one every rank of this job derives alike
+// from the job name and the master address (keeps other jobs out, not a secret).
+std::string job_token(const spec::JobSpec& spec, const launch::LaunchEnv& env);
+
+// Phase 2 without the store: per-rank published texts -> node reports in node order.
+// entries[r] is "node <n> local <l>\n" followed, for local rank 0, by its encoded report.
+std::string node_entry(int node_rank, int local_rank, const topo::NodeReport* report);
+struct GatheredNodes {
+  std::vector<topo::NodeReport> reports;  // one per node, by node rank
+  std::vector<int> node_of;               // per global rank
+  std::vector<int> local_of;              // per global rank
+};
+// Throws std::runtime_error naming the ranks when a node has no local rank 0 or the node
+// ranks are not 0..N-1.
+GatheredNodes gather_nodes(const std::vector<std::string>& entries);
+
+// Phase 3 without the store: one "plan <hash> spec <digest> topology <digest>" line per rank.
+std::string agreement_line(uint64_t plan_hash, uint64_t spec_digest, uint64_t topology_digest);
+// Throws std::runtime_error naming each input that differs from rank 0's and the ranks that
+// disagree ("plan hash differs from rank 0's on ranks [2, 3]; ...").
+void check_agreement(const std::vector<std::string>& lines);
+uint64_t spec_digest(const spec::JobSpec& spec);
+uint64_t topology_digest(const topo::ClusterTopology& topology);
+
+// Checks that the plan puts every rank where the launcher started it (plan.world == world,
+// same node and local rank); UserError naming the parallel.* keys and the world otherwise.
+void check_plan_matches_job(const plan::Plan& plan, const spec::JobSpec& spec, const GatheredNodes& nodes);
+
+// Where group `g` binds: loopback when it stays inside one node (or the whole job runs on
+// this machine), else the plan's interface for it.
+comm::GlooNet group_net(const plan::Group& g, bool single_machine);
+
+}  // namespace holmes::train
