@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "comm/errors.hpp"
 #include "engine/launch/env_read.hpp"
@@ -91,6 +92,23 @@ void create_groups(Runtime& rt, const spec::JobSpec& spec) {
       throw std::logic_error(fmt::format("group {}: rank {} has group rank {} but its {} coordinate is {}", gs.name,
                                          rt.rank, group->rank(), plan::to_string(g.kind), want));
     *slot_of(rt, g.kind) = std::move(group);
+  }
+}
+
+// Rank 0 hosts the store: it must not go on (and perhaps exit on an error every rank finds
+// alike, such as a plan that does not fit the world) while others still read the values of
+// all-gather `name`. Every rank counts itself in once it has them; rank 0 waits for all.
+void all_have_read(comm::Store& store, const std::string& name, int rank, int world, comm::Millis timeout) {
+  const std::string key = name + "/read";
+  int64_t n = store.add(key, 1);
+  if (rank != 0) return;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (n < world) {
+    if (std::chrono::steady_clock::now() > deadline)
+      throw comm::StoreError(fmt::format("start-up: only {} of {} ranks read '{}' within {} ms", n, world, name,
+                                         timeout.count()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    n = store.add(key, 0);
   }
 }
 
@@ -247,6 +265,7 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
                                               to_bytes(node_entry(env.node_rank, env.local_rank, mine ? &*mine : nullptr)),
                                               timeout))
     entries.push_back(to_text(b));
+  all_have_read(boot, "node", env.rank, env.world_size, timeout);
   GatheredNodes nodes = gather_nodes(entries);
   rt.node = nodes.node_of.at(env.rank);
 
@@ -262,6 +281,7 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   const std::string line = agreement_line(rt.plan_hash, spec_digest(spec), topology_digest(rt.topology));
   for (const auto& b : comm::store_all_gather(boot, "agree", env.rank, env.world_size, to_bytes(line), timeout))
     lines.push_back(to_text(b));
+  all_have_read(boot, "agree", env.rank, env.world_size, timeout);
   check_agreement(lines);
 
   create_groups(rt, spec);
