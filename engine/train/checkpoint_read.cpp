@@ -1,0 +1,131 @@
+// Opening a checkpoint: marker, manifest, file sizes, checksums and headers; finding the
+// newest complete one.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <vector>
+
+#include "engine/spec/errors.hpp"
+#include "engine/train/checkpoint.hpp"
+#include "engine/train/checkpoint_io.hpp"
+#include "engine/train/checkpoint_manifest.hpp"
+
+namespace holmes::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Size, header and CRC32C of one shard file against its manifest entry.
+void verify_file(const CheckpointInfo& info, const CheckpointFile& f, bool checksums) {
+  const std::string path = info.dir + "/" + f.name;
+  std::error_code ec;
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec) throw UserError(fmt::format("{}: shard file is missing or unreadable ({})", path, ec.message()));
+  if (size < f.bytes)
+    throw UserError(fmt::format("{}: truncated: {} bytes, the manifest says {}", path, size, f.bytes));
+  if (size > f.bytes)
+    throw UserError(fmt::format("{}: {} bytes, the manifest says {} (not the file this checkpoint wrote)", path, size,
+                                f.bytes));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw UserError(fmt::format("{}: cannot open the shard file", path));
+  std::vector<char> buf(size_t{16} << 20);
+  uint32_t crc = 0;
+  uint64_t done = 0;
+  char head[ckpt::kHeaderBytes] = {};
+  while (done < size) {
+    const ssize_t n = ::read(fd, buf.data(), std::min<uint64_t>(buf.size(), checksums ? size - done : ckpt::kHeaderBytes));
+    if (n <= 0) break;
+    if (done == 0) std::copy(buf.data(), buf.data() + std::min<ssize_t>(n, ckpt::kHeaderBytes), head);
+    crc = ckpt::crc32c(buf.data(), static_cast<size_t>(n), crc);
+    done += static_cast<uint64_t>(n);
+    if (!checksums) break;
+  }
+  ::close(fd);
+  if (checksums && done != size) throw UserError(fmt::format("{}: read error after {} bytes", path, done));
+  if (checksums && crc != f.crc32c)
+    throw UserError(fmt::format("{}: corrupted: CRC32C is {:08x}, the manifest says {:08x}", path, crc, f.crc32c));
+  ckpt::ShardHeader h;
+  if (auto err = ckpt::decode_header(head, &h); !err.empty()) throw UserError(fmt::format("{}: {}", path, err));
+  if (static_cast<int>(h.rank) != f.rank || h.step != info.step || h.payload_bytes + ckpt::kHeaderBytes != size)
+    throw UserError(fmt::format("{}: header says rank {} step {} ({} payload bytes), the manifest says rank {} step {} "
+                                "({} bytes)", path, h.rank, h.step, h.payload_bytes, f.rank, info.step, f.bytes));
+}
+
+// step-NNNNNNNN folders under root with their step, newest first.
+std::vector<std::pair<int64_t, std::string>> step_dirs(const std::string& root) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return out;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_directory() || name.size() != 13 || name.rfind("step-", 0) != 0) continue;
+    if (!std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    out.emplace_back(std::stoll(name.substr(5)), e.path().string());
+  }
+  std::sort(out.begin(), out.end(), std::greater<>());
+  return out;
+}
+
+}  // namespace
+
+const char* tensor_kind_name(TensorKind kind) {
+  switch (kind) {
+    case TensorKind::kParam: return "param";
+    case TensorKind::kExpAvg: return "exp_avg";
+    case TensorKind::kExpAvgSq: return "exp_avg_sq";
+  }
+  return "?";
+}
+
+std::string checkpoint_step_dir(const std::string& ckpt_dir, int64_t step) {
+  return fmt::format("{}/step-{:08d}", ckpt_dir, step);
+}
+
+CheckpointInfo open_checkpoint(const std::string& dir_in, bool verify_checksums) {
+  std::string dir = dir_in;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  if (!fs::is_directory(dir)) throw UserError(fmt::format("{}: checkpoint folder does not exist", dir));
+  if (!fs::exists(dir + "/" + ckpt::kMarkerName))
+    throw UserError(fmt::format("{}/{}: commit marker is missing: the checkpoint is incomplete (its save was "
+                                "interrupted); pass an earlier checkpoint or --resume auto", dir, ckpt::kMarkerName));
+  CheckpointInfo info = ckpt::parse_manifest(dir);
+  for (const auto& f : info.files) verify_file(info, f, verify_checksums);
+  return info;
+}
+
+std::optional<std::string> find_latest_checkpoint(const std::string& ckpt_dir, std::vector<std::string>* skipped) {
+  for (const auto& [step, path] : step_dirs(ckpt_dir)) {
+    if (fs::exists(path + "/" + ckpt::kMarkerName)) return path;
+    if (skipped) skipped->push_back(path);
+  }
+  return std::nullopt;
+}
+
+namespace ckpt {
+
+// Rank 0 after a commit: keeps the newest `keep` complete checkpoints and drops incomplete
+// folders older than the newest complete one (newer incomplete ones may be a save in flight).
+void prune_checkpoints(const std::string& ckpt_dir, int keep) {
+  int complete = 0;
+  bool seen_complete = false;
+  for (const auto& [step, path] : step_dirs(ckpt_dir)) {
+    const bool done = fs::exists(path + "/" + kMarkerName);
+    bool drop = false;
+    if (done) drop = ++complete > keep;
+    else drop = seen_complete;
+    seen_complete = seen_complete || done;
+    if (drop) {
+      std::error_code ec;
+      if (done) fs::remove(path + "/" + kMarkerName, ec);  // incomplete first, in case removal stops half-way
+      fs::remove_all(path, ec);
+    }
+  }
+}
+
+}  // namespace ckpt
+
+}  // namespace holmes::train
