@@ -14,7 +14,8 @@ struct TrainOptions {
   bool plan_only = false;
   std::string topology;           // --topology FILE (overrides cluster.topology)
   std::string format = "text";    // --format for --plan-only
-  std::string resume = "none";    // auto | none | PATH
+  std::string resume;             // auto | none | PATH; "" = checkpoint.resume of the spec
+  bool weights_only = false;      // load weights only (fine-tuning)
   int nproc_per_node = 0;         // local launcher; 0 = not the local launcher
 };
 

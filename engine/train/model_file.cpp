@@ -20,7 +20,10 @@ constexpr int32_t kVersion = 1;
 }  // namespace
 
 void save_model_weights(const std::string& path, const model::Gpt& gpt) {
-  const auto& c = gpt.config();
+  save_model_weights(path, gpt.config(), gpt.params(), gpt.num_params());
+}
+
+void save_model_weights(const std::string& path, const model::GptConfig& c, const float* params, size_t count) {
   if (c.tp_size != 1 || !c.has_embedding || !c.has_head)
     throw std::logic_error("save_model_weights: only a whole single-rank model can be written");
   auto parent = std::filesystem::path(path).parent_path();
@@ -30,11 +33,11 @@ void save_model_weights(const std::string& path, const model::Gpt& gpt) {
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   if (!out) throw std::runtime_error(fmt::format("{}: cannot write the model weights: {}", tmp, std::strerror(errno)));
   std::array<int32_t, 8> h = {kVersion, c.layers, c.hidden, c.heads, c.vocab, c.padded_vocab, c.max_seq_len, 0};
-  const int64_t n = static_cast<int64_t>(gpt.num_params());
+  const int64_t n = static_cast<int64_t>(count);
   out.write(kMagic, sizeof(kMagic));
   out.write(reinterpret_cast<const char*>(h.data()), sizeof(h));
   out.write(reinterpret_cast<const char*>(&n), sizeof(n));
-  out.write(reinterpret_cast<const char*>(gpt.params()), static_cast<std::streamsize>(n * sizeof(float)));
+  out.write(reinterpret_cast<const char*>(params), static_cast<std::streamsize>(n * sizeof(float)));
   out.close();
   if (!out) throw std::runtime_error(fmt::format("{}: writing the model weights failed", tmp));
   std::filesystem::rename(tmp, path);

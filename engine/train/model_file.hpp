@@ -22,6 +22,8 @@ struct ModelWeights {
 
 // Throws std::runtime_error when the file cannot be written.
 void save_model_weights(const std::string& path, const model::Gpt& gpt);
+// The same from a whole single-rank shard's config and flat buffer [count].
+void save_model_weights(const std::string& path, const model::GptConfig& config, const float* params, size_t count);
 // Throws UserError naming the file when it is missing, truncated or not a weights file.
 ModelWeights load_model_weights(const std::string& path);
 

@@ -1,10 +1,11 @@
-// run_training: the single-process training run (tp = pp = dp = 1) with its log, validation,
-// metrics file and final weights.
+// The training loop every rank runs (run_loop: log, validation, metrics file, final weights)
+// and the single-process entry run_training (tp = pp = dp = 1).
 #include <fmt/format.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "engine/spec/errors.hpp"
 #include "engine/spec/load.hpp"
@@ -12,6 +13,7 @@
 #include "engine/train/metrics.hpp"
 #include "engine/train/model_file.hpp"
 #include "engine/train/train_log.hpp"
+#include "engine/train/run.hpp"
 #include "engine/train/trainer.hpp"
 #include "model/cpu/cpu_kernels.hpp"
 
@@ -43,40 +45,63 @@ void write_spec_copy(const spec::JobSpec& spec, const std::string& path) {
 
 }  // namespace
 
-int run_training(const spec::JobSpec& spec) {
-  check_single_process(spec);
-  std::filesystem::create_directories(spec.job.output_dir);
-  auto data = DataSet::open(spec);
-  auto kernels = model::cpu::make_cpu_kernels();
-  Trainer trainer(spec, *kernels, *data);
-
+int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data, const LoopContext& ctx) {
+  const bool logger = ctx.rank == 0;
+  auto max_over_ranks = [&](double v) { return ctx.max_over_ranks ? ctx.max_over_ranks(v) : v; };
   double peak = spec.cluster.device_tflops * 1e3;
   std::string peak_source = "cluster.device_tflops";
   if (peak <= 0) {
     peak = measure_cpu_sgemm_gflops();
     peak_source = "measured sgemm of this CPU";
   }
-  TrainLog log(spec, peak, peak_source, data->entropy_floor());
-  log.header(trainer, data->description());
+  std::optional<TrainLog> log;
+  if (logger) {
+    std::filesystem::create_directories(spec.job.output_dir);
+    log.emplace(spec, peak, peak_source, data.entropy_floor());
+    log->header(trainer, data.description());
+  }
 
   const auto& t = spec.train;
-  double first_loss = NAN, last_loss = NAN;
+  double first_loss = NAN, last_loss = NAN, comm_ms = 0, total_ms = 0;
   for (int64_t step = 0; step < t.steps; ++step) {
     StepStats s = trainer.train_step(step);
     if (step == 0) first_loss = s.loss;
     last_loss = s.loss;
-    log.step(s, trainer);
+    comm_ms += s.comm_ms;
+    total_ms += s.step_ms;
+    const double rss = max_over_ranks(rss_mb());  // collective: every rank, every step
+    if (log) log->step(s, trainer, rss);
     const int64_t done = step + 1;
     if (t.eval_interval > 0 && (done % t.eval_interval == 0 || done == t.steps)) {
       double v = trainer.evaluate();
-      if (std::isfinite(v)) log.validation(done, v);
+      if (log && std::isfinite(v)) log->validation(done, v);
     }
   }
+  if (ctx.world > 1)
+    fmt::print("rank {}: {:.1f} s in steps, of which {:.1f} s ({:.0f}%) waiting on communication\n", ctx.rank,
+               total_ms / 1e3, comm_ms / 1e3, total_ms > 0 ? 100.0 * comm_ms / total_ms : 0.0);
+
+  // A whole model on one rank also goes to final/model.bin for `holmes-train sample`.
+  const auto& cfg = trainer.shard_config();
+  const bool whole = cfg.tp_size == 1 && cfg.has_embedding && cfg.has_head && cfg.first_layer == 0 &&
+                     cfg.num_stage_layers() == cfg.layers;
   const std::string dir = spec.job.output_dir + "/final";
-  save_model_weights(dir + "/model.bin", trainer.model());
-  write_spec_copy(spec, dir + "/job.yaml");
-  log.footer(first_loss, last_loss, dir + "/model.bin");
+  if (logger && whole) {
+    ShardState st = trainer.shard_state();
+    save_model_weights(dir + "/model.bin", cfg, st.params, st.layout->size());
+    write_spec_copy(spec, dir + "/job.yaml");
+  }
+  if (log) log->footer(first_loss, last_loss, whole ? dir + "/model.bin" : "(sharded: see the checkpoints)");
   return 0;
+}
+
+int run_training(const spec::JobSpec& spec) {
+  check_single_process(spec);
+  std::filesystem::create_directories(spec.job.output_dir);
+  auto data = DataSet::open(spec);
+  auto kernels = model::cpu::make_cpu_kernels();
+  Trainer trainer(spec, *kernels, *data);
+  return run_loop(spec, trainer, *data, LoopContext{});
 }
 
 }  // namespace holmes::train

@@ -29,13 +29,13 @@ TrainLog::TrainLog(const spec::JobSpec& spec, double peak_gflops, std::string pe
     : spec_(spec), peak_gflops_(peak_gflops), peak_source_(std::move(peak_source)), floor_(entropy_floor),
       metrics_(metrics_path(spec)), start_(std::chrono::steady_clock::now()) {}
 
-void TrainLog::header(const Trainer& trainer, const std::string& data_description) const {
-  const auto& g = trainer.model().config();
+void TrainLog::header(const StepRunner& trainer, const std::string& data_description) const {
+  const auto& g = trainer.shard_config();
   const auto& t = spec_.train;
   fmt::print("holmes-train: job '{}' on cpu, output {}\n", spec_.job.name, spec_.job.output_dir);
   fmt::print("model: GPT-2 L={} C={} NH={} V={} (padded {}), {} parameters ({} in the buffer)\n", g.layers, g.hidden,
              g.heads, g.vocab, g.padded_vocab, human_count(static_cast<double>(model::full_model_params(g))),
-             human_count(static_cast<double>(trainer.model().num_params())));
+             human_count(static_cast<double>(model::ParamLayout(g).size())));
   fmt::print("{}\n", data_description);
   if (floor_) fmt::print("entropy floor: {:.4f} nats/token (exact entropy rate of the synthetic source)\n", *floor_);
   fmt::print("train: {} steps x {} sequences x {} tokens = {} tokens/step ({} micro-batch(es) of {}), lr {:g} -> {:g} "
@@ -47,11 +47,10 @@ void TrainLog::header(const Trainer& trainer, const std::string& data_descriptio
   std::fflush(stdout);
 }
 
-void TrainLog::step(const StepStats& s, const Trainer& trainer) {
+void TrainLog::step(const StepStats& s, const StepRunner& trainer, double rss) {
   const int64_t done = s.step + 1, total = spec_.train.steps;
   const double tflops = s.flops / (s.step_ms / 1e3) / 1e12;
   const double mfu = peak_gflops_ > 0 ? 100.0 * tflops * 1e3 / peak_gflops_ : NAN;
-  const double rss = rss_mb();
   metrics_.write({{"step", static_cast<double>(done)}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm},
                   {"step_ms", s.step_ms}, {"tokens_per_s", s.tokens_per_s}, {"tflops", tflops}, {"mfu", mfu},
                   {"rss_mb", rss}});

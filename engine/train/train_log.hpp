@@ -10,7 +10,7 @@
 
 #include "engine/spec/job_spec.hpp"
 #include "engine/train/metrics.hpp"
-#include "engine/train/trainer.hpp"
+#include "engine/train/step_runner.hpp"
 
 namespace holmes::train {
 
@@ -20,10 +20,11 @@ class TrainLog {
   TrainLog(const spec::JobSpec& spec, double peak_gflops, std::string peak_source,
            std::optional<double> entropy_floor);
 
-  void header(const Trainer& trainer, const std::string& data_description) const;
+  void header(const StepRunner& trainer, const std::string& data_description) const;
   // Every step goes to metrics.jsonl; a line is printed every log.interval steps, at the
   // first and at the last step. A progress line with the ETA follows every ~10% of the run.
-  void step(const StepStats& s, const Trainer& trainer);
+  // rss: resident memory in MB to report (the maximum over the job's ranks).
+  void step(const StepStats& s, const StepRunner& trainer, double rss);
   void validation(int64_t steps_done, double val_loss);
   void footer(double first_loss, double last_loss, const std::string& model_path);
 

@@ -79,6 +79,17 @@ StepStats Trainer::train_step(int64_t step) {
   return s;
 }
 
+ShardState Trainer::shard_state() {
+  ShardState st;
+  st.layout = &gpt_->layout();
+  st.config = &gpt_->config();
+  st.params = gpt_->params();
+  st.owned = {{0, gpt_->num_params()}};  // one rank holds all optimizer state
+  st.exp_avg = m_.data();
+  st.exp_avg_sq = v_.data();
+  return st;
+}
+
 double Trainer::evaluate() {
   const BatchSampler* valid = data_.valid();
   if (!valid || valid->chunk_count() == 0) return std::nan("");

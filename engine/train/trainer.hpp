@@ -11,6 +11,7 @@
 #include "engine/spec/job_spec.hpp"
 #include "engine/train/adamw.hpp"
 #include "engine/train/data.hpp"
+#include "engine/train/step_runner.hpp"
 #include "model/gpt.hpp"
 #include "model/kernels.hpp"
 
@@ -41,20 +42,11 @@ class LocalSync final : public GradientSync {
   double mean_over_data(double v) override { return v; }
 };
 
-struct StepStats {
-  int64_t step = 0;        // 0-based step just taken
-  double loss = 0;         // mean training loss over the step's micro-batches (and ranks)
-  double lr = 0;
-  double grad_norm = 0;    // global norm before clipping
-  double step_ms = 0;
-  double tokens_per_s = 0;  // whole job: global_batch * seq_len / step time
-  double flops = 0;         // model FLOPs of this rank's step
-};
 
 // GptConfig of spec.model (tp = 1, one stage; vocabulary padded by the model).
 model::GptConfig gpt_config_of(const spec::JobSpec& spec);
 
-class Trainer {
+class Trainer final : public StepRunner {
  public:
   // data, kernels and sync must outlive the trainer; sync == nullptr = single process.
   Trainer(const spec::JobSpec& spec, model::Kernels& kernels, const DataSet& data, RankContext rank = {},
@@ -62,17 +54,19 @@ class Trainer {
 
   // One optimizer step: micro-batch forward/backward with accumulation, gradient sync,
   // clipping, schedule, AdamW. Throws std::runtime_error when the loss is not finite.
-  StepStats train_step(int64_t step);
+  StepStats train_step(int64_t step) override;
   // Mean validation loss over train.eval_steps micro-batches (the same ones every time);
   // NaN when there is no validation data.
-  double evaluate();
+  double evaluate() override;
+  ShardState shard_state() override;
+  const model::GptConfig& shard_config() const override { return gpt_->config(); }
 
   model::Gpt& model() { return *gpt_; }
   const model::Gpt& model() const { return *gpt_; }
-  int micro_batches() const { return micro_batches_; }
-  int64_t tokens_per_step() const { return spec_.train.global_batch * static_cast<int64_t>(spec_.train.seq_len); }
+  int micro_batches() const override { return micro_batches_; }
+  int64_t tokens_per_step() const override { return spec_.train.global_batch * static_cast<int64_t>(spec_.train.seq_len); }
   // FLOPs per token counted the usual way (6N + 12 L T C), for TFLOP/s and MFU.
-  double flops_per_token() const;
+  double flops_per_token() const override;
 
  private:
   const spec::JobSpec& spec_;

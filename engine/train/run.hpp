@@ -1,0 +1,33 @@
+// The training loop, written once for every kind of run: the single-process Trainer and each
+// rank of a distributed job (DistTrainer) go through run_loop. Rank 0 prints the log and
+// writes metrics; checkpoints and preemption are handled here for all ranks alike.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "comm/store.hpp"
+#include "engine/spec/job_spec.hpp"
+#include "engine/train/data.hpp"
+#include "engine/train/step_runner.hpp"
+
+namespace holmes::train {
+
+// Where the loop runs. Default: one process.
+struct LoopContext {
+  int rank = 0;
+  int world = 1;
+  // Collective over all ranks: the maximum of `v` (identity when empty = single process).
+  // The loop calls it on every rank in the same order (memory report, stop agreement).
+  std::function<double(double)> max_over_ranks;
+  std::shared_ptr<comm::Store> store;  // job store for coordination (checkpoints); null when single
+  std::string plan_text;               // what the run runs under (for checkpoint manifests)
+  uint64_t plan_hash = 0;
+};
+
+// Trains `trainer` for spec.train.steps steps. Returns the process exit code.
+int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data, const LoopContext& ctx);
+
+}  // namespace holmes::train
