@@ -33,8 +33,10 @@ struct Gpt::LayerActs {
   float* res3;      // (N,C) layer output
 };
 
-Gpt::Gpt(GptConfig cfg, Kernels& kernels, int max_B, int max_T, TensorParallelComm* comm)
+Gpt::Gpt(GptConfig cfg, Kernels& kernels, int max_B, int max_T, TensorParallelComm* comm, int slots)
     : cfg_(cfg), k_(kernels), comm_(comm != nullptr ? comm : &no_comm_), max_B_(max_B), max_T_(max_T) {
+  if (slots < 1) throw std::invalid_argument(fmt::format("Gpt: {} activation slots; need at least 1", slots));
+  slot_state_.resize(slots);
   cfg_.finalize();
   if (comm_->size() != cfg_.tp_size || comm_->rank() != cfg_.tp_rank) {
     throw std::invalid_argument(fmt::format("Gpt: TP communicator is rank {} of {}, config says {} of {}",
@@ -58,9 +60,28 @@ void Gpt::plan_activations() {
   layer_stride_ = 5 * N * C + 6 * N + 3 * N * Cl + att + 2 * N * Fl;
   const size_t head = cfg_.has_head ? N * C + 2 * N + N * Vl + N + N + 2 * N : 0;
   const size_t grads = 3 * N * C + N * 3 * Cl + N * Cl + N * Fl + att;
-  const size_t total = N * C + cfg_.num_stage_layers() * layer_stride_ + head + grads;
-  acts_.assign(total, 0.0f);
-  float* p = acts_.data();
+  // [slot 0 | slot 1 | ... | shared gradient scratch]; a slot is the stage input, every
+  // layer's saved activations and the head's.
+  slot_floats_ = N * C + cfg_.num_stage_layers() * layer_stride_ + head;
+  acts_.assign(slots() * slot_floats_ + grads, 0.0f);
+  float* p = acts_.data() + slots() * slot_floats_;
+  auto take = [&p](size_t n) { float* q = p; p += n; return q; };
+  scratch_ = take(N * C);
+  dres_ = take(N * C);
+  dln_ = take(N * C);
+  dqkv_ = take(N * 3 * Cl);
+  datty_ = take(N * Cl);
+  dfch_ = take(N * Fl);
+  datt_ = take(att);
+  token_store_.assign(slots() * N, 0);
+  target_store_.assign(slots() * N, 0);
+  point_slot(0);
+}
+
+void Gpt::point_slot(int slot) {
+  const size_t N = static_cast<size_t>(max_B_) * max_T_;
+  const size_t C = cfg_.hidden, Vl = cfg_.local_vocab();
+  float* p = acts_.data() + slot * slot_floats_;
   auto take = [&p](size_t n) { float* q = p; p += n; return q; };
   encoded_ = take(N * C);
   layer_base_ = take(cfg_.num_stage_layers() * layer_stride_);
@@ -73,15 +94,22 @@ void Gpt::plan_activations() {
     row_max_ = take(N);
     ce_stats_ = take(2 * N);
   }
-  scratch_ = take(N * C);
-  dres_ = take(N * C);
-  dln_ = take(N * C);
-  dqkv_ = take(N * 3 * Cl);
-  datty_ = take(N * Cl);
-  dfch_ = take(N * Fl);
-  datt_ = take(att);
-  tokens_.assign(N, 0);
-  targets_.assign(N, 0);
+  tokens_ = token_store_.data() + slot * N;
+  targets_ = target_store_.data() + slot * N;
+  slot_ = slot;
+}
+
+void Gpt::set_slot(int slot) {
+  if (slot < 0 || slot >= slots())
+    throw std::invalid_argument(fmt::format("Gpt::set_slot: slot {} outside [0, {})", slot, slots()));
+  if (slot == slot_) return;
+  slot_state_[slot_] = {B_, T_, have_targets_, loss_};
+  const SlotState& next = slot_state_[slot];
+  B_ = next.B;
+  T_ = next.T;
+  have_targets_ = next.have_targets;
+  loss_ = next.loss;
+  point_slot(slot);
 }
 
 Gpt::LayerParams Gpt::layer_params(float* base, int local_layer) const {
@@ -155,12 +183,12 @@ void Gpt::forward_stage(const int* tokens, const float* input, const int* target
   const size_t N = static_cast<size_t>(B) * T, C = cfg_.hidden;
   if (cfg_.has_embedding) {
     check_ids(tokens, N, cfg_.vocab, "token");
-    std::copy(tokens, tokens + N, tokens_.begin());
+    std::copy(tokens, tokens + N, tokens_);
     const ParamTensor& wte = layout_.at("wte");
     // Vocabulary-parallel lookup: each shard fills the rows of its tokens, rank 0 adds the
     // positions, the sum over TP is the full embedding.
     const float* wpe = cfg_.tp_rank == 0 ? params_.data() + layout_.at("wpe").offset : nullptr;
-    k_.embedding_forward(encoded_, tokens_.data(), params_.data() + wte.offset, wpe, B, T,
+    k_.embedding_forward(encoded_, tokens_, params_.data() + wte.offset, wpe, B, T,
                          cfg_.hidden, cfg_.vocab_begin(), cfg_.local_vocab());
     comm_->all_reduce_sum(encoded_, N * C);
   } else {
@@ -204,10 +232,10 @@ void Gpt::head_forward(const int* targets, int B, int T) {
   k_.matmul_forward(logits_, lnf_, P + layout_.at("wte").offset, nullptr, N, C, Vl);
   if (targets == nullptr) return;
   check_ids(targets, N, cfg_.vocab, "target");
-  std::copy(targets, targets + N, targets_.begin());
+  std::copy(targets, targets + N, targets_);
   k_.crossentropy_max_forward(row_max_, logits_, N, Vl, vb, cfg_.vocab);
   comm_->all_reduce_max(row_max_, N);
-  k_.crossentropy_stats_forward(ce_stats_, logits_, row_max_, targets_.data(), N, Vl, vb, cfg_.vocab);
+  k_.crossentropy_stats_forward(ce_stats_, logits_, row_max_, targets_, N, Vl, vb, cfg_.vocab);
   comm_->all_reduce_sum(ce_stats_, 2 * static_cast<size_t>(N));
   k_.crossentropy_forward(losses_, ce_stats_, row_max_, N);
   double sum = 0.0;
@@ -236,7 +264,7 @@ void Gpt::backward_stage(const float* doutput) {
 void Gpt::head_backward(float loss_scale, int B, int T) {
   const int N = B * T, C = cfg_.hidden, Vl = cfg_.local_vocab(), vb = cfg_.vocab_begin();
   const float dloss = loss_scale / static_cast<float>(N);
-  k_.crossentropy_backward(logits_, logits_, row_max_, ce_stats_, targets_.data(), dloss, N, Vl, vb,
+  k_.crossentropy_backward(logits_, logits_, row_max_, ce_stats_, targets_, dloss, N, Vl, vb,
                            cfg_.vocab);
   const ParamTensor& wte = layout_.at("wte");
   k_.matmul_backward(dln_, grads_.data() + wte.offset, nullptr, logits_, lnf_,
@@ -246,16 +274,25 @@ void Gpt::head_backward(float loss_scale, int B, int T) {
   const size_t w = layout_.at("ln_f.weight").offset, b = layout_.at("ln_f.bias").offset;
   k_.layernorm_backward(dres_, grads_.data() + w, grads_.data() + b, dln_, output(),
                         params_.data() + w, lnf_mean_, lnf_rstd_, N, C);
+  // ln_f and a tied copy of wte are final; a whole model's wte waits for the embedding.
+  grad_ready(w, layout_.size());
 }
 
 void Gpt::stage_backward(int B, int T) {
+  const size_t per_layer = 12;  // tensors per layer, see param_layout.hpp
+  const size_t first = cfg_.has_embedding ? 2 : 0;
+  const auto& ts = layout_.tensors();
   for (int l = cfg_.num_stage_layers() - 1; l >= 0; --l) {
     block_backward(l, l == 0 ? encoded_ : layer_acts(l - 1).res3, B, T);
+    const ParamTensor& lo = ts[first + per_layer * l];
+    const ParamTensor& hi = ts[first + per_layer * l + per_layer - 1];
+    grad_ready(lo.offset, hi.offset + hi.numel);
   }
   if (cfg_.has_embedding) {
     const size_t wte = layout_.at("wte").offset, wpe = layout_.at("wpe").offset;
-    k_.embedding_backward(grads_.data() + wte, grads_.data() + wpe, dres_, tokens_.data(), B, T,
+    k_.embedding_backward(grads_.data() + wte, grads_.data() + wpe, dres_, tokens_, B, T,
                           cfg_.hidden, cfg_.vocab_begin(), cfg_.local_vocab());
+    grad_ready(0, ts[1].offset + ts[1].numel);
   }
 }
 
@@ -280,12 +317,12 @@ void Gpt::block_backward(int l, const float* x, int B, int T) {
   // dres_ now holds d(x), the gradient of the layer input.
 }
 
-double Gpt::flops_per_step(int B, int T) const {
-  const double N = static_cast<double>(B) * T, C = cfg_.hidden;
-  const double Cl = cfg_.local_channels(), Fl = cfg_.local_mlp();
+double Gpt::flops_per_step(const GptConfig& cfg, int B, int T) {
+  const double N = static_cast<double>(B) * T, C = cfg.hidden;
+  const double Cl = cfg.local_channels(), Fl = cfg.local_mlp();
   const double layer_weights = 3 * Cl * C + Cl * C + 2 * Fl * C;
-  double fwd = cfg_.num_stage_layers() * (2 * N * layer_weights + 4.0 * B * T * T * Cl);
-  if (cfg_.has_head) fwd += 2 * N * C * cfg_.local_vocab();
+  double fwd = cfg.num_stage_layers() * (2 * N * layer_weights + 4.0 * B * T * T * Cl);
+  if (cfg.has_head) fwd += 2 * N * C * cfg.local_vocab();
   return 3 * fwd;  // backward costs twice the forward
 }
 

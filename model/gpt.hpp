@@ -9,9 +9,13 @@
 // Pipeline stages: forward_stage() takes tokens on the first stage or the previous stage's
 // output (B,T,C) otherwise; a non-last stage exposes output() and its backward_stage() takes
 // the gradient of that output; input_grad() is what a non-first stage sends back.
+// Pipeline schedules keep several micro-batches in flight: `slots` activation sets (one per
+// in-flight micro-batch, chosen with set_slot(); the gradient scratch is shared), and a
+// grad-ready hook tells the distributed optimizer which gradient ranges are final.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "model/gpt_config.hpp"
@@ -25,7 +29,9 @@ class Gpt {
  public:
   // cfg is finalized here. kernels and comm must outlive the model; comm == nullptr means
   // tp = 1 (cfg.tp_size must then be 1). max_B, max_T bound every later micro-batch.
-  Gpt(GptConfig cfg, Kernels& kernels, int max_B, int max_T, TensorParallelComm* comm = nullptr);
+  // slots: activation sets for micro-batches in flight at once (pipeline 1F1B); forward and
+  // backward of one micro-batch must use the same slot.
+  Gpt(GptConfig cfg, Kernels& kernels, int max_B, int max_T, TensorParallelComm* comm = nullptr, int slots = 1);
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
 
@@ -47,6 +53,17 @@ class Gpt {
   // Non-last stage: accumulates grads given doutput (B,T,C), the gradient of output().
   void backward_stage(const float* doutput);
 
+  // Selects the activation set later forward/backward calls use (0 <= slot < slots()).
+  void set_slot(int slot);
+  int slot() const { return slot_; }
+  int slots() const { return static_cast<int>(slot_state_.size()); }
+  // Called during backward()/backward_stage() each time the gradient range [begin, end) of
+  // the flat buffer is complete for this backward: the head (ln_f, tied wte copy), then each
+  // layer from the last, then the embedding (wte, wpe: after the embedding backward, since
+  // a whole-model wte also takes the head's gradient). Ranges arrive in descending order
+  // and cover the buffer once per backward. Empty function = no calls.
+  void set_grad_ready_hook(std::function<void(size_t begin, size_t end)> hook) { grad_ready_ = std::move(hook); }
+
   float loss() const { return loss_; }            // mean loss of the last forward
   const float* losses() const { return losses_; }  // (B,T) per-position losses
   const float* logits() const { return logits_; }  // (B,T,Vl) this shard's logits (pre-backward)
@@ -63,7 +80,9 @@ class Gpt {
   // Floats of activation + activation-gradient buffers (for memory reports).
   size_t activation_floats() const { return acts_.size(); }
   // Model FLOPs of one forward+backward over B*T tokens on this shard (matmuls+attention).
-  double flops_per_step(int B, int T) const;
+  double flops_per_step(int B, int T) const { return flops_per_step(cfg_, B, T); }
+  // The same for any (finalized) shard config, e.g. the whole model's.
+  static double flops_per_step(const GptConfig& cfg, int B, int T);
 
  private:
   struct LayerParams;  // pointers into a flat buffer for one layer
@@ -77,6 +96,17 @@ class Gpt {
   void head_forward(const int* targets, int B, int T);
   void head_backward(float loss_scale, int B, int T);
   void stage_backward(int B, int T);
+  void point_slot(int slot);
+  void grad_ready(size_t begin, size_t end) const {
+    if (grad_ready_ && begin < end) grad_ready_(begin, end);
+  }
+
+  // What a slot remembers between its forward and backward besides its activations.
+  struct SlotState {
+    int B = 0, T = 0;
+    bool have_targets = false;
+    float loss = 0.0f;
+  };
 
   GptConfig cfg_;
   Kernels& k_;
@@ -85,12 +115,20 @@ class Gpt {
   int max_B_, max_T_;
   ParamLayout layout_;
   std::vector<float> params_, grads_, acts_;
-  std::vector<int> tokens_, targets_;
+  std::vector<int> token_store_, target_store_;  // (slots, max_B * max_T)
+  std::vector<SlotState> slot_state_;
+  int slot_ = 0;
+  size_t slot_floats_ = 0;  // activation floats of one slot
+  std::function<void(size_t, size_t)> grad_ready_;
+  // The current slot's state (saved to / loaded from slot_state_ by set_slot()).
   int B_ = 0, T_ = 0;
   bool have_targets_ = false;
   float loss_ = 0.0f;
 
-  // Activation pointers into acts_ (shapes per max_B, max_T; see plan_activations()).
+  // Activation pointers into acts_ (shapes per max_B, max_T; see plan_activations()); the
+  // ones up to ce_stats_ point into the current slot, the gradient scratch is shared.
+  int* tokens_ = nullptr;     // (B,T) current slot's tokens
+  int* targets_ = nullptr;    // (B,T)
   float* encoded_ = nullptr;  // (B,T,C) stage input
   float* layer_base_ = nullptr;
   size_t layer_stride_ = 0;
