@@ -1,5 +1,6 @@
-// The training loop every rank runs (run_loop: log, validation, metrics file, final weights)
-// and the single-process entry run_training (tp = pp = dp = 1).
+// The training loop every rank runs (run_loop: resume, log, validation, metrics file,
+// checkpoints, preemption, final weights) and the single-process entry run_training
+// (tp = pp = dp = 1).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -7,9 +8,9 @@
 #include <fstream>
 #include <optional>
 
+#include "engine/launch/signals.hpp"
 #include "engine/spec/errors.hpp"
-#include "engine/spec/load.hpp"
-#include "engine/spec/schema.hpp"
+#include "engine/train/checkpoint_loop.hpp"
 #include "engine/train/metrics.hpp"
 #include "engine/train/model_file.hpp"
 #include "engine/train/train_log.hpp"
@@ -36,10 +37,8 @@ void check_single_process(const spec::JobSpec& spec) {
 
 // The resolved spec beside the weights, so a user sees what produced them.
 void write_spec_copy(const spec::JobSpec& spec, const std::string& path) {
-  spec::LoadedSpec loaded{spec, {}};
-  for (const auto& f : spec::schema()) loaded.origin[f.path] = {"training run", 0};
   std::ofstream out(path);
-  out << spec::print_resolved(loaded);
+  out << resolved_spec_text(spec);
   if (!out) throw std::runtime_error(fmt::format("{}: cannot write the job spec copy", path));
 }
 
@@ -47,6 +46,10 @@ void write_spec_copy(const spec::JobSpec& spec, const std::string& path) {
 
 int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data, const LoopContext& ctx) {
   const bool logger = ctx.rank == 0;
+  launch::install_stop_signal_handlers();
+  // Before the log opens its files: a bad checkpoint stops the job with nothing overwritten.
+  const int64_t start = resume_from_checkpoint(spec, trainer, ctx);
+  CheckpointSaver saver(spec, ctx);
   auto max_over_ranks = [&](double v) { return ctx.max_over_ranks ? ctx.max_over_ranks(v) : v; };
   double peak = spec.cluster.device_tflops * 1e3;
   std::string peak_source = "cluster.device_tflops";
@@ -63,9 +66,9 @@ int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data
 
   const auto& t = spec.train;
   double first_loss = NAN, last_loss = NAN, comm_ms = 0, total_ms = 0;
-  for (int64_t step = 0; step < t.steps; ++step) {
+  for (int64_t step = start; step < t.steps; ++step) {
     StepStats s = trainer.train_step(step);
-    if (step == 0) first_loss = s.loss;
+    if (step == start) first_loss = s.loss;
     last_loss = s.loss;
     comm_ms += s.comm_ms;
     total_ms += s.step_ms;
@@ -76,7 +79,17 @@ int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data
       double v = trainer.evaluate();
       if (log && std::isfinite(v)) log->validation(done, v);
     }
+    saver.after_step(trainer, done);
+    maybe_raise_test_signal(ctx, done);
+    if (const int sig = agreed_stop_signal(ctx); sig != 0) {  // every rank stops after this same step
+      saver.save(trainer, done);
+      if (logger)
+        fmt::print("stopped by signal {} after step {} of {}; resubmit with --resume auto to continue\n", sig, done,
+                   t.steps);
+      return 128 + sig;
+    }
   }
+  if (start < t.steps) saver.save(trainer, t.steps);
   if (ctx.world > 1)
     fmt::print("rank {}: {:.1f} s in steps, of which {:.1f} s ({:.0f}%) waiting on communication\n", ctx.rank,
                total_ms / 1e3, comm_ms / 1e3, total_ms > 0 ? 100.0 * comm_ms / total_ms : 0.0);
