@@ -1,0 +1,68 @@
+// Communication pieces of the distributed trainer (dist_trainer.hpp): where this rank sits
+// in the tensor x pipeline x data grid, a clock for the time it spends blocked on
+// communication, the model's tensor-parallel calls over a ProcessGroup, and a sum of a few
+// doubles over several groups.
+#pragma once
+
+#include <chrono>
+#include <span>
+
+#include "comm/process_group.hpp"
+#include "model/tp_comm.hpp"
+
+namespace holmes::train {
+
+struct ParallelContext {
+  int tp_rank = 0, tp_size = 1, pp_stage = 0, pp_size = 1, dp_rank = 0, dp_size = 1;
+  int first_layer = 0, num_layers = -1;      // this stage's layers (from the plan's partition)
+  comm::ProcessGroup* tp = nullptr;          // group rank == tp_rank; nullptr iff tp_size == 1
+  comm::ProcessGroup* pp = nullptr;          // group rank == pp_stage; nullptr iff pp_size == 1
+  comm::ProcessGroup* dp = nullptr;          // group rank == dp_rank; nullptr iff dp_size == 1
+  comm::ProcessGroup* embedding = nullptr;   // {first stage, last stage} of this pipeline
+                                             // (same tp, dp); group rank 0 = first; pp > 1 only
+  int bucket_mb = 0;                         // DP gradient bucket size (MiB), 0 = default (8)
+  size_t bucket_floats = 0;                  // > 0: bucket size in floats, overrides bucket_mb
+                                             // (tests use buckets smaller than 1 MiB)
+};
+
+// Throws std::invalid_argument (a wiring error of the runtime, not user input) when the
+// groups do not match the coordinates (size, rank, nullptr iff degree 1).
+void check_context(const ParallelContext& ctx);
+
+// Milliseconds this rank spent inside blocking communication calls (main thread only).
+class CommClock {
+ public:
+  template <class F>
+  void time(F&& op) {
+    const auto t0 = std::chrono::steady_clock::now();
+    op();
+    ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  double ms() const { return ms_; }
+  void reset() { ms_ = 0; }
+
+ private:
+  double ms_ = 0;
+};
+
+// model::TensorParallelComm over the TP ProcessGroup; its all-reduces count as blocked time.
+class GroupTensorParallel final : public model::TensorParallelComm {
+ public:
+  GroupTensorParallel(comm::ProcessGroup& group, CommClock& clock) : group_(group), clock_(clock) {}
+  int size() const override { return group_.size(); }
+  int rank() const override { return group_.rank(); }
+  void all_reduce_sum(float* data, size_t count) override;
+  void all_reduce_max(float* data, size_t count) override;
+
+ private:
+  comm::ProcessGroup& group_;
+  CommClock& clock_;
+};
+
+// values[i] <- sum over every member of every group in `groups` (nullptr entries skipped),
+// reduced group after group. Each double travels as two floats (high part + rounding rest)
+// so no member's value is rounded to float before the sum; the sum of the high parts is
+// still a float sum (~1e-7 relative), plenty for a loss or a gradient norm.
+void sum_doubles(std::span<double> values, std::span<comm::ProcessGroup* const> groups, CommClock& clock);
+
+}  // namespace holmes::train

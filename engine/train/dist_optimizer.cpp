@@ -1,0 +1,182 @@
+#include "engine/train/dist_optimizer.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace holmes::train {
+
+std::vector<GradBucket> plan_buckets(const model::ParamLayout& layout, size_t bucket_floats, int dp_size,
+                                     int dp_rank) {
+  std::vector<GradBucket> out;
+  const auto& ts = layout.tensors();
+  size_t end = layout.size(), begin = end;
+  auto close = [&](size_t b, size_t e, bool embedding) {
+    if (b < e) out.push_back({.begin = b, .end = e, .embedding = embedding});
+  };
+  for (size_t i = ts.size(); i-- > 0;) {
+    const model::ParamTensor& t = ts[i];
+    if (t.name == "wte") {  // a bucket of its own, see the header
+      close(begin, end, false);
+      close(t.offset, t.offset + t.numel, true);
+      end = begin = t.offset;
+      continue;
+    }
+    begin = t.offset;
+    if (end - begin >= bucket_floats) {
+      close(begin, end, false);
+      end = begin;
+    }
+  }
+  close(begin, end, false);
+  const size_t dp = static_cast<size_t>(dp_size), r = static_cast<size_t>(dp_rank);
+  for (GradBucket& b : out) {
+    b.chunk = (b.end - b.begin + dp - 1) / dp;
+    b.own_begin = std::min(b.begin + r * b.chunk, b.end);
+    b.own_end = std::min(b.begin + (r + 1) * b.chunk, b.end);
+  }
+  return out;
+}
+
+DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommClock& clock)
+    : gpt_(gpt), ctx_(ctx), clock_(clock) {
+  const size_t mb = ctx.bucket_mb > 0 ? static_cast<size_t>(ctx.bucket_mb) : kDefaultBucketMb;
+  const size_t floats = ctx.bucket_floats > 0 ? ctx.bucket_floats : mb * (size_t{1} << 20) / sizeof(float);
+  buckets_ = plan_buckets(gpt.layout(), floats, ctx.dp_size, ctx.dp_rank);
+  const size_t nb = buckets_.size();
+  pack_off_.assign(nb, 0);
+  reduced_off_.assign(nb, 0);
+  decay_.resize(nb);
+  padded_.resize(nb);
+  submitted_.assign(nb, false);
+  size_t packed = 0, reduced = 0, max_chunk = 0;
+  for (size_t k = nb; k-- > 0;) {  // ascending offsets: the packing order of the moments
+    const GradBucket& b = buckets_[k];
+    pack_off_[k] = packed;
+    packed += b.own_end - b.own_begin;
+    if (b.own_begin == b.own_end) continue;
+    if (!owned_.empty() && owned_.back().second == b.own_begin)
+      owned_.back().second = b.own_end;
+    else
+      owned_.emplace_back(b.own_begin, b.own_end);
+  }
+  for (size_t k = 0; k < nb; ++k) {
+    const GradBucket& b = buckets_[k];
+    reduced_off_[k] = reduced;
+    reduced += b.chunk;
+    max_chunk = std::max(max_chunk, b.chunk);
+    if (ctx.dp_size > 1 && (b.end - b.begin) % ctx.dp_size != 0) padded_[k].assign(b.chunk * ctx.dp_size, 0.0f);
+    for (const model::ParamTensor& t : gpt.layout().tensors()) {
+      const size_t lo = std::max(t.offset, b.own_begin), hi = std::min(t.offset + t.numel, b.own_end);
+      if (lo >= hi) continue;
+      decay_[k].push_back({lo - b.own_begin, hi - b.own_begin, t.weight_decay});
+      // Replicated over TP: every TP rank holds the same values, count them once.
+      if (!t.tied_copy && (t.split_dim >= 0 || ctx.tp_rank == 0)) norm_.push_back({k, lo - b.own_begin, hi - b.own_begin});
+    }
+  }
+  m_.assign(packed, 0.0f);
+  v_.assign(packed, 0.0f);
+  if (ctx.dp_size > 1) {
+    reduced_.assign(reduced, 0.0f);
+    gather_in_.assign(max_chunk, 0.0f);
+    gather_out_.assign(max_chunk * ctx.dp_size, 0.0f);
+    thread_ = std::make_unique<comm::CommThread>();
+    gpt_.set_grad_ready_hook([this](size_t begin, size_t end) { on_grads_ready(begin, end); });
+  }
+}
+
+DistOptimizer::~DistOptimizer() {
+  thread_.reset();  // finishes queued work (bounded by the group time-out) before the hook goes
+  gpt_.set_grad_ready_hook({});
+}
+
+void DistOptimizer::arm() {
+  if (!thread_) return;
+  armed_ = true;
+  next_ = 0;
+  ready_floor_ = gpt_.num_params();
+  std::fill(submitted_.begin(), submitted_.end(), false);
+}
+
+void DistOptimizer::on_grads_ready(size_t begin, size_t end) {
+  if (!armed_) return;
+  if (end != ready_floor_)
+    throw std::logic_error(fmt::format("DistOptimizer: gradient range [{}, {}) reported while [{}, ...) is final; "
+                                       "backward must finish the buffer from its end", begin, end, ready_floor_));
+  ready_floor_ = begin;
+  for (; next_ < buckets_.size() && buckets_[next_].begin >= ready_floor_; ++next_) {
+    if (buckets_[next_].embedding && ctx_.embedding != nullptr) continue;  // after the embedding sum
+    submit(next_);
+  }
+}
+
+void DistOptimizer::submit(size_t k) {
+  submitted_[k] = true;
+  thread_->submit([this, k] { reduce_scatter(k); });
+}
+
+void DistOptimizer::reduce_scatter(size_t k) {
+  const GradBucket& b = buckets_[k];
+  const float* g = gpt_.grads() + b.begin;
+  std::span<const float> in(g, b.end - b.begin);
+  if (!padded_[k].empty()) {  // zero tail up to chunk * dp
+    std::copy(g, g + (b.end - b.begin), padded_[k].begin());
+    in = padded_[k];
+  }
+  std::span<float> out(reduced_.data() + reduced_off_[k], b.chunk);
+  ctx_.dp->reduce_scatter(out, in, comm::ReduceOp::kSum);
+  const float inv = 1.0f / static_cast<float>(ctx_.dp_size);
+  for (float& x : out) x *= inv;
+}
+
+void DistOptimizer::finish_grads() {
+  // Megatron's embedding group: the first stage's wte and the last stage's copy both get
+  // the sum of the two gradients, so the copies stay equal after the update.
+  if (ctx_.embedding != nullptr) {
+    if (const model::ParamTensor* wte = gpt_.layout().find("wte")) {
+      float* g = gpt_.grads() + wte->offset;
+      clock_.time([&] { ctx_.embedding->all_reduce({g, wte->numel}, comm::ReduceOp::kSum); });
+    }
+  }
+  if (!thread_) return;
+  armed_ = false;
+  for (size_t k = 0; k < buckets_.size(); ++k)
+    if (!submitted_[k]) submit(k);
+  clock_.time([&] { thread_->drain(); });
+  std::fill(submitted_.begin(), submitted_.end(), false);
+}
+
+const float* DistOptimizer::owned_grads(size_t k) const {
+  return thread_ ? reduced_.data() + reduced_off_[k] : gpt_.grads() + buckets_[k].own_begin;
+}
+
+double DistOptimizer::owned_grad_sq() const {
+  double sum = 0;
+  for (const NormRange& r : norm_) sum += grad_sq_sum(owned_grads(r.bucket), r.begin, r.end);
+  return sum;
+}
+
+void DistOptimizer::update(const AdamWHyper& h, int64_t t, float grad_scale) {
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    const GradBucket& b = buckets_[k];
+    const size_t n = b.own_end - b.own_begin;
+    if (n == 0) continue;
+    adamw_update(gpt_.params() + b.own_begin, owned_grads(k), m_.data() + pack_off_[k], v_.data() + pack_off_[k], 0,
+                 n, decay_[k], h, t, grad_scale);
+  }
+  if (thread_)
+    for (size_t k = 0; k < buckets_.size(); ++k) all_gather(k);
+}
+
+void DistOptimizer::all_gather(size_t k) {
+  const GradBucket& b = buckets_[k];
+  float* p = gpt_.params();
+  std::fill(gather_in_.begin(), gather_in_.end(), 0.0f);
+  std::copy(p + b.own_begin, p + b.own_end, gather_in_.begin());
+  std::span<float> out(gather_out_.data(), b.chunk * ctx_.dp_size);
+  clock_.time([&] { ctx_.dp->all_gather(out, {gather_in_.data(), b.chunk}); });
+  std::copy(out.begin(), out.begin() + (b.end - b.begin), p + b.begin);
+}
+
+}  // namespace holmes::train

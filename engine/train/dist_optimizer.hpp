@@ -1,0 +1,94 @@
+// Megatron-LM's distributed optimizer for one rank: the gradient buffer is cut into buckets
+// of whole tensors in reverse layout order (the order backward finishes them). During the
+// last micro-batch's backward each bucket whose gradients are final is reduce-scattered
+// (sum, then / dp) on a CommThread while backward goes on. A rank owns chunk dp_rank of
+// every bucket (buckets padded to a multiple of dp), keeps AdamW moments only for what it
+// owns, updates those parameters and all-gathers the bucket back. dp == 1: no buckets are
+// communicated and the rank owns [0, n).
+//
+// The tied embedding: wte (first stage) and its copy (last stage) each get a bucket of
+// their own, held back until their gradients are summed over the embedding group.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "comm/comm_thread.hpp"
+#include "engine/train/adamw.hpp"
+#include "engine/train/dist_comm.hpp"
+#include "model/gpt.hpp"
+
+namespace holmes::train {
+
+inline constexpr int kDefaultBucketMb = 8;
+
+// One bucket: flat-buffer range [begin, end) and this rank's chunk of it.
+struct GradBucket {
+  size_t begin = 0, end = 0;
+  size_t chunk = 0;                   // ceil((end - begin) / dp): floats per rank
+  size_t own_begin = 0, own_end = 0;  // owned part, clipped to [begin, end) (may be empty)
+  bool embedding = false;             // wte or its tied copy: waits for the embedding sum
+};
+
+// Buckets of >= bucket_floats (whole tensors; the last one may be smaller) from the end of
+// the layout to its start; every tensor named "wte" is a bucket of its own.
+std::vector<GradBucket> plan_buckets(const model::ParamLayout& layout, size_t bucket_floats, int dp_size,
+                                     int dp_rank);
+
+class DistOptimizer {
+ public:
+  DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommClock& clock);
+  ~DistOptimizer();
+
+  // Call before the step's last backward: from then on every bucket is reduce-scattered as
+  // soon as the model reports its gradients final.
+  void arm();
+  // After the whole backward: the tied-embedding sum, the buckets not yet sent, then the
+  // wait for all of them. Afterwards the owned gradients are final (averaged over dp).
+  void finish_grads();
+  // Sum of squares of the owned gradients, each element of the global model counted once
+  // over all ranks (replicated TP tensors on tp_rank 0 only, tied copy skipped).
+  double owned_grad_sq() const;
+  // AdamW on the owned ranges (1-based step t, gradients times grad_scale), then the
+  // all-gather that gives every dp rank the whole updated shard.
+  void update(const AdamWHyper& h, int64_t t, float grad_scale);
+
+  // Sorted, disjoint, adjacent ranges merged; moments packed in that order.
+  const std::vector<std::pair<size_t, size_t>>& owned() const { return owned_; }
+  float* exp_avg() { return m_.data(); }
+  float* exp_avg_sq() { return v_.data(); }
+  const std::vector<GradBucket>& buckets() const { return buckets_; }
+
+ private:
+  void on_grads_ready(size_t begin, size_t end);
+  void submit(size_t k);
+  void reduce_scatter(size_t k);  // runs on the comm thread
+  const float* owned_grads(size_t k) const;
+  void all_gather(size_t k);
+
+  model::Gpt& gpt_;
+  const ParallelContext& ctx_;
+  CommClock& clock_;
+  std::vector<GradBucket> buckets_;
+  std::vector<size_t> pack_off_;    // per bucket: where its owned part sits in m_, v_
+  std::vector<size_t> reduced_off_;  // per bucket: its chunk in reduced_
+  std::vector<std::vector<DecayRange>> decay_;  // per bucket, relative to own_begin
+  struct NormRange {
+    size_t bucket, begin, end;  // relative to the bucket's own_begin
+  };
+  std::vector<NormRange> norm_;  // owned elements the global norm counts on this rank
+  std::vector<std::pair<size_t, size_t>> owned_;
+  std::vector<float> m_, v_;
+  std::vector<float> reduced_;                   // reduce-scatter outputs, chunk per bucket
+  std::vector<std::vector<float>> padded_;       // per bucket: padded input when dp does not divide it
+  std::vector<float> gather_in_, gather_out_;
+  std::vector<bool> submitted_;
+  size_t next_ = 0;          // first bucket not yet submitted (reverse layout order)
+  size_t ready_floor_ = 0;   // gradients at or above this offset are final
+  bool armed_ = false;
+  std::unique_ptr<comm::CommThread> thread_;  // last: stops before the buffers it uses go
+};
+
+}  // namespace holmes::train

@@ -1,0 +1,164 @@
+#include "engine/train/dist_pipeline.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace holmes::train {
+
+PipelineStage::PipelineStage(model::Gpt& gpt, const ParallelContext& ctx, int micro_batches, int B, int T,
+                             CommClock& clock)
+    : gpt_(gpt), ctx_(ctx), micro_batches_(micro_batches), B_(B), T_(T), first_(ctx.pp_stage == 0),
+      last_(ctx.pp_stage == ctx.pp_size - 1), clock_(clock) {
+  steps_ = one_f_one_b(ctx.pp_size, ctx.pp_stage, micro_batches);
+  const int slots = max_in_flight(ctx.pp_size, ctx.pp_stage, micro_batches);
+  if (gpt.slots() != slots)
+    throw std::logic_error(fmt::format("PipelineStage: the model has {} activation slots, stage {} of {} keeps {} "
+                                       "micro-batches in flight", gpt.slots(), ctx.pp_stage, ctx.pp_size, slots));
+  slot_micro_.assign(slots, -1);
+  inputs_.resize(static_cast<size_t>(B) * T);
+  targets_.resize(inputs_.size());
+}
+
+double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(int micro)>& before_backward) {
+  loss_sum_ = 0;
+  for (const PipeStep& s : steps_) {
+    if (s.kind == PipeOpKind::kComm) {
+      exchange(s.transfers);
+      continue;
+    }
+    if (!s.transfers.empty())
+      throw std::logic_error("PipelineStage: transfers belong to kComm steps of the schedule");
+    if (s.kind == PipeOpKind::kForward) {
+      forward(s.micro, fetch);
+    } else {
+      before_backward(s.micro);
+      backward(s.micro);
+    }
+  }
+  if (!live_.empty())  // a schedule that leaves a transfer unmatched is a bug, not a hang
+    throw std::logic_error(fmt::format("PipelineStage: stage {} ended the step with {} unsent or unused buffers",
+                                       ctx_.pp_stage, live_.size()));
+  return loss_sum_;
+}
+
+double PipelineStage::run_forward(int count, const FetchFn& fetch) {
+  // Plain in-order hand-off: recv, forward, send. A stage blocks only on its neighbours and
+  // the chain has no cycle, so rendezvous sends cannot deadlock.
+  loss_sum_ = 0;
+  for (int e = 0; e < count; ++e) {
+    if (!first_) exchange({{P2PKind::kRecvActivation, e, ctx_.pp_stage - 1}});
+    forward(e, fetch);
+    if (!last_) exchange({{P2PKind::kSendActivation, e, ctx_.pp_stage + 1}});
+    slot_micro_[e % slot_micro_.size()] = -1;  // no backward follows
+  }
+  return loss_sum_;
+}
+
+void PipelineStage::use_slot(int micro, bool start) {
+  const int slot = micro % static_cast<int>(slot_micro_.size());
+  const int want = start ? -1 : micro;
+  if (slot_micro_[slot] != want)
+    throw std::logic_error(fmt::format("PipelineStage: stage {} {} micro-batch {} in slot {} held by {}",
+                                       ctx_.pp_stage, start ? "forward of" : "backward of", micro, slot,
+                                       slot_micro_[slot]));
+  slot_micro_[slot] = start ? micro : -1;
+  gpt_.set_slot(slot);
+}
+
+void PipelineStage::forward(int micro, const FetchFn& fetch) {
+  if (first_ || last_) fetch(micro, inputs_.data(), targets_.data());
+  use_slot(micro, true);
+  const float* input = first_ ? nullptr : held(kActIn, micro).data();
+  gpt_.forward_stage(first_ ? inputs_.data() : nullptr, input, last_ ? targets_.data() : nullptr, B_, T_);
+  if (!first_) release(kActIn, micro);  // the model copied it into the slot
+  if (last_) {
+    loss_sum_ += gpt_.loss();
+  } else {
+    const float* out = gpt_.output();
+    std::copy(out, out + static_cast<size_t>(B_) * T_ * gpt_.config().hidden, acquire(kActOut, micro).begin());
+  }
+}
+
+void PipelineStage::backward(int micro) {
+  use_slot(micro, false);
+  if (last_) {
+    gpt_.backward(1.0f / static_cast<float>(micro_batches_));  // mean over micro-batches
+  } else {
+    gpt_.backward_stage(held(kGradIn, micro).data());
+    release(kGradIn, micro);
+  }
+  if (!first_) {
+    const float* g = gpt_.input_grad();
+    std::copy(g, g + static_cast<size_t>(B_) * T_ * gpt_.config().hidden, acquire(kGradOut, micro).begin());
+  }
+}
+
+namespace {
+
+// Which buffer a transfer moves and in which direction. Both ends tag a transfer by its
+// direction and micro-batch (the send kind), so tags match whatever p2p_tag gives recvs.
+struct Route {
+  PipelineStage::Buf buf;
+  comm::P2POp::Kind op;
+  P2PKind tag_kind;
+};
+
+Route route_of(P2PKind kind) {
+  switch (kind) {
+    case P2PKind::kSendActivation: return {PipelineStage::kActOut, comm::P2POp::kSend, P2PKind::kSendActivation};
+    case P2PKind::kRecvActivation: return {PipelineStage::kActIn, comm::P2POp::kRecv, P2PKind::kSendActivation};
+    case P2PKind::kSendGrad: return {PipelineStage::kGradOut, comm::P2POp::kSend, P2PKind::kSendGrad};
+    case P2PKind::kRecvGrad: return {PipelineStage::kGradIn, comm::P2POp::kRecv, P2PKind::kSendGrad};
+  }
+  throw std::logic_error("PipelineStage: unknown transfer kind");
+}
+
+}  // namespace
+
+void PipelineStage::exchange(const std::vector<PipeTransfer>& transfers) {
+  if (transfers.empty()) return;
+  std::vector<comm::P2POp> ops;
+  std::vector<std::pair<Buf, int>> sent;
+  for (const PipeTransfer& t : transfers) {
+    const Route r = route_of(t.kind);
+    const Buf buf = r.buf;
+    const bool send = r.op == comm::P2POp::kSend;
+    std::vector<float>& data = send ? held(buf, t.micro) : acquire(buf, t.micro);
+    ops.push_back({r.op, data, t.peer_stage, p2p_tag(r.tag_kind, t.micro)});
+    if (send) sent.emplace_back(buf, t.micro);
+  }
+  clock_.time([&] { ctx_.pp->send_recv(ops); });
+  for (const auto& [kind, micro] : sent) release(kind, micro);
+}
+
+std::vector<float>& PipelineStage::acquire(Buf kind, int micro) {
+  const size_t n = static_cast<size_t>(B_) * T_ * gpt_.config().hidden;
+  auto [it, fresh] = live_.try_emplace({kind, micro});
+  if (!fresh)
+    throw std::logic_error(fmt::format("PipelineStage: stage {} buffer {} of micro-batch {} taken twice",
+                                       ctx_.pp_stage, static_cast<int>(kind), micro));
+  if (!free_.empty()) {
+    it->second = std::move(free_.back());
+    free_.pop_back();
+  }
+  it->second.resize(n);
+  return it->second;
+}
+
+std::vector<float>& PipelineStage::held(Buf kind, int micro) {
+  auto it = live_.find({kind, micro});
+  if (it == live_.end())
+    throw std::logic_error(fmt::format("PipelineStage: stage {} has no buffer {} for micro-batch {} (schedule "
+                                       "order)", ctx_.pp_stage, static_cast<int>(kind), micro));
+  return it->second;
+}
+
+void PipelineStage::release(Buf kind, int micro) {
+  auto it = live_.find({kind, micro});
+  free_.push_back(std::move(it->second));
+  live_.erase(it);
+}
+
+}  // namespace holmes::train

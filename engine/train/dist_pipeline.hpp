@@ -1,0 +1,61 @@
+// One pipeline stage's share of a training step: runs the 1F1B step list of schedule.hpp
+// over the model shard, moving activations (B,T,C) forward and their gradients back through
+// the pipeline group. Activation memory: the model holds one activation set ("slot") per
+// micro-batch in flight on this stage (slot = micro % max_in_flight), so nothing is
+// recomputed; received and to-be-sent tensors live in a small pool of (B,T,C) buffers that
+// is only as large as the schedule needs at once (allocated during the first step).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "engine/train/dist_comm.hpp"
+#include "engine/train/schedule.hpp"
+#include "model/gpt.hpp"
+
+namespace holmes::train {
+
+class PipelineStage {
+ public:
+  // fetch(micro, inputs, targets) fills the (B,T) tokens and targets of micro-batch `micro`.
+  using FetchFn = std::function<void(int micro, int32_t* inputs, int32_t* targets)>;
+  // The (B,T,C) buffers of a micro-batch: received input, output to send, received output
+  // gradient, input gradient to send.
+  enum Buf { kActIn, kActOut, kGradIn, kGradOut };
+
+  // gpt must have max_in_flight(pp_size, pp_stage, micro_batches) slots.
+  PipelineStage(model::Gpt& gpt, const ParallelContext& ctx, int micro_batches, int B, int T, CommClock& clock);
+
+  // The step's forward and backward passes of every micro-batch (gradients accumulate in
+  // gpt.grads(), each micro-batch's loss scaled by 1/micro_batches). before_backward(micro)
+  // runs just before each backward. Returns the sum of the micro-batch losses on the last
+  // stage, 0 on the others.
+  double run_step(const FetchFn& fetch, const std::function<void(int micro)>& before_backward);
+  // Forward only over `count` micro-batches in order (validation); same return value.
+  double run_forward(int count, const FetchFn& fetch);
+
+ private:
+  void forward(int micro, const FetchFn& fetch);
+  void backward(int micro);
+  void exchange(const std::vector<PipeTransfer>& transfers);
+  void use_slot(int micro, bool start);
+  std::vector<float>& acquire(Buf kind, int micro);
+  std::vector<float>& held(Buf kind, int micro);
+  void release(Buf kind, int micro);
+
+  model::Gpt& gpt_;
+  const ParallelContext& ctx_;
+  int micro_batches_, B_, T_;
+  bool first_, last_;
+  CommClock& clock_;
+  std::vector<PipeStep> steps_;
+  std::vector<int> slot_micro_;  // micro-batch occupying each model slot, -1 = free
+  std::vector<int32_t> inputs_, targets_;
+  std::map<std::pair<int, int>, std::vector<float>> live_;  // (Buf, micro) -> (B,T,C)
+  std::vector<std::vector<float>> free_;
+  double loss_sum_ = 0;
+};
+
+}  // namespace holmes::train

@@ -1,0 +1,130 @@
+#include "engine/train/dist_trainer.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+#include "engine/spec/errors.hpp"
+#include "engine/train/trainer.hpp"
+
+namespace holmes::train {
+
+namespace {
+
+model::GptConfig stage_config(const spec::JobSpec& spec, const ParallelContext& ctx) {
+  const model::GptConfig full = gpt_config_of(spec);
+  const int L = full.layers;
+  const int n = ctx.num_layers < 0 ? L - ctx.first_layer : ctx.num_layers;
+  const bool last = ctx.pp_stage == ctx.pp_size - 1;
+  if (ctx.first_layer < 0 || n < 0 || ctx.first_layer + n > L || (ctx.pp_stage == 0) != (ctx.first_layer == 0) ||
+      last != (ctx.first_layer + n == L))
+    throw UserError(fmt::format("parallel.partition: pipeline stage {} of {} gets layers [{}, {}) of model.layers {}; "
+                                "stages must cover [0, {}) in order", ctx.pp_stage, ctx.pp_size, ctx.first_layer,
+                                ctx.first_layer + n, L, L));
+  if (full.heads % ctx.tp_size != 0 || full.hidden % ctx.tp_size != 0)
+    throw UserError(fmt::format("parallel.tensor: {} does not divide model.heads {} and model.hidden {}", ctx.tp_size,
+                                full.heads, full.hidden));
+  return full.shard(ctx.tp_size, ctx.tp_rank, ctx.first_layer, n);
+}
+
+}  // namespace
+
+DistTrainer::DistTrainer(const spec::JobSpec& spec, model::Kernels& kernels, const DataSet& data, ParallelContext ctx)
+    : spec_(spec), data_(data), ctx_(ctx) {
+  check_context(ctx_);
+  const auto& t = spec.train;
+  if (!spec.global_batch_ok(ctx_.dp_size))
+    throw UserError(fmt::format("train.global_batch: {} is not a multiple of train.micro_batch ({}) x data-parallel "
+                                "degree ({})", t.global_batch, t.micro_batch, ctx_.dp_size));
+  micro_batches_ = spec.micro_batches_per_step(ctx_.dp_size);
+  const model::GptConfig cfg = stage_config(spec, ctx_);
+  if (ctx_.tp != nullptr) tp_comm_ = std::make_unique<GroupTensorParallel>(*ctx_.tp, clock_);
+  const int slots = max_in_flight(ctx_.pp_size, ctx_.pp_stage, micro_batches_);
+  gpt_ = std::make_unique<model::Gpt>(cfg, kernels, t.micro_batch, t.seq_len, tp_comm_.get(), slots);
+  gpt_->init_weights(spec.job.seed);
+  stage_ = std::make_unique<PipelineStage>(*gpt_, ctx_, micro_batches_, t.micro_batch, t.seq_len, clock_);
+  optimizer_ = std::make_unique<DistOptimizer>(*gpt_, ctx_, clock_);
+  lr_ = {.lr = t.lr, .min_lr = t.min_lr, .warmup_steps = t.warmup_steps, .total_steps = t.steps,
+         .kind = parse_lr_schedule(t.lr_schedule)};
+  hyper_ = {.lr = static_cast<float>(t.lr), .beta1 = static_cast<float>(t.beta1),
+            .beta2 = static_cast<float>(t.beta2), .eps = static_cast<float>(t.eps),
+            .weight_decay = static_cast<float>(t.weight_decay)};
+}
+
+double DistTrainer::flops_per_token() const {
+  const auto& t = spec_.train;
+  const model::GptConfig full = gpt_config_of(spec_);
+  return model::Gpt::flops_per_step(full, t.micro_batch, t.seq_len) / (static_cast<double>(t.micro_batch) * t.seq_len);
+}
+
+void DistTrainer::sum_over_job(std::span<double> values) {
+  comm::ProcessGroup* const groups[] = {ctx_.dp, ctx_.tp, ctx_.pp};
+  sum_doubles(values, groups, clock_);
+}
+
+StepStats DistTrainer::train_step(int64_t step) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto& t = spec_.train;
+  clock_.reset();
+  gpt_->zero_grad();
+  auto fetch = [&](int micro, int32_t* inputs, int32_t* targets) {
+    BatchCoord c{.step = step, .micro = micro, .dp_rank = ctx_.dp_rank, .dp_size = ctx_.dp_size,
+                 .micro_batch = t.micro_batch, .global_batch = t.global_batch};
+    data_.train().fill_batch(c, inputs, targets);
+  };
+  const double loss_sum = stage_->run_step(fetch, [&](int micro) {
+    if (micro == micro_batches_ - 1) optimizer_->arm();  // overlap the DP reduction with this backward
+  });
+  optimizer_->finish_grads();
+  // [grad sq, loss]: the loss comes from one rank per pipeline (last stage, tp rank 0).
+  double sums[2] = {optimizer_->owned_grad_sq(), counts_loss() ? loss_sum / micro_batches_ : 0.0};
+  sum_over_job(sums);
+  StepStats s;
+  s.step = step;
+  s.loss = sums[1] / ctx_.dp_size;
+  if (!std::isfinite(s.loss))
+    throw std::runtime_error(fmt::format("training loss is {} at step {}: the run diverged (try a lower train.lr "
+                                         "or train.grad_clip)", s.loss, step + 1));
+  s.grad_norm = std::sqrt(sums[0]);
+  s.lr = lr_at(lr_, step);
+  AdamWHyper h = hyper_;
+  h.lr = static_cast<float>(s.lr);
+  optimizer_->update(h, step + 1, clip_scale(s.grad_norm, t.grad_clip));
+  s.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  s.tokens_per_s = static_cast<double>(tokens_per_step()) / (s.step_ms / 1e3);
+  s.flops = gpt_->flops_per_step(t.micro_batch, t.seq_len) * micro_batches_;
+  s.comm_ms = clock_.ms();
+  return s;
+}
+
+double DistTrainer::evaluate() {
+  const BatchSampler* valid = data_.valid();
+  if (!valid || valid->chunk_count() == 0) return std::nan("");
+  const auto& t = spec_.train;
+  auto fetch = [&](int e, int32_t* inputs, int32_t* targets) {
+    // Unshuffled sampler: the same micro-batches every time (as Trainer::evaluate).
+    BatchCoord c{.step = 0, .micro = e, .dp_rank = ctx_.dp_rank, .dp_size = ctx_.dp_size,
+                 .micro_batch = t.micro_batch, .global_batch = 0};
+    valid->fill_batch(c, inputs, targets);
+  };
+  const int count = std::max(1, t.eval_steps);
+  const double sum = stage_->run_forward(t.eval_steps, fetch);
+  double mean[1] = {counts_loss() ? sum / count : 0.0};
+  sum_over_job(mean);
+  return mean[0] / ctx_.dp_size;
+}
+
+ShardState DistTrainer::shard_state() {
+  ShardState st;
+  st.layout = &gpt_->layout();
+  st.config = &gpt_->config();
+  st.params = gpt_->params();
+  st.owned = optimizer_->owned();
+  st.exp_avg = optimizer_->exp_avg();
+  st.exp_avg_sq = optimizer_->exp_avg_sq();
+  return st;
+}
+
+}  // namespace holmes::train

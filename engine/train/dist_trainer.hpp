@@ -1,0 +1,68 @@
+// Training of one rank of a tensor x pipeline x data parallel job (Megatron-LM semantics):
+//   TP  the model shard's all-reduces go over ctx.tp (GroupTensorParallel);
+//   PP  the 1F1B step list of schedule.hpp (PipelineStage, dist_pipeline.hpp), one
+//       activation slot per micro-batch in flight on the stage (no recomputation);
+//   DP  the distributed optimizer (dist_optimizer.hpp): bucketed reduce-scatter overlapped
+//       with the last micro-batch's backward, sharded AdamW, all-gather of parameters;
+//   the tied wte gradient summed over ctx.embedding before its DP reduction;
+//   one global gradient norm (owned squares summed over dp, tp, pp) and one loss (last
+//   stage's mean, averaged over dp), identical on every rank.
+// With tp = pp = dp = 1 it computes what Trainer (trainer.hpp) computes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/spec/job_spec.hpp"
+#include "engine/train/adamw.hpp"
+#include "engine/train/data.hpp"
+#include "engine/train/dist_comm.hpp"
+#include "engine/train/dist_optimizer.hpp"
+#include "engine/train/dist_pipeline.hpp"
+#include "engine/train/step_runner.hpp"
+#include "model/gpt.hpp"
+#include "model/kernels.hpp"
+
+namespace holmes::train {
+
+class DistTrainer final : public StepRunner {
+ public:
+  // spec, kernels, data and the groups in ctx must outlive the trainer. Throws UserError
+  // when the job does not split this way (batch sizes, layers), std::invalid_argument when
+  // ctx is inconsistent. Every CommError of a group propagates out of the calls below.
+  DistTrainer(const spec::JobSpec& spec, model::Kernels& kernels, const DataSet& data, ParallelContext ctx);
+
+  StepStats train_step(int64_t step) override;
+  double evaluate() override;
+  ShardState shard_state() override;
+  const model::GptConfig& shard_config() const override { return gpt_->config(); }
+  int micro_batches() const override { return micro_batches_; }
+  int64_t tokens_per_step() const override {
+    return spec_.train.global_batch * static_cast<int64_t>(spec_.train.seq_len);
+  }
+  double flops_per_token() const override;
+
+  model::Gpt& model() { return *gpt_; }
+  const ParallelContext& context() const { return ctx_; }
+  const DistOptimizer& optimizer() const { return *optimizer_; }
+
+ private:
+  // values summed over dp, tp and pp (every rank of the job gets the same numbers).
+  void sum_over_job(std::span<double> values);
+  bool counts_loss() const { return ctx_.pp_stage == ctx_.pp_size - 1 && ctx_.tp_rank == 0; }
+
+  const spec::JobSpec& spec_;
+  const DataSet& data_;
+  ParallelContext ctx_;
+  CommClock clock_;
+  std::unique_ptr<GroupTensorParallel> tp_comm_;
+  std::unique_ptr<model::Gpt> gpt_;
+  std::unique_ptr<PipelineStage> stage_;
+  std::unique_ptr<DistOptimizer> optimizer_;  // after gpt_: it unhooks itself from the model
+  LrConfig lr_;
+  AdamWHyper hyper_;
+  int micro_batches_ = 1;
+};
+
+}  // namespace holmes::train
