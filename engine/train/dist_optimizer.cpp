@@ -94,6 +94,7 @@ DistOptimizer::~DistOptimizer() {
 void DistOptimizer::arm() {
   if (!thread_) return;
   armed_ = true;
+  overlapped_ = 0;
   next_ = 0;
   ready_floor_ = gpt_.num_params();
   std::fill(submitted_.begin(), submitted_.end(), false);
@@ -108,6 +109,7 @@ void DistOptimizer::on_grads_ready(size_t begin, size_t end) {
   for (; next_ < buckets_.size() && buckets_[next_].begin >= ready_floor_; ++next_) {
     if (buckets_[next_].embedding && ctx_.embedding != nullptr) continue;  // after the embedding sum
     submit(next_);
+    ++overlapped_;
   }
 }
 

@@ -60,6 +60,8 @@ class DistOptimizer {
   float* exp_avg() { return m_.data(); }
   float* exp_avg_sq() { return v_.data(); }
   const std::vector<GradBucket>& buckets() const { return buckets_; }
+  // Buckets whose reduce-scatter the last step submitted while backward still ran.
+  int overlapped() const { return overlapped_; }
 
  private:
   void on_grads_ready(size_t begin, size_t end);
@@ -88,6 +90,7 @@ class DistOptimizer {
   size_t next_ = 0;          // first bucket not yet submitted (reverse layout order)
   size_t ready_floor_ = 0;   // gradients at or above this offset are final
   bool armed_ = false;
+  int overlapped_ = 0;
   std::unique_ptr<comm::CommThread> thread_;  // last: stops before the buffers it uses go
 };
 

@@ -32,6 +32,8 @@ class DistTrainer final : public StepRunner {
   // when the job does not split this way (batch sizes, layers), std::invalid_argument when
   // ctx is inconsistent. Every CommError of a group propagates out of the calls below.
   DistTrainer(const spec::JobSpec& spec, model::Kernels& kernels, const DataSet& data, ParallelContext ctx);
+  DistTrainer(const DistTrainer&) = delete;  // its parts hold references to ctx_ and the model
+  DistTrainer& operator=(const DistTrainer&) = delete;
 
   StepStats train_step(int64_t step) override;
   double evaluate() override;

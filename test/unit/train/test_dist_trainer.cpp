@@ -85,6 +85,13 @@ void check_run(const holmes::spec::JobSpec& spec, const Grid& g) {
                        last.params.begin() + b.offset));
     }
   }
+  // Overlap: with dp > 1 every bucket but a tied embedding one (it waits for the sum over
+  // the embedding group) is reduce-scattered while backward still runs.
+  for (const RankRun& r : runs) {
+    const bool deferred = g.pp > 1 && r.layout.find("wte") != nullptr;
+    CHECK(r.overlapped == (g.dp > 1 ? static_cast<int>(r.bucket_count) - (deferred ? 1 : 0) : 0));
+    if (g.dp > 1 && g.bucket_floats > 0) CHECK(r.bucket_count > 3);
+  }
   // DP replicas hold identical shards after the all-gather.
   for (const RankRun& r : runs)
     CHECK(r.params == runs[g.rank(r.tp_rank, 0, r.pp_stage)].params);

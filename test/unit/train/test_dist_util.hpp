@@ -65,6 +65,7 @@ struct RankRun {
   model::GptConfig config;
   std::vector<std::pair<size_t, size_t>> owned;
   size_t bucket_count = 0;
+  int overlapped = 0;  // buckets reduce-scattered during the last step's backward
 };
 
 struct Reference {
@@ -170,6 +171,7 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
     r.config = *st.config;
     r.owned = st.owned;
     r.bucket_count = trainer.optimizer().buckets().size();
+    r.overlapped = trainer.optimizer().overlapped();
   });
   return runs;
 }
