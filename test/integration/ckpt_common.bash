@@ -1,0 +1,41 @@
+# Shared by the ckpt_*.sh integration tests: a tiny job, loss comparison, failure reporting.
+# Source it after setting bin=<holmes-train>.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+bad() { echo "FAIL $1"; [ -n "${2:-}" ] && sed 's/^/    /' "$2" | tail -40; fail=1; }
+# A tiny model (milliseconds per step; a set device peak skips the sgemm probe), cosine
+# schedule after 3 warm-up steps.
+tiny=(--set model.layers=2 --set model.hidden=32 --set model.heads=2 --set model.max_seq_len=32
+  --set train.seq_len=32 --set train.micro_batch=2 --set train.global_batch=4 --set train.warmup_steps=3
+  --set train.eval_interval=0 --set log.interval=1000 --set checkpoint.keep=10 --set cluster.device_tflops=1)
+export OMP_NUM_THREADS=1  # polite on shared CI machines; every run of a test uses the same
+# run OUT_DIR STEPS [ARGS...]: the tiny job into OUT_DIR; output in OUT_DIR.log, exit code in $rc.
+run() {
+  local out=$1 steps=$2
+  shift 2
+  "$bin" "${tiny[@]}" --set job.output_dir="$out" --set train.steps="$steps" "$@" >>"$out.log" 2>&1
+  rc=$?
+}
+# same_losses REFERENCE_METRICS FIRST_STEP LAST_STEP METRICS...: the losses of steps
+# FIRST..LAST in the concatenated METRICS files equal the reference's bit for bit.
+same_losses() {
+  python3 - "$@" <<'PY'
+import json, sys
+ref, lo, hi, files = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+def losses(paths):
+    out = {}
+    for p in paths:
+        for line in open(p):
+            r = json.loads(line)
+            if "loss" in r and "step_ms" in r:
+                out[r["step"]] = r["loss"]
+    return out
+a, b = losses([ref]), losses(files)
+bad = [(s, a.get(s), b.get(s)) for s in range(lo, hi + 1) if s not in a or s not in b or a[s] != b[s]]
+if bad:
+    print("losses differ (step, uninterrupted, resumed):", bad[:5])
+    sys.exit(1)
+print(f"steps {lo}..{hi}: losses bit-identical")
+PY
+}
