@@ -115,7 +115,7 @@ TEST_CASE("buckets are whole tensors in reverse order, wte alone, owned chunks p
   }
 }
 
-TEST_CASE("owned ranges: [0, n) without data parallelism, a partition of the shard with it", "[train][dist]") {
+TEST_CASE("owned ranges: the whole shard without data parallelism, a partition of it with dp=2", "[train][dist]") {
   const auto spec = tiny_job();
   auto data = DataSet::open(spec);
   auto hub = std::make_shared<comm::InProcessHub>();
