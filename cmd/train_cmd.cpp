@@ -7,7 +7,7 @@
 #include "engine/launch/local_launcher.hpp"
 #include "engine/launch/selftest.hpp"
 #include "engine/spec/load.hpp"
-#include "engine/train/trainer.hpp"
+#include "engine/train/dist_run.hpp"
 
 namespace holmes::cmd {
 
@@ -27,12 +27,18 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
       ->check(CLI::IsMember({"text", "json"}));
   app.add_option("--resume", o.resume, "Resume from a checkpoint: auto, none or a checkpoint folder")
       ->option_text("auto|none|PATH");
+  app.add_flag("--weights-only", o.weights_only,
+               "With --resume: load the weights only (fresh optimizer, step 0; for fine-tuning)");
   app.add_option("--nproc-per-node", o.nproc_per_node, "Spawn N local worker processes on this machine")
       ->check(CLI::Range(1, 1024));
 }
 
 int run_train(const TrainOptions& o) {
-  auto loaded = spec::load_job_spec(o.config, o.sets);
+  // The checkpoint flags are shorthands for spec keys, so --print-config shows them too.
+  std::vector<std::string> sets = o.sets;
+  if (!o.resume.empty()) sets.push_back("checkpoint.resume=" + o.resume);
+  if (o.weights_only) sets.push_back("checkpoint.weights_only=true");
+  auto loaded = spec::load_job_spec(o.config, sets);
   if (o.print_config) {
     fmt::print("{}", spec::print_resolved(loaded));
     return 0;
@@ -42,7 +48,8 @@ int run_train(const TrainOptions& o) {
     return launch::run_local_workers(launch::detect_launch_env_from_process(o.nproc_per_node, loaded.spec.job.name),
                                      launch::current_argv(), /*grace_s=*/10);
   launch::maybe_run_launch_selftest();
-  return train::run_training(loaded.spec);
+  // A worker (or the only process): its place in the job comes from the environment.
+  return train::run_job(loaded.spec, launch::detect_launch_env_from_process(0, loaded.spec.job.name));
 }
 
 }  // namespace holmes::cmd

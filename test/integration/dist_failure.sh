@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Failure of one worker mid-run. (1) The four ranks of a job are started by hand with
+# torchrun-style variables; rank 2 is killed with SIGKILL after a few steps: every other rank
+# exits non-zero within cluster.timeout_s (plus start-up slack), its stderr naming rank 2, and
+# no process is left. (2) The same through the local launcher: it exits 128+9 naming rank 2.
+# Usage: dist_failure.sh <holmes-train> <source dir>
+set -u
+bin=$1
+tmp=$(mktemp -d)
+source "$(dirname "$0")/dist_common.bash"
+timeout_s=5
+long_job=("${tiny_job[@]}" --set train.steps=100000 --set cluster.timeout_s=$timeout_s
+  --set parallel.tensor=2 --set parallel.pipeline=2 --set parallel.data=1)
+steps_logged() { [ -s "$1" ] && [ "$(grep -c '"loss"' "$1")" -ge "$2" ]; }
+
+# 1. torchrun-style ranks.
+port=$(free_port)
+pids=()
+for r in 0 1 2 3; do
+  RANK=$r WORLD_SIZE=4 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOLMES_JOB_TOKEN=failure-test \
+    timeout 120 "$exe" "${long_job[@]}" --set job.output_dir="$tmp/env" >"$tmp/env.$r.out" 2>"$tmp/env.$r.err" &
+  pids+=($!)
+done
+if ! wait_for "steps_logged $tmp/env/metrics.jsonl 3" 60; then
+  bad "env: no 3 steps within 60 s" "$tmp/env.0.err"
+else
+  # the holmes-train process of rank 2 (child of its `timeout`)
+  victim=$(pgrep -P "${pids[2]}" -f "$marker")
+  kill -KILL "$victim"
+  killed_at=$(date +%s)
+  for r in 0 1 3; do
+    wait "${pids[$r]}"
+    code=$?
+    took=$(( $(date +%s) - killed_at ))
+    [ "$code" -ne 0 ] || bad "env: rank $r exited 0 after rank 2 was killed" "$tmp/env.$r.err"
+    [ "$code" -ne 124 ] || bad "env: rank $r hung until the test's time limit" "$tmp/env.$r.err"
+    [ "$took" -le $(( timeout_s + 5 )) ] || bad "env: rank $r took $took s to exit (cluster.timeout_s=$timeout_s)"
+    grep -q "holmes-train: rank $r: .*peer rank 2" "$tmp/env.$r.err" || bad "env: rank $r does not name rank 2" "$tmp/env.$r.err"
+  done
+  wait "${pids[2]}"
+  echo "env: ranks 0, 1, 3 stopped after rank 2 was killed:"
+  grep -h "holmes-train: rank" "$tmp"/env.*.err | cut -c1-240
+fi
+no_leftovers "env"
+
+# 2. The local launcher with a killed worker.
+timeout 120 "$exe" "${long_job[@]}" --set job.output_dir="$tmp/local" --nproc-per-node 4 >"$tmp/local.out" 2>&1 &
+launcher=$!
+if ! wait_for "steps_logged $tmp/local/metrics.jsonl 3" 60; then
+  bad "local: no 3 steps within 60 s" "$tmp/local.out"
+else
+  victim=""
+  for p in $(pgrep -f "$marker"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=2" && victim=$p
+  done
+  if [ -z "$victim" ]; then
+    bad "local: no worker with RANK=2 found"
+  else
+    kill -KILL "$victim"
+    killed_at=$(date +%s)
+    wait "$launcher"
+    code=$?
+    took=$(( $(date +%s) - killed_at ))
+    [ "$code" -eq 137 ] || bad "local: launcher exit $code, expected 137 (128 + SIGKILL of rank 2)" "$tmp/local.out"
+    [ "$took" -le $(( timeout_s + 5 )) ] || bad "local: launcher took $took s to exit"
+    grep -q "rank 2 (pid $victim) was killed by signal 9" "$tmp/local.out" || bad "local: rank 2 not named" "$tmp/local.out"
+  fi
+fi
+no_leftovers "local"
+finish
