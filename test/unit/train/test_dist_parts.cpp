@@ -118,13 +118,13 @@ TEST_CASE("buckets are whole tensors in reverse order, wte alone, owned chunks p
 TEST_CASE("owned ranges: the whole shard without data parallelism, a partition of it with dp=2", "[train][dist]") {
   const auto spec = tiny_job();
   auto data = DataSet::open(spec);
-  auto hub = std::make_shared<comm::InProcessHub>();
   for (int dp : {1, 2}) {
     const Grid g{.dp = dp, .bucket_floats = 2500};
     std::vector<std::vector<std::pair<size_t, size_t>>> owned(dp);
     size_t n = 0;
+    comm::test::Job job(g.impl, dp);
     run_threads(dp, [&](int d) {
-      RankGroups groups = make_groups(hub, g, 0, d, 0, std::chrono::seconds(30));
+      RankGroups groups = groups_for(job, g, 0, d, 0);
       auto kernels = model::cpu::make_cpu_kernels();
       DistTrainer trainer(spec, *kernels, *data, context_of(g, groups, 0, d, 0, spec.model.layers));
       owned[d] = trainer.shard_state().owned;
@@ -146,14 +146,16 @@ TEST_CASE("a peer that leaves makes the others fail with CommError, not hang", "
   const auto spec = tiny_job();
   auto data = DataSet::open(spec);
   // tp: model all-reduce; pp: activation send; dp: reduce-scatter on the comm thread.
-  for (const Grid& g : {Grid{.tp = 2}, Grid{.pp = 2}, Grid{.dp = 2}}) {
-    auto hub = std::make_shared<comm::InProcessHub>();
+  const auto gloo = comm::test::Impl::kGloo;
+  for (const Grid& g : {Grid{.tp = 2}, Grid{.pp = 2}, Grid{.dp = 2}, Grid{.tp = 2, .impl = gloo},
+                        Grid{.pp = 2, .impl = gloo}, Grid{.dp = 2, .impl = gloo}}) {
+    comm::test::Job job(g.impl, 2);
     int comm_errors = 0;
     std::mutex m;
     const auto t0 = std::chrono::steady_clock::now();
     run_threads(2, [&](int rank) {
       const int t = rank % g.tp, d = (rank / g.tp) % g.dp, p = rank / (g.tp * g.dp);
-      RankGroups groups = make_groups(hub, g, t, d, p, std::chrono::seconds(20));
+      RankGroups groups = groups_for(job, g, t, d, p, std::chrono::seconds(20));
       auto kernels = model::cpu::make_cpu_kernels();
       DistTrainer trainer(spec, *kernels, *data, context_of(g, groups, t, d, p, spec.model.layers));
       if (rank == 1) return;  // leaves: its groups go away
@@ -164,7 +166,7 @@ TEST_CASE("a peer that leaves makes the others fail with CommError, not hang", "
         ++comm_errors;
       }
     });
-    INFO("grid tp=" << g.tp << " pp=" << g.pp << " dp=" << g.dp);
+    INFO("grid tp=" << g.tp << " pp=" << g.pp << " dp=" << g.dp << " " << comm::test::impl_name(g.impl));
     CHECK(comm_errors == 1);
     CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(15));  // well before the time-out
   }

@@ -132,3 +132,7 @@ TEST_CASE("DistTrainer tp=2 x dp=2 matches", "[train][dist]") {
 TEST_CASE("DistTrainer tp=2 x pp=2 x dp=2 matches", "[train][dist]") {
   check_run(tiny_job(), {.tp = 2, .pp = 2, .dp = 2, .bucket_floats = 3000});
 }
+
+TEST_CASE("DistTrainer over Gloo (loopback TCP) tp=2 x pp=2 x dp=2 matches", "[train][dist]") {
+  check_run(tiny_job(), {.tp = 2, .pp = 2, .dp = 2, .bucket_floats = 3000, .impl = holmes::comm::test::Impl::kGloo});
+}

@@ -51,6 +51,7 @@ struct Grid {
   int tp = 1, pp = 1, dp = 1;
   std::vector<int> layers = {};  // per stage; empty = as even as possible
   size_t bucket_floats = 0;  // 0 = default
+  comm::test::Impl impl = comm::test::Impl::kInProcess;
   int world() const { return tp * pp * dp; }
   int rank(int t, int d, int p) const { return t + tp * (d + dp * p); }
 };
@@ -96,17 +97,18 @@ inline void run_threads(int n, const std::function<void(int)>& body) {
   });
 }
 
-// The groups of one rank, created on the hub (names say which slice of the grid).
 struct RankGroups {
   std::unique_ptr<comm::ProcessGroup> tp, pp, dp, embedding;
 };
 
-inline RankGroups make_groups(const std::shared_ptr<comm::InProcessHub>& hub, const Grid& g, int t, int d, int p,
-                              std::chrono::milliseconds timeout) {
+// The groups of one rank (names say which slice of the grid), from `job`: in-process, or
+// Gloo over loopback with `store` this rank's connection to the job's store.
+inline RankGroups make_groups(comm::test::Job& job, const std::shared_ptr<comm::Store>& store, const Grid& g, int t,
+                              int d, int p, std::chrono::milliseconds timeout) {
   RankGroups out;
   const int me = g.rank(t, d, p);
   auto group = [&](const std::string& name, std::vector<int> members) {
-    return comm::make_inproc_group(hub, {name, std::move(members), me, timeout});
+    return job.group(store, name, std::move(members), me, timeout);
   };
   std::vector<int> m;
   if (g.tp > 1) {
@@ -126,6 +128,14 @@ inline RankGroups make_groups(const std::shared_ptr<comm::InProcessHub>& hub, co
       out.embedding = group(fmt::format("emb/dp{}/tp{}", d, t), {g.rank(t, d, 0), g.rank(t, d, g.pp - 1)});
   }
   return out;
+}
+
+// Groups of rank (t, d, p) for a test job (the store only where the job uses Gloo).
+inline RankGroups groups_for(comm::test::Job& job, const Grid& g, int t, int d, int p,
+                             std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  std::shared_ptr<comm::Store> store;
+  if (job.impl() == comm::test::Impl::kGloo) store = job.store_for(g.rank(t, d, p));
+  return make_groups(job, store, g, t, d, p, timeout);
 }
 
 inline ParallelContext context_of(const Grid& g, const RankGroups& groups, int t, int d, int p, int layers) {
@@ -152,11 +162,11 @@ inline ParallelContext context_of(const Grid& g, const RankGroups& groups, int t
 // The job on every rank of the grid; result index = global rank.
 inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
   auto data = DataSet::open(spec);
-  auto hub = std::make_shared<comm::InProcessHub>();
+  comm::test::Job job(g.impl, g.world());
   std::vector<RankRun> runs(g.world());
   run_threads(g.world(), [&](int rank) {
     const int t = rank % g.tp, d = (rank / g.tp) % g.dp, p = rank / (g.tp * g.dp);
-    RankGroups groups = make_groups(hub, g, t, d, p, std::chrono::seconds(30));
+    RankGroups groups = groups_for(job, g, t, d, p);
     auto kernels = model::cpu::make_cpu_kernels();
     DistTrainer trainer(spec, *kernels, *data, context_of(g, groups, t, d, p, spec.model.layers));
     RankRun& r = runs[rank];
