@@ -2,6 +2,8 @@
 // the whole start_runtime with one thread per rank over a real TCP store and Gloo groups.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <string>
@@ -12,6 +14,7 @@
 #include "engine/spec/errors.hpp"
 #include "engine/spec/load.hpp"
 #include "engine/topo/discover.hpp"
+#include "engine/train/dist_run.hpp"
 #include "engine/train/startup.hpp"
 
 using namespace holmes;
@@ -137,7 +140,23 @@ TEST_CASE("start_runtime: 4 ranks on threads get the plan's groups at their coor
     CHECK(rt.pp->rank() == me.pp);
     CHECK(rt.world_group->rank() == r);
     CHECK(rt.tp->transport() == "gloo tcp 127.0.0.1");
+    // What DistTrainer gets: the coordinates, this stage's layers and the groups.
+    const auto ctx = train::parallel_context(rt);
+    CHECK(ctx.tp_size == 2);
+    CHECK(ctx.pp_size == 2);
+    CHECK(ctx.dp_size == 1);
+    CHECK(ctx.tp_rank == me.tp);
+    CHECK(ctx.pp_stage == me.pp);
+    CHECK(ctx.first_layer == rt.plan.stages[me.pp].first_layer);
+    CHECK(ctx.num_layers == rt.plan.stages[me.pp].num_layers);
+    CHECK(ctx.tp == rt.tp.get());
+    CHECK(ctx.dp == nullptr);
+    CHECK(ctx.embedding == rt.embedding.get());
+    REQUIRE_NOTHROW(train::check_context(ctx));
   }
+  int layers = 0;
+  for (const auto& st : rts[0].plan.stages) layers += st.num_layers;
+  CHECK(layers == 4);
   // The groups talk: tensor-parallel sums of the global ranks.
   std::vector<float> sums(4);
   on_threads(4, [&](int r) {
@@ -179,4 +198,17 @@ TEST_CASE("start_runtime: a rank that never comes is named after the time-out") 
     message = e.what();
   }
   CHECK_THAT(message, Catch::Contains("[1]"));
+}
+
+TEST_CASE("worker threads: OMP_NUM_THREADS wins, else the cores split between the local workers") {
+  const char* old = std::getenv("OMP_NUM_THREADS");
+  const std::string saved = old ? old : "";
+  setenv("OMP_NUM_THREADS", "3", 1);
+  CHECK(train::worker_threads(8) == 3);
+  unsetenv("OMP_NUM_THREADS");
+  const int one = train::worker_threads(1);
+  CHECK(one >= 1);
+  CHECK(train::worker_threads(2) == std::max(1, one / 2));
+  CHECK(train::worker_threads(one * 4) == 1);
+  if (old) setenv("OMP_NUM_THREADS", saved.c_str(), 1);
 }
