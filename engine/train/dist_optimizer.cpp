@@ -48,7 +48,6 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommCl
   pack_off_.assign(nb, 0);
   reduced_off_.assign(nb, 0);
   decay_.resize(nb);
-  padded_.resize(nb);
   submitted_.assign(nb, false);
   size_t packed = 0, reduced = 0, max_chunk = 0;
   for (size_t k = nb; k-- > 0;) {  // ascending offsets: the packing order of the moments
@@ -66,7 +65,8 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommCl
     reduced_off_[k] = reduced;
     reduced += b.chunk;
     max_chunk = std::max(max_chunk, b.chunk);
-    if (ctx.dp_size > 1 && (b.end - b.begin) % ctx.dp_size != 0) padded_[k].assign(b.chunk * ctx.dp_size, 0.0f);
+    if (ctx.dp_size > 1 && (b.end - b.begin) % ctx.dp_size != 0)
+      padded_.resize(std::max(padded_.size(), b.chunk * ctx.dp_size));
     for (const model::ParamTensor& t : gpt.layout().tensors()) {
       const size_t lo = std::max(t.offset, b.own_begin), hi = std::min(t.offset + t.numel, b.own_end);
       if (lo >= hi) continue;
@@ -122,9 +122,11 @@ void DistOptimizer::reduce_scatter(size_t k) {
   const GradBucket& b = buckets_[k];
   const float* g = gpt_.grads() + b.begin;
   std::span<const float> in(g, b.end - b.begin);
-  if (!padded_[k].empty()) {  // zero tail up to chunk * dp
-    std::copy(g, g + (b.end - b.begin), padded_[k].begin());
-    in = padded_[k];
+  const size_t n = b.end - b.begin, padded = b.chunk * ctx_.dp_size;
+  if (padded != n) {  // zero tail up to chunk * dp
+    std::copy(g, g + n, padded_.begin());
+    std::fill(padded_.begin() + n, padded_.begin() + padded, 0.0f);
+    in = {padded_.data(), padded};
   }
   std::span<float> out(reduced_.data() + reduced_off_[k], b.chunk);
   ctx_.dp->reduce_scatter(out, in, comm::ReduceOp::kSum);
@@ -174,8 +176,9 @@ void DistOptimizer::update(const AdamWHyper& h, int64_t t, float grad_scale) {
 void DistOptimizer::all_gather(size_t k) {
   const GradBucket& b = buckets_[k];
   float* p = gpt_.params();
-  std::fill(gather_in_.begin(), gather_in_.end(), 0.0f);
+  const size_t n = b.own_end - b.own_begin;
   std::copy(p + b.own_begin, p + b.own_end, gather_in_.begin());
+  std::fill(gather_in_.begin() + n, gather_in_.begin() + b.chunk, 0.0f);  // padding
   std::span<float> out(gather_out_.data(), b.chunk * ctx_.dp_size);
   clock_.time([&] { ctx_.dp->all_gather(out, {gather_in_.data(), b.chunk}); });
   std::copy(out.begin(), out.begin() + (b.end - b.begin), p + b.begin);

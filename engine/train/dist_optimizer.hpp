@@ -84,7 +84,9 @@ class DistOptimizer {
   std::vector<std::pair<size_t, size_t>> owned_;
   std::vector<float> m_, v_;
   std::vector<float> reduced_;                   // reduce-scatter outputs, chunk per bucket
-  std::vector<std::vector<float>> padded_;       // per bucket: padded input when dp does not divide it
+  // Padded reduce-scatter input of a bucket dp does not divide; one buffer serves all such
+  // buckets since the comm thread runs them one after the other.
+  std::vector<float> padded_;
   std::vector<float> gather_in_, gather_out_;
   std::vector<bool> submitted_;
   size_t next_ = 0;          // first bucket not yet submitted (reverse layout order)

@@ -21,8 +21,16 @@ PipelineStage::PipelineStage(model::Gpt& gpt, const ParallelContext& ctx, int mi
   targets_.resize(inputs_.size());
 }
 
-double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(int micro)>& before_backward) {
+void PipelineStage::reset() {
+  // A step that failed half-way (a CommError) may have left buffers and slots taken.
+  for (auto& [key, buf] : live_) free_.push_back(std::move(buf));
+  live_.clear();
+  std::fill(slot_micro_.begin(), slot_micro_.end(), -1);
   loss_sum_ = 0;
+}
+
+double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(int micro)>& before_backward) {
+  reset();
   for (const PipeStep& s : steps_) {
     if (s.kind == PipeOpKind::kComm) {
       exchange(s.transfers);
@@ -46,7 +54,7 @@ double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(in
 double PipelineStage::run_forward(int count, const FetchFn& fetch) {
   // Plain in-order hand-off: recv, forward, send. A stage blocks only on its neighbours and
   // the chain has no cycle, so rendezvous sends cannot deadlock.
-  loss_sum_ = 0;
+  reset();
   for (int e = 0; e < count; ++e) {
     if (!first_) exchange({{P2PKind::kRecvActivation, e, ctx_.pp_stage - 1}});
     forward(e, fetch);

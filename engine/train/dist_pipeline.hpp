@@ -37,6 +37,7 @@ class PipelineStage {
   double run_forward(int count, const FetchFn& fetch);
 
  private:
+  void reset();
   void forward(int micro, const FetchFn& fetch);
   void backward(int micro);
   void exchange(const std::vector<PipeTransfer>& transfers);

@@ -74,8 +74,10 @@ StepStats DistTrainer::train_step(int64_t step) {
                  .micro_batch = t.micro_batch, .global_batch = t.global_batch};
     data_.train().fill_batch(c, inputs, targets);
   };
-  const double loss_sum = stage_->run_step(fetch, [&](int micro) {
-    if (micro == micro_batches_ - 1) optimizer_->arm();  // overlap the DP reduction with this backward
+  int backwards = 0;
+  const double loss_sum = stage_->run_step(fetch, [&](int) {
+    // The step's last backward finishes the gradients: overlap the DP reduction with it.
+    if (++backwards == micro_batches_) optimizer_->arm();
   });
   optimizer_->finish_grads();
   // [grad sq, loss]: the loss comes from one rank per pipeline (last stage, tp rank 0).
