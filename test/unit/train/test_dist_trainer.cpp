@@ -111,6 +111,12 @@ TEST_CASE("DistTrainer pp=4 with an uneven partition matches", "[train][dist]") 
   check_run(tiny_job(5), {.pp = 4, .layers = {1, 2, 1, 1}});
 }
 
+TEST_CASE("DistTrainer pp=4 with fewer micro-batches than stages matches", "[train][dist]") {
+  auto spec = tiny_job();
+  spec.train.global_batch = 4;  // 2 micro-batches in a 4-stage pipeline
+  check_run(spec, {.pp = 4});
+}
+
 TEST_CASE("DistTrainer dp=2 (distributed optimizer) matches", "[train][dist]") {
   check_run(tiny_job(), {.dp = 2});
 }
