@@ -99,6 +99,10 @@ void check_run(const holmes::spec::JobSpec& spec, const Grid& g) {
 
 }  // namespace
 
+TEST_CASE("DistTrainer on one rank matches the single-process trainer", "[train][dist]") {
+  check_run(tiny_job(), {});
+}
+
 TEST_CASE("DistTrainer tp=2 matches the single-process trainer", "[train][dist]") {
   check_run(tiny_job(), {.tp = 2});
 }
