@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "engine/spec/errors.hpp"
+#include "engine/train/checkpoint.hpp"
 #include "engine/train/model_file.hpp"
 #include "model/param_layout.hpp"
 
@@ -200,19 +201,53 @@ ExportResult write_hf_export(const model::GptConfig& cfg, std::span<const float>
   return r;
 }
 
+namespace {
+
+constexpr const char* kCheckpointManifest = "manifest.json";  // in every step folder (checkpoint.hpp)
+
+// Every parameter of the checkpoint's global model, reassembled from its slices into one
+// ParamLayout buffer (whatever tp x pp x dp plan saved it).
+FullModel read_checkpoint_model(const std::string& dir) {
+  const CheckpointInfo info = open_checkpoint(dir);
+  const model::ParamLayout layout(info.model);
+  FullModel m{info.model, std::vector<float>(layout.size()),
+              fmt::format("checkpoint {} (step {})", info.dir, info.step)};
+  for (const model::ParamTensor& t : layout.tensors()) {
+    const std::vector<float> full = read_full_tensor(info, t.name);
+    if (full.size() != t.numel)
+      throw UserError(fmt::format("{}: tensor {} has {} elements, the model {} needs {}", info.dir, t.name,
+                                  full.size(), info.model.to_string(), t.numel));
+    std::copy(full.begin(), full.end(), m.params.begin() + static_cast<std::ptrdiff_t>(t.offset));
+  }
+  return m;
+}
+
+FullModel read_weights_model(const fs::path& file) {
+  ModelWeights w = load_model_weights(file.string());
+  const size_t want = model::ParamLayout(w.config).size();
+  if (w.params.size() != want)
+    throw UserError(fmt::format("{}: holds {} parameters but its header describes a model of {} ({})", file.string(),
+                                w.params.size(), want, w.config.to_string()));
+  return FullModel{w.config, std::move(w.params), "weights " + file.string()};
+}
+
+}  // namespace
+
 FullModel load_full_model(const std::string& path) {
   const fs::path p(path);
-  fs::path weights;
-  if (fs::is_regular_file(p)) weights = p;
-  else if (fs::is_regular_file(p / "model.bin")) weights = p / "model.bin";
-  if (weights.empty())
-    throw UserError(fmt::format("--checkpoint {}: not a model: expected a folder holding model.bin (a run's "
-                                "<output_dir>/final) or a model.bin file", path));
-  ModelWeights w = load_model_weights(weights.string());
-  if (w.params.size() != model::ParamLayout(w.config).size())
-    throw UserError(fmt::format("{}: holds {} parameters but its header describes a model of {} ({})", weights.string(),
-                                w.params.size(), model::ParamLayout(w.config).size(), w.config.to_string()));
-  return FullModel{w.config, std::move(w.params), "weights " + weights.string()};
+  if (fs::is_regular_file(p)) return read_weights_model(p);
+  if (fs::is_regular_file(p / "model.bin")) return read_weights_model(p / "model.bin");
+  if (fs::exists(p / kCheckpointManifest)) return read_checkpoint_model(path);
+  // A checkpoint.dir: its newest complete step folder.
+  std::vector<std::string> skipped;
+  if (fs::is_directory(p))
+    if (auto latest = find_latest_checkpoint(path, &skipped)) {
+      for (const auto& s : skipped) fmt::print(stderr, "holmes-train: skipping incomplete checkpoint {}\n", s);
+      return read_checkpoint_model(*latest);
+    }
+  throw UserError(fmt::format("--checkpoint {}: not a model: expected a checkpoint folder (step-XXXXXXXX with {}), "
+                              "a checkpoint.dir holding complete step folders, a folder holding model.bin (a run's "
+                              "<output_dir>/final) or a model.bin file", path, kCheckpointManifest));
 }
 
 }  // namespace holmes::train

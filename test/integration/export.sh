@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Trains a tiny model, exports it as Hugging Face GPT-2 and checks with plain torch (Debian's
 # python3-torch, no transformers) that the export has GPT-2's names, shapes and config.json and
-# gives the loss `holmes-train eval` reports on the same sequences (1e-4 relative). Also checks
-# the --out folder rules. Usage: export.sh <holmes-train> <source dir>
+# gives the loss `holmes-train eval` reports on the same sequences (1e-4 relative). Both inputs:
+# the run's final weights and its checkpoints (a step folder, and checkpoint.dir = newest).
+# Also checks the --out folder rules. Usage: export.sh <holmes-train> <source dir>
 set -euo pipefail
 bin="$1"
 src="$2"
@@ -18,7 +19,8 @@ trap 'rm -rf "$out"' EXIT
 set +e
 "$bin" --set job.output_dir="$out/run" --set train.steps=40 --set model.layers=2 --set model.hidden=64 \
   --set model.heads=2 --set model.max_seq_len=64 --set train.seq_len=32 --set train.global_batch=8 \
-  --set train.warmup_steps=5 --set train.eval_interval=0 --set log.interval=20 >"$out/train.txt" 2>&1
+  --set train.warmup_steps=5 --set train.eval_interval=0 --set log.interval=20 \
+  --set checkpoint.interval=20 >"$out/train.txt" 2>&1
 rc=$?
 set -e
 [ "$rc" -eq 0 ] || { cat "$out/train.txt"; echo "FAIL: training exited with $rc"; exit 1; }
@@ -34,6 +36,18 @@ check_input() {  # $1: what --checkpoint gets, $2: export folder
     --loss "$loss"
 }
 check_input "$out/run/final" "$out/hf"
+ckpt="$out/run/checkpoints"
+[ -f "$ckpt/step-00000020/manifest.json" ] && [ -f "$ckpt/step-00000040/manifest.json" ] \
+  || { ls -R "$out/run"; echo "FAIL: no checkpoints step-00000020 and step-00000040 in $ckpt"; exit 1; }
+check_input "$ckpt/step-00000020" "$out/hf20"  # other weights than the final ones
+# The last checkpoint holds the final weights: its export is the same bytes. checkpoint.dir
+# itself stands for its newest complete checkpoint.
+"$bin" export --checkpoint "$ckpt" --out "$out/hf40" | grep -q "step-00000040"
+cmp "$out/hf/model.safetensors" "$out/hf40/model.safetensors" && cmp "$out/hf/config.json" "$out/hf40/config.json" \
+  || { echo "FAIL: exports of final/model.bin and of the step-40 checkpoint differ"; exit 1; }
+if cmp -s "$out/hf/model.safetensors" "$out/hf20/model.safetensors"; then
+  echo "FAIL: the step-20 export equals the final one"; exit 1
+fi
 
 # Re-exporting into a previous export replaces it; a folder with other files is refused (exit 2).
 "$bin" export --checkpoint "$out/run/final" --out "$out/hf" | grep -q "replaced" \

@@ -7,14 +7,17 @@
 #include <fstream>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "comm/file_store.hpp"
 #include "engine/spec/errors.hpp"
 #include "engine/train/export.hpp"
 #include "engine/train/model_file.hpp"
 #include "model/cpu/cpu_kernels.hpp"
 #include "model/gpt.hpp"
 #include "model/param_layout.hpp"
+#include "test_checkpoint_util.hpp"
 
 using namespace holmes;
 using namespace holmes::train;
@@ -185,4 +188,38 @@ TEST_CASE("export: load_full_model reads a run's final weights", "[export]") {
     CHECK(m.config.padded_vocab == c.padded_vocab);
   }
   CHECK_THROWS_WITH(load_full_model((dir / "missing").string()), Catch::Contains("missing"));
+}
+
+TEST_CASE("export: load_full_model reassembles a checkpoint saved under tp2 x pp2", "[export]") {
+  const auto g = test::small_model();
+  const std::string root = test::temp_dir("export_tp2pp2");
+  std::vector<std::unique_ptr<test::FakeShard>> ranks;
+  for (int stage = 0; stage < 2; ++stage)
+    for (int t = 0; t < 2; ++t) ranks.push_back(std::make_unique<test::FakeShard>(g, 2, t, 2 * stage, 2, 1, 0));
+  auto store = std::make_shared<comm::FileStore>(test::temp_dir("export_store"), "tok", std::chrono::seconds(20));
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(ranks.size());
+  for (int r = 0; r < 4; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        ranks[r]->fill();
+        auto c = test::save_context(g, 12, r, 4);
+        c.store = store.get();
+        save_checkpoint(root, ranks[r]->state(), c);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) REQUIRE(e.empty());
+
+  test::FakeShard whole(g, 1, 0, 0, -1, 1, 0);  // the same model as one rank holds it
+  whole.fill();
+  for (const auto& path : {checkpoint_step_dir(root, 12), root}) {  // a step folder, or checkpoint.dir
+    const FullModel m = load_full_model(path);
+    CHECK(m.source.find("step 12") != std::string::npos);
+    CHECK(m.config.padded_vocab == g.padded_vocab);
+    REQUIRE(m.params.size() == whole.params.size());
+    CHECK(m.params == whole.params);
+  }
 }
