@@ -46,11 +46,8 @@ DistTrainer::DistTrainer(const spec::JobSpec& spec, model::Kernels& kernels, con
   gpt_->init_weights(spec.job.seed);
   stage_ = std::make_unique<PipelineStage>(*gpt_, ctx_, micro_batches_, t.micro_batch, t.seq_len, clock_);
   optimizer_ = std::make_unique<DistOptimizer>(*gpt_, ctx_, clock_);
-  lr_ = {.lr = t.lr, .min_lr = t.min_lr, .warmup_steps = t.warmup_steps, .total_steps = t.steps,
-         .kind = parse_lr_schedule(t.lr_schedule)};
-  hyper_ = {.lr = static_cast<float>(t.lr), .beta1 = static_cast<float>(t.beta1),
-            .beta2 = static_cast<float>(t.beta2), .eps = static_cast<float>(t.eps),
-            .weight_decay = static_cast<float>(t.weight_decay)};
+  lr_ = lr_config_of(spec);
+  hyper_ = adamw_hyper_of(spec);
 }
 
 double DistTrainer::flops_per_token() const {

@@ -20,6 +20,18 @@ model::GptConfig gpt_config_of(const spec::JobSpec& spec) {
   return cfg;
 }
 
+LrConfig lr_config_of(const spec::JobSpec& spec) {
+  const auto& t = spec.train;
+  return {.lr = t.lr, .min_lr = t.min_lr, .warmup_steps = t.warmup_steps, .total_steps = t.steps,
+          .kind = parse_lr_schedule(t.lr_schedule)};
+}
+
+AdamWHyper adamw_hyper_of(const spec::JobSpec& spec) {
+  const auto& t = spec.train;
+  return {.lr = static_cast<float>(t.lr), .beta1 = static_cast<float>(t.beta1), .beta2 = static_cast<float>(t.beta2),
+          .eps = static_cast<float>(t.eps), .weight_decay = static_cast<float>(t.weight_decay)};
+}
+
 Trainer::Trainer(const spec::JobSpec& spec, model::Kernels& kernels, const DataSet& data, RankContext rank,
                  GradientSync* sync)
     : spec_(spec), data_(data), rank_(rank), sync_(sync ? sync : &local_) {
@@ -35,11 +47,8 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Kernels& kernels, const DataS
   for (const auto& p : gpt_->layout().tensors()) decay_.push_back({p.offset, p.offset + p.numel, p.weight_decay});
   inputs_.resize(static_cast<size_t>(t.micro_batch) * t.seq_len);
   targets_.resize(inputs_.size());
-  lr_ = {.lr = t.lr, .min_lr = t.min_lr, .warmup_steps = t.warmup_steps, .total_steps = t.steps,
-         .kind = parse_lr_schedule(t.lr_schedule)};
-  hyper_ = {.lr = static_cast<float>(t.lr), .beta1 = static_cast<float>(t.beta1),
-            .beta2 = static_cast<float>(t.beta2), .eps = static_cast<float>(t.eps),
-            .weight_decay = static_cast<float>(t.weight_decay)};
+  lr_ = lr_config_of(spec);
+  hyper_ = adamw_hyper_of(spec);
 }
 
 double Trainer::flops_per_token() const {

@@ -45,6 +45,9 @@ class LocalSync final : public GradientSync {
 
 // GptConfig of spec.model (tp = 1, one stage; vocabulary padded by the model).
 model::GptConfig gpt_config_of(const spec::JobSpec& spec);
+// The learning-rate schedule and AdamW settings of spec.train (every trainer uses these).
+LrConfig lr_config_of(const spec::JobSpec& spec);
+AdamWHyper adamw_hyper_of(const spec::JobSpec& spec);
 
 class Trainer final : public StepRunner {
  public:
