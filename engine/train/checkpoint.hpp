@@ -105,14 +105,24 @@ struct SaveContext {
 
 struct SaveResult {
   std::string dir;
-  double seconds = 0;       // this rank's pause, from the call to the commit
-  uint64_t bytes = 0;       // this rank's shard file
+  double seconds = 0;        // from the call to the commit (save_checkpoint) / of the commit
+  uint64_t bytes = 0;        // this rank's shard file
   uint64_t total_bytes = 0;  // all ranks (rank 0 only; else = bytes)
 };
 
 // Collective over the SaveContext's ranks: each writes its shard file (temporary name, fsync,
 // rename), rank 0 writes the manifest and, once every rank has finished, the commit marker,
 // then prunes older checkpoints. A crash at any point leaves the previous checkpoint usable.
+// Equals prepare_checkpoint + write_checkpoint_shard + commit_checkpoint.
 SaveResult save_checkpoint(const std::string& ckpt_dir, const ShardState& state, const SaveContext& ctx);
+
+// The phases of save_checkpoint, so that the shard can be written while training goes on.
+// prepare (collective): creates the step folder; returns it. A committed folder of the same
+// step (saved again after resuming from an older checkpoint) loses its marker first.
+std::string prepare_checkpoint(const std::string& ckpt_dir, const SaveContext& ctx);
+// Local, any thread: writes this rank's shard file into the step folder.
+CheckpointFile write_checkpoint_shard(const std::string& step_dir, const ShardState& state, const SaveContext& ctx);
+// Collective, after every rank's write: manifest, commit marker, pruning (rank 0).
+SaveResult commit_checkpoint(const std::string& ckpt_dir, const CheckpointFile& file, const SaveContext& ctx);
 
 }  // namespace holmes::train

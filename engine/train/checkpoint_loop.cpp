@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 
 #include "engine/launch/signals.hpp"
 #include "engine/spec/errors.hpp"
@@ -51,8 +53,27 @@ int64_t resume_from_checkpoint(const spec::JobSpec& spec, StepRunner& runner, co
   return info.step;
 }
 
-void CheckpointSaver::save(StepRunner& runner, int64_t done) {
-  if (done == last_saved_) return;
+// A save in flight: its writer thread over the saver's copy of the shard.
+struct CheckpointSaver::Pending {
+  SaveContext ctx;
+  ShardState state;  // points into the saver's copy buffers
+  std::future<CheckpointFile> file;
+  double pause_s = 0;  // copy + prepare, then + wait + commit
+  double write_s = 0;  // the writer thread's time
+};
+
+CheckpointSaver::CheckpointSaver(const spec::JobSpec& spec, const LoopContext& ctx) : spec_(spec), ctx_(ctx) {}
+
+CheckpointSaver::~CheckpointSaver() {
+  if (pending_ && pending_->file.valid()) pending_->file.wait();
+}
+
+void CheckpointSaver::after_step(StepRunner& runner, int64_t done) {
+  if (pending_) finish();
+  if (spec_.checkpoint.interval > 0 && done % spec_.checkpoint.interval == 0) start(runner, done);
+}
+
+SaveContext CheckpointSaver::context(const StepRunner& runner, int64_t done) {
   if (spec_text_.empty()) spec_text_ = resolved_spec_text(spec_);
   SaveContext c;
   c.rank = ctx_.rank;
@@ -66,11 +87,61 @@ void CheckpointSaver::save(StepRunner& runner, int64_t done) {
   c.plan_text = ctx_.plan_text.empty() ? "single process: tp1 x pp1 x dp1" : ctx_.plan_text;
   c.plan_hash = ctx_.plan_hash;
   c.keep = spec_.checkpoint.keep;
-  const SaveResult r = save_checkpoint(spec_.checkpoint_dir(), runner.shard_state(), c);
+  return c;
+}
+
+void CheckpointSaver::save(StepRunner& runner, int64_t done) {
+  if (pending_) finish();
+  if (done == last_saved_) return;
+  // Nothing to overlap with: write the live buffers, no copy.
+  const auto t0 = std::chrono::steady_clock::now();
+  const SaveContext c = context(runner, done);
+  const std::string dir = prepare_checkpoint(spec_.checkpoint_dir(), c);
+  const SaveResult r = commit_checkpoint(spec_.checkpoint_dir(), write_checkpoint_shard(dir, runner.shard_state(), c), c);
   last_saved_ = done;
+  report(r, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), "");
+}
+
+void CheckpointSaver::start(StepRunner& runner, int64_t done) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto p = std::make_unique<Pending>();
+  p->ctx = context(runner, done);
+  // The copy the writer reads while the next step changes the live buffers (kept for the
+  // next save: no fresh pages to fault in).
+  const ShardState live = runner.shard_state();
+  copy_params_.assign(live.params, live.params + live.layout->size());
+  copy_m_.assign(live.exp_avg, live.exp_avg + live.owned_size());
+  copy_v_.assign(live.exp_avg_sq, live.exp_avg_sq + live.owned_size());
+  p->state = live;
+  p->state.params = copy_params_.data();
+  p->state.exp_avg = copy_m_.data();
+  p->state.exp_avg_sq = copy_v_.data();
+  const std::string dir = prepare_checkpoint(spec_.checkpoint_dir(), p->ctx);
+  Pending* raw = p.get();
+  p->file = std::async(std::launch::async, [raw, dir] {
+    const auto w0 = std::chrono::steady_clock::now();
+    CheckpointFile f = write_checkpoint_shard(dir, raw->state, raw->ctx);
+    raw->write_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+    return f;
+  });
+  p->pause_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  pending_ = std::move(p);
+  last_saved_ = done;
+}
+
+void CheckpointSaver::finish() {
+  std::unique_ptr<Pending> p = std::move(pending_);
+  const auto t0 = std::chrono::steady_clock::now();
+  const CheckpointFile file = p->file.get();  // rethrows a write error
+  const SaveResult r = commit_checkpoint(spec_.checkpoint_dir(), file, p->ctx);
+  const double pause = p->pause_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  report(r, pause, fmt::format("; written in {:.2f} s in the background", p->write_s));
+}
+
+void CheckpointSaver::report(const SaveResult& r, double pause_s, const std::string& note) const {
   if (ctx_.rank == 0)
-    fmt::print("saved checkpoint {} in {:.2f} s ({:.1f} MB)\n", std::filesystem::path(r.dir).filename().string(),
-               r.seconds, static_cast<double>(r.total_bytes) / 1e6);
+    fmt::print("saved checkpoint {} in {:.2f} s ({:.1f} MB{})\n", std::filesystem::path(r.dir).filename().string(),
+               pause_s, static_cast<double>(r.total_bytes) / 1e6, note);
   std::fflush(stdout);
 }
 

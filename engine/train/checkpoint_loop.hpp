@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/spec/job_spec.hpp"
+#include "engine/train/checkpoint.hpp"
 #include "engine/train/run.hpp"
 #include "engine/train/step_runner.hpp"
 
@@ -21,23 +24,36 @@ std::string resolved_spec_text(const spec::JobSpec& spec);
 // bad checkpoint before anything is written.
 int64_t resume_from_checkpoint(const spec::JobSpec& spec, StepRunner& runner, const LoopContext& ctx);
 
-// Saves checkpoints of one run; each step at most once.
+// Saves checkpoints of one run, each step at most once. A save copies the shard (params and
+// owned moments) and writes it on a background thread while the next step trains; it is
+// committed (a collective: manifest, marker) right after that step, so which checkpoints are
+// complete at any step is deterministic. The pause the loop sees is the copy, whatever of the
+// write the step did not hide, and the commit.
 class CheckpointSaver {
  public:
-  CheckpointSaver(const spec::JobSpec& spec, const LoopContext& ctx) : spec_(spec), ctx_(ctx) {}
-  // After `done` steps: saves when checkpoint.interval divides it.
-  void after_step(StepRunner& runner, int64_t done) {
-    if (spec_.checkpoint.interval > 0 && done % spec_.checkpoint.interval == 0) save(runner, done);
-  }
-  // Collective: every rank writes its shard; rank 0 prints
-  // "saved checkpoint step-00000010 in 0.42 s (12.3 MB)". No-op when `done` is saved already.
+  CheckpointSaver(const spec::JobSpec& spec, const LoopContext& ctx);
+  ~CheckpointSaver();  // waits for a write in flight (a crash leaves the previous checkpoint)
+  // After `done` steps: commits the save started after the previous step, and starts one
+  // when checkpoint.interval divides `done`.
+  void after_step(StepRunner& runner, int64_t done);
+  // Saves `done` now from the live buffers and commits it (the end of the run, a stop
+  // signal). Collective.
   void save(StepRunner& runner, int64_t done);
 
  private:
+  struct Pending;
+  SaveContext context(const StepRunner& runner, int64_t done);
+  void start(StepRunner& runner, int64_t done);
+  void finish();  // waits for the pending write, commits it, prints the log line
+  // Rank 0: "saved checkpoint step-00000010 in 0.42 s (12.3 MB<note>)".
+  void report(const SaveResult& r, double pause_s, const std::string& note) const;
+
   const spec::JobSpec& spec_;
   const LoopContext& ctx_;
   int64_t last_saved_ = -1;
   std::string spec_text_;
+  std::unique_ptr<Pending> pending_;
+  std::vector<float> copy_params_, copy_m_, copy_v_;  // the shard as of the pending save
 };
 
 // Collective after every step: whether any rank received a stop signal, and which (the

@@ -48,8 +48,26 @@ CheckpointPiece piece_of(const Segment& g, TensorKind kind, uint64_t offset) {
           .offset = offset};
 }
 
+// Every rank waits here for every other (no-op for one rank).
+void barrier(const SaveContext& c, const std::string& name) {
+  if (c.store && c.world > 1) comm::store_all_gather(*c.store, name, c.rank, c.world, {}, kSaveTimeout);
+}
+
+}  // namespace
+
+std::string prepare_checkpoint(const std::string& ckpt_dir, const SaveContext& c) {
+  const std::string dir = checkpoint_step_dir(ckpt_dir, c.step);
+  if (c.rank == 0) {
+    fs::create_directories(dir);
+    if (fs::remove(dir + "/" + ckpt::kMarkerName)) ckpt::fsync_dir(dir);  // incomplete until the new commit
+  }
+  barrier(c, fmt::format("ckpt/step-{}/begin", c.step));  // the loop saves each step once: unique keys
+  if (c.rank != 0) fs::create_directories(dir);
+  return dir;
+}
+
 // Writes rank-NNNNN.bin (params of the segments, then exp_avg, then exp_avg_sq).
-CheckpointFile write_shard_file(const std::string& dir, const ShardState& s, const SaveContext& c) {
+CheckpointFile write_checkpoint_shard(const std::string& dir, const ShardState& s, const SaveContext& c) {
   const auto segs = segments_of(s);
   uint64_t floats = 0;
   for (const auto& g : segs) floats += g.end - g.begin;
@@ -70,53 +88,39 @@ CheckpointFile write_shard_file(const std::string& dir, const ShardState& s, con
     }
   }
   out.commit();
+  ckpt::fsync_dir(dir);
   f.bytes = out.bytes();
   f.crc32c = out.crc();
   return f;
 }
 
-// Every rank waits here for every other (no-op for one rank).
-void barrier(const SaveContext& c, const std::string& name) {
-  if (c.store && c.world > 1) comm::store_all_gather(*c.store, name, c.rank, c.world, {}, kSaveTimeout);
-}
-
-}  // namespace
-
-SaveResult save_checkpoint(const std::string& ckpt_dir, const ShardState& state, const SaveContext& c) {
+SaveResult commit_checkpoint(const std::string& ckpt_dir, const CheckpointFile& file, const SaveContext& c) {
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string key = fmt::format("ckpt/step-{}", c.step);  // the loop saves each step once
-  const std::string dir = checkpoint_step_dir(ckpt_dir, c.step);
-  if (c.rank == 0) {
-    fs::create_directories(dir);
-    // Saving a step again (after resuming from an older checkpoint): the folder is
-    // incomplete until the new commit marker.
-    if (fs::remove(dir + "/" + ckpt::kMarkerName)) ckpt::fsync_dir(dir);
-  }
-  barrier(c, key + "/begin");
-  if (c.rank != 0) fs::create_directories(dir);
-  const CheckpointFile file = write_shard_file(dir, state, c);
-  ckpt::fsync_dir(dir);
-
+  const std::string dir = checkpoint_step_dir(ckpt_dir, c.step), key = fmt::format("ckpt/step-{}", c.step);
   SaveResult r{.dir = dir, .seconds = 0, .bytes = file.bytes, .total_bytes = file.bytes};
-  const std::string entry = ckpt::file_entry_json(file);
-  std::vector<std::string> entries{entry};
+  std::vector<std::string> entries{ckpt::file_entry_json(file)};
   if (c.store && c.world > 1) {
-    comm::Bytes mine(entry.begin(), entry.end());
-    auto all = comm::store_all_gather(*c.store, key + "/files", c.rank, c.world, mine, kSaveTimeout);
+    const comm::Bytes mine(entries[0].begin(), entries[0].end());
     entries.clear();
-    for (const auto& b : all) entries.emplace_back(b.begin(), b.end());
+    for (const auto& b : comm::store_all_gather(*c.store, key + "/files", c.rank, c.world, mine, kSaveTimeout))
+      entries.emplace_back(b.begin(), b.end());
   }
   if (c.rank == 0) {
-    if (c.world > 1) r.total_bytes = 0;
-    for (const auto& e : entries) {  // "bytes": N of each entry, for the log
-      const auto at = e.find("\"bytes\": ");
-      if (c.world > 1 && at != std::string::npos) r.total_bytes += std::stoull(e.substr(at + 9));
-    }
+    r.total_bytes = 0;
+    for (const auto& e : entries) r.total_bytes += std::stoull(e.substr(e.find("\"bytes\": ") + 9));
     ckpt::write_text_durably(dir + "/" + ckpt::kManifestName, ckpt::manifest_json(c, entries));
     ckpt::write_text_durably(dir + "/" + ckpt::kMarkerName, fmt::format("step {}\n", c.step));
     if (c.keep > 0) ckpt::prune_checkpoints(ckpt_dir, c.keep);
   }
   barrier(c, key + "/committed");
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+SaveResult save_checkpoint(const std::string& ckpt_dir, const ShardState& state, const SaveContext& c) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string dir = prepare_checkpoint(ckpt_dir, c);
+  SaveResult r = commit_checkpoint(ckpt_dir, write_checkpoint_shard(dir, state, c), c);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

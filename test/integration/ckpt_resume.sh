@@ -13,7 +13,7 @@ run "$tmp/ref" 20
 # (a) stop after step 10 (the test hook raises SIGTERM in the process), then resume.
 HOLMES_TEST_SIGNAL_AFTER_STEP=10:TERM run "$tmp/a" 20
 [ "$rc" -eq 143 ] || bad "(a) stopped run: exit $rc, expected 143" "$tmp/a.log"
-grep -q "saved checkpoint step-00000010 in .* s (.* MB)" "$tmp/a.log" || bad "(a) no save line" "$tmp/a.log"
+grep -q "saved checkpoint step-00000010 in .* s (.* MB" "$tmp/a.log" || bad "(a) no save line" "$tmp/a.log"
 [ -f "$tmp/a/checkpoints/step-00000010/COMMITTED" ] || bad "(a) no committed checkpoint at step 10"
 cp "$tmp/a/metrics.jsonl" "$tmp/a1.jsonl"
 run "$tmp/a" 20 --resume auto
