@@ -45,7 +45,7 @@ void rewrite(const std::string& path, const std::function<void(std::string&)>& e
 
 }  // namespace
 
-TEST_CASE("checkpoint: round trip of a single-rank shard, params and moments bit-exact") {
+TEST_CASE("checkpoint: round trip of a single-rank shard with params and moments bit-exact") {
   const auto g = small_model();
   const std::string root = saved_single("roundtrip", 10);
   const std::string dir = checkpoint_step_dir(root, 10);
@@ -74,7 +74,7 @@ TEST_CASE("checkpoint: round trip of a single-rank shard, params and moments bit
   CHECK(w.m[0] == 0.0f);  // weights only: the moments are untouched
 }
 
-TEST_CASE("checkpoint: read_full_tensor reassembles full shapes, wte with its padded rows") {
+TEST_CASE("checkpoint: read_full_tensor reassembles full shapes and wte with its padded rows") {
   const std::string dir = checkpoint_step_dir(saved_single("fulltensor"), 10);
   const auto info = open_checkpoint(dir);
   for (const char* name : {"wte", "h.2.attn.c_attn.weight", "h.3.mlp.c_proj.weight", "ln_f.bias"}) {
@@ -141,7 +141,7 @@ TEST_CASE("checkpoint: bad checkpoints are user errors naming the file and the p
   CHECK_NOTHROW(open_checkpoint(dir));
 }
 
-TEST_CASE("checkpoint: latest complete checkpoint, incomplete ones skipped, keep prunes after commit") {
+TEST_CASE("checkpoint: latest complete checkpoint with incomplete ones skipped and keep pruning after commit") {
   const auto g = small_model();
   FakeShard a(g, 1, 0, 0, -1, 1, 0);
   a.fill();

@@ -33,7 +33,7 @@ std::vector<std::unique_ptr<FakeShard>> shards_of(const model::GptConfig& g, con
 
 }  // namespace
 
-TEST_CASE("checkpoint: saved under tp2 x pp2 x dp2, loaded under other plans element for element") {
+TEST_CASE("checkpoint: saved under tp2 x pp2 x dp2 and loaded under other plans element for element") {
   const auto g = small_model();
   const std::string root = temp_dir("reshard");
   auto src = shards_of(g, {2, 2, {2, 2}});
@@ -99,7 +99,7 @@ TEST_CASE("checkpoint: saved under tp2 x pp2 x dp2, loaded under other plans ele
   }
 }
 
-TEST_CASE("checkpoint: a checkpoint missing a rank's pieces is reported, not loaded half-way") {
+TEST_CASE("checkpoint: a checkpoint missing a rank's pieces is reported and not loaded half-way") {
   const auto g = small_model();
   const std::string root = temp_dir("holes");
   auto src = shards_of(g, {1, 1, {2, 2}});
