@@ -4,8 +4,10 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <future>
 
 #include "engine/launch/signals.hpp"
@@ -21,6 +23,24 @@ std::string resolved_spec_text(const spec::JobSpec& spec) {
   spec::LoadedSpec loaded{spec, {}};
   for (const auto& f : spec::schema()) loaded.origin[f.path] = {"training run", 0};
   return spec::print_resolved(loaded);
+}
+
+void trim_metrics_for_resume(const spec::JobSpec& spec, int64_t step) {
+  if (spec.log.metrics.empty()) return;
+  const std::string path = spec.job.output_dir + "/" + spec.log.metrics;
+  std::ifstream in(path);
+  if (!in) return;
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    long long s = 0;
+    if (std::sscanf(line.c_str(), "{\"step\": %lld", &s) == 1 && s <= step) kept += line + "\n";
+  }
+  in.close();
+  std::ofstream out(path + ".tmp", std::ios::trunc);
+  out << kept;
+  out.close();
+  if (!out || std::rename((path + ".tmp").c_str(), path.c_str()) != 0)
+    throw std::runtime_error(fmt::format("{}: cannot rewrite the metrics file for the resumed run", path));
 }
 
 int64_t resume_from_checkpoint(const spec::JobSpec& spec, StepRunner& runner, const LoopContext& ctx) {

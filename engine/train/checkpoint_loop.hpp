@@ -17,6 +17,10 @@ namespace holmes::train {
 // The resolved job spec as YAML (spec::print_resolved), for manifests and final/job.yaml.
 std::string resolved_spec_text(const spec::JobSpec& spec);
 
+// A run resumed at `step` continues <output_dir>/<log.metrics>: keeps the lines of steps up to
+// `step` and drops later ones (work of the stopped run that the checkpoint does not hold).
+void trim_metrics_for_resume(const spec::JobSpec& spec, int64_t step);
+
 // Resolves checkpoint.resume (auto | none | PATH) and loads the checkpoint into the runner's
 // shard on every rank (with its optimizer state unless checkpoint.weights_only). Returns the
 // 0-based step to continue at: the checkpoint's step, or 0 (fresh, or weights only). Rank 0

@@ -43,12 +43,12 @@ double measure_cpu_sgemm_gflops() {
   return 2.0 * kN * kN * static_cast<double>(kN) * kReps / s / 1e9;
 }
 
-MetricsWriter::MetricsWriter(const std::string& path) {
+MetricsWriter::MetricsWriter(const std::string& path, bool append) {
   if (path.empty()) return;
   std::error_code ec;
   auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  file_ = std::fopen(path.c_str(), "w");
+  file_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (!file_) throw UserError(fmt::format("{}: cannot write the metrics file (log.metrics / job.output_dir)", path));
 }
 

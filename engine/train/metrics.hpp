@@ -22,7 +22,8 @@ double measure_cpu_sgemm_gflops();
 class MetricsWriter {
  public:
   // Empty path = disabled. Creates parent folders. Throws UserError when it cannot write.
-  explicit MetricsWriter(const std::string& path);
+  // append: continue an existing file (a resumed run) instead of starting it over.
+  explicit MetricsWriter(const std::string& path, bool append = false);
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
   ~MetricsWriter();

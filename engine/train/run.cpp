@@ -60,7 +60,8 @@ int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data
   std::optional<TrainLog> log;
   if (logger) {
     std::filesystem::create_directories(spec.job.output_dir);
-    log.emplace(spec, peak, peak_source, data.entropy_floor());
+    if (start > 0) trim_metrics_for_resume(spec, start);
+    log.emplace(spec, peak, peak_source, data.entropy_floor(), /*append_metrics=*/start > 0);
     log->header(trainer, data.description());
   }
 

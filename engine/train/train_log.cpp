@@ -25,9 +25,9 @@ std::string metrics_path(const spec::JobSpec& spec) {
 }  // namespace
 
 TrainLog::TrainLog(const spec::JobSpec& spec, double peak_gflops, std::string peak_source,
-                   std::optional<double> entropy_floor)
+                   std::optional<double> entropy_floor, bool append_metrics)
     : spec_(spec), peak_gflops_(peak_gflops), peak_source_(std::move(peak_source)), floor_(entropy_floor),
-      metrics_(metrics_path(spec)), start_(std::chrono::steady_clock::now()) {}
+      metrics_(metrics_path(spec), append_metrics), start_(std::chrono::steady_clock::now()) {}
 
 void TrainLog::header(const StepRunner& trainer, const std::string& data_description) const {
   const auto& g = trainer.shard_config();

@@ -17,8 +17,9 @@ namespace holmes::train {
 class TrainLog {
  public:
   // peak_gflops: the device's peak for MFU; peak_source says where it came from.
+  // append_metrics: a resumed run continues metrics.jsonl.
   TrainLog(const spec::JobSpec& spec, double peak_gflops, std::string peak_source,
-           std::optional<double> entropy_floor);
+           std::optional<double> entropy_floor, bool append_metrics = false);
 
   void header(const StepRunner& trainer, const std::string& data_description) const;
   // Every step goes to metrics.jsonl; a line is printed every log.interval steps, at the

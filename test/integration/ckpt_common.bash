@@ -18,20 +18,26 @@ run() {
   rc=$?
 }
 # same_losses REFERENCE_METRICS FIRST_STEP LAST_STEP METRICS...: the losses of steps
-# FIRST..LAST in the concatenated METRICS files equal the reference's bit for bit.
+# FIRST..LAST in the concatenated METRICS files equal the reference's bit for bit, and each of
+# those steps is logged once (a resumed run continues metrics.jsonl without repeats).
 same_losses() {
   python3 - "$@" <<'PY'
 import json, sys
 ref, lo, hi, files = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 def losses(paths):
-    out = {}
+    out, seen = {}, []
     for p in paths:
         for line in open(p):
             r = json.loads(line)
             if "loss" in r and "step_ms" in r:
                 out[r["step"]] = r["loss"]
-    return out
-a, b = losses([ref]), losses(files)
+                seen.append(r["step"])
+    return out, seen
+(a, _), (b, seen) = losses([ref]), losses(files)
+repeated = sorted({s for s in seen if lo <= s <= hi and seen.count(s) > 1})
+if repeated:
+    print("steps logged more than once:", repeated[:10])
+    sys.exit(1)
 bad = [(s, a.get(s), b.get(s)) for s in range(lo, hi + 1) if s not in a or s not in b or a[s] != b[s]]
 if bad:
     print("losses differ (step, uninterrupted, resumed):", bad[:5])
