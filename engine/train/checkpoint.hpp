@@ -71,6 +71,10 @@ struct CheckpointInfo {
 // truncated, oversized or corrupted shard file.
 CheckpointInfo open_checkpoint(const std::string& dir, bool verify_checksums = true);
 
+// Size, header and (verify_checksum) CRC32C of one shard file against the manifest; what
+// open_checkpoint does for every file. UserError naming the file and the problem.
+void verify_checkpoint_file(const CheckpointInfo& info, const CheckpointFile& file, bool verify_checksum = true);
+
 // The whole tensor `name` (full shape, row-major; wte with its padded vocabulary rows),
 // reassembled from its slices. Throws UserError when the checkpoint does not hold all of it.
 std::vector<float> read_full_tensor(const CheckpointInfo& info, const std::string& name,

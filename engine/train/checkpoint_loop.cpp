@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -59,13 +60,20 @@ int64_t resume_from_checkpoint(const spec::JobSpec& spec, StepRunner& runner, co
     }
     dir = *latest;
   }
-  const CheckpointInfo info = open_checkpoint(dir);
+  // Headers and sizes of every file; checksums of the files this rank reads (its tensors).
+  const CheckpointInfo info = open_checkpoint(dir, /*verify_checksums=*/false);
   ShardState st = runner.shard_state();
+  for (const auto& f : info.files)
+    if (std::any_of(f.pieces.begin(), f.pieces.end(), [&](const CheckpointPiece& p) { return st.layout->find(p.tensor); }))
+      verify_checkpoint_file(info, f);
   load_shard_state(info, gpt_config_of(spec), st, !c.weights_only);
   if (c.weights_only) {
     if (log) fmt::print("resume: loaded the weights of {} (step {}); fresh optimizer, starting at step 0\n", dir, info.step);
     return 0;
   }
+  if (log && info.step >= spec.train.steps)
+    fmt::print("resume: {} is at step {}, train.steps is {}: nothing left to train\n", dir, info.step,
+               spec.train.steps);
   if (log)
     fmt::print("resume: continuing from {} at step {} ({} tokens seen; saved by {} rank{}{})\n", dir, info.step,
                info.tokens_seen, info.world, info.world == 1 ? "" : "s",

@@ -17,10 +17,7 @@ namespace holmes::train {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// Size, header and CRC32C of one shard file against its manifest entry.
-void verify_file(const CheckpointInfo& info, const CheckpointFile& f, bool checksums) {
+void verify_checkpoint_file(const CheckpointInfo& info, const CheckpointFile& f, bool checksums) {
   const std::string path = info.dir + "/" + f.name;
   std::error_code ec;
   const uint64_t size = fs::file_size(path, ec);
@@ -54,6 +51,8 @@ void verify_file(const CheckpointInfo& info, const CheckpointFile& f, bool check
     throw UserError(fmt::format("{}: header says rank {} step {} ({} payload bytes), the manifest says rank {} step {} "
                                 "({} bytes)", path, h.rank, h.step, h.payload_bytes, f.rank, info.step, f.bytes));
 }
+
+namespace {
 
 // step-NNNNNNNN folders under root with their step, newest first.
 std::vector<std::pair<int64_t, std::string>> step_dirs(const std::string& root) {
@@ -93,7 +92,7 @@ CheckpointInfo open_checkpoint(const std::string& dir_in, bool verify_checksums)
     throw UserError(fmt::format("{}/{}: commit marker is missing: the checkpoint is incomplete (its save was "
                                 "interrupted); pass an earlier checkpoint or --resume auto", dir, ckpt::kMarkerName));
   CheckpointInfo info = ckpt::parse_manifest(dir);
-  for (const auto& f : info.files) verify_file(info, f, verify_checksums);
+  for (const auto& f : info.files) verify_checkpoint_file(info, f, verify_checksums);
   return info;
 }
 
