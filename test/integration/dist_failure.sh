@@ -3,6 +3,8 @@
 # torchrun-style variables; rank 2 is killed with SIGKILL after a few steps: every other rank
 # exits non-zero within cluster.timeout_s (plus start-up slack), its stderr naming rank 2, and
 # no process is left. (2) The same through the local launcher: it exits 128+9 naming rank 2.
+# (3) Rank 2 hangs (SIGSTOP) instead: the others give up after cluster.timeout_s (plus the
+# seconds the groups take to find whom to blame), naming rank 2.
 # Usage: dist_failure.sh <holmes-train> <source dir>
 set -u
 bin=$1
@@ -13,35 +15,41 @@ long_job=("${tiny_job[@]}" --set train.steps=100000 --set cluster.timeout_s=$tim
   --set parallel.tensor=2 --set parallel.pipeline=2 --set parallel.data=1)
 steps_logged() { [ -s "$1" ] && [ "$(grep -c '"loss"' "$1")" -ge "$2" ]; }
 
-# 1. torchrun-style ranks.
-port=$(free_port)
-pids=()
-for r in 0 1 2 3; do
-  RANK=$r WORLD_SIZE=4 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOLMES_JOB_TOKEN=failure-test \
-    timeout 120 "$exe" "${long_job[@]}" --set job.output_dir="$tmp/env" >"$tmp/env.$r.out" 2>"$tmp/env.$r.err" &
-  pids+=($!)
-done
-if ! wait_for "steps_logged $tmp/env/metrics.jsonl 3" 60; then
-  bad "env: no 3 steps within 60 s" "$tmp/env.0.err"
-else
-  # the holmes-train process of rank 2 (child of its `timeout`)
-  victim=$(pgrep -P "${pids[2]}" -f "$marker")
-  kill -KILL "$victim"
-  killed_at=$(date +%s)
-  for r in 0 1 3; do
-    wait "${pids[$r]}"
-    code=$?
-    took=$(( $(date +%s) - killed_at ))
-    [ "$code" -ne 0 ] || bad "env: rank $r exited 0 after rank 2 was killed" "$tmp/env.$r.err"
-    [ "$code" -ne 124 ] || bad "env: rank $r hung until the test's time limit" "$tmp/env.$r.err"
-    [ "$took" -le $(( timeout_s + 5 )) ] || bad "env: rank $r took $took s to exit (cluster.timeout_s=$timeout_s)"
-    grep -q "holmes-train: rank $r: .*peer rank 2" "$tmp/env.$r.err" || bad "env: rank $r does not name rank 2" "$tmp/env.$r.err"
+# 1. torchrun-style ranks; 3: the same with rank 2 stopped instead of killed.
+# env_case NAME SIGNAL SLACK_S
+env_case() {
+  local name=$1 sig=$2 slack=$3 port pids=() r code took victim killed_at
+  port=$(free_port)
+  for r in 0 1 2 3; do
+    RANK=$r WORLD_SIZE=4 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOLMES_JOB_TOKEN=failure-test \
+      timeout 120 "$exe" "${long_job[@]}" --set job.output_dir="$tmp/$name" >"$tmp/$name.$r.out" 2>"$tmp/$name.$r.err" &
+    pids+=($!)
   done
-  wait "${pids[2]}"
-  echo "env: ranks 0, 1, 3 stopped after rank 2 was killed:"
-  grep -h "holmes-train: rank" "$tmp"/env.*.err | cut -c1-240
-fi
-no_leftovers "env"
+  if ! wait_for "steps_logged $tmp/$name/metrics.jsonl 3" 60; then
+    bad "$name: no 3 steps within 60 s" "$tmp/$name.0.err"
+  else
+    victim=$(pgrep -P "${pids[2]}" -f "$marker")  # rank 2's holmes-train (child of its `timeout`)
+    kill "-$sig" "$victim"
+    killed_at=$(date +%s)
+    for r in 0 1 3; do
+      wait "${pids[$r]}"
+      code=$?
+      took=$(( $(date +%s) - killed_at ))
+      [ "$code" -ne 0 ] || bad "$name: rank $r exited 0 after rank 2 got SIG$sig" "$tmp/$name.$r.err"
+      [ "$code" -ne 124 ] || bad "$name: rank $r hung until the test's time limit" "$tmp/$name.$r.err"
+      [ "$took" -le $(( timeout_s + slack )) ] || bad "$name: rank $r took $took s to exit (cluster.timeout_s=$timeout_s)"
+      grep -q "holmes-train: rank $r: .*peer rank 2" "$tmp/$name.$r.err" ||
+        bad "$name: rank $r does not name rank 2" "$tmp/$name.$r.err"
+    done
+    kill -KILL "$victim" 2>/dev/null
+    wait "${pids[2]}" 2>/dev/null
+    echo "$name: ranks 0, 1, 3 stopped after rank 2 got SIG$sig:"
+    grep -h "holmes-train: rank" "$tmp/$name".*.err | cut -c1-240
+  fi
+  no_leftovers "$name"
+}
+env_case killed KILL 5
+env_case stopped STOP 8
 
 # 2. The local launcher with a killed worker.
 timeout 120 "$exe" "${long_job[@]}" --set job.output_dir="$tmp/local" --nproc-per-node 4 >"$tmp/local.out" 2>&1 &
