@@ -42,6 +42,37 @@ void write_spec_copy(const spec::JobSpec& spec, const std::string& path) {
   if (!out) throw std::runtime_error(fmt::format("{}: cannot write the job spec copy", path));
 }
 
+// Rank 0's log into `log`; a resumed run continues metrics.jsonl.
+void open_log(std::optional<TrainLog>& log, const spec::JobSpec& spec, const StepRunner& trainer,
+              const DataSet& data, int64_t start) {
+  double peak = spec.cluster.device_tflops * 1e3;
+  std::string peak_source = "cluster.device_tflops";
+  if (peak <= 0) {
+    peak = measure_cpu_sgemm_gflops();
+    peak_source = "measured sgemm of this CPU";
+  }
+  std::filesystem::create_directories(spec.job.output_dir);
+  if (start > 0) trim_metrics_for_resume(spec, start);
+  log.emplace(spec, peak, peak_source, data.entropy_floor(), /*append_metrics=*/start > 0);
+  log->header(trainer, data.description());
+}
+
+// A whole model on one rank also goes to final/model.bin for `holmes-train sample`. Returns
+// what the footer names.
+std::string write_final_weights(const spec::JobSpec& spec, StepRunner& trainer, bool logger) {
+  const auto& cfg = trainer.shard_config();
+  const bool whole = cfg.tp_size == 1 && cfg.has_embedding && cfg.has_head && cfg.first_layer == 0 &&
+                     cfg.num_stage_layers() == cfg.layers;
+  if (!whole) return "(sharded: see the checkpoints)";
+  const std::string dir = spec.job.output_dir + "/final";
+  if (logger) {
+    ShardState st = trainer.shard_state();
+    save_model_weights(dir + "/model.bin", cfg, st.params, st.layout->size());
+    write_spec_copy(spec, dir + "/job.yaml");
+  }
+  return dir + "/model.bin";
+}
+
 }  // namespace
 
 int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data, const LoopContext& ctx) {
@@ -51,19 +82,8 @@ int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data
   const int64_t start = resume_from_checkpoint(spec, trainer, ctx);
   CheckpointSaver saver(spec, ctx);
   auto max_over_ranks = [&](double v) { return ctx.max_over_ranks ? ctx.max_over_ranks(v) : v; };
-  double peak = spec.cluster.device_tflops * 1e3;
-  std::string peak_source = "cluster.device_tflops";
-  if (peak <= 0) {
-    peak = measure_cpu_sgemm_gflops();
-    peak_source = "measured sgemm of this CPU";
-  }
   std::optional<TrainLog> log;
-  if (logger) {
-    std::filesystem::create_directories(spec.job.output_dir);
-    if (start > 0) trim_metrics_for_resume(spec, start);
-    log.emplace(spec, peak, peak_source, data.entropy_floor(), /*append_metrics=*/start > 0);
-    log->header(trainer, data.description());
-  }
+  if (logger) open_log(log, spec, trainer, data, start);
 
   const auto& t = spec.train;
   double first_loss = NAN, last_loss = NAN, comm_ms = 0, total_ms = 0;
@@ -82,7 +102,8 @@ int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data
     }
     saver.after_step(trainer, done);
     maybe_raise_test_signal(ctx, done);
-    if (const int sig = agreed_stop_signal(ctx); sig != 0) {  // every rank stops after this same step
+    // Every rank stops after this same step; after the last one the run simply ends.
+    if (const int sig = agreed_stop_signal(ctx); sig != 0 && done < t.steps) {
       saver.save(trainer, done);
       if (logger)
         fmt::print("stopped by signal {} after step {} of {}; resubmit with --resume auto to continue\n", sig, done,
@@ -94,18 +115,8 @@ int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data
   if (ctx.world > 1)
     fmt::print("rank {}: {:.1f} s in steps, of which {:.1f} s ({:.0f}%) waiting on communication\n", ctx.rank,
                total_ms / 1e3, comm_ms / 1e3, total_ms > 0 ? 100.0 * comm_ms / total_ms : 0.0);
-
-  // A whole model on one rank also goes to final/model.bin for `holmes-train sample`.
-  const auto& cfg = trainer.shard_config();
-  const bool whole = cfg.tp_size == 1 && cfg.has_embedding && cfg.has_head && cfg.first_layer == 0 &&
-                     cfg.num_stage_layers() == cfg.layers;
-  const std::string dir = spec.job.output_dir + "/final";
-  if (logger && whole) {
-    ShardState st = trainer.shard_state();
-    save_model_weights(dir + "/model.bin", cfg, st.params, st.layout->size());
-    write_spec_copy(spec, dir + "/job.yaml");
-  }
-  if (log) log->footer(first_loss, last_loss, whole ? dir + "/model.bin" : "(sharded: see the checkpoints)");
+  const std::string weights = write_final_weights(spec, trainer, logger);
+  if (log) log->footer(first_loss, last_loss, weights);
   return 0;
 }
 
