@@ -2,7 +2,8 @@
 # Trains a tiny model, exports it as Hugging Face GPT-2 and checks with plain torch (Debian's
 # python3-torch, no transformers) that the export has GPT-2's names, shapes and config.json and
 # gives the loss `holmes-train eval` reports on the same sequences (1e-4 relative). Both inputs:
-# the run's final weights and its checkpoints (a step folder, and checkpoint.dir = newest).
+# the run's final weights and its checkpoints (a step folder, and checkpoint.dir = newest), and
+# the checkpoint of a tp2 x pp2 job.
 # Also checks the --out folder rules. Usage: export.sh <holmes-train> <source dir>
 set -euo pipefail
 bin="$1"
@@ -48,6 +49,19 @@ cmp "$out/hf/model.safetensors" "$out/hf40/model.safetensors" && cmp "$out/hf/co
 if cmp -s "$out/hf/model.safetensors" "$out/hf20/model.safetensors"; then
   echo "FAIL: the step-20 export equals the final one"; exit 1
 fi
+
+# A checkpoint saved by a tp2 x pp2 job (4 local workers, no final/model.bin) is reassembled
+# from its slices: its export must also give the loss holmes-train computes.
+set +e
+"$bin" --nproc-per-node 4 --set job.output_dir="$out/dist" --set train.steps=30 --set model.layers=2 \
+  --set model.hidden=64 --set model.heads=2 --set model.max_seq_len=64 --set train.seq_len=32 \
+  --set train.global_batch=8 --set train.micro_batch=2 --set train.warmup_steps=5 --set train.eval_interval=0 \
+  --set checkpoint.interval=30 --set parallel.tensor=2 --set parallel.pipeline=2 --set parallel.data=1 \
+  >"$out/dist.txt" 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 0 ] || { cat "$out/dist.txt"; echo "FAIL: the tp2 x pp2 job exited with $rc"; exit 1; }
+check_input "$out/dist/checkpoints/step-00000030" "$out/hf_dist"
 
 # Re-exporting into a previous export replaces it; a folder with other files is refused (exit 2).
 "$bin" export --checkpoint "$out/run/final" --out "$out/hf" | grep -q "replaced" \
