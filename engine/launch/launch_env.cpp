@@ -102,7 +102,9 @@ LaunchEnv detect_local_alone(const EnvMap& env, int nproc) {
 
 }  // namespace
 
-LaunchEnv detect_launch_env(const EnvMap& env, int nproc_per_node_flag, const std::string& job_name) {
+namespace {
+
+LaunchEnv detect_place(const EnvMap& env, int nproc_per_node_flag, const std::string& job_name) {
   if (nproc_per_node_flag < 0 || nproc_per_node_flag > kMaxWorld)
     throw UsageError(fmt::format("--nproc-per-node {} is out of range; accepted: 1..{}", nproc_per_node_flag,
                                  kMaxWorld));
@@ -122,6 +124,14 @@ LaunchEnv detect_launch_env(const EnvMap& env, int nproc_per_node_flag, const st
   single.master_port = master_port_or(env, 0);
   single.job_token = get(env, "HOLMES_JOB_TOKEN").value_or("");
   return single;
+}
+
+}  // namespace
+
+LaunchEnv detect_launch_env(const EnvMap& env, int nproc_per_node_flag, const std::string& job_name) {
+  LaunchEnv e = detect_place(env, nproc_per_node_flag, job_name);
+  e.node_name = get(env, "HOLMES_NODE_NAME").value_or("");
+  return e;
 }
 
 std::map<std::string, std::string> process_environment() {

@@ -46,6 +46,10 @@ struct LaunchEnv {
   // the job and step ids (identical on all nodes, different for every step); "" when the
   // caller must make one (the local launcher draws a random one).
   std::string job_token;
+  // HOLMES_NODE_NAME: the host name this node reports at start-up instead of the machine's
+  // (a node known by another name in a topology file; one machine playing several nodes in
+  // tests). "" = the machine's own.
+  std::string node_name;
 };
 
 // Pure: reads only `env`. `nproc_per_node_flag` is --nproc-per-node (0 = not given);

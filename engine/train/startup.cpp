@@ -38,7 +38,7 @@ comm::Millis timeout_of(const spec::JobSpec& spec) {
 // This node's report as local rank 0 sees it: NICs from sysfs, and the CPU split into one
 // device per local rank (each worker process is one "device" of the plan), so memory and
 // cores are per worker.
-topo::NodeReport discover_this_node(const spec::JobSpec& spec, int local_world) {
+topo::NodeReport discover_this_node(const spec::JobSpec& spec, int local_world, const std::string& node_name) {
   if (spec.job.device == "cuda")
     throw UserError("job.device: 'cuda' multi-process training is not available in this build yet "
                     "(accepted now: cpu, auto)");
@@ -46,7 +46,9 @@ topo::NodeReport discover_this_node(const spec::JobSpec& spec, int local_world) 
   d.count = local_world;
   d.memory_gb /= local_world;
   d.cores = std::max(1, d.cores / local_world);
-  return topo::discover_node(spec.cluster.sysfs_root, d);
+  topo::NodeReport report = topo::discover_node(spec.cluster.sysfs_root, d);
+  if (!node_name.empty()) report.hostname = node_name;
+  return report;
 }
 
 // The coordinate a group's rank must equal for this rank: tp / pp / dp index, 0 for the
@@ -259,7 +261,7 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   comm::PrefixStore boot(rt.store, "startup/");
 
   std::optional<topo::NodeReport> mine;
-  if (env.local_rank == 0) mine = discover_this_node(spec, env.local_world_size);
+  if (env.local_rank == 0) mine = discover_this_node(spec, env.local_world_size, env.node_name);
   std::vector<std::string> entries;
   for (const auto& b : comm::store_all_gather(boot, "node", env.rank, env.world_size,
                                               to_bytes(node_entry(env.node_rank, env.local_rank, mine ? &*mine : nullptr)),

@@ -2,8 +2,8 @@
 //   1. open the job's rendezvous store (rank 0 hosts tcp://MASTER_ADDR:MASTER_PORT, or the
 //      spec's cluster.rendezvous), guarded by the per-job token;
 //   2. local rank 0 of every node discovers its node (NICs from cluster.sysfs_root, the CPU
-//      as local-world-size devices); the reports are all-gathered and become the cluster
-//      topology (with cluster.topology overlaid when given);
+//      as local-world-size devices; named HOLMES_NODE_NAME when that is set); the reports
+//      are all-gathered and become the cluster topology (cluster.topology overlaid if given);
 //   3. every rank computes make_plan (pure) and the ranks all-gather (plan hash, spec digest,
 //      topology digest): any difference from rank 0 stops the job naming what differs and who;
 //   4. this rank's communicators of the plan (tp, pp, dp, embedding, world) are created with

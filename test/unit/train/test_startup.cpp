@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -211,4 +212,11 @@ TEST_CASE("worker threads: OMP_NUM_THREADS wins, else the cores split between th
   CHECK(train::worker_threads(2) == std::max(1, one / 2));
   CHECK(train::worker_threads(one * 4) == 1);
   if (old) setenv("OMP_NUM_THREADS", saved.c_str(), 1);
+}
+
+TEST_CASE("HOLMES_NODE_NAME names the node in every launch mode; unset keeps the machine's name") {
+  std::map<std::string, std::string> env = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"HOLMES_NODE_NAME", "n7"}};
+  CHECK(launch::detect_launch_env(env, 0, "job").node_name == "n7");
+  CHECK(launch::detect_launch_env({{"HOLMES_NODE_NAME", "n8"}}, 0, "job").node_name == "n8");
+  CHECK(launch::detect_launch_env({}, 0, "job").node_name.empty());
 }
