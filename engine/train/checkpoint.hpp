@@ -105,6 +105,7 @@ struct SaveContext {
   std::string job_spec_text, plan_text;
   uint64_t plan_hash = 0;
   int keep = 0;  // > 0: rank 0 keeps the newest `keep` complete checkpoints after the commit
+  double timeout_s = 3600;  // longest wait for the other ranks (a dead rank must not hang the job)
 };
 
 struct SaveResult {

@@ -115,6 +115,8 @@ SaveContext CheckpointSaver::context(const StepRunner& runner, int64_t done) {
   c.plan_text = ctx_.plan_text.empty() ? "single process: tp1 x pp1 x dp1" : ctx_.plan_text;
   c.plan_hash = ctx_.plan_hash;
   c.keep = spec_.checkpoint.keep;
+  // Ranks reach a commit within a step of each other; the collective time-out bounds the wait.
+  c.timeout_s = std::max(spec_.cluster.timeout_s, 60.0);
   return c;
 }
 

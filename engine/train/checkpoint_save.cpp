@@ -15,8 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr comm::Millis kSaveTimeout{60 * 60 * 1000};  // slow file systems and big shards
-
 // A run of the flat buffer this rank saves: [begin, end) inside tensor t, and where the
 // run's moments start in the packed exp_avg / exp_avg_sq arrays.
 struct Segment {
@@ -48,9 +46,11 @@ CheckpointPiece piece_of(const Segment& g, TensorKind kind, uint64_t offset) {
           .offset = offset};
 }
 
+comm::Millis timeout_of(const SaveContext& c) { return comm::Millis(static_cast<int64_t>(c.timeout_s * 1e3)); }
+
 // Every rank waits here for every other (no-op for one rank).
 void barrier(const SaveContext& c, const std::string& name) {
-  if (c.store && c.world > 1) comm::store_all_gather(*c.store, name, c.rank, c.world, {}, kSaveTimeout);
+  if (c.store && c.world > 1) comm::store_all_gather(*c.store, name, c.rank, c.world, {}, timeout_of(c));
 }
 
 }  // namespace
@@ -102,7 +102,7 @@ SaveResult commit_checkpoint(const std::string& ckpt_dir, const CheckpointFile& 
   if (c.store && c.world > 1) {
     const comm::Bytes mine(entries[0].begin(), entries[0].end());
     entries.clear();
-    for (const auto& b : comm::store_all_gather(*c.store, key + "/files", c.rank, c.world, mine, kSaveTimeout))
+    for (const auto& b : comm::store_all_gather(*c.store, key + "/files", c.rank, c.world, mine, timeout_of(c)))
       entries.emplace_back(b.begin(), b.end());
   }
   if (c.rank == 0) {
