@@ -196,13 +196,10 @@ void check_agreement(const std::vector<std::string>& lines) {
       auto mine = fields(lines[r]);
       if (f >= mine.size() || mine[f] != ref[f]) differ.push_back(r);
     }
+    const std::string& what = ref[f].first;
+    const char* input = what == "plan" ? "the plan hash" : what == "spec" ? "the job spec" : "the cluster topology";
     if (!differ.empty())
-      problems.push_back(fmt::format("{} differs from rank 0's on ranks [{}]", ref[f].first == "plan"
-                                                                                 ? "the plan hash"
-                                                                             : ref[f].first == "spec"
-                                                                                 ? "the job spec"
-                                                                                 : "the cluster topology",
-                                     fmt::join(differ, ", ")));
+      problems.push_back(fmt::format("{} differs from rank 0's on ranks [{}]", input, fmt::join(differ, ", ")));
   }
   if (!problems.empty())
     throw std::runtime_error(fmt::format("start-up: the ranks do not agree: {} (every rank must run the same "
