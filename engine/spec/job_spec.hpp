@@ -95,6 +95,7 @@ struct CheckpointSection {
   int keep = 3;          // newest complete checkpoints kept
   std::string resume = "none";  // auto | none | a checkpoint folder
   bool weights_only = false;    // load params only: fresh optimizer, step 0
+  bool background_write = true;  // write interval saves from a copy while the next step trains
 };
 
 struct LogSection {

@@ -271,6 +271,9 @@ std::vector<Field> make_schema() {
   f.push_back(resume());
   f.push_back(boolean("checkpoint.weights_only", HOLMES_REF(checkpoint.weights_only), "false",
                       "With checkpoint.resume: load the weights only (fresh optimizer, step 0), for fine-tuning."));
+  f.push_back(boolean("checkpoint.background_write", HOLMES_REF(checkpoint.background_write), "true",
+                      "Write interval checkpoints from a copy of the shard while the next step trains (shorter pause, "
+                      "one more shard of host memory); false = write before the next step."));
   // log
   f.push_back(integer("log.interval", HOLMES_REF(log.interval), "1", 1, M, "Steps between log lines."));
   f.push_back(choice("log.level", HOLMES_REF(log.level), {"info", "debug", "warn", "error"}, "Log verbosity."));

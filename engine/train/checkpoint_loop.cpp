@@ -60,6 +60,7 @@ int64_t resume_from_checkpoint(const spec::JobSpec& spec, StepRunner& runner, co
     }
     dir = *latest;
   }
+  const auto t0 = std::chrono::steady_clock::now();
   // Headers and sizes of every file; checksums of the files this rank reads (its tensors).
   const CheckpointInfo info = open_checkpoint(dir, /*verify_checksums=*/false);
   ShardState st = runner.shard_state();
@@ -75,9 +76,10 @@ int64_t resume_from_checkpoint(const spec::JobSpec& spec, StepRunner& runner, co
     fmt::print("resume: {} is at step {}, train.steps is {}: nothing left to train\n", dir, info.step,
                spec.train.steps);
   if (log)
-    fmt::print("resume: continuing from {} at step {} ({} tokens seen; saved by {} rank{}{})\n", dir, info.step,
-               info.tokens_seen, info.world, info.world == 1 ? "" : "s",
-               info.plan_hash == ctx.plan_hash ? ", same plan" : ", another plan: resharded");
+    fmt::print("resume: continuing from {} at step {} ({} tokens seen; saved by {} rank{}{}; loaded in {:.2f} s)\n",
+               dir, info.step, info.tokens_seen, info.world, info.world == 1 ? "" : "s",
+               info.plan_hash == ctx.plan_hash ? ", same plan" : ", another plan: resharded",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return info.step;
 }
 
@@ -98,7 +100,9 @@ CheckpointSaver::~CheckpointSaver() {
 
 void CheckpointSaver::after_step(StepRunner& runner, int64_t done) {
   if (pending_) finish();
-  if (spec_.checkpoint.interval > 0 && done % spec_.checkpoint.interval == 0) start(runner, done);
+  if (spec_.checkpoint.interval <= 0 || done % spec_.checkpoint.interval != 0) return;
+  if (spec_.checkpoint.background_write) start(runner, done);
+  else save(runner, done);
 }
 
 SaveContext CheckpointSaver::context(const StepRunner& runner, int64_t done) {

@@ -38,7 +38,7 @@ class CheckpointSaver {
   CheckpointSaver(const spec::JobSpec& spec, const LoopContext& ctx);
   ~CheckpointSaver();  // waits for a write in flight (a crash leaves the previous checkpoint)
   // After `done` steps: commits the save started after the previous step, and starts one
-  // when checkpoint.interval divides `done`.
+  // when checkpoint.interval divides `done` (checkpoint.background_write false: saves now).
   void after_step(StepRunner& runner, int64_t done);
   // Saves `done` now from the live buffers and commits it (the end of the run, a stop
   // signal). Collective.

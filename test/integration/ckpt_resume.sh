@@ -30,6 +30,14 @@ grep -q "resume: continuing from .*step-00000010 at step 10" "$tmp/b.log" || bad
 same_losses "$tmp/ref/metrics.jsonl" 1 20 "$tmp/b/metrics.jsonl" || fail=1
 ls "$tmp/b/checkpoints" | grep -q step-00000020 || bad "(b) no final checkpoint"
 
+# (b2) the same with the shard written before the next step instead of beside it.
+HOLMES_TEST_SIGNAL_AFTER_STEP=13:KILL run "$tmp/b2" 20 --set checkpoint.interval=5 --set checkpoint.background_write=false
+[ "$rc" -eq 137 ] || bad "(b2) killed run: exit $rc, expected 137" "$tmp/b2.log"
+grep -q "saved checkpoint step-00000010 in .* s (.* MB)$" "$tmp/b2.log" || bad "(b2) no foreground save line" "$tmp/b2.log"
+run "$tmp/b2" 20 --set checkpoint.interval=5 --resume auto
+grep -q "resume: continuing from .*step-00000010 at step 10" "$tmp/b2.log" || bad "(b2) did not resume at step 10" "$tmp/b2.log"
+same_losses "$tmp/ref/metrics.jsonl" 1 20 "$tmp/b2/metrics.jsonl" || fail=1
+
 # (c) --resume PATH of the step-5 checkpoint of (b), into a fresh output folder.
 run "$tmp/c" 20 --resume "$tmp/b/checkpoints/step-00000005"
 [ "$rc" -eq 0 ] || bad "(c) --resume PATH: exit $rc" "$tmp/c.log"
