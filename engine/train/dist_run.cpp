@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "comm/errors.hpp"
@@ -26,56 +27,70 @@ namespace holmes::train {
 
 namespace {
 
-// Job-wide record of the first failure, so that a rank whose own error only shows a
-// neighbour that gave up (a cascade) can still name the rank that failed first. The first
-// rank to report sets it; the rest read it. Never throws: with the store gone (rank 0 died)
-// the rank's own peer is all we know.
-int first_failed_rank(const std::shared_ptr<comm::Store>& store, int own_peer) {
-  if (!store) return own_peer;
+// After a failure every live rank records in the store whom its own error blames
+// ("job/failed/<rank>" = peer, -1 when none). A rank that died or hangs never records
+// anything, while a rank that only gave up because of it does: so the culprit is a blamed
+// rank without a record of its own (the most blamed one when several). Waits up to
+// `grace_s` until every rank has either reported or is such a culprit. Never throws: with
+// the store gone (rank 0 died) the rank's own peer is all we know.
+int blame_failed_rank(comm::Store& store, int rank, int world, int own_peer, double grace_s) {
+  std::vector<std::string> keys;
+  for (int r = 0; r < world; ++r) keys.push_back(fmt::format("job/failed/{}", r));
+  int pick = -1;
   try {
-    if (own_peer >= 0 && store->add("job/failures", 1) == 1) {
-      comm::set_string(*store, "job/first_failed", std::to_string(own_peer));
-      return own_peer;
+    comm::set_string(store, keys[rank], std::to_string(own_peer));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
+    for (;;) {
+      std::vector<bool> reported(world, true);
+      for (const auto& k : store.missing(keys)) reported[std::stoi(k.substr(k.rfind('/') + 1))] = false;
+      std::map<int, int> blamed;  // culprit candidate -> times blamed
+      int reporters = 0;
+      for (int r = 0; r < world; ++r) {
+        if (!reported[r]) continue;
+        ++reporters;
+        const int p = std::stoi(comm::get_string(store, keys[r], comm::Millis(1000)));
+        if (p >= 0 && p < world && !reported[p]) ++blamed[p];
+      }
+      pick = -1;
+      for (const auto& [p, n] : blamed)
+        if (pick < 0 || n > blamed[pick]) pick = p;
+      if (reporters + static_cast<int>(blamed.size()) >= world || std::chrono::steady_clock::now() > deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    return std::stoi(comm::get_string(*store, "job/first_failed", comm::Millis(2000)));
+    store.add("job/decided", 1);
   } catch (const std::exception&) {
-    return own_peer;
   }
+  return pick >= 0 ? pick : own_peer;
 }
 
-// Rank 0 hosts the store the others read the first failure from: after its own failure it
-// closes its groups (so that peers blocked on it fail now rather than at their time-out) and
-// keeps the store up until every other live rank has reported, or cluster.timeout_s.
-void linger_as_store_host(Runtime& rt, double timeout_s) {
-  rt.tp.reset();
-  rt.pp.reset();
-  rt.dp.reset();
-  rt.embedding.reset();
-  rt.world_group.reset();
+// Rank 0 hosts the store the others decide with: it keeps it up until every other live
+// rank has decided, or cluster.timeout_s.
+void linger_as_store_host(comm::Store& store, int world, double timeout_s) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   try {
-    // The rank that died first never reports: world - 1 reports are everyone that can.
-    while (rt.store->add("job/reported", 0) < rt.world - 1 && std::chrono::steady_clock::now() < deadline)
+    // A rank that died never decides: world - 1 is everyone that can.
+    while (store.add("job/decided", 0) < world - 1 && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
   } catch (const std::exception&) {
   }
 }
 
-// Prints the failure and ends the process at once: the groups of a broken job may block in
-// their destructors (Gloo pairs waiting on a dead peer), and a worker owns no children.
+// Prints the failure and ends the process at once (a worker owns no children). First it
+// closes its groups, so that peers blocked on this rank fail now rather than at their
+// time-out; the destructors of the unwound DistTrainer already left them idle.
 [[noreturn]] void fail(Runtime& rt, int rank, const std::string& what, int own_peer, double timeout_s) {
-  const int peer = first_failed_rank(rt.store, own_peer);
+  rt.tp.reset();
+  rt.pp.reset();
+  rt.dp.reset();
+  rt.embedding.reset();
+  rt.world_group.reset();
+  const int peer = rt.store ? blame_failed_rank(*rt.store, rank, rt.world, own_peer, std::min(timeout_s, 5.0))
+                            : own_peer;
   std::fflush(stdout);
   if (peer >= 0) std::fprintf(stderr, "holmes-train: rank %d: %s, peer rank %d\n", rank, what.c_str(), peer);
   else std::fprintf(stderr, "holmes-train: rank %d: %s\n", rank, what.c_str());
   std::fflush(stderr);
-  if (rt.store) {
-    try {
-      rt.store->add("job/reported", 1);
-    } catch (const std::exception&) {
-    }
-    if (rank == 0) linger_as_store_host(rt, timeout_s);
-  }
+  if (rt.store && rank == 0) linger_as_store_host(*rt.store, rt.world, timeout_s);
   std::_Exit(1);
 }
 

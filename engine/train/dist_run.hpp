@@ -14,7 +14,7 @@ namespace holmes::train {
 
 // Trains the job as rank env.rank of env.world_size. Returns the exit code: 0, 1 after a
 // runtime failure (printed as "holmes-train: rank R: <what>, peer rank P", P being the rank
-// whose failure the job saw first when known), 128+N after a stop by signal. UserError
+// that died or hangs when the ranks' reports single it out), 128+N after a stop by signal. UserError
 // (bad spec or environment) propagates to main (exit 2).
 int run_job(const spec::JobSpec& spec, const launch::LaunchEnv& env);
 
