@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Exact resume on the CPU backend: 20 uninterrupted steps against (a) 10 steps, a stop by
 # SIGTERM with its checkpoint, --resume auto and 10 more, and (b) a SIGKILL after step 13
-# with checkpoint.interval 5, resumed from step 10: bit-identical losses. Also --resume PATH
-# and --weights-only. Usage: ckpt_resume.sh <holmes-train> <source dir>
+# with checkpoint.interval 5, resumed from step 10: bit-identical losses. Also a SIGKILL
+# during a save (the previous checkpoint is used), --resume PATH and --weights-only. Usage: ckpt_resume.sh <holmes-train> <source dir>
 set -u
 bin=$1
 . "$(dirname "$0")/ckpt_common.bash"
@@ -37,6 +37,18 @@ grep -q "saved checkpoint step-00000010 in .* s (.* MB)$" "$tmp/b2.log" || bad "
 run "$tmp/b2" 20 --set checkpoint.interval=5 --resume auto
 grep -q "resume: continuing from .*step-00000010 at step 10" "$tmp/b2.log" || bad "(b2) did not resume at step 10" "$tmp/b2.log"
 same_losses "$tmp/ref/metrics.jsonl" 1 20 "$tmp/b2/metrics.jsonl" || fail=1
+
+# (b3) killed while the step-10 save is being written (before its commit): that folder is
+# incomplete, --resume auto skips it, says so and continues exactly from step 5.
+HOLMES_TEST_SIGNAL_AFTER_STEP=10:KILL run "$tmp/b3" 20 --set checkpoint.interval=5
+[ "$rc" -eq 137 ] || bad "(b3) killed run: exit $rc, expected 137" "$tmp/b3.log"
+[ -d "$tmp/b3/checkpoints/step-00000010" ] && [ ! -e "$tmp/b3/checkpoints/step-00000010/COMMITTED" ] ||
+  bad "(b3) expected an incomplete step-00000010" "$tmp/b3.log"
+run "$tmp/b3" 20 --set checkpoint.interval=5 --resume auto
+grep -q "skipping incomplete checkpoint .*step-00000010" "$tmp/b3.log" || bad "(b3) no skip line" "$tmp/b3.log"
+grep -q "resume: continuing from .*step-00000005 at step 5" "$tmp/b3.log" || bad "(b3) did not resume at step 5" "$tmp/b3.log"
+same_losses "$tmp/ref/metrics.jsonl" 1 20 "$tmp/b3/metrics.jsonl" || fail=1
+[ -f "$tmp/b3/checkpoints/step-00000010/COMMITTED" ] || bad "(b3) step 10 not saved again after the resume"
 
 # (c) --resume PATH of the step-5 checkpoint of (b), into a fresh output folder.
 run "$tmp/c" 20 --resume "$tmp/b/checkpoints/step-00000005"
