@@ -214,7 +214,7 @@ TEST_CASE("worker threads: OMP_NUM_THREADS wins, else the cores split between th
   if (old) setenv("OMP_NUM_THREADS", saved.c_str(), 1);
 }
 
-TEST_CASE("HOLMES_NODE_NAME names the node in every launch mode; unset keeps the machine's name") {
+TEST_CASE("HOLMES_NODE_NAME names the node in every launch mode, unset keeps the machine name") {
   std::map<std::string, std::string> env = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"HOLMES_NODE_NAME", "n7"}};
   CHECK(launch::detect_launch_env(env, 0, "job").node_name == "n7");
   CHECK(launch::detect_launch_env({{"HOLMES_NODE_NAME", "n8"}}, 0, "job").node_name == "n8");
