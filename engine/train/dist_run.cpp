@@ -94,6 +94,8 @@ void linger_as_store_host(comm::Store& store, int world, double timeout_s) {
   std::_Exit(1);
 }
 
+// Groups reduce floats: exact for the integers the loop agrees on (steps, stop flags, MiB)
+// up to 2^24, which is all it needs.
 double max_over(comm::ProcessGroup& world, double v) {
   float x = static_cast<float>(v);
   world.all_reduce(std::span<float>(&x, 1), comm::ReduceOp::kMax);
