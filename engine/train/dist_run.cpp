@@ -40,6 +40,8 @@ int blame_failed_rank(comm::Store& store, int rank, int world, int own_peer, dou
   try {
     comm::set_string(store, keys[rank], std::to_string(own_peer));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
+    int last_reporters = -1;
+    auto settled_at = deadline;
     for (;;) {
       std::vector<bool> reported(world, true);
       for (const auto& k : store.missing(keys)) reported[std::stoi(k.substr(k.rfind('/') + 1))] = false;
@@ -54,7 +56,16 @@ int blame_failed_rank(comm::Store& store, int rank, int world, int own_peer, dou
       pick = -1;
       for (const auto& [p, n] : blamed)
         if (pick < 0 || n > blamed[pick]) pick = p;
-      if (reporters + static_cast<int>(blamed.size()) >= world || std::chrono::steady_clock::now() > deadline) break;
+      // Certain once only one rank is silent. Otherwise a silent rank may merely be slower
+      // to time out (blamed by a neighbour that waits on it), so the verdict also needs the
+      // reports to have settled for a moment.
+      const auto now = std::chrono::steady_clock::now();
+      if (reporters != last_reporters) {
+        last_reporters = reporters;
+        settled_at = now + std::chrono::milliseconds(1500);
+      }
+      const bool all_explained = reporters + static_cast<int>(blamed.size()) >= world;
+      if (reporters >= world - 1 || (all_explained && now > settled_at) || now > deadline) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     store.add("job/decided", 1);
