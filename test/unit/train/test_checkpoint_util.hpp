@@ -99,8 +99,20 @@ struct FakeShard {
   }
 };
 
+inline std::filesystem::path temp_root() {
+  return std::filesystem::temp_directory_path() / ("holmes_ckpt_test_" + std::to_string(::getpid()));
+}
+// Removes this process's scratch folders when the test binary exits.
+struct TempRootCleanup {
+  ~TempRootCleanup() {
+    std::error_code ec;
+    std::filesystem::remove_all(temp_root(), ec);
+  }
+};
+inline const TempRootCleanup temp_root_cleanup;
+
 inline std::string temp_dir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("holmes_ckpt_test_" + std::to_string(::getpid())) / name;
+  auto d = temp_root() / name;
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d.string();
