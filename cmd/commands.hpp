@@ -16,7 +16,4 @@ Action add_eval(CLI::App& parent);
 Action add_sample(CLI::App& parent);
 Action add_prepare_data(CLI::App& parent);
 
-// Exit code for a subcommand that a later release fills in: it says so and does nothing.
-int not_available(const char* what);
-
 }  // namespace holmes::cmd

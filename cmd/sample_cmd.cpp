@@ -1,5 +1,5 @@
 // `holmes-train sample`: generate text from the weights a training run wrote
-// (<output_dir>/final/model.bin; full checkpoints come with a later release).
+// (<output_dir>/final/model.bin) or from a checkpoint saved under any parallel plan.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -11,7 +11,7 @@
 #include "cmd/commands.hpp"
 #include "engine/spec/errors.hpp"
 #include "engine/train/generate.hpp"
-#include "engine/train/model_file.hpp"
+#include "engine/train/export.hpp"
 #include "engine/train/tokenizer.hpp"
 #include "model/cpu/cpu_kernels.hpp"
 
@@ -24,17 +24,17 @@ struct SampleArgs {
   train::SampleOptions opts;
 };
 
-// DIR may be the folder holding model.bin or a run's output_dir (then DIR/final/model.bin).
-std::string weights_path(const std::string& dir) {
+// DIR: a run's output_dir (its final/model.bin), or anything load_full_model reads: a
+// checkpoint folder (step-XXXXXXXX or checkpoint.dir, whatever plan saved it), a folder with
+// model.bin, a model.bin file.
+train::FullModel read_model(const std::string& dir) {
   namespace fs = std::filesystem;
-  for (const auto& p : {fs::path(dir) / "model.bin", fs::path(dir) / "final" / "model.bin", fs::path(dir)})
-    if (fs::is_regular_file(p)) return p.string();
-  throw UserError(fmt::format("--checkpoint {}: no model.bin there (nor in {}/final); train first, the run writes "
-                              "<job.output_dir>/final/model.bin", dir, dir));
+  const fs::path final_weights = fs::path(dir) / "final" / "model.bin";
+  return train::load_full_model(fs::is_regular_file(final_weights) ? final_weights.string() : dir);
 }
 
 int run_sample(const SampleArgs& a) {
-  auto weights = train::load_model_weights(weights_path(a.checkpoint));
+  auto weights = read_model(a.checkpoint);
   auto kernels = model::cpu::make_cpu_kernels();
   model::Gpt gpt(weights.config, *kernels, 1, weights.config.max_seq_len);
   if (gpt.num_params() != weights.params.size())
@@ -64,8 +64,8 @@ Action add_sample(CLI::App& parent) {
   auto* sub = parent.add_subcommand("sample", "Generate text from a trained model");
   auto a = std::make_shared<SampleArgs>();
   a->opts.stop_token = train::kEndOfText;
-  sub->add_option("--checkpoint", a->checkpoint, "Folder with model.bin (a run's <output_dir>/final) or the run's "
-                                                 "output_dir")->required()->option_text("DIR");
+  sub->add_option("--checkpoint", a->checkpoint, "A run's output_dir, a checkpoint folder (step-XXXXXXXX) or a folder "
+                                                 "with model.bin")->required()->option_text("DIR");
   sub->add_option("--prompt", a->prompt, "Text to continue")->option_text("TEXT");
   sub->add_option("--max-tokens", a->opts.max_new_tokens, "Tokens to generate")->check(CLI::PositiveNumber);
   sub->add_option("--temperature", a->opts.temperature, "Sampling temperature; 0 = greedy")

@@ -1,6 +1,6 @@
-// A minimal weights file written at the end of training (<output_dir>/final/model.bin) so
-// `holmes-train sample` has something to read before the full checkpoint format (optimizer
-// state, data position, sharded) lands in a later issue.
+// The plain weights file written at the end of a run whose model sits whole on one rank
+// (<output_dir>/final/model.bin): one file `sample`, `eval` and `export` read without the
+// checkpoint machinery (checkpoint.hpp holds the sharded, resumable format).
 //
 // Layout (little-endian): 8 bytes "HOLMESW1"; int32 version (1), L, C, NH, V, Vp,
 // max_seq_len, 0 (reserved); int64 parameter count P; then P floats: the flat parameter
