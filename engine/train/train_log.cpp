@@ -86,8 +86,12 @@ void TrainLog::validation(int64_t steps_done, double val_loss) {
 
 void TrainLog::footer(double first_loss, double last_loss, const std::string& model_path) {
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  fmt::print("done: {} steps in {}, loss {:.4f} -> {:.4f}, peak rss {:.0f} MiB; weights in {}\n", spec_.train.steps,
-             format_duration(elapsed), first_loss, last_loss, peak_rss_mb(), model_path);
+  // A run resumed from a checkpoint already at train.steps takes no step: no losses to show.
+  const std::string losses = std::isfinite(first_loss)
+                                 ? fmt::format("loss {:.4f} -> {:.4f}", first_loss, last_loss)
+                                 : std::string("no step taken (the checkpoint was already at train.steps)");
+  fmt::print("done: {} steps in {}, {}, peak rss {:.0f} MiB; weights in {}\n", spec_.train.steps,
+             format_duration(elapsed), losses, peak_rss_mb(), model_path);
   std::fflush(stdout);
 }
 
