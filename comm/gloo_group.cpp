@@ -129,6 +129,7 @@ class GlooGroup : public ProcessGroup {
 
  private:
   void connect(const GlooNet& net);
+  void wait_all_connected();
   void ring_reduce_scatter(std::span<float> out, std::span<const float> in, ReduceOp op, Millis t, uint32_t tag);
 
   // Runs one operation; on failure marks the group broken and throws CommError with the
@@ -213,6 +214,30 @@ void GlooGroup::connect(const GlooNet& net) {
     std::string who = absent.empty() ? "every member published its address"
                                      : fmt::format("member(s) [{}] never arrived", fmt::join(absent, ","));
     throw CommError(where("connect", absent.empty() ? -1 : absent.front()), fmt::format("{}; {}", who, e.what()));
+  }
+  wait_all_connected();
+}
+
+// connectFullMesh returns on a member once ITS pairs are connected, while a peer may still be
+// reading the last handshake. A member that failed or left right after creating the group
+// would then reset that handshake and the peer would report a confusing connect error
+// instead of a closed peer. So every member waits here until all have connected.
+void GlooGroup::wait_all_connected() {
+  std::vector<std::string> keys;
+  for (int r = 0; r < size(); ++r) keys.push_back(fmt::format("connected/{}", r));
+  store_->set(keys[rank_], Bytes{'1'});
+  try {
+    store_->wait(keys, spec_.timeout);
+  } catch (const std::exception& e) {
+    std::vector<int> absent;
+    try {
+      for (const auto& k : store_->missing(keys)) absent.push_back(std::stoi(k.substr(k.rfind('/') + 1)));
+    } catch (const std::exception&) {
+    }
+    broken_ = "connect failed";
+    throw CommError(where("connect", absent.empty() ? -1 : absent.front()),
+                    fmt::format("member(s) [{}] did not finish connecting within {} ms; {}", fmt::join(absent, ","),
+                                spec_.timeout.count(), e.what()));
   }
 }
 
