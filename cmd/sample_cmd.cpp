@@ -24,17 +24,8 @@ struct SampleArgs {
   train::SampleOptions opts;
 };
 
-// DIR: a run's output_dir (its final/model.bin), or anything load_full_model reads: a
-// checkpoint folder (step-XXXXXXXX or checkpoint.dir, whatever plan saved it), a folder with
-// model.bin, a model.bin file.
-train::FullModel read_model(const std::string& dir) {
-  namespace fs = std::filesystem;
-  const fs::path final_weights = fs::path(dir) / "final" / "model.bin";
-  return train::load_full_model(fs::is_regular_file(final_weights) ? final_weights.string() : dir);
-}
-
 int run_sample(const SampleArgs& a) {
-  auto weights = read_model(a.checkpoint);
+  auto weights = train::load_full_model(a.checkpoint);
   auto kernels = model::cpu::make_cpu_kernels();
   model::Gpt gpt(weights.config, *kernels, 1, weights.config.max_seq_len);
   if (gpt.num_params() != weights.params.size())

@@ -245,9 +245,14 @@ FullModel load_full_model(const std::string& path) {
       for (const auto& s : skipped) fmt::print(stderr, "holmes-train: skipping incomplete checkpoint {}\n", s);
       return read_checkpoint_model(*latest);
     }
+  // A run's job.output_dir: its final weights, else (a sharded run) its default checkpoint.dir.
+  if (fs::is_regular_file(p / "final" / "model.bin")) return read_weights_model(p / "final" / "model.bin");
+  if (fs::is_directory(p / "checkpoints"))
+    if (auto latest = find_latest_checkpoint((p / "checkpoints").string(), &skipped)) return read_checkpoint_model(*latest);
   throw UserError(fmt::format("--checkpoint {}: not a model: expected a checkpoint folder (step-XXXXXXXX with {}), "
                               "a checkpoint.dir holding complete step folders, a folder holding model.bin (a run's "
-                              "<output_dir>/final) or a model.bin file", path, kCheckpointManifest));
+                              "<output_dir>/final), a model.bin file or a run's output_dir", path,
+                              kCheckpointManifest));
 }
 
 }  // namespace holmes::train

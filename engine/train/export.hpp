@@ -37,8 +37,10 @@ struct FullModel {
   std::string source;  // what was read, for messages ("checkpoint DIR at step S", "weights FILE")
 };
 
-// Reads a model from `path`: a checkpoint folder (step-XXXXXXXX/ with its manifest), a folder
-// holding model.bin (a run's <output_dir>/final), or a model.bin file. UserError naming the
+// Reads a model from `path`: a checkpoint folder (step-XXXXXXXX/ with its manifest), a
+// checkpoint.dir (its newest complete step), a folder holding model.bin (a run's
+// <output_dir>/final), a model.bin file, or a run's output_dir (final/model.bin, else the
+// newest checkpoint under checkpoints/). UserError naming the
 // path and what is accepted when it is none of these or is damaged.
 FullModel load_full_model(const std::string& path);
 

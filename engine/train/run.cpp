@@ -63,7 +63,9 @@ std::string write_final_weights(const spec::JobSpec& spec, StepRunner& trainer, 
   const auto& cfg = trainer.shard_config();
   const bool whole = cfg.tp_size == 1 && cfg.has_embedding && cfg.has_head && cfg.first_layer == 0 &&
                      cfg.num_stage_layers() == cfg.layers;
-  if (!whole) return "(sharded: see the checkpoints)";
+  if (!whole)
+    return fmt::format("the checkpoints in {} (sharded over the ranks; sample, eval and export read them)",
+                       spec.checkpoint_dir());
   const std::string dir = spec.job.output_dir + "/final";
   if (logger) {
     ShardState st = trainer.shard_state();
