@@ -30,5 +30,11 @@ done
 
 timeout 120 "$exe" "${short[@]}" --set job.output_dir="$tmp/single" >"$tmp/single.log" 2>&1 || bad "single: failed" "$tmp/single.log"
 grep -q "Plan:" "$tmp/single.log" && bad "single: printed a plan" "$tmp/single.log"
+# Degrees that cannot make the worker count are refused by the launcher before it spawns.
+"$exe" --set parallel.tensor=1 --set parallel.pipeline=2 --set parallel.data=2 --nproc-per-node 3 >"$tmp/bad.log" 2>&1
+code=$?
+[ "$code" -eq 2 ] || bad "degrees 1x2x2 with 3 workers: exit $code, expected 2" "$tmp/bad.log"
+grep -q "1 x 2 x 2 cannot make the job's 3 workers" "$tmp/bad.log" || bad "degrees 1x2x2: message" "$tmp/bad.log"
+grep -q "started" "$tmp/bad.log" && bad "degrees 1x2x2: workers were started" "$tmp/bad.log"
 no_leftovers "default"
 finish
