@@ -229,7 +229,7 @@ std::vector<Field> make_schema() {
                    "Clip the global gradient norm to this; 0 disables."));
   f.push_back(integer("train.eval_interval", HOLMES_REF(train.eval_interval), "0", 0, M,
                       "Steps between validation runs; 0 disables."));
-  f.push_back(integer("train.eval_steps", HOLMES_REF(train.eval_steps), "10", 1, M, "Micro-batches per validation."));
+  f.push_back(integer("train.eval_steps", HOLMES_REF(train.eval_steps), "10", 1, M, "Global batches per validation (as Megatron-LM's --eval-iters): the same sequences under every parallel plan."));
   // parallel
   f.push_back(degree("parallel.tensor", HOLMES_REF(parallel.tensor), "Tensor-parallel degree (inside a node)."));
   f.push_back(degree("parallel.pipeline", HOLMES_REF(parallel.pipeline), "Pipeline-parallel degree (stages)."));

@@ -103,13 +103,12 @@ double DistTrainer::evaluate() {
   if (!valid || valid->chunk_count() == 0) return std::nan("");
   const auto& t = spec_.train;
   auto fetch = [&](int e, int32_t* inputs, int32_t* targets) {
-    // Unshuffled sampler: the same micro-batches every time (as Trainer::evaluate).
-    BatchCoord c{.step = 0, .micro = e, .dp_rank = ctx_.dp_rank, .dp_size = ctx_.dp_size,
-                 .micro_batch = t.micro_batch, .global_batch = 0};
-    valid->fill_batch(c, inputs, targets);
+    // eval_steps global batches of the unshuffled sampler, this rank's micro-batches of each:
+    // the same sequences every time and under every plan (as Trainer::evaluate).
+    valid->fill_batch(validation_coord(spec_, e, micro_batches_, ctx_.dp_rank, ctx_.dp_size), inputs, targets);
   };
-  const int count = std::max(1, t.eval_steps);
-  const double sum = stage_->run_forward(t.eval_steps, fetch);
+  const int count = std::max(1, t.eval_steps) * micro_batches_;
+  const double sum = stage_->run_forward(count, fetch);
   double mean[1] = {counts_loss() ? sum / count : 0.0};
   sum_over_job(mean);
   return mean[0] / ctx_.dp_size;

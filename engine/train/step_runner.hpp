@@ -53,8 +53,8 @@ class StepRunner {
   // One optimizer step (0-based `step`); every rank returns the same loss, lr and grad_norm.
   // Throws std::runtime_error when the loss is not finite.
   virtual StepStats train_step(int64_t step) = 0;
-  // Mean validation loss over train.eval_steps micro-batches, identical on every rank; NaN
-  // when there is no validation data.
+  // Mean validation loss over train.eval_steps global batches (the same sequences under every
+  // parallel plan), identical on every rank; NaN when there is no validation data.
   virtual double evaluate() = 0;
   virtual ShardState shard_state() = 0;
 

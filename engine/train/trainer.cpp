@@ -99,19 +99,23 @@ ShardState Trainer::shard_state() {
   return st;
 }
 
+BatchCoord validation_coord(const spec::JobSpec& spec, int index, int micro_batches, int dp_rank, int dp_size) {
+  return BatchCoord{.step = index / micro_batches, .micro = index % micro_batches, .dp_rank = dp_rank,
+                    .dp_size = dp_size, .micro_batch = spec.train.micro_batch, .global_batch = spec.train.global_batch};
+}
+
 double Trainer::evaluate() {
   const BatchSampler* valid = data_.valid();
   if (!valid || valid->chunk_count() == 0) return std::nan("");
   const auto& t = spec_.train;
+  const int count = std::max(1, t.eval_steps) * micro_batches_;
   double sum = 0;
-  for (int e = 0; e < t.eval_steps; ++e) {
-    // Unshuffled sampler: sample (e * dp_size + dp_rank) * B + b, the same set every time.
-    BatchCoord c{.step = 0, .micro = e, .dp_rank = rank_.dp_rank, .dp_size = rank_.dp_size,
-                 .micro_batch = t.micro_batch, .global_batch = 0};
-    valid->fill_batch(c, inputs_.data(), targets_.data());
+  for (int e = 0; e < count; ++e) {
+    valid->fill_batch(validation_coord(spec_, e, micro_batches_, rank_.dp_rank, rank_.dp_size), inputs_.data(),
+                      targets_.data());
     sum += gpt_->forward(inputs_.data(), targets_.data(), t.micro_batch, t.seq_len);
   }
-  return sync_->mean_over_data(sum / std::max(1, t.eval_steps));
+  return sync_->mean_over_data(sum / count);
 }
 
 }  // namespace holmes::train

@@ -48,6 +48,10 @@ model::GptConfig gpt_config_of(const spec::JobSpec& spec);
 // The learning-rate schedule and AdamW settings of spec.train (every trainer uses these).
 LrConfig lr_config_of(const spec::JobSpec& spec);
 AdamWHyper adamw_hyper_of(const spec::JobSpec& spec);
+// Validation reads train.eval_steps global batches of the unshuffled validation sampler (as
+// Megatron-LM's --eval-iters), so the validation loss is the same under every parallel plan.
+// Micro-batch `index` (0 .. eval_steps * micro_batches - 1) of data-parallel rank dp_rank:
+BatchCoord validation_coord(const spec::JobSpec& spec, int index, int micro_batches, int dp_rank, int dp_size);
 
 class Trainer final : public StepRunner {
  public:

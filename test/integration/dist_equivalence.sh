@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Equivalence of the parallel layouts with the single-process run: with the same seed and data,
 # every step's loss of tp2 x pp2 x dp2 (8 processes), tp4, pp4 with an uneven partition, dp4 and
-# tp2 x dp2 is within 1e-4 (relative) of the single-process loss, over 20 steps. The workers
+# tp2 x dp2 is within 1e-4 (relative) of the single-process loss, over 20 steps, and so is the
+# validation loss at steps 10 and 20. The workers
 # are started by the local launcher (--nproc-per-node) and talk Gloo over loopback.
 # Usage: dist_equivalence.sh <holmes-train> <source dir>
 set -u
@@ -15,7 +16,9 @@ run() {  # run NAME NPROC [--set ...]: trains into $tmp/NAME, log in $tmp/NAME.l
   local launch=()
   [ "$nproc" -gt 1 ] && launch=(--nproc-per-node "$nproc")
   local t0=$(date +%s%N)
-  timeout 120 "$exe" "${tiny_job[@]}" --set job.output_dir="$tmp/$name" "$@" "${launch[@]}" >"$tmp/$name.log" 2>&1
+  # Validation at steps 10 and 20 over one global batch: the same sequences under every plan.
+  timeout 120 "$exe" "${tiny_job[@]}" --set train.eval_interval=10 --set train.eval_steps=1 \
+    --set job.output_dir="$tmp/$name" "$@" "${launch[@]}" >"$tmp/$name.log" 2>&1
   local code=$?
   echo "$name: $nproc process(es), $(( ($(date +%s%N) - t0) / 1000000 )) ms"
   [ "$code" -eq 0 ] || { bad "$name: exit $code" "$tmp/$name.log"; return 1; }
@@ -38,7 +41,18 @@ for step, want in sorted(ref.items()):
     worst = max(worst, rel)
     if rel > 1e-4:
         sys.exit(f"FAIL {name}: step {step} loss {got[step]:.6f} vs single {want:.6f} (relative {rel:.2e} > 1e-4)")
-print(f"{name}: 20 steps, largest relative difference {worst:.2e}")
+def val_losses(path):
+    return {r["step"]: r["val_loss"] for r in map(json.loads, open(path)) if "val_loss" in r}
+vref, vgot = val_losses(sys.argv[1]), val_losses(sys.argv[2])
+assert sorted(vref) == [10, 20], f"single: validation at steps {sorted(vref)}, expected [10, 20]"
+for step, want in sorted(vref.items()):
+    if step not in vgot:
+        sys.exit(f"FAIL {name}: no validation at step {step}")
+    rel = abs(vgot[step] - want) / abs(want)
+    worst = max(worst, rel)
+    if rel > 1e-4:
+        sys.exit(f"FAIL {name}: step {step} val_loss {vgot[step]:.6f} vs single {want:.6f} (relative {rel:.2e})")
+print(f"{name}: 20 steps and 2 validations, largest relative difference {worst:.2e}")
 PY
 }
 
