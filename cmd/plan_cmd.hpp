@@ -10,7 +10,9 @@ namespace holmes::cmd {
 
 // topology_file: "--topology FILE"; empty = spec.cluster.topology (a relative path is looked
 // up beside the job spec first), else discover this node. format: "text" or "json".
-// Returns the exit code (0); bad input throws UserError (exit 2).
-int run_plan_only(const holmes::spec::JobSpec& spec, const std::string& topology_file, const std::string& format);
+// nproc_per_node > 0 (--nproc-per-node) on a CPU-only machine plans for that many local
+// workers, as the run would. Returns the exit code (0); bad input throws UserError (exit 2).
+int run_plan_only(const holmes::spec::JobSpec& spec, const std::string& topology_file, const std::string& format,
+                  int nproc_per_node = 0);
 
 }  // namespace holmes::cmd

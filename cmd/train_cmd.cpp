@@ -68,7 +68,7 @@ int run_train(const TrainOptions& o) {
     fmt::print("{}", spec::print_resolved(loaded));
     return 0;
   }
-  if (o.plan_only) return run_plan_only(loaded.spec, o.topology, o.format);
+  if (o.plan_only) return run_plan_only(loaded.spec, o.topology, o.format, o.nproc_per_node);
   if (o.nproc_per_node > 0) {
     const auto env = launch::detect_launch_env_from_process(o.nproc_per_node, loaded.spec.job.name);
     check_degrees_fit(loaded.spec, env);

@@ -24,6 +24,14 @@
 
 namespace holmes::train {
 
+topo::Devices cpu_worker_devices(int workers) {
+  topo::Devices d = topo::detect_cpu_devices();
+  d.count = workers;
+  d.memory_gb /= workers;
+  d.cores = std::max(1, d.cores / workers);
+  return d;
+}
+
 namespace {
 
 using comm::Bytes;
@@ -42,11 +50,7 @@ topo::NodeReport discover_this_node(const spec::JobSpec& spec, int local_world, 
   if (spec.job.device == "cuda")
     throw UserError("job.device: 'cuda' multi-process training is not available in this build yet "
                     "(accepted now: cpu, auto)");
-  topo::Devices d = topo::detect_cpu_devices();
-  d.count = local_world;
-  d.memory_gb /= local_world;
-  d.cores = std::max(1, d.cores / local_world);
-  topo::NodeReport report = topo::discover_node(spec.cluster.sysfs_root, d);
+  topo::NodeReport report = topo::discover_node(spec.cluster.sysfs_root, cpu_worker_devices(local_world));
   if (!node_name.empty()) report.hostname = node_name;
   return report;
 }

@@ -23,6 +23,9 @@ assert len(losses) == 8, f"{len(losses)} steps logged, expected 8"
 assert losses[-1] < losses[0], f"loss did not fall: {losses[0]} -> {losses[-1]}"
 PY
   echo "nproc $n: $(grep -o "Plan: .*" "$tmp/n$n.log")"
+  # --plan-only with the same flags prints the plan the run used (same hash).
+  want=$("$exe" "${short[@]}" --plan-only --nproc-per-node $n | grep -o "plan hash [0-9a-f]*")
+  grep -q "\[rank 0\] $want" "$tmp/n$n.log" || bad "nproc $n: --plan-only printed '$want', not the run's" "$tmp/n$n.log"
   # A sharded run leaves its model in the checkpoints; sample finds it from the output_dir.
   timeout 60 "$exe" sample --checkpoint "$tmp/n$n" --prompt "a " --max-tokens 8 >"$tmp/n$n.sample" 2>&1 ||
     bad "nproc $n: sample --checkpoint <output_dir> failed" "$tmp/n$n.sample"
