@@ -95,7 +95,8 @@ int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data
     last_loss = s.loss;
     comm_ms += s.comm_ms;
     total_ms += s.step_ms;
-    const double rss = max_over_ranks(rss_mb());  // collective: every rank, every step
+    const double rss = max_over_ranks(rss_mb());  // collectives: every rank, every step
+    s.comm_ms_max = ctx.world > 1 ? max_over_ranks(s.comm_ms) : s.comm_ms;
     if (log) log->step(s, trainer, rss);
     const int64_t done = step + 1;
     if (t.eval_interval > 0 && (done % t.eval_interval == 0 || done == t.steps)) {

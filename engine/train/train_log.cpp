@@ -53,14 +53,19 @@ void TrainLog::step(const StepStats& s, const StepRunner& trainer, double rss) {
   const double mfu = peak_gflops_ > 0 ? 100.0 * tflops * 1e3 / peak_gflops_ : NAN;
   metrics_.write({{"step", static_cast<double>(done)}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm},
                   {"step_ms", s.step_ms}, {"tokens_per_s", s.tokens_per_s}, {"tflops", tflops}, {"mfu", mfu},
-                  {"rss_mb", rss}});
+                  {"rss_mb", rss}, {"comm_ms", s.comm_ms}, {"comm_ms_max", s.comm_ms_max}});
   smoothed_ms_ = smoothed_ms_ == 0 ? s.step_ms : 0.9 * smoothed_ms_ + 0.1 * s.step_ms;
   const int interval = std::max(1, spec_.log.interval);
   if (done == 1 || done % interval == 0 || done == total) {
+    // Multi-process: the share of the step rank 0 and the most-waiting rank spent in communication.
+    const std::string comm = s.comm_ms_max > 0 ? fmt::format(" | comm {:.0f}% (max rank {:.0f}%)",
+                                                             100.0 * s.comm_ms / s.step_ms,
+                                                             100.0 * s.comm_ms_max / s.step_ms)
+                                               : "";
     fmt::print("step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.4f} | {:.1f} ms | {} tok/s | {:.3f} TFLOP/s | "
-               "MFU {:.1f}% | rss {:.0f} MiB\n",
+               "MFU {:.1f}% | rss {:.0f} MiB{}\n",
                done, fmt::formatted_size("{}", total), total, s.loss, s.lr, s.grad_norm, s.step_ms,
-               human_count(s.tokens_per_s), tflops, mfu, rss);
+               human_count(s.tokens_per_s), tflops, mfu, rss, comm);
   }
   if (done >= next_progress_ && done < total) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
