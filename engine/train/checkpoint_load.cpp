@@ -93,6 +93,21 @@ std::vector<float> read_piece(const std::string& path, int fd, const CheckpointP
   return out;
 }
 
+// Whether piece p can hold elements of dst's tensor-parallel slice: both split the same
+// dimension into the same blocks, so compare the rows each takes of a block (absolute rows,
+// so a vocabulary padded differently under another tp still compares right). Saves a rank
+// from reading the slices of every other TP rank on resume.
+bool overlaps_tp_slice(const CheckpointPiece& p, const model::ParamTensor& dst) {
+  if (p.split_dim < 0 || dst.split_dim < 0 || p.split_dim != dst.split_dim || p.split_parts != dst.split_parts)
+    return true;
+  const auto d = static_cast<size_t>(p.split_dim);
+  if (d >= p.full_shape.size() || d >= dst.full_shape.size()) return true;
+  const int64_t p_rows = p.full_shape[d] / p.split_parts / p.tp_count;
+  const int64_t d_rows = dst.full_shape[d] / dst.split_parts / dst.tp_count;
+  const int64_t p_lo = p.tp_index * p_rows, d_lo = dst.tp_index * d_rows;
+  return p_lo < d_lo + d_rows && d_lo < p_lo + p_rows;
+}
+
 // Calls fn(piece, data) for every piece of the checkpoint that `want` accepts, file by file.
 template <class Want, class Fn>
 void for_each_piece(const CheckpointInfo& info, Want&& want, Fn&& fn) {
@@ -215,7 +230,8 @@ void load_shard_state(const CheckpointInfo& info, const model::GptConfig& job_mo
     std::fill_n(s.exp_avg_sq, s.owned_size(), unfilled());
   }
   auto want = [&](const CheckpointPiece& p) {
-    return layout.find(p.tensor) != nullptr && (p.kind == TensorKind::kParam || with_optimizer);
+    const model::ParamTensor* dst = layout.find(p.tensor);
+    return dst != nullptr && (p.kind == TensorKind::kParam || with_optimizer) && overlaps_tp_slice(p, *dst);
   };
   for_each_piece(info, want, [&](const CheckpointPiece& p, const std::vector<float>& data) {
     const model::ParamTensor& dst = *layout.find(p.tensor);  // a tied copy of wte loads from wte
