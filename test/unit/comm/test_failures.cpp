@@ -101,9 +101,12 @@ TEST_CASE("a member that never arrives makes the others time out naming it", "[c
         REQUIRE(out[r].error.has_value());
         CHECK(out[r].error->where().peer == 2);
         CHECK_THAT(out[r].error->what(), Contains("all_reduce") && Contains("never"));
-        CHECK(out[r].took >= milliseconds(800));
+        // Not early. In-process, the first member's time-out breaks the group for all, so a
+        // member that called a few ms later fails that much before its own 800 ms.
+        CHECK(out[r].took >= milliseconds(700));
         CHECK(out[r].took < milliseconds(800 + 2500));
       }
+      CHECK(std::max(out[0].took, out[1].took) >= milliseconds(800));
     }
   }
 }
