@@ -90,6 +90,21 @@ void FileStore::write_atomically(const std::string& path, const Bytes& value) {
     ::unlink(tmp.c_str());
     throw StoreError(fmt::format("rendezvous store {}: cannot rename into {}: {}", describe(), path, std::strerror(err)));
   }
+  std::lock_guard<std::mutex> lock(written_mutex_);
+  written_.insert(path);
+}
+
+void FileStore::retire(bool last) {
+  std::set<std::string> mine;
+  {
+    std::lock_guard<std::mutex> lock(written_mutex_);
+    mine.swap(written_);
+  }
+  for (const auto& path : mine) ::unlink(path.c_str());  // a counter may be gone already
+  if (last) {
+    ::unlink((dir_ + "/.lock").c_str());
+    ::unlink((dir_ + "/.token").c_str());
+  }
 }
 
 void FileStore::set(const std::string& key, const Bytes& value) { write_atomically(path_of(key), value); }

@@ -5,6 +5,8 @@
 // directory of an earlier job) is refused with a StoreError telling what to remove.
 #pragma once
 
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "comm/store.hpp"
@@ -21,6 +23,7 @@ class FileStore : public Store {
   std::vector<std::string> missing(const std::vector<std::string>& keys) override;
   bool remove(const std::string& key) override;
   std::string describe() const override;
+  void retire(bool last) override;
 
  private:
   std::string path_of(const std::string& key) const;
@@ -28,6 +31,8 @@ class FileStore : public Store {
   void join(const std::string& token, Millis timeout);
 
   std::string dir_;
+  std::mutex written_mutex_;
+  std::set<std::string> written_;  // files this member created (removed by retire)
 };
 
 }  // namespace holmes::comm

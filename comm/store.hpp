@@ -35,6 +35,12 @@ class Store {
 
   // Where this store lives, for messages ("tcp://10.0.0.1:29500", "file:///shared/rdzv").
   virtual std::string describe() const = 0;
+
+  // The job is done with the store (called by every member after a final barrier). A file
+  // store removes the keys this member wrote and, with `last` (rank 0, after another
+  // barrier), the job's token, so the directory can host the next run, even one with the
+  // same token. A TCP store goes away with rank 0 and does nothing.
+  virtual void retire(bool /*last*/) {}
 };
 
 // A view of another store with every key prefixed, so that many groups (and the start-up
@@ -50,6 +56,7 @@ class PrefixStore : public Store {
   bool remove(const std::string& key) override;
   void wait(const std::vector<std::string>& keys, Millis timeout) override;
   std::string describe() const override;
+  void retire(bool last) override { base_->retire(last); }
 
  private:
   std::shared_ptr<Store> base_;

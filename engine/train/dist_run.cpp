@@ -132,7 +132,14 @@ int train_started(const spec::JobSpec& spec, Runtime& rt) {
   ctx.store = rt.store;
   ctx.plan_text = plan_text;
   ctx.plan_hash = rt.plan_hash;
-  return run_loop(spec, trainer, *data, ctx);
+  const int code = run_loop(spec, trainer, *data, ctx);
+  // Finished or stopped by a signal: leave a file:// rendezvous directory empty for the next
+  // run (a resubmitted job included). Every member first, then rank 0 drops the token.
+  rt.world_group->barrier();
+  rt.store->retire(false);
+  rt.world_group->barrier();
+  if (rt.rank == 0) rt.store->retire(true);
+  return code;
 }
 
 }  // namespace
