@@ -29,3 +29,16 @@ wait_for() {
 }
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 finish() { [ "$fail" -eq 0 ] && echo "PASS"; exit "$fail"; }
+# matches_single NAME STEPS: $tmp/NAME/metrics.jsonl logs STEPS steps, each loss within 1e-4
+# (relative) of $tmp/single/metrics.jsonl's
+matches_single() {
+  /usr/bin/python3 - "$tmp/single/metrics.jsonl" "$tmp/$1/metrics.jsonl" "$2" <<'PY'
+import json, sys
+a, b = ([r["loss"] for r in map(json.loads, open(p)) if "loss" in r] for p in sys.argv[1:3])
+n = int(sys.argv[3])
+assert len(a) == n and len(b) == n, f"{len(a)} and {len(b)} steps logged, expected {n}"
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+assert worst < 1e-4, f"largest relative difference {worst:.2e}"
+print(f"largest relative difference {worst:.1e}")
+PY
+}

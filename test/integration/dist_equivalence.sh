@@ -29,29 +29,20 @@ run() {  # run NAME NPROC [--set ...]: trains into $tmp/NAME, log in $tmp/NAME.l
 compare() {
   /usr/bin/python3 - "$tmp/single/metrics.jsonl" "$tmp/$1/metrics.jsonl" "$1" <<'PY' || fail=1
 import json, sys
-def losses(path):
-    return {r["step"]: r["loss"] for r in map(json.loads, open(path)) if "loss" in r and "step" in r}
-ref, got, name = losses(sys.argv[1]), losses(sys.argv[2]), sys.argv[3]
-assert len(ref) == 20, f"single: {len(ref)} steps logged, expected 20"
+name = sys.argv[3]
+def series(path, key):  # step -> value of `key` ("loss" rows or "val_loss" rows)
+    return {r["step"]: r[key] for r in map(json.loads, open(path)) if key in r and "step" in r}
 worst = 0.0
-for step, want in sorted(ref.items()):
-    if step not in got:
-        sys.exit(f"FAIL {name}: step {step} missing")
-    rel = abs(got[step] - want) / abs(want)
-    worst = max(worst, rel)
-    if rel > 1e-4:
-        sys.exit(f"FAIL {name}: step {step} loss {got[step]:.6f} vs single {want:.6f} (relative {rel:.2e} > 1e-4)")
-def val_losses(path):
-    return {r["step"]: r["val_loss"] for r in map(json.loads, open(path)) if "val_loss" in r}
-vref, vgot = val_losses(sys.argv[1]), val_losses(sys.argv[2])
-assert sorted(vref) == [10, 20], f"single: validation at steps {sorted(vref)}, expected [10, 20]"
-for step, want in sorted(vref.items()):
-    if step not in vgot:
-        sys.exit(f"FAIL {name}: no validation at step {step}")
-    rel = abs(vgot[step] - want) / abs(want)
-    worst = max(worst, rel)
-    if rel > 1e-4:
-        sys.exit(f"FAIL {name}: step {step} val_loss {vgot[step]:.6f} vs single {want:.6f} (relative {rel:.2e})")
+for key, steps in (("loss", list(range(1, 21))), ("val_loss", [10, 20])):
+    ref, got = series(sys.argv[1], key), series(sys.argv[2], key)
+    assert sorted(ref) == steps, f"single: {key} at steps {sorted(ref)}, expected {steps}"
+    for step, want in sorted(ref.items()):
+        if step not in got:
+            sys.exit(f"FAIL {name}: no {key} at step {step}")
+        rel = abs(got[step] - want) / abs(want)
+        worst = max(worst, rel)
+        if rel > 1e-4:
+            sys.exit(f"FAIL {name}: step {step} {key} {got[step]:.6f} vs single {want:.6f} (relative {rel:.2e} > 1e-4)")
 print(f"{name}: 20 steps and 2 validations, largest relative difference {worst:.2e}")
 PY
 }

@@ -30,16 +30,6 @@ two_ranks() {
   done
 }
 
-same_losses() {  # same_losses NAME: every step's loss within 1e-4 of the single-process run
-  /usr/bin/python3 - "$tmp/single/metrics.jsonl" "$tmp/$1/metrics.jsonl" <<'PY'
-import json, sys
-a, b = ([r["loss"] for r in map(json.loads, open(p)) if "loss" in r] for p in sys.argv[1:])
-assert len(a) == 6 and len(b) == 6, f"{len(a)} and {len(b)} steps logged, expected 6"
-worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
-assert worst < 1e-4, f"largest relative difference {worst:.2e}"
-PY
-}
-
 timeout 60 "$exe" "${tiny_job[@]}" --set train.steps=6 --set job.output_dir="$tmp/single" >"$tmp/single.log" 2>&1 ||
   bad "single: failed" "$tmp/single.log"
 
@@ -47,7 +37,7 @@ for run in "first tok-a" "again tok-a" "other tok-b"; do
   set -- $run
   two_ranks "$1" "$2" "file://$rdzv"
   [ "$(tr -d '\n' <"$tmp/$1.codes")" = "00" ] || bad "$1 ($2): exit codes $(tr '\n' ' ' <"$tmp/$1.codes")" "$tmp/$1.0.log"
-  same_losses "$1" || bad "$1: losses differ from the single process"
+  matches_single "$1" 6 || bad "$1: losses differ from the single process"
   left=$(ls -A "$rdzv" 2>/dev/null | tr '\n' ' ')
   [ -z "$left" ] || bad "$1: the rendezvous directory is not empty after the job: $left"
   echo "$1 ($2): file:// rendezvous, 2 ranks, losses match, directory left empty"
@@ -70,6 +60,6 @@ grep -q "^0$" "$tmp/stale.codes" && bad "stale: a rank exited 0 on a stale store
 # tcp://HOST:PORT in the spec: rank 0 hosts the store there, no MASTER_* needed.
 two_ranks tcp tok-d "tcp://127.0.0.1:$(free_port)"
 [ "$(tr -d '\n' <"$tmp/tcp.codes")" = "00" ] || bad "tcp: exit codes $(tr '\n' ' ' <"$tmp/tcp.codes")" "$tmp/tcp.1.log"
-same_losses tcp || bad "tcp: losses differ from the single process"
+matches_single tcp 6 || bad "tcp: losses differ from the single process"
 no_leftovers "rendezvous"
 finish

@@ -13,17 +13,6 @@ host=$(hostname)
 job_id=$(( 100000 + RANDOM ))  # the derived port depends on it: distinct per test run
 short=("${tiny_job[@]}" --set train.steps=6)
 
-same_losses() {  # same_losses NAME
-  /usr/bin/python3 - "$tmp/single/metrics.jsonl" "$tmp/$1/metrics.jsonl" <<'PY'
-import json, sys
-a, b = ([r["loss"] for r in map(json.loads, open(p)) if "loss" in r] for p in sys.argv[1:])
-assert len(a) == 6 and len(b) == 6, f"{len(a)} and {len(b)} steps logged, expected 6"
-worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
-assert worst < 1e-4, f"largest relative difference {worst:.2e}"
-print(f"largest relative difference {worst:.1e}")
-PY
-}
-
 # slurm_task PROCID NTASKS LOCALID STEP [args...]: one task as srun starts it on this node
 slurm_task() {
   local procid=$1 ntasks=$2 localid=$3 step=$4
@@ -46,12 +35,12 @@ for r in 0 1 2 3; do
 done
 for r in 0 1 2 3; do wait "${pids[$r]}" || bad "tasks: rank $r failed" "$tmp/tasks.$r.log"; done
 grep -q "Plan: 4 ranks = tensor 2 x pipeline 1 x data 2" "$tmp/tasks.0.log" || bad "tasks: no plan" "$tmp/tasks.0.log"
-same_losses tasks || bad "tasks: losses differ from the single process"
+matches_single tasks 6 || bad "tasks: losses differ from the single process"
 
 # 2. One launcher task on the node spawning two workers.
 slurm_task 0 1 0 1 "${short[@]}" --set parallel.tensor=1 --set parallel.pipeline=2 --set parallel.data=1 \
   --set job.output_dir="$tmp/launcher" --nproc-per-node 2 >"$tmp/launcher.log" 2>&1 ||
   bad "launcher: failed" "$tmp/launcher.log"
-same_losses launcher || bad "launcher: losses differ from the single process"
+matches_single launcher 6 || bad "launcher: losses differ from the single process"
 no_leftovers "slurm"
 finish
