@@ -6,35 +6,11 @@
 #include "engine/launch/launch_env.hpp"
 #include "engine/launch/local_launcher.hpp"
 #include "engine/launch/selftest.hpp"
-#include "engine/spec/errors.hpp"
 #include "engine/spec/load.hpp"
 #include "engine/train/dist_run.hpp"
+#include "engine/train/run.hpp"
 
 namespace holmes::cmd {
-
-namespace {
-
-// The launcher knows the world size before it spawns anything: explicit parallel degrees
-// that cannot make it are reported once, here, rather than by every worker after start-up.
-void check_degrees_fit(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
-  const auto& p = spec.parallel;
-  int fixed = 1;
-  bool any_auto = false;
-  for (int d : {p.tensor, p.pipeline, p.data}) {
-    if (d == spec::kAuto) any_auto = true;
-    else fixed *= d;
-  }
-  if (any_auto ? env.world_size % fixed == 0 : env.world_size == fixed) return;
-  throw UserError(fmt::format(
-      "parallel.tensor x parallel.pipeline x parallel.data = {} x {} x {} cannot make the job's {} workers "
-      "(--nproc-per-node {} on {} node(s)); the product of the explicit degrees must {} {}",
-      p.tensor == spec::kAuto ? "auto" : std::to_string(p.tensor),
-      p.pipeline == spec::kAuto ? "auto" : std::to_string(p.pipeline),
-      p.data == spec::kAuto ? "auto" : std::to_string(p.data), env.world_size, env.local_world_size, env.num_nodes,
-      any_auto ? "divide" : "equal", env.world_size));
-}
-
-}  // namespace
 
 void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("-c,--config", o.config, "Job spec (YAML). Without it, the embedded default job")
@@ -71,7 +47,9 @@ int run_train(const TrainOptions& o) {
   if (o.plan_only) return run_plan_only(loaded.spec, o.topology, o.format, o.nproc_per_node);
   if (o.nproc_per_node > 0) {
     const auto env = launch::detect_launch_env_from_process(o.nproc_per_node, loaded.spec.job.name);
-    check_degrees_fit(loaded.spec, env);
+    // The world size is known before anything is spawned: a misfit is reported once, here.
+    train::check_degrees_fit(loaded.spec, env.world_size,
+                             fmt::format("--nproc-per-node {} on {} node(s)", env.local_world_size, env.num_nodes));
     return launch::run_local_workers(env, launch::current_argv(), /*grace_s=*/10);
   }
   launch::maybe_run_launch_selftest();

@@ -7,6 +7,7 @@
 #include "engine/spec/errors.hpp"
 #include "engine/train/data.hpp"
 #include "engine/train/metrics.hpp"
+#include "engine/train/run.hpp"
 #include "engine/train/trainer.hpp"
 #include "model/cpu/cpu_kernels.hpp"
 
@@ -14,9 +15,7 @@ namespace holmes::train {
 
 BenchResult run_bench(const spec::JobSpec& spec, int steps, int warmup) {
   if (steps < 1) throw UserError(fmt::format("bench --steps: {} (at least 1 timed step)", steps));
-  const auto& p = spec.parallel;
-  if (p.tensor > 1 || p.pipeline > 1 || p.data > 1)
-    throw UserError("bench: parallel degrees above 1 need the distributed runtime (not in this build yet)");
+  check_degrees_fit(spec, 1, "bench times one process; train with --nproc-per-node N for a parallel layout");
   auto data = DataSet::open(spec);
   auto kernels = model::cpu::make_cpu_kernels();
   Trainer trainer(spec, *kernels, *data);

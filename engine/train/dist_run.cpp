@@ -5,7 +5,6 @@
 #include <cblas.h>
 #include <fmt/format.h>
 #include <omp.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
@@ -17,6 +16,7 @@
 
 #include "comm/errors.hpp"
 #include "engine/spec/errors.hpp"
+#include "engine/topo/discover.hpp"
 #include "engine/train/data.hpp"
 #include "engine/train/dist_trainer.hpp"
 #include "engine/train/run.hpp"
@@ -150,11 +150,7 @@ int worker_threads(int local_world) {
     long n = std::strtol(omp, &end, 10);
     if (end && *end == '\0' && n > 0) return static_cast<int>(n);
   }
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
-                                                                : static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(1, cores / std::max(1, local_world));
+  return std::max(1, topo::detect_cpu_devices().cores / std::max(1, local_world));
 }
 
 ParallelContext parallel_context(const Runtime& rt) {

@@ -23,12 +23,7 @@ namespace holmes::train {
 namespace {
 
 void check_single_process(const spec::JobSpec& spec) {
-  const auto& p = spec.parallel;
-  auto one = [](int d) { return d == 1 || d == spec::kAuto; };
-  if (!one(p.tensor) || !one(p.pipeline) || !one(p.data))
-    throw UserError(fmt::format("parallel: tensor={} pipeline={} data={} needs the distributed runtime, which is not "
-                                "in this build yet; single-process training accepts 1 (or auto) for each",
-                                p.tensor, p.pipeline, p.data));
+  check_degrees_fit(spec, 1, "a single process; start more with --nproc-per-node N, srun or RANK/WORLD_SIZE");
   if (spec.job.device == "cuda")
     throw UserError("job.device: 'cuda' training is not available in this build yet (accepted now: cpu, auto)");
   if (spec.train.steps < 1)
@@ -77,6 +72,22 @@ std::string write_final_weights(const spec::JobSpec& spec, StepRunner& trainer, 
 
 }  // namespace
 
+void check_degrees_fit(const spec::JobSpec& spec, int world, const std::string& launched) {
+  const auto& p = spec.parallel;
+  int fixed = 1;
+  bool any_auto = false;
+  for (int d : {p.tensor, p.pipeline, p.data}) {
+    if (d == spec::kAuto) any_auto = true;
+    else fixed *= d;
+  }
+  if (any_auto ? world % fixed == 0 : world == fixed) return;
+  auto text = [](int d) { return d == spec::kAuto ? std::string("auto") : std::to_string(d); };
+  throw UserError(fmt::format("parallel.tensor x parallel.pipeline x parallel.data = {} x {} x {} cannot make the "
+                              "job's {} workers ({}); the product of the explicit degrees must {} {}",
+                              text(p.tensor), text(p.pipeline), text(p.data), world, launched,
+                              any_auto ? "divide" : "equal", world));
+}
+
 int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data, const LoopContext& ctx) {
   const bool logger = ctx.rank == 0;
   launch::install_stop_signal_handlers();
@@ -96,7 +107,7 @@ int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data
     comm_ms += s.comm_ms;
     total_ms += s.step_ms;
     const double rss = max_over_ranks(rss_mb());  // collectives: every rank, every step
-    s.comm_ms_max = ctx.world > 1 ? max_over_ranks(s.comm_ms) : s.comm_ms;
+    s.comm_ms_max = max_over_ranks(s.comm_ms);
     if (log) log->step(s, trainer, rss);
     const int64_t done = step + 1;
     if (t.eval_interval > 0 && (done % t.eval_interval == 0 || done == t.steps)) {

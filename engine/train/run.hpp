@@ -27,6 +27,12 @@ struct LoopContext {
   uint64_t plan_hash = 0;
 };
 
+// Explicit parallel degrees (those not auto) must be able to make a job of `world`
+// processes: their product equals `world`, or divides it when some degree is auto. Else a
+// UserError naming the parallel.* keys, the world size and `launched` (how the processes
+// were started, e.g. "--nproc-per-node 3 on 1 node(s)").
+void check_degrees_fit(const spec::JobSpec& spec, int world, const std::string& launched);
+
 // Trains `trainer` for spec.train.steps steps. Returns the process exit code.
 int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data, const LoopContext& ctx);
 
