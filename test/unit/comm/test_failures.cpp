@@ -153,27 +153,38 @@ TEST_CASE("connecting a Gloo group names the members that never arrive", "[comm]
   }
 }
 
-TEST_CASE("a killed worker process makes the Gloo members fail naming it", "[comm]") {
+namespace {
+
+// A free loopback port for a store, then a child process as member `rank` of a 3-member
+// Gloo group "world" on it (hosting the store when `host`): it meets the others once, then
+// is killed without any clean-up (no close, no destructor), as a crashed worker would be.
+std::pair<uint16_t, pid_t> fork_member_that_dies(int rank, bool host) {
   uint16_t port;
   {
     auto probe = net::listen_on(0);
     port = net::local_port(probe.get());
   }
-  const std::vector<int> members{0, 1, 2};
   pid_t child = ::fork();
-  REQUIRE(child >= 0);
   if (child == 0) {
-    // Rank 2 in a process of its own: joins, meets the others once, then is killed
-    // without any clean-up (no close, no destructor), as a crashed worker would be.
     try {
-      auto store = TcpStore::connect({"127.0.0.1", port, "tok", std::chrono::seconds(10)});
-      auto pg = make_gloo_group(store, {"world", members, 2, milliseconds(10000)}, GlooNet{"", "127.0.0.1"});
+      std::shared_ptr<Store> store = host ? std::shared_ptr<Store>(TcpStore::host({"", port, "tok", std::chrono::seconds(10)}))
+                                          : TcpStore::connect({"127.0.0.1", port, "tok", std::chrono::seconds(10)});
+      auto pg = make_gloo_group(store, {"world", {0, 1, 2}, rank, milliseconds(10000)}, GlooNet{"", "127.0.0.1"});
       pg->barrier();
       ::kill(::getpid(), SIGKILL);
     } catch (...) {
     }
     ::_exit(3);
   }
+  return {port, child};
+}
+
+}  // namespace
+
+TEST_CASE("a killed worker process makes the Gloo members fail naming it", "[comm]") {
+  const std::vector<int> members{0, 1, 2};
+  const auto [port, child] = fork_member_that_dies(2, /*host=*/false);
+  REQUIRE(child >= 0);
   auto host = TcpStore::host({"", port, "tok", std::chrono::seconds(10)});
   std::vector<Outcome> out(2);
   run_ranks(2, [&](int r) {
@@ -199,25 +210,10 @@ TEST_CASE("a killed worker process makes the Gloo members fail naming it", "[com
 }
 
 TEST_CASE("killing the process that hosts the store still names it", "[comm]") {
-  uint16_t port;
-  {
-    auto probe = net::listen_on(0);
-    port = net::local_port(probe.get());
-  }
   const std::vector<int> members{0, 1, 2};
-  pid_t child = ::fork();
+  // Rank 0 hosts the store: when it is killed, store and peer vanish together.
+  const auto [port, child] = fork_member_that_dies(0, /*host=*/true);
   REQUIRE(child >= 0);
-  if (child == 0) {
-    // Rank 0 hosts the store, meets the others once, then is killed: store and peer vanish.
-    try {
-      auto store = TcpStore::host({"", port, "tok", std::chrono::seconds(10)});
-      auto pg = make_gloo_group(store, {"world", members, 0, milliseconds(10000)}, GlooNet{"", "127.0.0.1"});
-      pg->barrier();
-      ::kill(::getpid(), SIGKILL);
-    } catch (...) {
-    }
-    ::_exit(3);
-  }
   std::vector<Outcome> out(3);
   run_ranks(3, [&](int r) {
     if (r == 0) return;
