@@ -167,8 +167,9 @@ std::pair<uint16_t, pid_t> fork_member_that_dies(int rank, bool host) {
   pid_t child = ::fork();
   if (child == 0) {
     try {
-      std::shared_ptr<Store> store = host ? std::shared_ptr<Store>(TcpStore::host({"", port, "tok", std::chrono::seconds(10)}))
-                                          : TcpStore::connect({"127.0.0.1", port, "tok", std::chrono::seconds(10)});
+      std::shared_ptr<Store> store;
+      if (host) store = TcpStore::host({"", port, "tok", std::chrono::seconds(10)});
+      else store = TcpStore::connect({"127.0.0.1", port, "tok", std::chrono::seconds(10)});
       auto pg = make_gloo_group(store, {"world", {0, 1, 2}, rank, milliseconds(10000)}, GlooNet{"", "127.0.0.1"});
       pg->barrier();
       ::kill(::getpid(), SIGKILL);
