@@ -16,11 +16,10 @@
 #include "comm/errors.hpp"
 #include "engine/launch/env_read.hpp"
 #include "engine/spec/errors.hpp"
-#include "engine/spec/load.hpp"
-#include "engine/spec/schema.hpp"
 #include "engine/topo/cluster.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/topo/topology_file.hpp"
+#include "engine/train/checkpoint_loop.hpp"
 
 namespace holmes::train {
 
@@ -211,11 +210,7 @@ void check_agreement(const std::vector<std::string>& lines) {
                                          fmt::join(problems, "; ")));
 }
 
-uint64_t spec_digest(const spec::JobSpec& spec) {
-  spec::LoadedSpec loaded{spec, {}};
-  for (const auto& f : spec::schema()) loaded.origin[f.path] = {"", 0};
-  return launch::detail::fnv1a(spec::print_resolved(loaded));
-}
+uint64_t spec_digest(const spec::JobSpec& spec) { return launch::detail::fnv1a(resolved_spec_text(spec)); }
 
 uint64_t topology_digest(const topo::ClusterTopology& topology) {
   return launch::detail::fnv1a(topo::dump_topology_yaml(topology.nodes));
