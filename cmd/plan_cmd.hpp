@@ -8,11 +8,10 @@
 
 namespace holmes::cmd {
 
-// topology_file: "--topology FILE"; empty = spec.cluster.topology (a relative path is looked
-// up beside the job spec first), else discover this node. format: "text" or "json".
-// nproc_per_node > 0 (--nproc-per-node) on a CPU-only machine plans for that many local
-// workers, as the run would. Returns the exit code (0); bad input throws UserError (exit 2).
-int run_plan_only(const holmes::spec::JobSpec& spec, const std::string& topology_file, const std::string& format,
-                  int nproc_per_node = 0);
+// The cluster: spec.cluster.topology (--topology sets it; a relative path is looked up beside
+// the job spec first), else this node. format: "text" or "json". nproc_per_node > 0
+// (--nproc-per-node) plans for that many workers on this machine, as the run would (the file
+// overlaid on this node). Returns the exit code (0); bad input throws UserError (exit 2).
+int run_plan_only(const holmes::spec::JobSpec& spec, const std::string& format, int nproc_per_node = 0);
 
 }  // namespace holmes::cmd

@@ -2,11 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "cmd/plan_cmd.hpp"
 #include "engine/launch/launch_env.hpp"
 #include "engine/launch/local_launcher.hpp"
 #include "engine/launch/selftest.hpp"
 #include "engine/spec/load.hpp"
+#include "engine/topo/discover.hpp"
+#include "engine/train/checkpoint_loop.hpp"
+#include "engine/train/cluster_view.hpp"
 #include "engine/train/dist_run.hpp"
 #include "engine/train/run.hpp"
 
@@ -22,34 +27,61 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                "Print the resolved job spec with the source of every value, then exit");
   app.add_flag("--plan-only", o.plan_only,
                "Print the parallel plan (placement, groups, partition, estimate) and exit");
-  app.add_option("--topology", o.topology, "Topology file for --plan-only (overrides cluster.topology)")
+  app.add_option("--topology", o.topology, "Topology file (sets cluster.topology): overlaid on discovery by runs and "
+                 "--plan-only alike")
       ->option_text("FILE");
   app.add_option("--format", o.format, "Output format of --plan-only")
       ->check(CLI::IsMember({"text", "json"}));
   app.add_option("--resume", o.resume, "Resume from a checkpoint: auto, none or a checkpoint folder")
       ->option_text("auto|none|PATH");
+  app.add_flag("--overwrite", o.overwrite,
+               "Start fresh even when job.output_dir holds another run: delete its checkpoints, final weights and "
+               "metrics first (job.overwrite)");
   app.add_flag("--weights-only", o.weights_only,
                "With --resume: load the weights only (fresh optimizer, step 0; for fine-tuning)");
   app.add_option("--nproc-per-node", o.nproc_per_node, "Spawn N local worker processes on this machine")
       ->check(CLI::Range(1, 1024));
 }
 
+namespace {
+
+// What would stop every worker is found before any is spawned, and said once: degrees that
+// cannot make the world, more workers than the node holds, a plan that does not fit (one
+// node: the whole plan), a missing topology file, unwritable folders, another run in
+// job.output_dir.
+void check_before_spawning(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
+  train::check_degrees_fit(spec, env.world_size,
+                           fmt::format("--nproc-per-node {} on {} node(s)", env.local_world_size, env.num_nodes));
+  // Workers train on the CPU for now (start-up discovers them so); GPUs come with issue 14.
+  const topo::Devices devices = topo::detect_cpu_devices();
+  if (env.num_nodes == 1) {
+    train::plan_local_job(spec, devices, env.local_world_size);
+  } else {
+    train::check_node_capacity(devices, env.local_world_size, fmt::format("--nproc-per-node {}", env.local_world_size));
+    train::load_spec_topology(spec);
+  }
+  train::check_outputs(spec, train::find_resume_point(spec), env.node_rank == 0);
+}
+
+}  // namespace
+
 int run_train(const TrainOptions& o) {
   // The checkpoint flags are shorthands for spec keys, so --print-config shows them too.
   std::vector<std::string> sets = o.sets;
   if (!o.resume.empty()) sets.push_back("checkpoint.resume=" + o.resume);
   if (o.weights_only) sets.push_back("checkpoint.weights_only=true");
+  if (o.overwrite) sets.push_back("job.overwrite=true");
+  // Relative to where the user typed it, not to the spec file's folder.
+  if (!o.topology.empty()) sets.push_back("cluster.topology=" + std::filesystem::absolute(o.topology).string());
   auto loaded = spec::load_job_spec(o.config, sets);
   if (o.print_config) {
     fmt::print("{}", spec::print_resolved(loaded));
     return 0;
   }
-  if (o.plan_only) return run_plan_only(loaded.spec, o.topology, o.format, o.nproc_per_node);
+  if (o.plan_only) return run_plan_only(loaded.spec, o.format, o.nproc_per_node);
   if (o.nproc_per_node > 0) {
     const auto env = launch::detect_launch_env_from_process(o.nproc_per_node, loaded.spec.job.name);
-    // The world size is known before anything is spawned: a misfit is reported once, here.
-    train::check_degrees_fit(loaded.spec, env.world_size,
-                             fmt::format("--nproc-per-node {} on {} node(s)", env.local_world_size, env.num_nodes));
+    check_before_spawning(loaded.spec, env);
     return launch::run_local_workers(env, launch::current_argv(), /*grace_s=*/10);
   }
   launch::maybe_run_launch_selftest();

@@ -12,10 +12,11 @@ struct TrainOptions {
   std::vector<std::string> sets;  // --set key.path=value
   bool print_config = false;
   bool plan_only = false;
-  std::string topology;           // --topology FILE (overrides cluster.topology)
+  std::string topology;           // --topology FILE (sets cluster.topology)
   std::string format = "text";    // --format for --plan-only
   std::string resume;             // auto | none | PATH; "" = checkpoint.resume of the spec
   bool weights_only = false;      // load weights only (fine-tuning)
+  bool overwrite = false;         // job.overwrite: replace another run in job.output_dir
   int nproc_per_node = 0;         // local launcher; 0 = not the local launcher
 };
 

@@ -10,7 +10,8 @@ namespace {
 std::atomic<int> g_stop_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free, "signal handlers need a lock-free atomic");
 
-constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1};
+// SIGHUP: the terminal or ssh session went away; the run is saved as for the others.
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1, SIGHUP};
 
 extern "C" void on_stop_signal(int sig) {
   int expected = 0;

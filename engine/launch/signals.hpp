@@ -1,5 +1,5 @@
-// Stop requests by signal. SIGINT, SIGTERM and SIGUSR1 (Slurm's --signal=USR1@T before the
-// time limit) only set a flag; the training loop polls it between steps, finishes the step,
+// Stop requests by signal. SIGINT, SIGTERM, SIGUSR1 (Slurm's --signal=USR1@T before the
+// time limit) and SIGHUP (the session went away) only set a flag; the training loop polls it between steps, finishes the step,
 // writes a checkpoint and exits with stop_exit_code() = 128 + N. A second SIGINT while a
 // stop is pending kills the process at once (the usual "press Ctrl-C twice").
 #pragma once

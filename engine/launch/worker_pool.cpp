@@ -156,11 +156,10 @@ class Supervisor {
       return;
     }
     if (stop_signal_ == 0) stop_signal_ = sig;
-    // A hang-up would kill the workers outright; they get the polite SIGTERM instead.
-    int forward = sig == SIGHUP ? SIGTERM : sig;
-    fmt::print(stderr, "{}: got signal {} ({}); forwarding signal {} to {} workers\n", g_.log_prefix, sig,
-               strsignal(sig), forward, running_count());
-    signal_all(forward);
+    // Workers treat every one of these as a stop (signals.hpp): finish the step, save, exit 128+N.
+    fmt::print(stderr, "{}: got signal {} ({}); forwarding it to {} workers\n", g_.log_prefix, sig, strsignal(sig),
+               running_count());
+    signal_all(sig);
   }
 
   void reap() {
@@ -184,8 +183,7 @@ class Supervisor {
   bool expected_after_stop(int status) const {
     if (stop_signal_ == 0) return false;
     if (hard_killed_) return true;
-    int forwarded = stop_signal_ == SIGHUP ? SIGTERM : stop_signal_;
-    return WIFEXITED(status) ? WEXITSTATUS(status) == 128 + forwarded : WTERMSIG(status) == forwarded;
+    return WIFEXITED(status) ? WEXITSTATUS(status) == 128 + stop_signal_ : WTERMSIG(status) == stop_signal_;
   }
 
   void on_exit(const Worker& w, int status) {

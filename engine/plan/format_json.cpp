@@ -74,9 +74,9 @@ std::string format_plan_json(const Plan& p) {
       "  \"format\": \"holmes-plan/1\",\n  \"world\": {}, \"tensor\": {}, \"pipeline\": {}, \"data\": {},\n"
       "  \"micro_batch\": {}, \"micro_batches\": {}, \"global_batch\": {}, \"seq_len\": {},\n"
       "  \"placement\": \"{}\", \"partition\": \"{}\", \"order\": \"{}\", \"device\": \"{}\",\n"
-      "  \"params\": {}, \"vocab_padded\": {},\n",
+      "  \"params\": {}, \"params_in_memory\": {}, \"vocab_padded\": {},\n",
       p.world, p.tp, p.pp, p.dp, p.micro_batch, p.micro_batches, p.global_batch, p.seq_len, p.placement, p.partition,
-      p.order, p.device_kind, p.params_total, p.vocab_padded);
+      p.order, p.device_kind, p.params_model, p.params_total, p.vocab_padded);
   out += "  \"islands\": ";
   array(out, p.islands, [&](const IslandInfo& i) {
     out += fmt::format("{{\"id\": {}, \"kind\": \"{}\", \"devices\": {}, \"nodes\": [{}]}}", i.id, i.kind, i.devices,

@@ -2,6 +2,8 @@
 // with their transport, the estimate and its parts, memory per stage, warnings.
 #include <fmt/format.h>
 
+#include "common/format.hpp"
+
 #include <map>
 #include <string>
 #include <tuple>
@@ -97,9 +99,8 @@ std::string format_plan_text(const Plan& p) {
   std::string out;
   out += fmt::format("Plan: {} ranks = tensor {} x pipeline {} x data {} on {} ({} placement, {} partition)\n",
                      p.world, p.tp, p.pp, p.dp, p.device_kind, p.placement, p.partition);
-  out += fmt::format("Model: {} parameters (vocabulary padded to {}), global batch {} x {} tokens\n",
-                     p.params_total >= 1e9 ? fmt::format("{:.2f} B", p.params_total / 1e9)
-                                           : fmt::format("{:.2f} M", p.params_total / 1e6),
+  out += fmt::format("Model: {} parameters ({} in memory, vocabulary padded to {}), global batch {} x {} tokens\n",
+                     human_count(static_cast<double>(p.params_model)), human_count(static_cast<double>(p.params_total)),
                      p.vocab_padded, p.global_batch, p.seq_len);
   out += "Islands:\n";
   for (const auto& isl : p.islands)

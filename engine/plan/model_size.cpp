@@ -24,6 +24,11 @@ int64_t total_params(const GptShape& s, int tp) {
   return s.layers * block_params(s.hidden) + embedding_params(s, tp) + final_norm_params(s.hidden);
 }
 
+int64_t model_params(const GptShape& s) {
+  return s.layers * block_params(s.hidden) + int64_t{s.vocab} * s.hidden + int64_t{s.max_seq_len} * s.hidden +
+         final_norm_params(s.hidden);
+}
+
 double block_forward_flops_per_token(int64_t c, int64_t t) {
   return 24.0 * double(c) * double(c) + 4.0 * double(t) * double(c);
 }

@@ -26,8 +26,12 @@ int64_t block_params(int64_t hidden);
 int64_t embedding_params(const GptShape& s, int tp);
 // Final layer norm: 2 C.
 int64_t final_norm_params(int64_t hidden);
-// Whole model (the tied LM head counted once).
+// Whole model as held in memory: the padded vocabulary rows included, the tied LM head
+// counted once (model::ParamLayout(config).size() of the tp = 1 model; a test ties them).
 int64_t total_params(const GptShape& s, int tp);
+// The model's parameters as users count them: the real vocabulary rows only (what an export
+// holds; model::full_model_params). This is the number the plan and the log print.
+int64_t model_params(const GptShape& s);
 
 // Forward FLOPs of one block per token at sequence length T: 24 C^2 + 4 T C
 // (QKV 6C^2, attention scores and weighted sum 4TC, projection 2C^2, MLP 16C^2).

@@ -168,6 +168,7 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
   plan.order = best.layout.grid.order();
   plan.device_kind = in.cuda ? "cuda" : "cpu";
   plan.params_total = total_params(best.work.shape, plan.tp);
+  plan.params_model = model_params(best.work.shape);
   plan.vocab_padded = padded_vocab(spec.model.vocab_size, plan.tp);
   plan.island_order = best.layout.island_order;
   fill_islands(in, topology, plan);

@@ -100,7 +100,8 @@ struct Plan {
   std::string partition;    // auto | uniform | list
   std::string order;        // rank order the grid used (holmes always tp-dp-pp over islands)
   std::string device_kind;  // cuda | cpu
-  int64_t params_total = 0;
+  int64_t params_total = 0;  // in memory, padded vocabulary rows included (model_size.hpp)
+  int64_t params_model = 0;  // as users count them: real vocabulary rows
   int64_t vocab_padded = 0;
   std::vector<IslandInfo> islands;
   std::vector<std::string> hostnames;  // per node

@@ -17,6 +17,7 @@ struct JobSection {
   uint64_t seed = 1234;
   std::string output_dir = "runs/holmes-job";  // metrics.jsonl, logs; checkpoints by default
   std::string device = "auto";                 // auto | cpu | cuda
+  bool overwrite = false;  // a fresh start may replace another run's checkpoints, final weights, metrics
 };
 
 // GPT-2 architecture (dimension legend in model/gpt_config.hpp).

@@ -187,6 +187,9 @@ std::vector<Field> make_schema() {
   f.push_back(integer("job.seed", HOLMES_REF(job.seed), "1234", 0, M, "Seed of weights, data order and sampling."));
   f.push_back(text("job.output_dir", HOLMES_REF(job.output_dir), "runs/holmes-job",
                    "Folder for metrics.jsonl, the final model and (by default) checkpoints."));
+  f.push_back(boolean("job.overwrite", HOLMES_REF(job.overwrite), "false",
+                      "Start fresh even when job.output_dir holds another run: its checkpoints, final weights "
+                      "and metrics are deleted first (--overwrite)."));
   f.push_back(choice("job.device", HOLMES_REF(job.device), {"auto", "cpu", "cuda"},
                      "Compute backend: auto takes CUDA GPUs when present, else the CPU."));
   // model

@@ -60,6 +60,7 @@ struct CheckpointInfo {
   int64_t tokens_seen = 0;
   uint64_t seed = 0;  // job.seed: batches are a pure function of (seed, step)
   int world = 1;      // ranks that saved it
+  std::string run_id;  // the run that saved it (run_folder.hpp); "" = saved before runs had ids
   std::string job_spec_text, plan_text;
   uint64_t plan_hash = 0;
   std::vector<CheckpointFile> files;
@@ -85,6 +86,33 @@ std::vector<float> read_full_tensor(const CheckpointInfo& info, const std::strin
 std::optional<std::string> find_latest_checkpoint(const std::string& ckpt_dir,
                                                   std::vector<std::string>* skipped = nullptr);
 
+// The step-NNNNNNNN folders under ckpt_dir, newest first, with whether each is complete and
+// the run that wrote it (read from its manifest without parsing the tensor index; "" when
+// the manifest is missing or predates run ids).
+struct StepFolder {
+  int64_t step = 0;
+  std::string path;
+  bool complete = false;
+  std::string run_id;
+};
+std::vector<StepFolder> list_step_folders(const std::string& ckpt_dir);
+
+// What a path given as a checkpoint turned out to be, resolved to one complete step folder:
+// the folder itself, a checkpoint.dir (its newest complete step) or a run's output folder
+// (the newest complete step of <path>/checkpoints). `skipped` lists incomplete step folders
+// newer than the one taken.
+struct LocatedCheckpoint {
+  std::string dir;
+  std::string via;  // "" for a step folder, else how it was found ("the newest complete checkpoint in X")
+  std::vector<std::string> skipped;
+};
+// nullopt when `path` is none of these; describe_checkpoint_path then says what it is.
+std::optional<LocatedCheckpoint> locate_checkpoint(const std::string& path);
+// What `path` holds, for an error message after "<path>: ": "checkpoint folder does not
+// exist", "a file of 1234 bytes, not a checkpoint folder", "only incomplete checkpoints in
+// DIR ...", "a folder of 3 entries (a, b, c) without a checkpoint", ...
+std::string describe_checkpoint_path(const std::string& path);
+
 // "<ckpt_dir>/step-00001000".
 std::string checkpoint_step_dir(const std::string& ckpt_dir, int64_t step);
 
@@ -102,9 +130,10 @@ struct SaveContext {
   int64_t tokens_seen = 0;
   uint64_t seed = 0;
   model::GptConfig model;  // global model (tp = 1, one stage)
+  std::string run_id;      // the run saving it (run_folder.hpp); retention only touches its checkpoints
   std::string job_spec_text, plan_text;
   uint64_t plan_hash = 0;
-  int keep = 0;  // > 0: rank 0 keeps the newest `keep` complete checkpoints after the commit
+  int keep = 0;  // > 0: rank 0 keeps the newest `keep` complete checkpoints of run_id after the commit
   double timeout_s = 3600;  // longest wait for the other ranks (a dead rank must not hang the job)
 };
 

@@ -15,7 +15,9 @@
 #include "engine/spec/errors.hpp"
 #include "engine/spec/load.hpp"
 #include "engine/spec/schema.hpp"
+#include "comm/store.hpp"
 #include "engine/train/checkpoint.hpp"
+#include "engine/train/run_folder.hpp"
 #include "engine/train/trainer.hpp"
 
 namespace holmes::train {
@@ -44,40 +46,112 @@ void trim_metrics_for_resume(const spec::JobSpec& spec, int64_t step) {
     throw std::runtime_error(fmt::format("{}: cannot rewrite the metrics file for the resumed run", path));
 }
 
-int64_t resume_from_checkpoint(const spec::JobSpec& spec, StepRunner& runner, const LoopContext& ctx) {
+ResumePoint find_resume_point(const spec::JobSpec& spec) {
   const auto& c = spec.checkpoint;
-  if (c.resume == "none") return 0;
-  const bool log = ctx.rank == 0;
-  std::string dir = c.resume;
+  ResumePoint r;
+  if (c.resume == "none") return r;
+  std::string dir;
   if (c.resume == "auto") {
-    std::vector<std::string> skipped;
-    const auto latest = find_latest_checkpoint(spec.checkpoint_dir(), &skipped);
-    if (log)
-      for (const auto& s : skipped) fmt::print("resume: skipping incomplete checkpoint {} (no COMMITTED marker)\n", s);
+    const auto latest = find_latest_checkpoint(spec.checkpoint_dir(), &r.skipped);
     if (!latest) {
-      if (log) fmt::print("resume: no complete checkpoint in {}; starting fresh\n", spec.checkpoint_dir());
-      return 0;
+      r.auto_found_none = true;
+      return r;
     }
     dir = *latest;
+  } else {
+    const auto located = locate_checkpoint(c.resume);
+    if (!located)
+      throw UserError(fmt::format("checkpoint.resume (--resume): {}: {}; accepted: auto, none, a checkpoint folder "
+                                  "(step-NNNNNNNN with manifest.json and COMMITTED), a checkpoint.dir or a run's "
+                                  "job.output_dir holding complete checkpoints", c.resume,
+                                  describe_checkpoint_path(c.resume)));
+    dir = located->dir;
+    r.via = located->via;
+    r.skipped = located->skipped;
+  }
+  r.checkpoint = open_checkpoint(dir, /*verify_checksums=*/false);
+  return r;
+}
+
+namespace {
+
+RunStart run_start(const spec::JobSpec& spec, const ResumePoint& resume) {
+  RunStart start;
+  start.resumed = resume.checkpoint && !spec.checkpoint.weights_only;
+  if (resume.checkpoint) {
+    start.continues = resume.checkpoint->run_id;
+    start.source = resume.checkpoint->dir;
+  }
+  start.auto_found_none = resume.auto_found_none;
+  return start;
+}
+
+}  // namespace
+
+RunClaim check_outputs(const spec::JobSpec& spec, const ResumePoint& resume, bool first) {
+  check_output_folders_writable(spec, first);
+  if (!first) return {};
+  return claim_run_folder(spec, run_start(spec, resume), inspect_run_folder(spec), new_run_id());
+}
+
+std::string claim_output(const spec::JobSpec& spec, const ResumePoint& resume, const LoopContext& ctx) {
+  // Each rank's problem (rank 0: or its verdict "ok <run id>"), so that every rank stops alike.
+  std::string mine;
+  RunClaim claim;
+  try {
+    claim = check_outputs(spec, resume, ctx.rank == 0);
+    if (ctx.rank == 0) mine = "ok " + claim.run_id;
+  } catch (const UserError& e) {
+    mine = ctx.world > 1 && ctx.rank > 0 ? fmt::format("rank {}: {}", ctx.rank, e.what()) : e.what();
+  }
+  std::vector<std::string> verdicts{mine};
+  if (ctx.store && ctx.world > 1) {
+    verdicts.clear();
+    for (const auto& b : comm::store_all_gather(*ctx.store, "run/claim", ctx.rank, ctx.world,
+                                                comm::Bytes(mine.begin(), mine.end()),
+                                                comm::Millis(static_cast<int64_t>(spec.cluster.timeout_s * 1e3))))
+      verdicts.emplace_back(b.begin(), b.end());
+  }
+  if (verdicts[0].rfind("ok ", 0) != 0) throw UserError(verdicts[0]);
+  for (size_t r = 1; r < verdicts.size(); ++r)
+    if (!verdicts[r].empty()) throw UserError(verdicts[r]);
+  if (ctx.rank == 0) take_run_folder(spec, claim);
+  return verdicts[0].substr(3);
+}
+
+int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, StepRunner& runner,
+                          const LoopContext& ctx) {
+  const auto& c = spec.checkpoint;
+  const bool log = ctx.rank == 0;
+  if (log)
+    for (const auto& s : resume.skipped) fmt::print("resume: skipping incomplete checkpoint {} (no COMMITTED marker)\n", s);
+  if (!resume.checkpoint) {
+    if (log && resume.auto_found_none)
+      fmt::print("resume: no complete checkpoint in {}; starting fresh\n", spec.checkpoint_dir());
+    return 0;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  // Headers and sizes of every file; checksums of the files this rank reads (its tensors).
-  const CheckpointInfo info = open_checkpoint(dir, /*verify_checksums=*/false);
+  const CheckpointInfo& info = *resume.checkpoint;
+  const std::string& dir = info.dir;
+  const std::string via = resume.via.empty() ? "" : fmt::format(" ({})", resume.via);
+  // Checksums of the files this rank reads (its tensors).
   ShardState st = runner.shard_state();
   for (const auto& f : info.files)
     if (std::any_of(f.pieces.begin(), f.pieces.end(), [&](const CheckpointPiece& p) { return st.layout->find(p.tensor); }))
       verify_checkpoint_file(info, f);
   load_shard_state(info, gpt_config_of(spec), st, !c.weights_only);
   if (c.weights_only) {
-    if (log) fmt::print("resume: loaded the weights of {} (step {}); fresh optimizer, starting at step 0\n", dir, info.step);
+    if (log)
+      fmt::print("resume: loaded the weights of {}{} (step {}); fresh optimizer, starting at step 0\n", dir, via,
+                 info.step);
     return 0;
   }
   if (log && info.step >= spec.train.steps)
     fmt::print("resume: {} is at step {}, train.steps is {}: nothing left to train\n", dir, info.step,
                spec.train.steps);
   if (log)
-    fmt::print("resume: continuing from {} at step {} ({} tokens seen; saved by {} rank{}{}; loaded in {:.2f} s)\n",
-               dir, info.step, info.tokens_seen, info.world, info.world == 1 ? "" : "s",
+    fmt::print("resume: continuing from {}{} at step {} ({} tokens seen; saved by {} rank{}{}; loaded in {:.2f} s)\n",
+               dir, via, info.step, info.tokens_seen, info.world, info.world == 1 ? "" : "s",
                info.plan_hash == ctx.plan_hash ? ", same plan" : ", another plan: resharded",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return info.step;
@@ -92,7 +166,8 @@ struct CheckpointSaver::Pending {
   double write_s = 0;  // the writer thread's time
 };
 
-CheckpointSaver::CheckpointSaver(const spec::JobSpec& spec, const LoopContext& ctx) : spec_(spec), ctx_(ctx) {}
+CheckpointSaver::CheckpointSaver(const spec::JobSpec& spec, const LoopContext& ctx, std::string run_id)
+    : spec_(spec), ctx_(ctx), run_id_(std::move(run_id)) {}
 
 CheckpointSaver::~CheckpointSaver() {
   if (pending_ && pending_->file.valid()) pending_->file.wait();
@@ -115,6 +190,7 @@ SaveContext CheckpointSaver::context(const StepRunner& runner, int64_t done) {
   c.tokens_seen = done * runner.tokens_per_step();
   c.seed = spec_.job.seed;
   c.model = gpt_config_of(spec_);
+  c.run_id = run_id_;
   c.job_spec_text = spec_text_;
   c.plan_text = ctx_.plan_text.empty() ? "single process: tp1 x pp1 x dp1" : ctx_.plan_text;
   c.plan_hash = ctx_.plan_hash;
@@ -177,11 +253,6 @@ void CheckpointSaver::report(const SaveResult& r, double pause_s, const std::str
     fmt::print("saved checkpoint {} in {:.2f} s ({:.1f} MB{})\n", std::filesystem::path(r.dir).filename().string(),
                pause_s, static_cast<double>(r.total_bytes) / 1e6, note);
   std::fflush(stdout);
-}
-
-int agreed_stop_signal(const LoopContext& ctx) {
-  const double sig = launch::stop_signal();
-  return static_cast<int>(ctx.max_over_ranks ? ctx.max_over_ranks(sig) : sig);
 }
 
 void maybe_raise_test_signal(const LoopContext& ctx, int64_t done) {

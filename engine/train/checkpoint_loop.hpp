@@ -4,12 +4,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/spec/job_spec.hpp"
 #include "engine/train/checkpoint.hpp"
 #include "engine/train/run.hpp"
+#include "engine/train/run_folder.hpp"
 #include "engine/train/step_runner.hpp"
 
 namespace holmes::train {
@@ -21,12 +23,34 @@ std::string resolved_spec_text(const spec::JobSpec& spec);
 // `step` and drops later ones (work of the stopped run that the checkpoint does not hold).
 void trim_metrics_for_resume(const spec::JobSpec& spec, int64_t step);
 
-// Resolves checkpoint.resume (auto | none | PATH) and loads the checkpoint into the runner's
-// shard on every rank (with its optimizer state unless checkpoint.weights_only). Returns the
+// Where a run starts: checkpoint.resume (auto | none | PATH) resolved to the checkpoint to
+// load, if any. PATH may be a step folder, a checkpoint.dir or a run's job.output_dir (their
+// newest complete checkpoint). Reads manifests only. UserError naming the key, what PATH
+// turned out to be and what is accepted; or a bad checkpoint, before anything is written.
+struct ResumePoint {
+  std::optional<CheckpointInfo> checkpoint;  // opened without checksums; nullopt = step 0
+  std::string via;                           // how PATH led to it ("" = named directly)
+  std::vector<std::string> skipped;          // incomplete step folders newer than it
+  bool auto_found_none = false;              // resume: auto found no complete checkpoint
+};
+ResumePoint find_resume_point(const spec::JobSpec& spec);
+
+// Before anything is written, on every rank: checks the output folders are writable (each
+// rank its checkpoint.dir, rank 0 also job.output_dir) and claims job.output_dir for this run
+// (run_folder.hpp: rank 0 decides, every rank learns the verdict, so all stop alike). Rank 0
+// then deletes what --overwrite replaces and records the run. Returns the run id.
+std::string claim_output(const spec::JobSpec& spec, const ResumePoint& resume, const LoopContext& ctx);
+// The checks of claim_output in one process, reading only (the local launcher runs them
+// before it spawns workers): the folders are writable (`first`: job.output_dir too) and, for
+// `first`, the claim this run would make. UserError as claim_output.
+RunClaim check_outputs(const spec::JobSpec& spec, const ResumePoint& resume, bool first);
+
+// Loads the resume point into the runner's shard on every rank (with its optimizer state
+// unless checkpoint.weights_only; checksums of the files this rank reads). Returns the
 // 0-based step to continue at: the checkpoint's step, or 0 (fresh, or weights only). Rank 0
-// says which checkpoint it took and which incomplete ones it skipped. Throws UserError for a
-// bad checkpoint before anything is written.
-int64_t resume_from_checkpoint(const spec::JobSpec& spec, StepRunner& runner, const LoopContext& ctx);
+// says which checkpoint it took and which incomplete ones it skipped.
+int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, StepRunner& runner,
+                          const LoopContext& ctx);
 
 // Saves checkpoints of one run, each step at most once. A save copies the shard (params and
 // owned moments) and writes it on a background thread while the next step trains; it is
@@ -35,7 +59,7 @@ int64_t resume_from_checkpoint(const spec::JobSpec& spec, StepRunner& runner, co
 // write the step did not hide, and the commit.
 class CheckpointSaver {
  public:
-  CheckpointSaver(const spec::JobSpec& spec, const LoopContext& ctx);
+  CheckpointSaver(const spec::JobSpec& spec, const LoopContext& ctx, std::string run_id);
   ~CheckpointSaver();  // waits for a write in flight (a crash leaves the previous checkpoint)
   // After `done` steps: commits the save started after the previous step, and starts one
   // when checkpoint.interval divides `done` (checkpoint.background_write false: saves now).
@@ -54,15 +78,12 @@ class CheckpointSaver {
 
   const spec::JobSpec& spec_;
   const LoopContext& ctx_;
+  const std::string run_id_;
   int64_t last_saved_ = -1;
   std::string spec_text_;
   std::unique_ptr<Pending> pending_;
   std::vector<float> copy_params_, copy_m_, copy_v_;  // the shard as of the pending save
 };
-
-// Collective after every step: whether any rank received a stop signal, and which (the
-// largest signal number), so that all ranks stop after the same step. 0 = go on.
-int agreed_stop_signal(const LoopContext& ctx);
 
 // Test hook: HOLMES_TEST_SIGNAL_AFTER_STEP="13:KILL" (or TERM, USR1) makes rank 0 send itself
 // that signal after step 13, a deterministic stand-in for a preemption or a crash.

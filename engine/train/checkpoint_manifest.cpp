@@ -91,6 +91,7 @@ std::string manifest_json(const SaveContext& c, const std::vector<std::string>& 
   const auto& m = c.model;
   std::string out = "{\n";
   out += fmt::format("  \"format\": \"holmes-train checkpoint\",\n  \"format_version\": {},\n", kCheckpointFormatVersion);
+  out += fmt::format("  \"run\": {},\n", topo::json_quote(c.run_id));
   out += fmt::format("  \"step\": {},\n  \"tokens_seen\": {},\n  \"seed\": {},\n", c.step, c.tokens_seen, c.seed);
   out += fmt::format("  \"data_position\": {{\"step\": {}, \"note\": \"batches are a pure function of (job.seed, "
                      "step); no sampler state to save\"}},\n", c.step);
@@ -123,6 +124,7 @@ CheckpointInfo parse_manifest(const std::string& dir) {
     throw UserError(fmt::format("{}: format_version {} is not readable by this build, which reads version {}{}", file,
                                 info.format_version, kCheckpointFormatVersion,
                                 info.format_version > kCheckpointFormatVersion ? " (use a newer holmes-train)" : ""));
+  if (root["run"]) info.run_id = need<std::string>(root, "run", file);  // absent before run ids
   info.step = need<int64_t>(root, "step", file);
   info.tokens_seen = need<int64_t>(root, "tokens_seen", file);
   info.seed = need<uint64_t>(root, "seed", file);

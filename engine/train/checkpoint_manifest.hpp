@@ -22,9 +22,14 @@ std::string manifest_json(const SaveContext& ctx, const std::vector<std::string>
 // key, future format version).
 CheckpointInfo parse_manifest(const std::string& dir);
 
-// Rank 0 after a commit: keeps the newest `keep` complete checkpoints under ckpt_dir and
-// removes incomplete folders older than the newest complete one.
-void prune_checkpoints(const std::string& ckpt_dir, int keep);
+// Rank 0 after a commit: keeps the newest `keep` complete checkpoints of run `run_id` under
+// ckpt_dir and removes that run's incomplete folders older than its newest complete one.
+// Folders of any other run (or of no known run) are never touched.
+void prune_checkpoints(const std::string& ckpt_dir, int keep, const std::string& run_id);
+
+// The "run" value of <dir>/manifest.json, read from its first lines (the tensor index is
+// not parsed); "" when the manifest is missing or has none.
+std::string manifest_run_id(const std::string& dir);
 
 // "rank-00003.bin".
 std::string shard_file_name(int rank);

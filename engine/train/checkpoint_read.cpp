@@ -2,10 +2,12 @@
 // newest complete one.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "engine/spec/errors.hpp"
@@ -69,6 +71,8 @@ std::vector<std::pair<int64_t, std::string>> step_dirs(const std::string& root) 
   return out;
 }
 
+bool is_complete(const std::string& step_dir) { return fs::exists(step_dir + "/" + ckpt::kMarkerName); }
+
 }  // namespace
 
 const char* tensor_kind_name(TensorKind kind) {
@@ -98,29 +102,100 @@ CheckpointInfo open_checkpoint(const std::string& dir_in, bool verify_checksums)
 
 std::optional<std::string> find_latest_checkpoint(const std::string& ckpt_dir, std::vector<std::string>* skipped) {
   for (const auto& [step, path] : step_dirs(ckpt_dir)) {
-    if (fs::exists(path + "/" + ckpt::kMarkerName)) return path;
+    if (is_complete(path)) return path;
     if (skipped) skipped->push_back(path);
   }
   return std::nullopt;
 }
 
+std::vector<StepFolder> list_step_folders(const std::string& ckpt_dir) {
+  std::vector<StepFolder> out;
+  for (const auto& [step, path] : step_dirs(ckpt_dir))
+    out.push_back({.step = step, .path = path, .complete = is_complete(path), .run_id = ckpt::manifest_run_id(path)});
+  return out;
+}
+
+std::optional<LocatedCheckpoint> locate_checkpoint(const std::string& path_in) {
+  std::string path = path_in;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return std::nullopt;
+  // A step folder, complete or not (open_checkpoint explains an incomplete one).
+  if (fs::exists(path + "/" + ckpt::kManifestName) || fs::path(path).filename().string().rfind("step-", 0) == 0)
+    return LocatedCheckpoint{.dir = path, .via = "", .skipped = {}};
+  for (const std::string& root : {path, path + "/checkpoints"}) {
+    LocatedCheckpoint found;
+    if (auto latest = find_latest_checkpoint(root, &found.skipped)) {
+      found.dir = *latest;
+      found.via = fmt::format("the newest complete checkpoint in {}", root);
+      return found;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string describe_checkpoint_path(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) return "checkpoint folder does not exist";
+  if (fs::is_regular_file(st)) {
+    const std::string name = fs::path(path).filename().string();
+    const std::string what = name == "model.bin"  ? " (final weights: no optimizer state)"
+                             : name == ckpt::kManifestName ? " (a manifest: give its folder)"
+                                                         : "";
+    return fmt::format("a file of {} bytes{}, not a checkpoint folder", fs::file_size(path, ec), what);
+  }
+  if (!fs::is_directory(st)) return "neither a file nor a folder";
+  for (const std::string& root : {path, path + "/checkpoints"}) {
+    const auto steps = step_dirs(root);
+    if (!steps.empty())
+      return fmt::format("only incomplete checkpoints in {} ({} step folder(s), none with a {} marker)", root,
+                         steps.size(), ckpt::kMarkerName);
+  }
+  std::vector<std::string> names;
+  size_t count = 0;
+  for (const auto& e : fs::directory_iterator(path, ec)) {
+    if (names.size() < 5) names.push_back(e.path().filename().string() + (e.is_directory() ? "/" : ""));
+    ++count;
+  }
+  std::sort(names.begin(), names.end());
+  if (count == 0) return "an empty folder, no checkpoint";
+  const bool final_weights = fs::is_regular_file(path + "/final/model.bin") || fs::is_regular_file(path + "/model.bin");
+  return fmt::format("a folder of {} entr{} ({}{}) without a checkpoint{}", count, count == 1 ? "y" : "ies",
+                     fmt::join(names, ", "), count > names.size() ? ", ..." : "",
+                     final_weights ? "; its model.bin holds final weights only, no optimizer state" : "");
+}
+
 namespace ckpt {
 
-// Rank 0 after a commit: keeps the newest `keep` complete checkpoints and drops incomplete
-// folders older than the newest complete one (newer incomplete ones may be a save in flight).
-void prune_checkpoints(const std::string& ckpt_dir, int keep) {
+std::string manifest_run_id(const std::string& dir) {
+  // manifest_json writes "run" among the first lines, before the (long) tensor index.
+  std::ifstream in(dir + "/" + kManifestName);
+  std::string line;
+  for (int i = 0; i < 8 && std::getline(in, line); ++i) {
+    const auto key = line.find("\"run\": \"");
+    if (key == std::string::npos) continue;
+    const auto begin = key + 8, end = line.find('"', begin);
+    return end == std::string::npos ? "" : line.substr(begin, end - begin);
+  }
+  return "";
+}
+
+void prune_checkpoints(const std::string& ckpt_dir, int keep, const std::string& run_id) {
   int complete = 0;
   bool seen_complete = false;
-  for (const auto& [step, path] : step_dirs(ckpt_dir)) {
-    const bool done = fs::exists(path + "/" + kMarkerName);
+  for (const StepFolder& f : list_step_folders(ckpt_dir)) {
+    // An incomplete folder without a manifest is nobody's checkpoint: any run may drop it.
+    const bool mine = f.run_id == run_id || (!f.complete && f.run_id.empty());
+    if (!mine) continue;
     bool drop = false;
-    if (done) drop = ++complete > keep;
-    else drop = seen_complete;
-    seen_complete = seen_complete || done;
+    if (f.complete) drop = ++complete > keep;
+    else drop = seen_complete;  // newer incomplete ones may be a save in flight
+    seen_complete = seen_complete || f.complete;
     if (drop) {
       std::error_code ec;
-      if (done) fs::remove(path + "/" + kMarkerName, ec);  // incomplete first, in case removal stops half-way
-      fs::remove_all(path, ec);
+      if (f.complete) fs::remove(f.path + "/" + kMarkerName, ec);  // incomplete first, in case removal stops half-way
+      fs::remove_all(f.path, ec);
     }
   }
 }

@@ -110,7 +110,7 @@ SaveResult commit_checkpoint(const std::string& ckpt_dir, const CheckpointFile& 
     for (const auto& e : entries) r.total_bytes += std::stoull(e.substr(e.find("\"bytes\": ") + 9));
     ckpt::write_text_durably(dir + "/" + ckpt::kManifestName, ckpt::manifest_json(c, entries));
     ckpt::write_text_durably(dir + "/" + ckpt::kMarkerName, fmt::format("step {}\n", c.step));
-    if (c.keep > 0) ckpt::prune_checkpoints(ckpt_dir, c.keep);
+    if (c.keep > 0) ckpt::prune_checkpoints(ckpt_dir, c.keep, c.run_id);
   }
   barrier(c, key + "/committed");
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

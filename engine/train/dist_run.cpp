@@ -105,18 +105,17 @@ void linger_as_store_host(comm::Store& store, int world, double timeout_s) {
   std::_Exit(1);
 }
 
-// Groups reduce floats: exact for the integers the loop agrees on (steps, stop flags, MiB)
-// up to 2^24, which is all it needs.
-double max_over(comm::ProcessGroup& world, double v) {
-  float x = static_cast<float>(v);
-  world.all_reduce(std::span<float>(&x, 1), comm::ReduceOp::kMax);
-  return x;
+// Groups reduce floats: exact for the integers the loop agrees on (stop signals, MiB) up
+// to 2^24, and close enough for the shares it reports.
+std::vector<double> max_over(comm::ProcessGroup& world, std::vector<double> v) {
+  std::vector<float> x(v.begin(), v.end());
+  world.all_reduce(std::span<float>(x), comm::ReduceOp::kMax);
+  return std::vector<double>(x.begin(), x.end());
 }
 
 int train_started(const spec::JobSpec& spec, Runtime& rt) {
   const std::string plan_text = plan::format_plan_text(rt.plan);
   if (rt.rank == 0) fmt::print("{}plan hash {:016x}\n", plan_text, rt.plan_hash);
-  std::filesystem::create_directories(spec.job.output_dir);
   const int threads = worker_threads(rt.local_world);
   omp_set_num_threads(threads);
   openblas_set_num_threads(threads);
@@ -128,7 +127,8 @@ int train_started(const spec::JobSpec& spec, Runtime& rt) {
   ctx.rank = rt.rank;
   ctx.world = rt.world;
   comm::ProcessGroup* world = rt.world_group.get();
-  ctx.max_over_ranks = [world](double v) { return max_over(*world, v); };
+  ctx.nodes = static_cast<int>(rt.topology.nodes.size());
+  ctx.max_over_ranks = [world](std::vector<double> v) { return max_over(*world, std::move(v)); };
   ctx.store = rt.store;
   ctx.plan_text = plan_text;
   ctx.plan_hash = rt.plan_hash;

@@ -1,6 +1,5 @@
 #include "engine/train/metrics.hpp"
 
-#include <cblas.h>
 #include <fmt/format.h>
 
 #include <chrono>
@@ -28,20 +27,6 @@ double status_field_mb(const char* key) {
 
 double rss_mb() { return status_field_mb("VmRSS:"); }
 double peak_rss_mb() { return status_field_mb("VmHWM:"); }
-
-double measure_cpu_sgemm_gflops() {
-  constexpr int kN = 512, kReps = 4;
-  std::vector<float> a(kN * kN, 0.5f), b(kN * kN, 0.25f), c(kN * kN, 0.0f);
-  auto gemm = [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kN, kN, kN, 1.0f, a.data(), kN, b.data(), kN, 0.0f,
-                c.data(), kN);
-  };
-  gemm();  // warm-up: thread pool start, page faults
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < kReps; ++i) gemm();
-  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return 2.0 * kN * kN * static_cast<double>(kN) * kReps / s / 1e9;
-}
 
 MetricsWriter::MetricsWriter(const std::string& path, bool append) {
   if (path.empty()) return;

@@ -14,10 +14,6 @@ namespace holmes::train {
 double rss_mb();
 double peak_rss_mb();
 
-// Measured single-precision GEMM throughput of this CPU (GFLOP/s, a short sgemm probe):
-// the denominator of MFU on the CPU backend when no device peak is configured.
-double measure_cpu_sgemm_gflops();
-
 // Appends one JSON object per line. Values are numbers; keys are fixed identifiers.
 class MetricsWriter {
  public:

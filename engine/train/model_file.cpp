@@ -11,12 +11,14 @@
 #include <stdexcept>
 
 #include "engine/spec/errors.hpp"
+#include "engine/train/checkpoint_io.hpp"
 
 namespace holmes::train {
 
 namespace {
 constexpr char kMagic[8] = {'H', 'O', 'L', 'M', 'E', 'S', 'W', '1'};
-constexpr int32_t kVersion = 1;
+// 2: header word 7 holds the CRC32C of the parameter bytes; 1 (read still) had no checksum.
+constexpr int32_t kVersion = 2;
 }  // namespace
 
 void save_model_weights(const std::string& path, const model::Gpt& gpt) {
@@ -32,8 +34,10 @@ void save_model_weights(const std::string& path, const model::GptConfig& c, cons
   const std::string tmp = path + ".tmp";
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   if (!out) throw std::runtime_error(fmt::format("{}: cannot write the model weights: {}", tmp, std::strerror(errno)));
-  std::array<int32_t, 8> h = {kVersion, c.layers, c.hidden, c.heads, c.vocab, c.padded_vocab, c.max_seq_len, 0};
   const int64_t n = static_cast<int64_t>(count);
+  const uint32_t crc = ckpt::crc32c(params, count * sizeof(float));
+  std::array<int32_t, 8> h = {kVersion, c.layers, c.hidden, c.heads, c.vocab, c.padded_vocab, c.max_seq_len,
+                              static_cast<int32_t>(crc)};
   out.write(kMagic, sizeof(kMagic));
   out.write(reinterpret_cast<const char*>(h.data()), sizeof(h));
   out.write(reinterpret_cast<const char*>(&n), sizeof(n));
@@ -55,8 +59,8 @@ ModelWeights load_model_weights(const std::string& path) {
   if (!in || std::memcmp(magic, kMagic, sizeof(kMagic)) != 0)
     throw UserError(fmt::format("{}: not a holmes-train weights file (expected the 'HOLMESW1' header written at the "
                                 "end of training in <output_dir>/final/model.bin)", path));
-  if (h[0] != kVersion)
-    throw UserError(fmt::format("{}: weights file version {} is not supported (accepted: {})", path, h[0], kVersion));
+  if (h[0] != kVersion && h[0] != 1)
+    throw UserError(fmt::format("{}: weights file version {} is not supported (accepted: 1, {})", path, h[0], kVersion));
   ModelWeights w;
   w.config = model::GptConfig::gpt2(h[1], h[2], h[3], h[4], h[6]);
   w.config.padded_vocab = h[5];
@@ -67,6 +71,16 @@ ModelWeights load_model_weights(const std::string& path) {
   in.read(reinterpret_cast<char*>(w.params.data()), static_cast<std::streamsize>(n * sizeof(float)));
   if (!in)
     throw UserError(fmt::format("{}: truncated weights file: the header announces {} parameters", path, n));
+  if (in.peek() != std::char_traits<char>::eof())
+    throw UserError(fmt::format("{}: the weights file has bytes after the {} parameters its header announces (not the "
+                                "file holmes-train wrote)", path, n));
+  const uint32_t crc = ckpt::crc32c(w.params.data(), w.params.size() * sizeof(float));
+  if (h[0] == 1)
+    fmt::print(stderr, "holmes-train: warning: {} is a version 1 weights file, which has no checksum: its integrity "
+                       "cannot be checked\n", path);
+  else if (crc != static_cast<uint32_t>(h[7]))
+    throw UserError(fmt::format("{}: corrupted weights: CRC32C of the parameters is {:08x}, the header says {:08x}", path,
+                                crc, static_cast<uint32_t>(h[7])));
   return w;
 }
 

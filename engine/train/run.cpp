@@ -10,7 +10,10 @@
 
 #include "engine/launch/signals.hpp"
 #include "engine/spec/errors.hpp"
+#include "engine/topo/cpu_peak.hpp"
+#include "engine/topo/discover.hpp"
 #include "engine/train/checkpoint_loop.hpp"
+#include "engine/train/cluster_view.hpp"
 #include "engine/train/metrics.hpp"
 #include "engine/train/model_file.hpp"
 #include "engine/train/train_log.hpp"
@@ -28,6 +31,9 @@ void check_single_process(const spec::JobSpec& spec) {
     throw UserError("job.device: 'cuda' training is not available in this build yet (accepted now: cpu, auto)");
   if (spec.train.steps < 1)
     throw UserError(fmt::format("train.steps: {} (training needs at least 1 step)", spec.train.steps));
+  // The plan of one worker, as a multi-process job plans its ranks: loads and checks
+  // cluster.topology and the memory model the same way in every mode.
+  plan_local_job(spec, topo::detect_cpu_devices(), 1);
 }
 
 // The resolved spec beside the weights, so a user sees what produced them.
@@ -37,15 +43,22 @@ void write_spec_copy(const spec::JobSpec& spec, const std::string& path) {
   if (!out) throw std::runtime_error(fmt::format("{}: cannot write the job spec copy", path));
 }
 
+// The job's peak for MFU: the declared device speed x devices, else the CPU cores of every
+// node at the peak the OS describes (an upper bound, so MFU stays below 100%).
+std::pair<double, std::string> job_peak_gflops(const spec::JobSpec& spec, const LoopContext& ctx) {
+  if (spec.cluster.device_tflops > 0)
+    return {spec.cluster.device_tflops * 1e3 * ctx.world,
+            fmt::format("cluster.device_tflops {:g} x {} device(s)", spec.cluster.device_tflops, ctx.world)};
+  const topo::CpuPeak cpu = topo::cpu_peak();
+  const int cores = topo::detect_cpu_devices().cores;
+  return {cpu.gflops_per_core() * cores * ctx.nodes,
+          fmt::format("{} core(s) x {} node(s) x {}", cores, ctx.nodes, cpu.describe())};
+}
+
 // Rank 0's log into `log`; a resumed run continues metrics.jsonl.
 void open_log(std::optional<TrainLog>& log, const spec::JobSpec& spec, const StepRunner& trainer,
-              const DataSet& data, int64_t start) {
-  double peak = spec.cluster.device_tflops * 1e3;
-  std::string peak_source = "cluster.device_tflops";
-  if (peak <= 0) {
-    peak = measure_cpu_sgemm_gflops();
-    peak_source = "measured sgemm of this CPU";
-  }
+              const DataSet& data, int64_t start, const LoopContext& ctx) {
+  const auto [peak, peak_source] = job_peak_gflops(spec, ctx);
   std::filesystem::create_directories(spec.job.output_dir);
   if (start > 0) trim_metrics_for_resume(spec, start);
   log.emplace(spec, peak, peak_source, data.entropy_floor(), /*append_metrics=*/start > 0);
@@ -91,12 +104,15 @@ void check_degrees_fit(const spec::JobSpec& spec, int world, const std::string& 
 int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data, const LoopContext& ctx) {
   const bool logger = ctx.rank == 0;
   launch::install_stop_signal_handlers();
-  // Before the log opens its files: a bad checkpoint stops the job with nothing overwritten.
-  const int64_t start = resume_from_checkpoint(spec, trainer, ctx);
-  CheckpointSaver saver(spec, ctx);
-  auto max_over_ranks = [&](double v) { return ctx.max_over_ranks ? ctx.max_over_ranks(v) : v; };
+  // Before the log opens its files: a bad checkpoint, an unwritable folder or another run in
+  // job.output_dir stops the job with nothing overwritten.
+  const ResumePoint resume = find_resume_point(spec);
+  const std::string run_id = claim_output(spec, resume, ctx);
+  const int64_t start = load_resume_point(spec, resume, trainer, ctx);
+  CheckpointSaver saver(spec, ctx, run_id);
+  auto max_over_ranks = [&](std::vector<double> v) { return ctx.max_over_ranks ? ctx.max_over_ranks(std::move(v)) : v; };
   std::optional<TrainLog> log;
-  if (logger) open_log(log, spec, trainer, data, start);
+  if (logger) open_log(log, spec, trainer, data, start, ctx);
 
   const auto& t = spec.train;
   double first_loss = NAN, last_loss = NAN, comm_ms = 0, total_ms = 0;
@@ -106,18 +122,22 @@ int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data
     last_loss = s.loss;
     comm_ms += s.comm_ms;
     total_ms += s.step_ms;
-    const double rss = max_over_ranks(rss_mb());  // collectives: every rank, every step
-    s.comm_ms_max = max_over_ranks(s.comm_ms);
-    if (log) log->step(s, trainer, rss);
     const int64_t done = step + 1;
+    saver.after_step(trainer, done);
+    maybe_raise_test_signal(ctx, done);
+    // One collective for the job-wide figures: largest memory, largest share of a step spent
+    // waiting on communication (each rank's own share, so at most 100%), and the stop signal
+    // (the largest number any rank received), so that every rank stops after this same step.
+    const auto job = max_over_ranks({rss_mb(), s.step_ms > 0 ? s.comm_ms / s.step_ms : 0.0,
+                                     static_cast<double>(launch::stop_signal())});
+    s.comm_share_max = job[1];
+    if (log) log->step(s, trainer, job[0]);
     if (t.eval_interval > 0 && (done % t.eval_interval == 0 || done == t.steps)) {
       double v = trainer.evaluate();
       if (log && std::isfinite(v)) log->validation(done, v);
     }
-    saver.after_step(trainer, done);
-    maybe_raise_test_signal(ctx, done);
-    // Every rank stops after this same step; after the last one the run simply ends.
-    if (const int sig = agreed_stop_signal(ctx); sig != 0 && done < t.steps) {
+    // After the last step the run simply ends.
+    if (const int sig = static_cast<int>(job[2]); sig != 0 && done < t.steps) {
       saver.save(trainer, done);
       if (logger)
         fmt::print("stopped by signal {} after step {} of {}; resubmit with --resume auto to continue\n", sig, done,
@@ -136,7 +156,6 @@ int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data
 
 int run_training(const spec::JobSpec& spec) {
   check_single_process(spec);
-  std::filesystem::create_directories(spec.job.output_dir);
   auto data = DataSet::open(spec);
   auto kernels = model::cpu::make_cpu_kernels();
   Trainer trainer(spec, *kernels, *data);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/store.hpp"
 #include "engine/spec/job_spec.hpp"
@@ -19,9 +20,11 @@ namespace holmes::train {
 struct LoopContext {
   int rank = 0;
   int world = 1;
-  // Collective over all ranks: the maximum of `v` (identity when empty = single process).
-  // The loop calls it on every rank in the same order (memory report, stop agreement).
-  std::function<double(double)> max_over_ranks;
+  int nodes = 1;
+  // Collective over all ranks: the element-wise maximum of `v` (identity when empty = single
+  // process). The loop calls it once per step on every rank with the step's job-wide figures
+  // packed together (memory, communication share, stop signal).
+  std::function<std::vector<double>(std::vector<double>)> max_over_ranks;
   std::shared_ptr<comm::Store> store;  // job store for coordination (checkpoints); null when single
   std::string plan_text;               // what the run runs under (for checkpoint manifests)
   uint64_t plan_hash = 0;

@@ -20,16 +20,9 @@
 #include "engine/topo/discover.hpp"
 #include "engine/topo/topology_file.hpp"
 #include "engine/train/checkpoint_loop.hpp"
+#include "engine/train/cluster_view.hpp"
 
 namespace holmes::train {
-
-topo::Devices cpu_worker_devices(int workers) {
-  topo::Devices d = topo::detect_cpu_devices();
-  d.count = workers;
-  d.memory_gb /= workers;
-  d.cores = std::max(1, d.cores / workers);
-  return d;
-}
 
 namespace {
 
@@ -118,14 +111,6 @@ void all_have_read(comm::Store& store, const std::string& name, int rank, int wo
 }
 
 }  // namespace
-
-std::string spec_topology_path(const spec::JobSpec& spec) {
-  namespace fs = std::filesystem;
-  fs::path p(spec.cluster.topology);
-  if (p.is_absolute() || spec.source_file.empty()) return p.string();
-  fs::path beside = fs::path(spec.source_file).parent_path() / p;
-  return fs::exists(beside) ? beside.string() : p.string();
-}
 
 std::string rendezvous_url(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   if (spec.cluster.rendezvous != "auto") return spec.cluster.rendezvous;
@@ -267,10 +252,7 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   GatheredNodes nodes = gather_nodes(entries);
   rt.node = nodes.node_of.at(env.rank);
 
-  std::vector<topo::NodeReport> reports = std::move(nodes.reports);
-  if (!spec.cluster.topology.empty())
-    reports = topo::overlay_reports(std::move(reports), topo::load_topology_file(spec_topology_path(spec)), nullptr);
-  rt.topology = topo::build_cluster(std::move(reports));
+  rt.topology = assemble_cluster(spec, std::move(nodes.reports));
   rt.plan = plan::make_plan(spec, rt.topology);
   rt.plan_hash = plan::plan_hash(rt.plan);
   check_plan_matches_job(rt.plan, spec, nodes);

@@ -48,14 +48,6 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env);
 
 // ---- the pieces, exposed for tests ----
 
-// cluster.topology, read beside the spec file when it is relative and exists there (so the
-// configs/ examples work from any folder); as given otherwise. Also used by --plan-only.
-std::string spec_topology_path(const spec::JobSpec& spec);
-
-// This machine's CPU as `workers` devices of the plan (one per worker process), memory and
-// cores split between them. Used by start-up and by --plan-only --nproc-per-node.
-topo::Devices cpu_worker_devices(int workers);
-
 // The store url: cluster.rendezvous, where "auto" means tcp://MASTER_ADDR:MASTER_PORT.
 std::string rendezvous_url(const spec::JobSpec& spec, const launch::LaunchEnv& env);
 // HOLMES_JOB_TOKEN (env.job_token) when set; else one every rank of this job derives alike

@@ -21,8 +21,8 @@ struct StepStats {
   double step_ms = 0;
   double tokens_per_s = 0;  // whole job: global_batch * seq_len / step time
   double flops = 0;         // model FLOPs of this rank's step
-  double comm_ms = 0;       // part of step_ms this rank spent waiting on communication
-  double comm_ms_max = 0;   // the largest comm_ms of any rank (filled in by run_loop)
+  double comm_ms = 0;       // part of step_ms this rank spent waiting on communication (<= step_ms)
+  double comm_share_max = 0;  // the largest comm_ms / step_ms of any rank (filled in by run_loop)
 };
 
 // One rank's trainable state, as checkpoints see it.

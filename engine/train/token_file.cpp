@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <utility>
@@ -137,12 +138,17 @@ void write_llmc_tokens(const std::string& path, std::span<const uint16_t> tokens
   header[0] = kLlmcMagic;
   header[1] = kLlmcVersion;
   header[2] = static_cast<int32_t>(tokens.size());
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  // Beside, then renamed: a failed write leaves an earlier file of that name as it was.
+  const std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   if (!out) throw UserError(fmt::format("{}: cannot create the token file: {}", path, std::strerror(errno)));
   out.write(reinterpret_cast<const char*>(header.data()), kLlmcHeaderBytes);
   out.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(tokens.size() * 2));
   out.close();
-  if (!out) throw UserError(fmt::format("{}: writing the token file failed", path));
+  if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw UserError(fmt::format("{}: writing the token file failed: {}", path, std::strerror(errno)));
+  }
 }
 
 }  // namespace holmes::train

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -29,8 +30,38 @@ std::string decode_bytes(std::span<const int32_t> tokens, std::string_view eot_t
   return s;
 }
 
-int64_t prepare_byte_tokens(const std::vector<std::string>& inputs, const std::string& out) {
+namespace {
+
+// The output must not be one of the inputs (it would be overwritten while being the text) and
+// must be a file path; every input a readable, non-empty regular file.
+void check_prepare_paths(const std::vector<std::string>& inputs, const std::string& out) {
+  namespace fs = std::filesystem;
   if (inputs.empty()) throw UserError("prepare-data --input: no input files given");
+  std::error_code ec;
+  if (fs::is_directory(out, ec))
+    throw UserError(fmt::format("prepare-data --out: '{}' is a folder; expected the path of the token file to write",
+                                out));
+  for (const auto& path : inputs) {
+    if (!fs::exists(path, ec))
+      throw UserError(fmt::format("prepare-data --input: '{}' does not exist; expected a text file", path));
+    if (fs::is_directory(path, ec))
+      throw UserError(fmt::format("prepare-data --input: '{}' is a folder; expected text files (e.g. --input "
+                                  "{}/*.txt)", path, path));
+    if (!fs::is_regular_file(path, ec))
+      throw UserError(fmt::format("prepare-data --input: '{}' is not a regular file; expected a text file", path));
+    if (fs::exists(out, ec) && fs::equivalent(path, out, ec))
+      throw UserError(fmt::format("prepare-data --out: '{}' is also an --input ('{}'); writing it would destroy the "
+                                  "text: choose another output path", out, path));
+    if (fs::file_size(path, ec) == 0)
+      throw UserError(fmt::format("prepare-data --input: '{}' is empty (0 bytes); expected a text file with at least "
+                                  "one byte", path));
+  }
+}
+
+}  // namespace
+
+int64_t prepare_byte_tokens(const std::vector<std::string>& inputs, const std::string& out) {
+  check_prepare_paths(inputs, out);
   std::vector<uint16_t> tokens;
   for (const auto& path : inputs) {
     std::ifstream in(path, std::ios::binary);

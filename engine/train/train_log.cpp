@@ -5,16 +5,10 @@
 #include <cmath>
 #include <cstdio>
 
+#include "common/format.hpp"
 #include "model/param_layout.hpp"
 
 namespace holmes::train {
-
-std::string human_count(double v) {
-  if (v >= 1e9) return fmt::format("{:.2f}G", v / 1e9);
-  if (v >= 1e6) return fmt::format("{:.2f}M", v / 1e6);
-  if (v >= 1e4) return fmt::format("{:.1f}k", v / 1e3);
-  return fmt::format("{:.0f}", v);
-}
 
 namespace {
 
@@ -33,35 +27,42 @@ void TrainLog::header(const StepRunner& trainer, const std::string& data_descrip
   const auto& g = trainer.shard_config();
   const auto& t = spec_.train;
   fmt::print("holmes-train: job '{}' on cpu, output {}\n", spec_.job.name, spec_.job.output_dir);
-  fmt::print("model: GPT-2 L={} C={} NH={} V={} (padded {}), {} parameters ({} in the buffer)\n", g.layers, g.hidden,
-             g.heads, g.vocab, g.padded_vocab, human_count(static_cast<double>(model::full_model_params(g))),
-             human_count(static_cast<double>(model::ParamLayout(g).size())));
+  // The whole model (not this rank's shard), with the vocabulary padded as the job pads it.
+  model::GptConfig whole = model::GptConfig::gpt2(g.layers, g.hidden, g.heads, g.vocab, g.max_seq_len);
+  whole.padded_vocab = g.padded_vocab;
+  whole.finalize();
+  fmt::print("model: GPT-2 L={} C={} NH={} V={} (padded {}), {} parameters ({} in memory)\n", g.layers, g.hidden,
+             g.heads, g.vocab, g.padded_vocab, human_count(static_cast<double>(model::full_model_params(whole))),
+             human_count(static_cast<double>(model::ParamLayout(whole).size())));
   fmt::print("{}\n", data_description);
   if (floor_) fmt::print("entropy floor: {:.4f} nats/token (exact entropy rate of the synthetic source)\n", *floor_);
   fmt::print("train: {} steps x {} sequences x {} tokens = {} tokens/step ({} micro-batch(es) of {}), lr {:g} -> {:g} "
              "{} with {} warm-up steps, clip {:g}, weight decay {:g}\n",
              t.steps, t.global_batch, t.seq_len, trainer.tokens_per_step(), trainer.micro_batches(), t.micro_batch,
              t.lr, t.min_lr, t.lr_schedule, t.warmup_steps, t.grad_clip, t.weight_decay);
-  fmt::print("speed: {:.3g} GFLOP per token; MFU against {:.1f} GFLOP/s ({})\n", trainer.flops_per_token() / 1e9,
-             peak_gflops_, peak_source_);
+  fmt::print("speed: {:.3g} GFLOP per token; MFU = the job's model FLOP/s against its peak {:.1f} GFLOP/s = {}\n",
+             trainer.flops_per_token() / 1e9, peak_gflops_, peak_source_);
   std::fflush(stdout);
 }
 
 void TrainLog::step(const StepStats& s, const StepRunner& trainer, double rss) {
   const int64_t done = s.step + 1, total = spec_.train.steps;
-  const double tflops = s.flops / (s.step_ms / 1e3) / 1e12;
+  // The whole job's model FLOPs in this step (every rank's share), over rank 0's step time.
+  const double job_flops = trainer.flops_per_token() * static_cast<double>(trainer.tokens_per_step());
+  const double tflops = job_flops / (s.step_ms / 1e3) / 1e12;
   const double mfu = peak_gflops_ > 0 ? 100.0 * tflops * 1e3 / peak_gflops_ : NAN;
+  const double share = s.step_ms > 0 ? s.comm_ms / s.step_ms : 0;
   metrics_.write({{"step", static_cast<double>(done)}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm},
                   {"step_ms", s.step_ms}, {"tokens_per_s", s.tokens_per_s}, {"tflops", tflops}, {"mfu", mfu},
-                  {"rss_mb", rss}, {"comm_ms", s.comm_ms}, {"comm_ms_max", s.comm_ms_max}});
+                  {"rss_mb", rss}, {"comm_ms", s.comm_ms}, {"comm_share", share},
+                  {"comm_share_max", s.comm_share_max}});
   smoothed_ms_ = smoothed_ms_ == 0 ? s.step_ms : 0.9 * smoothed_ms_ + 0.1 * s.step_ms;
   const int interval = std::max(1, spec_.log.interval);
   if (done == 1 || done % interval == 0 || done == total) {
     // Multi-process: the share of the step rank 0 and the most-waiting rank spent in communication.
-    const std::string comm = s.comm_ms_max > 0 ? fmt::format(" | comm {:.0f}% (max rank {:.0f}%)",
-                                                             100.0 * s.comm_ms / s.step_ms,
-                                                             100.0 * s.comm_ms_max / s.step_ms)
-                                               : "";
+    const std::string comm = s.comm_share_max > 0
+                                 ? fmt::format(" | comm {:.0f}% (max rank {:.0f}%)", 100.0 * share, 100.0 * s.comm_share_max)
+                                 : "";
     fmt::print("step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.4f} | {:.1f} ms | {} tok/s | {:.3f} TFLOP/s | "
                "MFU {:.1f}% | rss {:.0f} MiB{}\n",
                done, fmt::formatted_size("{}", total), total, s.loss, s.lr, s.grad_norm, s.step_ms,

@@ -3,6 +3,8 @@
 // numbers as JSON lines in <job.output_dir>/<log.metrics>.
 #pragma once
 
+#include "common/format.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -39,8 +41,5 @@ class TrainLog {
   double smoothed_ms_ = 0;  // EMA of step time for the ETA
   int64_t next_progress_ = 0;
 };
-
-// "12.3k", "1.20M" for tokens/s and counts.
-std::string human_count(double v);
 
 }  // namespace holmes::train

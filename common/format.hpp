@@ -1,0 +1,12 @@
+// Small text helpers shared by every layer.
+#pragma once
+
+#include <string>
+
+namespace holmes {
+
+// A count for humans: "842.6k", "124.44M", "6.74G" (and plain below 10 000). The same
+// format everywhere a count is printed (plan, log, bench), so one fact reads the same.
+std::string human_count(double v);
+
+}  // namespace holmes
