@@ -237,22 +237,18 @@ FullModel load_full_model(const std::string& path) {
   const fs::path p(path);
   if (fs::is_regular_file(p)) return read_weights_model(p);
   if (fs::is_regular_file(p / "model.bin")) return read_weights_model(p / "model.bin");
-  if (fs::exists(p / kCheckpointManifest)) return read_checkpoint_model(path);
-  // A checkpoint.dir: its newest complete step folder.
-  std::vector<std::string> skipped;
-  if (fs::is_directory(p))
-    if (auto latest = find_latest_checkpoint(path, &skipped)) {
-      for (const auto& s : skipped) fmt::print(stderr, "holmes-train: skipping incomplete checkpoint {}\n", s);
-      return read_checkpoint_model(*latest);
-    }
-  // A run's job.output_dir: its final weights, else (a sharded run) its default checkpoint.dir.
-  if (fs::is_regular_file(p / "final" / "model.bin")) return read_weights_model(p / "final" / "model.bin");
-  if (fs::is_directory(p / "checkpoints"))
-    if (auto latest = find_latest_checkpoint((p / "checkpoints").string(), &skipped)) return read_checkpoint_model(*latest);
-  throw UserError(fmt::format("--checkpoint {}: not a model: expected a checkpoint folder (step-XXXXXXXX with {}), "
-                              "a checkpoint.dir holding complete step folders, a folder holding model.bin (a run's "
+  // A run's job.output_dir: its final weights first (a sharded run writes none).
+  if (!fs::exists(p / kCheckpointManifest) && fs::is_regular_file(p / "final" / "model.bin"))
+    return read_weights_model(p / "final" / "model.bin");
+  // A step folder, a checkpoint.dir or an output folder's checkpoints.
+  if (const auto located = locate_checkpoint(path)) {
+    for (const auto& s : located->skipped) fmt::print(stderr, "holmes-train: skipping incomplete checkpoint {}\n", s);
+    return read_checkpoint_model(located->dir);
+  }
+  throw UserError(fmt::format("--checkpoint {}: {}; expected a checkpoint folder (step-XXXXXXXX with {}), a "
+                              "checkpoint.dir holding complete step folders, a folder holding model.bin (a run's "
                               "<output_dir>/final), a model.bin file or a run's output_dir", path,
-                              kCheckpointManifest));
+                              describe_checkpoint_path(path), kCheckpointManifest));
 }
 
 }  // namespace holmes::train
