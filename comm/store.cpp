@@ -1,3 +1,4 @@
+#include "common/hash.hpp"
 #include "comm/store.hpp"
 
 #include <fmt/format.h>
@@ -8,7 +9,7 @@
 #include "comm/errors.hpp"
 #include "comm/file_store.hpp"
 #include "comm/tcp_store.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 namespace holmes::comm {
 
@@ -100,8 +101,7 @@ std::vector<Bytes> store_all_gather(Store& store, const std::string& name, int r
 
 std::string token_fingerprint(const std::string& token) {
   // FNV-1a 64: enough to tell two jobs apart in a message without printing the token.
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : token) h = (h ^ c) * 1099511628211ull;
+  const uint64_t h = fnv1a(token);
   return fmt::format("{:08x}", static_cast<uint32_t>(h ^ (h >> 32)));
 }
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 namespace holmes::model {
 

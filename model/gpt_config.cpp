@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 namespace holmes::model {
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string_view>
 
+#include "common/hash.hpp"
 #include "model/gpt.hpp"
 
 namespace holmes::model {
@@ -13,12 +14,6 @@ uint64_t mix64(uint64_t x) {  // SplitMix64 finaliser
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
-}
-
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
-  return h;
 }
 
 // Standard normal from one 64-bit key (Box-Muller on two 32-bit uniforms in (0, 1)).

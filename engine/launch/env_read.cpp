@@ -47,13 +47,5 @@ std::optional<long long> get_int(const EnvMap& env, const std::string& name, lon
   return parse_int(name, *text, lo, hi, accepted);
 }
 
-unsigned long long fnv1a(const std::string& text) {
-  unsigned long long h = 1469598103934665603ULL;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
 
 }  // namespace holmes::launch::detail

@@ -28,8 +28,4 @@ long long parse_int(const std::string& name, const std::string& text, long long 
 std::optional<long long> get_int(const EnvMap& env, const std::string& name, long long lo, long long hi,
                                  const std::string& accepted);
 
-// FNV-1a, 64 bit: a stable hash (std::hash is not stable across builds) for derived ports
-// and tokens that every process of a job must compute identically.
-unsigned long long fnv1a(const std::string& text);
-
 }  // namespace holmes::launch::detail

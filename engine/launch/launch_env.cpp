@@ -1,3 +1,4 @@
+#include "common/hash.hpp"
 #include "engine/launch/launch_env.hpp"
 
 #include <fmt/format.h>
@@ -19,7 +20,7 @@ namespace {
 constexpr long long kMaxWorld = 1 << 20;
 
 std::string hex_token(const std::string& prefix, const std::string& seed) {
-  return fmt::format("{}-{:016x}", prefix, detail::fnv1a(seed));
+  return fmt::format("{}-{:016x}", prefix, fnv1a(seed));
 }
 
 int master_port_or(const EnvMap& env, int fallback) {

@@ -1,6 +1,7 @@
 // Slurm variables -> LaunchEnv. srun sets per-step variables (SLURM_STEP_*) beside the
 // per-job ones; a step may use fewer nodes or tasks than the allocation, so the step's
 // values are preferred and the job's are the fallback (sbatch scripts, older Slurm).
+#include "common/hash.hpp"
 #include "engine/launch/slurm_env.hpp"
 
 #include <fmt/format.h>
@@ -74,7 +75,7 @@ void read_master(const detail::EnvMap& env, const std::string& job_name, SlurmSt
         "or set MASTER_PORT");
   }
   s.token = detail::get(env, "HOLMES_JOB_TOKEN")
-                .value_or(fmt::format("slurm-{:016x}", detail::fnv1a(fmt::format("{}.{}/{}", job, step, job_name))));
+                .value_or(fmt::format("slurm-{:016x}", fnv1a(fmt::format("{}.{}/{}", job, step, job_name))));
 }
 
 SlurmStep read_step(const detail::EnvMap& env, const std::string& job_name) {
@@ -154,7 +155,7 @@ std::vector<int> parse_slurm_tasks_per_node(const std::string& text, const std::
 }
 
 int derive_slurm_port(long long job_id, long long step_id, const std::string& job_name) {
-  auto h = detail::fnv1a(fmt::format("{}.{}/{}", job_id, step_id, job_name));
+  auto h = fnv1a(fmt::format("{}.{}/{}", job_id, step_id, job_name));
   return kSlurmPortBase + static_cast<int>(h % kSlurmPortSpan);
 }
 

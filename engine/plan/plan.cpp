@@ -1,5 +1,6 @@
 // make_plan: validate what the planner relies on, search, then spell the winner out rank by
 // rank and group by group.
+#include "common/hash.hpp"
 #include "engine/plan/plan.hpp"
 
 #include <fmt/format.h>
@@ -195,13 +196,8 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
 }
 
 uint64_t plan_hash(const Plan& plan) {
-  // FNV-1a over the JSON text: it holds every field, and formatting is deterministic.
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : format_plan_json(plan)) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
+  // Over the JSON text: it holds every field, and formatting is deterministic.
+  return fnv1a(format_plan_json(plan));
 }
 
 }  // namespace holmes::plan

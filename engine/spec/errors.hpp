@@ -1,19 +1,13 @@
-// Error types for user input. `main` maps UserError (and subclasses) to exit code 2; any
-// other exception is a runtime failure (exit 1). Every message says what was wrong, the
-// value seen and what would be accepted.
+// Errors of job specs: every problem found, with file, YAML path and line. The base
+// (UserError, exit code 2) lives in common/errors.hpp.
 #pragma once
 
-#include <stdexcept>
 #include <string>
 #include <vector>
 
-namespace holmes {
+#include "common/errors.hpp"
 
-// Bad input from the user: a config, a flag, a topology or data file. Exit code 2.
-class UserError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+namespace holmes {
 
 // One problem in a job spec: where it is and what is wrong.
 struct ConfigIssue {
@@ -34,12 +28,6 @@ class ConfigError : public UserError {
 
  private:
   std::vector<ConfigIssue> issues_;
-};
-
-// Bad command-line usage that CLI11 does not catch itself (conflicting flags, ...).
-class UsageError : public UserError {
- public:
-  using UserError::UserError;
 };
 
 }  // namespace holmes

@@ -1,4 +1,5 @@
 // The start-up phases of a rank (startup.hpp): store, node reports, plan, agreement, groups.
+#include "common/hash.hpp"
 #include "engine/train/startup.hpp"
 
 #include <fmt/format.h>
@@ -123,7 +124,7 @@ std::string rendezvous_url(const spec::JobSpec& spec, const launch::LaunchEnv& e
 
 std::string job_token(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   if (!env.job_token.empty()) return env.job_token;
-  return fmt::format("{:016x}", launch::detail::fnv1a(fmt::format("{}@{}:{}/{}", spec.job.name, env.master_addr,
+  return fmt::format("{:016x}", fnv1a(fmt::format("{}@{}:{}/{}", spec.job.name, env.master_addr,
                                                                   env.master_port, env.world_size)));
 }
 
@@ -195,10 +196,10 @@ void check_agreement(const std::vector<std::string>& lines) {
                                          fmt::join(problems, "; ")));
 }
 
-uint64_t spec_digest(const spec::JobSpec& spec) { return launch::detail::fnv1a(resolved_spec_text(spec)); }
+uint64_t spec_digest(const spec::JobSpec& spec) { return fnv1a(resolved_spec_text(spec)); }
 
 uint64_t topology_digest(const topo::ClusterTopology& topology) {
-  return launch::detail::fnv1a(topo::dump_topology_yaml(topology.nodes));
+  return fnv1a(topo::dump_topology_yaml(topology.nodes));
 }
 
 void check_plan_matches_job(const plan::Plan& plan, const spec::JobSpec& spec, const GatheredNodes& nodes) {
