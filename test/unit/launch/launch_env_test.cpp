@@ -134,6 +134,24 @@ TEST_CASE("torchrun variables", "[launch]") {
   CHECK(e.master_port == kDefaultMasterPort);
 }
 
+TEST_CASE("the Slurm job, step and restart count are named in the start-up line", "[launch]") {
+  Env env = slurm_three_nodes();
+  env["SLURM_STEP_ID"] = "2";
+  auto e = detect_launch_env(env, 0, "job");
+  CHECK(e.slurm_job == "Slurm job 123456 step 2");
+  CHECK_THAT(describe(e), Catch::EndsWith("master gpu-a08:" + std::to_string(e.master_port) +
+                                          ", Slurm job 123456 step 2"));
+  env["SLURM_RESTART_COUNT"] = "0";  // a first run: nothing to say
+  CHECK(detect_launch_env(env, 0, "job").slurm_job == "Slurm job 123456 step 2");
+  env["SLURM_RESTART_COUNT"] = "1";
+  CHECK(detect_launch_env(env, 0, "job").slurm_job == "Slurm job 123456 step 2, restart 1");
+  // A worker of `--nproc-per-node` inside an srun task: torchrun-style rank, the task's job.
+  env["RANK"] = "1";
+  env["WORLD_SIZE"] = "2";
+  CHECK_THAT(describe(detect_launch_env(env, 0, "job")), Catch::Contains("Slurm job 123456 step 2, restart 1"));
+  CHECK(detect_launch_env({{"RANK", "1"}, {"WORLD_SIZE", "2"}}, 0, "job").slurm_job.empty());
+}
+
 TEST_CASE("torchrun variables win over Slurm's inside an srun step", "[launch]") {
   Env env = slurm_three_nodes();
   env["RANK"] = "3";
