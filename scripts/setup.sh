@@ -2,9 +2,10 @@
 # Installs the Debian packages holmes-train needs (idempotent: nothing happens when they are
 # all present) and builds it: Release, two jobs, CUDA backend when the toolkit is found.
 #   scripts/setup.sh [BUILD_DIR]        (default: build)
+#   scripts/setup.sh --packages slurm   only installs an optional group, builds nothing
+#                                       (slurm: a single-node Slurm for test/slurm/, see there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build}
 
 packages=(
   build-essential cmake ninja-build pkg-config git
@@ -12,17 +13,29 @@ packages=(
   python3 python3-torch python3-numpy   # golden and export tests compare against PyTorch
   iproute2 procps                        # network-namespace tests, process inspection
 )
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
+# install_missing PACKAGE...: apt-get install of those not installed yet (sudo when not root).
+install_missing() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
   echo "setup: installing ${missing[*]}"
-  sudo_cmd=()
+  local sudo_cmd=()
   [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -q
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+if [ "${1:-}" = "--packages" ]; then
+  case "${2:-}" in
+    slurm) install_missing slurm-wlm munge ;;  # slurmctld, slurmd, srun/sbatch/scontrol, munged
+    *) echo "setup: --packages '${2:-}' is not a package group; accepted: slurm" >&2; exit 2 ;;
+  esac
+  exit 0
 fi
+build=${1:-build}
+install_missing "${packages[@]}"
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOLMES_CUDA="${HOLMES_CUDA:-AUTO}"
 cmake --build "$build" -j "${HOLMES_JOBS:-2}"

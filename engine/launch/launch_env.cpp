@@ -127,11 +127,22 @@ LaunchEnv detect_place(const EnvMap& env, int nproc_per_node_flag, const std::st
   return single;
 }
 
+// Slurm's own words for the job, taken as they are (only logged): "Slurm job 4711 step 0, restart 1".
+std::string slurm_job_text(const EnvMap& env) {
+  auto job = detail::first_of(env, {"SLURM_JOB_ID", "SLURM_JOBID"});
+  if (!job) return "";
+  std::string text = "Slurm job " + job->second;
+  if (auto step = detail::first_of(env, {"SLURM_STEP_ID", "SLURM_STEPID"})) text += " step " + step->second;
+  if (auto restarts = get(env, "SLURM_RESTART_COUNT"); restarts && *restarts != "0") text += ", restart " + *restarts;
+  return text;
+}
+
 }  // namespace
 
 LaunchEnv detect_launch_env(const EnvMap& env, int nproc_per_node_flag, const std::string& job_name) {
   LaunchEnv e = detect_place(env, nproc_per_node_flag, job_name);
   e.node_name = get(env, "HOLMES_NODE_NAME").value_or("");
+  e.slurm_job = slurm_job_text(env);
   return e;
 }
 
@@ -152,11 +163,13 @@ LaunchEnv detect_launch_env_from_process(int nproc_per_node_flag, const std::str
 
 std::string describe(const LaunchEnv& e) {
   std::string port = e.master_port > 0 ? std::to_string(e.master_port) : "(free port)";
+  std::string job = e.slurm_job.empty() ? "" : ", " + e.slurm_job;
   if (e.source == "local")
-    return fmt::format("local launcher of ranks {}..{} of {} (node {}/{}) master {}:{}", e.rank,
-                       e.rank + e.local_world_size - 1, e.world_size, e.node_rank, e.num_nodes, e.master_addr, port);
-  return fmt::format("{} rank {}/{} (node {}/{}, local {}/{}) master {}:{}", e.source, e.rank, e.world_size,
-                     e.node_rank, e.num_nodes, e.local_rank, e.local_world_size, e.master_addr, port);
+    return fmt::format("local launcher of ranks {}..{} of {} (node {}/{}) master {}:{}{}", e.rank,
+                       e.rank + e.local_world_size - 1, e.world_size, e.node_rank, e.num_nodes, e.master_addr, port,
+                       job);
+  return fmt::format("{} rank {}/{} (node {}/{}, local {}/{}) master {}:{}{}", e.source, e.rank, e.world_size,
+                     e.node_rank, e.num_nodes, e.local_rank, e.local_world_size, e.master_addr, port, job);
 }
 
 }  // namespace holmes::launch

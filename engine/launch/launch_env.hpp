@@ -50,6 +50,10 @@ struct LaunchEnv {
   // (a node known by another name in a topology file; one machine playing several nodes in
   // tests). "" = the machine's own.
   std::string node_name;
+  // The Slurm job this process runs in, for the start-up log: "Slurm job 4711 step 0" (and
+  // ", restart N" after a requeue); "" outside Slurm. Set in every mode, since the workers of
+  // a launcher inside an srun task inherit the task's SLURM_* variables.
+  std::string slurm_job;
 };
 
 // Pure: reads only `env`. `nproc_per_node_flag` is --nproc-per-node (0 = not given);
@@ -65,7 +69,7 @@ std::map<std::string, std::string> process_environment();
 // detect_launch_env(process_environment(), ...).
 LaunchEnv detect_launch_env_from_process(int nproc_per_node_flag, const std::string& job_name);
 
-// One line for logs: "slurm rank 3/8 (node 1/2, local 1/4) master node01:23456".
+// One line for logs: "slurm rank 3/8 (node 1/2, local 1/4) master node01:23456, Slurm job 4711 step 0".
 std::string describe(const LaunchEnv& env);
 
 // Slurm's per-node task counts, "4(x2),3,1" -> {4, 4, 3, 1}. Throws UserError naming

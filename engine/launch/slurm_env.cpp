@@ -88,6 +88,15 @@ SlurmStep read_step(const detail::EnvMap& env, const std::string& job_name) {
         detail::get(env, "SLURM_PROCID").value_or("")));
   s.ntasks = static_cast<int>(detail::parse_int(ntasks->first, ntasks->second, 1, kMaxCount,
                                                 fmt::format("an integer 1..{}", kMaxCount)));
+  // A batch script sees SLURM_PROCID=0 and the job's SLURM_NTASKS but no step id: without
+  // this check it would take itself for rank 0 and wait cluster.timeout_s for the others.
+  if (s.ntasks > 1 && !detail::first_of(env, {"SLURM_STEP_ID", "SLURM_STEPID"}))
+    throw UserError(fmt::format(
+        "Slurm: {}={} and SLURM_PROCID={} are set but SLURM_STEP_ID is not: this is the batch script of "
+        "job {}, not one of the tasks srun starts, and no other rank would come; accepted: start holmes-train "
+        "with srun (srun holmes-train ..., see scripts/slurm/)",
+        ntasks->first, ntasks->second, detail::get(env, "SLURM_PROCID").value_or(""),
+        detail::get(env, "SLURM_JOB_ID").value_or("?")));
   if (auto list = detail::first_of(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}))
     s.hosts = topo::expand_hostlist(list->second);
   auto nnodes = detail::first_of(env, {"SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"});

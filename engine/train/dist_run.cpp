@@ -173,6 +173,8 @@ ParallelContext parallel_context(const Runtime& rt) {
 }
 
 int run_job(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
+  // Where the job came from (under Slurm: its job and step id), for whoever reads the log.
+  if (env.rank == 0 && env.source != "single") fmt::print("launch: {}\n", launch::describe(env));
   if (env.world_size <= 1) return run_training(spec);
   Runtime rt;
   try {

@@ -17,7 +17,8 @@ Env slurm_three_nodes() {
   return {{"SLURM_PROCID", "9"},           {"SLURM_NTASKS", "11"},
           {"SLURM_LOCALID", "1"},          {"SLURM_NODEID", "2"},
           {"SLURM_NNODES", "3"},           {"SLURM_TASKS_PER_NODE", "4(x2),3"},
-          {"SLURM_JOB_NODELIST", "gpu-a[08-09],gpu-b7"}, {"SLURM_JOB_ID", "123456"}};
+          {"SLURM_JOB_NODELIST", "gpu-a[08-09],gpu-b7"}, {"SLURM_JOB_ID", "123456"},
+          {"SLURM_STEP_ID", "0"}};
 }
 
 std::string error_of(const Env& env, int nproc = 0) {
@@ -100,7 +101,7 @@ TEST_CASE("Slurm tasks-per-node syntax", "[launch]") {
 TEST_CASE("Slurm with --nproc-per-node: one launcher task per node", "[launch]") {
   Env env = {{"SLURM_PROCID", "1"},   {"SLURM_NTASKS", "2"},       {"SLURM_NODEID", "1"},
              {"SLURM_NNODES", "2"},   {"SLURM_TASKS_PER_NODE", "1(x2)"},
-             {"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_JOB_ID", "77"}};
+             {"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_JOB_ID", "77"}, {"SLURM_STEP_ID", "0"}};
   auto e = detect_launch_env(env, 4, "job");
   CHECK(e.source == "local");
   CHECK(e.rank == 4);
@@ -132,6 +133,24 @@ TEST_CASE("torchrun variables", "[launch]") {
   CHECK(e.local_world_size == 3);
   CHECK(e.num_nodes == 1);
   CHECK(e.master_port == kDefaultMasterPort);
+}
+
+TEST_CASE("the Slurm job, step and restart count are named in the start-up line", "[launch]") {
+  Env env = slurm_three_nodes();
+  env["SLURM_STEP_ID"] = "2";
+  auto e = detect_launch_env(env, 0, "job");
+  CHECK(e.slurm_job == "Slurm job 123456 step 2");
+  CHECK_THAT(describe(e), Catch::EndsWith("master gpu-a08:" + std::to_string(e.master_port) +
+                                          ", Slurm job 123456 step 2"));
+  env["SLURM_RESTART_COUNT"] = "0";  // a first run: nothing to say
+  CHECK(detect_launch_env(env, 0, "job").slurm_job == "Slurm job 123456 step 2");
+  env["SLURM_RESTART_COUNT"] = "1";
+  CHECK(detect_launch_env(env, 0, "job").slurm_job == "Slurm job 123456 step 2, restart 1");
+  // A worker of `--nproc-per-node` inside an srun task: torchrun-style rank, the task's job.
+  env["RANK"] = "1";
+  env["WORLD_SIZE"] = "2";
+  CHECK_THAT(describe(detect_launch_env(env, 0, "job")), Catch::Contains("Slurm job 123456 step 2, restart 1"));
+  CHECK(detect_launch_env({{"RANK", "1"}, {"WORLD_SIZE", "2"}}, 0, "job").slurm_job.empty());
 }
 
 TEST_CASE("torchrun variables win over Slurm's inside an srun step", "[launch]") {
@@ -188,4 +207,27 @@ TEST_CASE("bad or partial launcher variables name the variable and the value", "
   slurm = slurm_three_nodes();
   slurm.erase("SLURM_JOB_ID");
   CHECK_THAT(error_of(slurm), Catch::Contains("SLURM_JOB_ID"));
+}
+
+TEST_CASE("Slurm: a batch script (SLURM_PROCID without a step) is told to use srun", "[launch]") {
+  // What sbatch --ntasks=4 gives the script itself: no SLURM_STEP_ID, no SLURM_STEP_*.
+  Env batch = {{"SLURM_PROCID", "0"},    {"SLURM_NTASKS", "4"},         {"SLURM_LOCALID", "0"},
+               {"SLURM_NODEID", "0"},    {"SLURM_NNODES", "1"},         {"SLURM_TASKS_PER_NODE", "4"},
+               {"SLURM_JOB_NODELIST", "vm"}, {"SLURM_JOB_ID", "12"}};
+  CHECK_THAT(error_of(batch), Catch::Contains("SLURM_NTASKS=4 and SLURM_PROCID=0 are set but SLURM_STEP_ID is not"));
+  CHECK_THAT(error_of(batch), Catch::Contains("batch script of job 12"));
+  batch["SLURM_NNODES"] = "2";  // sbatch --nodes=2 --ntasks-per-node=1, then --nproc-per-node without srun
+  batch["SLURM_NTASKS"] = "2";
+  batch["SLURM_TASKS_PER_NODE"] = "1(x2)";
+  CHECK_THAT(error_of(batch, 4), Catch::Contains("srun holmes-train"));
+  // One task: the script may run holmes-train itself (one process, or --nproc-per-node on its node).
+  batch["SLURM_NNODES"] = "1";
+  batch["SLURM_NTASKS"] = "1";
+  batch["SLURM_TASKS_PER_NODE"] = "1";
+  CHECK(detect_launch_env(batch, 0, "job").world_size == 1);
+  CHECK(detect_launch_env(batch, 4, "job").world_size == 4);
+  batch["SLURM_NTASKS"] = "4";
+  batch["SLURM_TASKS_PER_NODE"] = "4";
+  batch["SLURM_STEPID"] = "0";  // srun's older name for the step id
+  CHECK(detect_launch_env(batch, 0, "job").world_size == 4);
 }
