@@ -3,17 +3,12 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "cmd/commands.hpp"
-#include "engine/spec/errors.hpp"
-#include "engine/train/generate.hpp"
-#include "engine/train/export.hpp"
+#include "engine/train/model_tools.hpp"
 #include "engine/train/tokenizer.hpp"
-#include "model/cpu/cpu_kernels.hpp"
 
 namespace holmes::cmd {
 
@@ -23,31 +18,6 @@ struct SampleArgs {
   std::string checkpoint, prompt;
   train::SampleOptions opts;
 };
-
-int run_sample(const SampleArgs& a) {
-  auto weights = train::load_full_model(a.checkpoint);
-  auto kernels = model::cpu::make_cpu_kernels();
-  model::Gpt gpt(weights.config, *kernels, 1, weights.config.max_seq_len);
-  if (gpt.num_params() != weights.params.size())
-    throw UserError(fmt::format("--checkpoint {}: {} parameters in the file, the model it describes has {}",
-                                a.checkpoint, weights.params.size(), gpt.num_params()));
-  std::copy(weights.params.begin(), weights.params.end(), gpt.params());
-  std::vector<uint16_t> toks16 = {train::kEndOfText};  // a document starts after end-of-text
-  train::encode_bytes(a.prompt, &toks16);
-  std::vector<int> prompt(toks16.begin(), toks16.end());
-  for (int t : prompt)
-    if (t >= weights.config.vocab)
-      throw UserError(fmt::format("--prompt: byte {} is outside the model's vocabulary of {}", t, weights.config.vocab));
-  fmt::print("{}", a.prompt);
-  std::fflush(stdout);
-  train::generate(gpt, prompt, a.opts, [](int tok) {
-    int32_t t = tok;
-    fmt::print("{}", train::decode_bytes({&t, 1}));
-    std::fflush(stdout);
-  });
-  fmt::print("\n");
-  return 0;
-}
 
 }  // namespace
 
@@ -64,7 +34,16 @@ Action add_sample(CLI::App& parent) {
   sub->add_option("--top-k", a->opts.top_k, "Sample among the k most likely tokens; 0 = all")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--seed", a->opts.seed, "Random seed of the sampler");
-  return [a] { return run_sample(*a); };
+  return [a] {
+    fmt::print("{}", a->prompt);
+    std::fflush(stdout);
+    train::sample_model(a->checkpoint, a->prompt, a->opts, [](const std::string& text) {
+      fmt::print("{}", text);
+      std::fflush(stdout);
+    });
+    fmt::print("\n");
+    return 0;
+  };
 }
 
 }  // namespace holmes::cmd

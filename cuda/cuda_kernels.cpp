@@ -5,6 +5,7 @@
 #include "cuda/layernorm.hpp"
 #include "cuda/matmul.hpp"
 #include "cuda/model_ops.hpp"
+#include "cuda/optimizer.hpp"
 
 namespace holmes::cuda {
 
@@ -77,6 +78,16 @@ class CudaKernels final : public model::Kernels {
                              int vb, int V) override {
     cuda::crossentropy_backward(dlogits, logits, row_max, stats, targets, dloss, N, Vl, vb, V,
                                 stream_);
+  }
+
+  void mean_forward(float* mean, const float* x, int N) override { cuda::mean_forward(mean, x, N, stream_); }
+  void scale_forward(float* x, float s, size_t n) override { cuda::scale_forward(x, s, n, stream_); }
+  void sum_squares_forward(double* sq, const float* x, size_t n) override {
+    cuda::sum_squares_forward(sq, x, n, stream_);
+  }
+  void adamw_update(float* params, float* m, float* v, const float* grads, size_t n,
+                    const model::AdamWStep& s) override {
+    cuda::adamw_update(params, m, v, grads, n, s, stream_);
   }
 
  private:

@@ -1,6 +1,7 @@
 // The CUDA implementation of model/kernels.hpp (fp32): every pointer it is given must be
-// device memory. The model's buffers are still host vectors (model/gpt.hpp), so nothing
-// plugs this in yet; the parity tests run it against make_cpu_kernels() op by op.
+// device memory (cuda/device_memory.hpp is the matching DeviceMemory). The registry does not
+// hand it out for training yet (issue 13); the parity tests run it against the CPU kernels
+// op by op.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -33,8 +33,14 @@ struct Gpt::LayerActs {
   float* res3;      // (N,C) layer output
 };
 
-Gpt::Gpt(GptConfig cfg, Kernels& kernels, int max_B, int max_T, TensorParallelComm* comm, int slots)
-    : cfg_(cfg), k_(kernels), comm_(comm != nullptr ? comm : &no_comm_), max_B_(max_B), max_T_(max_T) {
+Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelComm* comm, int slots)
+    : cfg_(cfg),
+      backend_(backend),
+      k_(*backend.kernels),
+      mem_(*backend.memory),
+      comm_(comm != nullptr ? comm : &no_comm_),
+      max_B_(max_B),
+      max_T_(max_T) {
   if (slots < 1) throw std::invalid_argument(fmt::format("Gpt: {} activation slots; need at least 1", slots));
   slot_state_.resize(slots);
   cfg_.finalize();
@@ -47,8 +53,11 @@ Gpt::Gpt(GptConfig cfg, Kernels& kernels, int max_B, int max_T, TensorParallelCo
                                 "1 <= T <= max_seq_len ({})", max_B, max_T, cfg_.max_seq_len));
   }
   layout_ = ParamLayout(cfg_);
-  params_.assign(layout_.size(), 0.0f);
-  grads_.assign(layout_.size(), 0.0f);
+  params_ = DeviceArray<float>(mem_, layout_.size());
+  grads_ = DeviceArray<float>(mem_, layout_.size());
+  loss_dev_ = DeviceArray<float>(mem_, 1);
+  params_.zero();
+  grads_.zero();
   plan_activations();
 }
 
@@ -63,7 +72,8 @@ void Gpt::plan_activations() {
   // [slot 0 | slot 1 | ... | shared gradient scratch]; a slot is the stage input, every
   // layer's saved activations and the head's.
   slot_floats_ = N * C + cfg_.num_stage_layers() * layer_stride_ + head;
-  acts_.assign(slots() * slot_floats_ + grads, 0.0f);
+  acts_ = DeviceArray<float>(mem_, slots() * slot_floats_ + grads);
+  acts_.zero();
   float* p = acts_.data() + slots() * slot_floats_;
   auto take = [&p](size_t n) { float* q = p; p += n; return q; };
   scratch_ = take(N * C);
@@ -73,8 +83,10 @@ void Gpt::plan_activations() {
   datty_ = take(N * Cl);
   dfch_ = take(N * Fl);
   datt_ = take(att);
-  token_store_.assign(slots() * N, 0);
-  target_store_.assign(slots() * N, 0);
+  token_store_ = DeviceArray<int>(mem_, slots() * N);
+  target_store_ = DeviceArray<int>(mem_, slots() * N);
+  token_store_.zero();
+  target_store_.zero();
   point_slot(0);
 }
 
@@ -183,7 +195,7 @@ void Gpt::forward_stage(const int* tokens, const float* input, const int* target
   const size_t N = static_cast<size_t>(B) * T, C = cfg_.hidden;
   if (cfg_.has_embedding) {
     check_ids(tokens, N, cfg_.vocab, "token");
-    std::copy(tokens, tokens + N, tokens_);
+    mem_.upload(tokens_, tokens, N * sizeof(int));
     const ParamTensor& wte = layout_.at("wte");
     // Vocabulary-parallel lookup: each shard fills the rows of its tokens, rank 0 adds the
     // positions, the sum over TP is the full embedding.
@@ -192,7 +204,7 @@ void Gpt::forward_stage(const int* tokens, const float* input, const int* target
                          cfg_.hidden, cfg_.vocab_begin(), cfg_.local_vocab());
     comm_->all_reduce_sum(encoded_, N * C);
   } else {
-    std::copy(input, input + N * C, encoded_);
+    mem_.copy(encoded_, input, N * C * sizeof(float));
   }
   const float* x = encoded_;
   for (int l = 0; l < cfg_.num_stage_layers(); ++l) {
@@ -232,19 +244,38 @@ void Gpt::head_forward(const int* targets, int B, int T) {
   k_.matmul_forward(logits_, lnf_, P + layout_.at("wte").offset, nullptr, N, C, Vl);
   if (targets == nullptr) return;
   check_ids(targets, N, cfg_.vocab, "target");
-  std::copy(targets, targets + N, targets_);
+  mem_.upload(targets_, targets, static_cast<size_t>(N) * sizeof(int));
   k_.crossentropy_max_forward(row_max_, logits_, N, Vl, vb, cfg_.vocab);
   comm_->all_reduce_max(row_max_, N);
   k_.crossentropy_stats_forward(ce_stats_, logits_, row_max_, targets_, N, Vl, vb, cfg_.vocab);
   comm_->all_reduce_sum(ce_stats_, 2 * static_cast<size_t>(N));
   k_.crossentropy_forward(losses_, ce_stats_, row_max_, N);
-  double sum = 0.0;
-  for (int i = 0; i < N; ++i) sum += losses_[i];
-  loss_ = static_cast<float>(sum / N);
+  k_.mean_forward(loss_dev_.data(), losses_, N);
+  mem_.download(&loss_, loss_dev_.data(), sizeof(float));
   have_targets_ = true;
 }
 
-void Gpt::zero_grad() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+void Gpt::zero_grad() { grads_.zero(); }
+
+void Gpt::load_params(std::span<const float> host) {
+  if (host.size() != params_.size())
+    throw std::invalid_argument(fmt::format("Gpt::load_params: {} floats for a buffer of {}", host.size(),
+                                            params_.size()));
+  params_.upload(host);
+}
+
+void Gpt::read_params(std::span<float> host) const {
+  if (host.size() != params_.size())
+    throw std::invalid_argument(fmt::format("Gpt::read_params: {} floats for a buffer of {}", host.size(),
+                                            params_.size()));
+  params_.download(host);
+}
+
+std::vector<float> Gpt::read_params() const {
+  std::vector<float> host(params_.size());
+  read_params(host);
+  return host;
+}
 
 void Gpt::backward(float loss_scale) {
   if (!cfg_.has_head || !have_targets_) {
@@ -257,7 +288,7 @@ void Gpt::backward(float loss_scale) {
 
 void Gpt::backward_stage(const float* doutput) {
   if (cfg_.has_head) throw std::logic_error("Gpt::backward_stage is for non-last stages; use backward()");
-  std::copy(doutput, doutput + static_cast<size_t>(B_) * T_ * cfg_.hidden, dres_);
+  mem_.copy(dres_, doutput, static_cast<size_t>(B_) * T_ * cfg_.hidden * sizeof(float));
   stage_backward(B_, T_);
 }
 
@@ -270,7 +301,7 @@ void Gpt::head_backward(float loss_scale, int B, int T) {
   k_.matmul_backward(dln_, grads_.data() + wte.offset, nullptr, logits_, lnf_,
                      params_.data() + wte.offset, N, C, Vl);
   comm_->all_reduce_sum(dln_, static_cast<size_t>(N) * C);  // each shard saw Vl of the Vp columns
-  std::fill(dres_, dres_ + static_cast<size_t>(N) * C, 0.0f);
+  mem_.zero(dres_, static_cast<size_t>(N) * C * sizeof(float));
   const size_t w = layout_.at("ln_f.weight").offset, b = layout_.at("ln_f.bias").offset;
   k_.layernorm_backward(dres_, grads_.data() + w, grads_.data() + b, dln_, output(),
                         params_.data() + w, lnf_mean_, lnf_rstd_, N, C);

@@ -1,9 +1,13 @@
 // GPT-2 forward and backward over one rank's shard (tensor-parallel slice of its pipeline
-// stage's layers). Owns the parameter, gradient and activation buffers; activations are
-// sized once for (max_B, max_T) and reused, so a step allocates nothing.
+// stage's layers). Owns the parameter, gradient and activation buffers, all in the memory of
+// its backend (model/backend.hpp: host memory on the CPU, device memory on a GPU); it moves
+// bytes only through the backend's DeviceMemory and computes only through its Kernels, so
+// the same code runs on either. Activations are sized once for (max_B, max_T) and reused, so
+// a step allocates nothing. Host arrays (tokens, targets, weights to load or read) are
+// uploaded and downloaded at the edges.
 //
 // Single rank (tp = 1, one stage):
-//   Gpt gpt(GptConfig::gpt2(...), kernels, B, T);  gpt.init_weights(seed);
+//   Gpt gpt(GptConfig::gpt2(...), backend, B, T);  gpt.init_weights(seed);
 //   gpt.zero_grad(); for each micro-batch { loss = gpt.forward(tok, tgt, B, T); gpt.backward(1.f/M); }
 //   optimizer over gpt.params() / gpt.grads() (gpt.layout() says which ranges decay).
 // Pipeline stages: forward_stage() takes tokens on the first stage or the previous stage's
@@ -16,10 +20,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
+#include "model/backend.hpp"
 #include "model/gpt_config.hpp"
-#include "model/kernels.hpp"
 #include "model/param_layout.hpp"
 #include "model/tp_comm.hpp"
 
@@ -27,11 +32,11 @@ namespace holmes::model {
 
 class Gpt {
  public:
-  // cfg is finalized here. kernels and comm must outlive the model; comm == nullptr means
+  // cfg is finalized here. backend and comm must outlive the model; comm == nullptr means
   // tp = 1 (cfg.tp_size must then be 1). max_B, max_T bound every later micro-batch.
   // slots: activation sets for micro-batches in flight at once (pipeline 1F1B); forward and
   // backward of one micro-batch must use the same slot.
-  Gpt(GptConfig cfg, Kernels& kernels, int max_B, int max_T, TensorParallelComm* comm = nullptr, int slots = 1);
+  Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelComm* comm = nullptr, int slots = 1);
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
 
@@ -40,17 +45,19 @@ class Gpt {
   // any tp/pp sharding holds exactly the slices of the same global model.
   void init_weights(uint64_t seed);
 
-  // Whole model (first and last stage): returns the mean loss over B*T targets. targets ==
-  // nullptr computes logits only (inference) and returns 0.
+  // Whole model (first and last stage): returns the mean loss over B*T targets. tokens and
+  // targets are host arrays; targets == nullptr computes logits only (inference), returns 0.
   float forward(const int* tokens, const int* targets, int B, int T);
-  // Any stage: tokens (B,T) on the first stage, else input (B,T,C); targets on the last.
+  // Any stage: tokens (B,T, host) on the first stage, else input (B,T,C, backend memory);
+  // targets (host) on the last.
   void forward_stage(const int* tokens, const float* input, const int* targets, int B, int T);
 
   void zero_grad();
   // Last stage: accumulates into grads() the gradient of loss_scale * (mean loss of the last
   // forward). Gradient accumulation over M micro-batches: loss_scale = 1/M.
   void backward(float loss_scale = 1.0f);
-  // Non-last stage: accumulates grads given doutput (B,T,C), the gradient of output().
+  // Non-last stage: accumulates grads given doutput (B,T,C, backend memory), the gradient of
+  // output().
   void backward_stage(const float* doutput);
 
   // Selects the activation set later forward/backward calls use (0 <= slot < slots()).
@@ -70,6 +77,13 @@ class Gpt {
   const float* output() const;                     // (B,T,C) stage output (non-last stage)
   const float* input_grad() const { return dres_; }  // (B,T,C) after backward (non-first stage)
 
+  // The whole parameter buffer to and from host memory: [num_params()] floats in layout
+  // order. std::invalid_argument when the size differs.
+  void load_params(std::span<const float> host);
+  void read_params(std::span<float> host) const;
+  std::vector<float> read_params() const;
+
+  // Backend memory: for kernels, the optimizer and collectives, never for host code.
   float* params() { return params_.data(); }
   const float* params() const { return params_.data(); }
   float* grads() { return grads_.data(); }
@@ -79,6 +93,7 @@ class Gpt {
   const GptConfig& config() const { return cfg_; }
   // Floats of activation + activation-gradient buffers (for memory reports).
   size_t activation_floats() const { return acts_.size(); }
+  Backend& backend() const { return backend_; }
   // Model FLOPs of one forward+backward over B*T tokens on this shard (matmuls+attention).
   double flops_per_step(int B, int T) const { return flops_per_step(cfg_, B, T); }
   // The same for any (finalized) shard config, e.g. the whole model's.
@@ -109,13 +124,16 @@ class Gpt {
   };
 
   GptConfig cfg_;
+  Backend& backend_;
   Kernels& k_;
+  DeviceMemory& mem_;
   NoTensorParallel no_comm_;
   TensorParallelComm* comm_;
   int max_B_, max_T_;
   ParamLayout layout_;
-  std::vector<float> params_, grads_, acts_;
-  std::vector<int> token_store_, target_store_;  // (slots, max_B * max_T)
+  DeviceArray<float> params_, grads_, acts_;
+  DeviceArray<int> token_store_, target_store_;  // (slots, max_B * max_T)
+  DeviceArray<float> loss_dev_;                  // (1) the mean loss before it is read
   std::vector<SlotState> slot_state_;
   int slot_ = 0;
   size_t slot_floats_ = 0;  // activation floats of one slot

@@ -33,8 +33,10 @@ bool ends_with(std::string_view s, std::string_view tail) {
 void Gpt::init_weights(uint64_t seed) {
   const float kStd = 0.02f;
   const float proj_std = kStd / std::sqrt(2.0f * cfg_.layers);
+  // Computed on the host (a pure function of seed, name and index), then uploaded once.
+  std::vector<float> host(layout_.size(), 0.0f);
   for (const ParamTensor& t : layout_.tensors()) {
-    float* dst = params_.data();
+    float* dst = host.data();
     const bool is_ln = t.name.find("ln_") != std::string::npos;
     if (ends_with(t.name, ".bias") || is_ln) {
       const float value = (is_ln && ends_with(t.name, ".weight")) ? 1.0f : 0.0f;
@@ -56,6 +58,7 @@ void Gpt::init_weights(uint64_t seed) {
       dst[off] = (i / cols) < real_rows ? std_dev * normal_at(key + static_cast<uint64_t>(i)) : 0.0f;
     }
   }
+  params_.upload(host);
 }
 
 }  // namespace holmes::model

@@ -11,6 +11,16 @@
 
 namespace holmes::model {
 
+// The scalars of one AdamW step (computed once per step on the host; engine/train/adamw.hpp
+// has the formula and the bias corrections).
+struct AdamWStep {
+  float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+  float decay_factor = 1.0f;  // 1 - lr * weight_decay where the run decays, else 1
+  float step_size = 0.0f;     // lr / (1 - beta1^t)
+  float inv_sqrt_bc2 = 1.0f;  // 1 / sqrt(1 - beta2^t)
+  float grad_scale = 1.0f;    // gradient clipping factor
+};
+
 class Kernels {
  public:
   virtual ~Kernels() = default;
@@ -80,6 +90,21 @@ class Kernels {
   virtual void crossentropy_backward(float* dlogits, const float* logits, const float* row_max,
                                      const float* stats, const int* targets, float dloss, int N,
                                      int Vl, int vocab_begin, int V) = 0;
+
+  // mean (1) writes the mean of x (N), summed in double (a micro-batch's loss from losses).
+  virtual void mean_forward(float* mean, const float* x, int N) = 0;
+  // x (n) *= s (a data-parallel sum into a mean).
+  virtual void scale_forward(float* x, float s, size_t n) = 0;
+
+  // ---- optimizer ----
+  // sq (1, double) ACCUMULATES the sum of squares of x (n), in double (a shard's share of the
+  // global gradient norm).
+  virtual void sum_squares_forward(double* sq, const float* x, size_t n) = 0;
+  // One AdamW step on a run of n elements sharing its weight decay: g = grads * grad_scale;
+  // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; params = params * decay_factor
+  // - step_size * m / (sqrt(v) * inv_sqrt_bc2 + eps). params, m, v (n) update in place.
+  virtual void adamw_update(float* params, float* m, float* v, const float* grads, size_t n,
+                            const AdamWStep& s) = 0;
 };
 
 }  // namespace holmes::model

@@ -10,38 +10,20 @@
 
 namespace holmes::train {
 
-namespace {
-
-// The update on one contiguous run that shares the decay flag.
-void update_run(float* p, const float* g, float* m, float* v, size_t n, float lr, float b1, float b2, float eps,
-                float decay_factor, float step_size_factor, float inv_sqrt_bc2, float grad_scale) {
-#pragma omp parallel for simd schedule(static) if (n > 16384)
-  for (size_t i = 0; i < n; ++i) {
-    float gi = g[i] * grad_scale;
-    float mi = b1 * m[i] + (1.0f - b1) * gi;
-    float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    float denom = std::sqrt(vi) * inv_sqrt_bc2 + eps;
-    p[i] = p[i] * decay_factor - step_size_factor * mi / denom;
-  }
-}
-
-}  // namespace
-
-void adamw_update(float* params, const float* grads, float* m, float* v, size_t begin, size_t end,
+void adamw_update(model::Kernels& k, float* params, const float* grads, float* m, float* v, size_t begin, size_t end,
                   std::span<const DecayRange> ranges, const AdamWHyper& h, int64_t t, float grad_scale) {
   const double bc1 = 1.0 - std::pow(static_cast<double>(h.beta1), static_cast<double>(t));
   const double bc2 = 1.0 - std::pow(static_cast<double>(h.beta2), static_cast<double>(t));
-  const float step_size = static_cast<float>(h.lr / bc1);
-  const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+  model::AdamWStep step{.beta1 = h.beta1, .beta2 = h.beta2, .eps = h.eps, .decay_factor = 1.0f,
+                        .step_size = static_cast<float>(h.lr / bc1),
+                        .inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2)), .grad_scale = grad_scale};
   const float with_decay = 1.0f - h.lr * h.weight_decay;
   // Walk [begin, end) split at the decay ranges' borders; gaps get no decay.
   size_t pos = begin;
   auto run = [&](size_t a, size_t b, bool decay) {
-    if (b > a)
-      update_run(params + a, grads + a, m + a, v + a, b - a, h.lr, h.beta1, h.beta2, h.eps,
-                 decay ? with_decay : 1.0f, step_size, inv_sqrt_bc2, grad_scale);
+    if (b <= a) return;
+    step.decay_factor = decay ? with_decay : 1.0f;
+    k.adamw_update(params + a, m + a, v + a, grads + a, b - a, step);
   };
   for (const auto& r : ranges) {
     size_t a = std::max(r.begin, pos), b = std::min(r.end, end);
@@ -51,15 +33,6 @@ void adamw_update(float* params, const float* grads, float* m, float* v, size_t 
     pos = b;
   }
   run(pos, end, false);
-}
-
-double grad_sq_sum(const float* grads, size_t begin, size_t end) {
-  double sum = 0;
-  const ptrdiff_t n = static_cast<ptrdiff_t>(end - begin);
-  const float* g = grads + begin;
-#pragma omp parallel for reduction(+ : sum) schedule(static) if (n > 16384)
-  for (ptrdiff_t i = 0; i < n; ++i) sum += static_cast<double>(g[i]) * g[i];
-  return sum;
 }
 
 float clip_scale(double global_norm, double max_norm) {

@@ -9,6 +9,8 @@
 #include <span>
 #include <string>
 
+#include "model/kernels.hpp"
+
 namespace holmes::train {
 
 // A run of the flat buffer and whether weight decay applies to it (matrices yes; biases
@@ -33,12 +35,11 @@ struct AdamWHyper {
 //   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
 // `t` is the 1-based step count. params, grads, m, v index the same flat buffer; elements
 // of [begin, end) outside every DecayRange get no decay.
-void adamw_update(float* params, const float* grads, float* m, float* v, size_t begin, size_t end,
+// The arithmetic runs as the backend's Kernels::adamw_update, one call per run that shares
+// its decay; every pointer is memory of that backend.
+void adamw_update(model::Kernels& k, float* params, const float* grads, float* m, float* v, size_t begin, size_t end,
                   std::span<const DecayRange> ranges, const AdamWHyper& h, int64_t t, float grad_scale);
 
-// Sum of squares of grads[begin, end) in double (a shard's share of the global norm; the
-// distributed runtime all-reduces it before the square root).
-double grad_sq_sum(const float* grads, size_t begin, size_t end);
 
 // Factor the gradient is multiplied with so its global norm is at most max_norm
 // (max_norm <= 0 disables clipping). Same formula as torch.nn.utils.clip_grad_norm_.

@@ -9,7 +9,7 @@
 #include "engine/train/metrics.hpp"
 #include "engine/train/run.hpp"
 #include "engine/train/trainer.hpp"
-#include "model/cpu/cpu_kernels.hpp"
+#include "model/registry/registry.hpp"
 
 namespace holmes::train {
 
@@ -17,12 +17,12 @@ BenchResult run_bench(const spec::JobSpec& spec, int steps, int warmup) {
   if (steps < 1) throw UserError(fmt::format("bench --steps: {} (at least 1 timed step)", steps));
   check_degrees_fit(spec, 1, "bench times one process; train with --nproc-per-node N for a parallel layout");
   auto data = DataSet::open(spec);
-  auto kernels = model::cpu::make_cpu_kernels();
-  Trainer trainer(spec, *kernels, *data);
+  model::Backend backend = model::make_backend(spec.job.device);
+  Trainer trainer(spec, backend, *data);
   const auto& g = trainer.model().config();
   fmt::print("bench: GPT-2 L={} C={} NH={} V={} (padded {}), B={} T={} x {} micro-batch(es), {} warm-up + {} timed "
              "steps, {} kernels\n", g.layers, g.hidden, g.heads, g.vocab, g.padded_vocab, spec.train.micro_batch,
-             spec.train.seq_len, trainer.micro_batches(), warmup, steps, kernels->name());
+             spec.train.seq_len, trainer.micro_batches(), warmup, steps, backend.kernels->name());
   std::fflush(stdout);
   BenchResult r;
   r.steps = steps;

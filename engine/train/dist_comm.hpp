@@ -1,4 +1,4 @@
-// Communication pieces of the distributed trainer (dist_trainer.hpp): where this rank sits
+// Communication pieces of the trainer (trainer.hpp): where this rank sits
 // in the tensor x pipeline x data grid, a clock for the time it spends blocked on
 // communication, the model's tensor-parallel calls over a ProcessGroup, and a sum of a few
 // doubles over several groups.
@@ -23,6 +23,10 @@ struct ParallelContext {
   int bucket_mb = 0;                         // DP gradient bucket size (MiB), 0 = default (8)
   size_t bucket_floats = 0;                  // > 0: bucket size in floats, overrides bucket_mb
                                              // (tests use buckets smaller than 1 MiB)
+  // The backend's queue (model::DeviceMemory::stream(); set by the trainer): collectives on
+  // its buffers are ordered with its kernels there. Null on the CPU, whose calls complete in
+  // order; an NCCL group will enqueue on it.
+  void* stream = nullptr;
 };
 
 // Throws std::invalid_argument (a wiring error of the runtime, not user input) when the
@@ -48,7 +52,9 @@ class CommClock {
 // model::TensorParallelComm over the TP ProcessGroup; its all-reduces count as blocked time.
 class GroupTensorParallel final : public model::TensorParallelComm {
  public:
-  GroupTensorParallel(comm::ProcessGroup& group, CommClock& clock) : group_(group), clock_(clock) {}
+  // stream: the queue the model's kernels run on (ParallelContext::stream).
+  GroupTensorParallel(comm::ProcessGroup& group, CommClock& clock, void* stream = nullptr)
+      : group_(group), clock_(clock), stream_(stream) {}
   int size() const override { return group_.size(); }
   int rank() const override { return group_.rank(); }
   void all_reduce_sum(float* data, size_t count) override;
@@ -57,6 +63,7 @@ class GroupTensorParallel final : public model::TensorParallelComm {
  private:
   comm::ProcessGroup& group_;
   CommClock& clock_;
+  [[maybe_unused]] void* stream_;  // the kernels' queue; Gloo calls complete in order without it
 };
 
 // values[i] <- sum over every member of every group in `groups` (nullptr entries skipped),

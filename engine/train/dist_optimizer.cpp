@@ -40,7 +40,8 @@ std::vector<GradBucket> plan_buckets(const model::ParamLayout& layout, size_t bu
 }
 
 DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommClock& clock)
-    : gpt_(gpt), ctx_(ctx), clock_(clock) {
+    : gpt_(gpt), ctx_(ctx), clock_(clock), backend_(gpt.backend()) {
+  model::DeviceMemory& mem = *backend_.memory;
   const size_t mb = ctx.bucket_mb > 0 ? static_cast<size_t>(ctx.bucket_mb) : kDefaultBucketMb;
   const size_t floats = ctx.bucket_floats > 0 ? ctx.bucket_floats : mb * (size_t{1} << 20) / sizeof(float);
   buckets_ = plan_buckets(gpt.layout(), floats, ctx.dp_size, ctx.dp_rank);
@@ -49,7 +50,7 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommCl
   reduced_off_.assign(nb, 0);
   decay_.resize(nb);
   submitted_.assign(nb, false);
-  size_t packed = 0, reduced = 0, max_chunk = 0;
+  size_t packed = 0, reduced = 0, max_chunk = 0, padded = 0;
   for (size_t k = nb; k-- > 0;) {  // ascending offsets: the packing order of the moments
     const GradBucket& b = buckets_[k];
     pack_off_[k] = packed;
@@ -65,8 +66,7 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommCl
     reduced_off_[k] = reduced;
     reduced += b.chunk;
     max_chunk = std::max(max_chunk, b.chunk);
-    if (ctx.dp_size > 1 && (b.end - b.begin) % ctx.dp_size != 0)
-      padded_.resize(std::max(padded_.size(), b.chunk * ctx.dp_size));
+    if (ctx.dp_size > 1 && (b.end - b.begin) % ctx.dp_size != 0) padded = std::max(padded, b.chunk * ctx.dp_size);
     for (const model::ParamTensor& t : gpt.layout().tensors()) {
       const size_t lo = std::max(t.offset, b.own_begin), hi = std::min(t.offset + t.numel, b.own_end);
       if (lo >= hi) continue;
@@ -75,15 +75,29 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommCl
       if (!t.tied_copy && (t.split_dim >= 0 || ctx.tp_rank == 0)) norm_.push_back({k, lo - b.own_begin, hi - b.own_begin});
     }
   }
-  m_.assign(packed, 0.0f);
-  v_.assign(packed, 0.0f);
+  m_ = model::DeviceArray<float>(mem, packed);
+  v_ = model::DeviceArray<float>(mem, packed);
+  m_.zero();
+  v_.zero();
+  sq_ = model::DeviceArray<double>(mem, 1);
   if (ctx.dp_size > 1) {
-    reduced_.assign(reduced, 0.0f);
-    gather_in_.assign(max_chunk, 0.0f);
-    gather_out_.assign(max_chunk * ctx.dp_size, 0.0f);
+    reduced_ = model::DeviceArray<float>(mem, reduced);
+    padded_ = model::DeviceArray<float>(mem, padded);
+    gather_in_ = model::DeviceArray<float>(mem, max_chunk);
+    gather_out_ = model::DeviceArray<float>(mem, max_chunk * ctx.dp_size);
+    reduced_.zero();
     thread_ = std::make_unique<comm::CommThread>();
     gpt_.set_grad_ready_hook([this](size_t begin, size_t end) { on_grads_ready(begin, end); });
   }
+  // The norm's pieces as runs of memory in address order, adjacent ones merged.
+  for (const NormRange& r : norm_) norm_runs_.emplace_back(owned_grads(r.bucket) + r.begin, r.end - r.begin);
+  std::sort(norm_runs_.begin(), norm_runs_.end());
+  std::vector<std::pair<const float*, size_t>> merged;
+  for (const auto& run : norm_runs_) {
+    if (!merged.empty() && merged.back().first + merged.back().second == run.first) merged.back().second += run.second;
+    else merged.push_back(run);
+  }
+  norm_runs_ = std::move(merged);
 }
 
 DistOptimizer::~DistOptimizer() {
@@ -124,14 +138,13 @@ void DistOptimizer::reduce_scatter(size_t k) {
   std::span<const float> in(g, b.end - b.begin);
   const size_t n = b.end - b.begin, padded = b.chunk * ctx_.dp_size;
   if (padded != n) {  // zero tail up to chunk * dp
-    std::copy(g, g + n, padded_.begin());
-    std::fill(padded_.begin() + n, padded_.begin() + padded, 0.0f);
+    backend_.memory->copy(padded_.data(), g, n * sizeof(float));
+    backend_.memory->zero(padded_.data() + n, (padded - n) * sizeof(float));
     in = {padded_.data(), padded};
   }
   std::span<float> out(reduced_.data() + reduced_off_[k], b.chunk);
   ctx_.dp->reduce_scatter(out, in, comm::ReduceOp::kSum);
-  const float inv = 1.0f / static_cast<float>(ctx_.dp_size);
-  for (float& x : out) x *= inv;
+  backend_.kernels->scale_forward(out.data(), 1.0f / static_cast<float>(ctx_.dp_size), out.size());
 }
 
 void DistOptimizer::finish_grads() {
@@ -155,9 +168,11 @@ const float* DistOptimizer::owned_grads(size_t k) const {
   return thread_ ? reduced_.data() + reduced_off_[k] : gpt_.grads() + buckets_[k].own_begin;
 }
 
-double DistOptimizer::owned_grad_sq() const {
+double DistOptimizer::owned_grad_sq() {
+  sq_.zero();
+  for (const auto& [p, n] : norm_runs_) backend_.kernels->sum_squares_forward(sq_.data(), p, n);
   double sum = 0;
-  for (const NormRange& r : norm_) sum += grad_sq_sum(owned_grads(r.bucket), r.begin, r.end);
+  sq_.download({&sum, 1});
   return sum;
 }
 
@@ -166,8 +181,8 @@ void DistOptimizer::update(const AdamWHyper& h, int64_t t, float grad_scale) {
     const GradBucket& b = buckets_[k];
     const size_t n = b.own_end - b.own_begin;
     if (n == 0) continue;
-    adamw_update(gpt_.params() + b.own_begin, owned_grads(k), m_.data() + pack_off_[k], v_.data() + pack_off_[k], 0,
-                 n, decay_[k], h, t, grad_scale);
+    adamw_update(*backend_.kernels, gpt_.params() + b.own_begin, owned_grads(k), m_.data() + pack_off_[k],
+                 v_.data() + pack_off_[k], 0, n, decay_[k], h, t, grad_scale);
   }
   if (thread_)
     for (size_t k = 0; k < buckets_.size(); ++k) all_gather(k);
@@ -177,11 +192,12 @@ void DistOptimizer::all_gather(size_t k) {
   const GradBucket& b = buckets_[k];
   float* p = gpt_.params();
   const size_t n = b.own_end - b.own_begin;
-  std::copy(p + b.own_begin, p + b.own_end, gather_in_.begin());
-  std::fill(gather_in_.begin() + n, gather_in_.begin() + b.chunk, 0.0f);  // padding
+  model::DeviceMemory& mem = *backend_.memory;
+  mem.copy(gather_in_.data(), p + b.own_begin, n * sizeof(float));
+  mem.zero(gather_in_.data() + n, (b.chunk - n) * sizeof(float));  // padding
   std::span<float> out(gather_out_.data(), b.chunk * ctx_.dp_size);
   clock_.time([&] { ctx_.dp->all_gather(out, {gather_in_.data(), b.chunk}); });
-  std::copy(out.begin(), out.begin() + (b.end - b.begin), p + b.begin);
+  mem.copy(p + b.begin, out.data(), (b.end - b.begin) * sizeof(float));
 }
 
 }  // namespace holmes::train

@@ -49,8 +49,9 @@ class DistOptimizer {
   // wait for all of them. Afterwards the owned gradients are final (averaged over dp).
   void finish_grads();
   // Sum of squares of the owned gradients, each element of the global model counted once
-  // over all ranks (replicated TP tensors on tp_rank 0 only, tied copy skipped).
-  double owned_grad_sq() const;
+  // over all ranks (replicated TP tensors on tp_rank 0 only, tied copy skipped), summed by
+  // the backend in address order over merged contiguous runs (one run [0, n) on one rank).
+  double owned_grad_sq();
   // AdamW on the owned ranges (1-based step t, gradients times grad_scale), then the
   // all-gather that gives every dp rank the whole updated shard.
   void update(const AdamWHyper& h, int64_t t, float grad_scale);
@@ -81,13 +82,17 @@ class DistOptimizer {
     size_t bucket, begin, end;  // relative to the bucket's own_begin
   };
   std::vector<NormRange> norm_;  // owned elements the global norm counts on this rank
+  std::vector<std::pair<const float*, size_t>> norm_runs_;  // norm_ as merged runs of memory
   std::vector<std::pair<size_t, size_t>> owned_;
-  std::vector<float> m_, v_;
-  std::vector<float> reduced_;                   // reduce-scatter outputs, chunk per bucket
+  // In the model's backend memory, as the model's own buffers.
+  model::Backend& backend_;
+  model::DeviceArray<float> m_, v_;
+  model::DeviceArray<float> reduced_;  // reduce-scatter outputs, chunk per bucket
   // Padded reduce-scatter input of a bucket dp does not divide; one buffer serves all such
   // buckets since the comm thread runs them one after the other.
-  std::vector<float> padded_;
-  std::vector<float> gather_in_, gather_out_;
+  model::DeviceArray<float> padded_;
+  model::DeviceArray<float> gather_in_, gather_out_;
+  model::DeviceArray<double> sq_;  // (1) the norm's sum of squares
   std::vector<bool> submitted_;
   size_t next_ = 0;          // first bucket not yet submitted (reverse layout order)
   size_t ready_floor_ = 0;   // gradients at or above this offset are final

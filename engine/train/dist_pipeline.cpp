@@ -84,8 +84,7 @@ void PipelineStage::forward(int micro, const FetchFn& fetch) {
   if (last_) {
     loss_sum_ += gpt_.loss();
   } else {
-    const float* out = gpt_.output();
-    std::copy(out, out + static_cast<size_t>(B_) * T_ * gpt_.config().hidden, acquire(kActOut, micro).begin());
+    gpt_.backend().memory->copy(acquire(kActOut, micro).data(), gpt_.output(), buffer_bytes());
   }
 }
 
@@ -98,8 +97,7 @@ void PipelineStage::backward(int micro) {
     release(kGradIn, micro);
   }
   if (!first_) {
-    const float* g = gpt_.input_grad();
-    std::copy(g, g + static_cast<size_t>(B_) * T_ * gpt_.config().hidden, acquire(kGradOut, micro).begin());
+    gpt_.backend().memory->copy(acquire(kGradOut, micro).data(), gpt_.input_grad(), buffer_bytes());
   }
 }
 
@@ -133,16 +131,17 @@ void PipelineStage::exchange(const std::vector<PipeTransfer>& transfers) {
     const Route r = route_of(t.kind);
     const Buf buf = r.buf;
     const bool send = r.op == comm::P2POp::kSend;
-    std::vector<float>& data = send ? held(buf, t.micro) : acquire(buf, t.micro);
-    ops.push_back({r.op, data, t.peer_stage, p2p_tag(r.tag_kind, t.micro)});
+    model::DeviceArray<float>& data = send ? held(buf, t.micro) : acquire(buf, t.micro);
+    ops.push_back({r.op, {data.data(), data.size()}, t.peer_stage, p2p_tag(r.tag_kind, t.micro)});
     if (send) sent.emplace_back(buf, t.micro);
   }
   clock_.time([&] { ctx_.pp->send_recv(ops); });
   for (const auto& [kind, micro] : sent) release(kind, micro);
 }
 
-std::vector<float>& PipelineStage::acquire(Buf kind, int micro) {
-  const size_t n = static_cast<size_t>(B_) * T_ * gpt_.config().hidden;
+size_t PipelineStage::buffer_bytes() const { return static_cast<size_t>(B_) * T_ * gpt_.config().hidden * sizeof(float); }
+
+model::DeviceArray<float>& PipelineStage::acquire(Buf kind, int micro) {
   auto [it, fresh] = live_.try_emplace({kind, micro});
   if (!fresh)
     throw std::logic_error(fmt::format("PipelineStage: stage {} buffer {} of micro-batch {} taken twice",
@@ -150,12 +149,13 @@ std::vector<float>& PipelineStage::acquire(Buf kind, int micro) {
   if (!free_.empty()) {
     it->second = std::move(free_.back());
     free_.pop_back();
+  } else {
+    it->second = model::DeviceArray<float>(*gpt_.backend().memory, buffer_bytes() / sizeof(float));
   }
-  it->second.resize(n);
   return it->second;
 }
 
-std::vector<float>& PipelineStage::held(Buf kind, int micro) {
+model::DeviceArray<float>& PipelineStage::held(Buf kind, int micro) {
   auto it = live_.find({kind, micro});
   if (it == live_.end())
     throw std::logic_error(fmt::format("PipelineStage: stage {} has no buffer {} for micro-batch {} (schedule "

@@ -42,8 +42,9 @@ class PipelineStage {
   void backward(int micro);
   void exchange(const std::vector<PipeTransfer>& transfers);
   void use_slot(int micro, bool start);
-  std::vector<float>& acquire(Buf kind, int micro);
-  std::vector<float>& held(Buf kind, int micro);
+  size_t buffer_bytes() const;  // one (B,T,C) buffer
+  model::DeviceArray<float>& acquire(Buf kind, int micro);
+  model::DeviceArray<float>& held(Buf kind, int micro);
   void release(Buf kind, int micro);
 
   model::Gpt& gpt_;
@@ -54,8 +55,9 @@ class PipelineStage {
   std::vector<PipeStep> steps_;
   std::vector<int> slot_micro_;  // micro-batch occupying each model slot, -1 = free
   std::vector<int32_t> inputs_, targets_;
-  std::map<std::pair<int, int>, std::vector<float>> live_;  // (Buf, micro) -> (B,T,C)
-  std::vector<std::vector<float>> free_;
+  // (Buf, micro) -> (B,T,C) in the backend's memory, from a pool of free ones.
+  std::map<std::pair<int, int>, model::DeviceArray<float>> live_;
+  std::vector<model::DeviceArray<float>> free_;
   double loss_sum_ = 0;
 };
 

@@ -18,10 +18,9 @@
 #include "engine/spec/errors.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/train/data.hpp"
-#include "engine/train/dist_trainer.hpp"
 #include "engine/train/run.hpp"
 #include "engine/train/trainer.hpp"
-#include "model/cpu/cpu_kernels.hpp"
+#include "model/registry/registry.hpp"
 
 namespace holmes::train {
 
@@ -121,8 +120,8 @@ int train_started(const spec::JobSpec& spec, Runtime& rt) {
   openblas_set_num_threads(threads);
 
   auto data = DataSet::open(spec);
-  auto kernels = model::cpu::make_cpu_kernels();
-  DistTrainer trainer(spec, *kernels, *data, parallel_context(rt));
+  model::Backend backend = model::make_backend(spec.job.device);
+  Trainer trainer(spec, backend, *data, parallel_context(rt));
   LoopContext ctx;
   ctx.rank = rt.rank;
   ctx.world = rt.world;

@@ -1,5 +1,5 @@
 // Entry of a training worker: one process of a job (world size 1 runs the single-process
-// path). The multi-process path runs start_runtime (startup.hpp), builds the DistTrainer of
+// path). The multi-process path runs start_runtime (startup.hpp), builds the Trainer of
 // this rank's plan coordinate and drives it with run_loop (run.hpp).
 #pragma once
 
@@ -18,7 +18,7 @@ namespace holmes::train {
 // (bad spec or environment) propagates to main (exit 2).
 int run_job(const spec::JobSpec& spec, const launch::LaunchEnv& env);
 
-// The DistTrainer's view of a started runtime: coordinates, stage layers and groups.
+// The Trainer's view of a started runtime: coordinates, stage layers and groups.
 ParallelContext parallel_context(const Runtime& rt);
 
 // OpenMP / OpenBLAS threads per worker: OMP_NUM_THREADS when set, else max(1, cores this

@@ -37,12 +37,14 @@ std::vector<int> generate(model::Gpt& gpt, const std::vector<int>& prompt, const
   const int window = cfg.max_seq_len, V = cfg.vocab, Vl = cfg.local_vocab();
   Rng rng(hash_words(o.seed, 0x5a3b1e));
   std::vector<int> seq = prompt, out;
+  std::vector<float> last(static_cast<size_t>(Vl));
   for (int i = 0; i < o.max_new_tokens; ++i) {
     const int T = std::min<int>(window, static_cast<int>(seq.size()));
     const int* ctx = seq.data() + seq.size() - T;
     gpt.forward(ctx, nullptr, 1, T);
-    const float* last = gpt.logits() + static_cast<size_t>(T - 1) * Vl;  // (1,T,Vl): last position
-    int tok = pick_token(last, V, o, rng.uniform());
+    // (1,T,Vl): the last position's row, read from the backend.
+    gpt.backend().memory->download(last.data(), gpt.logits() + static_cast<size_t>(T - 1) * Vl, Vl * sizeof(float));
+    int tok = pick_token(last.data(), V, o, rng.uniform());
     seq.push_back(tok);
     out.push_back(tok);
     if (on_token) on_token(tok);

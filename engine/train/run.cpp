@@ -19,7 +19,7 @@
 #include "engine/train/train_log.hpp"
 #include "engine/train/run.hpp"
 #include "engine/train/trainer.hpp"
-#include "model/cpu/cpu_kernels.hpp"
+#include "model/registry/registry.hpp"
 
 namespace holmes::train {
 
@@ -157,8 +157,8 @@ int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data
 int run_training(const spec::JobSpec& spec) {
   check_single_process(spec);
   auto data = DataSet::open(spec);
-  auto kernels = model::cpu::make_cpu_kernels();
-  Trainer trainer(spec, *kernels, *data);
+  model::Backend backend = model::make_backend(spec.job.device);
+  Trainer trainer(spec, backend, *data);
   return run_loop(spec, trainer, *data, LoopContext{});
 }
 

@@ -1,5 +1,5 @@
-// The training loop, written once for every kind of run: the single-process Trainer and each
-// rank of a distributed job (DistTrainer) go through run_loop. Rank 0 prints the log and
+// The training loop, written once for every kind of run: the single process and each rank
+// of a distributed job go through run_loop with their Trainer. Rank 0 prints the log and
 // writes metrics; checkpoints and preemption are handled here for all ranks alike.
 #pragma once
 
@@ -38,5 +38,10 @@ void check_degrees_fit(const spec::JobSpec& spec, int world, const std::string& 
 
 // Trains `trainer` for spec.train.steps steps. Returns the process exit code.
 int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data, const LoopContext& ctx);
+
+// Single-process training of `spec` (tp = pp = dp = 1) with logging, validation,
+// metrics.jsonl and the final weights in <output_dir>/final. Returns the exit code. Throws
+// UserError on bad input.
+int run_training(const spec::JobSpec& spec);
 
 }  // namespace holmes::train

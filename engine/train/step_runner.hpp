@@ -1,5 +1,5 @@
-// What the training loop (run.cpp) drives on every rank: a StepRunner. The single-process
-// Trainer (trainer.hpp) and the distributed one (dist_trainer.hpp) both implement it, so
+// What the training loop (run.cpp) drives on every rank: a StepRunner. The Trainer
+// (trainer.hpp) implements it for every kind of run; the loop sees only this interface, so
 // logging, validation, checkpoints and preemption are written once.
 #pragma once
 

@@ -32,60 +32,113 @@ AdamWHyper adamw_hyper_of(const spec::JobSpec& spec) {
           .eps = static_cast<float>(t.eps), .weight_decay = static_cast<float>(t.weight_decay)};
 }
 
-Trainer::Trainer(const spec::JobSpec& spec, model::Kernels& kernels, const DataSet& data, RankContext rank,
-                 GradientSync* sync)
-    : spec_(spec), data_(data), rank_(rank), sync_(sync ? sync : &local_) {
+BatchCoord validation_coord(const spec::JobSpec& spec, int index, int micro_batches, int dp_rank, int dp_size) {
+  return BatchCoord{.step = index / micro_batches, .micro = index % micro_batches, .dp_rank = dp_rank,
+                    .dp_size = dp_size, .micro_batch = spec.train.micro_batch, .global_batch = spec.train.global_batch};
+}
+
+namespace {
+
+model::GptConfig stage_config(const spec::JobSpec& spec, const ParallelContext& ctx) {
+  const model::GptConfig full = gpt_config_of(spec);
+  const int L = full.layers;
+  const int n = ctx.num_layers < 0 ? L - ctx.first_layer : ctx.num_layers;
+  const bool last = ctx.pp_stage == ctx.pp_size - 1;
+  if (ctx.first_layer < 0 || n < 0 || ctx.first_layer + n > L || (ctx.pp_stage == 0) != (ctx.first_layer == 0) ||
+      last != (ctx.first_layer + n == L))
+    throw UserError(fmt::format("parallel.partition: pipeline stage {} of {} gets layers [{}, {}) of model.layers {}; "
+                                "stages must cover [0, {}) in order", ctx.pp_stage, ctx.pp_size, ctx.first_layer,
+                                ctx.first_layer + n, L, L));
+  if (full.heads % ctx.tp_size != 0 || full.hidden % ctx.tp_size != 0)
+    throw UserError(fmt::format("parallel.tensor: {} does not divide model.heads {} and model.hidden {}", ctx.tp_size,
+                                full.heads, full.hidden));
+  return full.shard(ctx.tp_size, ctx.tp_rank, ctx.first_layer, n);
+}
+
+}  // namespace
+
+Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const DataSet& data, ParallelContext ctx)
+    : spec_(spec), data_(data), ctx_(ctx) {
+  ctx_.stream = backend.memory->stream();
+  check_context(ctx_);
   const auto& t = spec.train;
-  if (!spec.global_batch_ok(rank.dp_size))
+  if (!spec.global_batch_ok(ctx_.dp_size))
     throw UserError(fmt::format("train.global_batch: {} is not a multiple of train.micro_batch ({}) x data-parallel "
-                                "degree ({})", t.global_batch, t.micro_batch, rank.dp_size));
-  micro_batches_ = spec.micro_batches_per_step(rank.dp_size);
-  gpt_ = std::make_unique<model::Gpt>(gpt_config_of(spec), kernels, t.micro_batch, t.seq_len);
+                                "degree ({})", t.global_batch, t.micro_batch, ctx_.dp_size));
+  micro_batches_ = spec.micro_batches_per_step(ctx_.dp_size);
+  const model::GptConfig cfg = stage_config(spec, ctx_);
+  if (ctx_.tp != nullptr) tp_comm_ = std::make_unique<GroupTensorParallel>(*ctx_.tp, clock_, ctx_.stream);
+  const int slots = max_in_flight(ctx_.pp_size, ctx_.pp_stage, micro_batches_);
+  gpt_ = std::make_unique<model::Gpt>(cfg, backend, t.micro_batch, t.seq_len, tp_comm_.get(), slots);
   gpt_->init_weights(spec.job.seed);
-  m_.assign(gpt_->num_params(), 0.0f);
-  v_.assign(gpt_->num_params(), 0.0f);
-  for (const auto& p : gpt_->layout().tensors()) decay_.push_back({p.offset, p.offset + p.numel, p.weight_decay});
-  inputs_.resize(static_cast<size_t>(t.micro_batch) * t.seq_len);
-  targets_.resize(inputs_.size());
+  stage_ = std::make_unique<PipelineStage>(*gpt_, ctx_, micro_batches_, t.micro_batch, t.seq_len, clock_);
+  optimizer_ = std::make_unique<DistOptimizer>(*gpt_, ctx_, clock_);
   lr_ = lr_config_of(spec);
   hyper_ = adamw_hyper_of(spec);
 }
 
 double Trainer::flops_per_token() const {
   const auto& t = spec_.train;
-  return gpt_->flops_per_step(t.micro_batch, t.seq_len) / (static_cast<double>(t.micro_batch) * t.seq_len);
+  const model::GptConfig full = gpt_config_of(spec_);
+  return model::Gpt::flops_per_step(full, t.micro_batch, t.seq_len) / (static_cast<double>(t.micro_batch) * t.seq_len);
+}
+
+void Trainer::sum_over_job(std::span<double> values) {
+  comm::ProcessGroup* const groups[] = {ctx_.dp, ctx_.tp, ctx_.pp};
+  sum_doubles(values, groups, clock_);
 }
 
 StepStats Trainer::train_step(int64_t step) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto& t = spec_.train;
+  clock_.reset();
   gpt_->zero_grad();
-  double loss_sum = 0;
-  for (int micro = 0; micro < micro_batches_; ++micro) {
-    BatchCoord c{.step = step, .micro = micro, .dp_rank = rank_.dp_rank, .dp_size = rank_.dp_size,
+  auto fetch = [&](int micro, int32_t* inputs, int32_t* targets) {
+    BatchCoord c{.step = step, .micro = micro, .dp_rank = ctx_.dp_rank, .dp_size = ctx_.dp_size,
                  .micro_batch = t.micro_batch, .global_batch = t.global_batch};
-    data_.train().fill_batch(c, inputs_.data(), targets_.data());
-    loss_sum += gpt_->forward(inputs_.data(), targets_.data(), t.micro_batch, t.seq_len);
-    gpt_->backward(1.0f / static_cast<float>(micro_batches_));  // mean over micro-batches
-  }
-  const size_t n = gpt_->num_params();
-  sync_->average_grads(gpt_->grads(), n);
+    data_.train().fill_batch(c, inputs, targets);
+  };
+  int backwards = 0;
+  const double loss_sum = stage_->run_step(fetch, [&](int) {
+    // The step's last backward finishes the gradients: overlap the DP reduction with it.
+    if (++backwards == micro_batches_) optimizer_->arm();
+  });
+  optimizer_->finish_grads();
+  // [grad sq, loss]: the loss comes from one rank per pipeline (last stage, tp rank 0).
+  double sums[2] = {optimizer_->owned_grad_sq(), counts_loss() ? loss_sum / micro_batches_ : 0.0};
+  sum_over_job(sums);
   StepStats s;
   s.step = step;
-  s.loss = sync_->mean_over_data(loss_sum / micro_batches_);
+  s.loss = sums[1] / ctx_.dp_size;
   if (!std::isfinite(s.loss))
     throw std::runtime_error(fmt::format("training loss is {} at step {}: the run diverged (try a lower train.lr "
                                          "or train.grad_clip)", s.loss, step + 1));
-  s.grad_norm = std::sqrt(sync_->sum_over_shards(grad_sq_sum(gpt_->grads(), 0, n)));
-  const float scale = clip_scale(s.grad_norm, t.grad_clip);
+  s.grad_norm = std::sqrt(sums[0]);
   s.lr = lr_at(lr_, step);
   AdamWHyper h = hyper_;
   h.lr = static_cast<float>(s.lr);
-  adamw_update(gpt_->params(), gpt_->grads(), m_.data(), v_.data(), 0, n, decay_, h, step + 1, scale);
+  optimizer_->update(h, step + 1, clip_scale(s.grad_norm, t.grad_clip));
   s.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   s.tokens_per_s = static_cast<double>(tokens_per_step()) / (s.step_ms / 1e3);
   s.flops = gpt_->flops_per_step(t.micro_batch, t.seq_len) * micro_batches_;
+  s.comm_ms = clock_.ms();
   return s;
+}
+
+double Trainer::evaluate() {
+  const BatchSampler* valid = data_.valid();
+  if (!valid || valid->chunk_count() == 0) return std::nan("");
+  const auto& t = spec_.train;
+  auto fetch = [&](int e, int32_t* inputs, int32_t* targets) {
+    // eval_steps global batches of the unshuffled sampler, this rank's micro-batches of each:
+    // the same sequences every time and under every plan (as Trainer::evaluate).
+    valid->fill_batch(validation_coord(spec_, e, micro_batches_, ctx_.dp_rank, ctx_.dp_size), inputs, targets);
+  };
+  const int count = std::max(1, t.eval_steps) * micro_batches_;
+  const double sum = stage_->run_forward(count, fetch);
+  double mean[1] = {counts_loss() ? sum / count : 0.0};
+  sum_over_job(mean);
+  return mean[0] / ctx_.dp_size;
 }
 
 ShardState Trainer::shard_state() {
@@ -93,29 +146,10 @@ ShardState Trainer::shard_state() {
   st.layout = &gpt_->layout();
   st.config = &gpt_->config();
   st.params = gpt_->params();
-  st.owned = {{0, gpt_->num_params()}};  // one rank holds all optimizer state
-  st.exp_avg = m_.data();
-  st.exp_avg_sq = v_.data();
+  st.owned = optimizer_->owned();
+  st.exp_avg = optimizer_->exp_avg();
+  st.exp_avg_sq = optimizer_->exp_avg_sq();
   return st;
-}
-
-BatchCoord validation_coord(const spec::JobSpec& spec, int index, int micro_batches, int dp_rank, int dp_size) {
-  return BatchCoord{.step = index / micro_batches, .micro = index % micro_batches, .dp_rank = dp_rank,
-                    .dp_size = dp_size, .micro_batch = spec.train.micro_batch, .global_batch = spec.train.global_batch};
-}
-
-double Trainer::evaluate() {
-  const BatchSampler* valid = data_.valid();
-  if (!valid || valid->chunk_count() == 0) return std::nan("");
-  const auto& t = spec_.train;
-  const int count = std::max(1, t.eval_steps) * micro_batches_;
-  double sum = 0;
-  for (int e = 0; e < count; ++e) {
-    valid->fill_batch(validation_coord(spec_, e, micro_batches_, rank_.dp_rank, rank_.dp_size), inputs_.data(),
-                      targets_.data());
-    sum += gpt_->forward(inputs_.data(), targets_.data(), t.micro_batch, t.seq_len);
-  }
-  return sync_->mean_over_data(sum / count);
 }
 
 }  // namespace holmes::train

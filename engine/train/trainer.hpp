@@ -1,7 +1,14 @@
-// Training of one rank's model shard from a JobSpec. The single-process run (tp = pp = dp
-// = 1) is run_training(); the pieces are kept apart so the distributed runtime can drive the
-// same loop per rank: it passes its data-parallel coordinate and a GradientSync that
-// all-reduces over its process group, and calls train_step() / evaluate() itself.
+// The trainer: one rank of a tensor x pipeline x data parallel job (Megatron-LM semantics),
+// and with the default ParallelContext (tp = pp = dp = 1, no groups) the single process:
+//   TP  the model shard's all-reduces go over ctx.tp (GroupTensorParallel);
+//   PP  the 1F1B step list of schedule.hpp (PipelineStage, dist_pipeline.hpp), one
+//       activation slot per micro-batch in flight on the stage (no recomputation);
+//   DP  the distributed optimizer (dist_optimizer.hpp): bucketed reduce-scatter overlapped
+//       with the last micro-batch's backward, sharded AdamW, all-gather of parameters;
+//   the tied wte gradient summed over ctx.embedding before its DP reduction;
+//   one global gradient norm (owned squares summed over dp, tp, pp) and one loss (last
+//   stage's mean, averaged over dp), identical on every rank.
+// Every run (single process, each rank of a job, bench) trains through this one class.
 #pragma once
 
 #include <cstdint>
@@ -11,41 +18,18 @@
 #include "engine/spec/job_spec.hpp"
 #include "engine/train/adamw.hpp"
 #include "engine/train/data.hpp"
+#include "engine/train/dist_comm.hpp"
+#include "engine/train/dist_optimizer.hpp"
+#include "engine/train/dist_pipeline.hpp"
 #include "engine/train/step_runner.hpp"
+#include "model/backend.hpp"
 #include "model/gpt.hpp"
-#include "model/kernels.hpp"
 
 namespace holmes::train {
 
-// Where this rank sits in the data-parallel group.
-struct RankContext {
-  int dp_rank = 0;
-  int dp_size = 1;
-};
-
-// Cross-rank reductions the step needs. A single process uses LocalSync (identity).
-class GradientSync {
- public:
-  virtual ~GradientSync() = default;
-  // grads (n) replaced by their mean over the data-parallel group.
-  virtual void average_grads(float* grads, size_t n) = 0;
-  // Sum of `value` over the ranks that together hold the whole gradient (for the norm) /
-  // mean over data-parallel ranks (for the loss).
-  virtual double sum_over_shards(double value) = 0;
-  virtual double mean_over_data(double value) = 0;
-};
-
-class LocalSync final : public GradientSync {
- public:
-  void average_grads(float*, size_t) override {}
-  double sum_over_shards(double v) override { return v; }
-  double mean_over_data(double v) override { return v; }
-};
-
-
 // GptConfig of spec.model (tp = 1, one stage; vocabulary padded by the model).
 model::GptConfig gpt_config_of(const spec::JobSpec& spec);
-// The learning-rate schedule and AdamW settings of spec.train (every trainer uses these).
+// The learning-rate schedule and AdamW settings of spec.train.
 LrConfig lr_config_of(const spec::JobSpec& spec);
 AdamWHyper adamw_hyper_of(const spec::JobSpec& spec);
 // Validation reads train.eval_steps global batches of the unshuffled validation sampler (as
@@ -55,43 +39,44 @@ BatchCoord validation_coord(const spec::JobSpec& spec, int index, int micro_batc
 
 class Trainer final : public StepRunner {
  public:
-  // data, kernels and sync must outlive the trainer; sync == nullptr = single process.
-  Trainer(const spec::JobSpec& spec, model::Kernels& kernels, const DataSet& data, RankContext rank = {},
-          GradientSync* sync = nullptr);
+  // spec, backend, data and the groups in ctx must outlive the trainer. Throws UserError
+  // when the job does not split this way (batch sizes, layers), std::invalid_argument when
+  // ctx is inconsistent. Every CommError of a group propagates out of the calls below.
+  Trainer(const spec::JobSpec& spec, model::Backend& backend, const DataSet& data, ParallelContext ctx = {});
+  Trainer(const Trainer&) = delete;  // its parts hold references to ctx_ and the model
+  Trainer& operator=(const Trainer&) = delete;
 
-  // One optimizer step: micro-batch forward/backward with accumulation, gradient sync,
-  // clipping, schedule, AdamW. Throws std::runtime_error when the loss is not finite.
   StepStats train_step(int64_t step) override;
-  // Mean validation loss over train.eval_steps micro-batches (the same ones every time);
-  // NaN when there is no validation data.
   double evaluate() override;
   ShardState shard_state() override;
   const model::GptConfig& shard_config() const override { return gpt_->config(); }
+  int micro_batches() const override { return micro_batches_; }
+  int64_t tokens_per_step() const override {
+    return spec_.train.global_batch * static_cast<int64_t>(spec_.train.seq_len);
+  }
+  double flops_per_token() const override;
 
   model::Gpt& model() { return *gpt_; }
   const model::Gpt& model() const { return *gpt_; }
-  int micro_batches() const override { return micro_batches_; }
-  int64_t tokens_per_step() const override { return spec_.train.global_batch * static_cast<int64_t>(spec_.train.seq_len); }
-  // FLOPs per token counted the usual way (6N + 12 L T C), for TFLOP/s and MFU.
-  double flops_per_token() const override;
+  const ParallelContext& context() const { return ctx_; }
+  const DistOptimizer& optimizer() const { return *optimizer_; }
 
  private:
+  // values summed over dp, tp and pp (every rank of the job gets the same numbers).
+  void sum_over_job(std::span<double> values);
+  bool counts_loss() const { return ctx_.pp_stage == ctx_.pp_size - 1 && ctx_.tp_rank == 0; }
+
   const spec::JobSpec& spec_;
   const DataSet& data_;
-  RankContext rank_;
-  LocalSync local_;
-  GradientSync* sync_;
+  ParallelContext ctx_;
+  CommClock clock_;
+  std::unique_ptr<GroupTensorParallel> tp_comm_;
   std::unique_ptr<model::Gpt> gpt_;
-  std::vector<float> m_, v_;  // AdamW moments over the flat buffer
-  std::vector<DecayRange> decay_;
-  std::vector<int32_t> inputs_, targets_;  // (B, T)
+  std::unique_ptr<PipelineStage> stage_;
+  std::unique_ptr<DistOptimizer> optimizer_;  // after gpt_: it unhooks itself from the model
   LrConfig lr_;
   AdamWHyper hyper_;
   int micro_batches_ = 1;
 };
-
-// Single-process training of `spec` with logging, validation, metrics.jsonl and the final
-// weights in <output_dir>/final. Returns the exit code (0). Throws UserError on bad input.
-int run_training(const spec::JobSpec& spec);
 
 }  // namespace holmes::train

@@ -5,7 +5,7 @@
 
 namespace holmes::model::cpu {
 
-// Idempotent and thread-safe; call before the first GEMM (make_cpu_kernels() does). Returns
+// Idempotent and thread-safe; call before the first GEMM (the CPU kernel factory does). Returns
 // the OpenBLAS core in use, e.g. "SkylakeX (OpenBLAS detected Prescott)".
 const std::string& ensure_fast_blas();
 

@@ -69,6 +69,12 @@ class CpuKernels final : public Kernels {
                              int vb, int V) override {
     cpu::crossentropy_backward(dlogits, logits, row_max, stats, targets, dloss, N, Vl, vb, V);
   }
+  void mean_forward(float* mean, const float* x, int N) override { cpu::mean_forward(mean, x, N); }
+  void scale_forward(float* x, float s, size_t n) override { cpu::scale_forward(x, s, n); }
+  void sum_squares_forward(double* sq, const float* x, size_t n) override { cpu::sum_squares_forward(sq, x, n); }
+  void adamw_update(float* params, float* m, float* v, const float* grads, size_t n, const AdamWStep& s) override {
+    cpu::adamw_update(params, m, v, grads, n, s);
+  }
 };
 
 }  // namespace

@@ -5,6 +5,8 @@
 
 #include <cstddef>
 
+#include "model/kernels.hpp"
+
 namespace holmes::model::cpu {
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
@@ -37,5 +39,10 @@ void crossentropy_forward(float* losses, const float* stats, const float* row_ma
 void crossentropy_backward(float* dlogits, const float* logits, const float* row_max,
                            const float* stats, const int* targets, float dloss, int N, int Vl,
                            int vocab_begin, int V);
+
+void mean_forward(float* mean, const float* x, int N);
+void scale_forward(float* x, float s, size_t n);
+void sum_squares_forward(double* sq, const float* x, size_t n);
+void adamw_update(float* params, float* m, float* v, const float* grads, size_t n, const AdamWStep& s);
 
 }  // namespace holmes::model::cpu

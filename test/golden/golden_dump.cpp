@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "engine/train/adamw.hpp"
-#include "model/cpu/cpu_kernels.hpp"
+#include "model/registry/registry.hpp"
 #include "model/gpt.hpp"
 
 using namespace holmes;
@@ -51,8 +51,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string out = argv[1];
-  auto kernels = model::cpu::make_cpu_kernels();
-  model::Gpt gpt(model::GptConfig::gpt2(kLayers, kHidden, kHeads, kVocab, kMaxSeq), *kernels, kB, kT);
+  auto backend = holmes::model::make_backend("cpu");
+  model::Gpt gpt(model::GptConfig::gpt2(kLayers, kHidden, kHeads, kVocab, kMaxSeq), backend, kB, kT);
   gpt.init_weights(kSeed);
   const size_t P = gpt.num_params();
   const auto& cfg = gpt.config();
@@ -87,10 +87,12 @@ int main(int argc, char** argv) {
     if (step == 0) write_bin(out + "/logits.bin", gpt.logits(), static_cast<size_t>(kB) * kT * cfg.padded_vocab);
     gpt.backward();
     if (step == 0) write_bin(out + "/grads.bin", gpt.grads(), P);
-    const double norm = std::sqrt(train::grad_sq_sum(gpt.grads(), 0, P));
+    double sq = 0;
+    backend.kernels->sum_squares_forward(&sq, gpt.grads(), P);
+    const double norm = std::sqrt(sq);
     const float scale = train::clip_scale(norm, kClip);
     std::printf("step %d loss %.6f grad_norm %.4f clip_scale %.4f\n", step + 1, losses.back(), norm, scale);
-    train::adamw_update(gpt.params(), gpt.grads(), m.data(), v.data(), 0, P, ranges, hyper, step + 1, scale);
+    train::adamw_update(*backend.kernels, gpt.params(), gpt.grads(), m.data(), v.data(), 0, P, ranges, hyper, step + 1, scale);
   }
   std::ofstream lf(out + "/losses.txt");
   for (float l : losses) lf << fmt::format("{:.9g}\n", l);

@@ -12,7 +12,7 @@
 
 #include "engine/train/adamw.hpp"
 #include "model/cpu/blas_core.hpp"
-#include "model/cpu/cpu_kernels.hpp"
+#include "model/registry/registry.hpp"
 #include "model/gpt.hpp"
 
 using namespace holmes;
@@ -25,8 +25,8 @@ int main(int argc, char** argv) {
   const int L = std::atoi(argv[1]), C = std::atoi(argv[2]), NH = std::atoi(argv[3]);
   const int V = std::atoi(argv[4]), B = std::atoi(argv[5]), T = std::atoi(argv[6]);
   const int steps = argc > 7 ? std::atoi(argv[7]) : 10, warmup = argc > 8 ? std::atoi(argv[8]) : 2;
-  auto kernels = model::cpu::make_cpu_kernels();
-  model::Gpt gpt(model::GptConfig::gpt2(L, C, NH, V, std::max(T, 1024)), *kernels, B, T);
+  auto backend = holmes::model::make_backend("cpu");
+  model::Gpt gpt(model::GptConfig::gpt2(L, C, NH, V, std::max(T, 1024)), backend, B, T);
   gpt.init_weights(1);
   const size_t P = gpt.num_params();
   std::vector<train::DecayRange> ranges;
@@ -45,8 +45,10 @@ int main(int argc, char** argv) {
     gpt.zero_grad();
     loss = gpt.forward(tokens.data(), targets.data(), B, T);
     gpt.backward();
-    const float scale = train::clip_scale(std::sqrt(train::grad_sq_sum(gpt.grads(), 0, P)), 1.0);
-    train::adamw_update(gpt.params(), gpt.grads(), m.data(), v.data(), 0, P, ranges, hyper, s + 1, scale);
+    double sq = 0;
+    backend.kernels->sum_squares_forward(&sq, gpt.grads(), P);
+    const float scale = train::clip_scale(std::sqrt(sq), 1.0);
+    train::adamw_update(*backend.kernels, gpt.params(), gpt.grads(), m.data(), v.data(), 0, P, ranges, hyper, s + 1, scale);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s >= warmup) total_s += dt;
   }

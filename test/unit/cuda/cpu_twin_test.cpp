@@ -9,7 +9,7 @@
 #include "cuda/matmul.hpp"
 #include "cuda/memory.hpp"
 #include "cuda_test_util.hpp"
-#include "model/cpu/cpu_kernels.hpp"
+#include "model/registry/registry.hpp"
 
 using namespace holmes::cuda;
 using namespace holmes::cuda::test;
@@ -28,7 +28,8 @@ void check_close(const DeviceBuffer& gpu, const std::vector<float>& cpu, double 
 
 TEST_CASE("CUDA gelu and residual ops match their CPU twins", "[cuda][kernels]") {
   if (!gpu_or_skip()) return;
-  auto cpu = holmes::model::cpu::make_cpu_kernels();
+  auto cpu_backend = holmes::model::make_backend("cpu");
+  auto& cpu = cpu_backend.kernels;
   const std::size_t n = 2053;
   auto x = random_floats(n, 61, -5.f, 5.f), y = random_floats(n, 62), dout = random_floats(n, 63);
   DeviceBuffer dx = to_device(x), dy = to_device(y), ddout = to_device(dout);
@@ -59,7 +60,8 @@ TEST_CASE("CUDA gelu and residual ops match their CPU twins", "[cuda][kernels]")
 
 TEST_CASE("CUDA matmul_forward / matmul_backward match their CPU twins", "[cuda][kernels]") {
   if (!gpu_or_skip()) return;
-  auto cpu = holmes::model::cpu::make_cpu_kernels();
+  auto cpu_backend = holmes::model::make_backend("cpu");
+  auto& cpu = cpu_backend.kernels;
   GemmRunner gemm;
   const int n = 37, c = 24, oc = 19;
   auto inp = random_floats(n * c, 71), w = random_floats(oc * c, 72), bias = random_floats(oc, 73);
@@ -90,7 +92,8 @@ TEST_CASE("CUDA matmul_forward / matmul_backward match their CPU twins", "[cuda]
 
 TEST_CASE("CUDA layernorm_forward / layernorm_backward match their CPU twins", "[cuda][kernels]") {
   if (!gpu_or_skip()) return;
-  auto cpu = holmes::model::cpu::make_cpu_kernels();
+  auto cpu_backend = holmes::model::make_backend("cpu");
+  auto& cpu = cpu_backend.kernels;
   for (int c : {7, 32, 100}) {  // fewer channels than a warp, exactly one warp, a ragged tail
     INFO("C = " << c);
     const int n = 13;

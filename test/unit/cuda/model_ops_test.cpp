@@ -1,4 +1,4 @@
-// make_cuda_kernels() against make_cpu_kernels() through the model::Kernels interface, for the
+// make_cuda_kernels() against the registry's CPU kernels through the model::Kernels interface, for the
 // ops with vocabulary sharding (embedding, cross-entropy) and attention. Odd T (crossing a
 // warp), padded vocabulary shards and in-place cross-entropy backward. Skips without a GPU.
 #include <catch2/catch.hpp>
@@ -8,7 +8,7 @@
 #include "cuda/cuda_kernels.hpp"
 #include "cuda/memory.hpp"
 #include "cuda_test_util.hpp"
-#include "model/cpu/cpu_kernels.hpp"
+#include "model/registry/registry.hpp"
 
 using namespace holmes::cuda;
 using namespace holmes::cuda::test;
@@ -39,7 +39,8 @@ struct Shard {
 
 TEST_CASE("CUDA embedding ops match the CPU twin on each vocabulary shard", "[cuda][kernels]") {
   if (!gpu_or_skip()) return;
-  auto cpu = holmes::model::cpu::make_cpu_kernels();
+  auto cpu_backend = holmes::model::make_backend("cpu");
+  auto& cpu = cpu_backend.kernels;
   auto gpu = make_cuda_kernels();
   const int B = 3, T = 5, C = 9, V = 50;
   auto tokens = random_ints(B * T, V, 91);
@@ -72,7 +73,8 @@ TEST_CASE("CUDA embedding ops match the CPU twin on each vocabulary shard", "[cu
 
 TEST_CASE("CUDA attention matches the CPU twin", "[cuda][kernels]") {
   if (!gpu_or_skip()) return;
-  auto cpu = holmes::model::cpu::make_cpu_kernels();
+  auto cpu_backend = holmes::model::make_backend("cpu");
+  auto& cpu = cpu_backend.kernels;
   auto gpu = make_cuda_kernels();
   const int B = 2, T = 37, C = 16, NH = 2;  // T > 32: rows span more than one warp pass
   auto qkv = random_floats(B * T * 3 * C, 101), dout = random_floats(B * T * C, 102);
@@ -95,7 +97,8 @@ TEST_CASE("CUDA attention matches the CPU twin", "[cuda][kernels]") {
 TEST_CASE("CUDA cross-entropy passes match the CPU twin, padded shard and in place",
           "[cuda][kernels]") {
   if (!gpu_or_skip()) return;
-  auto cpu = holmes::model::cpu::make_cpu_kernels();
+  auto cpu_backend = holmes::model::make_backend("cpu");
+  auto& cpu = cpu_backend.kernels;
   auto gpu = make_cuda_kernels();
   const int N = 11, V = 50;
   auto targets = random_ints(N, V, 111);

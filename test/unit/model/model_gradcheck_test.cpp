@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "engine/spec/errors.hpp"
-#include "model/cpu/cpu_kernels.hpp"
+#include "model/registry/registry.hpp"
 #include "test/unit/model/check_util.hpp"
 #include "test/unit/model/model_test_util.hpp"
 
@@ -24,8 +24,8 @@ double loss_of(Gpt& gpt, const Batch& b, int B, int T) {
 }
 
 void check_model(GptConfig cfg, int B, int T) {
-  auto k = cpu::make_cpu_kernels();
-  Gpt gpt(cfg, *k, B, T);
+  auto backend = make_backend("cpu");
+  Gpt gpt(cfg, backend, B, T);
   test::init_generic(gpt, 3);
   const Batch batch = test::make_batch(B, T, cfg.vocab, 4);
   gpt.zero_grad();
@@ -72,10 +72,10 @@ TEST_CASE("whole-model gradients, aligned sizes C=32 T=8 V=128", "[model][gradch
 }
 
 TEST_CASE("gradient accumulation: two half-scaled micro-batches sum to their mean", "[model]") {
-  auto k = cpu::make_cpu_kernels();
+  auto backend = make_backend("cpu");
   const int B = 2, T = 5;
   GptConfig cfg = GptConfig::gpt2(1, 16, 2, 37, 8);
-  Gpt gpt(cfg, *k, B, T);
+  Gpt gpt(cfg, backend, B, T);
   gpt.init_weights(9);
   const Batch b1 = test::make_batch(B, T, cfg.vocab, 1), b2 = test::make_batch(B, T, cfg.vocab, 2);
   gpt.zero_grad();
@@ -101,9 +101,9 @@ TEST_CASE("gradient accumulation: two half-scaled micro-batches sum to their mea
 }
 
 TEST_CASE("a shorter micro-batch than planned gives the same loss as a model planned for it", "[model]") {
-  auto k = cpu::make_cpu_kernels();
+  auto backend = make_backend("cpu");
   GptConfig cfg = GptConfig::gpt2(2, 20, 4, 37, 9);
-  Gpt big(cfg, *k, 3, 9), exact(cfg, *k, 2, 7);
+  Gpt big(cfg, backend, 3, 9), exact(cfg, backend, 2, 7);
   big.init_weights(1);
   exact.init_weights(1);
   const Batch b = test::make_batch(2, 7, cfg.vocab, 5);
@@ -113,10 +113,10 @@ TEST_CASE("a shorter micro-batch than planned gives the same loss as a model pla
 }
 
 TEST_CASE("forward and backward are bitwise deterministic; bad token ids are user errors", "[model]") {
-  auto k = cpu::make_cpu_kernels();
+  auto backend = make_backend("cpu");
   const int B = 2, T = 8;
   GptConfig cfg = GptConfig::gpt2(2, 32, 4, 100, 8);
-  Gpt gpt(cfg, *k, B, T);
+  Gpt gpt(cfg, backend, B, T);
   gpt.init_weights(2);
   Batch b = test::make_batch(B, T, cfg.vocab, 6);
   std::vector<std::vector<float>> runs;

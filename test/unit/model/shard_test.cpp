@@ -7,7 +7,7 @@
 #include <functional>
 #include <thread>
 
-#include "model/cpu/cpu_kernels.hpp"
+#include "model/registry/registry.hpp"
 #include "test/unit/model/model_test_util.hpp"
 
 using namespace holmes::model;
@@ -63,12 +63,12 @@ void compare_shards(const Result& ref, const std::vector<Result>& shards) {
 
 // Runs `tp` shards in threads and compares them with the single model of the same Vp.
 void check_tp(int tp, int layers, int C, int NH, int V) {
-  auto k = cpu::make_cpu_kernels();
+  auto backend = make_backend("cpu");
   const int B = 2, T = 7;
   GptConfig cfg = GptConfig::gpt2(layers, C, NH, V, 9);
   GptConfig single = cfg;
   single.padded_vocab = GptConfig::pad_vocab(V, tp);  // the shards derive the same Vp
-  Gpt full(single, *k, B, T);
+  Gpt full(single, backend, B, T);
   const Batch b = test::make_batch(B, T, V, 21);
   const Result ref = run(full, b, B, T);
 
@@ -78,7 +78,7 @@ void check_tp(int tp, int layers, int C, int NH, int V) {
   for (int r = 0; r < tp; ++r) {
     threads.emplace_back([&, r] {
       test::ThreadComm comm(group, r);
-      Gpt shard(cfg.shard(tp, r), *k, B, T, &comm);
+      Gpt shard(cfg.shard(tp, r), backend, B, T, &comm);
       shards[r] = run(shard, b, B, T);
     });
   }
@@ -100,16 +100,16 @@ TEST_CASE("tp=2 shards match tp=1: weights, loss and every gradient", "[model][t
 TEST_CASE("tp=4 shards match tp=1", "[model][tp]") { check_tp(4, 1, 32, 4, 300); }
 
 TEST_CASE("two pipeline stages chained by hand match one stage", "[model][pp]") {
-  auto k = cpu::make_cpu_kernels();
+  auto backend = make_backend("cpu");
   const int B = 2, T = 7;
   GptConfig cfg = GptConfig::gpt2(3, 20, 4, 37, 9);
-  Gpt full(cfg, *k, B, T);
+  Gpt full(cfg, backend, B, T);
   const Batch b = test::make_batch(B, T, cfg.vocab, 22);
   const Result ref = run(full, b, B, T);
 
   const GptConfig c0 = cfg.shard(1, 0, 0, 1), c1 = cfg.shard(1, 0, 1);
   CHECK((c0.has_embedding && !c0.has_head && !c1.has_embedding && c1.has_head));
-  Gpt s0(c0, *k, B, T), s1(c1, *k, B, T);
+  Gpt s0(c0, backend, B, T), s1(c1, backend, B, T);
   test::init_generic(s0, 11);
   test::init_generic(s1, 11);
   s0.zero_grad();

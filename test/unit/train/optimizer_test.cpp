@@ -6,8 +6,25 @@
 
 #include "engine/spec/errors.hpp"
 #include "engine/train/adamw.hpp"
+#include "model/registry/registry.hpp"
 
 using namespace holmes::train;
+
+namespace {
+
+// The arithmetic is the backend's (Kernels::adamw_update / sum_squares_forward): the CPU's here.
+holmes::model::Kernels& cpu() {
+  static holmes::model::Backend backend = holmes::model::make_backend("cpu");
+  return *backend.kernels;
+}
+
+double grad_sq_sum(const float* g, size_t begin, size_t end) {
+  double sq = 0;
+  cpu().sum_squares_forward(&sq, g + begin, end - begin);
+  return sq;
+}
+
+}  // namespace
 
 TEST_CASE("AdamW matches a hand-computed two-step update, decay only where the layout says", "[train]") {
   std::vector<float> p = {1.0f, -2.0f, 0.5f}, m(3, 0.0f), v(3, 0.0f);
@@ -16,7 +33,7 @@ TEST_CASE("AdamW matches a hand-computed two-step update, decay only where the l
   std::vector<DecayRange> ranges = {{0, 1, true}, {1, 2, false}, {2, 3, true}};
   AdamWHyper h{.lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.1f};
   std::vector<float> g1 = {0.5f, -0.1f, 0.0f};
-  adamw_update(p.data(), g1.data(), m.data(), v.data(), 0, 3, ranges, h, 1, 1.0f);
+  adamw_update(cpu(), p.data(), g1.data(), m.data(), v.data(), 0, 3, ranges, h, 1, 1.0f);
   // Step 1: m_hat = g, v_hat = g^2, so the step is lr * sign(g); decay multiplies by 1 - lr*wd.
   CHECK(p[0] == Approx(0.99 - 0.1).epsilon(1e-6));
   CHECK(p[1] == Approx(-2.0 + 0.1).epsilon(1e-6));
@@ -24,7 +41,7 @@ TEST_CASE("AdamW matches a hand-computed two-step update, decay only where the l
   CHECK(m[0] == Approx(0.05));
   CHECK(v[0] == Approx(0.00025).epsilon(1e-4));  // 1 - 0.999f is not exact in float
   std::vector<float> g2 = {0.2f, 0.3f, -0.4f};
-  adamw_update(p.data(), g2.data(), m.data(), v.data(), 0, 3, ranges, h, 2, 1.0f);
+  adamw_update(cpu(), p.data(), g2.data(), m.data(), v.data(), 0, 3, ranges, h, 2, 1.0f);
   CHECK(p[0] == Approx(0.791242484).epsilon(1e-6));
   CHECK(p[1] == Approx(-1.949418991).epsilon(1e-6));
   CHECK(p[2] == Approx(0.564463680).epsilon(1e-6));
@@ -34,7 +51,7 @@ TEST_CASE("AdamW updates only its shard (begin to end) and applies the grad scal
   std::vector<float> p(10, 1.0f), g(10, 2.0f), m(10, 0.0f), v(10, 0.0f);
   std::vector<DecayRange> ranges = {{0, 10, true}};
   AdamWHyper h{.lr = 0.01f, .weight_decay = 0.0f};
-  adamw_update(p.data(), g.data(), m.data(), v.data(), 3, 7, ranges, h, 1, 0.5f);
+  adamw_update(cpu(), p.data(), g.data(), m.data(), v.data(), 3, 7, ranges, h, 1, 0.5f);
   for (int i = 0; i < 10; ++i) {
     bool inside = i >= 3 && i < 7;
     CHECK(p[i] == Approx(inside ? 0.99 : 1.0).epsilon(1e-6));
@@ -43,7 +60,7 @@ TEST_CASE("AdamW updates only its shard (begin to end) and applies the grad scal
   // Gaps between decay ranges get no decay (zero grads, so only decay could move them).
   std::vector<float> q(6, 1.0f), zero(6, 0.0f), m2(6, 0.0f), v2(6, 0.0f);
   std::vector<DecayRange> holes = {{1, 2, true}, {4, 5, true}};
-  adamw_update(q.data(), zero.data(), m2.data(), v2.data(), 0, 6, holes, {.lr = 0.1f, .weight_decay = 0.5f}, 1, 1.0f);
+  adamw_update(cpu(), q.data(), zero.data(), m2.data(), v2.data(), 0, 6, holes, {.lr = 0.1f, .weight_decay = 0.5f}, 1, 1.0f);
   CHECK(q == std::vector<float>{1.0f, 0.95f, 1.0f, 1.0f, 0.95f, 1.0f});
 }
 

@@ -27,11 +27,11 @@ std::vector<int> ids(int n, int V, int salt) {
 }  // namespace
 
 TEST_CASE("Gpt slots hold micro-batches in flight: f0 f1 b0 b1 equals f0 b0 f1 b1", "[train][dist]") {
-  auto kernels = model::cpu::make_cpu_kernels();
+  auto backend = holmes::model::make_backend("cpu");
   const int B = 2, T = 8, N = B * T;
   const auto t0 = ids(N, 97, 1), y0 = ids(N, 97, 2), t1 = ids(N, 97, 3), y1 = ids(N, 97, 4);
-  model::Gpt one(small_model(), *kernels, B, T);
-  model::Gpt two(small_model(), *kernels, B, T, nullptr, 2);
+  model::Gpt one(small_model(), backend, B, T);
+  model::Gpt two(small_model(), backend, B, T, nullptr, 2);
   one.init_weights(5);
   two.init_weights(5);
   one.zero_grad();
@@ -55,12 +55,12 @@ TEST_CASE("Gpt slots hold micro-batches in flight: f0 f1 b0 b1 equals f0 b0 f1 b
 }
 
 TEST_CASE("grad-ready hook reports descending ranges that cover the buffer once", "[train][dist]") {
-  auto kernels = model::cpu::make_cpu_kernels();
+  auto backend = holmes::model::make_backend("cpu");
   const int B = 1, T = 4, N = B * T;
   const auto tok = ids(N, 97, 7), tgt = ids(N, 97, 8);
   for (int first : {0, 1}) {  // whole model; last stage with a tied wte copy
     const auto cfg = small_model().shard(1, 0, first, -1);
-    model::Gpt gpt(cfg, *kernels, B, T);
+    model::Gpt gpt(cfg, backend, B, T);
     gpt.init_weights(3);
     std::vector<std::pair<size_t, size_t>> seen;
     gpt.set_grad_ready_hook([&](size_t b, size_t e) { seen.emplace_back(b, e); });
@@ -125,8 +125,8 @@ TEST_CASE("owned ranges: the whole shard without data parallelism, a partition o
     comm::test::Job job(g.impl, dp);
     run_threads(dp, [&](int d) {
       RankGroups groups = groups_for(job, g, 0, d, 0);
-      auto kernels = model::cpu::make_cpu_kernels();
-      DistTrainer trainer(spec, *kernels, *data, context_of(g, groups, 0, d, 0, spec.model.layers));
+      auto backend = holmes::model::make_backend("cpu");
+      Trainer trainer(spec, backend, *data, context_of(g, groups, 0, d, 0, spec.model.layers));
       owned[d] = trainer.shard_state().owned;
       n = trainer.model().num_params();
     });
@@ -156,8 +156,8 @@ TEST_CASE("a peer that leaves makes the others fail with CommError, not hang", "
     run_threads(2, [&](int rank) {
       const int t = rank % g.tp, d = (rank / g.tp) % g.dp, p = rank / (g.tp * g.dp);
       RankGroups groups = groups_for(job, g, t, d, p, std::chrono::seconds(20));
-      auto kernels = model::cpu::make_cpu_kernels();
-      DistTrainer trainer(spec, *kernels, *data, context_of(g, groups, t, d, p, spec.model.layers));
+      auto backend = holmes::model::make_backend("cpu");
+      Trainer trainer(spec, backend, *data, context_of(g, groups, t, d, p, spec.model.layers));
       if (rank == 1) return;  // leaves: its groups go away
       try {
         trainer.train_step(0);

@@ -1,4 +1,4 @@
-// DistTrainer against the single-process Trainer: tensor, pipeline and data parallel runs of
+// Trainer against the single-process Trainer: tensor, pipeline and data parallel runs of
 // the same tiny job must give the same per-step losses, gradient norms, validation loss and
 // final parameters; the tied wte copies stay bit-identical.
 #include <catch2/catch.hpp>
@@ -97,50 +97,50 @@ void check_run(const holmes::spec::JobSpec& spec, const Grid& g) {
 
 }  // namespace
 
-TEST_CASE("DistTrainer on one rank matches the single-process trainer", "[train][dist]") {
+TEST_CASE("Trainer on one rank matches the single-process trainer", "[train][dist]") {
   check_run(tiny_job(), {});
 }
 
-TEST_CASE("DistTrainer tp=2 matches the single-process trainer", "[train][dist]") {
+TEST_CASE("Trainer tp=2 matches the single-process trainer", "[train][dist]") {
   check_run(tiny_job(), {.tp = 2});
 }
 
-TEST_CASE("DistTrainer pp=2 matches the single-process trainer", "[train][dist]") {
+TEST_CASE("Trainer pp=2 matches the single-process trainer", "[train][dist]") {
   check_run(tiny_job(), {.pp = 2});
 }
 
-TEST_CASE("DistTrainer pp=4 with an uneven partition matches", "[train][dist]") {
+TEST_CASE("Trainer pp=4 with an uneven partition matches", "[train][dist]") {
   check_run(tiny_job(5), {.pp = 4, .layers = {1, 2, 1, 1}});
 }
 
-TEST_CASE("DistTrainer pp=4 with fewer micro-batches than stages matches", "[train][dist]") {
+TEST_CASE("Trainer pp=4 with fewer micro-batches than stages matches", "[train][dist]") {
   auto spec = tiny_job();
   spec.train.global_batch = 4;  // 2 micro-batches in a 4-stage pipeline
   check_run(spec, {.pp = 4});
 }
 
-TEST_CASE("DistTrainer dp=2 (distributed optimizer) matches", "[train][dist]") {
+TEST_CASE("Trainer dp=2 (distributed optimizer) matches", "[train][dist]") {
   check_run(tiny_job(), {.dp = 2});
 }
 
-TEST_CASE("DistTrainer dp=2 with many small buckets matches", "[train][dist]") {
+TEST_CASE("Trainer dp=2 with many small buckets matches", "[train][dist]") {
   check_run(tiny_job(), {.dp = 2, .bucket_floats = 2000});
 }
 
-TEST_CASE("DistTrainer dp=3 pads buckets that dp does not divide", "[train][dist]") {
+TEST_CASE("Trainer dp=3 pads buckets that dp does not divide", "[train][dist]") {
   auto spec = tiny_job();
   spec.train.global_batch = 6;
   check_run(spec, {.dp = 3, .bucket_floats = 1500});
 }
 
-TEST_CASE("DistTrainer tp=2 x dp=2 matches", "[train][dist]") {
+TEST_CASE("Trainer tp=2 x dp=2 matches", "[train][dist]") {
   check_run(tiny_job(), {.tp = 2, .dp = 2, .bucket_floats = 3000});
 }
 
-TEST_CASE("DistTrainer tp=2 x pp=2 x dp=2 matches", "[train][dist]") {
+TEST_CASE("Trainer tp=2 x pp=2 x dp=2 matches", "[train][dist]") {
   check_run(tiny_job(), {.tp = 2, .pp = 2, .dp = 2, .bucket_floats = 3000});
 }
 
-TEST_CASE("DistTrainer over Gloo (loopback TCP) tp=2 x pp=2 x dp=2 matches", "[train][dist]") {
+TEST_CASE("Trainer over Gloo (loopback TCP) tp=2 x pp=2 x dp=2 matches", "[train][dist]") {
   check_run(tiny_job(), {.tp = 2, .pp = 2, .dp = 2, .bucket_floats = 3000, .impl = holmes::comm::test::Impl::kGloo});
 }

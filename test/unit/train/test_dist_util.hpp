@@ -18,9 +18,8 @@
 #include "test/unit/comm/harness.hpp"
 #include "engine/spec/job_spec.hpp"
 #include "engine/train/data.hpp"
-#include "engine/train/dist_trainer.hpp"
 #include "engine/train/trainer.hpp"
-#include "model/cpu/cpu_kernels.hpp"
+#include "model/registry/registry.hpp"
 
 namespace holmes::train::test {
 
@@ -78,8 +77,8 @@ struct Reference {
 
 inline Reference run_reference(const spec::JobSpec& spec) {
   auto data = DataSet::open(spec);
-  auto kernels = model::cpu::make_cpu_kernels();
-  Trainer trainer(spec, *kernels, *data);
+  auto backend = holmes::model::make_backend("cpu");
+  Trainer trainer(spec, backend, *data);
   Reference r;
   for (int64_t s = 0; s < spec.train.steps; ++s) r.steps.push_back(trainer.train_step(s));
   r.eval = trainer.evaluate();
@@ -167,8 +166,8 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
   run_threads(g.world(), [&](int rank) {
     const int t = rank % g.tp, d = (rank / g.tp) % g.dp, p = rank / (g.tp * g.dp);
     RankGroups groups = groups_for(job, g, t, d, p);
-    auto kernels = model::cpu::make_cpu_kernels();
-    DistTrainer trainer(spec, *kernels, *data, context_of(g, groups, t, d, p, spec.model.layers));
+    auto backend = holmes::model::make_backend("cpu");
+    Trainer trainer(spec, backend, *data, context_of(g, groups, t, d, p, spec.model.layers));
     RankRun& r = runs[rank];
     r.tp_rank = t;
     r.dp_rank = d;

@@ -14,7 +14,7 @@
 #include "engine/spec/errors.hpp"
 #include "engine/train/export.hpp"
 #include "engine/train/model_file.hpp"
-#include "model/cpu/cpu_kernels.hpp"
+#include "model/registry/registry.hpp"
 #include "model/gpt.hpp"
 #include "model/param_layout.hpp"
 #include "test_checkpoint_util.hpp"
@@ -177,8 +177,8 @@ TEST_CASE("export: load_full_model reads a run's final weights", "[export]") {
   const auto c = tiny_config();
   const auto p = iota_params(c);
   const auto dir = fresh_dir("final");
-  auto kernels = model::cpu::make_cpu_kernels();
-  model::Gpt gpt(c, *kernels, 1, 1);
+  auto backend = holmes::model::make_backend("cpu");
+  model::Gpt gpt(c, backend, 1, 1);
   std::copy(p.begin(), p.end(), gpt.params());
   save_model_weights((dir / "model.bin").string(), gpt);
   for (const auto& path : {dir, dir / "model.bin"}) {

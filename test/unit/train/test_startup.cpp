@@ -141,7 +141,7 @@ TEST_CASE("start_runtime: 4 ranks on threads get the plan's groups at their coor
     CHECK(rt.pp->rank() == me.pp);
     CHECK(rt.world_group->rank() == r);
     CHECK(rt.tp->transport() == "gloo tcp 127.0.0.1");
-    // What DistTrainer gets: the coordinates, this stage's layers and the groups.
+    // What Trainer gets: the coordinates, this stage's layers and the groups.
     const auto ctx = train::parallel_context(rt);
     CHECK(ctx.tp_size == 2);
     CHECK(ctx.pp_size == 2);

@@ -15,7 +15,7 @@
 #include "engine/train/generate.hpp"
 #include "engine/train/model_file.hpp"
 #include "engine/train/trainer.hpp"
-#include "model/cpu/cpu_kernels.hpp"
+#include "model/registry/registry.hpp"
 
 namespace fs = std::filesystem;
 using namespace holmes;
@@ -55,12 +55,12 @@ fs::path temp_dir(const std::string& name) {
 }  // namespace
 
 TEST_CASE("gradient accumulation over micro-batches gives the same steps as one big batch", "[trainer]") {
-  auto kernels = model::cpu::make_cpu_kernels();
+  auto backend = holmes::model::make_backend("cpu");
   spec::JobSpec one = small_job();  // one micro-batch of 8
   spec::JobSpec four = one;
   four.train.micro_batch = 2;       // four micro-batches of 2
   auto data = DataSet::open(one);
-  Trainer a(one, *kernels, *data), b(four, *kernels, *data);
+  Trainer a(one, backend, *data), b(four, backend, *data);
   REQUIRE(a.micro_batches() == 1);
   REQUIRE(b.micro_batches() == 4);
   for (int64_t step = 0; step < 4; ++step) {
@@ -78,10 +78,10 @@ TEST_CASE("gradient accumulation over micro-batches gives the same steps as one 
 }
 
 TEST_CASE("training on the synthetic corpus lowers the training and validation loss", "[trainer]") {
-  auto kernels = model::cpu::make_cpu_kernels();
+  auto backend = holmes::model::make_backend("cpu");
   spec::JobSpec spec = small_job();
   auto data = DataSet::open(spec);
-  Trainer t(spec, *kernels, *data);
+  Trainer t(spec, backend, *data);
   const double val_before = t.evaluate();
   double first = 0, last = 0;
   for (int64_t step = 0; step < spec.train.steps; ++step) {
@@ -100,12 +100,12 @@ TEST_CASE("training on the synthetic corpus lowers the training and validation l
 }
 
 TEST_CASE("the trainer names the keys when the batch does not divide", "[trainer]") {
-  auto kernels = model::cpu::make_cpu_kernels();
+  auto backend = holmes::model::make_backend("cpu");
   spec::JobSpec spec = small_job();
   spec.train.micro_batch = 3;  // 8 is not a multiple of 3
   auto data = DataSet::open(small_job());
   try {
-    Trainer t(spec, *kernels, *data);
+    Trainer t(spec, backend, *data);
     FAIL("expected a UserError");
   } catch (const UserError& e) {
     const std::string what = e.what();
@@ -115,10 +115,10 @@ TEST_CASE("the trainer names the keys when the batch does not divide", "[trainer
 }
 
 TEST_CASE("shard_state of the single-process trainer owns the whole buffer", "[trainer]") {
-  auto kernels = model::cpu::make_cpu_kernels();
+  auto backend = holmes::model::make_backend("cpu");
   spec::JobSpec spec = small_job();
   auto data = DataSet::open(spec);
-  Trainer t(spec, *kernels, *data);
+  Trainer t(spec, backend, *data);
   ShardState st = t.shard_state();
   REQUIRE(st.layout != nullptr);
   CHECK(st.layout->size() == t.model().num_params());
@@ -130,10 +130,10 @@ TEST_CASE("shard_state of the single-process trainer owns the whole buffer", "[t
 }
 
 TEST_CASE("final weights reload bit for bit, a damaged file is refused naming it", "[trainer]") {
-  auto kernels = model::cpu::make_cpu_kernels();
+  auto backend = holmes::model::make_backend("cpu");
   spec::JobSpec spec = small_job();
   auto data = DataSet::open(spec);
-  Trainer t(spec, *kernels, *data);
+  Trainer t(spec, backend, *data);
   t.train_step(0);
   const fs::path dir = temp_dir("weights");
   const std::string path = (dir / "model.bin").string();
@@ -174,11 +174,11 @@ TEST_CASE("pick_token: greedy and top-1 take the arg-max, sampling follows the d
 }
 
 TEST_CASE("generation is reproducible for a seed and stays in the vocabulary", "[generate]") {
-  auto kernels = model::cpu::make_cpu_kernels();
+  auto backend = holmes::model::make_backend("cpu");
   spec::JobSpec spec = small_job();
   spec.model.max_seq_len = 8;
   spec.train.seq_len = 8;
-  model::Gpt gpt(gpt_config_of(spec), *kernels, 1, spec.model.max_seq_len);
+  model::Gpt gpt(gpt_config_of(spec), backend, 1, spec.model.max_seq_len);
   gpt.init_weights(7);
   SampleOptions o;
   o.max_new_tokens = 12;  // longer than max_seq_len: the window slides

@@ -1,0 +1,20 @@
+// A compute backend: its kernels and its memory, which must be used together (every pointer
+// a kernel gets is memory of the same backend). Made by the registry (model/registry/), the
+// one place that knows which backends this build has.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "model/device_memory.hpp"
+#include "model/kernels.hpp"
+
+namespace holmes::model {
+
+struct Backend {
+  std::string device;  // "cpu" or "cuda"
+  std::unique_ptr<DeviceMemory> memory;
+  std::unique_ptr<Kernels> kernels;
+};
+
+}  // namespace holmes::model

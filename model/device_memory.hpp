@@ -1,0 +1,72 @@
+// The memory half of a compute backend (the other half is Kernels, model/kernels.hpp).
+// model::Gpt and the trainer allocate parameters, gradients, optimizer state and activations
+// here and move bytes only through these calls, so the same code runs on host memory (CPU
+// backend, model/cpu/host_memory.cpp) and device memory (CUDA backend). Copies and fills are
+// ordered on the backend's queue (`stream()`); download() returns once the host has the bytes.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <utility>
+
+namespace holmes::model {
+
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  virtual const char* name() const = 0;
+  // `bytes` of backend memory, uninitialised; throws on exhaustion. release(nullptr) is a no-op.
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void release(void* p) noexcept = 0;
+  virtual void zero(void* p, size_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;         // backend -> backend
+  virtual void upload(void* dst, const void* host, size_t bytes) = 0;      // host -> backend
+  virtual void download(void* host, const void* src, size_t bytes) = 0;    // backend -> host, complete
+  virtual void synchronize() = 0;  // everything queued so far has finished
+  // The queue kernels, copies and collectives are ordered on: a cudaStream_t on CUDA, null on
+  // the CPU (every call there completes before it returns).
+  virtual void* stream() const { return nullptr; }
+};
+
+// An array of T in a backend's memory, owned (RAII), moved not copied.
+template <class T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  DeviceArray(DeviceMemory& mem, size_t n) : mem_(&mem), n_(n) {
+    if (n > 0) data_ = static_cast<T*>(mem.allocate(n * sizeof(T)));
+  }
+  ~DeviceArray() {
+    if (mem_) mem_->release(data_);
+  }
+  DeviceArray(DeviceArray&& o) noexcept
+      : mem_(std::exchange(o.mem_, nullptr)), data_(std::exchange(o.data_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  DeviceArray& operator=(DeviceArray&& o) noexcept {
+    if (this != &o) {
+      if (mem_) mem_->release(data_);
+      mem_ = std::exchange(o.mem_, nullptr);
+      data_ = std::exchange(o.data_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  size_t size() const { return n_; }
+  void zero() {
+    if (n_ > 0) mem_->zero(data_, n_ * sizeof(T));
+  }
+  // Host <-> backend copies of the first host.size() elements.
+  void upload(std::span<const T> host) { mem_->upload(data_, host.data(), host.size() * sizeof(T)); }
+  void download(std::span<T> host) const { mem_->download(host.data(), data_, host.size() * sizeof(T)); }
+
+ private:
+  DeviceMemory* mem_ = nullptr;
+  T* data_ = nullptr;
+  size_t n_ = 0;
+};
+
+}  // namespace holmes::model

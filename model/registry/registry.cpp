@@ -1,0 +1,58 @@
+#include "model/registry/registry.hpp"
+
+#include <fmt/format.h>
+
+#include "common/errors.hpp"
+#include "model/cpu/cpu_kernels.hpp"
+#include "model/cpu/host_memory.hpp"
+
+#ifdef HOLMES_WITH_CUDA
+#include "cuda/device.hpp"
+#endif
+
+namespace holmes::model {
+
+bool cuda_built() {
+#ifdef HOLMES_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+GpuSummary local_gpus(std::string* why) {
+  GpuSummary g;
+#ifdef HOLMES_WITH_CUDA
+  std::string none;
+  const auto gpus = cuda::query_gpus(&none);
+  if (!gpus.empty()) {
+    g.count = static_cast<int>(gpus.size());
+    g.name = gpus[0].name;
+    g.memory_gb = static_cast<double>(gpus[0].memory_bytes) / (1024.0 * 1024.0 * 1024.0);
+  } else if (why) {
+    *why = "no CUDA GPU: " + none;
+  }
+#else
+  if (why) *why = "built without CUDA";
+#endif
+  return g;
+}
+
+void require_training_device(const std::string& device) {
+  if (device == "cpu" || device == "auto") return;
+  if (device == "cuda")
+    throw UserError("job.device: 'cuda' training is not available in this build yet (accepted now: cpu, auto; auto "
+                    "trains on the CPU)");
+  throw UserError(fmt::format("job.device: '{}' is not a device (accepted: auto, cpu, cuda)", device));
+}
+
+Backend make_backend(const std::string& device) {
+  require_training_device(device);
+  Backend b;
+  b.device = "cpu";
+  b.memory = cpu::make_host_memory();
+  b.kernels = cpu::make_cpu_kernels();
+  return b;
+}
+
+}  // namespace holmes::model

@@ -1,0 +1,31 @@
+// The backend registry: which compute backends this build has (the CPU always, CUDA when
+// built with the toolkit) and the one way to make one. Everything above model/ asks here
+// instead of using #ifdef HOLMES_WITH_CUDA or a backend's factory.
+#pragma once
+
+#include <string>
+
+#include "model/backend.hpp"
+
+namespace holmes::model {
+
+bool cuda_built();
+
+// This machine's GPUs as the CUDA runtime sees them; count 0 when there are none, and `why`
+// (may be null) then says why: built without CUDA, no driver, no device.
+struct GpuSummary {
+  int count = 0;
+  std::string name;        // of GPU 0
+  double memory_gb = 0;    // of GPU 0
+};
+GpuSummary local_gpus(std::string* why = nullptr);
+
+// Throws UserError naming job.device when this build cannot train on `device` (cpu, cuda,
+// auto), with what is accepted. The one check of job.device, before any work.
+void require_training_device(const std::string& device);
+
+// The backend that trains on `device` (job.device: cpu, cuda or auto; auto is the CPU until
+// GPU training lands). Calls require_training_device first.
+Backend make_backend(const std::string& device);
+
+}  // namespace holmes::model

@@ -1,0 +1,107 @@
+// The optimizer's ops and small reductions on the GPU (cuda/optimizer.cu) against their CPU
+// twins through model::Kernels, and the CUDA DeviceMemory: aligned and odd sizes, outputs
+// poisoned with NaN before the call, guard elements after the range untouched. Skips
+// without a GPU.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "cuda/check.hpp"
+#include "cuda/cuda_kernels.hpp"
+#include "cuda/device_memory.hpp"
+#include "cuda_test_util.hpp"
+#include "model/registry/registry.hpp"
+
+using namespace holmes;
+using namespace holmes::cuda::test;
+
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr size_t kGuard = 7;  // elements after each range that must not change
+
+// A device copy of host, followed by kGuard guard values.
+model::DeviceArray<float> upload_guarded(model::DeviceMemory& mem, const std::vector<float>& host) {
+  model::DeviceArray<float> a(mem, host.size() + kGuard);
+  std::vector<float> padded = host;
+  padded.insert(padded.end(), kGuard, 123.25f);
+  a.upload(padded);
+  return a;
+}
+
+std::vector<float> download(const model::DeviceArray<float>& a) {
+  std::vector<float> h(a.size());
+  a.download(h);
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA adamw_update and the reductions match their CPU twins", "[cuda][kernels]") {
+  if (!gpu_or_skip()) return;
+  auto cpu_backend = model::make_backend("cpu");
+  model::Kernels& cpu = *cpu_backend.kernels;
+  auto gpu = cuda::make_cuda_kernels();
+  auto mem = cuda::make_device_memory();
+  for (size_t n : {size_t{1}, size_t{31}, size_t{256}, size_t{1000}, size_t{65537}}) {
+    INFO("n " << n);
+    const auto p0 = random_floats(n, 11), g = random_floats(n, 12), m0 = random_floats(n, 13);
+    auto v0 = random_floats(n, 14);
+    for (float& x : v0) x = std::fabs(x);  // second moments are non-negative
+    const model::AdamWStep s{.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .decay_factor = 0.999f,
+                             .step_size = 0.01f, .inv_sqrt_bc2 = 3.1f, .grad_scale = 0.7f};
+    std::vector<float> p = p0, m = m0, v = v0;
+    cpu.adamw_update(p.data(), m.data(), v.data(), g.data(), n, s);
+    auto dp = upload_guarded(*mem, p0), dm = upload_guarded(*mem, m0), dv = upload_guarded(*mem, v0);
+    auto dg = upload_guarded(*mem, g);
+    gpu->adamw_update(dp.data(), dm.data(), dv.data(), dg.data(), n, s);
+    for (auto [dev, want] : {std::pair{&dp, &p}, std::pair{&dm, &m}, std::pair{&dv, &v}}) {
+      const auto got = download(*dev);
+      std::vector<double> w(want->begin(), want->end());
+      CHECK(worst_ratio(std::vector<float>(got.begin(), got.begin() + n), w, 1e-6, 1e-5) <= 1.0);
+      for (size_t i = n; i < got.size(); ++i) CHECK(got[i] == 123.25f);
+    }
+
+    // sum_squares accumulates into what is there; mean writes over a NaN.
+    double cpu_sq = 2.5;
+    cpu.sum_squares_forward(&cpu_sq, g.data(), n);
+    model::DeviceArray<double> dsq(*mem, 1);
+    const double start = 2.5;
+    dsq.upload({&start, 1});
+    gpu->sum_squares_forward(dsq.data(), dg.data(), n);
+    double gpu_sq = 0;
+    dsq.download({&gpu_sq, 1});
+    CHECK(gpu_sq == Approx(cpu_sq).epsilon(1e-12));
+
+    float cpu_mean = kNaN;
+    cpu.mean_forward(&cpu_mean, g.data(), static_cast<int>(n));
+    model::DeviceArray<float> dmean(*mem, 1);
+    dmean.upload({&kNaN, 1});
+    gpu->mean_forward(dmean.data(), dg.data(), static_cast<int>(n));
+    float gpu_mean = 0;
+    dmean.download({&gpu_mean, 1});
+    CHECK(gpu_mean == Approx(cpu_mean).epsilon(1e-6).margin(1e-7));
+
+    std::vector<float> x = g;
+    cpu.scale_forward(x.data(), 0.125f, n);
+    gpu->scale_forward(dg.data(), 0.125f, n);
+    const auto got = download(dg);
+    for (size_t i = 0; i < n; ++i) CHECK(got[i] == x[i]);  // one multiply: exact
+    for (size_t i = n; i < got.size(); ++i) CHECK(got[i] == 123.25f);
+  }
+}
+
+TEST_CASE("CUDA DeviceMemory zeroes, copies and round-trips through the host", "[cuda][memory]") {
+  if (!gpu_or_skip()) return;
+  auto mem = cuda::make_device_memory();
+  const auto h = random_floats(1001, 21);
+  model::DeviceArray<float> a(*mem, h.size()), b(*mem, h.size());
+  a.upload(h);
+  mem->copy(b.data(), a.data(), h.size() * sizeof(float));
+  CHECK(download(b) == h);
+  b.zero();
+  CHECK(download(b) == std::vector<float>(h.size(), 0.0f));
+  mem->synchronize();
+}
