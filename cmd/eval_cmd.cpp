@@ -1,12 +1,12 @@
 // `holmes-train eval`: mean next-token loss of a model (checkpoint or final weights) on a token
-// file (engine/train/model_tools.hpp says which sequences).
+// file (engine/tools/model_tools.hpp says which sequences).
 #include <fmt/format.h>
 
 #include <cmath>
 #include <memory>
 
 #include "cmd/commands.hpp"
-#include "engine/train/model_tools.hpp"
+#include "engine/tools/model_tools.hpp"
 
 namespace holmes::cmd {
 

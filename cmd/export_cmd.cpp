@@ -1,5 +1,5 @@
 // `holmes-train export`: a checkpoint or a run's final weights -> Hugging Face GPT-2
-// (model.safetensors + config.json). The conversion lives in engine/train/export.hpp.
+// (model.safetensors + config.json). The conversion lives in engine/tools/export.hpp.
 #include <fmt/format.h>
 
 #include <memory>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cmd/commands.hpp"
-#include "engine/train/export.hpp"
+#include "engine/tools/export.hpp"
 
 namespace holmes::cmd {
 

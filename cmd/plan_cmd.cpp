@@ -5,7 +5,7 @@
 #include "cmd/backends.hpp"
 #include "engine/plan/plan.hpp"
 #include "engine/spec/errors.hpp"
-#include "engine/train/cluster_view.hpp"
+#include "engine/runtime/cluster_view.hpp"
 
 namespace holmes::cmd {
 

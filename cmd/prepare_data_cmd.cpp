@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cmd/commands.hpp"
-#include "engine/train/tokenizer.hpp"
+#include "engine/data/tokenizer.hpp"
 
 namespace holmes::cmd {
 

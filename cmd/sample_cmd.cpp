@@ -7,8 +7,8 @@
 #include <string>
 
 #include "cmd/commands.hpp"
-#include "engine/train/model_tools.hpp"
-#include "engine/train/tokenizer.hpp"
+#include "engine/tools/model_tools.hpp"
+#include "engine/data/tokenizer.hpp"
 
 namespace holmes::cmd {
 

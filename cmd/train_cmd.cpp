@@ -5,13 +5,15 @@
 #include <filesystem>
 
 #include "cmd/plan_cmd.hpp"
+#include "engine/plan/plan.hpp"
 #include "engine/launch/launch_env.hpp"
 #include "engine/launch/local_launcher.hpp"
 #include "engine/launch/selftest.hpp"
+#include "engine/launch/signals.hpp"
 #include "engine/spec/load.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/train/checkpoint_loop.hpp"
-#include "engine/train/cluster_view.hpp"
+#include "engine/runtime/cluster_view.hpp"
 #include "engine/train/dist_run.hpp"
 #include "engine/train/run.hpp"
 
@@ -50,7 +52,7 @@ namespace {
 // node: the whole plan), a missing topology file, unwritable folders, another run in
 // job.output_dir.
 void check_before_spawning(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
-  train::check_degrees_fit(spec, env.world_size,
+  plan::check_degrees_fit(spec, env.world_size,
                            fmt::format("--nproc-per-node {} on {} node(s)", env.local_world_size, env.num_nodes));
   // Workers train on the CPU for now (start-up discovers them so); GPUs come with issue 14.
   const topo::Devices devices = topo::detect_cpu_devices();
@@ -85,6 +87,10 @@ int run_train(const TrainOptions& o) {
     return launch::run_local_workers(env, launch::current_argv(), /*grace_s=*/10);
   }
   launch::maybe_run_launch_selftest();
+  // From here a stop signal (Slurm's warning, the launcher forwarding one) is remembered
+  // rather than fatal, also during start-up: the job then stops after its first step with a
+  // checkpoint.
+  launch::install_stop_signal_handlers();
   // A worker (or the only process): its place in the job comes from the environment.
   return train::run_job(loaded.spec, launch::detect_launch_env_from_process(0, loaded.spec.job.name));
 }

@@ -9,4 +9,7 @@ namespace holmes {
 // format everywhere a count is printed (plan, log, bench), so one fact reads the same.
 std::string human_count(double v);
 
+// `text` as a JSON string literal (quotes, escapes) for the JSON the project writes by hand.
+std::string json_quote(const std::string& text);
+
 }  // namespace holmes

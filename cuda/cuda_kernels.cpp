@@ -1,7 +1,7 @@
 #include "cuda/cuda_kernels.hpp"
 
 #include "cuda/gemm.hpp"
-#include "cuda/kernels.hpp"
+#include "cuda/pointwise.hpp"
 #include "cuda/layernorm.hpp"
 #include "cuda/matmul.hpp"
 #include "cuda/model_ops.hpp"
@@ -35,11 +35,11 @@ class CudaKernels final : public model::Kernels {
   }
   void matmul_forward(float* out, const float* inp, const float* w, const float* b, int N, int C,
                       int OC) override {
-    cuda::matmul_forward(gemm_, out, inp, w, b, N, C, OC, DType::f32, stream_);
+    cuda::matmul_forward(gemm_, out, inp, w, b, N, C, OC, DType::kF32, stream_);
   }
   void matmul_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                        const float* w, int N, int C, int OC) override {
-    cuda::matmul_backward(gemm_, dinp, dw, db, dout, inp, w, N, C, OC, DType::f32, stream_);
+    cuda::matmul_backward(gemm_, dinp, dw, db, dout, inp, w, N, C, OC, DType::kF32, stream_);
   }
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override {

@@ -15,10 +15,10 @@
 
 namespace holmes::cuda {
 
-std::size_t dtype_bytes(DType t) { return t == DType::f32 ? 4 : 2; }
-const char* dtype_name(DType t) { return t == DType::f32 ? "f32" : "bf16"; }
+std::size_t dtype_bytes(DType t) { return t == DType::kF32 ? 4 : 2; }
+const char* dtype_name(DType t) { return t == DType::kF32 ? "f32" : "bf16"; }
 
-static cudaDataType_t to_cuda(DType t) { return t == DType::f32 ? CUDA_R_32F : CUDA_R_16BF; }
+static cudaDataType_t to_cuda(DType t) { return t == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF; }
 
 void validate_gemm(const GemmShape& s) {
   auto bad = [&](const char* field, long long value, const char* accepted) {
@@ -30,7 +30,7 @@ void validate_gemm(const GemmShape& s) {
   if (s.k <= 0) bad("k", s.k, "> 0");
   if (s.batch <= 0) bad("batch", s.batch, "> 0");
   if (s.bias && s.batch != 1) bad("batch (with bias)", s.batch, "1 when bias is set");
-  if (s.fast_tf32 && s.ab_type != DType::f32)
+  if (s.fast_tf32 && s.ab_type != DType::kF32)
     bad("fast_tf32 with bf16 inputs", 1, "f32 inputs only");
   if (s.batch > 1) {
     // Batches may not overlap in the output; inputs may be shared (stride 0, broadcast).

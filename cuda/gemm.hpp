@@ -18,7 +18,7 @@
 
 namespace holmes::cuda {
 
-enum class DType : std::uint8_t { f32, bf16 };
+enum class DType : std::uint8_t { kF32, kBf16 };
 std::size_t dtype_bytes(DType t);
 const char* dtype_name(DType t);
 
@@ -26,8 +26,8 @@ struct GemmShape {
   int m = 0, n = 0, k = 0;
   bool trans_a = false;
   bool trans_b = true;
-  DType ab_type = DType::f32;  // A and B
-  DType c_type = DType::f32;   // C (and bias)
+  DType ab_type = DType::kF32;  // A and B
+  DType c_type = DType::kF32;   // C (and bias)
   bool bias = false;           // add bias[n] (c_type) to each row; needs batch == 1
   bool fast_tf32 = false;      // fp32 inputs only: let tensor cores round to TF32
   // Strided batches: matrix i of A starts at A + i*stride_a elements (same for B, C).

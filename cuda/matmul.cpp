@@ -1,6 +1,6 @@
 #include "cuda/matmul.hpp"
 
-#include "cuda/kernels.hpp"
+#include "cuda/pointwise.hpp"
 
 namespace holmes::cuda {
 
@@ -41,7 +41,7 @@ void matmul_backward(GemmRunner& gemm, void* dinp, void* dweight, void* dbias, c
   gemm.run(dweight, dout, inp, nullptr, dw, 1.0f, 1.0f, stream);
 
   if (!dbias) return;
-  if (type == DType::f32)
+  if (type == DType::kF32)
     bias_backward(static_cast<float*>(dbias), static_cast<const float*>(dout), bt, oc, stream);
   else
     bias_backward(static_cast<bf16*>(dbias), static_cast<const bf16*>(dout), bt, oc, stream);

@@ -37,7 +37,7 @@ float from_bf16_bits(std::uint16_t b) {
 }
 
 DeviceBuffer upload(const std::vector<float>& v, DType t) {
-  if (t == DType::f32) return to_device(v);
+  if (t == DType::kF32) return to_device(v);
   std::vector<std::uint16_t> bits(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) bits[i] = to_bf16_bits(v[i]);
   return to_device(bits);
@@ -57,7 +57,7 @@ double worst_error(GemmRunner& runner, DType t) {
   runner.run(dc.data(), da.data(), db.data(), nullptr, s, 1.0f, 0.0f);
   HOLMES_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> c(kM * kN);
-  if (t == DType::f32) {
+  if (t == DType::kF32) {
     c = to_host<float>(dc, c.size());
   } else {
     auto bits = to_host<std::uint16_t>(dc, c.size());
@@ -95,7 +95,7 @@ std::string gemm_self_test(int index) {
     const struct {
       DType type;
       double tolerance;
-    } runs[] = {{DType::f32, 1e-5}, {DType::bf16, 5e-3}};
+    } runs[] = {{DType::kF32, 1e-5}, {DType::kBf16, 5e-3}};
     for (const auto& r : runs) {
       double err = worst_error(runner, r.type);
       if (!(err <= r.tolerance))

@@ -77,9 +77,9 @@ int main(int argc, char** argv) {
       DType ab, c;
       bool tf32;
     };
-    const Row types[] = {{"f32", DType::f32, DType::f32, false},
-                         {"tf32", DType::f32, DType::f32, true},
-                         {"bf16", DType::bf16, DType::bf16, false}};
+    const Row types[] = {{"f32", DType::kF32, DType::kF32, false},
+                         {"tf32", DType::kF32, DType::kF32, true},
+                         {"bf16", DType::kBf16, DType::kBf16, false}};
     for (const Row& t : types) {
       // The four GEMMs of a GPT MLP block (fc: C -> 4C, proj: 4C -> C) and a backward one.
       const GemmShape shapes[] = {shape(bt, 3 * ch, ch, false, true, t.ab, t.c, t.tf32),

@@ -35,15 +35,15 @@ void choose_transport(const Facts& f, const std::vector<int>& nodes, bool cuda, 
   g.interface.clear();
   const NodeFacts& first = f.nodes[nodes[0]];
   if (!g.crosses_nodes) {
-    g.transport = cuda ? Transport::IntraNode : Transport::GlooTcp;
+    g.transport = cuda ? Transport::kIntraNode : Transport::kGlooTcp;
     if (!cuda) g.interface = "lo";
     return;
   }
   std::set<std::string> ifaces;
-  if (!g.crosses_islands && first.island_link != LinkKind::Ethernet) {
+  if (!g.crosses_islands && first.island_link != LinkKind::kEthernet) {
     if (!cuda) {
       for (int n : nodes) ifaces.insert(f.nodes[n].island_if);
-      g.transport = Transport::GlooTcp;
+      g.transport = Transport::kGlooTcp;
       g.interface = join_unique(std::move(ifaces));
       return;
     }
@@ -54,11 +54,11 @@ void choose_transport(const Facts& f, const std::vector<int>& nodes, bool cuda, 
       if (gid >= 0 && (g.gid_index < 0 || gid < g.gid_index)) g.gid_index = gid;
     }
     g.hcas.assign(hcas.begin(), hcas.end());
-    g.transport = first.island_link == LinkKind::Ib ? Transport::NcclIb : Transport::NcclRoce;
+    g.transport = first.island_link == LinkKind::kIb ? Transport::kNcclIb : Transport::kNcclRoce;
     return;
   }
   for (int n : nodes) ifaces.insert(f.nodes[n].ethernet_if);
-  g.transport = cuda ? Transport::NcclSocket : Transport::GlooTcp;
+  g.transport = cuda ? Transport::kNcclSocket : Transport::kGlooTcp;
   g.interface = join_unique(std::move(ifaces));
 }
 
@@ -80,18 +80,18 @@ std::vector<Group> build_groups(const Facts& f, const DeviceTable& d, const Layo
     return idx;
   };
   const RankGrid& grid = lay.grid;
-  for (int g = 0; g < grid.group_count(kTp); ++g) add(GroupKind::Tp, g, to_ranks(grid.group(kTp, g)), true);
-  for (int g = 0; g < grid.group_count(kPp); ++g) add(GroupKind::Pp, g, to_ranks(grid.group(kPp, g)), false);
-  for (int g = 0; g < grid.group_count(kDp); ++g) add(GroupKind::Dp, g, to_ranks(grid.group(kDp, g)), true);
+  for (int g = 0; g < grid.group_count(kTp); ++g) add(GroupKind::kTp, g, to_ranks(grid.group(kTp, g)), true);
+  for (int g = 0; g < grid.group_count(kPp); ++g) add(GroupKind::kPp, g, to_ranks(grid.group(kPp, g)), false);
+  for (int g = 0; g < grid.group_count(kDp); ++g) add(GroupKind::kDp, g, to_ranks(grid.group(kDp, g)), true);
   int pp = grid.degree(kPp);
   if (pp > 1)
     for (int g = 0; g < grid.group_count(kPp); ++g) {
       auto members = to_ranks(grid.group(kPp, g));
-      add(GroupKind::Embedding, g, {members.front(), members.back()}, false);
+      add(GroupKind::kEmbedding, g, {members.front(), members.back()}, false);
     }
   std::vector<int> all(d.node_of.size());
   for (int r = 0; r < static_cast<int>(all.size()); ++r) all[r] = r;
-  add(GroupKind::World, 0, std::move(all), true);
+  add(GroupKind::kWorld, 0, std::move(all), true);
   return out;
 }
 

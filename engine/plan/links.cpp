@@ -10,10 +10,10 @@ namespace holmes::plan {
 
 const char* to_string(LinkKind kind) {
   switch (kind) {
-    case LinkKind::IntraNode: return "intra-node";
-    case LinkKind::Ib: return "ib";
-    case LinkKind::Roce: return "roce";
-    case LinkKind::Ethernet: return "ethernet";
+    case LinkKind::kIntraNode: return "intra-node";
+    case LinkKind::kIb: return "ib";
+    case LinkKind::kRoce: return "roce";
+    case LinkKind::kEthernet: return "ethernet";
   }
   return "?";
 }
@@ -32,7 +32,7 @@ void pick_ethernet(const topo::ClusterTopology& topo, int node, NodeFacts& out) 
   out.island_if = topo.tcp_interface(node, true);
   out.ethernet_gbps = kDefaultEthernetGbps;
   for (const auto& nic : topo.nodes[node].nics) {
-    const std::string& carrier = nic.kind == topo::NicKind::Roce ? nic.netdev : nic.name;
+    const std::string& carrier = nic.kind == topo::NicKind::kRoce ? nic.netdev : nic.name;
     if (nic.active && carrier == out.ethernet_if && nic.rate_gbps && *nic.rate_gbps > 0) {
       out.ethernet_gbps = *nic.rate_gbps;
       break;
@@ -91,10 +91,10 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
     nf.memory_bytes = rep.devices.memory_gb * double(1 << 30);
     pick_ethernet(topo, i, nf);
     if (c.ethernet.bandwidth_gbps > 0) nf.ethernet_gbps = c.ethernet.bandwidth_gbps;
-    if (isl.kind == topo::NicKind::Ib || isl.kind == topo::NicKind::Roce) {
-      nf.island_link = isl.kind == topo::NicKind::Ib ? LinkKind::Ib : LinkKind::Roce;
+    if (isl.kind == topo::NicKind::kIb || isl.kind == topo::NicKind::kRoce) {
+      nf.island_link = isl.kind == topo::NicKind::kIb ? LinkKind::kIb : LinkKind::kRoce;
       pick_rdma(rep, isl, nf);
-      double over_bw = isl.kind == topo::NicKind::Ib ? c.ib.bandwidth_gbps : c.roce.bandwidth_gbps;
+      double over_bw = isl.kind == topo::NicKind::kIb ? c.ib.bandwidth_gbps : c.roce.bandwidth_gbps;
       nf.rdma_gbps = over_bw > 0 ? over_bw : isl.rdma_gbps_per_node > 0 ? isl.rdma_gbps_per_node : kDefaultRdmaGbps;
     }
     nf.intra_gbps = c.intra_node.bandwidth_gbps > 0 ? c.intra_node.bandwidth_gbps
@@ -108,13 +108,13 @@ LinkCost link_between(const Facts& f, int a, int b) {
   const NodeFacts& nb = f.nodes[b];
   LinkCost l;
   if (a == b) {
-    l.kind = LinkKind::IntraNode;
+    l.kind = LinkKind::kIntraNode;
     l.gbps_per_rank = na.intra_gbps;
-  } else if (na.island == nb.island && na.island_link != LinkKind::Ethernet) {
+  } else if (na.island == nb.island && na.island_link != LinkKind::kEthernet) {
     l.kind = na.island_link;
     l.gbps_per_rank = std::min(na.rdma_gbps / na.devices, nb.rdma_gbps / nb.devices);
   } else {
-    l.kind = LinkKind::Ethernet;
+    l.kind = LinkKind::kEthernet;
     l.gbps_per_rank = std::min(na.ethernet_gbps / na.devices, nb.ethernet_gbps / nb.devices);
     l.crosses_island = na.island != nb.island;
   }

@@ -13,7 +13,7 @@
 namespace holmes::plan {
 
 // Link classes of the cost model and of the per-step traffic report.
-enum class LinkKind { IntraNode = 0, Ib = 1, Roce = 2, Ethernet = 3 };
+enum class LinkKind { kIntraNode = 0, kIb = 1, kRoce = 2, kEthernet = 3 };
 inline constexpr int kLinkKinds = 4;
 const char* to_string(LinkKind kind);  // "intra-node", "ib", "roce", "ethernet"
 
@@ -31,7 +31,7 @@ inline constexpr double kDefaultPeakTflopsCpuCore = 0.05;
 // What the plan needs to know about one node.
 struct NodeFacts {
   int island = 0;
-  LinkKind island_link = LinkKind::Ethernet;  // Ib / Roce for RDMA islands
+  LinkKind island_link = LinkKind::kEthernet;  // Ib / Roce for RDMA islands
   int devices = 1;
   bool cuda = false;
   double tflops = 0;        // sustained per device
@@ -46,7 +46,7 @@ struct NodeFacts {
 };
 
 struct LinkCost {
-  LinkKind kind = LinkKind::IntraNode;
+  LinkKind kind = LinkKind::kIntraNode;
   double gbps_per_rank = 0;  // bandwidth one rank gets (the node's NIC shared by its ranks)
   double latency_s = 0;
   bool crosses_island = false;

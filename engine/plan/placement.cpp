@@ -74,7 +74,7 @@ std::vector<std::vector<int>> island_orders(const Facts& f, int stage_devices) {
   std::vector<int> kind(f.islands, 2);  // 0 IB, 1 RoCE, 2 Ethernet
   for (const auto& n : f.nodes) {
     devices[n.island] += n.devices;
-    kind[n.island] = n.island_link == LinkKind::Ib ? 0 : n.island_link == LinkKind::Roce ? 1 : 2;
+    kind[n.island] = n.island_link == LinkKind::kIb ? 0 : n.island_link == LinkKind::kRoce ? 1 : 2;
   }
   std::vector<int> base;
   for (int i = 0; i < f.islands; ++i)

@@ -18,22 +18,22 @@ namespace holmes::plan {
 
 const char* to_string(GroupKind kind) {
   switch (kind) {
-    case GroupKind::Tp: return "tp";
-    case GroupKind::Pp: return "pp";
-    case GroupKind::Dp: return "dp";
-    case GroupKind::Embedding: return "embedding";
-    case GroupKind::World: return "world";
+    case GroupKind::kTp: return "tp";
+    case GroupKind::kPp: return "pp";
+    case GroupKind::kDp: return "dp";
+    case GroupKind::kEmbedding: return "embedding";
+    case GroupKind::kWorld: return "world";
   }
   return "?";
 }
 
 const char* to_string(Transport kind) {
   switch (kind) {
-    case Transport::NcclIb: return "nccl-ib";
-    case Transport::NcclRoce: return "nccl-roce";
-    case Transport::IntraNode: return "intra-node";
-    case Transport::NcclSocket: return "nccl-socket";
-    case Transport::GlooTcp: return "gloo-tcp";
+    case Transport::kNcclIb: return "nccl-ib";
+    case Transport::kNcclRoce: return "nccl-roce";
+    case Transport::kIntraNode: return "intra-node";
+    case Transport::kNcclSocket: return "nccl-socket";
+    case Transport::kGlooTcp: return "gloo-tcp";
   }
   return "?";
 }
@@ -93,13 +93,13 @@ void add_crossing_warnings(const Plan& plan, std::vector<std::string>& out) {
   constexpr int kListed = 8;
   int listed = 0, total = 0;
   for (const auto& g : plan.groups) {
-    bool bad = (g.kind == GroupKind::Tp && g.crosses_nodes) || (g.kind == GroupKind::Dp && g.crosses_islands);
+    bool bad = (g.kind == GroupKind::kTp && g.crosses_nodes) || (g.kind == GroupKind::kDp && g.crosses_islands);
     if (!bad) continue;
     ++total;
     if (listed++ < kListed)
       out.push_back(fmt::format("{} group {} (ranks {}..{}, {} members) crosses {} over {}", to_string(g.kind),
                                 g.index, g.ranks.front(), g.ranks.back(), g.ranks.size(),
-                                g.kind == GroupKind::Tp ? "nodes" : "islands", to_string(g.link)));
+                                g.kind == GroupKind::kTp ? "nodes" : "islands", to_string(g.link)));
   }
   if (total > kListed) out.push_back(fmt::format("... and {} more groups that cross slow links", total - kListed));
 }
@@ -193,6 +193,25 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
                                           "its TCP traffic would bind to lo", n, plan.hostnames[n]));
   add_crossing_warnings(plan, plan.warnings);
   return plan;
+}
+
+void check_degrees_fit(const spec::JobSpec& spec, int world, const std::string& launched) {
+  const auto& p = spec.parallel;
+  int fixed = 1;
+  bool any_auto = false;
+  for (int d : {p.tensor, p.pipeline, p.data}) {
+    if (d == spec::kAuto) any_auto = true;
+    else fixed *= d;
+  }
+  if (any_auto ? world % fixed == 0 : world == fixed) return;
+  auto text = [](int d) { return d == spec::kAuto ? std::string("auto") : std::to_string(d); };
+  const std::string degrees = fmt::format("{} x {} x {}", text(p.tensor), text(p.pipeline), text(p.data));
+  const std::string why = any_auto ? fmt::format(" (explicit product {}) does not divide the cluster's {} devices", fixed,
+                                                 world)
+                                   : fmt::format(" = {} but the cluster has {} devices", fixed, world);
+  throw UserError(fmt::format("parallel.tensor x parallel.pipeline x parallel.data = {}{}: {} cannot make the job's {} "
+                              "workers ({}); the product of the explicit degrees must {} {}",
+                              degrees, why, degrees, world, launched, any_auto ? "divide" : "equal", world));
 }
 
 uint64_t plan_hash(const Plan& plan) {

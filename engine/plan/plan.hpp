@@ -15,8 +15,8 @@
 
 namespace holmes::plan {
 
-enum class GroupKind { Tp, Pp, Dp, Embedding, World };
-enum class Transport { NcclIb, NcclRoce, IntraNode, NcclSocket, GlooTcp };
+enum class GroupKind { kTp, kPp, kDp, kEmbedding, kWorld };
+enum class Transport { kNcclIb, kNcclRoce, kIntraNode, kNcclSocket, kGlooTcp };
 const char* to_string(GroupKind kind);   // "tp", "pp", "dp", "embedding", "world"
 const char* to_string(Transport kind);   // "nccl-ib", "nccl-roce", "intra-node", "nccl-socket", "gloo-tcp"
 
@@ -42,11 +42,11 @@ struct Stage {
 };
 
 struct Group {
-  GroupKind kind = GroupKind::World;
+  GroupKind kind = GroupKind::kWorld;
   int index = 0;                // index among the groups of its kind
   std::vector<int> ranks;       // ring / pipeline order (pp: by stage)
-  Transport transport = Transport::IntraNode;
-  LinkKind link = LinkKind::IntraNode;  // slowest link the group uses
+  Transport transport = Transport::kIntraNode;
+  LinkKind link = LinkKind::kIntraNode;  // slowest link the group uses
   std::string interface;        // TCP interface(s) to bind (comma-separated), "" for RDMA / intra-node
   std::vector<std::string> hcas;  // RDMA ports for nccl-ib / nccl-roce (NCCL_IB_HCA)
   int gid_index = -1;             // nccl-roce (NCCL_IB_GID_INDEX)
@@ -119,5 +119,12 @@ uint64_t plan_hash(const Plan& plan);
 
 std::string format_plan_text(const Plan& plan);
 std::string format_plan_json(const Plan& plan);
+
+// Explicit parallel degrees (those not auto) must be able to make a job of `world`
+// processes or devices: their product equals `world`, or divides it when some degree is
+// auto. Else a UserError naming the parallel.* keys, the world size and `launched` (how the
+// processes were started, e.g. "--nproc-per-node 3 on 1 node(s)"). The one such check: the
+// search, the launcher, a single process, bench and start-up all call it.
+void check_degrees_fit(const spec::JobSpec& spec, int world, const std::string& launched);
 
 }  // namespace holmes::plan

@@ -20,12 +20,7 @@ std::string describe(int value) { return value == spec::kAuto ? "auto" : std::to
 [[noreturn]] void explain_no_candidate(const SearchInput& in) {
   const auto& s = *in.spec;
   const auto& p = s.parallel;
-  if (p.tensor != spec::kAuto && p.pipeline != spec::kAuto && p.data != spec::kAuto &&
-      p.tensor * p.pipeline * p.data != in.world)
-    throw UserError(fmt::format("parallel.tensor x parallel.pipeline x parallel.data = {} x {} x {} = {} but the "
-                                "cluster has {} devices ({} nodes); the product must equal the device count",
-                                p.tensor, p.pipeline, p.data, p.tensor * p.pipeline * p.data, in.world,
-                                in.facts.nodes.size()));
+  check_degrees_fit(s, in.world, fmt::format("the cluster's devices on {} node(s)", in.facts.nodes.size()));
   if (p.tensor != spec::kAuto && in.world % p.tensor != 0)
     throw UserError(fmt::format("parallel.tensor = {} does not divide the cluster's {} devices", p.tensor, in.world));
   if (p.data != spec::kAuto && s.train.micro_batch != spec::kAuto &&

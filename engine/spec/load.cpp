@@ -190,4 +190,10 @@ LoadedSpec load_job_spec(const std::string& file, const std::vector<std::string>
   return out;
 }
 
+std::string resolved_spec_text(const JobSpec& spec) {
+  LoadedSpec loaded{spec, {}};
+  for (const auto& f : schema()) loaded.origin[f.path] = {"training run", 0};
+  return print_resolved(loaded);
+}
+
 }  // namespace holmes::spec

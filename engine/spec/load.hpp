@@ -27,6 +27,9 @@ LoadedSpec load_job_spec(const std::string& file, const std::vector<std::string>
 
 // Resolved spec as YAML with a comment per value saying where it came from.
 std::string print_resolved(const LoadedSpec& loaded);
+// The resolved spec as YAML without origins (every value "training run"): what checkpoint
+// manifests and final/job.yaml hold, and what start-up digests to compare ranks.
+std::string resolved_spec_text(const JobSpec& spec);
 
 // The YAML text of the embedded default job (small GPT on synthetic data).
 const std::string& embedded_default_yaml();

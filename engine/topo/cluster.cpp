@@ -75,7 +75,7 @@ void warn_about_island(const ClusterTopology& t, const Island& isl, std::vector<
     warnings.push_back(fmt::format("node '{}' is the only node on {}; it is an island of one and reaches the other "
                                    "nodes over Ethernet",
                                    who, fabric_label(key)));
-  if (isl.kind == NicKind::Roce && isl.fabric.empty())
+  if (isl.kind == NicKind::kRoce && isl.fabric.empty())
     warnings.push_back(fmt::format("{}: RoCE ports without an IPv4 address; assumed they all share one fabric", who));
   double lo = 1e300, hi = 0;
   for (int i : isl.nodes) {
@@ -96,7 +96,7 @@ void warn_about_island(const ClusterTopology& t, const Island& isl, std::vector<
 RdmaFabrics rdma_fabrics(const NodeReport& node) {
   RdmaFabrics out;
   for (const auto& nic : node.nics)
-    if (nic.active && (nic.kind == NicKind::Ib || nic.kind == NicKind::Roce))
+    if (nic.active && (nic.kind == NicKind::kIb || nic.kind == NicKind::kRoce))
       out[{nic.kind, nic.fabric}] += nic.rate_gbps.value_or(0);
   return out;
 }
@@ -158,7 +158,7 @@ ClusterTopology build_cluster(std::vector<NodeReport> nodes) {
     if (id == static_cast<int>(t.islands.size())) {
       Island isl;
       isl.id = id;
-      isl.kind = key ? key->first : NicKind::Ethernet;
+      isl.kind = key ? key->first : NicKind::kEthernet;
       isl.fabric = key ? key->second : "";
       t.islands.push_back(isl);
     }
@@ -166,7 +166,7 @@ ClusterTopology build_cluster(std::vector<NodeReport> nodes) {
     t.island_of[i] = id;
   }
   for (auto& isl : t.islands) {
-    if (isl.kind == NicKind::Ethernet) continue;
+    if (isl.kind == NicKind::kEthernet) continue;
     double lo = -1;
     for (int i : isl.nodes) {
       double r = rdma_fabrics(t.nodes[i]).at({isl.kind, isl.fabric});
@@ -178,7 +178,7 @@ ClusterTopology build_cluster(std::vector<NodeReport> nodes) {
   for (int i = 0; i < static_cast<int>(t.nodes.size()); ++i) {
     bool known = false;
     for (const auto& nic : t.nodes[i].nics)
-      known |= nic.active && !nic.is_virtual && (nic.kind == NicKind::Ethernet || nic.kind == NicKind::Roce) &&
+      known |= nic.active && !nic.is_virtual && (nic.kind == NicKind::kEthernet || nic.kind == NicKind::kRoce) &&
                nic.rate_gbps.has_value();
     if (!known && t.nodes.size() > 1)
       t.warnings.push_back(fmt::format("node '{}': no active physical Ethernet port reports its speed; assumed {} Gb/s",
@@ -193,7 +193,7 @@ std::string describe_cluster(const ClusterTopology& t) {
     std::vector<std::string> hosts;
     for (int i : isl.nodes) hosts.push_back(t.nodes[i].hostname);
     std::string size = fmt::format("{} node{}", isl.nodes.size(), isl.nodes.size() == 1 ? "" : "s");
-    std::string rdma = isl.kind == NicKind::Ethernet ? "no RDMA" : fmt::format("{} Gb/s RDMA per node", isl.rdma_gbps_per_node);
+    std::string rdma = isl.kind == NicKind::kEthernet ? "no RDMA" : fmt::format("{} Gb/s RDMA per node", isl.rdma_gbps_per_node);
     out += fmt::format("  island {}: {}{} {} ({}, {})\n", isl.id, to_string(isl.kind),
                        isl.fabric.empty() ? "" : " " + isl.fabric, compress_hostlist(hosts), size, rdma);
   }

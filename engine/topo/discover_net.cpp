@@ -60,9 +60,9 @@ std::vector<Nic> discover_interfaces(const fs::path& root, const AddressMap& add
     long type = sysfs::parse_int(sysfs::read_required(type_file, "an ARPHRD number such as 1"), type_file,
                                  "an ARPHRD number (1 Ethernet, 32 InfiniBand, 772 loopback)");
     Nic nic;
-    if (type == kArphrdEther) nic.kind = NicKind::Ethernet;
-    else if (type == kArphrdInfiniband) nic.kind = NicKind::Ipoib;
-    else if (type == kArphrdLoopback) nic.kind = NicKind::Loopback;
+    if (type == kArphrdEther) nic.kind = NicKind::kEthernet;
+    else if (type == kArphrdInfiniband) nic.kind = NicKind::kIpoib;
+    else if (type == kArphrdLoopback) nic.kind = NicKind::kLoopback;
     else continue;  // tunnels, CAN, ...: no use for training traffic
     nic.name = name;
     nic.netdev = name;

@@ -117,8 +117,8 @@ std::optional<Nic> read_port(const fs::path& dev, const std::string& port_name, 
   fs::path ll_file = port / "link_layer";
   std::string ll = sysfs::read_required(ll_file, "'InfiniBand' or 'Ethernet'");
   if (ll == "Unknown") return std::nullopt;
-  if (ll == "InfiniBand") nic.kind = NicKind::Ib;
-  else if (ll == "Ethernet") nic.kind = NicKind::Roce;
+  if (ll == "InfiniBand") nic.kind = NicKind::kIb;
+  else if (ll == "Ethernet") nic.kind = NicKind::kRoce;
   else throw UserError(fmt::format("{}: expected 'InfiniBand', 'Ethernet' or 'Unknown', found '{}'", ll_file.string(), ll));
   std::string state = sysfs::read_required(port / "state", "a port state such as '4: ACTIVE'");
   nic.active = state == "4: ACTIVE" || state == "ACTIVE";
@@ -127,7 +127,7 @@ std::optional<Nic> read_port(const fs::path& dev, const std::string& port_name, 
   if (auto numa = sysfs::read_line(dev / "device" / "numa_node"))
     nic.numa_node = static_cast<int>(sysfs::parse_int(*numa, dev / "device" / "numa_node", "a NUMA node number"));
   nic.is_virtual = !fs::exists(dev / "device");
-  if (nic.kind == NicKind::Ib) {
+  if (nic.kind == NicKind::kIb) {
     fs::path gid0 = port / "gids" / "0";
     if (auto text = sysfs::read_line(gid0)) {
       auto g = gid_groups(*text, gid0);

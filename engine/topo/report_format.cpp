@@ -29,22 +29,6 @@ std::string json_nic(const Nic& n) {
 
 }  // namespace
 
-std::string json_quote(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
 
 std::string report_json(const NodeReport& r) {
   const Devices& d = r.devices;
@@ -71,7 +55,7 @@ std::string report_text(const NodeReport& r) {
   for (const auto& n : r.nics) {
     std::string name = n.port > 0 ? fmt::format("{}:{}", n.name, n.port) : n.name;
     std::string kind = to_string(n.kind);
-    if (n.kind == NicKind::Roce && n.roce_version > 0) kind += fmt::format(" v{}", n.roce_version);
+    if (n.kind == NicKind::kRoce && n.roce_version > 0) kind += fmt::format(" v{}", n.roce_version);
     if (n.is_virtual) kind += "*";
     std::string rate = n.rate_gbps ? fmt::format("{}", *n.rate_gbps) : "?";
     out += fmt::format("  {:<14} {:<9} {:<6} {:>9} {:<12} {:<20} {:>4} {:<13} {}\n", name, kind,

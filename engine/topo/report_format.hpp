@@ -2,6 +2,8 @@
 // people, and (in topology_file.hpp) YAML in the topology-file format.
 #pragma once
 
+#include "common/format.hpp"
+
 #include <string>
 
 #include "engine/topo/topology.hpp"
@@ -15,7 +17,5 @@ std::string report_json(const NodeReport& report);
 // Host, devices and one table row per NIC.
 std::string report_text(const NodeReport& report);
 
-// JSON string literal with quotes and escapes.
-std::string json_quote(const std::string& text);
 
 }  // namespace holmes::topo

@@ -13,17 +13,17 @@ namespace holmes::topo {
 
 const char* to_string(NicKind kind) {
   switch (kind) {
-    case NicKind::Ib: return "ib";
-    case NicKind::Roce: return "roce";
-    case NicKind::Ethernet: return "ethernet";
-    case NicKind::Ipoib: return "ipoib";
-    case NicKind::Loopback: return "loopback";
+    case NicKind::kIb: return "ib";
+    case NicKind::kRoce: return "roce";
+    case NicKind::kEthernet: return "ethernet";
+    case NicKind::kIpoib: return "ipoib";
+    case NicKind::kLoopback: return "loopback";
   }
   return "?";
 }
 
 std::optional<NicKind> nic_kind_from_string(const std::string& text) {
-  for (NicKind k : {NicKind::Ib, NicKind::Roce, NicKind::Ethernet, NicKind::Ipoib, NicKind::Loopback})
+  for (NicKind k : {NicKind::kIb, NicKind::kRoce, NicKind::kEthernet, NicKind::kIpoib, NicKind::kLoopback})
     if (text == to_string(k)) return k;
   return std::nullopt;
 }
@@ -37,7 +37,7 @@ void check_node(const ClusterTopology& t, int node) {
 
 // Physical Ethernet-class port: plain Ethernet, or a RoCE port (its netdev is an Ethernet port).
 bool carries_ethernet(const Nic& nic) {
-  return nic.active && !nic.is_virtual && (nic.kind == NicKind::Ethernet || nic.kind == NicKind::Roce);
+  return nic.active && !nic.is_virtual && (nic.kind == NicKind::kEthernet || nic.kind == NicKind::kRoce);
 }
 
 // Interfaces that container runtimes and hypervisors create; never the way to another host
@@ -63,7 +63,7 @@ Link ClusterTopology::link(int a, int b) const {
   check_node(*this, b);
   Link l;
   if (a == b) {
-    l.cls = LinkClass::IntraNode;
+    l.cls = LinkClass::kIntraNode;
     l.rate_gbps = 0;  // sysfs does not say; the planner uses its NVLink / shared-memory figure
     return l;
   }
@@ -74,14 +74,14 @@ Link ClusterTopology::link(int a, int b) const {
     auto it = fb.find(key);
     if (it == fb.end()) continue;
     double rate = std::min(rate_a, it->second);
-    bool better = !found || rate > l.rate_gbps || (rate == l.rate_gbps && key.first == NicKind::Ib);
+    bool better = !found || rate > l.rate_gbps || (rate == l.rate_gbps && key.first == NicKind::kIb);
     if (better) {
-      l = Link{LinkClass::Rdma, key.first, rate};
+      l = Link{LinkClass::kRdma, key.first, rate};
       found = true;
     }
   }
   if (found) return l;
-  return Link{LinkClass::Ethernet, NicKind::Ethernet, std::min(ethernet_gbps(a), ethernet_gbps(b))};
+  return Link{LinkClass::kEthernet, NicKind::kEthernet, std::min(ethernet_gbps(a), ethernet_gbps(b))};
 }
 
 std::string ClusterTopology::tcp_interface(int node, bool inside_island) const {
@@ -89,14 +89,14 @@ std::string ClusterTopology::tcp_interface(int node, bool inside_island) const {
   const auto& nics = nodes[node].nics;
   NicKind island_kind = node < static_cast<int>(island_of.size()) && island_of[node] < static_cast<int>(islands.size())
                             ? islands[island_of[node]].kind
-                            : NicKind::Ethernet;
+                            : NicKind::kEthernet;
   // Rank of a candidate; lower is better. Interfaces with an IPv4 address come first since
   // TCP needs one; then by kind in the order that suits the traffic; then physical; then not
   // a container bridge; then rate.
   auto kind_rank = [&](const Nic& nic) {
-    if (inside_island && island_kind == NicKind::Ib) return nic.kind == NicKind::Ipoib ? 0 : nic.kind == NicKind::Ethernet ? 1 : 2;
-    if (inside_island && island_kind == NicKind::Roce) return nic.kind == NicKind::Roce ? 0 : nic.kind == NicKind::Ethernet ? 1 : 2;
-    return nic.kind == NicKind::Ethernet ? 0 : nic.kind == NicKind::Roce ? 1 : 2;
+    if (inside_island && island_kind == NicKind::kIb) return nic.kind == NicKind::kIpoib ? 0 : nic.kind == NicKind::kEthernet ? 1 : 2;
+    if (inside_island && island_kind == NicKind::kRoce) return nic.kind == NicKind::kRoce ? 0 : nic.kind == NicKind::kEthernet ? 1 : 2;
+    return nic.kind == NicKind::kEthernet ? 0 : nic.kind == NicKind::kRoce ? 1 : 2;
   };
   const Nic* best = nullptr;
   auto key = [&](const Nic& n) {
@@ -104,12 +104,12 @@ std::string ClusterTopology::tcp_interface(int node, bool inside_island) const {
                            -n.rate_gbps.value_or(0));
   };
   for (const auto& nic : nics) {
-    if (!nic.active || nic.kind == NicKind::Loopback || nic.kind == NicKind::Ib) continue;
-    if (nic.kind == NicKind::Roce && nic.netdev.empty()) continue;
+    if (!nic.active || nic.kind == NicKind::kLoopback || nic.kind == NicKind::kIb) continue;
+    if (nic.kind == NicKind::kRoce && nic.netdev.empty()) continue;
     if (!best || key(nic) < key(*best)) best = &nic;
   }
   if (!best) return "lo";
-  return best->kind == NicKind::Roce ? best->netdev : best->name;
+  return best->kind == NicKind::kRoce ? best->netdev : best->name;
 }
 
 }  // namespace holmes::topo

@@ -9,7 +9,7 @@
 
 namespace holmes::topo {
 
-enum class NicKind { Ib, Roce, Ethernet, Ipoib, Loopback };
+enum class NicKind { kIb, kRoce, kEthernet, kIpoib, kLoopback };
 
 const char* to_string(NicKind kind);  // "ib", "roce", "ethernet", "ipoib", "loopback"
 std::optional<NicKind> nic_kind_from_string(const std::string& text);
@@ -17,7 +17,7 @@ std::optional<NicKind> nic_kind_from_string(const std::string& text);
 // One usable (or down) network port: an RDMA port (`mlx5_0` port 1) or a network interface.
 struct Nic {
   std::string name;     // RDMA device (`mlx5_0`) or interface (`eth0`)
-  NicKind kind = NicKind::Ethernet;
+  NicKind kind = NicKind::kEthernet;
   bool active = false;  // ACTIVE port / operstate up
   std::optional<double> rate_gbps;  // unknown when the OS does not say
   int port = 0;          // RDMA port number; 0 for a plain interface
@@ -51,18 +51,18 @@ struct NodeReport {
 // RDMA port (kind Ethernet). Every node belongs to exactly one island.
 struct Island {
   int id = 0;
-  NicKind kind = NicKind::Ethernet;  // Ib, Roce or Ethernet
+  NicKind kind = NicKind::kEthernet;  // Ib, Roce or Ethernet
   std::string fabric;                // subnet prefix / IP subnet / "" for Ethernet
   std::vector<int> nodes;            // indices into ClusterTopology::nodes, ascending
   double rdma_gbps_per_node = 0;     // aggregate RDMA bandwidth of one member (min over members)
 };
 
-enum class LinkClass { IntraNode, Rdma, Ethernet };
+enum class LinkClass { kIntraNode, kRdma, kEthernet };
 
 // The best link two nodes share.
 struct Link {
-  LinkClass cls = LinkClass::Ethernet;
-  NicKind kind = NicKind::Ethernet;  // Ib/Roce for Rdma links
+  LinkClass cls = LinkClass::kEthernet;
+  NicKind kind = NicKind::kEthernet;  // Ib/Roce for Rdma links
   double rate_gbps = 0;              // per node pair direction; unknown Ethernet = assumed rate
 };
 

@@ -106,7 +106,7 @@ std::vector<Nic> parse_nic(const YAML::Node& n, const Ctx& ctx, std::map<NicKind
   auto k = nic_kind_from_string(kind);
   if (!k) ctx.at("kind").fail(n["kind"], fmt::format("expected ib, roce, ethernet, ipoib or loopback, found '{}'", kind));
   proto.kind = *k;
-  bool rdma = proto.kind == NicKind::Ib || proto.kind == NicKind::Roce;
+  bool rdma = proto.kind == NicKind::kIb || proto.kind == NicKind::kRoce;
   std::string state = get<std::string>(n, "state", ctx, "active", "'active' or 'down'");
   if (state != "active" && state != "down") ctx.at("state").fail(n["state"], fmt::format("expected 'active' or 'down', found '{}'", state));
   proto.active = state == "active";
@@ -119,7 +119,7 @@ std::vector<Nic> parse_nic(const YAML::Node& n, const Ctx& ctx, std::map<NicKind
   proto.numa_node = get<int>(n, "numa_node", ctx, -1, "a NUMA node number");
   proto.pci = get<std::string>(n, "pci", ctx, "", "a PCI address");
   proto.is_virtual = get<bool>(n, "virtual", ctx, false, "true or false");
-  proto.roce_version = get<int>(n, "roce_version", ctx, proto.kind == NicKind::Roce ? 2 : 0, "1 or 2");
+  proto.roce_version = get<int>(n, "roce_version", ctx, proto.kind == NicKind::kRoce ? 2 : 0, "1 or 2");
   proto.gid_index = get<int>(n, "gid_index", ctx, -1, "a GID index");
   proto.addresses = parse_strings(n["addresses"], ctx.at("addresses"));
   for (size_t i = 0; i < proto.addresses.size(); ++i) {

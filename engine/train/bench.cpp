@@ -1,3 +1,4 @@
+#include "engine/plan/plan.hpp"
 #include "engine/train/bench.hpp"
 
 #include <fmt/format.h>
@@ -5,7 +6,7 @@
 #include <chrono>
 
 #include "engine/spec/errors.hpp"
-#include "engine/train/data.hpp"
+#include "engine/data/data.hpp"
 #include "engine/train/metrics.hpp"
 #include "engine/train/run.hpp"
 #include "engine/train/trainer.hpp"
@@ -15,7 +16,7 @@ namespace holmes::train {
 
 BenchResult run_bench(const spec::JobSpec& spec, int steps, int warmup) {
   if (steps < 1) throw UserError(fmt::format("bench --steps: {} (at least 1 timed step)", steps));
-  check_degrees_fit(spec, 1, "bench times one process; train with --nproc-per-node N for a parallel layout");
+  plan::check_degrees_fit(spec, 1, "bench times one process; train with --nproc-per-node N for a parallel layout");
   auto data = DataSet::open(spec);
   model::Backend backend = model::make_backend(spec.job.device);
   Trainer trainer(spec, backend, *data);

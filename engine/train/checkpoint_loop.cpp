@@ -16,17 +16,11 @@
 #include "engine/spec/load.hpp"
 #include "engine/spec/schema.hpp"
 #include "comm/store.hpp"
-#include "engine/train/checkpoint.hpp"
-#include "engine/train/run_folder.hpp"
+#include "engine/checkpoint/checkpoint.hpp"
+#include "engine/checkpoint/run_folder.hpp"
 #include "engine/train/trainer.hpp"
 
 namespace holmes::train {
-
-std::string resolved_spec_text(const spec::JobSpec& spec) {
-  spec::LoadedSpec loaded{spec, {}};
-  for (const auto& f : spec::schema()) loaded.origin[f.path] = {"training run", 0};
-  return spec::print_resolved(loaded);
-}
 
 void trim_metrics_for_resume(const spec::JobSpec& spec, int64_t step) {
   if (spec.log.metrics.empty()) return;
@@ -181,7 +175,7 @@ void CheckpointSaver::after_step(StepRunner& runner, int64_t done) {
 }
 
 SaveContext CheckpointSaver::context(const StepRunner& runner, int64_t done) {
-  if (spec_text_.empty()) spec_text_ = resolved_spec_text(spec_);
+  if (spec_text_.empty()) spec_text_ = spec::resolved_spec_text(spec_);
   SaveContext c;
   c.rank = ctx_.rank;
   c.world = ctx_.world;
@@ -255,18 +249,27 @@ void CheckpointSaver::report(const SaveResult& r, double pause_s, const std::str
   std::fflush(stdout);
 }
 
-void maybe_raise_test_signal(const LoopContext& ctx, int64_t done) {
+TestSignal TestSignal::from_environment(int rank) {
+  TestSignal t;
   const char* hook = std::getenv("HOLMES_TEST_SIGNAL_AFTER_STEP");
-  if (hook == nullptr || ctx.rank != 0) return;
+  if (hook == nullptr || rank != 0) return t;
   const std::string h = hook;
   const auto colon = h.find(':');
-  if (colon == std::string::npos || std::atoll(h.substr(0, colon).c_str()) != done) return;
-  const std::string name = h.substr(colon + 1);
-  const int sig = name == "KILL" ? SIGKILL : name == "TERM" ? SIGTERM : name == "USR1" ? SIGUSR1 : 0;
-  if (sig == 0) throw UserError(fmt::format("HOLMES_TEST_SIGNAL_AFTER_STEP: signal '{}' is not accepted, expected "
-                                            "KILL, TERM or USR1", name));
+  const std::string name = colon == std::string::npos ? "" : h.substr(colon + 1);
+  t.signal = name == "KILL" ? SIGKILL : name == "TERM" ? SIGTERM : name == "USR1" ? SIGUSR1 : 0;
+  if (t.signal == 0)
+    throw UserError(fmt::format("HOLMES_TEST_SIGNAL_AFTER_STEP: '{}' is not accepted, expected STEP:KILL, STEP:TERM "
+                                "or STEP:USR1", h));
+  t.step = std::atoll(h.substr(0, colon).c_str());
+  return t;
+}
+
+void TestSignal::raise_if(int64_t done, bool before_sums) const {
+  // A stop signal during step `done`, before its job-wide sums (which carry it); a kill
+  // after the step (a crash, also while a checkpoint is being written).
+  if (signal == 0 || done != step || before_sums != (signal != SIGKILL)) return;
   std::fflush(stdout);
-  std::raise(sig);
+  std::raise(signal);
 }
 
 }  // namespace holmes::train

@@ -9,15 +9,12 @@
 #include <vector>
 
 #include "engine/spec/job_spec.hpp"
-#include "engine/train/checkpoint.hpp"
-#include "engine/train/run.hpp"
-#include "engine/train/run_folder.hpp"
+#include "engine/checkpoint/checkpoint.hpp"
+#include "engine/train/loop_context.hpp"
+#include "engine/checkpoint/run_folder.hpp"
 #include "engine/train/step_runner.hpp"
 
 namespace holmes::train {
-
-// The resolved job spec as YAML (spec::print_resolved), for manifests and final/job.yaml.
-std::string resolved_spec_text(const spec::JobSpec& spec);
 
 // A run resumed at `step` continues <output_dir>/<log.metrics>: keeps the lines of steps up to
 // `step` and drops later ones (work of the stopped run that the checkpoint does not hold).
@@ -85,8 +82,15 @@ class CheckpointSaver {
   std::vector<float> copy_params_, copy_m_, copy_v_;  // the shard as of the pending save
 };
 
-// Test hook: HOLMES_TEST_SIGNAL_AFTER_STEP="13:KILL" (or TERM, USR1) makes rank 0 send itself
-// that signal after step 13, a deterministic stand-in for a preemption or a crash.
-void maybe_raise_test_signal(const LoopContext& ctx, int64_t done);
+// Test hook, read once when the loop starts: HOLMES_TEST_SIGNAL_AFTER_STEP="13:KILL" (or TERM,
+// USR1) makes rank 0 send itself that signal in step 13, a deterministic stand-in for a
+// preemption or a crash: TERM and USR1 arrive during the step (the job stops after it), KILL
+// after it (also while a checkpoint of it is being written).
+struct TestSignal {
+  int64_t step = -1;
+  int signal = 0;  // 0 = no hook
+  static TestSignal from_environment(int rank);  // UserError for a malformed value
+  void raise_if(int64_t done, bool before_sums) const;
+};
 
 }  // namespace holmes::train

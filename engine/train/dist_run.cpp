@@ -17,7 +17,8 @@
 #include "comm/errors.hpp"
 #include "engine/spec/errors.hpp"
 #include "engine/topo/discover.hpp"
-#include "engine/train/data.hpp"
+#include "engine/data/data.hpp"
+#include "engine/runtime/failure.hpp"
 #include "engine/train/run.hpp"
 #include "engine/train/trainer.hpp"
 #include "model/registry/registry.hpp"
@@ -25,84 +26,6 @@
 namespace holmes::train {
 
 namespace {
-
-// After a failure every live rank records in the store whom its own error blames
-// ("job/failed/<rank>" = peer, -1 when none). A rank that died or hangs never records
-// anything, while a rank that only gave up because of it does: so the culprit is a blamed
-// rank without a record of its own (the most blamed one when several). Waits up to
-// `grace_s` until every rank has either reported or is such a culprit. Never throws: with
-// the store gone (rank 0 died) the rank's own peer is all we know.
-int blame_failed_rank(comm::Store& store, int rank, int world, int own_peer, double grace_s) {
-  std::vector<std::string> keys;
-  for (int r = 0; r < world; ++r) keys.push_back(fmt::format("job/failed/{}", r));
-  int pick = -1;
-  try {
-    comm::set_string(store, keys[rank], std::to_string(own_peer));
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
-    int last_reporters = -1;
-    auto settled_at = deadline;
-    for (;;) {
-      std::vector<bool> reported(world, true);
-      for (const auto& k : store.missing(keys)) reported[std::stoi(k.substr(k.rfind('/') + 1))] = false;
-      std::map<int, int> blamed;  // culprit candidate -> times blamed
-      int reporters = 0;
-      for (int r = 0; r < world; ++r) {
-        if (!reported[r]) continue;
-        ++reporters;
-        const int p = std::stoi(comm::get_string(store, keys[r], comm::Millis(1000)));
-        if (p >= 0 && p < world && !reported[p]) ++blamed[p];
-      }
-      pick = -1;
-      for (const auto& [p, n] : blamed)
-        if (pick < 0 || n > blamed[pick]) pick = p;
-      // Certain once only one rank is silent. Otherwise a silent rank may merely be slower
-      // to time out (blamed by a neighbour that waits on it), so the verdict also needs the
-      // reports to have settled for a moment.
-      const auto now = std::chrono::steady_clock::now();
-      if (reporters != last_reporters) {
-        last_reporters = reporters;
-        settled_at = now + std::chrono::milliseconds(1500);
-      }
-      const bool all_explained = reporters + static_cast<int>(blamed.size()) >= world;
-      if (reporters >= world - 1 || (all_explained && now > settled_at) || now > deadline) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    store.add("job/decided", 1);
-  } catch (const std::exception&) {
-  }
-  return pick >= 0 ? pick : own_peer;
-}
-
-// Rank 0 hosts the store the others decide with: it keeps it up until every other live
-// rank has decided, or cluster.timeout_s.
-void linger_as_store_host(comm::Store& store, int world, double timeout_s) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  try {
-    // A rank that died never decides: world - 1 is everyone that can.
-    while (store.add("job/decided", 0) < world - 1 && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  } catch (const std::exception&) {
-  }
-}
-
-// Prints the failure and ends the process at once (a worker owns no children). First it
-// closes its groups, so that peers blocked on this rank fail now rather than at their
-// time-out; the destructors of the unwound DistTrainer already left them idle.
-[[noreturn]] void fail(Runtime& rt, int rank, const std::string& what, int own_peer, double timeout_s) {
-  rt.tp.reset();
-  rt.pp.reset();
-  rt.dp.reset();
-  rt.embedding.reset();
-  rt.world_group.reset();
-  const int peer = rt.store ? blame_failed_rank(*rt.store, rank, rt.world, own_peer, std::min(timeout_s, 5.0))
-                            : own_peer;
-  std::fflush(stdout);
-  if (peer >= 0) std::fprintf(stderr, "holmes-train: rank %d: %s, peer rank %d\n", rank, what.c_str(), peer);
-  else std::fprintf(stderr, "holmes-train: rank %d: %s\n", rank, what.c_str());
-  std::fflush(stderr);
-  if (rt.store && rank == 0) linger_as_store_host(*rt.store, rt.world, timeout_s);
-  std::_Exit(1);
-}
 
 // Groups reduce floats: exact for the integers the loop agrees on (stop signals, MiB) up
 // to 2^24, and close enough for the shares it reports.
@@ -182,9 +105,9 @@ int run_job(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   } catch (const UserError&) {
     throw;
   } catch (const comm::CommError& e) {
-    fail(rt, env.rank, e.what(), e.where().peer_global, spec.cluster.timeout_s);
+    fail_rank(rt, env.rank, e.what(), e.where().peer_global, spec.cluster.timeout_s);
   } catch (const std::exception& e) {
-    fail(rt, env.rank, e.what(), -1, spec.cluster.timeout_s);
+    fail_rank(rt, env.rank, e.what(), -1, spec.cluster.timeout_s);
   }
 }
 

@@ -8,7 +8,7 @@
 #include "engine/launch/launch_env.hpp"
 #include "engine/spec/job_spec.hpp"
 #include "engine/train/dist_comm.hpp"
-#include "engine/train/startup.hpp"
+#include "engine/runtime/startup.hpp"
 
 namespace holmes::train {
 

@@ -8,14 +8,16 @@
 #include <fstream>
 #include <optional>
 
+#include "engine/plan/plan.hpp"
 #include "engine/launch/signals.hpp"
 #include "engine/spec/errors.hpp"
+#include "engine/spec/load.hpp"
 #include "engine/topo/cpu_peak.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/train/checkpoint_loop.hpp"
-#include "engine/train/cluster_view.hpp"
+#include "engine/runtime/cluster_view.hpp"
 #include "engine/train/metrics.hpp"
-#include "engine/train/model_file.hpp"
+#include "engine/checkpoint/model_file.hpp"
 #include "engine/train/train_log.hpp"
 #include "engine/train/run.hpp"
 #include "engine/train/trainer.hpp"
@@ -26,7 +28,7 @@ namespace holmes::train {
 namespace {
 
 void check_single_process(const spec::JobSpec& spec) {
-  check_degrees_fit(spec, 1, "a single process; start more with --nproc-per-node N, srun or RANK/WORLD_SIZE");
+  plan::check_degrees_fit(spec, 1, "a single process; start more with --nproc-per-node N, srun or RANK/WORLD_SIZE");
   if (spec.job.device == "cuda")
     throw UserError("job.device: 'cuda' training is not available in this build yet (accepted now: cpu, auto)");
   if (spec.train.steps < 1)
@@ -39,9 +41,18 @@ void check_single_process(const spec::JobSpec& spec) {
 // The resolved spec beside the weights, so a user sees what produced them.
 void write_spec_copy(const spec::JobSpec& spec, const std::string& path) {
   std::ofstream out(path);
-  out << resolved_spec_text(spec);
+  out << spec::resolved_spec_text(spec);
   if (!out) throw std::runtime_error(fmt::format("{}: cannot write the job spec copy", path));
 }
+
+// Each rank's largest figures since the last reduction (JobMaxima before the reduction).
+struct JobFigures {
+  double rss_mb = 0, comm_share = 0;
+  void note(double rss, double share) {
+    rss_mb = std::max(rss_mb, rss);
+    comm_share = std::max(comm_share, share);
+  }
+};
 
 // The job's peak for MFU: the declared device speed x devices, else the CPU cores of every
 // node at the peak the OS describes (an upper bound, so MFU stays below 100%).
@@ -85,21 +96,6 @@ std::string write_final_weights(const spec::JobSpec& spec, StepRunner& trainer, 
 
 }  // namespace
 
-void check_degrees_fit(const spec::JobSpec& spec, int world, const std::string& launched) {
-  const auto& p = spec.parallel;
-  int fixed = 1;
-  bool any_auto = false;
-  for (int d : {p.tensor, p.pipeline, p.data}) {
-    if (d == spec::kAuto) any_auto = true;
-    else fixed *= d;
-  }
-  if (any_auto ? world % fixed == 0 : world == fixed) return;
-  auto text = [](int d) { return d == spec::kAuto ? std::string("auto") : std::to_string(d); };
-  throw UserError(fmt::format("parallel.tensor x parallel.pipeline x parallel.data = {} x {} x {} cannot make the "
-                              "job's {} workers ({}); the product of the explicit degrees must {} {}",
-                              text(p.tensor), text(p.pipeline), text(p.data), world, launched,
-                              any_auto ? "divide" : "equal", world));
-}
 
 int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data, const LoopContext& ctx) {
   const bool logger = ctx.rank == 0;
@@ -110,34 +106,49 @@ int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data
   const std::string run_id = claim_output(spec, resume, ctx);
   const int64_t start = load_resume_point(spec, resume, trainer, ctx);
   CheckpointSaver saver(spec, ctx, run_id);
-  auto max_over_ranks = [&](std::vector<double> v) { return ctx.max_over_ranks ? ctx.max_over_ranks(std::move(v)) : v; };
+  auto max_over_ranks = [&](std::vector<double> v) {
+    return ctx.max_over_ranks ? ctx.max_over_ranks(std::move(v)) : v;
+  };
   std::optional<TrainLog> log;
   if (logger) open_log(log, spec, trainer, data, start, ctx);
 
   const auto& t = spec.train;
+  const TestSignal test_signal = TestSignal::from_environment(ctx.rank);
+  const int interval = std::max(1, spec.log.interval);
   double first_loss = NAN, last_loss = NAN, comm_ms = 0, total_ms = 0;
+  JobFigures figures;
   for (int64_t step = start; step < t.steps; ++step) {
-    StepStats s = trainer.train_step(step);
+    const int64_t done = step + 1;
+    test_signal.raise_if(done, /*before_sums=*/true);
+    // A stop signal rides the step's own job-wide sums: every rank learns at this step
+    // whether any rank was asked to stop.
+    StepStats s = trainer.train_step(step, launch::stop_requested());
     if (step == start) first_loss = s.loss;
     last_loss = s.loss;
     comm_ms += s.comm_ms;
     total_ms += s.step_ms;
-    const int64_t done = step + 1;
     saver.after_step(trainer, done);
-    maybe_raise_test_signal(ctx, done);
-    // One collective for the job-wide figures: largest memory, largest share of a step spent
-    // waiting on communication (each rank's own share, so at most 100%), and the stop signal
-    // (the largest number any rank received), so that every rank stops after this same step.
-    const auto job = max_over_ranks({rss_mb(), s.step_ms > 0 ? s.comm_ms / s.step_ms : 0.0,
-                                     static_cast<double>(launch::stop_signal())});
-    s.comm_share_max = job[1];
-    if (log) log->step(s, trainer, job[0]);
+    test_signal.raise_if(done, /*before_sums=*/false);
+    const bool stopping = s.stop_ranks > 0 && done < t.steps;
+    // Each rank's largest memory and communication share since the last log line (its own
+    // share, so at most 100%) and its stop signal, reduced over the job in one collective
+    // only on log steps and when stopping: the world group crosses the slow links, so it
+    // carries nothing every step.
+    figures.note(rss_mb(), s.step_ms > 0 ? s.comm_ms / s.step_ms : 0.0);
+    const bool log_step = done == start + 1 || done % interval == 0 || done == t.steps;
+    std::vector<double> job;
+    if (log_step || stopping) {
+      job = max_over_ranks({figures.rss_mb, figures.comm_share, static_cast<double>(launch::stop_signal())});
+      figures = {};
+    }
+    if (log) log->step(s, trainer, job.empty() ? std::nullopt : std::optional<JobMaxima>(JobMaxima{job[0], job[1]}));
     if (t.eval_interval > 0 && (done % t.eval_interval == 0 || done == t.steps)) {
       double v = trainer.evaluate();
       if (log && std::isfinite(v)) log->validation(done, v);
     }
-    // After the last step the run simply ends.
-    if (const int sig = static_cast<int>(job[2]); sig != 0 && done < t.steps) {
+    // Every rank stops after this same step; after the last one the run simply ends.
+    if (stopping) {
+      const int sig = static_cast<int>(job[2]);
       saver.save(trainer, done);
       if (logger)
         fmt::print("stopped by signal {} after step {} of {}; resubmit with --resume auto to continue\n", sig, done,

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "common/format.hpp"
 #include "model/param_layout.hpp"
@@ -45,28 +46,33 @@ void TrainLog::header(const StepRunner& trainer, const std::string& data_descrip
   std::fflush(stdout);
 }
 
-void TrainLog::step(const StepStats& s, const StepRunner& trainer, double rss) {
+void TrainLog::step(const StepStats& s, const StepRunner& trainer, const std::optional<JobMaxima>& job) {
   const int64_t done = s.step + 1, total = spec_.train.steps;
   // The whole job's model FLOPs in this step (every rank's share), over rank 0's step time.
   const double job_flops = trainer.flops_per_token() * static_cast<double>(trainer.tokens_per_step());
   const double tflops = job_flops / (s.step_ms / 1e3) / 1e12;
   const double mfu = peak_gflops_ > 0 ? 100.0 * tflops * 1e3 / peak_gflops_ : NAN;
   const double share = s.step_ms > 0 ? s.comm_ms / s.step_ms : 0;
-  metrics_.write({{"step", static_cast<double>(done)}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm},
-                  {"step_ms", s.step_ms}, {"tokens_per_s", s.tokens_per_s}, {"tflops", tflops}, {"mfu", mfu},
-                  {"rss_mb", rss}, {"comm_ms", s.comm_ms}, {"comm_share", share},
-                  {"comm_share_max", s.comm_share_max}});
+  std::vector<std::pair<std::string, double>> row = {
+      {"step", static_cast<double>(done)}, {"loss", s.loss},         {"lr", s.lr},
+      {"grad_norm", s.grad_norm},          {"step_ms", s.step_ms},   {"tokens_per_s", s.tokens_per_s},
+      {"tflops", tflops},                  {"mfu", mfu},             {"rss_mb", rss_mb()},
+      {"comm_ms", s.comm_ms},              {"comm_share", share}};
+  if (job) {
+    row.emplace_back("rss_mb_max", job->rss_mb);
+    row.emplace_back("comm_share_max", job->comm_share);
+  }
+  metrics_.write(row);
   smoothed_ms_ = smoothed_ms_ == 0 ? s.step_ms : 0.9 * smoothed_ms_ + 0.1 * s.step_ms;
-  const int interval = std::max(1, spec_.log.interval);
-  if (done == 1 || done % interval == 0 || done == total) {
+  if (job) {
     // Multi-process: the share of the step rank 0 and the most-waiting rank spent in communication.
-    const std::string comm = s.comm_share_max > 0
-                                 ? fmt::format(" | comm {:.0f}% (max rank {:.0f}%)", 100.0 * share, 100.0 * s.comm_share_max)
+    const std::string comm = job->comm_share > 0
+                                 ? fmt::format(" | comm {:.0f}% (max rank {:.0f}%)", 100.0 * share, 100.0 * job->comm_share)
                                  : "";
     fmt::print("step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.4f} | {:.1f} ms | {} tok/s | {:.3f} TFLOP/s | "
                "MFU {:.1f}% | rss {:.0f} MiB{}\n",
                done, fmt::formatted_size("{}", total), total, s.loss, s.lr, s.grad_norm, s.step_ms,
-               human_count(s.tokens_per_s), tflops, mfu, rss, comm);
+               human_count(s.tokens_per_s), tflops, mfu, job->rss_mb, comm);
   }
   if (done >= next_progress_ && done < total) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

@@ -3,8 +3,6 @@
 // numbers as JSON lines in <job.output_dir>/<log.metrics>.
 #pragma once
 
-#include "common/format.hpp"
-
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -16,6 +14,13 @@
 
 namespace holmes::train {
 
+// The largest figures of any rank since the previous log line (run_loop reduces them over the
+// job only on log steps).
+struct JobMaxima {
+  double rss_mb = 0;      // resident memory, MiB
+  double comm_share = 0;  // share of a step spent blocked on communication, 0..1
+};
+
 class TrainLog {
  public:
   // peak_gflops: the device's peak for MFU; peak_source says where it came from.
@@ -24,10 +29,11 @@ class TrainLog {
            std::optional<double> entropy_floor, bool append_metrics = false);
 
   void header(const StepRunner& trainer, const std::string& data_description) const;
-  // Every step goes to metrics.jsonl; a line is printed every log.interval steps, at the
-  // first and at the last step. A progress line with the ETA follows every ~10% of the run.
-  // rss: resident memory in MB to report (the maximum over the job's ranks).
-  void step(const StepStats& s, const StepRunner& trainer, double rss);
+  // Every step goes to metrics.jsonl with rank 0's own figures; a log step (`job` set: every
+  // log.interval steps, the first and the last) is also printed, with the job's maxima (also
+  // in its metrics row as rss_mb_max and comm_share_max). A progress line with the ETA
+  // follows every ~10% of the run.
+  void step(const StepStats& s, const StepRunner& trainer, const std::optional<JobMaxima>& job);
   void validation(int64_t steps_done, double val_loss);
   void footer(double first_loss, double last_loss, const std::string& model_path);
 

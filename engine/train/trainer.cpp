@@ -88,7 +88,7 @@ void Trainer::sum_over_job(std::span<double> values) {
   sum_doubles(values, groups, clock_);
 }
 
-StepStats Trainer::train_step(int64_t step) {
+StepStats Trainer::train_step(int64_t step, bool stop_requested) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto& t = spec_.train;
   clock_.reset();
@@ -104,8 +104,10 @@ StepStats Trainer::train_step(int64_t step) {
     if (++backwards == micro_batches_) optimizer_->arm();
   });
   optimizer_->finish_grads();
-  // [grad sq, loss]: the loss comes from one rank per pipeline (last stage, tp rank 0).
-  double sums[2] = {optimizer_->owned_grad_sq(), counts_loss() ? loss_sum / micro_batches_ : 0.0};
+  // [grad sq, loss, stop flags]: the loss comes from one rank per pipeline (last stage, tp
+  // rank 0); every rank counts its own stop request.
+  double sums[3] = {optimizer_->owned_grad_sq(), counts_loss() ? loss_sum / micro_batches_ : 0.0,
+                    stop_requested ? 1.0 : 0.0};
   sum_over_job(sums);
   StepStats s;
   s.step = step;
@@ -114,6 +116,7 @@ StepStats Trainer::train_step(int64_t step) {
     throw std::runtime_error(fmt::format("training loss is {} at step {}: the run diverged (try a lower train.lr "
                                          "or train.grad_clip)", s.loss, step + 1));
   s.grad_norm = std::sqrt(sums[0]);
+  s.stop_ranks = static_cast<int>(std::lround(sums[2]));
   s.lr = lr_at(lr_, step);
   AdamWHyper h = hyper_;
   h.lr = static_cast<float>(s.lr);

@@ -17,7 +17,7 @@
 
 #include "engine/spec/job_spec.hpp"
 #include "engine/train/adamw.hpp"
-#include "engine/train/data.hpp"
+#include "engine/data/data.hpp"
 #include "engine/train/dist_comm.hpp"
 #include "engine/train/dist_optimizer.hpp"
 #include "engine/train/dist_pipeline.hpp"
@@ -46,7 +46,7 @@ class Trainer final : public StepRunner {
   Trainer(const Trainer&) = delete;  // its parts hold references to ctx_ and the model
   Trainer& operator=(const Trainer&) = delete;
 
-  StepStats train_step(int64_t step) override;
+  StepStats train_step(int64_t step, bool stop_requested = false) override;
   double evaluate() override;
   ShardState shard_state() override;
   const model::GptConfig& shard_config() const override { return gpt_->config(); }

@@ -1,6 +1,7 @@
 // The CPU ops as free functions (argument conventions of model/kernels.hpp); CpuKernels in
-// cpu_kernels.cpp forwards to them. Split by kind over dense.cpp (GEMM-based and
-// LayerNorm), attention.cpp and pointwise.cpp (embedding, GELU, residual, cross-entropy).
+// cpu_kernels.cpp forwards to them. One file per op family, named as its CUDA twin in cuda/:
+// matmul, layernorm, attention, pointwise (GELU, residual), vocab (embedding, cross-entropy),
+// optimizer (AdamW, sum of squares, mean, scale).
 #pragma once
 
 #include <cstddef>

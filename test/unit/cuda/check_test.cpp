@@ -82,7 +82,7 @@ TEST_CASE("validate_gemm rejects impossible shapes naming the field", "[cuda]") 
   overlap.stride_c = 19;  // < m*n = 20: batches would overwrite each other
   CHECK_THAT(message_of(overlap), Catch::Contains("stride_c = 19"));
   GemmShape tf32_bf16 = s;
-  tf32_bf16.ab_type = DType::bf16;
+  tf32_bf16.ab_type = DType::kBf16;
   tf32_bf16.fast_tf32 = true;
   CHECK_THAT(message_of(tf32_bf16), Catch::Contains("f32 inputs only"));
 }

@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "cuda/check.hpp"
-#include "cuda/kernels.hpp"
+#include "cuda/pointwise.hpp"
 #include "cuda/layernorm.hpp"
 #include "cuda/matmul.hpp"
 #include "cuda/memory.hpp"
@@ -72,13 +72,13 @@ TEST_CASE("CUDA matmul_forward / matmul_backward match their CPU twins", "[cuda]
 
   std::vector<float> out(n * oc), dinp(n * c);
   cpu->matmul_forward(out.data(), inp.data(), w.data(), bias.data(), n, c, oc);
-  matmul_forward(gemm, g_out.data(), g_inp.data(), g_w.data(), g_bias.data(), n, c, oc, DType::f32);
+  matmul_forward(gemm, g_out.data(), g_inp.data(), g_w.data(), g_bias.data(), n, c, oc, DType::kF32);
   check_close(g_out, out, 1e-4);
 
   cpu->matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), n, c,
                        oc);
   matmul_backward(gemm, g_dinp.data(), g_dw.data(), g_db.data(), g_dout.data(), g_inp.data(),
-                  g_w.data(), n, c, oc, DType::f32);
+                  g_w.data(), n, c, oc, DType::kF32);
   check_close(g_dinp, dinp, 1e-4);
   check_close(g_dw, dw, 1e-4);
   check_close(g_db, db, 1e-4);
@@ -86,7 +86,7 @@ TEST_CASE("CUDA matmul_forward / matmul_backward match their CPU twins", "[cuda]
   // dinp null (the first layer has no input gradient): weights still accumulate.
   cpu->matmul_backward(nullptr, dw.data(), nullptr, dout.data(), inp.data(), w.data(), n, c, oc);
   matmul_backward(gemm, nullptr, g_dw.data(), nullptr, g_dout.data(), g_inp.data(), g_w.data(), n,
-                  c, oc, DType::f32);
+                  c, oc, DType::kF32);
   check_close(g_dw, dw, 1e-4);
 }
 

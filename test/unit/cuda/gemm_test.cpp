@@ -24,7 +24,7 @@ std::vector<float> run_gpu(GemmRunner& runner, const GemmShape& s, std::vector<f
   auto upload = [&](std::vector<float>& v, DType t) {
     std::size_t elem = dtype_bytes(t);
     DeviceBuffer buf((v.size() + offset) * elem);
-    if (t == DType::bf16) {
+    if (t == DType::kBf16) {
       auto bits = round_to_bf16(v);
       HOLMES_CUDA_CHECK(cudaMemcpy(buf.as<std::uint16_t>() + offset, bits.data(), bits.size() * 2,
                                    cudaMemcpyHostToDevice));
@@ -42,7 +42,7 @@ std::vector<float> run_gpu(GemmRunner& runner, const GemmShape& s, std::vector<f
              static_cast<char*>(db.data()) + offset * ab,
              s.bias ? static_cast<char*>(dbias.data()) + offset * cb : nullptr, s, alpha, beta);
   HOLMES_CUDA_CHECK(cudaDeviceSynchronize());
-  if (s.c_type == DType::f32) {
+  if (s.c_type == DType::kF32) {
     std::vector<float> out(c0.size());
     HOLMES_CUDA_CHECK(
         cudaMemcpy(out.data(), dc.as<float>() + offset, out.size() * 4, cudaMemcpyDeviceToHost));
@@ -70,7 +70,7 @@ double check_case(GemmRunner& runner, const Case& cs, unsigned seed) {
   auto c0 = random_floats(nc, seed + 2), bias = random_floats(s.n, seed + 3);
   auto got = run_gpu(runner, s, a, b, bias, c0, cs.alpha, cs.beta, cs.offset);
   auto want = reference(s, a, b, bias, c0, cs.alpha, cs.beta);
-  bool bf16_out = s.c_type == DType::bf16;
+  bool bf16_out = s.c_type == DType::kBf16;
   // fp32: accumulation-order noise of ~k * 6e-8 * |terms|; bf16 out: half an ulp is 2^-9.
   return worst_ratio(got, want, bf16_out ? 1e-2 : 2e-4, bf16_out ? 8e-3 : 1e-4);
 }
@@ -82,7 +82,7 @@ TEST_CASE("GEMM matches the CPU reference: shapes x transposes x types", "[cuda]
   GemmRunner runner;
   const int shapes[][3] = {{1, 1, 1}, {5, 7, 11}, {13, 5, 7}, {33, 17, 64}, {64, 128, 96}};
   const DType types[][2] = {
-      {DType::f32, DType::f32}, {DType::bf16, DType::f32}, {DType::bf16, DType::bf16}};
+      {DType::kF32, DType::kF32}, {DType::kBf16, DType::kF32}, {DType::kBf16, DType::kBf16}};
   unsigned seed = 1;
   for (auto& mnk : shapes)
     for (int t = 0; t < 4; ++t)
@@ -103,7 +103,7 @@ TEST_CASE("GEMM matches the CPU reference: shapes x transposes x types", "[cuda]
 TEST_CASE("GEMM bias epilogue, alpha/beta accumulate and fast TF32", "[cuda][gemm]") {
   if (!gpu_or_skip()) return;
   GemmRunner runner;
-  for (DType ty : {DType::f32, DType::bf16}) {
+  for (DType ty : {DType::kF32, DType::kBf16}) {
     Case cs;
     cs.shape.m = 9;
     cs.shape.n = 24;
@@ -141,7 +141,7 @@ TEST_CASE("GEMM strided batches, broadcast operand and unaligned pointers", "[cu
   INFO(describe(batched.shape));
   CHECK(check_case(runner, batched, 300) <= 1.0);
 
-  for (DType ty : {DType::f32, DType::bf16}) {
+  for (DType ty : {DType::kF32, DType::kBf16}) {
     Case odd;
     odd.shape.m = 7;
     odd.shape.n = 9;

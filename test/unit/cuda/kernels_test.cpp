@@ -1,7 +1,7 @@
 // Element-wise kernels and the linear layer (matmul_forward / matmul_backward) against CPU
 // references computed here in double precision. Odd sizes catch tail handling. Skips
 // without a GPU.
-#include "cuda/kernels.hpp"
+#include "cuda/pointwise.hpp"
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -30,29 +30,29 @@ double gelu_grad_ref(double x) {
 
 // Host copy of `v` on the device in the type `t` (rounding `v` to bf16 first if needed).
 DeviceBuffer upload(std::vector<float>& v, DType t) {
-  if (t == DType::f32) return to_device(v);
+  if (t == DType::kF32) return to_device(v);
   return to_device(round_to_bf16(v));
 }
 
 std::vector<float> download(const DeviceBuffer& buf, std::size_t n, DType t) {
-  if (t == DType::f32) return to_host<float>(buf, n);
+  if (t == DType::kF32) return to_host<float>(buf, n);
   return from_bf16(to_host<std::uint16_t>(buf, n));
 }
 
-double tol_abs(DType t) { return t == DType::f32 ? 1e-5 : 1e-2; }
-double tol_rel(DType t) { return t == DType::f32 ? 1e-5 : 8e-3; }
+double tol_abs(DType t) { return t == DType::kF32 ? 1e-5 : 1e-2; }
+double tol_rel(DType t) { return t == DType::kF32 ? 1e-5 : 8e-3; }
 
 }  // namespace
 
 TEST_CASE("gelu_forward / gelu_backward match the CPU reference", "[cuda][kernels]") {
   if (!gpu_or_skip()) return;
   const std::size_t n = 1037;
-  for (DType t : {DType::f32, DType::bf16}) {
+  for (DType t : {DType::kF32, DType::kBf16}) {
     INFO(dtype_name(t));
     auto x = random_floats(n, 11, -4.f, 4.f), dout = random_floats(n, 12);
     DeviceBuffer dx = upload(x, t), ddout = upload(dout, t), dy(n * dtype_bytes(t)),
                  ddx(n * dtype_bytes(t));
-    if (t == DType::f32) {
+    if (t == DType::kF32) {
       gelu_forward(dy.as<float>(), dx.as<float>(), n);
       gelu_backward(ddx.as<float>(), dx.as<float>(), ddout.as<float>(), n);
     } else {
@@ -73,11 +73,11 @@ TEST_CASE("gelu_forward / gelu_backward match the CPU reference", "[cuda][kernel
 TEST_CASE("residual_forward adds, also in place", "[cuda][kernels]") {
   if (!gpu_or_skip()) return;
   const std::size_t n = 517;
-  for (DType t : {DType::f32, DType::bf16}) {
+  for (DType t : {DType::kF32, DType::kBf16}) {
     INFO(dtype_name(t));
     auto a = random_floats(n, 21), b = random_floats(n, 22);
     DeviceBuffer da = upload(a, t), db = upload(b, t);
-    if (t == DType::f32)
+    if (t == DType::kF32)
       residual_forward(da.as<float>(), da.as<float>(), db.as<float>(), n);
     else
       residual_forward(da.as<bf16>(), da.as<bf16>(), db.as<bf16>(), n);
@@ -91,7 +91,7 @@ TEST_CASE("matmul_forward / matmul_backward match the CPU linear layer", "[cuda]
   if (!gpu_or_skip()) return;
   const int bt = 10, c = 12, oc = 7;  // odd OC and BT on purpose
   GemmRunner gemm;
-  for (DType t : {DType::f32, DType::bf16}) {
+  for (DType t : {DType::kF32, DType::kBf16}) {
     INFO(dtype_name(t));
     auto inp = random_floats(bt * c, 31), w = random_floats(oc * c, 32),
          bias = random_floats(oc, 33);

@@ -11,7 +11,7 @@
 namespace holmes::plan::testing {
 
 struct IslandSpec {
-  topo::NicKind kind = topo::NicKind::Ib;  // Ib, Roce or Ethernet
+  topo::NicKind kind = topo::NicKind::kIb;  // Ib, Roce or Ethernet
   int nodes = 1;
   int devices = 8;            // per node
   double rdma_gbps = 400;     // per node
@@ -29,21 +29,21 @@ inline topo::NodeReport make_node(const std::string& host, const IslandSpec& s, 
   n.devices.peak_tflops = s.peak_tflops;
   topo::Nic eth;
   eth.name = "eth0";
-  eth.kind = topo::NicKind::Ethernet;
+  eth.kind = topo::NicKind::kEthernet;
   eth.active = true;
   eth.rate_gbps = s.ethernet_gbps;
   eth.netdev = "eth0";
   n.nics.push_back(eth);
-  if (s.kind != topo::NicKind::Ethernet) {
+  if (s.kind != topo::NicKind::kEthernet) {
     topo::Nic r;
     r.name = "mlx5_0";
     r.kind = s.kind;
     r.active = true;
     r.rate_gbps = s.rdma_gbps;
     r.port = 1;
-    r.netdev = s.kind == topo::NicKind::Roce ? "ens1f0" : "";
+    r.netdev = s.kind == topo::NicKind::kRoce ? "ens1f0" : "";
     r.fabric = "fabric-" + std::to_string(island);
-    r.gid_index = s.kind == topo::NicKind::Roce ? 3 : -1;
+    r.gid_index = s.kind == topo::NicKind::kRoce ? 3 : -1;
     n.nics.push_back(r);
   }
   return n;
@@ -68,7 +68,7 @@ inline topo::ClusterTopology make_cluster(const std::vector<IslandSpec>& islands
   for (int i = 0; i < static_cast<int>(islands.size()); ++i) {
     t.islands[i].id = i;
     t.islands[i].kind = islands[i].kind;
-    t.islands[i].rdma_gbps_per_node = islands[i].kind == topo::NicKind::Ethernet ? 0 : islands[i].rdma_gbps;
+    t.islands[i].rdma_gbps_per_node = islands[i].kind == topo::NicKind::kEthernet ? 0 : islands[i].rdma_gbps;
   }
   for (auto [i, k] : order) {
     int n = static_cast<int>(t.nodes.size());

@@ -34,28 +34,28 @@ void check_invariants(const hp::Plan& p, const holmes::topo::ClusterTopology& t,
   // Each rank in exactly one group of each kind; groups have the right size and agree with
   // the rank coordinates.
   std::map<hp::GroupKind, std::vector<int>> seen;
-  for (auto k : {hp::GroupKind::Tp, hp::GroupKind::Pp, hp::GroupKind::Dp, hp::GroupKind::Embedding,
-                 hp::GroupKind::World})
+  for (auto k : {hp::GroupKind::kTp, hp::GroupKind::kPp, hp::GroupKind::kDp, hp::GroupKind::kEmbedding,
+                 hp::GroupKind::kWorld})
     seen[k].assign(p.world, 0);
   for (const auto& g : p.groups) {
     for (int r : g.ranks) seen[g.kind][r]++;
     const auto& r0 = p.ranks[g.ranks[0]];
     for (size_t i = 0; i < g.ranks.size(); ++i) {
       const auto& r = p.ranks[g.ranks[i]];
-      if (g.kind == hp::GroupKind::Tp) REQUIRE((r.pp == r0.pp && r.dp == r0.dp && r.tp == int(i)));
-      if (g.kind == hp::GroupKind::Dp) REQUIRE((r.pp == r0.pp && r.tp == r0.tp && r.dp == int(i)));
-      if (g.kind == hp::GroupKind::Pp) REQUIRE((r.tp == r0.tp && r.dp == r0.dp && r.pp == int(i)));
+      if (g.kind == hp::GroupKind::kTp) REQUIRE((r.pp == r0.pp && r.dp == r0.dp && r.tp == int(i)));
+      if (g.kind == hp::GroupKind::kDp) REQUIRE((r.pp == r0.pp && r.tp == r0.tp && r.dp == int(i)));
+      if (g.kind == hp::GroupKind::kPp) REQUIRE((r.tp == r0.tp && r.dp == r0.dp && r.pp == int(i)));
     }
-    if (perfect && (g.kind == hp::GroupKind::Tp || g.kind == hp::GroupKind::Dp)) REQUIRE_FALSE(g.crosses_islands);
-    if (perfect && g.kind == hp::GroupKind::Tp) REQUIRE_FALSE(g.crosses_nodes);
+    if (perfect && (g.kind == hp::GroupKind::kTp || g.kind == hp::GroupKind::kDp)) REQUIRE_FALSE(g.crosses_islands);
+    if (perfect && g.kind == hp::GroupKind::kTp) REQUIRE_FALSE(g.crosses_nodes);
   }
   for (int r = 0; r < p.world; ++r) {
-    REQUIRE(seen[hp::GroupKind::Tp][r] == 1);
-    REQUIRE(seen[hp::GroupKind::Pp][r] == 1);
-    REQUIRE(seen[hp::GroupKind::Dp][r] == 1);
-    REQUIRE(seen[hp::GroupKind::World][r] == 1);
+    REQUIRE(seen[hp::GroupKind::kTp][r] == 1);
+    REQUIRE(seen[hp::GroupKind::kPp][r] == 1);
+    REQUIRE(seen[hp::GroupKind::kDp][r] == 1);
+    REQUIRE(seen[hp::GroupKind::kWorld][r] == 1);
     bool end_stage = p.pp > 1 && (p.ranks[r].pp == 0 || p.ranks[r].pp == p.pp - 1);
-    REQUIRE(seen[hp::GroupKind::Embedding][r] == (end_stage ? 1 : 0));
+    REQUIRE(seen[hp::GroupKind::kEmbedding][r] == (end_stage ? 1 : 0));
   }
   // Partition: sums to the layers, no empty stage, contiguous.
   int next = 0;
@@ -82,15 +82,15 @@ void check_invariants(const hp::Plan& p, const holmes::topo::ClusterTopology& t,
 TEST_CASE("holmes placement invariants on generated clusters", "[placement]") {
   std::mt19937 rng(20240613);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  const holmes::topo::NicKind kinds[] = {holmes::topo::NicKind::Ib, holmes::topo::NicKind::Roce,
-                                         holmes::topo::NicKind::Ethernet};
+  const holmes::topo::NicKind kinds[] = {holmes::topo::NicKind::kIb, holmes::topo::NicKind::kRoce,
+                                         holmes::topo::NicKind::kEthernet};
   int perfect_cases = 0;
   for (int iter = 0; iter < 300; ++iter) {
     int devices = std::vector<int>{1, 2, 4, 8}[pick(0, 3)];
     std::vector<IslandSpec> islands(pick(1, 4));
     for (auto& is : islands) {
       is.kind = kinds[pick(0, 2)];
-      is.nodes = is.kind == holmes::topo::NicKind::Ethernet ? 1 : pick(1, 6);
+      is.nodes = is.kind == holmes::topo::NicKind::kEthernet ? 1 : pick(1, 6);
       is.devices = devices;
       is.rdma_gbps = 100.0 * pick(1, 4);
     }
@@ -114,19 +114,19 @@ TEST_CASE("holmes placement invariants on generated clusters", "[placement]") {
 }
 
 TEST_CASE("naive placement is Megatron's order over nodes as given", "[placement]") {
-  auto topo = hp::testing::make_cluster({{holmes::topo::NicKind::Ib, 2}, {holmes::topo::NicKind::Roce, 2}}, true);
+  auto topo = hp::testing::make_cluster({{holmes::topo::NicKind::kIb, 2}, {holmes::topo::NicKind::kRoce, 2}}, true);
   auto spec = hp::testing::make_spec(8, 256, 16, 2, 2, 8, 1, 16, 128);
   spec.parallel.placement = "naive";
   hp::Plan p = hp::make_plan(spec, topo);
   for (const auto& r : p.ranks) REQUIRE(r.rank == r.tp + 2 * (r.dp + 8 * r.pp));
   // Interleaved islands: naive data groups cross islands, holmes's do not.
   int crossing = 0;
-  for (const auto& g : p.groups) crossing += g.kind == hp::GroupKind::Dp && g.crosses_islands;
+  for (const auto& g : p.groups) crossing += g.kind == hp::GroupKind::kDp && g.crosses_islands;
   CHECK(crossing > 0);
   spec.parallel.placement = "holmes";
   hp::Plan h = hp::make_plan(spec, topo);
   for (const auto& g : h.groups)
-    if (g.kind == hp::GroupKind::Dp) CHECK_FALSE(g.crosses_islands);
+    if (g.kind == hp::GroupKind::kDp) CHECK_FALSE(g.crosses_islands);
   CHECK(h.estimate.naive_step_time_s == Approx(hp::make_plan([&] {
                                                  auto s = spec;
                                                  s.parallel.placement = "naive";
@@ -138,32 +138,32 @@ TEST_CASE("naive placement is Megatron's order over nodes as given", "[placement
 
 TEST_CASE("unequal islands: the least bad layout names the crossing groups", "[placement]") {
   // 3 + 5 nodes of 8, tp 8, dp 4: a stage needs 4 nodes, island 0 has only 3.
-  auto topo = hp::testing::make_cluster({{holmes::topo::NicKind::Ib, 3}, {holmes::topo::NicKind::Roce, 5}});
+  auto topo = hp::testing::make_cluster({{holmes::topo::NicKind::kIb, 3}, {holmes::topo::NicKind::kRoce, 5}});
   auto spec = hp::testing::make_spec(8, 256, 16, 8, 2, 4, 1, 16, 128);
   hp::Plan p = hp::make_plan(spec, topo);
   int crossing = 0;
-  for (const auto& g : p.groups) crossing += g.kind == hp::GroupKind::Dp && g.crosses_islands;
+  for (const auto& g : p.groups) crossing += g.kind == hp::GroupKind::kDp && g.crosses_islands;
   CHECK(crossing == 8);  // every tensor slice of the one straddling stage
   bool named = false;
   for (const auto& w : p.warnings) named |= w.find("dp group") != std::string::npos && w.find("islands") != std::string::npos;
   CHECK(named);
   for (const auto& g : p.groups)
-    if (g.kind == hp::GroupKind::Tp) CHECK_FALSE(g.crosses_nodes);
+    if (g.kind == hp::GroupKind::kTp) CHECK_FALSE(g.crosses_nodes);
 }
 
 TEST_CASE("transports: RDMA inside an island, sockets across, intra-node in a node", "[placement]") {
-  auto topo = hp::testing::make_cluster({{holmes::topo::NicKind::Ib, 2}, {holmes::topo::NicKind::Roce, 2}});
+  auto topo = hp::testing::make_cluster({{holmes::topo::NicKind::kIb, 2}, {holmes::topo::NicKind::kRoce, 2}});
   auto spec = hp::testing::make_spec(8, 256, 16, 8, 2, 2, 1, 16, 128);
   hp::Plan p = hp::make_plan(spec, topo);
   for (const auto& g : p.groups) {
-    if (g.kind == hp::GroupKind::Tp) CHECK(g.transport == hp::Transport::IntraNode);
-    if (g.kind == hp::GroupKind::Pp) {
-      CHECK(g.transport == hp::Transport::NcclSocket);
+    if (g.kind == hp::GroupKind::kTp) CHECK(g.transport == hp::Transport::kIntraNode);
+    if (g.kind == hp::GroupKind::kPp) {
+      CHECK(g.transport == hp::Transport::kNcclSocket);
       CHECK(g.interface == "eth0");
     }
-    if (g.kind == hp::GroupKind::Dp) {
+    if (g.kind == hp::GroupKind::kDp) {
       bool ib = p.stages[p.ranks[g.ranks[0]].pp].island == 0;
-      CHECK(g.transport == (ib ? hp::Transport::NcclIb : hp::Transport::NcclRoce));
+      CHECK(g.transport == (ib ? hp::Transport::kNcclIb : hp::Transport::kNcclRoce));
       CHECK(g.hcas == std::vector<std::string>{"mlx5_0:1"});
       CHECK(g.gid_index == (ib ? -1 : 3));
     }
@@ -171,12 +171,12 @@ TEST_CASE("transports: RDMA inside an island, sockets across, intra-node in a no
 }
 
 TEST_CASE("CPU jobs use Gloo on the interface the topology picks; HCAs follow the island's fabric", "[placement]") {
-  auto topo = hp::testing::make_cluster({{holmes::topo::NicKind::Ib, 2, 1}, {holmes::topo::NicKind::Ib, 1, 1}});
+  auto topo = hp::testing::make_cluster({{holmes::topo::NicKind::kIb, 2, 1}, {holmes::topo::NicKind::kIb, 1, 1}});
   for (auto& n : topo.nodes) {
     n.devices.kind = "cpu";
     holmes::topo::Nic ipoib;
     ipoib.name = "ib0";
-    ipoib.kind = holmes::topo::NicKind::Ipoib;
+    ipoib.kind = holmes::topo::NicKind::kIpoib;
     ipoib.active = true;
     ipoib.addresses = {"10.9.0.1/16"};
     n.nics.push_back(ipoib);
@@ -191,9 +191,9 @@ TEST_CASE("CPU jobs use Gloo on the interface the topology picks; HCAs follow th
   hp::Plan p = hp::make_plan(spec, topo);
   CHECK(p.device_kind == "cpu");
   for (const auto& g : p.groups) {
-    CHECK(g.transport == hp::Transport::GlooTcp);
+    CHECK(g.transport == hp::Transport::kGlooTcp);
     CHECK(g.hcas.empty());
-    if (g.kind == hp::GroupKind::Dp) {
+    if (g.kind == hp::GroupKind::kDp) {
       CHECK(g.crosses_islands);
       CHECK(g.interface == "eth0");  // leaves the island: the Ethernet port, not IPoIB
     }
@@ -206,11 +206,11 @@ TEST_CASE("CPU jobs use Gloo on the interface the topology picks; HCAs follow th
   spec.parallel.data = 2;
   spec.train.global_batch = 2;
   for (const auto& g : hp::make_plan(spec, two).groups)
-    if (g.kind == hp::GroupKind::Dp) CHECK(g.interface == "ib0");
+    if (g.kind == hp::GroupKind::kDp) CHECK(g.interface == "ib0");
   for (auto& n : two.nodes) n.devices.kind = "cuda";
   for (const auto& g : hp::make_plan(spec, two).groups)
-    if (g.kind == hp::GroupKind::Dp) {
-      CHECK(g.transport == hp::Transport::NcclIb);
+    if (g.kind == hp::GroupKind::kDp) {
+      CHECK(g.transport == hp::Transport::kNcclIb);
       CHECK(g.hcas == std::vector<std::string>{"mlx5_0:1"});
     }
 }

@@ -27,7 +27,7 @@ holmes::topo::ClusterTopology cpu_node() {
   n.devices.count = 1;
   n.devices.cores = 4;
   t.nodes.push_back(n);
-  t.islands.push_back(holmes::topo::Island{0, NicKind::Ethernet, "", {0}, 0});
+  t.islands.push_back(holmes::topo::Island{0, NicKind::kEthernet, "", {0}, 0});
   t.island_of = {0};
   return t;
 }
@@ -45,7 +45,7 @@ TEST_CASE("a single CPU device gives a trivial plan", "[plan]") {
   CHECK(p.micro_batches == 2);
   CHECK(p.groups.size() == 4);  // tp, pp, dp, world; no embedding tie with one stage
   for (const auto& g : p.groups) {
-    CHECK(g.transport == hp::Transport::GlooTcp);
+    CHECK(g.transport == hp::Transport::kGlooTcp);
     CHECK(g.interface == "lo");
   }
   CHECK(p.estimate.step_time_s > 0);
@@ -59,7 +59,7 @@ TEST_CASE("a single CPU device gives a trivial plan", "[plan]") {
 }
 
 TEST_CASE("closed form: one device, compute only", "[cost_model]") {
-  auto topo = hp::testing::make_cluster({{NicKind::Ib, 1, 1}});
+  auto topo = hp::testing::make_cluster({{NicKind::kIb, 1, 1}});
   auto spec = hp::testing::make_spec(4, 512, 8, 1, 1, 1, 2, 8, 256);
   spec.cluster.device_tflops = 100;
   hp::Plan p = hp::make_plan(spec, topo);
@@ -74,7 +74,7 @@ TEST_CASE("closed form: one device, compute only", "[cost_model]") {
 TEST_CASE("closed form: a 4-stage pipeline on one IB island", "[cost_model]") {
   // 4 nodes of 1 GPU, IB 400 Gb/s, 5 us; uniform partition of 8 layers: the last stage
   // (2 layers + LM head) is the bottleneck.
-  auto topo = hp::testing::make_cluster({{NicKind::Ib, 4, 1, 400}});
+  auto topo = hp::testing::make_cluster({{NicKind::kIb, 4, 1, 400}});
   auto spec = hp::testing::make_spec(8, 512, 8, 1, 4, 1, 2, 12, 256);
   spec.cluster.device_tflops = 100;
   spec.parallel.partition.kind = "uniform";
@@ -103,8 +103,8 @@ TEST_CASE("data-parallel sync hides behind backward until the NIC is too slow", 
   // backward; on a slow one the excess shows up as dp_comm_s.
   auto spec = hp::testing::make_spec(4, 512, 8, 1, 1, 2, 1, 8, 256);
   spec.cluster.device_tflops = 100;
-  auto fast = hp::make_plan(spec, hp::testing::make_cluster({{NicKind::Ib, 2, 1, 4000}}));
-  auto slow = hp::make_plan(spec, hp::testing::make_cluster({{NicKind::Roce, 2, 1, 1}}));
+  auto fast = hp::make_plan(spec, hp::testing::make_cluster({{NicKind::kIb, 2, 1, 4000}}));
+  auto slow = hp::make_plan(spec, hp::testing::make_cluster({{NicKind::kRoce, 2, 1, 1}}));
   CHECK(fast.estimate.dp_comm_s == 0);
   double params = double(hp::total_params(hp::GptShape{4, 512, 8, 50257, 256}, 1));
   double compute = slow.estimate.compute_s / slow.micro_batches;
@@ -117,8 +117,8 @@ TEST_CASE("partition: faster islands get no fewer layers; lists are honoured", "
   // Two islands of 4 nodes x 8 GPUs; island 1 computes half as fast. tp 8, dp 1, pp 8.
   // Compare interior stages (no embedding or head, both neighbours on the same island):
   // the stages at the island boundary also pay pipeline sends over Ethernet.
-  hp::testing::IslandSpec fast{NicKind::Ib, 4, 8, 400, 25, 800};
-  hp::testing::IslandSpec slow{NicKind::Roce, 4, 8, 200, 25, 400};
+  hp::testing::IslandSpec fast{NicKind::kIb, 4, 8, 400, 25, 800};
+  hp::testing::IslandSpec slow{NicKind::kRoce, 4, 8, 200, 25, 400};
   auto topo = hp::testing::make_cluster({fast, slow});
   auto spec = hp::testing::make_spec(48, 1024, 16, 8, 8, 1, 1, 8, 1024);
   hp::Plan p = hp::make_plan(spec, topo);
@@ -138,8 +138,8 @@ TEST_CASE("partition: faster islands get no fewer layers; lists are honoured", "
   CHECK(compared == 4);
   CHECK(sum == 48);
   // Same compute, different NICs: the RoCE island's data-parallel sync is slower.
-  hp::testing::IslandSpec ib{NicKind::Ib, 4, 8, 400, 25, 400};
-  hp::testing::IslandSpec roce{NicKind::Roce, 4, 8, 25, 25, 400};
+  hp::testing::IslandSpec ib{NicKind::kIb, 4, 8, 400, 25, 400};
+  hp::testing::IslandSpec roce{NicKind::kRoce, 4, 8, 25, 25, 400};
   auto spec2 = hp::testing::make_spec(32, 2048, 16, 8, 4, 2, 1, 8, 1024);
   hp::Plan q = hp::make_plan(spec2, hp::testing::make_cluster({ib, roce}));
   for (const auto& a : q.stages)
@@ -153,7 +153,7 @@ TEST_CASE("partition: faster islands get no fewer layers; lists are honoured", "
 }
 
 TEST_CASE("infeasible requests are user errors with the numbers", "[plan]") {
-  auto topo = hp::testing::make_cluster({{NicKind::Ib, 2, 8}});
+  auto topo = hp::testing::make_cluster({{NicKind::kIb, 2, 8}});
   auto spec = hp::testing::make_spec(8, 256, 16, 2, 2, 3, 1, 12, 128);
   CHECK_THAT(error_of(spec, topo), Catch::Contains("= 12 but the cluster has 16 devices"));
   spec.parallel.data = 4;
@@ -174,7 +174,7 @@ TEST_CASE("infeasible requests are user errors with the numbers", "[plan]") {
 }
 
 TEST_CASE("auto degrees on three islands: fits, invariants, parts add up, hash stable", "[plan]") {
-  auto topo = hp::testing::make_cluster({{NicKind::Ib, 4}, {NicKind::Roce, 4}, {NicKind::Ib, 8, 8, 200}});
+  auto topo = hp::testing::make_cluster({{NicKind::kIb, 4}, {NicKind::kRoce, 4}, {NicKind::kIb, 8, 8, 200}});
   auto spec = hp::testing::make_spec(36, 4096, 32, 0, 0, 0, 1, 256, 2048);
   hp::Plan p = hp::make_plan(spec, topo);
   CHECK(p.tp * p.pp * p.dp == 128);
@@ -182,7 +182,7 @@ TEST_CASE("auto degrees on three islands: fits, invariants, parts add up, hash s
   CHECK(e.step_time_s == Approx(e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s));
   CHECK(e.naive_step_time_s >= e.step_time_s * 0.999);
   for (const auto& g : p.groups)
-    if (g.kind == hp::GroupKind::Dp || g.kind == hp::GroupKind::Tp) CHECK_FALSE(g.crosses_islands);
+    if (g.kind == hp::GroupKind::kDp || g.kind == hp::GroupKind::kTp) CHECK_FALSE(g.crosses_islands);
   CHECK(hp::plan_hash(p) == hp::plan_hash(hp::make_plan(spec, topo)));
   spec.parallel.tensor = p.tp == 8 ? 4 : 8;
   CHECK(hp::plan_hash(p) != hp::plan_hash(hp::make_plan(spec, topo)));

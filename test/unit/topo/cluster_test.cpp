@@ -57,20 +57,20 @@ TEST_CASE("4 IB + 4 RoCE nodes: two islands", "[unit][topo]") {
   for (int i = 0; i < 4; ++i) nodes.push_back(roce_node(i));
   auto t = topo::build_cluster(nodes);
   REQUIRE(t.islands.size() == 2);
-  CHECK(t.islands[0].kind == NicKind::Ib);
+  CHECK(t.islands[0].kind == NicKind::kIb);
   CHECK(t.islands[0].fabric == "fe80:0000:0000:0000");
   CHECK(t.islands[0].nodes == std::vector<int>{0, 1, 2, 3});
   CHECK(t.islands[0].rdma_gbps_per_node == 1600);
-  CHECK(t.islands[1].kind == NicKind::Roce);
+  CHECK(t.islands[1].kind == NicKind::kRoce);
   CHECK(t.islands[1].fabric == "10.2.0.0/16");
   CHECK(t.islands[1].nodes == std::vector<int>{4, 5, 6, 7});
   CHECK(t.islands[1].rdma_gbps_per_node == 200);
   CHECK(t.island_of == std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1});
   CHECK(t.warnings.empty());
-  check_link(t, 0, 0, LinkClass::IntraNode, NicKind::Ethernet, 0);
-  check_link(t, 0, 3, LinkClass::Rdma, NicKind::Ib, 1600);
-  check_link(t, 4, 7, LinkClass::Rdma, NicKind::Roce, 200);
-  check_link(t, 1, 5, LinkClass::Ethernet, NicKind::Ethernet, 25);  // slower end: the IB node's 25 GbE
+  check_link(t, 0, 0, LinkClass::kIntraNode, NicKind::kEthernet, 0);
+  check_link(t, 0, 3, LinkClass::kRdma, NicKind::kIb, 1600);
+  check_link(t, 4, 7, LinkClass::kRdma, NicKind::kRoce, 200);
+  check_link(t, 1, 5, LinkClass::kEthernet, NicKind::kEthernet, 25);  // slower end: the IB node's 25 GbE
   CHECK(t.ethernet_gbps(0) == 25);
   CHECK(t.ethernet_gbps(4) == 100);  // the RoCE ports are the node's Ethernet
   CHECK(t.tcp_interface(0, false) == "ens21f0");
@@ -82,15 +82,15 @@ TEST_CASE("4 IB + 4 RoCE nodes: two islands", "[unit][topo]") {
 TEST_CASE("IB + Ethernet-only nodes: each Ethernet node is its own island", "[unit][topo]") {
   auto t = topo::build_cluster({ib_node(0), ib_node(1), eth_node(0), eth_node(1)});
   REQUIRE(t.islands.size() == 3);
-  CHECK(t.islands[0].kind == NicKind::Ib);
-  CHECK(t.islands[1].kind == NicKind::Ethernet);
+  CHECK(t.islands[0].kind == NicKind::kIb);
+  CHECK(t.islands[1].kind == NicKind::kEthernet);
   CHECK(t.islands[1].nodes == std::vector<int>{2});
   CHECK(t.islands[1].rdma_gbps_per_node == 0);
   CHECK(t.islands[2].nodes == std::vector<int>{3});
   CHECK(t.island_of == std::vector<int>{0, 0, 1, 2});
-  check_link(t, 0, 1, LinkClass::Rdma, NicKind::Ib, 1600);
-  check_link(t, 2, 3, LinkClass::Ethernet, NicKind::Ethernet, 25);
-  check_link(t, 0, 2, LinkClass::Ethernet, NicKind::Ethernet, 25);
+  check_link(t, 0, 1, LinkClass::kRdma, NicKind::kIb, 1600);
+  check_link(t, 2, 3, LinkClass::kEthernet, NicKind::kEthernet, 25);
+  check_link(t, 0, 2, LinkClass::kEthernet, NicKind::kEthernet, 25);
   CHECK(t.tcp_interface(2, false) == "eno1");  // docker0 has an address but is virtual
   CHECK(t.warnings.empty());
 }
@@ -101,15 +101,15 @@ TEST_CASE("different IB subnet prefixes are different islands", "[unit][topo]") 
   REQUIRE(t.islands.size() == 2);
   CHECK(t.islands[0].nodes == std::vector<int>{0, 2});
   CHECK(t.islands[1].nodes == std::vector<int>{1, 3});
-  check_link(t, 0, 1, LinkClass::Ethernet, NicKind::Ethernet, 25);
-  check_link(t, 1, 3, LinkClass::Rdma, NicKind::Ib, 1600);
+  check_link(t, 0, 1, LinkClass::kEthernet, NicKind::kEthernet, 25);
+  check_link(t, 1, 3, LinkClass::kRdma, NicKind::kIb, 1600);
 }
 
 TEST_CASE("a port down lowers the island's per-node bandwidth, with a warning", "[unit][topo]") {
   auto t = topo::build_cluster({ib_node(0), ib_spare_node()});
   REQUIRE(t.islands.size() == 1);
   CHECK(t.islands[0].rdma_gbps_per_node == 100);  // only mlx5_0 of the spare node is ACTIVE
-  check_link(t, 0, 1, LinkClass::Rdma, NicKind::Ib, 100);
+  check_link(t, 0, 1, LinkClass::kRdma, NicKind::kIb, 100);
   REQUIRE(t.warnings.size() == 2);  // bandwidth differs; the spare node's Ethernet speed is unknown
   CHECK_THAT(t.warnings[0], Catch::Contains("100 to 1600 Gb/s"));
   CHECK_THAT(t.warnings[1], Catch::Contains("ib-spare0") && Catch::Contains("assumed 10 Gb/s"));
@@ -129,11 +129,11 @@ TEST_CASE("a node with IB and RoCE joins its faster fabric, with a warning", "[u
   auto mixed = ib_node(0);
   auto roce = roce_node(0);
   for (const auto& n : roce.nics)
-    if (n.kind == NicKind::Roce) mixed.nics.push_back(n);
+    if (n.kind == NicKind::kRoce) mixed.nics.push_back(n);
   auto t = topo::build_cluster({mixed, roce_node(1)});
   CHECK(t.island_of[0] != t.island_of[1]);
-  CHECK(t.islands[t.island_of[0]].kind == NicKind::Ib);
-  check_link(t, 0, 1, LinkClass::Rdma, NicKind::Roce, 200);  // the best link they share is RoCE
+  CHECK(t.islands[t.island_of[0]].kind == NicKind::kIb);
+  check_link(t, 0, 1, LinkClass::kRdma, NicKind::kRoce, 200);  // the best link they share is RoCE
   bool warned = false;
   for (const auto& w : t.warnings) warned |= w.find("joins the island of ib fabric") != std::string::npos;
   CHECK(warned);
@@ -168,7 +168,7 @@ TEST_CASE("a single CPU node with only loopback", "[unit][topo]") {
   n.nics = {loopback_nic()};
   auto t = topo::build_cluster({n});
   REQUIRE(t.islands.size() == 1);
-  CHECK(t.islands[0].kind == NicKind::Ethernet);
+  CHECK(t.islands[0].kind == NicKind::kEthernet);
   CHECK(t.tcp_interface(0, false) == "lo");
   CHECK(t.warnings.empty());
   CHECK_THROWS_AS(t.link(0, 1), std::out_of_range);
@@ -177,27 +177,27 @@ TEST_CASE("a single CPU node with only loopback", "[unit][topo]") {
 TEST_CASE("a node whose RDMA ports are all down is an Ethernet island", "[unit][topo]") {
   auto dead = ib_node(1);
   for (auto& n : dead.nics)
-    if (n.kind == NicKind::Ib) n.active = false;
+    if (n.kind == NicKind::kIb) n.active = false;
   auto t = topo::build_cluster({ib_node(0), dead, ib_node(2)});
   REQUIRE(t.islands.size() == 2);
   CHECK(t.islands[0].nodes == std::vector<int>{0, 2});
-  CHECK(t.islands[1].kind == NicKind::Ethernet);
+  CHECK(t.islands[1].kind == NicKind::kEthernet);
   CHECK(t.islands[1].nodes == std::vector<int>{1});
-  check_link(t, 0, 1, LinkClass::Ethernet, NicKind::Ethernet, 25);
-  check_link(t, 0, 2, LinkClass::Rdma, NicKind::Ib, 1600);
+  check_link(t, 0, 1, LinkClass::kEthernet, NicKind::kEthernet, 25);
+  check_link(t, 0, 2, LinkClass::kRdma, NicKind::kIb, 1600);
 }
 
 TEST_CASE("RoCE ports without an IPv4 address share an assumed fabric, with a warning", "[unit][topo]") {
   auto a = roce_node(0), b = roce_node(1);
   for (auto* r : {&a, &b})
     for (auto& n : r->nics)
-      if (n.kind == NicKind::Roce) {
+      if (n.kind == NicKind::kRoce) {
         n.fabric.clear();
         n.addresses.clear();
       }
   auto t = topo::build_cluster({a, b});
   REQUIRE(t.islands.size() == 1);
-  CHECK(t.islands[0].kind == NicKind::Roce);
+  CHECK(t.islands[0].kind == NicKind::kRoce);
   REQUIRE(t.warnings.size() == 1);
   CHECK_THAT(t.warnings[0], Catch::Contains("roce-node[0-1]") && Catch::Contains("assumed they all share one fabric"));
 }
@@ -217,10 +217,10 @@ TEST_CASE("TCP goes over a plain Ethernet bond, not a container bridge", "[unit]
   topo::NodeReport n;
   n.hostname = "bonded";
   n.nics = {
-      if_nic("bond0", NicKind::Ethernet, true, 50, "", -1, {"10.9.0.5/24"}, "10.9.0.0/24"),
-      if_nic("docker0", NicKind::Ethernet, true, 100, "", -1, {"172.17.0.1/16"}, "172.17.0.0/16"),
-      if_nic("eno1", NicKind::Ethernet, true, 25, "0000:19:00.0", 0, {}, ""),  // bond slaves: no address
-      if_nic("eno2", NicKind::Ethernet, true, 25, "0000:19:00.1", 0, {}, ""),
+      if_nic("bond0", NicKind::kEthernet, true, 50, "", -1, {"10.9.0.5/24"}, "10.9.0.0/24"),
+      if_nic("docker0", NicKind::kEthernet, true, 100, "", -1, {"172.17.0.1/16"}, "172.17.0.0/16"),
+      if_nic("eno1", NicKind::kEthernet, true, 25, "0000:19:00.0", 0, {}, ""),  // bond slaves: no address
+      if_nic("eno2", NicKind::kEthernet, true, 25, "0000:19:00.1", 0, {}, ""),
       loopback_nic(),
   };
   auto t = topo::build_cluster({n});

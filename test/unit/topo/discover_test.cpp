@@ -43,7 +43,7 @@ TEST_CASE("8 x IB HDR node with a 25 GbE port", "[unit][topo]") {
   for (int i = 0; i < 8; ++i)
     want.nics.push_back(ib_nic(fmt::format("mlx5_{}", i), true, 200, "fe80:0000:0000:0000",
                                fmt::format("0000:{}:00.0", buses[i]), i < 4 ? 0 : 1));
-  want.nics.push_back(if_nic("ens21f0", NicKind::Ethernet, true, 25, "0000:c1:00.0", 1, {"10.0.0.11/16"}, "10.0.0.0/16"));
+  want.nics.push_back(if_nic("ens21f0", NicKind::kEthernet, true, 25, "0000:c1:00.0", 1, {"10.0.0.11/16"}, "10.0.0.0/16"));
   want.nics.push_back(loopback_nic());
   require_same(topo::discover_node(b.root(), gpus(8)), want);
 }
@@ -57,7 +57,7 @@ TEST_CASE("RoCE v2 node with two 100 GbE ports behind a bond", "[unit][topo]") {
   for (int i = 0; i < 2; ++i) {
     topo::Nic n;
     n.name = fmt::format("mlx5_{}", i);
-    n.kind = NicKind::Roce;
+    n.kind = NicKind::kRoce;
     n.active = true;
     n.rate_gbps = 100;
     n.port = 1;
@@ -82,11 +82,11 @@ TEST_CASE("Ethernet-only node with docker and veth noise and an unreadable speed
   want.hostname = "eth-node0";
   want.devices = topo::Devices{};
   want.nics = {
-      if_nic("docker0", NicKind::Ethernet, true, 10, "", -1, {"172.17.0.1/16"}, "172.17.0.0/16"),
-      if_nic("eno1", NicKind::Ethernet, true, 25, "0000:19:00.0", 0, {"10.0.1.21/24"}, "10.0.1.0/24"),
-      if_nic("eno2", NicKind::Ethernet, false, std::nullopt, "0000:19:00.1", 0, {}, ""),  // speed unreadable
+      if_nic("docker0", NicKind::kEthernet, true, 10, "", -1, {"172.17.0.1/16"}, "172.17.0.0/16"),
+      if_nic("eno1", NicKind::kEthernet, true, 25, "0000:19:00.0", 0, {"10.0.1.21/24"}, "10.0.1.0/24"),
+      if_nic("eno2", NicKind::kEthernet, false, std::nullopt, "0000:19:00.1", 0, {}, ""),  // speed unreadable
       loopback_nic(),
-      if_nic("veth1a2b3c", NicKind::Ethernet, true, std::nullopt, "", -1, {}, ""),  // speed -1
+      if_nic("veth1a2b3c", NicKind::kEthernet, true, std::nullopt, "", -1, {}, ""),  // speed -1
   };
   require_same(topo::discover_node(b.root(), topo::Devices{}), want);
 }
@@ -100,7 +100,7 @@ TEST_CASE("IB node with one port down and an IPoIB interface", "[unit][topo]") {
   want.nics = {
       ib_nic("mlx5_0", true, 100, "fe80:0000:0000:0000", "0000:81:00.0", 0),
       ib_nic("mlx5_1", false, 10, "fe80:0000:0000:0000", "0000:82:00.0", 0),
-      if_nic("ib0", NicKind::Ipoib, true, 100, "0000:81:00.0", 0, {"192.168.50.4/24"}, "192.168.50.0/24"),
+      if_nic("ib0", NicKind::kIpoib, true, 100, "0000:81:00.0", 0, {"192.168.50.4/24"}, "192.168.50.0/24"),
       loopback_nic(),
   };
   require_same(topo::discover_node(b.root(), gpus(8)), want);
@@ -161,7 +161,7 @@ TEST_CASE("other interface types and link layers are skipped; loopback up from f
   auto r = topo::discover_node(b.root(), topo::Devices{});
   REQUIRE(r.nics.size() == 1);
   CHECK(r.nics[0].name == "lo");
-  CHECK(r.nics[0].kind == NicKind::Loopback);
+  CHECK(r.nics[0].kind == NicKind::kLoopback);
   CHECK_FALSE(r.nics[0].active);
 }
 

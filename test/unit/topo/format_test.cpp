@@ -16,7 +16,7 @@ TEST_CASE("report JSON is stable", "[unit][topo]") {
   r.hostname = "n\"1";
   r.devices = gpus(8);
   r.nics = {ib_nic("mlx5_0", true, 2.5, "fe80:0000:0000:0000", "0000:18:00.0", 0),
-            if_nic("eth0", topo::NicKind::Ethernet, false, std::nullopt, "", -1, {"10.0.0.1/24", "10.0.1.1/24"},
+            if_nic("eth0", topo::NicKind::kEthernet, false, std::nullopt, "", -1, {"10.0.0.1/24", "10.0.1.1/24"},
                    "10.0.0.0/24")};
   CHECK(topo::report_json(r) ==
         "{\n"
@@ -34,7 +34,7 @@ TEST_CASE("report JSON is stable", "[unit][topo]") {
         "}\n");
   r.nics.clear();
   CHECK_THAT(topo::report_json(r), Catch::EndsWith("\"nics\": []\n}\n"));
-  CHECK(topo::json_quote("a\\b\n\x01") == "\"a\\\\b\\n\\u0001\"");
+  CHECK(json_quote("a\\b\n\x01") == "\"a\\\\b\\n\\u0001\"");
 }
 
 TEST_CASE("report text has one row per NIC", "[unit][topo]") {

@@ -13,7 +13,7 @@ inline topo::Nic ib_nic(const std::string& name, bool active, double rate, const
                         const std::string& pci, int numa) {
   topo::Nic n;
   n.name = name;
-  n.kind = topo::NicKind::Ib;
+  n.kind = topo::NicKind::kIb;
   n.active = active;
   n.rate_gbps = rate;
   n.port = 1;
@@ -41,7 +41,7 @@ inline topo::Nic if_nic(const std::string& name, topo::NicKind kind, bool active
 }
 
 inline topo::Nic loopback_nic() {
-  return if_nic("lo", topo::NicKind::Loopback, true, std::nullopt, "", -1, {"127.0.0.1/8"}, "127.0.0.0/8");
+  return if_nic("lo", topo::NicKind::kLoopback, true, std::nullopt, "", -1, {"127.0.0.1/8"}, "127.0.0.0/8");
 }
 
 inline topo::Devices gpus(int count) {

@@ -90,7 +90,7 @@ TEST_CASE("the example topology files build sane clusters", "[unit][topo]") {
     CHECK(t.islands.size() >= 2);  // every example mixes network kinds
     CHECK(t.warnings.empty());
     bool rdma = false;
-    for (const auto& isl : t.islands) rdma |= isl.kind != NicKind::Ethernet && isl.nodes.size() >= 2;
+    for (const auto& isl : t.islands) rdma |= isl.kind != NicKind::kEthernet && isl.nodes.size() >= 2;
     CHECK(rdma);
     ++files;
   }

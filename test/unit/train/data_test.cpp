@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "engine/spec/errors.hpp"
-#include "engine/train/batches.hpp"
-#include "engine/train/token_file.hpp"
-#include "engine/train/tokenizer.hpp"
+#include "engine/data/batches.hpp"
+#include "engine/data/token_file.hpp"
+#include "engine/data/tokenizer.hpp"
 
 using namespace holmes::train;
 

@@ -6,8 +6,8 @@
 #include <map>
 #include <vector>
 
-#include "engine/train/synthetic.hpp"
-#include "engine/train/token_file.hpp"
+#include "engine/data/synthetic.hpp"
+#include "engine/data/token_file.hpp"
 
 using namespace holmes::train;
 

@@ -1,0 +1,157 @@
+// Element-wise kernels of pointwise.hpp. Grid-stride loops so any N works with a capped grid;
+// bf16 values are widened to fp32 for the arithmetic and rounded once on store.
+#include "cuda/check.hpp"
+#include "cuda/pointwise.hpp"
+
+namespace holmes::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
+constexpr float kGeluCube = 0.044715f;
+
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(bf16 x) { return __bfloat162float(x); }
+template <class T>
+__device__ __forceinline__ T from_f32(float x);
+template <>
+__device__ __forceinline__ float from_f32<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ bf16 from_f32<bf16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+int grid_for(std::size_t n) {
+  std::size_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(blocks < 65535 ? (blocks ? blocks : 1) : 65535);
+}
+
+template <class T>
+__global__ void gelu_forward_kernel(T* out, const T* inp, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::size_t{gridDim.x} * blockDim.x) {
+    float x = to_f32(inp[i]);
+    float u = kGeluScale * (x + kGeluCube * x * x * x);
+    out[i] = from_f32<T>(0.5f * x * (1.0f + tanhf(u)));
+  }
+}
+
+template <class T>
+__global__ void gelu_backward_kernel(T* dinp, const T* inp, const T* dout, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::size_t{gridDim.x} * blockDim.x) {
+    float x = to_f32(inp[i]);
+    float u = kGeluScale * (x + kGeluCube * x * x * x);
+    float t = tanhf(u);
+    // d/dx [0.5 x (1 + tanh u)] = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx
+    float du = kGeluScale * (1.0f + 3.0f * kGeluCube * x * x);
+    float grad = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+    dinp[i] = from_f32<T>(grad * to_f32(dout[i]));
+  }
+}
+
+template <class T>
+__global__ void residual_forward_kernel(T* out, const T* inp1, const T* inp2, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::size_t{gridDim.x} * blockDim.x)
+    out[i] = from_f32<T>(to_f32(inp1[i]) + to_f32(inp2[i]));
+}
+
+template <class T>
+__global__ void residual_backward_kernel(T* da, T* db, const T* dout, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::size_t{gridDim.x} * blockDim.x) {
+    float g = to_f32(dout[i]);
+    if (da) da[i] = from_f32<T>(to_f32(da[i]) + g);
+    if (db) db[i] = from_f32<T>(to_f32(db[i]) + g);
+  }
+}
+
+// One thread per output channel walks down its column: rows are read coalesced across the
+// threads of a warp (adjacent channels are adjacent in memory).
+template <class T>
+__global__ void bias_backward_kernel(T* dbias, const T* dout, int rows, int oc) {
+  int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (col >= oc) return;
+  float sum = 0.0f;
+  for (int r = 0; r < rows; ++r) sum += to_f32(dout[std::size_t(r) * oc + col]);
+  dbias[col] = from_f32<T>(to_f32(dbias[col]) + sum);
+}
+
+template <class T>
+void launch_gelu_forward(T* out, const T* inp, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  gelu_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, inp, n);
+  HOLMES_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class T>
+void launch_gelu_backward(T* dinp, const T* inp, const T* dout, std::size_t n,
+                          cudaStream_t stream) {
+  if (n == 0) return;
+  gelu_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(dinp, inp, dout, n);
+  HOLMES_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class T>
+void launch_residual(T* out, const T* inp1, const T* inp2, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  residual_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, inp1, inp2, n);
+  HOLMES_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class T>
+void launch_residual_backward(T* da, T* db, const T* dout, std::size_t n, cudaStream_t stream) {
+  if (n == 0 || (!da && !db)) return;
+  residual_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(da, db, dout, n);
+  HOLMES_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class T>
+void launch_bias_backward(T* dbias, const T* dout, int rows, int oc, cudaStream_t stream) {
+  if (rows <= 0 || oc <= 0) return;
+  bias_backward_kernel<<<(oc + kThreads - 1) / kThreads, kThreads, 0, stream>>>(dbias, dout, rows,
+                                                                                oc);
+  HOLMES_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void gelu_forward(float* out, const float* inp, std::size_t n, cudaStream_t s) {
+  launch_gelu_forward(out, inp, n, s);
+}
+void gelu_forward(bf16* out, const bf16* inp, std::size_t n, cudaStream_t s) {
+  launch_gelu_forward(out, inp, n, s);
+}
+void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n,
+                   cudaStream_t s) {
+  launch_gelu_backward(dinp, inp, dout, n, s);
+}
+void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, std::size_t n, cudaStream_t s) {
+  launch_gelu_backward(dinp, inp, dout, n, s);
+}
+void residual_forward(float* out, const float* inp1, const float* inp2, std::size_t n,
+                      cudaStream_t s) {
+  launch_residual(out, inp1, inp2, n, s);
+}
+void residual_forward(bf16* out, const bf16* inp1, const bf16* inp2, std::size_t n,
+                      cudaStream_t s) {
+  launch_residual(out, inp1, inp2, n, s);
+}
+void residual_backward(float* da, float* db, const float* dout, std::size_t n, cudaStream_t s) {
+  launch_residual_backward(da, db, dout, n, s);
+}
+void residual_backward(bf16* da, bf16* db, const bf16* dout, std::size_t n, cudaStream_t s) {
+  launch_residual_backward(da, db, dout, n, s);
+}
+void bias_backward(float* dbias, const float* dout, int rows, int oc, cudaStream_t s) {
+  launch_bias_backward(dbias, dout, rows, oc, s);
+}
+void bias_backward(bf16* dbias, const bf16* dout, int rows, int oc, cudaStream_t s) {
+  launch_bias_backward(dbias, dout, rows, oc, s);
+}
+
+}  // namespace holmes::cuda

@@ -1,0 +1,162 @@
+// Checkpoints: one folder per saved step, shard files per rank, a manifest, a commit marker.
+//
+//   <checkpoint.dir>/step-00001000/
+//     rank-00000.bin ... rank-<world-1>.bin   raw little-endian floats after a 64-byte header
+//     manifest.json                           written by rank 0 (format in docs/checkpoints.md)
+//     COMMITTED                               written last, after every rank has finished
+//
+// A shard file holds PIECES: a contiguous element range [begin, end) of one named tensor's
+// shard (row-major in its shard shape) of one kind (param, exp_avg, exp_avg_sq). The manifest
+// indexes every piece with the tensor's full shape and its TP split, so a checkpoint saved
+// under one plan (tp x pp x dp, partition) is reassembled into any other: a loading rank maps
+// each piece element to its full-tensor index and from there into its own shard.
+// Replicated tensors are saved by TP rank 0 only; a last stage's tied copy of wte is not
+// saved (it equals wte and loads from it).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/shard_state.hpp"
+#include "model/gpt_config.hpp"
+
+namespace holmes::comm {
+class Store;
+}
+
+namespace holmes::train {
+
+inline constexpr int kCheckpointFormatVersion = 1;
+
+enum class TensorKind { kParam, kExpAvg, kExpAvgSq };
+const char* tensor_kind_name(TensorKind kind);  // "param", "exp_avg", "exp_avg_sq"
+
+// One slice of one named tensor inside a shard file.
+struct CheckpointPiece {
+  std::string tensor;  // HF GPT-2 name with the global layer index ("h.3.mlp.c_fc.weight")
+  TensorKind kind = TensorKind::kParam;
+  std::vector<int64_t> full_shape;   // whole tensor (wte: padded vocabulary rows, (Vp, C))
+  std::vector<int64_t> shard_shape;  // the saving rank's shard of it
+  int split_dim = -1, split_parts = 1, tp_index = 0, tp_count = 1;  // model/param_layout.hpp
+  int64_t begin = 0, end = 0;  // element range within the shard tensor
+  uint64_t offset = 0;         // byte offset of element `begin` in the file
+};
+
+struct CheckpointFile {
+  std::string name;  // "rank-00003.bin", relative to the checkpoint folder
+  int rank = 0;
+  uint64_t bytes = 0;   // whole file, header included
+  uint32_t crc32c = 0;  // of the whole file
+  std::vector<CheckpointPiece> pieces;
+};
+
+struct CheckpointInfo {
+  std::string dir;  // the step-NNNNNNNN folder
+  int64_t step = 0;  // optimizer steps done; training continues at this 0-based step
+  int format_version = 0;
+  model::GptConfig model;  // global: tp = 1, one stage, padded_vocab as saved (finalized)
+  int64_t tokens_seen = 0;
+  uint64_t seed = 0;  // job.seed: batches are a pure function of (seed, step)
+  int world = 1;      // ranks that saved it
+  std::string run_id;  // the run that saved it (run_folder.hpp); "" = saved before runs had ids
+  std::string job_spec_text, plan_text;
+  uint64_t plan_hash = 0;
+  std::vector<CheckpointFile> files;
+};
+
+// Reads and checks <dir>/manifest.json and the COMMITTED marker, every file's size and
+// (verify_checksums) its CRC32C and header. Throws holmes::UserError naming the file and what
+// is wrong: missing marker, unreadable or malformed manifest, a future format version, a
+// truncated, oversized or corrupted shard file.
+CheckpointInfo open_checkpoint(const std::string& dir, bool verify_checksums = true);
+
+// Size, header and (verify_checksum) CRC32C of one shard file against the manifest; what
+// open_checkpoint does for every file. UserError naming the file and the problem.
+void verify_checkpoint_file(const CheckpointInfo& info, const CheckpointFile& file, bool verify_checksum = true);
+
+// The whole tensor `name` (full shape, row-major; wte with its padded vocabulary rows),
+// reassembled from its slices. Throws UserError when the checkpoint does not hold all of it.
+std::vector<float> read_full_tensor(const CheckpointInfo& info, const std::string& name,
+                                    TensorKind kind = TensorKind::kParam);
+
+// The newest complete checkpoint folder (step-* with a COMMITTED marker) under ckpt_dir;
+// nullopt when there is none. Incomplete folders newer than it go to *skipped.
+std::optional<std::string> find_latest_checkpoint(const std::string& ckpt_dir,
+                                                  std::vector<std::string>* skipped = nullptr);
+
+// The step-NNNNNNNN folders under ckpt_dir, newest first, with whether each is complete and
+// the run that wrote it (read from its manifest without parsing the tensor index; "" when
+// the manifest is missing or predates run ids).
+struct StepFolder {
+  int64_t step = 0;
+  std::string path;
+  bool complete = false;
+  std::string run_id;
+};
+std::vector<StepFolder> list_step_folders(const std::string& ckpt_dir);
+
+// What a path given as a checkpoint turned out to be, resolved to one complete step folder:
+// the folder itself, a checkpoint.dir (its newest complete step) or a run's output folder
+// (the newest complete step of <path>/checkpoints). `skipped` lists incomplete step folders
+// newer than the one taken.
+struct LocatedCheckpoint {
+  std::string dir;
+  std::string via;  // "" for a step folder, else how it was found ("the newest complete checkpoint in X")
+  std::vector<std::string> skipped;
+};
+// nullopt when `path` is none of these; describe_checkpoint_path then says what it is.
+std::optional<LocatedCheckpoint> locate_checkpoint(const std::string& path);
+// What `path` holds, for an error message after "<path>: ": "checkpoint folder does not
+// exist", "a file of 1234 bytes, not a checkpoint folder", "only incomplete checkpoints in
+// DIR ...", "a folder of 3 entries (a, b, c) without a checkpoint", ...
+std::string describe_checkpoint_path(const std::string& path);
+
+// "<ckpt_dir>/step-00001000".
+std::string checkpoint_step_dir(const std::string& ckpt_dir, int64_t step);
+
+// Fills `state` (every param of the shard; with_optimizer: the moments of its owned ranges)
+// from the checkpoint, whatever plan saved it. Throws UserError when the checkpoint's model
+// shape differs from `job_model` (the job's global GptConfig) or lacks a slice the shard needs.
+void load_shard_state(const CheckpointInfo& info, const model::GptConfig& job_model, ShardState& state,
+                      bool with_optimizer);
+
+// What the saving rank knows besides its shard.
+struct SaveContext {
+  int rank = 0, world = 1;
+  comm::Store* store = nullptr;  // gathers shard indexes on rank 0 and orders the commit; null = 1 rank
+  int64_t step = 0;              // steps done
+  int64_t tokens_seen = 0;
+  uint64_t seed = 0;
+  model::GptConfig model;  // global model (tp = 1, one stage)
+  std::string run_id;      // the run saving it (run_folder.hpp); retention only touches its checkpoints
+  std::string job_spec_text, plan_text;
+  uint64_t plan_hash = 0;
+  int keep = 0;  // > 0: rank 0 keeps the newest `keep` complete checkpoints of run_id after the commit
+  double timeout_s = 3600;  // longest wait for the other ranks (a dead rank must not hang the job)
+};
+
+struct SaveResult {
+  std::string dir;
+  double seconds = 0;        // from the call to the commit (save_checkpoint) / of the commit
+  uint64_t bytes = 0;        // this rank's shard file
+  uint64_t total_bytes = 0;  // all ranks (rank 0 only; else = bytes)
+};
+
+// Collective over the SaveContext's ranks: each writes its shard file (temporary name, fsync,
+// rename), rank 0 writes the manifest and, once every rank has finished, the commit marker,
+// then prunes older checkpoints. A crash at any point leaves the previous checkpoint usable.
+// Equals prepare_checkpoint + write_checkpoint_shard + commit_checkpoint.
+SaveResult save_checkpoint(const std::string& ckpt_dir, const ShardState& state, const SaveContext& ctx);
+
+// The phases of save_checkpoint, so that the shard can be written while training goes on.
+// prepare (collective): creates the step folder; returns it. A committed folder of the same
+// step (saved again after resuming from an older checkpoint) loses its marker first.
+std::string prepare_checkpoint(const std::string& ckpt_dir, const SaveContext& ctx);
+// Local, any thread: writes this rank's shard file into the step folder.
+CheckpointFile write_checkpoint_shard(const std::string& step_dir, const ShardState& state, const SaveContext& ctx);
+// Collective, after every rank's write: manifest, commit marker, pruning (rank 0).
+SaveResult commit_checkpoint(const std::string& ckpt_dir, const CheckpointFile& file, const SaveContext& ctx);
+
+}  // namespace holmes::train

@@ -1,0 +1,128 @@
+// Writing a checkpoint: every rank its shard file, rank 0 the manifest and the commit marker.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "comm/store.hpp"
+#include "engine/checkpoint/checkpoint.hpp"
+#include "engine/checkpoint/checkpoint_io.hpp"
+#include "engine/checkpoint/checkpoint_manifest.hpp"
+
+namespace holmes::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A run of the flat buffer this rank saves: [begin, end) inside tensor t, and where the
+// run's moments start in the packed exp_avg / exp_avg_sq arrays.
+struct Segment {
+  const model::ParamTensor* t;
+  size_t begin, end, packed;
+};
+
+// Owned ranges cut at tensor boundaries. A last stage's tied copy of wte is skipped (it
+// equals wte, saved by the first stage), and so are replicated tensors on TP ranks > 0.
+std::vector<Segment> segments_of(const ShardState& s) {
+  std::vector<Segment> out;
+  size_t packed = 0;
+  for (const auto& [b, e] : s.owned) {
+    for (const auto& t : s.layout->tensors()) {
+      const size_t lo = std::max(b, t.offset), hi = std::min(e, t.offset + t.numel);
+      const bool replica = t.split_dim < 0 && s.config->tp_rank > 0;
+      if (lo < hi && !t.tied_copy && !replica) out.push_back({&t, lo, hi, packed + (lo - b)});
+    }
+    packed += e - b;
+  }
+  return out;
+}
+
+CheckpointPiece piece_of(const Segment& g, TensorKind kind, uint64_t offset) {
+  const auto& t = *g.t;
+  return {.tensor = t.name, .kind = kind, .full_shape = t.full_shape, .shard_shape = t.shape,
+          .split_dim = t.split_dim, .split_parts = t.split_parts, .tp_index = t.tp_index, .tp_count = t.tp_count,
+          .begin = static_cast<int64_t>(g.begin - t.offset), .end = static_cast<int64_t>(g.end - t.offset),
+          .offset = offset};
+}
+
+comm::Millis timeout_of(const SaveContext& c) { return comm::Millis(static_cast<int64_t>(c.timeout_s * 1e3)); }
+
+// Every rank waits here for every other (no-op for one rank).
+void barrier(const SaveContext& c, const std::string& name) {
+  if (c.store && c.world > 1) comm::store_all_gather(*c.store, name, c.rank, c.world, {}, timeout_of(c));
+}
+
+}  // namespace
+
+std::string prepare_checkpoint(const std::string& ckpt_dir, const SaveContext& c) {
+  const std::string dir = checkpoint_step_dir(ckpt_dir, c.step);
+  if (c.rank == 0) {
+    fs::create_directories(dir);
+    if (fs::remove(dir + "/" + ckpt::kMarkerName)) ckpt::fsync_dir(dir);  // incomplete until the new commit
+  }
+  barrier(c, fmt::format("ckpt/step-{}/begin", c.step));  // the loop saves each step once: unique keys
+  if (c.rank != 0) fs::create_directories(dir);
+  return dir;
+}
+
+// Writes rank-NNNNN.bin (params of the segments, then exp_avg, then exp_avg_sq).
+CheckpointFile write_checkpoint_shard(const std::string& dir, const ShardState& s, const SaveContext& c) {
+  const auto segs = segments_of(s);
+  uint64_t floats = 0;
+  for (const auto& g : segs) floats += g.end - g.begin;
+  CheckpointFile f{.name = ckpt::shard_file_name(c.rank), .rank = c.rank, .bytes = 0, .crc32c = 0, .pieces = {}};
+  ckpt::DurableFile out(dir + "/" + f.name);
+  char head[ckpt::kHeaderBytes];
+  ckpt::encode_header({.format_version = kCheckpointFormatVersion, .rank = static_cast<uint32_t>(c.rank),
+                       .world = static_cast<uint32_t>(c.world), .step = c.step, .payload_bytes = 3 * 4 * floats},
+                      head);
+  out.write(head, sizeof head);
+  for (TensorKind kind : {TensorKind::kParam, TensorKind::kExpAvg, TensorKind::kExpAvgSq}) {
+    for (const auto& g : segs) {
+      f.pieces.push_back(piece_of(g, kind, out.bytes()));
+      const float* src = kind == TensorKind::kParam ? s.params + g.begin
+                         : kind == TensorKind::kExpAvg ? s.exp_avg + g.packed
+                                                       : s.exp_avg_sq + g.packed;
+      out.write(src, (g.end - g.begin) * sizeof(float));
+    }
+  }
+  out.commit();
+  ckpt::fsync_dir(dir);
+  f.bytes = out.bytes();
+  f.crc32c = out.crc();
+  return f;
+}
+
+SaveResult commit_checkpoint(const std::string& ckpt_dir, const CheckpointFile& file, const SaveContext& c) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string dir = checkpoint_step_dir(ckpt_dir, c.step), key = fmt::format("ckpt/step-{}", c.step);
+  SaveResult r{.dir = dir, .seconds = 0, .bytes = file.bytes, .total_bytes = file.bytes};
+  std::vector<std::string> entries{ckpt::file_entry_json(file)};
+  if (c.store && c.world > 1) {
+    const comm::Bytes mine(entries[0].begin(), entries[0].end());
+    entries.clear();
+    for (const auto& b : comm::store_all_gather(*c.store, key + "/files", c.rank, c.world, mine, timeout_of(c)))
+      entries.emplace_back(b.begin(), b.end());
+  }
+  if (c.rank == 0) {
+    r.total_bytes = 0;
+    for (const auto& e : entries) r.total_bytes += std::stoull(e.substr(e.find("\"bytes\": ") + 9));
+    ckpt::write_text_durably(dir + "/" + ckpt::kManifestName, ckpt::manifest_json(c, entries));
+    ckpt::write_text_durably(dir + "/" + ckpt::kMarkerName, fmt::format("step {}\n", c.step));
+    if (c.keep > 0) ckpt::prune_checkpoints(ckpt_dir, c.keep, c.run_id);
+  }
+  barrier(c, key + "/committed");
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+SaveResult save_checkpoint(const std::string& ckpt_dir, const ShardState& state, const SaveContext& c) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string dir = prepare_checkpoint(ckpt_dir, c);
+  SaveResult r = commit_checkpoint(ckpt_dir, write_checkpoint_shard(dir, state, c), c);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace holmes::train

@@ -1,0 +1,87 @@
+#include "engine/checkpoint/model_file.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "engine/spec/errors.hpp"
+#include "engine/checkpoint/checkpoint_io.hpp"
+
+namespace holmes::train {
+
+namespace {
+constexpr char kMagic[8] = {'H', 'O', 'L', 'M', 'E', 'S', 'W', '1'};
+// 2: header word 7 holds the CRC32C of the parameter bytes; 1 (read still) had no checksum.
+constexpr int32_t kVersion = 2;
+}  // namespace
+
+void save_model_weights(const std::string& path, const model::Gpt& gpt) {
+  save_model_weights(path, gpt.config(), gpt.params(), gpt.num_params());
+}
+
+void save_model_weights(const std::string& path, const model::GptConfig& c, const float* params, size_t count) {
+  if (c.tp_size != 1 || !c.has_embedding || !c.has_head)
+    throw std::logic_error("save_model_weights: only a whole single-rank model can be written");
+  auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  // Write beside, then rename: a reader never sees a half-written file.
+  const std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  if (!out) throw std::runtime_error(fmt::format("{}: cannot write the model weights: {}", tmp, std::strerror(errno)));
+  const int64_t n = static_cast<int64_t>(count);
+  const uint32_t crc = ckpt::crc32c(params, count * sizeof(float));
+  std::array<int32_t, 8> h = {kVersion, c.layers, c.hidden, c.heads, c.vocab, c.padded_vocab, c.max_seq_len,
+                              static_cast<int32_t>(crc)};
+  out.write(kMagic, sizeof(kMagic));
+  out.write(reinterpret_cast<const char*>(h.data()), sizeof(h));
+  out.write(reinterpret_cast<const char*>(&n), sizeof(n));
+  out.write(reinterpret_cast<const char*>(params), static_cast<std::streamsize>(n * sizeof(float)));
+  out.close();
+  if (!out) throw std::runtime_error(fmt::format("{}: writing the model weights failed", tmp));
+  std::filesystem::rename(tmp, path);
+}
+
+ModelWeights load_model_weights(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(fmt::format("{}: cannot open the model weights: {}", path, std::strerror(errno)));
+  char magic[8] = {};
+  std::array<int32_t, 8> h{};
+  int64_t n = 0;
+  in.read(magic, sizeof(magic));
+  in.read(reinterpret_cast<char*>(h.data()), sizeof(h));
+  in.read(reinterpret_cast<char*>(&n), sizeof(n));
+  if (!in || std::memcmp(magic, kMagic, sizeof(kMagic)) != 0)
+    throw UserError(fmt::format("{}: not a holmes-train weights file (expected the 'HOLMESW1' header written at the "
+                                "end of training in <output_dir>/final/model.bin)", path));
+  if (h[0] != kVersion && h[0] != 1)
+    throw UserError(fmt::format("{}: weights file version {} is not supported (accepted: 1, {})", path, h[0], kVersion));
+  ModelWeights w;
+  w.config = model::GptConfig::gpt2(h[1], h[2], h[3], h[4], h[6]);
+  w.config.padded_vocab = h[5];
+  w.config.finalize();
+  if (n <= 0 || n > (int64_t{1} << 36))
+    throw UserError(fmt::format("{}: implausible parameter count {} in the header", path, n));
+  w.params.resize(static_cast<size_t>(n));
+  in.read(reinterpret_cast<char*>(w.params.data()), static_cast<std::streamsize>(n * sizeof(float)));
+  if (!in)
+    throw UserError(fmt::format("{}: truncated weights file: the header announces {} parameters", path, n));
+  if (in.peek() != std::char_traits<char>::eof())
+    throw UserError(fmt::format("{}: the weights file has bytes after the {} parameters its header announces (not the "
+                                "file holmes-train wrote)", path, n));
+  const uint32_t crc = ckpt::crc32c(w.params.data(), w.params.size() * sizeof(float));
+  if (h[0] == 1)
+    fmt::print(stderr, "holmes-train: warning: {} is a version 1 weights file, which has no checksum: its integrity "
+                       "cannot be checked\n", path);
+  else if (crc != static_cast<uint32_t>(h[7]))
+    throw UserError(fmt::format("{}: corrupted weights: CRC32C of the parameters is {:08x}, the header says {:08x}", path,
+                                crc, static_cast<uint32_t>(h[7])));
+  return w;
+}
+
+}  // namespace holmes::train

@@ -1,0 +1,74 @@
+#include "engine/data/batches.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "common/rng.hpp"
+
+namespace holmes::train {
+
+uint64_t permute_index(uint64_t i, uint64_t n, uint64_t key) {
+  if (n <= 1) return 0;
+  int bits = 2;
+  while ((1ULL << bits) < n) bits += 2;  // even width so both halves are equal
+  const int half = bits / 2;
+  const uint64_t mask = (1ULL << half) - 1;
+  uint64_t x = i;
+  do {  // cycle walking: re-encrypt until inside [0, n); a bijection of [0, n) results
+    uint64_t l = x >> half, r = x & mask;
+    for (uint64_t round = 0; round < 4; ++round) {
+      uint64_t f = hash_words(key, round, r) & mask;
+      uint64_t nl = r;
+      r = l ^ f;
+      l = nl;
+    }
+    x = (l << half) | r;
+  } while (x >= n);
+  return x;
+}
+
+int64_t sample_index(const BatchCoord& c, int b) {
+  return c.step * c.global_batch + (static_cast<int64_t>(c.micro) * c.dp_size + c.dp_rank) * c.micro_batch + b;
+}
+
+BatchSampler::BatchSampler(std::vector<std::span<const uint16_t>> segments, int seq_len, uint64_t seed,
+                           bool shuffle)
+    : segments_(std::move(segments)), seq_len_(seq_len), seed_(seed), shuffle_(shuffle) {
+  if (seq_len_ <= 0) throw std::invalid_argument("BatchSampler: seq_len must be positive");
+  // A segment of len tokens holds (len - T) / T chunks of T+1 tokens for any grid offset < T.
+  for (const auto& s : segments_) {
+    first_chunk_.push_back(total_chunks_);
+    int64_t len = static_cast<int64_t>(s.size());
+    if (len >= 2 * static_cast<int64_t>(seq_len_)) total_chunks_ += (len - seq_len_) / seq_len_;
+  }
+}
+
+void BatchSampler::fill_sequence(int64_t sample, int32_t* inputs, int32_t* targets) const {
+  if (total_chunks_ == 0) throw std::logic_error("BatchSampler: no chunks (stream shorter than 2 * seq_len)");
+  const uint64_t n = static_cast<uint64_t>(total_chunks_);
+  const uint64_t epoch = static_cast<uint64_t>(sample) / n;
+  uint64_t chunk = static_cast<uint64_t>(sample) % n;
+  int64_t offset = 0;
+  if (shuffle_) {
+    chunk = permute_index(chunk, n, hash_words(seed_, epoch, 0xc4u));
+    offset = static_cast<int64_t>(hash_words(seed_, epoch, 0x0ffu) % static_cast<uint64_t>(seq_len_));
+  }
+  // Segment holding the chunk: the last one whose first chunk is <= chunk (empty segments
+  // share their start with the next one, so the last of equals is the non-empty one).
+  auto it = std::upper_bound(first_chunk_.begin(), first_chunk_.end(), static_cast<int64_t>(chunk));
+  size_t seg = static_cast<size_t>(it - first_chunk_.begin()) - 1;
+  int64_t local = static_cast<int64_t>(chunk) - first_chunk_[seg];
+  const uint16_t* p = segments_[seg].data() + offset + local * seq_len_;
+  for (int t = 0; t < seq_len_; ++t) {
+    inputs[t] = p[t];
+    targets[t] = p[t + 1];
+  }
+}
+
+void BatchSampler::fill_batch(const BatchCoord& c, int32_t* inputs, int32_t* targets) const {
+  for (int b = 0; b < c.micro_batch; ++b)
+    fill_sequence(sample_index(c, b), inputs + static_cast<size_t>(b) * seq_len_,
+                  targets + static_cast<size_t>(b) * seq_len_);
+}
+
+}  // namespace holmes::train

@@ -1,0 +1,154 @@
+#include "engine/data/token_file.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <utility>
+
+#include "engine/spec/errors.hpp"
+
+namespace holmes::train {
+
+TokenFormat parse_token_format(const std::string& text, const std::string& key) {
+  if (text == "auto") return TokenFormat::kAuto;
+  if (text == "llmc") return TokenFormat::kLlmc;
+  if (text == "raw-uint16") return TokenFormat::kRawUint16;
+  throw UserError(fmt::format("{}: unknown token file format '{}' (accepted: auto, llmc, raw-uint16)", key, text));
+}
+
+void check_token_range(std::span<const uint16_t> tokens, int vocab_size, const std::string& what) {
+  // One pass for the maximum (vectorises); the slow search for the position runs only on failure.
+  uint16_t top = 0;
+  for (uint16_t t : tokens) top = t > top ? t : top;
+  if (tokens.empty() || static_cast<int>(top) < vocab_size) return;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (static_cast<int>(tokens[i]) >= vocab_size) {
+      throw UserError(fmt::format(
+          "{}: token id {} at position {} is outside the vocabulary (model.vocab_size = {}, so ids 0..{} "
+          "are accepted); was the file made with another tokenizer?",
+          what, tokens[i], i, vocab_size, vocab_size - 1));
+    }
+  }
+}
+
+namespace {
+
+// Interprets the mapped bytes; returns (offset of the first token, token count).
+std::pair<size_t, size_t> locate_tokens(const std::string& path, const unsigned char* bytes, size_t size,
+                                        TokenFormat* format) {
+  int32_t first = 0;
+  if (size >= sizeof(int32_t)) std::memcpy(&first, bytes, sizeof(first));
+  if (*format == TokenFormat::kAuto) *format = first == kLlmcMagic ? TokenFormat::kLlmc : TokenFormat::kRawUint16;
+  if (*format == TokenFormat::kRawUint16) {
+    if (size % 2 != 0)
+      throw UserError(fmt::format("{}: raw uint16 token file has an odd size ({} bytes); a raw file is an array of "
+                                  "uint16 tokens (nanoGPT's .bin). Truncated?", path, size));
+    return {0, size / 2};
+  }
+  if (size < kLlmcHeaderBytes)
+    throw UserError(fmt::format("{}: truncated llm.c token file: {} bytes, shorter than the {}-byte header",
+                                path, size, kLlmcHeaderBytes));
+  std::array<int32_t, 3> h{};
+  std::memcpy(h.data(), bytes, sizeof(h));
+  if (h[0] != kLlmcMagic)
+    throw UserError(fmt::format("{}: bad magic number {} in the header (llm.c token files start with {}); use "
+                                "data.format: raw-uint16 for a headerless file", path, h[0], kLlmcMagic));
+  if (h[1] != kLlmcVersion)
+    throw UserError(fmt::format("{}: token file version {} is not supported (accepted: {} = uint16 tokens)", path,
+                                h[1], kLlmcVersion));
+  if (h[2] < 0) throw UserError(fmt::format("{}: negative token count {} in the header", path, h[2]));
+  size_t count = static_cast<size_t>(h[2]);
+  size_t want = kLlmcHeaderBytes + 2 * count;
+  if (size < want)
+    throw UserError(fmt::format("{}: truncated token file: the header says {} tokens ({} bytes with the header) "
+                                "but the file has {} bytes", path, count, want, size));
+  if (size > want)
+    throw UserError(fmt::format("{}: token file has {} bytes after the {} tokens its header announces; "
+                                "the header count is wrong or the file is not an llm.c token file",
+                                path, size - want, count));
+  return {kLlmcHeaderBytes, count};
+}
+
+}  // namespace
+
+TokenFile TokenFile::open(const std::string& path, TokenFormat format, int vocab_size) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw UserError(fmt::format("{}: cannot open token file: {}", path, std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw UserError(fmt::format("{}: not a regular file", path));
+  }
+  TokenFile f;
+  f.path_ = path;
+  f.map_bytes_ = static_cast<size_t>(st.st_size);
+  if (f.map_bytes_ > 0) {
+    void* p = ::mmap(nullptr, f.map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      throw UserError(fmt::format("{}: cannot memory-map the token file: {}", path, std::strerror(err)));
+    }
+    f.map_ = p;
+  }
+  ::close(fd);  // the mapping keeps the file alive
+  auto* bytes = static_cast<const unsigned char*>(f.map_);
+  f.format_ = format;
+  auto [offset, count] = locate_tokens(path, bytes, f.map_bytes_, &f.format_);
+  if (count == 0) throw UserError(fmt::format("{}: token file holds no tokens", path));
+  f.tokens_ = {reinterpret_cast<const uint16_t*>(bytes + offset), count};
+  check_token_range(f.tokens_, vocab_size, path);
+  return f;
+}
+
+TokenFile::TokenFile(TokenFile&& o) noexcept { *this = std::move(o); }
+
+TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
+  if (this != &o) {
+    unmap();
+    path_ = std::move(o.path_);
+    format_ = o.format_;
+    map_ = std::exchange(o.map_, nullptr);
+    map_bytes_ = std::exchange(o.map_bytes_, 0);
+    tokens_ = std::exchange(o.tokens_, {});
+  }
+  return *this;
+}
+
+TokenFile::~TokenFile() { unmap(); }
+
+void TokenFile::unmap() {
+  if (map_) ::munmap(map_, map_bytes_);
+  map_ = nullptr;
+  map_bytes_ = 0;
+}
+
+void write_llmc_tokens(const std::string& path, std::span<const uint16_t> tokens) {
+  if (tokens.size() > static_cast<size_t>(INT32_MAX))
+    throw UserError(fmt::format("{}: {} tokens do not fit the llm.c header's int32 count", path, tokens.size()));
+  std::array<int32_t, kLlmcHeaderInts> header{};
+  header[0] = kLlmcMagic;
+  header[1] = kLlmcVersion;
+  header[2] = static_cast<int32_t>(tokens.size());
+  // Beside, then renamed: a failed write leaves an earlier file of that name as it was.
+  const std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  if (!out) throw UserError(fmt::format("{}: cannot create the token file: {}", path, std::strerror(errno)));
+  out.write(reinterpret_cast<const char*>(header.data()), kLlmcHeaderBytes);
+  out.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(tokens.size() * 2));
+  out.close();
+  if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw UserError(fmt::format("{}: writing the token file failed: {}", path, std::strerror(errno)));
+  }
+}
+
+}  // namespace holmes::train

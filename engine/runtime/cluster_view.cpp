@@ -1,0 +1,80 @@
+#include "engine/runtime/cluster_view.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "engine/spec/errors.hpp"
+#include "engine/topo/cluster.hpp"
+#include "engine/topo/discover.hpp"
+#include "engine/topo/topology_file.hpp"
+
+namespace holmes::train {
+
+std::string spec_topology_path(const spec::JobSpec& spec) {
+  namespace fs = std::filesystem;
+  fs::path p(spec.cluster.topology);
+  if (p.is_absolute() || spec.source_file.empty()) return p.string();
+  fs::path beside = fs::path(spec.source_file).parent_path() / p;
+  return fs::exists(beside) ? beside.string() : p.string();
+}
+
+std::vector<topo::NodeReport> load_spec_topology(const spec::JobSpec& spec) {
+  if (spec.cluster.topology.empty()) return {};
+  const std::string path = spec_topology_path(spec);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw UserError(fmt::format("cluster.topology (--topology): '{}' {}; expected a topology file (YAML, "
+                                "docs/topology.md; `holmes-train discover --format yaml` writes one)",
+                                spec.cluster.topology,
+                                std::filesystem::exists(path, ec) ? "is not a file" : "does not exist"));
+  return topo::load_topology_file(path);
+}
+
+topo::ClusterTopology assemble_cluster(const spec::JobSpec& spec, std::vector<topo::NodeReport> discovered) {
+  std::vector<topo::NodeReport> file = load_spec_topology(spec);
+  std::vector<topo::NodeReport> nodes =
+      discovered.empty() ? std::move(file) : topo::overlay_reports(std::move(discovered), file, nullptr);
+  return topo::build_cluster(std::move(nodes));
+}
+
+topo::Devices cpu_worker_devices(int workers) {
+  topo::Devices d = topo::detect_cpu_devices();
+  d.count = workers;
+  d.memory_gb /= workers;
+  d.cores = std::max(1, d.cores / workers);
+  return d;
+}
+
+void check_node_capacity(const topo::Devices& d, int workers, const std::string& launched) {
+  if (d.kind != "cpu") {
+    if (workers > d.count)
+      throw UserError(fmt::format("{}: this node has {} {} device(s) ({}); one worker per device, so at most {}",
+                                  launched, d.count, d.kind, d.name, d.count));
+    return;
+  }
+  const int by_cores = kMaxWorkersPerCore * std::max(1, d.cores);
+  const int by_memory = static_cast<int>(d.memory_gb * 1024 / kWorkerBaseMiB);
+  if (workers > by_cores || workers > by_memory)
+    throw UserError(fmt::format("{}: this node cannot hold {} workers: it has {} CPU core(s) (at most {} workers per "
+                                "core: {}) and {:.1f} GiB of memory (at least {:.0f} MiB per worker process: {}); "
+                                "accepted here: 1..{}",
+                                launched, workers, d.cores, kMaxWorkersPerCore, by_cores, d.memory_gb, kWorkerBaseMiB,
+                                by_memory, std::min(by_cores, by_memory)));
+}
+
+plan::Plan plan_local_job(const spec::JobSpec& spec, const topo::Devices& devices, int workers) {
+  topo::Devices d = devices;
+  if (workers > 0) {
+    check_node_capacity(devices, workers, fmt::format("--nproc-per-node {}", workers));
+    d = devices.kind == "cpu" ? cpu_worker_devices(workers) : devices;
+    d.count = workers;
+  }
+  std::vector<topo::NodeReport> discovered{topo::discover_node(spec.cluster.sysfs_root, d)};
+  // --plan-only with a topology file and no worker count plans the file's cluster.
+  if (workers <= 0 && !spec.cluster.topology.empty()) discovered.clear();
+  return plan::make_plan(spec, assemble_cluster(spec, std::move(discovered)));
+}
+
+}  // namespace holmes::train

@@ -1,0 +1,188 @@
+// Harness of the distributed-trainer tests: a tiny job, the single-process reference run,
+// and the same job run as tp x pp x dp ranks, one thread per rank, over in-process groups
+// (rank order tp-dp-pp: tp fastest, as the plan's default).
+#pragma once
+
+#include <omp.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "comm/inproc_group.hpp"
+#include "test/unit/comm/harness.hpp"
+#include "engine/spec/job_spec.hpp"
+#include "engine/data/data.hpp"
+#include "engine/train/trainer.hpp"
+#include "model/registry/registry.hpp"
+
+namespace holmes::train::test {
+
+// L=4 C=32 NH=4 V=257 (the synthetic data is byte-level) T=16, micro-batch 2 of 8.
+inline spec::JobSpec tiny_job(int layers = 4) {
+  spec::JobSpec s;
+  s.job.seed = 4242;
+  s.model.layers = layers;
+  s.model.hidden = 32;
+  s.model.heads = 4;
+  s.model.vocab_size = 257;
+  s.model.max_seq_len = 16;
+  s.data.source = "synthetic";
+  s.data.synthetic.tokens = 40'000;
+  s.train.steps = 6;
+  s.train.micro_batch = 2;
+  s.train.global_batch = 8;
+  s.train.seq_len = 16;
+  s.train.lr = 3e-3;
+  s.train.min_lr = 3e-4;
+  s.train.warmup_steps = 2;
+  s.train.grad_clip = 0.5;  // low enough that clipping acts on most steps
+  s.train.eval_steps = 3;
+  return s;
+}
+
+struct Grid {
+  int tp = 1, pp = 1, dp = 1;
+  std::vector<int> layers = {};  // per stage; empty = as even as possible
+  size_t bucket_floats = 0;  // 0 = default
+  comm::test::Impl impl = comm::test::Impl::kInProcess;
+  int world() const { return tp * pp * dp; }
+  int rank(int t, int d, int p) const { return t + tp * (d + dp * p); }
+};
+
+// What one run leaves behind on one rank.
+struct RankRun {
+  int tp_rank = 0, pp_stage = 0, dp_rank = 0;
+  std::vector<StepStats> steps;
+  double eval = 0;
+  std::vector<float> params;
+  model::ParamLayout layout;
+  model::GptConfig config;
+  std::vector<std::pair<size_t, size_t>> owned;
+  size_t bucket_count = 0;
+  int overlapped = 0;  // buckets reduce-scattered during the last step's backward
+};
+
+struct Reference {
+  std::vector<StepStats> steps;
+  double eval = 0;
+  std::vector<float> params;
+  model::ParamLayout layout;
+};
+
+inline Reference run_reference(const spec::JobSpec& spec) {
+  auto data = DataSet::open(spec);
+  auto backend = holmes::model::make_backend("cpu");
+  Trainer trainer(spec, backend, *data);
+  Reference r;
+  for (int64_t s = 0; s < spec.train.steps; ++s) r.steps.push_back(trainer.train_step(s));
+  r.eval = trainer.evaluate();
+  r.params.assign(trainer.model().params(), trainer.model().params() + trainer.model().num_params());
+  r.layout = trainer.model().layout();
+  return r;
+}
+
+// Runs body(rank) on n threads (one BLAS/OpenMP thread each: 2 cores are shared by up to
+// 8 rank threads; 2 and 4 threads per rank pass too) and rethrows the first error.
+inline void run_threads(int n, const std::function<void(int)>& body) {
+  comm::test::run_ranks(n, [&](int rank) {
+    omp_set_num_threads(1);
+    body(rank);
+  });
+}
+
+struct RankGroups {
+  std::unique_ptr<comm::ProcessGroup> tp, pp, dp, embedding;
+};
+
+// The groups of one rank (names say which slice of the grid), from `job`: in-process, or
+// Gloo over loopback with `store` this rank's connection to the job's store.
+inline RankGroups make_groups(comm::test::Job& job, const std::shared_ptr<comm::Store>& store, const Grid& g, int t,
+                              int d, int p, std::chrono::milliseconds timeout) {
+  RankGroups out;
+  const int me = g.rank(t, d, p);
+  auto group = [&](const std::string& name, std::vector<int> members) {
+    return job.group(store, name, std::move(members), me, timeout);
+  };
+  std::vector<int> m;
+  if (g.tp > 1) {
+    for (int i = 0; i < g.tp; ++i) m.push_back(g.rank(i, d, p));
+    out.tp = group(fmt::format("tp/pp{}/dp{}", p, d), m);
+  }
+  if (g.dp > 1) {
+    m.clear();
+    for (int i = 0; i < g.dp; ++i) m.push_back(g.rank(t, i, p));
+    out.dp = group(fmt::format("dp/pp{}/tp{}", p, t), m);
+  }
+  if (g.pp > 1) {
+    m.clear();
+    for (int i = 0; i < g.pp; ++i) m.push_back(g.rank(t, d, i));
+    out.pp = group(fmt::format("pp/dp{}/tp{}", d, t), m);
+    if (p == 0 || p == g.pp - 1)
+      out.embedding = group(fmt::format("emb/dp{}/tp{}", d, t), {g.rank(t, d, 0), g.rank(t, d, g.pp - 1)});
+  }
+  return out;
+}
+
+// Groups of rank (t, d, p) for a test job (the store only where the job uses Gloo).
+inline RankGroups groups_for(comm::test::Job& job, const Grid& g, int t, int d, int p,
+                             std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  std::shared_ptr<comm::Store> store;
+  if (job.impl() == comm::test::Impl::kGloo) store = job.store_for(g.rank(t, d, p));
+  return make_groups(job, store, g, t, d, p, timeout);
+}
+
+inline ParallelContext context_of(const Grid& g, const RankGroups& groups, int t, int d, int p, int layers) {
+  std::vector<int> split = g.layers;
+  if (split.empty())
+    for (int i = 0; i < g.pp; ++i) split.push_back(layers / g.pp + (i < layers % g.pp ? 1 : 0));
+  ParallelContext c;
+  c.tp_rank = t;
+  c.tp_size = g.tp;
+  c.pp_stage = p;
+  c.pp_size = g.pp;
+  c.dp_rank = d;
+  c.dp_size = g.dp;
+  c.first_layer = std::accumulate(split.begin(), split.begin() + p, 0);
+  c.num_layers = split[p];
+  c.tp = groups.tp.get();
+  c.pp = groups.pp.get();
+  c.dp = groups.dp.get();
+  c.embedding = groups.embedding.get();
+  c.bucket_floats = g.bucket_floats;
+  return c;
+}
+
+// The job on every rank of the grid; result index = global rank.
+inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
+  auto data = DataSet::open(spec);
+  comm::test::Job job(g.impl, g.world());
+  std::vector<RankRun> runs(g.world());
+  run_threads(g.world(), [&](int rank) {
+    const int t = rank % g.tp, d = (rank / g.tp) % g.dp, p = rank / (g.tp * g.dp);
+    RankGroups groups = groups_for(job, g, t, d, p);
+    auto backend = holmes::model::make_backend("cpu");
+    Trainer trainer(spec, backend, *data, context_of(g, groups, t, d, p, spec.model.layers));
+    RankRun& r = runs[rank];
+    r.tp_rank = t;
+    r.dp_rank = d;
+    r.pp_stage = p;
+    for (int64_t s = 0; s < spec.train.steps; ++s) r.steps.push_back(trainer.train_step(s));
+    r.eval = trainer.evaluate();
+    ShardState st = trainer.shard_state();
+    r.params.assign(st.params, st.params + st.layout->size());
+    r.layout = *st.layout;
+    r.config = *st.config;
+    r.owned = st.owned;
+    r.bucket_count = trainer.optimizer().buckets().size();
+    r.overlapped = trainer.optimizer().overlapped();
+  });
+  return runs;
+}
+
+}  // namespace holmes::train::test
