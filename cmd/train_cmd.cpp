@@ -66,14 +66,16 @@ void check_before_spawning(const spec::JobSpec& spec, const launch::LaunchEnv& e
 }  // namespace
 
 int run_train(const TrainOptions& o) {
-  // The checkpoint flags are shorthands for spec keys, so --print-config shows them too.
-  std::vector<std::string> sets = o.sets;
-  if (!o.resume.empty()) sets.push_back("checkpoint.resume=" + o.resume);
-  if (o.weights_only) sets.push_back("checkpoint.weights_only=true");
-  if (o.overwrite) sets.push_back("job.overwrite=true");
+  // The checkpoint, output and topology flags are shorthands for spec keys, so --print-config
+  // shows them too, and messages and --print-config name the flag as the origin of the value.
+  std::vector<spec::FlagOverride> flags;
+  if (!o.resume.empty()) flags.push_back({"--resume", "checkpoint.resume=" + o.resume});
+  if (o.weights_only) flags.push_back({"--weights-only", "checkpoint.weights_only=true"});
+  if (o.overwrite) flags.push_back({"--overwrite", "job.overwrite=true"});
   // Relative to where the user typed it, not to the spec file's folder.
-  if (!o.topology.empty()) sets.push_back("cluster.topology=" + std::filesystem::absolute(o.topology).string());
-  auto loaded = spec::load_job_spec(o.config, sets);
+  if (!o.topology.empty())
+    flags.push_back({"--topology", "cluster.topology=" + std::filesystem::absolute(o.topology).string()});
+  auto loaded = spec::load_job_spec(o.config, o.sets, flags);
   if (o.print_config) {
     fmt::print("{}", spec::print_resolved(loaded));
     return 0;
