@@ -20,6 +20,10 @@ struct ConfigIssue {
   std::string to_string() const;
 };
 
+// "TITLE: <the one problem>" or "TITLE (N problems):" with one indented line per problem:
+// how every loader of a user file (job spec, topology file) reports what it found.
+std::string format_issues(const std::string& title, const std::vector<ConfigIssue>& issues);
+
 // All problems found in a job spec, reported together.
 class ConfigError : public UserError {
  public:
