@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "cmd/option_values.hpp"
 #include "cmd/plan_cmd.hpp"
 #include "engine/launch/launch_env.hpp"
 #include "engine/launch/local_launcher.hpp"
@@ -31,7 +32,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                  "--plan-only alike")
       ->option_text("FILE");
   app.add_option("--format", o.format, "Output format of --plan-only")
-      ->check(CLI::IsMember({"text", "json"}));
+      ->check(one_of({"text", "json"}));
   app.add_option("--resume", o.resume, "Resume from a checkpoint: auto, none or a checkpoint folder")
       ->option_text("auto|none|PATH");
   app.add_flag("--overwrite", o.overwrite,
@@ -39,8 +40,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                "metrics first (job.overwrite)");
   app.add_flag("--weights-only", o.weights_only,
                "With --resume: load the weights only (fresh optimizer, step 0; for fine-tuning)");
-  app.add_option("--nproc-per-node", o.nproc_per_node, "Spawn N local worker processes on this machine")
-      ->check(CLI::Range(1, 1024));
+  add_number(app, "--nproc-per-node", o.nproc_per_node, "Spawn N local worker processes on this machine", 1, 1024);
 }
 
 namespace {
