@@ -6,9 +6,11 @@
 
 #include "cmd/option_values.hpp"
 #include "cmd/plan_cmd.hpp"
+#include "cmd/usage.hpp"
 #include "engine/launch/launch_env.hpp"
 #include "engine/launch/local_launcher.hpp"
 #include "engine/launch/selftest.hpp"
+#include "engine/spec/errors.hpp"
 #include "engine/spec/load.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/train/checkpoint_loop.hpp"
@@ -63,7 +65,56 @@ void check_before_spawning(const spec::JobSpec& spec, const launch::LaunchEnv& e
   train::check_outputs(spec, train::find_resume_point(spec), env.node_rank == 0);
 }
 
+// Where each option of training has an effect: a training run, --plan-only, --print-config.
+// The spec shorthands (--resume, --weights-only, --overwrite, --topology) count everywhere the
+// spec is read.
+struct OptionScope {
+  const char* name;
+  bool train, plan, print;
+};
+constexpr OptionScope kScopes[] = {
+    {"--config", true, true, true},       {"--set", true, true, true},      {"--resume", true, true, true},
+    {"--weights-only", true, true, true}, {"--overwrite", true, true, true}, {"--topology", true, true, true},
+    {"--format", false, true, false},     {"--nproc-per-node", true, true, false},
+};
+
+std::string where_accepted(const OptionScope& s) {
+  std::vector<std::string> modes;
+  if (s.train) modes.push_back("training runs");
+  if (s.plan) modes.push_back("--plan-only");
+  if (s.print) modes.push_back("--print-config");
+  return fmt::format("{}", fmt::join(modes, " and "));
+}
+
 }  // namespace
+
+void check_train_usage(const CLI::App& app) {
+  auto given = [&](const char* name) { return app.get_option(name)->count() > 0; };
+  if (const CLI::App* sub = chosen_subcommand(app)) {
+    for (const CLI::Option* o : app.get_options()) {
+      if (o->count() == 0 || o->get_lnames().empty()) continue;
+      const std::string seen = option_as_given(*o);
+      std::string msg = fmt::format("{} is an option of holmes-train without a subcommand and has no effect on '{}'",
+                                    seen, sub->get_name());
+      if (sub->get_option_no_throw(o->get_name()) != nullptr)
+        msg += fmt::format("; give it after the subcommand: holmes-train {} {}", sub->get_name(), seen);
+      else
+        msg += fmt::format("; accepted options of '{}': {}", command_name(*sub), accepted_options(*sub));
+      throw UsageError(msg);
+    }
+    return;
+  }
+  const bool plan = given("--plan-only"), print = given("--print-config");
+  if (plan && print)
+    throw UsageError("--print-config and --plan-only were both given; accepted: one of them (--print-config prints "
+                     "the resolved job spec, --plan-only the parallel plan)");
+  const char* mode = plan ? "--plan-only" : print ? "--print-config" : "a training run";
+  for (const auto& s : kScopes) {
+    if (!given(s.name) || (plan ? s.plan : print ? s.print : s.train)) continue;
+    throw UsageError(fmt::format("{} has no effect on {}; accepted only with {}",
+                                 option_as_given(*app.get_option(s.name)), mode, where_accepted(s)));
+  }
+}
 
 int run_train(const TrainOptions& o) {
   // The checkpoint, output and topology flags are shorthands for spec keys, so --print-config
