@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cmd/commands.hpp"
+#include "cmd/option_values.hpp"
 #include "engine/spec/load.hpp"
 #include "engine/train/bench.hpp"
 
@@ -18,8 +19,8 @@ Action add_bench(CLI::App& parent) {
   auto warmup = std::make_shared<int>(2);
   auto sets = std::make_shared<std::vector<std::string>>();
   sub->add_option("-c,--config", *config, "Job spec (YAML); without it, the embedded default job")->option_text("FILE");
-  sub->add_option("--steps", *steps, "Timed steps after the warm-up")->check(CLI::PositiveNumber);
-  sub->add_option("--warmup", *warmup, "Untimed steps before the timed ones")->check(CLI::NonNegativeNumber);
+  add_number(*sub, "--steps", *steps, "Timed steps after the warm-up", 1);
+  add_number(*sub, "--warmup", *warmup, "Untimed steps before the timed ones", 0);
   sub->add_option("--set", *sets, "Override a key of the job spec (repeatable)")->option_text("KEY=VALUE");
   return [config, steps, warmup, sets] {
     auto loaded = spec::load_job_spec(*config, *sets);

@@ -7,6 +7,7 @@
 
 #include "cmd/backends.hpp"
 #include "cmd/commands.hpp"
+#include "cmd/option_values.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/topo/report_format.hpp"
 #include "engine/topo/topology_file.hpp"
@@ -20,7 +21,7 @@ Action add_discover(CLI::App& parent) {
   sub->add_option("--sysfs-root", *root, "Read sysfs under this folder instead of / (test fixtures)")
       ->option_text("DIR");
   sub->add_option("--format", *format, "Output format: text, json or yaml (a topology file)")
-      ->check(CLI::IsMember({"text", "json", "yaml"}));
+      ->check(one_of({"text", "json", "yaml"}));
   return [root, format] {
     std::string note;
     topo::Devices devices = local_devices(&note);

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cmd/commands.hpp"
+#include "cmd/option_values.hpp"
 #include "engine/tools/model_tools.hpp"
 
 namespace holmes::cmd {
@@ -16,13 +17,11 @@ Action add_eval(CLI::App& parent) {
   sub->add_option("--checkpoint", a->checkpoint, "Checkpoint folder (step-XXXXXXXX) or a folder with model.bin (a "
                                                  "run's <output_dir>/final)")->required()->option_text("DIR");
   sub->add_option("--tokens", a->tokens, "Token file (llm.c format or raw uint16)")->required()->option_text("FILE");
-  sub->add_option("--format", a->format, "Token file format: auto, llmc, raw-uint16")->capture_default_str();
-  sub->add_option("--batch-size", a->batch_size, "Sequences per batch")->check(CLI::PositiveNumber)
+  sub->add_option("--format", a->format, "Token file format")->check(one_of({"auto", "llmc", "raw-uint16"}))
       ->capture_default_str();
-  sub->add_option("--seq-len", a->seq_len, "Tokens per sequence (default: the model's max_seq_len)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--batches", a->batches, "Batches to evaluate; 0 = every full batch in the file")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  add_number(*sub, "--batch-size", a->batch_size, "Sequences per batch", 1);
+  add_number(*sub, "--seq-len", a->seq_len, "Tokens per sequence (default: the model's max_seq_len)", 1);
+  add_number(*sub, "--batches", a->batches, "Batches to evaluate; 0 = every full batch in the file", 0);
   return [a] {
     const train::EvalResult r = train::evaluate_model(*a);
     fmt::print("loss {:.7f}\nperplexity {:.4f}\n", r.loss, std::exp(r.loss));

@@ -8,6 +8,7 @@
 
 #include "cmd/commands.hpp"
 #include "cmd/train_cmd.hpp"
+#include "cmd/usage.hpp"
 #include "engine/spec/errors.hpp"
 
 namespace {
@@ -38,10 +39,12 @@ int run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // --help and --version are "errors" with exit code 0; usage errors become 2.
-    int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    // --help and --version are "errors" with exit code 0; usage errors are reported like
+    // every other user error (main below) and exit with 2.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    throw holmes::UsageError(holmes::cmd::describe_parse_error(app, e));
   }
+  holmes::cmd::check_train_usage(app);
   for (auto& [sub, action] : subs)
     if (sub->parsed()) return action();
   return holmes::cmd::run_train(train);

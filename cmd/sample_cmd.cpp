@@ -7,8 +7,9 @@
 #include <string>
 
 #include "cmd/commands.hpp"
-#include "engine/tools/model_tools.hpp"
+#include "cmd/option_values.hpp"
 #include "engine/data/tokenizer.hpp"
+#include "engine/tools/model_tools.hpp"
 
 namespace holmes::cmd {
 
@@ -28,12 +29,10 @@ Action add_sample(CLI::App& parent) {
   sub->add_option("--checkpoint", a->checkpoint, "A run's output_dir, a checkpoint folder (step-XXXXXXXX) or a folder "
                                                  "with model.bin")->required()->option_text("DIR");
   sub->add_option("--prompt", a->prompt, "Text to continue")->option_text("TEXT");
-  sub->add_option("--max-tokens", a->opts.max_new_tokens, "Tokens to generate")->check(CLI::PositiveNumber);
-  sub->add_option("--temperature", a->opts.temperature, "Sampling temperature; 0 = greedy")
-      ->check(CLI::Range(0.0, 100.0));
-  sub->add_option("--top-k", a->opts.top_k, "Sample among the k most likely tokens; 0 = all")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--seed", a->opts.seed, "Random seed of the sampler");
+  add_number(*sub, "--max-tokens", a->opts.max_new_tokens, "Tokens to generate", 1);
+  add_number(*sub, "--temperature", a->opts.temperature, "Sampling temperature; 0 = greedy", 0.0f, 100.0f);
+  add_number(*sub, "--top-k", a->opts.top_k, "Sample among the k most likely tokens; 0 = all", 0);
+  add_number(*sub, "--seed", a->opts.seed, "Random seed of the sampler", uint64_t{0});
   return [a] {
     fmt::print("{}", a->prompt);
     std::fflush(stdout);

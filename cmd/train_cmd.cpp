@@ -4,12 +4,15 @@
 
 #include <filesystem>
 
+#include "cmd/option_values.hpp"
 #include "cmd/plan_cmd.hpp"
-#include "engine/plan/plan.hpp"
+#include "cmd/usage.hpp"
 #include "engine/launch/launch_env.hpp"
 #include "engine/launch/local_launcher.hpp"
 #include "engine/launch/selftest.hpp"
 #include "engine/launch/signals.hpp"
+#include "engine/plan/plan.hpp"
+#include "engine/spec/errors.hpp"
 #include "engine/spec/load.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/train/checkpoint_loop.hpp"
@@ -33,7 +36,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                  "--plan-only alike")
       ->option_text("FILE");
   app.add_option("--format", o.format, "Output format of --plan-only")
-      ->check(CLI::IsMember({"text", "json"}));
+      ->check(one_of({"text", "json"}));
   app.add_option("--resume", o.resume, "Resume from a checkpoint: auto, none or a checkpoint folder")
       ->option_text("auto|none|PATH");
   app.add_flag("--overwrite", o.overwrite,
@@ -41,8 +44,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                "metrics first (job.overwrite)");
   app.add_flag("--weights-only", o.weights_only,
                "With --resume: load the weights only (fresh optimizer, step 0; for fine-tuning)");
-  app.add_option("--nproc-per-node", o.nproc_per_node, "Spawn N local worker processes on this machine")
-      ->check(CLI::Range(1, 1024));
+  add_number(app, "--nproc-per-node", o.nproc_per_node, "Spawn N local worker processes on this machine", 1, 1024);
 }
 
 namespace {
@@ -65,17 +67,68 @@ void check_before_spawning(const spec::JobSpec& spec, const launch::LaunchEnv& e
   train::check_outputs(spec, train::find_resume_point(spec), env.node_rank == 0);
 }
 
+// Where each option of training has an effect: a training run, --plan-only, --print-config.
+// The spec shorthands (--resume, --weights-only, --overwrite, --topology) count everywhere the
+// spec is read.
+struct OptionScope {
+  const char* name;
+  bool train, plan, print;
+};
+constexpr OptionScope kScopes[] = {
+    {"--config", true, true, true},       {"--set", true, true, true},      {"--resume", true, true, true},
+    {"--weights-only", true, true, true}, {"--overwrite", true, true, true}, {"--topology", true, true, true},
+    {"--format", false, true, false},     {"--nproc-per-node", true, true, false},
+};
+
+std::string where_accepted(const OptionScope& s) {
+  std::vector<std::string> modes;
+  if (s.train) modes.push_back("training runs");
+  if (s.plan) modes.push_back("--plan-only");
+  if (s.print) modes.push_back("--print-config");
+  return fmt::format("{}", fmt::join(modes, " and "));
+}
+
 }  // namespace
 
+void check_train_usage(const CLI::App& app) {
+  auto given = [&](const char* name) { return app.get_option(name)->count() > 0; };
+  if (const CLI::App* sub = chosen_subcommand(app)) {
+    for (const CLI::Option* o : app.get_options()) {
+      if (o->count() == 0 || o->get_lnames().empty()) continue;
+      const std::string seen = option_as_given(*o);
+      std::string msg = fmt::format("{} is an option of holmes-train without a subcommand and has no effect on '{}'",
+                                    seen, sub->get_name());
+      if (sub->get_option_no_throw(o->get_name()) != nullptr)
+        msg += fmt::format("; give it after the subcommand: holmes-train {} {}", sub->get_name(), seen);
+      else
+        msg += fmt::format("; accepted options of '{}': {}", command_name(*sub), accepted_options(*sub));
+      throw UsageError(msg);
+    }
+    return;
+  }
+  const bool plan = given("--plan-only"), print = given("--print-config");
+  if (plan && print)
+    throw UsageError("--print-config and --plan-only were both given; accepted: one of them (--print-config prints "
+                     "the resolved job spec, --plan-only the parallel plan)");
+  const char* mode = plan ? "--plan-only" : print ? "--print-config" : "a training run";
+  for (const auto& s : kScopes) {
+    if (!given(s.name) || (plan ? s.plan : print ? s.print : s.train)) continue;
+    throw UsageError(fmt::format("{} has no effect on {}; accepted only with {}",
+                                 option_as_given(*app.get_option(s.name)), mode, where_accepted(s)));
+  }
+}
+
 int run_train(const TrainOptions& o) {
-  // The checkpoint flags are shorthands for spec keys, so --print-config shows them too.
-  std::vector<std::string> sets = o.sets;
-  if (!o.resume.empty()) sets.push_back("checkpoint.resume=" + o.resume);
-  if (o.weights_only) sets.push_back("checkpoint.weights_only=true");
-  if (o.overwrite) sets.push_back("job.overwrite=true");
+  // The checkpoint, output and topology flags are shorthands for spec keys, so --print-config
+  // shows them too, and messages and --print-config name the flag as the origin of the value.
+  std::vector<spec::FlagOverride> flags;
+  if (!o.resume.empty()) flags.push_back({"--resume", "checkpoint.resume=" + o.resume});
+  if (o.weights_only) flags.push_back({"--weights-only", "checkpoint.weights_only=true"});
+  if (o.overwrite) flags.push_back({"--overwrite", "job.overwrite=true"});
   // Relative to where the user typed it, not to the spec file's folder.
-  if (!o.topology.empty()) sets.push_back("cluster.topology=" + std::filesystem::absolute(o.topology).string());
-  auto loaded = spec::load_job_spec(o.config, sets);
+  if (!o.topology.empty())
+    flags.push_back({"--topology", "cluster.topology=" + std::filesystem::absolute(o.topology).string()});
+  auto loaded = spec::load_job_spec(o.config, o.sets, flags);
   if (o.print_config) {
     fmt::print("{}", spec::print_resolved(loaded));
     return 0;

@@ -21,6 +21,10 @@ struct TrainOptions {
 };
 
 void add_train_options(CLI::App& app, TrainOptions& opts);
+// Throws UsageError (exit 2) for options of training that would have no effect: any given
+// with a subcommand, --format without --plan-only, --nproc-per-node with --print-config,
+// and --print-config together with --plan-only.
+void check_train_usage(const CLI::App& app);
 int run_train(const TrainOptions& opts);
 
 }  // namespace holmes::cmd

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdio>
@@ -24,33 +25,74 @@ TokenFormat parse_token_format(const std::string& text, const std::string& key) 
   throw UserError(fmt::format("{}: unknown token file format '{}' (accepted: auto, llmc, raw-uint16)", key, text));
 }
 
-void check_token_range(std::span<const uint16_t> tokens, int vocab_size, const std::string& what) {
+namespace {
+
+// "" when every token is < vocab_size, else the first bad one and the accepted ids.
+std::string token_range_problem(std::span<const uint16_t> tokens, int vocab_size) {
   // One pass for the maximum (vectorises); the slow search for the position runs only on failure.
   uint16_t top = 0;
   for (uint16_t t : tokens) top = t > top ? t : top;
-  if (tokens.empty() || static_cast<int>(top) < vocab_size) return;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (static_cast<int>(tokens[i]) >= vocab_size) {
-      throw UserError(fmt::format(
-          "{}: token id {} at position {} is outside the vocabulary (model.vocab_size = {}, so ids 0..{} "
-          "are accepted); was the file made with another tokenizer?",
-          what, tokens[i], i, vocab_size, vocab_size - 1));
-    }
-  }
+  if (tokens.empty() || static_cast<int>(top) < vocab_size) return "";
+  size_t i = 0;
+  while (static_cast<int>(tokens[i]) < vocab_size) ++i;
+  return fmt::format("token id {} at position {} is outside the vocabulary (model.vocab_size = {}, so ids 0..{} "
+                     "are accepted)", tokens[i], i, vocab_size, vocab_size - 1);
+}
+
+std::string odd_size_problem(size_t size) {
+  return size % 2 == 0 ? "" : fmt::format("the file has an odd size ({} bytes); a raw file is an array of uint16 "
+                                          "tokens (nanoGPT's .bin)", size);
+}
+
+// Why the file is not llm.c's although format auto was asked to read it: its first int32 is
+// not the magic number. When the rest of the header has llm.c's layout (a known version and
+// the token count the file's size implies) it is most likely a damaged llm.c file; say so.
+std::string llmc_header_problem(const unsigned char* bytes, size_t size) {
+  if (size < sizeof(int32_t))
+    return fmt::format("the file has {} bytes, too short for llm.c's {}-byte header", size, kLlmcHeaderBytes);
+  std::array<int32_t, 3> h{};
+  std::memcpy(h.data(), bytes, std::min(size, sizeof(h)));
+  std::string msg = fmt::format("the header is not llm.c's: it starts with {}, llm.c token files start with the "
+                                "magic number {}", h[0], kLlmcMagic);
+  const bool layout = size >= kLlmcHeaderBytes && (h[1] == 1 || h[1] == 2) && h[2] >= 0 &&
+                      size == kLlmcHeaderBytes + static_cast<size_t>(h[2]) * (h[1] == 1 ? 2 : 4);
+  if (layout)
+    msg += fmt::format(", although the rest of the header has llm.c's layout (version {}, {} tokens, as the file's "
+                       "size implies): a damaged llm.c file?", h[1], h[2]);
+  return msg;
+}
+
+// Format auto: llm.c when the file starts with its magic number; else raw uint16 when the
+// bytes read as tokens of the vocabulary; else neither, and the error says what each saw.
+TokenFormat detect_format(const std::string& path, const unsigned char* bytes, size_t size, int vocab_size) {
+  int32_t first = 0;
+  if (size >= sizeof(int32_t)) std::memcpy(&first, bytes, sizeof(first));
+  if (size >= sizeof(int32_t) && first == kLlmcMagic) return TokenFormat::kLlmc;
+  std::string raw = odd_size_problem(size);
+  if (raw.empty()) raw = token_range_problem({reinterpret_cast<const uint16_t*>(bytes), size / 2}, vocab_size);
+  if (raw.empty()) return TokenFormat::kRawUint16;
+  throw UserError(fmt::format("{}: format auto recognises no token format in this file; tried llmc: {}; tried "
+                              "raw-uint16: {}. Accepted: an llm.c token file or a raw uint16 array of token ids "
+                              "below {} (name the format, llmc or raw-uint16, to read it as one)",
+                              path, llmc_header_problem(bytes, size), raw, vocab_size));
+}
+
+}  // namespace
+
+void check_token_range(std::span<const uint16_t> tokens, int vocab_size, const std::string& what) {
+  if (auto problem = token_range_problem(tokens, vocab_size); !problem.empty())
+    throw UserError(fmt::format("{}: {}; was the file made with another tokenizer?", what, problem));
 }
 
 namespace {
 
-// Interprets the mapped bytes; returns (offset of the first token, token count).
+// Interprets the mapped bytes in `format` (auto resolved by the caller); returns (offset of
+// the first token, token count).
 std::pair<size_t, size_t> locate_tokens(const std::string& path, const unsigned char* bytes, size_t size,
-                                        TokenFormat* format) {
-  int32_t first = 0;
-  if (size >= sizeof(int32_t)) std::memcpy(&first, bytes, sizeof(first));
-  if (*format == TokenFormat::kAuto) *format = first == kLlmcMagic ? TokenFormat::kLlmc : TokenFormat::kRawUint16;
-  if (*format == TokenFormat::kRawUint16) {
-    if (size % 2 != 0)
-      throw UserError(fmt::format("{}: raw uint16 token file has an odd size ({} bytes); a raw file is an array of "
-                                  "uint16 tokens (nanoGPT's .bin). Truncated?", path, size));
+                                        TokenFormat format) {
+  if (format == TokenFormat::kRawUint16) {
+    if (auto problem = odd_size_problem(size); !problem.empty())
+      throw UserError(fmt::format("{}: raw uint16 token file: {}. Truncated?", path, problem));
     return {0, size / 2};
   }
   if (size < kLlmcHeaderBytes)
@@ -64,7 +106,8 @@ std::pair<size_t, size_t> locate_tokens(const std::string& path, const unsigned 
   if (h[1] != kLlmcVersion)
     throw UserError(fmt::format("{}: token file version {} is not supported (accepted: {} = uint16 tokens)", path,
                                 h[1], kLlmcVersion));
-  if (h[2] < 0) throw UserError(fmt::format("{}: negative token count {} in the header", path, h[2]));
+  if (h[2] < 0)
+    throw UserError(fmt::format("{}: the header's token count is {}; accepted: a count >= 0", path, h[2]));
   size_t count = static_cast<size_t>(h[2]);
   size_t want = kLlmcHeaderBytes + 2 * count;
   if (size < want)
@@ -101,8 +144,8 @@ TokenFile TokenFile::open(const std::string& path, TokenFormat format, int vocab
   }
   ::close(fd);  // the mapping keeps the file alive
   auto* bytes = static_cast<const unsigned char*>(f.map_);
-  f.format_ = format;
-  auto [offset, count] = locate_tokens(path, bytes, f.map_bytes_, &f.format_);
+  f.format_ = format == TokenFormat::kAuto ? detect_format(path, bytes, f.map_bytes_, vocab_size) : format;
+  auto [offset, count] = locate_tokens(path, bytes, f.map_bytes_, f.format_);
   if (count == 0) throw UserError(fmt::format("{}: token file holds no tokens", path));
   f.tokens_ = {reinterpret_cast<const uint16_t*>(bytes + offset), count};
   check_token_range(f.tokens_, vocab_size, path);

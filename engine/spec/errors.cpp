@@ -11,13 +11,13 @@ std::string ConfigIssue::to_string() const {
   return where.empty() ? message : where + ": " + message;
 }
 
-static std::string join_issues(const std::vector<ConfigIssue>& issues) {
-  std::string out = issues.size() == 1 ? "invalid job spec: " : fmt::format("invalid job spec ({} problems):", issues.size());
+std::string format_issues(const std::string& title, const std::vector<ConfigIssue>& issues) {
+  std::string out = issues.size() == 1 ? title + ": " : fmt::format("{} ({} problems):", title, issues.size());
   for (const auto& i : issues) out += (issues.size() == 1 ? "" : "\n  ") + i.to_string();
   return out;
 }
 
 ConfigError::ConfigError(std::vector<ConfigIssue> issues)
-    : UserError(join_issues(issues)), issues_(std::move(issues)) {}
+    : UserError(format_issues("invalid job spec", issues)), issues_(std::move(issues)) {}
 
 }  // namespace holmes

@@ -11,7 +11,7 @@ namespace holmes {
 
 // One problem in a job spec: where it is and what is wrong.
 struct ConfigIssue {
-  std::string file;     // config file, "--set" or "" for cross-field checks
+  std::string file;     // config file, "--set", a flag (--resume) or "" for cross-field checks
   std::string path;     // YAML path such as "train.micro_batch"; "" for the whole file
   int line = 0;         // 1-based; 0 when unknown (command line, defaults)
   int column = 0;       // 1-based; 0 when unknown
@@ -19,6 +19,10 @@ struct ConfigIssue {
 
   std::string to_string() const;
 };
+
+// "TITLE: <the one problem>" or "TITLE (N problems):" with one indented line per problem:
+// how every loader of a user file (job spec, topology file) reports what it found.
+std::string format_issues(const std::string& title, const std::vector<ConfigIssue>& issues);
 
 // All problems found in a job spec, reported together.
 class ConfigError : public UserError {

@@ -37,15 +37,9 @@ std::string unknown_key_message(const std::string& group, const std::string& key
   std::string msg = fmt::format("unknown key '{}' in {}", key, group_name(group));
   if (auto near = nearest(key, siblings); !near.empty()) {
     msg += fmt::format("; did you mean '{}'?", near);
-  } else {
+  } else if (const Field* f = find_field_by_leaf(key)) {
     // The key may belong to another section: `layers` at the top level -> model.layers.
-    std::vector<std::string> all;
-    for (const auto& f : schema()) all.push_back(f.path);
-    for (const auto& p : all)
-      if (p.size() > key.size() && p.compare(p.size() - key.size() - 1, std::string::npos, "." + key) == 0) {
-        msg += fmt::format("; did you mean '{}'?", p);
-        break;
-      }
+    msg += fmt::format("; did you mean '{}'?", f->path);
   }
   return msg + " Accepted keys here: " + join(siblings, ", ");
 }
@@ -129,36 +123,38 @@ bool read_yaml(const std::string& text, const std::string& file, Table& table, s
   return true;
 }
 
-void read_overrides(const std::vector<std::string>& sets, Table& table, std::vector<ConfigIssue>& issues) {
-  for (const auto& s : sets) {
-    auto eq = s.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      issues.push_back({"--set", "", 0, 0, fmt::format("'{}' is not accepted, expected KEY=VALUE such as train.steps=100", s)});
-      continue;
-    }
-    std::string key = s.substr(0, eq), text = s.substr(eq + 1);
-    if (!find_field(key)) {
-      issues.push_back({"--set", key, 0, 0, unknown_path_message(key)});
-      continue;
-    }
-    YAML::Node value;
-    try {
-      value = YAML::Load(text);
-    } catch (const YAML::Exception&) {
-      value = YAML::Node(text);  // not YAML: take it as a plain string
-    }
-    table[key] = Entry{value, Origin{"--set", 0}, 0};
+// One KEY=VALUE override; `origin` is "--set" or the flag that stands for the key.
+void read_override(const std::string& s, const std::string& origin, Table& table, std::vector<ConfigIssue>& issues) {
+  auto eq = s.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    issues.push_back(
+        {origin, "", 0, 0, fmt::format("'{}' is not accepted, expected KEY=VALUE such as train.steps=100", s)});
+    return;
   }
+  std::string key = s.substr(0, eq), text = s.substr(eq + 1);
+  if (!find_field(key)) {
+    issues.push_back({origin, key, 0, 0, unknown_path_message(key)});
+    return;
+  }
+  YAML::Node value;
+  try {
+    value = YAML::Load(text);
+  } catch (const YAML::Exception&) {
+    value = YAML::Node(text);  // not YAML: take it as a plain string
+  }
+  table[key] = Entry{value, Origin{origin}, 0};
 }
 
 }  // namespace
 
-LoadedSpec load_job_spec(const std::string& file, const std::vector<std::string>& sets) {
+LoadedSpec load_job_spec(const std::string& file, const std::vector<std::string>& sets,
+                         const std::vector<FlagOverride>& flags) {
   std::vector<ConfigIssue> issues;
   Table table;
   const std::string source = file.empty() ? "<embedded default>" : file;
   bool usable = read_yaml(file.empty() ? embedded_default_yaml() : read_file(file), source, table, issues);
-  read_overrides(sets, table, issues);
+  for (const auto& s : sets) read_override(s, "--set", table, issues);
+  for (const auto& f : flags) read_override(f.key_value, f.flag, table, issues);
   if (!usable) throw ConfigError(std::move(issues));
 
   // Cross-field checks need every field converted; unknown keys do not get in their way.
@@ -175,7 +171,7 @@ LoadedSpec load_job_spec(const std::string& file, const std::vector<std::string>
       }
       std::string err = f.apply(out.spec, YAML::Load(f.default_yaml.empty() ? "\"\"" : f.default_yaml));
       if (!err.empty()) throw std::logic_error("bad default for " + f.path + ": " + err);
-      out.origin[f.path] = Origin{"default", 0};
+      out.origin[f.path] = Origin{"default"};
       continue;
     }
     const Entry& e = it->second;

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/spec/job_spec.hpp"
@@ -12,8 +13,22 @@ namespace holmes::spec {
 
 // Where a resolved value came from.
 struct Origin {
-  std::string source;  // "default", the config file path, or "--set"
-  int line = 0;        // 1-based line in the file; 0 for defaults and --set
+  std::string source;  // "default", the config file path, "--set" or the flag (--resume)
+  int line = 0;        // 1-based line in the file; 0 for defaults and flags
+  std::string derived_from;  // "" or the key this value was derived from (pipeline from partition)
+
+  Origin(std::string source_ = "", int line_ = 0, std::string derived_from_ = "")
+      : source(std::move(source_)), line(line_), derived_from(std::move(derived_from_)) {}
+
+  // "job.yaml:12", "default", "--resume", "job.yaml:9 (from parallel.partition)".
+  std::string to_string() const;
+};
+
+// A command-line flag that stands for a spec key (--resume for checkpoint.resume): applied
+// after the --set overrides, and named as the value's origin in messages and --print-config.
+struct FlagOverride {
+  std::string flag;       // "--weights-only"
+  std::string key_value;  // "checkpoint.weights_only=true"
 };
 
 struct LoadedSpec {
@@ -23,7 +38,8 @@ struct LoadedSpec {
 
 // `file` empty = the embedded default job. Throws ConfigError listing every problem found
 // (UserError when the file cannot be read).
-LoadedSpec load_job_spec(const std::string& file, const std::vector<std::string>& sets);
+LoadedSpec load_job_spec(const std::string& file, const std::vector<std::string>& sets,
+                         const std::vector<FlagOverride>& flags = {});
 
 // Resolved spec as YAML with a comment per value saying where it came from.
 std::string print_resolved(const LoadedSpec& loaded);

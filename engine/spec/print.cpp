@@ -18,6 +18,11 @@ std::vector<std::string> split_path(const std::string& path) {
 
 }  // namespace
 
+std::string Origin::to_string() const {
+  std::string where = line > 0 ? fmt::format("{}:{}", source, line) : source;
+  return derived_from.empty() ? where : where + " (from " + derived_from + ")";
+}
+
 std::string print_resolved(const LoadedSpec& loaded) {
   std::string out = fmt::format("# holmes-train job spec, resolved from {}\n",
                                 loaded.spec.source_file.empty() ? "the embedded default" : loaded.spec.source_file);
@@ -29,9 +34,8 @@ std::string print_resolved(const LoadedSpec& loaded) {
     for (std::size_t d = same; d < depth; ++d) out += fmt::format("{:{}}{}:\n", "", 2 * d, parts[d]);
     open.assign(parts.begin(), parts.end() - 1);
     const Origin& o = loaded.origin.at(f.path);
-    std::string where = o.line > 0 ? fmt::format("{}:{}", o.source, o.line) : o.source;
     std::string line = fmt::format("{:{}}{}: {}", "", 2 * depth, parts.back(), f.show(loaded.spec));
-    out += fmt::format("{:<48} # {}\n", line, where);
+    out += fmt::format("{:<48} # {}\n", line, o.to_string());
   }
   return out;
 }

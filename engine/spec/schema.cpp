@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <limits>
 #include <set>
+#include <type_traits>
+#include <utility>
 
 #include "engine/spec/scalar.hpp"
 
@@ -15,6 +18,11 @@ namespace {
 
 template <class Ref>
 Field integer(std::string path, Ref ref, std::string def, int64_t lo, int64_t hi, std::string doc) {
+  // The member's own type bounds what is accepted (train.micro_batch is an int): a larger
+  // value is out of range, never wrapped around.
+  using Member = std::remove_reference_t<decltype(ref(std::declval<JobSpec&>()))>;
+  if (static_cast<uint64_t>(hi) > static_cast<uint64_t>(std::numeric_limits<Member>::max()))
+    hi = static_cast<int64_t>(std::numeric_limits<Member>::max());
   std::string type = hi == kNoMax ? fmt::format("integer >= {}", lo) : fmt::format("integer in [{}, {}]", lo, hi);
   Field f{std::move(path), type, std::move(def), false, std::move(doc), {}, {}};
   f.apply = [ref, lo, hi, type](JobSpec& s, const YAML::Node& v) -> std::string {
@@ -75,13 +83,14 @@ Field choice(std::string path, Ref ref, std::vector<std::string> choices, std::s
 
 template <class Ref>
 Field degree(std::string path, Ref ref, std::string doc) {
-  const std::string type = "integer >= 1 or auto";
+  constexpr int64_t kMaxDegree = 1'000'000;
+  const std::string type = fmt::format("integer in [1, {}] or auto", kMaxDegree);
   Field f{std::move(path), type, "1", false, std::move(doc), {}, {}};
-  f.apply = [ref, type](JobSpec& s, const YAML::Node& v) -> std::string {
+  f.apply = [ref, type, kMaxDegree](JobSpec& s, const YAML::Node& v) -> std::string {
     if (v.IsScalar() && v.Scalar() == "auto") return ref(s) = kAuto, "";
     int64_t x = 0;
     if (auto err = parse_int(v, &x); !err.empty()) return err + ", expected " + type;
-    if (x < 1 || x > 1'000'000) return fmt::format("value {} is out of range, expected {}", x, type);
+    if (x < 1 || x > kMaxDegree) return fmt::format("value {} is out of range, expected {}", x, type);
     ref(s) = static_cast<int>(x);
     return "";
   };
@@ -295,6 +304,13 @@ const std::vector<Field>& schema() {
 const Field* find_field(const std::string& path) {
   for (const auto& f : schema())
     if (f.path == path) return &f;
+  return nullptr;
+}
+
+const Field* find_field_by_leaf(const std::string& leaf) {
+  for (const auto& f : schema())
+    if (f.path.size() > leaf.size() && f.path.compare(f.path.size() - leaf.size() - 1, std::string::npos, "." + leaf) == 0)
+      return &f;
   return nullptr;
 }
 

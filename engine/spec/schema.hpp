@@ -27,6 +27,9 @@ struct Field {
 // All fields, grouped by section in the order they are printed and documented.
 const std::vector<Field>& schema();
 const Field* find_field(const std::string& path);
+// The first field whose last path component is `leaf` ("layers" -> model.layers), or nullptr:
+// where a key given in the wrong place (or as a command-line option) was probably meant.
+const Field* find_field_by_leaf(const std::string& leaf);
 
 // True when `path` names a section or sub-section ("model", "data.synthetic").
 bool is_group(const std::string& path);

@@ -11,8 +11,13 @@ void validate(LoadedSpec& loaded, const std::string& source, std::vector<ConfigI
   // An issue about `path`, located where that key's value came from.
   auto fail = [&](const std::string& path, std::string msg) {
     auto it = loaded.origin.find(path);
-    Origin o = it != loaded.origin.end() ? it->second : Origin{source, 0};
+    Origin o = it != loaded.origin.end() ? it->second : Origin{source};
     issues.push_back({o.source == "default" ? source : o.source, path, o.line, 0, std::move(msg)});
+  };
+  // "checkpoint.resume = none (default)": a value and where it came from, for messages about
+  // another key that depends on it.
+  auto value_of = [&](const std::string& path, const std::string& shown) {
+    return fmt::format("{} = {} ({})", path, shown, loaded.origin.at(path).to_string());
   };
   const auto& m = s.model;
   const auto& t = s.train;
@@ -36,7 +41,12 @@ void validate(LoadedSpec& loaded, const std::string& source, std::vector<ConfigI
     if (sum != m.layers)
       fail("parallel.partition", fmt::format("parallel.partition [{}] sums to {} but model.layers = {}",
                                              fmt::join(l, ", "), sum, m.layers));
-    if (p.pipeline == kAuto) p.pipeline = static_cast<int>(l.size());
+    if (p.pipeline == kAuto) {  // the list sets the degree: --print-config names the list as its origin
+      p.pipeline = static_cast<int>(l.size());
+      Origin from = loaded.origin.at("parallel.partition");
+      from.derived_from = "parallel.partition";
+      loaded.origin["parallel.pipeline"] = from;
+    }
   }
   if (p.data != kAuto) {
     if (t.global_batch % (t.micro_batch * p.data) != 0)
@@ -53,8 +63,10 @@ void validate(LoadedSpec& loaded, const std::string& source, std::vector<ConfigI
   if (t.min_lr > t.lr)
     fail("train.min_lr", fmt::format("train.min_lr = {} is larger than train.lr = {}", t.min_lr, t.lr));
   if (s.checkpoint.weights_only && s.checkpoint.resume == "none")
-    fail("checkpoint.weights_only", "checkpoint.weights_only = true needs a checkpoint to load, but "
-                                    "checkpoint.resume = none (accepted: auto or a checkpoint folder)");
+    fail("checkpoint.weights_only",
+         fmt::format("checkpoint.weights_only = true needs a checkpoint to load, but {}; accepted: checkpoint.resume "
+                     "auto or a checkpoint folder (--resume auto or --resume PATH)",
+                     value_of("checkpoint.resume", "none")));
   if (s.data.source == "files" && s.data.train.empty())
     fail("data.train", "data.source is 'files' but data.train lists no token file");
   if (s.data.source == "synthetic" && m.vocab_size < 257)

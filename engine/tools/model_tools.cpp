@@ -41,7 +41,14 @@ EvalResult evaluate_model(const EvalRequest& a) {
   const BatchSampler sampler({file.tokens()}, T, 0, /*shuffle=*/false);
   const int64_t available = sampler.chunk_count() / B;
   const int64_t batches = a.batches > 0 ? a.batches : available;
-  if (batches < 1 || batches > available)
+  if (available == 0)  // no --batches value fits: say what would make one batch
+    throw UserError(fmt::format("--tokens {}: {} tokens = {} sequences of {}+1 tokens, fewer than one batch of "
+                                "--batch-size {}; accepted: a longer token file, {}a shorter --seq-len (now {})",
+                                a.tokens, file.tokens().size(), sampler.chunk_count(), T, B,
+                                sampler.chunk_count() > 0 ? fmt::format("--batch-size 1..{}, ", sampler.chunk_count())
+                                                          : "",
+                                T));
+  if (batches > available)
     throw UserError(fmt::format("--batches {} x --batch-size {}: {} holds {} tokens = {} sequences of {}+1 tokens, "
                                 "enough for {} batches (accepted: --batches 1..{}, or 0 for all)",
                                 a.batches, B, a.tokens, file.tokens().size(), sampler.chunk_count(), T, available,

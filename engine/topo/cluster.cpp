@@ -20,13 +20,17 @@ std::string fabric_label(const FabricKey& key) {
 
 // Names, device kind and count must agree: the rank layout puts the same number of ranks on
 // every node and one backend runs everywhere.
+// Every problem found is reported at once, as the topology file loader does.
 void check_nodes(const std::vector<NodeReport>& nodes, std::vector<std::string>& warnings) {
   if (nodes.empty()) throw TopologyError("the topology has no nodes; give at least one node report or topology entry");
+  std::vector<ConfigIssue> problems;
+  auto problem = [&](std::string what) { problems.push_back({"", "", 0, 0, std::move(what)}); };
   std::set<std::string> seen;
-  for (const auto& n : nodes) {
-    if (n.hostname.empty()) throw TopologyError("a node report has an empty host name");
-    if (!seen.insert(n.hostname).second)
-      throw TopologyError(fmt::format("node '{}' appears twice in the topology; host names must be unique", n.hostname));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].hostname.empty())
+      problem(fmt::format("node {} has an empty host name; accepted: a non-empty name", i));
+    else if (!seen.insert(nodes[i].hostname).second)
+      problem(fmt::format("node '{}' appears twice in the topology; host names must be unique", nodes[i].hostname));
   }
   std::map<std::string, std::vector<std::string>> by_devices;  // "8 cuda" -> hosts
   std::set<std::string> models;
@@ -37,10 +41,10 @@ void check_nodes(const std::vector<NodeReport>& nodes, std::vector<std::string>&
   if (by_devices.size() > 1) {
     std::vector<std::string> parts;
     for (const auto& [what, hosts] : by_devices) parts.push_back(fmt::format("{}: {}", compress_hostlist(hosts), what));
-    throw TopologyError(fmt::format("nodes disagree on their compute devices ({}); every node must have the same "
-                                    "number and kind of devices",
-                                    fmt::join(parts, "; ")));
+    problem(fmt::format("nodes disagree on their compute devices ({}); every node must have the same number and kind "
+                        "of devices", fmt::join(parts, "; ")));
   }
+  if (!problems.empty()) throw TopologyError(format_issues("invalid topology", problems));
   if (models.size() > 1)
     warnings.push_back(fmt::format("nodes have different device models ({}); the planner uses each node's own figures",
                                    fmt::join(models, ", ")));

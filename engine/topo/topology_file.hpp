@@ -18,8 +18,9 @@
 
 namespace holmes::topo {
 
-// One NodeReport per host name, in file order. Throws UserError naming the file, the key
-// and its line for unknown keys, wrong types, bad values and duplicate host names.
+// One NodeReport per host name, in file order. Throws TopologyError (a UserError) listing
+// every problem found, each with file:line:column, key path, the value seen and what is
+// accepted: unknown keys, wrong types, values out of range, bad hostlists and duplicate hosts.
 std::vector<NodeReport> load_topology_file(const std::string& path);
 // The same from text; `source` names it in errors.
 std::vector<NodeReport> parse_topology_yaml(const std::string& text, const std::string& source);

@@ -1,5 +1,5 @@
-// A worker process: start-up, the DistTrainer of this rank, the shared training loop, and
-// the one place that turns a failure of any rank into this rank's exit message.
+// A worker process: start-up, the Trainer of this rank and the shared training loop; a
+// failure of any rank becomes this rank's exit message through engine/runtime/failure.hpp.
 #include "engine/train/dist_run.hpp"
 
 #include <cblas.h>

@@ -3,15 +3,8 @@
 # --print-config prints a spec that loads again to the same values, usage errors exit 2.
 set -u
 bin=$1 src=$2
-fail=0
-check() {  # check DESCRIPTION EXPECTED_CODE COMMAND...; output kept in $out
-  local what=$1 want=$2; shift 2
-  out=$("$@" 2>&1); local code=$?
-  if [ "$code" -ne "$want" ]; then echo "FAIL $what: exit $code, expected $want"; echo "$out" | sed 's/^/    /'; fail=1; fi
-}
-has() {  # has DESCRIPTION FRAGMENT (in $out)
-  grep -qF -- "$2" <<<"$out" || { echo "FAIL $1: output lacks '$2'"; fail=1; }
-}
+# shellcheck source=check_common.bash
+source "$src/test/integration/check_common.bash"
 
 check "--help" 0 "$bin" --help
 for opt in --config --set --print-config --plan-only --topology --format --resume --nproc-per-node \

@@ -85,5 +85,5 @@ rc=0; "$BIN" discover --format xml > /dev/null 2>&1 || rc=$?
 printf 'nodes:\n  - names: a\n    devices: {kind: cpu}\n    nics: [{kind: ib, speed: 200}]\n' > "$TMP/bad.yaml"
 rc=0; "$BIN" --plan-only --topology "$TMP/bad.yaml" > /dev/null 2> "$TMP/err" || rc=$?
 [ "$rc" = 2 ] || fail "malformed topology file: exit $rc, expected 2"
-grep -q "bad.yaml:4: key 'nodes\[0\].nics\[0\].speed'" "$TMP/err" || fail "malformed topology: $(cat "$TMP/err")"
+grep -q "bad.yaml:4:23: nodes\[0\].nics\[0\].speed: unknown key 'speed'" "$TMP/err" || fail "malformed topology: $(cat "$TMP/err")"
 echo "discover: ok"

@@ -83,6 +83,50 @@ TEST_CASE("a partition list fixes an auto pipeline degree") {
   CHECK(load_job_spec(path, {}).spec.parallel.pipeline == 2);
 }
 
+TEST_CASE("a pipeline degree implied by the partition names the partition as its origin") {
+  // partition on line 9, pipeline: auto on line 8: --print-config names line 9, not 8.
+  auto path =
+      write_temp("part_origin.yaml", std::string(kMinimal) + "parallel:\n  pipeline: auto\n  partition: [1, 1]\n");
+  auto loaded = load_job_spec(path, {});
+  const Origin& o = loaded.origin.at("parallel.pipeline");
+  CHECK(o.source == path);
+  CHECK(o.line == 9);
+  CHECK(o.derived_from == "parallel.partition");
+  CHECK_THAT(print_resolved(loaded), Catch::Contains("pipeline: 2") &&
+                                         Catch::Contains(path + ":9 (from parallel.partition)"));
+  // The list given with --set: the degree comes from the command line.
+  auto from_set = load_job_spec(path, {"parallel.partition=[1,1]"});
+  CHECK(from_set.origin.at("parallel.pipeline").to_string() == "--set (from parallel.partition)");
+  // An explicit degree keeps its own origin.
+  auto both = load_job_spec(path, {"parallel.pipeline=2"});
+  CHECK(both.origin.at("parallel.pipeline").to_string() == "--set");
+}
+
+TEST_CASE("a flag that stands for a key is named as the origin of its value and of its problems") {
+  auto path = write_temp("flags.yaml", kMinimal);
+  auto loaded = load_job_spec(path, {}, {{"--resume", "checkpoint.resume=auto"}});
+  CHECK(loaded.origin.at("checkpoint.resume").to_string() == "--resume");
+  CHECK_THAT(print_resolved(loaded), Catch::Contains("# --resume"));
+  try {
+    load_job_spec(path, {}, {{"--weights-only", "checkpoint.weights_only=true"}});
+    FAIL("--weights-only without a checkpoint to load was accepted");
+  } catch (const ConfigError& e) {
+    REQUIRE(e.issues().size() == 1);
+    CHECK(e.issues()[0].file == "--weights-only");
+    CHECK_THAT(e.issues()[0].message, Catch::Contains("checkpoint.resume = none (default)") &&
+                                          Catch::Contains("--resume auto"));
+  }
+}
+
+TEST_CASE("an integer key accepts only what its type holds, and says so") {
+  auto issues = issues_of(write_temp("int_bound.yaml", kMinimal), {"train.micro_batch=3000000000"});
+  REQUIRE(issues.size() == 1);
+  CHECK_THAT(issues[0].message, Catch::Contains("3000000000") && Catch::Contains("[1, 2147483647]"));
+  auto degree = issues_of(write_temp("degree_bound.yaml", kMinimal), {"parallel.data=2000000"});
+  REQUIRE(degree.size() == 1);
+  CHECK_THAT(degree[0].message, Catch::Contains("2000000") && Catch::Contains("[1, 1000000] or auto"));
+}
+
 TEST_CASE("every problem is reported, each with its key and line") {
   auto path = write_temp("many.yaml",
                          "model:\n  layers: 2\n  hidden: 30\n  heads: 4\n  colour: red\ntrain:\n  steps: -1\n");

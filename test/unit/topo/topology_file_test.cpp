@@ -120,7 +120,33 @@ TEST_CASE("topology file mistakes name the file, key and line", "[unit][topo]") 
   CHECK_THAT(error_of("nodes: [\n"), Catch::Contains("t.yaml:") && Catch::Contains("not valid YAML"));
   CHECK_THAT(error_of(""), Catch::Contains("expected a mapping"));
   CHECK_THAT(error_of("hosts: []\n"), Catch::Contains("key 'hosts'") && Catch::Contains("accepted: nodes"));
+  CHECK_THROWS_AS(topo::parse_topology_yaml("nodes: [{names: a, devices: {count: 0}}]\n", "t.yaml"), topo::TopologyError);
   CHECK_THROWS_WITH(topo::load_topology_file("/nonexistent/topo.yaml"), Catch::Contains("/nonexistent/topo.yaml"));
+}
+
+TEST_CASE("every problem of a topology file is reported at once, each with its place", "[unit][topo]") {
+  const std::string text = R"(nodes:
+  - names: a
+    devices: {kind: cpu, count: 0, memory_gb: -3}
+    nics:
+      - {kind: ib, rate_gbps: -5, speed: 200}
+      - {kind: roce, roce_version: 3, port: 300}
+  - names: b[1-2]
+    colour: red
+)";
+  const std::string msg = error_of(text);
+  CHECK_THAT(msg, Catch::StartsWith("invalid topology (8 problems):"));
+  // Each problem: file:line:column, key path, the value seen and the accepted range.
+  CHECK_THAT(msg, Catch::Contains("t.yaml:3:33: nodes[0].devices.count: expected a whole number >= 1, found 0"));
+  CHECK_THAT(msg, Catch::Contains("t.yaml:3:47: nodes[0].devices.memory_gb: expected a number of GB >= 0, found -3"));
+  CHECK_THAT(msg, Catch::Contains("t.yaml:5:31: nodes[0].nics[0].rate_gbps: expected a number of Gb/s > 0 or ~ "
+                                  "(unknown), found -5"));
+  CHECK_THAT(msg, Catch::Contains("nodes[0].nics[0].speed: unknown key 'speed'"));
+  CHECK_THAT(msg, Catch::Contains("nodes[0].nics[1].roce_version: expected a RoCE version (0 = not RoCE) in [0, 2], "
+                                  "found 3"));
+  CHECK_THAT(msg, Catch::Contains("nodes[0].nics[1].port: expected a port number in [0, 255], found 300"));
+  CHECK_THAT(msg, Catch::Contains("t.yaml:8:5: nodes[1].colour: unknown key 'colour'"));
+  CHECK_THAT(msg, Catch::Contains("t.yaml:7:5: nodes[1]: missing key 'devices'"));
 }
 
 TEST_CASE("one report travels as text and back", "[unit][topo]") {

@@ -86,6 +86,22 @@ TEST_CASE("token file errors name the file and the problem", "[train]") {
     CHECK(msg.find("magic") != std::string::npos);
     CHECK(msg.find("12345") != std::string::npos);
   }
+  SECTION("wrong magic under format auto: the header is not llm.c's, and both formats were tried") {
+    write_bytes(path, llmc_bytes(12345, 1, 2, {1, 2}));
+    auto msg = error_of([&] { TokenFile::open(path, TokenFormat::kAuto, 257); });
+    CHECK(msg.find(path) != std::string::npos);
+    CHECK(msg.find("the header is not llm.c's: it starts with 12345") != std::string::npos);
+    CHECK(msg.find("magic number 20240520") != std::string::npos);
+    CHECK(msg.find("llm.c's layout (version 1, 2 tokens") != std::string::npos);  // a damaged llm.c file
+    CHECK(msg.find("tried llmc") != std::string::npos);
+    CHECK(msg.find("tried raw-uint16: token id 12345 at position 0") != std::string::npos);
+    // Neither format and no llm.c layout: an odd-sized file of other bytes.
+    write_bytes(path, {'a', 'b', 'c'});
+    msg = error_of([&] { TokenFile::open(path, TokenFormat::kAuto, 257); });
+    CHECK(msg.find("too short for llm.c's 1024-byte header") != std::string::npos);
+    CHECK(msg.find("tried raw-uint16: the file has an odd size (3 bytes)") != std::string::npos);
+    CHECK(msg.find("layout") == std::string::npos);
+  }
   SECTION("truncated") {
     write_bytes(path, llmc_bytes(kLlmcMagic, 1, 10, {1, 2, 3}));
     auto msg = error_of([&] { TokenFile::open(path, TokenFormat::kAuto, 257); });
