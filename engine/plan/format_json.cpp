@@ -63,6 +63,12 @@ void append_estimate(std::string& out, const Plan& p) {
       e.bottleneck_stage, num(e.tokens_per_s), num(e.tflops_per_device), num(e.naive_step_time_s), num(speedup));
   for (int k = 0; k < kLinkKinds; ++k)
     out += fmt::format("{}\"{}\": {}", k ? ", " : "", to_string(LinkKind(k)), num(e.bytes_per_step[k]));
+  out += "}, \"baselines\": {";
+  for (size_t i = 0; i < e.baselines.size(); ++i) {
+    const Baseline& b = e.baselines[i];
+    out += fmt::format("{}\"{}\": {{\"step_time_s\": {}, \"speedup\": {}}}", i ? ", " : "", b.placement,
+                       num(b.step_time_s), num(e.step_time_s > 0 ? b.step_time_s / e.step_time_s : 0));
+  }
   out += "}},\n";
 }
 

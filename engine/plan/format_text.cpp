@@ -68,10 +68,13 @@ void append_estimate(std::string& out, const Plan& p) {
                      e.step_time_s, e.compute_s, e.tp_comm_s, e.pp_comm_s, e.bubble_s, e.dp_comm_s,
                      e.bottleneck_stage);
   out += fmt::format("  {:.4g} tokens/s, {:.4g} TFLOP/s per device\n", e.tokens_per_s, e.tflops_per_device);
-  if (p.placement == "holmes")
-    out += fmt::format("  naive placement (Megatron order, uniform partition): {:.4g} s per step -> holmes is "
-                       "{:.2f}x faster\n",
-                       e.naive_step_time_s, e.step_time_s > 0 ? e.naive_step_time_s / e.step_time_s : 0);
+  for (const Baseline& b : e.baselines) {
+    const double speedup = e.step_time_s > 0 ? b.step_time_s / e.step_time_s : 0;
+    out += fmt::format("  vs {:<8} ({}): {:.4g} s per step -> {} is {:.2f}x faster\n", b.placement,
+                       b.placement == "megatron" ? "Megatron-LM order, uniform partition, every group over Ethernet"
+                                                 : "Megatron-LM order, uniform partition, best transport per group",
+                       b.step_time_s, p.placement, speedup);
+  }
   out += "  bytes sent per step:";
   for (int k = 0; k < kLinkKinds; ++k)
     out += fmt::format(" {} {}{}", to_string(LinkKind(k)), human_bytes(e.bytes_per_step[k]), k + 1 < kLinkKinds ? "," : "\n");

@@ -40,7 +40,8 @@ void choose_transport(const Facts& f, const std::vector<int>& nodes, bool cuda, 
     return;
   }
   std::set<std::string> ifaces;
-  if (!g.crosses_islands && first.island_link != LinkKind::Ethernet) {
+  // Every hop on the island's RDMA fabric (the link model says when a TCP group could not use it).
+  if (worst.kind == LinkKind::Ib || worst.kind == LinkKind::Roce) {
     if (!cuda) {
       for (int n : nodes) ifaces.insert(f.nodes[n].island_if);
       g.transport = Transport::GlooTcp;

@@ -38,6 +38,14 @@ void pick_ethernet(const topo::ClusterTopology& topo, int node, NodeFacts& out) 
       break;
     }
   }
+  const topo::NicKind island = topo.islands[topo.island_of[node]].kind;
+  for (const auto& nic : topo.nodes[node].nics) {
+    if (!nic.active) continue;
+    if (island == topo::NicKind::Ib && nic.kind == topo::NicKind::Ipoib && nic.name == out.island_if)
+      out.island_tcp = true;
+    if (island == topo::NicKind::Roce && nic.kind == topo::NicKind::Roce && nic.netdev == out.island_if)
+      out.island_tcp = true;
+  }
 }
 
 // RDMA ports of the island's kind and fabric (NCCL_IB_HCA) and the RoCE GID index.
@@ -110,7 +118,8 @@ LinkCost link_between(const Facts& f, int a, int b) {
   if (a == b) {
     l.kind = LinkKind::IntraNode;
     l.gbps_per_rank = na.intra_gbps;
-  } else if (na.island == nb.island && na.island_link != LinkKind::Ethernet) {
+  } else if (na.island == nb.island && na.island_link != LinkKind::Ethernet && !f.ethernet_only &&
+             (!f.tcp_groups || (na.island_tcp && nb.island_tcp))) {
     l.kind = na.island_link;
     l.gbps_per_rank = std::min(na.rdma_gbps / na.devices, nb.rdma_gbps / nb.devices);
   } else {

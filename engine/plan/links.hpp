@@ -41,6 +41,10 @@ struct NodeFacts {
   double intra_gbps = 0;
   std::string ethernet_if;     // interface for TCP traffic that leaves the island
   std::string island_if;       // interface for TCP traffic inside the island
+  // island_if is on the island's fabric (IPoIB in an IB island, the RoCE netdev in a RoCE
+  // island). When it is not (no such interface with an address), TCP groups inside the
+  // island run over Ethernet, and a plan with TCP groups (CPU) costs them so.
+  bool island_tcp = false;
   std::vector<std::string> hcas;  // "mlx5_0:1" ports of the island's kind, sorted
   int gid_index = -1;             // RoCE GID index
 };
@@ -58,6 +62,11 @@ struct Facts {
   std::vector<NodeFacts> nodes;
   double latency_s[kLinkKinds] = {};
   int islands = 0;
+  // Groups are TCP (Gloo, CPU jobs): inside an island they need island_tcp on both ends.
+  bool tcp_groups = false;
+  // Every link between two nodes is Ethernet (the megatron baseline: one network, NCCL's
+  // socket transport, for every group of a cluster whose islands cannot talk RDMA).
+  bool ethernet_only = false;
 };
 
 // Throws UserError when the topology is empty or inconsistent (island_of size, ids).

@@ -54,6 +54,14 @@ struct Group {
   bool crosses_islands = false;
 };
 
+// A baseline with the same degrees and micro-batch: `megatron` (Megatron-LM's rank order over
+// the nodes as listed, uniform partition, every group over Ethernet: what a mixed cluster
+// runs today) or `naive` (the same order and partition, the best transport per group).
+struct Baseline {
+  std::string placement;
+  double step_time_s = 0;
+};
+
 // Per-step time of the bottleneck stage b and its parts (seconds):
 //   step = compute + tp_comm + pp_comm + bubble + dp_comm, where with m micro-batches and p
 //   stages compute/tp/pp = m x per-micro-batch cost of b, bubble = (p-1) x its per-micro-batch
@@ -69,6 +77,7 @@ struct Estimate {
   double tokens_per_s = 0;
   double tflops_per_device = 0;   // model FLOPs / step time / devices
   double naive_step_time_s = 0;   // same degrees, naive placement, uniform partition
+  std::vector<Baseline> baselines;  // megatron, naive
   double bytes_per_step[kLinkKinds] = {};  // by LinkKind, summed over all ranks (bytes sent)
 };
 
@@ -96,7 +105,7 @@ struct Plan {
   int micro_batches = 1;    // m, per step per DP rank
   int global_batch = 1;
   int seq_len = 1;
-  std::string placement;    // holmes | naive
+  std::string placement;    // holmes | naive | megatron
   std::string partition;    // auto | uniform | list
   std::string order;        // rank order the grid used (holmes always tp-dp-pp over islands)
   std::string device_kind;  // cuda | cpu

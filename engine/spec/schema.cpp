@@ -234,9 +234,10 @@ std::vector<Field> make_schema() {
   f.push_back(degree("parallel.tensor", HOLMES_REF(parallel.tensor), "Tensor-parallel degree (inside a node)."));
   f.push_back(degree("parallel.pipeline", HOLMES_REF(parallel.pipeline), "Pipeline-parallel degree (stages)."));
   f.push_back(degree("parallel.data", HOLMES_REF(parallel.data), "Data-parallel degree."));
-  f.push_back(choice("parallel.placement", HOLMES_REF(parallel.placement), {"holmes", "naive"},
+  f.push_back(choice("parallel.placement", HOLMES_REF(parallel.placement), {"holmes", "naive", "megatron"},
                      "holmes: NIC-aware (TP in a node, DP in an island, pipeline across islands); "
-                     "naive: Megatron-LM rank order over nodes as given."));
+                     "naive: Megatron-LM rank order over nodes as given, uniform partition, best transport per group; "
+                     "megatron: the same with every group over Ethernet (Megatron-LM on a mixed cluster)."));
   f.push_back(partition());
   f.push_back(choice("parallel.order", HOLMES_REF(parallel.order),
                      {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"},
