@@ -11,8 +11,11 @@ namespace holmes::cmd {
 // topology_file: "--topology FILE"; empty = spec.cluster.topology (a relative path is looked
 // up beside the job spec first), else discover this node. format: "text" or "json".
 // nproc_per_node > 0 (--nproc-per-node) on a CPU-only machine plans for that many local
-// workers, as the run would. Returns the exit code (0); bad input throws UserError (exit 2).
+// workers, as the run would. nodes: the launch order of the job's nodes (a hostlist, from
+// --nodes); empty = SLURM_JOB_NODELIST when set (inside an allocation), else the topology's
+// order. A run numbers nodes in launch order, so this is what makes the preview the run's plan.
+// Returns the exit code (0); bad input throws UserError (exit 2).
 int run_plan_only(const holmes::spec::JobSpec& spec, const std::string& topology_file, const std::string& format,
-                  int nproc_per_node = 0);
+                  int nproc_per_node = 0, const std::string& nodes = "");
 
 }  // namespace holmes::cmd

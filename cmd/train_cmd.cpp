@@ -6,6 +6,7 @@
 #include "engine/launch/launch_env.hpp"
 #include "engine/launch/local_launcher.hpp"
 #include "engine/launch/selftest.hpp"
+#include "engine/spec/errors.hpp"
 #include "engine/spec/load.hpp"
 #include "engine/train/dist_run.hpp"
 #include "engine/train/run.hpp"
@@ -24,6 +25,10 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                "Print the parallel plan (placement, groups, partition, estimate) and exit");
   app.add_option("--topology", o.topology, "Topology file for --plan-only (overrides cluster.topology)")
       ->option_text("FILE");
+  app.add_option("--nodes", o.nodes,
+                 "Launch order of the nodes for --plan-only (hostlist; default: SLURM_JOB_NODELIST when set, "
+                 "else the topology's order), as the run numbers them")
+      ->option_text("HOSTLIST");
   app.add_option("--format", o.format, "Output format of --plan-only")
       ->check(CLI::IsMember({"text", "json"}));
   app.add_option("--resume", o.resume, "Resume from a checkpoint: auto, none or a checkpoint folder")
@@ -39,12 +44,15 @@ int run_train(const TrainOptions& o) {
   std::vector<std::string> sets = o.sets;
   if (!o.resume.empty()) sets.push_back("checkpoint.resume=" + o.resume);
   if (o.weights_only) sets.push_back("checkpoint.weights_only=true");
+  if (!o.nodes.empty() && !o.plan_only)
+    throw UsageError(fmt::format("--nodes '{}' is only read by --plan-only (a run takes its node order from the "
+                                 "launcher)", o.nodes));
   auto loaded = spec::load_job_spec(o.config, sets);
   if (o.print_config) {
     fmt::print("{}", spec::print_resolved(loaded));
     return 0;
   }
-  if (o.plan_only) return run_plan_only(loaded.spec, o.topology, o.format, o.nproc_per_node);
+  if (o.plan_only) return run_plan_only(loaded.spec, o.topology, o.format, o.nproc_per_node, o.nodes);
   if (o.nproc_per_node > 0) {
     const auto env = launch::detect_launch_env_from_process(o.nproc_per_node, loaded.spec.job.name);
     // The world size is known before anything is spawned: a misfit is reported once, here.

@@ -55,6 +55,11 @@ e = plan["estimate"]
 parts = e["compute_s"] + e["tp_comm_s"] + e["pp_comm_s"] + e["bubble_s"] + e["dp_comm_s"]
 need(abs(parts - e["step_time_s"]) <= 1e-6 * e["step_time_s"], f"estimate parts {parts} != step {e['step_time_s']}")
 need(e["step_time_s"] > 0 and e["tokens_per_s"] > 0 and e["naive_step_time_s"] > 0, "non-positive estimate")
+b = e["baselines"]
+need(set(b) == {"megatron", "naive"}, f"baselines {sorted(b)}")
+for name, base in b.items():
+    need(base["step_time_s"] > 0 and abs(base["speedup"] - base["step_time_s"] / e["step_time_s"]) < 1e-6 * base["speedup"],
+         f"baseline {name}: {base}")
 need(len(plan["memory"]) == world and all(m["bytes"] > 0 for m in plan["memory"]), "memory per rank missing")
 if errors:
     print("\n".join(errors[:20]))
@@ -97,6 +102,14 @@ run_case default 4                                   # embedded default job, thi
 } >"$tmp/three.yaml"
 run_case three-islands 36 --config "$src/configs/ib-roce-7b.yaml" --topology "$tmp/three.yaml" \
   --set parallel.tensor=auto --set parallel.pipeline=auto --set parallel.data=auto
+run_case megatron 36 --config "$src/configs/ib-roce-7b.yaml" --set parallel.placement=megatron
+grep -Eq "^  dp .*nccl-socket over ethernet" "$tmp/megatron.txt" || say_fail "megatron: dp groups not on Ethernet"
+# --nodes: the launch order the run will number nodes by (interleaved here), also a subset.
+"$bin" --config "$src/configs/ib-roce-7b.yaml" --topology "$tmp/three.yaml" --plan-only --format json \
+  --nodes "a0,b0,a1,b1,a2,b2,a3,b3" --set parallel.placement=naive --set parallel.tensor=8 --set parallel.pipeline=2 \
+  --set parallel.data=4 >"$tmp/order.json" 2>"$tmp/order.err" || { say_fail "--nodes: exit $?"; cat "$tmp/order.err"; }
+/usr/bin/python3 -c 'import json,sys; n=json.load(open(sys.argv[1]))["nodes"]; sys.exit(0 if n==sys.argv[2].split(",") else f"nodes {n}")' \
+  "$tmp/order.json" "a0,b0,a1,b1,a2,b2,a3,b3" || say_fail "--nodes: the plan does not list the nodes in launch order"
 
 # Bad requests: exit 2 with the numbers.
 expect_2() {  # name, fragment, args...
@@ -113,6 +126,8 @@ sed 's/partition: auto/partition: [20, 20]/' "$src/configs/ib-roce-7b.yaml" >"$t
 sed -i "s#topology: topologies/#topology: $src/configs/topologies/#" "$tmp/bad-partition.yaml"
 expect_2 partition "sums to 40" --config "$tmp/bad-partition.yaml"
 expect_2 format "json" --config "$src/configs/ib-roce-7b.yaml" --format yaml
+expect_2 nodes "which the topology does not describe" --config "$src/configs/ib-roce-7b.yaml" --topology "$tmp/three.yaml" \
+  --nodes "a[0-3],zz9" --set parallel.tensor=8 --set parallel.pipeline=2 --set parallel.data=2
 expect_2 topology "no-such-topology.yaml" --config "$src/configs/ib-roce-7b.yaml" --topology "$tmp/no-such-topology.yaml"
 
 [ "$fail" -eq 0 ] && echo "plan_only: all cases passed"
