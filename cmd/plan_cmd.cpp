@@ -45,6 +45,7 @@ int run_plan_only(const spec::JobSpec& spec, const std::string& topology_file, c
     reports = topo::order_nodes(reports, topo::expand_hostlist(list),
                                 fmt::format("{} '{}'", source, list));
   topo::ClusterTopology cluster = topo::build_cluster(std::move(reports));
+  cluster.calibration = train::spec_calibration(spec);
   plan::Plan p = plan::make_plan(spec, cluster);
   fmt::print("{}", format == "json" ? plan::format_plan_json(p) : plan::format_plan_text(p));
   if (format == "text") fmt::print("plan hash {:016x}\n", plan::plan_hash(p));

@@ -27,9 +27,13 @@ void choose_transport(const Facts& f, const std::vector<int>& nodes, bool cuda, 
   size_t hops = ring ? nodes.size() : nodes.size() - 1;
   for (size_t i = 0; i < hops && nodes.size() > 1; ++i) {
     LinkCost l = link_between(f, nodes[i], nodes[(i + 1) % nodes.size()]);
-    if (static_cast<int>(l.kind) > static_cast<int>(worst.kind)) worst = l;
+    const bool slower = i == 0 || static_cast<int>(l.kind) > static_cast<int>(worst.kind) ||
+                        (l.kind == worst.kind && l.gbps_per_rank < worst.gbps_per_rank);
+    if (slower) worst = l;
   }
   g.link = worst.kind;
+  g.gbps_per_rank = worst.gbps_per_rank;
+  g.latency_s = worst.latency_s;
   g.hcas.clear();
   g.gid_index = -1;
   g.interface.clear();

@@ -61,6 +61,11 @@ struct LinkCost {
 struct Facts {
   std::vector<NodeFacts> nodes;
   double latency_s[kLinkKinds] = {};
+  // Measured bandwidth / declared, by link class (topology calibration; 1 when not measured).
+  double efficiency[kLinkKinds] = {1, 1, 1, 1};
+  // Host time per step and parameter a rank holds: optimizer update, gradient zeroing, norms
+  // (topology calibration; 0 when not measured).
+  double update_s_per_param = 0;
   int islands = 0;
   // Groups are TCP (Gloo, CPU jobs): inside an island they need island_tcp on both ends.
   bool tcp_groups = false;
@@ -70,6 +75,9 @@ struct Facts {
 };
 
 // Throws UserError when the topology is empty or inconsistent (island_of size, ids).
+// Precedence of every figure: the spec's cluster.* override, then the topology's calibration,
+// then the topology (or the built-in default). Calibrated efficiencies scale the bandwidth
+// whatever its source.
 Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo);
 
 // The link between the nodes of two ranks (a == b is intra-node).

@@ -77,6 +77,7 @@ void check_spec(const spec::JobSpec& s) {
 }
 
 bool cuda_devices(const spec::JobSpec& s, const topo::ClusterTopology& topo) {
+  if (topo.nodes.empty()) return false;  // collect_facts says what is wrong
   bool cuda = topo.nodes.front().devices.kind == "cuda";
   for (const auto& n : topo.nodes)
     if ((n.devices.kind == "cuda") != cuda)
@@ -122,7 +123,8 @@ void fill_stages(const SearchInput& in, const Evaluated& best, Plan& plan) {
   };
   int first_layer = 0;
   for (int s = 0; s < plan.pp; ++s) {
-    Stage st{s, first_layer, best.layers[s], island_of(0, s, 0), false, s == 0, s == plan.pp - 1};
+    Stage st{s, first_layer, best.layers[s], island_of(0, s, 0), false, s == 0, s == plan.pp - 1,
+             best.stages[s].tflops};
     first_layer += best.layers[s];
     for (int t = 0; t < plan.tp; ++t)
       for (int d = 0; d < plan.dp; ++d) st.straddles |= island_of(t, s, d) != st.island;
@@ -171,17 +173,29 @@ void fill_baselines(const SearchInput& in, const Evaluated& best, Plan& plan) {
   }
 }
 
+// The facts every placement but megatron plans with (CPU plans: TCP groups).
+Facts facts_of(const spec::JobSpec& spec, const topo::ClusterTopology& topology, bool cuda) {
+  Facts f = collect_facts(spec, topology);
+  f.tcp_groups = !cuda;
+  return f;
+}
+
 }  // namespace
+
+LinkCost rank_link(const spec::JobSpec& spec, const topo::ClusterTopology& topology, const Plan& plan, int a, int b) {
+  Facts f = facts_of(spec, topology, plan.device_kind == "cuda");
+  f.ethernet_only = plan.placement == "megatron";
+  return link_between(f, plan.ranks.at(a).node, plan.ranks.at(b).node);
+}
 
 Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology) {
   check_spec(spec);
   SearchInput in;
   in.spec = &spec;
-  in.facts = collect_facts(spec, topology);
+  in.cuda = cuda_devices(spec, topology);
+  in.facts = facts_of(spec, topology, in.cuda);
   in.table = make_device_table(in.facts);
   in.world = static_cast<int>(in.table.node_of.size());
-  in.cuda = cuda_devices(spec, topology);
-  in.facts.tcp_groups = !in.cuda;
   in.ethernet_facts = in.facts;
   in.ethernet_facts.ethernet_only = true;
   Evaluated best = search(in);
@@ -212,6 +226,7 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
   plan.estimate = best.estimate;
   fill_baselines(in, best, plan);
   fill_memory(in, best, plan);
+  plan.calibration = topology.calibration;
   plan.warnings = topology.warnings;
   warn_island_tcp(in, topology, plan.warnings);
   for (int n = 0; n < static_cast<int>(in.facts.nodes.size()) && in.facts.nodes.size() > 1; ++n)

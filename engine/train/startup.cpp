@@ -119,12 +119,19 @@ void all_have_read(comm::Store& store, const std::string& name, int rank, int wo
 
 }  // namespace
 
-std::string spec_topology_path(const spec::JobSpec& spec) {
+std::string spec_relative_path(const spec::JobSpec& spec, const std::string& path) {
   namespace fs = std::filesystem;
-  fs::path p(spec.cluster.topology);
+  fs::path p(path);
   if (p.is_absolute() || spec.source_file.empty()) return p.string();
   fs::path beside = fs::path(spec.source_file).parent_path() / p;
   return fs::exists(beside) ? beside.string() : p.string();
+}
+
+std::string spec_topology_path(const spec::JobSpec& spec) { return spec_relative_path(spec, spec.cluster.topology); }
+
+topo::Calibration spec_calibration(const spec::JobSpec& spec) {
+  if (spec.cluster.calibration.empty()) return {};
+  return topo::load_calibration_file(spec_relative_path(spec, spec.cluster.calibration));
 }
 
 std::string rendezvous_url(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
@@ -271,6 +278,7 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   if (!spec.cluster.topology.empty())
     reports = topo::overlay_reports(std::move(reports), topo::load_topology_file(spec_topology_path(spec)), nullptr);
   rt.topology = topo::build_cluster(std::move(reports));
+  rt.topology.calibration = spec_calibration(spec);
   rt.plan = plan::make_plan(spec, rt.topology);
   rt.plan_hash = plan::plan_hash(rt.plan);
   check_plan_matches_job(rt.plan, spec, nodes);

@@ -48,9 +48,13 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env);
 
 // ---- the pieces, exposed for tests ----
 
-// cluster.topology, read beside the spec file when it is relative and exists there (so the
-// configs/ examples work from any folder); as given otherwise. Also used by --plan-only.
+// A file the spec names (cluster.topology, cluster.calibration), read beside the spec file
+// when it is relative and exists there (so the configs/ examples work from any folder); as
+// given otherwise. Also used by --plan-only.
+std::string spec_relative_path(const spec::JobSpec& spec, const std::string& path);
 std::string spec_topology_path(const spec::JobSpec& spec);
+// cluster.calibration loaded (UserError naming the file when it cannot be read), or empty.
+topo::Calibration spec_calibration(const spec::JobSpec& spec);
 
 // This machine's CPU as `workers` devices of the plan (one per worker process), memory and
 // cores split between them. Used by start-up and by --plan-only --nproc-per-node.
