@@ -249,6 +249,9 @@ std::vector<Field> make_schema() {
   f.push_back(text("cluster.calibration", HOLMES_REF(cluster.calibration), "",
                    "Calibration file (docs/cost-model.md) whose measured compute rate and link efficiencies the "
                    "cost model uses; empty = the topology's figures."));
+  f.push_back(text("cluster.calibrate", HOLMES_REF(cluster.calibrate), "",
+                   "Measure a calibration in this (multi-process) job: a link probe at start-up and the compute "
+                   "time of the steps; written to this file at the end. Empty = off."));
   f.push_back(text("cluster.rendezvous", HOLMES_REF(cluster.rendezvous), "auto",
                    "auto (from Slurm / MASTER_ADDR), tcp://host:port, or file:///shared/path."));
   f.push_back(real("cluster.timeout_s", HOLMES_REF(cluster.timeout_s), "300", 0, 86400, true,

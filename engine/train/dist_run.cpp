@@ -17,6 +17,7 @@
 #include "comm/errors.hpp"
 #include "engine/spec/errors.hpp"
 #include "engine/topo/discover.hpp"
+#include "engine/train/calibration.hpp"
 #include "engine/train/data.hpp"
 #include "engine/train/dist_trainer.hpp"
 #include "engine/train/run.hpp"
@@ -121,6 +122,9 @@ int train_started(const spec::JobSpec& spec, Runtime& rt) {
   omp_set_num_threads(threads);
   openblas_set_num_threads(threads);
 
+  // cluster.calibrate: the link probe runs before training so the steps see no probe traffic.
+  const bool calibrate = !spec.cluster.calibrate.empty();
+  const std::vector<LinkSample> links = calibrate ? probe_links(rt, spec) : std::vector<LinkSample>{};
   auto data = DataSet::open(spec);
   auto kernels = model::cpu::make_cpu_kernels();
   DistTrainer trainer(spec, *kernels, *data, parallel_context(rt));
@@ -133,6 +137,10 @@ int train_started(const spec::JobSpec& spec, Runtime& rt) {
   ctx.plan_text = plan_text;
   ctx.plan_hash = rt.plan_hash;
   const int code = run_loop(spec, trainer, *data, ctx);
+  if (calibrate && code == 0) {
+    const DistTrainer::StepTimes t = trainer.step_times();
+    finish_calibration(rt, spec, links, StepShare{t.host_s, trainer.compute_per_step()});
+  }
   // Finished or stopped by a signal: leave a file:// rendezvous directory empty for the next
   // run (a resubmitted job included). Every member first, then rank 0 drops the token.
   rt.world_group->barrier();

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
@@ -95,7 +96,23 @@ StepStats DistTrainer::train_step(int64_t step) {
   s.tokens_per_s = static_cast<double>(tokens_per_step()) / (s.step_ms / 1e3);
   s.flops = gpt_->flops_per_step(t.micro_batch, t.seq_len) * micro_batches_;
   s.comm_ms = clock_.ms();
+  const double compute_s = stage_->compute_s();
+  const double host_s = std::max(0.0, s.step_ms / 1e3 - compute_s - s.comm_ms / 1e3);
+  for (StepTimes* t : {&all_, steps_ >= kWarmupSteps ? &steady_ : nullptr})
+    if (t) t->compute_s += compute_s, t->host_s += host_s;
+  if (steps_ >= kWarmupSteps) {
+    if (compute_per_step_.size() == kKeptSteps) compute_per_step_.erase(compute_per_step_.begin());
+    compute_per_step_.push_back(static_cast<float>(compute_s));
+  }
+  ++steps_;
   return s;
+}
+
+DistTrainer::StepTimes DistTrainer::step_times() const {
+  const bool steady = steps_ > kWarmupSteps;
+  const StepTimes& sum = steady ? steady_ : all_;
+  const int n = steady ? steps_ - kWarmupSteps : steps_;
+  return n > 0 ? StepTimes{sum.compute_s / n, sum.host_s / n} : StepTimes{};
 }
 
 double DistTrainer::evaluate() {

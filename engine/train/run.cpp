@@ -28,6 +28,10 @@ void check_single_process(const spec::JobSpec& spec) {
     throw UserError("job.device: 'cuda' training is not available in this build yet (accepted now: cpu, auto)");
   if (spec.train.steps < 1)
     throw UserError(fmt::format("train.steps: {} (training needs at least 1 step)", spec.train.steps));
+  if (!spec.cluster.calibrate.empty())
+    throw UserError(fmt::format("cluster.calibrate: '{}': a calibration measures the links between the workers of a "
+                                "multi-process job; start one with --nproc-per-node N, srun or RANK/WORLD_SIZE",
+                                spec.cluster.calibrate));
 }
 
 // The resolved spec beside the weights, so a user sees what produced them.
