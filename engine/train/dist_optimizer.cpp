@@ -7,6 +7,13 @@
 
 namespace holmes::train {
 
+int norm_unit(const model::ParamTensor& t, int total_layers) {
+  if (t.layer >= 0) return 2 + t.layer;
+  if (t.name == "wte") return 0;
+  if (t.name == "wpe") return 1;
+  return 2 + total_layers;  // ln_f
+}
+
 std::vector<GradBucket> plan_buckets(const model::ParamLayout& layout, size_t bucket_floats, int dp_size,
                                      int dp_rank) {
   std::vector<GradBucket> out;
@@ -15,10 +22,16 @@ std::vector<GradBucket> plan_buckets(const model::ParamLayout& layout, size_t bu
   auto close = [&](size_t b, size_t e, bool embedding) {
     if (b < e) out.push_back({.begin = b, .end = e, .embedding = embedding});
   };
+  // A bucket holds whole tensors of one unit (a block, or one of wte, wpe, ln_f): its elements
+  // and where each sits in it are then the same whichever layers share the stage.
+  auto unit = [](const model::ParamTensor& t) { return t.layer >= 0 ? "h." + std::to_string(t.layer) : t.name.substr(0, 4); };
   for (size_t i = ts.size(); i-- > 0;) {
     const model::ParamTensor& t = ts[i];
-    if (t.name == "wte") {  // a bucket of its own, see the header
+    if (i + 1 < ts.size() && unit(ts[i + 1]) != unit(t)) {
       close(begin, end, false);
+      end = begin;
+    }
+    if (t.name == "wte") {  // a bucket of its own, see the header
       close(t.offset, t.offset + t.numel, true);
       end = begin = t.offset;
       continue;
@@ -72,7 +85,8 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommCl
       if (lo >= hi) continue;
       decay_[k].push_back({lo - b.own_begin, hi - b.own_begin, t.weight_decay});
       // Replicated over TP: every TP rank holds the same values, count them once.
-      if (!t.tied_copy && (t.split_dim >= 0 || ctx.tp_rank == 0)) norm_.push_back({k, lo - b.own_begin, hi - b.own_begin});
+      if (!t.tied_copy && (t.split_dim >= 0 || ctx.tp_rank == 0))
+        norm_.push_back({k, lo - b.own_begin, hi - b.own_begin, norm_unit(t, gpt.config().layers)});
     }
   }
   m_.assign(packed, 0.0f);
@@ -155,10 +169,8 @@ const float* DistOptimizer::owned_grads(size_t k) const {
   return thread_ ? reduced_.data() + reduced_off_[k] : gpt_.grads() + buckets_[k].own_begin;
 }
 
-double DistOptimizer::owned_grad_sq() const {
-  double sum = 0;
-  for (const NormRange& r : norm_) sum += grad_sq_sum(owned_grads(r.bucket), r.begin, r.end);
-  return sum;
+void DistOptimizer::add_owned_grad_sq(std::vector<double>& by_unit) const {
+  for (const NormRange& r : norm_) by_unit.at(r.unit) += grad_sq_sum(owned_grads(r.bucket), r.begin, r.end);
 }
 
 void DistOptimizer::update(const AdamWHyper& h, int64_t t, float grad_scale) {

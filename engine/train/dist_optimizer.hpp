@@ -24,6 +24,11 @@ namespace holmes::train {
 
 inline constexpr int kDefaultBucketMb = 8;
 
+// The global gradient norm is summed by unit, in unit order, so that it is the same number under
+// every placement and partition: 0 wte, 1 wpe, 2 + l block l, 2 + L ln_f.
+int norm_unit(const model::ParamTensor& t, int total_layers);
+inline int norm_units(int total_layers) { return total_layers + 3; }
+
 // One bucket: flat-buffer range [begin, end) and this rank's chunk of it.
 struct GradBucket {
   size_t begin = 0, end = 0;
@@ -32,8 +37,10 @@ struct GradBucket {
   bool embedding = false;             // wte or its tied copy: waits for the embedding sum
 };
 
-// Buckets of >= bucket_floats (whole tensors; the last one may be smaller) from the end of
-// the layout to its start; every tensor named "wte" is a bucket of its own.
+// Buckets of >= bucket_floats (whole tensors of one block, or of wpe or ln_f; the last of each
+// may be smaller) from the end of the layout to its start; every tensor named "wte" is a bucket
+// of its own. Since no bucket spans two blocks, an element's bucket, its owner and the order in
+// which the reduce-scatter sums it are the same under every pipeline partition.
 std::vector<GradBucket> plan_buckets(const model::ParamLayout& layout, size_t bucket_floats, int dp_size,
                                      int dp_rank);
 
@@ -48,9 +55,11 @@ class DistOptimizer {
   // After the whole backward: the tied-embedding sum, the buckets not yet sent, then the
   // wait for all of them. Afterwards the owned gradients are final (averaged over dp).
   void finish_grads();
-  // Sum of squares of the owned gradients, each element of the global model counted once
-  // over all ranks (replicated TP tensors on tp_rank 0 only, tied copy skipped).
-  double owned_grad_sq() const;
+  // Sums of squares of the owned gradients by norm unit (norm_unit), added into by_unit
+  // ([norm_units(L)]); each element of the global model is counted once over all ranks
+  // (replicated TP tensors on tp_rank 0 only, tied copy skipped). Within a unit the order of
+  // the sum depends on the unit alone, not on which other layers share the stage.
+  void add_owned_grad_sq(std::vector<double>& by_unit) const;
   // AdamW on the owned ranges (1-based step t, gradients times grad_scale), then the
   // all-gather that gives every dp rank the whole updated shard.
   void update(const AdamWHyper& h, int64_t t, float grad_scale);
@@ -79,6 +88,7 @@ class DistOptimizer {
   std::vector<std::vector<DecayRange>> decay_;  // per bucket, relative to own_begin
   struct NormRange {
     size_t bucket, begin, end;  // relative to the bucket's own_begin
+    int unit;                   // norm_unit of its tensor
   };
   std::vector<NormRange> norm_;  // owned elements the global norm counts on this rank
   std::vector<std::pair<size_t, size_t>> owned_;

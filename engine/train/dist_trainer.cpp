@@ -78,16 +78,23 @@ StepStats DistTrainer::train_step(int64_t step) {
     if (++backwards == micro_batches_) optimizer_->arm();
   });
   optimizer_->finish_grads();
-  // [grad sq, loss]: the loss comes from one rank per pipeline (last stage, tp rank 0).
-  double sums[2] = {optimizer_->owned_grad_sq(), counts_loss() ? loss_sum / micro_batches_ : 0.0};
+  // [grad sq by norm unit..., loss]: the loss comes from one rank per pipeline (last stage, tp
+  // rank 0). Each unit's sum lives on one stage, so the pipeline sum adds zeros to it, exactly;
+  // the units are then added in unit order: the same norm under every plan (dist_optimizer.hpp).
+  const int units = norm_units(spec_.model.layers);
+  std::vector<double> sums(units + 1, 0.0);
+  optimizer_->add_owned_grad_sq(sums);
+  sums[units] = counts_loss() ? loss_sum / micro_batches_ : 0.0;
   sum_over_job(sums);
+  double grad_sq = 0;
+  for (int u = 0; u < units; ++u) grad_sq += sums[u];
   StepStats s;
   s.step = step;
-  s.loss = sums[1] / ctx_.dp_size;
+  s.loss = sums[units] / ctx_.dp_size;
   if (!std::isfinite(s.loss))
     throw std::runtime_error(fmt::format("training loss is {} at step {}: the run diverged (try a lower train.lr "
                                          "or train.grad_clip)", s.loss, step + 1));
-  s.grad_norm = std::sqrt(sums[0]);
+  s.grad_norm = std::sqrt(grad_sq);
   s.lr = lr_at(lr_, step);
   AdamWHyper h = hyper_;
   h.lr = static_cast<float>(s.lr);
