@@ -11,6 +11,7 @@ packages=(
   libyaml-cpp-dev libcli11-dev libfmt-dev catch2 libgloo-dev libopenblas-openmp-dev
   python3 python3-torch python3-numpy   # golden and export tests compare against PyTorch
   iproute2 procps                        # network-namespace tests, process inspection
+  python3-yaml                           # scripts/lab reads scenario files
 )
 missing=()
 for p in "${packages[@]}"; do
