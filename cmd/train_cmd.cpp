@@ -35,6 +35,10 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--topology", o.topology, "Topology file (sets cluster.topology): overlaid on discovery by runs and "
                  "--plan-only alike")
       ->option_text("FILE");
+  app.add_option("--nodes", o.nodes,
+                 "Launch order of the nodes for --plan-only (hostlist; default: SLURM_JOB_NODELIST when set, "
+                 "else the topology's order), as the run numbers them")
+      ->option_text("HOSTLIST");
   app.add_option("--format", o.format, "Output format of --plan-only")
       ->check(one_of({"text", "json"}));
   app.add_option("--resume", o.resume, "Resume from a checkpoint: auto, none or a checkpoint folder")
@@ -77,7 +81,7 @@ struct OptionScope {
 constexpr OptionScope kScopes[] = {
     {"--config", true, true, true},       {"--set", true, true, true},      {"--resume", true, true, true},
     {"--weights-only", true, true, true}, {"--overwrite", true, true, true}, {"--topology", true, true, true},
-    {"--format", false, true, false},     {"--nproc-per-node", true, true, false},
+    {"--format", false, true, false},     {"--nproc-per-node", true, true, false}, {"--nodes", false, true, false},
 };
 
 std::string where_accepted(const OptionScope& s) {
@@ -133,7 +137,7 @@ int run_train(const TrainOptions& o) {
     fmt::print("{}", spec::print_resolved(loaded));
     return 0;
   }
-  if (o.plan_only) return run_plan_only(loaded.spec, o.format, o.nproc_per_node);
+  if (o.plan_only) return run_plan_only(loaded.spec, o.format, o.nproc_per_node, o.nodes);
   if (o.nproc_per_node > 0) {
     const auto env = launch::detect_launch_env_from_process(o.nproc_per_node, loaded.spec.job.name);
     check_before_spawning(loaded.spec, env);

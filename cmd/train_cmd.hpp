@@ -13,6 +13,7 @@ struct TrainOptions {
   bool print_config = false;
   bool plan_only = false;
   std::string topology;           // --topology FILE (sets cluster.topology)
+  std::string nodes;              // --nodes HOSTLIST (launch order for --plan-only)
   std::string format = "text";    // --format for --plan-only
   std::string resume;             // auto | none | PATH; "" = checkpoint.resume of the spec
   bool weights_only = false;      // load weights only (fine-tuning)

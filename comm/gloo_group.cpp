@@ -5,7 +5,6 @@
 #include <net/if.h>
 #include <signal.h>
 
-#include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -32,6 +31,7 @@ namespace {
 // does not use (it takes 0x01-0x08).
 constexpr uint8_t kReduceScatterPrefix = 0x40;
 constexpr uint8_t kSendRecvPrefix = 0x41;
+constexpr uint8_t kAllGatherPrefix = 0x42;
 
 uint64_t slot(uint8_t prefix, uint32_t tag, uint32_t step = 0) {
   return (static_cast<uint64_t>(prefix) << 56) | (static_cast<uint64_t>(tag) << 24) | (step & 0xffffff);
@@ -71,16 +71,7 @@ class GlooGroup : public ProcessGroup {
 
   void all_gather(std::span<float> out, std::span<const float> in, const OpOptions& o) override {
     check_sizes("all_gather", out.size(), in.size(), in.size() * size());
-    run("all_gather", -1, o, [&](Millis t, uint32_t tag) {
-      if (in.empty()) return;
-      if (size() == 1) return void(std::copy(in.begin(), in.end(), out.begin()));
-      gloo::AllgatherOptions opts(ctx_);
-      opts.setInput(const_cast<float*>(in.data()), in.size());  // Gloo only reads it
-      opts.setOutput(out.data(), out.size());
-      opts.setTag(tag);
-      opts.setTimeout(t);
-      gloo::allgather(opts);
-    });
+    run("all_gather", -1, o, [&](Millis t, uint32_t tag) { ring_all_gather(out, in, t, tag); });
   }
 
   void broadcast(std::span<float> data, int root, const OpOptions& o) override {
@@ -131,6 +122,7 @@ class GlooGroup : public ProcessGroup {
   void connect(const GlooNet& net);
   void wait_all_connected();
   void ring_reduce_scatter(std::span<float> out, std::span<const float> in, ReduceOp op, Millis t, uint32_t tag);
+  void ring_all_gather(std::span<float> out, std::span<const float> in, Millis t, uint32_t tag);
 
   // Runs one operation; on failure marks the group broken and throws CommError with the
   // peer found by diagnose(). Collectives draw a tag from a counter every member advances
@@ -291,6 +283,26 @@ void GlooGroup::ring_reduce_scatter(std::span<float> out, std::span<const float>
   }
   for (auto* b : in_flight)
     if (b) b->waitSend(t);
+}
+
+// Ring all-gather over unbound buffers, straight into `out`: at step s (0 .. p-2) rank r sends
+// chunk (r - s) to r + 1 and receives chunk (r - s - 1) from r - 1, both posted together. Gloo's
+// own allgather reached only about 60% of a shaped link's rate with two members (the lab
+// measured it, docs/lab.md); this one moves (p-1)/p of the buffer per rank at the link's rate.
+void GlooGroup::ring_all_gather(std::span<float> out, std::span<const float> in, Millis t, uint32_t tag) {
+  const int p = size();
+  const size_t n = in.size(), bytes = n * sizeof(float);
+  std::copy(in.begin(), in.end(), out.begin() + static_cast<size_t>(rank_) * n);
+  if (p == 1 || n == 0) return;
+  const int next = (rank_ + 1) % p, prev = (rank_ + p - 1) % p;
+  auto chunk = [&](int s) { return static_cast<size_t>(((rank_ - s) % p + p) % p); };
+  auto buf = ctx_->createUnboundBuffer(out.data(), out.size_bytes());
+  for (int s = 0; s < p - 1; ++s) {
+    buf->recv(prev, slot(kAllGatherPrefix, tag, s), chunk(s + 1) * bytes, bytes);
+    buf->send(next, slot(kAllGatherPrefix, tag, s), chunk(s) * bytes, bytes);
+    buf->waitRecv(t);
+    buf->waitSend(t);
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@ packages=(
   libyaml-cpp-dev libcli11-dev libfmt-dev catch2 libgloo-dev libopenblas-openmp-dev
   python3 python3-torch python3-numpy   # golden and export tests compare against PyTorch
   iproute2 procps                        # network-namespace tests, process inspection
+  python3-yaml                           # scripts/lab reads scenario files
 )
 # install_missing PACKAGE...: apt-get install of those not installed yet (sudo when not root).
 install_missing() {

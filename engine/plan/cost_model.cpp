@@ -33,6 +33,7 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
     sc.tp = tp;
     sc.dp = dp;
     sc.tflops = -1;
+    sc.update_s_per_param = f.update_s_per_param;
     for (int r = 0; r < dp; ++r) {
       ring.clear();
       for (int t = 0; t < tp; ++t) {
@@ -70,10 +71,8 @@ double StageCost::params_per_rank(const Workload& w, int layers) const {
 StageTime StageCost::time(const Workload& w, int layers) const {
   const GptShape& m = w.shape;
   double tokens = double(w.micro_batch) * w.seq_len;
-  double fwd = layers * block_forward_flops_per_token(m.hidden, w.seq_len);
-  if (last) fwd += head_forward_flops_per_token(m.hidden, padded_vocab(m.vocab, tp));
   StageTime t;
-  t.compute_s = 3.0 * fwd * tokens / tp / (tflops * 1e12);
+  t.compute_s = stage_train_flops(m, layers, last, tp, w.seq_len, tokens) / (tflops * 1e12);
   // Activation tensor [B, T, C] that tensor-parallel all-reduces and pipeline sends carry.
   double act = tokens * m.hidden * w.act_bytes();
   int all_reduces = 4 * layers + (first ? 1 : 0) + (last ? 1 : 0);
@@ -82,11 +81,13 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   if (!last) t.pp_s += next_link.transfer_s(act / tp);
   if (!first) t.pp_s += prev_link.transfer_s(act / tp);
   double params = params_per_rank(w, layers);
+  t.update_s = params * update_s_per_param;
   double rs = ring_reduce_scatter_s(dp_link, dp, params * w.grad_bytes());
   double ag = ring_all_gather_s(dp_link, dp, params * w.param_bytes());
-  // Reduce-scatter hides behind the last micro-batch's backward (2/3 of compute), the
-  // parameter all-gather behind the next step's first forward (1/3).
-  t.dp_s = std::max(0.0, rs - t.compute_s * 2.0 / 3.0) + std::max(0.0, ag - t.compute_s / 3.0);
+  // Reduce-scatter hides behind the last micro-batch's backward (2/3 of compute); the
+  // parameter all-gather runs after the update, before the next step starts
+  // (DistOptimizer::update), so none of it is hidden.
+  t.dp_s = std::max(0.0, rs - t.compute_s * 2.0 / 3.0) + ag;
   if (first != last) {
     double tied = double(padded_vocab(m.vocab, tp)) * m.hidden / tp * w.grad_bytes();
     t.dp_s += ring_all_reduce_s(emb_link, 2, tied);
@@ -96,7 +97,7 @@ StageTime StageCost::time(const Workload& w, int layers) const {
 
 double StageCost::objective(const Workload& w, int pipeline, int layers) const {
   StageTime t = time(w, layers);
-  return (w.micro_batches + pipeline - 1) * t.per_micro_batch() + t.dp_s;
+  return (w.micro_batches + pipeline - 1) * t.per_micro_batch() + t.dp_s + t.update_s;
 }
 
 RankMemory StageCost::memory(const Workload& w, int pipeline, int layers) const {
@@ -134,7 +135,8 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
   e.pp_comm_s = m * t.pp_s;
   e.bubble_s = (p - 1) * t.per_micro_batch();
   e.dp_comm_s = t.dp_s;
-  e.step_time_s = e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s;
+  e.update_s = t.update_s;
+  e.step_time_s = e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s;
   double tokens = double(w.global_batch) * w.seq_len;
   e.tokens_per_s = e.step_time_s > 0 ? tokens / e.step_time_s : 0;
   double flops = train_flops_per_token(w.shape, b.tp, w.seq_len) * tokens;

@@ -33,6 +33,7 @@ struct StageTime {
   double tp_s = 0;
   double pp_s = 0;
   double dp_s = 0;       // per step, exposed
+  double update_s = 0;   // per step: optimizer update and other host work
   double per_micro_batch() const { return compute_s + tp_s + pp_s; }
 };
 
@@ -43,9 +44,10 @@ struct StageCost {
   double tflops = 0;           // slowest device of the stage, sustained
   LinkCost tp_link, dp_link, emb_link, next_link, prev_link;
   double capacity = 0;         // smallest usable device memory of the stage (0 = unknown)
+  double update_s_per_param = 0;  // Facts::update_s_per_param
 
   StageTime time(const Workload& w, int layers) const;
-  // (m + p - 1) t_s(n) + dp_s(n): what the partition balances.
+  // (m + p - 1) t_s(n) + dp_s(n) + update_s(n): what the partition balances.
   double objective(const Workload& w, int pipeline, int layers) const;
   double params_per_rank(const Workload& w, int layers) const;  // count, not bytes
   RankMemory memory(const Workload& w, int pipeline, int layers) const;

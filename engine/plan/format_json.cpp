@@ -41,9 +41,11 @@ void append_groups(std::string& out, const Plan& p) {
     const Group& g = p.groups[i];
     if (i) out += ",\n    ";
     out += fmt::format("{{\"kind\": \"{}\", \"index\": {}, \"transport\": \"{}\", \"link\": \"{}\", \"interface\": {}, "
-                       "\"gid_index\": {}, \"crosses_nodes\": {}, \"crosses_islands\": {}, \"hcas\": ",
+                       "\"gid_index\": {}, \"crosses_nodes\": {}, \"crosses_islands\": {}, \"gbps_per_rank\": {}, "
+                       "\"latency_us\": {}, \"hcas\": ",
                        to_string(g.kind), g.index, to_string(g.transport), to_string(g.link), quote(g.interface),
-                       g.gid_index, boolean(g.crosses_nodes), boolean(g.crosses_islands));
+                       g.gid_index, boolean(g.crosses_nodes), boolean(g.crosses_islands), num(g.gbps_per_rank),
+                       num(g.latency_s * 1e6));
     array(out, g.hcas, [&](const std::string& h) { out += quote(h); }, ", ");
     out += ", \"ranks\": ";
     array(out, g.ranks, [&](int r) { out += std::to_string(r); }, ", ");
@@ -57,12 +59,35 @@ void append_estimate(std::string& out, const Plan& p) {
   double speedup = e.step_time_s > 0 ? e.naive_step_time_s / e.step_time_s : 0;
   out += fmt::format(
       "  \"estimate\": {{\"step_time_s\": {}, \"compute_s\": {}, \"tp_comm_s\": {}, \"pp_comm_s\": {}, "
-      "\"bubble_s\": {}, \"dp_comm_s\": {}, \"bottleneck_stage\": {}, \"tokens_per_s\": {}, "
+      "\"bubble_s\": {}, \"dp_comm_s\": {}, \"update_s\": {}, \"bottleneck_stage\": {}, \"tokens_per_s\": {}, "
       "\"tflops_per_device\": {}, \"naive_step_time_s\": {}, \"speedup_over_naive\": {}, \"bytes_per_step\": {{",
       num(e.step_time_s), num(e.compute_s), num(e.tp_comm_s), num(e.pp_comm_s), num(e.bubble_s), num(e.dp_comm_s),
-      e.bottleneck_stage, num(e.tokens_per_s), num(e.tflops_per_device), num(e.naive_step_time_s), num(speedup));
+      num(e.update_s), e.bottleneck_stage, num(e.tokens_per_s), num(e.tflops_per_device), num(e.naive_step_time_s), num(speedup));
   for (int k = 0; k < kLinkKinds; ++k)
     out += fmt::format("{}\"{}\": {}", k ? ", " : "", to_string(LinkKind(k)), num(e.bytes_per_step[k]));
+  out += "}, \"baselines\": {";
+  for (size_t i = 0; i < e.baselines.size(); ++i) {
+    const Baseline& b = e.baselines[i];
+    out += fmt::format("{}\"{}\": {{\"step_time_s\": {}, \"speedup\": {}}}", i ? ", " : "", b.placement,
+                       num(b.step_time_s), num(e.step_time_s > 0 ? b.step_time_s / e.step_time_s : 0));
+  }
+  out += "}},\n";
+}
+
+void append_calibration(std::string& out, const topo::Calibration& c) {
+  out += "  \"calibration\": ";
+  if (c.empty()) {
+    out += "null,\n";
+    return;
+  }
+  out += fmt::format("{{\"source\": {}, \"device_tflops\": {}, \"update_ns_per_param\": {}, \"links\": {{",
+                     quote(c.source), num(c.device_tflops), num(c.update_ns_per_param));
+  bool first = true;
+  for (const auto& [kind, l] : c.links) {
+    out += fmt::format("{}\"{}\": {{\"efficiency\": {}, \"latency_us\": {}}}", first ? "" : ", ", kind,
+                       num(l.efficiency), num(l.latency_us));
+    first = false;
+  }
   out += "}},\n";
 }
 
@@ -94,13 +119,14 @@ std::string format_plan_json(const Plan& p) {
   out += ",\n  \"stages\": ";
   array(out, p.stages, [&](const Stage& s) {
     out += fmt::format("{{\"stage\": {}, \"first_layer\": {}, \"num_layers\": {}, \"island\": {}, \"straddles\": {}, "
-                       "\"embedding\": {}, \"lm_head\": {}}}",
+                       "\"embedding\": {}, \"lm_head\": {}, \"tflops\": {}}}",
                        s.stage, s.first_layer, s.num_layers, s.island, boolean(s.straddles), boolean(s.embedding),
-                       boolean(s.lm_head));
+                       boolean(s.lm_head), num(s.tflops));
   });
   out += ",\n";
   append_groups(out, p);
   append_estimate(out, p);
+  append_calibration(out, p.calibration);
   out += "  \"memory\": ";
   array(out, p.memory, [&](const RankMemory& m) {
     out += fmt::format("{{\"rank\": {}, \"bytes\": {}, \"params\": {}, \"grads\": {}, \"optimizer\": {}, "

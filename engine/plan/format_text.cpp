@@ -66,17 +66,30 @@ void append_estimate(std::string& out, const Plan& p) {
   out += fmt::format("Estimate per step ({} micro-batches of {} x {} tokens per data-parallel rank):\n",
                      p.micro_batches, p.micro_batch, p.seq_len);
   out += fmt::format("  step time {:.4g} s = compute {:.4g} + tensor comm {:.4g} + pipeline comm {:.4g} + bubble "
-                     "{:.4g} + data-parallel sync {:.4g} (bottleneck stage {})\n",
+                     "{:.4g} + data-parallel sync {:.4g}{} (bottleneck stage {})\n",
                      e.step_time_s, e.compute_s, e.tp_comm_s, e.pp_comm_s, e.bubble_s, e.dp_comm_s,
-                     e.bottleneck_stage);
+                     e.update_s > 0 ? fmt::format(" + update {:.4g}", e.update_s) : "", e.bottleneck_stage);
   out += fmt::format("  {:.4g} tokens/s, {:.4g} TFLOP/s per device\n", e.tokens_per_s, e.tflops_per_device);
-  if (p.placement == "holmes")
-    out += fmt::format("  naive placement (Megatron order, uniform partition): {:.4g} s per step -> holmes is "
-                       "{:.2f}x faster\n",
-                       e.naive_step_time_s, e.step_time_s > 0 ? e.naive_step_time_s / e.step_time_s : 0);
+  for (const Baseline& b : e.baselines) {
+    const double speedup = e.step_time_s > 0 ? b.step_time_s / e.step_time_s : 0;
+    out += fmt::format("  vs {:<8} ({}): {:.4g} s per step -> {} is {:.2f}x faster\n", b.placement,
+                       b.placement == "megatron" ? "Megatron-LM order, uniform partition, every group over Ethernet"
+                                                 : "Megatron-LM order, uniform partition, best transport per group",
+                       b.step_time_s, p.placement, speedup);
+  }
   out += "  bytes sent per step:";
   for (int k = 0; k < kLinkKinds; ++k)
     out += fmt::format(" {} {}{}", to_string(LinkKind(k)), human_bytes(e.bytes_per_step[k]), k + 1 < kLinkKinds ? "," : "\n");
+}
+
+void append_calibration(std::string& out, const topo::Calibration& c) {
+  if (c.empty()) return;
+  out += fmt::format("Calibration ({}):", c.source.empty() ? "measured" : c.source);
+  if (c.device_tflops > 0) out += fmt::format(" device {:.4g} TFLOP/s;", c.device_tflops);
+  if (c.update_ns_per_param > 0) out += fmt::format(" update {:.3g} ns per parameter;", c.update_ns_per_param);
+  for (const auto& [kind, l] : c.links)
+    out += fmt::format(" {} x{:.2f} bandwidth, {:.0f} us;", kind, l.efficiency, l.latency_us);
+  out.back() = '\n';
 }
 
 void append_memory(std::string& out, const Plan& p) {
@@ -118,6 +131,7 @@ std::string format_plan_text(const Plan& p) {
                        s.embedding ? " +embedding" : "", s.lm_head ? " +final-norm+lm-head" : "");
   append_groups(out, p);
   append_estimate(out, p);
+  append_calibration(out, p.calibration);
   append_memory(out, p);
   if (!p.warnings.empty()) {
     out += "Warnings:\n";

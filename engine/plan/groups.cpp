@@ -27,9 +27,13 @@ void choose_transport(const Facts& f, const std::vector<int>& nodes, bool cuda, 
   size_t hops = ring ? nodes.size() : nodes.size() - 1;
   for (size_t i = 0; i < hops && nodes.size() > 1; ++i) {
     LinkCost l = link_between(f, nodes[i], nodes[(i + 1) % nodes.size()]);
-    if (static_cast<int>(l.kind) > static_cast<int>(worst.kind)) worst = l;
+    const bool slower = i == 0 || static_cast<int>(l.kind) > static_cast<int>(worst.kind) ||
+                        (l.kind == worst.kind && l.gbps_per_rank < worst.gbps_per_rank);
+    if (slower) worst = l;
   }
   g.link = worst.kind;
+  g.gbps_per_rank = worst.gbps_per_rank;
+  g.latency_s = worst.latency_s;
   g.hcas.clear();
   g.gid_index = -1;
   g.interface.clear();
@@ -40,7 +44,8 @@ void choose_transport(const Facts& f, const std::vector<int>& nodes, bool cuda, 
     return;
   }
   std::set<std::string> ifaces;
-  if (!g.crosses_islands && first.island_link != LinkKind::kEthernet) {
+  // Every hop on the island's RDMA fabric (the link model says when a TCP group could not use it).
+  if (worst.kind == LinkKind::kIb || worst.kind == LinkKind::kRoce) {
     if (!cuda) {
       for (int n : nodes) ifaces.insert(f.nodes[n].island_if);
       g.transport = Transport::kGlooTcp;

@@ -38,6 +38,14 @@ void pick_ethernet(const topo::ClusterTopology& topo, int node, NodeFacts& out) 
       break;
     }
   }
+  const topo::NicKind island = topo.islands[topo.island_of[node]].kind;
+  for (const auto& nic : topo.nodes[node].nics) {
+    if (!nic.active) continue;
+    if (island == topo::NicKind::kIb && nic.kind == topo::NicKind::kIpoib && nic.name == out.island_if)
+      out.island_tcp = true;
+    if (island == topo::NicKind::kRoce && nic.kind == topo::NicKind::kRoce && nic.netdev == out.island_if)
+      out.island_tcp = true;
+  }
 }
 
 // RDMA ports of the island's kind and fabric (NCCL_IB_HCA) and the RoCE GID index.
@@ -51,8 +59,9 @@ void pick_rdma(const topo::NodeReport& n, const topo::Island& island, NodeFacts&
   std::sort(out.hcas.begin(), out.hcas.end());
 }
 
-double sustained_tflops(const spec::JobSpec& spec, const topo::Devices& d, bool cuda) {
+double sustained_tflops(const spec::JobSpec& spec, const topo::Devices& d, bool cuda, double calibrated) {
   if (spec.cluster.device_tflops > 0) return spec.cluster.device_tflops;
+  if (calibrated > 0) return calibrated;
   double eff = spec.cluster.compute_efficiency > 0 ? spec.cluster.compute_efficiency
                : cuda ? kDefaultEfficiencyCuda : kDefaultEfficiencyCpu;
   double peak = d.peak_tflops;
@@ -71,8 +80,16 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
   f.islands = static_cast<int>(topo.islands.size());
   const auto& c = spec.cluster;
   const spec::LinkOverride* over[kLinkKinds] = {&c.intra_node, &c.ib, &c.roce, &c.ethernet};
-  for (int k = 0; k < kLinkKinds; ++k)
-    f.latency_s[k] = (over[k]->latency_us > 0 ? over[k]->latency_us : kDefaultLatencyUs[k]) * 1e-6;
+  for (int k = 0; k < kLinkKinds; ++k) {
+    auto cal = topo.calibration.links.find(to_string(LinkKind(k)));
+    const topo::LinkCalibration measured = cal == topo.calibration.links.end() ? topo::LinkCalibration{} : cal->second;
+    const double latency_us = over[k]->latency_us > 0 ? over[k]->latency_us
+                              : measured.latency_us > 0 ? measured.latency_us
+                                                        : kDefaultLatencyUs[k];
+    f.latency_s[k] = latency_us * 1e-6;
+    if (measured.efficiency > 0) f.efficiency[k] = measured.efficiency;
+  }
+  f.update_s_per_param = topo.calibration.update_ns_per_param * 1e-9;
   f.nodes.resize(n);
   for (int i = 0; i < n; ++i) {
     const auto& rep = topo.nodes[i];
@@ -87,7 +104,7 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
                                   rep.devices.count));
     nf.devices = rep.devices.count;
     nf.cuda = rep.devices.kind == "cuda";
-    nf.tflops = sustained_tflops(spec, rep.devices, nf.cuda);
+    nf.tflops = sustained_tflops(spec, rep.devices, nf.cuda, topo.calibration.device_tflops);
     nf.memory_bytes = rep.devices.memory_gb * double(1 << 30);
     pick_ethernet(topo, i, nf);
     if (c.ethernet.bandwidth_gbps > 0) nf.ethernet_gbps = c.ethernet.bandwidth_gbps;
@@ -110,7 +127,8 @@ LinkCost link_between(const Facts& f, int a, int b) {
   if (a == b) {
     l.kind = LinkKind::kIntraNode;
     l.gbps_per_rank = na.intra_gbps;
-  } else if (na.island == nb.island && na.island_link != LinkKind::kEthernet) {
+  } else if (na.island == nb.island && na.island_link != LinkKind::kEthernet && !f.ethernet_only &&
+             (!f.tcp_groups || (na.island_tcp && nb.island_tcp))) {
     l.kind = na.island_link;
     l.gbps_per_rank = std::min(na.rdma_gbps / na.devices, nb.rdma_gbps / nb.devices);
   } else {
@@ -119,6 +137,7 @@ LinkCost link_between(const Facts& f, int a, int b) {
     l.crosses_island = na.island != nb.island;
   }
   l.latency_s = f.latency_s[static_cast<int>(l.kind)];
+  l.gbps_per_rank *= f.efficiency[static_cast<int>(l.kind)];
   return l;
 }
 

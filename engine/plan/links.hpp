@@ -41,6 +41,10 @@ struct NodeFacts {
   double intra_gbps = 0;
   std::string ethernet_if;     // interface for TCP traffic that leaves the island
   std::string island_if;       // interface for TCP traffic inside the island
+  // island_if is on the island's fabric (IPoIB in an IB island, the RoCE netdev in a RoCE
+  // island). When it is not (no such interface with an address), TCP groups inside the
+  // island run over Ethernet, and a plan with TCP groups (CPU) costs them so.
+  bool island_tcp = false;
   std::vector<std::string> hcas;  // "mlx5_0:1" ports of the island's kind, sorted
   int gid_index = -1;             // RoCE GID index
 };
@@ -57,10 +61,23 @@ struct LinkCost {
 struct Facts {
   std::vector<NodeFacts> nodes;
   double latency_s[kLinkKinds] = {};
+  // Measured bandwidth / declared, by link class (topology calibration; 1 when not measured).
+  double efficiency[kLinkKinds] = {1, 1, 1, 1};
+  // Host time per step and parameter a rank holds: optimizer update, gradient zeroing, norms
+  // (topology calibration; 0 when not measured).
+  double update_s_per_param = 0;
   int islands = 0;
+  // Groups are TCP (Gloo, CPU jobs): inside an island they need island_tcp on both ends.
+  bool tcp_groups = false;
+  // Every link between two nodes is Ethernet (the megatron baseline: one network, NCCL's
+  // socket transport, for every group of a cluster whose islands cannot talk RDMA).
+  bool ethernet_only = false;
 };
 
 // Throws UserError when the topology is empty or inconsistent (island_of size, ids).
+// Precedence of every figure: the spec's cluster.* override, then the topology's calibration,
+// then the topology (or the built-in default). Calibrated efficiencies scale the bandwidth
+// whatever its source.
 Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo);
 
 // The link between the nodes of two ranks (a == b is intra-node).

@@ -51,4 +51,10 @@ double head_activation_bytes(const GptShape& s, int64_t t, int64_t b, int tp, in
   return double(t) * double(b) * double(padded_vocab(s.vocab, tp)) / tp * (act_bytes + 4);
 }
 
+double stage_train_flops(const GptShape& s, int layers, bool last, int tp, int64_t seq_len, double tokens) {
+  double fwd = layers * block_forward_flops_per_token(s.hidden, seq_len);
+  if (last) fwd += head_forward_flops_per_token(s.hidden, padded_vocab(s.vocab, tp));
+  return 3.0 * fwd * tokens / tp;
+}
+
 }  // namespace holmes::plan

@@ -38,6 +38,10 @@ int64_t model_params(const GptShape& s);
 double block_forward_flops_per_token(int64_t hidden, int64_t seq_len);
 // Forward FLOPs of the LM head per token: 2 C Vp.
 double head_forward_flops_per_token(int64_t hidden, int64_t vocab_padded);
+// Training (3x forward) FLOPs one tensor-parallel rank of a pipeline stage computes for
+// `tokens` tokens: n blocks, plus the LM head on the last stage. What the cost model divides
+// by the device speed, and what a calibration divides by the measured compute time.
+double stage_train_flops(const GptShape& s, int layers, bool last, int tp, int64_t seq_len, double tokens);
 // Training (forward + backward = 3x forward) FLOPs of the whole model per token.
 double train_flops_per_token(const GptShape& s, int tp, int64_t seq_len);
 

@@ -57,8 +57,8 @@ void check_spec(const spec::JobSpec& s) {
   if (p.tensor < 0 || p.pipeline < 0 || p.data < 0)
     throw UserError(fmt::format("parallel degrees must be >= 1 or auto, got tensor={} pipeline={} data={}",
                                 p.tensor, p.pipeline, p.data));
-  if (p.placement != "holmes" && p.placement != "naive")
-    throw UserError(fmt::format("parallel.placement = '{}': expected holmes or naive", p.placement));
+  if (p.placement != "holmes" && p.placement != "naive" && p.placement != "megatron")
+    throw UserError(fmt::format("parallel.placement = '{}': expected holmes, naive or megatron", p.placement));
   if (p.partition.kind != "auto" && p.partition.kind != "uniform" && p.partition.kind != "list")
     throw UserError(fmt::format("parallel.partition = '{}': expected auto, uniform or a list of layer counts",
                                 p.partition.kind));
@@ -78,6 +78,7 @@ void check_spec(const spec::JobSpec& s) {
 }
 
 bool cuda_devices(const spec::JobSpec& s, const topo::ClusterTopology& topo) {
+  if (topo.nodes.empty()) return false;  // collect_facts says what is wrong
   bool cuda = topo.nodes.front().devices.kind == "cuda";
   for (const auto& n : topo.nodes)
     if ((n.devices.kind == "cuda") != cuda)
@@ -123,7 +124,8 @@ void fill_stages(const SearchInput& in, const Evaluated& best, Plan& plan) {
   };
   int first_layer = 0;
   for (int s = 0; s < plan.pp; ++s) {
-    Stage st{s, first_layer, best.layers[s], island_of(0, s, 0), false, s == 0, s == plan.pp - 1};
+    Stage st{s, first_layer, best.layers[s], island_of(0, s, 0), false, s == 0, s == plan.pp - 1,
+             best.stages[s].tflops};
     first_layer += best.layers[s];
     for (int t = 0; t < plan.tp; ++t)
       for (int d = 0; d < plan.dp; ++d) st.straddles |= island_of(t, s, d) != st.island;
@@ -143,16 +145,60 @@ void fill_memory(const SearchInput& in, const Evaluated& best, Plan& plan) {
   }
 }
 
+// A TCP group inside an RDMA island binds to the island's IP interface; a node without one
+// would send that traffic over Ethernet. The plan costs it so; say per node what to add.
+void warn_island_tcp(const SearchInput& in, const topo::ClusterTopology& topology, std::vector<std::string>& out) {
+  if (!in.facts.tcp_groups) return;
+  for (int n = 0; n < static_cast<int>(in.facts.nodes.size()); ++n) {
+    const NodeFacts& nf = in.facts.nodes[n];
+    if (nf.island_link == LinkKind::kEthernet || nf.island_tcp) continue;
+    if (topology.islands[nf.island].nodes.size() < 2) continue;  // no group stays inside it
+    const bool ib = nf.island_link == LinkKind::kIb;
+    out.push_back(fmt::format(
+        "node {} ('{}') is on {} island {} but has no {} with an IPv4 address, so its gloo-tcp groups inside the "
+        "island bind to {} and run at Ethernet speed (the estimate counts them so); add {} to its topology entry",
+        n, topology.nodes[n].hostname, ib ? "an IB" : "a RoCE", nf.island,
+        ib ? "IPoIB interface" : "RoCE netdev", nf.island_if,
+        ib ? "the IPoIB interface ({kind: ipoib, name: ib0, addresses: [A.B.C.D/N]}) or configure IPoIB"
+           : "the port's netdev and its address ({kind: roce, ..., netdev: IFACE, addresses: [A.B.C.D/N]})"));
+  }
+}
+
+void fill_baselines(const SearchInput& in, const Evaluated& best, Plan& plan) {
+  const std::string list_or_auto = plan.partition == "list" ? "list" : "uniform";
+  for (const char* name : {"megatron", "naive"}) {
+    const double t = plan.placement == name ? best.estimate.step_time_s
+                                            : evaluate(in, best.deg, name, list_or_auto).estimate.step_time_s;
+    plan.estimate.baselines.push_back(Baseline{name, t});
+    if (std::string(name) == "naive") plan.estimate.naive_step_time_s = t;
+  }
+}
+
+// The facts every placement but megatron plans with (CPU plans: TCP groups).
+Facts facts_of(const spec::JobSpec& spec, const topo::ClusterTopology& topology, bool cuda) {
+  Facts f = collect_facts(spec, topology);
+  f.tcp_groups = !cuda;
+  return f;
+}
+
 }  // namespace
+
+LinkCost rank_link(const spec::JobSpec& spec, const topo::ClusterTopology& topology, const Plan& plan, int a, int b) {
+  Facts f = facts_of(spec, topology, plan.device_kind == "cuda");
+  f.ethernet_only = plan.placement == "megatron";
+  return link_between(f, plan.ranks.at(a).node, plan.ranks.at(b).node);
+}
 
 Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology) {
   check_spec(spec);
   SearchInput in;
   in.spec = &spec;
-  in.facts = collect_facts(spec, topology);
+  in.cuda = cuda_devices(spec, topology);
+  in.facts = facts_of(spec, topology, in.cuda);
   in.table = make_device_table(in.facts);
   in.world = static_cast<int>(in.table.node_of.size());
-  in.cuda = cuda_devices(spec, topology);
+  in.ethernet_facts = in.facts;
+  in.ethernet_facts.ethernet_only = true;
   Evaluated best = search(in);
 
   Plan plan;
@@ -165,7 +211,7 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
   plan.global_batch = spec.train.global_batch;
   plan.seq_len = spec.train.seq_len;
   plan.placement = spec.parallel.placement;
-  plan.partition = spec.parallel.partition.kind;
+  plan.partition = partition_for(spec.parallel.placement, spec.parallel.partition.kind);
   plan.order = best.layout.grid.order();
   plan.device_kind = in.cuda ? "cuda" : "cpu";
   plan.params_total = total_params(best.work.shape, plan.tp);
@@ -178,15 +224,13 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
     plan.ranks.push_back(RankInfo{r, in.table.node_of[r], in.table.local_of[r], c.tp, c.pp, c.dp});
   }
   fill_stages(in, best, plan);
-  plan.groups = build_groups(in.facts, in.table, best.layout, in.cuda);
+  plan.groups = build_groups(in.facts_for(plan.placement), in.table, best.layout, in.cuda);
   plan.estimate = best.estimate;
-  plan.estimate.naive_step_time_s = best.estimate.step_time_s;
-  if (plan.placement == "holmes") {
-    std::string baseline_partition = plan.partition == "list" ? "list" : "uniform";
-    plan.estimate.naive_step_time_s = evaluate(in, best.deg, "naive", baseline_partition).estimate.step_time_s;
-  }
+  fill_baselines(in, best, plan);
   fill_memory(in, best, plan);
+  plan.calibration = topology.calibration;
   plan.warnings = topology.warnings;
+  warn_island_tcp(in, topology, plan.warnings);
   for (int n = 0; n < static_cast<int>(in.facts.nodes.size()) && in.facts.nodes.size() > 1; ++n)
     if (in.facts.nodes[n].ethernet_if == "lo")
       plan.warnings.push_back(fmt::format("node {} ('{}') has no active network interface to reach other nodes; "

@@ -39,6 +39,7 @@ struct Stage {
   bool straddles = false;  // its ranks are on more than one island (a fallback layout)
   bool embedding = false;  // holds token + position embeddings (first stage)
   bool lm_head = false;    // holds final norm + tied LM head (last stage)
+  double tflops = 0;       // sustained TFLOP/s the cost model gives its devices (slowest one)
 };
 
 struct Group {
@@ -47,6 +48,8 @@ struct Group {
   std::vector<int> ranks;       // ring / pipeline order (pp: by stage)
   Transport transport = Transport::kIntraNode;
   LinkKind link = LinkKind::kIntraNode;  // slowest link the group uses
+  double gbps_per_rank = 0;     // what the cost model gives one member on that link (calibrated)
+  double latency_s = 0;         // and its per-message latency
   std::string interface;        // TCP interface(s) to bind (comma-separated), "" for RDMA / intra-node
   std::vector<std::string> hcas;  // RDMA ports for nccl-ib / nccl-roce (NCCL_IB_HCA)
   int gid_index = -1;             // nccl-roce (NCCL_IB_GID_INDEX)
@@ -54,8 +57,16 @@ struct Group {
   bool crosses_islands = false;
 };
 
+// A baseline with the same degrees and micro-batch: `megatron` (Megatron-LM's rank order over
+// the nodes as listed, uniform partition, every group over Ethernet: what a mixed cluster
+// runs today) or `naive` (the same order and partition, the best transport per group).
+struct Baseline {
+  std::string placement;
+  double step_time_s = 0;
+};
+
 // Per-step time of the bottleneck stage b and its parts (seconds):
-//   step = compute + tp_comm + pp_comm + bubble + dp_comm, where with m micro-batches and p
+//   step = compute + tp_comm + pp_comm + bubble + dp_comm + update, where with m micro-batches and p
 //   stages compute/tp/pp = m x per-micro-batch cost of b, bubble = (p-1) x its per-micro-batch
 //   total, dp_comm = its data-parallel sync not hidden behind backward.
 struct Estimate {
@@ -65,10 +76,12 @@ struct Estimate {
   double pp_comm_s = 0;
   double bubble_s = 0;
   double dp_comm_s = 0;
+  double update_s = 0;            // optimizer and host work per step (calibrated; 0 without)
   int bottleneck_stage = 0;
   double tokens_per_s = 0;
   double tflops_per_device = 0;   // model FLOPs / step time / devices
   double naive_step_time_s = 0;   // same degrees, naive placement, uniform partition
+  std::vector<Baseline> baselines;  // megatron, naive
   double bytes_per_step[kLinkKinds] = {};  // by LinkKind, summed over all ranks (bytes sent)
 };
 
@@ -96,7 +109,7 @@ struct Plan {
   int micro_batches = 1;    // m, per step per DP rank
   int global_batch = 1;
   int seq_len = 1;
-  std::string placement;    // holmes | naive
+  std::string placement;    // holmes | naive | megatron
   std::string partition;    // auto | uniform | list
   std::string order;        // rank order the grid used (holmes always tp-dp-pp over islands)
   std::string device_kind;  // cuda | cpu
@@ -112,9 +125,15 @@ struct Plan {
   Estimate estimate;
   std::vector<RankMemory> memory;
   std::vector<std::string> warnings;  // groups that cross slow links, assumptions made
+  topo::Calibration calibration;      // the measured figures the estimate used (empty: none)
 };
 
 Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology);
+
+// The cost model's link between the nodes of ranks a and b of `plan` (made from this spec and
+// topology) as its estimate used it: calibrated, and Ethernet between nodes under megatron.
+// For measuring a calibration hop by hop.
+LinkCost rank_link(const spec::JobSpec& spec, const topo::ClusterTopology& topology, const Plan& plan, int a, int b);
 uint64_t plan_hash(const Plan& plan);
 
 std::string format_plan_text(const Plan& plan);

@@ -75,7 +75,8 @@ std::vector<Degrees> degree_candidates(const SearchInput& in) {
 
 namespace {
 
-Evaluated score(const SearchInput& in, const Degrees& deg, Layout layout, const std::string& partition) {
+Evaluated score(const SearchInput& in, const Facts& facts, const Degrees& deg, Layout layout,
+                const std::string& partition) {
   const auto& s = *in.spec;
   Evaluated ev;
   ev.deg = deg;
@@ -85,7 +86,7 @@ Evaluated score(const SearchInput& in, const Degrees& deg, Layout layout, const 
   ev.work.global_batch = s.train.global_batch;
   ev.work.micro_batches = s.train.global_batch / (deg.micro_batch * deg.dp);
   ev.work.cuda = in.cuda;
-  ev.stages = stage_costs(in.facts, in.table, layout);
+  ev.stages = stage_costs(facts, in.table, layout);
   ev.layout = std::move(layout);
   int L = s.model.layers, p = deg.pp;
   if (partition == "list") ev.layers = s.parallel.partition.layers;
@@ -114,15 +115,20 @@ double memory_ratio(const Evaluated& ev) {
 
 }  // namespace
 
+std::string partition_for(const std::string& placement, const std::string& partition) {
+  return placement != "holmes" && partition == "auto" ? "uniform" : partition;
+}
+
 Evaluated evaluate(const SearchInput& in, const Degrees& deg, const std::string& placement,
                    const std::string& partition) {
-  if (placement == "naive")
-    return score(in, deg, naive_layout(in.facts, in.table, deg.tp, deg.pp, deg.dp, in.spec->parallel.order),
-                 partition);
+  const Facts& facts = in.facts_for(placement);
+  if (placement != "holmes")
+    return score(in, facts, deg, naive_layout(facts, in.table, deg.tp, deg.pp, deg.dp, in.spec->parallel.order),
+                 partition_for(placement, partition));
   Evaluated best;
   bool have = false;
-  for (const auto& order : island_orders(in.facts, deg.tp * deg.dp)) {
-    Evaluated ev = score(in, deg, holmes_layout(in.facts, in.table, deg.tp, deg.pp, deg.dp, order), partition);
+  for (const auto& order : island_orders(facts, deg.tp * deg.dp)) {
+    Evaluated ev = score(in, facts, deg, holmes_layout(facts, in.table, deg.tp, deg.pp, deg.dp, order), partition);
     auto key = [](const Evaluated& e) {
       return std::pair{e.layout.tp_groups_crossing_nodes, e.layout.dp_groups_crossing_islands};
     };

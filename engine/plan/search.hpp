@@ -32,17 +32,27 @@ struct Evaluated {
 struct SearchInput {
   const spec::JobSpec* spec = nullptr;
   Facts facts;
+  Facts ethernet_facts;  // the same cluster with every link between nodes on Ethernet
   DeviceTable table;
   bool cuda = false;
   int world = 0;
+  // The megatron placement runs every group over Ethernet; the others use the best link.
+  const Facts& facts_for(const std::string& placement) const {
+    return placement == "megatron" ? ethernet_facts : facts;
+  }
 };
+
+// The partition a placement uses for the spec's parallel.partition: Megatron-LM (naive,
+// megatron) splits layers evenly, so `auto` means `uniform` there; a list is used as given.
+std::string partition_for(const std::string& placement, const std::string& partition);
 
 // Every feasible degree combination the spec allows on this cluster, in a fixed order.
 // Throws UserError naming the constraint when there is none.
 std::vector<Degrees> degree_candidates(const SearchInput& in);
 
 // One candidate with the spec's placement and partition (`placement` and `partition` can be
-// forced, e.g. for the naive baseline). For holmes, island orders are tried and the one with
+// forced, e.g. for the baselines). naive and megatron lay Megatron-LM's order over the
+// nodes as listed; megatron also puts every group on Ethernet. For holmes, island orders are tried and the one with
 // fewest crossing tensor / data groups, then the fastest, is kept.
 Evaluated evaluate(const SearchInput& in, const Degrees& deg, const std::string& placement,
                    const std::string& partition);

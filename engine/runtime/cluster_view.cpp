@@ -3,22 +3,45 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <utility>
 
 #include "engine/spec/errors.hpp"
 #include "engine/topo/cluster.hpp"
+#include "engine/topo/calibration.hpp"
 #include "engine/topo/discover.hpp"
+#include "engine/topo/hostlist.hpp"
 #include "engine/topo/topology_file.hpp"
 
 namespace holmes::train {
 
-std::string spec_topology_path(const spec::JobSpec& spec) {
+std::string spec_relative_path(const spec::JobSpec& spec, const std::string& path) {
   namespace fs = std::filesystem;
-  fs::path p(spec.cluster.topology);
+  fs::path p(path);
   if (p.is_absolute() || spec.source_file.empty()) return p.string();
   fs::path beside = fs::path(spec.source_file).parent_path() / p;
   return fs::exists(beside) ? beside.string() : p.string();
 }
+
+std::string spec_topology_path(const spec::JobSpec& spec) { return spec_relative_path(spec, spec.cluster.topology); }
+
+topo::Calibration spec_calibration(const spec::JobSpec& spec) {
+  if (spec.cluster.calibration.empty()) return {};
+  return topo::load_calibration_file(spec_relative_path(spec, spec.cluster.calibration));
+}
+
+namespace {
+
+// --nodes, else the Slurm allocation's node list, else none (the topology's order).
+std::pair<std::string, std::string> launch_order(const std::string& nodes) {
+  if (!nodes.empty()) return {nodes, "--nodes"};
+  for (const char* var : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"})
+    if (const char* v = std::getenv(var); v && *v) return {v, var};
+  return {"", ""};
+}
+
+}  // namespace
 
 std::vector<topo::NodeReport> load_spec_topology(const spec::JobSpec& spec) {
   if (spec.cluster.topology.empty()) return {};
@@ -32,11 +55,16 @@ std::vector<topo::NodeReport> load_spec_topology(const spec::JobSpec& spec) {
   return topo::load_topology_file(path);
 }
 
-topo::ClusterTopology assemble_cluster(const spec::JobSpec& spec, std::vector<topo::NodeReport> discovered) {
+topo::ClusterTopology assemble_cluster(const spec::JobSpec& spec, std::vector<topo::NodeReport> discovered,
+                                       const std::string& order, const std::string& order_source) {
   std::vector<topo::NodeReport> file = load_spec_topology(spec);
   std::vector<topo::NodeReport> nodes =
       discovered.empty() ? std::move(file) : topo::overlay_reports(std::move(discovered), file, nullptr);
-  return topo::build_cluster(std::move(nodes));
+  if (!order.empty())
+    nodes = topo::order_nodes(nodes, topo::expand_hostlist(order), fmt::format("{} '{}'", order_source, order));
+  topo::ClusterTopology cluster = topo::build_cluster(std::move(nodes));
+  cluster.calibration = spec_calibration(spec);
+  return cluster;
 }
 
 topo::Devices cpu_worker_devices(int workers) {
@@ -64,7 +92,8 @@ void check_node_capacity(const topo::Devices& d, int workers, const std::string&
                                 by_memory, std::min(by_cores, by_memory)));
 }
 
-plan::Plan plan_local_job(const spec::JobSpec& spec, const topo::Devices& devices, int workers) {
+plan::Plan plan_local_job(const spec::JobSpec& spec, const topo::Devices& devices, int workers,
+                          const std::string& nodes) {
   topo::Devices d = devices;
   if (workers > 0) {
     check_node_capacity(devices, workers, fmt::format("--nproc-per-node {}", workers));
@@ -72,8 +101,13 @@ plan::Plan plan_local_job(const spec::JobSpec& spec, const topo::Devices& device
     d.count = workers;
   }
   std::vector<topo::NodeReport> discovered{topo::discover_node(spec.cluster.sysfs_root, d)};
-  // --plan-only with a topology file and no worker count plans the file's cluster.
-  if (workers <= 0 && !spec.cluster.topology.empty()) discovered.clear();
+  // --plan-only with a topology file and no worker count plans the file's cluster, in the
+  // order the launch will number its nodes.
+  if (workers <= 0 && !spec.cluster.topology.empty()) {
+    discovered.clear();
+    const auto [list, source] = launch_order(nodes);
+    return plan::make_plan(spec, assemble_cluster(spec, {}, list, source));
+  }
   return plan::make_plan(spec, assemble_cluster(spec, std::move(discovered)));
 }
 

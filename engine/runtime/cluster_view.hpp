@@ -13,18 +13,25 @@
 
 namespace holmes::train {
 
-// cluster.topology, read beside the spec file when it is relative and exists there (so the
-// configs/ examples work from any folder); as given otherwise.
+// A file the spec names (cluster.topology, cluster.calibration), read beside the spec file
+// when it is relative and exists there (so the configs/ examples work from any folder); as
+// given otherwise.
+std::string spec_relative_path(const spec::JobSpec& spec, const std::string& path);
 std::string spec_topology_path(const spec::JobSpec& spec);
+// cluster.calibration loaded (UserError naming the file when it cannot be read), or empty.
+topo::Calibration spec_calibration(const spec::JobSpec& spec);
 
 // The reports of cluster.topology (empty when the key is empty), loaded and validated.
 // UserError naming cluster.topology and the path when the file is missing or broken.
 std::vector<topo::NodeReport> load_spec_topology(const spec::JobSpec& spec);
 
-// The nodes a job plans on: `discovered` (one report per node of the job) with the entries of
-// cluster.topology replacing the nodes they name; with nothing discovered (--plan-only with a
-// topology file: no job yet), the file's nodes. Validated (build_cluster).
-topo::ClusterTopology assemble_cluster(const spec::JobSpec& spec, std::vector<topo::NodeReport> discovered);
+// The nodes a job plans on: `discovered` (one report per node of the job, in launch order)
+// with the entries of cluster.topology replacing the nodes they name; with nothing
+// discovered (--plan-only with a topology file: no job yet), the file's nodes, put in the
+// launch order `order` (a hostlist; "" = the file's order; `order_source` names it in
+// errors). Validated (build_cluster), with cluster.calibration attached.
+topo::ClusterTopology assemble_cluster(const spec::JobSpec& spec, std::vector<topo::NodeReport> discovered,
+                                       const std::string& order = "", const std::string& order_source = "");
 
 // This machine's CPU as `workers` devices of the plan (one per worker process), memory and
 // cores split between them.
@@ -34,7 +41,11 @@ topo::Devices cpu_worker_devices(int workers);
 // (the CUDA GPUs, or the CPU): what --plan-only --nproc-per-node N prints and what the local
 // launcher checks before it spawns anything. Throws UserError when the node cannot hold that
 // many workers or no plan fits.
-plan::Plan plan_local_job(const spec::JobSpec& spec, const topo::Devices& devices, int workers);
+// nodes: the launch order of the file's nodes for --plan-only (--nodes, else the Slurm
+// allocation's node list); a run numbers nodes in launch order, so this makes the preview the
+// run's plan.
+plan::Plan plan_local_job(const spec::JobSpec& spec, const topo::Devices& devices, int workers,
+                          const std::string& nodes = "");
 
 // Workers one node can hold: on GPUs one per device; on CPUs at most kMaxWorkersPerCore per
 // core and, with kWorkerBaseMiB each for the process itself, within the node's memory.

@@ -82,6 +82,8 @@ struct LinkOverride {
 
 struct ClusterSection {
   std::string topology;                // topology file; "" = discover at run time
+  std::string calibration;             // calibration file the cost model reads; "" = none
+  std::string calibrate;               // write a calibration measured in this job here; "" = off
   std::string rendezvous = "auto";     // auto | tcp://host:port | file:///path
   double timeout_s = 300;              // rendezvous and collective time-out
   std::string sysfs_root = "/";        // where NIC discovery reads sysfs

@@ -246,9 +246,10 @@ std::vector<Field> make_schema() {
   f.push_back(degree("parallel.tensor", HOLMES_REF(parallel.tensor), "Tensor-parallel degree (inside a node)."));
   f.push_back(degree("parallel.pipeline", HOLMES_REF(parallel.pipeline), "Pipeline-parallel degree (stages)."));
   f.push_back(degree("parallel.data", HOLMES_REF(parallel.data), "Data-parallel degree."));
-  f.push_back(choice("parallel.placement", HOLMES_REF(parallel.placement), {"holmes", "naive"},
+  f.push_back(choice("parallel.placement", HOLMES_REF(parallel.placement), {"holmes", "naive", "megatron"},
                      "holmes: NIC-aware (TP in a node, DP in an island, pipeline across islands); "
-                     "naive: Megatron-LM rank order over nodes as given."));
+                     "naive: Megatron-LM rank order over nodes as given, uniform partition, best transport per group; "
+                     "megatron: the same with every group over Ethernet (Megatron-LM on a mixed cluster)."));
   f.push_back(partition());
   f.push_back(choice("parallel.order", HOLMES_REF(parallel.order),
                      {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"},
@@ -257,6 +258,12 @@ std::vector<Field> make_schema() {
   // cluster
   f.push_back(text("cluster.topology", HOLMES_REF(cluster.topology), "",
                    "Topology file (docs/topology.md); empty = discover the nodes at run time."));
+  f.push_back(text("cluster.calibration", HOLMES_REF(cluster.calibration), "",
+                   "Calibration file (docs/cost-model.md) whose measured compute rate and link efficiencies the "
+                   "cost model uses; empty = the topology's figures."));
+  f.push_back(text("cluster.calibrate", HOLMES_REF(cluster.calibrate), "",
+                   "Measure a calibration in this (multi-process) job: a link probe at start-up and the compute "
+                   "time of the steps; written to this file at the end. Empty = off."));
   f.push_back(text("cluster.rendezvous", HOLMES_REF(cluster.rendezvous), "auto",
                    "auto (from Slurm / MASTER_ADDR), tcp://host:port, or file:///shared/path."));
   f.push_back(real("cluster.timeout_s", HOLMES_REF(cluster.timeout_s), "300", 0, 86400, true,

@@ -146,6 +146,30 @@ std::vector<NodeReport> overlay_reports(std::vector<NodeReport> discovered, cons
   return discovered;
 }
 
+std::vector<NodeReport> order_nodes(const std::vector<NodeReport>& reports, const std::vector<std::string>& names,
+                                    const std::string& source) {
+  std::map<std::string, const NodeReport*> by_name;
+  for (const auto& r : reports) by_name[r.hostname] = &r;
+  std::vector<NodeReport> out;
+  std::vector<std::string> unknown, twice;
+  std::set<std::string> seen;
+  for (const auto& n : names) {
+    if (!seen.insert(n).second) twice.push_back(n);
+    else if (auto it = by_name.find(n); it == by_name.end()) unknown.push_back(n);
+    else out.push_back(*it->second);
+  }
+  if (!twice.empty())
+    throw TopologyError(fmt::format("{} names {} more than once; every node of a job is listed once", source,
+                                    compress_hostlist(twice)));
+  if (!unknown.empty()) {
+    std::vector<std::string> known;
+    for (const auto& r : reports) known.push_back(r.hostname);
+    throw TopologyError(fmt::format("{} names {} which the topology does not describe; it has {}", source,
+                                    compress_hostlist(unknown), compress_hostlist(known)));
+  }
+  return out;
+}
+
 ClusterTopology build_cluster(std::vector<NodeReport> nodes) {
   ClusterTopology t;
   check_nodes(nodes, t.warnings);

@@ -38,6 +38,13 @@ std::vector<NodeReport> unique_nodes(const std::vector<NodeReport>& per_rank);
 std::vector<NodeReport> overlay_reports(std::vector<NodeReport> discovered, const std::vector<NodeReport>& file,
                                         std::vector<std::string>* notes);
 
+// The nodes of a job in its launch order (`names`, e.g. the expanded Slurm node list): a run
+// numbers nodes, and so ranks, in that order, so a preview of the plan must use it too.
+// Reports not named are left out. Throws TopologyError naming `source` and the hosts when a
+// name has no report or is named twice.
+std::vector<NodeReport> order_nodes(const std::vector<NodeReport>& reports, const std::vector<std::string>& names,
+                                    const std::string& source);
+
 // Throws TopologyError when there are no nodes, two nodes share a name, or nodes disagree on
 // the device kind or count; softer disagreements become `warnings`.
 ClusterTopology build_cluster(std::vector<NodeReport> nodes);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/topo/calibration.hpp"
+
 namespace holmes::topo {
 
 enum class NicKind { kIb, kRoce, kEthernet, kIpoib, kLoopback };
@@ -71,6 +73,7 @@ struct ClusterTopology {
   std::vector<Island> islands;
   std::vector<int> island_of;  // node index -> island id
   std::vector<std::string> warnings;  // what was assumed where reports disagreed
+  Calibration calibration;            // measured figures the cost model prefers (cluster.calibration)
 
   Link link(int a, int b) const;
   // Interface to bind TCP traffic (Gloo) of `node` to: on the RDMA island's IP network when

@@ -18,6 +18,7 @@
 #include "engine/topo/discover.hpp"
 #include "engine/topo/errors.hpp"
 #include "engine/topo/hostlist.hpp"
+#include "engine/topo/yaml_read.hpp"
 
 namespace holmes::topo {
 

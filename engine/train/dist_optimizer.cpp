@@ -7,6 +7,13 @@
 
 namespace holmes::train {
 
+int norm_unit(const model::ParamTensor& t, int total_layers) {
+  if (t.layer >= 0) return 2 + t.layer;
+  if (t.name == "wte") return 0;
+  if (t.name == "wpe") return 1;
+  return 2 + total_layers;  // ln_f
+}
+
 std::vector<GradBucket> plan_buckets(const model::ParamLayout& layout, size_t bucket_floats, int dp_size,
                                      int dp_rank) {
   std::vector<GradBucket> out;
@@ -15,10 +22,16 @@ std::vector<GradBucket> plan_buckets(const model::ParamLayout& layout, size_t bu
   auto close = [&](size_t b, size_t e, bool embedding) {
     if (b < e) out.push_back({.begin = b, .end = e, .embedding = embedding});
   };
+  // A bucket holds whole tensors of one unit (a block, or one of wte, wpe, ln_f): its elements
+  // and where each sits in it are then the same whichever layers share the stage.
+  auto unit = [](const model::ParamTensor& t) { return t.layer >= 0 ? "h." + std::to_string(t.layer) : t.name.substr(0, 4); };
   for (size_t i = ts.size(); i-- > 0;) {
     const model::ParamTensor& t = ts[i];
-    if (t.name == "wte") {  // a bucket of its own, see the header
+    if (i + 1 < ts.size() && unit(ts[i + 1]) != unit(t)) {
       close(begin, end, false);
+      end = begin;
+    }
+    if (t.name == "wte") {  // a bucket of its own, see the header
       close(t.offset, t.offset + t.numel, true);
       end = begin = t.offset;
       continue;
@@ -72,14 +85,15 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommCl
       if (lo >= hi) continue;
       decay_[k].push_back({lo - b.own_begin, hi - b.own_begin, t.weight_decay});
       // Replicated over TP: every TP rank holds the same values, count them once.
-      if (!t.tied_copy && (t.split_dim >= 0 || ctx.tp_rank == 0)) norm_.push_back({k, lo - b.own_begin, hi - b.own_begin});
+      if (!t.tied_copy && (t.split_dim >= 0 || ctx.tp_rank == 0))
+        norm_.push_back({k, lo - b.own_begin, hi - b.own_begin, norm_unit(t, gpt.config().layers)});
     }
   }
   m_ = model::DeviceArray<float>(mem, packed);
   v_ = model::DeviceArray<float>(mem, packed);
   m_.zero();
   v_.zero();
-  sq_ = model::DeviceArray<double>(mem, 1);
+  sq_ = model::DeviceArray<double>(mem, norm_units(gpt.config().layers));
   if (ctx.dp_size > 1) {
     reduced_ = model::DeviceArray<float>(mem, reduced);
     padded_ = model::DeviceArray<float>(mem, padded);
@@ -89,15 +103,6 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommCl
     thread_ = std::make_unique<comm::CommThread>();
     gpt_.set_grad_ready_hook([this](size_t begin, size_t end) { on_grads_ready(begin, end); });
   }
-  // The norm's pieces as runs of memory in address order, adjacent ones merged.
-  for (const NormRange& r : norm_) norm_runs_.emplace_back(owned_grads(r.bucket) + r.begin, r.end - r.begin);
-  std::sort(norm_runs_.begin(), norm_runs_.end());
-  std::vector<std::pair<const float*, size_t>> merged;
-  for (const auto& run : norm_runs_) {
-    if (!merged.empty() && merged.back().first + merged.back().second == run.first) merged.back().second += run.second;
-    else merged.push_back(run);
-  }
-  norm_runs_ = std::move(merged);
 }
 
 DistOptimizer::~DistOptimizer() {
@@ -168,12 +173,13 @@ const float* DistOptimizer::owned_grads(size_t k) const {
   return thread_ ? reduced_.data() + reduced_off_[k] : gpt_.grads() + buckets_[k].own_begin;
 }
 
-double DistOptimizer::owned_grad_sq() {
+void DistOptimizer::add_owned_grad_sq(std::vector<double>& by_unit) {
   sq_.zero();
-  for (const auto& [p, n] : norm_runs_) backend_.kernels->sum_squares_forward(sq_.data(), p, n);
-  double sum = 0;
-  sq_.download({&sum, 1});
-  return sum;
+  for (const NormRange& r : norm_)
+    backend_.kernels->sum_squares_forward(sq_.data() + r.unit, owned_grads(r.bucket) + r.begin, r.end - r.begin);
+  std::vector<double> host(sq_.size());
+  sq_.download(host);
+  for (size_t u = 0; u < host.size(); ++u) by_unit.at(u) += host[u];
 }
 
 void DistOptimizer::update(const AdamWHyper& h, int64_t t, float grad_scale) {

@@ -24,6 +24,11 @@ namespace holmes::train {
 
 inline constexpr int kDefaultBucketMb = 8;
 
+// The global gradient norm is summed by unit, in unit order, so that it is the same number under
+// every placement and partition: 0 wte, 1 wpe, 2 + l block l, 2 + L ln_f.
+int norm_unit(const model::ParamTensor& t, int total_layers);
+inline int norm_units(int total_layers) { return total_layers + 3; }
+
 // One bucket: flat-buffer range [begin, end) and this rank's chunk of it.
 struct GradBucket {
   size_t begin = 0, end = 0;
@@ -32,8 +37,10 @@ struct GradBucket {
   bool embedding = false;             // wte or its tied copy: waits for the embedding sum
 };
 
-// Buckets of >= bucket_floats (whole tensors; the last one may be smaller) from the end of
-// the layout to its start; every tensor named "wte" is a bucket of its own.
+// Buckets of >= bucket_floats (whole tensors of one block, or of wpe or ln_f; the last of each
+// may be smaller) from the end of the layout to its start; every tensor named "wte" is a bucket
+// of its own. Since no bucket spans two blocks, an element's bucket, its owner and the order in
+// which the reduce-scatter sums it are the same under every pipeline partition.
 std::vector<GradBucket> plan_buckets(const model::ParamLayout& layout, size_t bucket_floats, int dp_size,
                                      int dp_rank);
 
@@ -48,10 +55,12 @@ class DistOptimizer {
   // After the whole backward: the tied-embedding sum, the buckets not yet sent, then the
   // wait for all of them. Afterwards the owned gradients are final (averaged over dp).
   void finish_grads();
-  // Sum of squares of the owned gradients, each element of the global model counted once
-  // over all ranks (replicated TP tensors on tp_rank 0 only, tied copy skipped), summed by
-  // the backend in address order over merged contiguous runs (one run [0, n) on one rank).
-  double owned_grad_sq();
+  // Sums of squares of the owned gradients by norm unit (norm_unit), added into by_unit
+  // ([norm_units(L)]); each element of the global model is counted once over all ranks
+  // (replicated TP tensors on tp_rank 0 only, tied copy skipped). Within a unit the order of
+  // the sum depends on the unit alone, not on which other layers share the stage. The
+  // backend sums (Kernels::sum_squares_forward), the host reads the units once.
+  void add_owned_grad_sq(std::vector<double>& by_unit);
   // AdamW on the owned ranges (1-based step t, gradients times grad_scale), then the
   // all-gather that gives every dp rank the whole updated shard.
   void update(const AdamWHyper& h, int64_t t, float grad_scale);
@@ -80,9 +89,9 @@ class DistOptimizer {
   std::vector<std::vector<DecayRange>> decay_;  // per bucket, relative to own_begin
   struct NormRange {
     size_t bucket, begin, end;  // relative to the bucket's own_begin
+    int unit;                   // norm_unit of its tensor
   };
   std::vector<NormRange> norm_;  // owned elements the global norm counts on this rank
-  std::vector<std::pair<const float*, size_t>> norm_runs_;  // norm_ as merged runs of memory
   std::vector<std::pair<size_t, size_t>> owned_;
   // In the model's backend memory, as the model's own buffers.
   model::Backend& backend_;
@@ -92,7 +101,7 @@ class DistOptimizer {
   // buckets since the comm thread runs them one after the other.
   model::DeviceArray<float> padded_;
   model::DeviceArray<float> gather_in_, gather_out_;
-  model::DeviceArray<double> sq_;  // (1) the norm's sum of squares
+  model::DeviceArray<double> sq_;  // [norm_units] the norm's sums of squares by unit
   std::vector<bool> submitted_;
   size_t next_ = 0;          // first bucket not yet submitted (reverse layout order)
   size_t ready_floor_ = 0;   // gradients at or above this offset are final

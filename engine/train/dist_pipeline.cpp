@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
 
 namespace holmes::train {
@@ -27,7 +28,19 @@ void PipelineStage::reset() {
   live_.clear();
   std::fill(slot_micro_.begin(), slot_micro_.end(), -1);
   loss_sum_ = 0;
+  compute_s_ = 0;
 }
+
+namespace {
+
+template <class F>
+void timed(double& seconds, F&& op) {
+  const auto t0 = std::chrono::steady_clock::now();
+  op();
+  seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
 
 double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(int micro)>& before_backward) {
   reset();
@@ -79,7 +92,9 @@ void PipelineStage::forward(int micro, const FetchFn& fetch) {
   if (first_ || last_) fetch(micro, inputs_.data(), targets_.data());
   use_slot(micro, true);
   const float* input = first_ ? nullptr : held(kActIn, micro).data();
-  gpt_.forward_stage(first_ ? inputs_.data() : nullptr, input, last_ ? targets_.data() : nullptr, B_, T_);
+  timed(compute_s_, [&] {
+    gpt_.forward_stage(first_ ? inputs_.data() : nullptr, input, last_ ? targets_.data() : nullptr, B_, T_);
+  });
   if (!first_) release(kActIn, micro);  // the model copied it into the slot
   if (last_) {
     loss_sum_ += gpt_.loss();
@@ -91,9 +106,9 @@ void PipelineStage::forward(int micro, const FetchFn& fetch) {
 void PipelineStage::backward(int micro) {
   use_slot(micro, false);
   if (last_) {
-    gpt_.backward(1.0f / static_cast<float>(micro_batches_));  // mean over micro-batches
+    timed(compute_s_, [&] { gpt_.backward(1.0f / static_cast<float>(micro_batches_)); });  // mean over micro-batches
   } else {
-    gpt_.backward_stage(held(kGradIn, micro).data());
+    timed(compute_s_, [&] { gpt_.backward_stage(held(kGradIn, micro).data()); });
     release(kGradIn, micro);
   }
   if (!first_) {

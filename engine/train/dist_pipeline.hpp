@@ -35,6 +35,9 @@ class PipelineStage {
   double run_step(const FetchFn& fetch, const std::function<void(int micro)>& before_backward);
   // Forward only over `count` micro-batches in order (validation); same return value.
   double run_forward(int count, const FetchFn& fetch);
+  // Seconds the last run_step / run_forward spent computing (the model's forward and backward
+  // passes, without waiting on communication): what a calibration divides the FLOPs by.
+  double compute_s() const { return compute_s_; }
 
  private:
   void reset();
@@ -59,6 +62,7 @@ class PipelineStage {
   std::map<std::pair<int, int>, model::DeviceArray<float>> live_;
   std::vector<model::DeviceArray<float>> free_;
   double loss_sum_ = 0;
+  double compute_s_ = 0;
 };
 
 }  // namespace holmes::train

@@ -19,6 +19,7 @@
 #include "engine/topo/discover.hpp"
 #include "engine/data/data.hpp"
 #include "engine/runtime/failure.hpp"
+#include "engine/train/calibration.hpp"
 #include "engine/train/run.hpp"
 #include "engine/train/trainer.hpp"
 #include "model/registry/registry.hpp"
@@ -42,6 +43,9 @@ int train_started(const spec::JobSpec& spec, Runtime& rt) {
   omp_set_num_threads(threads);
   openblas_set_num_threads(threads);
 
+  // cluster.calibrate: the link probe runs before training so the steps see no probe traffic.
+  const bool calibrate = !spec.cluster.calibrate.empty();
+  const std::vector<LinkSample> links = calibrate ? probe_links(rt, spec) : std::vector<LinkSample>{};
   auto data = DataSet::open(spec);
   model::Backend backend = model::make_backend(spec.job.device);
   Trainer trainer(spec, backend, *data, parallel_context(rt));
@@ -55,6 +59,10 @@ int train_started(const spec::JobSpec& spec, Runtime& rt) {
   ctx.plan_text = plan_text;
   ctx.plan_hash = rt.plan_hash;
   const int code = run_loop(spec, trainer, *data, ctx);
+  if (calibrate && code == 0) {
+    const Trainer::StepTimes t = trainer.step_times();
+    finish_calibration(rt, spec, links, StepShare{t.host_s, trainer.compute_per_step()});
+  }
   // Finished or stopped by a signal: leave a file:// rendezvous directory empty for the next
   // run (a resubmitted job included). Every member first, then rank 0 drops the token.
   rt.world_group->barrier();

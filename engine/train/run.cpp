@@ -36,6 +36,10 @@ void check_single_process(const spec::JobSpec& spec) {
   // The plan of one worker, as a multi-process job plans its ranks: loads and checks
   // cluster.topology and the memory model the same way in every mode.
   plan_local_job(spec, topo::detect_cpu_devices(), 1);
+  if (!spec.cluster.calibrate.empty())
+    throw UserError(fmt::format("cluster.calibrate: '{}': a calibration measures the links between the workers of a "
+                                "multi-process job; start one with --nproc-per-node N, srun or RANK/WORLD_SIZE",
+                                spec.cluster.calibrate));
 }
 
 // The resolved spec beside the weights, so a user sees what produced them.

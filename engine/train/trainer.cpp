@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
@@ -104,19 +105,26 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested) {
     if (++backwards == micro_batches_) optimizer_->arm();
   });
   optimizer_->finish_grads();
-  // [grad sq, loss, stop flags]: the loss comes from one rank per pipeline (last stage, tp
-  // rank 0); every rank counts its own stop request.
-  double sums[3] = {optimizer_->owned_grad_sq(), counts_loss() ? loss_sum / micro_batches_ : 0.0,
-                    stop_requested ? 1.0 : 0.0};
+  // [grad sq by norm unit..., loss, stop flags]: the loss comes from one rank per pipeline
+  // (last stage, tp rank 0); every rank counts its own stop request. Each unit's sum lives on
+  // one stage, so the pipeline sum adds zeros to it, exactly; the units are then added in unit
+  // order: the same norm under every plan (dist_optimizer.hpp).
+  const int units = norm_units(spec_.model.layers);
+  std::vector<double> sums(units + 2, 0.0);
+  optimizer_->add_owned_grad_sq(sums);
+  sums[units] = counts_loss() ? loss_sum / micro_batches_ : 0.0;
+  sums[units + 1] = stop_requested ? 1.0 : 0.0;
   sum_over_job(sums);
+  double grad_sq = 0;
+  for (int u = 0; u < units; ++u) grad_sq += sums[u];
   StepStats s;
   s.step = step;
-  s.loss = sums[1] / ctx_.dp_size;
+  s.loss = sums[units] / ctx_.dp_size;
   if (!std::isfinite(s.loss))
     throw std::runtime_error(fmt::format("training loss is {} at step {}: the run diverged (try a lower train.lr "
                                          "or train.grad_clip)", s.loss, step + 1));
-  s.grad_norm = std::sqrt(sums[0]);
-  s.stop_ranks = static_cast<int>(std::lround(sums[2]));
+  s.grad_norm = std::sqrt(grad_sq);
+  s.stop_ranks = static_cast<int>(std::lround(sums[units + 1]));
   s.lr = lr_at(lr_, step);
   AdamWHyper h = hyper_;
   h.lr = static_cast<float>(s.lr);
@@ -125,7 +133,23 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested) {
   s.tokens_per_s = static_cast<double>(tokens_per_step()) / (s.step_ms / 1e3);
   s.flops = gpt_->flops_per_step(t.micro_batch, t.seq_len) * micro_batches_;
   s.comm_ms = clock_.ms();
+  const double compute_s = stage_->compute_s();
+  const double host_s = std::max(0.0, s.step_ms / 1e3 - compute_s - s.comm_ms / 1e3);
+  for (StepTimes* st : {&all_, steps_ >= kWarmupSteps ? &steady_ : nullptr})
+    if (st) st->compute_s += compute_s, st->host_s += host_s;
+  if (steps_ >= kWarmupSteps) {
+    if (compute_per_step_.size() == kKeptSteps) compute_per_step_.erase(compute_per_step_.begin());
+    compute_per_step_.push_back(static_cast<float>(compute_s));
+  }
+  ++steps_;
   return s;
+}
+
+Trainer::StepTimes Trainer::step_times() const {
+  const bool steady = steps_ > kWarmupSteps;
+  const StepTimes& sum = steady ? steady_ : all_;
+  const int n = steady ? steps_ - kWarmupSteps : steps_;
+  return n > 0 ? StepTimes{sum.compute_s / n, sum.host_s / n} : StepTimes{};
 }
 
 double Trainer::evaluate() {

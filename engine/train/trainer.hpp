@@ -56,6 +56,20 @@ class Trainer final : public StepRunner {
   }
   double flops_per_token() const override;
 
+  // Where this rank's steps went, in seconds per step, averaged over the steps after the
+  // first kWarmupSteps (all steps when there were no more): computing (the model's forward
+  // and backward passes), and the host work that is neither that nor waiting on
+  // communication (optimizer update, gradient zeroing, norms, copies).
+  static constexpr int kWarmupSteps = 2;
+  struct StepTimes {
+    double compute_s = 0, host_s = 0;
+  };
+  StepTimes step_times() const;
+  // Compute seconds of each step after the warm-up (the last kKeptSteps of them), for a
+  // calibration that takes, step by step, the slowest rank of a stage.
+  static constexpr size_t kKeptSteps = 1024;
+  const std::vector<float>& compute_per_step() const { return compute_per_step_; }
+
   model::Gpt& model() { return *gpt_; }
   const model::Gpt& model() const { return *gpt_; }
   const ParallelContext& context() const { return ctx_; }
@@ -77,6 +91,9 @@ class Trainer final : public StepRunner {
   LrConfig lr_;
   AdamWHyper hyper_;
   int micro_batches_ = 1;
+  StepTimes all_, steady_;  // summed over all steps / after warm-up
+  int steps_ = 0;
+  std::vector<float> compute_per_step_;
 };
 
 }  // namespace holmes::train

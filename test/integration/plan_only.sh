@@ -52,9 +52,14 @@ if all(d % (tp * dp) == 0 for d in devices):
     for g in plan["groups"]:
         need(not (g["kind"] in ("tp", "dp") and g["crosses_islands"]), f"{g['kind']} group {g['index']} crosses islands")
 e = plan["estimate"]
-parts = e["compute_s"] + e["tp_comm_s"] + e["pp_comm_s"] + e["bubble_s"] + e["dp_comm_s"]
+parts = e["compute_s"] + e["tp_comm_s"] + e["pp_comm_s"] + e["bubble_s"] + e["dp_comm_s"] + e["update_s"]
 need(abs(parts - e["step_time_s"]) <= 1e-6 * e["step_time_s"], f"estimate parts {parts} != step {e['step_time_s']}")
 need(e["step_time_s"] > 0 and e["tokens_per_s"] > 0 and e["naive_step_time_s"] > 0, "non-positive estimate")
+b = e["baselines"]
+need(set(b) == {"megatron", "naive"}, f"baselines {sorted(b)}")
+for name, base in b.items():
+    need(base["step_time_s"] > 0 and abs(base["speedup"] - base["step_time_s"] / e["step_time_s"]) < 1e-6 * base["speedup"],
+         f"baseline {name}: {base}")
 need(len(plan["memory"]) == world and all(m["bytes"] > 0 for m in plan["memory"]), "memory per rank missing")
 if errors:
     print("\n".join(errors[:20]))
@@ -97,6 +102,35 @@ run_case default 4                                   # embedded default job, thi
 } >"$tmp/three.yaml"
 run_case three-islands 36 --config "$src/configs/ib-roce-7b.yaml" --topology "$tmp/three.yaml" \
   --set parallel.tensor=auto --set parallel.pipeline=auto --set parallel.data=auto
+run_case megatron 36 --config "$src/configs/ib-roce-7b.yaml" --set parallel.placement=megatron
+grep -Eq "^  dp .*nccl-socket over ethernet" "$tmp/megatron.txt" || say_fail "megatron: dp groups not on Ethernet"
+# --nodes: the launch order the run will number nodes by (interleaved here), also a subset.
+"$bin" --config "$src/configs/ib-roce-7b.yaml" --topology "$tmp/three.yaml" --plan-only --format json \
+  --nodes "a0,b0,a1,b1,a2,b2,a3,b3" --set parallel.placement=naive --set parallel.tensor=8 --set parallel.pipeline=2 \
+  --set parallel.data=4 >"$tmp/order.json" 2>"$tmp/order.err" || { say_fail "--nodes: exit $?"; cat "$tmp/order.err"; }
+/usr/bin/python3 -c 'import json,sys; n=json.load(open(sys.argv[1]))["nodes"]; sys.exit(0 if n==sys.argv[2].split(",") else f"nodes {n}")' \
+  "$tmp/order.json" "a0,b0,a1,b1,a2,b2,a3,b3" || say_fail "--nodes: the plan does not list the nodes in launch order"
+# A calibration file (docs/cost-model.md) changes the estimate and is shown.
+cat >"$tmp/cal.yaml" <<'CAL'
+format: holmes-calibration/1
+source: "plan_only.sh"
+compute: {device_tflops: 100, update_ns_per_param: 2}
+links:
+  ethernet: {efficiency: 0.5, latency_us: 80}
+CAL
+"$bin" --config "$src/configs/ib-roce-7b.yaml" --plan-only --format json --set cluster.calibration="$tmp/cal.yaml" \
+  >"$tmp/cal.json" 2>"$tmp/cal.err" || { say_fail "calibration: exit $?"; cat "$tmp/cal.err"; }
+/usr/bin/python3 - "$tmp/cal.json" "$tmp/ib-roce-7b.json" <<'PY' || say_fail "calibration: not applied"
+import json, sys
+cal, nominal = (json.load(open(p)) for p in sys.argv[1:3])
+assert cal["calibration"]["links"]["ethernet"]["efficiency"] == 0.5, cal["calibration"]
+assert nominal["calibration"] is None
+assert all(s["tflops"] == 100 for s in cal["stages"]), cal["stages"]
+assert cal["estimate"]["update_s"] > 0 and nominal["estimate"]["update_s"] == 0
+pp = [g for g in cal["groups"] if g["kind"] == "pp" and g["link"] == "ethernet"]
+pn = [g for g in nominal["groups"] if g["kind"] == "pp" and g["link"] == "ethernet"]
+assert pp and abs(pp[0]["gbps_per_rank"] - pn[0]["gbps_per_rank"] / 2) < 1e-9 and pp[0]["latency_us"] == 80, (pp[0], pn[0])
+PY
 
 # Bad requests: exit 2 with the numbers.
 expect_2() {  # name, fragment, args...
@@ -113,6 +147,10 @@ sed 's/partition: auto/partition: [20, 20]/' "$src/configs/ib-roce-7b.yaml" >"$t
 sed -i "s#topology: topologies/#topology: $src/configs/topologies/#" "$tmp/bad-partition.yaml"
 expect_2 partition "sums to 40" --config "$tmp/bad-partition.yaml"
 expect_2 format "json" --config "$src/configs/ib-roce-7b.yaml" --format yaml
+expect_2 nodes "which the topology does not describe" --config "$src/configs/ib-roce-7b.yaml" --topology "$tmp/three.yaml" \
+  --nodes "a[0-3],zz9" --set parallel.tensor=8 --set parallel.pipeline=2 --set parallel.data=2
+expect_2 calibration "no-such-calibration.yaml" --config "$src/configs/ib-roce-7b.yaml" \
+  --set cluster.calibration="$tmp/no-such-calibration.yaml"
 expect_2 topology "no-such-topology.yaml" --config "$src/configs/ib-roce-7b.yaml" --topology "$tmp/no-such-topology.yaml"
 
 [ "$fail" -eq 0 ] && echo "plan_only: all cases passed"

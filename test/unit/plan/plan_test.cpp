@@ -92,25 +92,27 @@ TEST_CASE("closed form: a 4-stage pipeline on one IB island", "[cost_model]") {
   CHECK(e.pp_comm_s == Approx(m * recv_grad_send));
   CHECK(e.bubble_s == Approx((stages - 1) * (compute + recv_grad_send)));
   CHECK(e.dp_comm_s == Approx(tie));
-  CHECK(e.step_time_s == Approx(e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s));
+  CHECK(e.step_time_s == Approx(e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s));
   // 1F1B bubble fraction (p-1)/(m+p-1) of the pipelined part.
   double pipelined = e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s;
   CHECK(e.bubble_s / pipelined == Approx(double(stages - 1) / (m + stages - 1)));
 }
 
-TEST_CASE("data-parallel sync hides behind backward until the NIC is too slow", "[cost_model]") {
+TEST_CASE("the reduce-scatter hides behind backward until the NIC is too slow; the all-gather never hides",
+          "[cost_model]") {
   // Same model on 2 nodes x 1 GPU, dp = 2. With a fast NIC the reduce-scatter hides behind
-  // backward; on a slow one the excess shows up as dp_comm_s.
+  // backward; on a slow one the excess shows up as dp_comm_s. The parameter all-gather runs
+  // after the update (DistOptimizer::update), so it is always exposed.
   auto spec = hp::testing::make_spec(4, 512, 8, 1, 1, 2, 1, 8, 256);
   spec.cluster.device_tflops = 100;
   auto fast = hp::make_plan(spec, hp::testing::make_cluster({{NicKind::kIb, 2, 1, 4000}}));
   auto slow = hp::make_plan(spec, hp::testing::make_cluster({{NicKind::kRoce, 2, 1, 1}}));
-  CHECK(fast.estimate.dp_comm_s == 0);
   double params = double(hp::total_params(hp::GptShape{4, 512, 8, 50257, 256}, 1));
+  CHECK(fast.estimate.dp_comm_s == Approx(5e-6 + params * 2 / 2 * 8 / 4000e9));  // IB: 5 us
   double compute = slow.estimate.compute_s / slow.micro_batches;
   double rs = 6e-6 + params * 4 / 2 * 8 / 1e9;  // one ring step over RoCE (6 us), fp32 gradients
   double ag = 6e-6 + params * 2 / 2 * 8 / 1e9;
-  CHECK(slow.estimate.dp_comm_s == Approx((rs - compute * 2 / 3) + (ag - compute / 3)));
+  CHECK(slow.estimate.dp_comm_s == Approx((rs - compute * 2 / 3) + ag));
 }
 
 TEST_CASE("partition: faster islands get no fewer layers; lists are honoured", "[partition]") {
@@ -179,7 +181,7 @@ TEST_CASE("auto degrees on three islands: fits, invariants, parts add up, hash s
   hp::Plan p = hp::make_plan(spec, topo);
   CHECK(p.tp * p.pp * p.dp == 128);
   const auto& e = p.estimate;
-  CHECK(e.step_time_s == Approx(e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s));
+  CHECK(e.step_time_s == Approx(e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s));
   CHECK(e.naive_step_time_s >= e.step_time_s * 0.999);
   for (const auto& g : p.groups)
     if (g.kind == hp::GroupKind::kDp || g.kind == hp::GroupKind::kTp) CHECK_FALSE(g.crosses_islands);

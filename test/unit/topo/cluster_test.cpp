@@ -256,3 +256,22 @@ TEST_CASE("a topology file overrides discovered nodes by host name", "[unit][top
   CHECK_THAT(notes[1], Catch::Contains("ib-node7 which are not in this job"));
   CHECK(topo::overlay_reports({ib_node(0)}, {}, nullptr).size() == 1);
 }
+
+TEST_CASE("order_nodes puts the reports in launch order and names unknown or repeated hosts") {
+  std::vector<topo::NodeReport> file{ib_node(0), ib_node(1), roce_node(0), roce_node(1)};
+  auto ordered = topo::order_nodes(file, {"ib-node0", "roce-node0", "ib-node1"}, "--nodes 'x'");
+  REQUIRE(ordered.size() == 3);
+  CHECK(ordered[0].hostname == "ib-node0");
+  CHECK(ordered[1].hostname == "roce-node0");
+  CHECK(ordered[2].hostname == "ib-node1");
+  try {
+    topo::order_nodes(file, {"ib-node0", "gpu7"}, "--nodes 'ib-node0,gpu7'");
+    FAIL("no error");
+  } catch (const topo::TopologyError& e) {
+    const std::string m = e.what();
+    CHECK(m.find("--nodes 'ib-node0,gpu7'") != std::string::npos);
+    CHECK(m.find("gpu7") != std::string::npos);
+    CHECK(m.find("roce-node[0-1]") != std::string::npos);  // what the topology has
+  }
+  CHECK_THROWS_AS(topo::order_nodes(file, {"ib-node0", "ib-node0"}, "SLURM_JOB_NODELIST"), topo::TopologyError);
+}

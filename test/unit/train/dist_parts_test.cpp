@@ -77,10 +77,16 @@ TEST_CASE("grad-ready hook reports descending ranges that cover the buffer once"
   }
 }
 
-TEST_CASE("buckets are whole tensors in reverse order, wte alone, owned chunks partition them", "[train][dist]") {
+TEST_CASE("buckets are whole tensors of one unit in reverse order, wte alone, owned chunks partition them",
+          "[train][dist]") {
   const auto cfg = small_model().shard(2, 1, 1, -1);  // last stage with a tied wte copy
   const model::ParamLayout layout(cfg);
   const size_t target = 3000;
+  auto unit_of = [&](size_t offset) {
+    for (const auto& t : layout.tensors())
+      if (t.offset <= offset && offset < t.offset + t.numel) return norm_unit(t, cfg.layers);
+    return -1;
+  };
   for (int dp : {1, 2, 3}) {
     std::vector<std::vector<GradBucket>> per_rank;
     for (int r = 0; r < dp; ++r) per_rank.push_back(plan_buckets(layout, target, dp, r));
@@ -99,8 +105,11 @@ TEST_CASE("buckets are whole tensors in reverse order, wte alone, owned chunks p
           CHECK((b.begin == t.offset && b.end == t.offset + t.numel));
         }
       }
-      CHECK((starts && ends));  // whole tensors only
-      if (!b.embedding && k + 1 < buckets.size() && !buckets[k + 1].embedding) CHECK(b.end - b.begin >= target);
+      CHECK((starts && ends));                           // whole tensors only
+      CHECK(unit_of(b.begin) == unit_of(b.end - 1));     // of one block (or wpe, ln_f)
+      // Only the first bucket of a unit (its lowest offsets) may be short of the target.
+      const bool unit_starts = b.begin == 0 || unit_of(b.begin - 1) != unit_of(b.begin);
+      if (!b.embedding && !unit_starts) CHECK(b.end - b.begin >= target);
       size_t covered = 0;
       for (int r = 0; r < dp; ++r) {
         const GradBucket& mine = per_rank[r][k];
@@ -113,6 +122,30 @@ TEST_CASE("buckets are whole tensors in reverse order, wte alone, owned chunks p
     }
     CHECK(expect_end == 0);
   }
+}
+
+TEST_CASE("a block's buckets are the same whichever layers share its stage", "[train][dist]") {
+  // Block 1 on the first stage [0, 2) (with the embeddings) and on the last stage [1, 3) (with
+  // ln_f and the tied copy): same buckets relative to the block, so the same owner and
+  // reduce-scatter order for every element.
+  const auto model = small_model();
+  auto block_buckets = [&](int first, int count) {
+    const model::ParamLayout layout(model.shard(1, 0, first, count));
+    size_t base = 0;
+    for (const auto& t : layout.tensors())
+      if (t.layer == 1) {
+        base = t.offset;
+        break;
+      }
+    std::vector<std::pair<size_t, size_t>> out;
+    for (const GradBucket& b : plan_buckets(layout, 1500, 3, 1))
+      for (const auto& t : layout.tensors())
+        if (t.layer == 1 && t.offset == b.begin) out.emplace_back(b.begin - base, b.end - base);
+    return out;
+  };
+  const auto a = block_buckets(0, 2), b = block_buckets(1, -1);
+  REQUIRE(a.size() > 1);
+  CHECK(a == b);
 }
 
 TEST_CASE("owned ranges: the whole shard without data parallelism, a partition of it with dp=2", "[train][dist]") {

@@ -1,0 +1,111 @@
+#include "engine/topo/calibration.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "engine/topo/yaml_read.hpp"
+
+namespace holmes::topo {
+
+namespace {
+
+using namespace yaml_read;
+
+constexpr const char* kFormat = "holmes-calibration/1";
+
+double non_negative(const YAML::Node& n, const char* key, const Ctx& ctx, const char* what) {
+  const double v = get<double>(n, key, ctx, 0.0, what);
+  if (v < 0) ctx.at(key).fail(n[key], fmt::format("expected {} >= 0, found {}", what, v));
+  return v;
+}
+
+void parse_compute(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
+  check_keys(n, ctx, {"device_tflops", "declared_tflops", "update_ns_per_param", "stages"});
+  c.device_tflops = non_negative(n, "device_tflops", ctx, "a number of TFLOP/s");
+  c.declared_tflops = non_negative(n, "declared_tflops", ctx, "a number of TFLOP/s");
+  c.update_ns_per_param = non_negative(n, "update_ns_per_param", ctx, "a number of nanoseconds");
+  const YAML::Node stages = n["stages"];
+  if (!stages.IsDefined() || stages.IsNull()) return;
+  if (!stages.IsSequence()) ctx.at("stages").fail(stages, fmt::format("expected a list, found {}", describe(stages)));
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const Ctx sctx = ctx.at("stages").item(i);
+    check_keys(stages[i], sctx, {"stage", "layers", "tflops"});
+    StageCalibration s;
+    s.stage = get<int>(stages[i], "stage", sctx, 0, "a stage number");
+    s.layers = get<int>(stages[i], "layers", sctx, 0, "a number of layers");
+    s.tflops = non_negative(stages[i], "tflops", sctx, "a number of TFLOP/s");
+    c.stages.push_back(s);
+  }
+}
+
+void parse_links(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
+  const std::set<std::string> classes(std::begin(kCalibratedLinks), std::end(kCalibratedLinks));
+  check_keys(n, ctx, classes);
+  for (const auto& kv : n) {
+    const std::string kind = kv.first.Scalar();
+    const Ctx lctx = ctx.at(kind);
+    const YAML::Node& l = kv.second;
+    check_keys(l, lctx, {"efficiency", "latency_us", "gbps_per_rank", "declared_gbps_per_rank", "groups"});
+    LinkCalibration lc;
+    lc.efficiency = get<double>(l, "efficiency", lctx, 0.0, "a number > 0");
+    if (lc.efficiency < 0 || (l["efficiency"].IsDefined() && lc.efficiency == 0))
+      lctx.at("efficiency").fail(l["efficiency"], fmt::format("expected a number > 0, found {}", lc.efficiency));
+    lc.latency_us = non_negative(l, "latency_us", lctx, "a number of microseconds");
+    lc.gbps_per_rank = non_negative(l, "gbps_per_rank", lctx, "a number of Gb/s");
+    lc.declared_gbps_per_rank = non_negative(l, "declared_gbps_per_rank", lctx, "a number of Gb/s");
+    lc.groups = get<int>(l, "groups", lctx, 0, "a number of groups");
+    c.links[kind] = lc;
+  }
+}
+
+}  // namespace
+
+Calibration parse_calibration_yaml(const std::string& text, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw UserError(fmt::format("{}:{}: not valid YAML: {}", source, e.mark.line + 1, e.msg));
+  }
+  const Ctx ctx{source, ""};
+  if (!root.IsMap())
+    throw UserError(fmt::format("{}: expected a calibration (a mapping with format: {}), found {}", source, kFormat,
+                                describe(root)));
+  check_keys(root, ctx, {"format", "source", "compute", "links"});
+  const std::string format = get<std::string>(root, "format", ctx, "", kFormat);
+  if (format != kFormat) ctx.at("format").fail(root["format"], fmt::format("expected {}, found '{}'", kFormat, format));
+  Calibration c;
+  c.source = get<std::string>(root, "source", ctx, "", "a text");
+  if (root["compute"].IsDefined() && !root["compute"].IsNull()) parse_compute(root["compute"], ctx.at("compute"), c);
+  if (root["links"].IsDefined() && !root["links"].IsNull()) parse_links(root["links"], ctx.at("links"), c);
+  return c;
+}
+
+Calibration load_calibration_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UserError(fmt::format("cluster.calibration: cannot read the calibration file '{}'", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_calibration_yaml(ss.str(), path);
+}
+
+std::string format_calibration_yaml(const Calibration& c) {
+  std::string source = c.source;
+  std::replace_if(source.begin(), source.end(), [](char ch) { return ch == '"' || ch == '\\' || ch == '\n'; }, '\'');
+  std::string out = fmt::format("# holmes-train calibration (docs/cost-model.md)\nformat: {}\nsource: \"{}\"\n", kFormat,
+                                source);
+  out += fmt::format("compute:\n  device_tflops: {}\n  declared_tflops: {}\n  update_ns_per_param: {}\n  stages:{}\n",
+                     c.device_tflops, c.declared_tflops, c.update_ns_per_param, c.stages.empty() ? " []" : "");
+  for (const auto& s : c.stages)
+    out += fmt::format("    - {{stage: {}, layers: {}, tflops: {}}}\n", s.stage, s.layers, s.tflops);
+  out += fmt::format("links:{}\n", c.links.empty() ? " {}" : "");
+  for (const auto& [kind, l] : c.links)
+    out += fmt::format("  {}: {{efficiency: {}, latency_us: {}, gbps_per_rank: {}, declared_gbps_per_rank: {}, groups: {}}}\n",
+                       kind, l.efficiency, l.latency_us, l.gbps_per_rank, l.declared_gbps_per_rank, l.groups);
+  return out;
+}
+
+}  // namespace holmes::topo

@@ -1,0 +1,60 @@
+// A calibration: the cost model's inputs as measured inside a real job (cluster.calibrate),
+// for --plan-only and later runs to read (cluster.calibration). docs/cost-model.md,
+// "Calibration", has the format:
+//
+//   format: holmes-calibration/1
+//   source: "job 'lab-holmes', 4 ranks, plan 9cdb1db7c7f65831"
+//   compute: {device_tflops: 0.0187, declared_tflops: 0.025, update_ns_per_param: 12.5,
+//             stages: [{stage: 0, layers: 4, tflops: 0.019}, ...]}
+//   links:
+//     ethernet: {efficiency: 0.81, latency_us: 250, gbps_per_rank: 0.162, declared_gbps_per_rank: 0.2, groups: 2}
+//
+// The planner uses compute.device_tflops (the slowest stage's rate), compute.update_ns_per_param
+// (host time per step outside the passes and communication, per parameter a rank holds) and,
+// per link class, efficiency (measured bandwidth
+// over the bandwidth the plan declared) and latency_us; the rest is what was measured, kept
+// for people to read. A figure of 0 (or a class not listed) was not measured.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace holmes::topo {
+
+struct LinkCalibration {
+  double efficiency = 0;   // measured per-rank bandwidth / declared; 0 = not measured
+  double latency_us = 0;   // one message, alpha of the cost model; 0 = not measured
+  double gbps_per_rank = 0;
+  double declared_gbps_per_rank = 0;
+  int groups = 0;          // groups the figures come from
+};
+
+struct StageCalibration {
+  int stage = 0;
+  int layers = 0;
+  double tflops = 0;  // model FLOPs of the stage / its measured compute time, per device
+};
+
+struct Calibration {
+  std::string source;          // where it was measured (free text)
+  double device_tflops = 0;    // sustained per device over the whole job; 0 = not measured
+  double declared_tflops = 0;  // what the plan assumed when it was measured
+  double update_ns_per_param = 0;  // optimizer and other host work per step and held parameter
+  std::vector<StageCalibration> stages;
+  std::map<std::string, LinkCalibration> links;  // by link class: intra-node, ib, roce, ethernet
+
+  bool empty() const { return device_tflops <= 0 && update_ns_per_param <= 0 && links.empty(); }
+};
+
+// The link classes a calibration may name (the cost model's, plan::LinkKind).
+inline const char* const kCalibratedLinks[] = {"intra-node", "ib", "roce", "ethernet"};
+
+// Throws UserError naming the file, the line and the key for unknown keys, wrong types and
+// figures out of range (efficiency > 0, everything else >= 0).
+Calibration load_calibration_file(const std::string& path);
+Calibration parse_calibration_yaml(const std::string& text, const std::string& source);
+// The file text; parse_calibration_yaml reads it back to an equal Calibration.
+std::string format_calibration_yaml(const Calibration& c);
+
+}  // namespace holmes::topo

@@ -1,0 +1,250 @@
+#include "engine/train/calibration.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+
+#include "engine/plan/model_size.hpp"
+#include "engine/spec/errors.hpp"
+#include "engine/train/trainer.hpp"
+
+namespace holmes::train {
+
+namespace {
+
+constexpr int kTinyReps = 7, kBigReps = 3;
+constexpr size_t kMaxProbeFloats = size_t{16} << 20;  // 64 MB: bounds the probe's time and memory
+constexpr uint32_t kProbeTag = 0xC0000000u;           // above every pipeline tag (p2p_tag)
+constexpr int kSampleFloats = 5;                      // link, latency, gbps, declared latency, declared gbps
+constexpr int kSlots = 3;                             // tp, pp, dp samples per rank
+constexpr int kComputeFloats = 5;  // stage, flops per step, steady steps, host seconds, params held
+
+// Times of `reps` runs of op, sorted. Latency takes the fastest (a preempted process only adds
+// to it), bandwidth the median.
+template <class F>
+std::vector<double> sorted_seconds(int reps, F&& op) {
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    op();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+const plan::Group& group_of(const plan::Plan& p, plan::GroupKind kind, int rank) {
+  for (const auto& g : p.groups)
+    if (g.kind == kind && std::find(g.ranks.begin(), g.ranks.end(), rank) != g.ranks.end()) return g;
+  throw std::logic_error(fmt::format("calibration: rank {} is in no {} group of the plan", rank, plan::to_string(kind)));
+}
+
+// Bandwidth out of a measured time: `wire` bytes one rank sends over `steps` latencies.
+double gbps_of(double seconds, double steps, double latency_s, double wire) {
+  double t = seconds - steps * latency_s;
+  if (t <= 0) t = seconds;
+  return wire * 8 / t / 1e9;
+}
+
+// tp (all-reduce) and dp (reduce-scatter) groups: ring formulas of docs/cost-model.md.
+LinkSample sample_collective(comm::ProcessGroup& g, const plan::Group& pg, bool all_reduce, size_t floats) {
+  const int d = g.size();
+  floats = std::max<size_t>(d, std::min(floats, kMaxProbeFloats) / d * d);
+  std::vector<float> one(1, 1.0f), in(floats, 1e-3f), out(floats / d);
+  const double tiny = sorted_seconds(kTinyReps, [&] { g.all_reduce(one, comm::ReduceOp::kSum); }).front();
+  const double latency = tiny / (2.0 * (d - 1));
+  const double big = sorted_seconds(kBigReps, [&] {
+    if (all_reduce) g.all_reduce(in, comm::ReduceOp::kSum);
+    else g.reduce_scatter(out, in, comm::ReduceOp::kSum);
+  })[kBigReps / 2];
+  const double steps = all_reduce ? 2.0 * (d - 1) : d - 1.0;
+  const double wire = steps * floats * sizeof(float) / d;
+  return {static_cast<int>(pg.link), latency, gbps_of(big, steps, latency, wire), pg.latency_s, pg.gbps_per_rank};
+}
+
+// One pipeline hop, both directions at once as in the steady 1F1B phase.
+LinkSample sample_hop(comm::ProcessGroup& pp, int peer, size_t floats, const plan::LinkCost& declared) {
+  floats = std::max<size_t>(1, std::min(floats, kMaxProbeFloats));
+  std::vector<float> send(floats, 1.0f), recv(floats);
+  auto exchange = [&](size_t n) {
+    const comm::P2POp ops[] = {{comm::P2POp::kSend, {send.data(), n}, peer, kProbeTag},
+                               {comm::P2POp::kRecv, {recv.data(), n}, peer, kProbeTag}};
+    pp.send_recv(ops);
+  };
+  const double latency = sorted_seconds(kTinyReps, [&] { exchange(1); }).front();
+  const double big = sorted_seconds(kBigReps, [&] { exchange(floats); })[kBigReps / 2];
+  return {static_cast<int>(declared.kind), latency, gbps_of(big, 1, latency, floats * sizeof(float)),
+          declared.latency_s, declared.gbps_per_rank};
+}
+
+std::vector<float> pack(const std::vector<LinkSample>& samples, const float compute[kComputeFloats]) {
+  std::vector<float> v(kSlots * kSampleFloats + kComputeFloats, -1.0f);
+  for (size_t i = 0; i < samples.size() && i < kSlots; ++i) {
+    const LinkSample& s = samples[i];
+    const float f[kSampleFloats] = {float(s.link), float(s.latency_s), float(s.gbps), float(s.declared_latency_s),
+                                    float(s.declared_gbps)};
+    std::copy(f, f + kSampleFloats, v.begin() + i * kSampleFloats);
+  }
+  std::copy(compute, compute + kComputeFloats, v.end() - kComputeFloats);
+  return v;
+}
+
+}  // namespace
+
+std::vector<LinkSample> probe_links(Runtime& rt, const spec::JobSpec& spec) {
+  const plan::Plan& p = rt.plan;
+  const plan::RankInfo& me = p.ranks.at(rt.rank);
+  const size_t act = size_t(spec.train.micro_batch) * spec.train.seq_len * spec.model.hidden;
+  std::vector<LinkSample> out;
+  comm::ProcessGroup& world = *rt.world_group;
+  world.barrier();
+  if (rt.tp) {  // every member takes part, the first one records
+    LinkSample s = sample_collective(*rt.tp, group_of(p, plan::GroupKind::kTp, rt.rank), true, act);
+    if (me.tp == 0) out.push_back(s);
+  }
+  world.barrier();
+  for (int parity = 0; parity < 2 && rt.pp; ++parity) {
+    const bool lower = me.pp % 2 == parity && me.pp + 1 < p.pp, upper = me.pp % 2 != parity && me.pp > 0;
+    const auto& ranks = group_of(p, plan::GroupKind::kPp, rt.rank).ranks;
+    if (lower)
+      out.push_back(sample_hop(*rt.pp, me.pp + 1, act / p.tp,
+                               plan::rank_link(spec, rt.topology, p, rt.rank, ranks.at(me.pp + 1))));
+    else if (upper)
+      sample_hop(*rt.pp, me.pp - 1, act / p.tp, plan::LinkCost{});  // the lower end records the hop
+    world.barrier();
+  }
+  if (rt.dp) {
+    const size_t params = static_cast<size_t>(p.memory.at(rt.rank).params / sizeof(float));
+    LinkSample s = sample_collective(*rt.dp, group_of(p, plan::GroupKind::kDp, rt.rank), false, params);
+    if (me.dp == 0) out.push_back(s);
+  }
+  world.barrier();
+  return out;
+}
+
+void summarize_links(const std::vector<LinkSample>& all, const topo::Calibration& previous, topo::Calibration& out) {
+  std::map<int, std::vector<const LinkSample*>> by_link;
+  for (const auto& s : all)
+    if (s.link >= 0 && s.gbps > 0 && s.declared_gbps > 0) by_link[s.link].push_back(&s);
+  for (const auto& [link, samples] : by_link) {
+    const std::string kind = plan::to_string(plan::LinkKind(link));
+    auto prev = previous.links.find(kind);
+    // The plan's figure already carries the previous calibration's factor: undo it.
+    const double prev_eff = prev != previous.links.end() && prev->second.efficiency > 0 ? prev->second.efficiency : 1.0;
+    std::vector<double> eff, lat, gbps, declared;
+    for (const LinkSample* s : samples) {
+      eff.push_back(s->gbps / s->declared_gbps * prev_eff);
+      lat.push_back(s->latency_s * 1e6);
+      gbps.push_back(s->gbps);
+      declared.push_back(s->declared_gbps / prev_eff);
+    }
+    out.links[kind] = {median(eff), median(lat), median(gbps), median(declared), static_cast<int>(samples.size())};
+  }
+}
+
+namespace {
+
+// What rank 0 gathered: every rank's link samples, per stage its FLOPs per step and, step by
+// step, the compute time of its slowest rank; the host time and parameters of all ranks.
+struct Gathered {
+  std::vector<LinkSample> samples;
+  std::vector<double> stage_flops, stage_seconds;
+  double host_s = 0, params = 0;
+};
+
+Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vector<float>& per_step, int world,
+                int stages, size_t steps) {
+  Gathered g;
+  g.stage_flops.assign(stages, 0);
+  g.stage_seconds.assign(stages, 0);
+  std::vector<std::vector<float>> slowest(stages, std::vector<float>(steps, 0.0f));  // [stage][step]
+  for (int r = 0; r < world; ++r) {
+    const float* v = all.data() + r * per_rank;
+    for (int i = 0; i < kSlots; ++i) {
+      const float* f = v + i * kSampleFloats;
+      if (f[0] >= 0) g.samples.push_back({static_cast<int>(f[0]), f[1], f[2], f[3], f[4]});
+    }
+    const float* c = v + kSlots * kSampleFloats;
+    const int st = static_cast<int>(c[0]);
+    g.stage_flops[st] = c[1];
+    for (size_t i = 0; i < steps; ++i) slowest[st][i] = std::max(slowest[st][i], per_step[r * steps + i]);
+    g.host_s += c[3];
+    g.params += c[4];
+  }
+  for (int st = 0; st < stages; ++st)
+    for (float t : slowest[st]) g.stage_seconds[st] += double(t) / double(steps);
+  return g;
+}
+
+// Per stage measured against planned; the device rate is the slowest stage's.
+void calibrate_compute(const plan::Plan& p, const Gathered& g, topo::Calibration& cal) {
+  cal.update_ns_per_param = g.params > 0 ? g.host_s / g.params * 1e9 : 0;
+  for (const auto& s : p.stages) {
+    cal.declared_tflops += s.tflops / p.pp;
+    const double seconds = g.stage_seconds[s.stage];
+    const double measured = seconds > 0 ? g.stage_flops[s.stage] / seconds / 1e12 : 0;
+    cal.stages.push_back({s.stage, s.num_layers, measured});
+    if (measured > 0 && (cal.device_tflops <= 0 || measured < cal.device_tflops)) cal.device_tflops = measured;
+    fmt::print("calibration: stage {} ({} layers): {:.4g} TFLOP/s per device measured, {:.4g} planned (x{:.2f})\n",
+               s.stage, s.num_layers, measured, s.tflops, s.tflops > 0 ? measured / s.tflops : 0.0);
+  }
+  fmt::print("calibration: host work per step outside the passes and communication: {:.3g} ns per parameter "
+             "held\n", cal.update_ns_per_param);
+}
+
+void write_calibration(const std::string& file, const topo::Calibration& cal) {
+  const std::filesystem::path path(file);
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  std::ofstream f(path);
+  f << topo::format_calibration_yaml(cal);
+  if (!f) throw UserError(fmt::format("cluster.calibrate: cannot write '{}'", file));
+  fmt::print("calibration: written to {} (plan with it: --set cluster.calibration={})\n", file, file);
+}
+
+}  // namespace
+
+void finish_calibration(Runtime& rt, const spec::JobSpec& spec, const std::vector<LinkSample>& mine,
+                        const StepShare& times) {
+  const plan::Plan& p = rt.plan;
+  const plan::RankInfo& me = p.ranks.at(rt.rank);
+  const plan::Stage& stage = p.stages.at(me.pp);
+  const plan::GptShape shape{spec.model.layers, spec.model.hidden, spec.model.heads, spec.model.vocab_size,
+                             spec.model.max_seq_len};
+  const double tokens = double(spec.train.micro_batch) * spec.train.seq_len * p.micro_batches;
+  const double flops = plan::stage_train_flops(shape, stage.num_layers, stage.lm_head, p.tp, spec.train.seq_len, tokens);
+  const double params = p.memory.at(rt.rank).params / sizeof(float);  // CPU: fp32 weights
+  const size_t steps = times.compute_per_step.size();
+  const float compute[kComputeFloats] = {float(me.pp), float(flops), float(steps), float(times.host_s), float(params)};
+  const std::vector<float> packed = pack(mine, compute);
+  std::vector<float> all(packed.size() * rt.world), per_step(steps * rt.world);
+  rt.world_group->all_gather(all, packed);
+  for (int r = 0; r < rt.world; ++r)
+    if (all[r * packed.size() + kSlots * kSampleFloats + 2] != float(steps))
+      throw std::logic_error("calibration: the ranks timed different numbers of steps");
+  rt.world_group->all_gather(per_step, times.compute_per_step);
+  if (rt.rank != 0) return;
+
+  topo::Calibration cal;
+  cal.source = fmt::format("job '{}', {} ranks, {} plan {:016x}", spec.job.name, rt.world, p.placement, rt.plan_hash);
+  const Gathered g = unpack(all, packed.size(), per_step, rt.world, p.pp, steps);
+  if (steps > 0) calibrate_compute(p, g, cal);
+  else fmt::print("calibration: no step after the first {} to time; compute not measured\n", Trainer::kWarmupSteps);
+  summarize_links(g.samples, rt.topology.calibration, cal);
+  for (const auto& [kind, l] : cal.links)
+    fmt::print("calibration: {} links: {:.4g} Gb/s per rank measured, {:.4g} declared (x{:.2f}); latency {:.0f} us "
+               "({} samples)\n", kind, l.gbps_per_rank, l.declared_gbps_per_rank, l.efficiency, l.latency_us, l.groups);
+  write_calibration(spec.cluster.calibrate, cal);
+}
+
+}  // namespace holmes::train

@@ -1,0 +1,53 @@
+// Measuring a calibration inside a real job (cluster.calibrate; docs/cost-model.md,
+// "Calibration"): what the cost model's inputs turned out to be under this job's traffic.
+//
+//   links:   after the groups exist, every rank probes its tensor, pipeline and data-parallel
+//            groups, kind after kind, all groups of a kind at once (as the job runs them): a
+//            one-float operation for the latency, then the job's own message size (activations
+//            for tp and pp, the stage's parameters for dp) for the bandwidth, each inverted
+//            through the cost model's formula for that operation. A pipeline is probed hop by
+//            hop (even stages with the next, then odd ones), each hop against its own link.
+//   compute: the model's FLOPs of a stage over its compute time per step, taking in every step
+//            the slowest of the stage's ranks (they meet at every data-parallel sync, so the
+//            job goes at their pace); the device rate written is the slowest stage's.
+//   update:  per step, the host time a rank spends neither computing nor waiting on
+//            communication (optimizer, gradient zeroing, norms), per parameter it holds
+//            (Trainer::step_times).
+//
+// Rank 0 prints measured against declared and writes the file; every rank takes part.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/spec/job_spec.hpp"
+#include "engine/topo/calibration.hpp"
+#include "engine/runtime/startup.hpp"
+
+namespace holmes::train {
+
+// One measured link: the class the plan costs it as, and both figures.
+struct LinkSample {
+  int link = -1;  // plan::LinkKind, -1 = no sample
+  double latency_s = 0, gbps = 0;                    // measured
+  double declared_latency_s = 0, declared_gbps = 0;  // what the plan's estimate used
+};
+
+// The probe of this rank (collective over the job; call right after start-up). Samples of
+// this rank's groups; a group is sampled by one member so that each counts once.
+std::vector<LinkSample> probe_links(Runtime& rt, const spec::JobSpec& spec);
+
+// Per link class over every rank's samples: bandwidth efficiency relative to the calibration-
+// free declaration (`previous` is the calibration the plan already used), median latency.
+void summarize_links(const std::vector<LinkSample>& all, const topo::Calibration& previous, topo::Calibration& out);
+
+// Collective: gathers the samples and each rank's compute time, and on rank 0 prints the
+// comparison and writes spec.cluster.calibrate.
+struct StepShare {
+  double host_s = 0;                   // per step, this rank
+  std::vector<float> compute_per_step;  // seconds of each steady step, this rank (same count on all)
+};
+void finish_calibration(Runtime& rt, const spec::JobSpec& spec, const std::vector<LinkSample>& mine,
+                        const StepShare& times);
+
+}  // namespace holmes::train

@@ -1,0 +1,116 @@
+#!/usr/bin/python3
+"""The heterogeneous-cluster lab (docs/lab.md).
+
+  lab.py run SCENARIO.yaml CASE [--out DIR]   one case on the emulated cluster
+  lab.py bench SCENARIO.yaml [--out DIR] [--rounds N]
+  lab.py clean                                remove what crashed lab runs left behind
+
+Exit codes: 0 ok, 1 a run failed, 2 bad scenario or arguments, 130 interrupted.
+"""
+import argparse
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from labkit import bench, job, netlab, scenario  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def binary():
+    path = os.environ.get("HOLMES_BIN") or os.path.join(REPO, "build", "holmes-train")
+    if not os.access(path, os.X_OK):
+        raise scenario.LabError(f"holmes-train not found at {path}; build it with scripts/setup.sh build "
+                                "or point HOLMES_BIN at it")
+    return os.path.abspath(path)
+
+
+def check_root():
+    if os.geteuid() != 0:
+        raise scenario.LabError("the lab creates network namespaces and tc qdiscs: run it as root")
+    for tool in ("ip", "tc"):
+        if not any(os.access(os.path.join(d, tool), os.X_OK) for d in os.environ.get("PATH", "").split(":") + ["/usr/sbin", "/sbin"]):
+            raise scenario.LabError(f"'{tool}' (iproute2) is missing; install iproute2")
+
+
+def default_out(sc_path, what):
+    stem = os.path.splitext(os.path.basename(sc_path))[0]
+    return os.path.join(REPO, "runs", "lab", stem, what)
+
+
+def cmd_run(args):
+    sc = scenario.load(args.scenario)
+    net = scenario.case_net(sc, args.case)
+    exe = binary()
+    check_root()
+    left = netlab.sweep()
+    if left:
+        print(f"lab: removed {len(left)} namespace(s) an earlier lab run left behind")
+    out_dir = os.path.abspath(args.out or default_out(args.scenario, args.case))
+    r = job.run_case(sc, net, exe, out_dir, calibrate=not args.no_calibrate)
+    print(r["plan_text"])
+    print(f"lab: case {args.case}: {len(r['losses'])} steps, step time {r['step_s'] * 1e3:.1f} ms (median after "
+          f"{job.WARMUP_STEPS} warm-up steps), loss {r['losses'][0]:.6f} -> {r['losses'][-1]:.6f}")
+    if r["calibration"]:
+        print(f"lab: calibration written to {r['calibration']}")
+    print(f"lab: logs in {out_dir}")
+    return 0
+
+
+def cmd_bench(args):
+    sc = scenario.load(args.scenario)
+    for case in sc.cases:
+        scenario.case_net(sc, case)  # every case is valid before anything runs
+    exe = binary()
+    check_root()
+    netlab.sweep()
+    out_dir = os.path.abspath(args.out or default_out(args.scenario, "bench"))
+    return bench.run(sc, exe, out_dir, args.rounds or sc.rounds)
+
+
+def cmd_clean(_args):
+    check_root()
+    left = netlab.sweep()
+    print(f"lab: removed {len(left)} namespace(s)" + (f": {', '.join(left)}" if left else ""))
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="lab.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run one case of a scenario")
+    r.add_argument("scenario")
+    r.add_argument("case", help=" | ".join(scenario.CASES))
+    r.add_argument("--out", help="run folder (default runs/lab/<scenario>/<case>)")
+    r.add_argument("--no-calibrate", action="store_true", help="do not measure a calibration")
+    b = sub.add_parser("bench", help="run every case alternately and compare")
+    b.add_argument("scenario")
+    b.add_argument("--out", help="bench folder (default runs/lab/<scenario>/bench)")
+    b.add_argument("--rounds", type=int, help="rounds (default: the scenario's, else 3)")
+    sub.add_parser("clean", help="remove namespaces that crashed lab runs left behind")
+    args = ap.parse_args()
+
+    # Ctrl-C and SIGTERM unwind through the finally blocks that remove the namespaces (SIGINT
+    # explicitly: a shell starts background jobs with it ignored).
+    def stop(signum, _frame):
+        raise KeyboardInterrupt(signum)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    try:
+        return {"run": cmd_run, "bench": cmd_bench, "clean": cmd_clean}[args.command](args)
+    except scenario.LabError as e:
+        print(f"lab: error: {e}", file=sys.stderr)
+        return 2
+    except (job.RunFailed, netlab.NetError) as e:
+        print(f"lab: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as e:
+        signum = e.args[0] if e.args else signal.SIGINT
+        print(f"lab: stopped by signal {signum}; the emulated cluster was removed", file=sys.stderr)
+        return 128 + signum
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""One case of a scenario, run for real: the job spec and topology file of the case, the
+workers started in the node namespaces as a torchrun-style launcher would start them, and
+what the run measured (losses, step times, the calibration it wrote)."""
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import time
+
+from . import netlab
+
+MASTER_PORT = 29500
+WARMUP_STEPS = 2  # steps left out of the step time: first allocations, connection set-up
+
+
+def job_yaml(sc, net, run_dir, calibrate):
+    m, t, p = sc.model, sc.train, sc.parallel
+    tokens = max(200_000, 4 * t["steps"] * t["global_batch"] * (t["seq_len"] + 1))
+    model = "".join(f", {k}: {m[k]}" for k in ("vocab_size",) if k in m)
+    cal = f", calibrate: {json.dumps(calibrate)}" if calibrate else ""
+    return f"""# written by scripts/lab for case '{net.case}' of {sc.path}
+job: {{name: lab-{net.case}, seed: 1234, output_dir: {run_dir}/out}}
+model: {{layers: {m['layers']}, hidden: {m['hidden']}, heads: {m['heads']}, max_seq_len: {t['seq_len']}{model}}}
+data: {{source: synthetic, synthetic: {{tokens: {tokens}}}}}
+train: {{steps: {t['steps']}, micro_batch: {t['micro_batch']}, global_batch: {t['global_batch']}, seq_len: {t['seq_len']},
+         warmup_steps: 2, eval_interval: 0}}
+parallel: {{tensor: {p['tensor']}, pipeline: {p['pipeline']}, data: {p['data']}, placement: {net.placement}}}
+cluster: {{topology: topology.yaml, timeout_s: 120{cal}}}
+log: {{interval: 1}}
+"""
+
+
+def worker_env(sc, cluster, node, node_rank, local, token):
+    w = sc.workers_per_node
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "HOLMES_", "OMP_", "OPENBLAS_")) and k not in
+           ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "GROUP_WORLD_SIZE",
+            "MASTER_ADDR", "MASTER_PORT")}
+    threads = str(sc.threads_per_worker)
+    env.update(RANK=str(node_rank * w + local), WORLD_SIZE=str(len(sc.order) * w), LOCAL_RANK=str(local),
+               LOCAL_WORLD_SIZE=str(w), GROUP_RANK=str(node_rank), GROUP_WORLD_SIZE=str(len(sc.order)),
+               MASTER_ADDR=cluster.eth_addr(sc.order[0]), MASTER_PORT=str(MASTER_PORT), HOLMES_JOB_TOKEN=token,
+               HOLMES_NODE_NAME=node, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
+    return env
+
+
+class RunFailed(Exception):
+    pass
+
+
+def set_autogroup_nice(pid, nice):
+    try:
+        with open(f"/proc/{pid}/autogroup", "w") as f:
+            f.write(str(nice))
+    except OSError:
+        pass  # no autogroup scheduling on this kernel: the process nice value is all there is
+
+
+def launch(sc, cluster, binary, run_dir):
+    """Starts every worker in its node's namespace, node by node in launch order; waits."""
+    token = secrets.token_hex(16)
+    # HOLMES_LAB_NICE (e.g. -10, as root) lets the workers win over other work on a shared
+    # machine: their own session's autogroup gets that nice value, so the scheduler's fair share
+    # between sessions does not halve their compute when someone else compiles.
+    nice = int(os.environ.get("HOLMES_LAB_NICE", "0"))
+    procs = []
+    for node_rank, node in enumerate(sc.order):
+        for local in range(sc.workers_per_node):
+            rank = node_rank * sc.workers_per_node + local
+            log = open(os.path.join(run_dir, f"rank-{rank}.log"), "w")
+            cmd = ["ip", "netns", "exec", cluster.node_ns[node], "nice", "-n", str(nice), binary, "--config",
+                   os.path.join(run_dir, "job.yaml")]
+            p = subprocess.Popen(cmd, cwd=run_dir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 start_new_session=True,
+                                 env=worker_env(sc, cluster, node, node_rank, local, token))
+            procs.append((rank, p))
+            log.close()
+            if nice:
+                set_autogroup_nice(p.pid, nice)
+    deadline = time.monotonic() + sc.timeout_s
+    failed = []
+    try:
+        for rank, p in procs:
+            left = max(1.0, deadline - time.monotonic())
+            try:
+                code = p.wait(timeout=left)
+            except subprocess.TimeoutExpired:
+                raise RunFailed(f"rank {rank} did not finish within timeout_s = {sc.timeout_s:g} s "
+                                f"(logs: {run_dir}/rank-*.log)")
+            if code != 0:
+                failed.append((rank, code))
+    finally:
+        for _, p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    if failed:
+        rank, code = failed[0]
+        tail = open(os.path.join(run_dir, f"rank-{rank}.log")).read().splitlines()[-15:]
+        raise RunFailed(f"rank {rank} exited with code {code} ({len(failed)} rank(s) failed); last lines of its "
+                        f"log {run_dir}/rank-{rank}.log:\n    " + "\n    ".join(tail))
+
+
+def results(run_dir):
+    """Losses (exact, as logged), the steady step time (median after warm-up) and the plan."""
+    rows = [json.loads(line) for line in open(os.path.join(run_dir, "out", "metrics.jsonl")) if '"loss"' in line]
+    steady = [r["step_ms"] for r in rows[WARMUP_STEPS:]] or [r["step_ms"] for r in rows]
+    log = open(os.path.join(run_dir, "rank-0.log")).read().splitlines()
+    plan = [line[len("[rank 0] "):] if line.startswith("[rank 0] ") else line for line in log]
+    start = next((i for i, line in enumerate(plan) if line.startswith("Plan: ")), 0)
+    end = next((i for i, line in enumerate(plan) if line.startswith("plan hash")), start)
+    return {"losses": [r["loss"] for r in rows], "step_ms": [r["step_ms"] for r in rows],
+            "step_s": statistics.median(steady) / 1e3, "plan_text": "\n".join(plan[start:end + 1])}
+
+
+def run_case(sc, net, binary, run_dir, calibrate=True):
+    os.makedirs(run_dir, exist_ok=True)
+    for stale in ("out", "calibration.yaml"):
+        subprocess.run(["rm", "-rf", os.path.join(run_dir, stale)], check=True)
+    cal = os.path.join(run_dir, "calibration.yaml") if calibrate else ""
+    with open(os.path.join(run_dir, "job.yaml"), "w") as f:
+        f.write(job_yaml(sc, net, run_dir, cal))
+    cluster = netlab.Cluster(sc, net)
+    try:
+        print(f"lab: case {net.case}: emulated cluster in namespaces {cluster.tag}-* ({len(sc.nodes)} nodes, "
+              f"Ethernet {net.ethernet_mbps:g} Mbit/s)", flush=True)
+        cluster.build()
+        with open(os.path.join(run_dir, "topology.yaml"), "w") as f:
+            f.write(cluster.topology_yaml(sc.workers_per_node, sc.threads_per_worker))
+        launch(sc, cluster, binary, run_dir)
+    finally:
+        cluster.close()
+    out = results(run_dir)
+    out["calibration"] = cal if cal and os.path.exists(cal) else ""
+    return out

@@ -1,0 +1,158 @@
+"""The emulated cluster of one lab run: a network namespace per node, a switch namespace with
+one bridge per network (the Ethernet that joins every node, one per RDMA island), veth pairs
+between them, and a token-bucket filter (tc tbf) on both ends of every veth so each node sends
+and receives at its link's rate.
+
+Everything is named hlab<owner pid>-...; deleting the namespaces removes every interface and
+bridge with them. `sweep()` removes what a lab run that no longer exists left behind.
+"""
+import os
+import re
+import signal
+import subprocess
+
+PREFIX = "hlab"
+ETH_NET = "10.200.0"        # node i: 10.200.0.(i+1)/24 on eth0
+ISLAND_NET = "10.201.{k}"   # node i on RDMA island k: 10.201.k.(i+1)/24
+IFACE = {"ib": "ib0", "roce": "ens1f0"}  # what the island's IP interface is called on a node
+MTU = 9000
+
+
+class NetError(Exception):
+    """A command that builds the network failed (exit code 1)."""
+
+
+def sh(*args, check=True):
+    r = subprocess.run(list(args), capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise NetError(f"`{' '.join(args)}` failed ({r.returncode}): {r.stderr.strip()}")
+    return r.stdout
+
+
+def _owner_alive(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"lab.py" in f.read()
+    except OSError:
+        return False
+
+
+def lab_namespaces():
+    out = sh("ip", "netns", "list", check=False)
+    return [line.split()[0] for line in out.splitlines() if re.match(rf"{PREFIX}\d+-", line)]
+
+
+def kill_inside(ns):
+    for pid in sh("ip", "netns", "pids", ns, check=False).split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
+            pass
+
+
+def delete(ns_list):
+    for ns in ns_list:
+        kill_inside(ns)
+    for ns in ns_list:
+        sh("ip", "netns", "del", ns, check=False)
+
+
+def sweep():
+    """Removes the namespaces (and their processes) of lab runs whose owner has exited."""
+    stale = [ns for ns in lab_namespaces() if not _owner_alive(int(re.match(rf"{PREFIX}(\d+)-", ns).group(1)))]
+    delete(stale)
+    return stale
+
+
+def _tbf(ns, dev, mbps):
+    # burst: a 64 KB GSO packet, or 2 ms at the rate when that is more (on a loaded machine the
+    # qdisc timer fires late; a smaller bucket would lose that time); queue: 20 ms at the rate.
+    rate_bytes = mbps * 1e6 / 8
+    burst = max(65536, int(rate_bytes * 0.002))
+    limit = max(4 * burst, int(rate_bytes * 0.02))
+    sh("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{mbps}mbit",
+       "burst", str(burst), "limit", str(limit))
+
+
+class Cluster:
+    """Builds the namespaces of `net` (scenario.CaseNet) for the nodes of `sc`; close() removes them."""
+
+    def __init__(self, sc, net):
+        self.sc, self.net = sc, net
+        self.tag = f"{PREFIX}{os.getpid()}"
+        self.switch = f"{self.tag}-sw"
+        self.node_ns = {name: f"{self.tag}-n{i}" for i, (name, _) in enumerate(sc.nodes)}
+        self.index = {name: i for i, (name, _) in enumerate(sc.nodes)}
+        rdma = [n for n, isl in net.islands.items() if isl.kind != "ethernet"]
+        self.island_index = {n: k for k, n in enumerate(rdma)}
+        self.created = []
+
+    def eth_addr(self, node):
+        return f"{ETH_NET}.{self.index[node] + 1}"
+
+    def island_addr(self, node):
+        isl = self.net.island_of(node)
+        return f"{ISLAND_NET.format(k=self.island_index[isl.name])}.{self.index[node] + 1}"
+
+    def _ns(self, name):
+        sh("ip", "netns", "add", name)
+        self.created.append(name)
+        sh("ip", "-n", name, "link", "set", "lo", "up")
+        # A connection that paused (the pipeline between micro-batches, data parallelism between
+        # steps) keeps its congestion window, as RDMA and NCCL's long-lived sockets do in effect.
+        sh("ip", "netns", "exec", name, "sysctl", "-q", "-w", "net.ipv4.tcp_slow_start_after_idle=0")
+
+    def _wire(self, node, ifname, peer, bridge, addr, mbps):
+        ns = self.node_ns[node]
+        sh("ip", "link", "add", f"{self.tag[-6:]}t", "netns", ns, "type", "veth", "peer", "name", peer,
+           "netns", self.switch)
+        sh("ip", "-n", ns, "link", "set", f"{self.tag[-6:]}t", "name", ifname)
+        # Jumbo frames, as data-centre fabrics use: a sixth of the packets (and of the shaper's
+        # timer interrupts, which otherwise steal compute time from the workers).
+        sh("ip", "-n", ns, "link", "set", ifname, "mtu", str(MTU))
+        sh("ip", "-n", self.switch, "link", "set", peer, "mtu", str(MTU))
+        sh("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", ifname)
+        sh("ip", "-n", ns, "link", "set", ifname, "up")
+        sh("ip", "-n", self.switch, "link", "set", peer, "master", bridge, "up")
+        _tbf(ns, ifname, mbps)          # what the node sends
+        _tbf(self.switch, peer, mbps)   # what the node receives
+
+    def build(self):
+        self._ns(self.switch)
+        bridges = {"eth": "breth"}
+        for name, k in self.island_index.items():
+            bridges[name] = f"bri{k}"
+        for br in bridges.values():
+            sh("ip", "-n", self.switch, "link", "add", br, "type", "bridge")
+            sh("ip", "-n", self.switch, "link", "set", br, "up")
+        for node, _ in self.sc.nodes:
+            self._ns(self.node_ns[node])
+            i = self.index[node]
+            self._wire(node, "eth0", f"e{i}", "breth", self.eth_addr(node), self.net.ethernet_mbps)
+            isl = self.net.island_of(node)
+            if isl.kind != "ethernet":
+                self._wire(node, IFACE[isl.kind], f"i{i}", bridges[isl.name], self.island_addr(node), isl.rate_mbps)
+        return self
+
+    def close(self):
+        delete(list(reversed(self.created)))
+        self.created = []
+
+    def topology_yaml(self, workers, threads):
+        """The topology entries discovery would report for these nodes on real hardware."""
+        lines = ["# written by scripts/lab for one case: what each emulated node's NICs are", "nodes:"]
+        for node, _ in self.sc.nodes:
+            isl = self.net.island_of(node)
+            gbps = self.net.ethernet_mbps / 1000
+            lines += [f"  - names: {node}",
+                      f"    devices: {{kind: cpu, count: {workers}, name: lab-cpu, memory_gb: 4, cores: {threads}}}",
+                      "    nics:",
+                      f"      - {{kind: ethernet, name: eth0, rate_gbps: {gbps:g}, addresses: [{self.eth_addr(node)}/24]}}"]
+            if isl.kind == "ib":
+                lines += [f"      - {{kind: ib, name: mlx5_0, rate_gbps: {isl.rate_mbps / 1000:g}, fabric: {isl.name}}}",
+                          f"      - {{kind: ipoib, name: ib0, rate_gbps: {isl.rate_mbps / 1000:g}, "
+                          f"addresses: [{self.island_addr(node)}/24]}}"]
+            elif isl.kind == "roce":
+                lines += [f"      - {{kind: roce, name: mlx5_0, rate_gbps: {isl.rate_mbps / 1000:g}, fabric: {isl.name}, "
+                          f"netdev: {IFACE['roce']}, gid_index: 3, addresses: [{self.island_addr(node)}/24]}}"]
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# cluster.calibrate: a 4-worker job (pipeline 2 x data 2) measures its links and compute and
+# writes a calibration file that --plan-only then reads; a single process refuses the key.
+# Usage: dist_calibrate.sh <holmes-train> <source dir>
+set -u
+bin=$1
+tmp=$(mktemp -d)
+source "$(dirname "$0")/dist_common.bash"
+job=("${tiny_job[@]}" --set train.steps=6 --set parallel.tensor=1 --set parallel.pipeline=2 --set parallel.data=2
+  --set cluster.timeout_s=30 --set job.output_dir="$tmp/out")
+timeout 120 "$exe" "${job[@]}" --set cluster.calibrate="$tmp/cal/calibration.yaml" --nproc-per-node 4 \
+  >"$tmp/run.log" 2>&1 || bad "calibrating run: exit $?" "$tmp/run.log"
+grep -Eq "^\[rank 0\] calibration: stage 1 \([0-9]+ layers\): .* TFLOP/s per device measured" "$tmp/run.log" \
+  || bad "no compute line" "$tmp/run.log"
+grep -q "^\[rank 0\] calibration: intra-node links: .* Gb/s per rank measured" "$tmp/run.log" \
+  || bad "no link line" "$tmp/run.log"
+/usr/bin/python3 - "$tmp/cal/calibration.yaml" <<'PY' || bad "calibration file" "$tmp/cal/calibration.yaml"
+import sys
+text = open(sys.argv[1]).read()
+assert "format: holmes-calibration/1" in text, text
+line = [l for l in text.splitlines() if l.strip().startswith("device_tflops:")][0]
+assert float(line.split(":")[1]) > 0, line
+assert "intra-node: {efficiency: " in text, text
+PY
+"$exe" "${job[@]}" --nproc-per-node 4 --plan-only --set cluster.calibration="$tmp/cal/calibration.yaml" \
+  >"$tmp/plan.txt" 2>&1 || bad "--plan-only with the calibration: exit $?" "$tmp/plan.txt"
+grep -q "^Calibration (job '.*', 4 ranks" "$tmp/plan.txt" || bad "--plan-only does not show it" "$tmp/plan.txt"
+"$exe" "${tiny_job[@]}" --set cluster.calibrate="$tmp/x.yaml" --set job.output_dir="$tmp/single" >"$tmp/single.log" 2>&1
+code=$?
+[ "$code" -eq 2 ] && grep -q "cluster.calibrate" "$tmp/single.log" || bad "single process: exit $code" "$tmp/single.log"
+no_leftovers "calibrate"
+finish

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The lab's smoke test (docs/lab.md): scripts/lab/scenarios/smoke.yaml, holmes against
+# megatron on two emulated islands for a few steps. Both train to bit-identical losses;
+# holmes keeps data parallelism on the island fabrics while megatron runs every group over
+# Ethernet; a namespace a crashed run left is removed by the next run; an interrupted run
+# leaves no namespace and no process; a bad scenario is exit 2. Timing is the bench's job
+# (scripts/lab/bench.sh), not this test's. Needs root (network namespaces, tc).
+# Usage: lab_smoke.sh <holmes-train> <source dir>
+set -u
+bin=$1
+src=$2
+skip() { echo "HOLMES_SKIP: $1"; exit 0; }
+[ "$(id -u)" -eq 0 ] || skip "the lab needs root (network namespaces, tc)"
+command -v ip >/dev/null && command -v tc >/dev/null || skip "iproute2 is missing"
+/usr/bin/python3 -c "import yaml" 2>/dev/null || skip "python3-yaml is missing"
+ip netns add "hlabprobe$$" 2>/dev/null || skip "network namespaces cannot be created here"
+ip netns del "hlabprobe$$"
+tmp=$(mktemp -d)
+fail=0
+stale="hlab$$-n0"  # named for this shell, which is no lab run: what a crashed run leaves
+cleanup() { ip netns del "$stale" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+bad() { echo "FAIL $1"; [ -n "${2:-}" ] && sed 's/^/    /' "$2" | tail -30; fail=1; }
+export HOLMES_BIN=$bin
+sc=$src/scripts/lab/scenarios/smoke.yaml
+tag_of() { sed -n 's/.*emulated cluster in namespaces \(hlab[0-9]*\)-\*.*/\1/p' "$1" | head -1; }
+gone() { ! ip netns list | grep -q "^$1-"; }
+
+ip netns add "$stale"
+for case in holmes megatron; do
+  timeout 300 "$src/scripts/lab/run.sh" "$sc" "$case" --out "$tmp/$case" >"$tmp/$case.log" 2>&1 \
+    || bad "$case: exit $?" "$tmp/$case.log"
+  tag=$(tag_of "$tmp/$case.log")
+  [ -n "$tag" ] && gone "$tag" || bad "$case: namespaces ${tag:-?}-* left behind" "$tmp/$case.log"
+done
+grep -q "removed 1 namespace(s) an earlier lab run left behind" "$tmp/holmes.log" && gone "hlab$$" \
+  || bad "the stale namespace was not removed" "$tmp/holmes.log"
+grep -Eq "^  dp +1 x 2 +gloo-tcp over ib \[ib0\]" "$tmp/holmes.log" \
+  && grep -Eq "^  dp +1 x 2 +gloo-tcp over roce \[ens1f0\]" "$tmp/holmes.log" \
+  && grep -Eq "^  pp +2 x 2 +gloo-tcp over ethernet, crosses islands \[eth0\]" "$tmp/holmes.log" \
+  || bad "holmes: data parallelism should stay on the island fabrics, the pipeline cross on Ethernet" "$tmp/holmes.log"
+grep -Eq "^  dp +2 x 2 +gloo-tcp over ethernet, crosses islands \[eth0\]" "$tmp/megatron.log" \
+  && ! grep -Eq "gloo-tcp over (ib|roce)" "$tmp/megatron.log" \
+  || bad "megatron: every group should run over Ethernet" "$tmp/megatron.log"
+/usr/bin/python3 - "$tmp/holmes/out/metrics.jsonl" "$tmp/megatron/out/metrics.jsonl" <<'PY' || fail=1
+import json, sys
+a, b = ([r["loss"] for r in map(json.loads, open(p)) if "loss" in r] for p in sys.argv[1:3])
+if len(a) != 4 or a != b:
+    sys.exit(f"FAIL losses differ: holmes {a}, megatron {b}")
+print(f"holmes and megatron: 4 bit-identical losses, last {a[-1]!r}")
+PY
+
+# Ctrl-C while the workers train (a longer run of the same scenario): nothing may stay behind.
+sed 's/steps: 4}/steps: 100000}/' "$sc" >"$tmp/long.yaml"
+"$src/scripts/lab/run.sh" "$tmp/long.yaml" holmes --out "$tmp/int" >"$tmp/int.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do [ -s "$tmp/int/out/metrics.jsonl" ] && break; sleep 0.1; done
+tag=$(tag_of "$tmp/int.log")
+kill -INT "$pid"
+wait "$pid"
+code=$?
+[ "$code" -eq 130 ] || bad "interrupted run: exit $code, expected 130" "$tmp/int.log"
+[ -n "$tag" ] && gone "$tag" || bad "interrupted run: namespaces ${tag:-?}-* left behind" "$tmp/int.log"
+pgrep -f "$tmp/int/job.yaml" >/dev/null && bad "interrupted run: workers left: $(pgrep -af "$tmp/int/job.yaml")"
+
+# A bad scenario is refused before anything is built.
+sed 's/kind: ib,/kind: infiniband,/' "$sc" >"$tmp/bad.yaml"
+"$src/scripts/lab/run.sh" "$tmp/bad.yaml" holmes >"$tmp/bad.log" 2>&1
+code=$?
+[ "$code" -eq 2 ] && grep -q "islands.ib-a.kind: 'infiniband' is not accepted; expected ib or roce or ethernet" "$tmp/bad.log" \
+  || bad "bad scenario: exit $code" "$tmp/bad.log"
+[ "$fail" -eq 0 ] && echo "PASS"
+exit "$fail"

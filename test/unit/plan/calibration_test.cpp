@@ -1,0 +1,71 @@
+// A topology's calibration in the cost model: measured device rate, link efficiency and
+// latency, host update time; the spec's explicit overrides still win.
+#include <catch2/catch.hpp>
+
+#include "engine/plan/plan.hpp"
+#include "test/unit/plan/cluster_gen.hpp"
+
+namespace hp = holmes::plan;
+using holmes::topo::NicKind;
+
+namespace {
+
+// 2 IB nodes + 2 RoCE nodes of one GPU, pipeline 2 x data 2.
+holmes::topo::ClusterTopology two_islands() {
+  return hp::testing::make_cluster({{NicKind::kIb, 2, 1, 200}, {NicKind::kRoce, 2, 1, 200}});
+}
+
+holmes::spec::JobSpec job() { return hp::testing::make_spec(8, 512, 8, 1, 2, 2, 1, 8, 256); }
+
+const hp::Group& group(const hp::Plan& p, hp::GroupKind kind) {
+  for (const auto& g : p.groups)
+    if (g.kind == kind) return g;
+  FAIL("no group of that kind");
+  return p.groups.front();
+}
+
+}  // namespace
+
+TEST_CASE("a calibration's device rate, link efficiency and latency feed the estimate", "[calibration]") {
+  auto t = two_islands();
+  hp::Plan nominal = hp::make_plan(job(), t);
+  CHECK(nominal.calibration.empty());
+  CHECK(group(nominal, hp::GroupKind::kDp).gbps_per_rank == Approx(200));
+  CHECK(group(nominal, hp::GroupKind::kDp).latency_s == Approx(5e-6));
+  CHECK(nominal.estimate.update_s == 0);
+
+  t.calibration.device_tflops = nominal.stages[0].tflops / 2;
+  t.calibration.update_ns_per_param = 10;
+  t.calibration.links["ib"] = {0.5, 40, 0, 0, 1};
+  hp::Plan cal = hp::make_plan(job(), t);
+  CHECK(cal.stages[0].tflops == Approx(nominal.stages[0].tflops / 2));
+  CHECK(cal.estimate.step_time_s > nominal.estimate.step_time_s);
+  const hp::Group& dp_ib = group(cal, hp::GroupKind::kDp);  // stage 0's group, on the IB island
+  REQUIRE(dp_ib.link == hp::LinkKind::kIb);
+  CHECK(dp_ib.gbps_per_rank == Approx(100));
+  CHECK(dp_ib.latency_s == Approx(40e-6));
+  CHECK(cal.estimate.update_s > 0);
+  CHECK(cal.estimate.step_time_s == Approx(cal.estimate.compute_s + cal.estimate.tp_comm_s + cal.estimate.pp_comm_s +
+                                           cal.estimate.bubble_s + cal.estimate.dp_comm_s + cal.estimate.update_s));
+  CHECK(hp::format_plan_text(cal).find("Calibration") != std::string::npos);
+  CHECK(hp::format_plan_json(cal).find("\"calibration\": {\"source\"") != std::string::npos);
+  CHECK(hp::format_plan_json(nominal).find("\"calibration\": null") != std::string::npos);
+
+  // rank_link gives the same calibrated figures, hop by hop.
+  const hp::LinkCost l = hp::rank_link(job(), t, cal, dp_ib.ranks[0], dp_ib.ranks[1]);
+  CHECK(l.kind == hp::LinkKind::kIb);
+  CHECK(l.gbps_per_rank == Approx(100));
+}
+
+TEST_CASE("the spec's explicit figures win over a calibration", "[calibration]") {
+  auto t = two_islands();
+  t.calibration.device_tflops = 1;
+  t.calibration.links["ib"] = {0.5, 40, 0, 0, 1};
+  auto spec = job();
+  spec.cluster.device_tflops = 7;
+  spec.cluster.ib.latency_us = 9;
+  hp::Plan p = hp::make_plan(spec, t);
+  CHECK(p.stages[0].tflops == Approx(7));
+  CHECK(group(p, hp::GroupKind::kDp).latency_s == Approx(9e-6));
+  CHECK(group(p, hp::GroupKind::kDp).gbps_per_rank == Approx(100));  // efficiency still scales the rate
+}

@@ -1,0 +1,63 @@
+// Calibration files: the format round-trips, and bad files are refused naming file, line and key.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "engine/spec/errors.hpp"
+#include "engine/topo/calibration.hpp"
+
+using namespace holmes;
+
+namespace {
+
+std::string error_of(const std::string& text) {
+  try {
+    topo::parse_calibration_yaml(text, "cal.yaml");
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a calibration round-trips through its file format") {
+  topo::Calibration c;
+  c.source = "job 'x', 4 ranks";
+  c.device_tflops = 0.0465;
+  c.declared_tflops = 0.025;
+  c.update_ns_per_param = 4.25;
+  c.stages = {{0, 8, 0.0448}, {1, 8, 0.0484}};
+  c.links["ethernet"] = {0.62, 121.5, 0.155, 0.25, 2};
+  c.links["ib"] = {0.94, 57, 1.88, 2, 1};
+  const topo::Calibration back = topo::parse_calibration_yaml(topo::format_calibration_yaml(c), "mem");
+  CHECK(back.source == c.source);
+  CHECK(back.device_tflops == c.device_tflops);
+  CHECK(back.update_ns_per_param == c.update_ns_per_param);
+  REQUIRE(back.stages.size() == 2);
+  CHECK(back.stages[1].tflops == c.stages[1].tflops);
+  REQUIRE(back.links.size() == 2);
+  CHECK(back.links.at("ethernet").efficiency == 0.62);
+  CHECK(back.links.at("ib").latency_us == 57);
+  CHECK(back.links.at("ib").groups == 1);
+  CHECK_FALSE(back.empty());
+  CHECK(topo::parse_calibration_yaml("format: holmes-calibration/1\n", "mem").empty());
+}
+
+TEST_CASE("bad calibration files name the file, the line and the key") {
+  const std::string head = "format: holmes-calibration/1\n";
+  std::string e = error_of(head + "links:\n  infiniband: {efficiency: 0.5}\n");
+  CHECK(e.find("cal.yaml:3") != std::string::npos);
+  CHECK(e.find("links.infiniband") != std::string::npos);
+  CHECK(e.find("ethernet, ib, intra-node, roce") != std::string::npos);
+  e = error_of(head + "links:\n  ib: {efficiency: 0}\n");
+  CHECK(e.find("links.ib.efficiency") != std::string::npos);
+  CHECK(e.find("> 0") != std::string::npos);
+  e = error_of(head + "compute: {device_tflops: fast}\n");
+  CHECK(e.find("compute.device_tflops") != std::string::npos);
+  CHECK(e.find("'fast'") != std::string::npos);
+  e = error_of("format: holmes-plan/1\n");
+  CHECK(e.find("holmes-calibration/1") != std::string::npos);
+  CHECK(error_of(head + "extra: 1\n").find("accepted: compute, format, links, source") != std::string::npos);
+  CHECK_THROWS_AS(topo::load_calibration_file("/nonexistent/cal.yaml"), UserError);
+}

@@ -1,0 +1,43 @@
+// Link samples of a calibration probe, summarized per link class.
+#include <catch2/catch.hpp>
+
+#include "engine/plan/links.hpp"
+#include "engine/train/calibration.hpp"
+
+using namespace holmes;
+
+namespace {
+
+train::LinkSample sample(plan::LinkKind kind, double latency_s, double gbps, double declared_gbps) {
+  return {static_cast<int>(kind), latency_s, gbps, 30e-6, declared_gbps};
+}
+
+}  // namespace
+
+TEST_CASE("link samples become a median efficiency and latency per link class") {
+  std::vector<train::LinkSample> all{sample(plan::LinkKind::kEthernet, 100e-6, 0.15, 0.25),
+                                     sample(plan::LinkKind::kEthernet, 300e-6, 0.20, 0.25),
+                                     sample(plan::LinkKind::kEthernet, 200e-6, 0.225, 0.25),
+                                     sample(plan::LinkKind::kIb, 50e-6, 1.8, 2.0),
+                                     {-1, 0, 0, 0, 0}};  // an empty slot
+  topo::Calibration cal;
+  train::summarize_links(all, topo::Calibration{}, cal);
+  REQUIRE(cal.links.size() == 2);
+  const auto& eth = cal.links.at("ethernet");
+  CHECK(eth.efficiency == Approx(0.8));
+  CHECK(eth.latency_us == Approx(200));
+  CHECK(eth.gbps_per_rank == Approx(0.2));
+  CHECK(eth.declared_gbps_per_rank == Approx(0.25));
+  CHECK(eth.groups == 3);
+  CHECK(cal.links.at("ib").efficiency == Approx(0.9));
+}
+
+TEST_CASE("a plan that already used a calibration is measured against the declared rate") {
+  // The plan costed IB at 2.0 x 0.5 = 1.0 Gb/s; 0.9 measured is 0.45 of the declared 2.0.
+  topo::Calibration previous;
+  previous.links["ib"] = {0.5, 50, 0, 0, 1};
+  topo::Calibration cal;
+  train::summarize_links({sample(plan::LinkKind::kIb, 50e-6, 0.9, 1.0)}, previous, cal);
+  CHECK(cal.links.at("ib").efficiency == Approx(0.45));
+  CHECK(cal.links.at("ib").declared_gbps_per_rank == Approx(2.0));
+}
