@@ -5,9 +5,9 @@
 #include <memory>
 #include <string>
 
-#include "cmd/backends.hpp"
 #include "cmd/commands.hpp"
 #include "cmd/option_values.hpp"
+#include "engine/runtime/cluster_view.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/topo/report_format.hpp"
 #include "engine/topo/topology_file.hpp"
@@ -24,7 +24,7 @@ Action add_discover(CLI::App& parent) {
       ->check(one_of({"text", "json", "yaml"}));
   return [root, format] {
     std::string note;
-    topo::Devices devices = local_devices(&note);
+    topo::Devices devices = train::local_devices(&note);
     topo::NodeReport report = topo::discover_node(*root, devices);
     if (*format == "json") fmt::print("{}", topo::report_json(report));
     else if (*format == "yaml") fmt::print("{}", topo::dump_topology_yaml({report}));

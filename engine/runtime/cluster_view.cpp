@@ -13,6 +13,7 @@
 #include "engine/topo/discover.hpp"
 #include "engine/topo/hostlist.hpp"
 #include "engine/topo/topology_file.hpp"
+#include "model/registry/registry.hpp"
 
 namespace holmes::train {
 
@@ -65,6 +66,17 @@ topo::ClusterTopology assemble_cluster(const spec::JobSpec& spec, std::vector<to
   topo::ClusterTopology cluster = topo::build_cluster(std::move(nodes));
   cluster.calibration = spec_calibration(spec);
   return cluster;
+}
+
+topo::Devices local_devices(std::string* note) {
+  const model::GpuSummary gpus = model::local_gpus(note);
+  if (gpus.count == 0) return topo::detect_cpu_devices();
+  topo::Devices d;
+  d.kind = "cuda";
+  d.count = gpus.count;
+  d.name = gpus.name;
+  d.memory_gb = gpus.memory_gb;
+  return d;
 }
 
 topo::Devices cpu_worker_devices(int workers) {

@@ -33,6 +33,10 @@ std::vector<topo::NodeReport> load_spec_topology(const spec::JobSpec& spec);
 topo::ClusterTopology assemble_cluster(const spec::JobSpec& spec, std::vector<topo::NodeReport> discovered,
                                        const std::string& order = "", const std::string& order_source = "");
 
+// This machine's compute devices: its GPUs when the backend registry finds any, else the CPU;
+// `note` (may be null) says why no GPU was used.
+topo::Devices local_devices(std::string* note = nullptr);
+
 // This machine's CPU as `workers` devices of the plan (one per worker process), memory and
 // cores split between them.
 topo::Devices cpu_worker_devices(int workers);
