@@ -12,6 +12,8 @@
 namespace holmes::model {
 
 struct Backend {
+  // What memory and kernels run on (a CUDA stream): declared first, so destroyed last.
+  std::shared_ptr<void> resources;
   std::string device;  // "cpu" or "cuda"
   std::unique_ptr<DeviceMemory> memory;
   std::unique_ptr<Kernels> kernels;

@@ -26,6 +26,9 @@ class DeviceMemory {
   // The queue kernels, copies and collectives are ordered on: a cudaStream_t on CUDA, null on
   // the CPU (every call there completes before it returns).
   virtual void* stream() const { return nullptr; }
+  // True when this memory is host memory the CPU may read and write directly (the CPU
+  // backend): callers may then skip staging copies.
+  virtual bool is_host() const { return false; }
 };
 
 // An array of T in a backend's memory, owned (RAII), moved not copied.

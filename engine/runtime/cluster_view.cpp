@@ -79,6 +79,12 @@ topo::Devices local_devices(std::string* note) {
   return d;
 }
 
+void check_worker_device(const spec::JobSpec& spec) {
+  if (spec.job.device == "cuda")
+    throw UserError("job.device: 'cuda' trains one process on one GPU in this build; a job of several processes "
+                    "trains on the CPU until NCCL groups land (accepted for several processes: cpu, auto)");
+}
+
 topo::Devices cpu_worker_devices(int workers) {
   topo::Devices d = topo::detect_cpu_devices();
   d.count = workers;

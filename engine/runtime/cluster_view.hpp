@@ -37,6 +37,11 @@ topo::ClusterTopology assemble_cluster(const spec::JobSpec& spec, std::vector<to
 // `note` (may be null) says why no GPU was used.
 topo::Devices local_devices(std::string* note = nullptr);
 
+// The device of a multi-process job's workers: the CPU for now (job.device cpu or auto);
+// job.device cuda is a UserError saying that multi-GPU jobs need NCCL (issue 14). The launcher
+// and start-up both call it, so the message is the same.
+void check_worker_device(const spec::JobSpec& spec);
+
 // This machine's CPU as `workers` devices of the plan (one per worker process), memory and
 // cores split between them.
 topo::Devices cpu_worker_devices(int workers);

@@ -40,9 +40,7 @@ comm::Millis timeout_of(const spec::JobSpec& spec) {
 // device per local rank (each worker process is one "device" of the plan), so memory and
 // cores are per worker.
 topo::NodeReport discover_this_node(const spec::JobSpec& spec, int local_world, const std::string& node_name) {
-  if (spec.job.device == "cuda")
-    throw UserError("job.device: 'cuda' multi-process training is not available in this build yet "
-                    "(accepted now: cpu, auto)");
+  check_worker_device(spec);
   topo::NodeReport report = topo::discover_node(spec.cluster.sysfs_root, cpu_worker_devices(local_world));
   if (!node_name.empty()) report.hostname = node_name;
   return report;

@@ -134,6 +134,7 @@ int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, 
     if (std::any_of(f.pieces.begin(), f.pieces.end(), [&](const CheckpointPiece& p) { return st.layout->find(p.tensor); }))
       verify_checkpoint_file(info, f);
   load_shard_state(info, gpt_config_of(spec), st, !c.weights_only);
+  runner.upload_shard_state();
   if (c.weights_only) {
     if (log)
       fmt::print("resume: loaded the weights of {}{} (step {}); fresh optimizer, starting at step 0\n", dir, via,

@@ -67,8 +67,10 @@ class DistOptimizer {
 
   // Sorted, disjoint, adjacent ranges merged; moments packed in that order.
   const std::vector<std::pair<size_t, size_t>>& owned() const { return owned_; }
+  // Backend memory, [moment_floats()] each.
   float* exp_avg() { return m_.data(); }
   float* exp_avg_sq() { return v_.data(); }
+  size_t moment_floats() const { return m_.size(); }
   const std::vector<GradBucket>& buckets() const { return buckets_; }
   // Buckets whose reduce-scatter the last step submitted while backward still ran.
   int overlapped() const { return overlapped_; }

@@ -13,6 +13,7 @@
 #include "engine/spec/errors.hpp"
 #include "engine/spec/load.hpp"
 #include "engine/topo/cpu_peak.hpp"
+#include "engine/topo/gpu_peaks.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/train/checkpoint_loop.hpp"
 #include "engine/runtime/cluster_view.hpp"
@@ -29,13 +30,12 @@ namespace {
 
 void check_single_process(const spec::JobSpec& spec) {
   plan::check_degrees_fit(spec, 1, "a single process; start more with --nproc-per-node N, srun or RANK/WORLD_SIZE");
-  if (spec.job.device == "cuda")
-    throw UserError("job.device: 'cuda' training is not available in this build yet (accepted now: cpu, auto)");
+  model::require_training_device(spec.job.device);
   if (spec.train.steps < 1)
     throw UserError(fmt::format("train.steps: {} (training needs at least 1 step)", spec.train.steps));
   // The plan of one worker, as a multi-process job plans its ranks: loads and checks
   // cluster.topology and the memory model the same way in every mode.
-  plan_local_job(spec, topo::detect_cpu_devices(), 1);
+  plan_local_job(spec, spec.job.device == "cuda" ? local_devices() : topo::detect_cpu_devices(), 1);
   if (!spec.cluster.calibrate.empty())
     throw UserError(fmt::format("cluster.calibrate: '{}': a calibration measures the links between the workers of a "
                                 "multi-process job; start one with --nproc-per-node N, srun or RANK/WORLD_SIZE",
@@ -64,6 +64,14 @@ std::pair<double, std::string> job_peak_gflops(const spec::JobSpec& spec, const 
   if (spec.cluster.device_tflops > 0)
     return {spec.cluster.device_tflops * 1e3 * ctx.world,
             fmt::format("cluster.device_tflops {:g} x {} device(s)", spec.cluster.device_tflops, ctx.world)};
+  if (spec.job.device == "cuda") {
+    // The data sheet's dense bf16 figure: an upper bound for the fp32 kernels too.
+    const topo::Devices gpu = local_devices();
+    const double tflops = topo::known_peak_tflops(gpu.name);
+    if (tflops <= 0) return {0, fmt::format("unknown: {} is not in the peak table; set cluster.device_tflops", gpu.name)};
+    return {tflops * 1e3 * ctx.world,
+            fmt::format("{} x {} dense bf16 peak {:g} TFLOP/s (data sheet)", ctx.world, gpu.name, tflops)};
+  }
   const topo::CpuPeak cpu = topo::cpu_peak();
   const int cores = topo::detect_cpu_devices().cores;
   return {cpu.gflops_per_core() * cores * ctx.nodes,
@@ -171,6 +179,9 @@ int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data
 
 int run_training(const spec::JobSpec& spec) {
   check_single_process(spec);
+  if (spec.job.device == "auto" && model::local_gpus().count > 0)
+    fmt::print("holmes-train: job.device auto trains on the CPU while the GPU path awaits its check on a device "
+               "(docs/cuda.md); set job.device: cuda to train on the GPU\n");
   auto data = DataSet::open(spec);
   model::Backend backend = model::make_backend(spec.job.device);
   Trainer trainer(spec, backend, *data);

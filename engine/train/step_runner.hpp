@@ -37,9 +37,17 @@ class StepRunner {
   // Mean validation loss over train.eval_steps global batches (the same sequences under every
   // parallel plan), identical on every rank; NaN when there is no validation data.
   virtual double evaluate() = 0;
+  // The shard as host memory, for checkpoints and final weights: the live buffers on the CPU
+  // backend; on a device, host copies made by this call. A caller that writes into it (a
+  // checkpoint load) calls upload_shard_state() afterwards.
   virtual ShardState shard_state() = 0;
+  // Puts what was written into the last shard_state() view back into the backend's buffers
+  // (nothing to do on the CPU backend).
+  virtual void upload_shard_state() = 0;
 
   // For the log header.
+  virtual const char* backend_name() const = 0;  // "cpu" or "cuda"
+  virtual const char* kernels_name() const = 0;
   virtual const model::GptConfig& shard_config() const = 0;
   virtual int micro_batches() const = 0;     // per step per data-parallel rank
   virtual int64_t tokens_per_step() const = 0;  // whole job

@@ -27,7 +27,8 @@ TrainLog::TrainLog(const spec::JobSpec& spec, double peak_gflops, std::string pe
 void TrainLog::header(const StepRunner& trainer, const std::string& data_description) const {
   const auto& g = trainer.shard_config();
   const auto& t = spec_.train;
-  fmt::print("holmes-train: job '{}' on cpu, output {}\n", spec_.job.name, spec_.job.output_dir);
+  fmt::print("holmes-train: job '{}' on {} ({} kernels), output {}\n", spec_.job.name, trainer.backend_name(),
+             trainer.kernels_name(), spec_.job.output_dir);
   // The whole model (not this rank's shard), with the vocabulary padded as the job pads it.
   model::GptConfig whole = model::GptConfig::gpt2(g.layers, g.hidden, g.heads, g.vocab, g.max_seq_len);
   whole.padded_vocab = g.padded_vocab;

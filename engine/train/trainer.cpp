@@ -172,11 +172,33 @@ ShardState Trainer::shard_state() {
   ShardState st;
   st.layout = &gpt_->layout();
   st.config = &gpt_->config();
-  st.params = gpt_->params();
   st.owned = optimizer_->owned();
-  st.exp_avg = optimizer_->exp_avg();
-  st.exp_avg_sq = optimizer_->exp_avg_sq();
+  model::DeviceMemory& mem = *gpt_->backend().memory;
+  if (mem.is_host()) {
+    st.params = gpt_->params();
+    st.exp_avg = optimizer_->exp_avg();
+    st.exp_avg_sq = optimizer_->exp_avg_sq();
+    return st;
+  }
+  const size_t moments = optimizer_->moment_floats();
+  host_params_.resize(gpt_->num_params());
+  host_m_.resize(moments);
+  host_v_.resize(moments);
+  gpt_->read_params(host_params_);
+  mem.download(host_m_.data(), optimizer_->exp_avg(), moments * sizeof(float));
+  mem.download(host_v_.data(), optimizer_->exp_avg_sq(), moments * sizeof(float));
+  st.params = host_params_.data();
+  st.exp_avg = host_m_.data();
+  st.exp_avg_sq = host_v_.data();
   return st;
+}
+
+void Trainer::upload_shard_state() {
+  model::DeviceMemory& mem = *gpt_->backend().memory;
+  if (mem.is_host()) return;
+  gpt_->load_params(host_params_);
+  mem.upload(optimizer_->exp_avg(), host_m_.data(), host_m_.size() * sizeof(float));
+  mem.upload(optimizer_->exp_avg_sq(), host_v_.data(), host_v_.size() * sizeof(float));
 }
 
 }  // namespace holmes::train

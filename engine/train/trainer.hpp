@@ -49,12 +49,15 @@ class Trainer final : public StepRunner {
   StepStats train_step(int64_t step, bool stop_requested = false) override;
   double evaluate() override;
   ShardState shard_state() override;
+  void upload_shard_state() override;
   const model::GptConfig& shard_config() const override { return gpt_->config(); }
   int micro_batches() const override { return micro_batches_; }
   int64_t tokens_per_step() const override {
     return spec_.train.global_batch * static_cast<int64_t>(spec_.train.seq_len);
   }
   double flops_per_token() const override;
+  const char* backend_name() const override { return gpt_->backend().device.c_str(); }
+  const char* kernels_name() const override { return gpt_->backend().kernels->name(); }
 
   // Where this rank's steps went, in seconds per step, averaged over the steps after the
   // first kWarmupSteps (all steps when there were no more): computing (the model's forward
@@ -91,6 +94,8 @@ class Trainer final : public StepRunner {
   LrConfig lr_;
   AdamWHyper hyper_;
   int micro_batches_ = 1;
+  // Host copies of params and moments behind shard_state() on a device backend.
+  std::vector<float> host_params_, host_m_, host_v_;
   StepTimes all_, steady_;  // summed over all steps / after warm-up
   int steps_ = 0;
   std::vector<float> compute_per_step_;

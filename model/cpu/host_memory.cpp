@@ -23,6 +23,7 @@ class HostMemory final : public DeviceMemory {
   void upload(void* dst, const void* host, size_t bytes) override { std::memmove(dst, host, bytes); }
   void download(void* host, const void* src, size_t bytes) override { std::memmove(host, src, bytes); }
   void synchronize() override {}
+  bool is_host() const override { return true; }
 };
 
 }  // namespace

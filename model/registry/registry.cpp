@@ -7,6 +7,7 @@
 #include "model/cpu/host_memory.hpp"
 
 #ifdef HOLMES_WITH_CUDA
+#include "cuda/backend.hpp"
 #include "cuda/device.hpp"
 #endif
 
@@ -40,14 +41,20 @@ GpuSummary local_gpus(std::string* why) {
 
 void require_training_device(const std::string& device) {
   if (device == "cpu" || device == "auto") return;
-  if (device == "cuda")
-    throw UserError("job.device: 'cuda' training is not available in this build yet (accepted now: cpu, auto; auto "
-                    "trains on the CPU)");
-  throw UserError(fmt::format("job.device: '{}' is not a device (accepted: auto, cpu, cuda)", device));
+  if (device != "cuda") throw UserError(fmt::format("job.device: '{}' is not a device (accepted: auto, cpu, cuda)", device));
+  if (!cuda_built())
+    throw UserError("job.device: 'cuda', but this holmes-train was built without the CUDA toolkit (accepted here: cpu, "
+                    "auto)");
+  std::string why;
+  if (local_gpus(&why).count == 0)
+    throw UserError(fmt::format("job.device: 'cuda', but {} (accepted here: cpu, auto)", why));
 }
 
 Backend make_backend(const std::string& device) {
   require_training_device(device);
+#ifdef HOLMES_WITH_CUDA
+  if (device == "cuda") return cuda::make_cuda_backend();
+#endif
   Backend b;
   b.device = "cpu";
   b.memory = cpu::make_host_memory();

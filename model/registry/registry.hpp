@@ -24,8 +24,9 @@ GpuSummary local_gpus(std::string* why = nullptr);
 // auto), with what is accepted. The one check of job.device, before any work.
 void require_training_device(const std::string& device);
 
-// The backend that trains on `device` (job.device: cpu, cuda or auto; auto is the CPU until
-// GPU training lands). Calls require_training_device first.
+// The backend that trains on `device` (job.device: cpu, cuda or auto). cuda: fp32 kernels on
+// GPU 0 (one process; multi-GPU jobs come with NCCL). auto stays on the CPU until the GPU
+// path has been checked on a device (docs/cuda.md). Calls require_training_device first.
 Backend make_backend(const std::string& device);
 
 }  // namespace holmes::model
