@@ -4,7 +4,8 @@
 #include "cuda/pointwise.hpp"
 #include "cuda/layernorm.hpp"
 #include "cuda/matmul.hpp"
-#include "cuda/model_ops.hpp"
+#include "cuda/attention.hpp"
+#include "cuda/vocab.hpp"
 #include "cuda/optimizer.hpp"
 
 namespace holmes::cuda {
@@ -46,7 +47,8 @@ class CudaKernels final : public model::Kernels {
     cuda::attention_forward(out, att, qkv, B, T, C, NH, stream_);
   }
   void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                          const float* att, int B, int T, int C, int NH) override {
+                          const float* /*out*/, const float* att, int B, int T, int C,
+                          int NH) override {
     cuda::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH, stream_);
   }
   void gelu_forward(float* out, const float* inp, size_t n) override {

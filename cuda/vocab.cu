@@ -1,10 +1,10 @@
-// The vocabulary-sharded ops: token embedding and cross-entropy (model_ops.hpp). A token or
+// The vocabulary-sharded ops: token embedding and cross-entropy (vocab.hpp). A token or
 // target outside [vocab_begin, vocab_begin + Vl) belongs to another tensor-parallel shard.
 // Columns with a global id >= V are padding and never count.
 #include <cmath>
 
 #include "cuda/check.hpp"
-#include "cuda/model_ops.hpp"
+#include "cuda/vocab.hpp"
 #include "cuda/warp.cuh"
 
 namespace holmes::cuda {

@@ -341,7 +341,7 @@ void Gpt::block_backward(int l, const float* x, int B, int T) {
   k_.layernorm_backward(dres_, g.ln2w, g.ln2b, dln_, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd, N, C);
   // dres_ now holds d(res2).
   k_.matmul_backward(datty_, g.attprojw, g.attprojb, dres_, a.atty, p.attprojw, N, Cl, C);
-  k_.attention_backward(dqkv_, datt_, datty_, a.qkv, a.att, B, T, Cl, cfg_.local_heads());
+  k_.attention_backward(dqkv_, datt_, datty_, a.qkv, a.atty, a.att, B, T, Cl, cfg_.local_heads());
   k_.matmul_backward(dln_, g.qkvw, g.qkvb, dqkv_, a.ln1, p.qkvw, N, C, 3 * Cl);
   comm_->all_reduce_sum(dln_, NC);
   k_.layernorm_backward(dres_, g.ln1w, g.ln1b, dln_, x, p.ln1w, a.ln1_mean, a.ln1_rstd, N, C);

@@ -87,10 +87,10 @@ TEST_CASE("CUDA attention matches the CPU twin", "[cuda][kernels]") {
   gpu->attention_forward(g_out.as<float>(), g_att.as<float>(), g_qkv.as<float>(), B, T, C, NH);
   check_close(g_out, out);
   check_close(g_att, att);
-  cpu->attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), B, T, C,
-                          NH);
+  cpu->attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), out.data(),
+                          att.data(), B, T, C, NH);
   gpu->attention_backward(g_dqkv.as<float>(), g_scratch.as<float>(), g_dout.as<float>(),
-                          g_qkv.as<float>(), g_att.as<float>(), B, T, C, NH);
+                          g_qkv.as<float>(), g_out.as<float>(), g_att.as<float>(), B, T, C, NH);
   check_close(g_dqkv, dqkv, 1e-4);
 }
 
