@@ -1,5 +1,8 @@
 #include "cuda/cuda_kernels.hpp"
 
+#include <cstdlib>
+#include <string_view>
+
 #include "cuda/gemm.hpp"
 #include "cuda/pointwise.hpp"
 #include "cuda/layernorm.hpp"
@@ -11,6 +14,16 @@
 namespace holmes::cuda {
 
 namespace {
+
+bool gelu_fusion_enabled() {
+  const char* v = std::getenv("HOLMES_GELU_FUSION");
+  return v == nullptr || std::string_view(v) != "0";
+}
+
+// model::bf16 (host storage type) and __nv_bfloat16 (device type) are the same 2 bytes.
+static_assert(sizeof(model::bf16) == sizeof(bf16));
+bf16* dev(model::bf16* p) { return reinterpret_cast<bf16*>(p); }
+const bf16* dev(const model::bf16* p) { return reinterpret_cast<const bf16*>(p); }
 
 class CudaKernels final : public model::Kernels {
  public:
@@ -41,6 +54,15 @@ class CudaKernels final : public model::Kernels {
   void matmul_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                        const float* w, int N, int C, int OC) override {
     cuda::matmul_backward(gemm_, dinp, dw, db, dout, inp, w, N, C, OC, DType::kF32, stream_);
+  }
+  void matmul_gelu_forward(float* out, float* pre, const float* inp, const float* w, const float* b, int N, int C,
+                           int OC) override {
+    cuda::matmul_gelu_forward(gemm_, out, pre, inp, w, b, N, C, OC, DType::kF32, fuse_gelu_, stream_);
+  }
+  void matmul_dgelu_backward(float* dpre, float* dw, float* db, const float* dout, const float* inp,
+                             const float* w, const float* pre, int N, int C, int OC) override {
+    cuda::matmul_dgelu_backward(gemm_, dpre, dw, db, dout, inp, w, pre, N, C, OC, DType::kF32, DType::kF32,
+                                fuse_gelu_, stream_);
   }
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override {
@@ -92,9 +114,46 @@ class CudaKernels final : public model::Kernels {
     cuda::adamw_update(params, m, v, grads, n, s, stream_);
   }
 
+  // ---- bf16 activations, fp32 gradients ----
+  void convert(model::bf16* out, const float* inp, size_t n) override { cuda::convert(dev(out), inp, n, stream_); }
+  void convert(float* out, const model::bf16* inp, size_t n) override { cuda::convert(out, dev(inp), n, stream_); }
+  void matmul_forward(model::bf16* out, const model::bf16* inp, const model::bf16* w, const model::bf16* b, int N,
+                      int C, int OC) override {
+    cuda::matmul_forward(gemm_, out, inp, w, b, N, C, OC, DType::kBf16, stream_);
+  }
+  void matmul_backward(model::bf16* dinp, float* dw, float* db, const model::bf16* dout, const model::bf16* inp,
+                       const model::bf16* w, int N, int C, int OC) override {
+    cuda::matmul_backward(gemm_, dinp, dw, db, dout, inp, w, N, C, OC, DType::kBf16, DType::kF32, stream_);
+  }
+  void matmul_gelu_forward(model::bf16* out, model::bf16* pre, const model::bf16* inp, const model::bf16* w,
+                           const model::bf16* b, int N, int C, int OC) override {
+    cuda::matmul_gelu_forward(gemm_, out, pre, inp, w, b, N, C, OC, DType::kBf16, fuse_gelu_, stream_);
+  }
+  void matmul_dgelu_backward(model::bf16* dpre, float* dw, float* db, const model::bf16* dout,
+                             const model::bf16* inp, const model::bf16* w, const model::bf16* pre, int N, int C,
+                             int OC) override {
+    cuda::matmul_dgelu_backward(gemm_, dpre, dw, db, dout, inp, w, pre, N, C, OC, DType::kBf16, DType::kF32,
+                                fuse_gelu_, stream_);
+  }
+  void gelu_forward(model::bf16* out, const model::bf16* inp, size_t n) override {
+    cuda::gelu_forward(dev(out), dev(inp), n, stream_);
+  }
+  void gelu_backward(model::bf16* dinp, const model::bf16* inp, const model::bf16* dout, size_t n) override {
+    cuda::gelu_backward(dev(dinp), dev(inp), dev(dout), n, stream_);
+  }
+  void residual_forward(model::bf16* out, const model::bf16* a, const model::bf16* b, size_t n) override {
+    cuda::residual_forward(dev(out), dev(a), dev(b), n, stream_);
+  }
+  void residual_backward(model::bf16* da, model::bf16* db, const model::bf16* dout, size_t n) override {
+    cuda::residual_backward(dev(da), dev(db), dev(dout), n, stream_);
+  }
+
  private:
   cudaStream_t stream_;
   GemmRunner gemm_;
+  // GELU fused into the GEMMs as cuBLASLt epilogues where cuBLASLt offers them;
+  // HOLMES_GELU_FUSION=0 turns it off (separate kernels), e.g. to compare.
+  bool fuse_gelu_ = gelu_fusion_enabled();
 };
 
 }  // namespace

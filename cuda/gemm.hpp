@@ -19,6 +19,12 @@
 namespace holmes::cuda {
 
 enum class DType : std::uint8_t { kF32, kBf16 };
+// What cuBLASLt applies to the product before storing C (with beta == 0):
+//   kGelu   C = gelu(product + bias), and aux (same layout and type as C) = product + bias;
+//   kDGelu  C = product * gelu'(aux), aux the pre-activation the forward stored.
+// (GPT-2's tanh GELU in both.) cuBLASLt may offer no algorithm for an epilogue on some
+// shapes or GPUs: run() then throws CudaError, and callers fall back to separate kernels.
+enum class GemmEpilogue : std::uint8_t { kNone, kGelu, kDGelu };
 std::size_t dtype_bytes(DType t);
 const char* dtype_name(DType t);
 
@@ -30,6 +36,7 @@ struct GemmShape {
   DType c_type = DType::kF32;   // C (and bias)
   bool bias = false;           // add bias[n] (c_type) to each row; needs batch == 1
   bool fast_tf32 = false;      // fp32 inputs only: let tensor cores round to TF32
+  GemmEpilogue epilogue = GemmEpilogue::kNone;  // needs batch == 1 and an aux pointer
   // Strided batches: matrix i of A starts at A + i*stride_a elements (same for B, C).
   int batch = 1;
   std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
@@ -58,7 +65,19 @@ class GemmRunner {
   // streams that may overlap need one runner each. Throws CudaError when cuBLASLt fails or offers
   // no algorithm for the problem.
   void run(void* c, const void* a, const void* b, const void* bias, const GemmShape& s, float alpha,
-           float beta, cudaStream_t stream = nullptr);
+           float beta, cudaStream_t stream = nullptr) {
+    run(c, a, b, bias, nullptr, s, alpha, beta, stream);
+  }
+  // The same with the epilogue's aux matrix (s.epilogue != kNone): written by kGelu, read by
+  // kDGelu.
+  void run(void* c, const void* a, const void* b, const void* bias, void* aux, const GemmShape& s,
+           float alpha, float beta, cudaStream_t stream = nullptr);
+
+  // Whether cuBLASLt has an algorithm for s with these pointers' alignments: builds and
+  // caches the plan (a later run() reuses it), and remembers a refusal, so asking again is
+  // cheap. Only "no algorithm" / "not supported" answers false; other failures throw.
+  bool supports(const void* c, const void* a, const void* b, const void* bias, const void* aux,
+                const GemmShape& s);
 
   std::size_t cached_plans() const;
 
