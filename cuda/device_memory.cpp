@@ -33,6 +33,11 @@ class CudaMemory final : public model::DeviceMemory {
   }
   void synchronize() override { HOLMES_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
   void* stream() const override { return stream_; }
+  double device_used_mb() const override {
+    size_t free = 0, total = 0;
+    HOLMES_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return static_cast<double>(total - free) / (1 << 20);
+  }
 
  private:
   cudaStream_t stream_;
