@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <stdexcept>
+
 #include "cuda/check.hpp"
 #include "cuda/cudnn_api.hpp"
 
@@ -66,10 +69,12 @@ cudnnBackendDescriptor_t CudnnGraphBuilder::make_tensor(std::int64_t uid, cudnnD
 
 cudnnBackendDescriptor_t CudnnGraphBuilder::tensor(std::int64_t uid, cudnnDataType_t type,
                                                    const Dims4& dims, const Dims4& strides) {
+  bound_uids_.push_back(uid);
   return make_tensor(uid, type, dims, strides, false, false);
 }
 
 cudnnBackendDescriptor_t CudnnGraphBuilder::scalar(std::int64_t uid, cudnnDataType_t type) {
+  bound_uids_.push_back(uid);
   return make_tensor(uid, type, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true);
 }
 
@@ -225,9 +230,14 @@ void execute_plan(cudnnHandle_t handle, const CudnnPlan& plan,
                   const std::vector<std::pair<std::int64_t, void*>>& bindings, void* workspace) {
   std::vector<std::int64_t> uids;
   std::vector<void*> ptrs;
-  for (const auto& [uid, ptr] : bindings) {
+  for (std::int64_t uid : plan.bound_uids) {
+    auto it = std::find_if(bindings.begin(), bindings.end(),
+                           [uid](const auto& b) { return b.first == uid; });
+    if (it == bindings.end())
+      throw std::logic_error(fmt::format("cuDNN plan needs tensor uid {} and no pointer was given",
+                                         uid));
     uids.push_back(uid);
-    ptrs.push_back(ptr);
+    ptrs.push_back(it->second);
   }
   CudnnDesc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,

@@ -65,6 +65,8 @@ class CudnnGraphBuilder {
   CudnnDesc finish(cudnnHandle_t handle);
   std::vector<CudnnDesc>& owned() { return owned_; }
   std::size_t operation_count() const { return ops_.size(); }
+  // The uids of the tensors (and by-value scalars) bound at execution, in creation order.
+  const std::vector<std::int64_t>& bound_uids() const { return bound_uids_; }
 
  private:
   cudnnBackendDescriptor_t make_tensor(std::int64_t uid, cudnnDataType_t type, const Dims4& dims,
@@ -73,6 +75,7 @@ class CudnnGraphBuilder {
   void keep_operation(CudnnDesc op, CudnnDesc inner);
 
   std::int64_t next_virtual_uid_ = 1000000;
+  std::vector<std::int64_t> bound_uids_;
   std::vector<CudnnDesc> owned_;                 // tensors and operator descriptors
   std::vector<cudnnBackendDescriptor_t> ops_;    // operations, in order (also in owned_)
 };
@@ -82,6 +85,7 @@ struct CudnnPlan {
   std::vector<CudnnDesc> keep;  // tensors, operations, graph, engine configuration
   CudnnDesc plan{CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR};
   std::int64_t workspace_bytes = 0;
+  std::vector<std::int64_t> bound_uids;  // what the variant pack must bind
 };
 
 // Asks the heuristics (mode A) for engine configurations of `graph` and finalizes the first
@@ -89,7 +93,9 @@ struct CudnnPlan {
 // each one's failure). Does not throw for cuDNN statuses of unsupported configurations.
 std::string select_engine(cudnnHandle_t handle, CudnnDesc& graph, CudnnPlan& out);
 
-// Runs `plan` on `handle`'s stream with the (uid, pointer) bindings and the workspace.
+// Runs `plan` on `handle`'s stream with the (uid, pointer) bindings and the workspace. Binds
+// exactly plan.bound_uids (other bindings are ignored: a graph form may not use them); throws
+// std::logic_error naming a uid the plan needs and `bindings` lacks.
 void execute_plan(cudnnHandle_t handle, const CudnnPlan& plan,
                   const std::vector<std::pair<std::int64_t, void*>>& bindings, void* workspace);
 

@@ -50,6 +50,16 @@ struct Shape {
   }
 };
 
+// The forms of the backward graph tried, in order, until cuDNN offers an engine: cudnn-frontend
+// has emitted each of them for some cuDNN 9 release (the mask before or after subtracting the
+// statistics; D = rowsum(dO*O) as a workspace tensor or virtual).
+struct BackwardForm {
+  bool mask_after_stats;
+  bool sum_in_workspace;
+};
+constexpr BackwardForm kBackwardForm[kBackwardForms] = {
+    {false, true}, {true, true}, {false, false}};
+
 // Scores with the causal mask applied: entries above the diagonal (column > row) become the
 // lowest float, so exp() gives 0 there.
 cudnnBackendDescriptor_t causal_mask(CudnnGraphBuilder& g, const Shape& s,
@@ -66,16 +76,16 @@ cudnnBackendDescriptor_t causal_mask(CudnnGraphBuilder& g, const Shape& s,
   return masked;
 }
 
-// S = (Q K^T) * scale, masked.
-cudnnBackendDescriptor_t masked_scores(CudnnGraphBuilder& g, const Shape& s,
+// S = (Q K^T) * scale, masked unless `mask` is false.
+cudnnBackendDescriptor_t scaled_scores(CudnnGraphBuilder& g, const Shape& s,
                                        cudnnBackendDescriptor_t q, cudnnBackendDescriptor_t kt,
                                        cudnnBackendDescriptor_t scale,
-                                       cudnnBackendDescriptor_t lowest) {
+                                       cudnnBackendDescriptor_t lowest, bool mask) {
   auto qk = g.virtual_tensor(kF32, s.scores_dims, s.scores_strides);
   auto scaled = g.virtual_tensor(kF32, s.scores_dims, s.scores_strides);
   g.matmul(q, kt, qk);
   g.pointwise(CUDNN_POINTWISE_MUL, qk, scale, scaled);
-  return causal_mask(g, s, scaled, lowest);
+  return mask ? causal_mask(g, s, scaled, lowest) : scaled;
 }
 
 void build_forward(CudnnGraphBuilder& g, const Shape& s) {
@@ -85,7 +95,7 @@ void build_forward(CudnnGraphBuilder& g, const Shape& s) {
   auto o = g.tensor(kO, kBf16, s.o.dims, s.o.strides);
   auto stats = g.tensor(kStats, kF32, s.stats_dims, s.stats_strides);
   auto scale = g.scalar(kScale, kF32), lowest = g.scalar(kLowest, kF32);
-  auto scores = masked_scores(g, s, q, kt, scale, lowest);
+  auto scores = scaled_scores(g, s, q, kt, scale, lowest, true);
   // Softmax keeping stats = max + log(sum exp(x - max)) for the backward.
   auto row_max = g.virtual_tensor(kF32, s.stats_dims, s.stats_strides);
   auto shifted = g.virtual_tensor(kF32, s.scores_dims, s.scores_strides);
@@ -103,7 +113,7 @@ void build_forward(CudnnGraphBuilder& g, const Shape& s) {
   g.matmul(p, v, o);
 }
 
-void build_backward(CudnnGraphBuilder& g, const Shape& s) {
+void build_backward(CudnnGraphBuilder& g, const Shape& s, const BackwardForm& form) {
   auto q = g.tensor(kQ, kBf16, s.q.dims, s.q.strides);
   auto kt = g.tensor(kK, kBf16, s.kt_dims, s.kt_strides);
   auto vt = g.tensor(kV, kBf16, s.vt_dims, s.vt_strides);
@@ -118,16 +128,19 @@ void build_backward(CudnnGraphBuilder& g, const Shape& s) {
   // D = rowsum(dO * O), kept in the workspace (uid kSoftmaxSum).
   auto d_o_o = g.virtual_tensor(kF32, s.o.dims, {s.H * s.T * s.D, s.T * s.D, s.H * s.D, 1});
   auto d_sum = g.virtual_tensor(kF32, s.stats_dims, s.stats_strides);
-  auto softmax_sum = g.tensor(kSoftmaxSum, kF32, s.stats_dims, s.stats_strides);
+  auto softmax_sum = form.sum_in_workspace
+                         ? g.tensor(kSoftmaxSum, kF32, s.stats_dims, s.stats_strides)
+                         : g.virtual_tensor(kF32, s.stats_dims, s.stats_strides);
   g.pointwise(CUDNN_POINTWISE_MUL, d_o, o, d_o_o);
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, d_o_o, d_sum);
   g.pointwise(CUDNN_POINTWISE_MUL, d_sum, one, softmax_sum);
   // P = exp(S - stats), recomputed; dV = P^T dO.
-  auto scores = masked_scores(g, s, q, kt, scale, lowest);
+  auto scores = scaled_scores(g, s, q, kt, scale, lowest, !form.mask_after_stats);
   auto shifted = g.virtual_tensor(kF32, s.scores_dims, s.scores_strides);
   auto p = g.virtual_tensor(kF32, s.scores_dims, s.scores_strides);
   auto p_t = g.virtual_tensor(kBf16, s.scores_dims, s.scores_t_strides);
   g.pointwise(CUDNN_POINTWISE_SUB, scores, stats, shifted);
+  if (form.mask_after_stats) shifted = causal_mask(g, s, shifted, lowest);
   g.pointwise(CUDNN_POINTWISE_EXP, shifted, nullptr, p);
   g.reshape(p, p_t);
   g.matmul(p_t, d_o, dv);
@@ -152,9 +165,12 @@ using Key = std::tuple<bool, int, int, int, int>;
 
 }  // namespace
 
-void build_sdpa_graph(CudnnGraphBuilder& g, bool backward, int B, int T, int C, int NH) {
+void build_sdpa_graph(CudnnGraphBuilder& g, bool backward, int B, int T, int C, int NH, int form) {
+  if (form < 0 || form >= (backward ? kBackwardForms : 1))
+    throw std::invalid_argument(fmt::format("cuDNN attention graph form {} of the {} does not exist",
+                                            form, backward ? "backward" : "forward"));
   if (backward)
-    build_backward(g, Shape(B, T, C, NH));
+    build_backward(g, Shape(B, T, C, NH), kBackwardForm[form]);
   else
     build_forward(g, Shape(B, T, C, NH));
 }
@@ -194,23 +210,36 @@ struct CudnnSdpa::Impl {
     const auto [backward, B, T, C, NH] = key;
     why = cudnn_attention_limits(cudnn_version(), T, C / NH);
     if (why.empty()) {
-      try {
-        ensure_handle();
-        CudnnGraphBuilder g;
-        build_sdpa_graph(g, backward, B, T, C, NH);
-        CudnnDesc graph = g.finish(handle);
-        auto plan = std::make_unique<CudnnPlan>();
-        why = select_engine(handle, graph, *plan);
-        if (why.empty()) {
-          for (auto& d : g.owned()) plan->keep.push_back(std::move(d));
-          return plans.emplace(key, std::move(plan)).first->second.get();
-        }
-      } catch (const CudaError& e) {
-        why = e.what();
+      std::string tried;
+      for (int form = 0; form < (backward ? kBackwardForms : 1); ++form) {
+        std::unique_ptr<CudnnPlan> plan = try_form(backward, B, T, C, NH, form, why);
+        if (plan) return plans.emplace(key, std::move(plan)).first->second.get();
+        tried += fmt::format("{}form {}: {}", tried.empty() ? "" : "; ", form, why);
       }
+      why = tried;
     }
     failures.emplace(key, why);
     return nullptr;
+  }
+
+  // The plan of one form of a graph, or nullptr with `why`.
+  std::unique_ptr<CudnnPlan> try_form(bool backward, int B, int T, int C, int NH, int form,
+                                      std::string& why) {
+    try {
+      ensure_handle();
+      CudnnGraphBuilder g;
+      build_sdpa_graph(g, backward, B, T, C, NH, form);
+      CudnnDesc graph = g.finish(handle);
+      auto plan = std::make_unique<CudnnPlan>();
+      why = select_engine(handle, graph, *plan);
+      if (!why.empty()) return nullptr;
+      plan->bound_uids = g.bound_uids();
+      for (auto& d : g.owned()) plan->keep.push_back(std::move(d));
+      return plan;
+    } catch (const CudaError& e) {
+      why = e.what();
+      return nullptr;
+    }
   }
 
   const CudnnPlan& require(const Key& key) {

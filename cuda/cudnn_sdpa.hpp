@@ -10,7 +10,8 @@
 //   backward: D = rowsum(dO * O) (kept in the workspace), P = exp(S - stats) recomputed
 //             with the same mask, dV = P^T dO, dS = P * (dO V^T - D) * scale, dK = dS^T Q,
 //             dQ = dS K written directly (no fp32 dQ accumulator: the engine then uses its
-//             deterministic dP-workspace algorithm).
+//             deterministic dP-workspace algorithm). Three equivalent forms of it are tried
+//             in order (kBackwardForms below).
 // Graphs and execution plans are built once per (B, T, C, NH, direction) and cached; among
 // the heuristic's engine configurations (mode A) the first that finalizes and carries no
 // nondeterministic numerical note is used. The workspace is owned here and grows as needed.
@@ -25,10 +26,16 @@ namespace holmes::cuda {
 
 class CudnnGraphBuilder;
 
-// Adds every tensor and operation of one direction's graph to `g` (each finalized on its own;
-// needs cuDNN loaded but no GPU: the operation graph, which needs a handle, is not built).
-// Throws CudaError naming the call when cuDNN refuses a descriptor.
-void build_sdpa_graph(CudnnGraphBuilder& g, bool backward, int B, int T, int C, int NH);
+// The backward graph exists in kBackwardForms equivalent forms (cudnn_sdpa.cpp: the causal
+// mask before or after subtracting the statistics, D in the workspace or virtual), because
+// cuDNN releases recognise different ones; they are tried in order. The forward has one.
+constexpr int kBackwardForms = 3;
+
+// Adds every tensor and operation of one direction's graph (in form `form`) to `g`, each
+// finalized on its own; needs cuDNN loaded but no GPU (the operation graph, which needs a
+// handle, is not built). Throws CudaError naming the call when cuDNN refuses a descriptor.
+void build_sdpa_graph(CudnnGraphBuilder& g, bool backward, int B, int T, int C, int NH,
+                      int form = 0);
 
 class CudnnSdpa {
  public:

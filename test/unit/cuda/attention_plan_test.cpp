@@ -130,14 +130,25 @@ TEST_CASE("every descriptor of the cuDNN attention graphs finalizes", "[cuda][at
   };
   for (Shape s : {Shape{3, 37, 80, 5}, Shape{2, 64, 128, 2}, Shape{1, 1024, 768, 12}}) {
     INFO("B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH);
-    CudnnGraphBuilder fwd, bwd;
+    CudnnGraphBuilder fwd;
     REQUIRE_NOTHROW(build_sdpa_graph(fwd, false, s.B, s.T, s.C, s.NH));
-    REQUIRE_NOTHROW(build_sdpa_graph(bwd, true, s.B, s.T, s.C, s.NH));
     // matmul, scale, causal mask (2 indices, compare, select), softmax with stats (max, sub,
     // exp, sum, log, add, div), matmul.
     CHECK(fwd.operation_count() == 14);
-    // D = rowsum(dO*O) (3), recomputed P (scores 6, sub, exp), dV (reshape, matmul),
-    // dS (matmul, sub, mul, mul), dK (reshape, matmul), dQ (reshape, matmul).
-    CHECK(bwd.operation_count() == 21);
+    // Q, K, V, O, stats, scale, lowest.
+    CHECK(fwd.bound_uids().size() == 7);
+    for (int form = 0; form < kBackwardForms; ++form) {
+      INFO("backward form " << form);
+      CudnnGraphBuilder bwd;
+      REQUIRE_NOTHROW(build_sdpa_graph(bwd, true, s.B, s.T, s.C, s.NH, form));
+      // D = rowsum(dO*O) (3), recomputed P (scores 6, sub, exp), dV (reshape, matmul),
+      // dS (matmul, sub, mul, mul), dK (reshape, matmul), dQ (reshape, matmul).
+      CHECK(bwd.operation_count() == 21);
+      // Q, K, V, O, dO, stats, dQ, dK, dV, 1, scale, lowest, and D when in the workspace.
+      CHECK(bwd.bound_uids().size() == (form == 2 ? 12u : 13u));
+    }
+    CudnnGraphBuilder none;
+    CHECK_THROWS_AS(build_sdpa_graph(none, true, s.B, s.T, s.C, s.NH, kBackwardForms),
+                    std::invalid_argument);
   }
 }
