@@ -151,7 +151,7 @@ CudnnDesc CudnnGraphBuilder::finish(cudnnHandle_t handle) {
   CudnnDesc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
             static_cast<std::int64_t>(ops_.size()), ops_.data());
-  graph.set(kGraphHandleAttr, CUDNN_TYPE_HANDLE, 1, &handle);
+  if (handle) graph.set(kGraphHandleAttr, CUDNN_TYPE_HANDLE, 1, &handle);
   graph.finalize("operation graph");
   return graph;
 }
@@ -178,16 +178,19 @@ bool nondeterministic(cudnnBackendDescriptor_t cfg) {
 
 }  // namespace
 
-std::string select_engine(cudnnHandle_t handle, CudnnDesc& graph, CudnnPlan& out) {
+std::string select_engine(cudnnHandle_t handle, CudnnDesc& graph, CudnnPlan& out,
+                          cudnnBackendDescriptor_t device_prop) {
   CudnnDesc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
   const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
   heur.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph.get());
   heur.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+  if (device_prop) heur.set_desc(CUDNN_ATTR_ENGINEHEUR_DEVICEPROP, device_prop);
   heur.finalize("engine heuristics (mode A)");
   std::int64_t count = 0;
   check_call(cudnn().get_attribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
              "cudnnBackendGetAttribute(CUDNN_ATTR_ENGINEHEUR_RESULTS, count)");
+  out.proposed = count;
   if (count <= 0) return "the heuristics offer no engine for this graph";
   std::vector<CudnnDesc> cfgs;
   std::vector<cudnnBackendDescriptor_t> raw;
@@ -207,7 +210,10 @@ std::string select_engine(cudnnHandle_t handle, CudnnDesc& graph, CudnnPlan& out
         continue;
       }
       CudnnDesc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-      plan.set(kPlanHandleAttr, CUDNN_TYPE_HANDLE, 1, &handle);
+      if (device_prop)
+        plan.set_desc(CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, device_prop);
+      else
+        plan.set(kPlanHandleAttr, CUDNN_TYPE_HANDLE, 1, &handle);
       plan.set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, raw[i]);
       plan.finalize("execution plan");
       std::int64_t n = 0, bytes = 0;
@@ -223,7 +229,8 @@ std::string select_engine(cudnnHandle_t handle, CudnnDesc& graph, CudnnPlan& out
       why += fmt::format("{}config {}: {}", why.empty() ? "" : "; ", i, e.code_name());
     }
   }
-  return fmt::format("no usable engine among {} configurations ({})", got, why);
+  return fmt::format("none of the {} proposed engine configurations is supported{}{}", count,
+                     got > 0 ? ": " : " (cuDNN's support checks refused all)", why);
 }
 
 void execute_plan(cudnnHandle_t handle, const CudnnPlan& plan,

@@ -61,7 +61,8 @@ class CudnnGraphBuilder {
   void matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c);
   void reshape(cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y);
 
-  // The finalized operation graph of everything added, for `handle`.
+  // The finalized operation graph of everything added, for `handle` (nullptr: no handle, for
+  // building against a device description, see select_engine).
   CudnnDesc finish(cudnnHandle_t handle);
   std::vector<CudnnDesc>& owned() { return owned_; }
   std::size_t operation_count() const { return ops_.size(); }
@@ -86,12 +87,17 @@ struct CudnnPlan {
   CudnnDesc plan{CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR};
   std::int64_t workspace_bytes = 0;
   std::vector<std::int64_t> bound_uids;  // what the variant pack must bind
+  std::int64_t proposed = 0;  // configurations the heuristics proposed (set even on failure)
 };
 
 // Asks the heuristics (mode A) for engine configurations of `graph` and finalizes the first
 // deterministic one into `out.plan`. Returns "" or why none was usable (no configuration, or
 // each one's failure). Does not throw for cuDNN statuses of unsupported configurations.
-std::string select_engine(cudnnHandle_t handle, CudnnDesc& graph, CudnnPlan& out);
+// With `device_prop` (a finalized CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, cuDNN >= 9.8) instead of
+// a handle, engines are chosen and plans finalized for that device description without a GPU
+// (such a plan is for checking support, not for execution).
+std::string select_engine(cudnnHandle_t handle, CudnnDesc& graph, CudnnPlan& out,
+                          cudnnBackendDescriptor_t device_prop = nullptr);
 
 // Runs `plan` on `handle`'s stream with the (uid, pointer) bindings and the workspace. Binds
 // exactly plan.bound_uids (other bindings are ignored: a graph form may not use them); throws

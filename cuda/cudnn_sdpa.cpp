@@ -175,6 +175,24 @@ void build_sdpa_graph(CudnnGraphBuilder& g, bool backward, int B, int T, int C, 
     build_forward(g, Shape(B, T, C, NH));
 }
 
+std::string check_sdpa_offline(const std::string& device_json, bool backward, int B, int T, int C,
+                               int NH, int form, std::int64_t* proposed) {
+  if (cudnn_version() < 90800)
+    return fmt::format("cuDNN {} cannot describe a device without one (needs 9.8)",
+                       cudnn_version());
+  CudnnDesc device(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR);
+  device.set(CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
+             static_cast<std::int64_t>(device_json.size()), device_json.data());
+  device.finalize("device properties from JSON");
+  CudnnGraphBuilder g;
+  build_sdpa_graph(g, backward, B, T, C, NH, form);
+  CudnnDesc graph = g.finish(nullptr);
+  CudnnPlan plan;
+  std::string why = select_engine(nullptr, graph, plan, device.get());
+  if (proposed) *proposed = plan.proposed;
+  return why;
+}
+
 struct CudnnSdpa::Impl {
   cudnnHandle_t handle = nullptr;
   int device = -1;

@@ -37,6 +37,16 @@ constexpr int kBackwardForms = 3;
 void build_sdpa_graph(CudnnGraphBuilder& g, bool backward, int B, int T, int C, int NH,
                       int form = 0);
 
+// Builds one direction's graph (form `form`) for the GPU described by `device_json` (the JSON
+// of a CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR) without a GPU: the operation graph is finalized
+// (cuDNN checks the whole DAG) and the heuristics are asked for engines. Returns "" when a
+// plan finalized, else why not; `proposed` gets the number of configurations the heuristics
+// proposed. Without a driver, plans of runtime-compiled engines cannot finalize, so a
+// GPU-free caller can only learn that the graph is well formed and which engines match it.
+// Needs cuDNN >= 9.8; throws CudaError naming the call when a descriptor is refused.
+std::string check_sdpa_offline(const std::string& device_json, bool backward, int B, int T, int C,
+                               int NH, int form, std::int64_t* proposed);
+
 class CudnnSdpa {
  public:
   CudnnSdpa();  // needs no GPU and does not load cuDNN

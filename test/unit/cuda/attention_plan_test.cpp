@@ -152,3 +152,40 @@ TEST_CASE("every descriptor of the cuDNN attention graphs finalizes", "[cuda][at
                     std::invalid_argument);
   }
 }
+
+// An H100 SXM as cuDNN describes a device (CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR's JSON; values
+// from the data sheet and cudaDeviceProp of an H100 80GB HBM3).
+static const char* kH100Json =
+    R"({"maxGridSize":[2147483647,65535,65535],"maxBlockSize":[1024,1024,64],)"
+    R"("regsPerBlock":65536,"multiProcessorCount":132,"warpSize":32,)"
+    R"("maxSharedMemoryPerBlock":49152,"maxSharedMemoryPerBlockOptin":232448,)"
+    R"("reservedSharedMemoryPerBlock":1024,"maxRegistersPerSM":65536,"maxCtasPerSM":32,)"
+    R"("maxThreadsPerBlock":1024,"maxThreadsPerSM":2048,"pciDeviceId":0,"isTccDriver":0,)"
+    R"("supportCoopLaunch":1,"totalGlobalMem":85520809984,"smClockRateKHz":1980000,)"
+    R"("memClockRateKHz":2619000,"l2CacheSize":52428800,"cudaDeviceId":0,"deviceVer":900,)"
+    R"("driverVer":13000,"deviceName":"NVIDIA H100 80GB HBM3"})";
+
+TEST_CASE("cuDNN accepts the attention graphs for an H100 and proposes engines, without a GPU",
+          "[cuda][attention]") {
+  REQUIRE(cudnn_available());
+  if (cudnn_version() < 90800) {
+    std::printf("HOLMES_SKIP: cuDNN %ld cannot describe a device without one\n", cudnn_version());
+    return;
+  }
+  // The whole operation graph finalizes (cuDNN checks the DAG: tensors, uids, connections) and
+  // the heuristics propose engines for sm_90. That is a weak check of support: cuDNN decides
+  // support when a plan is finalized, which for these runtime-compiled engines needs the
+  // driver; on a GPU the parity tests do that and run them.
+  for (int form = 0; form < kBackwardForms; ++form) {
+    for (bool backward : {false, true}) {
+      if (!backward && form > 0) continue;
+      INFO((backward ? "backward form " : "forward form ") << form);
+      std::int64_t proposed = 0;
+      std::string why;
+      REQUIRE_NOTHROW(why = check_sdpa_offline(kH100Json, backward, 16, 1024, 768, 12, form,
+                                               &proposed));
+      INFO(why);
+      CHECK(proposed > 0);
+    }
+  }
+}
