@@ -9,8 +9,12 @@
 //   - fallback: no cuDNN engine needed: batched cuBLASLt GEMMs for QK^T and PV read with
 //               strides, and a softmax kernel; keeps the probabilities.
 //   - exact:    the reference kernels below (one warp per query row), fp32 only.
-// plan() chooses once per (precision, max shape): cuDNN when it offers an engine, else the
-// fallback, and says which in AttentionPlan::method (logged at start-up).
+// plan() chooses once per (precision, max shape): for bf16, cuDNN when it offers an engine for
+// the forward and the backward, else the fallback; for fp32, exact (cuDNN has no fp32
+// attention). It says which, and why cuDNN was not taken, in AttentionPlan::method (logged at
+// start-up). The environment variable HOLMES_ATTENTION=cudnn|fallback|exact forces a method
+// (docs/cuda.md); a forced method that cannot serve the precision or shape makes plan() throw.
+// What `att` and `scratch` hold per method: attention_plan.hpp (attention_sizes).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -18,6 +22,7 @@
 
 #include <memory>
 
+#include "cuda/attention_plan.hpp"
 #include "model/kernels.hpp"
 
 namespace holmes::cuda {
@@ -26,8 +31,9 @@ using bf16 = __nv_bfloat16;
 
 class Attention {
  public:
-  enum class Method { kAuto, kCudnn, kFallback, kExact };
-  // force != kAuto pins a method (tests; an unavailable one makes plan() throw).
+  using Method = AttentionMethod;  // kAuto, kCudnn, kFallback, kExact
+  // force != kAuto pins a method (tests; an unavailable one makes plan() throw); it takes
+  // precedence over HOLMES_ATTENTION.
   explicit Attention(cudaStream_t stream, Method force = Method::kAuto);
   ~Attention();
   Attention(const Attention&) = delete;
@@ -36,7 +42,7 @@ class Attention {
   // See model::Kernels::plan_attention. Must be called before forward/backward in a
   // precision; shapes up to (B, T) may follow.
   model::AttentionPlan plan(model::Precision p, int B, int T, int C, int NH);
-  Method method(model::Precision p) const;
+  Method method(model::Precision p) const;  // kAuto until plan() ran for p
 
   // The contracts of model::Kernels::attention_forward / attention_backward.
   void forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH);

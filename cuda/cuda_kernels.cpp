@@ -27,7 +27,7 @@ const bf16* dev(const model::bf16* p) { return reinterpret_cast<const bf16*>(p);
 
 class CudaKernels final : public model::Kernels {
  public:
-  explicit CudaKernels(cudaStream_t stream) : stream_(stream) {}
+  explicit CudaKernels(cudaStream_t stream) : stream_(stream), attention_(stream) {}
   const char* name() const override { return "cuda"; }
 
   void embedding_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B,
@@ -64,14 +64,25 @@ class CudaKernels final : public model::Kernels {
     cuda::matmul_dgelu_backward(gemm_, dpre, dw, db, dout, inp, w, pre, N, C, OC, DType::kF32, DType::kF32,
                                 fuse_gelu_, stream_);
   }
+  model::AttentionPlan plan_attention(model::Precision p, int B, int T, int C, int NH) override {
+    return attention_.plan(p, B, T, C, NH);
+  }
+  // fp32 attention before any plan (op-level callers) is the exact method.
+  bool fp32_planned() const { return attention_.method(model::Precision::kFp32) != Attention::Method::kAuto; }
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override {
-    cuda::attention_forward(out, att, qkv, B, T, C, NH, stream_);
+    if (fp32_planned())
+      attention_.forward(out, att, qkv, B, T, C, NH);
+    else
+      cuda::attention_forward(out, att, qkv, B, T, C, NH, stream_);
   }
   void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                          const float* /*out*/, const float* att, int B, int T, int C,
+                          const float* out, const float* att, int B, int T, int C,
                           int NH) override {
-    cuda::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH, stream_);
+    if (fp32_planned())
+      attention_.backward(dqkv, scratch, dout, qkv, out, att, B, T, C, NH);
+    else
+      cuda::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH, stream_);
   }
   void gelu_forward(float* out, const float* inp, size_t n) override {
     cuda::gelu_forward(out, inp, n, stream_);
@@ -135,6 +146,14 @@ class CudaKernels final : public model::Kernels {
     cuda::matmul_dgelu_backward(gemm_, dpre, dw, db, dout, inp, w, pre, N, C, OC, DType::kBf16, DType::kF32,
                                 fuse_gelu_, stream_);
   }
+  void attention_forward(model::bf16* out, float* att, const model::bf16* qkv, int B, int T, int C,
+                         int NH) override {
+    attention_.forward(dev(out), att, dev(qkv), B, T, C, NH);
+  }
+  void attention_backward(model::bf16* dqkv, float* scratch, const model::bf16* dout, const model::bf16* qkv,
+                          const model::bf16* out, const float* att, int B, int T, int C, int NH) override {
+    attention_.backward(dev(dqkv), scratch, dev(dout), dev(qkv), dev(out), att, B, T, C, NH);
+  }
   void gelu_forward(model::bf16* out, const model::bf16* inp, size_t n) override {
     cuda::gelu_forward(dev(out), dev(inp), n, stream_);
   }
@@ -151,6 +170,7 @@ class CudaKernels final : public model::Kernels {
  private:
   cudaStream_t stream_;
   GemmRunner gemm_;
+  Attention attention_;
   // GELU fused into the GEMMs as cuBLASLt epilogues where cuBLASLt offers them;
   // HOLMES_GELU_FUSION=0 turns it off (separate kernels), e.g. to compare.
   bool fuse_gelu_ = gelu_fusion_enabled();

@@ -34,19 +34,37 @@ void validate_gemm(const GemmShape& s) {
   if (s.epilogue == GemmEpilogue::kDGelu && s.bias) bad("bias (with the dGELU epilogue)", 1, "none");
   if (s.fast_tf32 && s.ab_type != DType::kF32)
     bad("fast_tf32 with bf16 inputs", 1, "f32 inputs only");
+  if (s.lda != 0 && s.lda < stored_cols_a(s)) bad("lda", s.lda, "0 (packed) or >= A's stored row length");
+  if (s.ldb != 0 && s.ldb < stored_cols_b(s)) bad("ldb", s.ldb, "0 (packed) or >= B's stored row length");
+  if (s.ldc != 0 && s.ldc < s.n) bad("ldc", s.ldc, "0 (packed) or >= n");
   if (s.batch > 1) {
     // Batches may not overlap in the output; inputs may be shared (stride 0, broadcast).
-    if (s.stride_c < std::int64_t{s.m} * s.n) bad("stride_c", s.stride_c, ">= m*n");
+    // Output matrices either follow each other (stride_c covers a whole matrix) or sit side
+    // by side in the columns of wider rows (stride_c >= n and the last one ends within ldc).
+    const std::int64_t ldc = effective_ldc(s);
+    const bool disjoint = s.stride_c >= (std::int64_t{s.m} - 1) * ldc + s.n;
+    const bool side_by_side = s.stride_c >= s.n && (s.batch - 1) * s.stride_c + s.n <= ldc;
+    if (!disjoint && !side_by_side)
+      bad("stride_c", s.stride_c, ">= (m-1)*ldc + n, or >= n with all batches within ldc");
     if (s.stride_a < 0) bad("stride_a", s.stride_a, ">= 0");
     if (s.stride_b < 0) bad("stride_b", s.stride_b, ">= 0");
   }
 }
 
+std::int64_t stored_cols_a(const GemmShape& s) { return s.trans_a ? s.m : s.k; }
+std::int64_t stored_cols_b(const GemmShape& s) { return s.trans_b ? s.k : s.n; }
+std::int64_t effective_lda(const GemmShape& s) { return s.lda ? s.lda : stored_cols_a(s); }
+std::int64_t effective_ldb(const GemmShape& s) { return s.ldb ? s.ldb : stored_cols_b(s); }
+std::int64_t effective_ldc(const GemmShape& s) { return s.ldc ? s.ldc : s.n; }
+
 std::string describe(const GemmShape& s) {
   const char* epilogue = s.epilogue == GemmEpilogue::kGelu ? " +gelu" : s.epilogue == GemmEpilogue::kDGelu ? " *dgelu" : "";
-  return fmt::format("m={} n={} k={} {}{} {}->{}{}{}{}", s.m, s.n, s.k, s.trans_a ? "A^T" : "A",
+  return fmt::format("m={} n={} k={} {}{} {}->{}{}{}{}{}", s.m, s.n, s.k, s.trans_a ? "A^T" : "A",
                      s.trans_b ? "B^T" : "B", dtype_name(s.ab_type), dtype_name(s.c_type),
-                     s.bias ? " +bias" : "", epilogue, s.batch > 1 ? fmt::format(" batch={}", s.batch) : "");
+                     s.bias ? " +bias" : "", epilogue, s.batch > 1 ? fmt::format(" batch={}", s.batch) : "",
+                     (s.lda || s.ldb || s.ldc)
+                         ? fmt::format(" ld={},{},{}", effective_lda(s), effective_ldb(s), effective_ldc(s))
+                         : "");
 }
 
 namespace {

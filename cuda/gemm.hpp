@@ -2,7 +2,8 @@
 //
 //   C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C[m,n]  (+ bias[n] on every row)
 //
-// All matrices are row-major and densely packed. A is stored [m,k], or [k,m] when trans_a;
+// All matrices are row-major, densely packed unless a leading dimension says otherwise (lda,
+// ldb, ldc: elements between consecutive rows as stored; 0 = packed). A is stored [m,k], or [k,m] when trans_a;
 // B is stored [k,n], or [n,k] when trans_b. The default (trans_b) is a linear layer:
 // out[BT,OC] = inp[BT,C] * weight[OC,C]^T. Inputs are fp32 or bf16, accumulation is always
 // fp32, C is fp32 or bf16. One cuBLASLt plan (descriptors + heuristic algorithm) is built
@@ -40,6 +41,9 @@ struct GemmShape {
   // Strided batches: matrix i of A starts at A + i*stride_a elements (same for B, C).
   int batch = 1;
   std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  // Row strides of the stored matrices (0 = packed: the stored row length). Lets a GEMM read
+  // one head of an interleaved (T, 3C) buffer in place: lda = 3C, stride_a = HS.
+  std::int64_t lda = 0, ldb = 0, ldc = 0;
 
   auto operator<=>(const GemmShape&) const = default;
 };
@@ -48,6 +52,14 @@ struct GemmShape {
 // programming errors of the caller (shapes come from the model), not user input.
 void validate_gemm(const GemmShape& s);
 std::string describe(const GemmShape& s);  // "m=.. n=.. k=.. A^T B ... bf16->f32"
+
+// The stored row lengths of A, B, C ([rows, cols] as stored) and their effective leading
+// dimensions (the ld fields, or the row length when 0).
+std::int64_t stored_cols_a(const GemmShape& s);
+std::int64_t stored_cols_b(const GemmShape& s);
+std::int64_t effective_lda(const GemmShape& s);
+std::int64_t effective_ldb(const GemmShape& s);
+std::int64_t effective_ldc(const GemmShape& s);
 
 class GemmRunner {
  public:
