@@ -90,10 +90,21 @@ __global__ void embedding_wte_kernel(float* dwte, const E* dout, const unsigned 
     float acc[kW];
 #pragma unroll
     for (int k = 0; k < kW; ++k) acc[k] = 0.0f;
-    for (int j = i; j < N && sorted[j] / n == row; ++j) {
-      const long long p = (long long)(sorted[j] % n);
+    // Keys are sorted, so when sorted[j + 3] is still this row, so are j .. j + 3: four
+    // independent loads in flight, added in position order (the same sums as one by one).
+    int j = i;
+    for (; j + 3 < N && sorted[j + 3] / n == row; j += 4) {
+      float d[4][kW];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) load_vec<kW>(d[u], dout + (long long)(sorted[j + u] % n) * C + c);
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int k = 0; k < kW; ++k) acc[k] += d[u][k];
+    }
+    for (; j < N && sorted[j] / n == row; ++j) {
       float d[kW];
-      load_vec<kW>(d, dout + p * C + c);
+      load_vec<kW>(d, dout + (long long)(sorted[j] % n) * C + c);
 #pragma unroll
       for (int k = 0; k < kW; ++k) acc[k] += d[k];
     }
