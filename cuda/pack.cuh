@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "cuda/row_split.hpp"
+
 namespace holmes::cuda {
 
 __device__ __forceinline__ float widen(float x) { return x; }
@@ -60,13 +62,6 @@ __device__ __forceinline__ void store_vec(T* p, const float (&x)[kW]) {
   }
 }
 
-// Elements before the first 16-byte boundary at or after p (0 when p is aligned).
-template <class T>
-__device__ __forceinline__ int head_to_aligned(const T* p) {
-  const auto mis = reinterpret_cast<std::uintptr_t>(p) & 15u;
-  return int(((16u - mis) & 15u) / sizeof(T));
-}
-
 // f(i, row[i]) for every i in [0, n) this thread (tid of nthreads) owns: a scalar head up to
 // the first 16-byte boundary, 16-byte packs through the middle, a scalar tail. Which thread
 // sees which element depends only on n and the row's address modulo 16, so sums stay
@@ -74,9 +69,8 @@ __device__ __forceinline__ int head_to_aligned(const T* p) {
 template <class T, class F>
 __device__ __forceinline__ void for_each_in_row(const T* row, int n, int tid, int nthreads, F f) {
   constexpr int kW = kPack<T>;
-  const int head = min(head_to_aligned(row), n);
+  const auto [head, packs] = split_row(reinterpret_cast<std::uintptr_t>(row), n, sizeof(T));
   for (int i = tid; i < head; i += nthreads) f(i, widen(row[i]));
-  const int packs = (n - head) / kW;
   for (int q = tid; q < packs; q += nthreads) {
     float x[kW];
     load_vec<kW>(x, row + head + q * kW);
@@ -93,11 +87,9 @@ template <class T, class F>
 __device__ __forceinline__ void transform_row(T* out, const T* in, int n, int tid, int nthreads,
                                               F f) {
   constexpr int kW = kPack<T>;
-  const bool same = ((reinterpret_cast<std::uintptr_t>(out) ^ reinterpret_cast<std::uintptr_t>(in)) &
-                     15u) == 0;
-  const int head = same ? min(head_to_aligned(in), n) : n;
+  const auto [head, packs] = split_row_pair(reinterpret_cast<std::uintptr_t>(out),
+                                            reinterpret_cast<std::uintptr_t>(in), n, sizeof(T));
   for (int i = tid; i < head; i += nthreads) out[i] = narrow<T>(f(i, widen(in[i])));
-  const int packs = (n - head) / kW;
   for (int q = tid; q < packs; q += nthreads) {
     const int i0 = head + q * kW;
     float x[kW];

@@ -7,6 +7,7 @@
 
 #include "cuda/layernorm.hpp"
 #include "cuda/optimizer.hpp"
+#include "cuda/row_split.hpp"
 #include "cuda/vocab.hpp"
 #include "parity.hpp"
 
@@ -127,4 +128,31 @@ TEST_CASE("deterministic reductions: sort keys and group counts depend on the si
   CHECK(cuda::sum_squares_blocks(4096) == 1);
   CHECK(cuda::sum_squares_blocks(4097) == 2);
   CHECK(cuda::sum_squares_blocks(124'000'000) == 1024);
+}
+
+// The row traversal of the vocabulary kernels (cuda/row_split.hpp): every element exactly
+// once, packs only at 16-byte boundaries, heads and tails shorter than a pack.
+TEST_CASE("split_row covers a row once with aligned packs, for every offset and length",
+          "[cuda][parity]") {
+  for (int elem : {2, 4})
+    for (std::uintptr_t offset = 0; offset < 16; offset += elem)
+      for (int n = 0; n <= 50; ++n) {
+        INFO("elem " << elem << " offset " << offset << " n " << n);
+        const std::uintptr_t addr = 4096 + offset;
+        const int per_pack = 16 / elem;
+        const auto s = cuda::split_row(addr, n, elem);
+        REQUIRE(s.head >= 0);
+        REQUIRE(s.packs >= 0);
+        const int tail = n - s.head - s.packs * per_pack;
+        CHECK(tail >= 0);
+        CHECK(s.head < per_pack);                            // a head is less than one pack
+        CHECK((s.head == n || tail < per_pack));             // so is a tail, after packs
+        if (s.packs > 0) CHECK((addr + s.head * elem) % 16 == 0);
+        if (s.head < n) CHECK((addr + s.head * elem) % 16 == 0);  // head stops at the boundary
+        // The same alignment for out and in: one split; different: all scalar.
+        const auto same = cuda::split_row_pair(addr + 32, addr, n, elem);
+        CHECK((same.head == s.head && same.packs == s.packs));
+        const auto other = cuda::split_row_pair(addr + elem, addr, n, elem);
+        CHECK((other.head == n && other.packs == 0));
+      }
 }
