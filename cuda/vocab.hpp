@@ -19,7 +19,8 @@ void embedding_forward(float* out, const int* tokens, const float* wte, const fl
 void embedding_forward(bf16* out, const int* tokens, const bf16* wte, const bf16* wpe, int B,
                        int T, int C, int vocab_begin, int Vl, cudaStream_t stream = nullptr);
 // dwte, dwpe accumulate (dwpe may be null). Deterministic: the gradients of positions that
-// share a token are summed in a fixed order (no atomics), so a run repeats bit for bit.
+// share a token are summed in a fixed order (no atomics), so a run repeats bit for bit. Takes
+// a little stream-ordered scratch for the sort (scratch.hpp).
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int B,
                         int T, int C, int vocab_begin, int Vl, cudaStream_t stream = nullptr);
 void embedding_backward(float* dwte, float* dwpe, const bf16* dout, const int* tokens, int B,
