@@ -6,7 +6,9 @@
 // same stream, so calls on different streams never share scratch and kernels queued before
 // the free finish before the memory is reused. The pool keeps freed blocks for reuse until
 // the next synchronization (CUDA's default release threshold), so steady-state calls do not
-// reach the driver between two host synchronizations.
+// reach the driver between two host synchronizations. Where the device has no memory pools
+// (cudaMallocAsync says cudaErrorNotSupported) it falls back to cudaMalloc and a stream
+// synchronization before cudaFree: correct, but it stalls the host once per call.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -48,6 +50,7 @@ class StreamScratch {
  private:
   void* data_ = nullptr;
   cudaStream_t stream_;
+  bool pooled_ = true;  // false: cudaMalloc'd (no memory pools here), freed after a sync
 };
 
 }  // namespace holmes::cuda
