@@ -8,6 +8,7 @@
 #include "cuda/layernorm.hpp"
 #include "cuda/optimizer.hpp"
 #include "cuda/row_split.hpp"
+#include "cuda/scratch.hpp"
 #include "cuda/vocab.hpp"
 #include "parity.hpp"
 
@@ -155,4 +156,17 @@ TEST_CASE("split_row covers a row once with aligned packs, for every offset and 
         const auto other = cuda::split_row_pair(addr + elem, addr, n, elem);
         CHECK((other.head == n && other.packs == 0));
       }
+}
+
+TEST_CASE("ScratchLayout places sub-buffers at 256-byte boundaries without overlap",
+          "[cuda][parity]") {
+  cuda::ScratchLayout layout;
+  const std::size_t a = layout.add(8 * 7), b = layout.add(8 * 7), c = layout.add(0),
+                    d = layout.add(1000);
+  CHECK(a == 0);
+  CHECK(b == 256);  // 56 bytes rounded up to the next boundary
+  CHECK(c == 512);
+  CHECK(d == 512);  // an empty buffer takes no room
+  CHECK(layout.bytes() == 1512);
+  for (std::size_t off : {a, b, c, d}) CHECK(off % cuda::ScratchLayout::kAlign == 0);
 }
