@@ -29,6 +29,7 @@ class CudaKernels final : public model::Kernels {
  public:
   explicit CudaKernels(cudaStream_t stream) : stream_(stream), attention_(stream) {}
   const char* name() const override { return "cuda"; }
+  bool supports(model::Precision) const override { return true; }
 
   void embedding_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B,
                          int T, int C, int vb, int Vl) override {
@@ -104,6 +105,10 @@ class CudaKernels final : public model::Kernels {
                                   const int* targets, int N, int Vl, int vb, int V) override {
     cuda::crossentropy_stats_forward(stats, logits, row_max, targets, N, Vl, vb, V, stream_);
   }
+  void crossentropy_fused_forward(float* row_max, float* stats, const float* logits, const int* targets, int N,
+                                  int Vl, int vb, int V) override {
+    cuda::crossentropy_fused_forward(row_max, stats, logits, targets, N, Vl, vb, V, stream_);
+  }
   void crossentropy_forward(float* losses, const float* stats, const float* row_max,
                             int N) override {
     cuda::crossentropy_forward(losses, stats, row_max, N, stream_);
@@ -153,6 +158,38 @@ class CudaKernels final : public model::Kernels {
   void attention_backward(model::bf16* dqkv, float* scratch, const model::bf16* dout, const model::bf16* qkv,
                           const model::bf16* out, const float* att, int B, int T, int C, int NH) override {
     attention_.backward(dev(dqkv), scratch, dev(dout), dev(qkv), dev(out), att, B, T, C, NH);
+  }
+  void embedding_forward(model::bf16* out, const int* tokens, const model::bf16* wte, const model::bf16* wpe, int B,
+                         int T, int C, int vb, int Vl) override {
+    cuda::embedding_forward(dev(out), tokens, dev(wte), dev(wpe), B, T, C, vb, Vl, stream_);
+  }
+  void embedding_backward(float* dwte, float* dwpe, const model::bf16* dout, const int* tokens, int B, int T, int C,
+                          int vb, int Vl) override {
+    cuda::embedding_backward(dwte, dwpe, dev(dout), tokens, B, T, C, vb, Vl, stream_);
+  }
+  void layernorm_forward(model::bf16* out, float* mean, float* rstd, const model::bf16* inp, const model::bf16* w,
+                         const model::bf16* b, int N, int C) override {
+    cuda::layernorm_forward(dev(out), mean, rstd, dev(inp), dev(w), dev(b), N, C, stream_);
+  }
+  void layernorm_backward(model::bf16* dinp, float* dw, float* db, const model::bf16* dout, const model::bf16* inp,
+                          const model::bf16* w, const float* mean, const float* rstd, int N, int C) override {
+    cuda::layernorm_backward(dev(dinp), dw, db, dev(dout), dev(inp), dev(w), mean, rstd, N, C, stream_);
+  }
+  void crossentropy_max_forward(float* row_max, const model::bf16* logits, int N, int Vl, int vb, int V) override {
+    cuda::crossentropy_max_forward(row_max, dev(logits), N, Vl, vb, V, stream_);
+  }
+  void crossentropy_stats_forward(float* stats, const model::bf16* logits, const float* row_max, const int* targets,
+                                  int N, int Vl, int vb, int V) override {
+    cuda::crossentropy_stats_forward(stats, dev(logits), row_max, targets, N, Vl, vb, V, stream_);
+  }
+  void crossentropy_fused_forward(float* row_max, float* stats, const model::bf16* logits, const int* targets, int N,
+                                  int Vl, int vb, int V) override {
+    cuda::crossentropy_fused_forward(row_max, stats, dev(logits), targets, N, Vl, vb, V, stream_);
+  }
+  void crossentropy_backward(model::bf16* dlogits, const model::bf16* logits, const float* row_max,
+                             const float* stats, const int* targets, float dloss, int N, int Vl, int vb,
+                             int V) override {
+    cuda::crossentropy_backward(dev(dlogits), dev(logits), row_max, stats, targets, dloss, N, Vl, vb, V, stream_);
   }
   void gelu_forward(model::bf16* out, const model::bf16* inp, size_t n) override {
     cuda::gelu_forward(dev(out), dev(inp), n, stream_);

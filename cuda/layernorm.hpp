@@ -1,7 +1,9 @@
 // LayerNorm on the GPU with the contract of model/kernels.hpp: eps 1e-5, biased variance,
 // mean/rstd (fp32) kept for backward. fp32 and bf16 overloads (bf16 activations and weights,
 // fp32 statistics and weight gradients, fp32 arithmetic). Deterministic: dweight and dbias
-// are summed over rows in a fixed order. Asynchronous on `stream`.
+// are summed over rows in a fixed order (groups of layernorm_group_rows(N) rows, then the
+// groups in order; no atomics), using a little stream-ordered scratch (scratch.hpp).
+// Asynchronous on `stream`.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -24,5 +26,10 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
 void layernorm_backward(__nv_bfloat16* dinp, float* dweight, float* dbias, const __nv_bfloat16* dout,
                         const __nv_bfloat16* inp, const __nv_bfloat16* weight, const float* mean,
                         const float* rstd, int N, int C, cudaStream_t stream = nullptr);
+
+// Rows per partial-sum group of the backward's dweight/dbias reduction: 64, doubled until
+// there are at most 65535 groups. A function of N alone, so the summation order is too
+// (host arithmetic, exposed for tests).
+int layernorm_group_rows(int N);
 
 }  // namespace holmes::cuda

@@ -19,11 +19,17 @@ void embedding_forward(float* out, const int* tokens, const float* wte, const fl
 void embedding_forward(bf16* out, const int* tokens, const bf16* wte, const bf16* wpe, int B,
                        int T, int C, int vocab_begin, int Vl, cudaStream_t stream = nullptr);
 // dwte, dwpe accumulate (dwpe may be null). Deterministic: the gradients of positions that
-// share a token are summed in a fixed order (no atomics), so a run repeats bit for bit.
+// share a token are summed in a fixed order (no atomics), so a run repeats bit for bit. Takes
+// a little stream-ordered scratch for the sort (scratch.hpp).
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int B,
                         int T, int C, int vocab_begin, int Vl, cudaStream_t stream = nullptr);
 void embedding_backward(float* dwte, float* dwpe, const bf16* dout, const int* tokens, int B,
                         int T, int C, int vocab_begin, int Vl, cudaStream_t stream = nullptr);
+// How the backward orders the sums: positions sorted by key row * N + position (row = the
+// token's local id, Vl for another shard's token; N = B*T), so each dwte row adds its
+// positions in position order. The key bits the radix sort looks at (host arithmetic,
+// exposed for tests): the fewest with (Vl + 1) * N <= 2^bits.
+int embedding_sort_bits(int N, int Vl);
 
 // Pass 1: row_max (N) writes the max over this shard's valid logits (global id < V).
 void crossentropy_max_forward(float* row_max, const float* logits, int N, int Vl, int vocab_begin,

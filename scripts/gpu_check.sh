@@ -95,8 +95,9 @@ run_checks() {
   local whole=pass
   "$dir/bin/test_cuda" "whole model*" >"$logs/whole_model.log" 2>&1 || whole=FAIL
   grep -q HOLMES_SKIP "$logs/whole_model.log" && whole=FAIL
-  # 3. the parity table the tests print (one row per op x precision x shape), if any
-  grep -E '^parity ' "$logs/test_cuda.log" >"$logs/parity_table.txt" || true
+  # 3. the parity table (parity_table_test.cpp prints one markdown row per op x precision x
+  #    shape x output)
+  grep -E '^\| ' "$logs/test_cuda.log" | grep -vE '^\| (op|---) ' >"$logs/parity_table.txt" || true
   # 4. the bench: GPT-2 124M (bf16: the issue's MFU target; fp32; bf16 with the fallback
   #    attention) and 350M, B=16 T=1024
   local rows
@@ -108,8 +109,13 @@ run_checks() {
   )
   "$dir/bin/holmes_gemm_bench" 8192 768 50 >"$logs/gemm_bench.log" 2>&1 || true
   echo
-  [ -s "$logs/parity_table.txt" ] && { echo "parity table ($(wc -l <"$logs/parity_table.txt") rows, failures first):"; \
-    (grep -v ' ok$' "$logs/parity_table.txt"; grep ' ok$' "$logs/parity_table.txt") | head -60; echo; }
+  if [ -s "$logs/parity_table.txt" ]; then
+    echo "parity table ($(wc -l <"$logs/parity_table.txt") rows, $(grep -c '| FAIL |' "$logs/parity_table.txt") failing; failures first, all in parity_table.txt):"
+    echo "| op | precision | shape | output | max normalized error | tolerance | result |"
+    echo "| --- | --- | --- | --- | --- | --- | --- |"
+    (grep '| FAIL |' "$logs/parity_table.txt"; grep -v '| FAIL |' "$logs/parity_table.txt") | head -80
+    echo
+  fi
   echo "gpu_check on $(head -1 "$logs/gpu.txt")"
   echo "libraries: ${found[*]}"
   printf '%-24s %s\n' "CUDA tests (test_cuda)" "$tests: $summary ${failed:+(first failures: $failed)}" \

@@ -23,14 +23,6 @@ void check_close(const DeviceBuffer& gpu, const std::vector<float>& cpu, double 
   CHECK(worst_ratio(to_host<float>(gpu, cpu.size()), want, atol, 1e-4) <= 1.0);
 }
 
-std::vector<int> random_ints(std::size_t n, int hi, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int> dist(0, hi - 1);
-  std::vector<int> v(n);
-  for (auto& x : v) x = dist(gen);
-  return v;
-}
-
 struct Shard {
   int vocab_begin, Vl;
 };
