@@ -52,6 +52,8 @@ class StepRunner {
   // The storage precision and the attention method, for the start-up line ("bf16, attention
   // cudnn ...").
   virtual std::string numerics() const = 0;
+  // MiB of device memory in use on this rank's GPU (0 on the CPU), for the log.
+  virtual double device_mb() const { return 0; }
   virtual const model::GptConfig& shard_config() const = 0;
   virtual int micro_batches() const = 0;     // per step per data-parallel rank
   virtual int64_t tokens_per_step() const = 0;  // whole job

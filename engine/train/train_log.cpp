@@ -60,6 +60,8 @@ void TrainLog::step(const StepStats& s, const StepRunner& trainer, const std::op
       {"grad_norm", s.grad_norm},          {"step_ms", s.step_ms},   {"tokens_per_s", s.tokens_per_s},
       {"tflops", tflops},                  {"mfu", mfu},             {"rss_mb", rss_mb()},
       {"comm_ms", s.comm_ms},              {"comm_share", share}};
+  const double device_mb = trainer.device_mb();
+  if (device_mb > 0) row.emplace_back("device_mb", device_mb);
   if (job) {
     row.emplace_back("rss_mb_max", job->rss_mb);
     row.emplace_back("comm_share_max", job->comm_share);
@@ -72,9 +74,10 @@ void TrainLog::step(const StepStats& s, const StepRunner& trainer, const std::op
                                  ? fmt::format(" | comm {:.0f}% (max rank {:.0f}%)", 100.0 * share, 100.0 * job->comm_share)
                                  : "";
     fmt::print("step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.4f} | {:.1f} ms | {} tok/s | {:.3f} TFLOP/s | "
-               "MFU {:.1f}% | rss {:.0f} MiB{}\n",
+               "MFU {:.1f}% | rss {:.0f} MiB{}{}\n",
                done, fmt::formatted_size("{}", total), total, s.loss, s.lr, s.grad_norm, s.step_ms,
-               human_count(s.tokens_per_s), tflops, mfu, job->rss_mb, comm);
+               human_count(s.tokens_per_s), tflops, mfu, job->rss_mb,
+               device_mb > 0 ? fmt::format(" | gpu {:.0f} MiB", device_mb) : "", comm);
   }
   if (done >= next_progress_ && done < total) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

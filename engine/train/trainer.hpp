@@ -62,6 +62,7 @@ class Trainer final : public StepRunner {
   const char* backend_name() const override { return gpt_->backend().device.c_str(); }
   const char* kernels_name() const override { return gpt_->backend().kernels->name(); }
   std::string numerics() const override;
+  double device_mb() const override { return gpt_->backend().memory->device_used_mb(); }
 
   // Where this rank's steps went, in seconds per step, averaged over the steps after the
   // first kWarmupSteps (all steps when there were no more): computing (the model's forward
