@@ -25,5 +25,8 @@ expect_refusal rank "NCCL_NET='Socket' is set" env NCCL_NET=Socket RANK=1 WORLD_
   LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 "$bin"
 expect_refusal plain "job.device: 'cuda'" env -u NCCL_NET "$bin" --nproc-per-node 2
 
+# The IB + RoCE batch script at least parses.
+bash -n "$src/scripts/slurm/train_ib_roce.sbatch" || say_fail "train_ib_roce.sbatch: syntax"
+
 [ $fail -eq 0 ] && echo "nccl_env: all cases passed"
 exit $((fail > 0))
