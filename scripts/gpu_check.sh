@@ -6,7 +6,9 @@
 #                                       with the shared libraries a plain CUDA image lacks into
 #                                       DIR (default gpu-bundle/, ignored by git, < 64 MiB)
 #   scripts/gpu_check.sh run [DIR]      there (on the GPU machine, DIR carried): every CUDA test
-#                                       (a skip is a failure there), the whole-model checks, the
+#                                       (a skip is a failure there), the NCCL groups on the one
+#                                       GPU (libnccl from the image: 200 MiB, too big to carry),
+#                                       the whole-model checks, the
 #                                       bench on GPT-2 124M and 350M (B=16, T=1024); a short
 #                                       table last; logs under $OUT when set
 #
@@ -56,6 +58,13 @@ run_checks() {
   local whole=pass
   "$dir/bin/test_cuda" "whole model*" >"$logs/whole_model.log" 2>&1 || whole=FAIL
   grep -q HOLMES_SKIP "$logs/whole_model.log" && whole=FAIL
+  # 2b. the NCCL groups on this one GPU (docs/comm.md): size-1 groups on Socket and IB running
+  # every op, a member that never joins, two members on one GPU; libnccl comes from the image
+  local nccl=pass
+  "$dir/bin/test_cuda" "[nccl]" >"$logs/nccl.log" 2>&1 || nccl=FAIL
+  grep -q HOLMES_SKIP "$logs/nccl.log" && nccl=FAIL
+  local nccl_lib
+  nccl_lib=$(grep -m1 '^NCCL [0-9]' "$logs/nccl.log" || echo "libnccl not loaded (see nccl.log)")
   # 3. the bench: GPT-2 124M and 350M, fp32 kernels, B=16 T=1024
   local steps=${HOLMES_BENCH_STEPS:-10} rows=()
   for shape in "124M 12 768 12" "350M 24 1024 16"; do
@@ -70,10 +79,11 @@ run_checks() {
   "$dir/bin/holmes_gemm_bench" 8192 768 50 >"$logs/gemm_bench.log" 2>&1 || true
   echo
   echo "gpu_check on $(head -1 "$logs/gpu.txt")"
-  printf '%-24s %s\n' "CUDA tests (test_cuda)" "$tests: $summary" "whole model vs CPU" "$whole"
+  printf '%-24s %s\n' "CUDA tests (test_cuda)" "$tests: $summary" "whole model vs CPU" "$whole" \
+    "NCCL groups, one GPU" "$nccl: $nccl_lib"
   for r in "${rows[@]}"; do printf 'bench %s\n' "$r"; done
   tail -1 "$logs/gemm_bench.log" | sed 's/^/gemm  /'
-  [ "$tests" = pass ] && [ "$whole" = pass ]
+  [ "$tests" = pass ] && [ "$whole" = pass ] && [ "$nccl" = pass ]
 }
 
 case "$mode" in

@@ -83,6 +83,7 @@ TEST_CASE("libnccl is opened at run time from the toolkit, never linked", "[nccl
   CHECK(hc::nccl_version() >= hc::kMinNcclVersion);
   CHECK(hc::nccl_version() / 10000 == NCCL_MAJOR);
   CHECK(hc::nccl_path().find("libnccl.so") != std::string::npos);
+  std::printf("NCCL %d from %s\n", hc::nccl_version(), hc::nccl_path().c_str());  // for gpu_check.sh
   std::array<char, 512> buf{};
   std::string deps;
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((std::string("ldd '") + HOLMES_BINARY + "'").c_str(), "r"), pclose);
