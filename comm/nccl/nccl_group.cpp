@@ -1,6 +1,7 @@
 #include "comm/nccl/nccl_group.hpp"
 
-#include <cuda_runtime_api.h>
+#include "comm/nccl/nccl_driver.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -13,7 +14,6 @@
 #include <thread>
 
 #include "comm/errors.hpp"
-#include "comm/nccl/nccl_api.hpp"
 
 namespace holmes::comm {
 
@@ -25,8 +25,12 @@ ncclRedOp_t to_nccl(ReduceOp op) { return op == ReduceOp::kSum ? ncclSum : ncclM
 
 class NcclGroup final : public ProcessGroup {
  public:
-  NcclGroup(const std::shared_ptr<Store>& store, GroupSpec spec, std::string net)
-      : ProcessGroup(std::move(spec)), store_(store, "pg/" + spec_.name + "/"), net_(std::move(net)) {
+  NcclGroup(const std::shared_ptr<Store>& store, GroupSpec spec, std::string net, const NcclDriver& driver)
+      : ProcessGroup(std::move(spec)),
+        store_(store, "pg/" + spec_.name + "/"),
+        net_(std::move(net)),
+        api_(driver.nccl),
+        cuda_(driver.cuda) {
     connect();
     watchdog_ = std::thread([this] { watch(); });
   }
@@ -113,7 +117,6 @@ class NcclGroup final : public ProcessGroup {
   void connect() {
     if (net_ != "IB" && net_ != "Socket")
       throw std::invalid_argument(fmt::format("make_nccl_group '{}': net '{}' is neither IB nor Socket", name(), net_));
-    api_ = &nccl();
     ncclUniqueId id;
     if (rank() == 0) {
       if (ncclResult_t r = api_->get_unique_id(&id); r != ncclSuccess)
@@ -139,7 +142,7 @@ class NcclGroup final : public ProcessGroup {
     const auto deadline = Clock::now() + spec_.timeout;
     ncclResult_t r = api_->comm_init_rank_config(&comm_, size(), id, rank(), &config);
     if (r == ncclInProgress || r == ncclSuccess) r = poll_ready(deadline);
-    if (r == ncclSuccess && cudaMalloc(reinterpret_cast<void**>(&scratch_), sizeof(float)) != cudaSuccess)
+    if (r == ncclSuccess && cuda_.device_malloc(reinterpret_cast<void**>(&scratch_), sizeof(float)) != cudaSuccess)
       r = ncclUnhandledCudaError;
     if (r == ncclSuccess) return;
     const std::string what = r == ncclInProgress ? fmt::format("not connected within {} ms", spec_.timeout.count())
@@ -193,11 +196,11 @@ class NcclGroup final : public ProcessGroup {
       throw error(op, failure_);
     }
     cudaEvent_t done = nullptr;
-    if (cudaEventCreateWithFlags(&done, cudaEventDisableTiming) != cudaSuccess ||
-        cudaEventRecord(done, stream) != cudaSuccess) {
-      if (done) cudaEventDestroy(done);
-      abort_locked(fmt::format("{} #{}: cannot record its completion event: {}", op, ops_,
-                               cudaGetErrorString(cudaGetLastError())));
+    cudaError_t e = cuda_.event_create(&done, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cuda_.event_record(done, stream);
+    if (e != cudaSuccess) {
+      if (done) cuda_.event_destroy(done);
+      abort_locked(fmt::format("{} #{}: cannot record its completion event: {}", op, ops_, cuda_.error_string(e)));
       throw error(op, failure_);
     }
     pending_.push_back(Pending{done, fmt::format("{} #{}", op, ops_++), deadline, timeout});
@@ -210,7 +213,7 @@ class NcclGroup final : public ProcessGroup {
     if (failure_.empty()) failure_ = what;
     if (comm_) api_->comm_abort(comm_);
     comm_ = nullptr;
-    for (auto& p : pending_) cudaEventDestroy(p.done);
+    for (auto& p : pending_) cuda_.event_destroy(p.done);
     pending_.clear();
     cv_.notify_all();
   }
@@ -228,7 +231,7 @@ class NcclGroup final : public ProcessGroup {
       }
       while (!pending_.empty()) {
         Pending& p = pending_.front();
-        const cudaError_t q = cudaEventQuery(p.done);
+        const cudaError_t q = cuda_.event_query(p.done);
         if (q == cudaErrorNotReady) {
           if (Clock::now() > p.deadline)
             abort_locked(fmt::format("{} did not complete within {} ms (a member is missing, dead or stuck)", p.op,
@@ -236,10 +239,10 @@ class NcclGroup final : public ProcessGroup {
           break;
         }
         if (q != cudaSuccess) {
-          abort_locked(fmt::format("{}: CUDA error {}", p.op, cudaGetErrorString(q)));
+          abort_locked(fmt::format("{}: CUDA error {}", p.op, cuda_.error_string(q)));
           break;
         }
-        cudaEventDestroy(p.done);
+        cuda_.event_destroy(p.done);
         pending_.pop_front();
         cv_.notify_all();
       }
@@ -264,12 +267,13 @@ class NcclGroup final : public ProcessGroup {
       else api_->comm_abort(comm_);
       comm_ = nullptr;
     }
-    if (scratch_) cudaFree(scratch_);
+    if (scratch_) cuda_.device_free(scratch_);
   }
 
   PrefixStore store_;
   std::string net_;
-  const NcclApi* api_ = nullptr;
+  const NcclApi* api_;
+  CudaCalls cuda_;
   ncclComm_t comm_ = nullptr;
   float* scratch_ = nullptr;  // [1] on the device, for barrier
   std::mutex mu_;             // guards everything below and every call on comm_
@@ -283,9 +287,24 @@ class NcclGroup final : public ProcessGroup {
 
 }  // namespace
 
+NcclDriver nccl_driver() {
+  NcclDriver d;
+  d.nccl = &nccl();
+  d.cuda = CudaCalls{&::cudaEventCreateWithFlags, &::cudaEventRecord, &::cudaEventQuery, &::cudaEventDestroy,
+                     static_cast<cudaError_t (*)(void**, size_t)>(&::cudaMalloc), &::cudaFree, &::cudaGetErrorString};
+  return d;
+}
+
+std::unique_ptr<ProcessGroup> make_nccl_group(const std::shared_ptr<Store>& store, GroupSpec spec,
+                                              const std::string& net, const NcclDriver& driver) {
+  return std::make_unique<NcclGroup>(store, std::move(spec), net, driver);
+}
+
 std::unique_ptr<ProcessGroup> make_nccl_group(const std::shared_ptr<Store>& store, GroupSpec spec,
                                               const std::string& net) {
-  return std::make_unique<NcclGroup>(store, std::move(spec), net);
+  if (net != "IB" && net != "Socket")  // before loading anything
+    throw std::invalid_argument(fmt::format("make_nccl_group '{}': net '{}' is neither IB nor Socket", spec.name, net));
+  return make_nccl_group(store, std::move(spec), net, nccl_driver());
 }
 
 }  // namespace holmes::comm
