@@ -145,7 +145,7 @@ bool contains(const std::vector<std::string>& calls, const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("NCCL group: the unique id travels through the store; init is non-blocking and polled until ready",
+TEST_CASE("NCCL group: the unique id travels through the store, init is non-blocking and polled until ready",
           "[nccl_logic]") {
   FakeScope scope;
   fake->polls_in_progress = 3;
@@ -210,7 +210,7 @@ TEST_CASE("NCCL group: an init error is a CommError with NCCL's words, and the c
   CHECK(fake->aborts == 1);
 }
 
-TEST_CASE("NCCL group: each operation reaches NCCL with its counts, op and stream; send_recv in one group call",
+TEST_CASE("NCCL group: each operation reaches NCCL with its counts, op and stream, send_recv in one group call",
           "[nccl_logic]") {
   FakeScope scope;
   auto g = fake_group("tp0", 2, "IB", 2s);
@@ -256,7 +256,7 @@ TEST_CASE("NCCL group: an operation answered in-progress is polled until enqueue
   CHECK(fake->aborts == 0);
 }
 
-TEST_CASE("NCCL group: an operation unfinished at its time-out aborts the communicator; the group stays broken",
+TEST_CASE("NCCL group: an operation unfinished at its time-out aborts the communicator, the group stays broken",
           "[nccl_logic]") {
   FakeScope scope;
   auto g = fake_group("dp1", 2, "IB", 5s);

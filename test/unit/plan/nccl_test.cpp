@@ -306,7 +306,7 @@ TEST_CASE("CPU plans have no NCCL environment and no NCCL communicators", "[nccl
   CHECK_THROWS_AS(hp::nccl_env(p, 2), std::out_of_range);
 }
 
-TEST_CASE("one machine: NCCL bootstraps over loopback; intra-node groups use the node's network", "[nccl]") {
+TEST_CASE("one machine: NCCL bootstraps over loopback, intra-node groups use the node's network", "[nccl]") {
   auto t = hp::testing::make_cluster({{ht::NicKind::kRoce, 1, 4}});
   const hp::Plan p = hp::make_plan(hp::testing::make_spec(4, 64, 4, 2, 1, 2, 1, 8, 32), t);
   auto env = env_map(p, 0);

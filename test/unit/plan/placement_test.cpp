@@ -153,7 +153,7 @@ TEST_CASE("transports: RDMA inside an island, sockets across, intra-node in a no
   }
 }
 
-TEST_CASE("CPU jobs use Gloo on the interface the topology picks; HCAs follow the island's fabric", "[placement]") {
+TEST_CASE("CPU jobs use Gloo on the interface the topology picks, HCAs follow the island's fabric", "[placement]") {
   auto topo = hp::testing::make_cluster({{holmes::topo::NicKind::kIb, 2, 1}, {holmes::topo::NicKind::kIb, 1, 1}});
   for (auto& n : topo.nodes) {
     n.devices.kind = "cpu";

@@ -32,7 +32,7 @@ std::string message_of(const EnvMap& env) {
 
 }  // namespace
 
-TEST_CASE("the plan's values apply where the user set nothing; the user's win and are reported", "[nccl_env]") {
+TEST_CASE("the plan's values apply where the user set nothing, the user's win and are reported", "[nccl_env]") {
   const hp::Plan p = two_islands();
   const int roce_node = 2;
   auto planned = hp::nccl_env(p, roce_node);
@@ -65,7 +65,7 @@ TEST_CASE("the plan's values apply where the user set nothing; the user's win an
   CHECK(lines[2] == "nccl env: NCCL_SOCKET_IFNAME==eth0 (set by the user, as planned)");
 }
 
-TEST_CASE("NCCL_NET is refused with exit code 2, saying why; empty or absent is accepted", "[nccl_env]") {
+TEST_CASE("NCCL_NET is refused with exit code 2, saying why, empty or absent is accepted", "[nccl_env]") {
   const std::string msg = message_of({{"NCCL_NET", "Socket"}});
   CHECK(msg.find("NCCL_NET='Socket' is set") != std::string::npos);
   CHECK(msg.find("config.netName") != std::string::npos);
