@@ -1,5 +1,6 @@
 // What the NCCL group calls: NCCL's entry points (nccl_api.hpp) and the few CUDA runtime
-// calls it makes itself (completion events, one scratch float). The real driver loads
+// calls it makes itself (completion events, one scratch float, the device its watchdog
+// thread works on). The real driver loads
 // libnccl; unit tests hand make_nccl_group a driver of fakes, so the group's logic
 // (non-blocking init, polling, time-outs, abort, the watchdog) is tested without a GPU.
 #pragma once
@@ -23,6 +24,8 @@ struct CudaCalls {
   cudaError_t (*device_malloc)(void**, size_t);  // cudaMalloc (overloaded in cuda_runtime.h)
   cudaError_t (*device_free)(void*);
   decltype(&::cudaGetErrorString) error_string;
+  decltype(&::cudaGetDevice) get_device;
+  decltype(&::cudaSetDevice) set_device;
 };
 
 struct NcclDriver {

@@ -32,6 +32,9 @@ class NcclGroup final : public ProcessGroup {
         api_(driver.nccl),
         cuda_(driver.cuda) {
     connect();
+    // The watchdog queries events of this group's GPU: on any other current device the
+    // runtime would make a context there (on GPU 0 for every rank of a node).
+    if (cuda_.get_device(&device_) != cudaSuccess) device_ = 0;
     watchdog_ = std::thread([this] { watch(); });
   }
   ~NcclGroup() override { close(); }
@@ -221,6 +224,7 @@ class NcclGroup final : public ProcessGroup {
   // The watchdog: completes pending operations in order, aborts on a time-out or an
   // asynchronous error. Polls every 2 ms (operations are milliseconds long or more).
   void watch() {
+    cuda_.set_device(device_);
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
       if (comm_) {
@@ -276,6 +280,7 @@ class NcclGroup final : public ProcessGroup {
   CudaCalls cuda_;
   ncclComm_t comm_ = nullptr;
   float* scratch_ = nullptr;  // [1] on the device, for barrier
+  int device_ = 0;            // the GPU current when the group was made
   std::mutex mu_;             // guards everything below and every call on comm_
   std::condition_variable cv_;
   std::deque<Pending> pending_;
@@ -291,7 +296,8 @@ NcclDriver nccl_driver() {
   NcclDriver d;
   d.nccl = &nccl();
   d.cuda = CudaCalls{&::cudaEventCreateWithFlags, &::cudaEventRecord, &::cudaEventQuery, &::cudaEventDestroy,
-                     static_cast<cudaError_t (*)(void**, size_t)>(&::cudaMalloc), &::cudaFree, &::cudaGetErrorString};
+                     static_cast<cudaError_t (*)(void**, size_t)>(&::cudaMalloc), &::cudaFree, &::cudaGetErrorString,
+                     &::cudaGetDevice, &::cudaSetDevice};
   return d;
 }
 
