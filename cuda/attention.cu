@@ -1,4 +1,4 @@
-// Causal self-attention (model_ops.hpp), correctness-first: the forward gives one warp to
+// Causal self-attention (attention.hpp, the exact method), correctness-first: the forward gives one warp to
 // each (b, h, t) query row; the backward first turns each row's probabilities into score
 // gradients (one warp per row), then one thread per (b, t, h, i) gathers dq, dk and dv for
 // its element, so nothing is accumulated across threads and no atomics are needed.
@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "cuda/check.hpp"
-#include "cuda/model_ops.hpp"
+#include "cuda/attention.hpp"
 #include "cuda/warp.cuh"
 
 namespace holmes::cuda {

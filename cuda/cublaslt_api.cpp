@@ -1,55 +1,24 @@
 #include "cuda/cublaslt_api.hpp"
 
-#include <dlfcn.h>
 #include <fmt/format.h>
-#include <link.h>
 
-#include <mutex>
 #include <vector>
 
 #include "cuda/check.hpp"
-
-#ifndef HOLMES_CUDA_LIBRARY_DIR
-#define HOLMES_CUDA_LIBRARY_DIR ""
-#endif
+#include "cuda/dl_library.hpp"
 
 namespace holmes::cuda {
 
 namespace {
 
-struct Loaded {
-  CublasLtApi api{};
-  std::string path;   // file actually opened
-  std::string error;  // non-empty when loading failed
-};
-
-template <class Fn>
-bool bind(void* lib, const char* name, Fn& slot, std::string& error) {
-  slot = reinterpret_cast<Fn>(dlsym(lib, name));
-  if (!slot && error.empty()) error = fmt::format("symbol {} missing: {}", name, dlerror());
-  return slot != nullptr;
-}
-
-std::string opened_path(void* lib, const std::string& fallback) {
-  link_map* map = nullptr;
-  if (dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name)
-    return map->l_name;
-  return fallback;
-}
+using Loaded = LoadedLibrary<CublasLtApi>;
 
 Loaded load() {
   Loaded out;
   const std::string soname = fmt::format("libcublasLt.so.{}", CUBLAS_VER_MAJOR);
-  std::vector<std::string> candidates = {soname};
-  if (*HOLMES_CUDA_LIBRARY_DIR)
-    candidates.push_back(std::string(HOLMES_CUDA_LIBRARY_DIR) + "/" + soname);
-  void* lib = nullptr;
+  const std::vector<std::string> candidates = library_candidates(soname);
   std::string tried;
-  for (const auto& name : candidates) {
-    lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib) break;
-    tried += fmt::format("{}{}", tried.empty() ? "" : "; ", dlerror());
-  }
+  void* lib = open_first(candidates, tried);
   if (!lib) {
     out.error = fmt::format(
         "cannot load {} (install the CUDA {} toolkit or add its lib folder "
@@ -59,20 +28,20 @@ Loaded load() {
   }
   CublasLtApi& a = out.api;
   std::string& e = out.error;
-  bind(lib, "cublasLtGetVersion", a.get_version, e);
-  bind(lib, "cublasLtCreate", a.create, e);
-  bind(lib, "cublasLtDestroy", a.destroy, e);
-  bind(lib, "cublasLtMatmulDescCreate", a.matmul_desc_create, e);
-  bind(lib, "cublasLtMatmulDescDestroy", a.matmul_desc_destroy, e);
-  bind(lib, "cublasLtMatmulDescSetAttribute", a.matmul_desc_set_attribute, e);
-  bind(lib, "cublasLtMatrixLayoutCreate", a.matrix_layout_create, e);
-  bind(lib, "cublasLtMatrixLayoutDestroy", a.matrix_layout_destroy, e);
-  bind(lib, "cublasLtMatrixLayoutSetAttribute", a.matrix_layout_set_attribute, e);
-  bind(lib, "cublasLtMatmulPreferenceCreate", a.preference_create, e);
-  bind(lib, "cublasLtMatmulPreferenceDestroy", a.preference_destroy, e);
-  bind(lib, "cublasLtMatmulPreferenceSetAttribute", a.preference_set_attribute, e);
-  bind(lib, "cublasLtMatmulAlgoGetHeuristic", a.algo_get_heuristic, e);
-  bind(lib, "cublasLtMatmul", a.matmul, e);
+  bind_symbol(lib, "cublasLtGetVersion", a.get_version, e);
+  bind_symbol(lib, "cublasLtCreate", a.create, e);
+  bind_symbol(lib, "cublasLtDestroy", a.destroy, e);
+  bind_symbol(lib, "cublasLtMatmulDescCreate", a.matmul_desc_create, e);
+  bind_symbol(lib, "cublasLtMatmulDescDestroy", a.matmul_desc_destroy, e);
+  bind_symbol(lib, "cublasLtMatmulDescSetAttribute", a.matmul_desc_set_attribute, e);
+  bind_symbol(lib, "cublasLtMatrixLayoutCreate", a.matrix_layout_create, e);
+  bind_symbol(lib, "cublasLtMatrixLayoutDestroy", a.matrix_layout_destroy, e);
+  bind_symbol(lib, "cublasLtMatrixLayoutSetAttribute", a.matrix_layout_set_attribute, e);
+  bind_symbol(lib, "cublasLtMatmulPreferenceCreate", a.preference_create, e);
+  bind_symbol(lib, "cublasLtMatmulPreferenceDestroy", a.preference_destroy, e);
+  bind_symbol(lib, "cublasLtMatmulPreferenceSetAttribute", a.preference_set_attribute, e);
+  bind_symbol(lib, "cublasLtMatmulAlgoGetHeuristic", a.algo_get_heuristic, e);
+  bind_symbol(lib, "cublasLtMatmul", a.matmul, e);
   out.path = opened_path(lib, soname);
   if (!e.empty()) e = fmt::format("{} is unusable: {}", out.path, e);
   // The library stays loaded for the life of the process (its handles may outlive us).
@@ -87,19 +56,11 @@ const Loaded& loaded() {
 }  // namespace
 
 const CublasLtApi& cublaslt() {
-  const Loaded& l = loaded();
-  if (!l.error.empty())
-    throw CudaError("CUBLAS_STATUS_NOT_INITIALIZED", l.error, "dlopen(libcublasLt)", __FILE__,
-                    __LINE__);
-  return l.api;
+  return loaded().require("CUBLAS_STATUS_NOT_INITIALIZED", "libcublasLt");
 }
 
-bool cublaslt_available(std::string* why) {
-  const Loaded& l = loaded();
-  if (why) *why = l.error;
-  return l.error.empty();
-}
+bool cublaslt_available(std::string* why) { return loaded().available(why); }
 
-std::string cublaslt_path() { return loaded().error.empty() ? loaded().path : ""; }
+std::string cublaslt_path() { return loaded().loaded_path(); }
 
 }  // namespace holmes::cuda

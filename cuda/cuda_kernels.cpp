@@ -1,20 +1,35 @@
 #include "cuda/cuda_kernels.hpp"
 
+#include <cstdlib>
+#include <string_view>
+
 #include "cuda/gemm.hpp"
 #include "cuda/pointwise.hpp"
 #include "cuda/layernorm.hpp"
 #include "cuda/matmul.hpp"
-#include "cuda/model_ops.hpp"
+#include "cuda/attention.hpp"
+#include "cuda/vocab.hpp"
 #include "cuda/optimizer.hpp"
 
 namespace holmes::cuda {
 
 namespace {
 
+bool gelu_fusion_enabled() {
+  const char* v = std::getenv("HOLMES_GELU_FUSION");
+  return v == nullptr || std::string_view(v) != "0";
+}
+
+// model::bf16 (host storage type) and __nv_bfloat16 (device type) are the same 2 bytes.
+static_assert(sizeof(model::bf16) == sizeof(bf16));
+bf16* dev(model::bf16* p) { return reinterpret_cast<bf16*>(p); }
+const bf16* dev(const model::bf16* p) { return reinterpret_cast<const bf16*>(p); }
+
 class CudaKernels final : public model::Kernels {
  public:
-  explicit CudaKernels(cudaStream_t stream) : stream_(stream) {}
+  explicit CudaKernels(cudaStream_t stream) : stream_(stream), attention_(stream) {}
   const char* name() const override { return "cuda"; }
+  bool supports(model::Precision) const override { return true; }
 
   void embedding_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B,
                          int T, int C, int vb, int Vl) override {
@@ -41,13 +56,34 @@ class CudaKernels final : public model::Kernels {
                        const float* w, int N, int C, int OC) override {
     cuda::matmul_backward(gemm_, dinp, dw, db, dout, inp, w, N, C, OC, DType::kF32, stream_);
   }
+  void matmul_gelu_forward(float* out, float* pre, const float* inp, const float* w, const float* b, int N, int C,
+                           int OC) override {
+    cuda::matmul_gelu_forward(gemm_, out, pre, inp, w, b, N, C, OC, DType::kF32, fuse_gelu_, stream_);
+  }
+  void matmul_dgelu_backward(float* dpre, float* dw, float* db, const float* dout, const float* inp,
+                             const float* w, const float* pre, int N, int C, int OC) override {
+    cuda::matmul_dgelu_backward(gemm_, dpre, dw, db, dout, inp, w, pre, N, C, OC, DType::kF32, DType::kF32,
+                                fuse_gelu_, stream_);
+  }
+  model::AttentionPlan plan_attention(model::Precision p, int B, int T, int C, int NH) override {
+    return attention_.plan(p, B, T, C, NH);
+  }
+  // fp32 attention before any plan (op-level callers) is the exact method.
+  bool fp32_planned() const { return attention_.method(model::Precision::kFp32) != Attention::Method::kAuto; }
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override {
-    cuda::attention_forward(out, att, qkv, B, T, C, NH, stream_);
+    if (fp32_planned())
+      attention_.forward(out, att, qkv, B, T, C, NH);
+    else
+      cuda::attention_forward(out, att, qkv, B, T, C, NH, stream_);
   }
   void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                          const float* att, int B, int T, int C, int NH) override {
-    cuda::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH, stream_);
+                          const float* out, const float* att, int B, int T, int C,
+                          int NH) override {
+    if (fp32_planned())
+      attention_.backward(dqkv, scratch, dout, qkv, out, att, B, T, C, NH);
+    else
+      cuda::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH, stream_);
   }
   void gelu_forward(float* out, const float* inp, size_t n) override {
     cuda::gelu_forward(out, inp, n, stream_);
@@ -68,6 +104,10 @@ class CudaKernels final : public model::Kernels {
   void crossentropy_stats_forward(float* stats, const float* logits, const float* row_max,
                                   const int* targets, int N, int Vl, int vb, int V) override {
     cuda::crossentropy_stats_forward(stats, logits, row_max, targets, N, Vl, vb, V, stream_);
+  }
+  void crossentropy_fused_forward(float* row_max, float* stats, const float* logits, const int* targets, int N,
+                                  int Vl, int vb, int V) override {
+    cuda::crossentropy_fused_forward(row_max, stats, logits, targets, N, Vl, vb, V, stream_);
   }
   void crossentropy_forward(float* losses, const float* stats, const float* row_max,
                             int N) override {
@@ -90,9 +130,87 @@ class CudaKernels final : public model::Kernels {
     cuda::adamw_update(params, m, v, grads, n, s, stream_);
   }
 
+  // ---- bf16 activations, fp32 gradients ----
+  void convert(model::bf16* out, const float* inp, size_t n) override { cuda::convert(dev(out), inp, n, stream_); }
+  void convert(float* out, const model::bf16* inp, size_t n) override { cuda::convert(out, dev(inp), n, stream_); }
+  void matmul_forward(model::bf16* out, const model::bf16* inp, const model::bf16* w, const model::bf16* b, int N,
+                      int C, int OC) override {
+    cuda::matmul_forward(gemm_, out, inp, w, b, N, C, OC, DType::kBf16, stream_);
+  }
+  void matmul_backward(model::bf16* dinp, float* dw, float* db, const model::bf16* dout, const model::bf16* inp,
+                       const model::bf16* w, int N, int C, int OC) override {
+    cuda::matmul_backward(gemm_, dinp, dw, db, dout, inp, w, N, C, OC, DType::kBf16, DType::kF32, stream_);
+  }
+  void matmul_gelu_forward(model::bf16* out, model::bf16* pre, const model::bf16* inp, const model::bf16* w,
+                           const model::bf16* b, int N, int C, int OC) override {
+    cuda::matmul_gelu_forward(gemm_, out, pre, inp, w, b, N, C, OC, DType::kBf16, fuse_gelu_, stream_);
+  }
+  void matmul_dgelu_backward(model::bf16* dpre, float* dw, float* db, const model::bf16* dout,
+                             const model::bf16* inp, const model::bf16* w, const model::bf16* pre, int N, int C,
+                             int OC) override {
+    cuda::matmul_dgelu_backward(gemm_, dpre, dw, db, dout, inp, w, pre, N, C, OC, DType::kBf16, DType::kF32,
+                                fuse_gelu_, stream_);
+  }
+  void attention_forward(model::bf16* out, float* att, const model::bf16* qkv, int B, int T, int C,
+                         int NH) override {
+    attention_.forward(dev(out), att, dev(qkv), B, T, C, NH);
+  }
+  void attention_backward(model::bf16* dqkv, float* scratch, const model::bf16* dout, const model::bf16* qkv,
+                          const model::bf16* out, const float* att, int B, int T, int C, int NH) override {
+    attention_.backward(dev(dqkv), scratch, dev(dout), dev(qkv), dev(out), att, B, T, C, NH);
+  }
+  void embedding_forward(model::bf16* out, const int* tokens, const model::bf16* wte, const model::bf16* wpe, int B,
+                         int T, int C, int vb, int Vl) override {
+    cuda::embedding_forward(dev(out), tokens, dev(wte), dev(wpe), B, T, C, vb, Vl, stream_);
+  }
+  void embedding_backward(float* dwte, float* dwpe, const model::bf16* dout, const int* tokens, int B, int T, int C,
+                          int vb, int Vl) override {
+    cuda::embedding_backward(dwte, dwpe, dev(dout), tokens, B, T, C, vb, Vl, stream_);
+  }
+  void layernorm_forward(model::bf16* out, float* mean, float* rstd, const model::bf16* inp, const model::bf16* w,
+                         const model::bf16* b, int N, int C) override {
+    cuda::layernorm_forward(dev(out), mean, rstd, dev(inp), dev(w), dev(b), N, C, stream_);
+  }
+  void layernorm_backward(model::bf16* dinp, float* dw, float* db, const model::bf16* dout, const model::bf16* inp,
+                          const model::bf16* w, const float* mean, const float* rstd, int N, int C) override {
+    cuda::layernorm_backward(dev(dinp), dw, db, dev(dout), dev(inp), dev(w), mean, rstd, N, C, stream_);
+  }
+  void crossentropy_max_forward(float* row_max, const model::bf16* logits, int N, int Vl, int vb, int V) override {
+    cuda::crossentropy_max_forward(row_max, dev(logits), N, Vl, vb, V, stream_);
+  }
+  void crossentropy_stats_forward(float* stats, const model::bf16* logits, const float* row_max, const int* targets,
+                                  int N, int Vl, int vb, int V) override {
+    cuda::crossentropy_stats_forward(stats, dev(logits), row_max, targets, N, Vl, vb, V, stream_);
+  }
+  void crossentropy_fused_forward(float* row_max, float* stats, const model::bf16* logits, const int* targets, int N,
+                                  int Vl, int vb, int V) override {
+    cuda::crossentropy_fused_forward(row_max, stats, dev(logits), targets, N, Vl, vb, V, stream_);
+  }
+  void crossentropy_backward(model::bf16* dlogits, const model::bf16* logits, const float* row_max,
+                             const float* stats, const int* targets, float dloss, int N, int Vl, int vb,
+                             int V) override {
+    cuda::crossentropy_backward(dev(dlogits), dev(logits), row_max, stats, targets, dloss, N, Vl, vb, V, stream_);
+  }
+  void gelu_forward(model::bf16* out, const model::bf16* inp, size_t n) override {
+    cuda::gelu_forward(dev(out), dev(inp), n, stream_);
+  }
+  void gelu_backward(model::bf16* dinp, const model::bf16* inp, const model::bf16* dout, size_t n) override {
+    cuda::gelu_backward(dev(dinp), dev(inp), dev(dout), n, stream_);
+  }
+  void residual_forward(model::bf16* out, const model::bf16* a, const model::bf16* b, size_t n) override {
+    cuda::residual_forward(dev(out), dev(a), dev(b), n, stream_);
+  }
+  void residual_backward(model::bf16* da, model::bf16* db, const model::bf16* dout, size_t n) override {
+    cuda::residual_backward(dev(da), dev(db), dev(dout), n, stream_);
+  }
+
  private:
   cudaStream_t stream_;
   GemmRunner gemm_;
+  Attention attention_;
+  // GELU fused into the GEMMs as cuBLASLt epilogues where cuBLASLt offers them;
+  // HOLMES_GELU_FUSION=0 turns it off (separate kernels), e.g. to compare.
+  bool fuse_gelu_ = gelu_fusion_enabled();
 };
 
 }  // namespace

@@ -1,14 +1,35 @@
 #include "cuda/device_memory.hpp"
 
+#include <cstring>
+
 #include "cuda/check.hpp"
 
 namespace holmes::cuda {
 
 namespace {
 
+// Uploads of up to kStagedMax bytes (token batches, targets) go through two pinned host
+// buffers used in turn: the caller's bytes are copied there, the copy to the device is
+// queued on the stream without waiting for it, and an event says when the buffer may be
+// reused (by then, two uploads later, it long has been). Larger uploads (weights at start-up)
+// copy from the caller's memory directly.
+constexpr size_t kStagedMax = size_t{64} << 20;
+
+struct Staging {
+  void* host = nullptr;
+  size_t bytes = 0;
+  cudaEvent_t done = nullptr;
+};
+
 class CudaMemory final : public model::DeviceMemory {
  public:
   explicit CudaMemory(cudaStream_t stream) : stream_(stream) {}
+  ~CudaMemory() override {
+    for (Staging& s : staging_) {
+      if (s.done) cudaEventSynchronize(s.done), cudaEventDestroy(s.done);
+      if (s.host) cudaFreeHost(s.host);
+    }
+  }
   const char* name() const override { return "cuda"; }
   void* allocate(size_t bytes) override {
     void* p = nullptr;
@@ -23,9 +44,26 @@ class CudaMemory final : public model::DeviceMemory {
     HOLMES_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
   }
   void upload(void* dst, const void* host, size_t bytes) override {
-    // From pageable memory the call returns once the host bytes are staged: the caller may
-    // reuse its buffer at once.
-    HOLMES_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_));
+    // Either way the caller may reuse its buffer at once.
+    if (bytes == 0) return;
+    if (bytes > kStagedMax) {
+      HOLMES_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_));
+      return;
+    }
+    Staging& s = staging_[next_];
+    next_ ^= 1;
+    if (s.done) HOLMES_CUDA_CHECK(cudaEventSynchronize(s.done));  // its previous copy has left
+    if (s.bytes < bytes) {
+      if (s.host) HOLMES_CUDA_CHECK(cudaFreeHost(s.host));
+      s.host = nullptr;
+      s.bytes = 0;
+      HOLMES_CUDA_CHECK(cudaMallocHost(&s.host, bytes));
+      s.bytes = bytes;
+    }
+    if (!s.done) HOLMES_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+    std::memcpy(s.host, host, bytes);
+    HOLMES_CUDA_CHECK(cudaMemcpyAsync(dst, s.host, bytes, cudaMemcpyHostToDevice, stream_));
+    HOLMES_CUDA_CHECK(cudaEventRecord(s.done, stream_));
   }
   void download(void* host, const void* src, size_t bytes) override {
     HOLMES_CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream_));
@@ -33,9 +71,16 @@ class CudaMemory final : public model::DeviceMemory {
   }
   void synchronize() override { HOLMES_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
   void* stream() const override { return stream_; }
+  double device_used_mb() const override {
+    size_t free = 0, total = 0;
+    HOLMES_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return static_cast<double>(total - free) / (1 << 20);
+  }
 
  private:
   cudaStream_t stream_;
+  Staging staging_[2];
+  int next_ = 0;
 };
 
 }  // namespace

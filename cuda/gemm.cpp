@@ -30,20 +30,41 @@ void validate_gemm(const GemmShape& s) {
   if (s.k <= 0) bad("k", s.k, "> 0");
   if (s.batch <= 0) bad("batch", s.batch, "> 0");
   if (s.bias && s.batch != 1) bad("batch (with bias)", s.batch, "1 when bias is set");
+  if (s.epilogue != GemmEpilogue::kNone && s.batch != 1) bad("batch (with a GELU epilogue)", s.batch, "1");
+  if (s.epilogue == GemmEpilogue::kDGelu && s.bias) bad("bias (with the dGELU epilogue)", 1, "none");
   if (s.fast_tf32 && s.ab_type != DType::kF32)
     bad("fast_tf32 with bf16 inputs", 1, "f32 inputs only");
+  if (s.lda != 0 && s.lda < stored_cols_a(s)) bad("lda", s.lda, "0 (packed) or >= A's stored row length");
+  if (s.ldb != 0 && s.ldb < stored_cols_b(s)) bad("ldb", s.ldb, "0 (packed) or >= B's stored row length");
+  if (s.ldc != 0 && s.ldc < s.n) bad("ldc", s.ldc, "0 (packed) or >= n");
   if (s.batch > 1) {
     // Batches may not overlap in the output; inputs may be shared (stride 0, broadcast).
-    if (s.stride_c < std::int64_t{s.m} * s.n) bad("stride_c", s.stride_c, ">= m*n");
+    // Output matrices either follow each other (stride_c covers a whole matrix) or sit side
+    // by side in the columns of wider rows (stride_c >= n and the last one ends within ldc).
+    const std::int64_t ldc = effective_ldc(s);
+    const bool disjoint = s.stride_c >= (std::int64_t{s.m} - 1) * ldc + s.n;
+    const bool side_by_side = s.stride_c >= s.n && (s.batch - 1) * s.stride_c + s.n <= ldc;
+    if (!disjoint && !side_by_side)
+      bad("stride_c", s.stride_c, ">= (m-1)*ldc + n, or >= n with all batches within ldc");
     if (s.stride_a < 0) bad("stride_a", s.stride_a, ">= 0");
     if (s.stride_b < 0) bad("stride_b", s.stride_b, ">= 0");
   }
 }
 
+std::int64_t stored_cols_a(const GemmShape& s) { return s.trans_a ? s.m : s.k; }
+std::int64_t stored_cols_b(const GemmShape& s) { return s.trans_b ? s.k : s.n; }
+std::int64_t effective_lda(const GemmShape& s) { return s.lda ? s.lda : stored_cols_a(s); }
+std::int64_t effective_ldb(const GemmShape& s) { return s.ldb ? s.ldb : stored_cols_b(s); }
+std::int64_t effective_ldc(const GemmShape& s) { return s.ldc ? s.ldc : s.n; }
+
 std::string describe(const GemmShape& s) {
-  return fmt::format("m={} n={} k={} {}{} {}->{}{}{}", s.m, s.n, s.k, s.trans_a ? "A^T" : "A",
+  const char* epilogue = s.epilogue == GemmEpilogue::kGelu ? " +gelu" : s.epilogue == GemmEpilogue::kDGelu ? " *dgelu" : "";
+  return fmt::format("m={} n={} k={} {}{} {}->{}{}{}{}{}", s.m, s.n, s.k, s.trans_a ? "A^T" : "A",
                      s.trans_b ? "B^T" : "B", dtype_name(s.ab_type), dtype_name(s.c_type),
-                     s.bias ? " +bias" : "", s.batch > 1 ? fmt::format(" batch={}", s.batch) : "");
+                     s.bias ? " +bias" : "", epilogue, s.batch > 1 ? fmt::format(" batch={}", s.batch) : "",
+                     (s.lda || s.ldb || s.ldc)
+                         ? fmt::format(" ld={},{},{}", effective_lda(s), effective_ldb(s), effective_ldc(s))
+                         : "");
 }
 
 namespace {
@@ -59,7 +80,7 @@ std::uint32_t alignment_of(const void* p) {
 
 struct PlanKey {
   GemmShape shape;
-  std::array<std::uint32_t, 4> align;  // A, B, C, bias (bytes)
+  std::array<std::uint32_t, 5> align;  // A, B, C, bias, aux (bytes)
   auto operator<=>(const PlanKey&) const = default;
 };
 
@@ -108,6 +129,7 @@ struct GemmRunner::Impl {
   int device = -1;
   DeviceBuffer workspace;
   std::map<PlanKey, std::unique_ptr<Plan>> plans;
+  std::map<PlanKey, bool> refused;  // keys cuBLASLt has no algorithm for
 
   ~Impl() {
     plans.clear();
@@ -140,10 +162,16 @@ std::unique_ptr<Plan> GemmRunner::Impl::make_plan(const PlanKey& key, const void
   const LtProblem lt = to_column_major(s);  // cuBLASLt's A is our B, its B our A
   set_op(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, lt.lt_a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N);
   set_op(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, lt.lt_b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N);
-  if (s.bias) {
-    // Bias type left at its default, the type of C (c_type), as gemm.hpp promises.
-    set_op(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
-    set_op(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  // Bias type left at its default, the type of C (c_type), as gemm.hpp promises; the aux
+  // matrix has C's type and C's column-major layout (leading dimension = rows of C there).
+  cublasLtEpilogue_t epilogue = s.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  if (s.epilogue == GemmEpilogue::kGelu) epilogue = s.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  if (s.epilogue == GemmEpilogue::kDGelu) epilogue = CUBLASLT_EPILOGUE_DGELU;
+  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) set_op(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+  if (s.bias) set_op(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  if (s.epilogue != GemmEpilogue::kNone) {
+    const std::int64_t aux_ld = lt.lt_c.ld;
+    set_op(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld);
   }
   plan->lt_a = make_layout(s.ab_type, lt.lt_a, s.batch);
   plan->lt_b = make_layout(s.ab_type, lt.lt_b, s.batch);
@@ -184,20 +212,48 @@ GemmRunner::~GemmRunner() = default;
 
 std::size_t GemmRunner::cached_plans() const { return impl_->plans.size(); }
 
-void GemmRunner::run(void* c, const void* a, const void* b, const void* bias, const GemmShape& s,
+namespace {
+
+PlanKey key_of(const void* c, const void* a, const void* b, const void* bias, const void* aux, const GemmShape& s) {
+  return {s,
+          {alignment_of(a), alignment_of(b), alignment_of(c), s.bias ? alignment_of(bias) : 256u,
+           s.epilogue != GemmEpilogue::kNone ? alignment_of(aux) : 256u}};
+}
+
+}  // namespace
+
+bool GemmRunner::supports(const void* c, const void* a, const void* b, const void* bias, const void* aux,
+                          const GemmShape& s) {
+  validate_gemm(s);
+  impl_->ensure_ready();
+  const PlanKey key = key_of(c, a, b, bias, aux, s);
+  if (impl_->plans.count(key)) return true;
+  if (impl_->refused.count(key)) return false;
+  try {
+    impl_->plans.emplace(key, impl_->make_plan(key, bias));
+    return true;
+  } catch (const CudaError& e) {
+    if (e.code_name() != "CUBLAS_STATUS_NOT_SUPPORTED") throw;
+    impl_->refused.emplace(key, true);
+    return false;
+  }
+}
+
+void GemmRunner::run(void* c, const void* a, const void* b, const void* bias, void* aux, const GemmShape& s,
                      float alpha, float beta, cudaStream_t stream) {
   validate_gemm(s);
-  if (!a || !b || !c || (s.bias && !bias))
-    throw std::invalid_argument(fmt::format("GEMM {}: null device pointer (a={} b={} c={} bias={})",
-                                            describe(s), a, b, c, bias));
+  const bool needs_aux = s.epilogue != GemmEpilogue::kNone;
+  if (!a || !b || !c || (s.bias && !bias) || (needs_aux && !aux))
+    throw std::invalid_argument(fmt::format("GEMM {}: null device pointer (a={} b={} c={} bias={} aux={})",
+                                            describe(s), a, b, c, bias, aux));
   impl_->ensure_ready();
-  PlanKey key{
-      s, {alignment_of(a), alignment_of(b), alignment_of(c), s.bias ? alignment_of(bias) : 256u}};
+  const PlanKey key = key_of(c, a, b, bias, aux, s);
   auto it = impl_->plans.find(key);
   if (it == impl_->plans.end()) it = impl_->plans.emplace(key, impl_->make_plan(key, bias)).first;
   Plan& plan = *it->second;
   // The bias pointer lives in the (shared, cached) descriptor: set it for this call.
   if (s.bias) set_op(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  if (needs_aux) set_op(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
   HOLMES_CUBLAS_CHECK(cublaslt().matmul(impl_->handle, plan.op, &alpha, b, plan.lt_a, a, plan.lt_b,
                                         &beta, c, plan.lt_c, c, plan.lt_c, &plan.algo,
                                         impl_->workspace.data(), impl_->workspace.bytes(), stream));

@@ -2,7 +2,8 @@
 //
 //   C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C[m,n]  (+ bias[n] on every row)
 //
-// All matrices are row-major and densely packed. A is stored [m,k], or [k,m] when trans_a;
+// All matrices are row-major, densely packed unless a leading dimension says otherwise (lda,
+// ldb, ldc: elements between consecutive rows as stored; 0 = packed). A is stored [m,k], or [k,m] when trans_a;
 // B is stored [k,n], or [n,k] when trans_b. The default (trans_b) is a linear layer:
 // out[BT,OC] = inp[BT,C] * weight[OC,C]^T. Inputs are fp32 or bf16, accumulation is always
 // fp32, C is fp32 or bf16. One cuBLASLt plan (descriptors + heuristic algorithm) is built
@@ -19,6 +20,12 @@
 namespace holmes::cuda {
 
 enum class DType : std::uint8_t { kF32, kBf16 };
+// What cuBLASLt applies to the product before storing C (with beta == 0):
+//   kGelu   C = gelu(product + bias), and aux (same layout and type as C) = product + bias;
+//   kDGelu  C = product * gelu'(aux), aux the pre-activation the forward stored.
+// (GPT-2's tanh GELU in both.) cuBLASLt may offer no algorithm for an epilogue on some
+// shapes or GPUs: run() then throws CudaError, and callers fall back to separate kernels.
+enum class GemmEpilogue : std::uint8_t { kNone, kGelu, kDGelu };
 std::size_t dtype_bytes(DType t);
 const char* dtype_name(DType t);
 
@@ -30,9 +37,13 @@ struct GemmShape {
   DType c_type = DType::kF32;   // C (and bias)
   bool bias = false;           // add bias[n] (c_type) to each row; needs batch == 1
   bool fast_tf32 = false;      // fp32 inputs only: let tensor cores round to TF32
+  GemmEpilogue epilogue = GemmEpilogue::kNone;  // needs batch == 1 and an aux pointer
   // Strided batches: matrix i of A starts at A + i*stride_a elements (same for B, C).
   int batch = 1;
   std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  // Row strides of the stored matrices (0 = packed: the stored row length). Lets a GEMM read
+  // one head of an interleaved (T, 3C) buffer in place: lda = 3C, stride_a = HS.
+  std::int64_t lda = 0, ldb = 0, ldc = 0;
 
   auto operator<=>(const GemmShape&) const = default;
 };
@@ -41,6 +52,14 @@ struct GemmShape {
 // programming errors of the caller (shapes come from the model), not user input.
 void validate_gemm(const GemmShape& s);
 std::string describe(const GemmShape& s);  // "m=.. n=.. k=.. A^T B ... bf16->f32"
+
+// The stored row lengths of A, B, C ([rows, cols] as stored) and their effective leading
+// dimensions (the ld fields, or the row length when 0).
+std::int64_t stored_cols_a(const GemmShape& s);
+std::int64_t stored_cols_b(const GemmShape& s);
+std::int64_t effective_lda(const GemmShape& s);
+std::int64_t effective_ldb(const GemmShape& s);
+std::int64_t effective_ldc(const GemmShape& s);
 
 class GemmRunner {
  public:
@@ -58,7 +77,19 @@ class GemmRunner {
   // streams that may overlap need one runner each. Throws CudaError when cuBLASLt fails or offers
   // no algorithm for the problem.
   void run(void* c, const void* a, const void* b, const void* bias, const GemmShape& s, float alpha,
-           float beta, cudaStream_t stream = nullptr);
+           float beta, cudaStream_t stream = nullptr) {
+    run(c, a, b, bias, nullptr, s, alpha, beta, stream);
+  }
+  // The same with the epilogue's aux matrix (s.epilogue != kNone): written by kGelu, read by
+  // kDGelu.
+  void run(void* c, const void* a, const void* b, const void* bias, void* aux, const GemmShape& s,
+           float alpha, float beta, cudaStream_t stream = nullptr);
+
+  // Whether cuBLASLt has an algorithm for s with these pointers' alignments: builds and
+  // caches the plan (a later run() reuses it), and remembers a refusal, so asking again is
+  // cheap. Only "no algorithm" / "not supported" answers false; other failures throw.
+  bool supports(const void* c, const void* a, const void* b, const void* bias, const void* aux,
+                const GemmShape& s);
 
   std::size_t cached_plans() const;
 

@@ -22,7 +22,10 @@ LtProblem to_column_major(const GemmShape& s) {
   p.lt_c.rows = s.n;
   p.lt_c.cols = s.m;
   p.lt_c.batch_stride = s.stride_c;
-  for (LtOperand* op : {&p.lt_a, &p.lt_b, &p.lt_c}) op->ld = op->rows;
+  // A row-major row stride is the column-major leading dimension of the same memory.
+  p.lt_a.ld = effective_ldb(s);
+  p.lt_b.ld = effective_lda(s);
+  p.lt_c.ld = effective_ldc(s);
   return p;
 }
 

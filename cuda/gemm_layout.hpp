@@ -15,7 +15,7 @@
 namespace holmes::cuda {
 
 // One column-major operand as cuBLASLt sees it: the stored matrix is [rows, cols] with
-// leading dimension ld (= rows, dense), op() transposes it when `transposed`.
+// leading dimension ld (>= rows; = rows when packed), op() transposes it when `transposed`.
 struct LtOperand {
   int rows = 0, cols = 0;
   std::int64_t ld = 0;

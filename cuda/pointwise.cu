@@ -70,15 +70,32 @@ __global__ void residual_backward_kernel(T* da, T* db, const T* dout, std::size_
   }
 }
 
-// One thread per output channel walks down its column: rows are read coalesced across the
-// threads of a warp (adjacent channels are adjacent in memory).
-template <class T>
-__global__ void bias_backward_kernel(T* dbias, const T* dout, int rows, int oc) {
-  int col = blockIdx.x * blockDim.x + threadIdx.x;
-  if (col >= oc) return;
+// Column sums in a fixed order: a block owns 32 adjacent channels (one per lane, so each
+// row is read coalesced); its 8 warps take every 8th row, and the 8 partial sums are added
+// in warp order through shared memory. No atomics, so the result repeats bit for bit.
+constexpr int kBiasCols = 32, kBiasRowLanes = 8;
+
+template <class G, class T>
+__global__ void bias_backward_kernel(G* dbias, const T* dout, int rows, int oc) {
+  __shared__ float part[kBiasRowLanes][kBiasCols];
+  const int lane = threadIdx.x % kBiasCols, warp = threadIdx.x / kBiasCols;
+  const int col = blockIdx.x * kBiasCols + lane;
   float sum = 0.0f;
-  for (int r = 0; r < rows; ++r) sum += to_f32(dout[std::size_t(r) * oc + col]);
-  dbias[col] = from_f32<T>(to_f32(dbias[col]) + sum);
+  if (col < oc)
+    for (int r = warp; r < rows; r += kBiasRowLanes) sum += to_f32(dout[std::size_t(r) * oc + col]);
+  part[warp][lane] = sum;
+  __syncthreads();
+  if (warp != 0 || col >= oc) return;
+  float total = 0.0f;
+  for (int w = 0; w < kBiasRowLanes; ++w) total += part[w][lane];
+  dbias[col] = from_f32<G>(to_f32(dbias[col]) + total);
+}
+
+template <class Out, class In>
+__global__ void convert_kernel(Out* out, const In* inp, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::size_t{gridDim.x} * blockDim.x)
+    out[i] = from_f32<Out>(to_f32(inp[i]));
 }
 
 template <class T>
@@ -110,11 +127,18 @@ void launch_residual_backward(T* da, T* db, const T* dout, std::size_t n, cudaSt
   HOLMES_CUDA_CHECK(cudaGetLastError());
 }
 
-template <class T>
-void launch_bias_backward(T* dbias, const T* dout, int rows, int oc, cudaStream_t stream) {
+template <class G, class T>
+void launch_bias_backward(G* dbias, const T* dout, int rows, int oc, cudaStream_t stream) {
   if (rows <= 0 || oc <= 0) return;
-  bias_backward_kernel<<<(oc + kThreads - 1) / kThreads, kThreads, 0, stream>>>(dbias, dout, rows,
-                                                                                oc);
+  bias_backward_kernel<<<(oc + kBiasCols - 1) / kBiasCols, kBiasCols * kBiasRowLanes, 0, stream>>>(dbias, dout,
+                                                                                                  rows, oc);
+  HOLMES_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class Out, class In>
+void launch_convert(Out* out, const In* inp, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  convert_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, inp, n);
   HOLMES_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -153,5 +177,10 @@ void bias_backward(float* dbias, const float* dout, int rows, int oc, cudaStream
 void bias_backward(bf16* dbias, const bf16* dout, int rows, int oc, cudaStream_t s) {
   launch_bias_backward(dbias, dout, rows, oc, s);
 }
+void bias_backward(float* dbias, const bf16* dout, int rows, int oc, cudaStream_t s) {
+  launch_bias_backward(dbias, dout, rows, oc, s);
+}
+void convert(bf16* out, const float* inp, std::size_t n, cudaStream_t s) { launch_convert(out, inp, n, s); }
+void convert(float* out, const bf16* inp, std::size_t n, cudaStream_t s) { launch_convert(out, inp, n, s); }
 
 }  // namespace holmes::cuda

@@ -37,9 +37,15 @@ void residual_backward(bf16* da, bf16* db, const bf16* dout, std::size_t n,
                        cudaStream_t stream = nullptr);
 
 // dbias[OC] += sum over rows of dout[rows, OC] (the bias gradient of a linear layer;
-// accumulates so micro-batches add up). Sums in fp32.
+// accumulates so micro-batches add up). Sums in fp32, in a fixed order (deterministic).
 void bias_backward(float* dbias, const float* dout, int rows, int oc,
                    cudaStream_t stream = nullptr);
 void bias_backward(bf16* dbias, const bf16* dout, int rows, int oc, cudaStream_t stream = nullptr);
+// bf16 activations, fp32 gradient (mixed precision).
+void bias_backward(float* dbias, const bf16* dout, int rows, int oc, cudaStream_t stream = nullptr);
+
+// out[N] = inp[N] converted: fp32 -> bf16 rounds to nearest even; bf16 -> fp32 is exact.
+void convert(bf16* out, const float* inp, std::size_t n, cudaStream_t stream = nullptr);
+void convert(float* out, const bf16* inp, std::size_t n, cudaStream_t stream = nullptr);
 
 }  // namespace holmes::cuda

@@ -29,6 +29,9 @@ class DeviceMemory {
   // True when this memory is host memory the CPU may read and write directly (the CPU
   // backend): callers may then skip staging copies.
   virtual bool is_host() const { return false; }
+  // MiB of device memory in use on this backend's device (a GPU: total - free, the CUDA
+  // context and other processes included); 0 for host memory.
+  virtual double device_used_mb() const { return 0; }
 };
 
 // An array of T in a backend's memory, owned (RAII), moved not copied.

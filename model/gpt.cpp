@@ -5,49 +5,113 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 
 #include "common/errors.hpp"
 
 namespace holmes::model {
 
 // The 12 tensors of one layer, in layout order (see param_layout.hpp for shapes).
+template <class A>
 struct Gpt::LayerParams {
-  float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw,
-      *fcprojb;
+  A *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
 };
 
 // Saved activations of one layer, each sized for (max_B, max_T).
+template <class A>
 struct Gpt::LayerActs {
-  float* ln1;       // (N,C)
+  A* ln1;           // (N,C)
   float* ln1_mean;  // (N)
   float* ln1_rstd;  // (N)
-  float* qkv;       // (N,3Cl)
-  float* atty;      // (N,Cl)
-  float* att;       // (B,NHl,T,T)
-  float* res2;      // (N,C) residual after attention
-  float* ln2;       // (N,C)
+  A* qkv;           // (N,3Cl)
+  A* atty;          // (N,Cl)
+  float* att;       // attention state (Kernels::plan_attention)
+  A* res2;          // (N,C) residual after attention
+  A* ln2;           // (N,C)
   float* ln2_mean;  // (N)
   float* ln2_rstd;  // (N)
-  float* fch;       // (N,Fl) MLP pre-activation
-  float* fch_gelu;  // (N,Fl)
-  float* res3;      // (N,C) layer output
+  A* fch;           // (N,Fl) MLP pre-activation
+  A* fch_gelu;      // (N,Fl)
+  A* res3;          // (N,C) layer output
 };
 
-Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelComm* comm, int slots)
+// The current slot's stage input and head, and the gradient scratch all slots share.
+template <class A>
+struct Gpt::Shared {
+  A* encoded;        // (B,T,C) stage input
+  float* out32;      // (B,T,C) fp32 copy of the stage output (bf16, non-last stage)
+  A* lnf;            // (N,C)
+  float* lnf_mean;   // (N)
+  float* lnf_rstd;   // (N)
+  A* logits;         // (N,Vl)
+  float* losses;     // (N)
+  float* row_max;    // (N)
+  float* ce_stats;   // (N,2)
+  A* scratch;        // (B,T,C) row-parallel outputs before the residual add
+  A* dres;           // (B,T,C) gradient of the residual stream
+  A* dln;            // (B,T,C)
+  A* dqkv;           // (B,T,3Cl)
+  A* datty;          // (B,T,Cl)
+  A* dfch;           // (B,T,Fl)
+  float* datt;       // attention backward workspace
+  float* grad32;     // (B,T,C) fp32 copy of the input gradient (bf16, non-first stage)
+};
+
+// Byte offsets of every buffer in acts_, each rounded up to 256 bytes so every buffer is
+// aligned for vector loads and cuBLASLt whatever the shapes and element sizes.
+struct Gpt::Offsets {
+  size_t slot_bytes = 0, layer_bytes = 0;
+  // Within a slot:
+  size_t encoded = 0, out32 = 0, layers = 0, lnf = 0, lnf_mean = 0, lnf_rstd = 0, logits = 0,
+         losses = 0, row_max = 0, ce_stats = 0;
+  // Within a layer (from its start):
+  size_t ln1 = 0, ln1_mean = 0, ln1_rstd = 0, qkv = 0, atty = 0, att = 0, res2 = 0, ln2 = 0,
+         ln2_mean = 0, ln2_rstd = 0, fch = 0, fch_gelu = 0, res3 = 0;
+  // After the slots:
+  size_t scratch = 0, dres = 0, dln = 0, dqkv = 0, datty = 0, dfch = 0, datt = 0, grad32 = 0;
+  size_t total = 0;
+};
+
+namespace {
+
+// Hands out 256-byte aligned byte ranges from a running offset.
+struct Carver {
+  size_t bytes = 0;
+  size_t take(size_t count, size_t elem) {
+    const size_t at = bytes;
+    bytes += (count * elem + 255) / 256 * 256;
+    return at;
+  }
+};
+
+template <class T>
+T* at(std::byte* base, size_t offset) {
+  return reinterpret_cast<T*>(base + offset);
+}
+
+}  // namespace
+
+Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelComm* comm, int slots,
+         Precision precision)
     : cfg_(cfg),
       backend_(backend),
       k_(*backend.kernels),
       mem_(*backend.memory),
       comm_(comm != nullptr ? comm : &no_comm_),
       max_B_(max_B),
-      max_T_(max_T) {
+      max_T_(max_T),
+      precision_(precision) {
   if (slots < 1) throw std::invalid_argument(fmt::format("Gpt: {} activation slots; need at least 1", slots));
+  if (!k_.supports(precision))
+    throw std::invalid_argument(fmt::format("Gpt: backend {} has no {} kernels", k_.name(), precision_name(precision)));
   slot_state_.resize(slots);
   cfg_.finalize();
   if (comm_->size() != cfg_.tp_size || comm_->rank() != cfg_.tp_rank) {
     throw std::invalid_argument(fmt::format("Gpt: TP communicator is rank {} of {}, config says {} of {}",
                                             comm_->rank(), comm_->size(), cfg_.tp_rank, cfg_.tp_size));
   }
+  if (is_bf16() && cfg_.tp_size > 1)
+    throw std::invalid_argument("Gpt: bf16 activations with tensor parallelism need bf16 all-reduces (not written yet)");
   if (max_B < 1 || max_T < 1 || max_T > cfg_.max_seq_len) {
     throw UserError(fmt::format("model: micro-batch shape B={} T={} is invalid; expected B >= 1 and "
                                 "1 <= T <= max_seq_len ({})", max_B, max_T, cfg_.max_seq_len));
@@ -55,60 +119,102 @@ Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelCo
   layout_ = ParamLayout(cfg_);
   params_ = DeviceArray<float>(mem_, layout_.size());
   grads_ = DeviceArray<float>(mem_, layout_.size());
+  if (is_bf16()) params16_ = DeviceArray<bf16>(mem_, layout_.size());
   loss_dev_ = DeviceArray<float>(mem_, 1);
   params_.zero();
   grads_.zero();
+  params16_.zero();
+  attention_ = k_.plan_attention(precision_, max_B, max_T, cfg_.local_channels(), cfg_.local_heads());
   plan_activations();
 }
+
+Gpt::~Gpt() = default;
 
 void Gpt::plan_activations() {
   const size_t N = static_cast<size_t>(max_B_) * max_T_;
   const size_t C = cfg_.hidden, Cl = cfg_.local_channels(), Fl = cfg_.local_mlp();
   const size_t Vl = cfg_.local_vocab();
-  const size_t att = static_cast<size_t>(max_B_) * cfg_.local_heads() * max_T_ * max_T_;
-  layer_stride_ = 5 * N * C + 6 * N + 3 * N * Cl + att + 2 * N * Fl;
-  const size_t head = cfg_.has_head ? N * C + 2 * N + N * Vl + N + N + 2 * N : 0;
-  const size_t grads = 3 * N * C + N * 3 * Cl + N * Cl + N * Fl + att;
-  // [slot 0 | slot 1 | ... | shared gradient scratch]; a slot is the stage input, every
-  // layer's saved activations and the head's.
-  slot_floats_ = N * C + cfg_.num_stage_layers() * layer_stride_ + head;
-  acts_ = DeviceArray<float>(mem_, slots() * slot_floats_ + grads);
+  const size_t a = is_bf16() ? sizeof(bf16) : sizeof(float), f = sizeof(float);
+  auto o = std::make_unique<Offsets>();
+  Carver layer;
+  o->ln1 = layer.take(N * C, a);
+  o->ln1_mean = layer.take(N, f);
+  o->ln1_rstd = layer.take(N, f);
+  o->qkv = layer.take(N * 3 * Cl, a);
+  o->atty = layer.take(N * Cl, a);
+  o->att = layer.take(attention_.state_floats, f);
+  o->res2 = layer.take(N * C, a);
+  o->ln2 = layer.take(N * C, a);
+  o->ln2_mean = layer.take(N, f);
+  o->ln2_rstd = layer.take(N, f);
+  o->fch = layer.take(N * Fl, a);
+  o->fch_gelu = layer.take(N * Fl, a);
+  o->res3 = layer.take(N * C, a);
+  o->layer_bytes = layer.bytes;
+  // A slot: the stage input, every layer's saved activations and the head's.
+  Carver slot;
+  o->encoded = slot.take(N * C, a);
+  if (is_bf16() && !cfg_.has_head) o->out32 = slot.take(N * C, f);
+  o->layers = slot.take(cfg_.num_stage_layers() * o->layer_bytes, 1);
+  if (cfg_.has_head) {
+    o->lnf = slot.take(N * C, a);
+    o->lnf_mean = slot.take(N, f);
+    o->lnf_rstd = slot.take(N, f);
+    o->logits = slot.take(N * Vl, a);
+    o->losses = slot.take(N, f);
+    o->row_max = slot.take(N, f);
+    o->ce_stats = slot.take(2 * N, f);
+  }
+  o->slot_bytes = slot.bytes;
+  Carver all{slots() * o->slot_bytes};
+  o->scratch = all.take(N * C, a);
+  o->dres = all.take(N * C, a);
+  o->dln = all.take(N * C, a);
+  o->dqkv = all.take(N * 3 * Cl, a);
+  o->datty = all.take(N * Cl, a);
+  o->dfch = all.take(N * Fl, a);
+  o->datt = all.take(attention_.scratch_floats, f);
+  if (is_bf16() && !cfg_.has_embedding) o->grad32 = all.take(N * C, f);
+  o->total = all.bytes;
+  off_ = std::move(o);
+  acts_ = DeviceArray<std::byte>(mem_, off_->total);
   acts_.zero();
-  float* p = acts_.data() + slots() * slot_floats_;
-  auto take = [&p](size_t n) { float* q = p; p += n; return q; };
-  scratch_ = take(N * C);
-  dres_ = take(N * C);
-  dln_ = take(N * C);
-  dqkv_ = take(N * 3 * Cl);
-  datty_ = take(N * Cl);
-  dfch_ = take(N * Fl);
-  datt_ = take(att);
   token_store_ = DeviceArray<int>(mem_, slots() * N);
   target_store_ = DeviceArray<int>(mem_, slots() * N);
   token_store_.zero();
   target_store_.zero();
-  point_slot(0);
 }
 
-void Gpt::point_slot(int slot) {
-  const size_t N = static_cast<size_t>(max_B_) * max_T_;
-  const size_t C = cfg_.hidden, Vl = cfg_.local_vocab();
-  float* p = acts_.data() + slot * slot_floats_;
-  auto take = [&p](size_t n) { float* q = p; p += n; return q; };
-  encoded_ = take(N * C);
-  layer_base_ = take(cfg_.num_stage_layers() * layer_stride_);
+std::byte* Gpt::slot_base(int slot) const {
+  return const_cast<std::byte*>(acts_.data()) + slot * off_->slot_bytes;
+}
+
+template <class A>
+Gpt::Shared<A> Gpt::shared() const {
+  std::byte* s = slot_base(slot_);
+  std::byte* g = const_cast<std::byte*>(acts_.data());
+  const Offsets& o = *off_;
+  Shared<A> v{};
+  v.encoded = at<A>(s, o.encoded);
+  v.out32 = at<float>(s, o.out32);
   if (cfg_.has_head) {
-    lnf_ = take(N * C);
-    lnf_mean_ = take(N);
-    lnf_rstd_ = take(N);
-    logits_ = take(N * Vl);
-    losses_ = take(N);
-    row_max_ = take(N);
-    ce_stats_ = take(2 * N);
+    v.lnf = at<A>(s, o.lnf);
+    v.lnf_mean = at<float>(s, o.lnf_mean);
+    v.lnf_rstd = at<float>(s, o.lnf_rstd);
+    v.logits = at<A>(s, o.logits);
+    v.losses = at<float>(s, o.losses);
+    v.row_max = at<float>(s, o.row_max);
+    v.ce_stats = at<float>(s, o.ce_stats);
   }
-  tokens_ = token_store_.data() + slot * N;
-  targets_ = target_store_.data() + slot * N;
-  slot_ = slot;
+  v.scratch = at<A>(g, o.scratch);
+  v.dres = at<A>(g, o.dres);
+  v.dln = at<A>(g, o.dln);
+  v.dqkv = at<A>(g, o.dqkv);
+  v.datty = at<A>(g, o.datty);
+  v.dfch = at<A>(g, o.dfch);
+  v.datt = at<float>(g, o.datt);
+  v.grad32 = at<float>(g, o.grad32);
+  return v;
 }
 
 void Gpt::set_slot(int slot) {
@@ -121,37 +227,65 @@ void Gpt::set_slot(int slot) {
   T_ = next.T;
   have_targets_ = next.have_targets;
   loss_ = next.loss;
-  point_slot(slot);
+  slot_ = slot;
 }
 
-Gpt::LayerParams Gpt::layer_params(float* base, int local_layer) const {
+template <class A>
+Gpt::LayerParams<A> Gpt::layer_params(A* base, int local_layer) const {
   const int first = (cfg_.has_embedding ? 2 : 0) + 12 * local_layer;
-  float* t[12];
+  A* t[12];
   for (int j = 0; j < 12; ++j) t[j] = base + layout_.tensors()[first + j].offset;
   return {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11]};
 }
 
-Gpt::LayerActs Gpt::layer_acts(int local_layer) const {
-  const size_t N = static_cast<size_t>(max_B_) * max_T_;
-  const size_t C = cfg_.hidden, Cl = cfg_.local_channels(), Fl = cfg_.local_mlp();
-  const size_t att = static_cast<size_t>(max_B_) * cfg_.local_heads() * max_T_ * max_T_;
-  float* p = layer_base_ + local_layer * layer_stride_;
-  auto take = [&p](size_t n) { float* q = p; p += n; return q; };
-  LayerActs a{};
-  a.ln1 = take(N * C);
-  a.ln1_mean = take(N);
-  a.ln1_rstd = take(N);
-  a.qkv = take(N * 3 * Cl);
-  a.atty = take(N * Cl);
-  a.att = take(att);
-  a.res2 = take(N * C);
-  a.ln2 = take(N * C);
-  a.ln2_mean = take(N);
-  a.ln2_rstd = take(N);
-  a.fch = take(N * Fl);
-  a.fch_gelu = take(N * Fl);
-  a.res3 = take(N * C);
-  return a;
+template <class A>
+Gpt::LayerActs<A> Gpt::layer_acts(int local_layer) const {
+  const Offsets& o = *off_;
+  std::byte* p = slot_base(slot_) + o.layers + local_layer * o.layer_bytes;
+  return {at<A>(p, o.ln1),      at<float>(p, o.ln1_mean), at<float>(p, o.ln1_rstd), at<A>(p, o.qkv),
+          at<A>(p, o.atty),     at<float>(p, o.att),      at<A>(p, o.res2),         at<A>(p, o.ln2),
+          at<float>(p, o.ln2_mean), at<float>(p, o.ln2_rstd), at<A>(p, o.fch),      at<A>(p, o.fch_gelu),
+          at<A>(p, o.res3)};
+}
+
+template <>
+float* Gpt::weights<float>() {
+  return params_.data();
+}
+template <>
+bf16* Gpt::weights<bf16>() {
+  return params16_.data();
+}
+
+void Gpt::params_updated() {
+  if (is_bf16()) k_.convert(params16_.data(), params_.data(), params_.size());
+}
+
+template <class A>
+void Gpt::tp_sum(A* x, size_t n) {
+  if constexpr (std::is_same_v<A, float>) {
+    comm_->all_reduce_sum(x, n);
+  } else if (comm_->size() != 1) {
+    throw std::logic_error("Gpt: a bf16 tensor-parallel all-reduce is not written yet");
+  }
+}
+
+template <class A>
+void Gpt::to_boundary(float* out, const A* x, size_t n) {
+  if constexpr (std::is_same_v<A, float>) {
+    if (out != x) mem_.copy(out, x, n * sizeof(float));
+  } else {
+    k_.convert(out, x, n);
+  }
+}
+
+template <class A>
+void Gpt::from_boundary(A* out, const float* x, size_t n) {
+  if constexpr (std::is_same_v<A, float>) {
+    mem_.copy(out, x, n * sizeof(float));
+  } else {
+    k_.convert(out, x, n);
+  }
 }
 
 namespace {
@@ -175,9 +309,39 @@ void Gpt::check_shape(int B, int T) const {
   }
 }
 
-const float* Gpt::output() const {
+template <class A>
+const A* Gpt::stage_out() const {
   const int L = cfg_.num_stage_layers();
-  return L == 0 ? encoded_ : layer_acts(L - 1).res3;
+  return L == 0 ? shared<A>().encoded : layer_acts<A>(L - 1).res3;
+}
+
+const float* Gpt::output() const {
+  if (is_bf16()) return shared<bf16>().out32;
+  return stage_out<float>();
+}
+
+const float* Gpt::input_grad() const {
+  if (is_bf16()) return shared<bf16>().grad32;
+  return shared<float>().dres;
+}
+
+const float* Gpt::losses() const {
+  return at<float>(slot_base(slot_), off_->losses);
+}
+
+void Gpt::read_logits(size_t row, std::span<float> host) const {
+  const size_t Vl = cfg_.local_vocab();
+  if (!cfg_.has_head || row >= static_cast<size_t>(B_) * T_ || host.size() != Vl)
+    throw std::invalid_argument(fmt::format("Gpt::read_logits: row {} of {} into {} floats (Vl = {})", row,
+                                            static_cast<size_t>(B_) * T_, host.size(), Vl));
+  std::byte* logits = slot_base(slot_) + off_->logits;
+  if (!is_bf16()) {
+    mem_.download(host.data(), at<float>(logits, 0) + row * Vl, Vl * sizeof(float));
+    return;
+  }
+  std::vector<bf16> raw(Vl);
+  mem_.download(raw.data(), at<bf16>(logits, 0) + row * Vl, Vl * sizeof(bf16));
+  for (size_t i = 0; i < Vl; ++i) host[i] = bf16_to_float(raw[i]);
 }
 
 float Gpt::forward(const int* tokens, const int* targets, int B, int T) {
@@ -192,65 +356,87 @@ void Gpt::forward_stage(const int* tokens, const float* input, const int* target
   check_shape(B, T);
   B_ = B;
   T_ = T;
+  if (is_bf16())
+    forward_t<bf16>(tokens, input, targets, B, T);
+  else
+    forward_t<float>(tokens, input, targets, B, T);
+}
+
+template <class A>
+void Gpt::forward_t(const int* tokens, const float* input, const int* targets, int B, int T) {
   const size_t N = static_cast<size_t>(B) * T, C = cfg_.hidden;
+  const Shared<A> s = shared<A>();
   if (cfg_.has_embedding) {
     check_ids(tokens, N, cfg_.vocab, "token");
-    mem_.upload(tokens_, tokens, N * sizeof(int));
-    const ParamTensor& wte = layout_.at("wte");
+    int* tok = token_store_.data() + slot_ * static_cast<size_t>(max_B_) * max_T_;
+    mem_.upload(tok, tokens, N * sizeof(int));
     // Vocabulary-parallel lookup: each shard fills the rows of its tokens, rank 0 adds the
     // positions, the sum over TP is the full embedding.
-    const float* wpe = cfg_.tp_rank == 0 ? params_.data() + layout_.at("wpe").offset : nullptr;
-    k_.embedding_forward(encoded_, tokens_, params_.data() + wte.offset, wpe, B, T,
-                         cfg_.hidden, cfg_.vocab_begin(), cfg_.local_vocab());
-    comm_->all_reduce_sum(encoded_, N * C);
+    A* w = weights<A>();
+    const A* wpe = cfg_.tp_rank == 0 ? w + layout_.at("wpe").offset : nullptr;
+    k_.embedding_forward(s.encoded, tok, w + layout_.at("wte").offset, wpe, B, T, cfg_.hidden,
+                         cfg_.vocab_begin(), cfg_.local_vocab());
+    tp_sum(s.encoded, N * C);
   } else {
-    mem_.copy(encoded_, input, N * C * sizeof(float));
+    from_boundary(s.encoded, input, N * C);
   }
-  const float* x = encoded_;
+  const A* x = s.encoded;
   for (int l = 0; l < cfg_.num_stage_layers(); ++l) {
-    block_forward(l, x, B, T);
-    x = layer_acts(l).res3;
+    block_forward<A>(l, x, B, T);
+    x = layer_acts<A>(l).res3;
   }
   have_targets_ = false;
   loss_ = 0.0f;
-  if (cfg_.has_head) head_forward(targets, B, T);
+  if (cfg_.has_head)
+    head_forward<A>(targets, B, T);
+  else if constexpr (!std::is_same_v<A, float>)
+    to_boundary(s.out32, x, N * C);
 }
 
-void Gpt::block_forward(int l, const float* x, int B, int T) {
-  const LayerParams p = layer_params(params_.data(), l);
-  const LayerActs a = layer_acts(l);
+template <class A>
+void Gpt::block_forward(int l, const A* x, int B, int T) {
+  const LayerParams<A> p = layer_params(weights<A>(), l);
+  const LayerActs<A> a = layer_acts<A>(l);
+  const Shared<A> s = shared<A>();
   const int N = B * T, C = cfg_.hidden, Cl = cfg_.local_channels(), Fl = cfg_.local_mlp();
   const bool rank0 = cfg_.tp_rank == 0;  // row-parallel biases are added once, before the sum
   k_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, N, C);
   k_.matmul_forward(a.qkv, a.ln1, p.qkvw, p.qkvb, N, C, 3 * Cl);
   k_.attention_forward(a.atty, a.att, a.qkv, B, T, Cl, cfg_.local_heads());
-  k_.matmul_forward(scratch_, a.atty, p.attprojw, rank0 ? p.attprojb : nullptr, N, Cl, C);
-  comm_->all_reduce_sum(scratch_, static_cast<size_t>(N) * C);
-  k_.residual_forward(a.res2, x, scratch_, static_cast<size_t>(N) * C);
+  k_.matmul_forward(s.scratch, a.atty, p.attprojw, rank0 ? p.attprojb : nullptr, N, Cl, C);
+  tp_sum(s.scratch, static_cast<size_t>(N) * C);
+  k_.residual_forward(a.res2, x, s.scratch, static_cast<size_t>(N) * C);
   k_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, N, C);
-  k_.matmul_forward(a.fch, a.ln2, p.fcw, p.fcb, N, C, Fl);
-  k_.gelu_forward(a.fch_gelu, a.fch, static_cast<size_t>(N) * Fl);
-  k_.matmul_forward(scratch_, a.fch_gelu, p.fcprojw, rank0 ? p.fcprojb : nullptr, N, Fl, C);
-  comm_->all_reduce_sum(scratch_, static_cast<size_t>(N) * C);
-  k_.residual_forward(a.res3, a.res2, scratch_, static_cast<size_t>(N) * C);
+  k_.matmul_gelu_forward(a.fch_gelu, a.fch, a.ln2, p.fcw, p.fcb, N, C, Fl);
+  k_.matmul_forward(s.scratch, a.fch_gelu, p.fcprojw, rank0 ? p.fcprojb : nullptr, N, Fl, C);
+  tp_sum(s.scratch, static_cast<size_t>(N) * C);
+  k_.residual_forward(a.res3, a.res2, s.scratch, static_cast<size_t>(N) * C);
 }
 
+template <class A>
 void Gpt::head_forward(const int* targets, int B, int T) {
   const int N = B * T, C = cfg_.hidden, Vl = cfg_.local_vocab(), vb = cfg_.vocab_begin();
-  const float* x = output();
-  float* P = params_.data();
-  k_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, x, P + layout_.at("ln_f.weight").offset,
-                       P + layout_.at("ln_f.bias").offset, N, C);
-  k_.matmul_forward(logits_, lnf_, P + layout_.at("wte").offset, nullptr, N, C, Vl);
+  const Shared<A> s = shared<A>();
+  const A* x = stage_out<A>();
+  A* W = weights<A>();
+  k_.layernorm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, x, W + layout_.at("ln_f.weight").offset,
+                       W + layout_.at("ln_f.bias").offset, N, C);
+  k_.matmul_forward(s.logits, s.lnf, W + layout_.at("wte").offset, nullptr, N, C, Vl);
   if (targets == nullptr) return;
   check_ids(targets, N, cfg_.vocab, "target");
-  mem_.upload(targets_, targets, static_cast<size_t>(N) * sizeof(int));
-  k_.crossentropy_max_forward(row_max_, logits_, N, Vl, vb, cfg_.vocab);
-  comm_->all_reduce_max(row_max_, N);
-  k_.crossentropy_stats_forward(ce_stats_, logits_, row_max_, targets_, N, Vl, vb, cfg_.vocab);
-  comm_->all_reduce_sum(ce_stats_, 2 * static_cast<size_t>(N));
-  k_.crossentropy_forward(losses_, ce_stats_, row_max_, N);
-  k_.mean_forward(loss_dev_.data(), losses_, N);
+  int* tgt = target_store_.data() + slot_ * static_cast<size_t>(max_B_) * max_T_;
+  mem_.upload(tgt, targets, static_cast<size_t>(N) * sizeof(int));
+  if (comm_->size() == 1) {
+    // Nothing to all-reduce between the first two passes: one read of the logits.
+    k_.crossentropy_fused_forward(s.row_max, s.ce_stats, s.logits, tgt, N, Vl, vb, cfg_.vocab);
+  } else {
+    k_.crossentropy_max_forward(s.row_max, s.logits, N, Vl, vb, cfg_.vocab);
+    comm_->all_reduce_max(s.row_max, N);
+    k_.crossentropy_stats_forward(s.ce_stats, s.logits, s.row_max, tgt, N, Vl, vb, cfg_.vocab);
+    comm_->all_reduce_sum(s.ce_stats, 2 * static_cast<size_t>(N));
+  }
+  k_.crossentropy_forward(s.losses, s.ce_stats, s.row_max, N);
+  k_.mean_forward(loss_dev_.data(), s.losses, N);
   mem_.download(&loss_, loss_dev_.data(), sizeof(float));
   have_targets_ = true;
 }
@@ -262,6 +448,7 @@ void Gpt::load_params(std::span<const float> host) {
     throw std::invalid_argument(fmt::format("Gpt::load_params: {} floats for a buffer of {}", host.size(),
                                             params_.size()));
   params_.upload(host);
+  params_updated();
 }
 
 void Gpt::read_params(std::span<float> host) const {
@@ -282,70 +469,89 @@ void Gpt::backward(float loss_scale) {
     throw std::logic_error("Gpt::backward needs a forward with targets on the last stage, once per forward");
   }
   have_targets_ = false;  // the logits are overwritten by their gradient below
-  head_backward(loss_scale, B_, T_);
-  stage_backward(B_, T_);
+  if (is_bf16()) {
+    head_backward<bf16>(loss_scale, B_, T_);
+    stage_backward<bf16>(B_, T_);
+  } else {
+    head_backward<float>(loss_scale, B_, T_);
+    stage_backward<float>(B_, T_);
+  }
 }
 
 void Gpt::backward_stage(const float* doutput) {
   if (cfg_.has_head) throw std::logic_error("Gpt::backward_stage is for non-last stages; use backward()");
-  mem_.copy(dres_, doutput, static_cast<size_t>(B_) * T_ * cfg_.hidden * sizeof(float));
-  stage_backward(B_, T_);
+  const size_t n = static_cast<size_t>(B_) * T_ * cfg_.hidden;
+  if (is_bf16()) {
+    from_boundary(shared<bf16>().dres, doutput, n);
+    stage_backward<bf16>(B_, T_);
+  } else {
+    from_boundary(shared<float>().dres, doutput, n);
+    stage_backward<float>(B_, T_);
+  }
 }
 
+template <class A>
 void Gpt::head_backward(float loss_scale, int B, int T) {
   const int N = B * T, C = cfg_.hidden, Vl = cfg_.local_vocab(), vb = cfg_.vocab_begin();
+  const Shared<A> s = shared<A>();
+  const int* tgt = target_store_.data() + slot_ * static_cast<size_t>(max_B_) * max_T_;
   const float dloss = loss_scale / static_cast<float>(N);
-  k_.crossentropy_backward(logits_, logits_, row_max_, ce_stats_, targets_, dloss, N, Vl, vb,
-                           cfg_.vocab);
+  k_.crossentropy_backward(s.logits, s.logits, s.row_max, s.ce_stats, tgt, dloss, N, Vl, vb, cfg_.vocab);
   const ParamTensor& wte = layout_.at("wte");
-  k_.matmul_backward(dln_, grads_.data() + wte.offset, nullptr, logits_, lnf_,
-                     params_.data() + wte.offset, N, C, Vl);
-  comm_->all_reduce_sum(dln_, static_cast<size_t>(N) * C);  // each shard saw Vl of the Vp columns
-  mem_.zero(dres_, static_cast<size_t>(N) * C * sizeof(float));
+  k_.matmul_backward(s.dln, grads_.data() + wte.offset, nullptr, s.logits, s.lnf, weights<A>() + wte.offset, N,
+                     C, Vl);
+  tp_sum(s.dln, static_cast<size_t>(N) * C);  // each shard saw Vl of the Vp columns
+  mem_.zero(s.dres, static_cast<size_t>(N) * C * sizeof(A));
   const size_t w = layout_.at("ln_f.weight").offset, b = layout_.at("ln_f.bias").offset;
-  k_.layernorm_backward(dres_, grads_.data() + w, grads_.data() + b, dln_, output(),
-                        params_.data() + w, lnf_mean_, lnf_rstd_, N, C);
+  k_.layernorm_backward(s.dres, grads_.data() + w, grads_.data() + b, s.dln, stage_out<A>(), weights<A>() + w,
+                        s.lnf_mean, s.lnf_rstd, N, C);
   // ln_f and a tied copy of wte are final; a whole model's wte waits for the embedding.
   grad_ready(w, layout_.size());
 }
 
+template <class A>
 void Gpt::stage_backward(int B, int T) {
   const size_t per_layer = 12;  // tensors per layer, see param_layout.hpp
   const size_t first = cfg_.has_embedding ? 2 : 0;
   const auto& ts = layout_.tensors();
+  const Shared<A> s = shared<A>();
   for (int l = cfg_.num_stage_layers() - 1; l >= 0; --l) {
-    block_backward(l, l == 0 ? encoded_ : layer_acts(l - 1).res3, B, T);
+    block_backward<A>(l, l == 0 ? s.encoded : layer_acts<A>(l - 1).res3, B, T);
     const ParamTensor& lo = ts[first + per_layer * l];
     const ParamTensor& hi = ts[first + per_layer * l + per_layer - 1];
     grad_ready(lo.offset, hi.offset + hi.numel);
   }
   if (cfg_.has_embedding) {
     const size_t wte = layout_.at("wte").offset, wpe = layout_.at("wpe").offset;
-    k_.embedding_backward(grads_.data() + wte, grads_.data() + wpe, dres_, tokens_, B, T,
-                          cfg_.hidden, cfg_.vocab_begin(), cfg_.local_vocab());
+    const int* tok = token_store_.data() + slot_ * static_cast<size_t>(max_B_) * max_T_;
+    k_.embedding_backward(grads_.data() + wte, grads_.data() + wpe, s.dres, tok, B, T, cfg_.hidden,
+                          cfg_.vocab_begin(), cfg_.local_vocab());
     grad_ready(0, ts[1].offset + ts[1].numel);
+  } else if constexpr (!std::is_same_v<A, float>) {
+    to_boundary(s.grad32, s.dres, static_cast<size_t>(B) * T * cfg_.hidden);
   }
 }
 
-void Gpt::block_backward(int l, const float* x, int B, int T) {
-  const LayerParams p = layer_params(params_.data(), l);
-  const LayerParams g = layer_params(grads_.data(), l);
-  const LayerActs a = layer_acts(l);
+template <class A>
+void Gpt::block_backward(int l, const A* x, int B, int T) {
+  const LayerParams<A> p = layer_params(weights<A>(), l);
+  const LayerParams<float> g = layer_params(grads_.data(), l);
+  const LayerActs<A> a = layer_acts<A>(l);
+  const Shared<A> s = shared<A>();
   const int N = B * T, C = cfg_.hidden, Cl = cfg_.local_channels(), Fl = cfg_.local_mlp();
   const size_t NC = static_cast<size_t>(N) * C;
-  // dres_ holds d(res3); the residual passes it straight to res2 and to the MLP output.
-  k_.matmul_backward(dfch_, g.fcprojw, g.fcprojb, dres_, a.fch_gelu, p.fcprojw, N, Fl, C);
-  k_.gelu_backward(dfch_, a.fch, dfch_, static_cast<size_t>(N) * Fl);
-  k_.matmul_backward(dln_, g.fcw, g.fcb, dfch_, a.ln2, p.fcw, N, C, Fl);
-  comm_->all_reduce_sum(dln_, NC);  // column-parallel input gradient is partial per shard
-  k_.layernorm_backward(dres_, g.ln2w, g.ln2b, dln_, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd, N, C);
-  // dres_ now holds d(res2).
-  k_.matmul_backward(datty_, g.attprojw, g.attprojb, dres_, a.atty, p.attprojw, N, Cl, C);
-  k_.attention_backward(dqkv_, datt_, datty_, a.qkv, a.att, B, T, Cl, cfg_.local_heads());
-  k_.matmul_backward(dln_, g.qkvw, g.qkvb, dqkv_, a.ln1, p.qkvw, N, C, 3 * Cl);
-  comm_->all_reduce_sum(dln_, NC);
-  k_.layernorm_backward(dres_, g.ln1w, g.ln1b, dln_, x, p.ln1w, a.ln1_mean, a.ln1_rstd, N, C);
-  // dres_ now holds d(x), the gradient of the layer input.
+  // dres holds d(res3); the residual passes it straight to res2 and to the MLP output.
+  k_.matmul_dgelu_backward(s.dfch, g.fcprojw, g.fcprojb, s.dres, a.fch_gelu, p.fcprojw, a.fch, N, Fl, C);
+  k_.matmul_backward(s.dln, g.fcw, g.fcb, s.dfch, a.ln2, p.fcw, N, C, Fl);
+  tp_sum(s.dln, NC);  // column-parallel input gradient is partial per shard
+  k_.layernorm_backward(s.dres, g.ln2w, g.ln2b, s.dln, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd, N, C);
+  // dres now holds d(res2).
+  k_.matmul_backward(s.datty, g.attprojw, g.attprojb, s.dres, a.atty, p.attprojw, N, Cl, C);
+  k_.attention_backward(s.dqkv, s.datt, s.datty, a.qkv, a.atty, a.att, B, T, Cl, cfg_.local_heads());
+  k_.matmul_backward(s.dln, g.qkvw, g.qkvb, s.dqkv, a.ln1, p.qkvw, N, C, 3 * Cl);
+  tp_sum(s.dln, NC);
+  k_.layernorm_backward(s.dres, g.ln1w, g.ln1b, s.dln, x, p.ln1w, a.ln1_mean, a.ln1_rstd, N, C);
+  // dres now holds d(x), the gradient of the layer input.
 }
 
 double Gpt::flops_per_step(const GptConfig& cfg, int B, int T) {

@@ -16,14 +16,25 @@
 // Pipeline schedules keep several micro-batches in flight: `slots` activation sets (one per
 // in-flight micro-batch, chosen with set_slot(); the gradient scratch is shared), and a
 // grad-ready hook tells the distributed optimizer which gradient ranges are final.
+//
+// Precision (model/bf16.hpp): fp32 computes everything in fp32. bf16 keeps fp32 master
+// weights (params()) and fp32 gradients (grads()), a bf16 copy of the weights that the
+// kernels read (refreshed by params_updated() after every change of params()), and bf16
+// activations with fp32 LayerNorm statistics, losses and softmax statistics. The stage
+// boundary (forward_stage's input, output(), backward_stage's gradient, input_grad()) is
+// fp32 in both, so pipeline transfers do not depend on the precision.
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <functional>
+#include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "model/backend.hpp"
+#include "model/bf16.hpp"
 #include "model/gpt_config.hpp"
 #include "model/param_layout.hpp"
 #include "model/tp_comm.hpp"
@@ -35,8 +46,11 @@ class Gpt {
   // cfg is finalized here. backend and comm must outlive the model; comm == nullptr means
   // tp = 1 (cfg.tp_size must then be 1). max_B, max_T bound every later micro-batch.
   // slots: activation sets for micro-batches in flight at once (pipeline 1F1B); forward and
-  // backward of one micro-batch must use the same slot.
-  Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelComm* comm = nullptr, int slots = 1);
+  // backward of one micro-batch must use the same slot. precision: see above; bf16 needs a
+  // backend whose kernels support it (std::invalid_argument otherwise).
+  Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelComm* comm = nullptr, int slots = 1,
+      Precision precision = Precision::kFp32);
+  ~Gpt();
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
 
@@ -71,11 +85,19 @@ class Gpt {
   // and cover the buffer once per backward. Empty function = no calls.
   void set_grad_ready_hook(std::function<void(size_t begin, size_t end)> hook) { grad_ready_ = std::move(hook); }
 
-  float loss() const { return loss_; }            // mean loss of the last forward
-  const float* losses() const { return losses_; }  // (B,T) per-position losses
-  const float* logits() const { return logits_; }  // (B,T,Vl) this shard's logits (pre-backward)
-  const float* output() const;                     // (B,T,C) stage output (non-last stage)
-  const float* input_grad() const { return dres_; }  // (B,T,C) after backward (non-first stage)
+  float loss() const { return loss_; }  // mean loss of the last forward
+  const float* losses() const;          // (B,T) per-position losses, backend memory
+  // Row `row` (b * T + t) of this shard's logits (Vl values, pre-backward) into host memory.
+  void read_logits(size_t row, std::span<float> host) const;
+  const float* output() const;  // (B,T,C) stage output (non-last stage), fp32
+  const float* input_grad() const;  // (B,T,C) after backward (non-first stage), fp32
+
+  // After anything wrote params() (an optimizer step; load_params and init_weights do it
+  // themselves): refreshes the bf16 copy the kernels read. A no-op in fp32.
+  void params_updated();
+  Precision precision() const { return precision_; }
+  // How attention is computed here (Kernels::plan_attention), for the start-up log.
+  const std::string& attention_method() const { return attention_.method; }
 
   // The whole parameter buffer to and from host memory: [num_params()] floats in layout
   // order. std::invalid_argument when the size differs.
@@ -91,8 +113,8 @@ class Gpt {
   size_t num_params() const { return layout_.size(); }
   const ParamLayout& layout() const { return layout_; }
   const GptConfig& config() const { return cfg_; }
-  // Floats of activation + activation-gradient buffers (for memory reports).
-  size_t activation_floats() const { return acts_.size(); }
+  // Bytes of activation + activation-gradient buffers (for memory reports).
+  size_t activation_bytes() const { return acts_.size(); }
   Backend& backend() const { return backend_; }
   // Model FLOPs of one forward+backward over B*T tokens on this shard (matmuls+attention).
   double flops_per_step(int B, int T) const { return flops_per_step(cfg_, B, T); }
@@ -100,21 +122,31 @@ class Gpt {
   static double flops_per_step(const GptConfig& cfg, int B, int T);
 
  private:
-  struct LayerParams;  // pointers into a flat buffer for one layer
-  struct LayerActs;    // pointers into acts_ for one layer
-  LayerParams layer_params(float* base, int local_layer) const;
-  LayerActs layer_acts(int local_layer) const;
+  template <class A> struct LayerParams;  // pointers into a flat buffer for one layer
+  template <class A> struct LayerActs;    // pointers into acts_ for one layer
+  template <class A> struct Shared;       // the current slot's head and the shared scratch
+  struct Offsets;                         // byte offsets of every activation buffer
+  template <class A> LayerParams<A> layer_params(A* base, int local_layer) const;
+  template <class A> LayerActs<A> layer_acts(int local_layer) const;
+  template <class A> Shared<A> shared() const;
+  template <class A> A* weights();  // what kernels read: params_ (fp32) or params16_ (bf16)
+  template <class A> const A* stage_out() const;
+  template <class A> void tp_sum(A* x, size_t n);
+  template <class A> void forward_t(const int* tokens, const float* input, const int* targets, int B, int T);
+  template <class A> void block_forward(int l, const A* x, int B, int T);
+  template <class A> void block_backward(int l, const A* x, int B, int T);
+  template <class A> void head_forward(const int* targets, int B, int T);
+  template <class A> void head_backward(float loss_scale, int B, int T);
+  template <class A> void stage_backward(int B, int T);
+  template <class A> void to_boundary(float* out, const A* x, size_t n);
+  template <class A> void from_boundary(A* out, const float* x, size_t n);
   void plan_activations();
   void check_shape(int B, int T) const;
-  void block_forward(int l, const float* x, int B, int T);
-  void block_backward(int l, const float* x, int B, int T);
-  void head_forward(const int* targets, int B, int T);
-  void head_backward(float loss_scale, int B, int T);
-  void stage_backward(int B, int T);
-  void point_slot(int slot);
+  std::byte* slot_base(int slot) const;
   void grad_ready(size_t begin, size_t end) const {
     if (grad_ready_ && begin < end) grad_ready_(begin, end);
   }
+  bool is_bf16() const { return precision_ == Precision::kBf16; }
 
   // What a slot remembers between its forward and backward besides its activations.
   struct SlotState {
@@ -130,40 +162,23 @@ class Gpt {
   NoTensorParallel no_comm_;
   TensorParallelComm* comm_;
   int max_B_, max_T_;
+  Precision precision_;
+  AttentionPlan attention_;
   ParamLayout layout_;
-  DeviceArray<float> params_, grads_, acts_;
+  DeviceArray<float> params_, grads_;
+  DeviceArray<bf16> params16_;  // bf16 only: the weights the kernels read
+  // [slot 0 | slot 1 | ... | shared gradient scratch], carved by plan_activations().
+  DeviceArray<std::byte> acts_;
   DeviceArray<int> token_store_, target_store_;  // (slots, max_B * max_T)
   DeviceArray<float> loss_dev_;                  // (1) the mean loss before it is read
+  std::unique_ptr<Offsets> off_;
   std::vector<SlotState> slot_state_;
   int slot_ = 0;
-  size_t slot_floats_ = 0;  // activation floats of one slot
   std::function<void(size_t, size_t)> grad_ready_;
   // The current slot's state (saved to / loaded from slot_state_ by set_slot()).
   int B_ = 0, T_ = 0;
   bool have_targets_ = false;
   float loss_ = 0.0f;
-
-  // Activation pointers into acts_ (shapes per max_B, max_T; see plan_activations()); the
-  // ones up to ce_stats_ point into the current slot, the gradient scratch is shared.
-  int* tokens_ = nullptr;     // (B,T) current slot's tokens
-  int* targets_ = nullptr;    // (B,T)
-  float* encoded_ = nullptr;  // (B,T,C) stage input
-  float* layer_base_ = nullptr;
-  size_t layer_stride_ = 0;
-  float* lnf_ = nullptr;
-  float* lnf_mean_ = nullptr;
-  float* lnf_rstd_ = nullptr;
-  float* logits_ = nullptr;
-  float* losses_ = nullptr;
-  float* row_max_ = nullptr;
-  float* ce_stats_ = nullptr;
-  float* scratch_ = nullptr;  // (B,T,C) row-parallel outputs before the residual add
-  float* dres_ = nullptr;     // (B,T,C) gradient of the residual stream
-  float* dln_ = nullptr;      // (B,T,C)
-  float* dqkv_ = nullptr;     // (B,T,3Cl)
-  float* datty_ = nullptr;    // (B,T,Cl)
-  float* dfch_ = nullptr;     // (B,T,Fl)
-  float* datt_ = nullptr;     // (B,NHl,T,T) attention backward workspace
 };
 
 }  // namespace holmes::model

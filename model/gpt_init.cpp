@@ -59,6 +59,7 @@ void Gpt::init_weights(uint64_t seed) {
     }
   }
   params_.upload(host);
+  params_updated();
 }
 
 }  // namespace holmes::model

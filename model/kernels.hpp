@@ -5,9 +5,17 @@
 //   - all pointers address memory of the backend's device; "accumulates" means +=,
 //     "writes" means =. Shapes use the legend of model/gpt_config.hpp.
 //   - Linear weights are (OC, C) as in torch.nn.Linear: out = inp @ weight^T + bias.
+//   - Precision: every op exists for fp32 activations; the bf16 overloads (second half of
+//     the class) take bf16 activations and a bf16 copy of the weights, and still write fp32
+//     weight gradients, LayerNorm statistics, losses and softmax statistics, accumulating in
+//     fp32 throughout. A backend without bf16 kernels (the CPU) inherits the defaults, which
+//     throw std::logic_error; supports() says which precisions a backend has.
 #pragma once
 
 #include <cstddef>
+#include <string>
+
+#include "model/bf16.hpp"
 
 namespace holmes::model {
 
@@ -21,10 +29,26 @@ struct AdamWStep {
   float grad_scale = 1.0f;    // gradient clipping factor
 };
 
+// How a backend computes attention for one shape and precision (Kernels::plan_attention):
+// the floats of the state a forward keeps for its backward (`att`), of the backward's
+// workspace (`scratch`), and a one-line description for the log.
+struct AttentionPlan {
+  size_t state_floats = 0;
+  size_t scratch_floats = 0;
+  std::string method;
+};
+
 class Kernels {
  public:
   virtual ~Kernels() = default;
   virtual const char* name() const = 0;
+  virtual bool supports(Precision p) const { return p == Precision::kFp32; }
+
+  // Chooses the attention method for micro-batches up to (B, T) of this shard (C = Cl,
+  // NH = NHl) in precision p; later calls with smaller B or T use the same method. The
+  // default is the exact form below: the probabilities (B,NH,T,T) kept, the same again as
+  // workspace. Throws UserError when no method exists for the shape.
+  virtual AttentionPlan plan_attention(Precision p, int B, int T, int C, int NH);
 
   // out (B,T,C) writes wte[tok - vocab_begin] for tokens in [vocab_begin, vocab_begin+Vl),
   // 0 for other tokens (another vocabulary shard holds them), plus wpe[t] when wpe != nullptr.
@@ -49,16 +73,30 @@ class Kernels {
   // dinp (N,C) writes (nullptr = skip); dweight (OC,C) and dbias (OC; nullptr = none) accumulate.
   virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                const float* inp, const float* weight, int N, int C, int OC) = 0;
+  // The MLP's first linear layer with its GELU: pre (N,OC) writes inp @ weight^T + bias,
+  // out (N,OC) writes gelu(pre). A backend may fuse the two (cuBLASLt epilogue); the default
+  // is matmul_forward then gelu_forward.
+  virtual void matmul_gelu_forward(float* out, float* pre, const float* inp, const float* weight,
+                                   const float* bias, int N, int C, int OC);
+  // The backward of a linear layer whose input is gelu(pre): dpre (N,C) writes
+  // gelu'(pre) * (dout @ weight), dweight and dbias as in matmul_backward, inp = gelu(pre).
+  // Default: matmul_backward then gelu_backward.
+  virtual void matmul_dgelu_backward(float* dpre, float* dweight, float* dbias, const float* dout,
+                                     const float* inp, const float* weight, const float* pre,
+                                     int N, int C, int OC);
 
-  // Causal self-attention over NH heads of size HS = C/NH. qkv (B,T,3C) holds [q | k | v]
-  // blocks of C channels, head h at channels [h*HS, (h+1)*HS) of each block. out (B,T,C)
-  // writes; att (B,NH,T,T) writes the softmax probabilities (kept for backward; entries
-  // above the diagonal are 0). Here C and NH are this shard's Cl and NHl.
+  // Causal self-attention over NH heads of size HS = C/NH, scaled by 1/sqrt(HS). qkv
+  // (B,T,3C) holds [q | k | v] blocks of C channels, head h at channels [h*HS, (h+1)*HS) of
+  // each block. out (B,T,C) writes; att (plan_attention().state_floats) writes what the
+  // backward needs: for the default method the softmax probabilities (B,NH,T,T), 0 above
+  // the diagonal. Here C and NH are this shard's Cl and NHl.
   virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                                  int NH) = 0;
-  // dqkv (B,T,3C) writes; scratch (B,NH,T,T) is workspace; dout (B,T,C).
+  // dqkv (B,T,3C) writes; scratch (plan_attention().scratch_floats) is workspace; dout
+  // (B,T,C); out and att are what the forward of this micro-batch wrote.
   virtual void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                                  const float* att, int B, int T, int C, int NH) = 0;
+                                  const float* out, const float* att, int B, int T, int C,
+                                  int NH) = 0;
 
   // GELU, tanh approximation (GPT-2): out (n) writes.
   virtual void gelu_forward(float* out, const float* inp, size_t n) = 0;
@@ -90,6 +128,11 @@ class Kernels {
   virtual void crossentropy_backward(float* dlogits, const float* logits, const float* row_max,
                                      const float* stats, const int* targets, float dloss, int N,
                                      int Vl, int vocab_begin, int V) = 0;
+  // Passes 1 and 2 in one read of the logits (online softmax), for an unsharded vocabulary
+  // (TP = 1, nothing to all-reduce between them): row_max and stats write what the two
+  // passes would. Default: the two passes.
+  virtual void crossentropy_fused_forward(float* row_max, float* stats, const float* logits,
+                                          const int* targets, int N, int Vl, int vocab_begin, int V);
 
   // mean (1) writes the mean of x (N), summed in double (a micro-batch's loss from losses).
   virtual void mean_forward(float* mean, const float* x, int N) = 0;
@@ -105,6 +148,51 @@ class Kernels {
   // - step_size * m / (sqrt(v) * inv_sqrt_bc2 + eps). params, m, v (n) update in place.
   virtual void adamw_update(float* params, float* m, float* v, const float* grads, size_t n,
                             const AdamWStep& s) = 0;
+
+  // ---- bf16 activations (same contracts as the fp32 ops above) ----
+  // out (n) writes the conversion of inp (n): fp32 -> bf16 rounds to nearest even.
+  virtual void convert(bf16* out, const float* inp, size_t n);
+  virtual void convert(float* out, const bf16* inp, size_t n);
+  virtual void embedding_forward(bf16* out, const int* tokens, const bf16* wte, const bf16* wpe,
+                                 int B, int T, int C, int vocab_begin, int Vl);
+  virtual void embedding_backward(float* dwte, float* dwpe, const bf16* dout, const int* tokens,
+                                  int B, int T, int C, int vocab_begin, int Vl);
+  virtual void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp,
+                                 const bf16* weight, const bf16* bias, int N, int C);
+  virtual void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
+                                  const bf16* inp, const bf16* weight, const float* mean,
+                                  const float* rstd, int N, int C);
+  virtual void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias,
+                              int N, int C, int OC);
+  virtual void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
+                               const bf16* inp, const bf16* weight, int N, int C, int OC);
+  virtual void matmul_gelu_forward(bf16* out, bf16* pre, const bf16* inp, const bf16* weight,
+                                   const bf16* bias, int N, int C, int OC);
+  virtual void matmul_dgelu_backward(bf16* dpre, float* dweight, float* dbias, const bf16* dout,
+                                     const bf16* inp, const bf16* weight, const bf16* pre, int N,
+                                     int C, int OC);
+  virtual void attention_forward(bf16* out, float* att, const bf16* qkv, int B, int T, int C,
+                                 int NH);
+  virtual void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
+                                  const bf16* out, const float* att, int B, int T, int C, int NH);
+  virtual void gelu_forward(bf16* out, const bf16* inp, size_t n);
+  virtual void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, size_t n);
+  virtual void residual_forward(bf16* out, const bf16* a, const bf16* b, size_t n);
+  virtual void residual_backward(bf16* da, bf16* db, const bf16* dout, size_t n);
+  virtual void crossentropy_max_forward(float* row_max, const bf16* logits, int N, int Vl,
+                                        int vocab_begin, int V);
+  virtual void crossentropy_stats_forward(float* stats, const bf16* logits, const float* row_max,
+                                          const int* targets, int N, int Vl, int vocab_begin,
+                                          int V);
+  virtual void crossentropy_fused_forward(float* row_max, float* stats, const bf16* logits,
+                                          const int* targets, int N, int Vl, int vocab_begin, int V);
+  virtual void crossentropy_backward(bf16* dlogits, const bf16* logits, const float* row_max,
+                                     const float* stats, const int* targets, float dloss, int N,
+                                     int Vl, int vocab_begin, int V);
+
+ protected:
+  // Throws std::logic_error: this backend has no `op` in precision p.
+  [[noreturn]] void unsupported(const char* op, Precision p) const;
 };
 
 }  // namespace holmes::model

@@ -7,10 +7,10 @@
 #                                       DIR (default gpu-bundle/, ignored by git, < 64 MiB)
 #   scripts/gpu_check.sh run [DIR]      there (on the GPU machine, DIR carried): every CUDA test
 #                                       (a skip is a failure there), the NCCL groups on the one
-#                                       GPU (libnccl from the image: 200 MiB, too big to carry),
-#                                       the whole-model checks, the
-#                                       bench on GPT-2 124M and 350M (B=16, T=1024); a short
-#                                       table last; logs under $OUT when set
+#                                       GPU (libnccl from the image), the whole-model checks, the
+#                                       bench on GPT-2 124M (bf16, fp32, bf16 with the fallback
+#                                       attention) and 350M (bf16), B=16 T=1024; the parity
+#                                       table and a short summary last; logs under $OUT
 #
 # With the device tool: run `bundle` here, then run(command="scripts/gpu_check.sh run",
 # carry=["gpu-bundle"]). Env: HOLMES_JOBS (build jobs), HOLMES_CUDA_ARCHITECTURES (default 90),
@@ -43,45 +43,91 @@ bundle() {
   [ "$size" -lt 64 ] || { echo "gpu_check: the bundle is ${size} MiB, over the 64 MiB that can travel" >&2; exit 1; }
 }
 
+# The directory of the first file called $1 under the places a CUDA image keeps libraries
+# (the toolkit, and the nvidia-* wheels of its Python environment), or nothing.
+find_lib_dir() {
+  local hit
+  hit=$(find /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local /usr/lib /opt /root /home /workspace \
+    -name "$1" \( -type f -o -type l \) 2>/dev/null | head -1)
+  [ -n "$hit" ] && dirname "$hit"
+  return 0
+}
+
+# One bench row: name, precision and the model's L C NH; extra env (e.g. HOLMES_ATTENTION) may
+# precede the call.
+bench_row() {
+  local name=$1 precision=$2 L=$3 C=$4 NH=$5 steps=${HOLMES_BENCH_STEPS:-10} log line info
+  log="$logs/bench_${name}_${precision}${HOLMES_ATTENTION:+_$HOLMES_ATTENTION}.log"
+  "$dir/bin/holmes-train" bench --steps "$steps" --set job.device=cuda --set train.precision="$precision" \
+    --set model.layers="$L" --set model.hidden="$C" --set model.heads="$NH" --set model.vocab_size=50257 \
+    --set model.max_seq_len=1024 --set train.micro_batch=16 --set train.global_batch=16 --set train.seq_len=1024 \
+    >"$log" 2>&1 || true
+  line=$(grep '^bench: tokens_per_s' "$log" | sed 's/^bench: //' || true)
+  info=$(grep -o 'attention: .*' "$log" | head -1 | cut -c1-60 || true)
+  if [ -z "$line" ]; then
+    line="FAILED: $(grep -v '^bench: GPT' "$log" | tail -1 | cut -c1-150)"
+  fi
+  printf 'bench %-5s %-4s %-9s %s  [%s]\n' "$name" "$precision" "${HOLMES_ATTENTION:-auto}" "$line" "$info"
+}
+
 run_checks() {
   [ -x "$dir/bin/holmes-train" ] || { echo "gpu_check: $dir/bin/holmes-train missing; run 'bundle' first" >&2; exit 2; }
-  export LD_LIBRARY_PATH="$PWD/$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  local logs=${OUT:-$(mktemp -d)}
+  logs=${OUT:-$(mktemp -d)}
+  # The CUDA libraries opened at run time (cuBLASLt, cuDNN, NCCL) come from the image: its
+  # toolkit, or the nvidia-* packages of its PyTorch environment. Their folders go on the
+  # loader path after the bundle's own libraries.
+  local libpath="$PWD/$dir/lib" found=() lib d
+  for lib in libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
+    d=$(find_lib_dir "$lib")
+    found+=("$lib=${d:-NOT FOUND}")
+    [ -n "$d" ] && libpath="$libpath:$d"
+  done
+  export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  printf '%s\n' "${found[@]}" >"$logs/libraries.txt"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee "$logs/gpu.txt" || true
   # 1. every CUDA test; on a GPU machine a skip means the GPU was not usable
   local tests=pass
   "$dir/bin/test_cuda" --durations yes >"$logs/test_cuda.log" 2>&1 || tests=FAIL
   if grep -q HOLMES_SKIP "$logs/test_cuda.log"; then tests=FAIL; fi
-  local summary
+  local summary failed
   summary=$(grep -E '^(All tests passed|test cases:)' "$logs/test_cuda.log" | tail -1)
+  failed=$(grep -B1 -E '^-{10,}' "$logs/test_cuda.log" | grep -vE '^-|^$' | head -5 | tr '\n' ';' || true)
   # 2. the whole model (its own line in the table; part of test_cuda above)
   local whole=pass
   "$dir/bin/test_cuda" "whole model*" >"$logs/whole_model.log" 2>&1 || whole=FAIL
   grep -q HOLMES_SKIP "$logs/whole_model.log" && whole=FAIL
   # 2b. the NCCL groups on this one GPU (docs/comm.md): size-1 groups on Socket and IB running
   # every op, a member that never joins, two members on one GPU; libnccl comes from the image
-  local nccl=pass
+  local nccl=pass nccl_lib
   "$dir/bin/test_cuda" "[nccl]" >"$logs/nccl.log" 2>&1 || nccl=FAIL
   grep -q HOLMES_SKIP "$logs/nccl.log" && nccl=FAIL
-  local nccl_lib
   nccl_lib=$(grep -m1 '^NCCL [0-9]' "$logs/nccl.log" || echo "libnccl not loaded (see nccl.log)")
-  # 3. the bench: GPT-2 124M and 350M, fp32 kernels, B=16 T=1024
-  local steps=${HOLMES_BENCH_STEPS:-10} rows=()
-  for shape in "124M 12 768 12" "350M 24 1024 16"; do
-    read -r name L C NH <<<"$shape"
-    local line
-    line=$("$dir/bin/holmes-train" bench --steps "$steps" --set job.device=cuda --set model.layers="$L" \
-      --set model.hidden="$C" --set model.heads="$NH" --set model.vocab_size=50257 --set model.max_seq_len=1024 \
-      --set train.micro_batch=16 --set train.global_batch=16 --set train.seq_len=1024 2>&1 |
-      tee "$logs/bench_$name.log" | grep '^bench: tokens_per_s' || echo "bench: FAILED (see bench_$name.log)")
-    rows+=("$(printf '%-6s %s' "$name" "$line")")
-  done
+  # 3. the parity table (parity_table_test.cpp prints one markdown row per op x precision x
+  #    shape x output)
+  grep -E '^\| ' "$logs/test_cuda.log" | grep -vE '^\| (op|---) ' >"$logs/parity_table.txt" || true
+  # 4. the bench: GPT-2 124M (bf16: the issue's MFU target; fp32; bf16 with the fallback
+  #    attention) and 350M, B=16 T=1024
+  local rows
+  rows=$(
+    bench_row 124M bf16 12 768 12
+    bench_row 124M fp32 12 768 12
+    HOLMES_ATTENTION=fallback bench_row 124M bf16 12 768 12
+    bench_row 350M bf16 24 1024 16
+  )
   "$dir/bin/holmes_gemm_bench" 8192 768 50 >"$logs/gemm_bench.log" 2>&1 || true
   echo
+  if [ -s "$logs/parity_table.txt" ]; then
+    echo "parity table ($(wc -l <"$logs/parity_table.txt") rows, $(grep -c '| FAIL |' "$logs/parity_table.txt") failing; failures first, all in parity_table.txt):"
+    echo "| op | precision | shape | output | max normalized error | tolerance | result |"
+    echo "| --- | --- | --- | --- | --- | --- | --- |"
+    (grep '| FAIL |' "$logs/parity_table.txt"; grep -v '| FAIL |' "$logs/parity_table.txt") | head -80
+    echo
+  fi
   echo "gpu_check on $(head -1 "$logs/gpu.txt")"
-  printf '%-24s %s\n' "CUDA tests (test_cuda)" "$tests: $summary" "whole model vs CPU" "$whole" \
-    "NCCL groups, one GPU" "$nccl: $nccl_lib"
-  for r in "${rows[@]}"; do printf 'bench %s\n' "$r"; done
+  echo "libraries: ${found[*]}"
+  printf '%-24s %s\n' "CUDA tests (test_cuda)" "$tests: $summary ${failed:+(first failures: $failed)}" \
+    "whole model vs CPU" "$whole" "NCCL groups, one GPU" "$nccl: $nccl_lib"
+  echo "$rows"
   tail -1 "$logs/gemm_bench.log" | sed 's/^/gemm  /'
   [ "$tests" = pass ] && [ "$whole" = pass ] && [ "$nccl" = pass ]
 }

@@ -56,6 +56,7 @@ struct TrainSection {
   double beta2 = 0.95;
   double eps = 1e-8;
   double grad_clip = 1.0;  // global grad-norm clip; 0 disables
+  std::string precision = "auto";  // auto | bf16 | fp32 (auto: bf16 on GPUs, fp32 on CPUs)
   int64_t eval_interval = 0;  // steps; 0 disables validation
   int eval_steps = 10;        // micro-batches per validation
 };

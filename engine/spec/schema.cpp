@@ -239,6 +239,9 @@ std::vector<Field> make_schema() {
   f.push_back(real("train.eps", HOLMES_REF(train.eps), "1e-8", 0, 1, true, "AdamW epsilon."));
   f.push_back(real("train.grad_clip", HOLMES_REF(train.grad_clip), "1.0", 0, kRealMax, false,
                    "Clip the global gradient norm to this; 0 disables."));
+  f.push_back(choice("train.precision", HOLMES_REF(train.precision), {"auto", "bf16", "fp32"},
+                     "Weights copy and activations: bf16 (fp32 master weights, gradients, AdamW moments and "
+                     "accumulation) or fp32; auto is bf16 on GPUs, fp32 on CPUs."));
   f.push_back(integer("train.eval_interval", HOLMES_REF(train.eval_interval), "0", 0, M,
                       "Steps between validation runs; 0 disables."));
   f.push_back(integer("train.eval_steps", HOLMES_REF(train.eval_steps), "10", 1, M, "Global batches per validation (as Megatron-LM's --eval-iters): the same sequences under every parallel plan."));

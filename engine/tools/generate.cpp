@@ -43,7 +43,7 @@ std::vector<int> generate(model::Gpt& gpt, const std::vector<int>& prompt, const
     const int* ctx = seq.data() + seq.size() - T;
     gpt.forward(ctx, nullptr, 1, T);
     // (1,T,Vl): the last position's row, read from the backend.
-    gpt.backend().memory->download(last.data(), gpt.logits() + static_cast<size_t>(T - 1) * Vl, Vl * sizeof(float));
+    gpt.read_logits(static_cast<size_t>(T - 1), last);
     int tok = pick_token(last.data(), V, o, rng.uniform());
     seq.push_back(tok);
     out.push_back(tok);

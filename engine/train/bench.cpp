@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <tuple>
 
 #include "engine/spec/errors.hpp"
 #include "engine/data/data.hpp"
@@ -42,12 +43,19 @@ BenchResult run_bench(const spec::JobSpec& spec, int steps, int warmup) {
   r.tokens_per_s = static_cast<double>(trainer.tokens_per_step()) * steps / secs;
   r.gflops = flops / secs / 1e9;
   r.peak_rss_mb = peak_rss_mb();
+  r.device_mb = backend.memory->device_used_mb();
+  std::tie(r.peak_gflops, r.peak_source) = job_peak_gflops(spec, LoopContext{});
+  r.numerics = trainer.numerics();
   return r;
 }
 
 std::string bench_line(const BenchResult& r) {
-  return fmt::format("bench: tokens_per_s={:.1f} ms_per_step={:.2f} peak_rss_mb={:.1f} gflops={:.2f}", r.tokens_per_s,
-                     r.ms_per_step, r.peak_rss_mb, r.gflops);
+  const std::string mfu = r.peak_gflops > 0 ? fmt::format("{:.1f}%", 100 * r.mfu()) : "unknown";
+  return fmt::format("bench: tokens_per_s={:.1f} ms_per_step={:.2f} peak_rss_mb={:.1f} gflops={:.2f} mfu={} "
+                     "device_mb={:.0f} precision={}\nbench: MFU against {}; numerics: {}",
+                     r.tokens_per_s, r.ms_per_step, r.peak_rss_mb, r.gflops, mfu, r.device_mb,
+                     r.numerics.substr(0, r.numerics.find(',')), r.peak_source.empty() ? "-" : r.peak_source,
+                     r.numerics);
 }
 
 }  // namespace holmes::train

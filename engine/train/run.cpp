@@ -58,26 +58,6 @@ struct JobFigures {
   }
 };
 
-// The job's peak for MFU: the declared device speed x devices, else the CPU cores of every
-// node at the peak the OS describes (an upper bound, so MFU stays below 100%).
-std::pair<double, std::string> job_peak_gflops(const spec::JobSpec& spec, const LoopContext& ctx) {
-  if (spec.cluster.device_tflops > 0)
-    return {spec.cluster.device_tflops * 1e3 * ctx.world,
-            fmt::format("cluster.device_tflops {:g} x {} device(s)", spec.cluster.device_tflops, ctx.world)};
-  if (spec.job.device == "cuda") {
-    // The data sheet's dense bf16 figure: an upper bound for the fp32 kernels too.
-    const topo::Devices gpu = local_devices();
-    const double tflops = topo::known_peak_tflops(gpu.name);
-    if (tflops <= 0) return {0, fmt::format("unknown: {} is not in the peak table; set cluster.device_tflops", gpu.name)};
-    return {tflops * 1e3 * ctx.world,
-            fmt::format("{} x {} dense bf16 peak {:g} TFLOP/s (data sheet)", ctx.world, gpu.name, tflops)};
-  }
-  const topo::CpuPeak cpu = topo::cpu_peak();
-  const int cores = topo::detect_cpu_devices().cores;
-  return {cpu.gflops_per_core() * cores * ctx.nodes,
-          fmt::format("{} core(s) x {} node(s) x {}", cores, ctx.nodes, cpu.describe())};
-}
-
 // Rank 0's log into `log`; a resumed run continues metrics.jsonl.
 void open_log(std::optional<TrainLog>& log, const spec::JobSpec& spec, const StepRunner& trainer,
               const DataSet& data, int64_t start, const LoopContext& ctx) {
@@ -108,6 +88,23 @@ std::string write_final_weights(const spec::JobSpec& spec, StepRunner& trainer, 
 
 }  // namespace
 
+std::pair<double, std::string> job_peak_gflops(const spec::JobSpec& spec, const LoopContext& ctx) {
+  if (spec.cluster.device_tflops > 0)
+    return {spec.cluster.device_tflops * 1e3 * ctx.world,
+            fmt::format("cluster.device_tflops {:g} x {} device(s)", spec.cluster.device_tflops, ctx.world)};
+  if (spec.job.device == "cuda") {
+    // The data sheet's dense bf16 figure: an upper bound for the fp32 kernels too.
+    const topo::Devices gpu = local_devices();
+    const double tflops = topo::known_peak_tflops(gpu.name);
+    if (tflops <= 0) return {0, fmt::format("unknown: {} is not in the peak table; set cluster.device_tflops", gpu.name)};
+    return {tflops * 1e3 * ctx.world,
+            fmt::format("{} x {} dense bf16 peak {:g} TFLOP/s (data sheet)", ctx.world, gpu.name, tflops)};
+  }
+  const topo::CpuPeak cpu = topo::cpu_peak();
+  const int cores = topo::detect_cpu_devices().cores;
+  return {cpu.gflops_per_core() * cores * ctx.nodes,
+          fmt::format("{} core(s) x {} node(s) x {}", cores, ctx.nodes, cpu.describe())};
+}
 
 int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data, const LoopContext& ctx) {
   const bool logger = ctx.rank == 0;

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/train/loop_context.hpp"
@@ -16,6 +17,11 @@
 
 namespace holmes::train {
 
+// The job's peak FLOP/s for MFU (in GFLOP/s) and where it came from: cluster.device_tflops x
+// devices, else on a GPU the data sheet's dense bf16 figure of the local GPU x devices (an
+// upper bound for fp32 too), else the CPU cores of every node at the peak the OS describes
+// (an upper bound, so MFU stays below 100%). 0 with the reason when unknown.
+std::pair<double, std::string> job_peak_gflops(const spec::JobSpec& spec, const LoopContext& ctx);
 
 // Trains `trainer` for spec.train.steps steps. Returns the process exit code.
 int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data, const LoopContext& ctx);

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -48,6 +49,9 @@ class StepRunner {
   // For the log header.
   virtual const char* backend_name() const = 0;  // "cpu" or "cuda"
   virtual const char* kernels_name() const = 0;
+  // The storage precision and the attention method, for the start-up line ("bf16, attention
+  // cudnn ...").
+  virtual std::string numerics() const = 0;
   virtual const model::GptConfig& shard_config() const = 0;
   virtual int micro_batches() const = 0;     // per step per data-parallel rank
   virtual int64_t tokens_per_step() const = 0;  // whole job

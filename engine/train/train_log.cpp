@@ -29,6 +29,7 @@ void TrainLog::header(const StepRunner& trainer, const std::string& data_descrip
   const auto& t = spec_.train;
   fmt::print("holmes-train: job '{}' on {} ({} kernels), output {}\n", spec_.job.name, trainer.backend_name(),
              trainer.kernels_name(), spec_.job.output_dir);
+  fmt::print("numerics: {}\n", trainer.numerics());
   // The whole model (not this rank's shard), with the vocabulary padded as the job pads it.
   model::GptConfig whole = model::GptConfig::gpt2(g.layers, g.hidden, g.heads, g.vocab, g.max_seq_len);
   whole.padded_vocab = g.padded_vocab;

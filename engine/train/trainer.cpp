@@ -70,12 +70,31 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const DataS
   const model::GptConfig cfg = stage_config(spec, ctx_);
   if (ctx_.tp != nullptr) tp_comm_ = std::make_unique<GroupTensorParallel>(*ctx_.tp, clock_, ctx_.stream);
   const int slots = max_in_flight(ctx_.pp_size, ctx_.pp_stage, micro_batches_);
-  gpt_ = std::make_unique<model::Gpt>(cfg, backend, t.micro_batch, t.seq_len, tp_comm_.get(), slots);
+  gpt_ = std::make_unique<model::Gpt>(cfg, backend, t.micro_batch, t.seq_len, tp_comm_.get(), slots,
+                                      precision_of(spec, backend));
   gpt_->init_weights(spec.job.seed);
   stage_ = std::make_unique<PipelineStage>(*gpt_, ctx_, micro_batches_, t.micro_batch, t.seq_len, clock_);
   optimizer_ = std::make_unique<DistOptimizer>(*gpt_, ctx_, clock_);
   lr_ = lr_config_of(spec);
   hyper_ = adamw_hyper_of(spec);
+}
+
+model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& backend) {
+  const std::string& p = spec.train.precision;
+  const bool has_bf16 = backend.kernels->supports(model::Precision::kBf16);
+  if (p == "fp32") return model::Precision::kFp32;
+  if (p == "auto") return has_bf16 ? model::Precision::kBf16 : model::Precision::kFp32;
+  if (p != "bf16")
+    throw UserError(fmt::format("train.precision: '{}' is not a precision (accepted: auto, bf16, fp32)", p));
+  if (!has_bf16)
+    throw UserError(fmt::format("train.precision: 'bf16' needs bf16 kernels, and the {} backend ({} kernels) computes "
+                                "in fp32 (accepted here: auto, fp32; bf16 trains with job.device: cuda)",
+                                backend.device, backend.kernels->name()));
+  return model::Precision::kBf16;
+}
+
+std::string Trainer::numerics() const {
+  return fmt::format("{}, attention: {}", model::precision_name(gpt_->precision()), gpt_->attention_method());
 }
 
 double Trainer::flops_per_token() const {
@@ -129,6 +148,7 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested) {
   AdamWHyper h = hyper_;
   h.lr = static_cast<float>(s.lr);
   optimizer_->update(h, step + 1, clip_scale(s.grad_norm, t.grad_clip));
+  gpt_->params_updated();
   s.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   s.tokens_per_s = static_cast<double>(tokens_per_step()) / (s.step_ms / 1e3);
   s.flops = gpt_->flops_per_step(t.micro_batch, t.seq_len) * micro_batches_;

@@ -29,6 +29,9 @@ namespace holmes::train {
 
 // GptConfig of spec.model (tp = 1, one stage; vocabulary padded by the model).
 model::GptConfig gpt_config_of(const spec::JobSpec& spec);
+// train.precision on this backend: auto is bf16 where the backend has bf16 kernels (a GPU),
+// fp32 elsewhere. UserError (exit 2) for bf16 on a backend without bf16 kernels.
+model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& backend);
 // The learning-rate schedule and AdamW settings of spec.train.
 LrConfig lr_config_of(const spec::JobSpec& spec);
 AdamWHyper adamw_hyper_of(const spec::JobSpec& spec);
@@ -58,6 +61,7 @@ class Trainer final : public StepRunner {
   double flops_per_token() const override;
   const char* backend_name() const override { return gpt_->backend().device.c_str(); }
   const char* kernels_name() const override { return gpt_->backend().kernels->name(); }
+  std::string numerics() const override;
 
   // Where this rank's steps went, in seconds per step, averaged over the steps after the
   // first kWarmupSteps (all steps when there were no more): computing (the model's forward

@@ -40,7 +40,8 @@ class CpuKernels final : public Kernels {
     cpu::attention_forward(out, att, qkv, B, T, C, NH);
   }
   void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                          const float* att, int B, int T, int C, int NH) override {
+                          const float* /*out*/, const float* att, int B, int T, int C,
+                          int NH) override {
     cpu::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
   }
   void gelu_forward(float* out, const float* inp, size_t n) override { cpu::gelu_forward(out, inp, n); }

@@ -84,7 +84,12 @@ int main(int argc, char** argv) {
     const size_t at = static_cast<size_t>(step) * kB * kT;
     gpt.zero_grad();
     losses.push_back(gpt.forward(tokens.data() + at, targets.data() + at, kB, kT));
-    if (step == 0) write_bin(out + "/logits.bin", gpt.logits(), static_cast<size_t>(kB) * kT * cfg.padded_vocab);
+    if (step == 0) {
+      std::vector<float> logits(static_cast<size_t>(kB) * kT * cfg.padded_vocab);
+      for (size_t row = 0; row < static_cast<size_t>(kB) * kT; ++row)
+        gpt.read_logits(row, std::span<float>(logits).subspan(row * cfg.padded_vocab, cfg.padded_vocab));
+      write_bin(out + "/logits.bin", logits.data(), logits.size());
+    }
     gpt.backward();
     if (step == 0) write_bin(out + "/grads.bin", gpt.grads(), P);
     double sq = 0;

@@ -1,5 +1,5 @@
 // The CUDA-enabled holmes-train must load and run on a node without the NVIDIA driver: the
-// CUDA runtime is linked statically and cuBLASLt is dlopen'ed, so neither libcuda.so nor the
+// CUDA runtime is linked statically and cuBLASLt and cuDNN are dlopen'ed, so neither libcuda.so nor the
 // toolkit's libraries may be load-time dependencies.
 #include <array>
 #include <catch2/catch.hpp>
@@ -22,13 +22,14 @@ std::string run(const std::string& cmd, int* status) {
 
 }  // namespace
 
-TEST_CASE("holmes-train has no load-time dependency on libcuda.so or cuBLAS", "[cuda]") {
+TEST_CASE("holmes-train has no load-time dependency on libcuda.so, cuBLAS or cuDNN", "[cuda]") {
   int status = 0;
   std::string deps = run(std::string("ldd '") + HOLMES_BINARY + "' 2>&1", &status);
   INFO(deps);
   REQUIRE(status == 0);
   CHECK(deps.find("libcuda.so") == std::string::npos);
   CHECK(deps.find("libcublas") == std::string::npos);  // dlopen'ed on first GEMM instead
+  CHECK(deps.find("libcudnn") == std::string::npos);   // dlopen'ed on first attention plan
   CHECK(deps.find("not found") == std::string::npos);
 }
 

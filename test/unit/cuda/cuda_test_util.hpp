@@ -47,6 +47,15 @@ inline std::vector<float> random_floats(std::size_t n, unsigned seed, float lo =
   return v;
 }
 
+// n integers uniform in [0, hi) (token ids, targets).
+inline std::vector<int> random_ints(std::size_t n, int hi, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> dist(0, hi - 1);
+  std::vector<int> v(n);
+  for (auto& x : v) x = dist(gen);
+  return v;
+}
+
 // Rounds every value to bf16 in place and returns the bf16 bit patterns.
 inline std::vector<std::uint16_t> round_to_bf16(std::vector<float>& v) {
   std::vector<std::uint16_t> bits(v.size());

@@ -87,3 +87,61 @@ TEST_CASE("row-major GEMM maps onto column-major cuBLASLt operands", "[cuda][gem
         REQUIRE(got[i] == Approx(want[i]).margin(1e-12));
     }
 }
+
+// Heads read in place from an interleaved buffer: each operand's rows are wider than the
+// matrix (lda, ldb, ldc) and the batches sit side by side in those rows (stride = a head's
+// width), as the attention fallback reads Q, K, V from (T, 3C) and writes (T, C).
+TEST_CASE("row-major GEMM with leading dimensions maps onto cuBLASLt operands", "[cuda][gemm]") {
+  unsigned seed = 70;
+  for (int t = 0; t < 4; ++t) {
+    GemmShape s;
+    s.m = 7;
+    s.n = 5;
+    s.k = 3;
+    s.trans_a = t & 1;
+    s.trans_b = t & 2;
+    s.batch = 4;
+    s.lda = 4 * 8 + 1;  // wider than any stored row below: [7,3] or [3,7]
+    s.ldb = 4 * 6 + 3;
+    s.ldc = 4 * s.n + 2;
+    s.stride_a = 8;
+    s.stride_b = 6;
+    s.stride_c = s.n;
+    INFO(describe(s));
+    REQUIRE_NOTHROW(validate_gemm(s));
+    const LtProblem p = to_column_major(s);
+    CHECK(p.lt_a.ld == s.ldb);
+    CHECK(p.lt_b.ld == s.lda);
+    CHECK(p.lt_c.ld == s.ldc);
+    check_dims(p.lt_a, p.m, p.k);
+    check_dims(p.lt_b, p.k, p.n);
+    check_dims(p.lt_c, p.m, p.n);
+    const int rows_a = s.trans_a ? s.k : s.m, rows_b = s.trans_b ? s.n : s.k;
+    auto a = random_floats(std::size_t(rows_a) * s.lda, seed++);
+    auto b = random_floats(std::size_t(rows_b) * s.ldb, seed++);
+    auto c0 = random_floats(std::size_t(s.m) * s.ldc, seed++), bias = random_floats(s.n, seed++);
+    auto want = reference(s, a, b, bias, c0, 0.75f, 0.5f);
+    auto got = column_major_gemm(p, s.batch, a, b, bias, false, c0, 0.75f, 0.5f);
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) REQUIRE(got[i] == Approx(want[i]).margin(1e-12));
+  }
+}
+
+TEST_CASE("GEMM validation refuses leading dimensions shorter than a row", "[cuda][gemm]") {
+  GemmShape s;
+  s.m = 4;
+  s.n = 6;
+  s.k = 5;
+  s.trans_b = false;
+  s.lda = 4;  // A is [4,5]: rows of 5
+  CHECK_THROWS_WITH(validate_gemm(s), Catch::Contains("lda = 4"));
+  s.lda = 0;
+  s.ldc = 5;
+  CHECK_THROWS_WITH(validate_gemm(s), Catch::Contains("ldc = 5"));
+  s.ldc = 13;  // two batches of 6 columns side by side fit in 13
+  s.batch = 2;
+  s.stride_c = 6;
+  CHECK_NOTHROW(validate_gemm(s));
+  s.batch = 3;  // the third would end at column 18 > 13
+  CHECK_THROWS_WITH(validate_gemm(s), Catch::Contains("stride_c"));
+}

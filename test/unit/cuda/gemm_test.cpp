@@ -168,3 +168,38 @@ TEST_CASE("GEMM plans are cached per shape and alignment", "[cuda][gemm]") {
   CHECK(check_case(runner, cs, 3) <= 1.0);
   CHECK(runner.cached_plans() == 2);
 }
+
+// The attention fallback's GEMMs: heads read in place from rows wider than the matrix (lda,
+// ldb = 3C) and written side by side (ldc = C, stride_c = HS), in every transpose it uses.
+TEST_CASE("GEMM with leading dimensions reads and writes interleaved heads", "[cuda][gemm]") {
+  if (!gpu_or_skip()) return;
+  GemmRunner runner;
+  const int T = 37, HS = 16, NH = 5, C = NH * HS;
+  unsigned seed = 900;
+  for (DType ab : {DType::kF32, DType::kBf16})
+    for (DType ct : {DType::kF32, DType::kBf16})
+      for (int variant = 0; variant < 3; ++variant) {
+        GemmShape s;
+        s.ab_type = ab;
+        s.c_type = ct;
+        s.batch = NH;
+        if (variant == 0) {  // scores: Q [T,HS] x K^T, both in (T, 3C)
+          s.m = T, s.n = T, s.k = HS, s.trans_b = true;
+          s.lda = s.ldb = 3 * C, s.stride_a = s.stride_b = HS, s.stride_c = T * T;
+        } else {  // P V (variant 1) and P^T dO (variant 2) into (T, C) side by side
+          s.m = T, s.n = HS, s.k = T, s.trans_a = variant == 2, s.trans_b = false;
+          s.ldb = 3 * C, s.ldc = C, s.stride_a = T * T, s.stride_b = HS, s.stride_c = HS;
+        }
+        INFO(describe(s));
+        const std::size_t rows_a = s.trans_a ? s.k : s.m, rows_b = s.trans_b ? s.n : s.k;
+        const std::size_t na = s.lda ? rows_a * s.lda : std::size_t(s.stride_a) * NH;
+        const std::size_t nb = rows_b * s.ldb;
+        const std::size_t nc = s.ldc ? std::size_t(s.m) * s.ldc : std::size_t(s.stride_c) * NH;
+        auto a = random_floats(na, seed++), b = random_floats(nb, seed++);
+        auto c0 = random_floats(nc, seed++), bias = random_floats(s.n, seed++);
+        auto got = run_gpu(runner, s, a, b, bias, c0, 0.5f, 0.0f);
+        auto want = reference(s, a, b, bias, c0, 0.5f, 0.0f);
+        const bool bf16_out = ct == DType::kBf16;
+        CHECK(worst_ratio(got, want, bf16_out ? 1e-2 : 2e-4, bf16_out ? 8e-3 : 1e-4) <= 1.0);
+      }
+}

@@ -23,14 +23,6 @@ void check_close(const DeviceBuffer& gpu, const std::vector<float>& cpu, double 
   CHECK(worst_ratio(to_host<float>(gpu, cpu.size()), want, atol, 1e-4) <= 1.0);
 }
 
-std::vector<int> random_ints(std::size_t n, int hi, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int> dist(0, hi - 1);
-  std::vector<int> v(n);
-  for (auto& x : v) x = dist(gen);
-  return v;
-}
-
 struct Shard {
   int vocab_begin, Vl;
 };
@@ -87,10 +79,10 @@ TEST_CASE("CUDA attention matches the CPU twin", "[cuda][kernels]") {
   gpu->attention_forward(g_out.as<float>(), g_att.as<float>(), g_qkv.as<float>(), B, T, C, NH);
   check_close(g_out, out);
   check_close(g_att, att);
-  cpu->attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), B, T, C,
-                          NH);
+  cpu->attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), out.data(),
+                          att.data(), B, T, C, NH);
   gpu->attention_backward(g_dqkv.as<float>(), g_scratch.as<float>(), g_dout.as<float>(),
-                          g_qkv.as<float>(), g_att.as<float>(), B, T, C, NH);
+                          g_qkv.as<float>(), g_out.as<float>(), g_att.as<float>(), B, T, C, NH);
   check_close(g_dqkv, dqkv, 1e-4);
 }
 

@@ -105,3 +105,27 @@ TEST_CASE("CUDA DeviceMemory zeroes, copies and round-trips through the host", "
   CHECK(download(b) == std::vector<float>(h.size(), 0.0f));
   mem->synchronize();
 }
+
+TEST_CASE("CUDA DeviceMemory uploads: staged batches may be overwritten at once, large ones copy directly",
+          "[cuda][memory]") {
+  if (!gpu_or_skip()) return;
+  auto mem = cuda::make_device_memory();
+  // Five uploads from one host buffer rewritten between them (the staging buffers alternate
+  // and grow), each to its own device array: every array holds what the buffer held then.
+  std::vector<model::DeviceArray<float>> arrays;
+  std::vector<std::vector<float>> want;
+  std::vector<float> host;
+  for (int i = 0; i < 5; ++i) {
+    host = random_floats(1000 + 700 * i, 100 + i);
+    arrays.emplace_back(*mem, host.size());
+    arrays.back().upload(host);
+    want.push_back(host);
+    std::fill(host.begin(), host.end(), -1.0f);  // the caller reuses its buffer immediately
+  }
+  for (int i = 0; i < 5; ++i) CHECK(download(arrays[i]) == want[i]);
+  // Above the staging limit (64 MiB): 17 Mi floats.
+  const auto big = random_floats(size_t{17} << 20, 7);
+  model::DeviceArray<float> large(*mem, big.size());
+  large.upload(big);
+  CHECK(download(large) == big);
+}

@@ -1,6 +1,7 @@
-// The whole model on the GPU (the CUDA backend behind the one Trainer, fp32) against the CPU
-// backend: 10 steps, the validation loss, and checkpoints that move between the two. Skips
-// without a GPU.
+// The whole model on the GPU (the CUDA backend behind the one Trainer) against the CPU
+// backend: 10 fp32 steps, the validation loss, and checkpoints that move between the two;
+// bf16 mixed precision against GPU fp32, a bit-identical bf16 resume on the GPU, and a bf16
+// GPU checkpoint continued on the CPU. Skips without a GPU.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -40,6 +41,7 @@ spec::JobSpec gpu_job() {
   s.train.warmup_steps = 2;
   s.train.grad_clip = 1.0;
   s.train.eval_steps = 2;
+  s.train.precision = "fp32";
   return s;
 }
 
@@ -91,6 +93,54 @@ TEST_CASE("whole model: fp32 steps on the GPU match the CPU backend, and checkpo
     CHECK(rel(sc.loss, sb.loss) < 1e-4);  // the GPU run, continued on the CPU
     CHECK(rel(sd.loss, sa.loss) < 1e-4);  // the CPU run, continued on the GPU
     CHECK(rel(sd.loss, sc.loss) < 2e-4);
+  }
+  std::filesystem::remove_all(root);
+}
+
+TEST_CASE("whole model: bf16 on the GPU tracks fp32, resumes bit for bit, and its checkpoint continues on the CPU",
+          "[cuda][model]") {
+  if (!cuda::test::gpu_or_skip()) return;
+  const spec::JobSpec fp32 = gpu_job();
+  spec::JobSpec bf16 = fp32;
+  bf16.train.precision = "bf16";
+  auto data = DataSet::open(fp32);
+  model::Backend cpu = model::make_backend("cpu"), gpu = model::make_backend("cuda");
+  REQUIRE(precision_of(bf16, gpu) == model::Precision::kBf16);
+  REQUIRE(precision_of(gpu_job(), gpu) == model::Precision::kFp32);
+  Trainer full(fp32, gpu, *data), half(bf16, gpu, *data);
+  std::vector<double> losses;
+  const std::string root = (std::filesystem::temp_directory_path() / "holmes_gpu_bf16").string();
+  std::filesystem::remove_all(root);
+  std::string at6;
+  for (int64_t s = 0; s < 10; ++s) {
+    const StepStats sf = full.train_step(s), sh = half.train_step(s);
+    INFO("step " << s << ": fp32 loss " << sf.loss << " bf16 " << sh.loss);
+    CHECK(rel(sh.loss, sf.loss) < 2e-2);  // llm.c accepts 5e-2 for bf16
+    losses.push_back(sh.loss);
+    if (s == 5) at6 = save(half, bf16, 6, root + "/bf16");
+  }
+  CHECK(rel(half.evaluate(), full.evaluate()) < 2e-2);
+
+  // Resume on the GPU from the step-6 checkpoint: the same losses, bit for bit.
+  Trainer again(bf16, gpu, *data);
+  load(again, bf16, at6);
+  for (int64_t s = 6; s < 10; ++s) {
+    const StepStats sa = again.train_step(s);
+    INFO("step " << s);
+    CHECK(sa.loss == losses[static_cast<size_t>(s)]);
+  }
+
+  // The bf16 checkpoint (fp32 master weights and moments) continues on the CPU in fp32.
+  spec::JobSpec on_cpu = bf16;
+  on_cpu.train.precision = "auto";
+  REQUIRE(precision_of(on_cpu, cpu) == model::Precision::kFp32);
+  Trainer c(on_cpu, cpu, *data), g(bf16, gpu, *data);
+  load(c, on_cpu, at6);
+  load(g, bf16, at6);
+  for (int64_t s = 6; s < 8; ++s) {
+    const StepStats sc = c.train_step(s), sg = g.train_step(s);
+    INFO("step " << s << ": cpu " << sc.loss << " gpu bf16 " << sg.loss);
+    CHECK(rel(sc.loss, sg.loss) < 2e-2);
   }
   std::filesystem::remove_all(root);
 }

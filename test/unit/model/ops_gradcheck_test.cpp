@@ -67,7 +67,7 @@ TEST_CASE("causal attention backward matches finite differences", "[model][ops]"
     double row = 0;
     for (int t2 = 0; t2 < T; ++t2) row += att[(T - 1) * T + t2];
     CHECK(row == Approx(1.0).epsilon(1e-5));
-    k->attention_backward(dqkv.data(), scratch.data(), wout.data(), qkv.data(), att.data(), B, T, C, NH);
+    k->attention_backward(dqkv.data(), scratch.data(), wout.data(), qkv.data(), nullptr, att.data(), B, T, C, NH);
     check_gradient("dqkv", qkv, dqkv, loss, 1e-2f, 1e-3, 2e-2, 1000);
   }
 }

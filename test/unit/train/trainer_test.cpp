@@ -99,19 +99,40 @@ TEST_CASE("training on the synthetic corpus lowers the training and validation l
   CHECK(t.evaluate() == val_after);
 }
 
+namespace {
+
+// Making a Trainer for `spec` throws a UserError whose message holds every needle.
+void refused(const spec::JobSpec& spec, holmes::model::Backend& backend, const DataSet& data,
+             std::initializer_list<const char*> needles) {
+  try {
+    Trainer t(spec, backend, data);
+    FAIL("expected a UserError");
+  } catch (const UserError& e) {
+    const std::string what = e.what();
+    for (const char* n : needles) CHECK(what.find(n) != std::string::npos);
+  }
+}
+
+}  // namespace
+
 TEST_CASE("the trainer names the keys when the batch does not divide", "[trainer]") {
   auto backend = holmes::model::make_backend("cpu");
   spec::JobSpec spec = small_job();
   spec.train.micro_batch = 3;  // 8 is not a multiple of 3
   auto data = DataSet::open(small_job());
-  try {
-    Trainer t(spec, backend, *data);
-    FAIL("expected a UserError");
-  } catch (const UserError& e) {
-    const std::string what = e.what();
-    CHECK(what.find("train.global_batch") != std::string::npos);
-    CHECK(what.find("train.micro_batch") != std::string::npos);
+  refused(spec, backend, *data, {"train.global_batch", "train.micro_batch"});
+}
+
+TEST_CASE("train.precision: auto and fp32 train in fp32 on the CPU, bf16 is refused naming the key", "[trainer]") {
+  auto backend = holmes::model::make_backend("cpu");
+  spec::JobSpec spec = small_job();
+  for (const char* p : {"auto", "fp32"}) {
+    spec.train.precision = p;
+    CHECK(precision_of(spec, backend) == holmes::model::Precision::kFp32);
   }
+  spec.train.precision = "bf16";
+  auto data = DataSet::open(small_job());
+  refused(spec, backend, *data, {"train.precision: 'bf16'", "accepted here: auto, fp32"});
 }
 
 TEST_CASE("shard_state of the single-process trainer owns the whole buffer", "[trainer]") {

@@ -1,0 +1,227 @@
+// holmes::cuda::Attention (attention.hpp): the choice of method and the fallback method's
+// GEMMs. The exact kernels are in attention.cu, the fallback's row kernels in
+// attention_softmax.cu, the cuDNN graphs in cudnn_sdpa.cpp.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <stdexcept>
+
+#include "common/errors.hpp"
+#include "cuda/attention.hpp"
+#include "cuda/attention_softmax.hpp"
+#include "cuda/cudnn_api.hpp"
+#include "cuda/cudnn_sdpa.hpp"
+#include "cuda/gemm.hpp"
+
+namespace holmes::cuda {
+
+namespace {
+
+using model::Precision;
+
+template <class T>
+constexpr DType dtype_of() {
+  return sizeof(T) == 4 ? DType::kF32 : DType::kBf16;
+}
+
+// One strided batch of NH per-head GEMMs for each of the B sequences: matrix h of operand X
+// starts at x + b * x_seq + h * x_head.
+struct HeadGemm {
+  GemmShape shape;
+  std::int64_t a_seq, b_seq, c_seq;
+};
+
+template <class C, class A, class B>
+void run_per_sequence(GemmRunner& gemm, const HeadGemm& g, int batches, C* c, const A* a,
+                      const B* b, float alpha, cudaStream_t stream) {
+  for (int i = 0; i < batches; ++i)
+    gemm.run(c + i * g.c_seq, a + i * g.a_seq, b + i * g.b_seq, nullptr, g.shape, alpha, 0.0f,
+             stream);
+}
+
+// A batch of NH GEMMs [m,k] x [k,n] with the given layouts (see HeadGemm).
+GemmShape head_shape(int m, int n, int k, bool ta, bool tb, DType ab, DType c, int NH,
+                     std::int64_t lda, std::int64_t ldb, std::int64_t ldc, std::int64_t sa,
+                     std::int64_t sb, std::int64_t sc) {
+  GemmShape s;
+  s.m = m, s.n = n, s.k = k, s.trans_a = ta, s.trans_b = tb, s.ab_type = ab, s.c_type = c;
+  s.batch = NH, s.lda = lda, s.ldb = ldb, s.ldc = ldc, s.stride_a = sa, s.stride_b = sb;
+  s.stride_c = sc;
+  return s;
+}
+
+// The fallback forward: att = softmax(Q K^T * scale) (probabilities, type T), out = att V.
+template <class T>
+void fallback_forward(GemmRunner& gemm, T* out, T* att, const T* qkv, int B, int Tn, int C,
+                      int NH, cudaStream_t stream) {
+  const std::int64_t HS = C / NH, row = 3 * std::int64_t{C}, TT = std::int64_t{Tn} * Tn;
+  const DType t = dtype_of<T>();
+  const float scale = 1.0f / std::sqrt(float(HS));
+  HeadGemm scores{head_shape(Tn, Tn, HS, false, true, t, t, NH, row, row, 0, HS, HS, TT),
+                  Tn * row, Tn * row, NH * TT};
+  run_per_sequence(gemm, scores, B, att, qkv, qkv + C, scale, stream);
+  causal_softmax_forward(att, std::int64_t{B} * NH * Tn, Tn, stream);
+  HeadGemm pv{head_shape(Tn, HS, Tn, false, false, t, t, NH, 0, row, C, TT, HS, HS), NH * TT,
+              Tn * row, std::int64_t{Tn} * C};
+  run_per_sequence(gemm, pv, B, out, att, qkv + 2 * C, 1.0f, stream);
+}
+
+// The fallback backward: dV = P^T dO, dP = dO V^T (fp32), dS = softmax backward * scale,
+// dQ = dS K, dK = dS^T Q. dp holds B*NH*T*T floats; ds may alias dp when T is float.
+template <class T>
+void fallback_backward(GemmRunner& gemm, T* dqkv, float* dp, T* ds, const T* dout, const T* qkv,
+                       const T* att, int B, int Tn, int C, int NH, cudaStream_t stream) {
+  const std::int64_t HS = C / NH, row = 3 * std::int64_t{C}, TT = std::int64_t{Tn} * Tn;
+  const std::int64_t seq = Tn * row, oseq = std::int64_t{Tn} * C;
+  const DType t = dtype_of<T>();
+  const float scale = 1.0f / std::sqrt(float(HS));
+  HeadGemm dv{head_shape(Tn, HS, Tn, true, false, t, t, NH, 0, C, row, TT, HS, HS), NH * TT, oseq,
+              seq};
+  run_per_sequence(gemm, dv, B, dqkv + 2 * C, att, dout, 1.0f, stream);
+  HeadGemm dprob{head_shape(Tn, Tn, HS, false, true, t, DType::kF32, NH, C, row, 0, HS, HS, TT),
+                 oseq, seq, NH * TT};
+  run_per_sequence(gemm, dprob, B, dp, dout, qkv + 2 * C, 1.0f, stream);
+  causal_softmax_backward(ds, dp, att, scale, std::int64_t{B} * NH * Tn, Tn, stream);
+  HeadGemm dq{head_shape(Tn, HS, Tn, false, false, t, t, NH, 0, row, row, TT, HS, HS), NH * TT,
+              seq, seq};
+  run_per_sequence(gemm, dq, B, dqkv, ds, qkv + C, 1.0f, stream);
+  HeadGemm dk{head_shape(Tn, HS, Tn, true, false, t, t, NH, 0, row, row, TT, HS, HS), NH * TT,
+              seq, seq};
+  run_per_sequence(gemm, dk, B, dqkv + C, ds, qkv, 1.0f, stream);
+}
+
+std::string method_line(AttentionMethod m, Precision p, const std::string& why_not_cudnn) {
+  switch (m) {
+    case AttentionMethod::kCudnn:
+      return fmt::format("cudnn: cuDNN {} fused flash attention, {} (softmax statistics kept)",
+                         cudnn_version(), cudnn_path());
+    case AttentionMethod::kFallback:
+      return fmt::format("fallback: cuBLASLt QK^T/PV + softmax kernel, {} probabilities kept{}",
+                         model::precision_name(p),
+                         why_not_cudnn.empty() ? "" : " (cuDNN: " + why_not_cudnn + ")");
+    default:
+      return "exact: fp32 reference kernels, probabilities kept (B,NH,T,T)";
+  }
+}
+
+}  // namespace
+
+struct Attention::Impl {
+  cudaStream_t stream;
+  Method force;
+  GemmRunner gemm;
+  CudnnSdpa sdpa;
+  Method planned[2] = {Method::kAuto, Method::kAuto};  // by precision
+  int max_B[2] = {0, 0}, max_T[2] = {0, 0};
+
+  Method& of(Precision p) { return planned[p == Precision::kBf16]; }
+
+  // "" when cuDNN serves both directions of this shape, else why not.
+  std::string cudnn_reason(int B, int T, int C, int NH) {
+    std::string why = sdpa.prepare(false, B, T, C, NH);
+    if (why.empty()) why = sdpa.prepare(true, B, T, C, NH);
+    return why;
+  }
+
+  void check_planned(Precision p, int B, int T, const char* op) {
+    const int i = p == Precision::kBf16;
+    if (planned[i] == Method::kAuto)
+      throw std::logic_error(fmt::format("Attention::{} in {} before plan() for that precision", op,
+                                         model::precision_name(p)));
+    if (B > max_B[i] || T > max_T[i])
+      throw std::logic_error(fmt::format("Attention::{}: B={} T={} exceeds the planned B={} T={}",
+                                         op, B, T, max_B[i], max_T[i]));
+  }
+};
+
+Attention::Attention(cudaStream_t stream, Method force) : impl_(std::make_unique<Impl>()) {
+  impl_->stream = stream;
+  impl_->force = force;
+}
+
+Attention::~Attention() = default;
+
+Attention::Method Attention::method(model::Precision p) const {
+  return impl_->planned[p == Precision::kBf16];
+}
+
+model::AttentionPlan Attention::plan(model::Precision p, int B, int T, int C, int NH) {
+  validate_attention_shape(B, T, C, NH);
+  Method m = impl_->force;
+  const char* source = "the caller";
+  if (m == Method::kAuto) {
+    if (auto env = parse_attention_env(std::getenv("HOLMES_ATTENTION"))) {
+      m = *env;
+      source = "HOLMES_ATTENTION";
+    }
+  }
+  auto refuse = [&](const std::string& why) {
+    throw UserError(fmt::format("attention method {} (forced by {}) cannot run {} B={} T={} C={} "
+                                "NH={}: {}",
+                                attention_method_name(m), source, model::precision_name(p), B, T,
+                                C, NH, why));
+  };
+  std::string why_not_cudnn;
+  if (m == Method::kAuto) {
+    if (p == Precision::kFp32) {
+      m = Method::kExact;
+    } else {
+      why_not_cudnn = impl_->cudnn_reason(B, T, C, NH);
+      m = why_not_cudnn.empty() ? Method::kCudnn : Method::kFallback;
+    }
+  } else if (m == Method::kCudnn) {
+    if (p != Precision::kBf16) refuse("cuDNN fused attention is bf16 only; use fallback or exact");
+    if (std::string why = impl_->cudnn_reason(B, T, C, NH); !why.empty()) refuse(why);
+  } else if (m == Method::kExact && p != Precision::kFp32) {
+    refuse("the exact kernels are fp32 only; use cudnn or fallback");
+  }
+  impl_->of(p) = m;
+  impl_->max_B[p == Precision::kBf16] = B;
+  impl_->max_T[p == Precision::kBf16] = T;
+  const AttentionSizes sizes = attention_sizes(m, p, B, T, NH);
+  return {sizes.state_floats, sizes.scratch_floats, method_line(m, p, why_not_cudnn)};
+}
+
+void Attention::forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
+  impl_->check_planned(Precision::kFp32, B, T, "forward");
+  if (impl_->of(Precision::kFp32) == Method::kFallback)
+    fallback_forward(impl_->gemm, out, att, qkv, B, T, C, NH, impl_->stream);
+  else
+    attention_forward(out, att, qkv, B, T, C, NH, impl_->stream);
+}
+
+void Attention::forward(bf16* out, float* att, const bf16* qkv, int B, int T, int C, int NH) {
+  impl_->check_planned(Precision::kBf16, B, T, "forward");
+  if (impl_->of(Precision::kBf16) == Method::kCudnn)
+    impl_->sdpa.forward(out, att, qkv, B, T, C, NH, impl_->stream);
+  else
+    fallback_forward(impl_->gemm, out, reinterpret_cast<bf16*>(att), qkv, B, T, C, NH,
+                     impl_->stream);
+}
+
+void Attention::backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                         const float* /*out*/, const float* att, int B, int T, int C, int NH) {
+  impl_->check_planned(Precision::kFp32, B, T, "backward");
+  if (impl_->of(Precision::kFp32) == Method::kFallback)
+    fallback_backward(impl_->gemm, dqkv, scratch, scratch, dout, qkv, att, B, T, C, NH,
+                      impl_->stream);
+  else
+    attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH, impl_->stream);
+}
+
+void Attention::backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
+                         const bf16* out, const float* att, int B, int T, int C, int NH) {
+  impl_->check_planned(Precision::kBf16, B, T, "backward");
+  if (impl_->of(Precision::kBf16) == Method::kCudnn) {
+    impl_->sdpa.backward(dqkv, dout, qkv, out, att, B, T, C, NH, impl_->stream);
+    return;
+  }
+  // scratch: dP fp32 (B,NH,T,T), then dS bf16 (B,NH,T,T).
+  float* dp = scratch;
+  bf16* ds = reinterpret_cast<bf16*>(scratch + std::size_t(B) * NH * T * T);
+  fallback_backward(impl_->gemm, dqkv, dp, ds, dout, qkv, reinterpret_cast<const bf16*>(att), B,
+                    T, C, NH, impl_->stream);
+}
+
+}  // namespace holmes::cuda

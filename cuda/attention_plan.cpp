@@ -1,0 +1,92 @@
+#include "cuda/attention_plan.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "common/errors.hpp"
+
+namespace holmes::cuda {
+
+const char* attention_method_name(AttentionMethod m) {
+  switch (m) {
+    case AttentionMethod::kAuto:
+      return "auto";
+    case AttentionMethod::kCudnn:
+      return "cudnn";
+    case AttentionMethod::kFallback:
+      return "fallback";
+    case AttentionMethod::kExact:
+      return "exact";
+  }
+  return "?";
+}
+
+std::optional<AttentionMethod> parse_attention_env(const char* value) {
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  for (AttentionMethod m :
+       {AttentionMethod::kCudnn, AttentionMethod::kFallback, AttentionMethod::kExact})
+    if (std::strcmp(value, attention_method_name(m)) == 0) return m;
+  throw UserError(fmt::format(
+      "HOLMES_ATTENTION = '{}' is not an attention method; accepted: cudnn, fallback, exact "
+      "(or unset for the automatic choice)",
+      value));
+}
+
+void validate_attention_shape(int B, int T, int C, int NH) {
+  auto bad = [](const char* what, long long v, const char* accepted) {
+    throw UserError(fmt::format("attention: {} = {}; accepted: {}", what, v, accepted));
+  };
+  if (B <= 0) bad("B (micro-batch)", B, "> 0");
+  if (T <= 0) bad("T (sequence length)", T, "> 0");
+  if (NH <= 0) bad("NH (heads)", NH, "> 0");
+  if (C <= 0) bad("C (channels)", C, "> 0");
+  if (C % NH != 0)
+    throw UserError(fmt::format("attention: C = {} is not a multiple of NH = {}", C, NH));
+}
+
+HeadView qkv_view(int B, int T, int C, int NH, int part) {
+  const std::int64_t HS = C / NH, row = 3 * std::int64_t{C};
+  HeadView v;
+  v.dims = {B, NH, T, HS};
+  v.strides = {T * row, HS, row, 1};
+  v.offset = part * std::int64_t{C};
+  return v;
+}
+
+HeadView out_view(int B, int T, int C, int NH) {
+  const std::int64_t HS = C / NH;
+  HeadView v;
+  v.dims = {B, NH, T, HS};
+  v.strides = {T * std::int64_t{C}, HS, C, 1};
+  return v;
+}
+
+std::string cudnn_attention_limits(long cudnn_version, int T, int HS) {
+  if (cudnn_version < 90000)
+    return fmt::format("cuDNN {} is older than 9.0", cudnn_version);
+  if (HS % 8 != 0 || HS > 128)
+    return fmt::format("head size {} is not a multiple of 8 up to 128", HS);
+  if (cudnn_version <= 91500 && T % 128 != 0)
+    return fmt::format("cuDNN {} needs T a multiple of 128 for its backward, T = {}",
+                       cudnn_version, T);
+  return "";
+}
+
+AttentionSizes attention_sizes(AttentionMethod m, model::Precision p, int B, int T, int NH) {
+  const std::size_t rows = std::size_t(B) * NH * T, probs = rows * T;
+  const std::size_t half = (probs + 1) / 2;  // bf16 values packed two per float
+  switch (m) {
+    case AttentionMethod::kCudnn:
+      return {rows, 0};
+    case AttentionMethod::kFallback:
+      if (p == model::Precision::kBf16) return {half, probs + half};
+      return {probs, probs};
+    case AttentionMethod::kExact:
+    case AttentionMethod::kAuto:
+      break;
+  }
+  return {probs, probs};
+}
+
+}  // namespace holmes::cuda

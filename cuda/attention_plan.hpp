@@ -1,0 +1,56 @@
+// The GPU-free half of attention planning (attention.hpp): which method a user forced, whether
+// a shape is valid, where each head's Q, K, V live inside the (B,T,3C) buffer, what cuDNN can
+// take, and how many floats each method keeps. Pure functions, unit-tested without a GPU.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "model/bf16.hpp"
+
+namespace holmes::cuda {
+
+enum class AttentionMethod { kAuto, kCudnn, kFallback, kExact };
+
+const char* attention_method_name(AttentionMethod m);  // "auto", "cudnn", "fallback", "exact"
+
+// The method HOLMES_ATTENTION names: nullptr or "" = no override (nullopt); "cudnn",
+// "fallback", "exact" (case-sensitive). Anything else throws UserError naming the variable,
+// the value and the accepted values.
+std::optional<AttentionMethod> parse_attention_env(const char* value);
+
+// Throws UserError unless B, T, C, NH > 0 and C % NH == 0; names the first bad value.
+void validate_attention_shape(int B, int T, int C, int NH);
+
+// A [B, NH, T, HS] view of one of Q, K, V (or of out) as cuDNN tensors take it: dims, strides
+// in elements, and the element offset of its first value from the buffer's start.
+struct HeadView {
+  std::array<std::int64_t, 4> dims{}, strides{};
+  std::int64_t offset = 0;
+};
+// part 0, 1, 2 = Q, K, V inside qkv (B,T,3C): strides [T*3C, HS, 3C, 1], offset part*C.
+HeadView qkv_view(int B, int T, int C, int NH, int part);
+// out (B,T,C) (also dout): strides [T*C, HS, C, 1].
+HeadView out_view(int B, int T, int C, int NH);
+
+// cuDNN's fused attention limits for this library: head size a multiple of 8 and at most 128
+// (the widest cuDNN 9 supports for training on every version), a cuDNN 9 release, and (for
+// cuDNN 9.15 and older, whose backward needs a padding mask otherwise) T a multiple of 128.
+// Returns "" when supported, else why not.
+std::string cudnn_attention_limits(long cudnn_version, int T, int HS);
+
+// The state (`att`) and workspace (`scratch`) floats of a method for micro-batches up to
+// (B, T) with NH heads:
+//   cudnn:    softmax statistics (B,NH,T) fp32; no scratch (the object owns cuDNN's workspace);
+//   fallback: probabilities (B,NH,T,T) in the activation precision (bf16 packs two per float);
+//             scratch holds dP fp32 (B,NH,T,T) and, for bf16, dS bf16 beside it;
+//   exact:    probabilities and score gradients, fp32, (B,NH,T,T) each.
+struct AttentionSizes {
+  std::size_t state_floats = 0, scratch_floats = 0;
+};
+AttentionSizes attention_sizes(AttentionMethod m, model::Precision p, int B, int T, int NH);
+
+}  // namespace holmes::cuda

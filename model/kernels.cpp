@@ -1,0 +1,100 @@
+#include "model/kernels.hpp"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+namespace holmes::model {
+
+void Kernels::unsupported(const char* op, Precision p) const {
+  throw std::logic_error(fmt::format("backend {} has no {} {} kernel", name(), precision_name(p), op));
+}
+
+AttentionPlan Kernels::plan_attention(Precision p, int B, int T, int /*C*/, int NH) {
+  if (!supports(p)) unsupported("attention", p);
+  const size_t probs = static_cast<size_t>(B) * NH * T * T;
+  return {probs, probs, "exact softmax, probabilities kept (B,NH,T,T)"};
+}
+
+void Kernels::matmul_gelu_forward(float* out, float* pre, const float* inp, const float* weight,
+                                  const float* bias, int N, int C, int OC) {
+  matmul_forward(pre, inp, weight, bias, N, C, OC);
+  gelu_forward(out, pre, static_cast<size_t>(N) * OC);
+}
+
+void Kernels::matmul_dgelu_backward(float* dpre, float* dweight, float* dbias, const float* dout,
+                                    const float* inp, const float* weight, const float* pre, int N,
+                                    int C, int OC) {
+  matmul_backward(dpre, dweight, dbias, dout, inp, weight, N, C, OC);
+  gelu_backward(dpre, pre, dpre, static_cast<size_t>(N) * C);
+}
+
+void Kernels::crossentropy_fused_forward(float* row_max, float* stats, const float* logits,
+                                         const int* targets, int N, int Vl, int vocab_begin, int V) {
+  crossentropy_max_forward(row_max, logits, N, Vl, vocab_begin, V);
+  crossentropy_stats_forward(stats, logits, row_max, targets, N, Vl, vocab_begin, V);
+}
+
+// ---- bf16: absent unless a backend overrides them ----
+constexpr Precision kB = Precision::kBf16;
+
+void Kernels::convert(bf16*, const float*, size_t) { unsupported("convert", kB); }
+void Kernels::convert(float*, const bf16*, size_t) { unsupported("convert", kB); }
+void Kernels::embedding_forward(bf16*, const int*, const bf16*, const bf16*, int, int, int, int, int) {
+  unsupported("embedding_forward", kB);
+}
+void Kernels::embedding_backward(float*, float*, const bf16*, const int*, int, int, int, int, int) {
+  unsupported("embedding_backward", kB);
+}
+void Kernels::layernorm_forward(bf16*, float*, float*, const bf16*, const bf16*, const bf16*, int, int) {
+  unsupported("layernorm_forward", kB);
+}
+void Kernels::layernorm_backward(bf16*, float*, float*, const bf16*, const bf16*, const bf16*,
+                                 const float*, const float*, int, int) {
+  unsupported("layernorm_backward", kB);
+}
+void Kernels::matmul_forward(bf16*, const bf16*, const bf16*, const bf16*, int, int, int) {
+  unsupported("matmul_forward", kB);
+}
+void Kernels::matmul_backward(bf16*, float*, float*, const bf16*, const bf16*, const bf16*, int, int, int) {
+  unsupported("matmul_backward", kB);
+}
+void Kernels::matmul_gelu_forward(bf16* out, bf16* pre, const bf16* inp, const bf16* weight,
+                                  const bf16* bias, int N, int C, int OC) {
+  matmul_forward(pre, inp, weight, bias, N, C, OC);
+  gelu_forward(out, pre, static_cast<size_t>(N) * OC);
+}
+void Kernels::matmul_dgelu_backward(bf16* dpre, float* dweight, float* dbias, const bf16* dout,
+                                    const bf16* inp, const bf16* weight, const bf16* pre, int N,
+                                    int C, int OC) {
+  matmul_backward(dpre, dweight, dbias, dout, inp, weight, N, C, OC);
+  gelu_backward(dpre, pre, dpre, static_cast<size_t>(N) * C);
+}
+void Kernels::attention_forward(bf16*, float*, const bf16*, int, int, int, int) {
+  unsupported("attention_forward", kB);
+}
+void Kernels::attention_backward(bf16*, float*, const bf16*, const bf16*, const bf16*, const float*,
+                                 int, int, int, int) {
+  unsupported("attention_backward", kB);
+}
+void Kernels::gelu_forward(bf16*, const bf16*, size_t) { unsupported("gelu_forward", kB); }
+void Kernels::gelu_backward(bf16*, const bf16*, const bf16*, size_t) { unsupported("gelu_backward", kB); }
+void Kernels::residual_forward(bf16*, const bf16*, const bf16*, size_t) { unsupported("residual_forward", kB); }
+void Kernels::residual_backward(bf16*, bf16*, const bf16*, size_t) { unsupported("residual_backward", kB); }
+void Kernels::crossentropy_max_forward(float*, const bf16*, int, int, int, int) {
+  unsupported("crossentropy_max_forward", kB);
+}
+void Kernels::crossentropy_stats_forward(float*, const bf16*, const float*, const int*, int, int, int, int) {
+  unsupported("crossentropy_stats_forward", kB);
+}
+void Kernels::crossentropy_fused_forward(float* row_max, float* stats, const bf16* logits,
+                                         const int* targets, int N, int Vl, int vocab_begin, int V) {
+  crossentropy_max_forward(row_max, logits, N, Vl, vocab_begin, V);
+  crossentropy_stats_forward(stats, logits, row_max, targets, N, Vl, vocab_begin, V);
+}
+void Kernels::crossentropy_backward(bf16*, const bf16*, const float*, const float*, const int*, float,
+                                    int, int, int, int) {
+  unsupported("crossentropy_backward", kB);
+}
+
+}  // namespace holmes::model
