@@ -6,7 +6,8 @@
 #                                       with the shared libraries a plain CUDA image lacks into
 #                                       DIR (default gpu-bundle/, ignored by git, < 64 MiB)
 #   scripts/gpu_check.sh run [DIR]      there (on the GPU machine, DIR carried): every CUDA test
-#                                       (a skip is a failure there), the whole-model checks, the
+#                                       (a skip is a failure there), the NCCL groups on the one
+#                                       GPU (libnccl from the image), the whole-model checks, the
 #                                       bench on GPT-2 124M (bf16, fp32, bf16 with the fallback
 #                                       attention) and 350M (bf16), B=16 T=1024; the parity
 #                                       table and a short summary last; logs under $OUT
@@ -95,6 +96,12 @@ run_checks() {
   local whole=pass
   "$dir/bin/test_cuda" "whole model*" >"$logs/whole_model.log" 2>&1 || whole=FAIL
   grep -q HOLMES_SKIP "$logs/whole_model.log" && whole=FAIL
+  # 2b. the NCCL groups on this one GPU (docs/comm.md): size-1 groups on Socket and IB running
+  # every op, a member that never joins, two members on one GPU; libnccl comes from the image
+  local nccl=pass nccl_lib
+  "$dir/bin/test_cuda" "[nccl]" >"$logs/nccl.log" 2>&1 || nccl=FAIL
+  grep -q HOLMES_SKIP "$logs/nccl.log" && nccl=FAIL
+  nccl_lib=$(grep -m1 '^NCCL [0-9]' "$logs/nccl.log" || echo "libnccl not loaded (see nccl.log)")
   # 3. the parity table (parity_table_test.cpp prints one markdown row per op x precision x
   #    shape x output)
   grep -E '^\| ' "$logs/test_cuda.log" | grep -vE '^\| (op|---) ' >"$logs/parity_table.txt" || true
@@ -119,10 +126,10 @@ run_checks() {
   echo "gpu_check on $(head -1 "$logs/gpu.txt")"
   echo "libraries: ${found[*]}"
   printf '%-24s %s\n' "CUDA tests (test_cuda)" "$tests: $summary ${failed:+(first failures: $failed)}" \
-    "whole model vs CPU" "$whole"
+    "whole model vs CPU" "$whole" "NCCL groups, one GPU" "$nccl: $nccl_lib"
   echo "$rows"
   tail -1 "$logs/gemm_bench.log" | sed 's/^/gemm  /'
-  [ "$tests" = pass ] && [ "$whole" = pass ]
+  [ "$tests" = pass ] && [ "$whole" = pass ] && [ "$nccl" = pass ]
 }
 
 case "$mode" in

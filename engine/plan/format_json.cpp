@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "engine/plan/nccl.hpp"
 #include "engine/plan/plan.hpp"
 
 namespace holmes::plan {
@@ -50,6 +51,22 @@ void append_groups(std::string& out, const Plan& p) {
     out += ", \"ranks\": ";
     array(out, g.ranks, [&](int r) { out += std::to_string(r); }, ", ");
     out += "}";
+  }
+  out += "\n  ],\n";
+}
+
+// Per node, the variables nccl_env() sets (empty objects on CPU plans).
+void append_nccl_env(std::string& out, const Plan& p) {
+  out += "  \"nccl_env\": [";
+  for (int n = 0; n < static_cast<int>(p.hostnames.size()); ++n) {
+    out += fmt::format("{}{{\"node\": {}, \"host\": {}, \"vars\": {{", n ? ",\n    " : "\n    ", n,
+                       quote(p.hostnames[n]));
+    bool first = true;
+    for (const EnvVar& v : nccl_env(p, n)) {
+      out += fmt::format("{}{}: {}", first ? "" : ", ", quote(v.name), quote(v.value));
+      first = false;
+    }
+    out += "}}";
   }
   out += "\n  ],\n";
 }
@@ -125,6 +142,7 @@ std::string format_plan_json(const Plan& p) {
   });
   out += ",\n";
   append_groups(out, p);
+  append_nccl_env(out, p);
   append_estimate(out, p);
   append_calibration(out, p.calibration);
   out += "  \"memory\": ";

@@ -8,6 +8,7 @@
 #include <string>
 #include <tuple>
 
+#include "engine/plan/nccl.hpp"
 #include "engine/plan/plan.hpp"
 
 namespace holmes::plan {
@@ -59,6 +60,20 @@ void append_groups(std::string& out, const Plan& p) {
     const auto& [order, kind, transport, where, size] = key;
     out += fmt::format("  {:<9} {:>5} x {:<5} {}{}\n", kind, n, size, transport, where.empty() ? "" : " [" + where + "]");
   }
+}
+
+// Per node, what the processes set before their first NCCL communicator (CUDA plans only).
+void append_nccl_env(std::string& out, const Plan& p) {
+  if (p.device_kind != "cuda") return;
+  out += "NCCL environment per node (set once per process before the first communicator; a value already in the "
+         "environment wins):\n";
+  const int nodes = static_cast<int>(p.hostnames.size());
+  for (int n = 0; n < nodes && n < kNodesShown; ++n) {
+    out += fmt::format("  node {:<3} {:<14}", n, p.hostnames[n]);
+    for (const EnvVar& v : nccl_env(p, n)) out += fmt::format(" {}={}", v.name, v.value);
+    out += "\n";
+  }
+  if (nodes > kNodesShown) out += fmt::format("  ... {} more nodes (see --format json)\n", nodes - kNodesShown);
 }
 
 void append_estimate(std::string& out, const Plan& p) {
@@ -130,6 +145,7 @@ std::string format_plan_text(const Plan& p) {
                        s.first_layer + s.num_layers - 1, s.num_layers, s.island, s.straddles ? " (straddles islands)" : "",
                        s.embedding ? " +embedding" : "", s.lm_head ? " +final-norm+lm-head" : "");
   append_groups(out, p);
+  append_nccl_env(out, p);
   append_estimate(out, p);
   append_calibration(out, p.calibration);
   append_memory(out, p);

@@ -115,6 +115,7 @@ void fill_islands(const SearchInput& in, const topo::ClusterTopology& topology, 
     isl.nodes.push_back(n);
     isl.devices += nf.devices;
     plan.hostnames.push_back(topology.nodes[n].hostname);
+    plan.node_nets.push_back(NodeNet{nf.ethernet_if, nf.island_link, nf.hcas, nf.gid_index});
   }
 }
 

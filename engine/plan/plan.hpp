@@ -95,6 +95,15 @@ struct RankMemory {
   double capacity = 0;     // usable device memory (bytes); 0 = unknown
 };
 
+// What NCCL needs to know of one node (nccl.hpp derives its environment from it): the
+// interface its TCP traffic across islands binds to, and its island's RDMA ports.
+struct NodeNet {
+  std::string ethernet_if;        // NodeFacts::ethernet_if
+  LinkKind island_link = LinkKind::kEthernet;  // Ib / Roce when the node is on an RDMA island
+  std::vector<std::string> hcas;  // "mlx5_0:1" ports of the island's kind and fabric, sorted
+  int gid_index = -1;             // RoCE GID index (lowest of those ports)
+};
+
 struct IslandInfo {
   int id = 0;
   std::string kind;        // "ib", "roce", "ethernet"
@@ -118,6 +127,7 @@ struct Plan {
   int64_t vocab_padded = 0;
   std::vector<IslandInfo> islands;
   std::vector<std::string> hostnames;  // per node
+  std::vector<NodeNet> node_nets;      // per node
   std::vector<int> island_order;  // islands in the order the pipeline visits them
   std::vector<RankInfo> ranks;
   std::vector<Stage> stages;

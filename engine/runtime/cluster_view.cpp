@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <utility>
 
+#include "engine/launch/launch_env.hpp"
+#include "engine/runtime/nccl_env.hpp"
 #include "engine/spec/errors.hpp"
 #include "engine/topo/cluster.hpp"
 #include "engine/topo/calibration.hpp"
@@ -80,6 +82,8 @@ topo::Devices local_devices(std::string* note) {
 }
 
 void check_worker_device(const spec::JobSpec& spec) {
+  // Refused before anything else about a multi-GPU job: it stays wrong once those run.
+  if (spec.job.device == "cuda") refuse_nccl_net(launch::process_environment());
   if (spec.job.device == "cuda")
     throw UserError("job.device: 'cuda' trains one process on one GPU in this build; a job of several processes "
                     "trains on the CPU until NCCL groups land (accepted for several processes: cpu, auto)");

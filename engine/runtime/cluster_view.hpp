@@ -38,7 +38,8 @@ topo::ClusterTopology assemble_cluster(const spec::JobSpec& spec, std::vector<to
 topo::Devices local_devices(std::string* note = nullptr);
 
 // The device of a multi-process job's workers: the CPU for now (job.device cpu or auto);
-// job.device cuda is a UserError saying that multi-GPU jobs need NCCL (issue 14). The launcher
+// job.device cuda is a UserError saying that multi-GPU jobs need NCCL (issue 14), or, first,
+// that NCCL_NET must not be set (refuse_nccl_net, nccl_env.hpp). The launcher
 // and start-up both call it, so the message is the same.
 void check_worker_device(const spec::JobSpec& spec);
 

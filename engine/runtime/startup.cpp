@@ -16,6 +16,7 @@
 
 #include "comm/errors.hpp"
 #include "engine/launch/env_read.hpp"
+#include "engine/plan/nccl.hpp"
 #include "engine/spec/errors.hpp"
 #include "engine/topo/cluster.hpp"
 #include "engine/topo/discover.hpp"
@@ -79,7 +80,7 @@ void create_groups(Runtime& rt, const spec::JobSpec& spec) {
     auto it = std::find(g.ranks.begin(), g.ranks.end(), rt.rank);
     if (it == g.ranks.end()) continue;
     comm::GroupSpec gs;
-    gs.name = fmt::format("{}{}", plan::to_string(g.kind), g.index);
+    gs.name = plan::group_name(g);
     gs.global_ranks = g.ranks;
     gs.global_rank = rt.rank;
     gs.timeout = timeout_of(spec);
@@ -229,6 +230,9 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   rt.local_rank = env.local_rank;
   rt.local_world = env.local_world_size;
   const comm::Millis timeout = timeout_of(spec);
+  // What every rank refuses alike (job.device, NCCL_NET) is refused before the store, so a
+  // rank does not first wait for one that already gave up.
+  check_worker_device(spec);
 
   comm::StoreOptions so;
   so.url = rendezvous_url(spec, env);

@@ -60,6 +60,23 @@ need(set(b) == {"megatron", "naive"}, f"baselines {sorted(b)}")
 for name, base in b.items():
     need(base["step_time_s"] > 0 and abs(base["speedup"] - base["step_time_s"] / e["step_time_s"]) < 1e-6 * base["speedup"],
          f"baseline {name}: {base}")
+# The NCCL environment: one entry per node; on CUDA plans every node binds bootstrap to an
+# interface, and every node of an RDMA group gets its island's ports; nothing on CPU plans.
+envs = plan["nccl_env"]
+need([e["node"] for e in envs] == list(range(len(plan["nodes"]))), "nccl_env is not one entry per node")
+for e in envs:
+    v = e["vars"]
+    need("NCCL_NET" not in v, f"node {e['node']}: NCCL_NET must never be set")
+    if plan["device"] == "cuda":
+        need(v.get("NCCL_SOCKET_IFNAME", "").startswith("="), f"node {e['node']}: no exact NCCL_SOCKET_IFNAME")
+    else:
+        need(v == {}, f"node {e['node']}: NCCL variables on a CPU plan")
+for g in plan["groups"]:
+    if g["transport"] in ("nccl-ib", "nccl-roce"):
+        for r in g["ranks"]:
+            v = envs[node_of[r]]["vars"]
+            need(v.get("NCCL_IB_HCA", "").startswith("="), f"{g['kind']} {g['index']}: node {node_of[r]} lacks NCCL_IB_HCA")
+            need("NCCL_IB_GID_INDEX" not in v or g["transport"] == "nccl-roce", f"{g['kind']} {g['index']}: GID index on IB")
 need(len(plan["memory"]) == world and all(m["bytes"] > 0 for m in plan["memory"]), "memory per rank missing")
 if errors:
     print("\n".join(errors[:20]))
@@ -86,6 +103,20 @@ run_case ib-roce-7b 36 --config "$src/configs/ib-roce-7b.yaml"
 run_case ib-ethernet 24 --config "$src/configs/ib-ethernet.yaml"
 grep -q "nccl-roce" "$tmp/ib-roce-7b.txt" || say_fail "ib-roce-7b: no nccl-roce group"
 grep -q "nccl-ib" "$tmp/ib-roce-7b.txt" || say_fail "ib-roce-7b: no nccl-ib group"
+grep -Eq "^  node 4 +roce-node0 .*NCCL_IB_GID_INDEX=3 NCCL_SOCKET_IFNAME==eth0" "$tmp/ib-roce-7b.txt" ||
+  say_fail "ib-roce-7b: the text plan does not show roce-node0's NCCL environment"
+# NCCL_NET overrides every communicator's netName: a CUDA job (and its preview) refuses it.
+NCCL_NET=IB "$bin" --config "$src/configs/ib-roce-7b.yaml" --plan-only >/dev/null 2>"$tmp/net.err"
+rc=$?
+[ $rc -eq 2 ] || say_fail "NCCL_NET=IB --plan-only: exit $rc, expected 2"
+grep -q "NCCL_NET='IB' is set" "$tmp/net.err" && grep -q "config.netName" "$tmp/net.err" ||
+  { say_fail "NCCL_NET=IB: the message does not say why"; cat "$tmp/net.err"; }
+NCCL_NET= "$bin" --config "$src/configs/ib-roce-7b.yaml" --plan-only >/dev/null 2>&1 ||
+  say_fail "an empty NCCL_NET is refused"
+# A variable the user set wins; the preview says so.
+NCCL_SOCKET_IFNAME=bond0 "$bin" --config "$src/configs/ib-roce-7b.yaml" --plan-only >"$tmp/user.txt" 2>&1
+grep -q "^note: NCCL_SOCKET_IFNAME=bond0 is set in this environment" "$tmp/user.txt" ||
+  say_fail "a user's NCCL_SOCKET_IFNAME is not reported"
 run_case default 4                                   # embedded default job, this node discovered
 # A generated three-island topology given with --topology, degrees left to the search.
 {

@@ -112,7 +112,7 @@ TEST_CASE("a shorter micro-batch than planned gives the same loss as a model pla
   CHECK_THROWS_AS(exact.forward(b.tokens.data(), b.targets.data(), 3, 7), std::invalid_argument);
 }
 
-TEST_CASE("forward and backward are bitwise deterministic; bad token ids are user errors", "[model]") {
+TEST_CASE("forward and backward are bitwise deterministic, bad token ids are user errors", "[model]") {
   auto backend = make_backend("cpu");
   const int B = 2, T = 8;
   GptConfig cfg = GptConfig::gpt2(2, 32, 4, 100, 8);

@@ -2,6 +2,8 @@
 // NIC kind each, filled in directly (no dependency on the topology engineer's builder).
 #pragma once
 
+#include <array>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -77,6 +79,30 @@ inline topo::ClusterTopology make_cluster(const std::vector<IslandSpec>& islands
     t.islands[i].nodes.push_back(n);
   }
   return t;
+}
+
+// Does a layout with every stage inside one island exist? (TP in a node, so a stage is dp
+// blocks of tp devices; each island must hold whole stages.)
+inline bool perfect_layout_exists(const topo::ClusterTopology& t, int tp, int dp) {
+  std::vector<int> devices(t.islands.size(), 0);
+  for (size_t n = 0; n < t.nodes.size(); ++n) {
+    if (t.nodes[n].devices.count % tp != 0) return false;
+    devices[t.island_of[n]] += t.nodes[n].devices.count;
+  }
+  for (int d : devices)
+    if (d % (tp * dp) != 0) return false;
+  return true;
+}
+
+// Random degrees (tp, pp, dp) for `world` devices with tp a power of two inside a node of
+// `devices` and pp <= max_pp, drawn with `rng`.
+template <class Rng>
+std::array<int, 3> random_degrees(Rng& rng, int devices, int world, int max_pp) {
+  std::vector<std::array<int, 3>> options;
+  for (int tp = 1; tp <= devices; tp *= 2)
+    for (int pp = 1; pp <= max_pp; ++pp)
+      if (world % (tp * pp) == 0) options.push_back({tp, pp, world / (tp * pp)});
+  return options[std::uniform_int_distribution<size_t>(0, options.size() - 1)(rng)];
 }
 
 // A GPT job with the given degrees (0 = auto) and batch.

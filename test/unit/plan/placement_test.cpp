@@ -14,19 +14,6 @@ using hp::testing::IslandSpec;
 
 namespace {
 
-// Does a layout with every stage inside one island exist? (TP in a node, so a stage is dp
-// blocks of tp devices; each island must hold whole stages.)
-bool perfect_layout_exists(const holmes::topo::ClusterTopology& t, int tp, int dp) {
-  std::vector<int> devices(t.islands.size(), 0);
-  for (size_t n = 0; n < t.nodes.size(); ++n) {
-    if (t.nodes[n].devices.count % tp != 0) return false;
-    devices[t.island_of[n]] += t.nodes[n].devices.count;
-  }
-  for (int d : devices)
-    if (d % (tp * dp) != 0) return false;
-  return true;
-}
-
 void check_invariants(const hp::Plan& p, const holmes::topo::ClusterTopology& t, bool perfect) {
   INFO("tp " << p.tp << " pp " << p.pp << " dp " << p.dp << " nodes " << t.nodes.size());
   REQUIRE(static_cast<int>(p.ranks.size()) == p.world);
@@ -98,15 +85,11 @@ TEST_CASE("holmes placement invariants on generated clusters", "[placement]") {
     int world = 0;
     for (auto& n : topo.nodes) world += n.devices.count;
     // Random degrees with tp inside a node and pp <= layers.
-    std::vector<std::array<int, 3>> options;
-    for (int tp = 1; tp <= devices; tp *= 2)
-      for (int pp = 1; pp <= 32; ++pp)
-        if (world % (tp * pp) == 0) options.push_back({tp, pp, world / (tp * pp)});
-    auto [tp, pp, dp] = options[pick(0, static_cast<int>(options.size()) - 1)];
+    auto [tp, pp, dp] = hp::testing::random_degrees(rng, devices, world, 32);
     auto spec = hp::testing::make_spec(32, 256, 16, tp, pp, dp, 1, dp * pick(1, 4), 128);
     spec.parallel.partition.kind = std::vector<std::string>{"auto", "uniform"}[pick(0, 1)];
     hp::Plan p = hp::make_plan(spec, topo);
-    bool perfect = perfect_layout_exists(topo, tp, dp);
+    bool perfect = hp::testing::perfect_layout_exists(topo, tp, dp);
     perfect_cases += perfect;
     check_invariants(p, topo, perfect);
   }
@@ -170,7 +153,7 @@ TEST_CASE("transports: RDMA inside an island, sockets across, intra-node in a no
   }
 }
 
-TEST_CASE("CPU jobs use Gloo on the interface the topology picks; HCAs follow the island's fabric", "[placement]") {
+TEST_CASE("CPU jobs use Gloo on the interface the topology picks, HCAs follow the island's fabric", "[placement]") {
   auto topo = hp::testing::make_cluster({{holmes::topo::NicKind::kIb, 2, 1}, {holmes::topo::NicKind::kIb, 1, 1}});
   for (auto& n : topo.nodes) {
     n.devices.kind = "cpu";

@@ -98,7 +98,7 @@ TEST_CASE("closed form: a 4-stage pipeline on one IB island", "[cost_model]") {
   CHECK(e.bubble_s / pipelined == Approx(double(stages - 1) / (m + stages - 1)));
 }
 
-TEST_CASE("the reduce-scatter hides behind backward until the NIC is too slow; the all-gather never hides",
+TEST_CASE("the reduce-scatter hides behind backward until the NIC is too slow, the all-gather never hides",
           "[cost_model]") {
   // Same model on 2 nodes x 1 GPU, dp = 2. With a fast NIC the reduce-scatter hides behind
   // backward; on a slow one the excess shows up as dp_comm_s. The parameter all-gather runs
@@ -115,7 +115,7 @@ TEST_CASE("the reduce-scatter hides behind backward until the NIC is too slow; t
   CHECK(slow.estimate.dp_comm_s == Approx((rs - compute * 2 / 3) + ag));
 }
 
-TEST_CASE("partition: faster islands get no fewer layers; lists are honoured", "[partition]") {
+TEST_CASE("partition: faster islands get no fewer layers, lists are honoured", "[partition]") {
   // Two islands of 4 nodes x 8 GPUs; island 1 computes half as fast. tp 8, dp 1, pp 8.
   // Compare interior stages (no embedding or head, both neighbours on the same island):
   // the stages at the island boundary also pay pipeline sends over Ethernet.

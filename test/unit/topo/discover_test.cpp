@@ -106,7 +106,7 @@ TEST_CASE("IB node with one port down and an IPoIB interface", "[unit][topo]") {
   require_same(topo::discover_node(b.root(), gpus(8)), want);
 }
 
-TEST_CASE("an empty root has no NICs; a missing root is an error", "[unit][topo]") {
+TEST_CASE("an empty root has no NICs, a missing root is an error", "[unit][topo]") {
   SysfsBuilder b;
   auto r = topo::discover_node(b.root(), topo::Devices{});
   CHECK(r.hostname == "unknown");
@@ -152,7 +152,7 @@ TEST_CASE("broken fixture data names the file and the value", "[unit][topo]") {
   }
 }
 
-TEST_CASE("other interface types and link layers are skipped; loopback up from flags", "[unit][topo]") {
+TEST_CASE("other interface types and link layers are skipped, loopback up from flags", "[unit][topo]") {
   SysfsBuilder b;
   b.write("sys/class/infiniband/efa_0/ports/1/link_layer", "Unknown\n");  // neither IB nor RoCE
   b.write("sys/class/infiniband/efa_0/ports/1/state", "4: ACTIVE\n");

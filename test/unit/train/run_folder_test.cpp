@@ -81,7 +81,7 @@ TEST_CASE("run folder: a fresh start is refused where any run left outputs, allo
   CHECK_THAT(refusal(job_in(old), {}), Catch::Contains("run without an id") && Catch::Contains("final weights"));
 }
 
-TEST_CASE("run folder: resuming keeps the checkpoint's run; another run's outputs are refused or overwritten") {
+TEST_CASE("run folder: resuming keeps the checkpoint's run, another run's outputs are refused or overwritten") {
   const std::string dir = temp_dir("claim-resume");
   auto s = job_in(dir);
   save_of_run(s.checkpoint_dir(), 4, "aaaa");
