@@ -150,7 +150,7 @@ void CudnnGraphBuilder::record(GraphOpInfo::Kind kind, int mode, std::int64_t ax
                                std::initializer_list<cudnnBackendDescriptor_t> in,
                                cudnnBackendDescriptor_t out) {
   // A tensor's uid, read back from its descriptor (-1 for an absent input).
-  auto uid_of = [this](cudnnBackendDescriptor_t d) -> std::int64_t {
+  auto uid_of = [](cudnnBackendDescriptor_t d) -> std::int64_t {
     if (!d) return -1;
     std::int64_t uid = 0, n = 0;
     check_call(cudnn().get_attribute(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &n, &uid),
