@@ -65,6 +65,11 @@ HeadView out_view(int B, int T, int C, int NH) {
 std::string cudnn_attention_limits(long cudnn_version, int T, int HS) {
   if (cudnn_version < 90000)
     return fmt::format("cuDNN {} is older than 9.0", cudnn_version);
+  // cudnn-frontend refuses bf16/fp16 attention on these two releases (known wrong results).
+  if (cudnn_version == 91000 || cudnn_version == 91001)
+    return fmt::format("cuDNN {} has known bf16 attention bugs (fixed in 9.10.2)", cudnn_version);
+  // cudnn-frontend refuses s_q = s_kv = 1 for the backward.
+  if (T < 2) return fmt::format("cuDNN's backward does not take T = {} (needs T >= 2)", T);
   if (HS % 8 != 0 || HS > 128)
     return fmt::format("head size {} is not a multiple of 8 up to 128", HS);
   if (cudnn_version <= 91500 && T % 128 != 0)

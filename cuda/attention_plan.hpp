@@ -37,8 +37,9 @@ HeadView qkv_view(int B, int T, int C, int NH, int part);
 HeadView out_view(int B, int T, int C, int NH);
 
 // cuDNN's fused attention limits for this library: head size a multiple of 8 and at most 128
-// (the widest cuDNN 9 supports for training on every version), a cuDNN 9 release, and (for
-// cuDNN 9.15 and older, whose backward needs a padding mask otherwise) T a multiple of 128.
+// (the widest cuDNN 9 supports for training on every version), a cuDNN 9 release other than
+// 9.10.0 and 9.10.1 (wrong bf16 attention), and (for cuDNN 9.15 and older, whose backward needs a
+// padding mask otherwise) T a multiple of 128; T >= 2 (the backward refuses T = 1).
 // Returns "" when supported, else why not.
 std::string cudnn_attention_limits(long cudnn_version, int T, int HS);
 

@@ -63,6 +63,7 @@ cudnnBackendDescriptor_t CudnnGraphBuilder::make_tensor(std::int64_t uid, cudnnD
   if (is_virtual) t.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
   if (by_value) t.set(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value);
   t.finalize(fmt::format("tensor uid {}", uid).c_str());
+  tensor_infos_.push_back({uid, type, dims, strides, is_virtual, by_value});
   owned_.push_back(std::move(t));
   return owned_.back().get();
 }
@@ -100,6 +101,7 @@ void CudnnGraphBuilder::pointwise(cudnnPointwiseMode_t mode, cudnnBackendDescrip
   op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
   op.finalize(fmt::format("pointwise operation mode {}", int(mode)).c_str());
   keep_operation(std::move(op), std::move(pw));
+  record(GraphOpInfo::kPointwise, mode, axis, {x, b, t}, y);
 }
 
 void CudnnGraphBuilder::reduction(cudnnReduceTensorOp_t reduce, cudnnBackendDescriptor_t x,
@@ -115,6 +117,7 @@ void CudnnGraphBuilder::reduction(cudnnReduceTensorOp_t reduce, cudnnBackendDesc
   op.set_desc(CUDNN_ATTR_OPERATION_REDUCTION_DESC, red.get());
   op.finalize("reduction operation");
   keep_operation(std::move(op), std::move(red));
+  record(GraphOpInfo::kReduction, reduce, -1, {x}, y);
 }
 
 void CudnnGraphBuilder::matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b,
@@ -130,6 +133,7 @@ void CudnnGraphBuilder::matmul(cudnnBackendDescriptor_t a, cudnnBackendDescripto
   op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_DESC, mm.get());
   op.finalize("matmul operation");
   keep_operation(std::move(op), std::move(mm));
+  record(GraphOpInfo::kMatmul, 0, -1, {a, b}, c);
 }
 
 void CudnnGraphBuilder::reshape(cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
@@ -139,6 +143,28 @@ void CudnnGraphBuilder::reshape(cudnnBackendDescriptor_t x, cudnnBackendDescript
   op.finalize("reshape operation");
   ops_.push_back(op.get());
   owned_.push_back(std::move(op));
+  record(GraphOpInfo::kReshape, 0, -1, {x}, y);
+}
+
+void CudnnGraphBuilder::record(GraphOpInfo::Kind kind, int mode, std::int64_t axis,
+                               std::initializer_list<cudnnBackendDescriptor_t> in,
+                               cudnnBackendDescriptor_t out) {
+  // A tensor's uid, read back from its descriptor (-1 for an absent input).
+  auto uid_of = [](cudnnBackendDescriptor_t d) -> std::int64_t {
+    if (!d) return -1;
+    std::int64_t uid = 0, n = 0;
+    check_call(cudnn().get_attribute(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &n, &uid),
+               "cudnnBackendGetAttribute(CUDNN_ATTR_TENSOR_UNIQUE_ID)");
+    return uid;
+  };
+  GraphOpInfo op;
+  op.kind = kind;
+  op.mode = mode;
+  op.axis = axis;
+  for (cudnnBackendDescriptor_t d : in) op.in.push_back(uid_of(d));
+  while (!op.in.empty() && op.in.back() < 0) op.in.pop_back();
+  op.out = uid_of(out);
+  op_infos_.push_back(std::move(op));
 }
 
 void CudnnGraphBuilder::keep_operation(CudnnDesc op, CudnnDesc inner) {

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +38,22 @@ class CudnnDesc {
 };
 
 using Dims4 = std::array<std::int64_t, 4>;
+
+// What a CudnnGraphBuilder handed to cuDNN, kept so host tests can evaluate a graph's meaning
+// without cuDNN's engines (attention_graph_test.cpp). Tensors by uid; operations in order.
+struct GraphTensorInfo {
+  std::int64_t uid = 0;
+  cudnnDataType_t type = CUDNN_DATA_FLOAT;
+  Dims4 dims{}, strides{};
+  bool is_virtual = false, by_value = false;
+};
+struct GraphOpInfo {
+  enum Kind { kPointwise, kReduction, kMatmul, kReshape } kind = kPointwise;
+  int mode = 0;                  // cudnnPointwiseMode_t or cudnnReduceTensorOp_t
+  std::int64_t axis = -1;        // GEN_INDEX
+  std::vector<std::int64_t> in;  // uids: pointwise x, b, t (as given); matmul a, b; else x
+  std::int64_t out = 0;
+};
 
 // Builds one operation graph. Tensors are referred to by their raw descriptor; the builder
 // owns them and the operations.
@@ -68,17 +85,23 @@ class CudnnGraphBuilder {
   std::size_t operation_count() const { return ops_.size(); }
   // The uids of the tensors (and by-value scalars) bound at execution, in creation order.
   const std::vector<std::int64_t>& bound_uids() const { return bound_uids_; }
+  const std::vector<GraphTensorInfo>& tensor_infos() const { return tensor_infos_; }
+  const std::vector<GraphOpInfo>& op_infos() const { return op_infos_; }
 
  private:
   cudnnBackendDescriptor_t make_tensor(std::int64_t uid, cudnnDataType_t type, const Dims4& dims,
                                        const Dims4& strides, bool is_virtual, bool by_value);
   // Adds `op` to the graph, keeping it and its operator descriptor `inner` alive.
   void keep_operation(CudnnDesc op, CudnnDesc inner);
+  void record(GraphOpInfo::Kind kind, int mode, std::int64_t axis,
+              std::initializer_list<cudnnBackendDescriptor_t> in, cudnnBackendDescriptor_t out);
 
   std::int64_t next_virtual_uid_ = 1000000;
   std::vector<std::int64_t> bound_uids_;
   std::vector<CudnnDesc> owned_;                 // tensors and operator descriptors
   std::vector<cudnnBackendDescriptor_t> ops_;    // operations, in order (also in owned_)
+  std::vector<GraphTensorInfo> tensor_infos_;
+  std::vector<GraphOpInfo> op_infos_;
 };
 
 // A finalized execution plan for one graph, with everything it references kept alive.

@@ -231,7 +231,12 @@ TEST_CASE("cuDNN attention (bf16) matches the CPU twin where cuDNN supports the 
     check_attention(Attention::Method::kCudnn, Precision::kBf16, s);
     ++ran;
   }
-  CHECK(ran > 0);  // at least the GPT-2 shape (T = 1024) runs on every cuDNN 9
+  // The GPT-2 shape (T = 1024) runs on every cuDNN 9 release but the two refused outright.
+  const std::string gpt2 = cudnn_attention_limits(cudnn_version(), 1024, 64);
+  if (gpt2.empty())
+    CHECK(ran > 0);
+  else
+    std::printf("HOLMES_SKIP: %s\n", gpt2.c_str());
 }
 
 TEST_CASE("automatic attention plans: exact for fp32, cuDNN or the fallback for bf16",
@@ -247,7 +252,10 @@ TEST_CASE("automatic attention plans: exact for fp32, cuDNN or the fallback for 
   CHECK(a.method(Precision::kFp32) == Attention::Method::kExact);
   auto p16 = a.plan(Precision::kBf16, 2, 1024, 768, 12);
   INFO(p16.method);
-  if (cudnn_available()) {
+  // cuDNN serves bf16 unless it is missing or a release refused outright (9.10.0, 9.10.1).
+  const bool cudnn_ok =
+      cudnn_available() && cudnn_attention_limits(cudnn_version(), 1024, 64).empty();
+  if (cudnn_ok) {
     CHECK(a.method(Precision::kBf16) == Attention::Method::kCudnn);
     CHECK(p16.state_floats == std::size_t(2) * 12 * 1024);
   } else {
@@ -259,5 +267,5 @@ TEST_CASE("automatic attention plans: exact for fp32, cuDNN or the fallback for 
   Attention odd(nullptr);
   auto p = odd.plan(Precision::kBf16, 2, 128, 60, 5);  // HS = 12
   CHECK(odd.method(Precision::kBf16) == Attention::Method::kFallback);
-  CHECK_THAT(p.method, Catch::Contains(cudnn_available() ? "head size 12" : "cuDNN: "));
+  CHECK_THAT(p.method, Catch::Contains(cudnn_ok ? "head size 12" : "cuDNN: "));
 }

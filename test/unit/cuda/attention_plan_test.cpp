@@ -92,6 +92,13 @@ TEST_CASE("cuDNN attention limits: version, head size, T on old releases", "[cud
   CHECK_THAT(cudnn_attention_limits(91900, 64, 136), Catch::Contains("head size 136"));
   CHECK_THAT(cudnn_attention_limits(91500, 37, 64), Catch::Contains("T = 37"));
   CHECK(cudnn_attention_limits(90100, 1024, 64).empty());
+  // 9.10.0 and 9.10.1 have known bf16 attention bugs (cudnn-frontend refuses them too).
+  CHECK_THAT(cudnn_attention_limits(91000, 1024, 64), Catch::Contains("9.10.2"));
+  CHECK_THAT(cudnn_attention_limits(91001, 1024, 64), Catch::Contains("9.10.2"));
+  CHECK(cudnn_attention_limits(91002, 1024, 64).empty());
+  // cudnn-frontend refuses the backward for s_q = s_kv = 1; T = 2 is fine.
+  CHECK_THAT(cudnn_attention_limits(91900, 1, 64), Catch::Contains("T = 1"));
+  CHECK(cudnn_attention_limits(91900, 2, 64).empty());
 }
 
 TEST_CASE("state and scratch sizes per method and precision", "[cuda][attention]") {
