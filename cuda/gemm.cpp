@@ -228,6 +228,10 @@ PlanKey key_of(const void* c, const void* a, const void* b, const void* bias, co
 bool GemmRunner::supports(const void* c, const void* a, const void* b, const void* bias, const void* aux,
                           const GemmShape& s) {
   validate_gemm(s);
+  // cuBLASLt requires the GELU aux matrix's leading dimension (C's, in elements) to be a
+  // multiple of 8 (cublasLt.h); it may refuse others as an invalid value, which supports()
+  // would throw, rather than as "no algorithm".
+  if (s.epilogue != GemmEpilogue::kNone && effective_ldc(s) % 8 != 0) return false;
   impl_->ensure_ready();
   const PlanKey key = key_of(c, a, b, bias, aux, s);
   if (impl_->plans.count(key)) return true;
