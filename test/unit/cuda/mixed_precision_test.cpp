@@ -7,6 +7,7 @@
 // Skips without a GPU.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -118,6 +119,19 @@ TEST_CASE("GELU in the GEMM: fused and unfused agree with the CPU, fp32 and bf16
       } else {
         CHECK(worst_ratio(got_pre, as_double(pre), 1e-4, 1e-4) <= 1.0);
         CHECK(worst_ratio(got_out, as_double(out), 1e-4, 1e-4) <= 1.0);
+        // Which GELU did the GPU apply to its own pre-activation? GPT-2's tanh form and the
+        // erf form differ by up to 4.7e-4 (near |x| = 2): printed so a failure above says
+        // whether cuBLASLt's epilogue uses the other formula or only a coarser tanh.
+        double tanh_err = 0, erf_err = 0;
+        for (size_t i = 0; i < no; ++i) {
+          const double x = got_pre[i];
+          const double g_tanh = 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+          const double g_erf = 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+          tanh_err = std::max(tanh_err, std::fabs(got_out[i] - g_tanh));
+          erf_err = std::max(erf_err, std::fabs(got_out[i] - g_erf));
+        }
+        std::printf("GELU fp32 %s: max |out - gelu_tanh(pre)| = %.2e, max |out - gelu_erf(pre)| = %.2e\n",
+                    fused_fwd ? "fused" : "unfused", tanh_err, erf_err);
       }
       // Backward of layer 2 (input = gelu(pre), weight W2 [c, oc]) through the DGELU epilogue,
       // from the GPU's own pre-activation (as the model does).
