@@ -151,10 +151,10 @@ struct GemmRunner::Impl {
     workspace = DeviceBuffer(workspace_bytes);
   }
 
-  std::unique_ptr<Plan> make_plan(const PlanKey& key, const void* bias);
+  std::unique_ptr<Plan> make_plan(const PlanKey& key, const void* bias, const void* aux);
 };
 
-std::unique_ptr<Plan> GemmRunner::Impl::make_plan(const PlanKey& key, const void* bias) {
+std::unique_ptr<Plan> GemmRunner::Impl::make_plan(const PlanKey& key, const void* bias, const void* aux) {
   const GemmShape& s = key.shape;
   auto plan = std::make_unique<Plan>();
   cublasComputeType_t compute = s.fast_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -172,6 +172,9 @@ std::unique_ptr<Plan> GemmRunner::Impl::make_plan(const PlanKey& key, const void
   if (s.epilogue != GemmEpilogue::kNone) {
     const std::int64_t aux_ld = lt.lt_c.ld;
     set_op(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld);
+    // Like the bias pointer, the heuristic reads the aux pointer's alignment from its value:
+    // left NULL it would assume any alignment and may pick a kernel that faults on ours.
+    set_op(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
   }
   plan->lt_a = make_layout(s.ab_type, lt.lt_a, s.batch);
   plan->lt_b = make_layout(s.ab_type, lt.lt_b, s.batch);
@@ -225,12 +228,16 @@ PlanKey key_of(const void* c, const void* a, const void* b, const void* bias, co
 bool GemmRunner::supports(const void* c, const void* a, const void* b, const void* bias, const void* aux,
                           const GemmShape& s) {
   validate_gemm(s);
+  // cuBLASLt requires the GELU aux matrix's leading dimension (C's, in elements) to be a
+  // multiple of 8 (cublasLt.h); it may refuse others as an invalid value, which supports()
+  // would throw, rather than as "no algorithm".
+  if (s.epilogue != GemmEpilogue::kNone && effective_ldc(s) % 8 != 0) return false;
   impl_->ensure_ready();
   const PlanKey key = key_of(c, a, b, bias, aux, s);
   if (impl_->plans.count(key)) return true;
   if (impl_->refused.count(key)) return false;
   try {
-    impl_->plans.emplace(key, impl_->make_plan(key, bias));
+    impl_->plans.emplace(key, impl_->make_plan(key, bias, aux));
     return true;
   } catch (const CudaError& e) {
     if (e.code_name() != "CUBLAS_STATUS_NOT_SUPPORTED") throw;
@@ -249,7 +256,7 @@ void GemmRunner::run(void* c, const void* a, const void* b, const void* bias, vo
   impl_->ensure_ready();
   const PlanKey key = key_of(c, a, b, bias, aux, s);
   auto it = impl_->plans.find(key);
-  if (it == impl_->plans.end()) it = impl_->plans.emplace(key, impl_->make_plan(key, bias)).first;
+  if (it == impl_->plans.end()) it = impl_->plans.emplace(key, impl_->make_plan(key, bias, aux)).first;
   Plan& plan = *it->second;
   // The bias pointer lives in the (shared, cached) descriptor: set it for this call.
   if (s.bias) set_op(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);

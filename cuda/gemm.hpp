@@ -87,7 +87,8 @@ class GemmRunner {
 
   // Whether cuBLASLt has an algorithm for s with these pointers' alignments: builds and
   // caches the plan (a later run() reuses it), and remembers a refusal, so asking again is
-  // cheap. Only "no algorithm" / "not supported" answers false; other failures throw.
+  // cheap. Only "no algorithm" / "not supported" answers false; other failures throw. An
+  // epilogue whose aux leading dimension (ldc) is not a multiple of 8 answers false at once.
   bool supports(const void* c, const void* a, const void* b, const void* bias, const void* aux,
                 const GemmShape& s);
 

@@ -72,11 +72,18 @@ inline std::vector<float> from_bf16(const std::vector<std::uint16_t>& bits) {
   return v;
 }
 
-// Largest |got - want| / (atol + rtol * |want|); <= 1 means within tolerance.
+// Largest |got - want| / (atol + rtol * |want|); <= 1 means within tolerance. A size
+// mismatch, a non-finite got, or a NaN want (a broken reference, whose NaN ratio fmax would
+// skip) is infinite; an infinite want must be met exactly.
 inline double worst_ratio(const std::vector<float>& got, const std::vector<double>& want,
                           double atol, double rtol) {
+  if (got.size() != want.size()) return INFINITY;
   double worst = 0;
   for (std::size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(want[i])) {
+      if (!(double(got[i]) == want[i])) return INFINITY;
+      continue;
+    }
     double err = std::fabs(double(got[i]) - want[i]);
     if (!std::isfinite(got[i])) return INFINITY;
     worst = std::fmax(worst, err / (atol + rtol * std::fabs(want[i])));

@@ -145,3 +145,20 @@ TEST_CASE("GEMM validation refuses leading dimensions shorter than a row", "[cud
   s.batch = 3;  // the third would end at column 18 > 13
   CHECK_THROWS_WITH(validate_gemm(s), Catch::Contains("stride_c"));
 }
+
+// cuBLASLt wants the GELU aux leading dimension (C's) divisible by 8 and may call any other an
+// invalid value: supports() must answer false before asking it (no GPU needed), so the
+// callers take the unfused path instead of throwing.
+TEST_CASE("GELU epilogues with an aux leading dimension not divisible by 8 are not supported", "[cuda][gemm]") {
+  GemmRunner runner;
+  int dummy[4] = {};  // never dereferenced: the answer comes before any GPU work
+  GemmShape s;
+  s.m = 6;
+  s.n = 36;  // the MLP of C = 9: 4C = 36
+  s.k = 9;
+  for (GemmEpilogue e : {GemmEpilogue::kGelu, GemmEpilogue::kDGelu}) {
+    s.epilogue = e;
+    CHECK_FALSE(runner.supports(dummy, dummy, dummy, nullptr, dummy, s));
+  }
+  CHECK(runner.cached_plans() == 0);
+}

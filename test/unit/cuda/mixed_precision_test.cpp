@@ -7,8 +7,10 @@
 // Skips without a GPU.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 #include "cuda/check.hpp"
@@ -106,7 +108,9 @@ TEST_CASE("GELU in the GEMM: fused and unfused agree with the CPU, fp32 and bf16
       DeviceBuffer g_b = half ? to_device(b16) : to_device(b);
       const size_t no = size_t(n) * oc;
       DeviceBuffer g_out = half ? nan_bf16(no) : nan_f32(no), g_pre = half ? nan_bf16(no) : nan_f32(no);
-      matmul_gelu_forward(gemm, g_out.data(), g_pre.data(), g_inp.data(), g_w.data(), g_b.data(), n, c, oc, t, fuse);
+      const bool fused_fwd =
+          matmul_gelu_forward(gemm, g_out.data(), g_pre.data(), g_inp.data(), g_w.data(), g_b.data(), n, c, oc, t, fuse);
+      CHECK((fuse || !fused_fwd));  // fuse = false must take the separate kernels
       const auto got_out = half ? bf16_host(g_out, no) : f32_host(g_out, no);
       const auto got_pre = half ? bf16_host(g_pre, no) : f32_host(g_pre, no);
       if (half) {
@@ -115,6 +119,19 @@ TEST_CASE("GELU in the GEMM: fused and unfused agree with the CPU, fp32 and bf16
       } else {
         CHECK(worst_ratio(got_pre, as_double(pre), 1e-4, 1e-4) <= 1.0);
         CHECK(worst_ratio(got_out, as_double(out), 1e-4, 1e-4) <= 1.0);
+        // Which GELU did the GPU apply to its own pre-activation? GPT-2's tanh form and the
+        // erf form differ by up to 4.7e-4 (near |x| = 2): printed so a failure above says
+        // whether cuBLASLt's epilogue uses the other formula or only a coarser tanh.
+        double tanh_err = 0, erf_err = 0;
+        for (size_t i = 0; i < no; ++i) {
+          const double x = got_pre[i];
+          const double g_tanh = 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+          const double g_erf = 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+          tanh_err = std::max(tanh_err, std::fabs(got_out[i] - g_tanh));
+          erf_err = std::max(erf_err, std::fabs(got_out[i] - g_erf));
+        }
+        std::printf("GELU fp32 %s: max |out - gelu_tanh(pre)| = %.2e, max |out - gelu_erf(pre)| = %.2e\n",
+                    fused_fwd ? "fused" : "unfused", tanh_err, erf_err);
       }
       // Backward of layer 2 (input = gelu(pre), weight W2 [c, oc]) through the DGELU epilogue,
       // from the GPU's own pre-activation (as the model does).
@@ -122,8 +139,15 @@ TEST_CASE("GELU in the GEMM: fused and unfused agree with the CPU, fp32 and bf16
       DeviceBuffer g_dw2 = to_device(dw2), g_db2 = to_device(db2);
       DeviceBuffer g_w2 = half ? to_device(w2_16) : to_device(w2), g_dout2 = half ? to_device(dout2_16) : to_device(dout2);
       DeviceBuffer g_dpre = half ? nan_bf16(no) : nan_f32(no);
-      matmul_dgelu_backward(gemm, g_dpre.data(), g_dw2.data(), g_db2.data(), g_dout2.data(), g_out.data(),
-                            g_w2.data(), g_pre.data(), n, oc, c, t, DType::kF32, fuse);
+      const bool fused_bwd =
+          matmul_dgelu_backward(gemm, g_dpre.data(), g_dw2.data(), g_db2.data(), g_dout2.data(), g_out.data(),
+                                g_w2.data(), g_pre.data(), n, oc, c, t, DType::kF32, fuse);
+      CHECK((fuse || !fused_bwd));
+      // A "fused" case that cuBLASLt refused ran the separate kernels: say so, or the fused
+      // epilogues would pass untested.
+      if (fuse)
+        std::printf("GELU epilogues %s: forward %s, backward %s\n", dtype_name(t), fused_fwd ? "fused" : "REFUSED (unfused)",
+                    fused_bwd ? "fused" : "REFUSED (unfused)");
       cpu.matmul_dgelu_backward(dpre.data(), dw2.data(), db2.data(), dout2.data(), got_out.data(), w2.data(),
                                 got_pre.data(), n, oc, c);
       const auto got_dpre = half ? bf16_host(g_dpre, no) : f32_host(g_dpre, no);

@@ -36,15 +36,24 @@ constexpr std::uint8_t kPoisonByte = 0xFF;  // all-ones: NaN as fp32, bf16 and d
 
 // max_i |got_i - want_i| / (|want_i| + mean_j |want_j|): relative where an element is large,
 // relative to the output's typical magnitude where it is small (so a wrong small element
-// still counts). A non-finite got, or a size mismatch, is infinite error.
+// still counts). A non-finite got, or a size mismatch, is infinite error. An infinite want
+// (a row max of padding only) must be met exactly and stays out of the mean; a NaN want is a
+// broken reference and fails (left in, it would make the mean and every ratio NaN, which
+// fmax skips: the row would pass whatever the GPU wrote).
 inline double normalized_error(const std::vector<double>& got, const std::vector<double>& want) {
   if (got.size() != want.size()) return INFINITY;
   double scale = 0;
-  for (double w : want) scale += std::fabs(w);
-  scale = want.empty() ? 0 : scale / double(want.size());
+  std::size_t finite = 0;
+  for (double w : want)
+    if (std::isfinite(w)) scale += std::fabs(w), ++finite;
+  scale = finite == 0 ? 0 : scale / double(finite);
   if (scale == 0) scale = 1e-30;
   double worst = 0;
   for (std::size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(want[i])) {
+      if (!(got[i] == want[i])) return INFINITY;  // NaN == NaN is false: fails too
+      continue;
+    }
     if (!std::isfinite(got[i])) return INFINITY;
     worst = std::fmax(worst, std::fabs(got[i] - want[i]) / (std::fabs(want[i]) + scale));
   }

@@ -10,6 +10,7 @@
 #include "cuda/row_split.hpp"
 #include "cuda/scratch.hpp"
 #include "cuda/vocab.hpp"
+#include "cuda_test_util.hpp"
 #include "parity.hpp"
 
 using namespace holmes;
@@ -39,6 +40,25 @@ TEST_CASE("normalized_error: NaN, infinity and a size mismatch are infinite erro
   CHECK(std::isinf(normalized_error({INFINITY, 2.0}, want)));
   CHECK(std::isinf(normalized_error({1.0}, want)));
   CHECK(normalized_error({0.0}, {0.0}) == 0.0);  // all-zero reference: no division by zero
+}
+
+TEST_CASE("normalized_error: a NaN reference fails, an infinite one must be met exactly",
+          "[cuda][parity]") {
+  // A NaN in the CPU reference must not turn every ratio into NaN (which fmax skips).
+  CHECK(std::isinf(normalized_error({1.0, 5.0}, {1.0, NAN})));
+  CHECK(std::isinf(normalized_error({7.0, NAN}, {1.0, NAN})));
+  // -inf (the max of a shard of padding only) is matched exactly and does not swamp the mean.
+  CHECK(normalized_error({1.0, -INFINITY}, {1.0, -INFINITY}) == 0.0);
+  CHECK(std::isinf(normalized_error({1.0, 5.0}, {1.0, -INFINITY})));
+  CHECK(normalized_error({1.5, -INFINITY}, {1.0, -INFINITY}) == Approx(0.5 / 2.0));
+}
+
+TEST_CASE("worst_ratio: a NaN reference or a size mismatch fails", "[cuda][parity]") {
+  using holmes::cuda::test::worst_ratio;
+  CHECK(worst_ratio({1.0f, 2.0f}, {1.0, 2.0}, 1e-6, 1e-6) == 0.0);
+  CHECK(std::isinf(worst_ratio({1.0f, 2.0f}, {1.0, NAN}, 1e-6, 1e-6)));
+  CHECK(std::isinf(worst_ratio({1.0f}, {1.0, 2.0}, 1e-6, 1e-6)));
+  CHECK(worst_ratio({-INFINITY}, {-INFINITY}, 1e-6, 1e-6) == 0.0);
 }
 
 TEST_CASE("guard images: poison is NaN, a write next to the data is caught on either side",
