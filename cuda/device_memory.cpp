@@ -1,6 +1,7 @@
 #include "cuda/device_memory.hpp"
 
 #include <cstring>
+#include <mutex>
 
 #include "cuda/check.hpp"
 
@@ -50,6 +51,9 @@ class CudaMemory final : public model::DeviceMemory {
       HOLMES_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_));
       return;
     }
+    // Another thread (a communication thread) may upload at the same time: the buffers are
+    // taken in turn under a lock, held until this copy is queued.
+    std::lock_guard<std::mutex> lock(staging_mutex_);
     Staging& s = staging_[next_];
     next_ ^= 1;
     if (s.done) HOLMES_CUDA_CHECK(cudaEventSynchronize(s.done));  // its previous copy has left
@@ -79,6 +83,7 @@ class CudaMemory final : public model::DeviceMemory {
 
  private:
   cudaStream_t stream_;
+  std::mutex staging_mutex_;
   Staging staging_[2];
   int next_ = 0;
 };

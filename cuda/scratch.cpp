@@ -1,5 +1,8 @@
 #include "cuda/scratch.hpp"
 
+#include <cstdint>
+#include <mutex>
+
 #include "cuda/check.hpp"
 
 namespace holmes::cuda {
@@ -10,8 +13,32 @@ std::size_t ScratchLayout::add(std::size_t bytes) {
   return offset;
 }
 
+namespace {
+
+// The device's default pool keeps what is freed into it (release threshold: no limit), so
+// the scratch of every step reuses memory instead of returning it to the driver at each
+// synchronization (the pool's default threshold is 0). Once per device; a device without
+// pools is left alone (cudaMallocAsync then reports it below).
+void keep_pool_memory() {
+  static std::once_flag once[64];
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return;
+  std::call_once(once[device], [device] {
+    cudaMemPool_t pool = nullptr;
+    if (cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return;
+    }
+    std::uint64_t keep = UINT64_MAX;
+    HOLMES_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  });
+}
+
+}  // namespace
+
 StreamScratch::StreamScratch(std::size_t bytes, cudaStream_t stream) : stream_(stream) {
   if (bytes == 0) return;
+  keep_pool_memory();
   const cudaError_t err = cudaMallocAsync(&data_, bytes, stream_);
   if (err != cudaErrorNotSupported) {
     HOLMES_CUDA_CHECK(err);
