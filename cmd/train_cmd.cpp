@@ -60,9 +60,9 @@ namespace {
 void check_before_spawning(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   plan::check_degrees_fit(spec, env.world_size,
                            fmt::format("--nproc-per-node {} on {} node(s)", env.local_world_size, env.num_nodes));
-  // Workers train on the CPU for now (start-up discovers them so); GPUs come with issue 14.
+  // Workers train on the CPU or (job.device cuda) on this node's GPUs, as start-up discovers them.
   train::check_worker_device(spec);
-  const topo::Devices devices = topo::detect_cpu_devices();
+  const topo::Devices devices = spec.job.device == "cuda" ? train::local_devices() : topo::detect_cpu_devices();
   if (env.num_nodes == 1) {
     train::plan_local_job(spec, devices, env.local_world_size);
   } else {

@@ -6,8 +6,8 @@
 
 namespace holmes::cuda {
 
-model::Backend make_cuda_backend() {
-  HOLMES_CUDA_CHECK(cudaSetDevice(0));
+model::Backend make_cuda_backend(int device) {
+  HOLMES_CUDA_CHECK(cudaSetDevice(device));
   cudaStream_t stream = nullptr;
   HOLMES_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   model::Backend b;

@@ -7,6 +7,6 @@
 namespace holmes::cuda {
 
 // Throws CudaError when there is no usable GPU (ask query_gpus first for a clear message).
-model::Backend make_cuda_backend();
+model::Backend make_cuda_backend(int device = 0);
 
 }  // namespace holmes::cuda

@@ -75,6 +75,14 @@ class CudaMemory final : public model::DeviceMemory {
   }
   void synchronize() override { HOLMES_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
   void* stream() const override { return stream_; }
+  bool holds(const void* p) const override {
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+      (void)cudaGetLastError();  // not a pointer the runtime knows: host memory
+      return false;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+  }
   double device_used_mb() const override {
     size_t free = 0, total = 0;
     HOLMES_CUDA_CHECK(cudaMemGetInfo(&free, &total));

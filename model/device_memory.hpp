@@ -32,6 +32,9 @@ class DeviceMemory {
   // MiB of device memory in use on this backend's device (a GPU: total - free, the CUDA
   // context and other processes included); 0 for host memory.
   virtual double device_used_mb() const { return 0; }
+  // True when p points into device memory of this backend, which host code cannot read (so
+  // a host-memory collective must stage it); false for host memory and for host pointers.
+  virtual bool holds(const void* /*p*/) const { return false; }
 };
 
 // An array of T in a backend's memory, owned (RAII), moved not copied.

@@ -1,5 +1,7 @@
 #include "engine/runtime/cluster_view.hpp"
 
+#include <charconv>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -82,11 +84,33 @@ topo::Devices local_devices(std::string* note) {
 }
 
 void check_worker_device(const spec::JobSpec& spec) {
+  if (spec.job.device != "cuda") return;
   // Refused before anything else about a multi-GPU job: it stays wrong once those run.
-  if (spec.job.device == "cuda") refuse_nccl_net(launch::process_environment());
-  if (spec.job.device == "cuda")
-    throw UserError("job.device: 'cuda' trains one process on one GPU in this build; a job of several processes "
-                    "trains on the CPU until NCCL groups land (accepted for several processes: cpu, auto)");
+  refuse_nccl_net(launch::process_environment());
+  model::require_training_device(spec.job.device);
+}
+
+int workers_per_gpu() {
+  const char* v = std::getenv("HOLMES_WORKERS_PER_GPU");
+  if (v == nullptr || *v == '\0') return 1;
+  int n = 0;
+  const std::string s = v;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (ec != std::errc() || end != s.data() + s.size() || n < 1 || n > 64)
+    throw UserError(fmt::format("HOLMES_WORKERS_PER_GPU: '{}' is not a worker count (accepted: 1..64)", s));
+  return n;
+}
+
+topo::Devices worker_devices(const spec::JobSpec& spec, int workers) {
+  if (spec.job.device != "cuda") return cpu_worker_devices(workers);
+  topo::Devices d = local_devices();
+  const int gpus = d.count;
+  check_node_capacity(d, workers, fmt::format("{} worker(s) with job.device cuda", workers));
+  // Workers sharing a GPU (HOLMES_WORKERS_PER_GPU) share its memory in the plan's model.
+  const int sharing = (workers + gpus - 1) / std::max(1, gpus);
+  d.memory_gb /= std::max(1, sharing);
+  d.count = workers;
+  return d;
 }
 
 topo::Devices cpu_worker_devices(int workers) {
@@ -99,9 +123,11 @@ topo::Devices cpu_worker_devices(int workers) {
 
 void check_node_capacity(const topo::Devices& d, int workers, const std::string& launched) {
   if (d.kind != "cpu") {
-    if (workers > d.count)
-      throw UserError(fmt::format("{}: this node has {} {} device(s) ({}); one worker per device, so at most {}",
-                                  launched, d.count, d.kind, d.name, d.count));
+    const int per = workers_per_gpu();
+    if (workers > d.count * per)
+      throw UserError(fmt::format("{}: this node has {} {} device(s) ({}); {} worker(s) per device "
+                                  "(HOLMES_WORKERS_PER_GPU), so at most {}",
+                                  launched, d.count, d.kind, d.name, per, d.count * per));
     return;
   }
   const int by_cores = kMaxWorkersPerCore * std::max(1, d.cores);

@@ -37,11 +37,21 @@ topo::ClusterTopology assemble_cluster(const spec::JobSpec& spec, std::vector<to
 // `note` (may be null) says why no GPU was used.
 topo::Devices local_devices(std::string* note = nullptr);
 
-// The device of a multi-process job's workers: the CPU for now (job.device cpu or auto);
-// job.device cuda is a UserError saying that multi-GPU jobs need NCCL (issue 14), or, first,
-// that NCCL_NET must not be set (refuse_nccl_net, nccl_env.hpp). The launcher
-// and start-up both call it, so the message is the same.
+// What a multi-process job's workers train on: the CPU (job.device cpu or auto) or this
+// node's GPUs (cuda). With cuda, refuses NCCL_NET (refuse_nccl_net, nccl_env.hpp) and a
+// node without a usable GPU, naming job.device. The launcher and start-up both call it, so
+// the message is the same.
 void check_worker_device(const spec::JobSpec& spec);
+
+// The devices `workers` worker processes of this node are in the plan: each a share of the
+// CPU, or (job.device cuda) each a GPU, workers spread over the node's GPUs by local rank
+// and, with HOLMES_WORKERS_PER_GPU = n > 1, up to n sharing one (its memory divided among
+// them). Throws UserError when the node cannot hold them.
+topo::Devices worker_devices(const spec::JobSpec& spec, int workers);
+
+// HOLMES_WORKERS_PER_GPU (default 1): how many worker processes may share one GPU (a test
+// set-up: the groups then go through host memory). UserError for a value outside 1..64.
+int workers_per_gpu();
 
 // This machine's CPU as `workers` devices of the plan (one per worker process), memory and
 // cores split between them.

@@ -42,7 +42,7 @@ comm::Millis timeout_of(const spec::JobSpec& spec) {
 // cores are per worker.
 topo::NodeReport discover_this_node(const spec::JobSpec& spec, int local_world, const std::string& node_name) {
   check_worker_device(spec);
-  topo::NodeReport report = topo::discover_node(spec.cluster.sysfs_root, cpu_worker_devices(local_world));
+  topo::NodeReport report = topo::discover_node(spec.cluster.sysfs_root, worker_devices(spec, local_world));
   if (!node_name.empty()) report.hostname = node_name;
   return report;
 }

@@ -21,6 +21,7 @@
 #include "engine/train/dist_comm.hpp"
 #include "engine/train/dist_optimizer.hpp"
 #include "engine/train/dist_pipeline.hpp"
+#include "engine/train/staged_group.hpp"
 #include "engine/train/step_runner.hpp"
 #include "model/backend.hpp"
 #include "model/gpt.hpp"
@@ -29,9 +30,10 @@ namespace holmes::train {
 
 // GptConfig of spec.model (tp = 1, one stage; vocabulary padded by the model).
 model::GptConfig gpt_config_of(const spec::JobSpec& spec);
-// train.precision on this backend: auto is bf16 where the backend has bf16 kernels (a GPU),
-// fp32 elsewhere. UserError (exit 2) for bf16 on a backend without bf16 kernels.
-model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& backend);
+// train.precision on this backend: auto is bf16 where the backend has bf16 kernels (a GPU)
+// and the shard is not tensor-parallel, fp32 elsewhere. UserError (exit 2) for bf16 on a
+// backend without bf16 kernels, or with tp_size > 1 (bf16 all-reduces are not written).
+model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& backend, int tp_size = 1);
 // The learning-rate schedule and AdamW settings of spec.train.
 LrConfig lr_config_of(const spec::JobSpec& spec);
 AdamWHyper adamw_hyper_of(const spec::JobSpec& spec);
@@ -91,6 +93,7 @@ class Trainer final : public StepRunner {
   const spec::JobSpec& spec_;
   const DataSet& data_;
   ParallelContext ctx_;
+  std::vector<std::unique_ptr<StagedGroup>> staged_;  // ctx_'s groups on a device backend
   CommClock clock_;
   std::unique_ptr<GroupTensorParallel> tp_comm_;
   std::unique_ptr<model::Gpt> gpt_;

@@ -1,5 +1,7 @@
 #include "model/registry/registry.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "common/errors.hpp"
@@ -50,10 +52,10 @@ void require_training_device(const std::string& device) {
     throw UserError(fmt::format("job.device: 'cuda', but {} (accepted here: cpu, auto)", why));
 }
 
-Backend make_backend(const std::string& device) {
+Backend make_backend(const std::string& device, int local_rank) {
   require_training_device(device);
 #ifdef HOLMES_WITH_CUDA
-  if (device == "cuda") return cuda::make_cuda_backend();
+  if (device == "cuda") return cuda::make_cuda_backend(std::max(0, local_rank) % local_gpus().count);
 #endif
   Backend b;
   b.device = "cpu";

@@ -24,9 +24,10 @@ GpuSummary local_gpus(std::string* why = nullptr);
 // auto), with what is accepted. The one check of job.device, before any work.
 void require_training_device(const std::string& device);
 
-// The backend that trains on `device` (job.device: cpu, cuda or auto). cuda: fp32 kernels on
-// GPU 0 (one process; multi-GPU jobs come with NCCL). auto stays on the CPU until the GPU
-// path has been checked on a device (docs/cuda.md). Calls require_training_device first.
-Backend make_backend(const std::string& device);
+// The backend that trains on `device` (job.device: cpu, cuda or auto). cuda: this node's GPU
+// local_rank % (GPUs), so the workers of a node spread over its GPUs (and share them when
+// there are more workers than GPUs). auto stays on the CPU until the GPU path has been
+// checked on a device (docs/cuda.md). Calls require_training_device first.
+Backend make_backend(const std::string& device, int local_rank = 0);
 
 }  // namespace holmes::model

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A multi-process CUDA job started with NCCL_NET set is refused with exit 2 before anything
 # starts (NCCL_NET would override the per-group network, docs/comm.md), under the local
-# launcher and as a torchrun-style rank; without it the job gets the usual message.
+# launcher and as a torchrun-style rank; without it, on a machine without a GPU, the job gets
+# the usual job.device message.
 set -u
 bin=$(readlink -f "$1") src=$2
 tmp=$(mktemp -d)

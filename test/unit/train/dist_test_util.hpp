@@ -20,6 +20,7 @@
 #include "engine/data/data.hpp"
 #include "engine/train/trainer.hpp"
 #include "model/registry/registry.hpp"
+#include "test/unit/train/host_as_device.hpp"
 
 namespace holmes::train::test {
 
@@ -51,6 +52,7 @@ struct Grid {
   std::vector<int> layers = {};  // per stage; empty = as even as possible
   size_t bucket_floats = 0;  // 0 = default
   comm::test::Impl impl = comm::test::Impl::kInProcess;
+  bool device_memory = false;  // ranks on host_as_device_backend(): the GPU's staged paths
   int world() const { return tp * pp * dp; }
   int rank(int t, int d, int p) const { return t + tp * (d + dp * p); }
 };
@@ -166,7 +168,10 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
   run_threads(g.world(), [&](int rank) {
     const int t = rank % g.tp, d = (rank / g.tp) % g.dp, p = rank / (g.tp * g.dp);
     RankGroups groups = groups_for(job, g, t, d, p);
-    auto backend = holmes::model::make_backend("cpu");
+    auto backend = g.device_memory ? host_as_device_backend() : holmes::model::make_backend("cpu");
+    if (g.device_memory)  // the real groups refuse device buffers: the trainer must stage them
+      for (auto* grp : {&groups.tp, &groups.pp, &groups.dp, &groups.embedding})
+        if (*grp) *grp = std::make_unique<HostOnlyGroup>(std::move(*grp), *backend.memory);
     Trainer trainer(spec, backend, *data, context_of(g, groups, t, d, p, spec.model.layers));
     RankRun& r = runs[rank];
     r.tp_rank = t;

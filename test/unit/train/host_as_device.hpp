@@ -1,0 +1,103 @@
+// A backend whose memory is host memory that claims to be device memory (is_host() false,
+// holds() true for its own allocations), with the CPU kernels: the trainer then takes every
+// path a GPU takes (staged collectives, host copies of the shard state) on a machine
+// without one, and must give the CPU's results bit for bit.
+#pragma once
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "comm/process_group.hpp"
+#include "model/backend.hpp"
+#include "model/registry/registry.hpp"
+
+namespace holmes::train::test {
+
+class HostAsDevice final : public model::DeviceMemory {
+ public:
+  const char* name() const override { return "host-as-device"; }
+  void* allocate(size_t bytes) override {
+    auto* p = new std::byte[bytes > 0 ? bytes : 1];
+    std::lock_guard<std::mutex> lock(mu_);
+    blocks_[p] = bytes;
+    return p;
+  }
+  void release(void* p) noexcept override {
+    if (p == nullptr) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    blocks_.erase(static_cast<std::byte*>(p));
+    delete[] static_cast<std::byte*>(p);
+  }
+  void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+  void copy(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
+  void upload(void* dst, const void* host, size_t bytes) override { std::memcpy(dst, host, bytes); }
+  void download(void* host, const void* src, size_t bytes) override { std::memcpy(host, src, bytes); }
+  void synchronize() override {}
+  bool holds(const void* p) const override {
+    const auto* b = static_cast<const std::byte*>(p);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = blocks_.upper_bound(const_cast<std::byte*>(b));
+    if (it == blocks_.begin()) return false;
+    --it;
+    return b >= it->first && b < it->first + std::max<size_t>(it->second, 1);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::byte*, size_t> blocks_;
+};
+
+// A host group that refuses device buffers: between the trainer and the real group, it
+// proves that every buffer of the model was staged (a missed one throws, naming the op).
+class HostOnlyGroup final : public comm::ProcessGroup {
+ public:
+  HostOnlyGroup(std::unique_ptr<comm::ProcessGroup> inner, const model::DeviceMemory& mem)
+      : ProcessGroup(spec_of(*inner)), inner_(std::move(inner)), mem_(mem) {}
+  std::string transport() const override { return inner_->transport(); }
+  void all_reduce(std::span<float> d, comm::ReduceOp op, const comm::OpOptions& o = {}) override {
+    check("all_reduce", d.data());
+    inner_->all_reduce(d, op, o);
+  }
+  void reduce_scatter(std::span<float> out, std::span<const float> in, comm::ReduceOp op,
+                      const comm::OpOptions& o = {}) override {
+    check("reduce_scatter", out.data());
+    check("reduce_scatter", in.data());
+    inner_->reduce_scatter(out, in, op, o);
+  }
+  void all_gather(std::span<float> out, std::span<const float> in, const comm::OpOptions& o = {}) override {
+    check("all_gather", out.data());
+    check("all_gather", in.data());
+    inner_->all_gather(out, in, o);
+  }
+  void broadcast(std::span<float> d, int root, const comm::OpOptions& o = {}) override {
+    check("broadcast", d.data());
+    inner_->broadcast(d, root, o);
+  }
+  void send_recv(std::span<const comm::P2POp> ops, const comm::OpOptions& o = {}) override {
+    for (const auto& op : ops) check("send_recv", op.data.data());
+    inner_->send_recv(ops, o);
+  }
+  void barrier(const comm::OpOptions& o = {}) override { inner_->barrier(o); }
+
+ private:
+  static comm::GroupSpec spec_of(const comm::ProcessGroup& g) {
+    return {g.name(), g.global_ranks(), g.global_rank_of(g.rank()), g.default_timeout()};
+  }
+  void check(const char* op, const void* p) const {
+    if (mem_.holds(p)) throw std::logic_error(std::string("a device buffer reached host group ") + name() + " in " + op);
+  }
+  std::unique_ptr<comm::ProcessGroup> inner_;
+  const model::DeviceMemory& mem_;
+};
+
+inline model::Backend host_as_device_backend() {
+  model::Backend b = model::make_backend("cpu");
+  b.memory = std::make_unique<HostAsDevice>();
+  return b;
+}
+
+}  // namespace holmes::train::test
