@@ -70,6 +70,37 @@ bench_row() {
   printf 'bench %-5s %-4s %-9s %s  [%s]\n' "$name" "$precision" "${HOLMES_ATTENTION:-auto}" "$line" "$info"
 }
 
+# Several processes sharing the one GPU over host-staged Gloo groups (docs/cuda.md): the
+# default model in fp32 (bf16 refuses tensor parallelism) as one process and as dp2, pp2 and
+# tp2 x pp2 workers; every step's loss within 1e-4 relative of the one process's. Prints
+# "pass" or "FAIL: ..." and leaves the runs under $logs/shared.
+shared_gpu_check() {
+  local out="$logs/shared" common=(--set job.device=cuda --set train.precision=fp32 --set train.steps=8
+    --set train.micro_batch=4 --set train.global_batch=16 --set log.interval=1)
+  rm -rf "$out"
+  mkdir -p "$out"
+  "$dir/bin/holmes-train" "${common[@]}" --set job.output_dir="$out/one" >"$out/one.log" 2>&1 ||
+    { echo "FAIL: one process (see shared/one.log)"; return; }
+  local bad=() name n t p d
+  for layout in "dp2 2 1 1 2" "pp2 2 1 2 1" "tp2xpp2 4 2 2 1"; do
+    read -r name n t p d <<<"$layout"
+    HOLMES_WORKERS_PER_GPU=$n "$dir/bin/holmes-train" --nproc-per-node "$n" "${common[@]}" \
+      --set parallel.tensor="$t" --set parallel.pipeline="$p" --set parallel.data="$d" \
+      --set job.output_dir="$out/$name" >"$out/$name.log" 2>&1 || { bad+=("$name exit $? (see shared/$name.log)"); continue; }
+    python3 - "$out/one/metrics.jsonl" "$out/$name/metrics.jsonl" >>"$out/compare.txt" 2>&1 <<'PY' ||
+import json, sys
+def losses(path):
+    return [r["loss"] for r in map(json.loads, open(path)) if "loss" in r]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b)) if a and len(a) == len(b) else float("inf")
+print(sys.argv[2], len(a), len(b), "worst relative loss difference", worst)
+sys.exit(0 if worst < 1e-4 else 1)
+PY
+      bad+=("$name losses differ (shared/compare.txt)")
+  done
+  if [ ${#bad[@]} -eq 0 ]; then echo "pass (dp2, pp2, tp2xpp2 vs one process, fp32)"; else echo "FAIL: ${bad[*]}"; fi
+}
+
 run_checks() {
   [ -x "$dir/bin/holmes-train" ] || { echo "gpu_check: $dir/bin/holmes-train missing; run 'bundle' first" >&2; exit 2; }
   logs=${OUT:-$(mktemp -d)}
@@ -102,6 +133,9 @@ run_checks() {
   "$dir/bin/test_cuda" "[nccl]" >"$logs/nccl.log" 2>&1 || nccl=FAIL
   grep -q HOLMES_SKIP "$logs/nccl.log" && nccl=FAIL
   nccl_lib=$(grep -m1 '^NCCL [0-9]' "$logs/nccl.log" || echo "libnccl not loaded (see nccl.log)")
+  # 2c. several processes sharing the GPU through host-staged Gloo groups
+  local shared
+  shared=$(shared_gpu_check)
   # 3. the parity table (parity_table_test.cpp prints one markdown row per op x precision x
   #    shape x output)
   grep -E '^\| ' "$logs/test_cuda.log" | grep -vE '^\| (op|---) ' >"$logs/parity_table.txt" || true
@@ -126,10 +160,11 @@ run_checks() {
   echo "gpu_check on $(head -1 "$logs/gpu.txt")"
   echo "libraries: ${found[*]}"
   printf '%-24s %s\n' "CUDA tests (test_cuda)" "$tests: $summary ${failed:+(first failures: $failed)}" \
-    "whole model vs CPU" "$whole" "NCCL groups, one GPU" "$nccl: $nccl_lib"
+    "whole model vs CPU" "$whole" "NCCL groups, one GPU" "$nccl: $nccl_lib" \
+    "shared GPU, Gloo staged" "$shared"
   echo "$rows"
   tail -1 "$logs/gemm_bench.log" | sed 's/^/gemm  /'
-  [ "$tests" = pass ] && [ "$whole" = pass ] && [ "$nccl" = pass ]
+  [ "$tests" = pass ] && [ "$whole" = pass ] && [ "$nccl" = pass ] && [[ $shared == pass* ]]
 }
 
 case "$mode" in
