@@ -43,7 +43,7 @@ class StepRunner {
   // checkpoint load) calls upload_shard_state() afterwards.
   virtual ShardState shard_state() = 0;
   // Puts what was written into the last shard_state() view back into the backend's buffers
-  // (nothing to do on the CPU backend).
+  // (on the CPU backend only the bf16 weight copy, if any, is refreshed).
   virtual void upload_shard_state() = 0;
 
   // For the log header.

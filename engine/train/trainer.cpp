@@ -226,7 +226,10 @@ ShardState Trainer::shard_state() {
 
 void Trainer::upload_shard_state() {
   model::DeviceMemory& mem = *gpt_->backend().memory;
-  if (mem.is_host()) return;
+  if (mem.is_host()) {
+    gpt_->params_updated();  // the loader wrote the master weights in place: refresh a bf16 copy
+    return;
+  }
   gpt_->load_params(host_params_);
   mem.upload(optimizer_->exp_avg(), host_m_.data(), host_m_.size() * sizeof(float));
   mem.upload(optimizer_->exp_avg_sq(), host_v_.data(), host_v_.size() * sizeof(float));

@@ -20,6 +20,7 @@
 #include "engine/data/data.hpp"
 #include "engine/train/trainer.hpp"
 #include "model/registry/registry.hpp"
+#include "test/unit/model/emulated_bf16.hpp"
 #include "test/unit/train/host_as_device.hpp"
 
 namespace holmes::train::test {
@@ -53,6 +54,7 @@ struct Grid {
   size_t bucket_floats = 0;  // 0 = default
   comm::test::Impl impl = comm::test::Impl::kInProcess;
   bool device_memory = false;  // ranks on host_as_device_backend(): the GPU's staged paths
+  bool bf16 = false;           // ranks on the CPU's emulated bf16 kernels (spec must say bf16)
   int world() const { return tp * pp * dp; }
   int rank(int t, int d, int p) const { return t + tp * (d + dp * p); }
 };
@@ -168,7 +170,9 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
   run_threads(g.world(), [&](int rank) {
     const int t = rank % g.tp, d = (rank / g.tp) % g.dp, p = rank / (g.tp * g.dp);
     RankGroups groups = groups_for(job, g, t, d, p);
-    auto backend = g.device_memory ? host_as_device_backend() : holmes::model::make_backend("cpu");
+    auto backend = g.device_memory ? host_as_device_backend()
+                   : g.bf16        ? holmes::model::test::emulated_bf16_backend()
+                                   : holmes::model::make_backend("cpu");
     if (g.device_memory)  // the real groups refuse device buffers: the trainer must stage them
       for (auto* grp : {&groups.tp, &groups.pp, &groups.dp, &groups.embedding})
         if (*grp) *grp = std::make_unique<HostOnlyGroup>(std::move(*grp), *backend.memory);
