@@ -326,7 +326,7 @@ const float* Gpt::input_grad() const {
 }
 
 const float* Gpt::losses() const {
-  return at<float>(slot_base(slot_), off_->losses);
+  return cfg_.has_head ? at<float>(slot_base(slot_), off_->losses) : nullptr;
 }
 
 void Gpt::read_logits(size_t row, std::span<float> host) const {

@@ -86,7 +86,7 @@ class Gpt {
   void set_grad_ready_hook(std::function<void(size_t begin, size_t end)> hook) { grad_ready_ = std::move(hook); }
 
   float loss() const { return loss_; }  // mean loss of the last forward
-  const float* losses() const;          // (B,T) per-position losses, backend memory
+  const float* losses() const;          // (B,T) per-position losses, backend memory (last stage)
   // Row `row` (b * T + t) of this shard's logits (Vl values, pre-backward) into host memory.
   void read_logits(size_t row, std::span<float> host) const;
   const float* output() const;  // (B,T,C) stage output (non-last stage), fp32
