@@ -61,6 +61,9 @@ double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(in
   if (!live_.empty())  // a schedule that leaves a transfer unmatched is a bug, not a hang
     throw std::logic_error(fmt::format("PipelineStage: stage {} ended the step with {} unsent or unused buffers",
                                        ctx_.pp_stage, live_.size()));
+  // On a GPU the last backward's kernels are still queued: wait for them inside the compute
+  // time, so it measures the device's work (a no-op on the CPU).
+  timed(compute_s_, [&] { gpt_.backend().memory->synchronize(); });
   return loss_sum_;
 }
 
