@@ -2,6 +2,7 @@
 // bf16 values are widened to fp32 for the arithmetic and rounded once on store.
 #include "cuda/check.hpp"
 #include "cuda/pointwise.hpp"
+#include "cuda/scratch.hpp"
 
 namespace holmes::cuda {
 
@@ -71,23 +72,39 @@ __global__ void residual_backward_kernel(T* da, T* db, const T* dout, std::size_
 }
 
 // Column sums in a fixed order: a block owns 32 adjacent channels (one per lane, so each
-// row is read coalesced); its 8 warps take every 8th row, and the 8 partial sums are added
-// in warp order through shared memory. No atomics, so the result repeats bit for bit.
-constexpr int kBiasCols = 32, kBiasRowLanes = 8;
+// row is read coalesced) and a chunk of kBiasChunkRows rows (blockIdx.y); its 8 warps take
+// every 8th row of the chunk, and the 8 partial sums are added in warp order through shared
+// memory. One chunk adds straight into dbias; several write one partial per chunk, which a
+// second kernel adds in chunk order (so a GPT-2 step's 16384 rows keep every SM busy). No
+// atomics: the result repeats bit for bit.
+constexpr int kBiasCols = 32, kBiasRowLanes = 8, kBiasChunkRows = 1024;
 
 template <class G, class T>
-__global__ void bias_backward_kernel(G* dbias, const T* dout, int rows, int oc) {
+__global__ void bias_backward_kernel(G* dbias, float* partials, const T* dout, int rows, int oc) {
   __shared__ float part[kBiasRowLanes][kBiasCols];
   const int lane = threadIdx.x % kBiasCols, warp = threadIdx.x / kBiasCols;
   const int col = blockIdx.x * kBiasCols + lane;
+  const int first = blockIdx.y * kBiasChunkRows, last = min(rows, first + kBiasChunkRows);
   float sum = 0.0f;
   if (col < oc)
-    for (int r = warp; r < rows; r += kBiasRowLanes) sum += to_f32(dout[std::size_t(r) * oc + col]);
+    for (int r = first + warp; r < last; r += kBiasRowLanes) sum += to_f32(dout[std::size_t(r) * oc + col]);
   part[warp][lane] = sum;
   __syncthreads();
   if (warp != 0 || col >= oc) return;
   float total = 0.0f;
   for (int w = 0; w < kBiasRowLanes; ++w) total += part[w][lane];
+  if (partials != nullptr)
+    partials[std::size_t(blockIdx.y) * oc + col] = total;
+  else
+    dbias[col] = from_f32<G>(to_f32(dbias[col]) + total);
+}
+
+template <class G>
+__global__ void bias_finish_kernel(G* dbias, const float* partials, int chunks, int oc) {
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (col >= oc) return;
+  float total = 0.0f;
+  for (int c = 0; c < chunks; ++c) total += partials[std::size_t(c) * oc + col];
   dbias[col] = from_f32<G>(to_f32(dbias[col]) + total);
 }
 
@@ -130,9 +147,20 @@ void launch_residual_backward(T* da, T* db, const T* dout, std::size_t n, cudaSt
 template <class G, class T>
 void launch_bias_backward(G* dbias, const T* dout, int rows, int oc, cudaStream_t stream) {
   if (rows <= 0 || oc <= 0) return;
-  bias_backward_kernel<<<(oc + kBiasCols - 1) / kBiasCols, kBiasCols * kBiasRowLanes, 0, stream>>>(dbias, dout,
-                                                                                                  rows, oc);
+  const int chunks = (rows + kBiasChunkRows - 1) / kBiasChunkRows;  // <= 2^31 / 1024, within gridDim.y
+  const dim3 grid((oc + kBiasCols - 1) / kBiasCols, chunks);
+  if (chunks == 1) {
+    bias_backward_kernel<<<grid, kBiasCols * kBiasRowLanes, 0, stream>>>(dbias, nullptr, dout, rows, oc);
+    HOLMES_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
+  StreamScratch scratch(std::size_t(chunks) * oc * sizeof(float), stream);
+  float* partials = scratch.at<float>(0);
+  bias_backward_kernel<<<grid, kBiasCols * kBiasRowLanes, 0, stream>>>(dbias, partials, dout, rows, oc);
   HOLMES_CUDA_CHECK(cudaGetLastError());
+  bias_finish_kernel<<<(oc + kThreads - 1) / kThreads, kThreads, 0, stream>>>(dbias, partials, chunks, oc);
+  HOLMES_CUDA_CHECK(cudaGetLastError());
+  scratch.release();
 }
 
 template <class Out, class In>
