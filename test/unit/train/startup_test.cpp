@@ -16,6 +16,7 @@
 #include "engine/spec/load.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/train/dist_run.hpp"
+#include "engine/runtime/cluster_view.hpp"
 #include "engine/runtime/startup.hpp"
 
 using namespace holmes;
@@ -219,4 +220,31 @@ TEST_CASE("HOLMES_NODE_NAME names the node in every launch mode, unset keeps the
   CHECK(launch::detect_launch_env(env, 0, "job").node_name == "n7");
   CHECK(launch::detect_launch_env({{"HOLMES_NODE_NAME", "n8"}}, 0, "job").node_name == "n8");
   CHECK(launch::detect_launch_env({}, 0, "job").node_name.empty());
+}
+
+TEST_CASE("GPU workers: one per GPU, HOLMES_WORKERS_PER_GPU lets n share one, a bad value names the variable") {
+  const char* old = std::getenv("HOLMES_WORKERS_PER_GPU");
+  const std::string saved = old ? old : "";
+  topo::Devices gpu;
+  gpu.kind = "cuda";
+  gpu.count = 1;
+  gpu.name = "H100";
+  unsetenv("HOLMES_WORKERS_PER_GPU");
+  CHECK(train::workers_per_gpu() == 1);
+  CHECK_NOTHROW(train::check_node_capacity(gpu, 1, "--nproc-per-node 1"));
+  CHECK_THROWS_WITH(train::check_node_capacity(gpu, 2, "--nproc-per-node 2"),
+                    Catch::Contains("1 worker(s) per device (HOLMES_WORKERS_PER_GPU), so at most 1"));
+  setenv("HOLMES_WORKERS_PER_GPU", "4", 1);
+  CHECK(train::workers_per_gpu() == 4);
+  CHECK_NOTHROW(train::check_node_capacity(gpu, 4, "--nproc-per-node 4"));
+  CHECK_THROWS_AS(train::check_node_capacity(gpu, 5, "--nproc-per-node 5"), UserError);
+  for (const char* bad : {"0", "65", "two", "2x"}) {
+    setenv("HOLMES_WORKERS_PER_GPU", bad, 1);
+    CHECK_THROWS_WITH(train::workers_per_gpu(), Catch::Contains("HOLMES_WORKERS_PER_GPU: '" + std::string(bad) + "'") &&
+                                                    Catch::Contains("accepted: 1..64"));
+  }
+  if (old)
+    setenv("HOLMES_WORKERS_PER_GPU", saved.c_str(), 1);
+  else
+    unsetenv("HOLMES_WORKERS_PER_GPU");
 }
