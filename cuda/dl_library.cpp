@@ -1,9 +1,5 @@
 #include "cuda/dl_library.hpp"
 
-#include <link.h>
-
-#include <cstdlib>
-
 #include "cuda/check.hpp"
 
 #ifndef HOLMES_CUDA_LIBRARY_DIR
@@ -13,31 +9,11 @@
 namespace holmes::cuda {
 
 std::vector<std::string> library_candidates(const std::string& soname, const char* env_var) {
-  std::vector<std::string> out;
-  if (const char* env = env_var ? std::getenv(env_var) : nullptr; env && *env) out.push_back(env);
-  out.push_back(soname);
-  if (*HOLMES_CUDA_LIBRARY_DIR) out.push_back(std::string(HOLMES_CUDA_LIBRARY_DIR) + "/" + soname);
-  return out;
-}
-
-void* open_first(const std::vector<std::string>& candidates, std::string& tried) {
-  for (const auto& name : candidates) {
-    if (void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) return lib;
-    const char* why = dlerror();
-    tried += (tried.empty() ? "" : "; ") + std::string(why ? why : name + ": not loadable");
-  }
-  return nullptr;
+  return holmes::library_candidates(soname, env_var, HOLMES_CUDA_LIBRARY_DIR);
 }
 
 void throw_library_error(const char* code, const std::string& error, const char* what) {
   throw CudaError(code, error, std::string("dlopen(") + what + ")", __FILE__, __LINE__);
-}
-
-std::string opened_path(void* lib, const std::string& fallback) {
-  link_map* map = nullptr;
-  if (dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name)
-    return map->l_name;
-  return fallback;
 }
 
 }  // namespace holmes::cuda

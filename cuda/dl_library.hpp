@@ -1,27 +1,23 @@
-// dlopen helpers shared by the libraries cuda/ loads on first use instead of linking
-// (cuBLASLt in cublaslt_api.cpp, cuDNN in cudnn_api.cpp), so a CUDA build starts on machines
-// without them.
+// The libraries cuda/ loads on first use instead of linking (cuBLASLt in cublaslt_api.cpp,
+// cuDNN in cudnn_api.cpp), on the dlopen helpers of common/dl_library.hpp: their candidates
+// with this build's toolkit lib folder, and the loaded table with CudaError on failure.
 #pragma once
-
-#include <dlfcn.h>
 
 #include <string>
 #include <vector>
 
+#include "common/dl_library.hpp"
+
 namespace holmes::cuda {
 
-// Where to look for a library: the file named by the environment variable `env_var` (when
-// given and set), `soname` through the dynamic loader's search path, then the toolkit's lib
-// folder seen at configure time (HOLMES_CUDA_LIBRARY_DIR).
+using holmes::bind_symbol;
+using holmes::open_first;
+using holmes::opened_path;
+
+// holmes::library_candidates with the toolkit's lib folder seen at configure time
+// (HOLMES_CUDA_LIBRARY_DIR) as the last place.
 std::vector<std::string> library_candidates(const std::string& soname,
                                             const char* env_var = nullptr);
-
-// Opens the first of `candidates` (names for the loader's search, or paths) that loads, with
-// RTLD_NOW | RTLD_LOCAL; nullptr when none does, with every loader message in `tried`.
-void* open_first(const std::vector<std::string>& candidates, std::string& tried);
-
-// The file the loader actually opened for `lib` (its link map), or `fallback`.
-std::string opened_path(void* lib, const std::string& fallback);
 
 // Throws CudaError(code, error, "dlopen(<what>)").
 [[noreturn]] void throw_library_error(const char* code, const std::string& error, const char* what);
@@ -46,16 +42,5 @@ struct LoadedLibrary {
   }
   std::string loaded_path() const { return error.empty() ? path : ""; }
 };
-
-// Looks up `name` in `lib` into `slot`; records the first failure in `error`.
-template <class Fn>
-bool bind_symbol(void* lib, const char* name, Fn& slot, std::string& error) {
-  slot = reinterpret_cast<Fn>(dlsym(lib, name));
-  if (!slot && error.empty()) {
-    const char* why = dlerror();
-    error = std::string("symbol ") + name + " missing: " + (why ? why : "not found");
-  }
-  return slot != nullptr;
-}
 
 }  // namespace holmes::cuda

@@ -1,10 +1,10 @@
 #include "comm/nccl/nccl_api.hpp"
 
-#include <dlfcn.h>
 #include <fmt/format.h>
-#include <link.h>
 
 #include <vector>
+
+#include "common/dl_library.hpp"
 
 #ifndef HOLMES_NCCL_LIBRARY_DIR
 #define HOLMES_NCCL_LIBRARY_DIR ""
@@ -21,37 +21,10 @@ struct Library {
   std::string problem;  // empty once usable
 };
 
-// Opens the first candidate the loader accepts; `tried` collects each refusal.
-void* open_first(const std::vector<std::string>& names, std::string& tried) {
-  for (const auto& name : names) {
-    if (void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
-    if (!tried.empty()) tried += "; ";
-    tried += dlerror();
-  }
-  return nullptr;
-}
-
-// Fills every slot of the table; the first missing symbol is the problem.
-class Binder {
- public:
-  explicit Binder(void* handle) : handle_(handle) {}
-  template <class Fn>
-  void operator()(Fn& slot, const char* symbol) {
-    slot = reinterpret_cast<Fn>(dlsym(handle_, symbol));
-    if (!slot && missing_.empty()) missing_ = symbol;
-  }
-  const std::string& missing() const { return missing_; }
-
- private:
-  void* handle_;
-  std::string missing_;
-};
-
 Library load() {
   Library lib;
   const std::string soname = fmt::format("libnccl.so.{}", NCCL_MAJOR);
-  std::vector<std::string> names{soname};
-  if (*HOLMES_NCCL_LIBRARY_DIR) names.push_back(fmt::format("{}/{}", HOLMES_NCCL_LIBRARY_DIR, soname));
+  const std::vector<std::string> names = library_candidates(soname, nullptr, HOLMES_NCCL_LIBRARY_DIR);
   std::string tried;
   void* handle = open_first(names, tried);
   if (!handle) {
@@ -59,29 +32,28 @@ Library load() {
                               "LD_LIBRARY_PATH): {}", soname, NCCL_MAJOR, tried);
     return lib;
   }
-  link_map* map = nullptr;
-  lib.path = dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name ? map->l_name : soname;
+  lib.path = opened_path(handle, soname);
   NcclApi& a = lib.api;
-  Binder bind(handle);
-  bind(a.get_version, "ncclGetVersion");
-  bind(a.get_unique_id, "ncclGetUniqueId");
-  bind(a.comm_init_rank_config, "ncclCommInitRankConfig");
-  bind(a.comm_get_async_error, "ncclCommGetAsyncError");
-  bind(a.comm_finalize, "ncclCommFinalize");
-  bind(a.comm_destroy, "ncclCommDestroy");
-  bind(a.comm_abort, "ncclCommAbort");
-  bind(a.get_error_string, "ncclGetErrorString");
-  bind(a.get_last_error, "ncclGetLastError");
-  bind(a.all_reduce, "ncclAllReduce");
-  bind(a.reduce_scatter, "ncclReduceScatter");
-  bind(a.all_gather, "ncclAllGather");
-  bind(a.broadcast, "ncclBroadcast");
-  bind(a.send, "ncclSend");
-  bind(a.recv, "ncclRecv");
-  bind(a.group_start, "ncclGroupStart");
-  bind(a.group_end, "ncclGroupEnd");
-  if (!bind.missing().empty()) {
-    lib.problem = fmt::format("{} is unusable: it has no symbol {}", lib.path, bind.missing());
+  std::string missing;
+  bind_symbol(handle, "ncclGetVersion", a.get_version, missing);
+  bind_symbol(handle, "ncclGetUniqueId", a.get_unique_id, missing);
+  bind_symbol(handle, "ncclCommInitRankConfig", a.comm_init_rank_config, missing);
+  bind_symbol(handle, "ncclCommGetAsyncError", a.comm_get_async_error, missing);
+  bind_symbol(handle, "ncclCommFinalize", a.comm_finalize, missing);
+  bind_symbol(handle, "ncclCommDestroy", a.comm_destroy, missing);
+  bind_symbol(handle, "ncclCommAbort", a.comm_abort, missing);
+  bind_symbol(handle, "ncclGetErrorString", a.get_error_string, missing);
+  bind_symbol(handle, "ncclGetLastError", a.get_last_error, missing);
+  bind_symbol(handle, "ncclAllReduce", a.all_reduce, missing);
+  bind_symbol(handle, "ncclReduceScatter", a.reduce_scatter, missing);
+  bind_symbol(handle, "ncclAllGather", a.all_gather, missing);
+  bind_symbol(handle, "ncclBroadcast", a.broadcast, missing);
+  bind_symbol(handle, "ncclSend", a.send, missing);
+  bind_symbol(handle, "ncclRecv", a.recv, missing);
+  bind_symbol(handle, "ncclGroupStart", a.group_start, missing);
+  bind_symbol(handle, "ncclGroupEnd", a.group_end, missing);
+  if (!missing.empty()) {
+    lib.problem = fmt::format("{} is unusable: {}", lib.path, missing);
     return lib;
   }
   if (a.get_version(&lib.version) != ncclSuccess || lib.version < kMinNcclVersion)
