@@ -63,6 +63,8 @@ class ProcessGroup {
   int global_rank_of(int group_rank) const { return spec_.global_ranks.at(group_rank); }
   const std::vector<int>& global_ranks() const { return spec_.global_ranks; }
   std::chrono::milliseconds default_timeout() const { return spec_.timeout; }
+  // What the group was made from (a decorator over this group is made from the same).
+  const GroupSpec& spec() const { return spec_; }
   // Implementation and network, for logs: "gloo tcp eth0", "gloo tcp 127.0.0.1", "in-process".
   virtual std::string transport() const = 0;
 

@@ -2,21 +2,8 @@
 
 namespace holmes::train {
 
-namespace {
-
-comm::GroupSpec spec_of(const comm::ProcessGroup& g) {
-  comm::GroupSpec s;
-  s.name = g.name();
-  s.global_ranks = g.global_ranks();
-  s.global_rank = g.global_rank_of(g.rank());
-  s.timeout = g.default_timeout();
-  return s;
-}
-
-}  // namespace
-
 StagedGroup::StagedGroup(comm::ProcessGroup& inner, model::DeviceMemory& memory)
-    : ProcessGroup(spec_of(inner)), inner_(inner), mem_(memory) {}
+    : ProcessGroup(inner.spec()), inner_(inner), mem_(memory) {}
 
 std::string StagedGroup::transport() const { return inner_.transport() + ", staged through host memory"; }
 

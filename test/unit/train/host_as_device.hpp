@@ -56,7 +56,7 @@ class HostAsDevice final : public model::DeviceMemory {
 class HostOnlyGroup final : public comm::ProcessGroup {
  public:
   HostOnlyGroup(std::unique_ptr<comm::ProcessGroup> inner, const model::DeviceMemory& mem)
-      : ProcessGroup(spec_of(*inner)), inner_(std::move(inner)), mem_(mem) {}
+      : ProcessGroup(inner->spec()), inner_(std::move(inner)), mem_(mem) {}
   std::string transport() const override { return inner_->transport(); }
   void all_reduce(std::span<float> d, comm::ReduceOp op, const comm::OpOptions& o = {}) override {
     check("all_reduce", d.data());
@@ -84,9 +84,6 @@ class HostOnlyGroup final : public comm::ProcessGroup {
   void barrier(const comm::OpOptions& o = {}) override { inner_->barrier(o); }
 
  private:
-  static comm::GroupSpec spec_of(const comm::ProcessGroup& g) {
-    return {g.name(), g.global_ranks(), g.global_rank_of(g.rank()), g.default_timeout()};
-  }
   void check(const char* op, const void* p) const {
     if (mem_.holds(p)) throw std::logic_error(std::string("a device buffer reached host group ") + name() + " in " + op);
   }
