@@ -1,7 +1,5 @@
 #include "engine/runtime/cluster_view.hpp"
 
-#include <charconv>
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,6 +7,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "engine/launch/env_read.hpp"
 #include "engine/launch/launch_env.hpp"
 #include "engine/runtime/nccl_env.hpp"
 #include "engine/spec/errors.hpp"
@@ -91,14 +90,9 @@ void check_worker_device(const spec::JobSpec& spec) {
 }
 
 int workers_per_gpu() {
-  const char* v = std::getenv("HOLMES_WORKERS_PER_GPU");
-  if (v == nullptr || *v == '\0') return 1;
-  int n = 0;
-  const std::string s = v;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-  if (ec != std::errc() || end != s.data() + s.size() || n < 1 || n > 64)
-    throw UserError(fmt::format("HOLMES_WORKERS_PER_GPU: '{}' is not a worker count (accepted: 1..64)", s));
-  return n;
+  const auto n = launch::detail::get_int(launch::process_environment(), "HOLMES_WORKERS_PER_GPU", 1, 64,
+                                         "1..64 worker processes per GPU");
+  return n ? static_cast<int>(*n) : 1;
 }
 
 topo::Devices worker_devices(const spec::JobSpec& spec, int workers) {

@@ -50,7 +50,8 @@ void check_worker_device(const spec::JobSpec& spec);
 topo::Devices worker_devices(const spec::JobSpec& spec, int workers);
 
 // HOLMES_WORKERS_PER_GPU (default 1): how many worker processes may share one GPU (a test
-// set-up: the groups then go through host memory). UserError for a value outside 1..64.
+// set-up: the groups then go through host memory). UserError naming the variable for a value
+// that is not a whole number in 1..64 (launch::detail::get_int, as the launcher's variables).
 int workers_per_gpu();
 
 // This machine's CPU as `workers` devices of the plan (one per worker process), memory and
