@@ -1,5 +1,5 @@
 // Device helpers for fp32 / bf16 kernels that read and write 16 bytes at a time (vocab.cu,
-// layernorm.cu, optimizer.cu). Values are widened to fp32 on load and rounded once (to
+// layernorm.cu, optimizer.cu; pointwise.cu uses widen/narrow). Values are widened to fp32 on load and rounded once (to
 // nearest even) on store. A "pack" of kW elements is 16 bytes (kW = 4 floats or 8 bf16) and
 // must be 16-byte aligned; kW = 1 is the scalar path for sizes or pointers that are not.
 #pragma once

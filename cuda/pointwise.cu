@@ -1,6 +1,7 @@
 // Element-wise kernels of pointwise.hpp. Grid-stride loops so any N works with a capped grid;
 // bf16 values are widened to fp32 for the arithmetic and rounded once on store.
 #include "cuda/check.hpp"
+#include "cuda/pack.cuh"
 #include "cuda/pointwise.hpp"
 #include "cuda/scratch.hpp"
 
@@ -12,19 +13,6 @@ constexpr int kThreads = 256;
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float kGeluCube = 0.044715f;
 
-__device__ __forceinline__ float to_f32(float x) { return x; }
-__device__ __forceinline__ float to_f32(bf16 x) { return __bfloat162float(x); }
-template <class T>
-__device__ __forceinline__ T from_f32(float x);
-template <>
-__device__ __forceinline__ float from_f32<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ bf16 from_f32<bf16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-
 int grid_for(std::size_t n) {
   std::size_t blocks = (n + kThreads - 1) / kThreads;
   return static_cast<int>(blocks < 65535 ? (blocks ? blocks : 1) : 65535);
@@ -34,9 +22,9 @@ template <class T>
 __global__ void gelu_forward_kernel(T* out, const T* inp, std::size_t n) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
        i += std::size_t{gridDim.x} * blockDim.x) {
-    float x = to_f32(inp[i]);
+    float x = widen(inp[i]);
     float u = kGeluScale * (x + kGeluCube * x * x * x);
-    out[i] = from_f32<T>(0.5f * x * (1.0f + tanhf(u)));
+    out[i] = narrow<T>(0.5f * x * (1.0f + tanhf(u)));
   }
 }
 
@@ -44,13 +32,13 @@ template <class T>
 __global__ void gelu_backward_kernel(T* dinp, const T* inp, const T* dout, std::size_t n) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
        i += std::size_t{gridDim.x} * blockDim.x) {
-    float x = to_f32(inp[i]);
+    float x = widen(inp[i]);
     float u = kGeluScale * (x + kGeluCube * x * x * x);
     float t = tanhf(u);
     // d/dx [0.5 x (1 + tanh u)] = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx
     float du = kGeluScale * (1.0f + 3.0f * kGeluCube * x * x);
     float grad = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
-    dinp[i] = from_f32<T>(grad * to_f32(dout[i]));
+    dinp[i] = narrow<T>(grad * widen(dout[i]));
   }
 }
 
@@ -58,16 +46,16 @@ template <class T>
 __global__ void residual_forward_kernel(T* out, const T* inp1, const T* inp2, std::size_t n) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
        i += std::size_t{gridDim.x} * blockDim.x)
-    out[i] = from_f32<T>(to_f32(inp1[i]) + to_f32(inp2[i]));
+    out[i] = narrow<T>(widen(inp1[i]) + widen(inp2[i]));
 }
 
 template <class T>
 __global__ void residual_backward_kernel(T* da, T* db, const T* dout, std::size_t n) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
        i += std::size_t{gridDim.x} * blockDim.x) {
-    float g = to_f32(dout[i]);
-    if (da) da[i] = from_f32<T>(to_f32(da[i]) + g);
-    if (db) db[i] = from_f32<T>(to_f32(db[i]) + g);
+    float g = widen(dout[i]);
+    if (da) da[i] = narrow<T>(widen(da[i]) + g);
+    if (db) db[i] = narrow<T>(widen(db[i]) + g);
   }
 }
 
@@ -87,7 +75,7 @@ __global__ void bias_backward_kernel(G* dbias, float* partials, const T* dout, i
   const int first = blockIdx.y * kBiasChunkRows, last = min(rows, first + kBiasChunkRows);
   float sum = 0.0f;
   if (col < oc)
-    for (int r = first + warp; r < last; r += kBiasRowLanes) sum += to_f32(dout[std::size_t(r) * oc + col]);
+    for (int r = first + warp; r < last; r += kBiasRowLanes) sum += widen(dout[std::size_t(r) * oc + col]);
   part[warp][lane] = sum;
   __syncthreads();
   if (warp != 0 || col >= oc) return;
@@ -96,7 +84,7 @@ __global__ void bias_backward_kernel(G* dbias, float* partials, const T* dout, i
   if (partials != nullptr)
     partials[std::size_t(blockIdx.y) * oc + col] = total;
   else
-    dbias[col] = from_f32<G>(to_f32(dbias[col]) + total);
+    dbias[col] = narrow<G>(widen(dbias[col]) + total);
 }
 
 template <class G>
@@ -105,14 +93,14 @@ __global__ void bias_finish_kernel(G* dbias, const float* partials, int chunks, 
   if (col >= oc) return;
   float total = 0.0f;
   for (int c = 0; c < chunks; ++c) total += partials[std::size_t(c) * oc + col];
-  dbias[col] = from_f32<G>(to_f32(dbias[col]) + total);
+  dbias[col] = narrow<G>(widen(dbias[col]) + total);
 }
 
 template <class Out, class In>
 __global__ void convert_kernel(Out* out, const In* inp, std::size_t n) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
        i += std::size_t{gridDim.x} * blockDim.x)
-    out[i] = from_f32<Out>(to_f32(inp[i]));
+    out[i] = narrow<Out>(widen(inp[i]));
 }
 
 template <class T>
