@@ -16,23 +16,46 @@ AttentionPlan Kernels::plan_attention(Precision p, int B, int T, int /*C*/, int 
   return {probs, probs, "exact softmax, probabilities kept (B,NH,T,T)"};
 }
 
+namespace {
+
+// The default compositions, the same for fp32 and bf16 activations.
+template <class A>
+void unfused_matmul_gelu(Kernels& k, A* out, A* pre, const A* inp, const A* weight, const A* bias, int N, int C,
+                         int OC) {
+  k.matmul_forward(pre, inp, weight, bias, N, C, OC);
+  k.gelu_forward(out, pre, static_cast<size_t>(N) * OC);
+}
+
+template <class A>
+void unfused_matmul_dgelu(Kernels& k, A* dpre, float* dweight, float* dbias, const A* dout, const A* inp,
+                          const A* weight, const A* pre, int N, int C, int OC) {
+  k.matmul_backward(dpre, dweight, dbias, dout, inp, weight, N, C, OC);
+  k.gelu_backward(dpre, pre, dpre, static_cast<size_t>(N) * C);
+}
+
+template <class A>
+void two_pass_crossentropy(Kernels& k, float* row_max, float* stats, const A* logits, const int* targets, int N,
+                           int Vl, int vocab_begin, int V) {
+  k.crossentropy_max_forward(row_max, logits, N, Vl, vocab_begin, V);
+  k.crossentropy_stats_forward(stats, logits, row_max, targets, N, Vl, vocab_begin, V);
+}
+
+}  // namespace
+
 void Kernels::matmul_gelu_forward(float* out, float* pre, const float* inp, const float* weight,
                                   const float* bias, int N, int C, int OC) {
-  matmul_forward(pre, inp, weight, bias, N, C, OC);
-  gelu_forward(out, pre, static_cast<size_t>(N) * OC);
+  unfused_matmul_gelu(*this, out, pre, inp, weight, bias, N, C, OC);
 }
 
 void Kernels::matmul_dgelu_backward(float* dpre, float* dweight, float* dbias, const float* dout,
                                     const float* inp, const float* weight, const float* pre, int N,
                                     int C, int OC) {
-  matmul_backward(dpre, dweight, dbias, dout, inp, weight, N, C, OC);
-  gelu_backward(dpre, pre, dpre, static_cast<size_t>(N) * C);
+  unfused_matmul_dgelu(*this, dpre, dweight, dbias, dout, inp, weight, pre, N, C, OC);
 }
 
 void Kernels::crossentropy_fused_forward(float* row_max, float* stats, const float* logits,
                                          const int* targets, int N, int Vl, int vocab_begin, int V) {
-  crossentropy_max_forward(row_max, logits, N, Vl, vocab_begin, V);
-  crossentropy_stats_forward(stats, logits, row_max, targets, N, Vl, vocab_begin, V);
+  two_pass_crossentropy(*this, row_max, stats, logits, targets, N, Vl, vocab_begin, V);
 }
 
 // ---- bf16: absent unless a backend overrides them ----
@@ -61,14 +84,12 @@ void Kernels::matmul_backward(bf16*, float*, float*, const bf16*, const bf16*, c
 }
 void Kernels::matmul_gelu_forward(bf16* out, bf16* pre, const bf16* inp, const bf16* weight,
                                   const bf16* bias, int N, int C, int OC) {
-  matmul_forward(pre, inp, weight, bias, N, C, OC);
-  gelu_forward(out, pre, static_cast<size_t>(N) * OC);
+  unfused_matmul_gelu(*this, out, pre, inp, weight, bias, N, C, OC);
 }
 void Kernels::matmul_dgelu_backward(bf16* dpre, float* dweight, float* dbias, const bf16* dout,
                                     const bf16* inp, const bf16* weight, const bf16* pre, int N,
                                     int C, int OC) {
-  matmul_backward(dpre, dweight, dbias, dout, inp, weight, N, C, OC);
-  gelu_backward(dpre, pre, dpre, static_cast<size_t>(N) * C);
+  unfused_matmul_dgelu(*this, dpre, dweight, dbias, dout, inp, weight, pre, N, C, OC);
 }
 void Kernels::attention_forward(bf16*, float*, const bf16*, int, int, int, int) {
   unsupported("attention_forward", kB);
@@ -89,8 +110,7 @@ void Kernels::crossentropy_stats_forward(float*, const bf16*, const float*, cons
 }
 void Kernels::crossentropy_fused_forward(float* row_max, float* stats, const bf16* logits,
                                          const int* targets, int N, int Vl, int vocab_begin, int V) {
-  crossentropy_max_forward(row_max, logits, N, Vl, vocab_begin, V);
-  crossentropy_stats_forward(stats, logits, row_max, targets, N, Vl, vocab_begin, V);
+  two_pass_crossentropy(*this, row_max, stats, logits, targets, N, Vl, vocab_begin, V);
 }
 void Kernels::crossentropy_backward(bf16*, const bf16*, const float*, const float*, const int*, float,
                                     int, int, int, int) {
