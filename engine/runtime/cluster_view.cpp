@@ -97,14 +97,17 @@ int workers_per_gpu() {
 
 topo::Devices worker_devices(const spec::JobSpec& spec, int workers) {
   if (spec.job.device != "cuda") return cpu_worker_devices(workers);
-  topo::Devices d = local_devices();
-  const int gpus = d.count;
-  check_node_capacity(d, workers, fmt::format("{} worker(s) with job.device cuda", workers));
+  const topo::Devices gpus = local_devices();
+  check_node_capacity(gpus, workers, fmt::format("{} worker(s) with job.device cuda", workers));
+  return gpu_worker_devices(gpus, workers);
+}
+
+topo::Devices gpu_worker_devices(topo::Devices gpus, int workers) {
   // Workers sharing a GPU (HOLMES_WORKERS_PER_GPU) share its memory in the plan's model.
-  const int sharing = (workers + gpus - 1) / std::max(1, gpus);
-  d.memory_gb /= std::max(1, sharing);
-  d.count = workers;
-  return d;
+  const int sharing = (workers + gpus.count - 1) / std::max(1, gpus.count);
+  gpus.memory_gb /= std::max(1, sharing);
+  gpus.count = workers;
+  return gpus;
 }
 
 topo::Devices cpu_worker_devices(int workers) {
@@ -139,8 +142,7 @@ plan::Plan plan_local_job(const spec::JobSpec& spec, const topo::Devices& device
   topo::Devices d = devices;
   if (workers > 0) {
     check_node_capacity(devices, workers, fmt::format("--nproc-per-node {}", workers));
-    d = devices.kind == "cpu" ? cpu_worker_devices(workers) : devices;
-    d.count = workers;
+    d = devices.kind == "cpu" ? cpu_worker_devices(workers) : gpu_worker_devices(devices, workers);
   }
   std::vector<topo::NodeReport> discovered{topo::discover_node(spec.cluster.sysfs_root, d)};
   // --plan-only with a topology file and no worker count plans the file's cluster, in the

@@ -48,6 +48,9 @@ void check_worker_device(const spec::JobSpec& spec);
 // and, with HOLMES_WORKERS_PER_GPU = n > 1, up to n sharing one (its memory divided among
 // them). Throws UserError when the node cannot hold them.
 topo::Devices worker_devices(const spec::JobSpec& spec, int workers);
+// A node's GPUs as `workers` worker devices (count = workers), each GPU's memory divided
+// among the workers that share it; the launcher's plan and the ranks' plan use the same.
+topo::Devices gpu_worker_devices(topo::Devices gpus, int workers);
 
 // HOLMES_WORKERS_PER_GPU (default 1): how many worker processes may share one GPU (a test
 // set-up: the groups then go through host memory). UserError naming the variable for a value

@@ -229,6 +229,13 @@ TEST_CASE("GPU workers: one per GPU, HOLMES_WORKERS_PER_GPU lets n share one, a 
   gpu.kind = "cuda";
   gpu.count = 1;
   gpu.name = "H100";
+  gpu.memory_gb = 80;
+  // Workers sharing a GPU share its memory in the plan; one per GPU keeps it whole.
+  const topo::Devices shared = train::gpu_worker_devices(gpu, 4);
+  CHECK((shared.count == 4 && shared.memory_gb == 20 && shared.kind == "cuda"));
+  topo::Devices two = gpu;
+  two.count = 2;
+  CHECK(train::gpu_worker_devices(two, 2).memory_gb == 80);
   unsetenv("HOLMES_WORKERS_PER_GPU");
   CHECK(train::workers_per_gpu() == 1);
   CHECK_NOTHROW(train::check_node_capacity(gpu, 1, "--nproc-per-node 1"));
