@@ -32,6 +32,9 @@ void validate_gemm(const GemmShape& s) {
   if (s.bias && s.batch != 1) bad("batch (with bias)", s.batch, "1 when bias is set");
   if (s.epilogue != GemmEpilogue::kNone && s.batch != 1) bad("batch (with a GELU epilogue)", s.batch, "1");
   if (s.epilogue == GemmEpilogue::kDGelu && s.bias) bad("bias (with the dGELU epilogue)", 1, "none");
+  // cuBLASLt's fp32-compute GEMMs write bf16 only from bf16 inputs (it answers NOT_SUPPORTED).
+  if (s.ab_type == DType::kF32 && s.c_type == DType::kBf16)
+    bad("c_type bf16 with f32 inputs", 1, "f32 inputs write f32; bf16 inputs write bf16 or f32");
   if (s.fast_tf32 && s.ab_type != DType::kF32)
     bad("fast_tf32 with bf16 inputs", 1, "f32 inputs only");
   if (s.lda != 0 && s.lda < stored_cols_a(s)) bad("lda", s.lda, "0 (packed) or >= A's stored row length");

@@ -146,15 +146,30 @@ __global__ void layernorm_params_partial_kernel(float* partial, const E* dout, c
   p[C + c] = b;
 }
 
-// dweight[c] += sum over groups of partial[g][c], in group order; dbias likewise.
+// dweight[c] += sum over groups of partial[g][c]; dbias likewise. A block takes 32 columns;
+// its lane ty sums groups ty, ty + 32, ... in order, then lane 0 adds the 32 lane sums in lane
+// order: a fixed order for given (groups, C), so repeated runs are bit-identical.
+constexpr int kFinalLanes = 32;
 __global__ void layernorm_params_final_kernel(float* dweight, float* dbias, const float* partial,
                                               int groups, int C) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
+  __shared__ float sw[kFinalLanes][kTileCols], sb[kFinalLanes][kTileCols];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int c = blockIdx.x * kTileCols + tx;
   float w = 0.0f, b = 0.0f;
-  for (int g = 0; g < groups; ++g) {
-    w += partial[std::size_t(g) * 2 * C + c];
-    b += partial[std::size_t(g) * 2 * C + C + c];
+  if (c < C) {
+    for (int g = ty; g < groups; g += kFinalLanes) {
+      w += partial[std::size_t(g) * 2 * C + c];
+      b += partial[std::size_t(g) * 2 * C + C + c];
+    }
+  }
+  sw[ty][tx] = w;
+  sb[ty][tx] = b;
+  __syncthreads();
+  if (ty != 0 || c >= C) return;
+  w = b = 0.0f;
+  for (int k = 0; k < kFinalLanes; ++k) {
+    w += sw[k][tx];
+    b += sb[k][tx];
   }
   dweight[c] += w;
   dbias[c] += b;
@@ -206,9 +221,8 @@ void backward_impl(E* dinp, float* dweight, float* dbias, const E* dout, const E
   layernorm_params_partial_kernel<<<grid, block, 0, stream>>>(partial, dout, inp, mean, rstd, N, C,
                                                               group_rows);
   HOLMES_CUDA_CHECK(cudaGetLastError());
-  constexpr int kThreads = 256;
-  layernorm_params_final_kernel<<<(C + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
-      dweight, dbias, partial, groups, C);
+  layernorm_params_final_kernel<<<(C + kTileCols - 1) / kTileCols, dim3(kTileCols, kFinalLanes), 0,
+                                  stream>>>(dweight, dbias, partial, groups, C);
   HOLMES_CUDA_CHECK(cudaGetLastError());
   scratch.release();
 }

@@ -77,40 +77,89 @@ __global__ void embedding_keys_kernel(unsigned long long* keys, const int* token
   keys[p] = row * N + p;
 }
 
-// One block per sorted index i. Only the first index of a row's run works: it sums the run's
-// dout rows in position order (kW channels per thread) and adds the sum into dwte.
+// The sorted keys are cut into segments of kSegment positions; block s sums segment s. A run
+// (the positions of one row) that lies wholly inside the segment is summed in position order
+// and added into dwte. A run cut by the segment's start is stored (not added) in
+// partial[2s]; otherwise a run cut by its end in partial[2s + 1]. embedding_wte_join_kernel
+// then adds each cut run's pieces in segment order. So no row waits for one block to walk
+// all its positions (a frequent token occurs thousands of times in a batch), and the sums
+// are in a fixed order: repeated runs are bit-identical.
+constexpr int kSegment = 32;
+
 template <class E, int kW>
-__global__ void embedding_wte_kernel(float* dwte, const E* dout, const unsigned long long* sorted,
-                                     int N, int C, int Vl) {
-  const int i = blockIdx.x;
-  const unsigned long long n = N, row = sorted[i] / n;
-  if (row >= (unsigned long long)Vl) return;           // tokens of other shards sort last
-  if (i > 0 && sorted[i - 1] / n == row) return;       // not the first of its run
+__global__ void embedding_wte_segment_kernel(float* dwte, float* partial, const E* dout,
+                                             const unsigned long long* sorted, int N, int C,
+                                             int Vl) {
+  __shared__ unsigned long long rows[kSegment + 2];  // rows of positions begin-1 .. end
+  __shared__ int pos[kSegment];
+  const unsigned long long n = N;
+  const int s = blockIdx.x, begin = s * kSegment, end = min(N, begin + kSegment);
+  for (int k = threadIdx.x; k < end - begin + 2; k += blockDim.x) {
+    const int i = begin - 1 + k;
+    rows[k] = (i >= 0 && i < N) ? sorted[i] / n : ~0ull;  // ~0: no neighbour
+    if (k >= 1 && i < end) pos[k - 1] = int(sorted[i] % n);
+  }
+  __syncthreads();
+  const unsigned long long* row_at = rows + 1;  // row_at[k]: the row of position begin + k
+  const int len = end - begin;
+  const bool cut_front = row_at[-1] == row_at[0], cut_back = row_at[len] == row_at[len - 1];
   for (int c = threadIdx.x * kW; c < C; c += blockDim.x * kW) {
-    float acc[kW];
+    for (int i = 0; i < len;) {
+      const unsigned long long row = row_at[i];
+      if (row >= (unsigned long long)Vl) break;  // tokens of other shards sort last
+      float acc[kW];
 #pragma unroll
-    for (int k = 0; k < kW; ++k) acc[k] = 0.0f;
-    // Keys are sorted, so when sorted[j + 3] is still this row, so are j .. j + 3: four
-    // independent loads in flight, added in position order (the same sums as one by one).
-    int j = i;
-    for (; j + 3 < N && sorted[j + 3] / n == row; j += 4) {
-      float d[4][kW];
+      for (int k = 0; k < kW; ++k) acc[k] = 0.0f;
+      int j = i;
+      // When position j + 3 is still this row, so are j .. j + 3: four loads in flight,
+      // added in position order.
+      for (; j + 3 < len && row_at[j + 3] == row; j += 4) {
+        float d[4][kW];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) load_vec<kW>(d[u], dout + (long long)(sorted[j + u] % n) * C + c);
+        for (int u = 0; u < 4; ++u) load_vec<kW>(d[u], dout + (long long)pos[j + u] * C + c);
 #pragma unroll
-      for (int u = 0; u < 4; ++u)
+        for (int u = 0; u < 4; ++u)
 #pragma unroll
-        for (int k = 0; k < kW; ++k) acc[k] += d[u][k];
+          for (int k = 0; k < kW; ++k) acc[k] += d[u][k];
+      }
+      for (; j < len && row_at[j] == row; ++j) {
+        float d[kW];
+        load_vec<kW>(d, dout + (long long)pos[j] * C + c);
+#pragma unroll
+        for (int k = 0; k < kW; ++k) acc[k] += d[k];
+      }
+      if ((i == 0 && cut_front) || (j == len && cut_back)) {
+        float* p = partial + (std::size_t(2) * s + (i == 0 && cut_front ? 0 : 1)) * C + c;
+#pragma unroll
+        for (int k = 0; k < kW; ++k) p[k] = acc[k];
+      } else {
+        float* g = dwte + row * C + c;
+#pragma unroll
+        for (int k = 0; k < kW; ++k) g[k] += acc[k];
+      }
+      i = j;
     }
-    for (; j < N && sorted[j] / n == row; ++j) {
-      float d[kW];
-      load_vec<kW>(d, dout + (long long)(sorted[j] % n) * C + c);
-#pragma unroll
-      for (int k = 0; k < kW; ++k) acc[k] += d[k];
-    }
-    float* g = dwte + row * C + c;
-#pragma unroll
-    for (int k = 0; k < kW; ++k) g[k] += acc[k];
+  }
+}
+
+// Block s: when a run starts in segment s and leaves through its end, adds its pieces (s's
+// partial[2s + 1], then partial[2t] of each following segment t it reaches) in segment order
+// into dwte.
+__global__ void embedding_wte_join_kernel(float* dwte, const float* partial,
+                                          const unsigned long long* sorted, int N, int C, int Vl) {
+  const unsigned long long n = N;
+  const int s = blockIdx.x, begin = s * kSegment, end = min(N, begin + kSegment);
+  if (end >= N) return;
+  const unsigned long long row = sorted[end - 1] / n;
+  if (row >= (unsigned long long)Vl || sorted[end] / n != row) return;  // nothing leaves
+  // A segment that is one run cut at its start: that run started earlier.
+  if (begin > 0 && sorted[begin - 1] / n == row && sorted[begin] / n == row) return;
+  int last = s + 1;  // the last segment the run reaches
+  while ((last + 1) * kSegment < N && sorted[(last + 1) * kSegment] / n == row) ++last;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float acc = partial[(std::size_t(2) * s + 1) * C + c];
+    for (int t = s + 1; t <= last; ++t) acc += partial[std::size_t(2) * t * C + c];
+    dwte[row * C + c] += acc;
   }
 }
 
@@ -151,9 +200,11 @@ void embedding_wte_backward(float* dwte, const E* dout, const int* tokens, int N
   size_t sort_bytes = 0;
   HOLMES_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, sort_bytes, (const Key*)nullptr,
                                                    (Key*)nullptr, N, 0, bits, stream));
+  const int segments = (N + kSegment - 1) / kSegment;
   ScratchLayout layout;
   const size_t keys_at = layout.add(sizeof(Key) * N), sorted_at = layout.add(sizeof(Key) * N);
   const size_t sort_at = layout.add(sort_bytes);
+  const size_t partial_at = layout.add(sizeof(float) * 2 * std::size_t(segments) * C);
   StreamScratch scratch(layout.bytes(), stream);
   Key* keys = scratch.at<Key>(keys_at);
   Key* sorted = scratch.at<Key>(sorted_at);
@@ -163,11 +214,16 @@ void embedding_wte_backward(float* dwte, const E* dout, const int* tokens, int N
   HOLMES_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(scratch.at<void>(sort_at), sort_bytes, keys,
                                                    sorted, N, 0, bits, stream));
   constexpr int kW = kPack<E>;
+  float* partial = scratch.at<float>(partial_at);
   if (C % kW == 0 && is_aligned16(dout)) {
-    embedding_wte_kernel<E, kW><<<N, kEmbedThreads, 0, stream>>>(dwte, dout, sorted, N, C, Vl);
+    embedding_wte_segment_kernel<E, kW>
+        <<<segments, kEmbedThreads, 0, stream>>>(dwte, partial, dout, sorted, N, C, Vl);
   } else {
-    embedding_wte_kernel<E, 1><<<N, kEmbedThreads, 0, stream>>>(dwte, dout, sorted, N, C, Vl);
+    embedding_wte_segment_kernel<E, 1>
+        <<<segments, kEmbedThreads, 0, stream>>>(dwte, partial, dout, sorted, N, C, Vl);
   }
+  HOLMES_CUDA_CHECK(cudaGetLastError());
+  embedding_wte_join_kernel<<<segments, kEmbedThreads, 0, stream>>>(dwte, partial, sorted, N, C, Vl);
   HOLMES_CUDA_CHECK(cudaGetLastError());
   scratch.release();
 }

@@ -12,6 +12,9 @@
 #                                       attention) and 350M (bf16), B=16 T=1024; the parity
 #                                       table and a short summary last; logs under $OUT
 #
+#   scripts/gpu_check.sh profile [DIR]  there: the kernels of one 124M bf16 step, each timed by
+#                                       Nsight Compute, summed per kernel name, largest first
+#
 # With the device tool: run `bundle` here, then run(command="scripts/gpu_check.sh run",
 # carry=["gpu-bundle"]). Env: HOLMES_JOBS (build jobs), HOLMES_CUDA_ARCHITECTURES (default 90),
 # HOLMES_BENCH_STEPS (default 10).
@@ -58,7 +61,7 @@ find_lib_dir() {
 bench_row() {
   local name=$1 precision=$2 L=$3 C=$4 NH=$5 steps=${HOLMES_BENCH_STEPS:-10} log line info
   log="$logs/bench_${name}_${precision}${HOLMES_ATTENTION:+_$HOLMES_ATTENTION}.log"
-  "$dir/bin/holmes-train" bench --steps "$steps" --set job.device=cuda --set train.precision="$precision" \
+  timeout 120 "$dir/bin/holmes-train" bench --steps "$steps" --set job.device=cuda --set train.precision="$precision" \
     --set model.layers="$L" --set model.hidden="$C" --set model.heads="$NH" --set model.vocab_size=50257 \
     --set model.max_seq_len=1024 --set train.micro_batch=16 --set train.global_batch=16 --set train.seq_len=1024 \
     >"$log" 2>&1 || true
@@ -101,36 +104,83 @@ PY
   if [ ${#bad[@]} -eq 0 ]; then echo "pass (dp2, pp2, tp2xpp2 vs one process, fp32)"; else echo "FAIL: ${bad[*]}"; fi
 }
 
-run_checks() {
-  [ -x "$dir/bin/holmes-train" ] || { echo "gpu_check: $dir/bin/holmes-train missing; run 'bundle' first" >&2; exit 2; }
-  logs=${OUT:-$(mktemp -d)}
-  # The CUDA libraries opened at run time (cuBLASLt, cuDNN, NCCL) come from the image: its
-  # toolkit, or the nvidia-* packages of its PyTorch environment. Their folders go on the
-  # loader path after the bundle's own libraries.
-  local libpath="$PWD/$dir/lib" found=() lib d
+# The CUDA libraries opened at run time (cuBLASLt, cuDNN, NCCL) come from the image: its
+# toolkit, or the nvidia-* packages of its PyTorch environment. Their folders go on the loader
+# path after the bundle's own libraries; what was found goes to $logs/libraries.txt.
+library_path() {
+  local libpath="$PWD/$dir/lib" lib d
+  found=()
   for lib in libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
     d=$(find_lib_dir "$lib")
     found+=("$lib=${d:-NOT FOUND}")
     [ -n "$d" ] && libpath="$libpath:$d"
   done
   export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export HOLMES_TRAIN_BINARY="$PWD/$dir/bin/holmes-train"  # for test_cuda's binary tests
   printf '%s\n' "${found[@]}" >"$logs/libraries.txt"
+}
+
+# Where the time of a GPT-2 124M bf16 step goes (B=16 T=1024): every kernel of the bench's two
+# warm-up steps and one timed step, timed alone by Nsight Compute (ncu, in the CUDA toolkit);
+# the sum per kernel name over one step printed, largest first, against the bench's step time
+# (the difference is time the GPU waited for the host). The raw CSV is archived under $OUT.
+profile() {
+  [ -x "$dir/bin/holmes-train" ] || { echo "gpu_check: $dir/bin/holmes-train missing; run 'bundle' first" >&2; exit 2; }
+  logs=$(mktemp -d)
+  library_path
+  local ncu
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+  [ -n "$ncu" ] || { echo "gpu_check: no ncu in this image"; exit 1; }
+  local model=(--set job.device=cuda --set train.precision=bf16 --set model.layers=12 --set model.hidden=768
+    --set model.heads=12 --set model.vocab_size=50257 --set model.max_seq_len=1024 --set train.micro_batch=16
+    --set train.global_batch=16 --set train.seq_len=1024)
+  "$dir/bin/holmes-train" bench --steps 20 "${model[@]}" 2>&1 | grep '^bench: tokens' | tee "$logs/bench.txt"
+  "$ncu" --csv --print-units base --metrics gpu__time_duration.sum --log-file "$logs/ncu.csv" \
+    "$dir/bin/holmes-train" bench --steps 1 "${model[@]}" >"$logs/profile.log" 2>&1 || { tail -20 "$logs/profile.log" "$logs/ncu.csv"; exit 1; }
+  python3 - "$logs/ncu.csv" "$logs/bench.txt" <<'PY' | tee "$logs/kernels.txt"
+import csv, re, sys, collections
+lines = [l for l in open(sys.argv[1]) if l.startswith('"')]
+rows = [r for r in csv.DictReader(lines) if r.get("Metric Name") == "gpu__time_duration.sum"]
+steps = 3  # two warm-up steps and one timed step
+total = collections.defaultdict(float); count = collections.Counter()
+for r in rows:
+    name = re.sub(r"\(.*", "", r["Kernel Name"])[:80]
+    total[name] += float(r["Metric Value"].replace(",", "")) / 1e6 / steps
+    count[name] += 1
+step = float(re.search(r"ms_per_step=([0-9.]+)", open(sys.argv[2]).read()).group(1))
+busy = sum(total.values())
+print(f"kernels per step {sum(count.values()) / steps:.0f}, kernel time {busy:.2f} ms of a {step:.2f} ms step (GPU idle {step - busy:.2f} ms)")
+for name, ms in sorted(total.items(), key=lambda kv: -kv[1])[:40]:
+    print(f"{ms:8.3f} ms {100 * ms / step:5.1f}%  n={count[name] / steps:5.1f}  {name}")
+PY
+  if [ -n "${OUT:-}" ]; then
+    tar -C "$logs" -czf "$OUT/gpu_profile.tar.gz" . || true
+  fi
+}
+
+run_checks() {
+  [ -x "$dir/bin/holmes-train" ] || { echo "gpu_check: $dir/bin/holmes-train missing; run 'bundle' first" >&2; exit 2; }
+  # logs go to a scratch folder; with $OUT set (the device tool brings back at most 8 files)
+  # they come back as one archive, without the runs' checkpoints
+  logs=$(mktemp -d)
+  library_path
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee "$logs/gpu.txt" || true
   # 1. every CUDA test; on a GPU machine a skip means the GPU was not usable
   local tests=pass
-  "$dir/bin/test_cuda" --durations yes >"$logs/test_cuda.log" 2>&1 || tests=FAIL
+  timeout 300 "$dir/bin/test_cuda" --durations yes >"$logs/test_cuda.log" 2>&1 || tests=FAIL
   if grep -q HOLMES_SKIP "$logs/test_cuda.log"; then tests=FAIL; fi
   local summary failed
   summary=$(grep -E '^(All tests passed|test cases:)' "$logs/test_cuda.log" | tail -1)
-  failed=$(grep -B1 -E '^-{10,}' "$logs/test_cuda.log" | grep -vE '^-|^$' | head -5 | tr '\n' ';' || true)
+  failed=$(awk '/^\.\.\.\.\.\.\.\.\.\.+$/ { test = name } /FAILED:/ { print test } { name = prev2; prev2 = prev1; prev1 = $0 }' "$logs/test_cuda.log" |
+    sort -u | head -5 | tr '\n' ';' || true)
   # 2. the whole model (its own line in the table; part of test_cuda above)
   local whole=pass
-  "$dir/bin/test_cuda" "whole model*" >"$logs/whole_model.log" 2>&1 || whole=FAIL
+  timeout 120 "$dir/bin/test_cuda" "whole model*" >"$logs/whole_model.log" 2>&1 || whole=FAIL
   grep -q HOLMES_SKIP "$logs/whole_model.log" && whole=FAIL
   # 2b. the NCCL groups on this one GPU (docs/comm.md): size-1 groups on Socket and IB running
   # every op, a member that never joins, two members on one GPU; libnccl comes from the image
   local nccl=pass nccl_lib
-  "$dir/bin/test_cuda" "[nccl]" >"$logs/nccl.log" 2>&1 || nccl=FAIL
+  timeout 120 "$dir/bin/test_cuda" "[nccl]" >"$logs/nccl.log" 2>&1 || nccl=FAIL
   grep -q HOLMES_SKIP "$logs/nccl.log" && nccl=FAIL
   nccl_lib=$(grep -m1 '^NCCL [0-9]' "$logs/nccl.log" || echo "libnccl not loaded (see nccl.log)")
   # 2c. several processes sharing the GPU through host-staged Gloo groups
@@ -154,7 +204,7 @@ run_checks() {
     echo "parity table ($(wc -l <"$logs/parity_table.txt") rows, $(grep -c '| FAIL |' "$logs/parity_table.txt") failing; failures first, all in parity_table.txt):"
     echo "| op | precision | shape | output | max normalized error | tolerance | result |"
     echo "| --- | --- | --- | --- | --- | --- | --- |"
-    (grep '| FAIL |' "$logs/parity_table.txt"; grep -v '| FAIL |' "$logs/parity_table.txt") | head -80
+    { grep '| FAIL |' "$logs/parity_table.txt" || true; grep -v '| FAIL |' "$logs/parity_table.txt" || true; } | head -80
     echo
   fi
   echo "gpu_check on $(head -1 "$logs/gpu.txt")"
@@ -164,11 +214,16 @@ run_checks() {
     "shared GPU, Gloo staged" "$shared"
   echo "$rows"
   tail -1 "$logs/gemm_bench.log" | sed 's/^/gemm  /'
+  if [ -n "${OUT:-}" ]; then
+    tar -C "$logs" --exclude=checkpoints --exclude=final -czf "$OUT/gpu_check_logs.tar.gz" . || true
+  fi
+  echo "logs: $logs${OUT:+ (archived in \$OUT/gpu_check_logs.tar.gz)}"
   [ "$tests" = pass ] && [ "$whole" = pass ] && [ "$nccl" = pass ] && [[ $shared == pass* ]]
 }
 
 case "$mode" in
   bundle) bundle ;;
   run) run_checks ;;
-  *) echo "usage: scripts/gpu_check.sh bundle|run [DIR]" >&2; exit 2 ;;
+  profile) profile ;;
+  *) echo "usage: scripts/gpu_check.sh bundle|run|profile [DIR]" >&2; exit 2 ;;
 esac

@@ -85,6 +85,9 @@ TEST_CASE("validate_gemm rejects impossible shapes naming the field", "[cuda]") 
   tf32_bf16.ab_type = DType::kBf16;
   tf32_bf16.fast_tf32 = true;
   CHECK_THAT(message_of(tf32_bf16), Catch::Contains("f32 inputs only"));
+  GemmShape f32_to_bf16 = s;  // cuBLASLt has no fp32-input GEMM writing bf16
+  f32_to_bf16.c_type = DType::kBf16;
+  CHECK_THAT(message_of(f32_to_bf16), Catch::Contains("c_type bf16 with f32 inputs"));
 }
 
 TEST_CASE("GemmRunner rejects a bad shape before touching the GPU", "[cuda]") {

@@ -179,6 +179,7 @@ TEST_CASE("GEMM with leading dimensions reads and writes interleaved heads", "[c
   for (DType ab : {DType::kF32, DType::kBf16})
     for (DType ct : {DType::kF32, DType::kBf16})
       for (int variant = 0; variant < 3; ++variant) {
+        if (ab == DType::kF32 && ct == DType::kBf16) continue;  // refused by validate_gemm
         GemmShape s;
         s.ab_type = ab;
         s.c_type = ct;
