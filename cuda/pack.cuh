@@ -80,6 +80,23 @@ __device__ __forceinline__ void for_each_in_row(const T* row, int n, int tid, in
   for (int i = head + packs * kW + tid; i < n; i += nthreads) f(i, widen(row[i]));
 }
 
+// As for_each_in_row, but the aligned middle comes to `pack` a whole pack at a time
+// (float (&x)[kW]), so a caller can work on its kW values independently; head and tail
+// elements go to `one` (float).
+template <class T, class P, class F>
+__device__ __forceinline__ void for_each_pack_in_row(const T* row, int n, int tid, int nthreads,
+                                                     P pack, F one) {
+  constexpr int kW = kPack<T>;
+  const auto [head, packs] = split_row(reinterpret_cast<std::uintptr_t>(row), n, sizeof(T));
+  for (int i = tid; i < head; i += nthreads) one(widen(row[i]));
+  for (int q = tid; q < packs; q += nthreads) {
+    float x[kW];
+    load_vec<kW>(x, row + head + q * kW);
+    pack(x);
+  }
+  for (int i = head + packs * kW + tid; i < n; i += nthreads) one(widen(row[i]));
+}
+
 // out[i] = f(i, in[i]) for i in [0, n) this thread owns; out may alias in (each element is
 // read before it is written, by the same thread). Packs only where out and in are equally
 // misaligned; otherwise every element goes the scalar way.

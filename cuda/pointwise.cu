@@ -49,6 +49,20 @@ __global__ void residual_forward_kernel(T* out, const T* inp1, const T* inp2, st
     out[i] = narrow<T>(widen(inp1[i]) + widen(inp2[i]));
 }
 
+// 16-byte packs: n_packs packs of kW elements.
+template <class T, int kW>
+__global__ void residual_forward_packed_kernel(T* out, const T* inp1, const T* inp2, std::size_t n_packs) {
+  for (std::size_t q = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; q < n_packs;
+       q += std::size_t{gridDim.x} * blockDim.x) {
+    float a[kW], b[kW];
+    load_vec<kW>(a, inp1 + q * kW);
+    load_vec<kW>(b, inp2 + q * kW);
+#pragma unroll
+    for (int k = 0; k < kW; ++k) a[k] += b[k];
+    store_vec<kW>(out + q * kW, a);
+  }
+}
+
 template <class T>
 __global__ void residual_backward_kernel(T* da, T* db, const T* dout, std::size_t n) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
@@ -87,6 +101,43 @@ __global__ void bias_backward_kernel(G* dbias, float* partials, const T* dout, i
     dbias[col] = narrow<G>(widen(dbias[col]) + total);
 }
 
+// The same sums with 16-byte loads, when oc is a multiple of a pack and dout is 16-byte
+// aligned: a lane owns kW adjacent channels (a warp reads 512 contiguous bytes of a bf16 row),
+// a block 32 * kW channels and kBiasPackedChunkRows rows, its 8 warps every 8th row; the
+// chunk's partials always go to `partials` (the finish kernel adds them in chunk order).
+constexpr int kBiasPackedChunkRows = 256;
+
+template <class T, int kW>
+__global__ void bias_backward_packed_kernel(float* partials, const T* dout, int rows, int oc) {
+  __shared__ float part[kBiasRowLanes][kBiasCols * kW];
+  const int lane = threadIdx.x % kBiasCols, warp = threadIdx.x / kBiasCols;
+  const int col = (blockIdx.x * kBiasCols + lane) * kW;
+  const int first = blockIdx.y * kBiasPackedChunkRows, last = min(rows, first + kBiasPackedChunkRows);
+  float sum[kW];
+#pragma unroll
+  for (int k = 0; k < kW; ++k) sum[k] = 0.0f;
+  if (col < oc) {
+#pragma unroll 4
+    for (int r = first + warp; r < last; r += kBiasRowLanes) {
+      float x[kW];
+      load_vec<kW>(x, dout + std::size_t(r) * oc + col);
+#pragma unroll
+      for (int k = 0; k < kW; ++k) sum[k] += x[k];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kW; ++k) part[warp][lane * kW + k] = sum[k];
+  __syncthreads();
+  // Thread t of the block adds column t of the block's 32 * kW in warp order.
+  for (int c = threadIdx.x; c < kBiasCols * kW; c += blockDim.x) {
+    const int out = blockIdx.x * kBiasCols * kW + c;
+    if (out >= oc) continue;
+    float total = 0.0f;
+    for (int w = 0; w < kBiasRowLanes; ++w) total += part[w][c];
+    partials[std::size_t(blockIdx.y) * oc + out] = total;
+  }
+}
+
 template <class G>
 __global__ void bias_finish_kernel(G* dbias, const float* partials, int chunks, int oc) {
   const int col = blockIdx.x * blockDim.x + threadIdx.x;
@@ -121,6 +172,12 @@ void launch_gelu_backward(T* dinp, const T* inp, const T* dout, std::size_t n,
 template <class T>
 void launch_residual(T* out, const T* inp1, const T* inp2, std::size_t n, cudaStream_t stream) {
   if (n == 0) return;
+  constexpr int kW = kPack<T>;
+  if (n % kW == 0 && is_aligned16(out) && is_aligned16(inp1) && is_aligned16(inp2)) {
+    residual_forward_packed_kernel<T, kW><<<grid_for(n / kW), kThreads, 0, stream>>>(out, inp1, inp2, n / kW);
+    HOLMES_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   residual_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, inp1, inp2, n);
   HOLMES_CUDA_CHECK(cudaGetLastError());
 }
@@ -135,6 +192,20 @@ void launch_residual_backward(T* da, T* db, const T* dout, std::size_t n, cudaSt
 template <class G, class T>
 void launch_bias_backward(G* dbias, const T* dout, int rows, int oc, cudaStream_t stream) {
   if (rows <= 0 || oc <= 0) return;
+  constexpr int kW = kPack<T>;
+  const long long packed_chunks = (rows + kBiasPackedChunkRows - 1) / kBiasPackedChunkRows;
+  if (oc % kW == 0 && is_aligned16(dout) && packed_chunks <= 65535) {
+    const int chunks = int(packed_chunks);
+    StreamScratch scratch(std::size_t(chunks) * oc * sizeof(float), stream);
+    float* partials = scratch.at<float>(0);
+    const dim3 grid((oc / kW + kBiasCols - 1) / kBiasCols, chunks);
+    bias_backward_packed_kernel<T, kW><<<grid, kBiasCols * kBiasRowLanes, 0, stream>>>(partials, dout, rows, oc);
+    HOLMES_CUDA_CHECK(cudaGetLastError());
+    bias_finish_kernel<<<(oc + kThreads - 1) / kThreads, kThreads, 0, stream>>>(dbias, partials, chunks, oc);
+    HOLMES_CUDA_CHECK(cudaGetLastError());
+    scratch.release();
+    return;
+  }
   const int chunks = (rows + kBiasChunkRows - 1) / kBiasChunkRows;  // <= 2^31 / 1024, within gridDim.y
   const dim3 grid((oc + kBiasCols - 1) / kBiasCols, chunks);
   if (chunks == 1) {

@@ -332,14 +332,32 @@ __global__ void ce_fused_kernel(float* row_max, float* stats, const E* logits, c
   const int n = blockIdx.x;
   const E* row = logits + (long long)n * Vl;
   MaxSum acc = empty_max_sum();
-  for_each_in_row(row, valid, threadIdx.x, blockDim.x, [&](int, float x) {
+  // A pack's max first, then its exponentials independently of each other (one rescale per
+  // pack, not a dependent chain per element).
+  auto pack = [&](const auto& x) {
+    constexpr int kW = sizeof(x) / sizeof(float);
+    float m = x[0];
+#pragma unroll
+    for (int k = 1; k < kW; ++k) m = fmaxf(m, x[k]);
+    if (m > acc.m) {
+      acc.s *= rescale(acc.m, m);
+      acc.m = m;
+    }
+    if (acc.m == -INFINITY) return;  // every value so far is -inf: nothing to add
+    float t = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kW; ++k) t += expf(x[k] - acc.m);
+    acc.s += t;
+  };
+  auto one = [&](float x) {
     if (x > acc.m) {
       acc.s = acc.s * rescale(acc.m, x) + 1.0f;
       acc.m = x;
     } else if (acc.m != -INFINITY) {
       acc.s += expf(x - acc.m);
     }
-  });
+  };
+  for_each_pack_in_row(row, valid, threadIdx.x, blockDim.x, pack, one);
   acc = block_combine(acc, shared);
   if (threadIdx.x == 0) {
     row_max[n] = acc.m;
