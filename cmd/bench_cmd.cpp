@@ -24,6 +24,7 @@ Action add_bench(CLI::App& parent) {
   sub->add_option("--set", *sets, "Override a key of the job spec (repeatable)")->option_text("KEY=VALUE");
   return [config, steps, warmup, sets] {
     auto loaded = spec::load_job_spec(*config, *sets);
+    loaded.spec.job.device = resolve_training_device(loaded.spec.job.device);
     auto r = train::run_bench(loaded.spec, *steps, *warmup);
     fmt::print("{}\n", train::bench_line(r));
     return 0;

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
 
 namespace holmes::cmd {
 
@@ -15,5 +16,10 @@ Action add_export(CLI::App& parent);
 Action add_eval(CLI::App& parent);
 Action add_sample(CLI::App& parent);
 Action add_prepare_data(CLI::App& parent);
+
+// job.device as this process trains it: auto becomes cuda when this node has a GPU
+// (model::resolve_device); otherwise it stays as given (auto then trains on the CPU, and
+// make_training_backend says why).
+std::string resolve_training_device(const std::string& device);
 
 }  // namespace holmes::cmd

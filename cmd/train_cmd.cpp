@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "cmd/commands.hpp"
 #include "cmd/option_values.hpp"
 #include "cmd/plan_cmd.hpp"
 #include "cmd/usage.hpp"
@@ -19,6 +20,7 @@
 #include "engine/runtime/cluster_view.hpp"
 #include "engine/train/dist_run.hpp"
 #include "engine/train/run.hpp"
+#include "model/registry/registry.hpp"
 
 namespace holmes::cmd {
 
@@ -123,6 +125,12 @@ void check_train_usage(const CLI::App& app) {
   }
 }
 
+std::string resolve_training_device(const std::string& device) {
+  const std::string resolved = model::resolve_device(device);
+  // auto that falls back stays auto: the backend says why once the job has been accepted.
+  return resolved == "cuda" ? resolved : device;
+}
+
 int run_train(const TrainOptions& o) {
   // The checkpoint, output and topology flags are shorthands for spec keys, so --print-config
   // shows them too, and messages and --print-config name the flag as the origin of the value.
@@ -139,6 +147,9 @@ int run_train(const TrainOptions& o) {
     return 0;
   }
   if (o.plan_only) return run_plan_only(loaded.spec, o.format, o.nproc_per_node, o.nodes);
+  // job.device auto becomes cuda or cpu here, for this machine (a plan for other machines,
+  // above, reads the topology's devices instead).
+  loaded.spec.job.device = resolve_training_device(loaded.spec.job.device);
   if (o.nproc_per_node > 0) {
     const auto env = launch::detect_launch_env_from_process(o.nproc_per_node, loaded.spec.job.name);
     check_before_spawning(loaded.spec, env);

@@ -186,6 +186,15 @@ run_checks() {
   # 2c. several processes sharing the GPU through host-staged Gloo groups
   local shared
   shared=$(shared_gpu_check)
+  # 2d. the default job with job.device auto: it must train on this GPU (the log line shows
+  #     "gpu N MiB" only there)
+  local auto_dev
+  if timeout 120 "$dir/bin/holmes-train" --set train.steps=50 --set job.output_dir="$logs/auto" >"$logs/auto.log" 2>&1 &&
+    grep -q 'gpu [0-9]* MiB' "$logs/auto.log"; then
+    auto_dev="pass: $(grep 'gpu [0-9]* MiB' "$logs/auto.log" | tail -1 | cut -c1-110)"
+  else
+    auto_dev="FAIL: $(tail -1 "$logs/auto.log" | cut -c1-120)"
+  fi
   # 3. the parity table (parity_table_test.cpp prints one markdown row per op x precision x
   #    shape x output)
   grep -E '^\| ' "$logs/test_cuda.log" | grep -vE '^\| (op|---) ' >"$logs/parity_table.txt" || true
@@ -211,14 +220,14 @@ run_checks() {
   echo "libraries: ${found[*]}"
   printf '%-24s %s\n' "CUDA tests (test_cuda)" "$tests: $summary ${failed:+(first failures: $failed)}" \
     "whole model vs CPU" "$whole" "NCCL groups, one GPU" "$nccl: $nccl_lib" \
-    "shared GPU, Gloo staged" "$shared"
+    "shared GPU, Gloo staged" "$shared" "default job, device auto" "$auto_dev"
   echo "$rows"
   tail -1 "$logs/gemm_bench.log" | sed 's/^/gemm  /'
   if [ -n "${OUT:-}" ]; then
     tar -C "$logs" --exclude=checkpoints --exclude=final -czf "$OUT/gpu_check_logs.tar.gz" . || true
   fi
   echo "logs: $logs${OUT:+ (archived in \$OUT/gpu_check_logs.tar.gz)}"
-  [ "$tests" = pass ] && [ "$whole" = pass ] && [ "$nccl" = pass ] && [[ $shared == pass* ]]
+  [ "$tests" = pass ] && [ "$whole" = pass ] && [ "$nccl" = pass ] && [[ $shared == pass* ]] && [[ $auto_dev == pass* ]]
 }
 
 case "$mode" in

@@ -19,7 +19,7 @@ BenchResult run_bench(const spec::JobSpec& spec, int steps, int warmup) {
   if (steps < 1) throw UserError(fmt::format("bench --steps: {} (at least 1 timed step)", steps));
   plan::check_degrees_fit(spec, 1, "bench times one process; train with --nproc-per-node N for a parallel layout");
   auto data = DataSet::open(spec);
-  model::Backend backend = model::make_backend(spec.job.device);
+  model::Backend backend = make_training_backend(spec);
   Trainer trainer(spec, backend, *data);
   const auto& g = trainer.model().config();
   fmt::print("bench: GPT-2 L={} C={} NH={} V={} (padded {}), B={} T={} x {} micro-batch(es), {} warm-up + {} timed "

@@ -47,7 +47,7 @@ int train_started(const spec::JobSpec& spec, Runtime& rt) {
   const bool calibrate = !spec.cluster.calibrate.empty();
   const std::vector<LinkSample> links = calibrate ? probe_links(rt, spec) : std::vector<LinkSample>{};
   auto data = DataSet::open(spec);
-  model::Backend backend = model::make_backend(spec.job.device, rt.local_rank);
+  model::Backend backend = make_training_backend(spec, rt.local_rank);
   Trainer trainer(spec, backend, *data, parallel_context(rt));
   LoopContext ctx;
   ctx.rank = rt.rank;

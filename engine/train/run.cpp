@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -174,13 +175,20 @@ int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data
   return 0;
 }
 
+model::Backend make_training_backend(const spec::JobSpec& spec, int local_rank) {
+  std::string note;
+  model::resolve_device(spec.job.device, &note);
+  if (!note.empty() && local_rank <= 0) {
+    fmt::print("holmes-train: {}\n", note);
+    std::fflush(stdout);
+  }
+  return model::make_backend(spec.job.device, local_rank);
+}
+
 int run_training(const spec::JobSpec& spec) {
   check_single_process(spec);
-  if (spec.job.device == "auto" && model::local_gpus().count > 0)
-    fmt::print("holmes-train: job.device auto trains on the CPU while the GPU path awaits its check on a device "
-               "(docs/cuda.md); set job.device: cuda to train on the GPU\n");
   auto data = DataSet::open(spec);
-  model::Backend backend = model::make_backend(spec.job.device);
+  model::Backend backend = make_training_backend(spec);
   Trainer trainer(spec, backend, *data);
   return run_loop(spec, trainer, *data, LoopContext{});
 }

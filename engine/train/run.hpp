@@ -14,6 +14,7 @@
 #include "engine/spec/job_spec.hpp"
 #include "engine/data/data.hpp"
 #include "engine/train/step_runner.hpp"
+#include "model/backend.hpp"
 
 namespace holmes::train {
 
@@ -25,6 +26,11 @@ std::pair<double, std::string> job_peak_gflops(const spec::JobSpec& spec, const 
 
 // Trains `trainer` for spec.train.steps steps. Returns the process exit code.
 int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data, const LoopContext& ctx);
+
+// The backend this process trains on (model::make_backend for job.device and local_rank). When
+// job.device auto falls back to the CPU it prints why, once per node (local_rank 0), after
+// the data and the plan were accepted: errors about them come first.
+model::Backend make_training_backend(const spec::JobSpec& spec, int local_rank = 0);
 
 // Single-process training of `spec` (tp = pp = dp = 1) with logging, validation,
 // metrics.jsonl and the final weights in <output_dir>/final. Returns the exit code. Throws

@@ -52,8 +52,17 @@ void require_training_device(const std::string& device) {
     throw UserError(fmt::format("job.device: 'cuda', but {} (accepted here: cpu, auto)", why));
 }
 
-Backend make_backend(const std::string& device, int local_rank) {
-  require_training_device(device);
+std::string resolve_device(const std::string& device, std::string* note) {
+  if (device != "auto") return device;
+  std::string why;
+  if (local_gpus(&why).count > 0) return "cuda";
+  if (note) *note = fmt::format("job.device auto: {}, training on the CPU", why);
+  return "cpu";
+}
+
+Backend make_backend(const std::string& requested, int local_rank) {
+  require_training_device(requested);
+  const std::string device = resolve_device(requested);
 #ifdef HOLMES_WITH_CUDA
   if (device == "cuda") return cuda::make_cuda_backend(std::max(0, local_rank) % local_gpus().count);
 #endif

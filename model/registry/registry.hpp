@@ -24,10 +24,15 @@ GpuSummary local_gpus(std::string* why = nullptr);
 // auto), with what is accepted. The one check of job.device, before any work.
 void require_training_device(const std::string& device);
 
-// The backend that trains on `device` (job.device: cpu, cuda or auto). cuda: this node's GPU
-// local_rank % (GPUs), so the workers of a node spread over its GPUs (and share them when
-// there are more workers than GPUs). auto stays on the CPU until the GPU path has been
-// checked on a device (docs/cuda.md). Calls require_training_device first.
+// job.device as this machine trains it: auto is cuda when this build has CUDA and the node a
+// GPU, else cpu; cpu and cuda stay as they are. When auto falls back to the CPU, `note` (may
+// be null) says why, for the one line the process prints.
+std::string resolve_device(const std::string& device, std::string* note = nullptr);
+
+// The backend that trains on `device` (job.device: cpu, cuda or auto, resolved by
+// resolve_device). cuda: this node's GPU local_rank % (GPUs), so the workers of a node spread
+// over its GPUs (and share them when there are more workers than GPUs). Calls
+// require_training_device first.
 Backend make_backend(const std::string& device, int local_rank = 0);
 
 }  // namespace holmes::model

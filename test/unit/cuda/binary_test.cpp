@@ -4,9 +4,10 @@
 #include <array>
 #include <catch2/catch.hpp>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
+
+#include "binary_path.hpp"
 
 namespace {
 
@@ -21,18 +22,11 @@ std::string run(const std::string& cmd, int* status) {
   return out;
 }
 
-// The binary under test: HOLMES_TRAIN_BINARY when set (scripts/gpu_check.sh runs the tests from
-// a bundle far from the build folder), else the one this test was built beside.
-std::string binary() {
-  const char* env = std::getenv("HOLMES_TRAIN_BINARY");
-  return env && *env ? env : HOLMES_BINARY;
-}
-
 }  // namespace
 
 TEST_CASE("holmes-train has no load-time dependency on libcuda.so, cuBLAS or cuDNN", "[cuda]") {
   int status = 0;
-  std::string deps = run("ldd '" + binary() + "' 2>&1", &status);
+  std::string deps = run("ldd '" + holmes_train_binary() + "' 2>&1", &status);
   INFO(deps);
   REQUIRE(status == 0);
   CHECK(deps.find("libcuda.so") == std::string::npos);
@@ -43,7 +37,7 @@ TEST_CASE("holmes-train has no load-time dependency on libcuda.so, cuBLAS or cuD
 
 TEST_CASE("holmes-train starts whether or not a GPU is present", "[cuda]") {
   int status = 0;
-  std::string out = run("'" + binary() + "' --version 2>&1", &status);
+  std::string out = run("'" + holmes_train_binary() + "' --version 2>&1", &status);
   INFO(out);
   CHECK(status == 0);
   CHECK(out.find("holmes-train") != std::string::npos);

@@ -12,6 +12,7 @@
 #include <memory>
 #include <thread>
 
+#include "binary_path.hpp"
 #include "comm/errors.hpp"
 #include "comm/nccl/nccl_api.hpp"
 #include "comm/nccl/nccl_group.hpp"
@@ -86,10 +87,11 @@ TEST_CASE("libnccl is opened at run time from the toolkit, never linked", "[nccl
   std::printf("NCCL %d from %s\n", hc::nccl_version(), hc::nccl_path().c_str());  // for gpu_check.sh
   std::array<char, 512> buf{};
   std::string deps;
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((std::string("ldd '") + HOLMES_BINARY + "'").c_str(), "r"), pclose);
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(("ldd '" + holmes_train_binary() + "' 2>&1").c_str(), "r"), pclose);
   REQUIRE(pipe);
   while (std::fgets(buf.data(), buf.size(), pipe.get())) deps += buf.data();
   INFO(deps);
+  REQUIRE(deps.find("libc.so") != std::string::npos);  // ldd read the binary
   CHECK(deps.find("libnccl") == std::string::npos);
 }
 
