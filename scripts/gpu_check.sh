@@ -73,23 +73,32 @@ bench_row() {
   printf 'bench %-5s %-4s %-9s %s  [%s]\n' "$name" "$precision" "${HOLMES_ATTENTION:-auto}" "$line" "$info"
 }
 
-# Several processes sharing the one GPU over host-staged Gloo groups (docs/cuda.md): the
-# default model in fp32 (bf16 refuses tensor parallelism) as one process and as dp2, pp2 and
-# tp2 x pp2 workers; every step's loss within 1e-4 relative of the one process's. Prints
-# "pass" or "FAIL: ..." and leaves the runs under $logs/shared.
+# Several processes sharing the one GPU (docs/cuda.md): the default model in fp32 (bf16
+# refuses tensor parallelism) as one process and as dp2, pp2 and tp2 x pp2 workers; every
+# step's loss within 1e-4 relative of the one process's. $1 = "gloo": device buffers staged
+# through host memory into Gloo groups (NCCL refuses ranks that share a GPU); "nccl": NCCL
+# groups, each process its own NCCL_HOSTID (HOLMES_NCCL_SHARED_GPU=1, socket transport), and
+# every worker's log must name its NCCL groups. Prints "pass ..." or "FAIL: ..." and leaves
+# the runs under $logs/shared-$1.
 shared_gpu_check() {
-  local out="$logs/shared" common=(--set job.device=cuda --set train.precision=fp32 --set train.steps=8
+  local mode=$1 out="$logs/shared-$1" common=(--set job.device=cuda --set train.precision=fp32 --set train.steps=8
     --set train.micro_batch=4 --set train.global_batch=16 --set log.interval=1)
+  local env=(HOLMES_NCCL=0)
+  [ "$mode" = nccl ] && env=(HOLMES_NCCL=1 HOLMES_NCCL_SHARED_GPU=1)
   rm -rf "$out"
   mkdir -p "$out"
-  "$dir/bin/holmes-train" "${common[@]}" --set job.output_dir="$out/one" >"$out/one.log" 2>&1 ||
-    { echo "FAIL: one process (see shared/one.log)"; return; }
+  timeout 120 "$dir/bin/holmes-train" "${common[@]}" --set job.output_dir="$out/one" >"$out/one.log" 2>&1 ||
+    { echo "FAIL: one process (see shared-$mode/one.log)"; return; }
   local bad=() name n t p d
   for layout in "dp2 2 1 1 2" "pp2 2 1 2 1" "tp2xpp2 4 2 2 1"; do
     read -r name n t p d <<<"$layout"
-    HOLMES_WORKERS_PER_GPU=$n "$dir/bin/holmes-train" --nproc-per-node "$n" "${common[@]}" \
+    env "${env[@]}" HOLMES_WORKERS_PER_GPU=$n timeout 180 "$dir/bin/holmes-train" --nproc-per-node "$n" "${common[@]}" \
       --set parallel.tensor="$t" --set parallel.pipeline="$p" --set parallel.data="$d" \
-      --set job.output_dir="$out/$name" >"$out/$name.log" 2>&1 || { bad+=("$name exit $? (see shared/$name.log)"); continue; }
+      --set job.output_dir="$out/$name" >"$out/$name.log" 2>&1 || { bad+=("$name exit $? (see shared-$mode/$name.log)"); continue; }
+    if [ "$mode" = nccl ] && ! grep -q "nccl: .* over nccl" "$out/$name.log"; then
+      bad+=("$name did not use NCCL groups (shared-$mode/$name.log)")
+      continue
+    fi
     python3 - "$out/one/metrics.jsonl" "$out/$name/metrics.jsonl" >>"$out/compare.txt" 2>&1 <<'PY' ||
 import json, sys
 def losses(path):
@@ -99,7 +108,7 @@ worst = max(abs(x - y) / abs(x) for x, y in zip(a, b)) if a and len(a) == len(b)
 print(sys.argv[2], len(a), len(b), "worst relative loss difference", worst)
 sys.exit(0 if worst < 1e-4 else 1)
 PY
-      bad+=("$name losses differ (shared/compare.txt)")
+      bad+=("$name losses differ (shared-$mode/compare.txt)")
   done
   if [ ${#bad[@]} -eq 0 ]; then echo "pass (dp2, pp2, tp2xpp2 vs one process, fp32)"; else echo "FAIL: ${bad[*]}"; fi
 }
@@ -184,8 +193,9 @@ run_checks() {
   grep -q HOLMES_SKIP "$logs/nccl.log" && nccl=FAIL
   nccl_lib=$(grep -m1 '^NCCL [0-9]' "$logs/nccl.log" || echo "libnccl not loaded (see nccl.log)")
   # 2c. several processes sharing the GPU through host-staged Gloo groups
-  local shared
-  shared=$(shared_gpu_check)
+  local shared shared_nccl
+  shared=$(shared_gpu_check gloo)
+  shared_nccl=$(shared_gpu_check nccl)
   # 2d. the default job with job.device auto: it must train on this GPU (the log line shows
   #     "gpu N MiB" only there)
   local auto_dev
@@ -220,14 +230,14 @@ run_checks() {
   echo "libraries: ${found[*]}"
   printf '%-24s %s\n' "CUDA tests (test_cuda)" "$tests: $summary ${failed:+(first failures: $failed)}" \
     "whole model vs CPU" "$whole" "NCCL groups, one GPU" "$nccl: $nccl_lib" \
-    "shared GPU, Gloo staged" "$shared" "default job, device auto" "$auto_dev"
+    "shared GPU, Gloo staged" "$shared" "shared GPU, NCCL groups" "$shared_nccl" "default job, device auto" "$auto_dev"
   echo "$rows"
   tail -1 "$logs/gemm_bench.log" | sed 's/^/gemm  /'
   if [ -n "${OUT:-}" ]; then
     tar -C "$logs" --exclude=checkpoints --exclude=final -czf "$OUT/gpu_check_logs.tar.gz" . || true
   fi
   echo "logs: $logs${OUT:+ (archived in \$OUT/gpu_check_logs.tar.gz)}"
-  [ "$tests" = pass ] && [ "$whole" = pass ] && [ "$nccl" = pass ] && [[ $shared == pass* ]] && [[ $auto_dev == pass* ]]
+  [ "$tests" = pass ] && [ "$whole" = pass ] && [ "$nccl" = pass ] && [[ $shared == pass* ]] && [[ $shared_nccl == pass* ]] && [[ $auto_dev == pass* ]]
 }
 
 case "$mode" in

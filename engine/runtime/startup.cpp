@@ -33,9 +33,6 @@ using comm::Bytes;
 Bytes to_bytes(const std::string& s) { return Bytes(s.begin(), s.end()); }
 std::string to_text(const Bytes& b) { return std::string(b.begin(), b.end()); }
 
-comm::Millis timeout_of(const spec::JobSpec& spec) {
-  return comm::Millis(static_cast<int64_t>(spec.cluster.timeout_s * 1000));
-}
 
 // This node's report as local rank 0 sees it: NICs from sysfs, and the CPU split into one
 // device per local rank (each worker process is one "device" of the plan), so memory and
@@ -45,19 +42,6 @@ topo::NodeReport discover_this_node(const spec::JobSpec& spec, int local_world, 
   topo::NodeReport report = topo::discover_node(spec.cluster.sysfs_root, worker_devices(spec, local_world));
   if (!node_name.empty()) report.hostname = node_name;
   return report;
-}
-
-// The coordinate a group's rank must equal for this rank: tp / pp / dp index, 0 for the
-// first stage in the embedding group, the rank itself in the world group.
-int expected_group_rank(const plan::Group& g, const plan::RankInfo& me) {
-  switch (g.kind) {
-    case plan::GroupKind::kTp: return me.tp;
-    case plan::GroupKind::kPp: return me.pp;
-    case plan::GroupKind::kDp: return me.dp;
-    case plan::GroupKind::kEmbedding: return me.pp == 0 ? 0 : 1;
-    case plan::GroupKind::kWorld: return me.rank;
-  }
-  return -1;
 }
 
 std::unique_ptr<comm::ProcessGroup>* slot_of(Runtime& rt, plan::GroupKind kind) {
@@ -111,6 +95,21 @@ void all_have_read(comm::Store& store, const std::string& name, int rank, int wo
 }
 
 }  // namespace
+
+comm::Millis timeout_of(const spec::JobSpec& spec) {
+  return comm::Millis(static_cast<int64_t>(spec.cluster.timeout_s * 1000));
+}
+
+int expected_group_rank(const plan::Group& g, const plan::RankInfo& me) {
+  switch (g.kind) {
+    case plan::GroupKind::kTp: return me.tp;
+    case plan::GroupKind::kPp: return me.pp;
+    case plan::GroupKind::kDp: return me.dp;
+    case plan::GroupKind::kEmbedding: return me.pp == 0 ? 0 : 1;
+    case plan::GroupKind::kWorld: return me.rank;
+  }
+  return -1;
+}
 
 std::string rendezvous_url(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   if (spec.cluster.rendezvous != "auto") return spec.cluster.rendezvous;

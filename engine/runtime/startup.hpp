@@ -46,7 +46,13 @@ struct Runtime {
 // CommError (a rank is missing or died, exit 1), std::runtime_error when the ranks disagree.
 Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env);
 
-// ---- the pieces, exposed for tests ----
+// ---- the pieces, exposed for tests and for the NCCL groups (engine/train/device_groups) ----
+
+// cluster.timeout_s as the groups' default time-out.
+comm::Millis timeout_of(const spec::JobSpec& spec);
+// The coordinate a group's rank must equal for this rank: tp / pp / dp index, 0 for the
+// first stage in the embedding group, the rank itself in the world group.
+int expected_group_rank(const plan::Group& g, const plan::RankInfo& me);
 
 // The store url: cluster.rendezvous, where "auto" means tcp://MASTER_ADDR:MASTER_PORT.
 std::string rendezvous_url(const spec::JobSpec& spec, const launch::LaunchEnv& env);

@@ -37,11 +37,11 @@ void check_context(const ParallelContext& ctx) {
 }
 
 void GroupTensorParallel::all_reduce_sum(float* data, size_t count) {
-  clock_.time([&] { group_.all_reduce({data, count}, comm::ReduceOp::kSum); });
+  clock_.time([&] { group_.all_reduce({data, count}, comm::ReduceOp::kSum, {.stream = stream_}); });
 }
 
 void GroupTensorParallel::all_reduce_max(float* data, size_t count) {
-  clock_.time([&] { group_.all_reduce({data, count}, comm::ReduceOp::kMax); });
+  clock_.time([&] { group_.all_reduce({data, count}, comm::ReduceOp::kMax, {.stream = stream_}); });
 }
 
 void sum_doubles(std::span<double> values, std::span<comm::ProcessGroup* const> groups, CommClock& clock) {

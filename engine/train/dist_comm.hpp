@@ -25,8 +25,18 @@ struct ParallelContext {
                                              // (tests use buckets smaller than 1 MiB)
   // The backend's queue (model::DeviceMemory::stream(); set by the trainer): collectives on
   // its buffers are ordered with its kernels there. Null on the CPU, whose calls complete in
-  // order; an NCCL group will enqueue on it.
+  // order; the NCCL groups enqueue on it.
   void* stream = nullptr;
+  // NCCL groups with the same members as tp, pp, dp and embedding (engine/train/device_groups),
+  // or null: the trainer sends device buffers through them and host buffers through the groups
+  // above. With a dp device group the DP reduce-scatters are enqueued in program order on the
+  // compute stream (no communication thread: two threads enqueueing on NCCL communicators
+  // could order them differently on different ranks).
+  comm::ProcessGroup* tp_device = nullptr;
+  comm::ProcessGroup* pp_device = nullptr;
+  comm::ProcessGroup* dp_device = nullptr;
+  comm::ProcessGroup* embedding_device = nullptr;
+  bool dp_on_stream = false;  // set by the trainer when dp runs on dp_device
 };
 
 // Throws std::invalid_argument (a wiring error of the runtime, not user input) when the
@@ -63,7 +73,7 @@ class GroupTensorParallel final : public model::TensorParallelComm {
  private:
   comm::ProcessGroup& group_;
   CommClock& clock_;
-  [[maybe_unused]] void* stream_;  // the kernels' queue; Gloo calls complete in order without it
+  void* stream_;  // the kernels' queue: NCCL enqueues there; Gloo calls complete in order without it
 };
 
 // values[i] <- sum over every member of every group in `groups` (nullptr entries skipped),

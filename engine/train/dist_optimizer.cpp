@@ -108,7 +108,10 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommCl
     gather_in_ = model::DeviceArray<float>(mem, max_chunk);
     gather_out_ = model::DeviceArray<float>(mem, max_chunk * ctx.dp_size);
     reduced_.zero();
-    thread_ = std::make_unique<comm::CommThread>();
+    dp_ = true;
+    // On an NCCL group the reduce-scatters are enqueued on the compute stream by this thread,
+    // in program order (the same on every rank); on a host group a thread overlaps them.
+    if (!ctx.dp_on_stream) thread_ = std::make_unique<comm::CommThread>();
     gpt_.set_grad_ready_hook([this](size_t begin, size_t end) { on_grads_ready(begin, end); });
   }
 }
@@ -119,7 +122,7 @@ DistOptimizer::~DistOptimizer() {
 }
 
 void DistOptimizer::arm() {
-  if (!thread_) return;
+  if (!dp_) return;
   armed_ = true;
   overlapped_ = 0;
   next_ = 0;
@@ -142,7 +145,10 @@ void DistOptimizer::on_grads_ready(size_t begin, size_t end) {
 
 void DistOptimizer::submit(size_t k) {
   submitted_[k] = true;
-  thread_->submit([this, k] { reduce_scatter(k); });
+  if (thread_)
+    thread_->submit([this, k] { reduce_scatter(k); });
+  else
+    reduce_scatter(k);
 }
 
 void DistOptimizer::reduce_scatter(size_t k) {
@@ -169,16 +175,16 @@ void DistOptimizer::finish_grads() {
       clock_.time([&] { ctx_.embedding->all_reduce({g, wte->numel}, comm::ReduceOp::kSum); });
     }
   }
-  if (!thread_) return;
+  if (!dp_) return;
   armed_ = false;
   for (size_t k = 0; k < buckets_.size(); ++k)
     if (!submitted_[k]) submit(k);
-  clock_.time([&] { thread_->drain(); });
+  if (thread_) clock_.time([&] { thread_->drain(); });
   std::fill(submitted_.begin(), submitted_.end(), false);
 }
 
 const float* DistOptimizer::owned_grads(size_t k) const {
-  return thread_ ? reduced_.data() + reduced_off_[k] : gpt_.grads() + buckets_[k].own_begin;
+  return dp_ ? reduced_.data() + reduced_off_[k] : gpt_.grads() + buckets_[k].own_begin;
 }
 
 void DistOptimizer::add_owned_grad_sq(std::vector<double>& by_unit) {
@@ -198,7 +204,7 @@ void DistOptimizer::update(const AdamWHyper& h, int64_t t, float grad_scale) {
     adamw_update(*backend_.kernels, gpt_.params() + b.own_begin, owned_grads(k), m_.data() + pack_off_[k],
                  v_.data() + pack_off_[k], 0, n, decay_[k], h, t, grad_scale);
   }
-  if (thread_)
+  if (dp_)
     for (size_t k = 0; k < buckets_.size(); ++k) all_gather(k);
 }
 

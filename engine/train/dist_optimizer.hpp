@@ -109,6 +109,7 @@ class DistOptimizer {
   size_t ready_floor_ = 0;   // gradients at or above this offset are final
   bool armed_ = false;
   int overlapped_ = 0;
+  bool dp_ = false;  // dp_size > 1: gradients are reduce-scattered, parameters all-gathered
   std::unique_ptr<comm::CommThread> thread_;  // last: stops before the buffers it uses go
 };
 

@@ -20,6 +20,7 @@
 #include "engine/data/data.hpp"
 #include "engine/runtime/failure.hpp"
 #include "engine/train/calibration.hpp"
+#include "engine/train/device_groups.hpp"
 #include "engine/train/run.hpp"
 #include "engine/train/trainer.hpp"
 #include "model/registry/registry.hpp"
@@ -48,7 +49,16 @@ int train_started(const spec::JobSpec& spec, Runtime& rt) {
   const std::vector<LinkSample> links = calibrate ? probe_links(rt, spec) : std::vector<LinkSample>{};
   auto data = DataSet::open(spec);
   model::Backend backend = make_training_backend(spec, rt.local_rank);
-  Trainer trainer(spec, backend, *data, parallel_context(rt));
+  // After the backend (it chose this process's GPU), before the trainer; outlives it.
+  DeviceGroups device_groups = make_device_groups(rt, spec);
+  for (const std::string& line : device_groups.log) fmt::print("rank {}: {}\n", rt.rank, line);
+  std::fflush(stdout);
+  ParallelContext pc = parallel_context(rt);
+  pc.tp_device = device_groups.tp.get();
+  pc.pp_device = device_groups.pp.get();
+  pc.dp_device = device_groups.dp.get();
+  pc.embedding_device = device_groups.embedding.get();
+  Trainer trainer(spec, backend, *data, pc);
   LoopContext ctx;
   ctx.rank = rt.rank;
   ctx.world = rt.world;

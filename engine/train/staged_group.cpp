@@ -2,10 +2,28 @@
 
 namespace holmes::train {
 
-StagedGroup::StagedGroup(comm::ProcessGroup& inner, model::DeviceMemory& memory)
-    : ProcessGroup(inner.spec()), inner_(inner), mem_(memory) {}
+StagedGroup::StagedGroup(comm::ProcessGroup& inner, model::DeviceMemory& memory, comm::ProcessGroup* device,
+                         void* stream)
+    : ProcessGroup(inner.spec()), inner_(inner), mem_(memory), device_(device), stream_(stream) {}
 
-std::string StagedGroup::transport() const { return inner_.transport() + ", staged through host memory"; }
+std::string StagedGroup::transport() const {
+  if (device_ != nullptr) return device_->transport() + " (host buffers: " + inner_.transport() + ")";
+  return inner_.transport() + ", staged through host memory";
+}
+
+comm::ProcessGroup* StagedGroup::on_device(std::initializer_list<const void*> buffers) {
+  if (device_ == nullptr) return nullptr;
+  for (const void* p : buffers)
+    if (p != nullptr && !held(p)) return nullptr;
+  ++device_ops_;
+  return device_;
+}
+
+comm::OpOptions StagedGroup::with_stream(const comm::OpOptions& o) const {
+  comm::OpOptions d = o;
+  if (d.stream == nullptr) d.stream = stream_;
+  return d;
+}
 
 std::span<float> StagedGroup::host_view(std::span<float> data, size_t slot, bool read) {
   if (!held(data.data())) return data;
@@ -22,6 +40,7 @@ void StagedGroup::write_back(std::span<float> data, size_t slot) {
 }
 
 void StagedGroup::all_reduce(std::span<float> data, comm::ReduceOp op, const comm::OpOptions& o) {
+  if (auto* d = on_device({data.data()})) return d->all_reduce(data, op, with_stream(o));
   staged_now_ = false;
   inner_.all_reduce(host_view(data, 0, true), op, o);
   write_back(data, 0);
@@ -30,6 +49,7 @@ void StagedGroup::all_reduce(std::span<float> data, comm::ReduceOp op, const com
 
 void StagedGroup::reduce_scatter(std::span<float> out, std::span<const float> in, comm::ReduceOp op,
                                  const comm::OpOptions& o) {
+  if (auto* d = on_device({out.data(), in.data()})) return d->reduce_scatter(out, in, op, with_stream(o));
   staged_now_ = false;
   // `in` is only read: staging it never writes back.
   std::span<float> in_host = host_view({const_cast<float*>(in.data()), in.size()}, 0, true);
@@ -39,6 +59,7 @@ void StagedGroup::reduce_scatter(std::span<float> out, std::span<const float> in
 }
 
 void StagedGroup::all_gather(std::span<float> out, std::span<const float> in, const comm::OpOptions& o) {
+  if (auto* d = on_device({out.data(), in.data()})) return d->all_gather(out, in, with_stream(o));
   staged_now_ = false;
   std::span<float> in_host = host_view({const_cast<float*>(in.data()), in.size()}, 0, true);
   inner_.all_gather(host_view(out, 1, false), in_host, o);
@@ -47,6 +68,7 @@ void StagedGroup::all_gather(std::span<float> out, std::span<const float> in, co
 }
 
 void StagedGroup::broadcast(std::span<float> data, int root, const comm::OpOptions& o) {
+  if (auto* d = on_device({data.data()})) return d->broadcast(data, root, with_stream(o));
   staged_now_ = false;
   inner_.broadcast(host_view(data, 0, true), root, o);
   write_back(data, 0);
@@ -54,6 +76,14 @@ void StagedGroup::broadcast(std::span<float> data, int root, const comm::OpOptio
 }
 
 void StagedGroup::send_recv(std::span<const comm::P2POp> ops, const comm::OpOptions& o) {
+  if (device_ != nullptr) {
+    bool all_device = true;
+    for (const comm::P2POp& op : ops) all_device = all_device && (op.data.empty() || held(op.data.data()));
+    if (all_device) {
+      ++device_ops_;
+      return device_->send_recv(ops, with_stream(o));
+    }
+  }
   staged_now_ = false;
   std::vector<comm::P2POp> host_ops(ops.begin(), ops.end());
   for (size_t i = 0; i < ops.size(); ++i)

@@ -8,8 +8,14 @@
 // Copies are ordered on the backend's queue: a download waits for the kernels queued before
 // it, an upload is queued before the kernels that follow. One thread at a time (as for any
 // ProcessGroup); the buffers are reused between operations.
+//
+// With a device group (an NCCL group of the same members, docs/comm.md), an operation whose
+// buffers are all device memory goes to it instead, enqueued on `stream` (the backend's
+// queue) unless the caller names another: nothing is staged, and the call returns once the
+// operation is enqueued. Host buffers still go to the inner group.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -20,8 +26,10 @@ namespace holmes::train {
 
 class StagedGroup final : public comm::ProcessGroup {
  public:
-  // inner and memory must outlive this group.
-  StagedGroup(comm::ProcessGroup& inner, model::DeviceMemory& memory);
+  // inner, memory and device (when given) must outlive this group; device has the same
+  // members in the same order as inner.
+  StagedGroup(comm::ProcessGroup& inner, model::DeviceMemory& memory, comm::ProcessGroup* device = nullptr,
+              void* stream = nullptr);
 
   std::string transport() const override;
   void all_reduce(std::span<float> data, comm::ReduceOp op, const comm::OpOptions& o = {}) override;
@@ -32,11 +40,16 @@ class StagedGroup final : public comm::ProcessGroup {
   void send_recv(std::span<const comm::P2POp> ops, const comm::OpOptions& o = {}) override;
   void barrier(const comm::OpOptions& o = {}) override;
 
-  // Operations that staged at least one buffer (tests).
+  // Operations that staged at least one buffer, and operations the device group ran (tests).
   long staged_ops() const { return staged_ops_; }
+  long device_ops() const { return device_ops_; }
 
  private:
   bool held(const void* p) const { return p != nullptr && mem_.holds(p); }
+  // The device group when every buffer is device memory (empty spans do not count), else null;
+  // `o` with the backend's stream filled in when the caller gave none.
+  comm::ProcessGroup* on_device(std::initializer_list<const void*> buffers);
+  comm::OpOptions with_stream(const comm::OpOptions& o) const;
   // The host copy of `data` in buffer `slot` (filled from the device when `read`), or data
   // itself when it is host memory.
   std::span<float> host_view(std::span<float> data, size_t slot, bool read);
@@ -45,6 +58,9 @@ class StagedGroup final : public comm::ProcessGroup {
 
   comm::ProcessGroup& inner_;
   model::DeviceMemory& mem_;
+  comm::ProcessGroup* device_;
+  void* stream_;
+  long device_ops_ = 0;
   std::vector<std::vector<float>> bufs_;
   long staged_ops_ = 0;
   bool staged_now_ = false;

@@ -62,13 +62,18 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const DataS
     : spec_(spec), data_(data), ctx_(ctx) {
   ctx_.stream = backend.memory->stream();
   check_context(ctx_);
-  // Groups over host memory (Gloo) carry device buffers through host copies.
+  // Device buffers go through the NCCL group of the same members when there is one, else
+  // through host copies into the group over host memory (Gloo); host buffers go to Gloo.
   if (!backend.memory->is_host()) {
-    for (comm::ProcessGroup** g : {&ctx_.tp, &ctx_.pp, &ctx_.dp, &ctx_.embedding}) {
+    const std::pair<comm::ProcessGroup**, comm::ProcessGroup*> groups[] = {
+        {&ctx_.tp, ctx_.tp_device}, {&ctx_.pp, ctx_.pp_device}, {&ctx_.dp, ctx_.dp_device},
+        {&ctx_.embedding, ctx_.embedding_device}};
+    for (const auto& [g, device] : groups) {
       if (*g == nullptr) continue;
-      staged_.push_back(std::make_unique<StagedGroup>(**g, *backend.memory));
+      staged_.push_back(std::make_unique<StagedGroup>(**g, *backend.memory, device, ctx_.stream));
       *g = staged_.back().get();
     }
+    ctx_.dp_on_stream = ctx_.dp != nullptr && ctx_.dp_device != nullptr;
   }
   const auto& t = spec.train;
   if (!spec.global_batch_ok(ctx_.dp_size))

@@ -9,6 +9,8 @@
 #include "model/cpu/host_memory.hpp"
 
 #ifdef HOLMES_WITH_CUDA
+#include "comm/nccl/nccl_api.hpp"
+#include "comm/nccl/nccl_group.hpp"
 #include "cuda/backend.hpp"
 #include "cuda/device.hpp"
 #endif
@@ -71,6 +73,25 @@ Backend make_backend(const std::string& requested, int local_rank) {
   b.memory = cpu::make_host_memory();
   b.kernels = cpu::make_cpu_kernels();
   return b;
+}
+
+bool nccl_usable(std::string* why) {
+#ifdef HOLMES_WITH_CUDA
+  return comm::nccl_available(why);
+#else
+  if (why) *why = "built without CUDA (no NCCL groups)";
+  return false;
+#endif
+}
+
+std::unique_ptr<comm::ProcessGroup> make_nccl_group(const std::shared_ptr<comm::Store>& store,
+                                                    const comm::GroupSpec& spec, const std::string& net) {
+#ifdef HOLMES_WITH_CUDA
+  return comm::make_nccl_group(store, spec, net);
+#else
+  (void)store, (void)spec, (void)net;
+  throw std::logic_error("make_nccl_group: this holmes-train was built without CUDA");
+#endif
 }
 
 }  // namespace holmes::model

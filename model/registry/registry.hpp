@@ -3,8 +3,11 @@
 // instead of using #ifdef HOLMES_WITH_CUDA or a backend's factory.
 #pragma once
 
+#include <memory>
 #include <string>
 
+#include "comm/process_group.hpp"
+#include "comm/store.hpp"
 #include "model/backend.hpp"
 
 namespace holmes::model {
@@ -34,5 +37,13 @@ std::string resolve_device(const std::string& device, std::string* note = nullpt
 // over its GPUs (and share them when there are more workers than GPUs). Calls
 // require_training_device first.
 Backend make_backend(const std::string& device, int local_rank = 0);
+
+// NCCL process groups (comm/nccl/), built with the CUDA backend. nccl_usable: libnccl loads
+// (2.19 or newer) and this build has the group; else false and `why` says which is missing.
+bool nccl_usable(std::string* why = nullptr);
+// comm::make_nccl_group (comm/nccl/nccl_group.hpp) on the current GPU; std::logic_error in a
+// build without CUDA (callers ask nccl_usable first).
+std::unique_ptr<comm::ProcessGroup> make_nccl_group(const std::shared_ptr<comm::Store>& store,
+                                                    const comm::GroupSpec& spec, const std::string& net);
 
 }  // namespace holmes::model

@@ -54,6 +54,8 @@ struct Grid {
   size_t bucket_floats = 0;  // 0 = default
   comm::test::Impl impl = comm::test::Impl::kInProcess;
   bool device_memory = false;  // ranks on host_as_device_backend(): the GPU's staged paths
+  bool device_groups = false;  // with device_memory: a second set of groups for device buffers
+                               // only (as NCCL groups are), beside host-only groups
   bool bf16 = false;           // ranks on the CPU's emulated bf16 kernels (spec must say bf16)
   int world() const { return tp * pp * dp; }
   int rank(int t, int d, int p) const { return t + tp * (d + dp * p); }
@@ -70,6 +72,7 @@ struct RankRun {
   std::vector<std::pair<size_t, size_t>> owned;
   size_t bucket_count = 0;
   int overlapped = 0;  // buckets reduce-scattered during the last step's backward
+  long device_calls = 0;  // operations the device groups ran (Grid::device_groups)
 };
 
 struct Reference {
@@ -107,11 +110,11 @@ struct RankGroups {
 // The groups of one rank (names say which slice of the grid), from `job`: in-process, or
 // Gloo over loopback with `store` this rank's connection to the job's store.
 inline RankGroups make_groups(comm::test::Job& job, const std::shared_ptr<comm::Store>& store, const Grid& g, int t,
-                              int d, int p, std::chrono::milliseconds timeout) {
+                              int d, int p, std::chrono::milliseconds timeout, const std::string& prefix = "") {
   RankGroups out;
   const int me = g.rank(t, d, p);
   auto group = [&](const std::string& name, std::vector<int> members) {
-    return job.group(store, name, std::move(members), me, timeout);
+    return job.group(store, prefix + name, std::move(members), me, timeout);
   };
   std::vector<int> m;
   if (g.tp > 1) {
@@ -176,7 +179,18 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
     if (g.device_memory)  // the real groups refuse device buffers: the trainer must stage them
       for (auto* grp : {&groups.tp, &groups.pp, &groups.dp, &groups.embedding})
         if (*grp) *grp = std::make_unique<HostOnlyGroup>(std::move(*grp), *backend.memory);
-    Trainer trainer(spec, backend, *data, context_of(g, groups, t, d, p, spec.model.layers));
+    RankGroups device;
+    ParallelContext ctx = context_of(g, groups, t, d, p, spec.model.layers);
+    if (g.device_memory && g.device_groups) {  // device buffers must go here, host ones must not
+      device = make_groups(job, nullptr, g, t, d, p, std::chrono::seconds(30), "device/");
+      for (auto* grp : {&device.tp, &device.pp, &device.dp, &device.embedding})
+        if (*grp) *grp = std::make_unique<DeviceOnlyGroup>(std::move(*grp), *backend.memory);
+      ctx.tp_device = device.tp.get();
+      ctx.pp_device = device.pp.get();
+      ctx.dp_device = device.dp.get();
+      ctx.embedding_device = device.embedding.get();
+    }
+    Trainer trainer(spec, backend, *data, ctx);
     RankRun& r = runs[rank];
     r.tp_rank = t;
     r.dp_rank = d;
@@ -190,6 +204,8 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
     r.owned = st.owned;
     r.bucket_count = trainer.optimizer().buckets().size();
     r.overlapped = trainer.optimizer().overlapped();
+    for (auto* grp : {&device.tp, &device.pp, &device.dp, &device.embedding})
+      if (*grp) r.device_calls += static_cast<DeviceOnlyGroup&>(**grp).calls();
   });
   return runs;
 }

@@ -91,6 +91,57 @@ class HostOnlyGroup final : public comm::ProcessGroup {
   const model::DeviceMemory& mem_;
 };
 
+// The other half: a group that takes device buffers only (as an NCCL group does), so the
+// trainer's host buffers (loss and norm sums) must go to the host groups. Counts its calls.
+class DeviceOnlyGroup final : public comm::ProcessGroup {
+ public:
+  DeviceOnlyGroup(std::unique_ptr<comm::ProcessGroup> inner, const model::DeviceMemory& mem)
+      : ProcessGroup(inner->spec()), inner_(std::move(inner)), mem_(mem) {}
+  std::string transport() const override { return "device-only " + inner_->transport(); }
+  void all_reduce(std::span<float> d, comm::ReduceOp op, const comm::OpOptions& o = {}) override {
+    last_stream_ = o.stream;
+    check("all_reduce", d.data());
+    inner_->all_reduce(d, op, o);
+  }
+  void reduce_scatter(std::span<float> out, std::span<const float> in, comm::ReduceOp op,
+                      const comm::OpOptions& o = {}) override {
+    last_stream_ = o.stream;
+    check("reduce_scatter", out.data());
+    check("reduce_scatter", in.data());
+    inner_->reduce_scatter(out, in, op, o);
+  }
+  void all_gather(std::span<float> out, std::span<const float> in, const comm::OpOptions& o = {}) override {
+    last_stream_ = o.stream;
+    check("all_gather", out.data());
+    check("all_gather", in.data());
+    inner_->all_gather(out, in, o);
+  }
+  void broadcast(std::span<float> d, int root, const comm::OpOptions& o = {}) override {
+    last_stream_ = o.stream;
+    check("broadcast", d.data());
+    inner_->broadcast(d, root, o);
+  }
+  void send_recv(std::span<const comm::P2POp> ops, const comm::OpOptions& o = {}) override {
+    last_stream_ = o.stream;
+    for (const auto& op : ops) check("send_recv", op.data.data());
+    inner_->send_recv(ops, o);
+  }
+  void barrier(const comm::OpOptions& o = {}) override { inner_->barrier(o); }
+  long calls() const { return calls_; }
+  void* last_stream() const { return last_stream_; }
+
+ private:
+  void check(const char* op, const void* p) {
+    if (p != nullptr && !mem_.holds(p))
+      throw std::logic_error(std::string("a host buffer reached device group ") + name() + " in " + op);
+    ++calls_;
+  }
+  std::unique_ptr<comm::ProcessGroup> inner_;
+  const model::DeviceMemory& mem_;
+  long calls_ = 0;
+  void* last_stream_ = nullptr;
+};
+
 inline model::Backend host_as_device_backend() {
   model::Backend b = model::make_backend("cpu");
   b.memory = std::make_unique<HostAsDevice>();
