@@ -19,6 +19,11 @@ void keep_worse(LinkCost& worst, const LinkCost& l) {
 
 }  // namespace
 
+double ethernet_transfer_s(Transport t, double bytes, const LinkCost& link) {
+  const double copies = t == Transport::kGlooTcp ? 2 * bytes / (kHostCopyGBps * 1e9) : 0;
+  return link.transfer_s(bytes) + copies;
+}
+
 std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const Layout& lay) {
   const RankGrid& g = lay.grid;
   int tp = g.degree(kTp), pp = g.degree(kPp), dp = g.degree(kDp);

@@ -13,6 +13,15 @@
 
 namespace holmes::plan {
 
+// Seconds to move `bytes` from a GPU of one node to a GPU of another over an Ethernet `link`
+// (its per-rank Gb/s and per-message latency) with transport t (kNcclSocket or kGlooTcp):
+// NCCL's socket transport copies through host memory in chunks that overlap the network, so
+// the link sets the pace; the staged Gloo path downloads the whole buffer, sends it, then
+// uploads it, adding two host copies at kHostCopyGBps. (Used to choose the transport of
+// parallel.cross_island: auto; docs/cost-model.md.)
+inline constexpr double kHostCopyGBps = 12.0;  // pageable cudaMemcpy over PCIe 4.0 x16, GB/s
+double ethernet_transfer_s(Transport t, double bytes, const LinkCost& link);
+
 // What one step does, independent of placement.
 struct Workload {
   GptShape shape;

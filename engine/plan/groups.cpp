@@ -1,5 +1,7 @@
 #include "engine/plan/groups.hpp"
 
+#include "engine/plan/cost_model.hpp"
+
 #include <algorithm>
 #include <set>
 
@@ -15,7 +17,16 @@ std::string join_unique(std::set<std::string> names) {
 
 }  // namespace
 
-void choose_transport(const Facts& f, const std::vector<int>& nodes, bool cuda, bool ring, Group& g) {
+Transport ethernet_transport(const EthernetChoice& choice, const LinkCost& link) {
+  if (choice.mode == "nccl-socket") return Transport::kNcclSocket;
+  if (choice.mode == "gloo") return Transport::kGlooTcp;
+  const double nccl = ethernet_transfer_s(Transport::kNcclSocket, choice.message_bytes, link);
+  const double gloo = ethernet_transfer_s(Transport::kGlooTcp, choice.message_bytes, link);
+  return gloo < nccl ? Transport::kGlooTcp : Transport::kNcclSocket;
+}
+
+void choose_transport(const Facts& f, const std::vector<int>& nodes, bool cuda, bool ring, Group& g,
+                      const EthernetChoice& ethernet) {
   g.crosses_nodes = false;
   g.crosses_islands = false;
   for (int n : nodes) {
@@ -63,11 +74,12 @@ void choose_transport(const Facts& f, const std::vector<int>& nodes, bool cuda, 
     return;
   }
   for (int n : nodes) ifaces.insert(f.nodes[n].ethernet_if);
-  g.transport = cuda ? Transport::kNcclSocket : Transport::kGlooTcp;
+  g.transport = cuda ? ethernet_transport(ethernet, worst) : Transport::kGlooTcp;
   g.interface = join_unique(std::move(ifaces));
 }
 
-std::vector<Group> build_groups(const Facts& f, const DeviceTable& d, const Layout& lay, bool cuda) {
+std::vector<Group> build_groups(const Facts& f, const DeviceTable& d, const Layout& lay, bool cuda,
+                                const EthernetChoice& ethernet) {
   std::vector<Group> out;
   std::vector<int> nodes;
   auto add = [&](GroupKind kind, int index, std::vector<int> ranks, bool ring) {
@@ -77,7 +89,7 @@ std::vector<Group> build_groups(const Facts& f, const DeviceTable& d, const Layo
     g.ranks = std::move(ranks);
     nodes.clear();
     for (int r : g.ranks) nodes.push_back(d.node_of[r]);
-    choose_transport(f, nodes, cuda, ring, g);
+    choose_transport(f, nodes, cuda, ring, g, ethernet);
     out.push_back(std::move(g));
   };
   auto to_ranks = [&](std::vector<int> idx) {

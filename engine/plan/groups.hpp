@@ -1,9 +1,10 @@
 // Communicator groups of a layout and the transport each one uses: intra-node when all
 // members share a node (Gloo over loopback on CPU), NCCL over the island's RDMA fabric when
-// they share an IB / RoCE island, else TCP: NCCL's socket transport on GPUs, Gloo on CPUs,
-// bound to the interface that reaches every member.
+// they share an IB / RoCE island, else TCP: NCCL's socket transport or Gloo on GPUs
+// (parallel.cross_island), Gloo on CPUs, bound to the interface that reaches every member.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "engine/plan/links.hpp"
@@ -12,12 +13,27 @@
 
 namespace holmes::plan {
 
+// How a CUDA plan's groups over Ethernet (across islands, or between nodes without RDMA)
+// move data: parallel.cross_island ("auto", "nccl-socket" or "gloo") and, for auto, the
+// message the choice is made for (bytes of the pipeline's activation per micro-batch).
+struct EthernetChoice {
+  std::string mode = "auto";
+  double message_bytes = 0;
+};
+
+// The transport for one Ethernet group of a CUDA plan whose slowest hop is `link`: the mode
+// when it names one, else whichever ethernet_transfer_s (cost_model.hpp) finds faster for the
+// message (NCCL sockets on a tie).
+Transport ethernet_transport(const EthernetChoice& choice, const LinkCost& link);
+
 // tp, pp, dp groups (one per grid row, in grid order), embedding groups (first and last
 // stage of each pipeline, only when pp > 1) and the world group.
-std::vector<Group> build_groups(const Facts& f, const DeviceTable& d, const Layout& lay, bool cuda);
+std::vector<Group> build_groups(const Facts& f, const DeviceTable& d, const Layout& lay, bool cuda,
+                                const EthernetChoice& ethernet = {});
 
 // Chooses the transport of a group from its members' nodes (ring order); fills transport,
 // link, interface, hcas, gid_index and the crossing flags.
-void choose_transport(const Facts& f, const std::vector<int>& nodes, bool cuda, bool ring, Group& g);
+void choose_transport(const Facts& f, const std::vector<int>& nodes, bool cuda, bool ring, Group& g,
+                      const EthernetChoice& ethernet = {});
 
 }  // namespace holmes::plan

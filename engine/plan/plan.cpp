@@ -225,7 +225,10 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
     plan.ranks.push_back(RankInfo{r, in.table.node_of[r], in.table.local_of[r], c.tp, c.pp, c.dp});
   }
   fill_stages(in, best, plan);
-  plan.groups = build_groups(in.facts_for(plan.placement), in.table, best.layout, in.cuda);
+  // auto chooses for the pipeline's message: a micro-batch's fp32 activations (B x T x C).
+  const EthernetChoice ethernet{spec.parallel.cross_island,
+                                4.0 * plan.micro_batch * spec.train.seq_len * spec.model.hidden};
+  plan.groups = build_groups(in.facts_for(plan.placement), in.table, best.layout, in.cuda, ethernet);
   plan.estimate = best.estimate;
   fill_baselines(in, best, plan);
   fill_memory(in, best, plan);

@@ -74,6 +74,7 @@ struct ParallelSection {
   Partition partition;
   std::string order = "tp-dp-pp";  // rank order, first is fastest varying
   std::string schedule = "1f1b";
+  std::string cross_island = "auto";  // auto | nccl-socket | gloo: CUDA groups over Ethernet
 };
 
 struct LinkOverride {

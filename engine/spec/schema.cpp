@@ -258,6 +258,10 @@ std::vector<Field> make_schema() {
                      {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"},
                      "Rank order of the naive placement, fastest-varying first (Megatron-LM)."));
   f.push_back(choice("parallel.schedule", HOLMES_REF(parallel.schedule), {"1f1b"}, "Pipeline schedule."));
+  f.push_back(choice("parallel.cross_island", HOLMES_REF(parallel.cross_island), {"auto", "nccl-socket", "gloo"},
+                     "Transport of a GPU job's groups over Ethernet (across islands, or between nodes without "
+                     "RDMA): nccl-socket (NCCL's socket transport from device buffers), gloo (Gloo TCP from host "
+                     "copies), auto (the faster for the pipeline's message in the cost model)."));
   // cluster
   f.push_back(text("cluster.topology", HOLMES_REF(cluster.topology), "",
                    "Topology file (docs/topology.md); empty = discover the nodes at run time."));

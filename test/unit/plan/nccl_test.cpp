@@ -9,6 +9,8 @@
 #include <random>
 #include <set>
 
+#include "engine/plan/cost_model.hpp"
+#include "engine/plan/groups.hpp"
 #include "engine/plan/nccl.hpp"
 #include "engine/plan/plan.hpp"
 #include "engine/spec/load.hpp"
@@ -318,4 +320,53 @@ TEST_CASE("one machine: NCCL bootstraps over loopback, intra-node groups use the
   const hp::Plan q = hp::make_plan(hp::testing::make_spec(4, 64, 4, 2, 1, 2, 1, 8, 32), e);
   CHECK(env_map(q, 0).count("NCCL_IB_HCA") == 0);
   for (const auto& c : hp::nccl_communicators(q, 0)) CHECK(c.net == "Socket");
+}
+
+TEST_CASE("parallel.cross_island picks the transport of a GPU job's Ethernet groups", "[nccl]") {
+  const fs::path root = HOLMES_SOURCE_DIR;
+  const std::string config = (root / "configs/ib-roce-7b.yaml").string();
+  const std::string topology = (root / "configs/topologies/ib-roce-7b-topology.yaml").string();
+  auto ethernet_groups = [](const hp::Plan& p) {
+    std::vector<const hp::Group*> out;
+    for (const auto& g : p.groups)
+      if (g.crosses_nodes && (g.link == hp::LinkKind::kEthernet)) out.push_back(&g);
+    return out;
+  };
+  ht::ClusterTopology t;
+  const hp::Plan automatic = plan_file(config, topology, t);
+  REQUIRE(automatic.device_kind == "cuda");
+  REQUIRE_FALSE(ethernet_groups(automatic).empty());  // the islands are joined by Ethernet
+  // auto: the cost model's faster for the pipeline message; NCCL overlaps its host copies.
+  for (const hp::Group* g : ethernet_groups(automatic)) CHECK(g->transport == hp::Transport::kNcclSocket);
+  const hp::Plan gloo = plan_file(config, topology, t, {"parallel.cross_island=gloo"});
+  REQUIRE(gloo.groups.size() == automatic.groups.size());
+  for (size_t i = 0; i < gloo.groups.size(); ++i) {
+    const hp::Group& a = automatic.groups[i];
+    const hp::Group& g = gloo.groups[i];
+    INFO(hp::group_name(g));
+    // Only the Ethernet groups change; RDMA and intra-node groups keep NCCL.
+    CHECK(g.transport == (a.transport == hp::Transport::kNcclSocket ? hp::Transport::kGlooTcp : a.transport));
+    CHECK(g.interface == a.interface);
+  }
+  // gloo-tcp groups are no NCCL communicator of any rank: the trainer stages them through Gloo.
+  for (int r = 0; r < gloo.world; ++r)
+    for (const auto& c : hp::nccl_communicators(gloo, r))
+      CHECK(gloo.groups[c.group].transport != hp::Transport::kGlooTcp);
+  const hp::Plan nccl = plan_file(config, topology, t, {"parallel.cross_island=nccl-socket"});
+  for (size_t i = 0; i < nccl.groups.size(); ++i) CHECK(nccl.groups[i].transport == automatic.groups[i].transport);
+}
+
+TEST_CASE("cross-island transfer costs: the staged Gloo path adds two host copies", "[nccl]") {
+  hp::LinkCost link;
+  link.kind = hp::LinkKind::kEthernet;
+  link.gbps_per_rank = 25;
+  link.latency_s = 50e-6;
+  const double bytes = 48.0 * 1024 * 1024;
+  const double nccl = hp::ethernet_transfer_s(hp::Transport::kNcclSocket, bytes, link);
+  const double gloo = hp::ethernet_transfer_s(hp::Transport::kGlooTcp, bytes, link);
+  CHECK(nccl == Approx(50e-6 + bytes * 8 / 25e9));
+  CHECK(gloo == Approx(nccl + 2 * bytes / (hp::kHostCopyGBps * 1e9)));
+  CHECK(hp::ethernet_transport({"auto", bytes}, link) == hp::Transport::kNcclSocket);
+  CHECK(hp::ethernet_transport({"gloo", bytes}, link) == hp::Transport::kGlooTcp);
+  CHECK(hp::ethernet_transport({"nccl-socket", bytes}, link) == hp::Transport::kNcclSocket);
 }
