@@ -120,7 +120,7 @@ Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelCo
   params_ = DeviceArray<float>(mem_, layout_.size());
   grads_ = DeviceArray<float>(mem_, layout_.size());
   if (is_bf16()) params16_ = DeviceArray<bf16>(mem_, layout_.size());
-  loss_dev_ = DeviceArray<float>(mem_, 1);
+  loss_log_ = DeviceArray<float>(mem_, kLossLog);
   params_.zero();
   grads_.zero();
   params16_.zero();
@@ -221,12 +221,12 @@ void Gpt::set_slot(int slot) {
   if (slot < 0 || slot >= slots())
     throw std::invalid_argument(fmt::format("Gpt::set_slot: slot {} outside [0, {})", slot, slots()));
   if (slot == slot_) return;
-  slot_state_[slot_] = {B_, T_, have_targets_, loss_};
+  slot_state_[slot_] = {B_, T_, have_targets_, loss_id_};
   const SlotState& next = slot_state_[slot];
   B_ = next.B;
   T_ = next.T;
   have_targets_ = next.have_targets;
-  loss_ = next.loss;
+  loss_id_ = next.loss_id;
   slot_ = slot;
 }
 
@@ -349,7 +349,37 @@ float Gpt::forward(const int* tokens, const int* targets, int B, int T) {
     throw std::logic_error("Gpt::forward needs the whole model; use forward_stage on a pipeline stage");
   }
   forward_stage(tokens, nullptr, targets, B, T);
-  return loss_;
+  return loss();
+}
+
+float Gpt::loss() const {
+  if (loss_id_ < 0) return 0.0f;
+  if (loss_id_ < logged_ - kLossLog)
+    throw std::logic_error("Gpt::loss: the loss of that forward was overwritten in the loss log");
+  float v = 0.0f;
+  mem_.download(&v, loss_log_.data() + loss_id_ % kLossLog, sizeof(float));
+  return v;
+}
+
+void Gpt::read_pending_losses() {
+  // Entries taken_ .. logged_ - 1 of the ring: at most two contiguous pieces.
+  const int64_t n = logged_ - taken_;
+  const size_t before = early_.size();
+  early_.resize(before + static_cast<size_t>(n));
+  for (int64_t done = 0; done < n;) {
+    const int64_t at = (taken_ + done) % kLossLog, len = std::min(n - done, kLossLog - at);
+    mem_.download(early_.data() + before + done, loss_log_.data() + at, static_cast<size_t>(len) * sizeof(float));
+    done += len;
+  }
+  taken_ = logged_;
+}
+
+double Gpt::take_loss_sum() {
+  read_pending_losses();
+  double sum = 0;
+  for (float v : early_) sum += v;
+  early_.clear();
+  return sum;
 }
 
 void Gpt::forward_stage(const int* tokens, const float* input, const int* targets, int B, int T) {
@@ -386,7 +416,7 @@ void Gpt::forward_t(const int* tokens, const float* input, const int* targets, i
     x = layer_acts<A>(l).res3;
   }
   have_targets_ = false;
-  loss_ = 0.0f;
+  loss_id_ = -1;
   if (cfg_.has_head)
     head_forward<A>(targets, B, T);
   else if constexpr (!std::is_same_v<A, float>)
@@ -436,8 +466,9 @@ void Gpt::head_forward(const int* targets, int B, int T) {
     comm_->all_reduce_sum(s.ce_stats, 2 * static_cast<size_t>(N));
   }
   k_.crossentropy_forward(s.losses, s.ce_stats, s.row_max, N);
-  k_.mean_forward(loss_dev_.data(), s.losses, N);
-  mem_.download(&loss_, loss_dev_.data(), sizeof(float));
+  if (logged_ - taken_ == kLossLog) read_pending_losses();  // the log is full: read them now
+  loss_id_ = logged_++;
+  k_.mean_forward(loss_log_.data() + loss_id_ % kLossLog, s.losses, N);
   have_targets_ = true;
 }
 

@@ -85,7 +85,14 @@ class Gpt {
   // and cover the buffer once per backward. Empty function = no calls.
   void set_grad_ready_hook(std::function<void(size_t begin, size_t end)> hook) { grad_ready_ = std::move(hook); }
 
-  float loss() const { return loss_; }  // mean loss of the last forward
+  // Mean loss of the last forward with targets (0 without). Reads it from backend memory, so
+  // on a GPU it waits for that forward; a training loop takes the sum once per step instead.
+  float loss() const;
+  // The sum (in double, in forward order) of the mean losses of every forward with targets
+  // since the last call: one read of backend memory for all of them, which waits for the
+  // last. The losses stay on the device until then (a log of kLossLog; more pending
+  // forwards are read early, in order).
+  double take_loss_sum();
   const float* losses() const;          // (B,T) per-position losses, backend memory (last stage)
   // Row `row` (b * T + t) of this shard's logits (Vl values, pre-backward) into host memory.
   void read_logits(size_t row, std::span<float> host) const;
@@ -152,7 +159,7 @@ class Gpt {
   struct SlotState {
     int B = 0, T = 0;
     bool have_targets = false;
-    float loss = 0.0f;
+    int64_t loss_id = -1;  // the forward's entry in the loss log, -1 without targets
   };
 
   GptConfig cfg_;
@@ -170,7 +177,13 @@ class Gpt {
   // [slot 0 | slot 1 | ... | shared gradient scratch], carved by plan_activations().
   DeviceArray<std::byte> acts_;
   DeviceArray<int> token_store_, target_store_;  // (slots, max_B * max_T)
-  DeviceArray<float> loss_dev_;                  // (1) the mean loss before it is read
+  // Mean losses of the forwards with targets, forward n at n % kLossLog, until take_loss_sum()
+  // reads them; logged_ forwards so far, taken_ read; early_ holds values read early.
+  static constexpr int64_t kLossLog = 1024;
+  DeviceArray<float> loss_log_;
+  int64_t logged_ = 0, taken_ = 0;
+  std::vector<float> early_;
+  void read_pending_losses();  // log entries taken_ .. logged_ - 1 onto early_
   std::unique_ptr<Offsets> off_;
   std::vector<SlotState> slot_state_;
   int slot_ = 0;
@@ -178,7 +191,7 @@ class Gpt {
   // The current slot's state (saved to / loaded from slot_state_ by set_slot()).
   int B_ = 0, T_ = 0;
   bool have_targets_ = false;
-  float loss_ = 0.0f;
+  int64_t loss_id_ = -1;
 };
 
 }  // namespace holmes::model

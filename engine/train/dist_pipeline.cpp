@@ -27,6 +27,7 @@ void PipelineStage::reset() {
   for (auto& [key, buf] : live_) free_.push_back(std::move(buf));
   live_.clear();
   std::fill(slot_micro_.begin(), slot_micro_.end(), -1);
+  if (last_) gpt_.take_loss_sum();  // drops what a failed step left
   loss_sum_ = 0;
   compute_s_ = 0;
 }
@@ -64,6 +65,8 @@ double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(in
   // On a GPU the last backward's kernels are still queued: wait for them inside the compute
   // time, so it measures the device's work (a no-op on the CPU).
   timed(compute_s_, [&] { gpt_.backend().memory->synchronize(); });
+  // The micro-batches' losses, read once per step (the device is idle by now).
+  if (last_) loss_sum_ = gpt_.take_loss_sum();
   return loss_sum_;
 }
 
@@ -77,6 +80,7 @@ double PipelineStage::run_forward(int count, const FetchFn& fetch) {
     if (!last_) exchange({{P2PKind::kSendActivation, e, ctx_.pp_stage + 1}});
     slot_micro_[e % slot_micro_.size()] = -1;  // no backward follows
   }
+  if (last_) loss_sum_ = gpt_.take_loss_sum();
   return loss_sum_;
 }
 
@@ -99,9 +103,7 @@ void PipelineStage::forward(int micro, const FetchFn& fetch) {
     gpt_.forward_stage(first_ ? inputs_.data() : nullptr, input, last_ ? targets_.data() : nullptr, B_, T_);
   });
   if (!first_) release(kActIn, micro);  // the model copied it into the slot
-  if (last_) {
-    loss_sum_ += gpt_.loss();
-  } else {
+  if (!last_) {
     gpt_.backend().memory->copy(acquire(kActOut, micro).data(), gpt_.output(), buffer_bytes());
   }
 }

@@ -26,6 +26,28 @@ std::vector<int> ids(int n, int V, int salt) {
 
 }  // namespace
 
+TEST_CASE("Gpt keeps the losses in backend memory until take_loss_sum, in forward order, past its log", "[train][dist]") {
+  auto backend = holmes::model::make_backend("cpu");
+  const int B = 1, T = 4, N = B * T;
+  model::Gpt gpt(small_model(), backend, B, T);
+  gpt.init_weights(5);
+  // More forwards than the log holds (1024): the oldest are read early, none is lost.
+  std::vector<float> each;
+  for (int i = 0; i < 1100; ++i) {
+    const auto x = ids(N, 97, 10 + i), y = ids(N, 97, 5000 + i);
+    gpt.forward(x.data(), y.data(), B, T);
+    each.push_back(gpt.loss());
+    if (i == 2) {  // a forward without targets adds nothing
+      gpt.forward_stage(x.data(), nullptr, nullptr, B, T);
+      CHECK(gpt.loss() == 0.0f);
+    }
+  }
+  double want = 0;
+  for (float v : each) want += v;
+  CHECK(gpt.take_loss_sum() == want);  // the same sum, bit for bit, as adding them one by one
+  CHECK(gpt.take_loss_sum() == 0.0);   // taken
+}
+
 TEST_CASE("Gpt slots hold micro-batches in flight: f0 f1 b0 b1 equals f0 b0 f1 b1", "[train][dist]") {
   auto backend = holmes::model::make_backend("cpu");
   const int B = 2, T = 8, N = B * T;
