@@ -86,7 +86,7 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommCl
       decay_[k].push_back({lo - b.own_begin, hi - b.own_begin, t.weight_decay});
       // Replicated over TP: every TP rank holds the same values, count them once.
       // Neighbouring tensors of one unit share one range: one sum-of-squares call per unit and
-      // bucket, not per tensor (a GPT-2 124M step: 15 kernels instead of 148).
+      // bucket, not per tensor (a GPT-2 124M step on one GPU: 51 calls instead of 148).
       if (!t.tied_copy && (t.split_dim >= 0 || ctx.tp_rank == 0)) {
         const NormRange r{k, lo - b.own_begin, hi - b.own_begin, norm_unit(t, gpt.config().layers)};
         if (!norm_.empty() && norm_.back().bucket == r.bucket && norm_.back().unit == r.unit &&
