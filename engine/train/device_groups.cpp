@@ -21,7 +21,7 @@ int switch_value(const EnvMap& env, const std::string& name, const char* meaning
   if (it == env.end() || it->second.empty()) return -1;
   if (it->second == "0") return 0;
   if (it->second == "1") return 1;
-  throw UserError(fmt::format("environment variable {}='{}' is not a switch (accepted: 0, 1, or unset: {})", name,
+  throw UserError(fmt::format("environment variable {}='{}' is not a switch; accepted: 0 or unset, 1 ({})", name,
                               it->second, meaning));
 }
 
@@ -40,8 +40,9 @@ std::unique_ptr<comm::ProcessGroup>* slot(DeviceGroups& d, plan::GroupKind kind)
 
 NcclChoice choose_nccl(const EnvMap& env, bool cuda, const std::string& nccl_why, int local_world, int gpus) {
   NcclChoice c;
-  const int want = switch_value(env, "HOLMES_NCCL", "NCCL groups for device buffers when every rank can use them");
-  const int shared = switch_value(env, "HOLMES_NCCL_SHARED_GPU", "ranks sharing a GPU stage through Gloo");
+  const int want = switch_value(env, "HOLMES_NCCL", "1: device buffers through NCCL groups; 0: staged through Gloo");
+  const int shared = switch_value(env, "HOLMES_NCCL_SHARED_GPU",
+                                  "1: ranks that share a GPU still use NCCL, each with its own NCCL_HOSTID");
   c.required = want == 1;
   if (!cuda) return c;  // nothing to say: CPU jobs have no NCCL groups
   auto no = [&](std::string why) {
