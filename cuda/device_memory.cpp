@@ -26,6 +26,8 @@ class CudaMemory final : public model::DeviceMemory {
  public:
   explicit CudaMemory(cudaStream_t stream) : stream_(stream) {}
   ~CudaMemory() override {
+    if (side_) cudaStreamSynchronize(side_), cudaStreamDestroy(side_);
+    if (order_event_) cudaEventDestroy(order_event_);
     for (Staging& s : staging_) {
       if (s.done) cudaEventSynchronize(s.done), cudaEventDestroy(s.done);
       if (s.host) cudaFreeHost(s.host);
@@ -75,6 +77,25 @@ class CudaMemory final : public model::DeviceMemory {
   }
   void synchronize() override { HOLMES_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
   void* stream() const override { return stream_; }
+  void* side_stream() override {
+    // Non-blocking: no implicit ordering with the legacy default stream; order() orders.
+    if (!side_) HOLMES_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+    return side_;
+  }
+  void order(void* from, void* to) override {
+    if (from == to) return;
+    if (!order_event_) HOLMES_CUDA_CHECK(cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming));
+    // cudaStreamWaitEvent waits for the record made just before it, so one event serves every call.
+    HOLMES_CUDA_CHECK(cudaEventRecord(order_event_, static_cast<cudaStream_t>(from)));
+    HOLMES_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(to), order_event_, 0));
+  }
+  void copy_on(void* queue, void* dst, const void* src, size_t bytes) override {
+    HOLMES_CUDA_CHECK(
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(queue)));
+  }
+  void zero_on(void* queue, void* p, size_t bytes) override {
+    HOLMES_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, static_cast<cudaStream_t>(queue)));
+  }
   bool holds(const void* p) const override {
     cudaPointerAttributes a{};
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
@@ -91,6 +112,8 @@ class CudaMemory final : public model::DeviceMemory {
 
  private:
   cudaStream_t stream_;
+  cudaStream_t side_ = nullptr;
+  cudaEvent_t order_event_ = nullptr;
   std::mutex staging_mutex_;
   Staging staging_[2];
   int next_ = 0;

@@ -35,6 +35,16 @@ class DeviceMemory {
   // True when p points into device memory of this backend, which host code cannot read (so
   // a host-memory collective must stage it); false for host memory and for host pointers.
   virtual bool holds(const void* /*p*/) const { return false; }
+
+  // A second queue for work that may run beside stream() (the data-parallel reduce-scatters
+  // on NCCL groups), made on first use; null where every call completes in order (the CPU).
+  virtual void* side_stream() { return nullptr; }
+  // Work queued on `to` after this call starts after everything queued on `from` before it
+  // (an event recorded on `from` that `to` waits for). No-op where queues are null.
+  virtual void order(void* /*from*/, void* /*to*/) {}
+  // copy() and zero() queued on `queue` (stream() or side_stream()) instead of stream().
+  virtual void copy_on(void* /*queue*/, void* dst, const void* src, size_t bytes) { copy(dst, src, bytes); }
+  virtual void zero_on(void* /*queue*/, void* p, size_t bytes) { zero(p, bytes); }
 };
 
 // An array of T in a backend's memory, owned (RAII), moved not copied.

@@ -109,9 +109,13 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommCl
     gather_out_ = model::DeviceArray<float>(mem, max_chunk * ctx.dp_size);
     reduced_.zero();
     dp_ = true;
-    // On an NCCL group the reduce-scatters are enqueued on the compute stream by this thread,
-    // in program order (the same on every rank); on a host group a thread overlaps them.
-    if (!ctx.dp_on_stream) thread_ = std::make_unique<comm::CommThread>();
+    // On an NCCL group this thread enqueues the reduce-scatters in program order (the same on
+    // every rank) on the backend's side queue, which overlaps them with the rest of backward;
+    // on a host group a communication thread overlaps them.
+    if (ctx.dp_on_stream)
+      side_ = mem.side_stream();  // null where calls complete in order: then the compute queue
+    else
+      thread_ = std::make_unique<comm::CommThread>();
     gpt_.set_grad_ready_hook([this](size_t begin, size_t end) { on_grads_ready(begin, end); });
   }
 }
@@ -156,14 +160,20 @@ void DistOptimizer::reduce_scatter(size_t k) {
   const float* g = gpt_.grads() + b.begin;
   std::span<const float> in(g, b.end - b.begin);
   const size_t n = b.end - b.begin, padded = b.chunk * ctx_.dp_size;
+  model::DeviceMemory& mem = *backend_.memory;
+  // On the side queue: after the gradients the compute queue has made so far (this bucket's
+  // are final), beside the rest of backward.
+  void* queue = side_ ? side_ : mem.stream();
+  if (side_) mem.order(mem.stream(), side_);
   if (padded != n) {  // zero tail up to chunk * dp
-    backend_.memory->copy(padded_.data(), g, n * sizeof(float));
-    backend_.memory->zero(padded_.data() + n, (padded - n) * sizeof(float));
+    mem.copy_on(queue, padded_.data(), g, n * sizeof(float));
+    mem.zero_on(queue, padded_.data() + n, (padded - n) * sizeof(float));
     in = {padded_.data(), padded};
   }
   std::span<float> out(reduced_.data() + reduced_off_[k], b.chunk);
-  ctx_.dp->reduce_scatter(out, in, comm::ReduceOp::kSum);
-  backend_.kernels->scale_forward(out.data(), 1.0f / static_cast<float>(ctx_.dp_size), out.size());
+  ctx_.dp->reduce_scatter(out, in, comm::ReduceOp::kSum, {.stream = side_});
+  // The kernels run on the compute queue: with a side queue finish_grads scales, after it.
+  if (!side_) backend_.kernels->scale_forward(out.data(), 1.0f / static_cast<float>(ctx_.dp_size), out.size());
 }
 
 void DistOptimizer::finish_grads() {
@@ -180,6 +190,13 @@ void DistOptimizer::finish_grads() {
   for (size_t k = 0; k < buckets_.size(); ++k)
     if (!submitted_[k]) submit(k);
   if (thread_) clock_.time([&] { thread_->drain(); });
+  if (side_) {
+    // The compute queue waits for the reduce-scatters, then averages.
+    backend_.memory->order(side_, backend_.memory->stream());
+    for (size_t k = 0; k < buckets_.size(); ++k)
+      backend_.kernels->scale_forward(reduced_.data() + reduced_off_[k], 1.0f / static_cast<float>(ctx_.dp_size),
+                                      buckets_[k].chunk);
+  }
   std::fill(submitted_.begin(), submitted_.end(), false);
 }
 

@@ -106,6 +106,35 @@ TEST_CASE("CUDA DeviceMemory zeroes, copies and round-trips through the host", "
   mem->synchronize();
 }
 
+TEST_CASE("CUDA DeviceMemory side queue: order() makes each queue wait for the other's earlier work",
+          "[cuda][memory]") {
+  if (!gpu_or_skip()) return;
+  cudaStream_t compute = nullptr;
+  REQUIRE(cudaStreamCreate(&compute) == cudaSuccess);
+  {
+    auto mem = cuda::make_device_memory(compute);
+    void* side = mem->side_stream();
+    REQUIRE(side != nullptr);
+    CHECK(mem->side_stream() == side);  // made once
+    CHECK(side != mem->stream());
+    // A large upload on the compute queue, then a copy of it on the side queue after order():
+    // without the ordering the copy could read the buffer before the upload lands.
+    const auto h = random_floats(size_t{20} << 20, 33);  // 80 MiB: a direct, slow upload
+    model::DeviceArray<float> a(*mem, h.size()), b(*mem, h.size()), c(*mem, h.size());
+    for (int round = 0; round < 3; ++round) {
+      a.upload(h);
+      mem->order(mem->stream(), side);
+      mem->copy_on(side, b.data(), a.data(), h.size() * sizeof(float));
+      mem->zero_on(side, a.data(), h.size() * sizeof(float));
+      mem->order(side, mem->stream());
+      mem->copy(c.data(), b.data(), h.size() * sizeof(float));  // after the side queue's copy
+      CHECK(download(c) == h);
+      CHECK(download(a) == std::vector<float>(h.size(), 0.0f));
+    }
+  }
+  cudaStreamDestroy(compute);
+}
+
 TEST_CASE("CUDA DeviceMemory uploads: staged batches may be overwritten at once, large ones copy directly",
           "[cuda][memory]") {
   if (!gpu_or_skip()) return;

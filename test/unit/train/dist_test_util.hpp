@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,8 @@ struct RankRun {
   size_t bucket_count = 0;
   int overlapped = 0;  // buckets reduce-scattered during the last step's backward
   long device_calls = 0;  // operations the device groups ran (Grid::device_groups)
+  std::string queue_problems;  // Grid::device_groups: operations given the wrong queue
+  long queue_orders = 0;       // and the side/compute orderings the rank made
 };
 
 struct Reference {
@@ -206,6 +209,29 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
     r.overlapped = trainer.optimizer().overlapped();
     for (auto* grp : {&device.tp, &device.pp, &device.dp, &device.embedding})
       if (*grp) r.device_calls += static_cast<DeviceOnlyGroup&>(**grp).calls();
+    if (g.device_groups) {  // which queue each kind of operation was given
+      auto& mem = static_cast<HostAsDevice&>(*backend.memory);
+      const std::set<void*> compute{mem.stream()}, side{mem.side_stream()};
+      auto expect = [&](const std::unique_ptr<comm::ProcessGroup>& grp, const char* op, const std::set<void*>& want,
+                        const char* what) {
+        if (!grp) return;
+        const auto& seen = static_cast<DeviceOnlyGroup&>(*grp).streams();
+        auto it = seen.find(op);
+        if (it != seen.end() && it->second != want) r.queue_problems += fmt::format("{} {} not on {}; ", grp->name(), op, what);
+      };
+      expect(device.dp, "reduce_scatter", side, "the side queue");
+      expect(device.dp, "all_gather", compute, "the compute queue");
+      expect(device.tp, "all_reduce", compute, "the compute queue");
+      expect(device.pp, "send_recv", compute, "the compute queue");
+      // Each reduce-scatter waits for the compute queue; each step's compute queue for them.
+      const long scatters = device.dp ? static_cast<DeviceOnlyGroup&>(*device.dp).count("reduce_scatter") : 0;
+      if (mem.orders_to_side() != scatters)
+        r.queue_problems += fmt::format("{} reduce-scatters, {} orders before them; ", scatters, mem.orders_to_side());
+      if (scatters > 0 && mem.orders_to_compute() != spec.train.steps)
+        r.queue_problems += fmt::format("{} orders back to the compute queue in {} steps; ", mem.orders_to_compute(),
+                                        spec.train.steps);
+      r.queue_orders = mem.orders_to_side() + mem.orders_to_compute();
+    }
   });
   return runs;
 }

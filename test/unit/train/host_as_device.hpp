@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -37,6 +38,16 @@ class HostAsDevice final : public model::DeviceMemory {
   void upload(void* dst, const void* host, size_t bytes) override { std::memcpy(dst, host, bytes); }
   void download(void* host, const void* src, size_t bytes) override { std::memcpy(host, src, bytes); }
   void synchronize() override {}
+  // Stand-in queues (never dereferenced): the compute queue and the side queue, so tests can
+  // tell which one an operation was given; order() counts its calls.
+  void* stream() const override { return const_cast<char*>(&compute_queue_); }
+  void* side_stream() override { return &side_queue_; }
+  void order(void* from, void* to) override {
+    if (from == stream() && to == &side_queue_) ++to_side_;
+    if (from == &side_queue_ && to == stream()) ++to_compute_;
+  }
+  long orders_to_side() const { return to_side_; }
+  long orders_to_compute() const { return to_compute_; }
   bool holds(const void* p) const override {
     const auto* b = static_cast<const std::byte*>(p);
     std::lock_guard<std::mutex> lock(mu_);
@@ -49,6 +60,8 @@ class HostAsDevice final : public model::DeviceMemory {
  private:
   mutable std::mutex mu_;
   std::map<std::byte*, size_t> blocks_;
+  char compute_queue_ = 0, side_queue_ = 0;
+  long to_side_ = 0, to_compute_ = 0;
 };
 
 // A host group that refuses device buffers: between the trainer and the real group, it
@@ -100,35 +113,51 @@ class DeviceOnlyGroup final : public comm::ProcessGroup {
   std::string transport() const override { return "device-only " + inner_->transport(); }
   void all_reduce(std::span<float> d, comm::ReduceOp op, const comm::OpOptions& o = {}) override {
     last_stream_ = o.stream;
+    streams_["all_reduce"].insert(o.stream);
+    ++counts_["all_reduce"];
     check("all_reduce", d.data());
     inner_->all_reduce(d, op, o);
   }
   void reduce_scatter(std::span<float> out, std::span<const float> in, comm::ReduceOp op,
                       const comm::OpOptions& o = {}) override {
     last_stream_ = o.stream;
+    streams_["reduce_scatter"].insert(o.stream);
+    ++counts_["reduce_scatter"];
     check("reduce_scatter", out.data());
     check("reduce_scatter", in.data());
     inner_->reduce_scatter(out, in, op, o);
   }
   void all_gather(std::span<float> out, std::span<const float> in, const comm::OpOptions& o = {}) override {
     last_stream_ = o.stream;
+    streams_["all_gather"].insert(o.stream);
+    ++counts_["all_gather"];
     check("all_gather", out.data());
     check("all_gather", in.data());
     inner_->all_gather(out, in, o);
   }
   void broadcast(std::span<float> d, int root, const comm::OpOptions& o = {}) override {
     last_stream_ = o.stream;
+    streams_["broadcast"].insert(o.stream);
+    ++counts_["broadcast"];
     check("broadcast", d.data());
     inner_->broadcast(d, root, o);
   }
   void send_recv(std::span<const comm::P2POp> ops, const comm::OpOptions& o = {}) override {
     last_stream_ = o.stream;
+    streams_["send_recv"].insert(o.stream);
+    ++counts_["send_recv"];
     for (const auto& op : ops) check("send_recv", op.data.data());
     inner_->send_recv(ops, o);
   }
   void barrier(const comm::OpOptions& o = {}) override { inner_->barrier(o); }
   long calls() const { return calls_; }
   void* last_stream() const { return last_stream_; }
+  // The queues each kind of operation was given ("reduce_scatter", ...).
+  const std::map<std::string, std::set<void*>>& streams() const { return streams_; }
+  long count(const std::string& op) const {
+    auto it = counts_.find(op);
+    return it == counts_.end() ? 0 : it->second;
+  }
 
  private:
   void check(const char* op, const void* p) {
@@ -140,6 +169,8 @@ class DeviceOnlyGroup final : public comm::ProcessGroup {
   const model::DeviceMemory& mem_;
   long calls_ = 0;
   void* last_stream_ = nullptr;
+  std::map<std::string, std::set<void*>> streams_;
+  std::map<std::string, long> counts_;
 };
 
 inline model::Backend host_as_device_backend() {
