@@ -39,7 +39,7 @@ struct Gpt::LayerActs {
 template <class A>
 struct Gpt::Shared {
   A* encoded;        // (B,T,C) stage input
-  float* out32;      // (B,T,C) fp32 copy of the stage output (bf16, non-last stage)
+  float* out32;      // (B,T,C) the stage output in boundary format (bf16, non-last stage)
   A* lnf;            // (N,C)
   float* lnf_mean;   // (N)
   float* lnf_rstd;   // (N)
@@ -54,7 +54,7 @@ struct Gpt::Shared {
   A* datty;          // (B,T,Cl)
   A* dfch;           // (B,T,Fl)
   float* datt;       // attention backward workspace
-  float* grad32;     // (B,T,C) fp32 copy of the input gradient (bf16, non-first stage)
+  float* grad32;     // (B,T,C) the input gradient in boundary format (bf16, non-first stage)
 };
 
 // Byte offsets of every buffer in acts_, each rounded up to 256 bytes so every buffer is
@@ -154,7 +154,7 @@ void Gpt::plan_activations() {
   // A slot: the stage input, every layer's saved activations and the head's.
   Carver slot;
   o->encoded = slot.take(N * C, a);
-  if (is_bf16() && !cfg_.has_head) o->out32 = slot.take(N * C, f);
+  if (is_bf16() && !cfg_.has_head) o->out32 = slot.take((N * C + 1) / 2, f);  // bf16 pairs
   o->layers = slot.take(cfg_.num_stage_layers() * o->layer_bytes, 1);
   if (cfg_.has_head) {
     o->lnf = slot.take(N * C, a);
@@ -174,7 +174,7 @@ void Gpt::plan_activations() {
   o->datty = all.take(N * Cl, a);
   o->dfch = all.take(N * Fl, a);
   o->datt = all.take(attention_.scratch_floats, f);
-  if (is_bf16() && !cfg_.has_embedding) o->grad32 = all.take(N * C, f);
+  if (is_bf16() && !cfg_.has_embedding) o->grad32 = all.take((N * C + 1) / 2, f);  // bf16 pairs
   o->total = all.bytes;
   off_ = std::move(o);
   acts_ = DeviceArray<std::byte>(mem_, off_->total);
@@ -270,22 +270,20 @@ void Gpt::tp_sum(A* x, size_t n) {
   }
 }
 
+// The boundary holds the activation type's bytes (bf16: two values per float): a copy.
 template <class A>
 void Gpt::to_boundary(float* out, const A* x, size_t n) {
-  if constexpr (std::is_same_v<A, float>) {
-    if (out != x) mem_.copy(out, x, n * sizeof(float));
-  } else {
-    k_.convert(out, x, n);
-  }
+  if (static_cast<const void*>(out) != static_cast<const void*>(x)) mem_.copy(out, x, n * sizeof(A));
 }
 
 template <class A>
 void Gpt::from_boundary(A* out, const float* x, size_t n) {
-  if constexpr (std::is_same_v<A, float>) {
-    mem_.copy(out, x, n * sizeof(float));
-  } else {
-    k_.convert(out, x, n);
-  }
+  mem_.copy(out, x, n * sizeof(A));
+}
+
+size_t Gpt::boundary_floats(int B, int T) const {
+  const size_t n = static_cast<size_t>(B) * T * cfg_.hidden;
+  return is_bf16() ? (n + 1) / 2 : n;
 }
 
 namespace {

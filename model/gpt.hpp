@@ -21,8 +21,11 @@
 // weights (params()) and fp32 gradients (grads()), a bf16 copy of the weights that the
 // kernels read (refreshed by params_updated() after every change of params()), and bf16
 // activations with fp32 LayerNorm statistics, losses and softmax statistics. The stage
-// boundary (forward_stage's input, output(), backward_stage's gradient, input_grad()) is
-// fp32 in both, so pipeline transfers do not depend on the precision.
+// boundary (forward_stage's input, output(), backward_stage's gradient, input_grad()) is in
+// the activation precision, as boundary_floats() floats: fp32 values, or for bf16 the bf16
+// values' bits two per float (the last half unused when B*T*C is odd). The activations and
+// their gradients are bf16 on both sides already, so a bf16 boundary is exact and halves what
+// a pipeline sends between stages.
 #pragma once
 
 #include <cstdint>
@@ -96,8 +99,10 @@ class Gpt {
   const float* losses() const;          // (B,T) per-position losses, backend memory (last stage)
   // Row `row` (b * T + t) of this shard's logits (Vl values, pre-backward) into host memory.
   void read_logits(size_t row, std::span<float> host) const;
-  const float* output() const;  // (B,T,C) stage output (non-last stage), fp32
-  const float* input_grad() const;  // (B,T,C) after backward (non-first stage), fp32
+  const float* output() const;  // (B,T,C) stage output (non-last stage), boundary format
+  const float* input_grad() const;  // (B,T,C) after backward (non-first stage), boundary format
+  // Floats of a (B,T,C) boundary tensor: B*T*C in fp32, ceil(B*T*C / 2) in bf16.
+  size_t boundary_floats(int B, int T) const;
 
   // After anything wrote params() (an optimizer step; load_params and init_weights do it
   // themselves): refreshes the bf16 copy the kernels read. A no-op in fp32.

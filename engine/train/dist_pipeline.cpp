@@ -159,7 +159,8 @@ void PipelineStage::exchange(const std::vector<PipeTransfer>& transfers) {
   for (const auto& [kind, micro] : sent) release(kind, micro);
 }
 
-size_t PipelineStage::buffer_bytes() const { return static_cast<size_t>(B_) * T_ * gpt_.config().hidden * sizeof(float); }
+// A (B,T,C) boundary tensor as the model exchanges it (bf16 runs: half of fp32).
+size_t PipelineStage::buffer_bytes() const { return gpt_.boundary_floats(B_, T_) * sizeof(float); }
 
 model::DeviceArray<float>& PipelineStage::acquire(Buf kind, int micro) {
   auto [it, fresh] = live_.try_emplace({kind, micro});
