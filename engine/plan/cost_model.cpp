@@ -83,8 +83,13 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   int all_reduces = 4 * layers + (first ? 1 : 0) + (last ? 1 : 0);
   t.tp_s = all_reduces * ring_all_reduce_s(tp_link, tp, act);
   // Pipeline sends are split over the tensor ranks (scatter/gather), forward and backward.
-  if (!last) t.pp_s += next_link.transfer_s(act / tp);
-  if (!first) t.pp_s += prev_link.transfer_s(act / tp);
+  auto send_s = [&](const LinkCost& link, double bytes) {
+    if (w.staged_ethernet && link.kind == LinkKind::kEthernet && link.gbps_per_rank > 0)
+      return ethernet_transfer_s(Transport::kGlooTcp, bytes, link);
+    return link.transfer_s(bytes);
+  };
+  if (!last) t.pp_s += send_s(next_link, act / tp);
+  if (!first) t.pp_s += send_s(prev_link, act / tp);
   double params = params_per_rank(w, layers);
   t.update_s = params * update_s_per_param;
   double rs = ring_reduce_scatter_s(dp_link, dp, params * w.grad_bytes());

@@ -30,6 +30,9 @@ struct Workload {
   int micro_batches = 1; // m
   int global_batch = 1;
   bool cuda = false;     // bf16 mixed precision (else fp32)
+  // parallel.cross_island: gloo on a CUDA plan: pipeline sends over Ethernet pay the staged
+  // path's two host copies (ethernet_transfer_s).
+  bool staged_ethernet = false;
   int act_bytes() const { return cuda ? 2 : 4; }
   int param_bytes() const { return cuda ? 2 : 4; }  // weights as used in compute
   int grad_bytes() const { return 4; }               // fp32 gradient buffer, reduced in fp32

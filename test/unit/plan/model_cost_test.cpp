@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include "engine/plan/cost_model.hpp"
 #include "engine/plan/links.hpp"
 #include "engine/plan/model_size.hpp"
 
@@ -46,4 +47,30 @@ TEST_CASE("alpha-beta ring collectives, closed form", "[cost_model]") {
   CHECK(hp::ring_all_reduce_s(l, 4, 1e9) == Approx(6 * (5e-6 + 0.02)));
   CHECK(hp::ring_all_reduce_s(l, 1, 1e9) == 0);
   CHECK(l.transfer_s(1.25e9) == Approx(0.1 + 5e-6));
+}
+
+TEST_CASE("pipeline sends over Ethernet with parallel.cross_island: gloo pay two host copies", "[cost_model]") {
+  holmes::plan::Workload w;
+  w.shape = holmes::plan::GptShape{4, 256, 8, 1000, 128};
+  w.seq_len = 128;
+  w.micro_batch = 2;
+  w.cuda = true;
+  holmes::plan::StageCost mid;  // a middle stage: sends forward and backward
+  mid.tp = 2;
+  mid.tflops = 100;
+  holmes::plan::LinkCost eth;
+  eth.kind = holmes::plan::LinkKind::kEthernet;
+  eth.gbps_per_rank = 10;
+  eth.latency_s = 30e-6;
+  mid.next_link = mid.prev_link = eth;
+  const double act = 2.0 * 128 * 256 * w.act_bytes() / mid.tp;  // B T C bytes split over tp
+  const double nccl = mid.time(w, 2).pp_s;
+  CHECK(nccl == Approx(2 * eth.transfer_s(act)));
+  w.staged_ethernet = true;
+  CHECK(mid.time(w, 2).pp_s == Approx(nccl + 2 * 2 * act / (holmes::plan::kHostCopyGBps * 1e9)));
+  // RDMA links inside an island are NCCL whatever cross_island says.
+  holmes::plan::LinkCost ib = eth;
+  ib.kind = holmes::plan::LinkKind::kIb;
+  mid.next_link = mid.prev_link = ib;
+  CHECK(mid.time(w, 2).pp_s == Approx(2 * ib.transfer_s(act)));
 }
