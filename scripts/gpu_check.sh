@@ -73,8 +73,8 @@ bench_row() {
   printf 'bench %-5s %-4s %-9s %s  [%s]\n' "$name" "$precision" "${HOLMES_ATTENTION:-auto}" "$line" "$info"
 }
 
-# Several processes sharing the one GPU (docs/cuda.md): the default model in fp32 (bf16
-# refuses tensor parallelism) as one process and as dp2, pp2 and tp2 x pp2 workers; every
+# Several processes sharing the one GPU (docs/cuda.md): the default model in fp32 (exact
+# enough to compare layouts at 1e-4) as one process and as dp2, pp2 and tp2 x pp2 workers; every
 # step's loss within 1e-4 relative of the one process's. $1 = "gloo": device buffers staged
 # through host memory into Gloo groups (NCCL refuses ranks that share a GPU); "nccl": NCCL
 # groups, each process its own NCCL_HOSTID (HOLMES_NCCL_SHARED_GPU=1, socket transport), and
@@ -111,6 +111,30 @@ PY
       bad+=("$name losses differ (shared-$mode/compare.txt)")
   done
   if [ ${#bad[@]} -eq 0 ]; then echo "pass (dp2, pp2, tp2xpp2 vs one process, fp32)"; else echo "FAIL: ${bad[*]}"; fi
+}
+
+# bf16 with tensor parallelism (fp32 sums of the bf16 shards, docs/cuda.md): one process and
+# tp2 workers sharing the GPU (Gloo staged), every step's loss within 2e-2 relative.
+shared_gpu_bf16_tp() {
+  local out="$logs/shared-bf16" common=(--set job.device=cuda --set train.precision=bf16 --set train.steps=8
+    --set train.micro_batch=4 --set train.global_batch=16 --set log.interval=1)
+  rm -rf "$out"
+  mkdir -p "$out"
+  timeout 120 "$dir/bin/holmes-train" "${common[@]}" --set job.output_dir="$out/one" >"$out/one.log" 2>&1 ||
+    { echo "FAIL: one process (see shared-bf16/one.log)"; return; }
+  HOLMES_NCCL=0 HOLMES_WORKERS_PER_GPU=2 timeout 180 "$dir/bin/holmes-train" --nproc-per-node 2 "${common[@]}" \
+    --set parallel.tensor=2 --set job.output_dir="$out/tp2" >"$out/tp2.log" 2>&1 ||
+    { echo "FAIL: tp2 exit $? (see shared-bf16/tp2.log)"; return; }
+  python3 - "$out/one/metrics.jsonl" "$out/tp2/metrics.jsonl" >"$out/compare.txt" 2>&1 <<'PY' &&
+import json, sys
+def losses(path):
+    return [r["loss"] for r in map(json.loads, open(path)) if "loss" in r]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b)) if a and len(a) == len(b) else float("inf")
+print("worst relative loss difference", worst)
+sys.exit(0 if worst < 2e-2 else 1)
+PY
+    echo "pass (tp2 vs one process, bf16, $(cat "$out/compare.txt"))" || echo "FAIL: losses differ (shared-bf16/compare.txt)"
 }
 
 # The CUDA libraries opened at run time (cuBLASLt, cuDNN, NCCL) come from the image: its
@@ -193,9 +217,10 @@ run_checks() {
   grep -q HOLMES_SKIP "$logs/nccl.log" && nccl=FAIL
   nccl_lib=$(grep -m1 '^NCCL [0-9]' "$logs/nccl.log" || echo "libnccl not loaded (see nccl.log)")
   # 2c. several processes sharing the GPU through host-staged Gloo groups
-  local shared shared_nccl
+  local shared shared_nccl shared_bf16
   shared=$(shared_gpu_check gloo)
   shared_nccl=$(shared_gpu_check nccl)
+  shared_bf16=$(shared_gpu_bf16_tp)
   # 2d. the default job with job.device auto: it must train on this GPU (the log line shows
   #     "gpu N MiB" only there)
   local auto_dev
@@ -230,14 +255,15 @@ run_checks() {
   echo "libraries: ${found[*]}"
   printf '%-24s %s\n' "CUDA tests (test_cuda)" "$tests: $summary ${failed:+(first failures: $failed)}" \
     "whole model vs CPU" "$whole" "NCCL groups, one GPU" "$nccl: $nccl_lib" \
-    "shared GPU, Gloo staged" "$shared" "shared GPU, NCCL groups" "$shared_nccl" "default job, device auto" "$auto_dev"
+    "shared GPU, Gloo staged" "$shared" "shared GPU, NCCL groups" "$shared_nccl" \
+    "shared GPU, bf16 tp2" "$shared_bf16" "default job, device auto" "$auto_dev"
   echo "$rows"
   tail -1 "$logs/gemm_bench.log" | sed 's/^/gemm  /'
   if [ -n "${OUT:-}" ]; then
     tar -C "$logs" --exclude=checkpoints --exclude=final -czf "$OUT/gpu_check_logs.tar.gz" . || true
   fi
   echo "logs: $logs${OUT:+ (archived in \$OUT/gpu_check_logs.tar.gz)}"
-  [ "$tests" = pass ] && [ "$whole" = pass ] && [ "$nccl" = pass ] && [[ $shared == pass* ]] && [[ $shared_nccl == pass* ]] && [[ $auto_dev == pass* ]]
+  [ "$tests" = pass ] && [ "$whole" = pass ] && [ "$nccl" = pass ] && [[ $shared == pass* ]] && [[ $shared_nccl == pass* ]] && [[ $shared_bf16 == pass* ]] && [[ $auto_dev == pass* ]]
 }
 
 case "$mode" in

@@ -84,7 +84,7 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const DataS
   if (ctx_.tp != nullptr) tp_comm_ = std::make_unique<GroupTensorParallel>(*ctx_.tp, clock_, ctx_.stream);
   const int slots = max_in_flight(ctx_.pp_size, ctx_.pp_stage, micro_batches_);
   gpt_ = std::make_unique<model::Gpt>(cfg, backend, t.micro_batch, t.seq_len, tp_comm_.get(), slots,
-                                      precision_of(spec, backend, ctx_.tp_size));
+                                      precision_of(spec, backend));
   gpt_->init_weights(spec.job.seed);
   stage_ = std::make_unique<PipelineStage>(*gpt_, ctx_, micro_batches_, t.micro_batch, t.seq_len, clock_);
   optimizer_ = std::make_unique<DistOptimizer>(*gpt_, ctx_, clock_);
@@ -92,14 +92,11 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const DataS
   hyper_ = adamw_hyper_of(spec);
 }
 
-model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& backend, int tp_size) {
+model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& backend) {
   const std::string& p = spec.train.precision;
   const bool has_bf16 = backend.kernels->supports(model::Precision::kBf16);
   if (p == "fp32") return model::Precision::kFp32;
-  if (p == "auto") return has_bf16 && tp_size == 1 ? model::Precision::kBf16 : model::Precision::kFp32;
-  if (p == "bf16" && tp_size > 1)
-    throw UserError(fmt::format("train.precision: 'bf16' with parallel.tensor {} needs bf16 tensor-parallel "
-                                "all-reduces, which are not written yet (accepted here: auto, fp32)", tp_size));
+  if (p == "auto") return has_bf16 ? model::Precision::kBf16 : model::Precision::kFp32;
   if (p != "bf16")
     throw UserError(fmt::format("train.precision: '{}' is not a precision (accepted: auto, bf16, fp32)", p));
   if (!has_bf16)

@@ -30,10 +30,9 @@ namespace holmes::train {
 
 // GptConfig of spec.model (tp = 1, one stage; vocabulary padded by the model).
 model::GptConfig gpt_config_of(const spec::JobSpec& spec);
-// train.precision on this backend: auto is bf16 where the backend has bf16 kernels (a GPU)
-// and the shard is not tensor-parallel, fp32 elsewhere. UserError (exit 2) for bf16 on a
-// backend without bf16 kernels, or with tp_size > 1 (bf16 all-reduces are not written).
-model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& backend, int tp_size = 1);
+// train.precision on this backend: auto is bf16 where the backend has bf16 kernels (a GPU),
+// fp32 elsewhere. UserError (exit 2) for bf16 on a backend without bf16 kernels.
+model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& backend);
 // The learning-rate schedule and AdamW settings of spec.train.
 LrConfig lr_config_of(const spec::JobSpec& spec);
 AdamWHyper adamw_hyper_of(const spec::JobSpec& spec);

@@ -133,11 +133,6 @@ TEST_CASE("train.precision: auto and fp32 train in fp32 on the CPU, bf16 is refu
   spec.train.precision = "bf16";
   auto data = DataSet::open(small_job());
   refused(spec, backend, *data, {"train.precision: 'bf16'", "accepted here: auto, fp32"});
-  // Tensor parallelism keeps fp32 under auto, and refuses bf16 by name.
-  spec.train.precision = "auto";
-  CHECK(precision_of(spec, backend, 2) == holmes::model::Precision::kFp32);
-  spec.train.precision = "bf16";
-  CHECK_THROWS_WITH(precision_of(spec, backend, 2), Catch::Contains("parallel.tensor 2"));
 }
 
 TEST_CASE("shard_state of the single-process trainer owns the whole buffer", "[trainer]") {
