@@ -78,10 +78,12 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   double tokens = double(w.micro_batch) * w.seq_len;
   StageTime t;
   t.compute_s = stage_train_flops(m, layers, last, tp, w.seq_len, tokens) / (tflops * 1e12);
-  // Activation tensor [B, T, C] that tensor-parallel all-reduces and pipeline sends carry.
+  // Activation tensor [B, T, C] that pipeline sends carry (in the activation precision) and
+  // tensor-parallel all-reduces carry (always fp32: Gpt::tp_sum).
   double act = tokens * m.hidden * w.act_bytes();
   int all_reduces = 4 * layers + (first ? 1 : 0) + (last ? 1 : 0);
-  t.tp_s = all_reduces * ring_all_reduce_s(tp_link, tp, act);
+  const double tp_act = tokens * m.hidden * w.tp_wire_bytes();
+  t.tp_s = all_reduces * ring_all_reduce_s(tp_link, tp, tp_act);
   // Pipeline sends are split over the tensor ranks (scatter/gather), forward and backward.
   auto send_s = [&](const LinkCost& link, double bytes) {
     if (w.staged_ethernet && link.kind == LinkKind::kEthernet && link.gbps_per_rank > 0)
@@ -157,8 +159,9 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
     double ranks = double(sc.tp) * sc.dp;
     double act = double(w.micro_batch) * w.seq_len * w.shape.hidden * w.act_bytes();
     auto add = [&](const LinkCost& l, double bytes) { e.bytes_per_step[static_cast<int>(l.kind)] += bytes; };
+    const double tp_act = double(w.micro_batch) * w.seq_len * w.shape.hidden * w.tp_wire_bytes();
     if (sc.tp > 1)
-      add(sc.tp_link, m * (4.0 * layers[s] + sc.first + sc.last) * 2.0 * (sc.tp - 1) / sc.tp * act * ranks);
+      add(sc.tp_link, m * (4.0 * layers[s] + sc.first + sc.last) * 2.0 * (sc.tp - 1) / sc.tp * tp_act * ranks);
     if (!sc.last) add(sc.next_link, m * act / sc.tp * ranks);
     if (!sc.first) add(sc.prev_link, m * act / sc.tp * ranks);
     double params = sc.params_per_rank(w, layers[s]);

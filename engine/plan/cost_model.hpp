@@ -34,6 +34,7 @@ struct Workload {
   // path's two host copies (ethernet_transfer_s).
   bool staged_ethernet = false;
   int act_bytes() const { return cuda ? 2 : 4; }
+  int tp_wire_bytes() const { return 4; }  // TP sums travel as fp32 also in bf16 (Gpt::tp_sum)
   int param_bytes() const { return cuda ? 2 : 4; }  // weights as used in compute
   int grad_bytes() const { return 4; }               // fp32 gradient buffer, reduced in fp32
   int optimizer_bytes() const { return cuda ? 12 : 8; }  // fp32 master + m + v, or m + v

@@ -74,3 +74,26 @@ TEST_CASE("pipeline sends over Ethernet with parallel.cross_island: gloo pay two
   mid.next_link = mid.prev_link = ib;
   CHECK(mid.time(w, 2).pp_s == Approx(2 * ib.transfer_s(act)));
 }
+
+TEST_CASE("tensor-parallel sums are priced in fp32 on GPUs too, pipeline sends in the activation precision",
+          "[cost_model]") {
+  holmes::plan::Workload w;
+  w.shape = holmes::plan::GptShape{4, 256, 8, 1000, 128};
+  w.seq_len = 128;
+  w.micro_batch = 2;
+  holmes::plan::StageCost mid;
+  mid.tp = 2;
+  mid.tflops = 100;
+  holmes::plan::LinkCost link;
+  link.kind = holmes::plan::LinkKind::kIntraNode;
+  link.gbps_per_rank = 400;
+  link.latency_s = 5e-6;
+  mid.tp_link = mid.next_link = mid.prev_link = link;
+  w.cuda = false;
+  const auto cpu = mid.time(w, 2);
+  w.cuda = true;
+  const auto gpu = mid.time(w, 2);
+  CHECK(gpu.tp_s == cpu.tp_s);                     // fp32 sums either way (Gpt::tp_sum)
+  CHECK(gpu.pp_s < cpu.pp_s);                      // bf16 boundaries: half the bytes
+  CHECK(gpu.pp_s - 2 * link.latency_s == Approx((cpu.pp_s - 2 * link.latency_s) / 2));  // two sends
+}
