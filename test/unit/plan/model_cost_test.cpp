@@ -49,19 +49,39 @@ TEST_CASE("alpha-beta ring collectives, closed form", "[cost_model]") {
   CHECK(l.transfer_s(1.25e9) == Approx(0.1 + 5e-6));
 }
 
-TEST_CASE("pipeline sends over Ethernet with parallel.cross_island: gloo pay two host copies", "[cost_model]") {
+namespace {
+
+// B=2 T=128 C=256 micro-batches and a middle stage (it sends forward and backward) of tp 2.
+holmes::plan::Workload small_workload(bool cuda) {
   holmes::plan::Workload w;
   w.shape = holmes::plan::GptShape{4, 256, 8, 1000, 128};
   w.seq_len = 128;
   w.micro_batch = 2;
-  w.cuda = true;
-  holmes::plan::StageCost mid;  // a middle stage: sends forward and backward
+  w.cuda = cuda;
+  return w;
+}
+
+holmes::plan::StageCost middle_stage() {
+  holmes::plan::StageCost mid;
   mid.tp = 2;
   mid.tflops = 100;
-  holmes::plan::LinkCost eth;
-  eth.kind = holmes::plan::LinkKind::kEthernet;
-  eth.gbps_per_rank = 10;
-  eth.latency_s = 30e-6;
+  return mid;
+}
+
+holmes::plan::LinkCost link_of(holmes::plan::LinkKind kind, double gbps, double latency_s) {
+  holmes::plan::LinkCost l;
+  l.kind = kind;
+  l.gbps_per_rank = gbps;
+  l.latency_s = latency_s;
+  return l;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline sends over Ethernet with parallel.cross_island: gloo pay two host copies", "[cost_model]") {
+  holmes::plan::Workload w = small_workload(true);
+  holmes::plan::StageCost mid = middle_stage();
+  const holmes::plan::LinkCost eth = link_of(holmes::plan::LinkKind::kEthernet, 10, 30e-6);
   mid.next_link = mid.prev_link = eth;
   const double act = 2.0 * 128 * 256 * w.act_bytes() / mid.tp;  // B T C bytes split over tp
   const double nccl = mid.time(w, 2).pp_s;
@@ -77,19 +97,10 @@ TEST_CASE("pipeline sends over Ethernet with parallel.cross_island: gloo pay two
 
 TEST_CASE("tensor-parallel sums are priced in fp32 on GPUs too, pipeline sends in the activation precision",
           "[cost_model]") {
-  holmes::plan::Workload w;
-  w.shape = holmes::plan::GptShape{4, 256, 8, 1000, 128};
-  w.seq_len = 128;
-  w.micro_batch = 2;
-  holmes::plan::StageCost mid;
-  mid.tp = 2;
-  mid.tflops = 100;
-  holmes::plan::LinkCost link;
-  link.kind = holmes::plan::LinkKind::kIntraNode;
-  link.gbps_per_rank = 400;
-  link.latency_s = 5e-6;
+  holmes::plan::Workload w = small_workload(false);
+  holmes::plan::StageCost mid = middle_stage();
+  const holmes::plan::LinkCost link = link_of(holmes::plan::LinkKind::kIntraNode, 400, 5e-6);
   mid.tp_link = mid.next_link = mid.prev_link = link;
-  w.cuda = false;
   const auto cpu = mid.time(w, 2);
   w.cuda = true;
   const auto gpu = mid.time(w, 2);
