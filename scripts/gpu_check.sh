@@ -113,8 +113,9 @@ PY
   if [ ${#bad[@]} -eq 0 ]; then echo "pass (dp2, pp2, tp2xpp2 vs one process, fp32)"; else echo "FAIL: ${bad[*]}"; fi
 }
 
-# bf16 with tensor parallelism (fp32 sums of the bf16 shards, docs/cuda.md): one process and
-# tp2 workers sharing the GPU (Gloo staged), every step's loss within 2e-2 relative.
+# bf16 across processes (docs/cuda.md): tensor parallelism (fp32 sums of the bf16 shards) and
+# pipeline stages (bf16 boundaries): one process, then tp2 and pp2 workers sharing the GPU
+# (Gloo staged), every step's loss within 2e-2 relative of the one process's.
 shared_gpu_bf16_tp() {
   local out="$logs/shared-bf16" common=(--set job.device=cuda --set train.precision=bf16 --set train.steps=8
     --set train.micro_batch=4 --set train.global_batch=16 --set log.interval=1)
@@ -122,19 +123,24 @@ shared_gpu_bf16_tp() {
   mkdir -p "$out"
   timeout 120 "$dir/bin/holmes-train" "${common[@]}" --set job.output_dir="$out/one" >"$out/one.log" 2>&1 ||
     { echo "FAIL: one process (see shared-bf16/one.log)"; return; }
-  HOLMES_NCCL=0 HOLMES_WORKERS_PER_GPU=2 timeout 180 "$dir/bin/holmes-train" --nproc-per-node 2 "${common[@]}" \
-    --set parallel.tensor=2 --set job.output_dir="$out/tp2" >"$out/tp2.log" 2>&1 ||
-    { echo "FAIL: tp2 exit $? (see shared-bf16/tp2.log)"; return; }
-  python3 - "$out/one/metrics.jsonl" "$out/tp2/metrics.jsonl" >"$out/compare.txt" 2>&1 <<'PY' &&
+  local bad=() name t p
+  for layout in "tp2 2 1" "pp2 1 2"; do
+    read -r name t p <<<"$layout"
+    HOLMES_NCCL=0 HOLMES_WORKERS_PER_GPU=2 timeout 180 "$dir/bin/holmes-train" --nproc-per-node 2 "${common[@]}" \
+      --set parallel.tensor="$t" --set parallel.pipeline="$p" --set job.output_dir="$out/$name" >"$out/$name.log" 2>&1 ||
+      { bad+=("$name exit $? (see shared-bf16/$name.log)"); continue; }
+    python3 - "$out/one/metrics.jsonl" "$out/$name/metrics.jsonl" >>"$out/compare.txt" 2>&1 <<'PY' ||
 import json, sys
 def losses(path):
     return [r["loss"] for r in map(json.loads, open(path)) if "loss" in r]
 a, b = losses(sys.argv[1]), losses(sys.argv[2])
 worst = max(abs(x - y) / abs(x) for x, y in zip(a, b)) if a and len(a) == len(b) else float("inf")
-print("worst relative loss difference", worst)
+print(sys.argv[2], "worst relative loss difference", worst)
 sys.exit(0 if worst < 2e-2 else 1)
 PY
-    echo "pass (tp2 vs one process, bf16, $(cat "$out/compare.txt"))" || echo "FAIL: losses differ (shared-bf16/compare.txt)"
+      bad+=("$name losses differ (shared-bf16/compare.txt)")
+  done
+  if [ ${#bad[@]} -eq 0 ]; then echo "pass (tp2, pp2 vs one process, bf16)"; else echo "FAIL: ${bad[*]}"; fi
 }
 
 # The CUDA libraries opened at run time (cuBLASLt, cuDNN, NCCL) come from the image: its
@@ -256,7 +262,7 @@ run_checks() {
   printf '%-24s %s\n' "CUDA tests (test_cuda)" "$tests: $summary ${failed:+(first failures: $failed)}" \
     "whole model vs CPU" "$whole" "NCCL groups, one GPU" "$nccl: $nccl_lib" \
     "shared GPU, Gloo staged" "$shared" "shared GPU, NCCL groups" "$shared_nccl" \
-    "shared GPU, bf16 tp2" "$shared_bf16" "default job, device auto" "$auto_dev"
+    "shared GPU, bf16 tp2 pp2" "$shared_bf16" "default job, device auto" "$auto_dev"
   echo "$rows"
   tail -1 "$logs/gemm_bench.log" | sed 's/^/gemm  /'
   if [ -n "${OUT:-}" ]; then
