@@ -29,14 +29,13 @@ struct ParallelContext {
   void* stream = nullptr;
   // NCCL groups with the same members as tp, pp, dp and embedding (engine/train/device_groups),
   // or null: the trainer sends device buffers through them and host buffers through the groups
-  // above. With a dp device group the DP reduce-scatters are enqueued in program order on the
-  // compute stream (no communication thread: two threads enqueueing on NCCL communicators
-  // could order them differently on different ranks).
+  // above. With a dp device group the main thread enqueues the DP reduce-scatters in program
+  // order on the backend's side queue (no communication thread: two threads enqueueing on
+  // NCCL communicators could order them differently on different ranks).
   comm::ProcessGroup* tp_device = nullptr;
   comm::ProcessGroup* pp_device = nullptr;
   comm::ProcessGroup* dp_device = nullptr;
   comm::ProcessGroup* embedding_device = nullptr;
-  bool dp_on_stream = false;  // set by the trainer when dp runs on dp_device
 };
 
 // Throws std::invalid_argument (a wiring error of the runtime, not user input) when the

@@ -112,7 +112,7 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommCl
     // On an NCCL group this thread enqueues the reduce-scatters in program order (the same on
     // every rank) on the backend's side queue, which overlaps them with the rest of backward;
     // on a host group a communication thread overlaps them.
-    if (ctx.dp_on_stream)
+    if (ctx.dp_device != nullptr)
       side_ = mem.side_stream();  // null where calls complete in order: then the compute queue
     else
       thread_ = std::make_unique<comm::CommThread>();

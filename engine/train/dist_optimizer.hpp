@@ -110,7 +110,7 @@ class DistOptimizer {
   bool armed_ = false;
   int overlapped_ = 0;
   bool dp_ = false;  // dp_size > 1: gradients are reduce-scattered, parameters all-gathered
-  void* side_ = nullptr;  // ctx.dp_on_stream: the backend's side queue the reduce-scatters run on
+  void* side_ = nullptr;  // with ctx.dp_device: the backend's side queue the reduce-scatters run on
   std::unique_ptr<comm::CommThread> thread_;  // last: stops before the buffers it uses go
 };
 

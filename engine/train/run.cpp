@@ -177,12 +177,12 @@ int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data
 
 model::Backend make_training_backend(const spec::JobSpec& spec, int local_rank) {
   std::string note;
-  model::resolve_device(spec.job.device, &note);
+  const std::string device = model::resolve_device(spec.job.device, &note);
   if (!note.empty() && local_rank <= 0) {
     fmt::print("holmes-train: {}\n", note);
     std::fflush(stdout);
   }
-  return model::make_backend(spec.job.device, local_rank);
+  return model::make_backend(device, local_rank);
 }
 
 int run_training(const spec::JobSpec& spec) {

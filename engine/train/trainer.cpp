@@ -73,7 +73,6 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const DataS
       staged_.push_back(std::make_unique<StagedGroup>(**g, *backend.memory, device, ctx_.stream));
       *g = staged_.back().get();
     }
-    ctx_.dp_on_stream = ctx_.dp != nullptr && ctx_.dp_device != nullptr;
   }
   const auto& t = spec.train;
   if (!spec.global_batch_ok(ctx_.dp_size))
