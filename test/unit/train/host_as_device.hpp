@@ -5,12 +5,15 @@
 #pragma once
 
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "comm/process_group.hpp"
 #include "model/backend.hpp"
@@ -64,95 +67,47 @@ class HostAsDevice final : public model::DeviceMemory {
   long to_side_ = 0, to_compute_ = 0;
 };
 
-// A host group that refuses device buffers: between the trainer and the real group, it
-// proves that every buffer of the model was staged (a missed one throws, naming the op).
-class HostOnlyGroup final : public comm::ProcessGroup {
+// A group between the trainer and a real group that takes one kind of memory only, and
+// records what it was given:
+// - HostOnlyGroup refuses device buffers: it proves that every buffer of the model was
+//   staged (a missed one throws, naming the op);
+// - DeviceOnlyGroup refuses host buffers (as an NCCL group does), so the trainer's host
+//   buffers (loss and norm sums) must go to the host groups.
+// Each records the queue every kind of operation was given and counts the buffers it took.
+template <bool kDevice>
+class MemoryCheckedGroup final : public comm::ProcessGroup {
  public:
-  HostOnlyGroup(std::unique_ptr<comm::ProcessGroup> inner, const model::DeviceMemory& mem)
+  MemoryCheckedGroup(std::unique_ptr<comm::ProcessGroup> inner, const model::DeviceMemory& mem)
       : ProcessGroup(inner->spec()), inner_(std::move(inner)), mem_(mem) {}
-  std::string transport() const override { return inner_->transport(); }
+  std::string transport() const override { return (kDevice ? "device-only " : "") + inner_->transport(); }
   void all_reduce(std::span<float> d, comm::ReduceOp op, const comm::OpOptions& o = {}) override {
-    check("all_reduce", d.data());
+    check("all_reduce", o, {d.data()});
     inner_->all_reduce(d, op, o);
   }
   void reduce_scatter(std::span<float> out, std::span<const float> in, comm::ReduceOp op,
                       const comm::OpOptions& o = {}) override {
-    check("reduce_scatter", out.data());
-    check("reduce_scatter", in.data());
+    check("reduce_scatter", o, {out.data(), in.data()});
     inner_->reduce_scatter(out, in, op, o);
   }
   void all_gather(std::span<float> out, std::span<const float> in, const comm::OpOptions& o = {}) override {
-    check("all_gather", out.data());
-    check("all_gather", in.data());
+    check("all_gather", o, {out.data(), in.data()});
     inner_->all_gather(out, in, o);
   }
   void broadcast(std::span<float> d, int root, const comm::OpOptions& o = {}) override {
-    check("broadcast", d.data());
+    check("broadcast", o, {d.data()});
     inner_->broadcast(d, root, o);
   }
   void send_recv(std::span<const comm::P2POp> ops, const comm::OpOptions& o = {}) override {
-    for (const auto& op : ops) check("send_recv", op.data.data());
+    std::vector<const void*> buffers;
+    for (const auto& op : ops) buffers.push_back(op.data.data());
+    check("send_recv", o, buffers);
     inner_->send_recv(ops, o);
   }
   void barrier(const comm::OpOptions& o = {}) override { inner_->barrier(o); }
 
- private:
-  void check(const char* op, const void* p) const {
-    if (mem_.holds(p)) throw std::logic_error(std::string("a device buffer reached host group ") + name() + " in " + op);
-  }
-  std::unique_ptr<comm::ProcessGroup> inner_;
-  const model::DeviceMemory& mem_;
-};
-
-// The other half: a group that takes device buffers only (as an NCCL group does), so the
-// trainer's host buffers (loss and norm sums) must go to the host groups. Counts its calls.
-class DeviceOnlyGroup final : public comm::ProcessGroup {
- public:
-  DeviceOnlyGroup(std::unique_ptr<comm::ProcessGroup> inner, const model::DeviceMemory& mem)
-      : ProcessGroup(inner->spec()), inner_(std::move(inner)), mem_(mem) {}
-  std::string transport() const override { return "device-only " + inner_->transport(); }
-  void all_reduce(std::span<float> d, comm::ReduceOp op, const comm::OpOptions& o = {}) override {
-    last_stream_ = o.stream;
-    streams_["all_reduce"].insert(o.stream);
-    ++counts_["all_reduce"];
-    check("all_reduce", d.data());
-    inner_->all_reduce(d, op, o);
-  }
-  void reduce_scatter(std::span<float> out, std::span<const float> in, comm::ReduceOp op,
-                      const comm::OpOptions& o = {}) override {
-    last_stream_ = o.stream;
-    streams_["reduce_scatter"].insert(o.stream);
-    ++counts_["reduce_scatter"];
-    check("reduce_scatter", out.data());
-    check("reduce_scatter", in.data());
-    inner_->reduce_scatter(out, in, op, o);
-  }
-  void all_gather(std::span<float> out, std::span<const float> in, const comm::OpOptions& o = {}) override {
-    last_stream_ = o.stream;
-    streams_["all_gather"].insert(o.stream);
-    ++counts_["all_gather"];
-    check("all_gather", out.data());
-    check("all_gather", in.data());
-    inner_->all_gather(out, in, o);
-  }
-  void broadcast(std::span<float> d, int root, const comm::OpOptions& o = {}) override {
-    last_stream_ = o.stream;
-    streams_["broadcast"].insert(o.stream);
-    ++counts_["broadcast"];
-    check("broadcast", d.data());
-    inner_->broadcast(d, root, o);
-  }
-  void send_recv(std::span<const comm::P2POp> ops, const comm::OpOptions& o = {}) override {
-    last_stream_ = o.stream;
-    streams_["send_recv"].insert(o.stream);
-    ++counts_["send_recv"];
-    for (const auto& op : ops) check("send_recv", op.data.data());
-    inner_->send_recv(ops, o);
-  }
-  void barrier(const comm::OpOptions& o = {}) override { inner_->barrier(o); }
-  long calls() const { return calls_; }
+  long calls() const { return calls_; }  // buffers taken (send_recv: one per half)
   void* last_stream() const { return last_stream_; }
-  // The queues each kind of operation was given ("reduce_scatter", ...).
+  // The queues each kind of operation was given ("reduce_scatter", ...), and how often.
   const std::map<std::string, std::set<void*>>& streams() const { return streams_; }
   long count(const std::string& op) const {
     auto it = counts_.find(op);
@@ -160,10 +115,20 @@ class DeviceOnlyGroup final : public comm::ProcessGroup {
   }
 
  private:
-  void check(const char* op, const void* p) {
-    if (p != nullptr && !mem_.holds(p))
-      throw std::logic_error(std::string("a host buffer reached device group ") + name() + " in " + op);
-    ++calls_;
+  void check(const char* op, const comm::OpOptions& o, std::span<const void* const> buffers) {
+    last_stream_ = o.stream;
+    streams_[op].insert(o.stream);
+    ++counts_[op];
+    for (const void* p : buffers) {
+      if (kDevice && p != nullptr && !mem_.holds(p))
+        throw std::logic_error(std::string("a host buffer reached device group ") + name() + " in " + op);
+      if (!kDevice && mem_.holds(p))
+        throw std::logic_error(std::string("a device buffer reached host group ") + name() + " in " + op);
+      ++calls_;
+    }
+  }
+  void check(const char* op, const comm::OpOptions& o, std::initializer_list<const void*> buffers) {
+    check(op, o, std::span<const void* const>(buffers.begin(), buffers.size()));
   }
   std::unique_ptr<comm::ProcessGroup> inner_;
   const model::DeviceMemory& mem_;
@@ -172,6 +137,8 @@ class DeviceOnlyGroup final : public comm::ProcessGroup {
   std::map<std::string, std::set<void*>> streams_;
   std::map<std::string, long> counts_;
 };
+using HostOnlyGroup = MemoryCheckedGroup<false>;
+using DeviceOnlyGroup = MemoryCheckedGroup<true>;
 
 inline model::Backend host_as_device_backend() {
   model::Backend b = model::make_backend("cpu");
