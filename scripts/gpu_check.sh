@@ -73,74 +73,53 @@ bench_row() {
   printf 'bench %-5s %-4s %-9s %s  [%s]\n' "$name" "$precision" "${HOLMES_ATTENTION:-auto}" "$line" "$info"
 }
 
-# Several processes sharing the one GPU (docs/cuda.md): the default model in fp32 (exact
-# enough to compare layouts at 1e-4) as one process and as dp2, pp2 and tp2 x pp2 workers; every
-# step's loss within 1e-4 relative of the one process's. $1 = "gloo": device buffers staged
-# through host memory into Gloo groups (NCCL refuses ranks that share a GPU); "nccl": NCCL
-# groups, each process its own NCCL_HOSTID (HOLMES_NCCL_SHARED_GPU=1, socket transport), and
-# every worker's log must name its NCCL groups. Prints "pass ..." or "FAIL: ..." and leaves
-# the runs under $logs/shared-$1.
+# Every step's loss of metrics file $3 within relative $1 of file $2's; prints the worst
+# difference; exit 0 when within.
+losses_within() {
+  python3 - "$@" <<'PY'
+import json, sys
+def losses(path):
+    return [r["loss"] for r in map(json.loads, open(path)) if "loss" in r]
+tol, a, b = float(sys.argv[1]), losses(sys.argv[2]), losses(sys.argv[3])
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b)) if a and len(a) == len(b) else float("inf")
+print(sys.argv[3], len(a), len(b), "worst relative loss difference", worst)
+sys.exit(0 if worst < tol else 1)
+PY
+}
+
+# Several processes sharing the one GPU (docs/cuda.md): the default model as one process, then
+# as each layout "name workers tp pp dp" given after $1..$3, every step's loss within relative
+# $3 of the one process's, in precision $2. $1 = "gloo": device buffers staged through host
+# memory into Gloo groups (NCCL refuses ranks that share a GPU); "nccl": NCCL groups, each
+# process its own NCCL_HOSTID (HOLMES_NCCL_SHARED_GPU=1, socket transport), and every worker's
+# log must name its NCCL groups. Prints "pass ..." or "FAIL: ..." and leaves the runs under
+# $logs/shared-$1-$2.
 shared_gpu_check() {
-  local mode=$1 out="$logs/shared-$1" common=(--set job.device=cuda --set train.precision=fp32 --set train.steps=8
+  local mode=$1 precision=$2 tol=$3 sub="shared-$1-$2"
+  shift 3
+  local out="$logs/$sub" common=(--set job.device=cuda --set train.precision="$precision" --set train.steps=8
     --set train.micro_batch=4 --set train.global_batch=16 --set log.interval=1)
   local env=(HOLMES_NCCL=0)
   [ "$mode" = nccl ] && env=(HOLMES_NCCL=1 HOLMES_NCCL_SHARED_GPU=1)
   rm -rf "$out"
   mkdir -p "$out"
   timeout 120 "$dir/bin/holmes-train" "${common[@]}" --set job.output_dir="$out/one" >"$out/one.log" 2>&1 ||
-    { echo "FAIL: one process (see shared-$mode/one.log)"; return; }
-  local bad=() name n t p d
-  for layout in "dp2 2 1 1 2" "pp2 2 1 2 1" "tp2xpp2 4 2 2 1"; do
+    { echo "FAIL: one process (see $sub/one.log)"; return; }
+  local bad=() names=() name n t p d layout
+  for layout in "$@"; do
     read -r name n t p d <<<"$layout"
+    names+=("$name")
     env "${env[@]}" HOLMES_WORKERS_PER_GPU=$n timeout 180 "$dir/bin/holmes-train" --nproc-per-node "$n" "${common[@]}" \
       --set parallel.tensor="$t" --set parallel.pipeline="$p" --set parallel.data="$d" \
-      --set job.output_dir="$out/$name" >"$out/$name.log" 2>&1 || { bad+=("$name exit $? (see shared-$mode/$name.log)"); continue; }
+      --set job.output_dir="$out/$name" >"$out/$name.log" 2>&1 || { bad+=("$name exit $? (see $sub/$name.log)"); continue; }
     if [ "$mode" = nccl ] && ! grep -q "nccl: .* over nccl" "$out/$name.log"; then
-      bad+=("$name did not use NCCL groups (shared-$mode/$name.log)")
+      bad+=("$name did not use NCCL groups ($sub/$name.log)")
       continue
     fi
-    python3 - "$out/one/metrics.jsonl" "$out/$name/metrics.jsonl" >>"$out/compare.txt" 2>&1 <<'PY' ||
-import json, sys
-def losses(path):
-    return [r["loss"] for r in map(json.loads, open(path)) if "loss" in r]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-worst = max(abs(x - y) / abs(x) for x, y in zip(a, b)) if a and len(a) == len(b) else float("inf")
-print(sys.argv[2], len(a), len(b), "worst relative loss difference", worst)
-sys.exit(0 if worst < 1e-4 else 1)
-PY
-      bad+=("$name losses differ (shared-$mode/compare.txt)")
+    losses_within "$tol" "$out/one/metrics.jsonl" "$out/$name/metrics.jsonl" >>"$out/compare.txt" 2>&1 ||
+      bad+=("$name losses differ ($sub/compare.txt)")
   done
-  if [ ${#bad[@]} -eq 0 ]; then echo "pass (dp2, pp2, tp2xpp2 vs one process, fp32)"; else echo "FAIL: ${bad[*]}"; fi
-}
-
-# bf16 across processes (docs/cuda.md): tensor parallelism (fp32 sums of the bf16 shards) and
-# pipeline stages (bf16 boundaries): one process, then tp2 and pp2 workers sharing the GPU
-# (Gloo staged), every step's loss within 2e-2 relative of the one process's.
-shared_gpu_bf16_tp() {
-  local out="$logs/shared-bf16" common=(--set job.device=cuda --set train.precision=bf16 --set train.steps=8
-    --set train.micro_batch=4 --set train.global_batch=16 --set log.interval=1)
-  rm -rf "$out"
-  mkdir -p "$out"
-  timeout 120 "$dir/bin/holmes-train" "${common[@]}" --set job.output_dir="$out/one" >"$out/one.log" 2>&1 ||
-    { echo "FAIL: one process (see shared-bf16/one.log)"; return; }
-  local bad=() name t p
-  for layout in "tp2 2 1" "pp2 1 2"; do
-    read -r name t p <<<"$layout"
-    HOLMES_NCCL=0 HOLMES_WORKERS_PER_GPU=2 timeout 180 "$dir/bin/holmes-train" --nproc-per-node 2 "${common[@]}" \
-      --set parallel.tensor="$t" --set parallel.pipeline="$p" --set job.output_dir="$out/$name" >"$out/$name.log" 2>&1 ||
-      { bad+=("$name exit $? (see shared-bf16/$name.log)"); continue; }
-    python3 - "$out/one/metrics.jsonl" "$out/$name/metrics.jsonl" >>"$out/compare.txt" 2>&1 <<'PY' ||
-import json, sys
-def losses(path):
-    return [r["loss"] for r in map(json.loads, open(path)) if "loss" in r]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-worst = max(abs(x - y) / abs(x) for x, y in zip(a, b)) if a and len(a) == len(b) else float("inf")
-print(sys.argv[2], "worst relative loss difference", worst)
-sys.exit(0 if worst < 2e-2 else 1)
-PY
-      bad+=("$name losses differ (shared-bf16/compare.txt)")
-  done
-  if [ ${#bad[@]} -eq 0 ]; then echo "pass (tp2, pp2 vs one process, bf16)"; else echo "FAIL: ${bad[*]}"; fi
+  if [ ${#bad[@]} -eq 0 ]; then echo "pass (${names[*]} vs one process, $precision)"; else echo "FAIL: ${bad[*]}"; fi
 }
 
 # The CUDA libraries opened at run time (cuBLASLt, cuDNN, NCCL) come from the image: its
@@ -224,9 +203,12 @@ run_checks() {
   nccl_lib=$(grep -m1 '^NCCL [0-9]' "$logs/nccl.log" || echo "libnccl not loaded (see nccl.log)")
   # 2c. several processes sharing the GPU through host-staged Gloo groups
   local shared shared_nccl shared_bf16
-  shared=$(shared_gpu_check gloo)
-  shared_nccl=$(shared_gpu_check nccl)
-  shared_bf16=$(shared_gpu_bf16_tp)
+  # fp32 is exact enough to compare layouts at 1e-4; bf16 checks tensor parallelism (fp32 sums
+  # of the bf16 shards) and pipeline stages (bf16 boundaries) at the bf16 tolerance
+  local layouts=("dp2 2 1 1 2" "pp2 2 1 2 1" "tp2xpp2 4 2 2 1")
+  shared=$(shared_gpu_check gloo fp32 1e-4 "${layouts[@]}")
+  shared_nccl=$(shared_gpu_check nccl fp32 1e-4 "${layouts[@]}")
+  shared_bf16=$(shared_gpu_check gloo bf16 2e-2 "tp2 2 2 1 1" "pp2 2 1 2 1")
   # 2d. the default job with job.device auto: it must train on this GPU (the log line shows
   #     "gpu N MiB" only there)
   local auto_dev
