@@ -11,9 +11,10 @@
 //   - exact:    the reference kernels below (one warp per query row), fp32 only.
 // plan() chooses once per (precision, max shape): for bf16, cuDNN when it offers an engine for
 // the forward and the backward, else the fallback; for fp32, the fallback too (cuDNN has no
-// fp32 attention; the exact kernels are the slow reference, chosen only when forced). It says which, and why cuDNN was not taken, in AttentionPlan::method (logged at
-// start-up). The environment variable HOLMES_ATTENTION=cudnn|fallback|exact forces a method
-// (docs/cuda.md); a forced method that cannot serve the precision or shape makes plan() throw.
+// fp32 attention; the exact kernels are the slow reference, chosen only when forced). It says
+// which, and why cuDNN was not taken, in AttentionPlan::method (logged at start-up). The
+// environment variable HOLMES_ATTENTION=cudnn|fallback|exact forces a method (docs/cuda.md); a
+// forced method that cannot serve the precision or shape makes plan() throw.
 // What `att` and `scratch` hold per method: attention_plan.hpp (attention_sizes).
 #pragma once
 

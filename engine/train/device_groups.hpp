@@ -11,9 +11,10 @@
 // GPU); if any rank lacks one of them, every rank stages device buffers through Gloo, and each
 // rank that said no prints why. For now NCCL is opt-in: HOLMES_NCCL=1 turns it on (and makes
 // a missing piece an error, exit 2); unset or HOLMES_NCCL=0 stages device buffers through Gloo,
-// the path that has passed scripts/gpu_check.sh on a GPU (this one has not yet run there). HOLMES_NCCL_SHARED_GPU=1 lets ranks that share a GPU use NCCL anyway
-// by giving each process its own NCCL_HOSTID, so NCCL treats each as a host of its own and
-// connects them through its socket transport: a test set-up for a machine with one GPU.
+// the path that has passed scripts/gpu_check.sh on a GPU (this one has not yet run there).
+// HOLMES_NCCL_SHARED_GPU=1 lets ranks that share a GPU use NCCL anyway by giving each process
+// its own NCCL_HOSTID, so NCCL treats each as a host of its own and connects them through its
+// socket transport: a test set-up for a machine with one GPU.
 #pragma once
 
 #include <memory>
