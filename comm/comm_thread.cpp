@@ -35,6 +35,18 @@ void CommThread::drain() {
   for (auto& f : waiting) f.get();  // rethrows the first failure, in submission order
 }
 
+void CommThread::cancel() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.clear();  // a packaged_task destroyed unrun breaks its promise
+    pending_.clear();
+  }
+  // Runs after the operation in progress: once it ran, nothing of the earlier work is left.
+  submit([] {}).wait();
+  std::lock_guard<std::mutex> lock(mutex_);
+  pending_.clear();
+}
+
 void CommThread::run() {
   for (;;) {
     std::packaged_task<void()> task;

@@ -27,6 +27,11 @@ class CommThread {
   std::shared_future<void> submit(std::function<void()> op);
   // Waits for everything submitted so far; rethrows the first failure among them.
   void drain();
+  // Drops the work queued that has not started (waiting on its future throws
+  // std::future_error, broken_promise) and waits for the operation running, if any, without
+  // rethrowing anything: after a failure elsewhere, what is queued would only sit out its
+  // time-outs before the failure is reported.
+  void cancel();
 
  private:
   void run();

@@ -6,10 +6,23 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
+#include <new>
 #include <span>
 #include <utility>
 
 namespace holmes::model {
+
+// A point in a backend's queue (a recorded CUDA event): wait() returns once everything
+// queued before the fence was made has finished. Any thread may wait; throws on a device
+// error.
+class QueueFence {
+ public:
+  virtual ~QueueFence() = default;
+  virtual void wait() = 0;
+  // True once passed; never blocks.
+  virtual bool done() = 0;
+};
 
 class DeviceMemory {
  public:
@@ -45,6 +58,20 @@ class DeviceMemory {
   // copy() and zero() queued on `queue` (stream() or side_stream()) instead of stream().
   virtual void copy_on(void* /*queue*/, void* dst, const void* src, size_t bytes) { copy(dst, src, bytes); }
   virtual void zero_on(void* /*queue*/, void* p, size_t bytes) { zero(p, bytes); }
+
+  // Host memory for copies that run beside the host (page-locked on CUDA, so a queued copy
+  // to or from it neither waits for the host nor goes through a bounce buffer); plain host
+  // memory elsewhere. release_pinned(nullptr) is a no-op.
+  virtual void* allocate_pinned(size_t bytes) { return ::operator new(bytes > 0 ? bytes : 1); }
+  virtual void release_pinned(void* p) noexcept { ::operator delete(p); }
+  // Copies between pinned host memory and the backend, queued on stream() and returning at
+  // once: the bytes have moved only when a fence() made after the call has passed, and the
+  // host buffer must stay untouched until then. Where every call completes in order (the
+  // CPU) they are plain copies.
+  virtual void download_queued(void* pinned, const void* src, size_t bytes) { download(pinned, src, bytes); }
+  virtual void upload_queued(void* dst, const void* pinned, size_t bytes) { upload(dst, pinned, bytes); }
+  // A fence after everything queued on stream() so far; null where that has all finished.
+  virtual std::shared_ptr<QueueFence> fence() { return nullptr; }
 };
 
 // An array of T in a backend's memory, owned (RAII), moved not copied.

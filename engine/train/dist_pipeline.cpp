@@ -18,14 +18,22 @@ PipelineStage::PipelineStage(model::Gpt& gpt, const ParallelContext& ctx, int mi
     throw std::logic_error(fmt::format("PipelineStage: the model has {} activation slots, stage {} of {} keeps {} "
                                        "micro-batches in flight", gpt.slots(), ctx.pp_stage, ctx.pp_size, slots));
   slot_micro_.assign(slots, -1);
+  max_sending_ = static_cast<size_t>(std::max(slots, 2));
+  if (ctx.pp != nullptr)
+    channel_ = std::make_unique<PipeChannel>(*ctx.pp, ctx.pp_device != nullptr, *gpt.backend().memory, clock,
+                                             2 * slots + 2);
   inputs_.resize(static_cast<size_t>(B) * T);
   targets_.resize(inputs_.size());
 }
 
 void PipelineStage::reset() {
-  // A step that failed half-way (a CommError) may have left buffers and slots taken.
+  // A step that failed half-way (a CommError) may have left transfers queued and buffers and
+  // slots taken.
+  if (channel_) channel_->abandon();
   for (auto& [key, buf] : live_) free_.push_back(std::move(buf));
   live_.clear();
+  for (auto& [done, buf] : sending_) free_.push_back(std::move(buf));
+  sending_.clear();
   std::fill(slot_micro_.begin(), slot_micro_.end(), -1);
   if (last_) gpt_.take_loss_sum();  // drops what a failed step left
   loss_sum_ = 0;
@@ -59,9 +67,7 @@ double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(in
       backward(s.micro);
     }
   }
-  if (!live_.empty())  // a schedule that leaves a transfer unmatched is a bug, not a hang
-    throw std::logic_error(fmt::format("PipelineStage: stage {} ended the step with {} unsent or unused buffers",
-                                       ctx_.pp_stage, live_.size()));
+  finish_transfers();
   // On a GPU the last backward's kernels are still queued: wait for them inside the compute
   // time, so it measures the device's work (a no-op on the CPU).
   timed(compute_s_, [&] { gpt_.backend().memory->synchronize(); });
@@ -80,8 +86,17 @@ double PipelineStage::run_forward(int count, const FetchFn& fetch) {
     if (!last_) exchange({{P2PKind::kSendActivation, e, ctx_.pp_stage + 1}});
     slot_micro_[e % slot_micro_.size()] = -1;  // no backward follows
   }
+  finish_transfers();
   if (last_) loss_sum_ = gpt_.take_loss_sum();
   return loss_sum_;
+}
+
+void PipelineStage::finish_transfers() {
+  if (channel_) channel_->drain();
+  reclaim(false);
+  if (!sending_.empty() || !live_.empty())  // a schedule that leaves a transfer unmatched is a bug, not a hang
+    throw std::logic_error(fmt::format("PipelineStage: stage {} ended the step with {} unsent or unused buffers",
+                                       ctx_.pp_stage, live_.size() + sending_.size()));
 }
 
 void PipelineStage::use_slot(int micro, bool start) {
@@ -99,6 +114,7 @@ void PipelineStage::forward(int micro, const FetchFn& fetch) {
   if (first_ || last_) fetch(micro, inputs_.data(), targets_.data());
   use_slot(micro, true);
   const float* input = first_ ? nullptr : held(kActIn, micro).data();
+  if (input != nullptr) channel_->await(input);
   timed(compute_s_, [&] {
     gpt_.forward_stage(first_ ? inputs_.data() : nullptr, input, last_ ? targets_.data() : nullptr, B_, T_);
   });
@@ -113,7 +129,9 @@ void PipelineStage::backward(int micro) {
   if (last_) {
     timed(compute_s_, [&] { gpt_.backward(1.0f / static_cast<float>(micro_batches_)); });  // mean over micro-batches
   } else {
-    timed(compute_s_, [&] { gpt_.backward_stage(held(kGradIn, micro).data()); });
+    const float* grad = held(kGradIn, micro).data();
+    channel_->await(grad);
+    timed(compute_s_, [&] { gpt_.backward_stage(grad); });
     release(kGradIn, micro);
   }
   if (!first_) {
@@ -147,6 +165,7 @@ void PipelineStage::exchange(const std::vector<PipeTransfer>& transfers) {
   if (transfers.empty()) return;
   std::vector<comm::P2POp> ops;
   std::vector<std::pair<Buf, int>> sent;
+  reclaim(false);
   for (const PipeTransfer& t : transfers) {
     const Route r = route_of(t.kind);
     const Buf buf = r.buf;
@@ -155,8 +174,25 @@ void PipelineStage::exchange(const std::vector<PipeTransfer>& transfers) {
     ops.push_back({r.op, {data.data(), data.size()}, t.peer_stage, p2p_tag(r.tag_kind, t.micro)});
     if (send) sent.emplace_back(buf, t.micro);
   }
-  clock_.time([&] { ctx_.pp->send_recv(ops); });
-  for (const auto& [kind, micro] : sent) release(kind, micro);
+  const std::shared_future<void> done = channel_->post(ops);
+  for (const auto& [kind, micro] : sent) {
+    if (!done.valid()) {
+      release(kind, micro);
+      continue;
+    }
+    auto it = live_.find({kind, micro});
+    sending_.emplace_back(done, std::move(it->second));
+    live_.erase(it);
+  }
+}
+
+void PipelineStage::reclaim(bool wait_oldest) {
+  if (wait_oldest && !sending_.empty()) clock_.time([&] { sending_.front().first.wait(); });
+  while (!sending_.empty() &&
+         sending_.front().first.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    free_.push_back(std::move(sending_.front().second));
+    sending_.pop_front();
+  }
 }
 
 // A (B,T,C) boundary tensor as the model exchanges it (bf16 runs: half of fp32).
@@ -167,6 +203,7 @@ model::DeviceArray<float>& PipelineStage::acquire(Buf kind, int micro) {
   if (!fresh)
     throw std::logic_error(fmt::format("PipelineStage: stage {} buffer {} of micro-batch {} taken twice",
                                        ctx_.pp_stage, static_cast<int>(kind), micro));
+  if (free_.empty() && sending_.size() >= max_sending_) reclaim(true);
   if (!free_.empty()) {
     it->second = std::move(free_.back());
     free_.pop_back();

@@ -4,14 +4,20 @@
 // micro-batch in flight on this stage (slot = micro % max_in_flight), so nothing is
 // recomputed; received and to-be-sent tensors live in a small pool of (B,T,C) buffers that
 // is only as large as the schedule needs at once (allocated during the first step).
+// Transfers run beside the compute (pipe_channel.hpp): a sent buffer returns to the pool
+// once its send no longer reads it, a received one is awaited just before it is read.
 #pragma once
 
+#include <deque>
 #include <functional>
+#include <future>
 #include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "engine/train/dist_comm.hpp"
+#include "engine/train/pipe_channel.hpp"
 #include "engine/train/schedule.hpp"
 #include "model/gpt.hpp"
 
@@ -38,6 +44,8 @@ class PipelineStage {
   // Seconds the last run_step / run_forward spent computing (the model's forward and backward
   // passes, without waiting on communication): what a calibration divides the FLOPs by.
   double compute_s() const { return compute_s_; }
+  // How the transfers run (null with one stage).
+  const PipeChannel* channel() const { return channel_.get(); }
 
  private:
   void reset();
@@ -49,6 +57,11 @@ class PipelineStage {
   model::DeviceArray<float>& acquire(Buf kind, int micro);
   model::DeviceArray<float>& held(Buf kind, int micro);
   void release(Buf kind, int micro);
+  // Buffers whose send has ended go back to the pool; with `wait_oldest`, waits for the
+  // oldest send first.
+  void reclaim(bool wait_oldest);
+  // End of a step: waits for every transfer; throws when a buffer was left over.
+  void finish_transfers();
 
   model::Gpt& gpt_;
   const ParallelContext& ctx_;
@@ -61,6 +74,10 @@ class PipelineStage {
   // (Buf, micro) -> (B,T,C) in the backend's memory, from a pool of free ones.
   std::map<std::pair<int, int>, model::DeviceArray<float>> live_;
   std::vector<model::DeviceArray<float>> free_;
+  // Sent buffers still read by their transfer, oldest first, and the most kept so.
+  std::deque<std::pair<std::shared_future<void>, model::DeviceArray<float>>> sending_;
+  size_t max_sending_ = 2;
+  std::unique_ptr<PipeChannel> channel_;
   double loss_sum_ = 0;
   double compute_s_ = 0;
 };

@@ -2,8 +2,15 @@
 // holds() true for its own allocations), with the CPU kernels: the trainer then takes every
 // path a GPU takes (staged collectives, host copies of the shard state) on a machine
 // without one, and must give the CPU's results bit for bit.
+//
+// Its queued copies (download_queued, upload_queued) copy at once, but their host bytes
+// count as "unfenced" until a fence made after them is waited for (or synchronize()): a
+// group given such a buffer (a send of bytes that on a GPU may not have landed yet, or a
+// receive over bytes a copy may still be reading) throws, so a missing fence fails a test.
+// Its fences pass only when waited for.
 #pragma once
 
+#include <atomic>
 #include <cstring>
 #include <initializer_list>
 #include <map>
@@ -40,7 +47,35 @@ class HostAsDevice final : public model::DeviceMemory {
   void copy(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
   void upload(void* dst, const void* host, size_t bytes) override { std::memcpy(dst, host, bytes); }
   void download(void* host, const void* src, size_t bytes) override { std::memcpy(host, src, bytes); }
-  void synchronize() override {}
+  void synchronize() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_.clear();
+  }
+  void download_queued(void* pinned, const void* src, size_t bytes) override {
+    std::memcpy(pinned, src, bytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_.push_back({static_cast<const std::byte*>(pinned), bytes, true, ++seq_});
+  }
+  void upload_queued(void* dst, const void* pinned, size_t bytes) override {
+    std::memcpy(dst, pinned, bytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_.push_back({static_cast<const std::byte*>(pinned), bytes, false, ++seq_});
+  }
+  std::shared_ptr<model::QueueFence> fence() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++fences_;
+    return std::make_shared<Fence>(*this, seq_);
+  }
+  // True when host bytes [p, p + bytes) overlap a queued copy no waited fence covers: the
+  // target of a download, or the source of an upload.
+  bool unfenced(const void* p, size_t bytes, bool download_target) const {
+    const auto* b = static_cast<const std::byte*>(p);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Queued& q : queued_)
+      if (q.download == download_target && b < q.host + q.bytes && q.host < b + bytes) return true;
+    return false;
+  }
+  long fences_made() const { return fences_; }
   // Stand-in queues (never dereferenced): the compute queue and the side queue, so tests can
   // tell which one an operation was given; order() counts its calls.
   void* stream() const override { return const_cast<char*>(&compute_queue_); }
@@ -61,7 +96,31 @@ class HostAsDevice final : public model::DeviceMemory {
   }
 
  private:
+  struct Queued {
+    const std::byte* host;
+    size_t bytes;
+    bool download;
+    long seq;
+  };
+  class Fence final : public model::QueueFence {
+   public:
+    Fence(HostAsDevice& mem, long seq) : mem_(mem), seq_(seq) {}
+    void wait() override {
+      std::lock_guard<std::mutex> lock(mem_.mu_);
+      std::erase_if(mem_.queued_, [&](const Queued& q) { return q.seq <= seq_; });
+      passed_ = true;
+    }
+    bool done() override { return passed_; }
+
+   private:
+    HostAsDevice& mem_;
+    long seq_;
+    std::atomic<bool> passed_{false};
+  };
+
   mutable std::mutex mu_;
+  std::vector<Queued> queued_;
+  long seq_ = 0, fences_ = 0;
   std::map<std::byte*, size_t> blocks_;
   char compute_queue_ = 0, side_queue_ = 0;
   long to_side_ = 0, to_compute_ = 0;
@@ -101,6 +160,14 @@ class MemoryCheckedGroup final : public comm::ProcessGroup {
     std::vector<const void*> buffers;
     for (const auto& op : ops) buffers.push_back(op.data.data());
     check("send_recv", o, buffers);
+    // Host bytes a queued copy still writes (a send) or reads (a receive) on a real device.
+    if (const auto* fake = dynamic_cast<const HostAsDevice*>(&mem_))
+      for (const auto& op : ops)
+        if (fake->unfenced(op.data.data(), op.data.size_bytes(), op.kind == comm::P2POp::kSend))
+          throw std::logic_error(std::string("send_recv on group ") + name() + ": a " +
+                                 (op.kind == comm::P2POp::kSend ? "send of bytes a queued download has not landed"
+                                                                : "receive into bytes a queued upload still reads") +
+                                 " (no fence waited for)");
     inner_->send_recv(ops, o);
   }
   void barrier(const comm::OpOptions& o = {}) override { inner_->barrier(o); }
