@@ -16,30 +16,17 @@ namespace {
 // copy from the caller's memory directly.
 constexpr size_t kStagedMax = size_t{64} << 20;
 
-// Runtime calls from a thread other than the one that made the backend (the communication
-// threads) would otherwise act on device 0, and initialise a context there: every memory
-// call that such a thread may make binds the backend's device first.
-void bind(int device) {
-  int current = -1;
-  HOLMES_CUDA_CHECK(cudaGetDevice(&current));
-  if (current != device) HOLMES_CUDA_CHECK(cudaSetDevice(device));
-}
-
 class EventFence final : public model::QueueFence {
  public:
-  EventFence(cudaStream_t stream, int device) : device_(device) {
+  explicit EventFence(cudaStream_t stream) {
     HOLMES_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
     HOLMES_CUDA_CHECK(cudaEventRecord(event_, stream));
   }
   ~EventFence() override { (void)cudaEventDestroy(event_); }
   EventFence(const EventFence&) = delete;
   EventFence& operator=(const EventFence&) = delete;
-  void wait() override {
-    bind(device_);
-    HOLMES_CUDA_CHECK(cudaEventSynchronize(event_));
-  }
+  void wait() override { HOLMES_CUDA_CHECK(cudaEventSynchronize(event_)); }
   bool done() override {
-    bind(device_);
     const cudaError_t e = cudaEventQuery(event_);
     if (e == cudaErrorNotReady) return false;
     HOLMES_CUDA_CHECK(e);
@@ -48,7 +35,6 @@ class EventFence final : public model::QueueFence {
 
  private:
   cudaEvent_t event_ = nullptr;
-  int device_;
 };
 
 struct Staging {
@@ -84,7 +70,6 @@ class CudaMemory final : public model::DeviceMemory {
   void upload(void* dst, const void* host, size_t bytes) override {
     // Either way the caller may reuse its buffer at once.
     if (bytes == 0) return;
-    bind(device_);
     if (bytes > kStagedMax) {
       HOLMES_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_));
       return;
@@ -108,7 +93,6 @@ class CudaMemory final : public model::DeviceMemory {
     HOLMES_CUDA_CHECK(cudaEventRecord(s.done, stream_));
   }
   void download(void* host, const void* src, size_t bytes) override {
-    bind(device_);
     HOLMES_CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream_));
     HOLMES_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
@@ -147,9 +131,9 @@ class CudaMemory final : public model::DeviceMemory {
   void upload_queued(void* dst, const void* pinned, size_t bytes) override {
     if (bytes > 0) HOLMES_CUDA_CHECK(cudaMemcpyAsync(dst, pinned, bytes, cudaMemcpyHostToDevice, stream_));
   }
-  std::shared_ptr<model::QueueFence> fence() override { return std::make_shared<EventFence>(stream_, device_); }
+  std::shared_ptr<model::QueueFence> fence() override { return std::make_shared<EventFence>(stream_); }
+  void bind_thread() override { HOLMES_CUDA_CHECK(cudaSetDevice(device_)); }
   bool holds(const void* p) const override {
-    bind(device_);
     cudaPointerAttributes a{};
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
       (void)cudaGetLastError();  // not a pointer the runtime knows: host memory

@@ -72,6 +72,9 @@ class DeviceMemory {
   virtual void upload_queued(void* dst, const void* pinned, size_t bytes) { upload(dst, pinned, bytes); }
   // A fence after everything queued on stream() so far; null where that has all finished.
   virtual std::shared_ptr<QueueFence> fence() { return nullptr; }
+  // Makes the calling thread's runtime calls act on this backend's device (cudaSetDevice): a
+  // communication thread calls it first, or its copies and kernels would go to device 0.
+  virtual void bind_thread() {}
 };
 
 // An array of T in a backend's memory, owned (RAII), moved not copied.

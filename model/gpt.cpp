@@ -262,6 +262,22 @@ void Gpt::params_updated() {
   if (is_bf16()) k_.convert(params16_.data(), params_.data(), params_.size());
 }
 
+void Gpt::params_updated(size_t begin, size_t end) {
+  if (begin > end || end > params_.size())
+    throw std::out_of_range(fmt::format("Gpt::params_updated: range [{}, {}) outside the {} parameters", begin, end,
+                                        params_.size()));
+  if (is_bf16() && begin < end) k_.convert(params16_.data() + begin, params_.data() + begin, end - begin);
+}
+
+std::pair<size_t, size_t> Gpt::layer_range(int local_layer) const {
+  const size_t per_layer = 12;  // tensors per layer, see param_layout.hpp
+  const size_t first = cfg_.has_embedding ? 2 : 0;
+  const auto& ts = layout_.tensors();
+  const ParamTensor& lo = ts[first + per_layer * local_layer];
+  const ParamTensor& hi = ts[first + per_layer * local_layer + per_layer - 1];
+  return {lo.offset, hi.offset + hi.numel};
+}
+
 template <class A>
 void Gpt::tp_sum(A* x, size_t n) {
   if constexpr (std::is_same_v<A, float>) {
@@ -402,6 +418,7 @@ void Gpt::forward_t(const int* tokens, const float* input, const int* targets, i
   const Shared<A> s = shared<A>();
   if (cfg_.has_embedding) {
     check_ids(tokens, N, cfg_.vocab, "token");
+    params_needed(0, layout_.tensors()[1].offset + layout_.tensors()[1].numel);
     int* tok = token_store_.data() + slot_ * static_cast<size_t>(max_B_) * max_T_;
     mem_.upload(tok, tokens, N * sizeof(int));
     // Vocabulary-parallel lookup: each shard fills the rows of its tokens, rank 0 adds the
@@ -416,13 +433,17 @@ void Gpt::forward_t(const int* tokens, const float* input, const int* targets, i
   }
   const A* x = s.encoded;
   for (int l = 0; l < cfg_.num_stage_layers(); ++l) {
+    const auto [lo, hi] = layer_range(l);
+    params_needed(lo, hi);
     block_forward<A>(l, x, B, T);
     x = layer_acts<A>(l).res3;
   }
   have_targets_ = false;
   loss_id_ = -1;
-  if (cfg_.has_head)
+  if (cfg_.has_head) {
+    params_needed(layout_.at("ln_f.weight").offset, layout_.size());
     head_forward<A>(targets, B, T);
+  }
   else if constexpr (!std::is_same_v<A, float>)
     to_boundary(s.out32, x, N * C);
 }
@@ -546,15 +567,12 @@ void Gpt::head_backward(float loss_scale, int B, int T) {
 
 template <class A>
 void Gpt::stage_backward(int B, int T) {
-  const size_t per_layer = 12;  // tensors per layer, see param_layout.hpp
-  const size_t first = cfg_.has_embedding ? 2 : 0;
   const auto& ts = layout_.tensors();
   const Shared<A> s = shared<A>();
   for (int l = cfg_.num_stage_layers() - 1; l >= 0; --l) {
     block_backward<A>(l, l == 0 ? s.encoded : layer_acts<A>(l - 1).res3, B, T);
-    const ParamTensor& lo = ts[first + per_layer * l];
-    const ParamTensor& hi = ts[first + per_layer * l + per_layer - 1];
-    grad_ready(lo.offset, hi.offset + hi.numel);
+    const auto [lo, hi] = layer_range(l);
+    grad_ready(lo, hi);
   }
   if (cfg_.has_embedding) {
     const size_t wte = layout_.at("wte").offset, wpe = layout_.at("wpe").offset;

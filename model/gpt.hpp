@@ -87,6 +87,14 @@ class Gpt {
   // a whole-model wte also takes the head's gradient). Ranges arrive in descending order
   // and cover the buffer once per backward. Empty function = no calls.
   void set_grad_ready_hook(std::function<void(size_t begin, size_t end)> hook) { grad_ready_ = std::move(hook); }
+  // Called during forward()/forward_stage() before the kernels first read the weights of
+  // [begin, end) of the flat buffer: the embedding (wte, wpe), each layer, the head (ln_f and
+  // a tied copy of wte). Ranges arrive in ascending order and cover the buffer once per
+  // forward. The hook may write params() in its range (the distributed optimizer's deferred
+  // all-gather lands there) and must then call params_updated(begin, end).
+  void set_params_needed_hook(std::function<void(size_t begin, size_t end)> hook) {
+    params_needed_ = std::move(hook);
+  }
 
   // Mean loss of the last forward with targets (0 without). Reads it from backend memory, so
   // on a GPU it waits for that forward; a training loop takes the sum once per step instead.
@@ -107,6 +115,8 @@ class Gpt {
   // After anything wrote params() (an optimizer step; load_params and init_weights do it
   // themselves): refreshes the bf16 copy the kernels read. A no-op in fp32.
   void params_updated();
+  // The same for the range [begin, end) of params() alone.
+  void params_updated(size_t begin, size_t end);
   Precision precision() const { return precision_; }
   // How attention is computed here (Kernels::plan_attention), for the start-up log.
   const std::string& attention_method() const { return attention_.method; }
@@ -158,6 +168,11 @@ class Gpt {
   void grad_ready(size_t begin, size_t end) const {
     if (grad_ready_ && begin < end) grad_ready_(begin, end);
   }
+  void params_needed(size_t begin, size_t end) const {
+    if (params_needed_ && begin < end) params_needed_(begin, end);
+  }
+  // [first, last tensor's end) of a local layer's tensors in the flat buffer.
+  std::pair<size_t, size_t> layer_range(int local_layer) const;
   bool is_bf16() const { return precision_ == Precision::kBf16; }
 
   // What a slot remembers between its forward and backward besides its activations.
@@ -193,6 +208,7 @@ class Gpt {
   std::vector<SlotState> slot_state_;
   int slot_ = 0;
   std::function<void(size_t, size_t)> grad_ready_;
+  std::function<void(size_t, size_t)> params_needed_;
   // The current slot's state (saved to / loaded from slot_state_ by set_slot()).
   int B_ = 0, T_ = 0;
   bool have_targets_ = false;

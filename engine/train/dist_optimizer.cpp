@@ -116,13 +116,20 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommCl
       side_ = mem.side_stream();  // null where calls complete in order: then the compute queue
     else
       thread_ = std::make_unique<comm::CommThread>();
+    // Its copies and kernels go to this rank's GPU, not device 0 (a failure comes with the first drain).
+    if (thread_) thread_->submit([&mem] { mem.bind_thread(); });
     gpt_.set_grad_ready_hook([this](size_t begin, size_t end) { on_grads_ready(begin, end); });
+    if (thread_) {
+      gathered_.resize(nb);
+      gpt_.set_params_needed_hook([this](size_t begin, size_t end) { on_params_needed(begin, end); });
+    }
   }
 }
 
 DistOptimizer::~DistOptimizer() {
-  thread_.reset();  // finishes queued work (bounded by the group time-out) before the hook goes
+  thread_.reset();  // finishes queued work (bounded by the group time-out) before the hooks go
   gpt_.set_grad_ready_hook({});
+  gpt_.set_params_needed_hook({});
 }
 
 void DistOptimizer::arm() {
@@ -214,6 +221,7 @@ void DistOptimizer::add_owned_grad_sq(std::vector<double>& by_unit) {
 }
 
 void DistOptimizer::update(const AdamWHyper& h, int64_t t, float grad_scale) {
+  params_ready();  // a step whose forward did not run (a failure) may have left gathers
   for (size_t k = 0; k < buckets_.size(); ++k) {
     const GradBucket& b = buckets_[k];
     const size_t n = b.own_end - b.own_begin;
@@ -221,8 +229,56 @@ void DistOptimizer::update(const AdamWHyper& h, int64_t t, float grad_scale) {
     adamw_update(*backend_.kernels, gpt_.params() + b.own_begin, owned_grads(k), m_.data() + pack_off_[k],
                  v_.data() + pack_off_[k], 0, n, decay_[k], h, t, grad_scale);
   }
+  if (dp_ && thread_) {
+    // In forward order, so the next forward's first layers find theirs first.
+    model::DeviceMemory& mem = *backend_.memory;
+    for (size_t k = buckets_.size(); k-- > 0;) {
+      const GradBucket& b = buckets_[k];
+      const size_t n = b.own_end - b.own_begin;
+      // The bucket's reduced gradients are spent: its chunk becomes the all-gather input.
+      float* in = reduced_.data() + reduced_off_[k];
+      mem.copy(in, gpt_.params() + b.own_begin, n * sizeof(float));
+      if (b.chunk > n) mem.zero(in + n, (b.chunk - n) * sizeof(float));
+      gathered_[k] = thread_->submit([this, k] { gather_on_thread(k); });
+    }
+    gather_next_ = 0;
+    gathering_ = true;
+    gathers_deferred_ = 0;
+    return;
+  }
   if (dp_)
     for (size_t k = 0; k < buckets_.size(); ++k) all_gather(k);
+  gpt_.params_updated();
+}
+
+void DistOptimizer::gather_on_thread(size_t k) {
+  const GradBucket& b = buckets_[k];
+  std::span<float> out(gather_out_.data(), b.chunk * ctx_.dp_size);
+  ctx_.dp->all_gather(out, {reduced_.data() + reduced_off_[k], b.chunk});
+  // Queued on the compute queue before this bucket's future is ready, so before any kernel
+  // that waited for it; the next all-gather's write to gather_out_ is queued after it.
+  backend_.memory->copy(gpt_.params() + b.begin, out.data(), (b.end - b.begin) * sizeof(float));
+}
+
+void DistOptimizer::land(size_t k) {
+  clock_.time([&] { gathered_[k].wait(); });
+  ++gathers_deferred_;
+  gathered_[k].get();  // rethrows a failed all-gather
+  gpt_.params_updated(buckets_[k].begin, buckets_[k].end);
+}
+
+void DistOptimizer::on_params_needed(size_t /*begin*/, size_t end) {
+  // Ranges ascend and buckets never straddle them in a way that matters: every bucket
+  // starting below `end` holds weights this or an earlier range needs.
+  if (!gathering_) return;
+  const size_t nb = buckets_.size();
+  while (gather_next_ < nb && buckets_[nb - 1 - gather_next_].begin < end) land(nb - 1 - gather_next_++);
+  if (gather_next_ == nb) gathering_ = false;
+}
+
+void DistOptimizer::params_ready() {
+  if (!gathering_) return;
+  on_params_needed(0, gpt_.num_params());
 }
 
 void DistOptimizer::all_gather(size_t k) {

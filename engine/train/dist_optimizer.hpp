@@ -6,6 +6,12 @@
 // owns, updates those parameters and all-gathers the bucket back. dp == 1: no buckets are
 // communicated and the rank owns [0, n).
 //
+// On a host group (Gloo) the all-gathers run on the communication thread in forward order
+// (embedding first) while the next forward starts: the model's params-needed hook waits for
+// the buckets of each layer just before the layer's kernels read them (and refreshes the bf16
+// copy of what landed). Anything else that reads or writes the parameters first calls
+// params_ready(). On an NCCL group they are enqueued on the compute stream at update().
+//
 // The tied embedding: wte (first stage) and its copy (last stage) each get a bucket of
 // their own, held back until their gradients are summed over the embedding group.
 #pragma once
@@ -64,6 +70,12 @@ class DistOptimizer {
   // AdamW on the owned ranges (1-based step t, gradients times grad_scale), then the
   // all-gather that gives every dp rank the whole updated shard.
   void update(const AdamWHyper& h, int64_t t, float grad_scale);
+  // Waits for the all-gathers update() left running: afterwards params() is the whole
+  // updated shard (and its bf16 copy refreshed). Rethrows their failure.
+  void params_ready();
+  // Buckets whose all-gather the last forward waited for or found done, against all the
+  // deferred ones (tests: 0 of 0 without deferral).
+  int gathers_deferred() const { return gathers_deferred_; }
 
   // Sorted, disjoint, adjacent ranges merged; moments packed in that order.
   const std::vector<std::pair<size_t, size_t>>& owned() const { return owned_; }
@@ -81,6 +93,11 @@ class DistOptimizer {
   void reduce_scatter(size_t k);  // runs on the comm thread
   const float* owned_grads(size_t k) const;
   void all_gather(size_t k);
+  // Deferred: the all-gather of bucket k on the communication thread (its input, the owned
+  // parameters, already in its chunk of reduced_), landing in params().
+  void gather_on_thread(size_t k);
+  void on_params_needed(size_t begin, size_t end);
+  void land(size_t k);  // waits for bucket k's deferred all-gather, refreshes its bf16 copy
 
   model::Gpt& gpt_;
   const ParallelContext& ctx_;
@@ -111,6 +128,12 @@ class DistOptimizer {
   int overlapped_ = 0;
   bool dp_ = false;  // dp_size > 1: gradients are reduce-scattered, parameters all-gathered
   void* side_ = nullptr;  // with ctx.dp_device: the backend's side queue the reduce-scatters run on
+  // Deferred all-gathers (host groups): one future per bucket, waited in forward order
+  // (bucket index descending); gather_next_ counts the buckets landed, from the last index.
+  std::vector<std::shared_future<void>> gathered_;
+  size_t gather_next_ = 0;
+  bool gathering_ = false;
+  int gathers_deferred_ = 0;
   std::unique_ptr<comm::CommThread> thread_;  // last: stops before the buffers it uses go
 };
 

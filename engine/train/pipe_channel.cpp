@@ -43,7 +43,10 @@ PipeChannel::~PipeChannel() {
 }
 
 comm::CommThread& PipeChannel::thread() {
-  if (!thread_) thread_ = std::make_unique<comm::CommThread>();
+  if (!thread_) {
+    thread_ = std::make_unique<comm::CommThread>();
+    thread_->submit([this] { mem_.bind_thread(); });  // a failure comes with the first drain
+  }
   return *thread_;
 }
 

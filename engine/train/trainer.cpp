@@ -159,8 +159,8 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested) {
   s.lr = lr_at(lr_, step);
   AdamWHyper h = hyper_;
   h.lr = static_cast<float>(s.lr);
+  // Refreshes the bf16 weights itself; on host groups its all-gathers land during the next forward.
   optimizer_->update(h, step + 1, clip_scale(s.grad_norm, t.grad_clip));
-  gpt_->params_updated();
   s.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   s.tokens_per_s = static_cast<double>(tokens_per_step()) / (s.step_ms / 1e3);
   s.flops = gpt_->flops_per_step(t.micro_batch, t.seq_len) * micro_batches_;
@@ -201,6 +201,7 @@ double Trainer::evaluate() {
 }
 
 ShardState Trainer::shard_state() {
+  optimizer_->params_ready();
   ShardState st;
   st.layout = &gpt_->layout();
   st.config = &gpt_->config();
@@ -226,6 +227,7 @@ ShardState Trainer::shard_state() {
 }
 
 void Trainer::upload_shard_state() {
+  optimizer_->params_ready();  // (shard_state() waited already: a no-op then)
   model::DeviceMemory& mem = *gpt_->backend().memory;
   if (mem.is_host()) {
     gpt_->params_updated();  // the loader wrote the master weights in place: refresh a bf16 copy

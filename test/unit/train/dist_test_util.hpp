@@ -11,6 +11,7 @@
 #include <numeric>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -58,6 +59,7 @@ struct Grid {
   bool device_groups = false;  // with device_memory: a second set of groups for device buffers
                                // only (as NCCL groups are), beside host-only groups
   bool bf16 = false;           // ranks on the CPU's emulated bf16 kernels (spec must say bf16)
+  int slow_gather_ms = 0;      // > 0: each dp all-gather starts that late (SlowGatherGroup)
   int world() const { return tp * pp * dp; }
   int rank(int t, int d, int p) const { return t + tp * (d + dp * p); }
 };
@@ -76,6 +78,34 @@ struct RankRun {
   long device_calls = 0;  // operations the device groups ran (Grid::device_groups)
   std::string queue_problems;  // Grid::device_groups: operations given the wrong queue
   long queue_orders = 0;       // and the side/compute orderings the rank made
+  int gathers_deferred = 0;    // parameter all-gathers the evaluation's forward waited for
+};
+
+// A group whose all-gathers start `ms` late: a forward that reads parameters before their
+// all-gather landed then reads the previous step's, and its numbers differ.
+class SlowGatherGroup final : public comm::ProcessGroup {
+ public:
+  SlowGatherGroup(std::unique_ptr<comm::ProcessGroup> inner, int ms)
+      : ProcessGroup(inner->spec()), inner_(std::move(inner)), ms_(ms) {}
+  std::string transport() const override { return inner_->transport(); }
+  void all_reduce(std::span<float> d, comm::ReduceOp op, const comm::OpOptions& o = {}) override {
+    inner_->all_reduce(d, op, o);
+  }
+  void reduce_scatter(std::span<float> out, std::span<const float> in, comm::ReduceOp op,
+                      const comm::OpOptions& o = {}) override {
+    inner_->reduce_scatter(out, in, op, o);
+  }
+  void all_gather(std::span<float> out, std::span<const float> in, const comm::OpOptions& o = {}) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
+    inner_->all_gather(out, in, o);
+  }
+  void broadcast(std::span<float> d, int root, const comm::OpOptions& o = {}) override { inner_->broadcast(d, root, o); }
+  void send_recv(std::span<const comm::P2POp> ops, const comm::OpOptions& o = {}) override { inner_->send_recv(ops, o); }
+  void barrier(const comm::OpOptions& o = {}) override { inner_->barrier(o); }
+
+ private:
+  std::unique_ptr<comm::ProcessGroup> inner_;
+  int ms_;
 };
 
 struct Reference {
@@ -179,6 +209,7 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
     auto backend = g.device_memory ? host_as_device_backend()
                    : g.bf16        ? holmes::model::test::emulated_bf16_backend()
                                    : holmes::model::make_backend("cpu");
+    if (g.slow_gather_ms > 0 && groups.dp) groups.dp = std::make_unique<SlowGatherGroup>(std::move(groups.dp), g.slow_gather_ms);
     if (g.device_memory)  // the real groups refuse device buffers: the trainer must stage them
       for (auto* grp : {&groups.tp, &groups.pp, &groups.dp, &groups.embedding})
         if (*grp) *grp = std::make_unique<HostOnlyGroup>(std::move(*grp), *backend.memory);
@@ -207,6 +238,7 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
     r.owned = st.owned;
     r.bucket_count = trainer.optimizer().buckets().size();
     r.overlapped = trainer.optimizer().overlapped();
+    r.gathers_deferred = trainer.optimizer().gathers_deferred();
     for (auto* grp : {&device.tp, &device.pp, &device.dp, &device.embedding})
       if (*grp) r.device_calls += static_cast<DeviceOnlyGroup&>(**grp).calls();
     if (g.device_groups) {  // which queue each kind of operation was given

@@ -90,6 +90,9 @@ void check_run(const holmes::spec::JobSpec& spec, const Grid& g) {
     CHECK(r.overlapped == (g.dp > 1 ? static_cast<int>(r.bucket_count) - (deferred ? 1 : 0) : 0));
     if (g.dp > 1 && g.bucket_floats > 0) CHECK(r.bucket_count > 3);
   }
+  // On host groups the parameter all-gathers of each update land during the next forward
+  // (here the evaluation's), every bucket once.
+  for (const RankRun& r : runs) CHECK(r.gathers_deferred == (g.dp > 1 ? static_cast<int>(r.bucket_count) : 0));
   // DP replicas hold identical shards after the all-gather.
   for (const RankRun& r : runs)
     CHECK(r.params == runs[g.rank(r.tp_rank, 0, r.pp_stage)].params);
@@ -131,6 +134,12 @@ TEST_CASE("Trainer dp=3 pads buckets that dp does not divide", "[train][dist]") 
   auto spec = tiny_job();
   spec.train.global_batch = 6;
   check_run(spec, {.dp = 3, .bucket_floats = 1500});
+}
+
+TEST_CASE("Trainer dp=2 x pp=2 with slow all-gathers: each layer waits for its own parameters", "[train][dist]") {
+  // The next forward starts while the all-gathers still run; reading a layer early would
+  // train on the previous step's weights of that layer.
+  check_run(tiny_job(), Grid{.pp = 2, .dp = 2, .bucket_floats = 3000, .slow_gather_ms = 15});
 }
 
 TEST_CASE("Trainer tp=2 x dp=2 matches", "[train][dist]") {
