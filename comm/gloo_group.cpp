@@ -109,11 +109,17 @@ class GlooGroup : public ProcessGroup {
         else bufs.back()->recv(x.peer, slot(kSendRecvPrefix, x.tag));
       }
       const auto deadline = std::chrono::steady_clock::now() + t;
-      for (size_t i = 0; i < ops.size(); ++i) {
-        blame = ops[i].peer;
-        auto left = std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now()));
-        if (ops[i].kind == P2POp::kSend) bufs[i]->waitSend(left);
-        else bufs[i]->waitRecv(left);
+      // Receives first, so on_received fires while the sends may still be on the wire.
+      for (const P2POp::Kind kind : {P2POp::kRecv, P2POp::kSend}) {
+        for (size_t i = 0; i < ops.size(); ++i) {
+          if (ops[i].kind != kind) continue;
+          blame = ops[i].peer;
+          auto left =
+              std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now()));
+          if (kind == P2POp::kSend) bufs[i]->waitSend(left);
+          else bufs[i]->waitRecv(left);
+        }
+        if (kind == P2POp::kRecv && o.on_received) o.on_received();
       }
     }, false);
   }

@@ -142,6 +142,11 @@ class InProcGroup : public ProcessGroup {
     try {
       for (const auto& x : ops)
         if (x.kind == P2POp::kRecv) take_letter(lock, op, x, deadline, o);
+      if (o.on_received) {
+        lock.unlock();
+        o.on_received();
+        lock.lock();
+      }
       size_t i = 0;
       for (const auto& x : ops)
         if (x.kind == P2POp::kSend) wait_delivered(lock, op, x, letters[i++], deadline, o);

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,6 +31,11 @@ const char* to_string(ReduceOp op);
 struct OpOptions {
   std::chrono::milliseconds timeout{0};  // 0: the group's default time-out
   void* stream = nullptr;                // cudaStream_t for NCCL groups; CPU groups ignore it
+  // send_recv on host-memory groups: called once, on the calling thread, as soon as every
+  // receive of the batch holds its data, possibly while sends still run (so a caller on a
+  // communication thread can hand the received tensors on early). Not called when the batch
+  // fails first. Device groups (NCCL), whose calls only enqueue, never call it.
+  std::function<void()> on_received;
 };
 
 // One half of a point-to-point transfer; see ProcessGroup::send_recv.

@@ -96,10 +96,28 @@ std::shared_future<void> PipeChannel::post(std::span<const comm::P2POp> ops) {
     return {};
   }
   std::vector<comm::P2POp> copy(ops.begin(), ops.end());
+  // The receives are handed on as soon as they landed, while the sends of the same batch may
+  // still be on the wire (a slow cross-island link): `received` is ready then.
+  auto landed = std::make_shared<std::promise<void>>();
+  const std::shared_future<void> received = landed->get_future().share();
+  auto run = [this, landed](const std::vector<comm::P2POp>& batch, const std::shared_ptr<model::QueueFence>& fence) {
+    bool told = false;
+    try {
+      if (fence) fence->wait();
+      pp_.send_recv(batch, {.on_received = [&] {
+                              told = true;
+                              landed->set_value();
+                            }});
+    } catch (...) {
+      if (!told) landed->set_exception(std::current_exception());
+      throw;
+    }
+    if (!told) landed->set_value();  // a batch of sends only
+  };
   if (mode_ == Mode::kHost) {
-    std::shared_future<void> done = thread().submit([this, copy] { pp_.send_recv(copy); });
+    std::shared_future<void> done = thread().submit([run, copy] { run(copy, nullptr); });
     for (const comm::P2POp& op : ops)
-      if (op.kind == comm::P2POp::kRecv) pending_[op.data.data()] = {done, -1, op.data.size()};
+      if (op.kind == comm::P2POp::kRecv) pending_[op.data.data()] = {received, -1, op.data.size()};
     return done;
   }
   // Staged: swap every buffer for a pinned one; the sends' bytes are copied there on the
@@ -117,17 +135,15 @@ std::shared_future<void> PipeChannel::post(std::span<const comm::P2POp> ops) {
     }
   }
   std::shared_ptr<model::QueueFence> copied = sends ? mem_.fence() : nullptr;
-  std::shared_future<void> done = thread().submit([this, copy, copied] {
-    if (copied) copied->wait();
-    pp_.send_recv(copy);
-  });
+  std::shared_future<void> done = thread().submit([run, copy, copied] { run(copy, copied); });
   for (size_t i = 0; i < ops.size(); ++i) {
     Pinned& p = pinned_[used[i]];
-    p.transfer = done;
-    p.upload.reset();
     p.awaiting = ops[i].kind == comm::P2POp::kRecv;
+    // A receive's pinned buffer is free for another transfer once it landed and was uploaded.
+    p.transfer = p.awaiting ? received : done;
+    p.upload.reset();
     if (p.awaiting) {
-      pending_[ops[i].data.data()] = {done, used[i], ops[i].data.size()};
+      pending_[ops[i].data.data()] = {received, used[i], ops[i].data.size()};
     }
   }
   return {};  // the device buffers of sends: later writes queue after the copies

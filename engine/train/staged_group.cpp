@@ -88,10 +88,15 @@ void StagedGroup::send_recv(std::span<const comm::P2POp> ops, const comm::OpOpti
   std::vector<comm::P2POp> host_ops(ops.begin(), ops.end());
   for (size_t i = 0; i < ops.size(); ++i)
     host_ops[i].data = host_view(ops[i].data, i, ops[i].kind == comm::P2POp::kSend);
-  inner_.send_recv(host_ops, o);
+  if (!staged_now_) return inner_.send_recv(host_ops, o);  // host buffers: on_received as the inner group
+  // Staged receives hold their data only once copied back: on_received after that.
+  comm::OpOptions inner = o;
+  inner.on_received = nullptr;
+  inner_.send_recv(host_ops, inner);
   for (size_t i = 0; i < ops.size(); ++i)
     if (ops[i].kind == comm::P2POp::kRecv) write_back(ops[i].data, i);
   staged_ops_ += staged_now_;
+  if (o.on_received) o.on_received();
 }
 
 void StagedGroup::barrier(const comm::OpOptions& o) { inner_.barrier(o); }

@@ -5,8 +5,10 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/errors.hpp"
@@ -224,6 +226,37 @@ TEST_CASE("all_reduce leaves bit-identical results on every member", "[comm]") {
         pg->all_reduce(out[r], ReduceOp::kSum);
       });
       for (int r = 1; r < world; ++r) CHECK(out[r] == out[0]);
+    }
+  }
+}
+
+TEST_CASE("send_recv reports its receives before its sends complete", "[comm]") {
+  for (Impl impl : {Impl::kInProcess, Impl::kGloo}) {
+    DYNAMIC_SECTION(impl_name(impl)) {
+      Job job(impl, 2);
+      std::atomic<bool> received{false};
+      std::vector<float> got0(3), got1(4);
+      run_ranks(2, [&](int r) {
+        auto store = job.store_for(r);
+        auto pg = job.group(store, "p2p", job.all_ranks(), r, std::chrono::seconds(10));
+        if (r == 0) {
+          std::vector<float> x = {1, 2, 3, 4};
+          const P2POp ops[] = {{P2POp::kSend, x, 1, 9}, {P2POp::kRecv, got0, 1, 8}};
+          pg->send_recv(ops, {.on_received = [&] { received = true; }});
+        } else {
+          std::vector<float> y = {7, 8, 9};
+          pg->send(y, 0, 8);
+          // Rank 0's send cannot complete before this receive is posted: only an early report
+          // of its receive lets this rank go on.
+          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+          while (!received && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          CHECK(received);
+          pg->recv(got1, 0, 9);
+        }
+      });
+      CHECK(got0 == std::vector<float>{7, 8, 9});
+      CHECK(got1 == std::vector<float>{1, 2, 3, 4});
     }
   }
 }

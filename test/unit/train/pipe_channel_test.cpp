@@ -76,6 +76,55 @@ TEST_CASE("PipeChannel: a send returns before the peer receives, on host and on 
   }
 }
 
+TEST_CASE("PipeChannel: a received tensor is handed on while the send of its batch still runs",
+          "[train][dist][pipe]") {
+  // Stage 0 posts [send activation, receive gradient] as 1F1B does; stage 1 sends the gradient
+  // and receives the activation only after stage 0 has used its gradient: awaiting the
+  // receive must not wait for the send (over a slow link, backward runs during it).
+  for (bool device : {false, true}) {
+    for (comm::test::Impl impl : {comm::test::Impl::kInProcess, comm::test::Impl::kGloo}) {
+      DYNAMIC_SECTION((device ? "device memory, " : "host memory, ") << comm::test::impl_name(impl)) {
+        comm::test::Job job(impl, 2);
+        std::atomic<bool> used{false};
+        std::vector<float> grad0(3), act1(4);
+        run_threads(2, [&](int rank) {
+          auto store = job.store_for(rank);
+          auto pp = job.group(store, "pp", {0, 1}, rank, std::chrono::seconds(10));
+          std::unique_ptr<model::DeviceMemory> mem =
+              device ? std::unique_ptr<model::DeviceMemory>(std::make_unique<HostAsDevice>())
+                     : model::cpu::make_host_memory();
+          CommClock clock;
+          PipeChannel ch(*pp, false, *mem, clock, 4);
+          if (rank == 0) {
+            model::DeviceArray<float> act(*mem, 4), grad(*mem, 3);
+            act.upload(std::vector<float>{1, 2, 3, 4});
+            const comm::P2POp ops[] = {{comm::P2POp::kSend, {act.data(), 4}, 1, 1},
+                                       {comm::P2POp::kRecv, {grad.data(), 3}, 1, 2}};
+            ch.post(ops);
+            ch.await(grad.data());
+            grad.download(grad0);
+            used = true;
+            ch.drain();
+          } else {
+            model::DeviceArray<float> act(*mem, 4), grad(*mem, 3);
+            grad.upload(std::vector<float>{7, 8, 9});
+            const comm::P2POp send[] = {{comm::P2POp::kSend, {grad.data(), 3}, 0, 2}};
+            ch.post(send);
+            CHECK(wait_flag(used));
+            const comm::P2POp recv[] = {{comm::P2POp::kRecv, {act.data(), 4}, 0, 1}};
+            ch.post(recv);
+            ch.await(act.data());
+            act.download(act1);
+            ch.drain();
+          }
+        });
+        CHECK(grad0 == std::vector<float>{7, 8, 9});
+        CHECK(act1 == std::vector<float>{1, 2, 3, 4});
+      }
+    }
+  }
+}
+
 TEST_CASE("PipeChannel: paired sends and receives in schedule order, pinned buffers bounded",
           "[train][dist][pipe]") {
   // Two stages trade 12 paired messages (as 1F1B's [send activation, receive gradient]); the
