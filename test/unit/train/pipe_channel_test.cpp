@@ -29,6 +29,23 @@ bool wait_flag(const std::atomic<bool>& flag) {
   return true;
 }
 
+// One end of a two-stage pipeline group: host memory or HostAsDevice, its channel.
+struct Stage {
+  std::unique_ptr<comm::ProcessGroup> pp;
+  std::unique_ptr<model::DeviceMemory> mem;
+  CommClock clock;
+  std::unique_ptr<PipeChannel> ch;
+};
+
+std::unique_ptr<Stage> make_stage(comm::test::Job& job, int rank, bool device) {
+  auto s = std::make_unique<Stage>();
+  s->pp = job.group(job.store_for(rank), "pp", {0, 1}, rank, std::chrono::seconds(10));
+  s->mem = device ? std::unique_ptr<model::DeviceMemory>(std::make_unique<HostAsDevice>())
+                  : model::cpu::make_host_memory();
+  s->ch = std::make_unique<PipeChannel>(*s->pp, false, *s->mem, s->clock, 4);
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("PipeChannel: a send returns before the peer receives, on host and on device memory",
@@ -40,13 +57,9 @@ TEST_CASE("PipeChannel: a send returns before the peer receives, on host and on 
         std::atomic<bool> posted{false};
         std::vector<float> got;
         run_threads(2, [&](int rank) {
-          auto store = job.store_for(rank);
-          auto pp = job.group(store, "pp", {0, 1}, rank, std::chrono::seconds(10));
-          std::unique_ptr<model::DeviceMemory> mem =
-              device ? std::unique_ptr<model::DeviceMemory>(std::make_unique<HostAsDevice>())
-                     : model::cpu::make_host_memory();
-          CommClock clock;
-          PipeChannel ch(*pp, false, *mem, clock, 4);
+          auto stage = make_stage(job, rank, device);
+          PipeChannel& ch = *stage->ch;
+          model::DeviceMemory* mem = stage->mem.get();
           CHECK(ch.mode() == (device ? PipeChannel::Mode::kStaged : PipeChannel::Mode::kHost));
           model::DeviceArray<float> buf(*mem, 6);
           if (rank == 0) {
@@ -88,13 +101,9 @@ TEST_CASE("PipeChannel: a received tensor is handed on while the send of its bat
         std::atomic<bool> used{false};
         std::vector<float> grad0(3), act1(4);
         run_threads(2, [&](int rank) {
-          auto store = job.store_for(rank);
-          auto pp = job.group(store, "pp", {0, 1}, rank, std::chrono::seconds(10));
-          std::unique_ptr<model::DeviceMemory> mem =
-              device ? std::unique_ptr<model::DeviceMemory>(std::make_unique<HostAsDevice>())
-                     : model::cpu::make_host_memory();
-          CommClock clock;
-          PipeChannel ch(*pp, false, *mem, clock, 4);
+          auto stage = make_stage(job, rank, device);
+          PipeChannel& ch = *stage->ch;
+          model::DeviceMemory* mem = stage->mem.get();
           if (rank == 0) {
             model::DeviceArray<float> act(*mem, 4), grad(*mem, 3);
             act.upload(std::vector<float>{1, 2, 3, 4});
