@@ -26,6 +26,9 @@ class EventFence final : public model::QueueFence {
   EventFence(const EventFence&) = delete;
   EventFence& operator=(const EventFence&) = delete;
   void wait() override { HOLMES_CUDA_CHECK(cudaEventSynchronize(event_)); }
+  void hold(void* queue) override {
+    HOLMES_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(queue), event_, 0));
+  }
   bool done() override {
     const cudaError_t e = cudaEventQuery(event_);
     if (e == cudaErrorNotReady) return false;
@@ -131,7 +134,9 @@ class CudaMemory final : public model::DeviceMemory {
   void upload_queued(void* dst, const void* pinned, size_t bytes) override {
     if (bytes > 0) HOLMES_CUDA_CHECK(cudaMemcpyAsync(dst, pinned, bytes, cudaMemcpyHostToDevice, stream_));
   }
-  std::shared_ptr<model::QueueFence> fence() override { return std::make_shared<EventFence>(stream_); }
+  std::shared_ptr<model::QueueFence> fence_on(void* queue) override {
+    return std::make_shared<EventFence>(static_cast<cudaStream_t>(queue));
+  }
   void bind_thread() override { HOLMES_CUDA_CHECK(cudaSetDevice(device_)); }
   bool holds(const void* p) const override {
     cudaPointerAttributes a{};

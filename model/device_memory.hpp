@@ -22,6 +22,9 @@ class QueueFence {
   virtual void wait() = 0;
   // True once passed; never blocks.
   virtual bool done() = 0;
+  // Work queued on `queue` after this call starts after the fence's work, without the host
+  // waiting (cudaStreamWaitEvent).
+  virtual void hold(void* queue) = 0;
 };
 
 class DeviceMemory {
@@ -70,8 +73,10 @@ class DeviceMemory {
   // CPU) they are plain copies.
   virtual void download_queued(void* pinned, const void* src, size_t bytes) { download(pinned, src, bytes); }
   virtual void upload_queued(void* dst, const void* pinned, size_t bytes) { upload(dst, pinned, bytes); }
-  // A fence after everything queued on stream() so far; null where that has all finished.
-  virtual std::shared_ptr<QueueFence> fence() { return nullptr; }
+  // A fence after everything queued on `queue` (stream() or side_stream()) so far; null where
+  // that has all finished.
+  virtual std::shared_ptr<QueueFence> fence_on(void* /*queue*/) { return nullptr; }
+  std::shared_ptr<QueueFence> fence() { return fence_on(stream()); }
   // Makes the calling thread's runtime calls act on this backend's device (cudaSetDevice): a
   // communication thread calls it first, or its copies and kernels would go to device 0.
   virtual void bind_thread() {}

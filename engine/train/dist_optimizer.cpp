@@ -119,8 +119,9 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommCl
     // Its copies and kernels go to this rank's GPU, not device 0 (a failure comes with the first drain).
     if (thread_) thread_->submit([&mem] { mem.bind_thread(); });
     gpt_.set_grad_ready_hook([this](size_t begin, size_t end) { on_grads_ready(begin, end); });
-    if (thread_) {
+    if (thread_ || side_) {
       gathered_.resize(nb);
+      landed_.resize(nb);
       gpt_.set_params_needed_hook([this](size_t begin, size_t end) { on_params_needed(begin, end); });
     }
   }
@@ -229,17 +230,25 @@ void DistOptimizer::update(const AdamWHyper& h, int64_t t, float grad_scale) {
     adamw_update(*backend_.kernels, gpt_.params() + b.own_begin, owned_grads(k), m_.data() + pack_off_[k],
                  v_.data() + pack_off_[k], 0, n, decay_[k], h, t, grad_scale);
   }
-  if (dp_ && thread_) {
-    // In forward order, so the next forward's first layers find theirs first.
+  if (dp_ && (thread_ || side_)) {
+    // In forward order, so the next forward's first layers find theirs first: on the
+    // communication thread (host groups), or on the side queue after the update's kernels.
     model::DeviceMemory& mem = *backend_.memory;
+    void* queue = side_ ? side_ : mem.stream();
+    if (side_) mem.order(mem.stream(), side_);
     for (size_t k = buckets_.size(); k-- > 0;) {
       const GradBucket& b = buckets_[k];
       const size_t n = b.own_end - b.own_begin;
       // The bucket's reduced gradients are spent: its chunk becomes the all-gather input.
       float* in = reduced_.data() + reduced_off_[k];
-      mem.copy(in, gpt_.params() + b.own_begin, n * sizeof(float));
-      if (b.chunk > n) mem.zero(in + n, (b.chunk - n) * sizeof(float));
-      gathered_[k] = thread_->submit([this, k] { gather_on_thread(k); });
+      mem.copy_on(queue, in, gpt_.params() + b.own_begin, n * sizeof(float));
+      if (b.chunk > n) mem.zero_on(queue, in + n, (b.chunk - n) * sizeof(float));
+      if (thread_) {
+        gathered_[k] = thread_->submit([this, k] { gather_bucket(k); });
+      } else {
+        gather_bucket(k);
+        landed_[k] = mem.fence_on(side_);
+      }
     }
     gather_next_ = 0;
     gathering_ = true;
@@ -251,19 +260,26 @@ void DistOptimizer::update(const AdamWHyper& h, int64_t t, float grad_scale) {
   gpt_.params_updated();
 }
 
-void DistOptimizer::gather_on_thread(size_t k) {
+void DistOptimizer::gather_bucket(size_t k) {
   const GradBucket& b = buckets_[k];
   std::span<float> out(gather_out_.data(), b.chunk * ctx_.dp_size);
-  ctx_.dp->all_gather(out, {reduced_.data() + reduced_off_[k], b.chunk});
-  // Queued on the compute queue before this bucket's future is ready, so before any kernel
-  // that waited for it; the next all-gather's write to gather_out_ is queued after it.
-  backend_.memory->copy(gpt_.params() + b.begin, out.data(), (b.end - b.begin) * sizeof(float));
+  ctx_.dp->all_gather(out, {reduced_.data() + reduced_off_[k], b.chunk}, {.stream = side_});
+  // On the communication thread: queued before this bucket's future is ready, so before any
+  // kernel that waited for it. On the side queue: before the fence the kernels wait for.
+  // Either way the next all-gather's write to gather_out_ comes after it.
+  void* queue = side_ ? side_ : backend_.memory->stream();
+  backend_.memory->copy_on(queue, gpt_.params() + b.begin, out.data(), (b.end - b.begin) * sizeof(float));
 }
 
 void DistOptimizer::land(size_t k) {
-  clock_.time([&] { gathered_[k].wait(); });
   ++gathers_deferred_;
-  gathered_[k].get();  // rethrows a failed all-gather
+  if (thread_) {
+    clock_.time([&] { gathered_[k].wait(); });
+    gathered_[k].get();  // rethrows a failed all-gather
+  } else {
+    landed_[k]->hold(backend_.memory->stream());  // the compute queue waits, the host does not
+    landed_[k].reset();
+  }
   gpt_.params_updated(buckets_[k].begin, buckets_[k].end);
 }
 

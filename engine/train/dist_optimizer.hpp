@@ -6,11 +6,12 @@
 // owns, updates those parameters and all-gathers the bucket back. dp == 1: no buckets are
 // communicated and the rank owns [0, n).
 //
-// On a host group (Gloo) the all-gathers run on the communication thread in forward order
-// (embedding first) while the next forward starts: the model's params-needed hook waits for
-// the buckets of each layer just before the layer's kernels read them (and refreshes the bf16
-// copy of what landed). Anything else that reads or writes the parameters first calls
-// params_ready(). On an NCCL group they are enqueued on the compute stream at update().
+// The all-gathers run beside the next forward, in forward order (embedding first): on a host
+// group (Gloo) on the communication thread, on an NCCL group on the backend's side queue.
+// The model's params-needed hook waits for the buckets of each layer just before the layer's
+// kernels read them (the host waits for the thread's future; the compute queue waits for the
+// side queue's fence) and refreshes the bf16 copy of what landed. Anything else that reads or
+// writes the parameters first calls params_ready().
 //
 // The tied embedding: wte (first stage) and its copy (last stage) each get a bucket of
 // their own, held back until their gradients are summed over the embedding group.
@@ -93,9 +94,9 @@ class DistOptimizer {
   void reduce_scatter(size_t k);  // runs on the comm thread
   const float* owned_grads(size_t k) const;
   void all_gather(size_t k);
-  // Deferred: the all-gather of bucket k on the communication thread (its input, the owned
-  // parameters, already in its chunk of reduced_), landing in params().
-  void gather_on_thread(size_t k);
+  // Deferred: the all-gather of bucket k (its input, the owned parameters, already in its
+  // chunk of reduced_) into params(), on the communication thread or the side queue.
+  void gather_bucket(size_t k);
   void on_params_needed(size_t begin, size_t end);
   void land(size_t k);  // waits for bucket k's deferred all-gather, refreshes its bf16 copy
 
@@ -128,9 +129,11 @@ class DistOptimizer {
   int overlapped_ = 0;
   bool dp_ = false;  // dp_size > 1: gradients are reduce-scattered, parameters all-gathered
   void* side_ = nullptr;  // with ctx.dp_device: the backend's side queue the reduce-scatters run on
-  // Deferred all-gathers (host groups): one future per bucket, waited in forward order
-  // (bucket index descending); gather_next_ counts the buckets landed, from the last index.
+  // Deferred all-gathers: per bucket the thread's future (host groups) or the side queue's
+  // fence after it (NCCL), landed in forward order (bucket index descending); gather_next_
+  // counts the buckets landed, from the last index.
   std::vector<std::shared_future<void>> gathered_;
+  std::vector<std::shared_ptr<model::QueueFence>> landed_;
   size_t gather_next_ = 0;
   bool gathering_ = false;
   int gathers_deferred_ = 0;

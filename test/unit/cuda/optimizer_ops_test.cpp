@@ -4,8 +4,10 @@
 // without a GPU.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include "cuda/check.hpp"
@@ -131,6 +133,57 @@ TEST_CASE("CUDA DeviceMemory side queue: order() makes each queue wait for the o
       CHECK(download(c) == h);
       CHECK(download(a) == std::vector<float>(h.size(), 0.0f));
     }
+  }
+  cudaStreamDestroy(compute);
+}
+
+TEST_CASE("CUDA DeviceMemory fences: queued copies through pinned memory, a queue held by another's fence",
+          "[cuda][memory]") {
+  if (!gpu_or_skip()) return;
+  cudaStream_t compute = nullptr;
+  REQUIRE(cudaStreamCreate(&compute) == cudaSuccess);
+  {
+    auto mem = cuda::make_device_memory(compute);
+    const auto h = random_floats(size_t{20} << 20, 41);  // 80 MiB: copies that take a while
+    const size_t bytes = h.size() * sizeof(float);
+    model::DeviceArray<float> a(*mem, h.size()), b(*mem, h.size());
+    auto* pinned = static_cast<float*>(mem->allocate_pinned(bytes));
+    for (int round = 0; round < 2; ++round) {
+      // Download queued after the upload, then a fence: once it passed the host has the bytes.
+      a.upload(h);
+      std::fill(pinned, pinned + h.size(), -1.0f);
+      mem->download_queued(pinned, a.data(), bytes);
+      std::shared_ptr<model::QueueFence> f = mem->fence();
+      REQUIRE(f != nullptr);
+      f->wait();
+      CHECK(f->done());
+      CHECK(std::equal(h.begin(), h.end(), pinned));
+      // Upload queued from pinned memory on the side queue; the compute queue is held by its
+      // fence, so a copy queued there afterwards reads the uploaded bytes.
+      void* side = mem->side_stream();
+      b.zero();
+      mem->order(mem->stream(), side);  // after the zero
+      mem->zero_on(side, a.data(), bytes);
+      REQUIRE(cudaMemcpyAsync(a.data(), pinned, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(side)) ==
+              cudaSuccess);
+      mem->fence_on(side)->hold(mem->stream());
+      mem->copy(b.data(), a.data(), bytes);
+      CHECK(download(b) == h);
+      // upload_queued on the compute queue, then the host rewrites pinned memory only after a fence.
+      mem->upload_queued(b.data(), pinned, bytes);
+      mem->fence()->wait();
+      std::fill(pinned, pinned + h.size(), 0.0f);
+      CHECK(download(b) == h);
+    }
+    // A thread that binds the backend's device may wait for its fences and queue its copies.
+    std::thread other([&] {
+      mem->bind_thread();
+      mem->copy(a.data(), b.data(), bytes);
+      mem->fence()->wait();
+    });
+    other.join();
+    CHECK(download(a) == h);
+    mem->release_pinned(pinned);
   }
   cudaStreamDestroy(compute);
 }

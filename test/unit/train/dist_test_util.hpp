@@ -252,13 +252,21 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
         if (it != seen.end() && it->second != want) r.queue_problems += fmt::format("{} {} not on {}; ", grp->name(), op, what);
       };
       expect(device.dp, "reduce_scatter", side, "the side queue");
-      expect(device.dp, "all_gather", compute, "the compute queue");
+      expect(device.dp, "all_gather", side, "the side queue");
       expect(device.tp, "all_reduce", compute, "the compute queue");
       expect(device.pp, "send_recv", compute, "the compute queue");
-      // Each reduce-scatter waits for the compute queue; each step's compute queue for them.
+      // Each reduce-scatter and each update's all-gathers wait for the compute queue; each
+      // step's compute queue for the reduce-scatters, and each layer of the next forward for
+      // its bucket's all-gather (a fence per bucket and update).
       const long scatters = device.dp ? static_cast<DeviceOnlyGroup&>(*device.dp).count("reduce_scatter") : 0;
-      if (mem.orders_to_side() != scatters)
-        r.queue_problems += fmt::format("{} reduce-scatters, {} orders before them; ", scatters, mem.orders_to_side());
+      const long updates = device.dp ? spec.train.steps : 0;
+      if (mem.orders_to_side() != scatters + updates)
+        r.queue_problems += fmt::format("{} reduce-scatters and {} updates, {} orders before them; ", scatters,
+                                        updates, mem.orders_to_side());
+      const long lands = mem.holds(mem.side_stream(), mem.stream());
+      if (lands != updates * static_cast<long>(r.bucket_count))
+        r.queue_problems += fmt::format("{} buckets landed by a fence in {} updates of {} buckets; ", lands, updates,
+                                        r.bucket_count);
       if (scatters > 0 && mem.orders_to_compute() != spec.train.steps)
         r.queue_problems += fmt::format("{} orders back to the compute queue in {} steps; ", mem.orders_to_compute(),
                                         spec.train.steps);

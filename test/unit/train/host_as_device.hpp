@@ -61,10 +61,16 @@ class HostAsDevice final : public model::DeviceMemory {
     std::lock_guard<std::mutex> lock(mu_);
     queued_.push_back({static_cast<const std::byte*>(pinned), bytes, false, ++seq_});
   }
-  std::shared_ptr<model::QueueFence> fence() override {
+  std::shared_ptr<model::QueueFence> fence_on(void* queue) override {
     std::lock_guard<std::mutex> lock(mu_);
     ++fences_;
-    return std::make_shared<Fence>(*this, seq_);
+    return std::make_shared<Fence>(*this, seq_, queue);
+  }
+  // Fences of `from` that queue `to` was made to wait for (QueueFence::hold).
+  long holds(void* from, void* to) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = holds_.find({from, to});
+    return it == holds_.end() ? 0 : it->second;
   }
   // True when host bytes [p, p + bytes) overlap a queued copy no waited fence covers: the
   // target of a download, or the source of an upload.
@@ -104,23 +110,29 @@ class HostAsDevice final : public model::DeviceMemory {
   };
   class Fence final : public model::QueueFence {
    public:
-    Fence(HostAsDevice& mem, long seq) : mem_(mem), seq_(seq) {}
+    Fence(HostAsDevice& mem, long seq, void* queue) : mem_(mem), seq_(seq), queue_(queue) {}
     void wait() override {
       std::lock_guard<std::mutex> lock(mem_.mu_);
       std::erase_if(mem_.queued_, [&](const Queued& q) { return q.seq <= seq_; });
       passed_ = true;
     }
     bool done() override { return passed_; }
+    void hold(void* queue) override {
+      std::lock_guard<std::mutex> lock(mem_.mu_);
+      ++mem_.holds_[{queue_, queue}];
+    }
 
    private:
     HostAsDevice& mem_;
     long seq_;
+    void* queue_;
     std::atomic<bool> passed_{false};
   };
 
   mutable std::mutex mu_;
   std::vector<Queued> queued_;
   long seq_ = 0, fences_ = 0;
+  std::map<std::pair<void*, void*>, long> holds_;
   std::map<std::byte*, size_t> blocks_;
   char compute_queue_ = 0, side_queue_ = 0;
   long to_side_ = 0, to_compute_ = 0;
