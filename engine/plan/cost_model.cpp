@@ -97,9 +97,9 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   double rs = ring_reduce_scatter_s(dp_link, dp, params * w.grad_bytes());
   double ag = ring_all_gather_s(dp_link, dp, params * w.param_bytes());
   // Reduce-scatter hides behind the last micro-batch's backward (2/3 of compute); the
-  // parameter all-gather runs after the update, before the next step starts
-  // (DistOptimizer::update), so none of it is hidden.
-  t.dp_s = std::max(0.0, rs - t.compute_s * 2.0 / 3.0) + ag;
+  // parameter all-gather behind the next step's first forward (1/3), layer by layer
+  // (DistOptimizer::update and the model's params-needed hook).
+  t.dp_s = std::max(0.0, rs - t.compute_s * 2.0 / 3.0) + std::max(0.0, ag - t.compute_s / 3.0);
   if (first != last) {
     double tied = double(padded_vocab(m.vocab, tp)) * m.hidden / tp * w.grad_bytes();
     t.dp_s += ring_all_reduce_s(emb_link, 2, tied);
