@@ -205,10 +205,10 @@ run_checks() {
   local shared shared_nccl shared_bf16
   # fp32 is exact enough to compare layouts at 1e-4; bf16 checks tensor parallelism (fp32 sums
   # of the bf16 shards) and pipeline stages (bf16 boundaries) at the bf16 tolerance
-  local layouts=("dp2 2 1 1 2" "pp2 2 1 2 1" "tp2xpp2 4 2 2 1")
+  local layouts=("dp2 2 1 1 2" "pp2 2 1 2 1" "tp2xpp2 4 2 2 1" "tp2xpp2xdp2 8 2 2 2")
   shared=$(shared_gpu_check gloo fp32 1e-4 "${layouts[@]}")
   shared_nccl=$(shared_gpu_check nccl fp32 1e-4 "${layouts[@]}")
-  shared_bf16=$(shared_gpu_check gloo bf16 2e-2 "tp2 2 2 1 1" "pp2 2 1 2 1")
+  shared_bf16=$(shared_gpu_check gloo bf16 2e-2 "tp2 2 2 1 1" "pp2 2 1 2 1" "dp2 2 1 1 2")
   # 2d. the default job with job.device auto: it must train on this GPU (the log line shows
   #     "gpu N MiB" only there)
   local auto_dev
@@ -244,7 +244,7 @@ run_checks() {
   printf '%-24s %s\n' "CUDA tests (test_cuda)" "$tests: $summary ${failed:+(first failures: $failed)}" \
     "whole model vs CPU" "$whole" "NCCL groups, one GPU" "$nccl: $nccl_lib" \
     "shared GPU, Gloo staged" "$shared" "shared GPU, NCCL groups" "$shared_nccl" \
-    "shared GPU, bf16 tp2 pp2" "$shared_bf16" "default job, device auto" "$auto_dev"
+    "shared GPU, bf16 tp2 pp2 dp2" "$shared_bf16" "default job, device auto" "$auto_dev"
   echo "$rows"
   tail -1 "$logs/gemm_bench.log" | sed 's/^/gemm  /'
   if [ -n "${OUT:-}" ]; then

@@ -42,11 +42,16 @@ void PipelineStage::reset() {
 
 namespace {
 
+// Adds the seconds `op` took to `seconds`, less what it spent blocked in communication on
+// `clock` (tensor-parallel sums, parameter all-gathers landing inside a forward): compute
+// alone, which is what a calibration divides the FLOPs by.
 template <class F>
-void timed(double& seconds, F&& op) {
+void timed(double& seconds, const CommClock& clock, F&& op) {
   const auto t0 = std::chrono::steady_clock::now();
+  const double comm0 = clock.ms();
   op();
-  seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  seconds += std::max(0.0, s - (clock.ms() - comm0) / 1e3);
 }
 
 }  // namespace
@@ -70,7 +75,7 @@ double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(in
   finish_transfers();
   // On a GPU the last backward's kernels are still queued: wait for them inside the compute
   // time, so it measures the device's work (a no-op on the CPU).
-  timed(compute_s_, [&] { gpt_.backend().memory->synchronize(); });
+  timed(compute_s_, clock_, [&] { gpt_.backend().memory->synchronize(); });
   // The micro-batches' losses, read once per step (the device is idle by now).
   if (last_) loss_sum_ = gpt_.take_loss_sum();
   return loss_sum_;
@@ -115,7 +120,7 @@ void PipelineStage::forward(int micro, const FetchFn& fetch) {
   use_slot(micro, true);
   const float* input = first_ ? nullptr : held(kActIn, micro).data();
   if (input != nullptr) channel_->await(input);
-  timed(compute_s_, [&] {
+  timed(compute_s_, clock_, [&] {
     gpt_.forward_stage(first_ ? inputs_.data() : nullptr, input, last_ ? targets_.data() : nullptr, B_, T_);
   });
   if (!first_) release(kActIn, micro);  // the model copied it into the slot
@@ -127,11 +132,11 @@ void PipelineStage::forward(int micro, const FetchFn& fetch) {
 void PipelineStage::backward(int micro) {
   use_slot(micro, false);
   if (last_) {
-    timed(compute_s_, [&] { gpt_.backward(1.0f / static_cast<float>(micro_batches_)); });  // mean over micro-batches
+    timed(compute_s_, clock_, [&] { gpt_.backward(1.0f / static_cast<float>(micro_batches_)); });  // mean over micro-batches
   } else {
     const float* grad = held(kGradIn, micro).data();
     channel_->await(grad);
-    timed(compute_s_, [&] { gpt_.backward_stage(grad); });
+    timed(compute_s_, clock_, [&] { gpt_.backward_stage(grad); });
     release(kGradIn, micro);
   }
   if (!first_) {
