@@ -29,15 +29,15 @@ struct Workload {
   int micro_batch = 1;   // B per DP rank
   int micro_batches = 1; // m
   int global_batch = 1;
-  bool cuda = false;     // bf16 mixed precision (else fp32)
+  bool bf16 = false;     // bf16 mixed precision (trains_bf16), else fp32
   // parallel.cross_island: gloo on a CUDA plan: pipeline sends over Ethernet pay the staged
   // path's two host copies (ethernet_transfer_s).
   bool staged_ethernet = false;
-  int act_bytes() const { return cuda ? 2 : 4; }
+  int act_bytes() const { return bf16 ? 2 : 4; }
   int tp_wire_bytes() const { return 4; }  // TP sums travel as fp32 also in bf16 (Gpt::tp_sum)
-  int param_bytes() const { return cuda ? 2 : 4; }  // weights as used in compute
+  int param_bytes() const { return bf16 ? 2 : 4; }  // weights as used in compute
   int grad_bytes() const { return 4; }               // fp32 gradient buffer, reduced in fp32
-  int optimizer_bytes() const { return cuda ? 12 : 8; }  // fp32 master + m + v, or m + v
+  int optimizer_bytes() const { return bf16 ? 12 : 8; }  // fp32 master + m + v, or m + v
 };
 
 // Per-micro-batch parts and the exposed DP sync of one stage with n layers.

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "engine/spec/errors.hpp"
+#include "engine/topo/gpu_peaks.hpp"
 
 namespace holmes::plan {
 
@@ -59,6 +60,15 @@ void pick_rdma(const topo::NodeReport& n, const topo::Island& island, NodeFacts&
   std::sort(out.hcas.begin(), out.hcas.end());
 }
 
+}  // namespace
+
+bool trains_bf16(const spec::JobSpec& spec, bool cuda) {
+  const std::string& p = spec.train.precision;
+  return p == "bf16" || (p == "auto" && cuda);
+}
+
+namespace {
+
 double sustained_tflops(const spec::JobSpec& spec, const topo::Devices& d, bool cuda, double calibrated) {
   if (spec.cluster.device_tflops > 0) return spec.cluster.device_tflops;
   if (calibrated > 0) return calibrated;
@@ -66,6 +76,11 @@ double sustained_tflops(const spec::JobSpec& spec, const topo::Devices& d, bool 
                : cuda ? kDefaultEfficiencyCuda : kDefaultEfficiencyCpu;
   double peak = d.peak_tflops;
   if (peak <= 0) peak = cuda ? kDefaultPeakTflopsCuda : kDefaultPeakTflopsCpuCore * std::max(1, d.cores);
+  // A GPU's peak is its BF16 tensor-core figure; an fp32 job computes on the CUDA cores.
+  if (cuda && !trains_bf16(spec, cuda)) {
+    const double fp32 = topo::known_fp32_peak_tflops(d.name);
+    peak = fp32 > 0 ? fp32 : peak * kFp32PeakFractionCuda;
+  }
   return peak * eff;
 }
 

@@ -12,6 +12,10 @@
 
 namespace holmes::plan {
 
+// Whether the job trains in bf16: train.precision bf16, or auto on GPUs (the planner's copy of
+// the trainer's precision_of, which decides by the backend's kernels: CUDA ones have bf16).
+bool trains_bf16(const spec::JobSpec& spec, bool cuda);
+
 // Link classes of the cost model and of the per-step traffic report.
 enum class LinkKind { kIntraNode = 0, kIb = 1, kRoce = 2, kEthernet = 3 };
 inline constexpr int kLinkKinds = 4;
@@ -26,6 +30,8 @@ inline constexpr double kDefaultLatencyUs[kLinkKinds] = {3, 5, 6, 30};
 inline constexpr double kDefaultEfficiencyCuda = 0.45;  // GEMM-heavy sustained / peak
 inline constexpr double kDefaultEfficiencyCpu = 0.5;
 inline constexpr double kDefaultPeakTflopsCuda = 100;  // per GPU when the topology does not say
+// FP32 (CUDA cores) over BF16 (tensor cores) peak for a GPU not in the table (H100: 67 / 989).
+inline constexpr double kFp32PeakFractionCuda = 1.0 / 15;
 inline constexpr double kDefaultPeakTflopsCpuCore = 0.05;
 
 // What the plan needs to know about one node.

@@ -85,7 +85,7 @@ Evaluated score(const SearchInput& in, const Facts& facts, const Degrees& deg, L
   ev.work.micro_batch = deg.micro_batch;
   ev.work.global_batch = s.train.global_batch;
   ev.work.micro_batches = s.train.global_batch / (deg.micro_batch * deg.dp);
-  ev.work.cuda = in.cuda;
+  ev.work.bf16 = trains_bf16(s, in.cuda);
   ev.work.staged_ethernet = in.cuda && s.parallel.cross_island == "gloo";
   ev.stages = stage_costs(facts, in.table, layout);
   ev.layout = std::move(layout);

@@ -10,5 +10,8 @@ namespace holmes::topo {
 // By the CUDA device name ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB", ...); 0 when
 // the model is not in the table.
 double known_peak_tflops(const std::string& gpu_name);
+// The same model's dense FP32 peak without tensor cores (TF32 off): what an fp32 job's
+// matmuls run at (docs/cuda.md: the fp32 path is exact fp32). 0 when not in the table.
+double known_fp32_peak_tflops(const std::string& gpu_name);
 
 }  // namespace holmes::topo

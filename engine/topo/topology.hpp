@@ -39,7 +39,7 @@ struct Devices {
   int count = 1;             // GPUs, or 1 for the CPU
   std::string name;          // GPU model or CPU model
   double memory_gb = 0;      // per device
-  double peak_tflops = 0;    // per device, dense, at the training precision; 0 = unknown
+  double peak_tflops = 0;    // per device, dense; GPUs: BF16 tensor cores (plan/links.cpp derives fp32); 0 = unknown
   int cores = 0;             // CPU cores (cpu kind)
 };
 

@@ -57,7 +57,7 @@ holmes::plan::Workload small_workload(bool cuda) {
   w.shape = holmes::plan::GptShape{4, 256, 8, 1000, 128};
   w.seq_len = 128;
   w.micro_batch = 2;
-  w.cuda = cuda;
+  w.bf16 = cuda;
   return w;
 }
 
@@ -102,7 +102,7 @@ TEST_CASE("tensor-parallel sums are priced in fp32 on GPUs too, pipeline sends i
   const holmes::plan::LinkCost link = link_of(holmes::plan::LinkKind::kIntraNode, 400, 5e-6);
   mid.tp_link = mid.next_link = mid.prev_link = link;
   const auto cpu = mid.time(w, 2);
-  w.cuda = true;
+  w.bf16 = true;
   const auto gpu = mid.time(w, 2);
   CHECK(gpu.tp_s == cpu.tp_s);                     // fp32 sums either way (Gpt::tp_sum)
   CHECK(gpu.pp_s < cpu.pp_s);                      // bf16 boundaries: half the bytes

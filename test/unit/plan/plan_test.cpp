@@ -211,3 +211,30 @@ TEST_CASE("JSON escapes host names and keeps numbers finite", "[plan]") {
   CHECK(json.find("nan") == std::string::npos);
   CHECK(json.find("inf") == std::string::npos);
 }
+
+TEST_CASE("train.precision fp32 on GPUs is priced at the FP32 peak with 4-byte tensors", "[cost_model]") {
+  // The topology's GPU peak is its BF16 tensor-core figure; an fp32 job's matmuls run on the
+  // CUDA cores (no TF32): the table's FP32 peak for a known model, else 1/15 of the BF16 one.
+  auto spec = hp::testing::make_spec(4, 512, 8, 1, 2, 1, 1, 8, 256);
+  auto topo = hp::testing::make_cluster({{NicKind::kIb, 2, 1, 400}});
+  const hp::Plan automatic = hp::make_plan(spec, topo);
+  spec.train.precision = "bf16";
+  const hp::Plan bf16 = hp::make_plan(spec, topo);
+  spec.train.precision = "fp32";
+  const hp::Plan fp32 = hp::make_plan(spec, topo);
+  CHECK(hp::plan_hash(automatic) == hp::plan_hash(bf16));  // auto trains bf16 on GPUs
+  CHECK(fp32.estimate.compute_s == Approx(bf16.estimate.compute_s * 15));
+  // Weights, activations and pipeline sends in 4 bytes instead of 2; no fp32 master copy.
+  CHECK(fp32.estimate.bytes_per_step[int(hp::LinkKind::kIb)] > bf16.estimate.bytes_per_step[int(hp::LinkKind::kIb)]);
+  REQUIRE(fp32.memory.size() == bf16.memory.size());
+  for (size_t r = 0; r < fp32.memory.size(); ++r) {
+    CHECK(fp32.memory[r].params == Approx(2 * bf16.memory[r].params));
+    CHECK(fp32.memory[r].activations > bf16.memory[r].activations);  // fp32 LayerNorm statistics in both
+    CHECK(fp32.memory[r].optimizer == Approx(bf16.memory[r].optimizer * 8 / 12));
+  }
+  for (auto& n : topo.nodes) n.devices.name = "NVIDIA H100 80GB HBM3";
+  const hp::Plan h100 = hp::make_plan(spec, topo);
+  spec.train.precision = "bf16";
+  const hp::Plan h100_bf16 = hp::make_plan(spec, topo);
+  CHECK(h100.estimate.compute_s == Approx(h100_bf16.estimate.compute_s * 400 / 67));  // make_cluster's peak: 400
+}
