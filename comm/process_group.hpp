@@ -35,7 +35,7 @@ struct OpOptions {
   // receive of the batch holds its data, possibly while sends still run (so a caller on a
   // communication thread can hand the received tensors on early). Not called when the batch
   // fails first. Device groups (NCCL), whose calls only enqueue, never call it.
-  std::function<void()> on_received;
+  std::function<void()> on_received{};
 };
 
 // One half of a point-to-point transfer; see ProcessGroup::send_recv.

@@ -18,14 +18,19 @@ constexpr size_t kStagedMax = size_t{64} << 20;
 
 class EventFence final : public model::QueueFence {
  public:
-  explicit EventFence(cudaStream_t stream) {
-    HOLMES_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+  explicit EventFence(cudaStream_t stream, bool timed = false) {
+    HOLMES_CUDA_CHECK(cudaEventCreateWithFlags(&event_, timed ? cudaEventDefault : cudaEventDisableTiming));
     HOLMES_CUDA_CHECK(cudaEventRecord(event_, stream));
   }
   ~EventFence() override { (void)cudaEventDestroy(event_); }
   EventFence(const EventFence&) = delete;
   EventFence& operator=(const EventFence&) = delete;
   void wait() override { HOLMES_CUDA_CHECK(cudaEventSynchronize(event_)); }
+  double ms_since(model::QueueFence& start) override {
+    float ms = 0;
+    HOLMES_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<EventFence&>(start).event_, event_));
+    return ms;
+  }
   void hold(void* queue) override {
     HOLMES_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(queue), event_, 0));
   }
@@ -136,6 +141,9 @@ class CudaMemory final : public model::DeviceMemory {
   }
   std::shared_ptr<model::QueueFence> fence_on(void* queue) override {
     return std::make_shared<EventFence>(static_cast<cudaStream_t>(queue));
+  }
+  std::shared_ptr<model::QueueFence> timed_fence_on(void* queue) override {
+    return std::make_shared<EventFence>(static_cast<cudaStream_t>(queue), true);
   }
   void bind_thread() override { HOLMES_CUDA_CHECK(cudaSetDevice(device_)); }
   bool holds(const void* p) const override {

@@ -25,6 +25,9 @@ class QueueFence {
   // Work queued on `queue` after this call starts after the fence's work, without the host
   // waiting (cudaStreamWaitEvent).
   virtual void hold(void* queue) = 0;
+  // Milliseconds the device took from `start` to this fence, both made by timed_fence_on()
+  // and both passed (cudaEventElapsedTime); 0 for fences that keep no time.
+  virtual double ms_since(QueueFence& /*start*/) { return 0; }
 };
 
 class DeviceMemory {
@@ -77,6 +80,9 @@ class DeviceMemory {
   // that has all finished.
   virtual std::shared_ptr<QueueFence> fence_on(void* /*queue*/) { return nullptr; }
   std::shared_ptr<QueueFence> fence() { return fence_on(stream()); }
+  // A fence that also records when the device reached it (for ms_since); null where the
+  // queue's work is timed on the host (every call completes before it returns).
+  virtual std::shared_ptr<QueueFence> timed_fence_on(void* /*queue*/) { return nullptr; }
   // Makes the calling thread's runtime calls act on this backend's device (cudaSetDevice): a
   // communication thread calls it first, or its copies and kernels would go to device 0.
   virtual void bind_thread() {}

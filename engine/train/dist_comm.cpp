@@ -36,12 +36,20 @@ void check_context(const ParallelContext& ctx) {
   }
 }
 
+template <class F>
+void GroupTensorParallel::timed(F&& op) {
+  if (queued_ != nullptr)
+    clock_.time_queued(*queued_, stream_, std::forward<F>(op));
+  else
+    clock_.time(std::forward<F>(op));
+}
+
 void GroupTensorParallel::all_reduce_sum(float* data, size_t count) {
-  clock_.time([&] { group_.all_reduce({data, count}, comm::ReduceOp::kSum, {.stream = stream_}); });
+  timed([&] { group_.all_reduce({data, count}, comm::ReduceOp::kSum, {.stream = stream_}); });
 }
 
 void GroupTensorParallel::all_reduce_max(float* data, size_t count) {
-  clock_.time([&] { group_.all_reduce({data, count}, comm::ReduceOp::kMax, {.stream = stream_}); });
+  timed([&] { group_.all_reduce({data, count}, comm::ReduceOp::kMax, {.stream = stream_}); });
 }
 
 void sum_doubles(std::span<double> values, std::span<comm::ProcessGroup* const> groups, CommClock& clock) {

@@ -5,9 +5,13 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include "comm/process_group.hpp"
+#include "model/device_memory.hpp"
 #include "model/tp_comm.hpp"
 
 namespace holmes::train {
@@ -42,7 +46,10 @@ struct ParallelContext {
 // groups do not match the coordinates (size, rank, nullptr iff degree 1).
 void check_context(const ParallelContext& ctx);
 
-// Milliseconds this rank spent inside blocking communication calls (main thread only).
+// Milliseconds this rank spent waiting on communication (main thread only): inside blocking
+// calls, timed on the host; and communication queued on a device queue (NCCL calls on the
+// compute stream, the compute stream waiting for the side stream's reduce-scatters or
+// all-gathers), timed by the device between two timed fences and read by settle().
 class CommClock {
  public:
   template <class F>
@@ -51,19 +58,47 @@ class CommClock {
     op();
     ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
+  // `op` enqueues communication on `queue` and returns at once. Where the memory keeps no
+  // device time (the CPU), it is timed on the host instead.
+  template <class F>
+  void time_queued(model::DeviceMemory& mem, void* queue, F&& op) {
+    std::shared_ptr<model::QueueFence> start = mem.timed_fence_on(queue);
+    if (!start) return time(std::forward<F>(op));
+    op();
+    spans_.push_back({std::move(start), mem.timed_fence_on(queue)});
+  }
+  // Adds the device spans queued so far to ms() (waiting until the device passed them: call
+  // once the queue is idle anyway) and returns their milliseconds.
+  double settle() {
+    double sum = 0;
+    for (auto& [start, end] : spans_) {
+      end->wait();
+      sum += end->ms_since(*start);
+    }
+    spans_.clear();
+    ms_ += sum;
+    return sum;
+  }
   double ms() const { return ms_; }
-  void reset() { ms_ = 0; }
+  void reset() {
+    ms_ = 0;
+    spans_.clear();
+  }
 
  private:
   double ms_ = 0;
+  std::vector<std::pair<std::shared_ptr<model::QueueFence>, std::shared_ptr<model::QueueFence>>> spans_;
 };
 
 // model::TensorParallelComm over the TP ProcessGroup; its all-reduces count as blocked time.
 class GroupTensorParallel final : public model::TensorParallelComm {
  public:
-  // stream: the queue the model's kernels run on (ParallelContext::stream).
-  GroupTensorParallel(comm::ProcessGroup& group, CommClock& clock, void* stream = nullptr)
-      : group_(group), clock_(clock), stream_(stream) {}
+  // stream: the queue the model's kernels run on (ParallelContext::stream). queued: the
+  // backend's memory when the group enqueues on that stream (an NCCL group), so the device
+  // times the all-reduces; null when they block the host.
+  GroupTensorParallel(comm::ProcessGroup& group, CommClock& clock, void* stream = nullptr,
+                      model::DeviceMemory* queued = nullptr)
+      : group_(group), clock_(clock), stream_(stream), queued_(queued) {}
   int size() const override { return group_.size(); }
   int rank() const override { return group_.rank(); }
   void all_reduce_sum(float* data, size_t count) override;
@@ -73,6 +108,9 @@ class GroupTensorParallel final : public model::TensorParallelComm {
   comm::ProcessGroup& group_;
   CommClock& clock_;
   void* stream_;  // the kernels' queue: NCCL enqueues there; Gloo calls complete in order without it
+  model::DeviceMemory* queued_;
+  template <class F>
+  void timed(F&& op);
 };
 
 // values[i] <- sum over every member of every group in `groups` (nullptr entries skipped),

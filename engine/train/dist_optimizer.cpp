@@ -190,7 +190,11 @@ void DistOptimizer::finish_grads() {
   if (ctx_.embedding != nullptr) {
     if (const model::ParamTensor* wte = gpt_.layout().find("wte")) {
       float* g = gpt_.grads() + wte->offset;
-      clock_.time([&] { ctx_.embedding->all_reduce({g, wte->numel}, comm::ReduceOp::kSum); });
+      auto sum = [&] { ctx_.embedding->all_reduce({g, wte->numel}, comm::ReduceOp::kSum); };
+      if (ctx_.embedding_device != nullptr)
+        clock_.time_queued(*backend_.memory, backend_.memory->stream(), sum);
+      else
+        clock_.time(sum);
     }
   }
   if (!dp_) return;
@@ -199,8 +203,9 @@ void DistOptimizer::finish_grads() {
     if (!submitted_[k]) submit(k);
   if (thread_) clock_.time([&] { thread_->drain(); });
   if (side_) {
-    // The compute queue waits for the reduce-scatters, then averages.
-    backend_.memory->order(side_, backend_.memory->stream());
+    // The compute queue waits for the reduce-scatters (timed by the device), then averages.
+    model::DeviceMemory& mem = *backend_.memory;
+    clock_.time_queued(mem, mem.stream(), [&] { mem.order(side_, mem.stream()); });
     for (size_t k = 0; k < buckets_.size(); ++k)
       backend_.kernels->scale_forward(reduced_.data() + reduced_off_[k], 1.0f / static_cast<float>(ctx_.dp_size),
                                       buckets_[k].chunk);
@@ -277,7 +282,9 @@ void DistOptimizer::land(size_t k) {
     clock_.time([&] { gathered_[k].wait(); });
     gathered_[k].get();  // rethrows a failed all-gather
   } else {
-    landed_[k]->hold(backend_.memory->stream());  // the compute queue waits, the host does not
+    // The compute queue waits (timed by the device), the host does not.
+    model::DeviceMemory& mem = *backend_.memory;
+    clock_.time_queued(mem, mem.stream(), [&] { landed_[k]->hold(mem.stream()); });
     landed_[k].reset();
   }
   gpt_.params_updated(buckets_[k].begin, buckets_[k].end);

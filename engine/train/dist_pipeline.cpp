@@ -76,6 +76,9 @@ double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(in
   // On a GPU the last backward's kernels are still queued: wait for them inside the compute
   // time, so it measures the device's work (a no-op on the CPU).
   timed(compute_s_, clock_, [&] { gpt_.backend().memory->synchronize(); });
+  // Communication the device ran on the compute stream (NCCL groups) is in the passes' time:
+  // it was not compute.
+  compute_s_ = std::max(0.0, compute_s_ - clock_.settle() / 1e3);
   // The micro-batches' losses, read once per step (the device is idle by now).
   if (last_) loss_sum_ = gpt_.take_loss_sum();
   return loss_sum_;
@@ -93,6 +96,7 @@ double PipelineStage::run_forward(int count, const FetchFn& fetch) {
   }
   finish_transfers();
   if (last_) loss_sum_ = gpt_.take_loss_sum();
+  compute_s_ = std::max(0.0, compute_s_ - clock_.settle() / 1e3);
   return loss_sum_;
 }
 

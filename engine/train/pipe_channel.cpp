@@ -92,7 +92,7 @@ std::shared_future<void> PipeChannel::post(std::span<const comm::P2POp> ops) {
     if (op.kind == comm::P2POp::kRecv && pending_.count(op.data.data()))
       throw std::logic_error("PipeChannel: a second receive into a buffer whose receive was not awaited");
   if (mode_ == Mode::kDeviceGroup) {
-    clock_.time([&] { pp_.send_recv(ops); });
+    clock_.time_queued(mem_, mem_.stream(), [&] { pp_.send_recv(ops); });
     return {};
   }
   std::vector<comm::P2POp> copy(ops.begin(), ops.end());

@@ -80,7 +80,9 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const DataS
                                 "degree ({})", t.global_batch, t.micro_batch, ctx_.dp_size));
   micro_batches_ = spec.micro_batches_per_step(ctx_.dp_size);
   const model::GptConfig cfg = stage_config(spec, ctx_);
-  if (ctx_.tp != nullptr) tp_comm_ = std::make_unique<GroupTensorParallel>(*ctx_.tp, clock_, ctx_.stream);
+  if (ctx_.tp != nullptr)
+    tp_comm_ = std::make_unique<GroupTensorParallel>(*ctx_.tp, clock_, ctx_.stream,
+                                                     ctx_.tp_device != nullptr ? backend.memory.get() : nullptr);
   const int slots = max_in_flight(ctx_.pp_size, ctx_.pp_stage, micro_batches_);
   gpt_ = std::make_unique<model::Gpt>(cfg, backend, t.micro_batch, t.seq_len, tp_comm_.get(), slots,
                                       precision_of(spec, backend));
@@ -164,6 +166,7 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested) {
   s.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   s.tokens_per_s = static_cast<double>(tokens_per_step()) / (s.step_ms / 1e3);
   s.flops = gpt_->flops_per_step(t.micro_batch, t.seq_len) * micro_batches_;
+  clock_.settle();  // the device's communication spans of this step (NCCL groups)
   s.comm_ms = clock_.ms();
   const double compute_s = stage_->compute_s();
   const double host_s = std::max(0.0, s.step_ms / 1e3 - compute_s - s.comm_ms / 1e3);

@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "comm/errors.hpp"
 #include "engine/train/dist_optimizer.hpp"
+#include "model/cpu/host_memory.hpp"
 #include "test/unit/train/dist_test_util.hpp"
 
 using namespace holmes;
@@ -225,4 +227,25 @@ TEST_CASE("a peer that leaves makes the others fail with CommError, not hang", "
     CHECK(comm_errors == 1);
     CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(15));  // well before the time-out
   }
+}
+
+TEST_CASE("CommClock: queued communication is timed by the device, blocking calls by the host", "[train][dist]") {
+  // Device memory (stand-in: every span of two timed fences lasts kSpanMs): the op returns at
+  // once and its time comes with settle().
+  holmes::train::test::HostAsDevice dev;
+  CommClock clock;
+  int ran = 0;
+  clock.time_queued(dev, dev.stream(), [&] { ++ran; });
+  clock.time_queued(dev, dev.stream(), [&] { ++ran; });
+  CHECK(ran == 2);
+  CHECK(clock.ms() == 0);
+  CHECK(clock.settle() == 2 * holmes::train::test::HostAsDevice::kSpanMs);
+  CHECK(clock.ms() == 2 * holmes::train::test::HostAsDevice::kSpanMs);
+  CHECK(clock.settle() == 0);  // each span once
+  // Host memory keeps no device time: the same call is timed on the host.
+  auto host = holmes::model::cpu::make_host_memory();
+  clock.reset();
+  clock.time_queued(*host, host->stream(), [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
+  CHECK(clock.ms() >= 19);
+  CHECK(clock.settle() == 0);
 }

@@ -79,6 +79,7 @@ struct RankRun {
   std::string queue_problems;  // Grid::device_groups: operations given the wrong queue
   long queue_orders = 0;       // and the side/compute orderings the rank made
   int gathers_deferred = 0;    // parameter all-gathers the evaluation's forward waited for
+  long device_spans = 0;       // Grid::device_groups: spans of the compute queue timed by the device
 };
 
 // A group whose all-gathers start `ms` late: a forward that reads parameters before their
@@ -271,6 +272,16 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
         r.queue_problems += fmt::format("{} orders back to the compute queue in {} steps; ", mem.orders_to_compute(),
                                         spec.train.steps);
       r.queue_orders = mem.orders_to_side() + mem.orders_to_compute();
+      // Every operation queued on the compute queue, and every wait of that queue for the
+      // side queue, is timed by the device: two timed fences each.
+      auto count = [](const std::unique_ptr<comm::ProcessGroup>& grp, const char* op) {
+        return grp ? static_cast<DeviceOnlyGroup&>(*grp).count(op) : 0L;
+      };
+      const long spans = count(device.tp, "all_reduce") + count(device.pp, "send_recv") +
+                         count(device.embedding, "all_reduce") + mem.orders_to_compute() + lands;
+      if (mem.timed_fences() != 2 * spans)
+        r.queue_problems += fmt::format("{} timed fences for {} spans on the compute queue; ", mem.timed_fences(), spans);
+      r.device_spans = spans;
     }
   });
   return runs;

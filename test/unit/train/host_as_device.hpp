@@ -66,6 +66,17 @@ class HostAsDevice final : public model::DeviceMemory {
     ++fences_;
     return std::make_shared<Fence>(*this, seq_, queue);
   }
+  // Timed fences say 0.25 ms passed between any two: a span of queued communication.
+  std::shared_ptr<model::QueueFence> timed_fence_on(void* queue) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++timed_fences_;
+    return std::make_shared<Fence>(*this, seq_, queue, true);
+  }
+  long timed_fences() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return timed_fences_;
+  }
+  static constexpr double kSpanMs = 0.25;
   // Fences of `from` that queue `to` was made to wait for (QueueFence::hold).
   long holds(void* from, void* to) const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -110,7 +121,9 @@ class HostAsDevice final : public model::DeviceMemory {
   };
   class Fence final : public model::QueueFence {
    public:
-    Fence(HostAsDevice& mem, long seq, void* queue) : mem_(mem), seq_(seq), queue_(queue) {}
+    Fence(HostAsDevice& mem, long seq, void* queue, bool timed = false)
+        : mem_(mem), seq_(seq), queue_(queue), timed_(timed) {}
+    double ms_since(model::QueueFence& /*start*/) override { return timed_ ? kSpanMs : 0; }
     void wait() override {
       std::lock_guard<std::mutex> lock(mem_.mu_);
       std::erase_if(mem_.queued_, [&](const Queued& q) { return q.seq <= seq_; });
@@ -126,12 +139,13 @@ class HostAsDevice final : public model::DeviceMemory {
     HostAsDevice& mem_;
     long seq_;
     void* queue_;
+    bool timed_;
     std::atomic<bool> passed_{false};
   };
 
   mutable std::mutex mu_;
   std::vector<Queued> queued_;
-  long seq_ = 0, fences_ = 0;
+  long seq_ = 0, fences_ = 0, timed_fences_ = 0;
   std::map<std::pair<void*, void*>, long> holds_;
   std::map<std::byte*, size_t> blocks_;
   char compute_queue_ = 0, side_queue_ = 0;

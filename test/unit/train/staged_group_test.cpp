@@ -132,5 +132,6 @@ TEST_CASE("Trainer with device groups (as NCCL) tp=2 x pp=2 x dp=2 gives the CPU
     CHECK(r.device_calls > 0);
     CHECK(r.queue_problems.empty());
     CHECK(r.queue_orders > 0);
+    CHECK(r.device_spans > 0);  // the compute queue's communication timed by the device
   }
 }
