@@ -175,6 +175,14 @@ TEST_CASE("CUDA DeviceMemory fences: queued copies through pinned memory, a queu
       std::fill(pinned, pinned + h.size(), 0.0f);
       CHECK(download(b) == h);
     }
+    // Timed fences measure the device's time between them (an 80 MiB copy: well above 0).
+    std::shared_ptr<model::QueueFence> t0 = mem->timed_fence_on(mem->stream());
+    mem->copy(a.data(), b.data(), bytes);
+    std::shared_ptr<model::QueueFence> t1 = mem->timed_fence_on(mem->stream());
+    t1->wait();
+    const double ms = t1->ms_since(*t0);
+    CHECK(ms > 0);
+    CHECK(ms < 1000);
     // A thread that binds the backend's device may wait for its fences and queue its copies.
     std::thread other([&] {
       mem->bind_thread();
