@@ -1,5 +1,6 @@
-// From node reports to the cluster picture: RDMA islands, the best link between any two
-// nodes, and what was assumed where the reports were incomplete.
+// From node reports to the cluster picture: RDMA islands, each node's Ethernet rate, and
+// what was assumed where the reports were incomplete. The link between two nodes is the
+// planner's to price (plan::link_between: the island's RDMA inside one, Ethernet across).
 //
 // Island rule: a node joins the island of its best usable RDMA fabric (active ports of one
 // kind on one fabric: IB subnet prefix, RoCE IPv4 subnet or a topology file's fabric name),

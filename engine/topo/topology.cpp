@@ -58,32 +58,6 @@ double ClusterTopology::ethernet_gbps(int node) const {
   return best > 0 ? best : kAssumedEthernetGbps;
 }
 
-Link ClusterTopology::link(int a, int b) const {
-  check_node(*this, a);
-  check_node(*this, b);
-  Link l;
-  if (a == b) {
-    l.cls = LinkClass::kIntraNode;
-    l.rate_gbps = 0;  // sysfs does not say; the planner uses its NVLink / shared-memory figure
-    return l;
-  }
-  // Best RDMA fabric both ends have active ports on: the pair gets the slower end's aggregate.
-  RdmaFabrics fa = rdma_fabrics(nodes[a]), fb = rdma_fabrics(nodes[b]);
-  bool found = false;
-  for (const auto& [key, rate_a] : fa) {
-    auto it = fb.find(key);
-    if (it == fb.end()) continue;
-    double rate = std::min(rate_a, it->second);
-    bool better = !found || rate > l.rate_gbps || (rate == l.rate_gbps && key.first == NicKind::kIb);
-    if (better) {
-      l = Link{LinkClass::kRdma, key.first, rate};
-      found = true;
-    }
-  }
-  if (found) return l;
-  return Link{LinkClass::kEthernet, NicKind::kEthernet, std::min(ethernet_gbps(a), ethernet_gbps(b))};
-}
-
 std::string ClusterTopology::tcp_interface(int node, bool inside_island) const {
   check_node(*this, node);
   const auto& nics = nodes[node].nics;

@@ -59,15 +59,6 @@ struct Island {
   double rdma_gbps_per_node = 0;     // aggregate RDMA bandwidth of one member (min over members)
 };
 
-enum class LinkClass { kIntraNode, kRdma, kEthernet };
-
-// The best link two nodes share.
-struct Link {
-  LinkClass cls = LinkClass::kEthernet;
-  NicKind kind = NicKind::kEthernet;  // Ib/Roce for Rdma links
-  double rate_gbps = 0;              // per node pair direction; unknown Ethernet = assumed rate
-};
-
 struct ClusterTopology {
   std::vector<NodeReport> nodes;
   std::vector<Island> islands;
@@ -75,7 +66,6 @@ struct ClusterTopology {
   std::vector<std::string> warnings;  // what was assumed where reports disagreed
   Calibration calibration;            // measured figures the cost model prefers (cluster.calibration)
 
-  Link link(int a, int b) const;
   // Interface to bind TCP traffic (Gloo) of `node` to: on the RDMA island's IP network when
   // `inside_island`, else on the Ethernet network that joins every node.
   std::string tcp_interface(int node, bool inside_island) const;
