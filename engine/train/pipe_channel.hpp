@@ -16,12 +16,13 @@
 //   at once: later writes to it are queued after the copy). A receive lands in pinned
 //   memory; await() waits for it and queues the copy to the device before the kernels that
 //   read it. Pinned buffers are reused once their send ended or their upload passed a fence.
+// On the communication thread a received tensor is handed on as soon as it landed
+// (OpOptions::on_received), while a send of the same step may still be on the wire.
 //
 // Main thread only (post, await, drain, abandon); the communication thread owns the group
 // while work is queued (comm/process_group.hpp).
 #pragma once
 
-#include <deque>
 #include <future>
 #include <map>
 #include <memory>
