@@ -105,7 +105,6 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommCl
   if (ctx.dp_size > 1) {
     reduced_ = model::DeviceArray<float>(mem, reduced);
     padded_ = model::DeviceArray<float>(mem, padded);
-    gather_in_ = model::DeviceArray<float>(mem, max_chunk);
     gather_out_ = model::DeviceArray<float>(mem, max_chunk * ctx.dp_size);
     reduced_.zero();
     dp_ = true;
@@ -119,11 +118,9 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommCl
     // Its copies and kernels go to this rank's GPU, not device 0 (a failure comes with the first drain).
     if (thread_) thread_->submit([&mem] { mem.bind_thread(); });
     gpt_.set_grad_ready_hook([this](size_t begin, size_t end) { on_grads_ready(begin, end); });
-    if (thread_ || side_) {
-      gathered_.resize(nb);
-      landed_.resize(nb);
-      gpt_.set_params_needed_hook([this](size_t begin, size_t end) { on_params_needed(begin, end); });
-    }
+    gathered_.resize(nb);
+    landed_.resize(nb);
+    gpt_.set_params_needed_hook([this](size_t begin, size_t end) { on_params_needed(begin, end); });
   }
 }
 
@@ -235,9 +232,10 @@ void DistOptimizer::update(const AdamWHyper& h, int64_t t, float grad_scale) {
     adamw_update(*backend_.kernels, gpt_.params() + b.own_begin, owned_grads(k), m_.data() + pack_off_[k],
                  v_.data() + pack_off_[k], 0, n, decay_[k], h, t, grad_scale);
   }
-  if (dp_ && (thread_ || side_)) {
+  if (dp_) {
     // In forward order, so the next forward's first layers find theirs first: on the
-    // communication thread (host groups), or on the side queue after the update's kernels.
+    // communication thread (host groups), or on the side queue after the update's kernels
+    // (a device group; where calls complete in order, at once).
     model::DeviceMemory& mem = *backend_.memory;
     void* queue = side_ ? side_ : mem.stream();
     if (side_) mem.order(mem.stream(), side_);
@@ -250,9 +248,11 @@ void DistOptimizer::update(const AdamWHyper& h, int64_t t, float grad_scale) {
       if (b.chunk > n) mem.zero_on(queue, in + n, (b.chunk - n) * sizeof(float));
       if (thread_) {
         gathered_[k] = thread_->submit([this, k] { gather_bucket(k); });
-      } else {
+      } else if (side_) {
         gather_bucket(k);
         landed_[k] = mem.fence_on(side_);
+      } else {
+        clock_.time([&] { gather_bucket(k); });  // complete on return: nothing to land but the bf16 copy
       }
     }
     gather_next_ = 0;
@@ -260,8 +260,6 @@ void DistOptimizer::update(const AdamWHyper& h, int64_t t, float grad_scale) {
     gathers_deferred_ = 0;
     return;
   }
-  if (dp_)
-    for (size_t k = 0; k < buckets_.size(); ++k) all_gather(k);
   gpt_.params_updated();
 }
 
@@ -281,7 +279,7 @@ void DistOptimizer::land(size_t k) {
   if (thread_) {
     clock_.time([&] { gathered_[k].wait(); });
     gathered_[k].get();  // rethrows a failed all-gather
-  } else {
+  } else if (landed_[k]) {
     // The compute queue waits (timed by the device), the host does not.
     model::DeviceMemory& mem = *backend_.memory;
     clock_.time_queued(mem, mem.stream(), [&] { landed_[k]->hold(mem.stream()); });
@@ -302,18 +300,6 @@ void DistOptimizer::on_params_needed(size_t /*begin*/, size_t end) {
 void DistOptimizer::params_ready() {
   if (!gathering_) return;
   on_params_needed(0, gpt_.num_params());
-}
-
-void DistOptimizer::all_gather(size_t k) {
-  const GradBucket& b = buckets_[k];
-  float* p = gpt_.params();
-  const size_t n = b.own_end - b.own_begin;
-  model::DeviceMemory& mem = *backend_.memory;
-  mem.copy(gather_in_.data(), p + b.own_begin, n * sizeof(float));
-  mem.zero(gather_in_.data() + n, (b.chunk - n) * sizeof(float));  // padding
-  std::span<float> out(gather_out_.data(), b.chunk * ctx_.dp_size);
-  clock_.time([&] { ctx_.dp->all_gather(out, {gather_in_.data(), b.chunk}); });
-  mem.copy(p + b.begin, out.data(), (b.end - b.begin) * sizeof(float));
 }
 
 }  // namespace holmes::train

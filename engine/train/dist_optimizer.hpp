@@ -93,7 +93,6 @@ class DistOptimizer {
   void submit(size_t k);
   void reduce_scatter(size_t k);  // runs on the comm thread
   const float* owned_grads(size_t k) const;
-  void all_gather(size_t k);
   // Deferred: the all-gather of bucket k (its input, the owned parameters, already in its
   // chunk of reduced_) into params(), on the communication thread or the side queue.
   void gather_bucket(size_t k);
@@ -120,7 +119,7 @@ class DistOptimizer {
   // Padded reduce-scatter input of a bucket dp does not divide; one buffer serves all such
   // buckets since the comm thread runs them one after the other.
   model::DeviceArray<float> padded_;
-  model::DeviceArray<float> gather_in_, gather_out_;
+  model::DeviceArray<float> gather_out_;  // all-gather output, one bucket at a time
   model::DeviceArray<double> sq_;  // [norm_units] the norm's sums of squares by unit
   std::vector<bool> submitted_;
   size_t next_ = 0;          // first bucket not yet submitted (reverse layout order)
@@ -130,7 +129,7 @@ class DistOptimizer {
   bool dp_ = false;  // dp_size > 1: gradients are reduce-scattered, parameters all-gathered
   void* side_ = nullptr;  // with ctx.dp_device: the backend's side queue the reduce-scatters run on
   // Deferred all-gathers: per bucket the thread's future (host groups) or the side queue's
-  // fence after it (NCCL), landed in forward order (bucket index descending); gather_next_
+  // fence after it (NCCL; none where calls complete in order), landed in forward order (bucket index descending); gather_next_
   // counts the buckets landed, from the last index.
   std::vector<std::shared_future<void>> gathered_;
   std::vector<std::shared_ptr<model::QueueFence>> landed_;
