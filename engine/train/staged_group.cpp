@@ -12,6 +12,10 @@ std::string StagedGroup::transport() const {
 }
 
 comm::ProcessGroup* StagedGroup::on_device(std::initializer_list<const void*> buffers) {
+  return on_device(std::span<const void* const>(buffers.begin(), buffers.size()));
+}
+
+comm::ProcessGroup* StagedGroup::on_device(std::span<const void* const> buffers) {
   if (device_ == nullptr) return nullptr;
   for (const void* p : buffers)
     if (p != nullptr && !held(p)) return nullptr;
@@ -77,12 +81,9 @@ void StagedGroup::broadcast(std::span<float> data, int root, const comm::OpOptio
 
 void StagedGroup::send_recv(std::span<const comm::P2POp> ops, const comm::OpOptions& o) {
   if (device_ != nullptr) {
-    bool all_device = true;
-    for (const comm::P2POp& op : ops) all_device = all_device && (op.data.empty() || held(op.data.data()));
-    if (all_device) {
-      ++device_ops_;
-      return device_->send_recv(ops, with_stream(o));
-    }
+    std::vector<const void*> buffers;  // empty halves do not count
+    for (const comm::P2POp& op : ops) buffers.push_back(op.data.empty() ? nullptr : op.data.data());
+    if (auto* d = on_device(buffers)) return d->send_recv(ops, with_stream(o));
   }
   staged_now_ = false;
   std::vector<comm::P2POp> host_ops(ops.begin(), ops.end());

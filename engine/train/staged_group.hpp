@@ -16,6 +16,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,7 @@ class StagedGroup final : public comm::ProcessGroup {
   // The device group when every buffer is device memory (empty spans do not count), else null;
   // `o` with the backend's stream filled in when the caller gave none.
   comm::ProcessGroup* on_device(std::initializer_list<const void*> buffers);
+  comm::ProcessGroup* on_device(std::span<const void* const> buffers);
   comm::OpOptions with_stream(const comm::OpOptions& o) const;
   // The host copy of `data` in buffer `slot` (filled from the device when `read`), or data
   // itself when it is host memory.
