@@ -231,11 +231,15 @@ void Gpt::set_slot(int slot) {
   slot_ = slot;
 }
 
+size_t Gpt::layer_first_tensor(int local_layer) const {
+  return (cfg_.has_embedding ? 2 : 0) + kTensorsPerLayer * static_cast<size_t>(local_layer);
+}
+
 template <class A>
 Gpt::LayerParams<A> Gpt::layer_params(A* base, int local_layer) const {
-  const int first = (cfg_.has_embedding ? 2 : 0) + 12 * local_layer;
-  A* t[12];
-  for (int j = 0; j < 12; ++j) t[j] = base + layout_.tensors()[first + j].offset;
+  const size_t first = layer_first_tensor(local_layer);
+  A* t[kTensorsPerLayer];
+  for (size_t j = 0; j < kTensorsPerLayer; ++j) t[j] = base + layout_.tensors()[first + j].offset;
   return {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11]};
 }
 
@@ -270,11 +274,9 @@ void Gpt::params_updated(size_t begin, size_t end) {
 }
 
 std::pair<size_t, size_t> Gpt::layer_range(int local_layer) const {
-  const size_t per_layer = 12;  // tensors per layer, see param_layout.hpp
-  const size_t first = cfg_.has_embedding ? 2 : 0;
-  const auto& ts = layout_.tensors();
-  const ParamTensor& lo = ts[first + per_layer * local_layer];
-  const ParamTensor& hi = ts[first + per_layer * local_layer + per_layer - 1];
+  const size_t first = layer_first_tensor(local_layer);
+  const ParamTensor& lo = layout_.tensors()[first];
+  const ParamTensor& hi = layout_.tensors()[first + kTensorsPerLayer - 1];
   return {lo.offset, hi.offset + hi.numel};
 }
 

@@ -171,7 +171,10 @@ class Gpt {
   void params_needed(size_t begin, size_t end) const {
     if (params_needed_ && begin < end) params_needed_(begin, end);
   }
-  // [first, last tensor's end) of a local layer's tensors in the flat buffer.
+  // A layer's tensors in the layout (param_layout.hpp): kTensorsPerLayer from
+  // layer_first_tensor, spanning layer_range = [first's offset, last's end) of the flat buffer.
+  static constexpr size_t kTensorsPerLayer = 12;
+  size_t layer_first_tensor(int local_layer) const;
   std::pair<size_t, size_t> layer_range(int local_layer) const;
   bool is_bf16() const { return precision_ == Precision::kBf16; }
 
