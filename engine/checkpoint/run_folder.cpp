@@ -1,4 +1,5 @@
 #include "engine/checkpoint/run_folder.hpp"
+#include "engine/spec/run_paths.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -24,7 +25,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string run_file(const spec::JobSpec& spec) { return spec.job.output_dir + "/" + kRunFile; }
+std::string run_file(const spec::JobSpec& spec) { return spec::RunPaths::of(spec).run_record; }
 
 std::string read_recorded_run(const std::string& path) {
   std::ifstream in(path);
@@ -86,15 +87,13 @@ RunFolder inspect_run_folder(const spec::JobSpec& spec) {
     f.recorded_run = read_recorded_run(run_file(spec));
     f.outputs.push_back({run_file(spec), "run record", f.recorded_run});
   }
-  for (const StepFolder& s : list_step_folders(spec.checkpoint_dir()))
+  for (const StepFolder& s : list_step_folders(spec::RunPaths::of(spec).checkpoints))
     f.outputs.push_back({s.path, s.complete ? "checkpoints" : "incomplete checkpoints", s.run_id});
   // Outputs without an id of their own belong to the run that run.json names.
-  const std::string final_dir = spec.job.output_dir + "/final";
-  if (fs::exists(final_dir, ec)) f.outputs.push_back({final_dir, "final weights", f.recorded_run});
-  if (!spec.log.metrics.empty()) {
-    const std::string metrics = spec.job.output_dir + "/" + spec.log.metrics;
-    if (fs::exists(metrics, ec)) f.outputs.push_back({metrics, "metrics", f.recorded_run});
-  }
+  const spec::RunPaths paths = spec::RunPaths::of(spec);
+  if (fs::exists(paths.final_dir, ec)) f.outputs.push_back({paths.final_dir, "final weights", f.recorded_run});
+  if (!paths.metrics.empty() && fs::exists(paths.metrics, ec))
+    f.outputs.push_back({paths.metrics, "metrics", f.recorded_run});
   return f;
 }
 
@@ -207,8 +206,8 @@ void check_output_folders_writable(const spec::JobSpec& spec, bool output_dir) {
       problems.push_back(fmt::format("job.output_dir: '{}': {}", spec.job.output_dir, why));
   const std::string key = spec.checkpoint.dir.empty() ? "checkpoint.dir (default <job.output_dir>/checkpoints)"
                                                       : "checkpoint.dir";
-  if (auto why = probe_writable(spec.checkpoint_dir()); !why.empty())
-    problems.push_back(fmt::format("{}: '{}': {}", key, spec.checkpoint_dir(), why));
+  if (auto why = probe_writable(spec::RunPaths::of(spec).checkpoints); !why.empty())
+    problems.push_back(fmt::format("{}: '{}': {}", key, spec::RunPaths::of(spec).checkpoints, why));
   if (!problems.empty())
     throw UserError(fmt::format("{} (the run writes its checkpoints and outputs there; choose a folder you can "
                                 "write)", fmt::join(problems, "; ")));

@@ -6,6 +6,7 @@
 
 #include "engine/spec/errors.hpp"
 #include "engine/checkpoint/run_folder.hpp"
+#include "engine/spec/run_paths.hpp"
 #include "test/support/checkpoint_test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -84,8 +85,8 @@ TEST_CASE("run folder: a fresh start is refused where any run left outputs, allo
 TEST_CASE("run folder: resuming keeps the checkpoint's run, another run's outputs are refused or overwritten") {
   const std::string dir = temp_dir("claim-resume");
   auto s = job_in(dir);
-  save_of_run(s.checkpoint_dir(), 4, "aaaa");
-  RunStart resume{.resumed = true, .continues = "aaaa", .source = checkpoint_step_dir(s.checkpoint_dir(), 4)};
+  save_of_run(spec::RunPaths::of(s).checkpoints, 4, "aaaa");
+  RunStart resume{.resumed = true, .continues = "aaaa", .source = checkpoint_step_dir(spec::RunPaths::of(s).checkpoints, 4)};
   CHECK(claim_run_folder(s, resume, inspect_run_folder(s), "new0000000000000").run_id == "aaaa");
 
   RunStart other{.resumed = true, .continues = "cccc", .source = "/elsewhere/step-00000009"};
@@ -95,12 +96,12 @@ TEST_CASE("run folder: resuming keeps the checkpoint's run, another run's output
   RunClaim c = claim_run_folder(s, other, inspect_run_folder(s), "new0000000000000");
   CHECK(c.run_id == "cccc");
   REQUIRE(c.remove.size() == 1);
-  CHECK(c.remove[0] == checkpoint_step_dir(s.checkpoint_dir(), 4));
+  CHECK(c.remove[0] == checkpoint_step_dir(spec::RunPaths::of(s).checkpoints, 4));
   // Overwriting never deletes the checkpoint being loaded.
-  RunStart fine_tune{.resumed = false, .continues = "aaaa", .source = checkpoint_step_dir(s.checkpoint_dir(), 4)};
+  RunStart fine_tune{.resumed = false, .continues = "aaaa", .source = checkpoint_step_dir(spec::RunPaths::of(s).checkpoints, 4)};
   CHECK_THAT(refusal(s, fine_tune), Catch::Contains("would delete") && Catch::Contains("the checkpoint this job loads"));
   take_run_folder(s, c);
-  CHECK(!fs::exists(checkpoint_step_dir(s.checkpoint_dir(), 4)));
+  CHECK(!fs::exists(checkpoint_step_dir(spec::RunPaths::of(s).checkpoints, 4)));
 }
 
 TEST_CASE("run folder: --resume auto without a checkpoint continues the folder's one run from step 0") {
