@@ -107,7 +107,7 @@ bool read_yaml(const std::string& text, const std::string& file, Table& table, s
   YamlText parsed = parse_yaml_text(text, file);
   issues.insert(issues.end(), parsed.issues.begin(), parsed.issues.end());  // a parse error or keys given twice
   if (!parsed.parsed) return false;
-  const YAML::Node& root = parsed.root;
+  YAML::Node root = parsed.root;  // a handle; non-const: a missing key reads as undefined, not invalid
   if (!root.IsDefined() || root.IsNull()) {
     issues.push_back({file, "", 0, 0,
                       "the file is empty; a job spec is a mapping with the sections " + join(children_of(""), ", ")});

@@ -67,7 +67,7 @@ void parse_links(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
 Calibration parse_calibration_yaml(const std::string& text, const std::string& source) {
   const spec::YamlText parsed = spec::parse_yaml_text(text, source, "not valid YAML");
   if (!parsed.issues.empty()) throw UserError(format_issues("invalid calibration", parsed.issues));
-  const YAML::Node& root = parsed.root;
+  YAML::Node root = parsed.root;  // a handle; non-const: a missing key reads as undefined, not invalid
   const Ctx ctx{source, ""};
   if (!root.IsMap())
     throw UserError(fmt::format("{}: expected a calibration (a mapping with format: {}), found {}", source, kFormat,

@@ -266,7 +266,7 @@ std::vector<NodeReport> parse_topology_yaml(const std::string& text, const std::
   spec::YamlText parsed = spec::parse_yaml_text(text, source, "not valid YAML");
   issues = parsed.issues;  // a parse error, or keys given twice: refused with what else is wrong
   if (!parsed.parsed) throw refuse();
-  const YAML::Node& root = parsed.root;
+  YAML::Node root = parsed.root;  // a handle; non-const: a missing key reads as undefined, not invalid
   Ctx ctx{source, issues, ""};
   if (!root.IsMap()) {
     issues.push_back(

@@ -88,7 +88,7 @@ TEST_CASE("a whole number beyond any integer is too large, not 'not an integer'"
   CHECK_THAT(fraction[0].message, Catch::Contains("is not an integer"));
 }
 
-TEST_CASE("an unknown key's message has a separator before the accepted keys; << is explained") {
+TEST_CASE("an unknown key's message has a separator before the accepted keys, and << is explained") {
   auto issues = issues_of_text("unknown.yaml", std::string(kMinimal) + "zzzzzz: 1\n");
   REQUIRE(issues.size() == 1);
   CHECK_THAT(issues[0].message, Catch::Contains("unknown key 'zzzzzz' in the top level. Accepted keys here: job,"));
