@@ -8,7 +8,7 @@
 #include "engine/spec/errors.hpp"
 #include "engine/data/synthetic.hpp"
 
-namespace holmes::train {
+namespace holmes::data {
 
 namespace {
 
@@ -91,4 +91,4 @@ std::unique_ptr<DataSet> DataSet::open(const spec::JobSpec& spec) {
   return d;
 }
 
-}  // namespace holmes::train
+}  // namespace holmes::data

@@ -17,7 +17,7 @@
 #include "engine/data/file_kind.hpp"
 #include "engine/spec/errors.hpp"
 
-namespace holmes::train {
+namespace holmes::data {
 
 TokenFormat parse_token_format(const std::string& text, const std::string& key) {
   if (text == "auto") return TokenFormat::kAuto;
@@ -206,4 +206,4 @@ void write_llmc_tokens(const std::string& path, std::span<const uint16_t> tokens
   }
 }
 
-}  // namespace holmes::train
+}  // namespace holmes::data
