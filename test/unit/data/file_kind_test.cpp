@@ -25,9 +25,9 @@ std::string write_file(const std::string& name, const std::string& bytes) {
   return path;
 }
 
-std::string open_error(const std::string& path, train::TokenFormat format, int vocab) {
+std::string open_error(const std::string& path, data::TokenFormat format, int vocab) {
   try {
-    train::TokenFile::open(path, format, vocab);
+    data::TokenFile::open(path, format, vocab);
   } catch (const UserError& e) {
     return e.what();
   }
@@ -44,7 +44,7 @@ TEST_CASE("a text file given as tokens is refused and pointed to prepare-data") 
   std::string text;
   while (text.size() < 200000) text += "It was the best of times, it was the worst of times. Caf\xc3\xa9 \xe2\x80\x94 ok.\n";
   const std::string path = write_file("corpus.txt", text);
-  for (auto format : {train::TokenFormat::kAuto, train::TokenFormat::kRawUint16}) {
+  for (auto format : {data::TokenFormat::kAuto, data::TokenFormat::kRawUint16}) {
     const std::string msg = open_error(path, format, 50257);
     CHECK_THAT(msg, Catch::Contains(path + ": this is UTF-8 text, not a token file") &&
                         Catch::Contains("holmes-train prepare-data --input " + path));
@@ -62,7 +62,7 @@ TEST_CASE("archives, arrays with headers and UTF-16 text are named") {
   tar.replace(257, 5, "ustar");
   CHECK(kind_of(tar) == "a tar archive");
   const std::string path = write_file("data.npy", std::string("\x93NUMPY\x01\x00", 8) + std::string(120, ' '));
-  CHECK_THAT(open_error(path, train::TokenFormat::kAuto, 65535), Catch::Contains("ids.astype(numpy.uint16).tofile"));
+  CHECK_THAT(open_error(path, data::TokenFormat::kAuto, 65535), Catch::Contains("ids.astype(numpy.uint16).tofile"));
 }
 
 TEST_CASE("real token files are not taken for text") {
@@ -76,8 +76,8 @@ TEST_CASE("real token files are not taken for text") {
     const std::string bytes(reinterpret_cast<const char*>(ids->data()), ids->size() * 2);
     CHECK(kind_of(bytes).empty());
     const std::string path = write_file("tokens.bin", bytes);
-    auto f = train::TokenFile::open(path, train::TokenFormat::kAuto, 50257);
-    CHECK(f.format() == train::TokenFormat::kRawUint16);
+    auto f = data::TokenFile::open(path, data::TokenFormat::kAuto, 50257);
+    CHECK(f.format() == data::TokenFormat::kRawUint16);
     CHECK(f.tokens().size() == ids->size());
   }
 }
