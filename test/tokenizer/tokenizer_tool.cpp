@@ -6,8 +6,10 @@
 //   bench SPEC FILE THREADS [SECONDS]
 //       MB/s of encoding FILE (held in memory) on 1 thread and on THREADS threads
 //   info SPEC                one line: name, ids, document token, hash
+//   specials SPEC            "ID TEXT" per special token, by id
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -106,11 +108,17 @@ int main(int argc, char** argv) {
     if (a.size() >= 4 && a[0] == "encode") return encode({a.begin() + 1, a.end()});
     if (a.size() == 4 && a[0] == "decode") return decode({a.begin() + 1, a.end()});
     if (a.size() >= 4 && a[0] == "bench") return bench({a.begin() + 1, a.end()});
+    if (a.size() == 2 && a[0] == "specials") {
+      auto specials = load_tokenizer(a[1])->specials();
+      std::sort(specials.begin(), specials.end(), [](const auto& x, const auto& y) { return x.id < y.id; });
+      for (const auto& sp : specials) fmt::print("{} {}\n", sp.id, sp.text);
+      return 0;
+    }
     if (a.size() == 2 && a[0] == "info") {
       fmt::print("{}\n", load_tokenizer(a[1])->describe());
       return 0;
     }
-    fmt::print(stderr, "usage: holmes-tokenizer-tool encode|decode|bench|info ... (see the source's header)\n");
+    fmt::print(stderr, "usage: holmes-tokenizer-tool encode|decode|bench|info|specials ... (see the source's header)\n");
     return 2;
   } catch (const holmes::UserError& e) {
     fmt::print(stderr, "holmes-tokenizer-tool: error: {}\n", e.what());
