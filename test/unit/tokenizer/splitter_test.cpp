@@ -40,7 +40,7 @@ TEST_CASE("cl100k's pattern: case-insensitive contractions, digits in threes, ne
   CHECK(pieces(cl100k, "I'M 1234567") == V{"I", "'M", " ", "123", "456", "7"});
 }
 
-TEST_CASE("\\s is Unicode White_Space as in Rust, not PCRE2's (U+180E is not a space)") {
+TEST_CASE("whitespace is Unicode White_Space as in Rust, not PCRE2's (U+180E is not a space)") {
   const std::string t = translate_pattern("a\\s+[^\\s\\p{L}]\\S");
   CHECK(t.find("\\s") == std::string::npos);
   CHECK(t.find("\\S") == std::string::npos);
@@ -49,11 +49,11 @@ TEST_CASE("\\s is Unicode White_Space as in Rust, not PCRE2's (U+180E is not a s
   CHECK(pieces(kGpt2Pattern, "x\u3000\u3000y") == V{"x", "\u3000", "\u3000", "y"});
 }
 
-TEST_CASE("$ matches only at the very end, as in Rust") {
+TEST_CASE("the end anchor matches only at the very end, as in Rust") {
   CHECK(pieces("x$|x\\n|\\n", "x\n") == V{"x\n"});
 }
 
-TEST_CASE("character classes: a leading ] and POSIX classes are kept") {
+TEST_CASE("character classes: a leading closing bracket and POSIX classes are kept") {
   CHECK(translate_pattern("[]a]") == "[]a]");
   CHECK(translate_pattern("[^]\\s]").find("\\x{9}") != std::string::npos);
   CHECK(translate_pattern("[[:alpha:]\\s]").starts_with("[[:alpha:]"));
