@@ -24,6 +24,8 @@ using TokenFormat = spec::DataFormat;  // data.format: auto | llmc | raw-uint16
 // A format named as data.format names it (for flags such as eval's --format); anything else is
 // a UserError naming `key` and the accepted names.
 TokenFormat parse_token_format(const std::string& text, const std::string& key = "data.format");
+// The name parse_token_format reads ("llmc"), for the log.
+const char* token_format_name(TokenFormat format);
 
 // A read-only memory-mapped token file. Move-only; unmaps on destruction.
 class TokenFile {
