@@ -55,7 +55,6 @@ struct Gpt::Shared {
   A* dfch;           // (B,T,Fl)
   float* datt;       // attention backward workspace
   float* grad32;     // (B,T,C) the input gradient in boundary format (bf16, non-first stage)
-  float* tp32;       // (B,T,C) fp32 copy a bf16 tensor-parallel sum is reduced in (bf16, tp > 1)
 };
 
 // Byte offsets of every buffer in acts_, each rounded up to 256 bytes so every buffer is
@@ -69,7 +68,7 @@ struct Gpt::Offsets {
   size_t ln1 = 0, ln1_mean = 0, ln1_rstd = 0, qkv = 0, atty = 0, att = 0, res2 = 0, ln2 = 0,
          ln2_mean = 0, ln2_rstd = 0, fch = 0, fch_gelu = 0, res3 = 0;
   // After the slots:
-  size_t scratch = 0, dres = 0, dln = 0, dqkv = 0, datty = 0, dfch = 0, datt = 0, grad32 = 0, tp32 = 0;
+  size_t scratch = 0, dres = 0, dln = 0, dqkv = 0, datty = 0, dfch = 0, datt = 0, grad32 = 0;
   size_t total = 0;
 };
 
@@ -174,7 +173,6 @@ void Gpt::plan_activations() {
   o->dfch = all.take(N * Fl, a);
   o->datt = all.take(attention_.scratch_floats, f);
   if (is_bf16() && !cfg_.has_embedding) o->grad32 = all.take((N * C + 1) / 2, f);  // bf16 pairs
-  if (is_bf16() && cfg_.tp_size > 1) o->tp32 = all.take(N * C, f);
   o->total = all.bytes;
   off_ = std::move(o);
   acts_ = device::DeviceArray<std::byte>(mem_, off_->total);
@@ -214,7 +212,6 @@ Gpt::Shared<A> Gpt::shared() const {
   v.dfch = at<A>(g, o.dfch);
   v.datt = at<float>(g, o.datt);
   v.grad32 = at<float>(g, o.grad32);
-  v.tp32 = at<float>(g, o.tp32);
   return v;
 }
 
@@ -285,12 +282,9 @@ void Gpt::tp_sum(A* x, size_t n) {
   if constexpr (std::is_same_v<A, float>) {
     comm_->all_reduce_sum(x, n);
   } else if (comm_->size() != 1) {
-    // bf16: the shards' values widened to fp32, summed in fp32 (the groups carry floats),
-    // rounded to bf16 once. Every sum is at most (B,T,C).
-    float* wide = shared<A>().tp32;
-    k_.convert(wide, x, n);
-    comm_->all_reduce_sum(wide, n);
-    k_.convert(x, wide, n);
+    // bf16 in the activation precision: NCCL sums bf16 itself; a group over host memory widens
+    // the shards to fp32, sums and rounds once (engine/parallel/group.hpp).
+    comm_->all_reduce_sum_bf16(x, n);
   }
 }
 

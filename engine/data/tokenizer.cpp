@@ -8,7 +8,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 namespace holmes::data {
 

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/checkpoint/checkpoint.hpp"
 #include "engine/checkpoint/model_file.hpp"
 #include "model/param_layout.hpp"

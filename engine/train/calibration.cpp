@@ -11,7 +11,7 @@
 #include <stdexcept>
 
 #include "engine/plan/model_size.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/parallel/trainer.hpp"
 
 namespace holmes::train {
