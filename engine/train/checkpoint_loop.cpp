@@ -161,8 +161,9 @@ struct CheckpointSaver::Pending {
   double write_s = 0;  // the writer thread's time
 };
 
-CheckpointSaver::CheckpointSaver(const spec::JobSpec& spec, const LoopContext& ctx, std::string run_id)
-    : spec_(spec), ctx_(ctx), run_id_(std::move(run_id)) {}
+CheckpointSaver::CheckpointSaver(const spec::JobSpec& spec, const LoopContext& ctx, std::string run_id,
+                                 checkpoint::RunTokenizer tokenizer)
+    : spec_(spec), ctx_(ctx), run_id_(std::move(run_id)), tokenizer_(std::move(tokenizer)) {}
 
 CheckpointSaver::~CheckpointSaver() {
   if (pending_ && pending_->file.valid()) pending_->file.wait();
@@ -189,6 +190,7 @@ checkpoint::SaveContext CheckpointSaver::context(const parallel::StepRunner& run
   c.job_spec_text = spec_text_;
   c.plan_text = ctx_.plan_text.empty() ? "single process: tp1 x pp1 x dp1" : ctx_.plan_text;
   c.plan_hash = ctx_.plan_hash;
+  c.tokenizer = tokenizer_;
   c.keep = spec_.checkpoint.keep;
   // Ranks reach a commit within a step of each other; the collective time-out bounds the wait.
   c.timeout_s = std::max(spec_.cluster.timeout_s, 60.0);

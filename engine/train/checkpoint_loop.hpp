@@ -56,7 +56,8 @@ int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, 
 // write the step did not hide, and the commit.
 class CheckpointSaver {
  public:
-  CheckpointSaver(const spec::JobSpec& spec, const LoopContext& ctx, std::string run_id);
+  CheckpointSaver(const spec::JobSpec& spec, const LoopContext& ctx, std::string run_id,
+                  checkpoint::RunTokenizer tokenizer = {});
   ~CheckpointSaver();  // waits for a write in flight (a crash leaves the previous checkpoint)
   // After `done` steps: commits the save started after the previous step, and starts one
   // when checkpoint.interval divides `done` (checkpoint.background_write false: saves now).
@@ -76,6 +77,7 @@ class CheckpointSaver {
   const spec::JobSpec& spec_;
   const LoopContext& ctx_;
   const std::string run_id_;
+  const checkpoint::RunTokenizer tokenizer_;
   int64_t last_saved_ = -1;
   std::string spec_text_;
   std::unique_ptr<Pending> pending_;

@@ -17,6 +17,7 @@
 #include "engine/topo/gpu_peaks.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/train/checkpoint_loop.hpp"
+#include "engine/train/run_tokenizer.hpp"
 #include "engine/runtime/cluster_view.hpp"
 #include "engine/train/metrics.hpp"
 #include "engine/checkpoint/model_file.hpp"
@@ -113,9 +114,11 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   // Before the log opens its files: a bad checkpoint, an unwritable folder or another run in
   // job.output_dir stops the job with nothing overwritten.
   const ResumePoint resume = find_resume_point(spec);
+  check_resume_tokenizer(resume.checkpoint, data);
   const std::string run_id = claim_output(spec, resume, ctx);
+  if (logger) keep_run_tokenizer(spec, data);
   const int64_t start = load_resume_point(spec, resume, trainer, ctx);
-  CheckpointSaver saver(spec, ctx, run_id);
+  CheckpointSaver saver(spec, ctx, run_id, run_tokenizer_of(data));
   auto max_over_ranks = [&](std::vector<double> v) {
     return ctx.max_over_ranks ? ctx.max_over_ranks(std::move(v)) : v;
   };
