@@ -19,7 +19,6 @@
 
 namespace holmes::checkpoint {
 
-inline constexpr const char* kRunFile = "run.json";
 
 // One output of an earlier run found in the job's folders.
 struct RunOutput {
@@ -42,6 +41,7 @@ struct RunStart {
   std::string continues;       // that checkpoint's run id ("" = saved before run ids)
   std::string source;          // the checkpoint folder read ("" = none); overwrite never deletes it
   bool auto_found_none = false;  // --resume auto found no complete checkpoint: starts at step 0
+  bool resume_auto = false;      // --resume auto was given (messages do not offer it again)
 };
 
 struct RunClaim {

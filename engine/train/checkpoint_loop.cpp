@@ -1,4 +1,5 @@
 #include "engine/train/checkpoint_loop.hpp"
+#include "engine/spec/run_paths.hpp"
 
 #include <fmt/format.h>
 
@@ -23,8 +24,8 @@
 namespace holmes::train {
 
 void trim_metrics_for_resume(const spec::JobSpec& spec, int64_t step) {
-  if (spec.log.metrics.empty()) return;
-  const std::string path = spec.job.output_dir + "/" + spec.log.metrics;
+  const std::string path = spec::RunPaths::of(spec).metrics;
+  if (path.empty()) return;
   std::ifstream in(path);
   if (!in) return;
   std::string kept, line;
@@ -43,22 +44,22 @@ void trim_metrics_for_resume(const spec::JobSpec& spec, int64_t step) {
 ResumePoint find_resume_point(const spec::JobSpec& spec) {
   const auto& c = spec.checkpoint;
   ResumePoint r;
-  if (c.resume == "none") return r;
+  if (c.resume == spec::ResumeMode::kNone) return r;
   std::string dir;
-  if (c.resume == "auto") {
-    const auto latest = checkpoint::find_latest_checkpoint(spec.checkpoint_dir(), &r.skipped);
+  if (c.resume == spec::ResumeMode::kAuto) {
+    const auto latest = checkpoint::find_latest_checkpoint(spec::RunPaths::of(spec).checkpoints, &r.skipped);
     if (!latest) {
       r.auto_found_none = true;
       return r;
     }
     dir = *latest;
   } else {
-    const auto located = checkpoint::locate_checkpoint(c.resume);
+    const auto located = checkpoint::locate_checkpoint(c.resume_path);
     if (!located)
       throw UserError(fmt::format("checkpoint.resume (--resume): {}: {}; accepted: auto, none, a checkpoint folder "
                                   "(step-NNNNNNNN with manifest.json and COMMITTED), a checkpoint.dir or a run's "
-                                  "job.output_dir holding complete checkpoints", c.resume,
-                                  checkpoint::describe_checkpoint_path(c.resume)));
+                                  "job.output_dir holding complete checkpoints", c.resume_path,
+                                  checkpoint::describe_checkpoint_path(c.resume_path)));
     dir = located->dir;
     r.via = located->via;
     r.skipped = located->skipped;
@@ -77,24 +78,45 @@ checkpoint::RunStart run_start(const spec::JobSpec& spec, const ResumePoint& res
     start.source = resume.checkpoint->dir;
   }
   start.auto_found_none = resume.auto_found_none;
+  start.resume_auto = spec.checkpoint.resume == spec::ResumeMode::kAuto;
   return start;
 }
 
 }  // namespace
 
-checkpoint::RunClaim check_outputs(const spec::JobSpec& spec, const ResumePoint& resume, bool first) {
-  checkpoint::check_output_folders_writable(spec, first);
-  if (!first) return {};
-  return checkpoint::claim_run_folder(spec, run_start(spec, resume), checkpoint::inspect_run_folder(spec), checkpoint::new_run_id());
+namespace {
+
+checkpoint::RunClaim claim_for(const spec::JobSpec& spec, const ResumePoint& resume) {
+  return checkpoint::claim_run_folder(spec, run_start(spec, resume), checkpoint::inspect_run_folder(spec),
+                                      checkpoint::new_run_id());
 }
 
-std::string claim_output(const spec::JobSpec& spec, const ResumePoint& resume, const LoopContext& ctx) {
+}  // namespace
+
+void check_outputs(const spec::JobSpec& spec, bool first) {
+  checkpoint::check_output_folders_writable(spec, first);
+  if (first) checkpoint::check_no_live_writer(spec.job.output_dir);
+  const ResumePoint resume = find_resume_point(spec);
+  if (first) claim_for(spec, resume);
+}
+
+OutputClaim claim_output(const spec::JobSpec& spec, const LoopContext& ctx,
+                         const std::function<void(const ResumePoint&)>& check_resume) {
   // Each rank's problem (rank 0: or its verdict "ok <run id>"), so that every rank stops alike.
+  const bool first = ctx.rank == 0;
+  OutputClaim out;
   std::string mine;
   checkpoint::RunClaim claim;
   try {
-    claim = check_outputs(spec, resume, ctx.rank == 0);
-    if (ctx.rank == 0) mine = "ok " + claim.run_id;
+    checkpoint::check_output_folders_writable(spec, first);
+    // The lock before anything of the folder is read: a live writer may be saving or pruning.
+    if (first) out.lock = checkpoint::WriterLock::take(spec.job.output_dir, spec.job.name);
+    out.resume = find_resume_point(spec);
+    if (check_resume) check_resume(out.resume);
+    if (first) {
+      claim = claim_for(spec, out.resume);
+      mine = "ok " + claim.run_id;
+    }
   } catch (const UserError& e) {
     mine = ctx.world > 1 && ctx.rank > 0 ? fmt::format("rank {}: {}", ctx.rank, e.what()) : e.what();
   }
@@ -109,8 +131,9 @@ std::string claim_output(const spec::JobSpec& spec, const ResumePoint& resume, c
   if (verdicts[0].rfind("ok ", 0) != 0) throw UserError(verdicts[0]);
   for (size_t r = 1; r < verdicts.size(); ++r)
     if (!verdicts[r].empty()) throw UserError(verdicts[r]);
-  if (ctx.rank == 0) checkpoint::take_run_folder(spec, claim);
-  return verdicts[0].substr(3);
+  if (first) checkpoint::take_run_folder(spec, claim);
+  out.run_id = verdicts[0].substr(3);
+  return out;
 }
 
 int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, parallel::StepRunner& runner,
@@ -121,7 +144,7 @@ int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, 
     for (const auto& s : resume.skipped) fmt::print("resume: skipping incomplete checkpoint {} (no COMMITTED marker)\n", s);
   if (!resume.checkpoint) {
     if (log && resume.auto_found_none)
-      fmt::print("resume: no complete checkpoint in {}; starting fresh\n", spec.checkpoint_dir());
+      fmt::print("resume: no complete checkpoint in {}; starting fresh\n", spec::RunPaths::of(spec).checkpoints);
     return 0;
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -169,10 +192,12 @@ CheckpointSaver::~CheckpointSaver() {
   if (pending_ && pending_->file.valid()) pending_->file.wait();
 }
 
-void CheckpointSaver::after_step(parallel::StepRunner& runner, int64_t done) {
+void CheckpointSaver::after_step(parallel::StepRunner& runner, int64_t done, bool last) {
   if (pending_) finish();
   if (spec_.checkpoint.interval <= 0 || done % spec_.checkpoint.interval != 0) return;
-  if (spec_.checkpoint.background_write) start(runner, done);
+  // After the last step no step follows to hide a background write behind: save() writes the
+  // live buffers now (no copy), as the end of every run does.
+  if (spec_.checkpoint.background_write && !last) start(runner, done);
   else save(runner, done);
 }
 
@@ -203,8 +228,8 @@ void CheckpointSaver::save(parallel::StepRunner& runner, int64_t done) {
   // Nothing to overlap with: write the live buffers, no copy.
   const auto t0 = std::chrono::steady_clock::now();
   const checkpoint::SaveContext c = context(runner, done);
-  const std::string dir = checkpoint::prepare_checkpoint(spec_.checkpoint_dir(), c);
-  const checkpoint::SaveResult r = checkpoint::commit_checkpoint(spec_.checkpoint_dir(), checkpoint::write_checkpoint_shard(dir, runner.shard_state(), c), c);
+  const std::string dir = checkpoint::prepare_checkpoint(spec::RunPaths::of(spec_).checkpoints, c);
+  const checkpoint::SaveResult r = checkpoint::commit_checkpoint(spec::RunPaths::of(spec_).checkpoints, checkpoint::write_checkpoint_shard(dir, runner.shard_state(), c), c);
   last_saved_ = done;
   report(r, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), "");
 }
@@ -223,7 +248,7 @@ void CheckpointSaver::start(parallel::StepRunner& runner, int64_t done) {
   p->state.params = copy_params_.data();
   p->state.exp_avg = copy_m_.data();
   p->state.exp_avg_sq = copy_v_.data();
-  const std::string dir = checkpoint::prepare_checkpoint(spec_.checkpoint_dir(), p->ctx);
+  const std::string dir = checkpoint::prepare_checkpoint(spec::RunPaths::of(spec_).checkpoints, p->ctx);
   Pending* raw = p.get();
   p->file = std::async(std::launch::async, [raw, dir] {
     const auto w0 = std::chrono::steady_clock::now();
@@ -240,7 +265,7 @@ void CheckpointSaver::finish() {
   std::unique_ptr<Pending> p = std::move(pending_);
   const auto t0 = std::chrono::steady_clock::now();
   const checkpoint::CheckpointFile file = p->file.get();  // rethrows a write error
-  const checkpoint::SaveResult r = checkpoint::commit_checkpoint(spec_.checkpoint_dir(), file, p->ctx);
+  const checkpoint::SaveResult r = checkpoint::commit_checkpoint(spec::RunPaths::of(spec_).checkpoints, file, p->ctx);
   const double pause = p->pause_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   report(r, pause, fmt::format("; written in {:.2f} s in the background", p->write_s));
 }
