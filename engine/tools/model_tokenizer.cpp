@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "common/errors.hpp"
+#include "engine/spec/run_paths.hpp"
 #include "engine/tokenizer/bpe_tokenizer.hpp"
 #include "engine/tokenizer/hf_export.hpp"
 #include "engine/tokenizer/load.hpp"
@@ -22,7 +23,8 @@ std::string find_saved(const std::string& checkpoint) {
   if (!fs::is_directory(p)) p = p.parent_path();
   if (tokenizer::is_saved_tokenizer(p.string())) return p.string();
   for (int up = 0; up <= 3 && !p.empty(); ++up, p = p.parent_path()) {
-    if (tokenizer::is_saved_tokenizer((p / "tokenizer").string())) return (p / "tokenizer").string();
+    const fs::path t = p / spec::RunPaths::kTokenizer;
+    if (tokenizer::is_saved_tokenizer(t.string())) return t.string();
     if (p == p.root_path()) break;
   }
   return "";

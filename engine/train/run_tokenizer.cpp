@@ -7,6 +7,7 @@
 
 #include "common/errors.hpp"
 #include "engine/tokenizer/load.hpp"
+#include "engine/spec/run_paths.hpp"
 #include "engine/tokenizer/saved.hpp"
 
 namespace holmes::train {
@@ -46,14 +47,14 @@ void keep_run_tokenizer(const spec::JobSpec& spec, const data::DataSet& data) {
   if (tok->hash() != t->stamp.hash)
     throw UserError(fmt::format("{}: this tokenizer (hash {}) is not the one the token files were made with (hash {})",
                                 t->folder, tokenizer::hash_hex(tok->hash()), tokenizer::hash_hex(t->stamp.hash)));
-  const fs::path out = fs::path(spec.job.output_dir) / kRunTokenizerFolder;
-  tokenizer::save_tokenizer(*tok, out.string());
+  const spec::RunPaths paths = spec::RunPaths::of(spec);
+  tokenizer::save_tokenizer(*tok, paths.tokenizer);
   // Checkpoints outside the output folder carry a copy, so a checkpoint folder alone decodes.
-  const fs::path ckpt = fs::weakly_canonical(spec.checkpoint_dir());
-  const fs::path outdir = fs::weakly_canonical(spec.job.output_dir);
+  const fs::path ckpt = fs::weakly_canonical(paths.checkpoints);
+  const fs::path outdir = fs::weakly_canonical(paths.output_dir);
   if (std::mismatch(outdir.begin(), outdir.end(), ckpt.begin(), ckpt.end()).first != outdir.end())
-    tokenizer::save_tokenizer(*tok, (fs::path(spec.checkpoint_dir()) / kRunTokenizerFolder).string());
-  fmt::print("tokenizer: {}; kept in {}\n", tok->describe(), out.string());
+    tokenizer::save_tokenizer(*tok, (fs::path(paths.checkpoints) / spec::RunPaths::kTokenizer).string());
+  fmt::print("tokenizer: {}; kept in {}\n", tok->describe(), paths.tokenizer);
 }
 
 }  // namespace holmes::train

@@ -1,5 +1,5 @@
 // A run remembers its tokenizer: the data's (engine/data/data.hpp) goes into
-// <job.output_dir>/tokenizer (and <checkpoint.dir>/tokenizer when checkpoints live elsewhere)
+// RunPaths::tokenizer (and <checkpoint.dir>/tokenizer when checkpoints live elsewhere)
 // when the run starts, and its hash into every checkpoint manifest, so sample, eval and
 // export find it (engine/tools/model_tokenizer.hpp) without being told.
 #pragma once
@@ -11,8 +11,6 @@
 #include "engine/spec/job_spec.hpp"
 
 namespace holmes::train {
-
-inline constexpr const char* kRunTokenizerFolder = "tokenizer";
 
 // What the manifests record: hash, name and ids of the data's tokenizer (hash 0: unknown).
 checkpoint::RunTokenizer run_tokenizer_of(const data::DataSet& data);
