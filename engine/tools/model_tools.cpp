@@ -35,7 +35,7 @@ struct LoadedModel {
 struct EvalTokens {
   std::optional<data::TokenFile> file;
   std::vector<uint32_t> encoded;
-  std::string what;
+  std::string what, option, kind;  // for the log line; for errors ("--tokens F"); "token" / "text"
   data::TokenSpan span() const { return file ? file->tokens() : data::TokenSpan(encoded); }
 };
 
@@ -48,11 +48,15 @@ EvalTokens eval_tokens(const EvalRequest& a, const FullModel& m) {
     const std::string text = tokenizer::read_file_text(a.text, "text file to evaluate on (--text)");
     e.encoded = {mt.tokenizer->document_token()};
     mt.tokenizer->encoder(false)->encode(text, &e.encoded);
-    e.what = fmt::format("--text {} (tokenized with {} from {})", a.text, mt.tokenizer->name(), mt.from);
+    e.what = fmt::format("{} (tokenized with {} from {})", a.text, mt.tokenizer->name(), mt.from);
+    e.option = "--text " + a.text;
+    e.kind = "text";
     return e;
   }
   e.file.emplace(data::TokenFile::open(a.tokens, data::parse_token_format(a.format, "--format"), m.config.vocab));
   e.what = a.tokens;
+  e.option = "--tokens " + a.tokens;
+  e.kind = "token";
   if (const auto& stamp = e.file->tokenizer()) {
     const ModelTokenizer mt = model_tokenizer(a.checkpoint, m, a.tokenizer, /*required=*/false);
     const uint64_t model_hash = m.tokenizer.hash ? m.tokenizer.hash : mt.tokenizer ? mt.tokenizer->hash() : 0;
@@ -83,8 +87,8 @@ EvalResult evaluate_model(const EvalRequest& a) {
   const int64_t batches = a.batches > 0 ? a.batches : available;
   if (available == 0)  // no --batches value fits: say what would make one batch
     throw UserError(fmt::format("{}: {} tokens = {} sequences of {}+1 tokens, fewer than one batch of "
-                                "--batch-size {}; accepted: a longer file, {}a shorter --seq-len (now {})",
-                                toks.what, tokens.size(), sampler.chunk_count(), T, B,
+                                "--batch-size {}; accepted: a longer {} file, {}a shorter --seq-len (now {})",
+                                toks.option, tokens.size(), sampler.chunk_count(), T, B, toks.kind,
                                 sampler.chunk_count() > 0 ? fmt::format("--batch-size 1..{}, ", sampler.chunk_count())
                                                           : "",
                                 T));

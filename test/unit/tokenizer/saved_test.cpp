@@ -12,7 +12,7 @@
 using namespace holmes::tokenizer;
 namespace fs = std::filesystem;
 
-TEST_CASE("a saved tokenizer reads back to the same hash; changed files are refused") {
+TEST_CASE("a saved tokenizer reads back to the same hash, and changed files are refused") {
   const auto v = test::train_bpe(test::test_text(), 100);
   const fs::path dir = test::temp_dir("saved");
   fs::create_directories(dir / "src");
