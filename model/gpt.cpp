@@ -123,7 +123,8 @@ Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelCo
   params_.zero();
   grads_.zero();
   params16_.zero();
-  attention_ = k_.plan_attention(precision_, max_B, max_T, cfg_.local_channels(), cfg_.local_heads());
+  attention_ = k_.plan_attention(precision_, max_B, max_T, cfg_.local_channels(), cfg_.local_heads(),
+                                 cfg_.local_heads());
   plan_activations();
 }
 
@@ -459,7 +460,7 @@ void Gpt::block_forward(int l, const A* x, int B, int T) {
   const bool rank0 = cfg_.tp_rank == 0;  // row-parallel biases are added once, before the sum
   k_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, N, C);
   k_.matmul_forward(a.qkv, a.ln1, p.qkvw, p.qkvb, N, C, 3 * Cl);
-  k_.attention_forward(a.atty, a.att, a.qkv, B, T, Cl, cfg_.local_heads());
+  k_.attention_forward(a.atty, a.att, a.qkv, B, T, Cl, cfg_.local_heads(), cfg_.local_heads());
   k_.matmul_forward(s.scratch, a.atty, p.attprojw, rank0 ? p.attprojb : nullptr, N, Cl, C);
   tp_sum(s.scratch, static_cast<size_t>(N) * C);
   k_.residual_forward(a.res2, x, s.scratch, static_cast<size_t>(N) * C);
@@ -602,7 +603,8 @@ void Gpt::block_backward(int l, const A* x, int B, int T) {
   k_.layernorm_backward(s.dres, g.ln2w, g.ln2b, s.dln, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd, N, C);
   // dres now holds d(res2).
   k_.matmul_backward(s.datty, g.attprojw, g.attprojb, s.dres, a.atty, p.attprojw, N, Cl, C);
-  k_.attention_backward(s.dqkv, s.datt, s.datty, a.qkv, a.atty, a.att, B, T, Cl, cfg_.local_heads());
+  k_.attention_backward(s.dqkv, s.datt, s.datty, a.qkv, a.atty, a.att, B, T, Cl, cfg_.local_heads(),
+                        cfg_.local_heads());
   k_.matmul_backward(s.dln, g.qkvw, g.qkvb, s.dqkv, a.ln1, p.qkvw, N, C, 3 * Cl);
   tp_sum(s.dln, NC);
   k_.layernorm_backward(s.dres, g.ln1w, g.ln1b, s.dln, x, p.ln1w, a.ln1_mean, a.ln1_rstd, N, C);
