@@ -6,6 +6,46 @@
 
 namespace holmes::spec {
 
+namespace {
+
+// The per-arch model rules: gpt2 refuses the llama-only keys a file or --set gave; llama
+// checks the grouped-query heads, the rotary head size and what the tensor-parallel degree
+// must divide.
+template <class Fail>
+void validate_model_arch(const LoadedSpec& loaded, Fail& fail) {
+  const JobSpec& s = loaded.spec;
+  const auto& m = s.model;
+  const int tp = s.parallel.tensor;
+  if (!m.is_llama()) {
+    for (const char* key : {"model.kv_heads", "model.ffn_hidden", "model.ffn_multiple", "model.rope_theta",
+                            "model.norm_eps", "model.tie_embeddings"}) {
+      auto it = loaded.origin.find(key);
+      if (it != loaded.origin.end() && it->second.source != "default")
+        fail(key, fmt::format("{} applies to model.arch llama only, but model.arch = gpt2 (gpt2 has multi-head "
+                              "attention, an MLP of 4 x model.hidden, LayerNorm eps 1e-5 and a tied head); set "
+                              "model.arch: llama or remove the key", key));
+    }
+    return;
+  }
+  if (m.heads < 1 || m.hidden % m.heads != 0) return;  // reported with model.hidden below
+  const int kv = m.resolved_kv_heads();
+  if (m.heads % kv != 0)
+    fail("model.kv_heads", fmt::format("model.kv_heads = {} must divide model.heads = {} (each key/value head "
+                                       "serves a group of query heads); accepted: a divisor of {}, or 0 for {}",
+                                       m.kv_heads, m.heads, m.heads, m.heads));
+  if ((m.hidden / m.heads) % 2 != 0)
+    fail("model.heads", fmt::format("model.hidden / model.heads = {} / {} = {} must be even for llama (rotary "
+                                    "embeddings turn channel pairs)", m.hidden, m.heads, m.hidden / m.heads));
+  if (tp != kAuto && kv % tp != 0)
+    fail("parallel.tensor", fmt::format("parallel.tensor = {} must divide the key/value heads model.kv_heads = {} "
+                                        "(each tensor-parallel rank holds whole key/value heads)", tp, kv));
+  if (tp != kAuto && m.ffn_hidden != 0 && m.ffn_hidden % tp != 0)
+    fail("model.ffn_hidden", fmt::format("model.ffn_hidden = {} must be a multiple of parallel.tensor = {} (the MLP "
+                                         "is split across tensor-parallel ranks)", m.ffn_hidden, tp));
+}
+
+}  // namespace
+
 void validate(LoadedSpec& loaded, const std::string& source, std::vector<ConfigIssue>& issues) {
   JobSpec& s = loaded.spec;
   // An issue about `path`, located where that key's value came from.
@@ -29,6 +69,7 @@ void validate(LoadedSpec& loaded, const std::string& source, std::vector<ConfigI
   if (p.tensor != kAuto && m.heads % p.tensor != 0)
     fail("parallel.tensor", fmt::format("model.heads = {} must be divisible by parallel.tensor = {} "
                                         "(each tensor-parallel rank holds whole heads)", m.heads, p.tensor));
+  validate_model_arch(loaded, fail);
   if (p.pipeline != kAuto && p.pipeline > m.layers)
     fail("parallel.pipeline", fmt::format("parallel.pipeline = {} exceeds model.layers = {}: every stage needs "
                                           "at least one layer", p.pipeline, m.layers));

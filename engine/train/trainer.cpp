@@ -13,11 +13,26 @@ namespace holmes::train {
 
 model::GptConfig gpt_config_of(const spec::JobSpec& spec) {
   const auto& m = spec.model;
-  auto cfg = model::GptConfig::gpt2(m.layers, m.hidden, m.heads, m.vocab_size, m.max_seq_len);
+  model::GptConfig cfg;
+  if (m.is_llama()) {
+    cfg.arch = model::Arch::kLlama;
+    cfg.kv_heads = m.kv_heads;
+    cfg.ffn_hidden = m.ffn_hidden;
+    cfg.ffn_multiple = m.ffn_multiple;
+    cfg.rope_theta = m.rope_theta;
+    cfg.norm_eps = static_cast<float>(m.norm_eps);
+    cfg.tie_embeddings = m.tie_embeddings;
+  }
+  cfg.layers = m.layers;
+  cfg.hidden = m.hidden;
+  cfg.heads = m.heads;
+  cfg.vocab = m.vocab_size;
+  cfg.max_seq_len = m.max_seq_len;
   cfg.finalize();
   if (spec.train.seq_len > cfg.max_seq_len)
-    throw UserError(fmt::format("train.seq_len: {} is longer than model.max_seq_len {} (the learned position "
-                                "embedding has that many rows)", spec.train.seq_len, cfg.max_seq_len));
+    throw UserError(fmt::format("train.seq_len: {} is longer than model.max_seq_len {} (the {} has that many rows)",
+                                spec.train.seq_len, cfg.max_seq_len,
+                                m.is_llama() ? "rotary table" : "learned position embedding"));
   return cfg;
 }
 
@@ -50,9 +65,9 @@ model::GptConfig stage_config(const spec::JobSpec& spec, const ParallelContext& 
     throw UserError(fmt::format("parallel.partition: pipeline stage {} of {} gets layers [{}, {}) of model.layers {}; "
                                 "stages must cover [0, {}) in order", ctx.pp_stage, ctx.pp_size, ctx.first_layer,
                                 ctx.first_layer + n, L, L));
-  if (full.heads % ctx.tp_size != 0 || full.hidden % ctx.tp_size != 0)
-    throw UserError(fmt::format("parallel.tensor: {} does not divide model.heads {} and model.hidden {}", ctx.tp_size,
-                                full.heads, full.hidden));
+  if (full.heads % ctx.tp_size != 0 || full.hidden % ctx.tp_size != 0 || full.kv_heads % ctx.tp_size != 0)
+    throw UserError(fmt::format("parallel.tensor: {} does not divide model.heads {}, model.kv_heads {} and "
+                                "model.hidden {}", ctx.tp_size, full.heads, full.kv_heads, full.hidden));
   return full.shard(ctx.tp_size, ctx.tp_rank, ctx.first_layer, n);
 }
 
