@@ -8,7 +8,7 @@
 #include "cmd/commands.hpp"
 #include "cmd/option_values.hpp"
 #include "engine/spec/load.hpp"
-#include "engine/train/bench.hpp"
+#include "engine/tools/bench.hpp"
 
 namespace holmes::cmd {
 
@@ -25,8 +25,8 @@ Action add_bench(CLI::App& parent) {
   return [config, steps, warmup, sets] {
     auto loaded = spec::load_job_spec(*config, *sets);
     loaded.spec.job.device = resolve_training_device(loaded.spec.job.device);
-    auto r = train::run_bench(loaded.spec, *steps, *warmup);
-    fmt::print("{}\n", train::bench_line(r));
+    auto r = tools::run_bench(loaded.spec, *steps, *warmup);
+    fmt::print("{}\n", tools::bench_line(r));
     return 0;
   };
 }

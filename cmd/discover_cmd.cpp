@@ -24,7 +24,7 @@ Action add_discover(CLI::App& parent) {
       ->check(one_of({"text", "json", "yaml"}));
   return [root, format] {
     std::string note;
-    topo::Devices devices = train::local_devices(&note);
+    topo::Devices devices = runtime::local_devices(&note);
     topo::NodeReport report = topo::discover_node(*root, devices);
     if (*format == "json") fmt::print("{}", topo::report_json(report));
     else if (*format == "yaml") fmt::print("{}", topo::dump_topology_yaml({report}));

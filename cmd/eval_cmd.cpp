@@ -13,7 +13,7 @@ namespace holmes::cmd {
 
 Action add_eval(CLI::App& parent) {
   auto* sub = parent.add_subcommand("eval", "Mean next-token loss of a model on a token file");
-  auto a = std::make_shared<train::EvalRequest>();
+  auto a = std::make_shared<tools::EvalRequest>();
   sub->add_option("--checkpoint", a->checkpoint, "Checkpoint folder (step-XXXXXXXX) or a folder with model.bin (a "
                                                  "run's <output_dir>/final)")->required()->option_text("DIR");
   sub->add_option("--tokens", a->tokens, "Token file (llm.c format or raw uint16)")->required()->option_text("FILE");
@@ -23,7 +23,7 @@ Action add_eval(CLI::App& parent) {
   add_number(*sub, "--seq-len", a->seq_len, "Tokens per sequence (default: the model's max_seq_len)", 1);
   add_number(*sub, "--batches", a->batches, "Batches to evaluate; 0 = every full batch in the file", 0);
   return [a] {
-    const train::EvalResult r = train::evaluate_model(*a);
+    const tools::EvalResult r = tools::evaluate_model(*a);
     fmt::print("loss {:.7f}\nperplexity {:.4f}\n", r.loss, std::exp(r.loss));
     return 0;
   };

@@ -14,15 +14,15 @@ namespace holmes::cmd {
 namespace {
 
 int run_export(const std::string& checkpoint, const std::string& out) {
-  const train::FullModel m = train::load_full_model(checkpoint);
-  const train::ExportResult r = train::write_hf_export(m.config, m.params, out);
+  const tools::FullModel m = tools::load_full_model(checkpoint);
+  const tools::ExportResult r = tools::write_hf_export(m.config, m.params, out);
   const auto& c = m.config;
   if (r.replaced_previous) fmt::print("export: {} held a previous export; replaced it\n", out);
   fmt::print("export: read {} (L={} C={} NH={} V={} (padded {}) T={})\n", m.source, c.layers, c.hidden, c.heads,
              c.vocab, c.padded_vocab, c.max_seq_len);
   fmt::print("export: wrote {}/{} ({} tensors, {:.1f} MB, F32; lm_head tied to transformer.wte.weight) and {}/{} "
-             "(GPT2LMHeadModel)\n", out, train::kSafetensorsFile, r.tensor_count,
-             static_cast<double>(r.safetensors_bytes) / 1e6, out, train::kHfConfigFile);
+             "(GPT2LMHeadModel)\n", out, tools::kSafetensorsFile, r.tensor_count,
+             static_cast<double>(r.safetensors_bytes) / 1e6, out, tools::kHfConfigFile);
   return 0;
 }
 

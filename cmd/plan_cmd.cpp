@@ -19,13 +19,13 @@ int run_plan_only(const spec::JobSpec& spec, const std::string& format, int npro
     throw UsageError(fmt::format("--format '{}' is not accepted for --plan-only; expected text or json", format));
   // The cluster.topology file's cluster, or this machine (with --nproc-per-node: as its
   // workers would see it, with the file overlaid as a run does).
-  const plan::Plan p = train::plan_local_job(spec, train::local_devices(), nproc_per_node, nodes);
+  const plan::Plan p = runtime::plan_local_job(spec, runtime::local_devices(), nproc_per_node, nodes);
   // A job launched from here inherits this environment: refuse what it would refuse, and say
   // which of the plan's NCCL variables it would take from here instead.
   const auto env = launch::process_environment();
   std::vector<std::string> user_set;
   if (p.device_kind == "cuda" && !p.hostnames.empty())
-    for (const auto& v : train::resolve_nccl_env(p, 0, env))
+    for (const auto& v : runtime::resolve_nccl_env(p, 0, env))
       if (v.user) user_set.push_back(fmt::format("{}={}", v.name, v.value));
   fmt::print("{}", format == "json" ? plan::format_plan_json(p) : plan::format_plan_text(p));
   if (format == "text") fmt::print("plan hash {:016x}\n", plan::plan_hash(p));

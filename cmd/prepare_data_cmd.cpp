@@ -18,9 +18,9 @@ Action add_prepare_data(CLI::App& parent) {
   sub->add_option("--input", *inputs, "Text files to tokenize (each one document)")->required()->option_text("FILE...");
   sub->add_option("--out", *out, "Token file to write (llm.c format)")->required()->option_text("FILE");
   return [inputs, out] {
-    int64_t n = train::prepare_byte_tokens(*inputs, *out);
+    int64_t n = data::prepare_byte_tokens(*inputs, *out);
     fmt::print("prepare-data: wrote {} tokens from {} file(s) to {} (llm.c format, byte-level vocabulary {}, "
-               "end-of-text = {})\n", n, inputs->size(), *out, train::kByteVocab, train::kEndOfText);
+               "end-of-text = {})\n", n, inputs->size(), *out, data::kByteVocab, data::kEndOfText);
     return 0;
   };
 }

@@ -17,7 +17,7 @@ namespace {
 
 struct SampleArgs {
   std::string checkpoint, prompt;
-  train::SampleOptions opts;
+  tools::SampleOptions opts;
 };
 
 }  // namespace
@@ -25,7 +25,7 @@ struct SampleArgs {
 Action add_sample(CLI::App& parent) {
   auto* sub = parent.add_subcommand("sample", "Generate text from a trained model");
   auto a = std::make_shared<SampleArgs>();
-  a->opts.stop_token = train::kEndOfText;
+  a->opts.stop_token = data::kEndOfText;
   sub->add_option("--checkpoint", a->checkpoint, "A run's output_dir, a checkpoint folder (step-XXXXXXXX) or a folder "
                                                  "with model.bin")->required()->option_text("DIR");
   sub->add_option("--prompt", a->prompt, "Text to continue")->option_text("TEXT");
@@ -36,7 +36,7 @@ Action add_sample(CLI::App& parent) {
   return [a] {
     fmt::print("{}", a->prompt);
     std::fflush(stdout);
-    train::sample_model(a->checkpoint, a->prompt, a->opts, [](const std::string& text) {
+    tools::sample_model(a->checkpoint, a->prompt, a->opts, [](const std::string& text) {
       fmt::print("{}", text);
       std::fflush(stdout);
     });

@@ -20,7 +20,7 @@
 #include "engine/runtime/cluster_view.hpp"
 #include "engine/train/dist_run.hpp"
 #include "engine/train/run.hpp"
-#include "model/registry/registry.hpp"
+#include "backends/backends.hpp"
 
 namespace holmes::cmd {
 
@@ -63,13 +63,13 @@ void check_before_spawning(const spec::JobSpec& spec, const launch::LaunchEnv& e
   plan::check_degrees_fit(spec, env.world_size,
                            fmt::format("--nproc-per-node {} on {} node(s)", env.local_world_size, env.num_nodes));
   // Workers train on the CPU or (job.device cuda) on this node's GPUs, as start-up discovers them.
-  train::check_worker_device(spec);
-  const topo::Devices devices = spec.job.device == "cuda" ? train::local_devices() : topo::detect_cpu_devices();
+  runtime::check_worker_device(spec);
+  const topo::Devices devices = spec.job.device == "cuda" ? runtime::local_devices() : topo::detect_cpu_devices();
   if (env.num_nodes == 1) {
-    train::plan_local_job(spec, devices, env.local_world_size);
+    runtime::plan_local_job(spec, devices, env.local_world_size);
   } else {
-    train::check_node_capacity(devices, env.local_world_size, fmt::format("--nproc-per-node {}", env.local_world_size));
-    train::load_spec_topology(spec);
+    runtime::check_node_capacity(devices, env.local_world_size, fmt::format("--nproc-per-node {}", env.local_world_size));
+    runtime::load_spec_topology(spec);
   }
   train::check_outputs(spec, train::find_resume_point(spec), env.node_rank == 0);
 }
@@ -126,7 +126,7 @@ void check_train_usage(const CLI::App& app) {
 }
 
 std::string resolve_training_device(const std::string& device) {
-  const std::string resolved = model::resolve_device(device);
+  const std::string resolved = backends::resolve_device(device);
   // auto that falls back stays auto: the backend says why once the job has been accepted.
   return resolved == "cuda" ? resolved : device;
 }

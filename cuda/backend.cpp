@@ -2,7 +2,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/cuda_kernels.hpp"
-#include "cuda/device_memory.hpp"
+#include "cuda/cuda_memory.hpp"
 
 namespace holmes::cuda {
 

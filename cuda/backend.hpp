@@ -1,5 +1,6 @@
-// The CUDA backend as a model::Backend: device memory and the fp32 kernels on one stream of
-// GPU 0, which the backend owns. The registry (model/registry/) is the only caller.
+// The CUDA backend as a model::Backend: device memory and the kernels (fp32 and bf16) on one
+// stream of the GPU `device`, which the backend owns. backends/ (the composition root) is the
+// only caller.
 #pragma once
 
 #include "model/backend.hpp"

@@ -1,5 +1,5 @@
 // The CUDA implementation of model/kernels.hpp (fp32): every pointer it is given must be
-// device memory (cuda/device_memory.hpp is the matching DeviceMemory). The registry does not
+// device memory (cuda/cuda_memory.hpp is the matching DeviceMemory). The registry does not
 // hand it out for training yet (issue 13); the parity tests run it against the CPU kernels
 // op by op.
 #pragma once

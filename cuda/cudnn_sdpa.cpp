@@ -11,7 +11,7 @@
 #include "cuda/check.hpp"
 #include "cuda/cudnn_api.hpp"
 #include "cuda/cudnn_graph.hpp"
-#include "cuda/memory.hpp"
+#include "cuda/device_buffer.hpp"
 
 namespace holmes::cuda {
 

@@ -1,5 +1,5 @@
 // CUDA device facts and a self-test GEMM. Compiled only in CUDA builds (HOLMES_WITH_CUDA);
-// callers reach it through cmd/backends.cpp, the one file that knows whether it exists.
+// callers reach it through backends/backends.cpp, the one file that knows whether it exists.
 #pragma once
 
 #include <cstddef>

@@ -11,7 +11,7 @@
 #include "cuda/check.hpp"
 #include "cuda/cublaslt_api.hpp"
 #include "cuda/gemm_layout.hpp"
-#include "cuda/memory.hpp"
+#include "cuda/device_buffer.hpp"
 
 namespace holmes::cuda {
 

@@ -11,7 +11,7 @@
 #include "cuda/check.hpp"
 #include "cuda/device.hpp"
 #include "cuda/gemm.hpp"
-#include "cuda/memory.hpp"
+#include "cuda/device_buffer.hpp"
 
 namespace holmes::cuda {
 

@@ -46,10 +46,10 @@ Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelCo
                                 "1 <= T <= max_seq_len ({})", max_B, max_T, cfg_.max_seq_len));
   }
   layout_ = ParamLayout(cfg_);
-  params_ = DeviceArray<float>(mem_, layout_.size());
-  grads_ = DeviceArray<float>(mem_, layout_.size());
-  if (is_bf16()) params16_ = DeviceArray<bf16>(mem_, layout_.size());
-  loss_log_ = DeviceArray<float>(mem_, kLossLog);
+  params_ = device::DeviceArray<float>(mem_, layout_.size());
+  grads_ = device::DeviceArray<float>(mem_, layout_.size());
+  if (is_bf16()) params16_ = device::DeviceArray<bf16>(mem_, layout_.size());
+  loss_log_ = device::DeviceArray<float>(mem_, kLossLog);
   params_.zero();
   grads_.zero();
   params16_.zero();
@@ -113,10 +113,10 @@ void Gpt::plan_activations() {
   if (is_bf16() && cfg_.tp_size > 1) o->tp32 = all.take(N * C, f);
   o->total = all.bytes;
   off_ = std::move(o);
-  acts_ = DeviceArray<std::byte>(mem_, off_->total);
+  acts_ = device::DeviceArray<std::byte>(mem_, off_->total);
   acts_.zero();
-  token_store_ = DeviceArray<int>(mem_, slots() * N);
-  target_store_ = DeviceArray<int>(mem_, slots() * N);
+  token_store_ = device::DeviceArray<int>(mem_, slots() * N);
+  target_store_ = device::DeviceArray<int>(mem_, slots() * N);
   token_store_.zero();
   target_store_.zero();
 }

@@ -195,23 +195,23 @@ class Gpt {
   GptConfig cfg_;
   Backend& backend_;
   Kernels& k_;
-  DeviceMemory& mem_;
+  device::DeviceMemory& mem_;
   NoTensorParallel no_comm_;
   TensorParallelComm* comm_;
   int max_B_, max_T_;
   Precision precision_;
   AttentionPlan attention_;
   ParamLayout layout_;
-  DeviceArray<float> params_, grads_;
-  DeviceArray<bf16> params16_;  // bf16 only: the weights the kernels read
-  DeviceArray<float> rope_;     // llama: (max_T, HS) rotary cos | sin per position
+  device::DeviceArray<float> params_, grads_;
+  device::DeviceArray<bf16> params16_;  // bf16 only: the weights the kernels read
+  device::DeviceArray<float> rope_;     // llama: (max_T, HS) rotary cos | sin per position
   // [slot 0 | slot 1 | ... | shared gradient scratch], carved by plan_activations().
-  DeviceArray<std::byte> acts_;
-  DeviceArray<int> token_store_, target_store_;  // (slots, max_B * max_T)
+  device::DeviceArray<std::byte> acts_;
+  device::DeviceArray<int> token_store_, target_store_;  // (slots, max_B * max_T)
   // Mean losses of the forwards with targets, forward n at n % kLossLog, until take_loss_sum()
   // reads them; logged_ forwards so far, taken_ read; early_ holds values read early.
   static constexpr int64_t kLossLog = 1024;
-  DeviceArray<float> loss_log_;
+  device::DeviceArray<float> loss_log_;
   int64_t logged_ = 0, taken_ = 0;
   std::vector<float> early_;
   void read_pending_losses();  // log entries taken_ .. logged_ - 1 onto early_

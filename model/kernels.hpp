@@ -19,7 +19,7 @@
 
 namespace holmes::model {
 
-// The scalars of one AdamW step (computed once per step on the host; engine/train/adamw.hpp
+// The scalars of one AdamW step (computed once per step on the host; engine/parallel/adamw.hpp
 // has the formula and the bias corrections).
 struct AdamWStep {
   float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;

@@ -39,7 +39,7 @@ void Gpt::make_rope_table() {
       host[static_cast<size_t>(t) * HS + i] = static_cast<float>(std::cos(angle));
       host[static_cast<size_t>(t) * HS + half + i] = static_cast<float>(std::sin(angle));
     }
-  rope_ = DeviceArray<float>(mem_, host.size());
+  rope_ = device::DeviceArray<float>(mem_, host.size());
   rope_.upload(host);
 }
 

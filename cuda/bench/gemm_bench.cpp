@@ -10,7 +10,7 @@
 #include "cuda/check.hpp"
 #include "cuda/device.hpp"
 #include "cuda/gemm.hpp"
-#include "cuda/memory.hpp"
+#include "cuda/device_buffer.hpp"
 
 using namespace holmes::cuda;
 

@@ -26,7 +26,7 @@ namespace holmes::comm {
 class Store;
 }
 
-namespace holmes::train {
+namespace holmes::checkpoint {
 
 inline constexpr int kCheckpointFormatVersion = 1;
 
@@ -159,4 +159,4 @@ CheckpointFile write_checkpoint_shard(const std::string& step_dir, const ShardSt
 // Collective, after every rank's write: manifest, commit marker, pruning (rank 0).
 SaveResult commit_checkpoint(const std::string& ckpt_dir, const CheckpointFile& file, const SaveContext& ctx);
 
-}  // namespace holmes::train
+}  // namespace holmes::checkpoint

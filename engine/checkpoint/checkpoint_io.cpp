@@ -12,7 +12,7 @@
 #include <cstring>
 #include <stdexcept>
 
-namespace holmes::train::ckpt {
+namespace holmes::checkpoint {
 
 static_assert(std::endian::native == std::endian::little, "checkpoint files are little-endian raw floats");
 
@@ -132,4 +132,4 @@ void write_text_durably(const std::string& path, std::string_view text) {
   fsync_dir(slash == std::string::npos ? "." : path.substr(0, slash));
 }
 
-}  // namespace holmes::train::ckpt
+}  // namespace holmes::checkpoint

@@ -1,4 +1,4 @@
-// Low-level pieces of checkpoint I/O (internal to engine/train/checkpoint*.cpp): CRC32C,
+// Low-level pieces of checkpoint I/O (internal to engine/checkpoint): CRC32C,
 // durable writes (temporary name, fsync, rename, fsync the folder) and the shard file header.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace holmes::train::ckpt {
+namespace holmes::checkpoint {
 
 // CRC32C (Castagnoli), the SSE4.2 instruction when the CPU has it. Chain with `crc` = the
 // previous result (0 to start).
@@ -51,4 +51,4 @@ class DurableFile {
 void write_text_durably(const std::string& path, std::string_view text);
 void fsync_dir(const std::string& dir);
 
-}  // namespace holmes::train::ckpt
+}  // namespace holmes::checkpoint

@@ -19,7 +19,7 @@
 #include "engine/checkpoint/checkpoint.hpp"
 #include "model/param_layout.hpp"
 
-namespace holmes::train {
+namespace holmes::checkpoint {
 
 namespace {
 
@@ -273,4 +273,4 @@ std::vector<float> read_full_tensor(const CheckpointInfo& info, const std::strin
   return full;
 }
 
-}  // namespace holmes::train
+}  // namespace holmes::checkpoint

@@ -9,7 +9,7 @@
 #include "common/format.hpp"
 #include "engine/checkpoint/checkpoint_io.hpp"
 
-namespace holmes::train::ckpt {
+namespace holmes::checkpoint {
 
 namespace {
 
@@ -146,4 +146,4 @@ CheckpointInfo parse_manifest(const std::string& dir) {
   return info;
 }
 
-}  // namespace holmes::train::ckpt
+}  // namespace holmes::checkpoint

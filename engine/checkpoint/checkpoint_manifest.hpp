@@ -1,4 +1,4 @@
-// The manifest of a checkpoint (internal to engine/train/checkpoint*.cpp): JSON written by
+// The manifest of a checkpoint (internal to engine/checkpoint): JSON written by
 // hand (one piece per line), read back with yaml-cpp (JSON is YAML).
 #pragma once
 
@@ -7,7 +7,7 @@
 
 #include "engine/checkpoint/checkpoint.hpp"
 
-namespace holmes::train::ckpt {
+namespace holmes::checkpoint {
 
 inline constexpr const char* kManifestName = "manifest.json";
 inline constexpr const char* kMarkerName = "COMMITTED";
@@ -34,4 +34,4 @@ std::string manifest_run_id(const std::string& dir);
 // "rank-00003.bin".
 std::string shard_file_name(int rank);
 
-}  // namespace holmes::train::ckpt
+}  // namespace holmes::checkpoint

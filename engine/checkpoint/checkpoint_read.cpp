@@ -15,7 +15,7 @@
 #include "engine/checkpoint/checkpoint_io.hpp"
 #include "engine/checkpoint/checkpoint_manifest.hpp"
 
-namespace holmes::train {
+namespace holmes::checkpoint {
 
 namespace fs = std::filesystem;
 
@@ -34,12 +34,12 @@ void verify_checkpoint_file(const CheckpointInfo& info, const CheckpointFile& f,
   std::vector<char> buf(size_t{16} << 20);
   uint32_t crc = 0;
   uint64_t done = 0;
-  char head[ckpt::kHeaderBytes] = {};
+  char head[kHeaderBytes] = {};
   while (done < size) {
-    const ssize_t n = ::read(fd, buf.data(), std::min<uint64_t>(buf.size(), checksums ? size - done : ckpt::kHeaderBytes));
+    const ssize_t n = ::read(fd, buf.data(), std::min<uint64_t>(buf.size(), checksums ? size - done : kHeaderBytes));
     if (n <= 0) break;
-    if (done == 0) std::copy(buf.data(), buf.data() + std::min<ssize_t>(n, ckpt::kHeaderBytes), head);
-    crc = ckpt::crc32c(buf.data(), static_cast<size_t>(n), crc);
+    if (done == 0) std::copy(buf.data(), buf.data() + std::min<ssize_t>(n, kHeaderBytes), head);
+    crc = crc32c(buf.data(), static_cast<size_t>(n), crc);
     done += static_cast<uint64_t>(n);
     if (!checksums) break;
   }
@@ -47,9 +47,9 @@ void verify_checkpoint_file(const CheckpointInfo& info, const CheckpointFile& f,
   if (checksums && done != size) throw UserError(fmt::format("{}: read error after {} bytes", path, done));
   if (checksums && crc != f.crc32c)
     throw UserError(fmt::format("{}: corrupted: CRC32C is {:08x}, the manifest says {:08x}", path, crc, f.crc32c));
-  ckpt::ShardHeader h;
-  if (auto err = ckpt::decode_header(head, &h); !err.empty()) throw UserError(fmt::format("{}: {}", path, err));
-  if (static_cast<int>(h.rank) != f.rank || h.step != info.step || h.payload_bytes + ckpt::kHeaderBytes != size)
+  ShardHeader h;
+  if (auto err = decode_header(head, &h); !err.empty()) throw UserError(fmt::format("{}: {}", path, err));
+  if (static_cast<int>(h.rank) != f.rank || h.step != info.step || h.payload_bytes + kHeaderBytes != size)
     throw UserError(fmt::format("{}: header says rank {} step {} ({} payload bytes), the manifest says rank {} step {} "
                                 "({} bytes)", path, h.rank, h.step, h.payload_bytes, f.rank, info.step, f.bytes));
 }
@@ -71,7 +71,7 @@ std::vector<std::pair<int64_t, std::string>> step_dirs(const std::string& root) 
   return out;
 }
 
-bool is_complete(const std::string& step_dir) { return fs::exists(step_dir + "/" + ckpt::kMarkerName); }
+bool is_complete(const std::string& step_dir) { return fs::exists(step_dir + "/" + kMarkerName); }
 
 }  // namespace
 
@@ -92,10 +92,10 @@ CheckpointInfo open_checkpoint(const std::string& dir_in, bool verify_checksums)
   std::string dir = dir_in;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   if (!fs::is_directory(dir)) throw UserError(fmt::format("{}: checkpoint folder does not exist", dir));
-  if (!fs::exists(dir + "/" + ckpt::kMarkerName))
+  if (!fs::exists(dir + "/" + kMarkerName))
     throw UserError(fmt::format("{}/{}: commit marker is missing: the checkpoint is incomplete (its save was "
-                                "interrupted); pass an earlier checkpoint or --resume auto", dir, ckpt::kMarkerName));
-  CheckpointInfo info = ckpt::parse_manifest(dir);
+                                "interrupted); pass an earlier checkpoint or --resume auto", dir, kMarkerName));
+  CheckpointInfo info = parse_manifest(dir);
   for (const auto& f : info.files) verify_checkpoint_file(info, f, verify_checksums);
   return info;
 }
@@ -111,7 +111,7 @@ std::optional<std::string> find_latest_checkpoint(const std::string& ckpt_dir, s
 std::vector<StepFolder> list_step_folders(const std::string& ckpt_dir) {
   std::vector<StepFolder> out;
   for (const auto& [step, path] : step_dirs(ckpt_dir))
-    out.push_back({.step = step, .path = path, .complete = is_complete(path), .run_id = ckpt::manifest_run_id(path)});
+    out.push_back({.step = step, .path = path, .complete = is_complete(path), .run_id = manifest_run_id(path)});
   return out;
 }
 
@@ -121,7 +121,7 @@ std::optional<LocatedCheckpoint> locate_checkpoint(const std::string& path_in) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) return std::nullopt;
   // A step folder, complete or not (open_checkpoint explains an incomplete one).
-  if (fs::exists(path + "/" + ckpt::kManifestName) || fs::path(path).filename().string().rfind("step-", 0) == 0)
+  if (fs::exists(path + "/" + kManifestName) || fs::path(path).filename().string().rfind("step-", 0) == 0)
     return LocatedCheckpoint{.dir = path, .via = "", .skipped = {}};
   for (const std::string& root : {path, path + "/checkpoints"}) {
     LocatedCheckpoint found;
@@ -141,7 +141,7 @@ std::string describe_checkpoint_path(const std::string& path) {
   if (fs::is_regular_file(st)) {
     const std::string name = fs::path(path).filename().string();
     const std::string what = name == "model.bin"  ? " (final weights: no optimizer state)"
-                             : name == ckpt::kManifestName ? " (a manifest: give its folder)"
+                             : name == kManifestName ? " (a manifest: give its folder)"
                                                          : "";
     return fmt::format("a file of {} bytes{}, not a checkpoint folder", fs::file_size(path, ec), what);
   }
@@ -150,7 +150,7 @@ std::string describe_checkpoint_path(const std::string& path) {
     const auto steps = step_dirs(root);
     if (!steps.empty())
       return fmt::format("only incomplete checkpoints in {} ({} step folder(s), none with a {} marker)", root,
-                         steps.size(), ckpt::kMarkerName);
+                         steps.size(), kMarkerName);
   }
   std::vector<std::string> names;
   size_t count = 0;
@@ -165,8 +165,6 @@ std::string describe_checkpoint_path(const std::string& path) {
                      fmt::join(names, ", "), count > names.size() ? ", ..." : "",
                      final_weights ? "; its model.bin holds final weights only, no optimizer state" : "");
 }
-
-namespace ckpt {
 
 std::string manifest_run_id(const std::string& dir) {
   // manifest_json writes "run" among the first lines, before the (long) tensor index.
@@ -200,6 +198,4 @@ void prune_checkpoints(const std::string& ckpt_dir, int keep, const std::string&
   }
 }
 
-}  // namespace ckpt
-
-}  // namespace holmes::train
+}  // namespace holmes::checkpoint

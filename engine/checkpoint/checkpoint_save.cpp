@@ -9,7 +9,7 @@
 #include "engine/checkpoint/checkpoint_io.hpp"
 #include "engine/checkpoint/checkpoint_manifest.hpp"
 
-namespace holmes::train {
+namespace holmes::checkpoint {
 
 namespace fs = std::filesystem;
 
@@ -59,7 +59,7 @@ std::string prepare_checkpoint(const std::string& ckpt_dir, const SaveContext& c
   const std::string dir = checkpoint_step_dir(ckpt_dir, c.step);
   if (c.rank == 0) {
     fs::create_directories(dir);
-    if (fs::remove(dir + "/" + ckpt::kMarkerName)) ckpt::fsync_dir(dir);  // incomplete until the new commit
+    if (fs::remove(dir + "/" + kMarkerName)) fsync_dir(dir);  // incomplete until the new commit
   }
   barrier(c, fmt::format("ckpt/step-{}/begin", c.step));  // the loop saves each step once: unique keys
   if (c.rank != 0) fs::create_directories(dir);
@@ -71,10 +71,10 @@ CheckpointFile write_checkpoint_shard(const std::string& dir, const ShardState& 
   const auto segs = segments_of(s);
   uint64_t floats = 0;
   for (const auto& g : segs) floats += g.end - g.begin;
-  CheckpointFile f{.name = ckpt::shard_file_name(c.rank), .rank = c.rank, .bytes = 0, .crc32c = 0, .pieces = {}};
-  ckpt::DurableFile out(dir + "/" + f.name);
-  char head[ckpt::kHeaderBytes];
-  ckpt::encode_header({.format_version = kCheckpointFormatVersion, .rank = static_cast<uint32_t>(c.rank),
+  CheckpointFile f{.name = shard_file_name(c.rank), .rank = c.rank, .bytes = 0, .crc32c = 0, .pieces = {}};
+  DurableFile out(dir + "/" + f.name);
+  char head[kHeaderBytes];
+  encode_header({.format_version = kCheckpointFormatVersion, .rank = static_cast<uint32_t>(c.rank),
                        .world = static_cast<uint32_t>(c.world), .step = c.step, .payload_bytes = 3 * 4 * floats},
                       head);
   out.write(head, sizeof head);
@@ -88,7 +88,7 @@ CheckpointFile write_checkpoint_shard(const std::string& dir, const ShardState& 
     }
   }
   out.commit();
-  ckpt::fsync_dir(dir);
+  fsync_dir(dir);
   f.bytes = out.bytes();
   f.crc32c = out.crc();
   return f;
@@ -98,7 +98,7 @@ SaveResult commit_checkpoint(const std::string& ckpt_dir, const CheckpointFile& 
   const auto t0 = std::chrono::steady_clock::now();
   const std::string dir = checkpoint_step_dir(ckpt_dir, c.step), key = fmt::format("ckpt/step-{}", c.step);
   SaveResult r{.dir = dir, .seconds = 0, .bytes = file.bytes, .total_bytes = file.bytes};
-  std::vector<std::string> entries{ckpt::file_entry_json(file)};
+  std::vector<std::string> entries{file_entry_json(file)};
   if (c.store && c.world > 1) {
     const comm::Bytes mine(entries[0].begin(), entries[0].end());
     entries.clear();
@@ -108,9 +108,9 @@ SaveResult commit_checkpoint(const std::string& ckpt_dir, const CheckpointFile& 
   if (c.rank == 0) {
     r.total_bytes = 0;
     for (const auto& e : entries) r.total_bytes += std::stoull(e.substr(e.find("\"bytes\": ") + 9));
-    ckpt::write_text_durably(dir + "/" + ckpt::kManifestName, ckpt::manifest_json(c, entries));
-    ckpt::write_text_durably(dir + "/" + ckpt::kMarkerName, fmt::format("step {}\n", c.step));
-    if (c.keep > 0) ckpt::prune_checkpoints(ckpt_dir, c.keep, c.run_id);
+    write_text_durably(dir + "/" + kManifestName, manifest_json(c, entries));
+    write_text_durably(dir + "/" + kMarkerName, fmt::format("step {}\n", c.step));
+    if (c.keep > 0) prune_checkpoints(ckpt_dir, c.keep, c.run_id);
   }
   barrier(c, key + "/committed");
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -125,4 +125,4 @@ SaveResult save_checkpoint(const std::string& ckpt_dir, const ShardState& state,
   return r;
 }
 
-}  // namespace holmes::train
+}  // namespace holmes::checkpoint

@@ -13,10 +13,10 @@
 #include "engine/spec/errors.hpp"
 #include "engine/checkpoint/checkpoint_io.hpp"
 
-namespace holmes::train {
+namespace holmes::checkpoint {
 
 namespace {
-constexpr char kMagic[8] = {'H', 'O', 'L', 'M', 'E', 'S', 'W', '1'};
+constexpr char kModelMagic[8] = {'H', 'O', 'L', 'M', 'E', 'S', 'W', '1'};
 // 2: header word 7 holds the CRC32C of the parameter bytes; 1 (read still) had no checksum.
 constexpr int32_t kVersion = 2;
 }  // namespace
@@ -35,10 +35,10 @@ void save_model_weights(const std::string& path, const model::GptConfig& c, cons
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   if (!out) throw std::runtime_error(fmt::format("{}: cannot write the model weights: {}", tmp, std::strerror(errno)));
   const int64_t n = static_cast<int64_t>(count);
-  const uint32_t crc = ckpt::crc32c(params, count * sizeof(float));
+  const uint32_t crc = crc32c(params, count * sizeof(float));
   std::array<int32_t, 8> h = {kVersion, c.layers, c.hidden, c.heads, c.vocab, c.padded_vocab, c.max_seq_len,
                               static_cast<int32_t>(crc)};
-  out.write(kMagic, sizeof(kMagic));
+  out.write(kModelMagic, sizeof(kModelMagic));
   out.write(reinterpret_cast<const char*>(h.data()), sizeof(h));
   out.write(reinterpret_cast<const char*>(&n), sizeof(n));
   out.write(reinterpret_cast<const char*>(params), static_cast<std::streamsize>(n * sizeof(float)));
@@ -56,7 +56,7 @@ ModelWeights load_model_weights(const std::string& path) {
   in.read(magic, sizeof(magic));
   in.read(reinterpret_cast<char*>(h.data()), sizeof(h));
   in.read(reinterpret_cast<char*>(&n), sizeof(n));
-  if (!in || std::memcmp(magic, kMagic, sizeof(kMagic)) != 0)
+  if (!in || std::memcmp(magic, kModelMagic, sizeof(kModelMagic)) != 0)
     throw UserError(fmt::format("{}: not a holmes-train weights file (expected the 'HOLMESW1' header written at the "
                                 "end of training in <output_dir>/final/model.bin)", path));
   if (h[0] != kVersion && h[0] != 1)
@@ -74,7 +74,7 @@ ModelWeights load_model_weights(const std::string& path) {
   if (in.peek() != std::char_traits<char>::eof())
     throw UserError(fmt::format("{}: the weights file has bytes after the {} parameters its header announces (not the "
                                 "file holmes-train wrote)", path, n));
-  const uint32_t crc = ckpt::crc32c(w.params.data(), w.params.size() * sizeof(float));
+  const uint32_t crc = crc32c(w.params.data(), w.params.size() * sizeof(float));
   if (h[0] == 1)
     fmt::print(stderr, "holmes-train: warning: {} is a version 1 weights file, which has no checksum: its integrity "
                        "cannot be checked\n", path);
@@ -84,4 +84,4 @@ ModelWeights load_model_weights(const std::string& path) {
   return w;
 }
 
-}  // namespace holmes::train
+}  // namespace holmes::checkpoint

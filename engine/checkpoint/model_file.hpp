@@ -14,7 +14,7 @@
 #include "model/gpt.hpp"
 #include "model/gpt_config.hpp"
 
-namespace holmes::train {
+namespace holmes::checkpoint {
 
 struct ModelWeights {
   model::GptConfig config;
@@ -30,4 +30,4 @@ void save_model_weights(const std::string& path, const model::GptConfig& config,
 // with a warning.
 ModelWeights load_model_weights(const std::string& path);
 
-}  // namespace holmes::train
+}  // namespace holmes::checkpoint

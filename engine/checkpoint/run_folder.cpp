@@ -18,7 +18,7 @@
 #include "common/format.hpp"
 #include "engine/checkpoint/checkpoint.hpp"
 
-namespace holmes::train {
+namespace holmes::checkpoint {
 
 namespace fs = std::filesystem;
 
@@ -214,4 +214,4 @@ void check_output_folders_writable(const spec::JobSpec& spec, bool output_dir) {
                                 "write)", fmt::join(problems, "; ")));
 }
 
-}  // namespace holmes::train
+}  // namespace holmes::checkpoint

@@ -17,7 +17,7 @@
 
 #include "engine/spec/job_spec.hpp"
 
-namespace holmes::train {
+namespace holmes::checkpoint {
 
 inline constexpr const char* kRunFile = "run.json";
 
@@ -69,4 +69,4 @@ std::string new_run_id();
 // `output_dir` false: only checkpoint.dir (ranks other than 0 write no other outputs).
 void check_output_folders_writable(const spec::JobSpec& spec, bool output_dir = true);
 
-}  // namespace holmes::train
+}  // namespace holmes::checkpoint

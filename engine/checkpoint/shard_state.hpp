@@ -10,7 +10,7 @@
 #include "model/gpt_config.hpp"
 #include "model/param_layout.hpp"
 
-namespace holmes::train {
+namespace holmes::checkpoint {
 
 // One rank's trainable state, as checkpoints see it.
 //
@@ -35,4 +35,4 @@ struct ShardState {
   }
 };
 
-}  // namespace holmes::train
+}  // namespace holmes::checkpoint

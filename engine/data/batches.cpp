@@ -5,7 +5,7 @@
 
 #include "common/rng.hpp"
 
-namespace holmes::train {
+namespace holmes::data {
 
 uint64_t permute_index(uint64_t i, uint64_t n, uint64_t key) {
   if (n <= 1) return 0;
@@ -71,4 +71,4 @@ void BatchSampler::fill_batch(const BatchCoord& c, int32_t* inputs, int32_t* tar
                   targets + static_cast<size_t>(b) * seq_len_);
 }
 
-}  // namespace holmes::train
+}  // namespace holmes::data

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace holmes::train {
+namespace holmes::data {
 
 // Keyed bijection of [0, n) (4-round Feistel network with cycle walking).
 uint64_t permute_index(uint64_t i, uint64_t n, uint64_t key);
@@ -53,4 +53,4 @@ class BatchSampler {
   bool shuffle_;
 };
 
-}  // namespace holmes::train
+}  // namespace holmes::data

@@ -5,7 +5,7 @@
 #include "engine/spec/errors.hpp"
 #include "engine/data/synthetic.hpp"
 
-namespace holmes::train {
+namespace holmes::data {
 
 namespace {
 
@@ -77,4 +77,4 @@ std::unique_ptr<DataSet> DataSet::open(const spec::JobSpec& spec) {
   return d;
 }
 
-}  // namespace holmes::train
+}  // namespace holmes::data

@@ -14,7 +14,7 @@
 #include "engine/data/batches.hpp"
 #include "engine/data/token_file.hpp"
 
-namespace holmes::train {
+namespace holmes::data {
 
 // Share of every training stream held out for validation when data.valid is empty.
 inline constexpr double kValidTailFraction = 0.05;
@@ -48,4 +48,4 @@ class DataSet {
   std::string description_;
 };
 
-}  // namespace holmes::train
+}  // namespace holmes::data

@@ -9,7 +9,7 @@
 #include "common/rng.hpp"
 #include "engine/data/token_file.hpp"
 
-namespace holmes::train {
+namespace holmes::data {
 
 namespace {
 
@@ -136,4 +136,4 @@ std::string describe_synthetic(const SyntheticGrammar& g, const SyntheticStats& 
       g.emission.size() - 1, s.mean_emission, s.entropy_rate, s.unigram_entropy);
 }
 
-}  // namespace holmes::train
+}  // namespace holmes::data

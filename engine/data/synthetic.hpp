@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace holmes::train {
+namespace holmes::data {
 
 struct SyntheticGrammar {
   struct Edge {
@@ -46,4 +46,4 @@ std::vector<uint16_t> generate_synthetic_tokens(const SyntheticGrammar& g, int64
 // A few lines describing the source, for the training log.
 std::string describe_synthetic(const SyntheticGrammar& g, const SyntheticStats& s);
 
-}  // namespace holmes::train
+}  // namespace holmes::data

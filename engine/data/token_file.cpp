@@ -16,7 +16,7 @@
 
 #include "engine/spec/errors.hpp"
 
-namespace holmes::train {
+namespace holmes::data {
 
 TokenFormat parse_token_format(const std::string& text, const std::string& key) {
   if (text == "auto") return TokenFormat::kAuto;
@@ -194,4 +194,4 @@ void write_llmc_tokens(const std::string& path, std::span<const uint16_t> tokens
   }
 }
 
-}  // namespace holmes::train
+}  // namespace holmes::data

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace holmes::train {
+namespace holmes::data {
 
 inline constexpr int32_t kLlmcMagic = 20240520;
 inline constexpr int32_t kLlmcVersion = 1;  // uint16 tokens (version 2 = uint32, not read)
@@ -56,4 +56,4 @@ void check_token_range(std::span<const uint16_t> tokens, int vocab_size, const s
 // Writes `tokens` in llm.c's format (header + uint16). Throws UserError if it cannot write.
 void write_llmc_tokens(const std::string& path, std::span<const uint16_t> tokens);
 
-}  // namespace holmes::train
+}  // namespace holmes::data

@@ -10,7 +10,7 @@
 
 #include "engine/spec/errors.hpp"
 
-namespace holmes::train {
+namespace holmes::data {
 
 void encode_bytes(std::string_view text, std::vector<uint16_t>* out) {
   out->reserve(out->size() + text.size());
@@ -75,4 +75,4 @@ int64_t prepare_byte_tokens(const std::vector<std::string>& inputs, const std::s
   return static_cast<int64_t>(tokens.size());
 }
 
-}  // namespace holmes::train
+}  // namespace holmes::data

@@ -10,7 +10,7 @@
 
 #include "engine/data/token_file.hpp"
 
-namespace holmes::train {
+namespace holmes::data {
 
 inline constexpr int kByteVocab = 257;
 
@@ -25,4 +25,4 @@ std::string decode_bytes(std::span<const int32_t> tokens, std::string_view eot_t
 // naming the file when an input cannot be read or the output cannot be written.
 int64_t prepare_byte_tokens(const std::vector<std::string>& inputs, const std::string& out);
 
-}  // namespace holmes::train
+}  // namespace holmes::data

@@ -16,9 +16,9 @@
 #include "engine/topo/discover.hpp"
 #include "engine/topo/hostlist.hpp"
 #include "engine/topo/topology_file.hpp"
-#include "model/registry/registry.hpp"
+#include "backends/backends.hpp"
 
-namespace holmes::train {
+namespace holmes::runtime {
 
 std::string spec_relative_path(const spec::JobSpec& spec, const std::string& path) {
   namespace fs = std::filesystem;
@@ -72,7 +72,7 @@ topo::ClusterTopology assemble_cluster(const spec::JobSpec& spec, std::vector<to
 }
 
 topo::Devices local_devices(std::string* note) {
-  const model::GpuSummary gpus = model::local_gpus(note);
+  const backends::GpuSummary gpus = backends::local_gpus(note);
   if (gpus.count == 0) return topo::detect_cpu_devices();
   topo::Devices d;
   d.kind = "cuda";
@@ -86,7 +86,7 @@ void check_worker_device(const spec::JobSpec& spec) {
   if (spec.job.device != "cuda") return;
   // Refused before anything else about a multi-GPU job: it stays wrong once those run.
   refuse_nccl_net(launch::process_environment());
-  model::require_training_device(spec.job.device);
+  backends::require_training_device(spec.job.device);
 }
 
 int workers_per_gpu() {
@@ -155,4 +155,4 @@ plan::Plan plan_local_job(const spec::JobSpec& spec, const topo::Devices& device
   return plan::make_plan(spec, assemble_cluster(spec, std::move(discovered)));
 }
 
-}  // namespace holmes::train
+}  // namespace holmes::runtime

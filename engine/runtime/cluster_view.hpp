@@ -11,7 +11,7 @@
 #include "engine/spec/job_spec.hpp"
 #include "engine/topo/topology.hpp"
 
-namespace holmes::train {
+namespace holmes::runtime {
 
 // A file the spec names (cluster.topology, cluster.calibration), read beside the spec file
 // when it is relative and exists there (so the configs/ examples work from any folder); as
@@ -78,4 +78,4 @@ inline constexpr int kMaxWorkersPerCore = 8;
 inline constexpr double kWorkerBaseMiB = 64;
 void check_node_capacity(const topo::Devices& devices, int workers, const std::string& launched);
 
-}  // namespace holmes::train
+}  // namespace holmes::runtime

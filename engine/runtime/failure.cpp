@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-namespace holmes::train {
+namespace holmes::runtime {
 
 namespace {
 
@@ -95,4 +95,4 @@ void linger_as_store_host(comm::Store& store, int world, double timeout_s) {
   std::_Exit(1);
 }
 
-}  // namespace holmes::train
+}  // namespace holmes::runtime

@@ -7,7 +7,7 @@
 
 #include "engine/runtime/startup.hpp"
 
-namespace holmes::train {
+namespace holmes::runtime {
 
 // Prints "holmes-train: rank R: <what>, peer rank P" (P: the rank the reports single out,
 // else own_peer; nothing when unknown) and ends the process with exit code 1 at once. First
@@ -16,4 +16,4 @@ namespace holmes::train {
 // most timeout_s).
 [[noreturn]] void fail_rank(Runtime& rt, int rank, const std::string& what, int own_peer, double timeout_s);
 
-}  // namespace holmes::train
+}  // namespace holmes::runtime

@@ -11,7 +11,7 @@
 #include "engine/launch/launch_env.hpp"
 #include "engine/plan/nccl.hpp"
 
-namespace holmes::train {
+namespace holmes::runtime {
 
 namespace {
 
@@ -79,4 +79,4 @@ std::vector<NcclVar> apply_nccl_env(const plan::Plan& plan, int node) {
   return vars;
 }
 
-}  // namespace holmes::train
+}  // namespace holmes::runtime

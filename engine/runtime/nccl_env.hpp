@@ -11,7 +11,7 @@
 
 #include "engine/plan/plan.hpp"
 
-namespace holmes::train {
+namespace holmes::runtime {
 
 using EnvMap = std::map<std::string, std::string>;
 
@@ -40,4 +40,4 @@ std::vector<std::string> describe_nccl_env(const std::vector<NcclVar>& vars);
 // would not see the change. Returns the resolution.
 std::vector<NcclVar> apply_nccl_env(const plan::Plan& plan, int node);
 
-}  // namespace holmes::train
+}  // namespace holmes::runtime

@@ -24,7 +24,7 @@
 #include "engine/spec/load.hpp"
 #include "engine/runtime/cluster_view.hpp"
 
-namespace holmes::train {
+namespace holmes::runtime {
 
 namespace {
 
@@ -271,4 +271,4 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   return rt;
 }
 
-}  // namespace holmes::train
+}  // namespace holmes::runtime

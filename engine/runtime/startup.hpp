@@ -24,7 +24,7 @@
 #include "engine/spec/job_spec.hpp"
 #include "engine/topo/topology.hpp"
 
-namespace holmes::train {
+namespace holmes::runtime {
 
 struct Runtime {
   int rank = 0;
@@ -46,7 +46,7 @@ struct Runtime {
 // CommError (a rank is missing or died, exit 1), std::runtime_error when the ranks disagree.
 Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env);
 
-// ---- the pieces, exposed for tests and for the NCCL groups (engine/train/device_groups) ----
+// ---- the pieces, exposed for tests and for the NCCL groups (engine/parallel/device_groups) ----
 
 // cluster.timeout_s as the groups' default time-out.
 comm::Millis timeout_of(const spec::JobSpec& spec);
@@ -88,4 +88,4 @@ void check_plan_matches_job(const plan::Plan& plan, const spec::JobSpec& spec, c
 // this machine), else the plan's interface for it.
 comm::GlooNet group_net(const plan::Group& g, bool single_machine);
 
-}  // namespace holmes::train
+}  // namespace holmes::runtime

@@ -17,7 +17,7 @@
 #include "engine/checkpoint/model_file.hpp"
 #include "model/param_layout.hpp"
 
-namespace holmes::train {
+namespace holmes::tools {
 
 namespace fs = std::filesystem;
 
@@ -208,12 +208,12 @@ constexpr const char* kCheckpointManifest = "manifest.json";  // in every step f
 // Every parameter of the checkpoint's global model, reassembled from its slices into one
 // ParamLayout buffer (whatever tp x pp x dp plan saved it).
 FullModel read_checkpoint_model(const std::string& dir) {
-  const CheckpointInfo info = open_checkpoint(dir);
+  const checkpoint::CheckpointInfo info = checkpoint::open_checkpoint(dir);
   const model::ParamLayout layout(info.model);
   FullModel m{info.model, std::vector<float>(layout.size()),
               fmt::format("checkpoint {} (step {})", info.dir, info.step)};
   for (const model::ParamTensor& t : layout.tensors()) {
-    const std::vector<float> full = read_full_tensor(info, t.name);
+    const std::vector<float> full = checkpoint::read_full_tensor(info, t.name);
     if (full.size() != t.numel)
       throw UserError(fmt::format("{}: tensor {} has {} elements, the model {} needs {}", info.dir, t.name,
                                   full.size(), info.model.to_string(), t.numel));
@@ -223,7 +223,7 @@ FullModel read_checkpoint_model(const std::string& dir) {
 }
 
 FullModel read_weights_model(const fs::path& file) {
-  ModelWeights w = load_model_weights(file.string());
+  checkpoint::ModelWeights w = checkpoint::load_model_weights(file.string());
   const size_t want = model::ParamLayout(w.config).size();
   if (w.params.size() != want)
     throw UserError(fmt::format("{}: holds {} parameters but its header describes a model of {} ({})", file.string(),
@@ -241,14 +241,14 @@ FullModel load_full_model(const std::string& path) {
   if (!fs::exists(p / kCheckpointManifest) && fs::is_regular_file(p / "final" / "model.bin"))
     return read_weights_model(p / "final" / "model.bin");
   // A step folder, a checkpoint.dir or an output folder's checkpoints.
-  if (const auto located = locate_checkpoint(path)) {
+  if (const auto located = checkpoint::locate_checkpoint(path)) {
     for (const auto& s : located->skipped) fmt::print(stderr, "holmes-train: skipping incomplete checkpoint {}\n", s);
     return read_checkpoint_model(located->dir);
   }
   throw UserError(fmt::format("--checkpoint {}: {}; expected a checkpoint folder (step-XXXXXXXX with {}), a "
                               "checkpoint.dir holding complete step folders, a folder holding model.bin (a run's "
                               "<output_dir>/final), a model.bin file or a run's output_dir", path,
-                              describe_checkpoint_path(path), kCheckpointManifest));
+                              checkpoint::describe_checkpoint_path(path), kCheckpointManifest));
 }
 
-}  // namespace holmes::train
+}  // namespace holmes::tools

@@ -27,7 +27,7 @@
 
 #include "model/gpt_config.hpp"
 
-namespace holmes::train {
+namespace holmes::tools {
 
 // A whole model: the global config (tp = 1, one stage) and its flat parameter buffer in
 // ParamLayout order (padded vocabulary rows included).
@@ -79,4 +79,4 @@ struct ExportResult {
 // written under a temporary name and renamed, so a reader never sees half a file.
 ExportResult write_hf_export(const model::GptConfig& cfg, std::span<const float> params, const std::string& out_dir);
 
-}  // namespace holmes::train
+}  // namespace holmes::tools

@@ -7,7 +7,7 @@
 
 #include "common/rng.hpp"
 
-namespace holmes::train {
+namespace holmes::tools {
 
 int pick_token(const float* logits, int V, const SampleOptions& o, double draw) {
   if (o.temperature <= 0.0f) return static_cast<int>(std::max_element(logits, logits + V) - logits);
@@ -53,4 +53,4 @@ std::vector<int> generate(model::Gpt& gpt, const std::vector<int>& prompt, const
   return out;
 }
 
-}  // namespace holmes::train
+}  // namespace holmes::tools

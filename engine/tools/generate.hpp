@@ -9,7 +9,7 @@
 
 #include "model/gpt.hpp"
 
-namespace holmes::train {
+namespace holmes::tools {
 
 struct SampleOptions {
   int max_new_tokens = 256;
@@ -28,4 +28,4 @@ int pick_token(const float* logits, int V, const SampleOptions& o, double draw);
 std::vector<int> generate(model::Gpt& gpt, const std::vector<int>& prompt, const SampleOptions& o,
                           const std::function<void(int)>& on_token = {});
 
-}  // namespace holmes::train
+}  // namespace holmes::tools

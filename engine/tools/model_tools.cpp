@@ -6,19 +6,19 @@
 
 #include "engine/spec/errors.hpp"
 #include "engine/data/batches.hpp"
-#include "engine/train/dist_pipeline.hpp"
+#include "engine/parallel/pipeline_stage.hpp"
 #include "engine/tools/export.hpp"
 #include "engine/data/token_file.hpp"
 #include "engine/data/tokenizer.hpp"
-#include "model/registry/registry.hpp"
+#include "backends/backends.hpp"
 
-namespace holmes::train {
+namespace holmes::tools {
 
 namespace {
 
 // The model on the CPU backend with its weights loaded.
 struct LoadedModel {
-  model::Backend backend = model::make_backend("cpu");
+  model::Backend backend = backends::make_backend("cpu");
   model::Gpt gpt;
   LoadedModel(const FullModel& m, const std::string& path, int B, int T) : gpt(m.config, backend, B, T) {
     if (gpt.num_params() != m.params.size())
@@ -37,8 +37,8 @@ EvalResult evaluate_model(const EvalRequest& a) {
   if (T > c.max_seq_len)
     throw UserError(fmt::format("--seq-len {}: longer than the model's {} positions (accepted: 1..{})", T,
                                 c.max_seq_len, c.max_seq_len));
-  const auto file = TokenFile::open(a.tokens, parse_token_format(a.format, "--format"), c.vocab);
-  const BatchSampler sampler({file.tokens()}, T, 0, /*shuffle=*/false);
+  const auto file = data::TokenFile::open(a.tokens, data::parse_token_format(a.format, "--format"), c.vocab);
+  const data::BatchSampler sampler({file.tokens()}, T, 0, /*shuffle=*/false);
   const int64_t available = sampler.chunk_count() / B;
   const int64_t batches = a.batches > 0 ? a.batches : available;
   if (available == 0)  // no --batches value fits: say what would make one batch
@@ -57,9 +57,9 @@ EvalResult evaluate_model(const EvalRequest& a) {
   fmt::print("eval: model {} (L={} C={} NH={} V={})\n", m.source, c.layers, c.hidden, c.heads, c.vocab);
   fmt::print("eval: {} ({} tokens): {} batches x {} sequences of {}+1 tokens, in order from the start\n", a.tokens,
              file.tokens().size(), batches, B, T);
-  CommClock clock;
-  const ParallelContext whole;  // one stage, no groups
-  PipelineStage stage(lm.gpt, whole, 1, B, T, clock);
+  parallel::CommClock clock;
+  const parallel::ParallelContext whole;  // one stage, no groups
+  parallel::PipelineStage stage(lm.gpt, whole, 1, B, T, clock);
   const double sum = stage.run_forward(static_cast<int>(batches), [&](int k, int32_t* inputs, int32_t* targets) {
     for (int b = 0; b < B; ++b)
       sampler.fill_sequence(int64_t{k} * B + b, inputs + static_cast<size_t>(b) * T, targets + static_cast<size_t>(b) * T);
@@ -72,16 +72,16 @@ void sample_model(const std::string& checkpoint, const std::string& prompt_text,
                   const std::function<void(const std::string&)>& on_text) {
   const FullModel m = load_full_model(checkpoint);
   LoadedModel lm(m, checkpoint, 1, m.config.max_seq_len);
-  std::vector<uint16_t> toks16 = {kEndOfText};  // a document starts after end-of-text
-  encode_bytes(prompt_text, &toks16);
+  std::vector<uint16_t> toks16 = {data::kEndOfText};  // a document starts after end-of-text
+  data::encode_bytes(prompt_text, &toks16);
   std::vector<int> prompt(toks16.begin(), toks16.end());
   for (int t : prompt)
     if (t >= m.config.vocab)
       throw UserError(fmt::format("--prompt: byte {} is outside the model's vocabulary of {}", t, m.config.vocab));
   generate(lm.gpt, prompt, o, [&](int tok) {
     const int32_t t = tok;
-    on_text(decode_bytes({&t, 1}));
+    on_text(data::decode_bytes({&t, 1}));
   });
 }
 
-}  // namespace holmes::train
+}  // namespace holmes::tools

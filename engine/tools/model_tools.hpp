@@ -9,7 +9,7 @@
 
 #include "engine/tools/generate.hpp"
 
-namespace holmes::train {
+namespace holmes::tools {
 
 struct EvalRequest {
   std::string checkpoint, tokens, format = "auto";
@@ -36,4 +36,4 @@ EvalResult evaluate_model(const EvalRequest& r);
 void sample_model(const std::string& checkpoint, const std::string& prompt, const SampleOptions& o,
                   const std::function<void(const std::string&)>& on_text);
 
-}  // namespace holmes::train
+}  // namespace holmes::tools

@@ -12,7 +12,7 @@
 
 #include "engine/plan/model_size.hpp"
 #include "engine/spec/errors.hpp"
-#include "engine/train/trainer.hpp"
+#include "engine/parallel/trainer.hpp"
 
 namespace holmes::train {
 
@@ -102,7 +102,7 @@ std::vector<float> pack(const std::vector<LinkSample>& samples, const float comp
 
 }  // namespace
 
-std::vector<LinkSample> probe_links(Runtime& rt, const spec::JobSpec& spec) {
+std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& spec) {
   const plan::Plan& p = rt.plan;
   const plan::RankInfo& me = p.ranks.at(rt.rank);
   const size_t act = size_t(spec.train.micro_batch) * spec.train.seq_len * spec.model.hidden;
@@ -214,7 +214,7 @@ void write_calibration(const std::string& file, const topo::Calibration& cal) {
 
 }  // namespace
 
-void finish_calibration(Runtime& rt, const spec::JobSpec& spec, const std::vector<LinkSample>& mine,
+void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const std::vector<LinkSample>& mine,
                         const StepShare& times) {
   const plan::Plan& p = rt.plan;
   const plan::RankInfo& me = p.ranks.at(rt.rank);
@@ -239,7 +239,7 @@ void finish_calibration(Runtime& rt, const spec::JobSpec& spec, const std::vecto
   cal.source = fmt::format("job '{}', {} ranks, {} plan {:016x}", spec.job.name, rt.world, p.placement, rt.plan_hash);
   const Gathered g = unpack(all, packed.size(), per_step, rt.world, p.pp, steps);
   if (steps > 0) calibrate_compute(p, g, cal);
-  else fmt::print("calibration: no step after the first {} to time; compute not measured\n", Trainer::kWarmupSteps);
+  else fmt::print("calibration: no step after the first {} to time; compute not measured\n", parallel::Trainer::kWarmupSteps);
   summarize_links(g.samples, rt.topology.calibration, cal);
   for (const auto& [kind, l] : cal.links)
     fmt::print("calibration: {} links: {:.4g} Gb/s per rank measured, {:.4g} declared (x{:.2f}); latency {:.0f} us "

@@ -35,7 +35,7 @@ struct LinkSample {
 
 // The probe of this rank (collective over the job; call right after start-up). Samples of
 // this rank's groups; a group is sampled by one member so that each counts once.
-std::vector<LinkSample> probe_links(Runtime& rt, const spec::JobSpec& spec);
+std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& spec);
 
 // Per link class over every rank's samples: bandwidth efficiency relative to the calibration-
 // free declaration (`previous` is the calibration the plan already used), median latency.
@@ -47,7 +47,7 @@ struct StepShare {
   double host_s = 0;                   // per step, this rank
   std::vector<float> compute_per_step;  // seconds of each steady step, this rank (same count on all)
 };
-void finish_calibration(Runtime& rt, const spec::JobSpec& spec, const std::vector<LinkSample>& mine,
+void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const std::vector<LinkSample>& mine,
                         const StepShare& times);
 
 }  // namespace holmes::train

@@ -18,7 +18,7 @@
 #include "comm/store.hpp"
 #include "engine/checkpoint/checkpoint.hpp"
 #include "engine/checkpoint/run_folder.hpp"
-#include "engine/train/trainer.hpp"
+#include "engine/parallel/trainer.hpp"
 
 namespace holmes::train {
 
@@ -46,31 +46,31 @@ ResumePoint find_resume_point(const spec::JobSpec& spec) {
   if (c.resume == "none") return r;
   std::string dir;
   if (c.resume == "auto") {
-    const auto latest = find_latest_checkpoint(spec.checkpoint_dir(), &r.skipped);
+    const auto latest = checkpoint::find_latest_checkpoint(spec.checkpoint_dir(), &r.skipped);
     if (!latest) {
       r.auto_found_none = true;
       return r;
     }
     dir = *latest;
   } else {
-    const auto located = locate_checkpoint(c.resume);
+    const auto located = checkpoint::locate_checkpoint(c.resume);
     if (!located)
       throw UserError(fmt::format("checkpoint.resume (--resume): {}: {}; accepted: auto, none, a checkpoint folder "
                                   "(step-NNNNNNNN with manifest.json and COMMITTED), a checkpoint.dir or a run's "
                                   "job.output_dir holding complete checkpoints", c.resume,
-                                  describe_checkpoint_path(c.resume)));
+                                  checkpoint::describe_checkpoint_path(c.resume)));
     dir = located->dir;
     r.via = located->via;
     r.skipped = located->skipped;
   }
-  r.checkpoint = open_checkpoint(dir, /*verify_checksums=*/false);
+  r.checkpoint = checkpoint::open_checkpoint(dir, /*verify_checksums=*/false);
   return r;
 }
 
 namespace {
 
-RunStart run_start(const spec::JobSpec& spec, const ResumePoint& resume) {
-  RunStart start;
+checkpoint::RunStart run_start(const spec::JobSpec& spec, const ResumePoint& resume) {
+  checkpoint::RunStart start;
   start.resumed = resume.checkpoint && !spec.checkpoint.weights_only;
   if (resume.checkpoint) {
     start.continues = resume.checkpoint->run_id;
@@ -82,16 +82,16 @@ RunStart run_start(const spec::JobSpec& spec, const ResumePoint& resume) {
 
 }  // namespace
 
-RunClaim check_outputs(const spec::JobSpec& spec, const ResumePoint& resume, bool first) {
-  check_output_folders_writable(spec, first);
+checkpoint::RunClaim check_outputs(const spec::JobSpec& spec, const ResumePoint& resume, bool first) {
+  checkpoint::check_output_folders_writable(spec, first);
   if (!first) return {};
-  return claim_run_folder(spec, run_start(spec, resume), inspect_run_folder(spec), new_run_id());
+  return checkpoint::claim_run_folder(spec, run_start(spec, resume), checkpoint::inspect_run_folder(spec), checkpoint::new_run_id());
 }
 
 std::string claim_output(const spec::JobSpec& spec, const ResumePoint& resume, const LoopContext& ctx) {
   // Each rank's problem (rank 0: or its verdict "ok <run id>"), so that every rank stops alike.
   std::string mine;
-  RunClaim claim;
+  checkpoint::RunClaim claim;
   try {
     claim = check_outputs(spec, resume, ctx.rank == 0);
     if (ctx.rank == 0) mine = "ok " + claim.run_id;
@@ -109,11 +109,11 @@ std::string claim_output(const spec::JobSpec& spec, const ResumePoint& resume, c
   if (verdicts[0].rfind("ok ", 0) != 0) throw UserError(verdicts[0]);
   for (size_t r = 1; r < verdicts.size(); ++r)
     if (!verdicts[r].empty()) throw UserError(verdicts[r]);
-  if (ctx.rank == 0) take_run_folder(spec, claim);
+  if (ctx.rank == 0) checkpoint::take_run_folder(spec, claim);
   return verdicts[0].substr(3);
 }
 
-int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, StepRunner& runner,
+int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, parallel::StepRunner& runner,
                           const LoopContext& ctx) {
   const auto& c = spec.checkpoint;
   const bool log = ctx.rank == 0;
@@ -125,15 +125,15 @@ int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, 
     return 0;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const CheckpointInfo& info = *resume.checkpoint;
+  const checkpoint::CheckpointInfo& info = *resume.checkpoint;
   const std::string& dir = info.dir;
   const std::string via = resume.via.empty() ? "" : fmt::format(" ({})", resume.via);
   // Checksums of the files this rank reads (its tensors).
-  ShardState st = runner.shard_state();
+  checkpoint::ShardState st = runner.shard_state();
   for (const auto& f : info.files)
-    if (std::any_of(f.pieces.begin(), f.pieces.end(), [&](const CheckpointPiece& p) { return st.layout->find(p.tensor); }))
-      verify_checkpoint_file(info, f);
-  load_shard_state(info, gpt_config_of(spec), st, !c.weights_only);
+    if (std::any_of(f.pieces.begin(), f.pieces.end(), [&](const checkpoint::CheckpointPiece& p) { return st.layout->find(p.tensor); }))
+      checkpoint::verify_checkpoint_file(info, f);
+  checkpoint::load_shard_state(info, parallel::gpt_config_of(spec), st, !c.weights_only);
   runner.upload_shard_state();
   if (c.weights_only) {
     if (log)
@@ -154,9 +154,9 @@ int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, 
 
 // A save in flight: its writer thread over the saver's copy of the shard.
 struct CheckpointSaver::Pending {
-  SaveContext ctx;
-  ShardState state;  // points into the saver's copy buffers
-  std::future<CheckpointFile> file;
+  checkpoint::SaveContext ctx;
+  checkpoint::ShardState state;  // points into the saver's copy buffers
+  std::future<checkpoint::CheckpointFile> file;
   double pause_s = 0;  // copy + prepare, then + wait + commit
   double write_s = 0;  // the writer thread's time
 };
@@ -168,23 +168,23 @@ CheckpointSaver::~CheckpointSaver() {
   if (pending_ && pending_->file.valid()) pending_->file.wait();
 }
 
-void CheckpointSaver::after_step(StepRunner& runner, int64_t done) {
+void CheckpointSaver::after_step(parallel::StepRunner& runner, int64_t done) {
   if (pending_) finish();
   if (spec_.checkpoint.interval <= 0 || done % spec_.checkpoint.interval != 0) return;
   if (spec_.checkpoint.background_write) start(runner, done);
   else save(runner, done);
 }
 
-SaveContext CheckpointSaver::context(const StepRunner& runner, int64_t done) {
+checkpoint::SaveContext CheckpointSaver::context(const parallel::StepRunner& runner, int64_t done) {
   if (spec_text_.empty()) spec_text_ = spec::resolved_spec_text(spec_);
-  SaveContext c;
+  checkpoint::SaveContext c;
   c.rank = ctx_.rank;
   c.world = ctx_.world;
   c.store = ctx_.store.get();
   c.step = done;
   c.tokens_seen = done * runner.tokens_per_step();
   c.seed = spec_.job.seed;
-  c.model = gpt_config_of(spec_);
+  c.model = parallel::gpt_config_of(spec_);
   c.run_id = run_id_;
   c.job_spec_text = spec_text_;
   c.plan_text = ctx_.plan_text.empty() ? "single process: tp1 x pp1 x dp1" : ctx_.plan_text;
@@ -195,25 +195,25 @@ SaveContext CheckpointSaver::context(const StepRunner& runner, int64_t done) {
   return c;
 }
 
-void CheckpointSaver::save(StepRunner& runner, int64_t done) {
+void CheckpointSaver::save(parallel::StepRunner& runner, int64_t done) {
   if (pending_) finish();
   if (done == last_saved_) return;
   // Nothing to overlap with: write the live buffers, no copy.
   const auto t0 = std::chrono::steady_clock::now();
-  const SaveContext c = context(runner, done);
-  const std::string dir = prepare_checkpoint(spec_.checkpoint_dir(), c);
-  const SaveResult r = commit_checkpoint(spec_.checkpoint_dir(), write_checkpoint_shard(dir, runner.shard_state(), c), c);
+  const checkpoint::SaveContext c = context(runner, done);
+  const std::string dir = checkpoint::prepare_checkpoint(spec_.checkpoint_dir(), c);
+  const checkpoint::SaveResult r = checkpoint::commit_checkpoint(spec_.checkpoint_dir(), checkpoint::write_checkpoint_shard(dir, runner.shard_state(), c), c);
   last_saved_ = done;
   report(r, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), "");
 }
 
-void CheckpointSaver::start(StepRunner& runner, int64_t done) {
+void CheckpointSaver::start(parallel::StepRunner& runner, int64_t done) {
   const auto t0 = std::chrono::steady_clock::now();
   auto p = std::make_unique<Pending>();
   p->ctx = context(runner, done);
   // The copy the writer reads while the next step changes the live buffers (kept for the
   // next save: no fresh pages to fault in).
-  const ShardState live = runner.shard_state();
+  const checkpoint::ShardState live = runner.shard_state();
   copy_params_.assign(live.params, live.params + live.layout->size());
   copy_m_.assign(live.exp_avg, live.exp_avg + live.owned_size());
   copy_v_.assign(live.exp_avg_sq, live.exp_avg_sq + live.owned_size());
@@ -221,11 +221,11 @@ void CheckpointSaver::start(StepRunner& runner, int64_t done) {
   p->state.params = copy_params_.data();
   p->state.exp_avg = copy_m_.data();
   p->state.exp_avg_sq = copy_v_.data();
-  const std::string dir = prepare_checkpoint(spec_.checkpoint_dir(), p->ctx);
+  const std::string dir = checkpoint::prepare_checkpoint(spec_.checkpoint_dir(), p->ctx);
   Pending* raw = p.get();
   p->file = std::async(std::launch::async, [raw, dir] {
     const auto w0 = std::chrono::steady_clock::now();
-    CheckpointFile f = write_checkpoint_shard(dir, raw->state, raw->ctx);
+    checkpoint::CheckpointFile f = checkpoint::write_checkpoint_shard(dir, raw->state, raw->ctx);
     raw->write_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
     return f;
   });
@@ -237,13 +237,13 @@ void CheckpointSaver::start(StepRunner& runner, int64_t done) {
 void CheckpointSaver::finish() {
   std::unique_ptr<Pending> p = std::move(pending_);
   const auto t0 = std::chrono::steady_clock::now();
-  const CheckpointFile file = p->file.get();  // rethrows a write error
-  const SaveResult r = commit_checkpoint(spec_.checkpoint_dir(), file, p->ctx);
+  const checkpoint::CheckpointFile file = p->file.get();  // rethrows a write error
+  const checkpoint::SaveResult r = checkpoint::commit_checkpoint(spec_.checkpoint_dir(), file, p->ctx);
   const double pause = p->pause_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   report(r, pause, fmt::format("; written in {:.2f} s in the background", p->write_s));
 }
 
-void CheckpointSaver::report(const SaveResult& r, double pause_s, const std::string& note) const {
+void CheckpointSaver::report(const checkpoint::SaveResult& r, double pause_s, const std::string& note) const {
   if (ctx_.rank == 0)
     fmt::print("saved checkpoint {} in {:.2f} s ({:.1f} MB{})\n", std::filesystem::path(r.dir).filename().string(),
                pause_s, static_cast<double>(r.total_bytes) / 1e6, note);

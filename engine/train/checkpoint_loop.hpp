@@ -12,7 +12,7 @@
 #include "engine/checkpoint/checkpoint.hpp"
 #include "engine/train/loop_context.hpp"
 #include "engine/checkpoint/run_folder.hpp"
-#include "engine/train/step_runner.hpp"
+#include "engine/parallel/step_runner.hpp"
 
 namespace holmes::train {
 
@@ -25,7 +25,7 @@ void trim_metrics_for_resume(const spec::JobSpec& spec, int64_t step);
 // newest complete checkpoint). Reads manifests only. UserError naming the key, what PATH
 // turned out to be and what is accepted; or a bad checkpoint, before anything is written.
 struct ResumePoint {
-  std::optional<CheckpointInfo> checkpoint;  // opened without checksums; nullopt = step 0
+  std::optional<checkpoint::CheckpointInfo> checkpoint;  // opened without checksums; nullopt = step 0
   std::string via;                           // how PATH led to it ("" = named directly)
   std::vector<std::string> skipped;          // incomplete step folders newer than it
   bool auto_found_none = false;              // resume: auto found no complete checkpoint
@@ -40,13 +40,13 @@ std::string claim_output(const spec::JobSpec& spec, const ResumePoint& resume, c
 // The checks of claim_output in one process, reading only (the local launcher runs them
 // before it spawns workers): the folders are writable (`first`: job.output_dir too) and, for
 // `first`, the claim this run would make. UserError as claim_output.
-RunClaim check_outputs(const spec::JobSpec& spec, const ResumePoint& resume, bool first);
+checkpoint::RunClaim check_outputs(const spec::JobSpec& spec, const ResumePoint& resume, bool first);
 
 // Loads the resume point into the runner's shard on every rank (with its optimizer state
 // unless checkpoint.weights_only; checksums of the files this rank reads). Returns the
 // 0-based step to continue at: the checkpoint's step, or 0 (fresh, or weights only). Rank 0
 // says which checkpoint it took and which incomplete ones it skipped.
-int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, StepRunner& runner,
+int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, parallel::StepRunner& runner,
                           const LoopContext& ctx);
 
 // Saves checkpoints of one run, each step at most once. A save copies the shard (params and
@@ -60,18 +60,18 @@ class CheckpointSaver {
   ~CheckpointSaver();  // waits for a write in flight (a crash leaves the previous checkpoint)
   // After `done` steps: commits the save started after the previous step, and starts one
   // when checkpoint.interval divides `done` (checkpoint.background_write false: saves now).
-  void after_step(StepRunner& runner, int64_t done);
+  void after_step(parallel::StepRunner& runner, int64_t done);
   // Saves `done` now from the live buffers and commits it (the end of the run, a stop
   // signal). Collective.
-  void save(StepRunner& runner, int64_t done);
+  void save(parallel::StepRunner& runner, int64_t done);
 
  private:
   struct Pending;
-  SaveContext context(const StepRunner& runner, int64_t done);
-  void start(StepRunner& runner, int64_t done);
+  checkpoint::SaveContext context(const parallel::StepRunner& runner, int64_t done);
+  void start(parallel::StepRunner& runner, int64_t done);
   void finish();  // waits for the pending write, commits it, prints the log line
   // Rank 0: "saved checkpoint step-00000010 in 0.42 s (12.3 MB<note>)".
-  void report(const SaveResult& r, double pause_s, const std::string& note) const;
+  void report(const checkpoint::SaveResult& r, double pause_s, const std::string& note) const;
 
   const spec::JobSpec& spec_;
   const LoopContext& ctx_;

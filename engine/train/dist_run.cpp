@@ -20,10 +20,10 @@
 #include "engine/data/data.hpp"
 #include "engine/runtime/failure.hpp"
 #include "engine/train/calibration.hpp"
-#include "engine/train/device_groups.hpp"
+#include "engine/parallel/device_groups.hpp"
 #include "engine/train/run.hpp"
-#include "engine/train/trainer.hpp"
-#include "model/registry/registry.hpp"
+#include "engine/parallel/trainer.hpp"
+#include "backends/backends.hpp"
 
 namespace holmes::train {
 
@@ -37,7 +37,7 @@ std::vector<double> max_over(comm::ProcessGroup& world, std::vector<double> v) {
   return std::vector<double>(x.begin(), x.end());
 }
 
-int train_started(const spec::JobSpec& spec, Runtime& rt) {
+int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   const std::string plan_text = plan::format_plan_text(rt.plan);
   if (rt.rank == 0) fmt::print("{}plan hash {:016x}\n", plan_text, rt.plan_hash);
   const int threads = worker_threads(rt.local_world);
@@ -47,18 +47,18 @@ int train_started(const spec::JobSpec& spec, Runtime& rt) {
   // cluster.calibrate: the link probe runs before training so the steps see no probe traffic.
   const bool calibrate = !spec.cluster.calibrate.empty();
   const std::vector<LinkSample> links = calibrate ? probe_links(rt, spec) : std::vector<LinkSample>{};
-  auto data = DataSet::open(spec);
+  auto data = data::DataSet::open(spec);
   model::Backend backend = make_training_backend(spec, rt.local_rank);
   // After the backend (it chose this process's GPU), before the trainer; outlives it.
-  DeviceGroups device_groups = make_device_groups(rt, spec);
+  parallel::DeviceGroups device_groups = parallel::make_device_groups(rt, spec);
   for (const std::string& line : device_groups.log) fmt::print("rank {}: {}\n", rt.rank, line);
   std::fflush(stdout);
-  ParallelContext pc = parallel_context(rt);
+  parallel::ParallelContext pc = parallel_context(rt);
   pc.tp_device = device_groups.tp.get();
   pc.pp_device = device_groups.pp.get();
   pc.dp_device = device_groups.dp.get();
   pc.embedding_device = device_groups.embedding.get();
-  Trainer trainer(spec, backend, *data, pc);
+  parallel::Trainer trainer(spec, backend, *data, pc);
   LoopContext ctx;
   ctx.rank = rt.rank;
   ctx.world = rt.world;
@@ -70,7 +70,7 @@ int train_started(const spec::JobSpec& spec, Runtime& rt) {
   ctx.plan_hash = rt.plan_hash;
   const int code = run_loop(spec, trainer, *data, ctx);
   if (calibrate && code == 0) {
-    const Trainer::StepTimes t = trainer.step_times();
+    const parallel::Trainer::StepTimes t = trainer.step_times();
     finish_calibration(rt, spec, links, StepShare{t.host_s, trainer.compute_per_step()});
   }
   // Finished or stopped by a signal: leave a file:// rendezvous directory empty for the next
@@ -93,10 +93,10 @@ int worker_threads(int local_world) {
   return std::max(1, topo::detect_cpu_devices().cores / std::max(1, local_world));
 }
 
-ParallelContext parallel_context(const Runtime& rt) {
+parallel::ParallelContext parallel_context(const runtime::Runtime& rt) {
   const plan::RankInfo& me = rt.plan.ranks.at(rt.rank);
   const plan::Stage& stage = rt.plan.stages.at(me.pp);
-  ParallelContext c;
+  parallel::ParallelContext c;
   c.tp_rank = me.tp;
   c.tp_size = rt.plan.tp;
   c.pp_stage = me.pp;
@@ -116,9 +116,9 @@ int run_job(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   // Where the job came from (under Slurm: its job and step id), for whoever reads the log.
   if (env.rank == 0 && env.source != "single") fmt::print("launch: {}\n", launch::describe(env));
   if (env.world_size <= 1) return run_training(spec);
-  Runtime rt;
+  runtime::Runtime rt;
   try {
-    rt = start_runtime(spec, env);
+    rt = runtime::start_runtime(spec, env);
     return train_started(spec, rt);
   } catch (const UserError&) {
     throw;

@@ -7,7 +7,7 @@
 
 #include "engine/launch/launch_env.hpp"
 #include "engine/spec/job_spec.hpp"
-#include "engine/train/dist_comm.hpp"
+#include "engine/parallel/dist_comm.hpp"
 #include "engine/runtime/startup.hpp"
 
 namespace holmes::train {
@@ -19,7 +19,7 @@ namespace holmes::train {
 int run_job(const spec::JobSpec& spec, const launch::LaunchEnv& env);
 
 // The Trainer's view of a started runtime: coordinates, stage layers and groups.
-ParallelContext parallel_context(const Runtime& rt);
+parallel::ParallelContext parallel_context(const runtime::Runtime& rt);
 
 // OpenMP / OpenBLAS threads per worker: OMP_NUM_THREADS when set, else max(1, cores this
 // process may use / local_world), so that N workers on one machine do not oversubscribe it.

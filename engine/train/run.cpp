@@ -22,8 +22,8 @@
 #include "engine/checkpoint/model_file.hpp"
 #include "engine/train/train_log.hpp"
 #include "engine/train/run.hpp"
-#include "engine/train/trainer.hpp"
-#include "model/registry/registry.hpp"
+#include "engine/parallel/trainer.hpp"
+#include "backends/backends.hpp"
 
 namespace holmes::train {
 
@@ -31,12 +31,12 @@ namespace {
 
 void check_single_process(const spec::JobSpec& spec) {
   plan::check_degrees_fit(spec, 1, "a single process; start more with --nproc-per-node N, srun or RANK/WORLD_SIZE");
-  model::require_training_device(spec.job.device);
+  backends::require_training_device(spec.job.device);
   if (spec.train.steps < 1)
     throw UserError(fmt::format("train.steps: {} (training needs at least 1 step)", spec.train.steps));
   // The plan of one worker, as a multi-process job plans its ranks: loads and checks
   // cluster.topology and the memory model the same way in every mode.
-  plan_local_job(spec, spec.job.device == "cuda" ? local_devices() : topo::detect_cpu_devices(), 1);
+  runtime::plan_local_job(spec, spec.job.device == "cuda" ? runtime::local_devices() : topo::detect_cpu_devices(), 1);
   if (!spec.cluster.calibrate.empty())
     throw UserError(fmt::format("cluster.calibrate: '{}': a calibration measures the links between the workers of a "
                                 "multi-process job; start one with --nproc-per-node N, srun or RANK/WORLD_SIZE",
@@ -60,8 +60,8 @@ struct JobFigures {
 };
 
 // Rank 0's log into `log`; a resumed run continues metrics.jsonl.
-void open_log(std::optional<TrainLog>& log, const spec::JobSpec& spec, const StepRunner& trainer,
-              const DataSet& data, int64_t start, const LoopContext& ctx) {
+void open_log(std::optional<TrainLog>& log, const spec::JobSpec& spec, const parallel::StepRunner& trainer,
+              const data::DataSet& data, int64_t start, const LoopContext& ctx) {
   const auto [peak, peak_source] = job_peak_gflops(spec, ctx);
   std::filesystem::create_directories(spec.job.output_dir);
   if (start > 0) trim_metrics_for_resume(spec, start);
@@ -71,7 +71,7 @@ void open_log(std::optional<TrainLog>& log, const spec::JobSpec& spec, const Ste
 
 // A whole model on one rank also goes to final/model.bin for `holmes-train sample`. Returns
 // what the footer names.
-std::string write_final_weights(const spec::JobSpec& spec, StepRunner& trainer, bool logger) {
+std::string write_final_weights(const spec::JobSpec& spec, parallel::StepRunner& trainer, bool logger) {
   const auto& cfg = trainer.shard_config();
   const bool whole = cfg.tp_size == 1 && cfg.has_embedding && cfg.has_head && cfg.first_layer == 0 &&
                      cfg.num_stage_layers() == cfg.layers;
@@ -80,8 +80,8 @@ std::string write_final_weights(const spec::JobSpec& spec, StepRunner& trainer, 
                        spec.checkpoint_dir());
   const std::string dir = spec.job.output_dir + "/final";
   if (logger) {
-    ShardState st = trainer.shard_state();
-    save_model_weights(dir + "/model.bin", cfg, st.params, st.layout->size());
+    checkpoint::ShardState st = trainer.shard_state();
+    checkpoint::save_model_weights(dir + "/model.bin", cfg, st.params, st.layout->size());
     write_spec_copy(spec, dir + "/job.yaml");
   }
   return dir + "/model.bin";
@@ -95,7 +95,7 @@ std::pair<double, std::string> job_peak_gflops(const spec::JobSpec& spec, const 
             fmt::format("cluster.device_tflops {:g} x {} device(s)", spec.cluster.device_tflops, ctx.world)};
   if (spec.job.device == "cuda") {
     // The data sheet's dense bf16 figure: an upper bound for the fp32 kernels too.
-    const topo::Devices gpu = local_devices();
+    const topo::Devices gpu = runtime::local_devices();
     const double tflops = topo::known_peak_tflops(gpu.name);
     if (tflops <= 0) return {0, fmt::format("unknown: {} is not in the peak table; set cluster.device_tflops", gpu.name)};
     return {tflops * 1e3 * ctx.world,
@@ -107,7 +107,7 @@ std::pair<double, std::string> job_peak_gflops(const spec::JobSpec& spec, const 
           fmt::format("{} core(s) x {} node(s) x {}", cores, ctx.nodes, cpu.describe())};
 }
 
-int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data, const LoopContext& ctx) {
+int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const data::DataSet& data, const LoopContext& ctx) {
   const bool logger = ctx.rank == 0;
   launch::install_stop_signal_handlers();
   // Before the log opens its files: a bad checkpoint, an unwritable folder or another run in
@@ -132,7 +132,7 @@ int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data
     test_signal.raise_if(done, /*before_sums=*/true);
     // A stop signal rides the step's own job-wide sums: every rank learns at this step
     // whether any rank was asked to stop.
-    StepStats s = trainer.train_step(step, launch::stop_requested());
+    parallel::StepStats s = trainer.train_step(step, launch::stop_requested());
     if (step == start) first_loss = s.loss;
     last_loss = s.loss;
     comm_ms += s.comm_ms;
@@ -177,19 +177,19 @@ int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data
 
 model::Backend make_training_backend(const spec::JobSpec& spec, int local_rank) {
   std::string note;
-  const std::string device = model::resolve_device(spec.job.device, &note);
+  const std::string device = backends::resolve_device(spec.job.device, &note);
   if (!note.empty() && local_rank <= 0) {
     fmt::print("holmes-train: {}\n", note);
     std::fflush(stdout);
   }
-  return model::make_backend(device, local_rank);
+  return backends::make_backend(device, local_rank);
 }
 
 int run_training(const spec::JobSpec& spec) {
   check_single_process(spec);
-  auto data = DataSet::open(spec);
+  auto data = data::DataSet::open(spec);
   model::Backend backend = make_training_backend(spec);
-  Trainer trainer(spec, backend, *data);
+  parallel::Trainer trainer(spec, backend, *data);
   return run_loop(spec, trainer, *data, LoopContext{});
 }
 

@@ -13,7 +13,7 @@
 #include "engine/train/loop_context.hpp"
 #include "engine/spec/job_spec.hpp"
 #include "engine/data/data.hpp"
-#include "engine/train/step_runner.hpp"
+#include "engine/parallel/step_runner.hpp"
 #include "model/backend.hpp"
 
 namespace holmes::train {
@@ -25,7 +25,7 @@ namespace holmes::train {
 std::pair<double, std::string> job_peak_gflops(const spec::JobSpec& spec, const LoopContext& ctx);
 
 // Trains `trainer` for spec.train.steps steps. Returns the process exit code.
-int run_loop(const spec::JobSpec& spec, StepRunner& trainer, const DataSet& data, const LoopContext& ctx);
+int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const data::DataSet& data, const LoopContext& ctx);
 
 // The backend this process trains on (model::make_backend for job.device and local_rank). When
 // job.device auto falls back to the CPU it prints why, once per node (local_rank 0), after

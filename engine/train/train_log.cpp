@@ -24,7 +24,7 @@ TrainLog::TrainLog(const spec::JobSpec& spec, double peak_gflops, std::string pe
     : spec_(spec), peak_gflops_(peak_gflops), peak_source_(std::move(peak_source)), floor_(entropy_floor),
       metrics_(metrics_path(spec), append_metrics), start_(std::chrono::steady_clock::now()) {}
 
-void TrainLog::header(const StepRunner& trainer, const std::string& data_description) const {
+void TrainLog::header(const parallel::StepRunner& trainer, const std::string& data_description) const {
   const auto& g = trainer.shard_config();
   const auto& t = spec_.train;
   fmt::print("holmes-train: job '{}' on {} ({} kernels), output {}\n", spec_.job.name, trainer.backend_name(),
@@ -48,7 +48,7 @@ void TrainLog::header(const StepRunner& trainer, const std::string& data_descrip
   std::fflush(stdout);
 }
 
-void TrainLog::step(const StepStats& s, const StepRunner& trainer, const std::optional<JobMaxima>& job) {
+void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& trainer, const std::optional<JobMaxima>& job) {
   const int64_t done = s.step + 1, total = spec_.train.steps;
   // The whole job's model FLOPs in this step (every rank's share), over rank 0's step time.
   const double job_flops = trainer.flops_per_token() * static_cast<double>(trainer.tokens_per_step());

@@ -10,7 +10,7 @@
 
 #include "engine/spec/job_spec.hpp"
 #include "engine/train/metrics.hpp"
-#include "engine/train/step_runner.hpp"
+#include "engine/parallel/step_runner.hpp"
 
 namespace holmes::train {
 
@@ -28,12 +28,12 @@ class TrainLog {
   TrainLog(const spec::JobSpec& spec, double peak_gflops, std::string peak_source,
            std::optional<double> entropy_floor, bool append_metrics = false);
 
-  void header(const StepRunner& trainer, const std::string& data_description) const;
+  void header(const parallel::StepRunner& trainer, const std::string& data_description) const;
   // Every step goes to metrics.jsonl with rank 0's own figures; a log step (`job` set: every
   // log.interval steps, the first and the last) is also printed, with the job's maxima (also
   // in its metrics row as rss_mb_max and comm_share_max). A progress line with the ETA
   // follows every ~10% of the run.
-  void step(const StepStats& s, const StepRunner& trainer, const std::optional<JobMaxima>& job);
+  void step(const parallel::StepStats& s, const parallel::StepRunner& trainer, const std::optional<JobMaxima>& job);
   void validation(int64_t steps_done, double val_loss);
   void footer(double first_loss, double last_loss, const std::string& model_path);
 

@@ -8,7 +8,7 @@ namespace holmes::model::cpu {
 
 namespace {
 
-class HostMemory final : public DeviceMemory {
+class HostMemory final : public device::DeviceMemory {
  public:
   const char* name() const override { return "host"; }
   void* allocate(size_t bytes) override {
@@ -28,6 +28,6 @@ class HostMemory final : public DeviceMemory {
 
 }  // namespace
 
-std::unique_ptr<DeviceMemory> make_host_memory() { return std::make_unique<HostMemory>(); }
+std::unique_ptr<device::DeviceMemory> make_host_memory() { return std::make_unique<HostMemory>(); }
 
 }  // namespace holmes::model::cpu

@@ -3,10 +3,10 @@
 
 #include <memory>
 
-#include "model/device_memory.hpp"
+#include "device/device_memory.hpp"
 
 namespace holmes::model::cpu {
 
-std::unique_ptr<DeviceMemory> make_host_memory();
+std::unique_ptr<device::DeviceMemory> make_host_memory();
 
 }  // namespace holmes::model::cpu

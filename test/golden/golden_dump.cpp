@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/train/adamw.hpp"
-#include "model/registry/registry.hpp"
+#include "engine/parallel/adamw.hpp"
+#include "backends/backends.hpp"
 #include "model/gpt.hpp"
 
 using namespace holmes;
@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string out = argv[1];
-  auto backend = holmes::model::make_backend("cpu");
+  auto backend = holmes::backends::make_backend("cpu");
   model::Gpt gpt(model::GptConfig::gpt2(kLayers, kHidden, kHeads, kVocab, kMaxSeq), backend, kB, kT);
   gpt.init_weights(kSeed);
   const size_t P = gpt.num_params();
@@ -76,10 +76,10 @@ int main(int argc, char** argv) {
   write_bin(out + "/tokens.bin", tokens.data(), tokens.size());
   write_bin(out + "/targets.bin", targets.data(), targets.size());
 
-  std::vector<train::DecayRange> ranges;
+  std::vector<parallel::DecayRange> ranges;
   for (const auto& t : gpt.layout().tensors()) ranges.push_back({t.offset, t.offset + t.numel, t.weight_decay});
   std::vector<float> m(P, 0.0f), v(P, 0.0f), losses;
-  const train::AdamWHyper hyper{kLr, kBeta1, kBeta2, kEps, kWeightDecay};
+  const parallel::AdamWHyper hyper{kLr, kBeta1, kBeta2, kEps, kWeightDecay};
   for (int step = 0; step < kSteps; ++step) {
     const size_t at = static_cast<size_t>(step) * kB * kT;
     gpt.zero_grad();
@@ -95,9 +95,9 @@ int main(int argc, char** argv) {
     double sq = 0;
     backend.kernels->sum_squares_forward(&sq, gpt.grads(), P);
     const double norm = std::sqrt(sq);
-    const float scale = train::clip_scale(norm, kClip);
+    const float scale = parallel::clip_scale(norm, kClip);
     std::printf("step %d loss %.6f grad_norm %.4f clip_scale %.4f\n", step + 1, losses.back(), norm, scale);
-    train::adamw_update(*backend.kernels, gpt.params(), gpt.grads(), m.data(), v.data(), 0, P, ranges, hyper, step + 1, scale);
+    parallel::adamw_update(*backend.kernels, gpt.params(), gpt.grads(), m.data(), v.data(), 0, P, ranges, hyper, step + 1, scale);
   }
   std::ofstream lf(out + "/losses.txt");
   for (float l : losses) lf << fmt::format("{:.9g}\n", l);

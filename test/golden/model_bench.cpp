@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <vector>
 
-#include "engine/train/adamw.hpp"
+#include "engine/parallel/adamw.hpp"
 #include "model/cpu/blas_core.hpp"
-#include "model/registry/registry.hpp"
+#include "backends/backends.hpp"
 #include "model/gpt.hpp"
 
 using namespace holmes;
@@ -25,11 +25,11 @@ int main(int argc, char** argv) {
   const int L = std::atoi(argv[1]), C = std::atoi(argv[2]), NH = std::atoi(argv[3]);
   const int V = std::atoi(argv[4]), B = std::atoi(argv[5]), T = std::atoi(argv[6]);
   const int steps = argc > 7 ? std::atoi(argv[7]) : 10, warmup = argc > 8 ? std::atoi(argv[8]) : 2;
-  auto backend = holmes::model::make_backend("cpu");
+  auto backend = holmes::backends::make_backend("cpu");
   model::Gpt gpt(model::GptConfig::gpt2(L, C, NH, V, std::max(T, 1024)), backend, B, T);
   gpt.init_weights(1);
   const size_t P = gpt.num_params();
-  std::vector<train::DecayRange> ranges;
+  std::vector<parallel::DecayRange> ranges;
   for (const auto& t : gpt.layout().tensors()) ranges.push_back({t.offset, t.offset + t.numel, t.weight_decay});
   std::vector<float> m(P, 0.0f), v(P, 0.0f);
   std::vector<int> tokens(B * T), targets(B * T);
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
     tokens[i] = (i * 7919) % V;
     targets[i] = (i * 104729 + 13) % V;
   }
-  const train::AdamWHyper hyper{};
+  const parallel::AdamWHyper hyper{};
   double total_s = 0;
   float loss = 0;
   for (int s = 0; s < warmup + steps; ++s) {
@@ -47,8 +47,8 @@ int main(int argc, char** argv) {
     gpt.backward();
     double sq = 0;
     backend.kernels->sum_squares_forward(&sq, gpt.grads(), P);
-    const float scale = train::clip_scale(std::sqrt(sq), 1.0);
-    train::adamw_update(*backend.kernels, gpt.params(), gpt.grads(), m.data(), v.data(), 0, P, ranges, hyper, s + 1, scale);
+    const float scale = parallel::clip_scale(std::sqrt(sq), 1.0);
+    parallel::adamw_update(*backend.kernels, gpt.params(), gpt.grads(), m.data(), v.data(), 0, P, ranges, hyper, s + 1, scale);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s >= warmup) total_s += dt;
   }

@@ -9,7 +9,7 @@
 
 #include "comm/comm_thread.hpp"
 #include "comm/errors.hpp"
-#include "harness.hpp"
+#include "test/support/harness.hpp"
 
 using namespace holmes::comm;
 using namespace holmes::comm::test;

@@ -14,7 +14,7 @@
 
 #include "comm/errors.hpp"
 #include "comm/socket.hpp"
-#include "harness.hpp"
+#include "test/support/harness.hpp"
 
 using namespace holmes::comm;
 using namespace holmes::comm::test;

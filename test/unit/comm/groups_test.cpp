@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "comm/errors.hpp"
-#include "harness.hpp"
+#include "test/support/harness.hpp"
 
 using namespace holmes::comm;
 using namespace holmes::comm::test;

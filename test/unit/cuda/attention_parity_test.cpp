@@ -16,7 +16,7 @@
 #include "cuda/attention.hpp"
 #include "cuda/check.hpp"
 #include "cuda/cudnn_api.hpp"
-#include "cuda/memory.hpp"
+#include "cuda/device_buffer.hpp"
 #include "cuda_test_util.hpp"
 #include "model/cpu/cpu_ops.hpp"
 

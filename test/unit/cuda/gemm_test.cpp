@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "cuda/check.hpp"
-#include "cuda/memory.hpp"
+#include "cuda/device_buffer.hpp"
 #include "cuda_test_util.hpp"
 #include "gemm_reference.hpp"
 

@@ -9,7 +9,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/matmul.hpp"
-#include "cuda/memory.hpp"
+#include "cuda/device_buffer.hpp"
 #include "cuda_test_util.hpp"
 
 using namespace holmes::cuda;

@@ -15,7 +15,7 @@
 #include "cuda/rope.hpp"
 #include "cuda/swiglu.hpp"
 #include "cuda_test_util.hpp"
-#include "model/registry/registry.hpp"
+#include "backends/backends.hpp"
 #include "parity.hpp"
 
 using namespace holmes;
@@ -226,7 +226,7 @@ void check_repeatable(const char* precision) {
 
 TEST_CASE("parity table: rmsnorm, rope and swiglu against the CPU twin", "[cuda][parity][llama]") {
   if (!gpu_or_skip()) return;
-  auto backend = model::make_backend("cpu");
+  auto backend = backends::make_backend("cpu");
   model::Kernels& cpu = *backend.kernels;
   Table table;
   for (const Shape& s : shapes()) {

@@ -6,7 +6,7 @@
 
 #include "cuda/optimizer.hpp"
 #include "cuda_test_util.hpp"
-#include "model/registry/registry.hpp"
+#include "backends/backends.hpp"
 #include "parity.hpp"
 
 using namespace holmes;
@@ -17,7 +17,7 @@ using holmes::cuda::test::random_floats;
 TEST_CASE("CUDA optimizer ops: packed and element paths agree with the CPU twin",
           "[cuda][optimizer]") {
   if (!gpu_or_skip()) return;
-  model::Backend backend = model::make_backend("cpu");
+  model::Backend backend = backends::make_backend("cpu");
   model::Kernels& cpu = *backend.kernels;
   for (std::size_t n : {std::size_t{3}, std::size_t{4}, std::size_t{4097}, std::size_t{300001}})
     for (int shift : {0, 1}) {

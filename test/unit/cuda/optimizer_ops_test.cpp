@@ -12,9 +12,9 @@
 
 #include "cuda/check.hpp"
 #include "cuda/cuda_kernels.hpp"
-#include "cuda/device_memory.hpp"
+#include "cuda/cuda_memory.hpp"
 #include "cuda_test_util.hpp"
-#include "model/registry/registry.hpp"
+#include "backends/backends.hpp"
 
 using namespace holmes;
 using namespace holmes::cuda::test;
@@ -25,15 +25,15 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr size_t kGuard = 7;  // elements after each range that must not change
 
 // A device copy of host, followed by kGuard guard values.
-model::DeviceArray<float> upload_guarded(model::DeviceMemory& mem, const std::vector<float>& host) {
-  model::DeviceArray<float> a(mem, host.size() + kGuard);
+device::DeviceArray<float> upload_guarded(device::DeviceMemory& mem, const std::vector<float>& host) {
+  device::DeviceArray<float> a(mem, host.size() + kGuard);
   std::vector<float> padded = host;
   padded.insert(padded.end(), kGuard, 123.25f);
   a.upload(padded);
   return a;
 }
 
-std::vector<float> download(const model::DeviceArray<float>& a) {
+std::vector<float> download(const device::DeviceArray<float>& a) {
   std::vector<float> h(a.size());
   a.download(h);
   return h;
@@ -43,7 +43,7 @@ std::vector<float> download(const model::DeviceArray<float>& a) {
 
 TEST_CASE("CUDA adamw_update and the reductions match their CPU twins", "[cuda][kernels]") {
   if (!gpu_or_skip()) return;
-  auto cpu_backend = model::make_backend("cpu");
+  auto cpu_backend = backends::make_backend("cpu");
   model::Kernels& cpu = *cpu_backend.kernels;
   auto gpu = cuda::make_cuda_kernels();
   auto mem = cuda::make_device_memory();
@@ -69,7 +69,7 @@ TEST_CASE("CUDA adamw_update and the reductions match their CPU twins", "[cuda][
     // sum_squares accumulates into what is there; mean writes over a NaN.
     double cpu_sq = 2.5;
     cpu.sum_squares_forward(&cpu_sq, g.data(), n);
-    model::DeviceArray<double> dsq(*mem, 1);
+    device::DeviceArray<double> dsq(*mem, 1);
     const double start = 2.5;
     dsq.upload({&start, 1});
     gpu->sum_squares_forward(dsq.data(), dg.data(), n);
@@ -79,7 +79,7 @@ TEST_CASE("CUDA adamw_update and the reductions match their CPU twins", "[cuda][
 
     float cpu_mean = kNaN;
     cpu.mean_forward(&cpu_mean, g.data(), static_cast<int>(n));
-    model::DeviceArray<float> dmean(*mem, 1);
+    device::DeviceArray<float> dmean(*mem, 1);
     dmean.upload({&kNaN, 1});
     gpu->mean_forward(dmean.data(), dg.data(), static_cast<int>(n));
     float gpu_mean = 0;
@@ -99,7 +99,7 @@ TEST_CASE("CUDA DeviceMemory zeroes, copies and round-trips through the host", "
   if (!gpu_or_skip()) return;
   auto mem = cuda::make_device_memory();
   const auto h = random_floats(1001, 21);
-  model::DeviceArray<float> a(*mem, h.size()), b(*mem, h.size());
+  device::DeviceArray<float> a(*mem, h.size()), b(*mem, h.size());
   a.upload(h);
   mem->copy(b.data(), a.data(), h.size() * sizeof(float));
   CHECK(download(b) == h);
@@ -122,7 +122,7 @@ TEST_CASE("CUDA DeviceMemory side queue: order() makes each queue wait for the o
     // A large upload on the compute queue, then a copy of it on the side queue after order():
     // without the ordering the copy could read the buffer before the upload lands.
     const auto h = random_floats(size_t{20} << 20, 33);  // 80 MiB: a direct, slow upload
-    model::DeviceArray<float> a(*mem, h.size()), b(*mem, h.size()), c(*mem, h.size());
+    device::DeviceArray<float> a(*mem, h.size()), b(*mem, h.size()), c(*mem, h.size());
     for (int round = 0; round < 3; ++round) {
       a.upload(h);
       mem->order(mem->stream(), side);
@@ -146,14 +146,14 @@ TEST_CASE("CUDA DeviceMemory fences: queued copies through pinned memory, a queu
     auto mem = cuda::make_device_memory(compute);
     const auto h = random_floats(size_t{20} << 20, 41);  // 80 MiB: copies that take a while
     const size_t bytes = h.size() * sizeof(float);
-    model::DeviceArray<float> a(*mem, h.size()), b(*mem, h.size());
+    device::DeviceArray<float> a(*mem, h.size()), b(*mem, h.size());
     auto* pinned = static_cast<float*>(mem->allocate_pinned(bytes));
     for (int round = 0; round < 2; ++round) {
       // Download queued after the upload, then a fence: once it passed the host has the bytes.
       a.upload(h);
       std::fill(pinned, pinned + h.size(), -1.0f);
       mem->download_queued(pinned, a.data(), bytes);
-      std::shared_ptr<model::QueueFence> f = mem->fence();
+      std::shared_ptr<device::QueueFence> f = mem->fence();
       REQUIRE(f != nullptr);
       f->wait();
       CHECK(f->done());
@@ -176,9 +176,9 @@ TEST_CASE("CUDA DeviceMemory fences: queued copies through pinned memory, a queu
       CHECK(download(b) == h);
     }
     // Timed fences measure the device's time between them (an 80 MiB copy: well above 0).
-    std::shared_ptr<model::QueueFence> t0 = mem->timed_fence_on(mem->stream());
+    std::shared_ptr<device::QueueFence> t0 = mem->timed_fence_on(mem->stream());
     mem->copy(a.data(), b.data(), bytes);
-    std::shared_ptr<model::QueueFence> t1 = mem->timed_fence_on(mem->stream());
+    std::shared_ptr<device::QueueFence> t1 = mem->timed_fence_on(mem->stream());
     t1->wait();
     const double ms = t1->ms_since(*t0);
     CHECK(ms > 0);
@@ -202,7 +202,7 @@ TEST_CASE("CUDA DeviceMemory uploads: staged batches may be overwritten at once,
   auto mem = cuda::make_device_memory();
   // Five uploads from one host buffer rewritten between them (the staging buffers alternate
   // and grow), each to its own device array: every array holds what the buffer held then.
-  std::vector<model::DeviceArray<float>> arrays;
+  std::vector<device::DeviceArray<float>> arrays;
   std::vector<std::vector<float>> want;
   std::vector<float> host;
   for (int i = 0; i < 5; ++i) {
@@ -215,7 +215,7 @@ TEST_CASE("CUDA DeviceMemory uploads: staged batches may be overwritten at once,
   for (int i = 0; i < 5; ++i) CHECK(download(arrays[i]) == want[i]);
   // Above the staging limit (64 MiB): 17 Mi floats.
   const auto big = random_floats(size_t{17} << 20, 7);
-  model::DeviceArray<float> large(*mem, big.size());
+  device::DeviceArray<float> large(*mem, big.size());
   large.upload(big);
   CHECK(download(large) == big);
 }

@@ -20,7 +20,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "cuda/memory.hpp"
+#include "cuda/device_buffer.hpp"
 #include "model/bf16.hpp"
 
 namespace holmes::cuda::parity {

@@ -19,7 +19,7 @@
 #include "cuda/optimizer.hpp"
 #include "cuda/vocab.hpp"
 #include "cuda_test_util.hpp"
-#include "model/registry/registry.hpp"
+#include "backends/backends.hpp"
 #include "parity.hpp"
 
 using namespace holmes;
@@ -332,7 +332,7 @@ void check_repeatable(const char* precision) {
 TEST_CASE("parity table: vocabulary, LayerNorm and optimizer ops against the CPU twin",
           "[cuda][parity]") {
   if (!gpu_or_skip()) return;
-  auto backend = model::make_backend("cpu");
+  auto backend = backends::make_backend("cpu");
   model::Kernels& cpu = *backend.kernels;
   Table table;
   for (const Shape& s : shapes()) {

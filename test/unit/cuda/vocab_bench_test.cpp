@@ -13,7 +13,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/layernorm.hpp"
-#include "cuda/memory.hpp"
+#include "cuda/device_buffer.hpp"
 #include "cuda/optimizer.hpp"
 #include "cuda/vocab.hpp"
 #include "cuda_test_util.hpp"

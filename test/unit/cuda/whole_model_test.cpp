@@ -11,11 +11,13 @@
 #include "cuda_test_util.hpp"
 #include "engine/checkpoint/checkpoint.hpp"
 #include "engine/data/data.hpp"
-#include "engine/train/trainer.hpp"
-#include "model/registry/registry.hpp"
+#include "engine/parallel/trainer.hpp"
+#include "backends/backends.hpp"
 
 using namespace holmes;
-using namespace holmes::train;
+using namespace holmes::checkpoint;
+using namespace holmes::data;
+using namespace holmes::parallel;
 
 namespace {
 
@@ -69,7 +71,7 @@ TEST_CASE("whole model: fp32 steps on the GPU match the CPU backend, and checkpo
   if (!cuda::test::gpu_or_skip()) return;
   const spec::JobSpec spec = gpu_job();
   auto data = DataSet::open(spec);
-  model::Backend cpu = model::make_backend("cpu"), gpu = model::make_backend("cuda");
+  model::Backend cpu = backends::make_backend("cpu"), gpu = backends::make_backend("cuda");
   Trainer a(spec, cpu, *data), b(spec, gpu, *data);
   for (int64_t s = 0; s < 10; ++s) {
     const StepStats sa = a.train_step(s), sb = b.train_step(s);
@@ -104,7 +106,7 @@ TEST_CASE("whole model: bf16 on the GPU tracks fp32, resumes bit for bit, and it
   spec::JobSpec bf16 = fp32;
   bf16.train.precision = "bf16";
   auto data = DataSet::open(fp32);
-  model::Backend cpu = model::make_backend("cpu"), gpu = model::make_backend("cuda");
+  model::Backend cpu = backends::make_backend("cpu"), gpu = backends::make_backend("cuda");
   REQUIRE(precision_of(bf16, gpu) == model::Precision::kBf16);
   REQUIRE(precision_of(gpu_job(), gpu) == model::Precision::kFp32);
   Trainer full(fp32, gpu, *data), half(bf16, gpu, *data);

@@ -11,10 +11,11 @@
 
 #include "model/bf16.hpp"
 #include "model/gpt.hpp"
-#include "model/registry/registry.hpp"
+#include "backends/backends.hpp"
 #include "model_test_util.hpp"
-#include "test/unit/model/emulated_bf16.hpp"
+#include "test/support/emulated_bf16.hpp"
 
+using namespace holmes::backends;
 using namespace holmes::model;
 using holmes::model::test::EmulatedBf16;
 using holmes::model::test::emulated_bf16_backend;

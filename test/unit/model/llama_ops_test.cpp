@@ -8,7 +8,7 @@
 #include <cstring>
 #include <memory>
 
-#include "model/registry/registry.hpp"
+#include "backends/backends.hpp"
 #include "test/unit/model/check_util.hpp"
 
 using holmes::model::Kernels;
@@ -18,7 +18,7 @@ using holmes::model::test::random_vec;
 
 namespace {
 
-std::unique_ptr<Kernels> kernels() { return holmes::model::make_backend("cpu").kernels; }
+std::unique_ptr<Kernels> kernels() { return holmes::backends::make_backend("cpu").kernels; }
 
 // The rotary table of Gpt (llama_block.cpp): (T, HS) = [cos | sin] of t * theta^(-2i/HS).
 std::vector<float> rope_table(int T, int HS, double theta) {

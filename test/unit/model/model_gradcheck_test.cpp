@@ -7,10 +7,11 @@
 #include <memory>
 
 #include "engine/spec/errors.hpp"
-#include "model/registry/registry.hpp"
+#include "backends/backends.hpp"
 #include "test/unit/model/check_util.hpp"
 #include "test/unit/model/model_test_util.hpp"
 
+using namespace holmes::backends;
 using namespace holmes::model;
 using holmes::model::test::Batch;
 

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "model/registry/registry.hpp"
+#include "backends/backends.hpp"
 #include "test/unit/model/check_util.hpp"
 
 using holmes::model::Kernels;
@@ -13,7 +13,7 @@ using holmes::model::test::probe;
 using holmes::model::test::random_vec;
 
 namespace {
-std::unique_ptr<Kernels> kernels() { return holmes::model::make_backend("cpu").kernels; }
+std::unique_ptr<Kernels> kernels() { return holmes::backends::make_backend("cpu").kernels; }
 }  // namespace
 
 TEST_CASE("matmul backward matches finite differences", "[model][ops]") {

@@ -7,9 +7,10 @@
 #include <functional>
 #include <thread>
 
-#include "model/registry/registry.hpp"
+#include "backends/backends.hpp"
 #include "test/unit/model/model_test_util.hpp"
 
+using namespace holmes::backends;
 using namespace holmes::model;
 using holmes::model::test::Batch;
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "engine/plan/plan.hpp"
-#include "test/unit/plan/cluster_gen.hpp"
+#include "test/support/cluster_gen.hpp"
 
 namespace hp = holmes::plan;
 using holmes::topo::NicKind;

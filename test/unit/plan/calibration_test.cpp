@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "engine/plan/plan.hpp"
-#include "test/unit/plan/cluster_gen.hpp"
+#include "test/support/cluster_gen.hpp"
 
 namespace hp = holmes::plan;
 using holmes::topo::NicKind;

@@ -16,7 +16,7 @@
 #include "engine/spec/load.hpp"
 #include "engine/topo/cluster.hpp"
 #include "engine/topo/topology_file.hpp"
-#include "test/unit/plan/cluster_gen.hpp"
+#include "test/support/cluster_gen.hpp"
 
 namespace hp = holmes::plan;
 namespace ht = holmes::topo;

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "engine/plan/plan.hpp"
-#include "test/unit/plan/cluster_gen.hpp"
+#include "test/support/cluster_gen.hpp"
 
 namespace hp = holmes::plan;
 using hp::testing::IslandSpec;

@@ -3,7 +3,7 @@
 #include "engine/plan/model_size.hpp"
 #include "engine/plan/plan.hpp"
 #include "engine/spec/errors.hpp"
-#include "test/unit/plan/cluster_gen.hpp"
+#include "test/support/cluster_gen.hpp"
 
 namespace hp = holmes::plan;
 using holmes::topo::NicKind;

@@ -1,0 +1,97 @@
+#include "backends/backends.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "common/errors.hpp"
+#include "model/cpu/cpu_kernels.hpp"
+#include "model/cpu/host_memory.hpp"
+
+#ifdef HOLMES_WITH_CUDA
+#include "comm/nccl/nccl_api.hpp"
+#include "comm/nccl/nccl_group.hpp"
+#include "cuda/backend.hpp"
+#include "cuda/device.hpp"
+#endif
+
+namespace holmes::backends {
+
+bool cuda_built() {
+#ifdef HOLMES_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+GpuSummary local_gpus(std::string* why) {
+  GpuSummary g;
+#ifdef HOLMES_WITH_CUDA
+  std::string none;
+  const auto gpus = cuda::query_gpus(&none);
+  if (!gpus.empty()) {
+    g.count = static_cast<int>(gpus.size());
+    g.name = gpus[0].name;
+    g.memory_gb = static_cast<double>(gpus[0].memory_bytes) / (1024.0 * 1024.0 * 1024.0);
+  } else if (why) {
+    *why = "no CUDA GPU: " + none;
+  }
+#else
+  if (why) *why = "built without CUDA";
+#endif
+  return g;
+}
+
+void require_training_device(const std::string& device) {
+  if (device == "cpu" || device == "auto") return;
+  if (device != "cuda") throw UserError(fmt::format("job.device: '{}' is not a device (accepted: auto, cpu, cuda)", device));
+  if (!cuda_built())
+    throw UserError("job.device: 'cuda', but this holmes-train was built without the CUDA toolkit (accepted here: cpu, "
+                    "auto)");
+  std::string why;
+  if (local_gpus(&why).count == 0)
+    throw UserError(fmt::format("job.device: 'cuda', but {} (accepted here: cpu, auto)", why));
+}
+
+std::string resolve_device(const std::string& device, std::string* note) {
+  if (device != "auto") return device;
+  std::string why;
+  if (local_gpus(&why).count > 0) return "cuda";
+  if (note) *note = fmt::format("job.device auto: {}, training on the CPU", why);
+  return "cpu";
+}
+
+model::Backend make_backend(const std::string& requested, int local_rank) {
+  require_training_device(requested);
+  const std::string device = resolve_device(requested);
+#ifdef HOLMES_WITH_CUDA
+  if (device == "cuda") return cuda::make_cuda_backend(std::max(0, local_rank) % local_gpus().count);
+#endif
+  model::Backend b;
+  b.device = "cpu";
+  b.memory = model::cpu::make_host_memory();
+  b.kernels = model::cpu::make_cpu_kernels();
+  return b;
+}
+
+bool nccl_usable(std::string* why) {
+#ifdef HOLMES_WITH_CUDA
+  return comm::nccl_available(why);
+#else
+  if (why) *why = "built without CUDA (no NCCL groups)";
+  return false;
+#endif
+}
+
+std::unique_ptr<comm::ProcessGroup> make_nccl_group(const std::shared_ptr<comm::Store>& store,
+                                                    const comm::GroupSpec& spec, const std::string& net) {
+#ifdef HOLMES_WITH_CUDA
+  return comm::make_nccl_group(store, spec, net);
+#else
+  (void)store, (void)spec, (void)net;
+  throw std::logic_error("make_nccl_group: this holmes-train was built without CUDA");
+#endif
+}
+
+}  // namespace holmes::backends

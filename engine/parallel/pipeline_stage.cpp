@@ -1,0 +1,239 @@
+#include "engine/parallel/pipeline_stage.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+namespace holmes::parallel {
+
+PipelineStage::PipelineStage(model::Gpt& gpt, const ParallelContext& ctx, int micro_batches, int B, int T,
+                             CommClock& clock)
+    : gpt_(gpt), ctx_(ctx), micro_batches_(micro_batches), B_(B), T_(T), first_(ctx.pp_stage == 0),
+      last_(ctx.pp_stage == ctx.pp_size - 1), clock_(clock) {
+  steps_ = one_f_one_b(ctx.pp_size, ctx.pp_stage, micro_batches);
+  const int slots = max_in_flight(ctx.pp_size, ctx.pp_stage, micro_batches);
+  if (gpt.slots() != slots)
+    throw std::logic_error(fmt::format("PipelineStage: the model has {} activation slots, stage {} of {} keeps {} "
+                                       "micro-batches in flight", gpt.slots(), ctx.pp_stage, ctx.pp_size, slots));
+  slot_micro_.assign(slots, -1);
+  max_sending_ = static_cast<size_t>(std::max(slots, 2));
+  if (ctx.pp != nullptr)
+    channel_ = std::make_unique<PipeChannel>(*ctx.pp, ctx.pp_device != nullptr, *gpt.backend().memory, clock,
+                                             2 * slots + 2);
+  inputs_.resize(static_cast<size_t>(B) * T);
+  targets_.resize(inputs_.size());
+}
+
+void PipelineStage::reset() {
+  // A step that failed half-way (a CommError) may have left transfers queued and buffers and
+  // slots taken.
+  if (channel_) channel_->abandon();
+  for (auto& [key, buf] : live_) free_.push_back(std::move(buf));
+  live_.clear();
+  for (auto& [done, buf] : sending_) free_.push_back(std::move(buf));
+  sending_.clear();
+  std::fill(slot_micro_.begin(), slot_micro_.end(), -1);
+  if (last_) gpt_.take_loss_sum();  // drops what a failed step left
+  loss_sum_ = 0;
+  compute_s_ = 0;
+}
+
+namespace {
+
+// Adds the seconds `op` took to `seconds`, less what it spent blocked in communication on
+// `clock` (tensor-parallel sums, parameter all-gathers landing inside a forward): compute
+// alone, which is what a calibration divides the FLOPs by.
+template <class F>
+void timed(double& seconds, const CommClock& clock, F&& op) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const double comm0 = clock.ms();
+  op();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  seconds += std::max(0.0, s - (clock.ms() - comm0) / 1e3);
+}
+
+}  // namespace
+
+double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(int micro)>& before_backward) {
+  reset();
+  for (const PipeStep& s : steps_) {
+    if (s.kind == PipeOpKind::kComm) {
+      exchange(s.transfers);
+      continue;
+    }
+    if (!s.transfers.empty())
+      throw std::logic_error("PipelineStage: transfers belong to kComm steps of the schedule");
+    if (s.kind == PipeOpKind::kForward) {
+      forward(s.micro, fetch);
+    } else {
+      before_backward(s.micro);
+      backward(s.micro);
+    }
+  }
+  finish_transfers();
+  // On a GPU the last backward's kernels are still queued: wait for them inside the compute
+  // time, so it measures the device's work (a no-op on the CPU).
+  timed(compute_s_, clock_, [&] { gpt_.backend().memory->synchronize(); });
+  // Communication the device ran on the compute stream (NCCL groups) is in the passes' time:
+  // it was not compute.
+  compute_s_ = std::max(0.0, compute_s_ - clock_.settle() / 1e3);
+  // The micro-batches' losses, read once per step (the device is idle by now).
+  if (last_) loss_sum_ = gpt_.take_loss_sum();
+  return loss_sum_;
+}
+
+double PipelineStage::run_forward(int count, const FetchFn& fetch) {
+  // Plain in-order hand-off: recv, forward, send. A stage blocks only on its neighbours and
+  // the chain has no cycle, so rendezvous sends cannot deadlock.
+  reset();
+  for (int e = 0; e < count; ++e) {
+    if (!first_) exchange({{P2PKind::kRecvActivation, e, ctx_.pp_stage - 1}});
+    forward(e, fetch);
+    if (!last_) exchange({{P2PKind::kSendActivation, e, ctx_.pp_stage + 1}});
+    slot_micro_[e % slot_micro_.size()] = -1;  // no backward follows
+  }
+  finish_transfers();
+  if (last_) loss_sum_ = gpt_.take_loss_sum();
+  compute_s_ = std::max(0.0, compute_s_ - clock_.settle() / 1e3);
+  return loss_sum_;
+}
+
+void PipelineStage::finish_transfers() {
+  if (channel_) channel_->drain();
+  reclaim(false);
+  if (!sending_.empty() || !live_.empty())  // a schedule that leaves a transfer unmatched is a bug, not a hang
+    throw std::logic_error(fmt::format("PipelineStage: stage {} ended the step with {} unsent or unused buffers",
+                                       ctx_.pp_stage, live_.size() + sending_.size()));
+}
+
+void PipelineStage::use_slot(int micro, bool start) {
+  const int slot = micro % static_cast<int>(slot_micro_.size());
+  const int want = start ? -1 : micro;
+  if (slot_micro_[slot] != want)
+    throw std::logic_error(fmt::format("PipelineStage: stage {} {} micro-batch {} in slot {} held by {}",
+                                       ctx_.pp_stage, start ? "forward of" : "backward of", micro, slot,
+                                       slot_micro_[slot]));
+  slot_micro_[slot] = start ? micro : -1;
+  gpt_.set_slot(slot);
+}
+
+void PipelineStage::forward(int micro, const FetchFn& fetch) {
+  if (first_ || last_) fetch(micro, inputs_.data(), targets_.data());
+  use_slot(micro, true);
+  const float* input = first_ ? nullptr : held(kActIn, micro).data();
+  if (input != nullptr) channel_->await(input);
+  timed(compute_s_, clock_, [&] {
+    gpt_.forward_stage(first_ ? inputs_.data() : nullptr, input, last_ ? targets_.data() : nullptr, B_, T_);
+  });
+  if (!first_) release(kActIn, micro);  // the model copied it into the slot
+  if (!last_) {
+    gpt_.backend().memory->copy(acquire(kActOut, micro).data(), gpt_.output(), buffer_bytes());
+  }
+}
+
+void PipelineStage::backward(int micro) {
+  use_slot(micro, false);
+  if (last_) {
+    timed(compute_s_, clock_, [&] { gpt_.backward(1.0f / static_cast<float>(micro_batches_)); });  // mean over micro-batches
+  } else {
+    const float* grad = held(kGradIn, micro).data();
+    channel_->await(grad);
+    timed(compute_s_, clock_, [&] { gpt_.backward_stage(grad); });
+    release(kGradIn, micro);
+  }
+  if (!first_) {
+    gpt_.backend().memory->copy(acquire(kGradOut, micro).data(), gpt_.input_grad(), buffer_bytes());
+  }
+}
+
+namespace {
+
+// Which buffer a transfer moves and in which direction. Both ends tag a transfer by its
+// direction and micro-batch (the send kind), so tags match whatever p2p_tag gives recvs.
+struct Route {
+  PipelineStage::Buf buf;
+  comm::P2POp::Kind op;
+  P2PKind tag_kind;
+};
+
+Route route_of(P2PKind kind) {
+  switch (kind) {
+    case P2PKind::kSendActivation: return {PipelineStage::kActOut, comm::P2POp::kSend, P2PKind::kSendActivation};
+    case P2PKind::kRecvActivation: return {PipelineStage::kActIn, comm::P2POp::kRecv, P2PKind::kSendActivation};
+    case P2PKind::kSendGrad: return {PipelineStage::kGradOut, comm::P2POp::kSend, P2PKind::kSendGrad};
+    case P2PKind::kRecvGrad: return {PipelineStage::kGradIn, comm::P2POp::kRecv, P2PKind::kSendGrad};
+  }
+  throw std::logic_error("PipelineStage: unknown transfer kind");
+}
+
+}  // namespace
+
+void PipelineStage::exchange(const std::vector<PipeTransfer>& transfers) {
+  if (transfers.empty()) return;
+  std::vector<comm::P2POp> ops;
+  std::vector<std::pair<Buf, int>> sent;
+  reclaim(false);
+  for (const PipeTransfer& t : transfers) {
+    const Route r = route_of(t.kind);
+    const Buf buf = r.buf;
+    const bool send = r.op == comm::P2POp::kSend;
+    device::DeviceArray<float>& data = send ? held(buf, t.micro) : acquire(buf, t.micro);
+    ops.push_back({r.op, {data.data(), data.size()}, t.peer_stage, p2p_tag(r.tag_kind, t.micro)});
+    if (send) sent.emplace_back(buf, t.micro);
+  }
+  const std::shared_future<void> done = channel_->post(ops);
+  for (const auto& [kind, micro] : sent) {
+    if (!done.valid()) {
+      release(kind, micro);
+      continue;
+    }
+    auto it = live_.find({kind, micro});
+    sending_.emplace_back(done, std::move(it->second));
+    live_.erase(it);
+  }
+}
+
+void PipelineStage::reclaim(bool wait_oldest) {
+  if (wait_oldest && !sending_.empty()) clock_.time([&] { sending_.front().first.wait(); });
+  while (!sending_.empty() &&
+         sending_.front().first.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    free_.push_back(std::move(sending_.front().second));
+    sending_.pop_front();
+  }
+}
+
+// A (B,T,C) boundary tensor as the model exchanges it (bf16 runs: half of fp32).
+size_t PipelineStage::buffer_bytes() const { return gpt_.boundary_floats(B_, T_) * sizeof(float); }
+
+device::DeviceArray<float>& PipelineStage::acquire(Buf kind, int micro) {
+  auto [it, fresh] = live_.try_emplace({kind, micro});
+  if (!fresh)
+    throw std::logic_error(fmt::format("PipelineStage: stage {} buffer {} of micro-batch {} taken twice",
+                                       ctx_.pp_stage, static_cast<int>(kind), micro));
+  if (free_.empty() && sending_.size() >= max_sending_) reclaim(true);
+  if (!free_.empty()) {
+    it->second = std::move(free_.back());
+    free_.pop_back();
+  } else {
+    it->second = device::DeviceArray<float>(*gpt_.backend().memory, buffer_bytes() / sizeof(float));
+  }
+  return it->second;
+}
+
+device::DeviceArray<float>& PipelineStage::held(Buf kind, int micro) {
+  auto it = live_.find({kind, micro});
+  if (it == live_.end())
+    throw std::logic_error(fmt::format("PipelineStage: stage {} has no buffer {} for micro-batch {} (schedule "
+                                       "order)", ctx_.pp_stage, static_cast<int>(kind), micro));
+  return it->second;
+}
+
+void PipelineStage::release(Buf kind, int micro) {
+  auto it = live_.find({kind, micro});
+  free_.push_back(std::move(it->second));
+  live_.erase(it);
+}
+
+}  // namespace holmes::parallel

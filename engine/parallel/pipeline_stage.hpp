@@ -1,0 +1,85 @@
+// One pipeline stage's share of a training step: runs the 1F1B step list of schedule.hpp
+// over the model shard, moving activations (B,T,C) forward and their gradients back through
+// the pipeline group. Activation memory: the model holds one activation set ("slot") per
+// micro-batch in flight on this stage (slot = micro % max_in_flight), so nothing is
+// recomputed; received and to-be-sent tensors live in a small pool of (B,T,C) buffers that
+// is only as large as the schedule needs at once (allocated during the first step).
+// Transfers run beside the compute (pipe_channel.hpp): a sent buffer returns to the pool
+// once its send no longer reads it, a received one is awaited just before it is read.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "engine/parallel/dist_comm.hpp"
+#include "engine/parallel/pipe_channel.hpp"
+#include "engine/parallel/schedule.hpp"
+#include "model/gpt.hpp"
+
+namespace holmes::parallel {
+
+class PipelineStage {
+ public:
+  // fetch(micro, inputs, targets) fills the (B,T) tokens and targets of micro-batch `micro`.
+  using FetchFn = std::function<void(int micro, int32_t* inputs, int32_t* targets)>;
+  // The (B,T,C) buffers of a micro-batch: received input, output to send, received output
+  // gradient, input gradient to send.
+  enum Buf { kActIn, kActOut, kGradIn, kGradOut };
+
+  // gpt must have max_in_flight(pp_size, pp_stage, micro_batches) slots.
+  PipelineStage(model::Gpt& gpt, const ParallelContext& ctx, int micro_batches, int B, int T, CommClock& clock);
+
+  // The step's forward and backward passes of every micro-batch (gradients accumulate in
+  // gpt.grads(), each micro-batch's loss scaled by 1/micro_batches). before_backward(micro)
+  // runs just before each backward. Returns the sum of the micro-batch losses on the last
+  // stage, 0 on the others.
+  double run_step(const FetchFn& fetch, const std::function<void(int micro)>& before_backward);
+  // Forward only over `count` micro-batches in order (validation); same return value.
+  double run_forward(int count, const FetchFn& fetch);
+  // Seconds the last run_step / run_forward spent computing (the model's forward and backward
+  // passes, without waiting on communication): what a calibration divides the FLOPs by.
+  double compute_s() const { return compute_s_; }
+  // How the transfers run (null with one stage).
+  const PipeChannel* channel() const { return channel_.get(); }
+
+ private:
+  void reset();
+  void forward(int micro, const FetchFn& fetch);
+  void backward(int micro);
+  void exchange(const std::vector<PipeTransfer>& transfers);
+  void use_slot(int micro, bool start);
+  size_t buffer_bytes() const;  // one (B,T,C) buffer
+  device::DeviceArray<float>& acquire(Buf kind, int micro);
+  device::DeviceArray<float>& held(Buf kind, int micro);
+  void release(Buf kind, int micro);
+  // Buffers whose send has ended go back to the pool; with `wait_oldest`, waits for the
+  // oldest send first.
+  void reclaim(bool wait_oldest);
+  // End of a step: waits for every transfer; throws when a buffer was left over.
+  void finish_transfers();
+
+  model::Gpt& gpt_;
+  const ParallelContext& ctx_;
+  int micro_batches_, B_, T_;
+  bool first_, last_;
+  CommClock& clock_;
+  std::vector<PipeStep> steps_;
+  std::vector<int> slot_micro_;  // micro-batch occupying each model slot, -1 = free
+  std::vector<int32_t> inputs_, targets_;
+  // (Buf, micro) -> (B,T,C) in the backend's memory, from a pool of free ones.
+  std::map<std::pair<int, int>, device::DeviceArray<float>> live_;
+  std::vector<device::DeviceArray<float>> free_;
+  // Sent buffers still read by their transfer, oldest first, and the most kept so.
+  std::deque<std::pair<std::shared_future<void>, device::DeviceArray<float>>> sending_;
+  size_t max_sending_ = 2;
+  std::unique_ptr<PipeChannel> channel_;
+  double loss_sum_ = 0;
+  double compute_s_ = 0;
+};
+
+}  // namespace holmes::parallel

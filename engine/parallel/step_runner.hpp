@@ -1,0 +1,63 @@
+// What the training loop (run.cpp) drives on every rank: a StepRunner. The Trainer
+// (trainer.hpp) implements it for every kind of run; the loop sees only this interface, so
+// logging, validation, checkpoints and preemption are written once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/checkpoint/shard_state.hpp"
+#include "model/gpt_config.hpp"
+
+namespace holmes::parallel {
+
+struct StepStats {
+  int64_t step = 0;         // 0-based step just taken
+  double loss = 0;          // mean training loss over the step's micro-batches (and ranks)
+  double lr = 0;
+  double grad_norm = 0;     // global norm before clipping
+  double step_ms = 0;
+  double tokens_per_s = 0;  // whole job: global_batch * seq_len / step time
+  double flops = 0;         // model FLOPs of this rank's step
+  double comm_ms = 0;       // part of step_ms this rank spent waiting on communication (<= step_ms)
+  int stop_ranks = 0;  // ranks whose stop_requested was true: summed with the step's loss and norm
+};
+
+
+class StepRunner {
+ public:
+  virtual ~StepRunner() = default;
+  // One optimizer step (0-based `step`); every rank returns the same loss, lr, grad_norm and
+  // stop_ranks. stop_requested (this rank received a stop signal) travels in the step's own
+  // job-wide sum, so stopping costs no collective of its own and every rank learns it at the
+  // same step. Throws std::runtime_error when the loss is not finite.
+  virtual StepStats train_step(int64_t step, bool stop_requested = false) = 0;
+  // Mean validation loss over train.eval_steps global batches (the same sequences under every
+  // parallel plan), identical on every rank; NaN when there is no validation data.
+  virtual double evaluate() = 0;
+  // The shard as host memory, for checkpoints and final weights: the live buffers on the CPU
+  // backend; on a device, host copies made by this call. A caller that writes into it (a
+  // checkpoint load) calls upload_shard_state() afterwards.
+  virtual checkpoint::ShardState shard_state() = 0;
+  // Puts what was written into the last shard_state() view back into the backend's buffers
+  // (on the CPU backend only the bf16 weight copy, if any, is refreshed).
+  virtual void upload_shard_state() = 0;
+
+  // For the log header.
+  virtual const char* backend_name() const = 0;  // "cpu" or "cuda"
+  virtual const char* kernels_name() const = 0;
+  // The storage precision and the attention method, for the start-up line ("bf16, attention
+  // cudnn ...").
+  virtual std::string numerics() const = 0;
+  // MiB of device memory in use on this rank's GPU (0 on the CPU), for the log.
+  virtual double device_mb() const { return 0; }
+  virtual const model::GptConfig& shard_config() const = 0;
+  virtual int micro_batches() const = 0;     // per step per data-parallel rank
+  virtual int64_t tokens_per_step() const = 0;  // whole job
+  virtual double flops_per_token() const = 0;   // whole model, 6N + 12 L T C
+};
+
+}  // namespace holmes::parallel

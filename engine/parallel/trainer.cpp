@@ -1,0 +1,259 @@
+#include "engine/parallel/trainer.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+#include "engine/spec/errors.hpp"
+
+namespace holmes::parallel {
+
+model::GptConfig gpt_config_of(const spec::JobSpec& spec) {
+  const auto& m = spec.model;
+  model::GptConfig cfg;
+  if (m.is_llama()) {
+    cfg.arch = model::Arch::kLlama;
+    cfg.kv_heads = m.kv_heads;
+    cfg.ffn_hidden = m.ffn_hidden;
+    cfg.ffn_multiple = m.ffn_multiple;
+    cfg.rope_theta = m.rope_theta;
+    cfg.norm_eps = static_cast<float>(m.norm_eps);
+    cfg.tie_embeddings = m.tie_embeddings;
+  }
+  cfg.layers = m.layers;
+  cfg.hidden = m.hidden;
+  cfg.heads = m.heads;
+  cfg.vocab = m.vocab_size;
+  cfg.max_seq_len = m.max_seq_len;
+  cfg.finalize();
+  if (spec.train.seq_len > cfg.max_seq_len)
+    throw UserError(fmt::format("train.seq_len: {} is longer than model.max_seq_len {} (the {} has that many rows)",
+                                spec.train.seq_len, cfg.max_seq_len,
+                                m.is_llama() ? "rotary table" : "learned position embedding"));
+  return cfg;
+}
+
+LrConfig lr_config_of(const spec::JobSpec& spec) {
+  const auto& t = spec.train;
+  return {.lr = t.lr, .min_lr = t.min_lr, .warmup_steps = t.warmup_steps, .total_steps = t.steps,
+          .kind = parse_lr_schedule(t.lr_schedule)};
+}
+
+AdamWHyper adamw_hyper_of(const spec::JobSpec& spec) {
+  const auto& t = spec.train;
+  return {.lr = static_cast<float>(t.lr), .beta1 = static_cast<float>(t.beta1), .beta2 = static_cast<float>(t.beta2),
+          .eps = static_cast<float>(t.eps), .weight_decay = static_cast<float>(t.weight_decay)};
+}
+
+data::BatchCoord validation_coord(const spec::JobSpec& spec, int index, int micro_batches, int dp_rank, int dp_size) {
+  return data::BatchCoord{.step = index / micro_batches, .micro = index % micro_batches, .dp_rank = dp_rank,
+                    .dp_size = dp_size, .micro_batch = spec.train.micro_batch, .global_batch = spec.train.global_batch};
+}
+
+namespace {
+
+model::GptConfig stage_config(const spec::JobSpec& spec, const ParallelContext& ctx) {
+  const model::GptConfig full = gpt_config_of(spec);
+  const int L = full.layers;
+  const int n = ctx.num_layers < 0 ? L - ctx.first_layer : ctx.num_layers;
+  const bool last = ctx.pp_stage == ctx.pp_size - 1;
+  if (ctx.first_layer < 0 || n < 0 || ctx.first_layer + n > L || (ctx.pp_stage == 0) != (ctx.first_layer == 0) ||
+      last != (ctx.first_layer + n == L))
+    throw UserError(fmt::format("parallel.partition: pipeline stage {} of {} gets layers [{}, {}) of model.layers {}; "
+                                "stages must cover [0, {}) in order", ctx.pp_stage, ctx.pp_size, ctx.first_layer,
+                                ctx.first_layer + n, L, L));
+  if (full.heads % ctx.tp_size != 0 || full.hidden % ctx.tp_size != 0 || full.kv_heads % ctx.tp_size != 0)
+    throw UserError(fmt::format("parallel.tensor: {} does not divide model.heads {}, model.kv_heads {} and "
+                                "model.hidden {}", ctx.tp_size, full.heads, full.kv_heads, full.hidden));
+  return full.shard(ctx.tp_size, ctx.tp_rank, ctx.first_layer, n);
+}
+
+}  // namespace
+
+Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const data::DataSet& data, ParallelContext ctx)
+    : spec_(spec), data_(data), ctx_(ctx) {
+  ctx_.stream = backend.memory->stream();
+  check_context(ctx_);
+  // Device buffers go through the NCCL group of the same members when there is one, else
+  // through host copies into the group over host memory (Gloo); host buffers go to Gloo.
+  if (!backend.memory->is_host()) {
+    const std::pair<comm::ProcessGroup**, comm::ProcessGroup*> groups[] = {
+        {&ctx_.tp, ctx_.tp_device}, {&ctx_.pp, ctx_.pp_device}, {&ctx_.dp, ctx_.dp_device},
+        {&ctx_.embedding, ctx_.embedding_device}};
+    for (const auto& [g, device] : groups) {
+      if (*g == nullptr) continue;
+      staged_.push_back(std::make_unique<StagedGroup>(**g, *backend.memory, device, ctx_.stream));
+      *g = staged_.back().get();
+    }
+  }
+  const auto& t = spec.train;
+  if (!spec.global_batch_ok(ctx_.dp_size))
+    throw UserError(fmt::format("train.global_batch: {} is not a multiple of train.micro_batch ({}) x data-parallel "
+                                "degree ({})", t.global_batch, t.micro_batch, ctx_.dp_size));
+  micro_batches_ = spec.micro_batches_per_step(ctx_.dp_size);
+  const model::GptConfig cfg = stage_config(spec, ctx_);
+  if (ctx_.tp != nullptr)
+    tp_comm_ = std::make_unique<GroupTensorParallel>(*ctx_.tp, clock_, ctx_.stream,
+                                                     ctx_.tp_device != nullptr ? backend.memory.get() : nullptr);
+  const int slots = max_in_flight(ctx_.pp_size, ctx_.pp_stage, micro_batches_);
+  gpt_ = std::make_unique<model::Gpt>(cfg, backend, t.micro_batch, t.seq_len, tp_comm_.get(), slots,
+                                      precision_of(spec, backend));
+  gpt_->init_weights(spec.job.seed);
+  stage_ = std::make_unique<PipelineStage>(*gpt_, ctx_, micro_batches_, t.micro_batch, t.seq_len, clock_);
+  optimizer_ = std::make_unique<DistOptimizer>(*gpt_, ctx_, clock_);
+  lr_ = lr_config_of(spec);
+  hyper_ = adamw_hyper_of(spec);
+}
+
+model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& backend) {
+  const std::string& p = spec.train.precision;
+  const bool has_bf16 = backend.kernels->supports(model::Precision::kBf16);
+  if (p == "fp32") return model::Precision::kFp32;
+  if (p == "auto") return has_bf16 ? model::Precision::kBf16 : model::Precision::kFp32;
+  if (p != "bf16")
+    throw UserError(fmt::format("train.precision: '{}' is not a precision (accepted: auto, bf16, fp32)", p));
+  if (!has_bf16)
+    throw UserError(fmt::format("train.precision: 'bf16' needs bf16 kernels, and the {} backend ({} kernels) computes "
+                                "in fp32 (accepted here: auto, fp32; bf16 trains with job.device: cuda)",
+                                backend.device, backend.kernels->name()));
+  return model::Precision::kBf16;
+}
+
+std::string Trainer::numerics() const {
+  return fmt::format("{}, attention: {}", model::precision_name(gpt_->precision()), gpt_->attention_method());
+}
+
+double Trainer::flops_per_token() const {
+  const auto& t = spec_.train;
+  const model::GptConfig full = gpt_config_of(spec_);
+  return model::Gpt::flops_per_step(full, t.micro_batch, t.seq_len) / (static_cast<double>(t.micro_batch) * t.seq_len);
+}
+
+void Trainer::sum_over_job(std::span<double> values) {
+  comm::ProcessGroup* const groups[] = {ctx_.dp, ctx_.tp, ctx_.pp};
+  sum_doubles(values, groups, clock_);
+}
+
+StepStats Trainer::train_step(int64_t step, bool stop_requested) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto& t = spec_.train;
+  clock_.reset();
+  gpt_->zero_grad();
+  auto fetch = [&](int micro, int32_t* inputs, int32_t* targets) {
+    data::BatchCoord c{.step = step, .micro = micro, .dp_rank = ctx_.dp_rank, .dp_size = ctx_.dp_size,
+                 .micro_batch = t.micro_batch, .global_batch = t.global_batch};
+    data_.train().fill_batch(c, inputs, targets);
+  };
+  int backwards = 0;
+  const double loss_sum = stage_->run_step(fetch, [&](int) {
+    // The step's last backward finishes the gradients: overlap the DP reduction with it.
+    if (++backwards == micro_batches_) optimizer_->arm();
+  });
+  optimizer_->finish_grads();
+  // [grad sq by norm unit..., loss, stop flags]: the loss comes from one rank per pipeline
+  // (last stage, tp rank 0); every rank counts its own stop request. Each unit's sum lives on
+  // one stage, so the pipeline sum adds zeros to it, exactly; the units are then added in unit
+  // order: the same norm under every plan (dist_optimizer.hpp).
+  const int units = norm_units(spec_.model.layers);
+  std::vector<double> sums(units + 2, 0.0);
+  optimizer_->add_owned_grad_sq(sums);
+  sums[units] = counts_loss() ? loss_sum / micro_batches_ : 0.0;
+  sums[units + 1] = stop_requested ? 1.0 : 0.0;
+  sum_over_job(sums);
+  double grad_sq = 0;
+  for (int u = 0; u < units; ++u) grad_sq += sums[u];
+  StepStats s;
+  s.step = step;
+  s.loss = sums[units] / ctx_.dp_size;
+  if (!std::isfinite(s.loss))
+    throw std::runtime_error(fmt::format("training loss is {} at step {}: the run diverged (try a lower train.lr "
+                                         "or train.grad_clip)", s.loss, step + 1));
+  s.grad_norm = std::sqrt(grad_sq);
+  s.stop_ranks = static_cast<int>(std::lround(sums[units + 1]));
+  s.lr = lr_at(lr_, step);
+  AdamWHyper h = hyper_;
+  h.lr = static_cast<float>(s.lr);
+  // Refreshes the bf16 weights itself; on host groups its all-gathers land during the next forward.
+  optimizer_->update(h, step + 1, clip_scale(s.grad_norm, t.grad_clip));
+  s.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  s.tokens_per_s = static_cast<double>(tokens_per_step()) / (s.step_ms / 1e3);
+  s.flops = gpt_->flops_per_step(t.micro_batch, t.seq_len) * micro_batches_;
+  clock_.settle();  // the device's communication spans of this step (NCCL groups)
+  s.comm_ms = clock_.ms();
+  const double compute_s = stage_->compute_s();
+  const double host_s = std::max(0.0, s.step_ms / 1e3 - compute_s - s.comm_ms / 1e3);
+  for (StepTimes* st : {&all_, steps_ >= kWarmupSteps ? &steady_ : nullptr})
+    if (st) st->compute_s += compute_s, st->host_s += host_s;
+  if (steps_ >= kWarmupSteps) {
+    if (compute_per_step_.size() == kKeptSteps) compute_per_step_.erase(compute_per_step_.begin());
+    compute_per_step_.push_back(static_cast<float>(compute_s));
+  }
+  ++steps_;
+  return s;
+}
+
+Trainer::StepTimes Trainer::step_times() const {
+  const bool steady = steps_ > kWarmupSteps;
+  const StepTimes& sum = steady ? steady_ : all_;
+  const int n = steady ? steps_ - kWarmupSteps : steps_;
+  return n > 0 ? StepTimes{sum.compute_s / n, sum.host_s / n} : StepTimes{};
+}
+
+double Trainer::evaluate() {
+  const data::BatchSampler* valid = data_.valid();
+  if (!valid || valid->chunk_count() == 0) return std::nan("");
+  const auto& t = spec_.train;
+  auto fetch = [&](int e, int32_t* inputs, int32_t* targets) {
+    // eval_steps global batches of the unshuffled sampler, this rank's micro-batches of each:
+    // the same sequences every time and under every plan (as Trainer::evaluate).
+    valid->fill_batch(validation_coord(spec_, e, micro_batches_, ctx_.dp_rank, ctx_.dp_size), inputs, targets);
+  };
+  const int count = std::max(1, t.eval_steps) * micro_batches_;
+  const double sum = stage_->run_forward(count, fetch);
+  double mean[1] = {counts_loss() ? sum / count : 0.0};
+  sum_over_job(mean);
+  return mean[0] / ctx_.dp_size;
+}
+
+checkpoint::ShardState Trainer::shard_state() {
+  optimizer_->params_ready();
+  checkpoint::ShardState st;
+  st.layout = &gpt_->layout();
+  st.config = &gpt_->config();
+  st.owned = optimizer_->owned();
+  device::DeviceMemory& mem = *gpt_->backend().memory;
+  if (mem.is_host()) {
+    st.params = gpt_->params();
+    st.exp_avg = optimizer_->exp_avg();
+    st.exp_avg_sq = optimizer_->exp_avg_sq();
+    return st;
+  }
+  const size_t moments = optimizer_->moment_floats();
+  host_params_.resize(gpt_->num_params());
+  host_m_.resize(moments);
+  host_v_.resize(moments);
+  gpt_->read_params(host_params_);
+  mem.download(host_m_.data(), optimizer_->exp_avg(), moments * sizeof(float));
+  mem.download(host_v_.data(), optimizer_->exp_avg_sq(), moments * sizeof(float));
+  st.params = host_params_.data();
+  st.exp_avg = host_m_.data();
+  st.exp_avg_sq = host_v_.data();
+  return st;
+}
+
+void Trainer::upload_shard_state() {
+  optimizer_->params_ready();  // (shard_state() waited already: a no-op then)
+  device::DeviceMemory& mem = *gpt_->backend().memory;
+  if (mem.is_host()) {
+    gpt_->params_updated();  // the loader wrote the master weights in place: refresh a bf16 copy
+    return;
+  }
+  gpt_->load_params(host_params_);
+  mem.upload(optimizer_->exp_avg(), host_m_.data(), host_m_.size() * sizeof(float));
+  mem.upload(optimizer_->exp_avg_sq(), host_v_.data(), host_v_.size() * sizeof(float));
+}
+
+}  // namespace holmes::parallel

@@ -1,0 +1,111 @@
+// The trainer: one rank of a tensor x pipeline x data parallel job (Megatron-LM semantics),
+// and with the default ParallelContext (tp = pp = dp = 1, no groups) the single process:
+//   TP  the model shard's all-reduces go over ctx.tp (GroupTensorParallel);
+//   PP  the 1F1B step list of schedule.hpp (PipelineStage, dist_pipeline.hpp), one
+//       activation slot per micro-batch in flight on the stage (no recomputation);
+//   DP  the distributed optimizer (dist_optimizer.hpp): bucketed reduce-scatter overlapped
+//       with the last micro-batch's backward, sharded AdamW, all-gather of parameters;
+//   the tied wte gradient summed over ctx.embedding before its DP reduction;
+//   one global gradient norm (owned squares summed over dp, tp, pp) and one loss (last
+//   stage's mean, averaged over dp), identical on every rank.
+// Every run (single process, each rank of a job, bench) trains through this one class.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/spec/job_spec.hpp"
+#include "engine/parallel/adamw.hpp"
+#include "engine/data/data.hpp"
+#include "engine/parallel/dist_comm.hpp"
+#include "engine/parallel/dist_optimizer.hpp"
+#include "engine/parallel/pipeline_stage.hpp"
+#include "engine/parallel/staged_group.hpp"
+#include "engine/parallel/step_runner.hpp"
+#include "model/backend.hpp"
+#include "model/gpt.hpp"
+
+namespace holmes::parallel {
+
+// GptConfig of spec.model (tp = 1, one stage; vocabulary padded by the model).
+model::GptConfig gpt_config_of(const spec::JobSpec& spec);
+// train.precision on this backend: auto is bf16 where the backend has bf16 kernels (a GPU),
+// fp32 elsewhere. UserError (exit 2) for bf16 on a backend without bf16 kernels.
+model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& backend);
+// The learning-rate schedule and AdamW settings of spec.train.
+LrConfig lr_config_of(const spec::JobSpec& spec);
+AdamWHyper adamw_hyper_of(const spec::JobSpec& spec);
+// Validation reads train.eval_steps global batches of the unshuffled validation sampler (as
+// Megatron-LM's --eval-iters), so the validation loss is the same under every parallel plan.
+// Micro-batch `index` (0 .. eval_steps * micro_batches - 1) of data-parallel rank dp_rank:
+data::BatchCoord validation_coord(const spec::JobSpec& spec, int index, int micro_batches, int dp_rank, int dp_size);
+
+class Trainer final : public StepRunner {
+ public:
+  // spec, backend, data and the groups in ctx must outlive the trainer. Throws UserError
+  // when the job does not split this way (batch sizes, layers), std::invalid_argument when
+  // ctx is inconsistent. Every CommError of a group propagates out of the calls below.
+  Trainer(const spec::JobSpec& spec, model::Backend& backend, const data::DataSet& data, ParallelContext ctx = {});
+  Trainer(const Trainer&) = delete;  // its parts hold references to ctx_ and the model
+  Trainer& operator=(const Trainer&) = delete;
+
+  StepStats train_step(int64_t step, bool stop_requested = false) override;
+  double evaluate() override;
+  checkpoint::ShardState shard_state() override;
+  void upload_shard_state() override;
+  const model::GptConfig& shard_config() const override { return gpt_->config(); }
+  int micro_batches() const override { return micro_batches_; }
+  int64_t tokens_per_step() const override {
+    return spec_.train.global_batch * static_cast<int64_t>(spec_.train.seq_len);
+  }
+  double flops_per_token() const override;
+  const char* backend_name() const override { return gpt_->backend().device.c_str(); }
+  const char* kernels_name() const override { return gpt_->backend().kernels->name(); }
+  std::string numerics() const override;
+  double device_mb() const override { return gpt_->backend().memory->device_used_mb(); }
+
+  // Where this rank's steps went, in seconds per step, averaged over the steps after the
+  // first kWarmupSteps (all steps when there were no more): computing (the model's forward
+  // and backward passes), and the host work that is neither that nor waiting on
+  // communication (optimizer update, gradient zeroing, norms, copies).
+  static constexpr int kWarmupSteps = 2;
+  struct StepTimes {
+    double compute_s = 0, host_s = 0;
+  };
+  StepTimes step_times() const;
+  // Compute seconds of each step after the warm-up (the last kKeptSteps of them), for a
+  // calibration that takes, step by step, the slowest rank of a stage.
+  static constexpr size_t kKeptSteps = 1024;
+  const std::vector<float>& compute_per_step() const { return compute_per_step_; }
+
+  model::Gpt& model() { return *gpt_; }
+  const model::Gpt& model() const { return *gpt_; }
+  const ParallelContext& context() const { return ctx_; }
+  const DistOptimizer& optimizer() const { return *optimizer_; }
+
+ private:
+  // values summed over dp, tp and pp (every rank of the job gets the same numbers).
+  void sum_over_job(std::span<double> values);
+  bool counts_loss() const { return ctx_.pp_stage == ctx_.pp_size - 1 && ctx_.tp_rank == 0; }
+
+  const spec::JobSpec& spec_;
+  const data::DataSet& data_;
+  ParallelContext ctx_;
+  std::vector<std::unique_ptr<StagedGroup>> staged_;  // ctx_'s groups on a device backend
+  CommClock clock_;
+  std::unique_ptr<GroupTensorParallel> tp_comm_;
+  std::unique_ptr<model::Gpt> gpt_;
+  std::unique_ptr<PipelineStage> stage_;
+  std::unique_ptr<DistOptimizer> optimizer_;  // after gpt_: it unhooks itself from the model
+  LrConfig lr_;
+  AdamWHyper hyper_;
+  int micro_batches_ = 1;
+  // Host copies of params and moments behind shard_state() on a device backend.
+  std::vector<float> host_params_, host_m_, host_v_;
+  StepTimes all_, steady_;  // summed over all steps / after warm-up
+  int steps_ = 0;
+  std::vector<float> compute_per_step_;
+};
+
+}  // namespace holmes::parallel

@@ -1,0 +1,295 @@
+// Harness of the distributed-trainer tests: a tiny job, the single-process reference run,
+// and the same job run as tp x pp x dp ranks, one thread per rank, over in-process groups
+// (rank order tp-dp-pp: tp fastest, as the plan's default).
+#pragma once
+
+#include <omp.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "comm/inproc_group.hpp"
+#include "test/support/harness.hpp"
+#include "engine/spec/job_spec.hpp"
+#include "engine/data/data.hpp"
+#include "engine/parallel/trainer.hpp"
+#include "backends/backends.hpp"
+#include "test/support/emulated_bf16.hpp"
+#include "test/support/host_as_device.hpp"
+
+namespace holmes::test {
+
+using namespace holmes::backends;
+using namespace holmes::checkpoint;
+using namespace holmes::data;
+using namespace holmes::parallel;
+
+// L=4 C=32 NH=4 V=257 (the synthetic data is byte-level) T=16, micro-batch 2 of 8.
+inline spec::JobSpec tiny_job(int layers = 4) {
+  spec::JobSpec s;
+  s.job.seed = 4242;
+  s.model.layers = layers;
+  s.model.hidden = 32;
+  s.model.heads = 4;
+  s.model.vocab_size = 257;
+  s.model.max_seq_len = 16;
+  s.data.source = "synthetic";
+  s.data.synthetic.tokens = 40'000;
+  s.train.steps = 6;
+  s.train.micro_batch = 2;
+  s.train.global_batch = 8;
+  s.train.seq_len = 16;
+  s.train.lr = 3e-3;
+  s.train.min_lr = 3e-4;
+  s.train.warmup_steps = 2;
+  s.train.grad_clip = 0.5;  // low enough that clipping acts on most steps
+  s.train.eval_steps = 3;
+  return s;
+}
+
+struct Grid {
+  int tp = 1, pp = 1, dp = 1;
+  std::vector<int> layers = {};  // per stage; empty = as even as possible
+  size_t bucket_floats = 0;  // 0 = default
+  comm::test::Impl impl = comm::test::Impl::kInProcess;
+  bool device_memory = false;  // ranks on host_as_device_backend(): the GPU's staged paths
+  bool device_groups = false;  // with device_memory: a second set of groups for device buffers
+                               // only (as NCCL groups are), beside host-only groups
+  bool bf16 = false;           // ranks on the CPU's emulated bf16 kernels (spec must say bf16)
+  int slow_gather_ms = 0;      // > 0: each dp all-gather starts that late (SlowGatherGroup)
+  int world() const { return tp * pp * dp; }
+  int rank(int t, int d, int p) const { return t + tp * (d + dp * p); }
+};
+
+// What one run leaves behind on one rank.
+struct RankRun {
+  int tp_rank = 0, pp_stage = 0, dp_rank = 0;
+  std::vector<StepStats> steps;
+  double eval = 0;
+  std::vector<float> params;
+  model::ParamLayout layout;
+  model::GptConfig config;
+  std::vector<std::pair<size_t, size_t>> owned;
+  size_t bucket_count = 0;
+  int overlapped = 0;  // buckets reduce-scattered during the last step's backward
+  long device_calls = 0;  // operations the device groups ran (Grid::device_groups)
+  std::string queue_problems;  // Grid::device_groups: operations given the wrong queue
+  long queue_orders = 0;       // and the side/compute orderings the rank made
+  int gathers_deferred = 0;    // parameter all-gathers the evaluation's forward waited for
+  long device_spans = 0;       // Grid::device_groups: spans of the compute queue timed by the device
+};
+
+// A group whose all-gathers start `ms` late: a forward that reads parameters before their
+// all-gather landed then reads the previous step's, and its numbers differ.
+class SlowGatherGroup final : public comm::ProcessGroup {
+ public:
+  SlowGatherGroup(std::unique_ptr<comm::ProcessGroup> inner, int ms)
+      : ProcessGroup(inner->spec()), inner_(std::move(inner)), ms_(ms) {}
+  std::string transport() const override { return inner_->transport(); }
+  void all_reduce(std::span<float> d, comm::ReduceOp op, const comm::OpOptions& o = {}) override {
+    inner_->all_reduce(d, op, o);
+  }
+  void reduce_scatter(std::span<float> out, std::span<const float> in, comm::ReduceOp op,
+                      const comm::OpOptions& o = {}) override {
+    inner_->reduce_scatter(out, in, op, o);
+  }
+  void all_gather(std::span<float> out, std::span<const float> in, const comm::OpOptions& o = {}) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
+    inner_->all_gather(out, in, o);
+  }
+  void broadcast(std::span<float> d, int root, const comm::OpOptions& o = {}) override { inner_->broadcast(d, root, o); }
+  void send_recv(std::span<const comm::P2POp> ops, const comm::OpOptions& o = {}) override { inner_->send_recv(ops, o); }
+  void barrier(const comm::OpOptions& o = {}) override { inner_->barrier(o); }
+
+ private:
+  std::unique_ptr<comm::ProcessGroup> inner_;
+  int ms_;
+};
+
+struct Reference {
+  std::vector<StepStats> steps;
+  double eval = 0;
+  std::vector<float> params;
+  model::ParamLayout layout;
+};
+
+inline Reference run_reference(const spec::JobSpec& spec) {
+  auto data = DataSet::open(spec);
+  auto backend = holmes::backends::make_backend("cpu");
+  Trainer trainer(spec, backend, *data);
+  Reference r;
+  for (int64_t s = 0; s < spec.train.steps; ++s) r.steps.push_back(trainer.train_step(s));
+  r.eval = trainer.evaluate();
+  r.params.assign(trainer.model().params(), trainer.model().params() + trainer.model().num_params());
+  r.layout = trainer.model().layout();
+  return r;
+}
+
+// Runs body(rank) on n threads (one BLAS/OpenMP thread each: 2 cores are shared by up to
+// 8 rank threads; 2 and 4 threads per rank pass too) and rethrows the first error.
+inline void run_threads(int n, const std::function<void(int)>& body) {
+  comm::test::run_ranks(n, [&](int rank) {
+    omp_set_num_threads(1);
+    body(rank);
+  });
+}
+
+struct RankGroups {
+  std::unique_ptr<comm::ProcessGroup> tp, pp, dp, embedding;
+};
+
+// The groups of one rank (names say which slice of the grid), from `job`: in-process, or
+// Gloo over loopback with `store` this rank's connection to the job's store.
+inline RankGroups make_groups(comm::test::Job& job, const std::shared_ptr<comm::Store>& store, const Grid& g, int t,
+                              int d, int p, std::chrono::milliseconds timeout, const std::string& prefix = "") {
+  RankGroups out;
+  const int me = g.rank(t, d, p);
+  auto group = [&](const std::string& name, std::vector<int> members) {
+    return job.group(store, prefix + name, std::move(members), me, timeout);
+  };
+  std::vector<int> m;
+  if (g.tp > 1) {
+    for (int i = 0; i < g.tp; ++i) m.push_back(g.rank(i, d, p));
+    out.tp = group(fmt::format("tp/pp{}/dp{}", p, d), m);
+  }
+  if (g.dp > 1) {
+    m.clear();
+    for (int i = 0; i < g.dp; ++i) m.push_back(g.rank(t, i, p));
+    out.dp = group(fmt::format("dp/pp{}/tp{}", p, t), m);
+  }
+  if (g.pp > 1) {
+    m.clear();
+    for (int i = 0; i < g.pp; ++i) m.push_back(g.rank(t, d, i));
+    out.pp = group(fmt::format("pp/dp{}/tp{}", d, t), m);
+    if (p == 0 || p == g.pp - 1)
+      out.embedding = group(fmt::format("emb/dp{}/tp{}", d, t), {g.rank(t, d, 0), g.rank(t, d, g.pp - 1)});
+  }
+  return out;
+}
+
+// Groups of rank (t, d, p) for a test job (the store only where the job uses Gloo).
+inline RankGroups groups_for(comm::test::Job& job, const Grid& g, int t, int d, int p,
+                             std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  std::shared_ptr<comm::Store> store;
+  if (job.impl() == comm::test::Impl::kGloo) store = job.store_for(g.rank(t, d, p));
+  return make_groups(job, store, g, t, d, p, timeout);
+}
+
+inline ParallelContext context_of(const Grid& g, const RankGroups& groups, int t, int d, int p, int layers) {
+  std::vector<int> split = g.layers;
+  if (split.empty())
+    for (int i = 0; i < g.pp; ++i) split.push_back(layers / g.pp + (i < layers % g.pp ? 1 : 0));
+  ParallelContext c;
+  c.tp_rank = t;
+  c.tp_size = g.tp;
+  c.pp_stage = p;
+  c.pp_size = g.pp;
+  c.dp_rank = d;
+  c.dp_size = g.dp;
+  c.first_layer = std::accumulate(split.begin(), split.begin() + p, 0);
+  c.num_layers = split[p];
+  c.tp = groups.tp.get();
+  c.pp = groups.pp.get();
+  c.dp = groups.dp.get();
+  c.embedding = groups.embedding.get();
+  c.bucket_floats = g.bucket_floats;
+  return c;
+}
+
+// The job on every rank of the grid; result index = global rank.
+inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
+  auto data = DataSet::open(spec);
+  comm::test::Job job(g.impl, g.world());
+  std::vector<RankRun> runs(g.world());
+  run_threads(g.world(), [&](int rank) {
+    const int t = rank % g.tp, d = (rank / g.tp) % g.dp, p = rank / (g.tp * g.dp);
+    RankGroups groups = groups_for(job, g, t, d, p);
+    auto backend = g.device_memory ? host_as_device_backend()
+                   : g.bf16        ? holmes::model::test::emulated_bf16_backend()
+                                   : holmes::backends::make_backend("cpu");
+    if (g.slow_gather_ms > 0 && groups.dp) groups.dp = std::make_unique<SlowGatherGroup>(std::move(groups.dp), g.slow_gather_ms);
+    if (g.device_memory)  // the real groups refuse device buffers: the trainer must stage them
+      for (auto* grp : {&groups.tp, &groups.pp, &groups.dp, &groups.embedding})
+        if (*grp) *grp = std::make_unique<HostOnlyGroup>(std::move(*grp), *backend.memory);
+    RankGroups device;
+    ParallelContext ctx = context_of(g, groups, t, d, p, spec.model.layers);
+    if (g.device_memory && g.device_groups) {  // device buffers must go here, host ones must not
+      device = make_groups(job, nullptr, g, t, d, p, std::chrono::seconds(30), "device/");
+      for (auto* grp : {&device.tp, &device.pp, &device.dp, &device.embedding})
+        if (*grp) *grp = std::make_unique<DeviceOnlyGroup>(std::move(*grp), *backend.memory);
+      ctx.tp_device = device.tp.get();
+      ctx.pp_device = device.pp.get();
+      ctx.dp_device = device.dp.get();
+      ctx.embedding_device = device.embedding.get();
+    }
+    Trainer trainer(spec, backend, *data, ctx);
+    RankRun& r = runs[rank];
+    r.tp_rank = t;
+    r.dp_rank = d;
+    r.pp_stage = p;
+    for (int64_t s = 0; s < spec.train.steps; ++s) r.steps.push_back(trainer.train_step(s));
+    r.eval = trainer.evaluate();
+    ShardState st = trainer.shard_state();
+    r.params.assign(st.params, st.params + st.layout->size());
+    r.layout = *st.layout;
+    r.config = *st.config;
+    r.owned = st.owned;
+    r.bucket_count = trainer.optimizer().buckets().size();
+    r.overlapped = trainer.optimizer().overlapped();
+    r.gathers_deferred = trainer.optimizer().gathers_deferred();
+    for (auto* grp : {&device.tp, &device.pp, &device.dp, &device.embedding})
+      if (*grp) r.device_calls += static_cast<DeviceOnlyGroup&>(**grp).calls();
+    if (g.device_groups) {  // which queue each kind of operation was given
+      auto& mem = static_cast<HostAsDevice&>(*backend.memory);
+      const std::set<void*> compute{mem.stream()}, side{mem.side_stream()};
+      auto expect = [&](const std::unique_ptr<comm::ProcessGroup>& grp, const char* op, const std::set<void*>& want,
+                        const char* what) {
+        if (!grp) return;
+        const auto& seen = static_cast<DeviceOnlyGroup&>(*grp).streams();
+        auto it = seen.find(op);
+        if (it != seen.end() && it->second != want) r.queue_problems += fmt::format("{} {} not on {}; ", grp->name(), op, what);
+      };
+      expect(device.dp, "reduce_scatter", side, "the side queue");
+      expect(device.dp, "all_gather", side, "the side queue");
+      expect(device.tp, "all_reduce", compute, "the compute queue");
+      expect(device.pp, "send_recv", compute, "the compute queue");
+      // Each reduce-scatter and each update's all-gathers wait for the compute queue; each
+      // step's compute queue for the reduce-scatters, and each layer of the next forward for
+      // its bucket's all-gather (a fence per bucket and update).
+      const long scatters = device.dp ? static_cast<DeviceOnlyGroup&>(*device.dp).count("reduce_scatter") : 0;
+      const long updates = device.dp ? spec.train.steps : 0;
+      if (mem.orders_to_side() != scatters + updates)
+        r.queue_problems += fmt::format("{} reduce-scatters and {} updates, {} orders before them; ", scatters,
+                                        updates, mem.orders_to_side());
+      const long lands = mem.holds(mem.side_stream(), mem.stream());
+      if (lands != updates * static_cast<long>(r.bucket_count))
+        r.queue_problems += fmt::format("{} buckets landed by a fence in {} updates of {} buckets; ", lands, updates,
+                                        r.bucket_count);
+      if (scatters > 0 && mem.orders_to_compute() != spec.train.steps)
+        r.queue_problems += fmt::format("{} orders back to the compute queue in {} steps; ", mem.orders_to_compute(),
+                                        spec.train.steps);
+      r.queue_orders = mem.orders_to_side() + mem.orders_to_compute();
+      // Every operation queued on the compute queue, and every wait of that queue for the
+      // side queue, is timed by the device: two timed fences each.
+      auto count = [](const std::unique_ptr<comm::ProcessGroup>& grp, const char* op) {
+        return grp ? static_cast<DeviceOnlyGroup&>(*grp).count(op) : 0L;
+      };
+      const long spans = count(device.tp, "all_reduce") + count(device.pp, "send_recv") +
+                         count(device.embedding, "all_reduce") + mem.orders_to_compute() + lands;
+      if (mem.timed_fences() != 2 * spans)
+        r.queue_problems += fmt::format("{} timed fences for {} spans on the compute queue; ", mem.timed_fences(), spans);
+      r.device_spans = spans;
+    }
+  });
+  return runs;
+}
+
+}  // namespace holmes::test

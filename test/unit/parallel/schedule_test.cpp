@@ -1,0 +1,355 @@
+// 1F1B step tables: per-stage invariants, a rendezvous simulator of all stages together
+// (no deadlock, every send matched once, data dependencies in time), in-flight activations,
+// and an independent timed check of the pipeline makespan. Every (stages, micro_batches)
+// with 1 <= stages <= 16 and 1 <= micro_batches <= 64 is covered.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/parallel/schedule.hpp"
+
+using namespace holmes::parallel;
+
+namespace {
+
+using Table = std::vector<std::vector<PipeStep>>;  // [stage][step]
+
+constexpr int kMaxStages = 16;
+constexpr int kMaxMicro = 64;
+
+Table make_table(int stages, int m) {
+  Table t;
+  for (int s = 0; s < stages; ++s) t.push_back(one_f_one_b(stages, s, m));
+  return t;
+}
+
+std::string where(int s, size_t i) { return "stage " + std::to_string(s) + " step " + std::to_string(i) + ": "; }
+
+// The neighbour a transfer of this kind must name.
+int expected_peer(int s, P2PKind k) {
+  return k == P2PKind::kSendActivation || k == P2PKind::kRecvGrad ? s + 1 : s - 1;
+}
+
+// One stage's list on its own: F and B of every micro once, in order, B(j) after F(j);
+// rA(j) before F(j), sA(j) after it; rG(j) before B(j), sG(j) after it; each transfer to
+// the right neighbour exactly once when that neighbour exists, never otherwise; in-flight
+// activations within max_in_flight and reaching it. Returns "" or the first problem.
+std::string check_stage(int stages, int s, int m, const std::vector<PipeStep>& steps) {
+  std::vector<int> fwd_at(m, -1), bwd_at(m, -1);
+  int next_f = 0, next_b = 0;
+  std::vector<std::vector<int>> xfer_at(4, std::vector<int>(m, -1));  // [P2PKind][micro] -> step
+  int in_flight = 0, peak = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const PipeStep& st = steps[i];
+    if (st.kind == PipeOpKind::kForward) {
+      if (st.micro != next_f++) return where(s, i) + "forward out of order: F" + std::to_string(st.micro);
+      fwd_at[st.micro] = static_cast<int>(i);
+      peak = std::max(peak, ++in_flight);
+    } else if (st.kind == PipeOpKind::kBackward) {
+      if (st.micro != next_b++) return where(s, i) + "backward out of order: B" + std::to_string(st.micro);
+      if (fwd_at[st.micro] < 0) return where(s, i) + "backward before its forward";
+      bwd_at[st.micro] = static_cast<int>(i);
+      --in_flight;
+    } else {
+      if (st.transfers.empty() || st.transfers.size() > 2) return where(s, i) + "comm step with 0 or > 2 ops";
+      if (st.micro != -1) return where(s, i) + "comm step carries a micro";
+      for (const PipeTransfer& t : st.transfers) {
+        if (t.micro < 0 || t.micro >= m) return where(s, i) + "transfer micro out of range";
+        if (t.peer_stage != expected_peer(s, t.kind) || t.peer_stage < 0 || t.peer_stage >= stages)
+          return where(s, i) + "transfer to a wrong or missing peer " + std::to_string(t.peer_stage);
+        int& at = xfer_at[static_cast<int>(t.kind)][t.micro];
+        if (at >= 0) return where(s, i) + "transfer repeated: " + to_string(st);
+        at = static_cast<int>(i);
+      }
+    }
+  }
+  if (next_f != m || next_b != m) return "stage " + std::to_string(s) + ": missing forwards or backwards";
+  const bool prev = s > 0, next = s + 1 < stages;
+  auto at = [&](P2PKind k, int j) { return xfer_at[static_cast<int>(k)][j]; };
+  for (int j = 0; j < m; ++j) {
+    const std::string mj = "stage " + std::to_string(s) + " micro " + std::to_string(j) + ": ";
+    if (prev != (at(P2PKind::kRecvActivation, j) >= 0) || prev != (at(P2PKind::kSendGrad, j) >= 0) ||
+        next != (at(P2PKind::kSendActivation, j) >= 0) || next != (at(P2PKind::kRecvGrad, j) >= 0))
+      return mj + "transfers do not match the neighbours that exist";
+    if (prev && !(at(P2PKind::kRecvActivation, j) < fwd_at[j] && bwd_at[j] < at(P2PKind::kSendGrad, j)))
+      return mj + "rA must precede F and sG follow B";
+    if (next && !(fwd_at[j] < at(P2PKind::kSendActivation, j) && at(P2PKind::kRecvGrad, j) < bwd_at[j]))
+      return mj + "sA must follow F and rG precede B";
+  }
+  if (peak > max_in_flight(stages, s, m) || peak != std::min(stages - s, m))
+    return "stage " + std::to_string(s) + ": in-flight peak " + std::to_string(peak) + " vs max_in_flight " +
+           std::to_string(max_in_flight(stages, s, m));
+  return "";
+}
+
+// Rendezvous simulation of all stages. A comm step posts all its ops at once; an op
+// completes once the peer has posted the matching op (same micro, opposite side of the
+// same direction, naming this stage); the stage moves past the step when all its ops
+// completed. Forward and backward steps take t_fwd / t_bwd time units; communication is
+// free. Every event gets a global sequence number, so "happens after" can be checked.
+struct Posted {
+  int count = 0;
+  int peer = -1;
+  long seq = 0;       // when posted
+  double time = 0.0;  // stage clock when posted
+};
+
+struct SimResult {
+  bool finished = false;
+  std::string error;                  // first inconsistency found after the run
+  std::vector<std::vector<long>> done;   // [stage][step] completion sequence number (0: never)
+  std::vector<std::vector<Posted>> posted;  // [stage][kind * m + micro]
+  double makespan = 0.0;
+};
+
+// Every posted send meets exactly one recv and the other way round; "" or the first problem.
+std::string check_matching(const SimResult& r, int m) {
+  const int stages = static_cast<int>(r.posted.size());
+  for (int s = 0; s < stages; ++s)
+    for (int k = 0; k < 4; ++k)
+      for (int j = 0; j < m; ++j) {
+        const Posted& p = r.posted[s][k * m + j];
+        if (p.count == 0) continue;
+        if (p.peer < 0 || p.peer >= stages) return "stage " + std::to_string(s) + ": op toward missing stage";
+        const Posted& q = r.posted[p.peer][static_cast<int>(matching_kind(static_cast<P2PKind>(k))) * m + j];
+        if (p.count != 1 || q.count != 1 || q.peer != s)
+          return "stage " + std::to_string(s) + " kind " + std::to_string(k) + " micro " + std::to_string(j) +
+                 ": posted " + std::to_string(p.count) + " times, peer side " + std::to_string(q.count);
+      }
+  return "";
+}
+
+// seed 0: round robin, one step per stage per sweep; otherwise stages in a random order
+// each sweep, each advancing a random number of steps.
+SimResult simulate(const Table& table, int m, unsigned seed = 0, double t_fwd = 1.0, double t_bwd = 1.0) {
+  const int stages = static_cast<int>(table.size());
+  SimResult r;
+  r.done.resize(stages);
+  r.posted.assign(stages, std::vector<Posted>(4 * m));
+  for (int s = 0; s < stages; ++s) r.done[s].assign(table[s].size(), 0);
+  std::vector<size_t> pc(stages, 0);
+  std::vector<bool> posted_current(stages, false);
+  std::vector<double> clock(stages, 0.0);
+  std::vector<int> order(stages);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937 rng(seed);
+  long seq = 0;
+  auto slot = [&](int s, P2PKind k, int j) -> Posted& { return r.posted[s][static_cast<int>(k) * m + j]; };
+  // Advances stage s by one step if it can; true on progress (posting counts as progress).
+  auto advance = [&](int s) {
+    if (pc[s] == table[s].size()) return false;
+    const PipeStep& st = table[s][pc[s]];
+    if (st.kind != PipeOpKind::kComm) {
+      clock[s] += st.kind == PipeOpKind::kForward ? t_fwd : t_bwd;
+      r.done[s][pc[s]++] = ++seq;
+      return true;
+    }
+    bool progress = false;
+    if (!posted_current[s]) {
+      ++seq;
+      for (const PipeTransfer& t : st.transfers) {
+        Posted& p = slot(s, t.kind, t.micro);
+        p = {p.count + 1, t.peer_stage, seq, clock[s]};
+      }
+      posted_current[s] = progress = true;
+    }
+    double ready = clock[s];
+    for (const PipeTransfer& t : st.transfers) {
+      if (t.peer_stage < 0 || t.peer_stage >= stages) return progress;
+      const Posted& other = slot(t.peer_stage, matching_kind(t.kind), t.micro);
+      if (other.count == 0 || other.peer != s) return progress;
+      ready = std::max(ready, other.time);
+    }
+    clock[s] = ready;
+    r.done[s][pc[s]++] = ++seq;
+    posted_current[s] = false;
+    return true;
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    if (seed != 0) std::shuffle(order.begin(), order.end(), rng);
+    for (int s : order) {
+      const int moves = seed == 0 ? 1 : 1 + static_cast<int>(rng() % 3);
+      for (int k = 0; k < moves; ++k) progress = advance(s) || progress;
+    }
+  }
+  r.finished = true;
+  for (int s = 0; s < stages; ++s) r.finished = r.finished && pc[s] == table[s].size();
+  r.makespan = *std::max_element(clock.begin(), clock.end());
+  r.error = check_matching(r, m);
+  return r;
+}
+
+// Step index on `s` of the compute step (kind, j) or of the comm step holding transfer (k, j).
+size_t find_compute(const std::vector<PipeStep>& steps, PipeOpKind kind, int j) {
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (steps[i].kind == kind && steps[i].micro == j) return i;
+  throw std::logic_error("compute step not found");
+}
+size_t find_comm(const std::vector<PipeStep>& steps, P2PKind k, int j) {
+  for (size_t i = 0; i < steps.size(); ++i)
+    for (const PipeTransfer& t : steps[i].transfers)
+      if (t.kind == k && t.micro == j) return i;
+  throw std::logic_error("transfer not found");
+}
+
+// Data dependencies in simulated time: F(j) on s > 0 completes after the recv of A(j),
+// which completes after s-1 posted A(j), which it did after its own F(j); gradients the
+// same way from s+1 to s.
+std::string check_dependencies(const Table& table, int m, const SimResult& r) {
+  const int stages = static_cast<int>(table.size());
+  for (int s = 0; s < stages; ++s)
+    for (int j = 0; j < m; ++j) {
+      const std::string mj = "stage " + std::to_string(s) + " micro " + std::to_string(j) + ": ";
+      const long f = r.done[s][find_compute(table[s], PipeOpKind::kForward, j)];
+      const long b = r.done[s][find_compute(table[s], PipeOpKind::kBackward, j)];
+      if (b <= f) return mj + "backward completed before forward";
+      if (s > 0) {
+        const long recv = r.done[s][find_comm(table[s], P2PKind::kRecvActivation, j)];
+        const long sent = r.posted[s - 1][static_cast<int>(P2PKind::kSendActivation) * m + j].seq;
+        const long prev_f = r.done[s - 1][find_compute(table[s - 1], PipeOpKind::kForward, j)];
+        if (!(prev_f < sent && sent < recv && recv < f)) return mj + "forward ran before its activation arrived";
+      }
+      if (s + 1 < stages) {
+        const long recv = r.done[s][find_comm(table[s], P2PKind::kRecvGrad, j)];
+        const long sent = r.posted[s + 1][static_cast<int>(P2PKind::kSendGrad) * m + j].seq;
+        const long next_b = r.done[s + 1][find_compute(table[s + 1], PipeOpKind::kBackward, j)];
+        if (!(next_b < sent && sent < recv && recv < b)) return mj + "backward ran before its gradient arrived";
+      }
+    }
+  return "";
+}
+
+// The naive schedule: every batch split into single ops posted one after another.
+Table split_batches(const Table& table) {
+  Table out(table.size());
+  for (size_t s = 0; s < table.size(); ++s)
+    for (const PipeStep& st : table[s]) {
+      if (st.kind != PipeOpKind::kComm) {
+        out[s].push_back(st);
+        continue;
+      }
+      for (const PipeTransfer& t : st.transfers) out[s].push_back({PipeOpKind::kComm, -1, {t}});
+    }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("1F1B: every stage's list is well formed for all stages <= 16, micro-batches <= 64", "[train][schedule]") {
+  for (int stages = 1; stages <= kMaxStages; ++stages)
+    for (int m = 1; m <= kMaxMicro; ++m)
+      for (int s = 0; s < stages; ++s) {
+        INFO("stages " << stages << " micro_batches " << m);
+        REQUIRE(check_stage(stages, s, m, one_f_one_b(stages, s, m)) == "");
+        REQUIRE(max_in_flight(stages, s, m) <= stages - s);
+      }
+}
+
+TEST_CASE("1F1B: all stages together finish under rendezvous semantics, dependencies hold", "[train][schedule]") {
+  for (int stages = 1; stages <= kMaxStages; ++stages)
+    for (int m = 1; m <= kMaxMicro; ++m) {
+      INFO("stages " << stages << " micro_batches " << m);
+      const Table table = make_table(stages, m);
+      const SimResult r = simulate(table, m);
+      REQUIRE(r.finished);
+      REQUIRE(r.error == "");
+      REQUIRE(check_dependencies(table, m, r) == "");
+    }
+}
+
+TEST_CASE("1F1B: no deadlock in random interleavings of the stages either", "[train][schedule]") {
+  unsigned seed = 1;
+  for (int stages : {2, 3, 5, 8, 16})
+    for (int m : {1, 2, 3, 7, 16, 33})
+      for (int trial = 0; trial < 4; ++trial) {
+        INFO("stages " << stages << " micro_batches " << m << " seed " << seed);
+        const Table table = make_table(stages, m);
+        const SimResult r = simulate(table, m, seed++);
+        REQUIRE(r.finished);
+        REQUIRE(r.error == "");
+        REQUIRE(check_dependencies(table, m, r) == "");
+      }
+}
+
+TEST_CASE("1F1B: posting send and recv one at a time deadlocks (the simulator catches it)", "[train][schedule]") {
+  // Two neighbours in the steady phase both send first: stage S-2 sends A(1) while S-1
+  // sends G(0), each waiting for a recv the other posts only afterwards.
+  for (int stages = 2; stages <= kMaxStages; ++stages)
+    for (int m = 2; m <= kMaxMicro; m += 7) {
+      INFO("stages " << stages << " micro_batches " << m);
+      const Table naive = split_batches(make_table(stages, m));
+      CHECK_FALSE(simulate(naive, m).finished);
+    }
+  // With one micro-batch there is no steady phase to collide in.
+  CHECK(simulate(split_batches(make_table(4, 1)), 1).finished);
+}
+
+TEST_CASE("1F1B: the pipeline takes (m + S - 1) * (t_fwd + t_bwd) with free communication", "[train][schedule]") {
+  // Independent of how the table is built: the 1F1B bubble equals GPipe's, (S - 1) stage
+  // slots of forward plus backward (Narayanan et al., 2021), whatever m is.
+  for (int stages = 1; stages <= kMaxStages; ++stages)
+    for (int m = 1; m <= kMaxMicro; ++m)
+      for (auto [tf, tb] : {std::pair{1.0, 1.0}, std::pair{1.0, 2.0}}) {
+        INFO("stages " << stages << " micro_batches " << m << " t_fwd " << tf << " t_bwd " << tb);
+        const SimResult r = simulate(make_table(stages, m), m, 0, tf, tb);
+        REQUIRE(r.finished);
+        CHECK(r.makespan == Approx((m + stages - 1) * (tf + tb)));
+      }
+}
+
+TEST_CASE("1F1B: the table for 2 stages and 3 micro-batches, derived by hand", "[train][schedule]") {
+  CHECK(format_schedule(2, 3) ==
+        "stage 0: F0 sA0 F1 [sA1 rG0] B0 F2 [sA2 rG1] B1 rG2 B2\n"
+        "stage 1: rA0 F0 B0 [sG0 rA1] F1 B1 [sG1 rA2] F2 B2 sG2\n");
+  CHECK(format_schedule(1, 2) == "stage 0: F0 B0 F1 B1\n");
+}
+
+TEST_CASE("1F1B: with fewer micro-batches than stages the first stages do all forwards first", "[train][schedule]") {
+  // S = 6, m = 2: stages 0..3 have warm-up >= 2, so F0 F1 then B0 B1; in flight = m.
+  for (int s = 0; s < 4; ++s) {
+    std::vector<std::string> compute;
+    for (const PipeStep& st : one_f_one_b(6, s, 2))
+      if (st.kind != PipeOpKind::kComm) compute.push_back(to_string(st));
+    CHECK(compute == std::vector<std::string>{"F0", "F1", "B0", "B1"});
+    CHECK(max_in_flight(6, s, 2) == 2);
+  }
+  CHECK(max_in_flight(6, 5, 2) == 1);
+}
+
+TEST_CASE("1F1B: bad arguments throw std::invalid_argument", "[train][schedule]") {
+  CHECK_THROWS_AS(one_f_one_b(0, 0, 4), std::invalid_argument);
+  CHECK_THROWS_AS(one_f_one_b(4, 4, 4), std::invalid_argument);
+  CHECK_THROWS_AS(one_f_one_b(4, -1, 4), std::invalid_argument);
+  CHECK_THROWS_AS(one_f_one_b(4, 0, 0), std::invalid_argument);
+  CHECK_THROWS_AS(max_in_flight(2, 2, 1), std::invalid_argument);
+  CHECK_THROWS_AS(format_schedule(0, 1), std::invalid_argument);
+  CHECK_THROWS_AS(p2p_tag(P2PKind::kSendGrad, -1), std::invalid_argument);
+  CHECK_THROWS_WITH(one_f_one_b(3, 5, 4), Catch::Contains("stage must be in [0, 3), got 5"));
+}
+
+TEST_CASE("p2p tags: both sides agree, directions and micro-batches never collide", "[train][schedule]") {
+  std::set<uint32_t> seen;
+  for (int j : {0, 1, 2, 63, 64, 99'999, 100'000, kMaxTaggedMicro}) {
+    CHECK(p2p_tag(P2PKind::kSendActivation, j) == p2p_tag(P2PKind::kRecvActivation, j));
+    CHECK(p2p_tag(P2PKind::kSendGrad, j) == p2p_tag(P2PKind::kRecvGrad, j));
+    CHECK(seen.insert(p2p_tag(P2PKind::kSendActivation, j)).second);
+    CHECK(seen.insert(p2p_tag(P2PKind::kSendGrad, j)).second);
+  }
+  for (int j = 0; j <= 100'000; ++j) {
+    seen.insert(p2p_tag(P2PKind::kRecvActivation, j));
+    seen.insert(p2p_tag(P2PKind::kRecvGrad, j));
+  }
+  CHECK(seen.size() == 2 * 100'001 + 2);  // the 2 extra: kMaxTaggedMicro's pair
+  for (P2PKind k : {P2PKind::kSendActivation, P2PKind::kRecvActivation, P2PKind::kSendGrad, P2PKind::kRecvGrad}) {
+    CHECK(matching_kind(matching_kind(k)) == k);
+    CHECK(is_send(k) != is_send(matching_kind(k)));
+  }
+}
