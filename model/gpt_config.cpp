@@ -1,10 +1,12 @@
 #include "model/gpt_config.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "common/errors.hpp"
 
@@ -126,6 +128,46 @@ GptConfig GptConfig::shard(int tp, int rank, int first, int count) const {
   c.has_head = c.first_layer + c.stage_layers == layers;
   c.finalize();
   return c;
+}
+
+GptConfig GptConfig::global() const {
+  GptConfig c = *this;
+  c.tp_size = 1;
+  c.tp_rank = 0;
+  c.first_layer = 0;
+  c.stage_layers = -1;
+  c.has_embedding = c.has_head = true;
+  c.finalize();
+  return c;
+}
+
+std::string GptConfig::differences(const GptConfig& job) const {
+  std::vector<std::string> d;
+  auto cmp = [&](const char* key, const auto& saved, const auto& want) {
+    if (saved != want) d.push_back(fmt::format("model.{} {} (this job: {})", key, saved, want));
+  };
+  cmp("arch", std::string(arch_name(arch)), std::string(arch_name(job.arch)));
+  cmp("layers", layers, job.layers);
+  cmp("hidden", hidden, job.hidden);
+  cmp("heads", heads, job.heads);
+  cmp("vocab_size", vocab, job.vocab);
+  cmp("max_seq_len", max_seq_len, job.max_seq_len);
+  if (is_llama() && job.is_llama()) {
+    cmp("kv_heads", kv_heads, job.kv_heads);
+    cmp("ffn_hidden", ffn_hidden, job.ffn_hidden);
+    cmp("rope_theta", rope_theta, job.rope_theta);
+    cmp("norm_eps", norm_eps, job.norm_eps);
+    cmp("tie_embeddings", tie_embeddings, job.tie_embeddings);
+  }
+  return fmt::format("{}", fmt::join(d, ", "));
+}
+
+std::string GptConfig::describe() const {
+  if (!is_llama())
+    return fmt::format("GPT-2 L={} C={} NH={} V={} (padded {})", layers, hidden, heads, vocab, padded_vocab);
+  return fmt::format("Llama L={} C={} NH={} KVH={} F={} V={} (padded {}), rope_theta {}, {} head", layers, hidden,
+                     heads, kv_heads, ffn_hidden, vocab, padded_vocab, rope_theta,
+                     tie_embeddings ? "tied" : "untied");
 }
 
 std::string GptConfig::to_string() const {

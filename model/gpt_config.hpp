@@ -82,6 +82,13 @@ struct GptConfig {
   // the embedding on the stage that starts at layer 0 and the head on the one that ends at L.
   // Vp is re-derived for tp_size, so every rank of a job gets the same padding. Finalized.
   GptConfig shard(int tp_size, int tp_rank, int first_layer = 0, int stage_layers = -1) const;
+  // The whole model this shard belongs to: tp = 1, one stage, padded_vocab kept (the job's
+  // padding). Finalized.
+  GptConfig global() const;
+  // "" when `other` is the same global model (arch and every size; padding and sharding
+  // aside), else the differences as "model.KEY SAVED (this job: WANT)" joined by ", ", named
+  // as the job spec names them.
+  std::string differences(const GptConfig& other) const;
 
   bool is_llama() const { return arch == Arch::kLlama; }
   int head_size() const { return hidden / heads; }            // HS
@@ -96,6 +103,9 @@ struct GptConfig {
   int num_stage_layers() const { return stage_layers < 0 ? layers - first_layer : stage_layers; }
 
   std::string to_string() const;
+  // The global model for logs: "GPT-2 L=12 C=768 NH=12 V=50257 (padded 50304)" or "Llama L=32
+  // C=4096 NH=32 KVH=8 F=14336 V=128256 (padded 128256), rope_theta 500000, untied head".
+  std::string describe() const;
 
  private:
   void finalize_arch();  // the per-arch defaults and rules of finalize()

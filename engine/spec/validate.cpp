@@ -17,14 +17,18 @@ void validate_model_arch(const LoadedSpec& loaded, Fail& fail) {
   const auto& m = s.model;
   const int tp = s.parallel.tensor;
   if (!m.is_llama()) {
-    for (const char* key : {"model.kv_heads", "model.ffn_hidden", "model.ffn_multiple", "model.rope_theta",
-                            "model.norm_eps", "model.tie_embeddings"}) {
-      auto it = loaded.origin.find(key);
-      if (it != loaded.origin.end() && it->second.source != "default")
+    // A llama key at its default says nothing (--print-config writes every key); another value
+    // would be silently ignored.
+    const ModelSection d;
+    const std::pair<const char*, bool> changed[] = {
+        {"model.kv_heads", m.kv_heads != d.kv_heads},          {"model.ffn_hidden", m.ffn_hidden != d.ffn_hidden},
+        {"model.ffn_multiple", m.ffn_multiple != d.ffn_multiple}, {"model.rope_theta", m.rope_theta != d.rope_theta},
+        {"model.norm_eps", m.norm_eps != d.norm_eps},          {"model.tie_embeddings", m.tie_embeddings != d.tie_embeddings}};
+    for (const auto& [key, differs] : changed)
+      if (differs)
         fail(key, fmt::format("{} applies to model.arch llama only, but model.arch = gpt2 (gpt2 has multi-head "
                               "attention, an MLP of 4 x model.hidden, LayerNorm eps 1e-5 and a tied head); set "
-                              "model.arch: llama or remove the key", key));
-    }
+                              "model.arch: llama, or remove the key", key));
     return;
   }
   if (m.heads < 1 || m.hidden % m.heads != 0) return;  // reported with model.hidden below
