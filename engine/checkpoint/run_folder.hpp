@@ -42,6 +42,7 @@ struct RunStart {
   std::string continues;       // that checkpoint's run id ("" = saved before run ids)
   std::string source;          // the checkpoint folder read ("" = none); overwrite never deletes it
   bool auto_found_none = false;  // --resume auto found no complete checkpoint: starts at step 0
+  bool resume_auto = false;      // --resume auto was given (messages do not offer it again)
 };
 
 struct RunClaim {

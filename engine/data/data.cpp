@@ -1,6 +1,9 @@
 #include "engine/data/data.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include "engine/spec/errors.hpp"
 #include "engine/data/synthetic.hpp"
@@ -19,6 +22,17 @@ int64_t total_of(const std::vector<std::span<const uint16_t>>& spans) {
   int64_t n = 0;
   for (const auto& s : spans) n += static_cast<int64_t>(s.size());
   return n;
+}
+
+// The formats the files were read in ("llmc"; "llmc, raw-uint16" when they differ): with
+// data.format auto the log says what was detected.
+std::string formats_of(const std::vector<TokenFile>& train, const std::vector<TokenFile>& valid) {
+  std::vector<std::string> names;
+  for (const auto* files : {&train, &valid})
+    for (const auto& f : *files)
+      if (std::find(names.begin(), names.end(), token_format_name(f.format())) == names.end())
+        names.push_back(token_format_name(f.format()));
+  return fmt::format("{}", fmt::join(names, ", "));
 }
 
 }  // namespace
@@ -65,9 +79,9 @@ std::unique_ptr<DataSet> DataSet::open(const spec::JobSpec& spec) {
     for (const auto& f : data.train) d->files_.push_back(TokenFile::open(f, fmt_, vocab));
     for (const auto& f : data.valid) d->valid_files_.push_back(TokenFile::open(f, fmt_, vocab));
     d->split(spans_of(d->files_), /*hold_out_tail=*/data.valid.empty(), T, spec.job.seed);
-    d->description_ = fmt::format("data: {} train file(s), {} tokens; validation {} ({} tokens)", data.train.size(),
-                                  d->train_tokens_, data.valid.empty() ? "held-out tail 5%" : "files",
-                                  d->valid_tokens_);
+    d->description_ = fmt::format("data: {} train file(s) ({}), {} tokens; validation {} ({} tokens)",
+                                  data.train.size(), formats_of(d->files_, d->valid_files_), d->train_tokens_,
+                                  data.valid.empty() ? "held-out tail 5%" : "files", d->valid_tokens_);
   } else {
     throw UserError(fmt::format("data.source: unknown source '{}' (accepted: synthetic, files)", data.source));
   }

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <utility>
 
+#include "engine/data/file_kind.hpp"
 #include "engine/spec/errors.hpp"
 
 namespace holmes::data {
@@ -23,6 +24,15 @@ TokenFormat parse_token_format(const std::string& text, const std::string& key) 
   if (text == "llmc") return TokenFormat::kLlmc;
   if (text == "raw-uint16") return TokenFormat::kRawUint16;
   throw UserError(fmt::format("{}: unknown token file format '{}' (accepted: auto, llmc, raw-uint16)", key, text));
+}
+
+const char* token_format_name(TokenFormat format) {
+  switch (format) {
+    case TokenFormat::kAuto: return "auto";
+    case TokenFormat::kLlmc: return "llmc";
+    case TokenFormat::kRawUint16: return "raw-uint16";
+  }
+  return "?";
 }
 
 namespace {
@@ -68,6 +78,7 @@ TokenFormat detect_format(const std::string& path, const unsigned char* bytes, s
   int32_t first = 0;
   if (size >= sizeof(int32_t)) std::memcpy(&first, bytes, sizeof(first));
   if (size >= sizeof(int32_t) && first == kLlmcMagic) return TokenFormat::kLlmc;
+  refuse_non_token_file(path, bytes, size);  // text and the like pass for raw uint16
   std::string raw = odd_size_problem(size);
   if (raw.empty()) raw = token_range_problem({reinterpret_cast<const uint16_t*>(bytes), size / 2}, vocab_size);
   if (raw.empty()) return TokenFormat::kRawUint16;
@@ -144,6 +155,7 @@ TokenFile TokenFile::open(const std::string& path, TokenFormat format, int vocab
   }
   ::close(fd);  // the mapping keeps the file alive
   auto* bytes = static_cast<const unsigned char*>(f.map_);
+  if (format == TokenFormat::kRawUint16) refuse_non_token_file(path, bytes, f.map_bytes_);
   f.format_ = format == TokenFormat::kAuto ? detect_format(path, bytes, f.map_bytes_, vocab_size) : format;
   auto [offset, count] = locate_tokens(path, bytes, f.map_bytes_, f.format_);
   if (count == 0) throw UserError(fmt::format("{}: token file holds no tokens", path));

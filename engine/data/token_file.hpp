@@ -21,6 +21,8 @@ enum class TokenFormat { kAuto, kLlmc, kRawUint16 };
 
 // "auto" | "llmc" | "raw-uint16"; anything else is a UserError naming `key`.
 TokenFormat parse_token_format(const std::string& text, const std::string& key = "data.format");
+// The name parse_token_format reads ("llmc"), for the log.
+const char* token_format_name(TokenFormat format);
 
 // A read-only memory-mapped token file. Move-only; unmaps on destruction.
 class TokenFile {

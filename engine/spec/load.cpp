@@ -17,6 +17,7 @@
 #include "engine/spec/schema.hpp"
 #include "engine/spec/suggest.hpp"
 #include "engine/spec/validate.hpp"
+#include "engine/spec/yaml_text.hpp"
 
 namespace holmes::spec {
 namespace {
@@ -35,13 +36,16 @@ std::string group_name(const std::string& g) { return g.empty() ? "the top level
 std::string unknown_key_message(const std::string& group, const std::string& key) {
   std::vector<std::string> siblings = children_of(group);
   std::string msg = fmt::format("unknown key '{}' in {}", key, group_name(group));
-  if (auto near = nearest(key, siblings); !near.empty()) {
+  if (key == "<<") {
+    // YAML 1.1's merge key: yaml-cpp (0.7) reads it as a plain key, so nothing would be merged.
+    msg += "; '<<' is YAML's merge key, which this reader does not support: write the merged keys out here.";
+  } else if (auto near = nearest(key, siblings); !near.empty()) {
     msg += fmt::format("; did you mean '{}'?", near);
   } else if (const Field* f = find_field_by_leaf(key)) {
     // The key may belong to another section: `layers` at the top level -> model.layers.
     msg += fmt::format("; did you mean '{}'?", f->path);
   }
-  return msg + " Accepted keys here: " + join(siblings, ", ");
+  return msg + (msg.back() == '?' || msg.back() == '.' ? " " : ". ") + "Accepted keys here: " + join(siblings, ", ");
 }
 
 // For a dotted path from the command line: find the deepest known section it starts with and
@@ -100,13 +104,10 @@ std::string read_file(const std::string& path) {
 
 // Returns false when the file is not a usable mapping at all (then only that is reported).
 bool read_yaml(const std::string& text, const std::string& file, Table& table, std::vector<ConfigIssue>& issues) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    issues.push_back({file, "", e.mark.line + 1, e.mark.column + 1, "malformed YAML: " + e.msg});
-    return false;
-  }
+  YamlText parsed = parse_yaml_text(text, file);
+  issues.insert(issues.end(), parsed.issues.begin(), parsed.issues.end());  // a parse error or keys given twice
+  if (!parsed.parsed) return false;
+  YAML::Node root = parsed.root;  // a handle; non-const: a missing key reads as undefined, not invalid
   if (!root.IsDefined() || root.IsNull()) {
     issues.push_back({file, "", 0, 0,
                       "the file is empty; a job spec is a mapping with the sections " + join(children_of(""), ", ")});

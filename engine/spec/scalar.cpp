@@ -32,6 +32,12 @@ std::string parse_int(const YAML::Node& v, int64_t* out) {
     *out = static_cast<int64_t>(d);
     return "";
   }
+  // 1e99 is a whole number, only beyond any integer: say so rather than "not an integer".
+  // (An exponent out of a double's range too; a negative one, 1e-400, is a tiny fraction.)
+  const auto e = digits.find_first_of("eE");
+  const bool huge = q == end && e != std::string::npos && digits.compare(e + 1, 1, "-") != 0 &&
+                    (ec2 == std::errc::result_out_of_range || (ec2 == std::errc() && std::fabs(d) >= 9.0e18));
+  if (huge) return "'" + s + "' is too " + (digits[0] == '-' ? "small" : "large") + " for an integer";
   return "'" + s + "' is not an integer";
 }
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/spec/yaml_text.hpp"
 #include "engine/topo/yaml_read.hpp"
 
 namespace holmes::topo {
@@ -64,12 +65,9 @@ void parse_links(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
 }  // namespace
 
 Calibration parse_calibration_yaml(const std::string& text, const std::string& source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw UserError(fmt::format("{}:{}: not valid YAML: {}", source, e.mark.line + 1, e.msg));
-  }
+  const spec::YamlText parsed = spec::parse_yaml_text(text, source, "not valid YAML");
+  if (!parsed.issues.empty()) throw UserError(format_issues("invalid calibration", parsed.issues));
+  YAML::Node root = parsed.root;  // a handle; non-const: a missing key reads as undefined, not invalid
   const Ctx ctx{source, ""};
   if (!root.IsMap())
     throw UserError(fmt::format("{}: expected a calibration (a mapping with format: {}), found {}", source, kFormat,

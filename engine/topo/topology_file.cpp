@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "engine/spec/errors.hpp"
+#include "engine/spec/yaml_text.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/topo/errors.hpp"
 #include "engine/topo/hostlist.hpp"
@@ -262,13 +263,10 @@ void parse_node(const YAML::Node& n, const Ctx& ctx, std::vector<NodeReport>& ou
 std::vector<NodeReport> parse_topology_yaml(const std::string& text, const std::string& source) {
   std::vector<ConfigIssue> issues;
   auto refuse = [&] { return TopologyError(format_issues("invalid topology", issues)); };
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    issues.push_back({source, "", e.mark.line + 1, e.mark.column + 1, "not valid YAML: " + e.msg});
-    throw refuse();
-  }
+  spec::YamlText parsed = spec::parse_yaml_text(text, source, "not valid YAML");
+  issues = parsed.issues;  // a parse error, or keys given twice: refused with what else is wrong
+  if (!parsed.parsed) throw refuse();
+  YAML::Node root = parsed.root;  // a handle; non-const: a missing key reads as undefined, not invalid
   Ctx ctx{source, issues, ""};
   if (!root.IsMap()) {
     issues.push_back(

@@ -77,24 +77,43 @@ checkpoint::RunStart run_start(const spec::JobSpec& spec, const ResumePoint& res
     start.source = resume.checkpoint->dir;
   }
   start.auto_found_none = resume.auto_found_none;
+  start.resume_auto = spec.checkpoint.resume == "auto";
   return start;
 }
 
 }  // namespace
 
-checkpoint::RunClaim check_outputs(const spec::JobSpec& spec, const ResumePoint& resume, bool first) {
-  checkpoint::check_output_folders_writable(spec, first);
-  if (!first) return {};
-  return checkpoint::claim_run_folder(spec, run_start(spec, resume), checkpoint::inspect_run_folder(spec), checkpoint::new_run_id());
+namespace {
+
+checkpoint::RunClaim claim_for(const spec::JobSpec& spec, const ResumePoint& resume) {
+  return checkpoint::claim_run_folder(spec, run_start(spec, resume), checkpoint::inspect_run_folder(spec),
+                                      checkpoint::new_run_id());
 }
 
-std::string claim_output(const spec::JobSpec& spec, const ResumePoint& resume, const LoopContext& ctx) {
+}  // namespace
+
+void check_outputs(const spec::JobSpec& spec, bool first) {
+  checkpoint::check_output_folders_writable(spec, first);
+  if (first) checkpoint::check_no_live_writer(spec.job.output_dir);
+  const ResumePoint resume = find_resume_point(spec);
+  if (first) claim_for(spec, resume);
+}
+
+OutputClaim claim_output(const spec::JobSpec& spec, const LoopContext& ctx) {
   // Each rank's problem (rank 0: or its verdict "ok <run id>"), so that every rank stops alike.
+  const bool first = ctx.rank == 0;
+  OutputClaim out;
   std::string mine;
   checkpoint::RunClaim claim;
   try {
-    claim = check_outputs(spec, resume, ctx.rank == 0);
-    if (ctx.rank == 0) mine = "ok " + claim.run_id;
+    checkpoint::check_output_folders_writable(spec, first);
+    // The lock before anything of the folder is read: a live writer may be saving or pruning.
+    if (first) out.lock = checkpoint::WriterLock::take(spec.job.output_dir, spec.job.name);
+    out.resume = find_resume_point(spec);
+    if (first) {
+      claim = claim_for(spec, out.resume);
+      mine = "ok " + claim.run_id;
+    }
   } catch (const UserError& e) {
     mine = ctx.world > 1 && ctx.rank > 0 ? fmt::format("rank {}: {}", ctx.rank, e.what()) : e.what();
   }
@@ -109,8 +128,9 @@ std::string claim_output(const spec::JobSpec& spec, const ResumePoint& resume, c
   if (verdicts[0].rfind("ok ", 0) != 0) throw UserError(verdicts[0]);
   for (size_t r = 1; r < verdicts.size(); ++r)
     if (!verdicts[r].empty()) throw UserError(verdicts[r]);
-  if (ctx.rank == 0) checkpoint::take_run_folder(spec, claim);
-  return verdicts[0].substr(3);
+  if (first) checkpoint::take_run_folder(spec, claim);
+  out.run_id = verdicts[0].substr(3);
+  return out;
 }
 
 int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, parallel::StepRunner& runner,
@@ -168,10 +188,12 @@ CheckpointSaver::~CheckpointSaver() {
   if (pending_ && pending_->file.valid()) pending_->file.wait();
 }
 
-void CheckpointSaver::after_step(parallel::StepRunner& runner, int64_t done) {
+void CheckpointSaver::after_step(parallel::StepRunner& runner, int64_t done, bool last) {
   if (pending_) finish();
   if (spec_.checkpoint.interval <= 0 || done % spec_.checkpoint.interval != 0) return;
-  if (spec_.checkpoint.background_write) start(runner, done);
+  // After the last step no step follows to hide a background write behind: save() writes the
+  // live buffers now (no copy), as the end of every run does.
+  if (spec_.checkpoint.background_write && !last) start(runner, done);
   else save(runner, done);
 }
 

@@ -12,6 +12,7 @@
 #include "engine/checkpoint/checkpoint.hpp"
 #include "engine/train/loop_context.hpp"
 #include "engine/checkpoint/run_folder.hpp"
+#include "engine/checkpoint/writer_lock.hpp"
 #include "engine/parallel/step_runner.hpp"
 
 namespace holmes::train {
@@ -33,14 +34,21 @@ struct ResumePoint {
 ResumePoint find_resume_point(const spec::JobSpec& spec);
 
 // Before anything is written, on every rank: checks the output folders are writable (each
-// rank its checkpoint.dir, rank 0 also job.output_dir) and claims job.output_dir for this run
-// (run_folder.hpp: rank 0 decides, every rank learns the verdict, so all stop alike). Rank 0
-// then deletes what --overwrite replaces and records the run. Returns the run id.
-std::string claim_output(const spec::JobSpec& spec, const ResumePoint& resume, const LoopContext& ctx);
+// rank its checkpoint.dir, rank 0 also job.output_dir); rank 0 takes job.output_dir's writer
+// lock (writer_lock.hpp: one writer per run); every rank finds the resume point; rank 0
+// claims job.output_dir for this run (run_folder.hpp). Rank 0 decides, every rank learns the
+// verdict, so all stop alike. Rank 0 then deletes what --overwrite replaces and records the run.
+struct OutputClaim {
+  std::string run_id;
+  ResumePoint resume;
+  checkpoint::WriterLock lock;  // rank 0: held until this is destroyed (the end of the run)
+};
+OutputClaim claim_output(const spec::JobSpec& spec, const LoopContext& ctx);
 // The checks of claim_output in one process, reading only (the local launcher runs them
 // before it spawns workers): the folders are writable (`first`: job.output_dir too) and, for
-// `first`, the claim this run would make. UserError as claim_output.
-checkpoint::RunClaim check_outputs(const spec::JobSpec& spec, const ResumePoint& resume, bool first);
+// `first`, no live process writes job.output_dir and the claim this run would make holds.
+// UserError as claim_output.
+void check_outputs(const spec::JobSpec& spec, bool first);
 
 // Loads the resume point into the runner's shard on every rank (with its optimizer state
 // unless checkpoint.weights_only; checksums of the files this rank reads). Returns the
@@ -59,8 +67,9 @@ class CheckpointSaver {
   CheckpointSaver(const spec::JobSpec& spec, const LoopContext& ctx, std::string run_id);
   ~CheckpointSaver();  // waits for a write in flight (a crash leaves the previous checkpoint)
   // After `done` steps: commits the save started after the previous step, and starts one
-  // when checkpoint.interval divides `done` (checkpoint.background_write false: saves now).
-  void after_step(parallel::StepRunner& runner, int64_t done);
+  // when checkpoint.interval divides `done` (checkpoint.background_write false, or `last`:
+  // the run ends after this step, saves now).
+  void after_step(parallel::StepRunner& runner, int64_t done, bool last);
   // Saves `done` now from the live buffers and commits it (the end of the run, a stop
   // signal). Collective.
   void save(parallel::StepRunner& runner, int64_t done);

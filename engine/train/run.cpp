@@ -110,12 +110,11 @@ std::pair<double, std::string> job_peak_gflops(const spec::JobSpec& spec, const 
 int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const data::DataSet& data, const LoopContext& ctx) {
   const bool logger = ctx.rank == 0;
   launch::install_stop_signal_handlers();
-  // Before the log opens its files: a bad checkpoint, an unwritable folder or another run in
-  // job.output_dir stops the job with nothing overwritten.
-  const ResumePoint resume = find_resume_point(spec);
-  const std::string run_id = claim_output(spec, resume, ctx);
-  const int64_t start = load_resume_point(spec, resume, trainer, ctx);
-  CheckpointSaver saver(spec, ctx, run_id);
+  // Before the log opens its files: a bad checkpoint, an unwritable folder, another run in
+  // job.output_dir or a live process writing it stops the job with nothing overwritten.
+  const OutputClaim output = claim_output(spec, ctx);  // rank 0 holds the writer lock until the end
+  const int64_t start = load_resume_point(spec, output.resume, trainer, ctx);
+  CheckpointSaver saver(spec, ctx, output.run_id);
   auto max_over_ranks = [&](std::vector<double> v) {
     return ctx.max_over_ranks ? ctx.max_over_ranks(std::move(v)) : v;
   };
@@ -137,9 +136,9 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
     last_loss = s.loss;
     comm_ms += s.comm_ms;
     total_ms += s.step_ms;
-    saver.after_step(trainer, done);
-    test_signal.raise_if(done, /*before_sums=*/false);
     const bool stopping = s.stop_ranks > 0 && done < t.steps;
+    saver.after_step(trainer, done, /*last=*/stopping || done == t.steps);
+    test_signal.raise_if(done, /*before_sums=*/false);
     // Each rank's largest memory and communication share since the last log line (its own
     // share, so at most 100%) and its stop signal, reduced over the job in one collective
     // only on log steps and when stopping: the world group crosses the slow links, so it

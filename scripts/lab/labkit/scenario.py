@@ -103,12 +103,40 @@ class _Checker:
         return value
 
 
+class _KeyTwice(Exception):
+    pass
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice in one mapping: YAML forbids it, and PyYAML
+    would keep the last value silently (two `model:` sections: the first one dropped)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            first = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # `<<` merges; the keys it brings may be overridden
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in first:
+                        raise _KeyTwice(f"{line}: key {key!r} is given twice in one mapping (lines {first[key]} "
+                                        f"and {line}); YAML forbids that: keep one")
+                    first[key] = line
+                except TypeError:
+                    pass  # an unhashable key: the constructor itself refuses it
+        return super().construct_mapping(node, deep)
+
+
 def load(path):
     try:
         with open(path) as f:
-            doc = yaml.safe_load(f)
+            doc = yaml.load(f, Loader=_StrictLoader)
     except OSError as e:
         raise LabError(f"{path}: cannot read the scenario file: {e.strerror}")
+    except _KeyTwice as e:
+        raise LabError(f"{path}:{e}")
     except yaml.YAMLError as e:
         raise LabError(f"{path}: not valid YAML: {e}")
     c = _Checker(path)

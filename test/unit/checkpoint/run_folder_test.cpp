@@ -130,3 +130,32 @@ TEST_CASE("run folder: output folders that cannot be written are named with thei
   CHECK_NOTHROW(check_output_folders_writable(s));
   CHECK(fs::is_directory(dir + "/ckpt"));
 }
+
+TEST_CASE("run folder: a writer killed in its first save leaves its own run, which --resume auto continues") {
+  // run.json and metrics of run eeee, and the step folder of a save that never wrote a manifest.
+  const std::string dir = temp_dir("claim-killed-first-save");
+  auto s = job_in(dir);
+  take_run_folder(s, RunClaim{.run_id = "eeee", .remove = {}, .write_record = true});
+  std::ofstream(dir + "/metrics.jsonl") << "{}\n";
+  fs::create_directories(checkpoint_step_dir(s.checkpoint_dir(), 50));
+  const RunFolder folder = inspect_run_folder(s);
+  for (const auto& o : folder.outputs) CHECK(o.run_id == "eeee");
+  RunStart none{.resumed = false, .continues = "", .source = "", .auto_found_none = true, .resume_auto = true};
+  CHECK(claim_run_folder(s, none, folder, "new0000000000000").run_id == "eeee");
+}
+
+TEST_CASE("run folder: a refusal does not offer --resume auto to a run that was given it") {
+  // Outputs of two runs: --resume auto finds no checkpoint of one run to continue.
+  const std::string dir = temp_dir("claim-auto-two-runs");
+  auto s = job_in(dir);
+  take_run_folder(s, RunClaim{.run_id = "ffff", .remove = {}, .write_record = true});
+  save_of_run(s.checkpoint_dir(), 2, "gggg");
+  fs::remove(checkpoint_step_dir(s.checkpoint_dir(), 2) + "/COMMITTED");
+  s.checkpoint.resume = "auto";
+  RunStart none{.resumed = false, .continues = "", .source = "", .auto_found_none = true, .resume_auto = true};
+  const std::string msg = refusal(s, none);
+  CHECK_THAT(msg, Catch::Contains("--resume auto found no complete checkpoint") && Catch::Contains("--overwrite") &&
+                      !Catch::Contains("continue it with --resume auto"));
+  // A fresh start that did not ask for it is offered it.
+  CHECK_THAT(refusal(s, RunStart{}), Catch::Contains("continue it with --resume auto"));
+}

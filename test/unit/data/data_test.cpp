@@ -95,8 +95,9 @@ TEST_CASE("token file errors name the file and the problem", "[train]") {
     CHECK(msg.find("llm.c's layout (version 1, 2 tokens") != std::string::npos);  // a damaged llm.c file
     CHECK(msg.find("tried llmc") != std::string::npos);
     CHECK(msg.find("tried raw-uint16: token id 12345 at position 0") != std::string::npos);
-    // Neither format and no llm.c layout: an odd-sized file of other bytes.
-    write_bytes(path, {'a', 'b', 'c'});
+    // Neither format and no llm.c layout: an odd-sized file of other bytes (not text, which
+    // file_kind_test covers).
+    write_bytes(path, {'\x01', '\x02', '\x03'});
     msg = error_of([&] { TokenFile::open(path, TokenFormat::kAuto, 257); });
     CHECK(msg.find("too short for llm.c's 1024-byte header") != std::string::npos);
     CHECK(msg.find("tried raw-uint16: the file has an odd size (3 bytes)") != std::string::npos);
