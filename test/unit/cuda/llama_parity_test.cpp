@@ -226,7 +226,7 @@ void check_repeatable(const char* precision) {
 
 TEST_CASE("parity table: rmsnorm, rope and swiglu against the CPU twin", "[cuda][parity][llama]") {
   if (!gpu_or_skip()) return;
-  auto backend = backends::make_backend("cpu");
+  auto backend = backends::make_backend(backends::Device::kCpu);
   model::Kernels& cpu = *backend.kernels;
   Table table;
   for (const Shape& s : shapes()) {

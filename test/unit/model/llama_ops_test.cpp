@@ -18,7 +18,7 @@ using holmes::model::test::random_vec;
 
 namespace {
 
-std::unique_ptr<Kernels> kernels() { return holmes::backends::make_backend("cpu").kernels; }
+std::unique_ptr<Kernels> kernels() { return holmes::backends::make_backend(holmes::backends::Device::kCpu).kernels; }
 
 // The rotary table of Gpt (llama_block.cpp): (T, HS) = [cos | sin] of t * theta^(-2i/HS).
 std::vector<float> rope_table(int T, int HS, double theta) {

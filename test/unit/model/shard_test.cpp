@@ -64,7 +64,7 @@ void compare_shards(const Result& ref, const std::vector<Result>& shards) {
 
 // Runs `tp` shards of cfg in threads and compares them with the single model of the same Vp.
 void check_tp_config(int tp, const GptConfig& cfg) {
-  auto backend = make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   const int B = 2, T = 7, V = cfg.vocab;
   GptConfig single = cfg;
   single.padded_vocab = GptConfig::pad_vocab(V, tp);  // the shards derive the same Vp
@@ -102,7 +102,7 @@ TEST_CASE("tp=2 shards match tp=1: weights, loss and every gradient", "[model][t
 TEST_CASE("tp=4 shards match tp=1", "[model][tp]") { check_tp(4, 1, 32, 4, 300); }
 
 TEST_CASE("two pipeline stages chained by hand match one stage", "[model][pp]") {
-  auto backend = make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   const int B = 2, T = 7;
   GptConfig cfg = GptConfig::gpt2(3, 20, 4, 37, 9);
   Gpt full(cfg, backend, B, T);
@@ -154,7 +154,7 @@ TEST_CASE("llama: tp=4 shards match tp=1", "[model][tp][llama]") {
 }
 
 TEST_CASE("llama: two pipeline stages chained by hand match one stage, untied head on the last", "[model][pp][llama]") {
-  auto backend = make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   const int B = 2, T = 7;
   const GptConfig cfg = GptConfig::llama(3, 24, 4, 2, 36, 37, 9);
   Gpt full(cfg, backend, B, T);
