@@ -9,4 +9,5 @@ here=$(dirname "$0")
 if [ -z "${HOLMES_BIN:-}" ]; then
   "$here/../setup.sh" build >/dev/null
 fi
-exec /usr/bin/python3 "$here/lab.py" bench "$@"
+# SIGINT back to its default before Python starts (see run.sh).
+exec env --default-signal=INT /usr/bin/python3 "$here/lab.py" bench "$@"
