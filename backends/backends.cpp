@@ -1,6 +1,7 @@
 #include "backends/backends.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -43,33 +44,23 @@ GpuSummary local_gpus(std::string* why) {
   return g;
 }
 
-void require_training_device(const std::string& device) {
-  if (device == "cpu" || device == "auto") return;
-  if (device != "cuda") throw UserError(fmt::format("job.device: '{}' is not a device (accepted: auto, cpu, cuda)", device));
-  if (!cuda_built())
-    throw UserError("job.device: 'cuda', but this holmes-train was built without the CUDA toolkit (accepted here: cpu, "
-                    "auto)");
+const char* to_string(Device d) { return d == Device::kCuda ? "cuda" : "cpu"; }
+
+std::string unusable(Device d) {
+  if (d == Device::kCpu) return "";
+  if (!cuda_built()) return "this holmes-train was built without the CUDA toolkit";
   std::string why;
-  if (local_gpus(&why).count == 0)
-    throw UserError(fmt::format("job.device: 'cuda', but {} (accepted here: cpu, auto)", why));
+  return local_gpus(&why).count > 0 ? "" : why;
 }
 
-std::string resolve_device(const std::string& device, std::string* note) {
-  if (device != "auto") return device;
-  std::string why;
-  if (local_gpus(&why).count > 0) return "cuda";
-  if (note) *note = fmt::format("job.device auto: {}, training on the CPU", why);
-  return "cpu";
-}
-
-model::Backend make_backend(const std::string& requested, int local_rank) {
-  require_training_device(requested);
-  const std::string device = resolve_device(requested);
+model::Backend make_backend(Device d, int local_rank) {
+  if (const std::string why = unusable(d); !why.empty())
+    throw std::invalid_argument(fmt::format("make_backend({}): {}", to_string(d), why));
 #ifdef HOLMES_WITH_CUDA
-  if (device == "cuda") return cuda::make_cuda_backend(std::max(0, local_rank) % local_gpus().count);
+  if (d == Device::kCuda) return cuda::make_cuda_backend(std::max(0, local_rank) % local_gpus().count);
 #endif
   model::Backend b;
-  b.device = "cpu";
+  b.device = to_string(Device::kCpu);
   b.memory = model::cpu::make_host_memory();
   b.kernels = model::cpu::make_cpu_kernels();
   return b;

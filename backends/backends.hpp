@@ -23,20 +23,19 @@ struct GpuSummary {
 };
 GpuSummary local_gpus(std::string* why = nullptr);
 
-// Throws UserError naming job.device when this build cannot train on `device` (cpu, cuda,
-// auto), with what is accepted. The one check of job.device, before any work.
-void require_training_device(const std::string& device);
+// The compute backends a build may have.
+enum class Device { kCpu, kCuda };
+const char* to_string(Device d);  // "cpu", "cuda"
 
-// job.device as this machine trains it: auto is cuda when this build has CUDA and the node a
-// GPU, else cpu; cpu and cuda stay as they are. When auto falls back to the CPU, `note` (may
-// be null) says why, for the one line the process prints.
-std::string resolve_device(const std::string& device, std::string* note = nullptr);
+// Why this build and machine cannot train on `d` ("" when they can): built without the CUDA
+// toolkit, or no usable GPU (the reason local_gpus gives). The CPU is always usable.
+std::string unusable(Device d);
 
-// The backend that trains on `device` (job.device: cpu, cuda or auto, resolved by
-// resolve_device). cuda: this node's GPU local_rank % (GPUs), so the workers of a node spread
-// over its GPUs (and share them when there are more workers than GPUs). Calls
-// require_training_device first.
-model::Backend make_backend(const std::string& device, int local_rank = 0);
+// The backend that trains on `d`. cuda: this node's GPU local_rank % (GPUs), so the workers of
+// a node spread over its GPUs (and share them when there are more workers than GPUs).
+// std::invalid_argument when `d` is unusable (callers ask unusable() first and say so in the
+// user's terms: engine/runtime names job.device).
+model::Backend make_backend(Device d, int local_rank = 0);
 
 // NCCL process groups (comm/nccl/), built with the CUDA backend. nccl_usable: libnccl loads
 // (2.19 or newer) and this build has the group; else false and `why` says which is missing.

@@ -6,6 +6,8 @@
 #include <functional>
 #include <string>
 
+#include "engine/spec/choices.hpp"
+
 namespace holmes::cmd {
 
 using Action = std::function<int()>;
@@ -18,8 +20,8 @@ Action add_sample(CLI::App& parent);
 Action add_prepare_data(CLI::App& parent);
 
 // job.device as this process trains it: auto becomes cuda when this node has a GPU
-// (model::resolve_device); otherwise it stays as given (auto then trains on the CPU, and
+// (runtime::training_device); otherwise it stays as given (auto then trains on the CPU, and
 // make_training_backend says why).
-std::string resolve_training_device(const std::string& device);
+spec::Device resolve_training_device(spec::Device device);
 
 }  // namespace holmes::cmd

@@ -64,7 +64,7 @@ void check_before_spawning(const spec::JobSpec& spec, const launch::LaunchEnv& e
                            fmt::format("--nproc-per-node {} on {} node(s)", env.local_world_size, env.num_nodes));
   // Workers train on the CPU or (job.device cuda) on this node's GPUs, as start-up discovers them.
   runtime::check_worker_device(spec);
-  const topo::Devices devices = spec.job.device == "cuda" ? runtime::local_devices() : topo::detect_cpu_devices();
+  const topo::Devices devices = spec.job.device == spec::Device::kCuda ? runtime::local_devices() : topo::detect_cpu_devices();
   if (env.num_nodes == 1) {
     runtime::plan_local_job(spec, devices, env.local_world_size);
   } else {
@@ -125,10 +125,10 @@ void check_train_usage(const CLI::App& app) {
   }
 }
 
-std::string resolve_training_device(const std::string& device) {
-  const std::string resolved = backends::resolve_device(device);
+spec::Device resolve_training_device(spec::Device device) {
   // auto that falls back stays auto: the backend says why once the job has been accepted.
-  return resolved == "cuda" ? resolved : device;
+  if (device != spec::Device::kAuto) return device;  // checked where the job starts (NCCL_NET first)
+  return runtime::training_device(device) == backends::Device::kCuda ? spec::Device::kCuda : device;
 }
 
 int run_train(const TrainOptions& o) {

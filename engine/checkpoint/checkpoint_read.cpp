@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/spec/errors.hpp"
+#include "engine/spec/run_paths.hpp"
 #include "engine/checkpoint/checkpoint.hpp"
 #include "engine/checkpoint/checkpoint_io.hpp"
 #include "engine/checkpoint/checkpoint_manifest.hpp"
@@ -123,7 +124,7 @@ std::optional<LocatedCheckpoint> locate_checkpoint(const std::string& path_in) {
   // A step folder, complete or not (open_checkpoint explains an incomplete one).
   if (fs::exists(path + "/" + kManifestName) || fs::path(path).filename().string().rfind("step-", 0) == 0)
     return LocatedCheckpoint{.dir = path, .via = "", .skipped = {}};
-  for (const std::string& root : {path, path + "/checkpoints"}) {
+  for (const std::string& root : {path, spec::RunPaths::folder(path).checkpoints}) {
     LocatedCheckpoint found;
     if (auto latest = find_latest_checkpoint(root, &found.skipped)) {
       found.dir = *latest;
@@ -140,13 +141,13 @@ std::string describe_checkpoint_path(const std::string& path) {
   if (!fs::exists(st)) return "checkpoint folder does not exist";
   if (fs::is_regular_file(st)) {
     const std::string name = fs::path(path).filename().string();
-    const std::string what = name == "model.bin"  ? " (final weights: no optimizer state)"
+    const std::string what = name == spec::RunPaths::kModelFile ? " (final weights: no optimizer state)"
                              : name == kManifestName ? " (a manifest: give its folder)"
                                                          : "";
     return fmt::format("a file of {} bytes{}, not a checkpoint folder", fs::file_size(path, ec), what);
   }
   if (!fs::is_directory(st)) return "neither a file nor a folder";
-  for (const std::string& root : {path, path + "/checkpoints"}) {
+  for (const std::string& root : {path, spec::RunPaths::folder(path).checkpoints}) {
     const auto steps = step_dirs(root);
     if (!steps.empty())
       return fmt::format("only incomplete checkpoints in {} ({} step folder(s), none with a {} marker)", root,
@@ -160,7 +161,8 @@ std::string describe_checkpoint_path(const std::string& path) {
   }
   std::sort(names.begin(), names.end());
   if (count == 0) return "an empty folder, no checkpoint";
-  const bool final_weights = fs::is_regular_file(path + "/final/model.bin") || fs::is_regular_file(path + "/model.bin");
+  const bool final_weights = fs::is_regular_file(spec::RunPaths::folder(path).final_model) ||
+                             fs::is_regular_file(path + "/" + spec::RunPaths::kModelFile);
   return fmt::format("a folder of {} entr{} ({}{}) without a checkpoint{}", count, count == 1 ? "y" : "ies",
                      fmt::join(names, ", "), count > names.size() ? ", ..." : "",
                      final_weights ? "; its model.bin holds final weights only, no optimizer state" : "");

@@ -1,4 +1,5 @@
 #include "engine/checkpoint/run_folder.hpp"
+#include "engine/spec/run_paths.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -24,7 +25,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string run_file(const spec::JobSpec& spec) { return spec.job.output_dir + "/" + kRunFile; }
+std::string run_file(const spec::JobSpec& spec) { return spec::RunPaths::of(spec).run_record; }
 
 std::string read_recorded_run(const std::string& path) {
   std::ifstream in(path);
@@ -91,16 +92,14 @@ RunFolder inspect_run_folder(const spec::JobSpec& spec) {
   // A step folder without a manifest is a save that never committed. Only the writer of this
   // folder (writer_lock.hpp: one at a time) makes them, so it belongs to the run recorded
   // here: a writer killed during its first save leaves its run resumable, not "another run".
-  for (const StepFolder& s : list_step_folders(spec.checkpoint_dir()))
+  for (const StepFolder& s : list_step_folders(spec::RunPaths::of(spec).checkpoints))
     f.outputs.push_back({s.path, s.complete ? "checkpoints" : "incomplete checkpoints",
                          !s.complete && s.run_id.empty() ? f.recorded_run : s.run_id});
   // Outputs without an id of their own belong to the run that run.json names.
-  const std::string final_dir = spec.job.output_dir + "/final";
-  if (fs::exists(final_dir, ec)) f.outputs.push_back({final_dir, "final weights", f.recorded_run});
-  if (!spec.log.metrics.empty()) {
-    const std::string metrics = spec.job.output_dir + "/" + spec.log.metrics;
-    if (fs::exists(metrics, ec)) f.outputs.push_back({metrics, "metrics", f.recorded_run});
-  }
+  const spec::RunPaths paths = spec::RunPaths::of(spec);
+  if (fs::exists(paths.final_dir, ec)) f.outputs.push_back({paths.final_dir, "final weights", f.recorded_run});
+  if (!paths.metrics.empty() && fs::exists(paths.metrics, ec))
+    f.outputs.push_back({paths.metrics, "metrics", f.recorded_run});
   return f;
 }
 
@@ -139,7 +138,7 @@ RunClaim claim_run_folder(const spec::JobSpec& spec, const RunStart& start, cons
     if (start.auto_found_none)
       throw UserError(fmt::format("job.output_dir: {} holds outputs ({}) but --resume auto found no complete checkpoint "
                                   "in {} to continue, and the outputs are not all of one run; starting over there would "
-                                  "mix runs: {}", spec.job.output_dir, held, spec.checkpoint_dir(), ways_out(true)));
+                                  "mix runs: {}", spec.job.output_dir, held, spec::RunPaths::of(spec).checkpoints, ways_out(true)));
     throw UserError(fmt::format("job.output_dir: {} already holds a run ({}); starting a new run there would mix the "
                                 "two: {}", spec.job.output_dir, held, ways_out(start.resume_auto)));
   }
@@ -217,8 +216,8 @@ void check_output_folders_writable(const spec::JobSpec& spec, bool output_dir) {
       problems.push_back(fmt::format("job.output_dir: '{}': {}", spec.job.output_dir, why));
   const std::string key = spec.checkpoint.dir.empty() ? "checkpoint.dir (default <job.output_dir>/checkpoints)"
                                                       : "checkpoint.dir";
-  if (auto why = probe_writable(spec.checkpoint_dir()); !why.empty())
-    problems.push_back(fmt::format("{}: '{}': {}", key, spec.checkpoint_dir(), why));
+  if (auto why = probe_writable(spec::RunPaths::of(spec).checkpoints); !why.empty())
+    problems.push_back(fmt::format("{}: '{}': {}", key, spec::RunPaths::of(spec).checkpoints, why));
   if (!problems.empty())
     throw UserError(fmt::format("{} (the run writes its checkpoints and outputs there; choose a folder you can "
                                 "write)", fmt::join(problems, "; ")));

@@ -19,7 +19,6 @@
 
 namespace holmes::checkpoint {
 
-inline constexpr const char* kRunFile = "run.json";
 
 // One output of an earlier run found in the job's folders.
 struct RunOutput {

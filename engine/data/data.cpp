@@ -57,7 +57,7 @@ std::unique_ptr<DataSet> DataSet::open(const spec::JobSpec& spec) {
   const auto& data = spec.data;
   const int T = spec.train.seq_len;
   const int vocab = spec.model.vocab_size;
-  if (data.source == "synthetic") {
+  if (data.source == spec::DataSource::kSynthetic) {
     if (data.synthetic.tokens < 4 * static_cast<int64_t>(T) / kValidTailFraction)
       throw UserError(fmt::format("data.synthetic.tokens: {} tokens are too few for seq_len {} (need at least {})",
                                   data.synthetic.tokens, T, static_cast<int64_t>(4 * T / kValidTailFraction)));
@@ -71,11 +71,11 @@ std::unique_ptr<DataSet> DataSet::open(const spec::JobSpec& spec) {
     d->split({d->synthetic_}, /*hold_out_tail=*/true, T, spec.job.seed);
     d->description_ = fmt::format("data: {} (seed {}); {} train / {} validation tokens", describe_synthetic(grammar, stats),
                                   data.synthetic.seed, d->train_tokens_, d->valid_tokens_);
-  } else if (data.source == "files") {
+  } else if (data.source == spec::DataSource::kFiles) {
     if (data.train.empty())
       throw UserError("data.train: no token files given (data.source is 'files'; list one or more files made by "
                       "`holmes-train prepare-data`, llm.c or nanoGPT)");
-    TokenFormat fmt_ = parse_token_format(data.format);
+    const TokenFormat fmt_ = data.format;
     for (const auto& f : data.train) d->files_.push_back(TokenFile::open(f, fmt_, vocab));
     for (const auto& f : data.valid) d->valid_files_.push_back(TokenFile::open(f, fmt_, vocab));
     d->split(spans_of(d->files_), /*hold_out_tail=*/data.valid.empty(), T, spec.job.seed);

@@ -1,6 +1,7 @@
 #include "engine/data/token_file.hpp"
 
 #include <fcntl.h>
+#include <fmt/ranges.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -20,10 +21,9 @@
 namespace holmes::data {
 
 TokenFormat parse_token_format(const std::string& text, const std::string& key) {
-  if (text == "auto") return TokenFormat::kAuto;
-  if (text == "llmc") return TokenFormat::kLlmc;
-  if (text == "raw-uint16") return TokenFormat::kRawUint16;
-  throw UserError(fmt::format("{}: unknown token file format '{}' (accepted: auto, llmc, raw-uint16)", key, text));
+  if (const auto f = spec::parse_choice<TokenFormat>(text)) return *f;
+  throw UserError(fmt::format("{}: unknown token file format '{}' (accepted: {})", key, text,
+                              fmt::join(spec::choice_names<TokenFormat>(), ", ")));
 }
 
 const char* token_format_name(TokenFormat format) {

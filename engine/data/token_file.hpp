@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/spec/choices.hpp"
+
 namespace holmes::data {
 
 inline constexpr int32_t kLlmcMagic = 20240520;
@@ -17,9 +19,10 @@ inline constexpr size_t kLlmcHeaderInts = 256;
 inline constexpr size_t kLlmcHeaderBytes = kLlmcHeaderInts * sizeof(int32_t);
 inline constexpr uint16_t kEndOfText = 256;  // byte-level tokenizer: 0..255 bytes, 256 = EOT
 
-enum class TokenFormat { kAuto, kLlmc, kRawUint16 };
+using TokenFormat = spec::DataFormat;  // data.format: auto | llmc | raw-uint16
 
-// "auto" | "llmc" | "raw-uint16"; anything else is a UserError naming `key`.
+// A format named as data.format names it (for flags such as eval's --format); anything else is
+// a UserError naming `key` and the accepted names.
 TokenFormat parse_token_format(const std::string& text, const std::string& key = "data.format");
 // The name parse_token_format reads ("llmc"), for the log.
 const char* token_format_name(TokenFormat format);

@@ -40,13 +40,6 @@ float clip_scale(double global_norm, double max_norm) {
   return static_cast<float>(std::min(1.0, max_norm / (global_norm + 1e-6)));
 }
 
-LrSchedule parse_lr_schedule(const std::string& text) {
-  if (text == "cosine") return LrSchedule::kCosine;
-  if (text == "linear") return LrSchedule::kLinear;
-  if (text == "constant") return LrSchedule::kConstant;
-  throw UserError(fmt::format("train.lr_schedule: unknown schedule '{}' (accepted: cosine, linear, constant)", text));
-}
-
 double lr_at(const LrConfig& c, int64_t step) {
   if (step < c.warmup_steps) return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup_steps);
   if (c.kind == LrSchedule::kConstant) return c.lr;

@@ -9,6 +9,8 @@
 #include <span>
 #include <string>
 
+#include "engine/spec/choices.hpp"
+
 #include "model/kernels.hpp"
 
 namespace holmes::parallel {
@@ -45,10 +47,7 @@ void adamw_update(model::Kernels& k, float* params, const float* grads, float* m
 // (max_norm <= 0 disables clipping). Same formula as torch.nn.utils.clip_grad_norm_.
 float clip_scale(double global_norm, double max_norm);
 
-enum class LrSchedule { kCosine, kLinear, kConstant };
-
-// "cosine" | "linear" | "constant"; anything else is a UserError naming train.lr_schedule.
-LrSchedule parse_lr_schedule(const std::string& text);
+using spec::LrSchedule;  // train.lr_schedule
 
 struct LrConfig {
   double lr = 3e-4;

@@ -79,7 +79,7 @@ NcclChoice choose_nccl(const runtime::EnvMap& env, bool cuda, const std::string&
 DeviceGroups make_device_groups(runtime::Runtime& rt, const spec::JobSpec& spec) {
   DeviceGroups d;
   const runtime::EnvMap env = launch::process_environment();
-  const bool cuda = spec.job.device == "cuda";
+  const bool cuda = spec.job.device == spec::Device::kCuda;
   std::string nccl_why;
   if (cuda && !backends::nccl_usable(&nccl_why) && nccl_why.empty()) nccl_why = "libnccl cannot be loaded";
   const NcclChoice mine = choose_nccl(env, cuda, nccl_why, rt.local_world, cuda ? backends::local_gpus().count : 0);

@@ -15,16 +15,13 @@ model::GptConfig gpt_config_of(const spec::JobSpec& spec) {
   const auto& m = spec.model;
   auto cfg = model::GptConfig::gpt2(m.layers, m.hidden, m.heads, m.vocab_size, m.max_seq_len);
   cfg.finalize();
-  if (spec.train.seq_len > cfg.max_seq_len)
-    throw UserError(fmt::format("train.seq_len: {} is longer than model.max_seq_len {} (the learned position "
-                                "embedding has that many rows)", spec.train.seq_len, cfg.max_seq_len));
   return cfg;
 }
 
 LrConfig lr_config_of(const spec::JobSpec& spec) {
   const auto& t = spec.train;
   return {.lr = t.lr, .min_lr = t.min_lr, .warmup_steps = t.warmup_steps, .total_steps = t.steps,
-          .kind = parse_lr_schedule(t.lr_schedule)};
+          .kind = t.lr_schedule};
 }
 
 AdamWHyper adamw_hyper_of(const spec::JobSpec& spec) {
@@ -45,14 +42,14 @@ model::GptConfig stage_config(const spec::JobSpec& spec, const ParallelContext& 
   const int L = full.layers;
   const int n = ctx.num_layers < 0 ? L - ctx.first_layer : ctx.num_layers;
   const bool last = ctx.pp_stage == ctx.pp_size - 1;
+  // The spec's rules (spec::cross_field_problems) and the plan made these hold; a context that
+  // breaks them is a wiring error, not the user's.
   if (ctx.first_layer < 0 || n < 0 || ctx.first_layer + n > L || (ctx.pp_stage == 0) != (ctx.first_layer == 0) ||
-      last != (ctx.first_layer + n == L))
-    throw UserError(fmt::format("parallel.partition: pipeline stage {} of {} gets layers [{}, {}) of model.layers {}; "
-                                "stages must cover [0, {}) in order", ctx.pp_stage, ctx.pp_size, ctx.first_layer,
-                                ctx.first_layer + n, L, L));
-  if (full.heads % ctx.tp_size != 0 || full.hidden % ctx.tp_size != 0)
-    throw UserError(fmt::format("parallel.tensor: {} does not divide model.heads {} and model.hidden {}", ctx.tp_size,
-                                full.heads, full.hidden));
+      last != (ctx.first_layer + n == L) || full.heads % ctx.tp_size != 0 || full.hidden % ctx.tp_size != 0)
+    throw std::invalid_argument(fmt::format("Trainer: stage {} of {} with layers [{}, {}) of {} and tensor degree {} "
+                                            "does not fit a model of {} heads, hidden {}", ctx.pp_stage, ctx.pp_size,
+                                            ctx.first_layer, ctx.first_layer + n, L, ctx.tp_size, full.heads,
+                                            full.hidden));
   return full.shard(ctx.tp_size, ctx.tp_rank, ctx.first_layer, n);
 }
 
@@ -75,9 +72,9 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const data:
     }
   }
   const auto& t = spec.train;
-  if (!spec.global_batch_ok(ctx_.dp_size))
-    throw UserError(fmt::format("train.global_batch: {} is not a multiple of train.micro_batch ({}) x data-parallel "
-                                "degree ({})", t.global_batch, t.micro_batch, ctx_.dp_size));
+  if (!spec.global_batch_ok(ctx_.dp_size))  // spec::cross_field_problems and the plan keep this from users
+    throw std::invalid_argument(fmt::format("Trainer: train.global_batch {} is not a multiple of train.micro_batch "
+                                            "{} x data-parallel degree {}", t.global_batch, t.micro_batch, ctx_.dp_size));
   micro_batches_ = spec.micro_batches_per_step(ctx_.dp_size);
   const model::GptConfig cfg = stage_config(spec, ctx_);
   if (ctx_.tp != nullptr)
@@ -94,12 +91,10 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const data:
 }
 
 model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& backend) {
-  const std::string& p = spec.train.precision;
+  // The rule is the spec's (JobSpec::trains_bf16, which the planner prices): a backend with bf16
+  // kernels is a GPU.
   const bool has_bf16 = backend.kernels->supports(model::Precision::kBf16);
-  if (p == "fp32") return model::Precision::kFp32;
-  if (p == "auto") return has_bf16 ? model::Precision::kBf16 : model::Precision::kFp32;
-  if (p != "bf16")
-    throw UserError(fmt::format("train.precision: '{}' is not a precision (accepted: auto, bf16, fp32)", p));
+  if (!spec.trains_bf16(has_bf16)) return model::Precision::kFp32;
   if (!has_bf16)
     throw UserError(fmt::format("train.precision: 'bf16' needs bf16 kernels, and the {} backend ({} kernels) computes "
                                 "in fp32 (accepted here: auto, fp32; bf16 trains with job.device: cuda)",

@@ -29,7 +29,7 @@ struct Workload {
   int micro_batch = 1;   // B per DP rank
   int micro_batches = 1; // m
   int global_batch = 1;
-  bool bf16 = false;     // bf16 mixed precision (trains_bf16), else fp32
+  bool bf16 = false;     // bf16 mixed precision (JobSpec::trains_bf16), else fp32
   // parallel.cross_island: gloo on a CUDA plan: pipeline sends over Ethernet pay the staged
   // path's two host copies (ethernet_transfer_s).
   bool staged_ethernet = false;

@@ -102,7 +102,7 @@ void append_estimate(std::string& out, const Plan& p) {
   for (const Baseline& b : e.baselines) {
     const double speedup = e.step_time_s > 0 ? b.step_time_s / e.step_time_s : 0;
     out += fmt::format("  vs {:<8} ({}): {:.4g} s per step -> {} is {:.2f}x faster\n", b.placement,
-                       b.placement == "megatron" ? "Megatron-LM order, uniform partition, every group over Ethernet"
+                       b.placement == spec::Placement::kMegatron ? "Megatron-LM order, uniform partition, every group over Ethernet"
                                                  : "Megatron-LM order, uniform partition, best transport per group",
                        b.step_time_s, p.placement, speedup);
   }

@@ -18,8 +18,8 @@ std::string join_unique(std::set<std::string> names) {
 }  // namespace
 
 Transport ethernet_transport(const EthernetChoice& choice, const LinkCost& link) {
-  if (choice.mode == "nccl-socket") return Transport::kNcclSocket;
-  if (choice.mode == "gloo") return Transport::kGlooTcp;
+  if (choice.mode == spec::CrossIsland::kNcclSocket) return Transport::kNcclSocket;
+  if (choice.mode == spec::CrossIsland::kGloo) return Transport::kGlooTcp;
   const double nccl = ethernet_transfer_s(Transport::kNcclSocket, choice.message_bytes, link);
   const double gloo = ethernet_transfer_s(Transport::kGlooTcp, choice.message_bytes, link);
   return gloo < nccl ? Transport::kGlooTcp : Transport::kNcclSocket;

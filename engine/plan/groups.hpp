@@ -17,7 +17,7 @@ namespace holmes::plan {
 // move data: parallel.cross_island ("auto", "nccl-socket" or "gloo") and, for auto, the
 // message the choice is made for (bytes of the pipeline's activation per micro-batch).
 struct EthernetChoice {
-  std::string mode = "auto";
+  spec::CrossIsland mode = spec::CrossIsland::kAuto;
   double message_bytes = 0;
 };
 

@@ -62,11 +62,6 @@ void pick_rdma(const topo::NodeReport& n, const topo::Island& island, NodeFacts&
 
 }  // namespace
 
-bool trains_bf16(const spec::JobSpec& spec, bool cuda) {
-  const std::string& p = spec.train.precision;
-  return p == "bf16" || (p == "auto" && cuda);
-}
-
 namespace {
 
 double sustained_tflops(const spec::JobSpec& spec, const topo::Devices& d, bool cuda, double calibrated) {
@@ -77,7 +72,7 @@ double sustained_tflops(const spec::JobSpec& spec, const topo::Devices& d, bool 
   double peak = d.peak_tflops;
   if (peak <= 0) peak = cuda ? kDefaultPeakTflopsCuda : kDefaultPeakTflopsCpuCore * std::max(1, d.cores);
   // A GPU's peak is its BF16 tensor-core figure; an fp32 job computes on the CUDA cores.
-  if (cuda && !trains_bf16(spec, cuda)) {
+  if (cuda && !spec.trains_bf16(cuda)) {
     const double fp32 = topo::known_fp32_peak_tflops(d.name);
     peak = fp32 > 0 ? fp32 : peak * kFp32PeakFractionCuda;
   }

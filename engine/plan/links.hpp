@@ -12,10 +12,6 @@
 
 namespace holmes::plan {
 
-// Whether the job trains in bf16: train.precision bf16, or auto on GPUs (the planner's copy of
-// the trainer's precision_of, which decides by the backend's kernels: CUDA ones have bf16).
-bool trains_bf16(const spec::JobSpec& spec, bool cuda);
-
 // Link classes of the cost model and of the per-step traffic report.
 enum class LinkKind { kIntraNode = 0, kIb = 1, kRoce = 2, kEthernet = 3 };
 inline constexpr int kLinkKinds = 4;

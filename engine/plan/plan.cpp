@@ -14,6 +14,7 @@
 #include "engine/plan/model_size.hpp"
 #include "engine/plan/search.hpp"
 #include "engine/spec/errors.hpp"
+#include "engine/spec/validate.hpp"
 
 namespace holmes::plan {
 
@@ -50,32 +51,16 @@ void check_spec(const spec::JobSpec& s) {
   if (m.layers < 1 || m.hidden < 1 || m.heads < 1 || m.vocab_size < 1)
     throw UserError(fmt::format("model.layers, model.hidden, model.heads and model.vocab_size must be >= 1, got "
                                 "{}, {}, {}, {}", m.layers, m.hidden, m.heads, m.vocab_size));
-  if (m.hidden % m.heads != 0)
-    throw UserError(fmt::format("model.hidden = {} must be divisible by model.heads = {}", m.hidden, m.heads));
   if (t.seq_len < 1 || t.global_batch < 1 || t.micro_batch < 0)
     throw UserError(fmt::format("train.seq_len = {}, train.global_batch = {} and train.micro_batch = {} must be >= 1",
                                 t.seq_len, t.global_batch, t.micro_batch));
   if (p.tensor < 0 || p.pipeline < 0 || p.data < 0)
     throw UserError(fmt::format("parallel degrees must be >= 1 or auto, got tensor={} pipeline={} data={}",
                                 p.tensor, p.pipeline, p.data));
-  if (p.placement != "holmes" && p.placement != "naive" && p.placement != "megatron")
-    throw UserError(fmt::format("parallel.placement = '{}': expected holmes, naive or megatron", p.placement));
-  if (p.partition.kind != "auto" && p.partition.kind != "uniform" && p.partition.kind != "list")
-    throw UserError(fmt::format("parallel.partition = '{}': expected auto, uniform or a list of layer counts",
-                                p.partition.kind));
   parse_order(p.order);
-  if (p.partition.kind == "list") {
-    const auto& l = p.partition.layers;
-    int sum = std::accumulate(l.begin(), l.end(), 0);
-    std::string text = fmt::format("[{}]", fmt::join(l, ", "));
-    if (sum != m.layers)
-      throw UserError(fmt::format("parallel.partition {} sums to {} but model.layers = {}", text, sum, m.layers));
-    for (int n : l)
-      if (n < 1) throw UserError(fmt::format("parallel.partition {}: every stage needs at least one layer", text));
-    if (p.pipeline != spec::kAuto && static_cast<int>(l.size()) != p.pipeline)
-      throw UserError(fmt::format("parallel.partition {} lists {} stages but parallel.pipeline = {}", text, l.size(),
-                                  p.pipeline));
-  }
+  // The rules between keys are the spec's (each written once there).
+  if (const auto problems = spec::cross_field_problems(s); !problems.empty())
+    throw UserError(fmt::format("{}: {}", problems.front().key, problems.front().message));
 }
 
 bool cuda_devices(const spec::JobSpec& s, const topo::ClusterTopology& topo) {
@@ -86,9 +71,9 @@ bool cuda_devices(const spec::JobSpec& s, const topo::ClusterTopology& topo) {
       throw UserError(fmt::format("the topology mixes device kinds: node '{}' has '{}' devices, node '{}' has '{}'; "
                                   "a job runs on one kind", topo.nodes.front().hostname,
                                   topo.nodes.front().devices.kind, n.hostname, n.devices.kind));
-  if (s.job.device == "cuda" && !cuda)
+  if (s.job.device == spec::Device::kCuda && !cuda)
     throw UserError("job.device = cuda but the topology's nodes have no CUDA devices (accepted: auto or cpu)");
-  return cuda && s.job.device != "cpu";
+  return cuda && s.job.device != spec::Device::kCpu;
 }
 
 void add_crossing_warnings(const Plan& plan, std::vector<std::string>& out) {
@@ -167,12 +152,13 @@ void warn_island_tcp(const SearchInput& in, const topo::ClusterTopology& topolog
 }
 
 void fill_baselines(const SearchInput& in, const Evaluated& best, Plan& plan) {
-  const std::string list_or_auto = plan.partition == "list" ? "list" : "uniform";
-  for (const char* name : {"megatron", "naive"}) {
-    const double t = plan.placement == name ? best.estimate.step_time_s
-                                            : evaluate(in, best.deg, name, list_or_auto).estimate.step_time_s;
-    plan.estimate.baselines.push_back(Baseline{name, t});
-    if (std::string(name) == "naive") plan.estimate.naive_step_time_s = t;
+  const spec::PartitionKind list_or_uniform =
+      plan.partition == spec::PartitionKind::kList ? spec::PartitionKind::kList : spec::PartitionKind::kUniform;
+  for (const spec::Placement baseline : {spec::Placement::kMegatron, spec::Placement::kNaive}) {
+    const double t = plan.placement == baseline ? best.estimate.step_time_s
+                                                : evaluate(in, best.deg, baseline, list_or_uniform).estimate.step_time_s;
+    plan.estimate.baselines.push_back(Baseline{baseline, t});
+    if (baseline == spec::Placement::kNaive) plan.estimate.naive_step_time_s = t;
   }
 }
 
@@ -187,7 +173,7 @@ Facts facts_of(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
 
 LinkCost rank_link(const spec::JobSpec& spec, const topo::ClusterTopology& topology, const Plan& plan, int a, int b) {
   Facts f = facts_of(spec, topology, plan.device_kind == "cuda");
-  f.ethernet_only = plan.placement == "megatron";
+  f.ethernet_only = plan.placement == spec::Placement::kMegatron;
   return link_between(f, plan.ranks.at(a).node, plan.ranks.at(b).node);
 }
 

@@ -61,7 +61,7 @@ struct Group {
 // the nodes as listed, uniform partition, every group over Ethernet: what a mixed cluster
 // runs today) or `naive` (the same order and partition, the best transport per group).
 struct Baseline {
-  std::string placement;
+  spec::Placement placement = spec::Placement::kMegatron;
   double step_time_s = 0;
 };
 
@@ -118,8 +118,8 @@ struct Plan {
   int micro_batches = 1;    // m, per step per DP rank
   int global_batch = 1;
   int seq_len = 1;
-  std::string placement;    // holmes | naive | megatron
-  std::string partition;    // auto | uniform | list
+  spec::Placement placement = spec::Placement::kHolmes;
+  spec::PartitionKind partition = spec::PartitionKind::kAuto;
   std::string order;        // rank order the grid used (holmes always tp-dp-pp over islands)
   std::string device_kind;  // cuda | cpu
   int64_t params_total = 0;  // in memory, padded vocabulary rows included (model_size.hpp)

@@ -61,7 +61,7 @@ std::vector<Degrees> degree_candidates(const SearchInput& in) {
       if (node_gcd % t == 0 && s.model.heads % t == 0) tps.push_back(t);
   int list_stages = static_cast<int>(p.partition.layers.size());
   if (p.pipeline != spec::kAuto) pps = {p.pipeline};
-  else if (p.partition.kind == "list") pps = {list_stages};
+  else if (p.partition.kind == spec::PartitionKind::kList) pps = {list_stages};
   else
     for (int q = 1; q <= std::min(s.model.layers, in.world); ++q) pps.push_back(q);
   std::vector<Degrees> out;
@@ -80,7 +80,7 @@ std::vector<Degrees> degree_candidates(const SearchInput& in) {
 namespace {
 
 Evaluated score(const SearchInput& in, const Facts& facts, const Degrees& deg, Layout layout,
-                const std::string& partition) {
+                spec::PartitionKind partition) {
   const auto& s = *in.spec;
   Evaluated ev;
   ev.deg = deg;
@@ -89,13 +89,13 @@ Evaluated score(const SearchInput& in, const Facts& facts, const Degrees& deg, L
   ev.work.micro_batch = deg.micro_batch;
   ev.work.global_batch = s.train.global_batch;
   ev.work.micro_batches = s.train.global_batch / (deg.micro_batch * deg.dp);
-  ev.work.bf16 = trains_bf16(s, in.cuda);
-  ev.work.staged_ethernet = in.cuda && s.parallel.cross_island == "gloo";
+  ev.work.bf16 = s.trains_bf16(in.cuda);
+  ev.work.staged_ethernet = in.cuda && s.parallel.cross_island == spec::CrossIsland::kGloo;
   ev.stages = stage_costs(facts, in.table, layout);
   ev.layout = std::move(layout);
   int L = s.model.layers, p = deg.pp;
-  if (partition == "list") ev.layers = s.parallel.partition.layers;
-  else if (partition == "uniform") ev.layers = uniform_partition(L, p);
+  if (partition == spec::PartitionKind::kList) ev.layers = s.parallel.partition.layers;
+  else if (partition == spec::PartitionKind::kUniform) ev.layers = uniform_partition(L, p);
   else
     ev.layers = balanced_partition(L, p, [&](int st, int n) { return ev.stages[st].objective(ev.work, p, n); });
   ev.estimate = estimate_step(ev.work, ev.stages, ev.layers, in.world);
@@ -175,14 +175,15 @@ std::string out_of_memory_message(const SearchInput& in, const Evaluated& best, 
 
 }  // namespace
 
-std::string partition_for(const std::string& placement, const std::string& partition) {
-  return placement != "holmes" && partition == "auto" ? "uniform" : partition;
+spec::PartitionKind partition_for(spec::Placement placement, spec::PartitionKind partition) {
+  return placement != spec::Placement::kHolmes && partition == spec::PartitionKind::kAuto ? spec::PartitionKind::kUniform
+                                                                                         : partition;
 }
 
-Evaluated evaluate(const SearchInput& in, const Degrees& deg, const std::string& placement,
-                   const std::string& partition) {
+Evaluated evaluate(const SearchInput& in, const Degrees& deg, spec::Placement placement,
+                   spec::PartitionKind partition) {
   const Facts& facts = in.facts_for(placement);
-  if (placement != "holmes")
+  if (placement != spec::Placement::kHolmes)
     return score(in, facts, deg, naive_layout(facts, in.table, deg.tp, deg.pp, deg.dp, in.spec->parallel.order),
                  partition_for(placement, partition));
   Evaluated best;

@@ -37,14 +37,14 @@ struct SearchInput {
   bool cuda = false;
   int world = 0;
   // The megatron placement runs every group over Ethernet; the others use the best link.
-  const Facts& facts_for(const std::string& placement) const {
-    return placement == "megatron" ? ethernet_facts : facts;
+  const Facts& facts_for(spec::Placement placement) const {
+    return placement == spec::Placement::kMegatron ? ethernet_facts : facts;
   }
 };
 
 // The partition a placement uses for the spec's parallel.partition: Megatron-LM (naive,
 // megatron) splits layers evenly, so `auto` means `uniform` there; a list is used as given.
-std::string partition_for(const std::string& placement, const std::string& partition);
+spec::PartitionKind partition_for(spec::Placement placement, spec::PartitionKind partition);
 
 // Every feasible degree combination the spec allows on this cluster, in a fixed order.
 // Throws UserError naming the constraint when there is none.
@@ -54,8 +54,8 @@ std::vector<Degrees> degree_candidates(const SearchInput& in);
 // forced, e.g. for the baselines). naive and megatron lay Megatron-LM's order over the
 // nodes as listed; megatron also puts every group on Ethernet. For holmes, island orders are tried and the one with
 // fewest crossing tensor / data groups, then the fastest, is kept.
-Evaluated evaluate(const SearchInput& in, const Degrees& deg, const std::string& placement,
-                   const std::string& partition);
+Evaluated evaluate(const SearchInput& in, const Degrees& deg, spec::Placement placement,
+                   spec::PartitionKind partition);
 
 // The best plan over all candidates: fits first, then fastest. Throws UserError with the
 // memory figures when no candidate fits.

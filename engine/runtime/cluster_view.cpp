@@ -82,11 +82,21 @@ topo::Devices local_devices(std::string* note) {
   return d;
 }
 
+backends::Device training_device(spec::Device requested, std::string* note) {
+  if (requested == spec::Device::kCpu) return backends::Device::kCpu;
+  const std::string why = backends::unusable(backends::Device::kCuda);
+  if (why.empty()) return backends::Device::kCuda;
+  if (requested == spec::Device::kCuda)
+    throw UserError(fmt::format("job.device: 'cuda', but {} (accepted here: cpu, auto)", why));
+  if (note) *note = fmt::format("job.device auto: {}, training on the CPU", why);
+  return backends::Device::kCpu;
+}
+
 void check_worker_device(const spec::JobSpec& spec) {
-  if (spec.job.device != "cuda") return;
+  if (spec.job.device != spec::Device::kCuda) return;
   // Refused before anything else about a multi-GPU job: it stays wrong once those run.
   refuse_nccl_net(launch::process_environment());
-  backends::require_training_device(spec.job.device);
+  training_device(spec.job.device);
 }
 
 int workers_per_gpu() {
@@ -96,7 +106,7 @@ int workers_per_gpu() {
 }
 
 topo::Devices worker_devices(const spec::JobSpec& spec, int workers) {
-  if (spec.job.device != "cuda") return cpu_worker_devices(workers);
+  if (spec.job.device != spec::Device::kCuda) return cpu_worker_devices(workers);
   const topo::Devices gpus = local_devices();
   check_node_capacity(gpus, workers, fmt::format("{} worker(s) with job.device cuda", workers));
   return gpu_worker_devices(gpus, workers);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backends.hpp"
 #include "engine/plan/plan.hpp"
 #include "engine/spec/job_spec.hpp"
 #include "engine/topo/topology.hpp"
@@ -32,6 +33,11 @@ std::vector<topo::NodeReport> load_spec_topology(const spec::JobSpec& spec);
 // errors). Validated (build_cluster), with cluster.calibration attached.
 topo::ClusterTopology assemble_cluster(const spec::JobSpec& spec, std::vector<topo::NodeReport> discovered,
                                        const std::string& order = "", const std::string& order_source = "");
+
+// job.device on this machine, the one place it is decided: cpu and cuda as asked (UserError
+// naming job.device when this build or node has no usable GPU for cuda), auto: cuda when a GPU
+// is usable, else cpu, and `note` (may be null) says why, for the one line a process prints.
+backends::Device training_device(spec::Device requested, std::string* note = nullptr);
 
 // This machine's compute devices: its GPUs when the backend registry finds any, else the CPU;
 // `note` (may be null) says why no GPU was used.

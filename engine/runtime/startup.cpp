@@ -113,7 +113,7 @@ int expected_group_rank(const plan::Group& g, const plan::RankInfo& me) {
 }
 
 std::string rendezvous_url(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
-  if (spec.cluster.rendezvous != "auto") return spec.cluster.rendezvous;
+  if (!spec.cluster.rendezvous_is_auto()) return spec.cluster.rendezvous;
   if (env.master_port <= 0)
     throw UserError(fmt::format("cluster.rendezvous: 'auto' needs MASTER_PORT (rank {} of {} found none); set it, "
                                 "or give tcp://HOST:PORT or file:///PATH",
@@ -239,7 +239,7 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   so.rank = env.rank;
   so.token = job_token(spec, env);
   so.timeout = timeout;
-  so.source = spec.cluster.rendezvous == "auto" ? "MASTER_ADDR/MASTER_PORT" : "cluster.rendezvous";
+  so.source = spec.cluster.rendezvous_is_auto() ? "MASTER_ADDR/MASTER_PORT" : "cluster.rendezvous";
   rt.store = comm::open_store(so);
   comm::PrefixStore boot(rt.store, "startup/");
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/spec/choices.hpp"
+
 namespace holmes::spec {
 
 // A parallel degree of 0 means "auto": the planner searches it.
@@ -16,7 +18,7 @@ struct JobSection {
   std::string name = "holmes-job";
   uint64_t seed = 1234;
   std::string output_dir = "runs/holmes-job";  // metrics.jsonl, logs; checkpoints by default
-  std::string device = "auto";                 // auto | cpu | cuda
+  Device device = Device::kAuto;
   bool overwrite = false;  // a fresh start may replace another run's checkpoints, final weights, metrics
 };
 
@@ -35,10 +37,10 @@ struct SyntheticData {
 };
 
 struct DataSection {
-  std::string source = "synthetic";  // synthetic | files
+  DataSource source = DataSource::kSynthetic;
   std::vector<std::string> train;    // token files (source: files)
   std::vector<std::string> valid;    // token files for validation; empty = held-out tail
-  std::string format = "auto";       // auto | llmc | raw-uint16
+  DataFormat format = DataFormat::kAuto;
   SyntheticData synthetic;
 };
 
@@ -50,19 +52,19 @@ struct TrainSection {
   double lr = 3e-4;
   double min_lr = 3e-5;
   int64_t warmup_steps = 0;
-  std::string lr_schedule = "cosine";  // cosine | linear | constant
+  LrSchedule lr_schedule = LrSchedule::kCosine;
   double weight_decay = 0.1;
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;
   double grad_clip = 1.0;  // global grad-norm clip; 0 disables
-  std::string precision = "auto";  // auto | bf16 | fp32 (auto: bf16 on GPUs, fp32 on CPUs)
+  Precision precision = Precision::kAuto;  // auto: bf16 on GPUs, fp32 on CPUs (resolved by the plan)
   int64_t eval_interval = 0;  // steps; 0 disables validation
   int eval_steps = 10;        // micro-batches per validation
 };
 
 struct Partition {
-  std::string kind = "auto";  // auto | uniform | list
+  PartitionKind kind = PartitionKind::kAuto;
   std::vector<int> layers;    // kind == list: layers per pipeline stage
 };
 
@@ -70,11 +72,12 @@ struct ParallelSection {
   int tensor = 1;    // kAuto = search
   int pipeline = 1;  // kAuto = search
   int data = 1;      // kAuto = search
-  std::string placement = "holmes";  // holmes | naive
+  Placement placement = Placement::kHolmes;
   Partition partition;
   std::string order = "tp-dp-pp";  // rank order, first is fastest varying
-  std::string schedule = "1f1b";
-  std::string cross_island = "auto";  // auto | nccl-socket | gloo: CUDA groups over Ethernet
+  Schedule schedule = Schedule::k1f1b;
+  CrossIsland cross_island = CrossIsland::kAuto;  // CUDA groups over Ethernet
+  NcclMode nccl = NcclMode::kOff;  // device buffers on NCCL groups (docs/comm.md)
 };
 
 struct LinkOverride {
@@ -87,6 +90,7 @@ struct ClusterSection {
   std::string calibration;             // calibration file the cost model reads; "" = none
   std::string calibrate;               // write a calibration measured in this job here; "" = off
   std::string rendezvous = "auto";     // auto | tcp://host:port | file:///path
+  bool rendezvous_is_auto() const { return rendezvous == "auto"; }
   double timeout_s = 300;              // rendezvous and collective time-out
   std::string sysfs_root = "/";        // where NIC discovery reads sysfs
   double device_tflops = 0;            // sustained TFLOP/s per device; 0 = from topology
@@ -98,14 +102,15 @@ struct CheckpointSection {
   std::string dir;       // "" = <job.output_dir>/checkpoints
   int64_t interval = 0;  // steps; 0 = only at the end and on preemption
   int keep = 3;          // newest complete checkpoints kept
-  std::string resume = "none";  // auto | none | a checkpoint folder
+  ResumeMode resume = ResumeMode::kNone;
+  std::string resume_path;      // resume == kPath: the step folder
   bool weights_only = false;    // load params only: fresh optimizer, step 0
   bool background_write = true;  // write interval saves from a copy while the next step trains
 };
 
 struct LogSection {
   int interval = 1;            // steps between log lines
-  std::string level = "info";  // debug | info | warn | error
+  LogLevel level = LogLevel::kInfo;
   std::string metrics = "metrics.jsonl";  // under job.output_dir; "" disables
 };
 
@@ -128,8 +133,11 @@ struct JobSpec {
     return data_degree > 0 && train.micro_batch > 0 &&
            train.global_batch % (train.micro_batch * data_degree) == 0;
   }
-  std::string checkpoint_dir() const {
-    return checkpoint.dir.empty() ? job.output_dir + "/checkpoints" : checkpoint.dir;
+  // train.precision on devices with (gpu) or without bf16 kernels: bf16 when asked for, or auto
+  // on a GPU; else fp32. The one rule: the planner prices what it gives, the trainer trains it
+  // (and refuses bf16 on a backend without bf16 kernels).
+  bool trains_bf16(bool gpu) const {
+    return train.precision == Precision::kBf16 || (train.precision == Precision::kAuto && gpu);
   }
 };
 

@@ -66,8 +66,28 @@ Field text(std::string path, Ref ref, std::string def, std::string doc) {
   return f;
 }
 
+// A closed choice: the member is an enum of choices.hpp; its name table gives the accepted
+// values, in order, the first being the default.
 template <class Ref>
-Field choice(std::string path, Ref ref, std::vector<std::string> choices, std::string doc) {
+Field choice(std::string path, Ref ref, std::string doc) {
+  using E = std::remove_reference_t<decltype(ref(std::declval<JobSpec&>()))>;
+  const std::vector<std::string> names = choice_names<E>();
+  std::string type = "one of " + join(names, ", ");
+  Field f{std::move(path), type, names.front(), false, std::move(doc), {}, {}};
+  f.apply = [ref, type](JobSpec& s, const YAML::Node& v) -> std::string {
+    std::string x;
+    if (auto err = parse_string(v, &x); !err.empty()) return err + ", expected " + type;
+    if (auto e = parse_choice<E>(x)) return ref(s) = *e, "";
+    return fmt::format("value '{}' is not accepted, expected {}", x, type);
+  };
+  f.show = [ref](const JobSpec& s) { return to_string(ref(const_cast<JobSpec&>(s))); };
+  return f;
+}
+
+// A string member that takes one of `choices` as it is (parallel.order, which the planner
+// reads as a sequence of axes).
+template <class Ref>
+Field spelled(std::string path, Ref ref, std::vector<std::string> choices, std::string doc) {
   std::string type = "one of " + join(choices, ", ");
   Field f{std::move(path), type, choices.front(), false, std::move(doc), {}, {}};
   f.apply = [ref, choices, type](JobSpec& s, const YAML::Node& v) -> std::string {
@@ -125,12 +145,15 @@ Field partition() {
           "layers), uniform splits evenly, a list is taken as given and must sum to model.layers.",
           {}, {}};
   f.apply = [type](JobSpec& s, const YAML::Node& v) -> std::string {
-    if (v.IsScalar() && (v.Scalar() == "auto" || v.Scalar() == "uniform")) {
-      s.parallel.partition = Partition{v.Scalar(), {}};
-      return "";
+    if (v.IsScalar()) {
+      const auto kind = parse_choice<PartitionKind>(v.Scalar());
+      if (kind && *kind != PartitionKind::kList) {
+        s.parallel.partition = Partition{*kind, {}};
+        return "";
+      }
     }
     if (!v.IsSequence()) return fmt::format("{} is not accepted, expected {}", describe(v), type);
-    Partition p{"list", {}};
+    Partition p{PartitionKind::kList, {}};
     for (std::size_t i = 0; i < v.size(); ++i) {
       int64_t x = 0;
       if (auto err = parse_int(v[i], &x); !err.empty() || x < 1)
@@ -143,7 +166,7 @@ Field partition() {
   };
   f.show = [](const JobSpec& s) {
     const auto& p = s.parallel.partition;
-    return p.kind == "list" ? fmt::format("[{}]", fmt::join(p.layers, ", ")) : p.kind;
+    return p.kind == PartitionKind::kList ? fmt::format("[{}]", fmt::join(p.layers, ", ")) : to_string(p.kind);
   };
   return f;
 }
@@ -173,12 +196,14 @@ Field resume() {
     std::string x;
     if (auto err = parse_string(v, &x); !err.empty()) return err + ", expected " + type;
     if (x.empty()) return "an empty value is not accepted, expected " + type;
-    s.checkpoint.resume = x;
+    const auto mode = parse_choice<ResumeMode>(x);
+    s.checkpoint.resume = mode ? *mode : ResumeMode::kPath;
+    s.checkpoint.resume_path = mode ? "" : x;
     return "";
   };
   f.show = [](const JobSpec& s) {
-    const auto& r = s.checkpoint.resume;
-    return r == "auto" || r == "none" ? r : quote(r);
+    const auto& c = s.checkpoint;
+    return c.resume == ResumeMode::kPath ? quote(c.resume_path) : to_string(c.resume);
   };
   return f;
 }
@@ -199,7 +224,7 @@ std::vector<Field> make_schema() {
   f.push_back(boolean("job.overwrite", HOLMES_REF(job.overwrite), "false",
                       "Start fresh even when job.output_dir holds another run: its checkpoints, final weights "
                       "and metrics are deleted first (--overwrite)."));
-  f.push_back(choice("job.device", HOLMES_REF(job.device), {"auto", "cpu", "cuda"},
+  f.push_back(choice("job.device", HOLMES_REF(job.device),
                      "Compute backend: auto takes CUDA GPUs when present, else the CPU."));
   // model
   f.push_back(required(integer("model.layers", HOLMES_REF(model.layers), "", 1, 4096, "Transformer blocks (L).")));
@@ -210,11 +235,11 @@ std::vector<Field> make_schema() {
   f.push_back(integer("model.max_seq_len", HOLMES_REF(model.max_seq_len), "1024", 1, 1 << 20,
                       "Context length of the learned position embedding."));
   // data
-  f.push_back(choice("data.source", HOLMES_REF(data.source), {"synthetic", "files"},
+  f.push_back(choice("data.source", HOLMES_REF(data.source),
                      "synthetic: the embedded generated corpus; files: data.train token files."));
   f.push_back(paths("data.train", HOLMES_REF(data.train), "Training token files (llm.c .bin or raw uint16)."));
   f.push_back(paths("data.valid", HOLMES_REF(data.valid), "Validation token files; empty = held-out tail."));
-  f.push_back(choice("data.format", HOLMES_REF(data.format), {"auto", "llmc", "raw-uint16"},
+  f.push_back(choice("data.format", HOLMES_REF(data.format),
                      "Token file format; auto reads the llm.c header when present."));
   f.push_back(integer("data.synthetic.tokens", HOLMES_REF(data.synthetic.tokens), "2000000", 1024, M,
                       "Length of the generated corpus."));
@@ -230,7 +255,7 @@ std::vector<Field> make_schema() {
   f.push_back(real("train.lr", HOLMES_REF(train.lr), "3e-4", 0, 10, true, "Peak learning rate."));
   f.push_back(real("train.min_lr", HOLMES_REF(train.min_lr), "3e-5", 0, 10, false, "Learning rate at the end of decay."));
   f.push_back(integer("train.warmup_steps", HOLMES_REF(train.warmup_steps), "0", 0, M, "Linear warm-up steps."));
-  f.push_back(choice("train.lr_schedule", HOLMES_REF(train.lr_schedule), {"cosine", "linear", "constant"},
+  f.push_back(choice("train.lr_schedule", HOLMES_REF(train.lr_schedule),
                      "Decay after warm-up, from lr to min_lr at train.steps."));
   f.push_back(real("train.weight_decay", HOLMES_REF(train.weight_decay), "0.1", 0, 10, false,
                    "AdamW decoupled weight decay (not on biases and LayerNorm)."));
@@ -239,7 +264,7 @@ std::vector<Field> make_schema() {
   f.push_back(real("train.eps", HOLMES_REF(train.eps), "1e-8", 0, 1, true, "AdamW epsilon."));
   f.push_back(real("train.grad_clip", HOLMES_REF(train.grad_clip), "1.0", 0, kRealMax, false,
                    "Clip the global gradient norm to this; 0 disables."));
-  f.push_back(choice("train.precision", HOLMES_REF(train.precision), {"auto", "bf16", "fp32"},
+  f.push_back(choice("train.precision", HOLMES_REF(train.precision),
                      "Weights copy and activations: bf16 (fp32 master weights, gradients, AdamW moments and "
                      "accumulation) or fp32; auto is bf16 on GPUs, fp32 on CPUs."));
   f.push_back(integer("train.eval_interval", HOLMES_REF(train.eval_interval), "0", 0, M,
@@ -249,19 +274,25 @@ std::vector<Field> make_schema() {
   f.push_back(degree("parallel.tensor", HOLMES_REF(parallel.tensor), "Tensor-parallel degree (inside a node)."));
   f.push_back(degree("parallel.pipeline", HOLMES_REF(parallel.pipeline), "Pipeline-parallel degree (stages)."));
   f.push_back(degree("parallel.data", HOLMES_REF(parallel.data), "Data-parallel degree."));
-  f.push_back(choice("parallel.placement", HOLMES_REF(parallel.placement), {"holmes", "naive", "megatron"},
+  f.push_back(choice("parallel.placement", HOLMES_REF(parallel.placement),
                      "holmes: NIC-aware (TP in a node, DP in an island, pipeline across islands); "
                      "naive: Megatron-LM rank order over nodes as given, uniform partition, best transport per group; "
                      "megatron: the same with every group over Ethernet (Megatron-LM on a mixed cluster)."));
   f.push_back(partition());
-  f.push_back(choice("parallel.order", HOLMES_REF(parallel.order),
+  f.push_back(spelled("parallel.order", HOLMES_REF(parallel.order),
                      {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"},
                      "Rank order of the naive placement, fastest-varying first (Megatron-LM)."));
-  f.push_back(choice("parallel.schedule", HOLMES_REF(parallel.schedule), {"1f1b"}, "Pipeline schedule."));
-  f.push_back(choice("parallel.cross_island", HOLMES_REF(parallel.cross_island), {"auto", "nccl-socket", "gloo"},
+  f.push_back(choice("parallel.schedule", HOLMES_REF(parallel.schedule), "Pipeline schedule."));
+  f.push_back(choice("parallel.cross_island", HOLMES_REF(parallel.cross_island),
                      "Transport of a GPU job's groups over Ethernet (across islands, or between nodes without "
                      "RDMA): nccl-socket (NCCL's socket transport from device buffers), gloo (Gloo TCP from host "
                      "copies), auto (the faster for the pipeline's message in the cost model)."));
+  f.push_back(choice("parallel.nccl", HOLMES_REF(parallel.nccl),
+                     "GPU jobs: put device buffers on NCCL groups (docs/comm.md). off: every group stages them "
+                     "through pinned host memory into Gloo; auto: NCCL for each group whose members all have "
+                     "libnccl and a GPU of their own, Gloo staging for the others; on: NCCL for every group "
+                     "(a node without libnccl is an error; ranks that share a GPU get a NCCL_HOSTID each, "
+                     "a test set-up). off until the NCCL rows of scripts/gpu_check.sh have passed on a GPU."));
   // cluster
   f.push_back(text("cluster.topology", HOLMES_REF(cluster.topology), "",
                    "Topology file (docs/topology.md); empty = discover the nodes at run time."));
@@ -302,7 +333,7 @@ std::vector<Field> make_schema() {
                       "one more shard of host memory); false = write before the next step."));
   // log
   f.push_back(integer("log.interval", HOLMES_REF(log.interval), "1", 1, M, "Steps between log lines."));
-  f.push_back(choice("log.level", HOLMES_REF(log.level), {"info", "debug", "warn", "error"}, "Log verbosity."));
+  f.push_back(choice("log.level", HOLMES_REF(log.level), "Log verbosity."));
   f.push_back(text("log.metrics", HOLMES_REF(log.metrics), "metrics.jsonl",
                    "JSON-lines metrics file under job.output_dir; empty disables."));
   return f;

@@ -1,10 +1,57 @@
 #include "engine/spec/validate.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <numeric>
 
 namespace holmes::spec {
+
+std::vector<Problem> cross_field_problems(const JobSpec& s) {
+  std::vector<Problem> out;
+  auto fail = [&](const char* key, std::string message) { out.push_back({key, std::move(message)}); };
+  const auto& m = s.model;
+  const auto& t = s.train;
+  const auto& p = s.parallel;
+  if (m.heads > 0 && m.hidden % m.heads != 0)
+    fail("model.hidden", fmt::format("model.hidden = {} must be divisible by model.heads = {} (head size C/NH); "
+                                     "{} % {} = {}", m.hidden, m.heads, m.hidden, m.heads, m.hidden % m.heads));
+  if (p.tensor != kAuto && p.tensor > 0 && m.heads % p.tensor != 0)
+    fail("parallel.tensor", fmt::format("model.heads = {} must be divisible by parallel.tensor = {} "
+                                        "(each tensor-parallel rank holds whole heads)", m.heads, p.tensor));
+  if (p.pipeline != kAuto && p.pipeline > m.layers)
+    fail("parallel.pipeline", fmt::format("parallel.pipeline = {} exceeds model.layers = {}: every stage needs "
+                                          "at least one layer", p.pipeline, m.layers));
+  if (p.partition.kind == PartitionKind::kList) {
+    const auto& l = p.partition.layers;
+    const int sum = std::accumulate(l.begin(), l.end(), 0);
+    if (p.pipeline != kAuto && static_cast<int>(l.size()) != p.pipeline)
+      fail("parallel.partition", fmt::format("parallel.partition lists {} stages but parallel.pipeline = {}",
+                                             l.size(), p.pipeline));
+    if (sum != m.layers)
+      fail("parallel.partition", fmt::format("parallel.partition [{}] sums to {} but model.layers = {}",
+                                             fmt::join(l, ", "), sum, m.layers));
+    if (std::any_of(l.begin(), l.end(), [](int n) { return n < 1; }))
+      fail("parallel.partition", fmt::format("parallel.partition [{}]: every stage needs at least one layer",
+                                             fmt::join(l, ", ")));
+  }
+  if (t.micro_batch > 0 && p.data != kAuto && p.data > 0) {
+    if (t.global_batch % (t.micro_batch * p.data) != 0)
+      fail("train.global_batch",
+           fmt::format("train.global_batch = {} must be divisible by train.micro_batch x parallel.data = {} x {} = {}",
+                       t.global_batch, t.micro_batch, p.data, t.micro_batch * p.data));
+  } else if (t.micro_batch > 0 && t.global_batch % t.micro_batch != 0) {
+    fail("train.global_batch", fmt::format("train.global_batch = {} must be divisible by train.micro_batch = {}",
+                                           t.global_batch, t.micro_batch));
+  }
+  if (t.seq_len > m.max_seq_len)
+    fail("train.seq_len", fmt::format("train.seq_len = {} exceeds the model's context model.max_seq_len = {}",
+                                      t.seq_len, m.max_seq_len));
+  if (t.min_lr > t.lr)
+    fail("train.min_lr", fmt::format("train.min_lr = {} is larger than train.lr = {}", t.min_lr, t.lr));
+  return out;
+}
 
 void validate(LoadedSpec& loaded, const std::string& source, std::vector<ConfigIssue>& issues) {
   JobSpec& s = loaded.spec;
@@ -20,59 +67,27 @@ void validate(LoadedSpec& loaded, const std::string& source, std::vector<ConfigI
     return fmt::format("{} = {} ({})", path, shown, loaded.origin.at(path).to_string());
   };
   const auto& m = s.model;
-  const auto& t = s.train;
   auto& p = s.parallel;
 
-  if (m.hidden % m.heads != 0)
-    fail("model.hidden", fmt::format("model.hidden = {} must be divisible by model.heads = {} (head size C/NH); "
-                                     "{} % {} = {}", m.hidden, m.heads, m.hidden, m.heads, m.hidden % m.heads));
-  if (p.tensor != kAuto && m.heads % p.tensor != 0)
-    fail("parallel.tensor", fmt::format("model.heads = {} must be divisible by parallel.tensor = {} "
-                                        "(each tensor-parallel rank holds whole heads)", m.heads, p.tensor));
-  if (p.pipeline != kAuto && p.pipeline > m.layers)
-    fail("parallel.pipeline", fmt::format("parallel.pipeline = {} exceeds model.layers = {}: every stage needs "
-                                          "at least one layer", p.pipeline, m.layers));
-  if (p.partition.kind == "list") {
-    const auto& l = p.partition.layers;
-    int sum = std::accumulate(l.begin(), l.end(), 0);
-    if (p.pipeline != kAuto && static_cast<int>(l.size()) != p.pipeline)
-      fail("parallel.partition", fmt::format("parallel.partition lists {} stages but parallel.pipeline = {}",
-                                             l.size(), p.pipeline));
-    if (sum != m.layers)
-      fail("parallel.partition", fmt::format("parallel.partition [{}] sums to {} but model.layers = {}",
-                                             fmt::join(l, ", "), sum, m.layers));
-    if (p.pipeline == kAuto) {  // the list sets the degree: --print-config names the list as its origin
-      p.pipeline = static_cast<int>(l.size());
-      Origin from = loaded.origin.at("parallel.partition");
-      from.derived_from = "parallel.partition";
-      loaded.origin["parallel.pipeline"] = from;
-    }
+  for (const Problem& pr : cross_field_problems(s)) fail(pr.key, pr.message);
+  // A partition list fixes an auto pipeline degree: --print-config names the list as its origin.
+  if (p.partition.kind == PartitionKind::kList && p.pipeline == kAuto) {
+    p.pipeline = static_cast<int>(p.partition.layers.size());
+    Origin from = loaded.origin.at("parallel.partition");
+    from.derived_from = "parallel.partition";
+    loaded.origin["parallel.pipeline"] = from;
   }
-  if (p.data != kAuto) {
-    if (t.global_batch % (t.micro_batch * p.data) != 0)
-      fail("train.global_batch",
-           fmt::format("train.global_batch = {} must be divisible by train.micro_batch x parallel.data = {} x {} = {}",
-                       t.global_batch, t.micro_batch, p.data, t.micro_batch * p.data));
-  } else if (t.global_batch % t.micro_batch != 0) {
-    fail("train.global_batch", fmt::format("train.global_batch = {} must be divisible by train.micro_batch = {}",
-                                           t.global_batch, t.micro_batch));
-  }
-  if (t.seq_len > m.max_seq_len)
-    fail("train.seq_len", fmt::format("train.seq_len = {} exceeds the model's context model.max_seq_len = {}",
-                                      t.seq_len, m.max_seq_len));
-  if (t.min_lr > t.lr)
-    fail("train.min_lr", fmt::format("train.min_lr = {} is larger than train.lr = {}", t.min_lr, t.lr));
-  if (s.checkpoint.weights_only && s.checkpoint.resume == "none")
+  if (s.checkpoint.weights_only && s.checkpoint.resume == ResumeMode::kNone)
     fail("checkpoint.weights_only",
          fmt::format("checkpoint.weights_only = true needs a checkpoint to load, but {}; accepted: checkpoint.resume "
                      "auto or a checkpoint folder (--resume auto or --resume PATH)",
                      value_of("checkpoint.resume", "none")));
-  if (s.data.source == "files" && s.data.train.empty())
+  if (s.data.source == DataSource::kFiles && s.data.train.empty())
     fail("data.train", "data.source is 'files' but data.train lists no token file");
-  if (s.data.source == "synthetic" && m.vocab_size < 257)
+  if (s.data.source == DataSource::kSynthetic && m.vocab_size < 257)
     fail("model.vocab_size", fmt::format("model.vocab_size = {} is too small for the synthetic byte-level data, "
                                          "which needs at least 257 (256 bytes + end-of-text)", m.vocab_size));
-  if (s.data.source == "synthetic" && !s.data.train.empty())
+  if (s.data.source == DataSource::kSynthetic && !s.data.train.empty())
     fail("data.train", "data.train lists files but data.source is 'synthetic'; set data.source: files to use them");
   const std::string& r = s.cluster.rendezvous;
   if (r != "auto" && r.rfind("tcp://", 0) != 0 && r.rfind("file://", 0) != 0)

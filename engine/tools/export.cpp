@@ -1,4 +1,5 @@
 #include "engine/tools/export.hpp"
+#include "engine/spec/run_paths.hpp"
 
 #include <fmt/format.h>
 
@@ -236,10 +237,10 @@ FullModel read_weights_model(const fs::path& file) {
 FullModel load_full_model(const std::string& path) {
   const fs::path p(path);
   if (fs::is_regular_file(p)) return read_weights_model(p);
-  if (fs::is_regular_file(p / "model.bin")) return read_weights_model(p / "model.bin");
+  if (fs::is_regular_file(p / spec::RunPaths::kModelFile)) return read_weights_model(p / spec::RunPaths::kModelFile);
   // A run's job.output_dir: its final weights first (a sharded run writes none).
-  if (!fs::exists(p / kCheckpointManifest) && fs::is_regular_file(p / "final" / "model.bin"))
-    return read_weights_model(p / "final" / "model.bin");
+  const std::string final_model = spec::RunPaths::folder(path).final_model;
+  if (!fs::exists(p / kCheckpointManifest) && fs::is_regular_file(final_model)) return read_weights_model(final_model);
   // A step folder, a checkpoint.dir or an output folder's checkpoints.
   if (const auto located = checkpoint::locate_checkpoint(path)) {
     for (const auto& s : located->skipped) fmt::print(stderr, "holmes-train: skipping incomplete checkpoint {}\n", s);

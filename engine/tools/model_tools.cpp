@@ -18,7 +18,7 @@ namespace {
 
 // The model on the CPU backend with its weights loaded.
 struct LoadedModel {
-  model::Backend backend = backends::make_backend("cpu");
+  model::Backend backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   model::Gpt gpt;
   LoadedModel(const FullModel& m, const std::string& path, int B, int T) : gpt(m.config, backend, B, T) {
     if (gpt.num_params() != m.params.size())

@@ -1,4 +1,5 @@
 #include "engine/train/checkpoint_loop.hpp"
+#include "engine/spec/run_paths.hpp"
 
 #include <fmt/format.h>
 
@@ -23,8 +24,8 @@
 namespace holmes::train {
 
 void trim_metrics_for_resume(const spec::JobSpec& spec, int64_t step) {
-  if (spec.log.metrics.empty()) return;
-  const std::string path = spec.job.output_dir + "/" + spec.log.metrics;
+  const std::string path = spec::RunPaths::of(spec).metrics;
+  if (path.empty()) return;
   std::ifstream in(path);
   if (!in) return;
   std::string kept, line;
@@ -43,22 +44,22 @@ void trim_metrics_for_resume(const spec::JobSpec& spec, int64_t step) {
 ResumePoint find_resume_point(const spec::JobSpec& spec) {
   const auto& c = spec.checkpoint;
   ResumePoint r;
-  if (c.resume == "none") return r;
+  if (c.resume == spec::ResumeMode::kNone) return r;
   std::string dir;
-  if (c.resume == "auto") {
-    const auto latest = checkpoint::find_latest_checkpoint(spec.checkpoint_dir(), &r.skipped);
+  if (c.resume == spec::ResumeMode::kAuto) {
+    const auto latest = checkpoint::find_latest_checkpoint(spec::RunPaths::of(spec).checkpoints, &r.skipped);
     if (!latest) {
       r.auto_found_none = true;
       return r;
     }
     dir = *latest;
   } else {
-    const auto located = checkpoint::locate_checkpoint(c.resume);
+    const auto located = checkpoint::locate_checkpoint(c.resume_path);
     if (!located)
       throw UserError(fmt::format("checkpoint.resume (--resume): {}: {}; accepted: auto, none, a checkpoint folder "
                                   "(step-NNNNNNNN with manifest.json and COMMITTED), a checkpoint.dir or a run's "
-                                  "job.output_dir holding complete checkpoints", c.resume,
-                                  checkpoint::describe_checkpoint_path(c.resume)));
+                                  "job.output_dir holding complete checkpoints", c.resume_path,
+                                  checkpoint::describe_checkpoint_path(c.resume_path)));
     dir = located->dir;
     r.via = located->via;
     r.skipped = located->skipped;
@@ -77,7 +78,7 @@ checkpoint::RunStart run_start(const spec::JobSpec& spec, const ResumePoint& res
     start.source = resume.checkpoint->dir;
   }
   start.auto_found_none = resume.auto_found_none;
-  start.resume_auto = spec.checkpoint.resume == "auto";
+  start.resume_auto = spec.checkpoint.resume == spec::ResumeMode::kAuto;
   return start;
 }
 
@@ -141,7 +142,7 @@ int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, 
     for (const auto& s : resume.skipped) fmt::print("resume: skipping incomplete checkpoint {} (no COMMITTED marker)\n", s);
   if (!resume.checkpoint) {
     if (log && resume.auto_found_none)
-      fmt::print("resume: no complete checkpoint in {}; starting fresh\n", spec.checkpoint_dir());
+      fmt::print("resume: no complete checkpoint in {}; starting fresh\n", spec::RunPaths::of(spec).checkpoints);
     return 0;
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -223,8 +224,8 @@ void CheckpointSaver::save(parallel::StepRunner& runner, int64_t done) {
   // Nothing to overlap with: write the live buffers, no copy.
   const auto t0 = std::chrono::steady_clock::now();
   const checkpoint::SaveContext c = context(runner, done);
-  const std::string dir = checkpoint::prepare_checkpoint(spec_.checkpoint_dir(), c);
-  const checkpoint::SaveResult r = checkpoint::commit_checkpoint(spec_.checkpoint_dir(), checkpoint::write_checkpoint_shard(dir, runner.shard_state(), c), c);
+  const std::string dir = checkpoint::prepare_checkpoint(spec::RunPaths::of(spec_).checkpoints, c);
+  const checkpoint::SaveResult r = checkpoint::commit_checkpoint(spec::RunPaths::of(spec_).checkpoints, checkpoint::write_checkpoint_shard(dir, runner.shard_state(), c), c);
   last_saved_ = done;
   report(r, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), "");
 }
@@ -243,7 +244,7 @@ void CheckpointSaver::start(parallel::StepRunner& runner, int64_t done) {
   p->state.params = copy_params_.data();
   p->state.exp_avg = copy_m_.data();
   p->state.exp_avg_sq = copy_v_.data();
-  const std::string dir = checkpoint::prepare_checkpoint(spec_.checkpoint_dir(), p->ctx);
+  const std::string dir = checkpoint::prepare_checkpoint(spec::RunPaths::of(spec_).checkpoints, p->ctx);
   Pending* raw = p.get();
   p->file = std::async(std::launch::async, [raw, dir] {
     const auto w0 = std::chrono::steady_clock::now();
@@ -260,7 +261,7 @@ void CheckpointSaver::finish() {
   std::unique_ptr<Pending> p = std::move(pending_);
   const auto t0 = std::chrono::steady_clock::now();
   const checkpoint::CheckpointFile file = p->file.get();  // rethrows a write error
-  const checkpoint::SaveResult r = checkpoint::commit_checkpoint(spec_.checkpoint_dir(), file, p->ctx);
+  const checkpoint::SaveResult r = checkpoint::commit_checkpoint(spec::RunPaths::of(spec_).checkpoints, file, p->ctx);
   const double pause = p->pause_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   report(r, pause, fmt::format("; written in {:.2f} s in the background", p->write_s));
 }

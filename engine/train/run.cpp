@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "engine/plan/plan.hpp"
+#include "engine/spec/run_paths.hpp"
 #include "engine/launch/signals.hpp"
 #include "engine/spec/errors.hpp"
 #include "engine/spec/load.hpp"
@@ -31,12 +32,12 @@ namespace {
 
 void check_single_process(const spec::JobSpec& spec) {
   plan::check_degrees_fit(spec, 1, "a single process; start more with --nproc-per-node N, srun or RANK/WORLD_SIZE");
-  backends::require_training_device(spec.job.device);
+  runtime::training_device(spec.job.device);
   if (spec.train.steps < 1)
     throw UserError(fmt::format("train.steps: {} (training needs at least 1 step)", spec.train.steps));
   // The plan of one worker, as a multi-process job plans its ranks: loads and checks
   // cluster.topology and the memory model the same way in every mode.
-  runtime::plan_local_job(spec, spec.job.device == "cuda" ? runtime::local_devices() : topo::detect_cpu_devices(), 1);
+  runtime::plan_local_job(spec, spec.job.device == spec::Device::kCuda ? runtime::local_devices() : topo::detect_cpu_devices(), 1);
   if (!spec.cluster.calibrate.empty())
     throw UserError(fmt::format("cluster.calibrate: '{}': a calibration measures the links between the workers of a "
                                 "multi-process job; start one with --nproc-per-node N, srun or RANK/WORLD_SIZE",
@@ -77,14 +78,14 @@ std::string write_final_weights(const spec::JobSpec& spec, parallel::StepRunner&
                      cfg.num_stage_layers() == cfg.layers;
   if (!whole)
     return fmt::format("the checkpoints in {} (sharded over the ranks; sample, eval and export read them)",
-                       spec.checkpoint_dir());
-  const std::string dir = spec.job.output_dir + "/final";
+                       spec::RunPaths::of(spec).checkpoints);
+  const spec::RunPaths paths = spec::RunPaths::of(spec);
   if (logger) {
     checkpoint::ShardState st = trainer.shard_state();
-    checkpoint::save_model_weights(dir + "/model.bin", cfg, st.params, st.layout->size());
-    write_spec_copy(spec, dir + "/job.yaml");
+    checkpoint::save_model_weights(paths.final_model, cfg, st.params, st.layout->size());
+    write_spec_copy(spec, paths.final_spec);
   }
-  return dir + "/model.bin";
+  return paths.final_model;
 }
 
 }  // namespace
@@ -93,7 +94,7 @@ std::pair<double, std::string> job_peak_gflops(const spec::JobSpec& spec, const 
   if (spec.cluster.device_tflops > 0)
     return {spec.cluster.device_tflops * 1e3 * ctx.world,
             fmt::format("cluster.device_tflops {:g} x {} device(s)", spec.cluster.device_tflops, ctx.world)};
-  if (spec.job.device == "cuda") {
+  if (spec.job.device == spec::Device::kCuda) {
     // The data sheet's dense bf16 figure: an upper bound for the fp32 kernels too.
     const topo::Devices gpu = runtime::local_devices();
     const double tflops = topo::known_peak_tflops(gpu.name);
@@ -176,7 +177,7 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
 
 model::Backend make_training_backend(const spec::JobSpec& spec, int local_rank) {
   std::string note;
-  const std::string device = backends::resolve_device(spec.job.device, &note);
+  const backends::Device device = runtime::training_device(spec.job.device, &note);
   if (!note.empty() && local_rank <= 0) {
     fmt::print("holmes-train: {}\n", note);
     std::fflush(stdout);

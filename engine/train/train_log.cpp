@@ -1,4 +1,5 @@
 #include "engine/train/train_log.hpp"
+#include "engine/spec/run_paths.hpp"
 
 #include <fmt/format.h>
 
@@ -14,7 +15,7 @@ namespace holmes::train {
 namespace {
 
 std::string metrics_path(const spec::JobSpec& spec) {
-  return spec.log.metrics.empty() ? "" : spec.job.output_dir + "/" + spec.log.metrics;
+  return spec::RunPaths::of(spec).metrics;
 }
 
 }  // namespace

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string out = argv[1];
-  auto backend = holmes::backends::make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   model::Gpt gpt(model::GptConfig::gpt2(kLayers, kHidden, kHeads, kVocab, kMaxSeq), backend, kB, kT);
   gpt.init_weights(kSeed);
   const size_t P = gpt.num_params();

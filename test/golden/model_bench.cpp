@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   const int L = std::atoi(argv[1]), C = std::atoi(argv[2]), NH = std::atoi(argv[3]);
   const int V = std::atoi(argv[4]), B = std::atoi(argv[5]), T = std::atoi(argv[6]);
   const int steps = argc > 7 ? std::atoi(argv[7]) : 10, warmup = argc > 8 ? std::atoi(argv[8]) : 2;
-  auto backend = holmes::backends::make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   model::Gpt gpt(model::GptConfig::gpt2(L, C, NH, V, std::max(T, 1024)), backend, B, T);
   gpt.init_weights(1);
   const size_t P = gpt.num_params();

@@ -41,7 +41,7 @@ inline spec::JobSpec tiny_job(int layers = 4) {
   s.model.heads = 4;
   s.model.vocab_size = 257;
   s.model.max_seq_len = 16;
-  s.data.source = "synthetic";
+  s.data.source = holmes::spec::DataSource::kSynthetic;
   s.data.synthetic.tokens = 40'000;
   s.train.steps = 6;
   s.train.micro_batch = 2;
@@ -123,7 +123,7 @@ struct Reference {
 
 inline Reference run_reference(const spec::JobSpec& spec) {
   auto data = DataSet::open(spec);
-  auto backend = holmes::backends::make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   Trainer trainer(spec, backend, *data);
   Reference r;
   for (int64_t s = 0; s < spec.train.steps; ++s) r.steps.push_back(trainer.train_step(s));
@@ -214,7 +214,7 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
     RankGroups groups = groups_for(job, g, t, d, p);
     auto backend = g.device_memory ? host_as_device_backend()
                    : g.bf16        ? holmes::model::test::emulated_bf16_backend()
-                                   : holmes::backends::make_backend("cpu");
+                                   : holmes::backends::make_backend(holmes::backends::Device::kCpu);
     if (g.slow_gather_ms > 0 && groups.dp) groups.dp = std::make_unique<SlowGatherGroup>(std::move(groups.dp), g.slow_gather_ms);
     if (g.device_memory)  // the real groups refuse device buffers: the trainer must stage them
       for (auto* grp : {&groups.tp, &groups.pp, &groups.dp, &groups.embedding})

@@ -213,7 +213,7 @@ class EmulatedBf16 final : public Kernels {
 
 // The CPU backend with kernels that emulate bf16 storage.
 inline Backend emulated_bf16_backend() {
-  Backend b = backends::make_backend("cpu");
+  Backend b = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   b.kernels = std::make_unique<EmulatedBf16>(std::move(b.kernels));
   return b;
 }

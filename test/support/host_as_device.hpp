@@ -237,7 +237,7 @@ using HostOnlyGroup = MemoryCheckedGroup<false>;
 using DeviceOnlyGroup = MemoryCheckedGroup<true>;
 
 inline model::Backend host_as_device_backend() {
-  model::Backend b = backends::make_backend("cpu");
+  model::Backend b = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   b.memory = std::make_unique<HostAsDevice>();
   return b;
 }

@@ -21,12 +21,13 @@ std::string spec_error(const std::vector<std::string>& sets) {
 }  // namespace
 
 TEST_CASE("checkpoint spec: resume takes auto or none or a path and weights_only a boolean") {
-  CHECK(spec::load_job_spec("", {}).spec.checkpoint.resume == "none");
+  CHECK(spec::load_job_spec("", {}).spec.checkpoint.resume == spec::ResumeMode::kNone);
   CHECK_FALSE(spec::load_job_spec("", {}).spec.checkpoint.weights_only);
   auto s = spec::load_job_spec("", {"checkpoint.resume=runs/a b/step-00000010", "checkpoint.weights_only=true"});
-  CHECK(s.spec.checkpoint.resume == "runs/a b/step-00000010");
+  CHECK(s.spec.checkpoint.resume == spec::ResumeMode::kPath);
+  CHECK(s.spec.checkpoint.resume_path == "runs/a b/step-00000010");
   CHECK(s.spec.checkpoint.weights_only);
-  CHECK(spec::load_job_spec("", {"checkpoint.resume=auto"}).spec.checkpoint.resume == "auto");
+  CHECK(spec::load_job_spec("", {"checkpoint.resume=auto"}).spec.checkpoint.resume == spec::ResumeMode::kAuto);
   CHECK_THAT(spec::print_resolved(s), Catch::Contains("resume: \"runs/a b/step-00000010\"") &&
                                           Catch::Contains("weights_only: true"));
 }

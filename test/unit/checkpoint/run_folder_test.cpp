@@ -6,6 +6,7 @@
 
 #include "engine/spec/errors.hpp"
 #include "engine/checkpoint/run_folder.hpp"
+#include "engine/spec/run_paths.hpp"
 #include "test/support/checkpoint_test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -84,8 +85,8 @@ TEST_CASE("run folder: a fresh start is refused where any run left outputs, allo
 TEST_CASE("run folder: resuming keeps the checkpoint's run, another run's outputs are refused or overwritten") {
   const std::string dir = temp_dir("claim-resume");
   auto s = job_in(dir);
-  save_of_run(s.checkpoint_dir(), 4, "aaaa");
-  RunStart resume{.resumed = true, .continues = "aaaa", .source = checkpoint_step_dir(s.checkpoint_dir(), 4)};
+  save_of_run(spec::RunPaths::of(s).checkpoints, 4, "aaaa");
+  RunStart resume{.resumed = true, .continues = "aaaa", .source = checkpoint_step_dir(spec::RunPaths::of(s).checkpoints, 4)};
   CHECK(claim_run_folder(s, resume, inspect_run_folder(s), "new0000000000000").run_id == "aaaa");
 
   RunStart other{.resumed = true, .continues = "cccc", .source = "/elsewhere/step-00000009"};
@@ -95,12 +96,12 @@ TEST_CASE("run folder: resuming keeps the checkpoint's run, another run's output
   RunClaim c = claim_run_folder(s, other, inspect_run_folder(s), "new0000000000000");
   CHECK(c.run_id == "cccc");
   REQUIRE(c.remove.size() == 1);
-  CHECK(c.remove[0] == checkpoint_step_dir(s.checkpoint_dir(), 4));
+  CHECK(c.remove[0] == checkpoint_step_dir(spec::RunPaths::of(s).checkpoints, 4));
   // Overwriting never deletes the checkpoint being loaded.
-  RunStart fine_tune{.resumed = false, .continues = "aaaa", .source = checkpoint_step_dir(s.checkpoint_dir(), 4)};
+  RunStart fine_tune{.resumed = false, .continues = "aaaa", .source = checkpoint_step_dir(spec::RunPaths::of(s).checkpoints, 4)};
   CHECK_THAT(refusal(s, fine_tune), Catch::Contains("would delete") && Catch::Contains("the checkpoint this job loads"));
   take_run_folder(s, c);
-  CHECK(!fs::exists(checkpoint_step_dir(s.checkpoint_dir(), 4)));
+  CHECK(!fs::exists(checkpoint_step_dir(spec::RunPaths::of(s).checkpoints, 4)));
 }
 
 TEST_CASE("run folder: --resume auto without a checkpoint continues the folder's one run from step 0") {
@@ -137,7 +138,7 @@ TEST_CASE("run folder: a writer killed in its first save leaves its own run, whi
   auto s = job_in(dir);
   take_run_folder(s, RunClaim{.run_id = "eeee", .remove = {}, .write_record = true});
   std::ofstream(dir + "/metrics.jsonl") << "{}\n";
-  fs::create_directories(checkpoint_step_dir(s.checkpoint_dir(), 50));
+  fs::create_directories(checkpoint_step_dir(spec::RunPaths::of(s).checkpoints, 50));
   const RunFolder folder = inspect_run_folder(s);
   for (const auto& o : folder.outputs) CHECK(o.run_id == "eeee");
   RunStart none{.resumed = false, .continues = "", .source = "", .auto_found_none = true, .resume_auto = true};
@@ -149,9 +150,9 @@ TEST_CASE("run folder: a refusal does not offer --resume auto to a run that was 
   const std::string dir = temp_dir("claim-auto-two-runs");
   auto s = job_in(dir);
   take_run_folder(s, RunClaim{.run_id = "ffff", .remove = {}, .write_record = true});
-  save_of_run(s.checkpoint_dir(), 2, "gggg");
-  fs::remove(checkpoint_step_dir(s.checkpoint_dir(), 2) + "/COMMITTED");
-  s.checkpoint.resume = "auto";
+  save_of_run(spec::RunPaths::of(s).checkpoints, 2, "gggg");
+  fs::remove(checkpoint_step_dir(spec::RunPaths::of(s).checkpoints, 2) + "/COMMITTED");
+  s.checkpoint.resume = spec::ResumeMode::kAuto;
   RunStart none{.resumed = false, .continues = "", .source = "", .auto_found_none = true, .resume_auto = true};
   const std::string msg = refusal(s, none);
   CHECK_THAT(msg, Catch::Contains("--resume auto found no complete checkpoint") && Catch::Contains("--overwrite") &&

@@ -28,7 +28,7 @@ void check_close(const DeviceBuffer& gpu, const std::vector<float>& cpu, double 
 
 TEST_CASE("CUDA gelu and residual ops match their CPU twins", "[cuda][kernels]") {
   if (!gpu_or_skip()) return;
-  auto cpu_backend = holmes::backends::make_backend("cpu");
+  auto cpu_backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   auto& cpu = cpu_backend.kernels;
   const std::size_t n = 2053;
   auto x = random_floats(n, 61, -5.f, 5.f), y = random_floats(n, 62), dout = random_floats(n, 63);
@@ -60,7 +60,7 @@ TEST_CASE("CUDA gelu and residual ops match their CPU twins", "[cuda][kernels]")
 
 TEST_CASE("CUDA matmul_forward / matmul_backward match their CPU twins", "[cuda][kernels]") {
   if (!gpu_or_skip()) return;
-  auto cpu_backend = holmes::backends::make_backend("cpu");
+  auto cpu_backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   auto& cpu = cpu_backend.kernels;
   GemmRunner gemm;
   const int n = 37, c = 24, oc = 19;
@@ -92,7 +92,7 @@ TEST_CASE("CUDA matmul_forward / matmul_backward match their CPU twins", "[cuda]
 
 TEST_CASE("CUDA layernorm_forward / layernorm_backward match their CPU twins", "[cuda][kernels]") {
   if (!gpu_or_skip()) return;
-  auto cpu_backend = holmes::backends::make_backend("cpu");
+  auto cpu_backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   auto& cpu = cpu_backend.kernels;
   for (int c : {7, 32, 100}) {  // fewer channels than a warp, exactly one warp, a ragged tail
     INFO("C = " << c);

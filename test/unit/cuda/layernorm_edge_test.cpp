@@ -20,7 +20,7 @@ namespace {
 template <class E>
 void check_layernorm(int N, int C, int shift) {
   INFO(precision_of<E>() << " N " << N << " C " << C << " shift " << shift);
-  model::Backend backend = backends::make_backend("cpu");
+  model::Backend backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   model::Kernels& cpu = *backend.kernels;
   auto inp = random_floats(std::size_t(N) * C, 81, -3.f, 3.f), w = random_floats(C, 82);
   auto b = random_floats(C, 83), dout = random_floats(std::size_t(N) * C, 84);

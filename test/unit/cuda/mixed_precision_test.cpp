@@ -55,7 +55,7 @@ void check_bf16(const std::vector<float>& got, const std::vector<float>& want, d
 
 TEST_CASE("bf16 linear layer: bf16 out and input gradient, fp32 weight and bias gradients", "[cuda][bf16]") {
   if (!gpu_or_skip()) return;
-  auto cpu_backend = holmes::backends::make_backend("cpu");
+  auto cpu_backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   auto& cpu = *cpu_backend.kernels;
   GemmRunner gemm;
   for (auto [n, c, oc] : {std::tuple{37, 80, 24}, std::tuple{64, 128, 384}, std::tuple{3, 8, 5}}) {
@@ -85,7 +85,7 @@ TEST_CASE("bf16 linear layer: bf16 out and input gradient, fp32 weight and bias 
 
 TEST_CASE("GELU in the GEMM: fused and unfused agree with the CPU, fp32 and bf16", "[cuda][bf16]") {
   if (!gpu_or_skip()) return;
-  auto cpu_backend = holmes::backends::make_backend("cpu");
+  auto cpu_backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   auto& cpu = *cpu_backend.kernels;
   GemmRunner gemm;
   const int n = 64, c = 96, oc = 384;  // the MLP: C -> 4C

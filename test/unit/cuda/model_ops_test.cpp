@@ -31,7 +31,7 @@ struct Shard {
 
 TEST_CASE("CUDA embedding ops match the CPU twin on each vocabulary shard", "[cuda][kernels]") {
   if (!gpu_or_skip()) return;
-  auto cpu_backend = holmes::backends::make_backend("cpu");
+  auto cpu_backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   auto& cpu = cpu_backend.kernels;
   auto gpu = make_cuda_kernels();
   const int B = 3, T = 5, C = 9, V = 50;
@@ -65,7 +65,7 @@ TEST_CASE("CUDA embedding ops match the CPU twin on each vocabulary shard", "[cu
 
 TEST_CASE("CUDA attention matches the CPU twin", "[cuda][kernels]") {
   if (!gpu_or_skip()) return;
-  auto cpu_backend = holmes::backends::make_backend("cpu");
+  auto cpu_backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   auto& cpu = cpu_backend.kernels;
   auto gpu = make_cuda_kernels();
   const int B = 2, T = 37, C = 16, NH = 2;  // T > 32: rows span more than one warp pass
@@ -89,7 +89,7 @@ TEST_CASE("CUDA attention matches the CPU twin", "[cuda][kernels]") {
 TEST_CASE("CUDA cross-entropy passes match the CPU twin, padded shard and in place",
           "[cuda][kernels]") {
   if (!gpu_or_skip()) return;
-  auto cpu_backend = holmes::backends::make_backend("cpu");
+  auto cpu_backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   auto& cpu = cpu_backend.kernels;
   auto gpu = make_cuda_kernels();
   const int N = 11, V = 50;

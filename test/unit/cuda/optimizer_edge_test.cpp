@@ -17,7 +17,7 @@ using holmes::cuda::test::random_floats;
 TEST_CASE("CUDA optimizer ops: packed and element paths agree with the CPU twin",
           "[cuda][optimizer]") {
   if (!gpu_or_skip()) return;
-  model::Backend backend = backends::make_backend("cpu");
+  model::Backend backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   model::Kernels& cpu = *backend.kernels;
   for (std::size_t n : {std::size_t{3}, std::size_t{4}, std::size_t{4097}, std::size_t{300001}})
     for (int shift : {0, 1}) {

@@ -43,7 +43,7 @@ std::vector<float> download(const device::DeviceArray<float>& a) {
 
 TEST_CASE("CUDA adamw_update and the reductions match their CPU twins", "[cuda][kernels]") {
   if (!gpu_or_skip()) return;
-  auto cpu_backend = backends::make_backend("cpu");
+  auto cpu_backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   model::Kernels& cpu = *cpu_backend.kernels;
   auto gpu = cuda::make_cuda_kernels();
   auto mem = cuda::make_device_memory();

@@ -332,7 +332,7 @@ void check_repeatable(const char* precision) {
 TEST_CASE("parity table: vocabulary, LayerNorm and optimizer ops against the CPU twin",
           "[cuda][parity]") {
   if (!gpu_or_skip()) return;
-  auto backend = backends::make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   model::Kernels& cpu = *backend.kernels;
   Table table;
   for (const Shape& s : shapes()) {

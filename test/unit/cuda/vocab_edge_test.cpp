@@ -26,7 +26,7 @@ template <class E>
 void check_crossentropy(int N, int Vl, int vocab_begin, int V, bool shift) {
   INFO(precision_of<E>() << " N " << N << " Vl " << Vl << " vocab_begin " << vocab_begin
                          << " V " << V << (shift ? " shifted" : " aligned"));
-  model::Backend backend = backends::make_backend("cpu");
+  model::Backend backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   model::Kernels& cpu = *backend.kernels;
   auto logits = random_floats(std::size_t(N) * Vl, 61, -6.f, 6.f);
   round_as<E>(logits);
@@ -103,7 +103,7 @@ TEST_CASE("CUDA cross-entropy: a shard of padding only gives -inf, 0 and zero gr
 TEST_CASE("CUDA embedding: one long run of a token, tokens of other shards, misaligned tables",
           "[cuda][vocab]") {
   if (!gpu_or_skip()) return;
-  model::Backend backend = backends::make_backend("cpu");
+  model::Backend backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   model::Kernels& cpu = *backend.kernels;
   const int B = 2, T = 300, C = 24, N = B * T;
   const auto dout = random_floats(std::size_t(N) * C, 64);

@@ -32,7 +32,7 @@ spec::JobSpec gpu_job() {
   s.model.heads = 4;
   s.model.vocab_size = 257;
   s.model.max_seq_len = 64;
-  s.data.source = "synthetic";
+  s.data.source = holmes::spec::DataSource::kSynthetic;
   s.data.synthetic.tokens = 60'000;
   s.train.steps = 12;
   s.train.micro_batch = 3;
@@ -43,7 +43,7 @@ spec::JobSpec gpu_job() {
   s.train.warmup_steps = 2;
   s.train.grad_clip = 1.0;
   s.train.eval_steps = 2;
-  s.train.precision = "fp32";
+  s.train.precision = holmes::spec::Precision::kFp32;
   return s;
 }
 
@@ -71,7 +71,7 @@ TEST_CASE("whole model: fp32 steps on the GPU match the CPU backend, and checkpo
   if (!cuda::test::gpu_or_skip()) return;
   const spec::JobSpec spec = gpu_job();
   auto data = DataSet::open(spec);
-  model::Backend cpu = backends::make_backend("cpu"), gpu = backends::make_backend("cuda");
+  model::Backend cpu = holmes::backends::make_backend(holmes::backends::Device::kCpu), gpu = holmes::backends::make_backend(holmes::backends::Device::kCuda);
   Trainer a(spec, cpu, *data), b(spec, gpu, *data);
   for (int64_t s = 0; s < 10; ++s) {
     const StepStats sa = a.train_step(s), sb = b.train_step(s);
@@ -104,9 +104,9 @@ TEST_CASE("whole model: bf16 on the GPU tracks fp32, resumes bit for bit, and it
   if (!cuda::test::gpu_or_skip()) return;
   const spec::JobSpec fp32 = gpu_job();
   spec::JobSpec bf16 = fp32;
-  bf16.train.precision = "bf16";
+  bf16.train.precision = holmes::spec::Precision::kBf16;
   auto data = DataSet::open(fp32);
-  model::Backend cpu = backends::make_backend("cpu"), gpu = backends::make_backend("cuda");
+  model::Backend cpu = holmes::backends::make_backend(holmes::backends::Device::kCpu), gpu = holmes::backends::make_backend(holmes::backends::Device::kCuda);
   REQUIRE(precision_of(bf16, gpu) == model::Precision::kBf16);
   REQUIRE(precision_of(gpu_job(), gpu) == model::Precision::kFp32);
   Trainer full(fp32, gpu, *data), half(bf16, gpu, *data);
@@ -134,7 +134,7 @@ TEST_CASE("whole model: bf16 on the GPU tracks fp32, resumes bit for bit, and it
 
   // The bf16 checkpoint (fp32 master weights and moments) continues on the CPU in fp32.
   spec::JobSpec on_cpu = bf16;
-  on_cpu.train.precision = "auto";
+  on_cpu.train.precision = holmes::spec::Precision::kAuto;
   REQUIRE(precision_of(on_cpu, cpu) == model::Precision::kFp32);
   Trainer c(on_cpu, cpu, *data), g(bf16, gpu, *data);
   load(c, on_cpu, at6);

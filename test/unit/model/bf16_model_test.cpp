@@ -51,7 +51,7 @@ TEST_CASE("bf16 model path: loss and gradients track fp32, weights are read from
   const int B = 3, T = 13;
   const GptConfig cfg = GptConfig::gpt2(2, 32, 4, 101, 16);
   const test::Batch b = test::make_batch(B, T, cfg.vocab, 3);
-  Backend cpu = make_backend("cpu");
+  Backend cpu = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   Backend emu = emulated_bf16_backend();
   auto* counters = static_cast<EmulatedBf16*>(emu.kernels.get());
 
@@ -127,7 +127,7 @@ TEST_CASE("bf16 model path: two pipeline stages chained through bf16 boundaries 
 }
 
 TEST_CASE("bf16 needs a backend with bf16 kernels", "[model][bf16]") {
-  Backend cpu = make_backend("cpu");
+  Backend cpu = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   CHECK_THROWS_WITH(Gpt(GptConfig::gpt2(1, 16, 2, 50, 8), cpu, 2, 4, nullptr, 1, Precision::kBf16),
                     Catch::Contains("backend cpu has no bf16 kernels"));
 }

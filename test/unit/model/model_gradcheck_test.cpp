@@ -25,7 +25,7 @@ double loss_of(Gpt& gpt, const Batch& b, int B, int T) {
 }
 
 void check_model(GptConfig cfg, int B, int T) {
-  auto backend = make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   Gpt gpt(cfg, backend, B, T);
   test::init_generic(gpt, 3);
   const Batch batch = test::make_batch(B, T, cfg.vocab, 4);
@@ -73,7 +73,7 @@ TEST_CASE("whole-model gradients, aligned sizes C=32 T=8 V=128", "[model][gradch
 }
 
 TEST_CASE("gradient accumulation: two half-scaled micro-batches sum to their mean", "[model]") {
-  auto backend = make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   const int B = 2, T = 5;
   GptConfig cfg = GptConfig::gpt2(1, 16, 2, 37, 8);
   Gpt gpt(cfg, backend, B, T);
@@ -102,7 +102,7 @@ TEST_CASE("gradient accumulation: two half-scaled micro-batches sum to their mea
 }
 
 TEST_CASE("a shorter micro-batch than planned gives the same loss as a model planned for it", "[model]") {
-  auto backend = make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   GptConfig cfg = GptConfig::gpt2(2, 20, 4, 37, 9);
   Gpt big(cfg, backend, 3, 9), exact(cfg, backend, 2, 7);
   big.init_weights(1);
@@ -114,7 +114,7 @@ TEST_CASE("a shorter micro-batch than planned gives the same loss as a model pla
 }
 
 TEST_CASE("forward and backward are bitwise deterministic, bad token ids are user errors", "[model]") {
-  auto backend = make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   const int B = 2, T = 8;
   GptConfig cfg = GptConfig::gpt2(2, 32, 4, 100, 8);
   Gpt gpt(cfg, backend, B, T);

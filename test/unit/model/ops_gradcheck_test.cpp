@@ -13,7 +13,7 @@ using holmes::model::test::probe;
 using holmes::model::test::random_vec;
 
 namespace {
-std::unique_ptr<Kernels> kernels() { return holmes::backends::make_backend("cpu").kernels; }
+std::unique_ptr<Kernels> kernels() { return holmes::backends::make_backend(holmes::backends::Device::kCpu).kernels; }
 }  // namespace
 
 TEST_CASE("matmul backward matches finite differences", "[model][ops]") {

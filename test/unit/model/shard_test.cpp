@@ -64,7 +64,7 @@ void compare_shards(const Result& ref, const std::vector<Result>& shards) {
 
 // Runs `tp` shards in threads and compares them with the single model of the same Vp.
 void check_tp(int tp, int layers, int C, int NH, int V) {
-  auto backend = make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   const int B = 2, T = 7;
   GptConfig cfg = GptConfig::gpt2(layers, C, NH, V, 9);
   GptConfig single = cfg;
@@ -101,7 +101,7 @@ TEST_CASE("tp=2 shards match tp=1: weights, loss and every gradient", "[model][t
 TEST_CASE("tp=4 shards match tp=1", "[model][tp]") { check_tp(4, 1, 32, 4, 300); }
 
 TEST_CASE("two pipeline stages chained by hand match one stage", "[model][pp]") {
-  auto backend = make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   const int B = 2, T = 7;
   GptConfig cfg = GptConfig::gpt2(3, 20, 4, 37, 9);
   Gpt full(cfg, backend, B, T);

@@ -23,7 +23,7 @@ double rel(double a, double b) { return std::fabs(a - b) / std::max(1e-12, std::
 
 spec::JobSpec bf16_job() {
   spec::JobSpec s = tiny_job();
-  s.train.precision = "bf16";
+  s.train.precision = holmes::spec::Precision::kBf16;
   return s;
 }
 

@@ -30,7 +30,7 @@ std::vector<int> ids(int n, int V, int salt) {
 }  // namespace
 
 TEST_CASE("Gpt keeps the losses in backend memory until take_loss_sum, in forward order, past its log", "[train][dist]") {
-  auto backend = holmes::backends::make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   const int B = 1, T = 4, N = B * T;
   model::Gpt gpt(small_model(), backend, B, T);
   gpt.init_weights(5);
@@ -52,7 +52,7 @@ TEST_CASE("Gpt keeps the losses in backend memory until take_loss_sum, in forwar
 }
 
 TEST_CASE("Gpt slots hold micro-batches in flight: f0 f1 b0 b1 equals f0 b0 f1 b1", "[train][dist]") {
-  auto backend = holmes::backends::make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   const int B = 2, T = 8, N = B * T;
   const auto t0 = ids(N, 97, 1), y0 = ids(N, 97, 2), t1 = ids(N, 97, 3), y1 = ids(N, 97, 4);
   model::Gpt one(small_model(), backend, B, T);
@@ -80,7 +80,7 @@ TEST_CASE("Gpt slots hold micro-batches in flight: f0 f1 b0 b1 equals f0 b0 f1 b
 }
 
 TEST_CASE("grad-ready hook reports descending ranges that cover the buffer once", "[train][dist]") {
-  auto backend = holmes::backends::make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   const int B = 1, T = 4, N = B * T;
   const auto tok = ids(N, 97, 7), tgt = ids(N, 97, 8);
   for (int first : {0, 1}) {  // whole model; last stage with a tied wte copy
@@ -183,7 +183,7 @@ TEST_CASE("owned ranges: the whole shard without data parallelism, a partition o
     comm::test::Job job(g.impl, dp);
     run_threads(dp, [&](int d) {
       RankGroups groups = groups_for(job, g, 0, d, 0);
-      auto backend = holmes::backends::make_backend("cpu");
+      auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
       Trainer trainer(spec, backend, *data, context_of(g, groups, 0, d, 0, spec.model.layers));
       owned[d] = trainer.shard_state().owned;
       n = trainer.model().num_params();
@@ -214,7 +214,7 @@ TEST_CASE("a peer that leaves makes the others fail with CommError, not hang", "
     run_threads(2, [&](int rank) {
       const int t = rank % g.tp, d = (rank / g.tp) % g.dp, p = rank / (g.tp * g.dp);
       RankGroups groups = groups_for(job, g, t, d, p, std::chrono::seconds(20));
-      auto backend = holmes::backends::make_backend("cpu");
+      auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
       Trainer trainer(spec, backend, *data, context_of(g, groups, t, d, p, spec.model.layers));
       if (rank == 1) return;  // leaves: its groups go away
       try {

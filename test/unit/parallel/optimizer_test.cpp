@@ -14,7 +14,7 @@ namespace {
 
 // The arithmetic is the backend's (Kernels::adamw_update / sum_squares_forward): the CPU's here.
 holmes::model::Kernels& cpu() {
-  static holmes::model::Backend backend = holmes::backends::make_backend("cpu");
+  static holmes::model::Backend backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   return *backend.kernels;
 }
 
@@ -97,6 +97,4 @@ TEST_CASE("learning rate: linear warm-up then cosine / linear / constant decay t
   c.warmup_steps = 0;
   c.kind = LrSchedule::kCosine;
   CHECK(lr_at(c, 0) == Approx(1.0));
-  CHECK(parse_lr_schedule("linear") == LrSchedule::kLinear);
-  CHECK_THROWS_AS(parse_lr_schedule("step"), holmes::UserError);
 }

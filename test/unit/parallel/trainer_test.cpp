@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "engine/spec/errors.hpp"
+#include "engine/spec/validate.hpp"
 #include "engine/data/data.hpp"
 #include "engine/tools/generate.hpp"
 #include "engine/checkpoint/model_file.hpp"
@@ -34,7 +35,7 @@ spec::JobSpec small_job() {
   s.model.heads = 2;
   s.model.vocab_size = 257;
   s.model.max_seq_len = 32;
-  s.data.source = "synthetic";
+  s.data.source = holmes::spec::DataSource::kSynthetic;
   s.data.synthetic.tokens = 60'000;
   s.train.steps = 40;
   s.train.micro_batch = 8;
@@ -58,7 +59,7 @@ fs::path temp_dir(const std::string& name) {
 }  // namespace
 
 TEST_CASE("gradient accumulation over micro-batches gives the same steps as one big batch", "[trainer]") {
-  auto backend = holmes::backends::make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   spec::JobSpec one = small_job();  // one micro-batch of 8
   spec::JobSpec four = one;
   four.train.micro_batch = 2;       // four micro-batches of 2
@@ -81,7 +82,7 @@ TEST_CASE("gradient accumulation over micro-batches gives the same steps as one 
 }
 
 TEST_CASE("training on the synthetic corpus lowers the training and validation loss", "[trainer]") {
-  auto backend = holmes::backends::make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   spec::JobSpec spec = small_job();
   auto data = DataSet::open(spec);
   Trainer t(spec, backend, *data);
@@ -118,28 +119,32 @@ void refused(const spec::JobSpec& spec, holmes::model::Backend& backend, const D
 
 }  // namespace
 
-TEST_CASE("the trainer names the keys when the batch does not divide", "[trainer]") {
-  auto backend = holmes::backends::make_backend("cpu");
+TEST_CASE("a batch that does not divide is the spec's rule, the trainer only asserts it", "[trainer]") {
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   spec::JobSpec spec = small_job();
   spec.train.micro_batch = 3;  // 8 is not a multiple of 3
+  const auto problems = spec::cross_field_problems(spec);
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].key == "train.global_batch");
+  CHECK_THAT(problems[0].message, Catch::Contains("train.micro_batch"));
   auto data = DataSet::open(small_job());
-  refused(spec, backend, *data, {"train.global_batch", "train.micro_batch"});
+  CHECK_THROWS_AS(Trainer(spec, backend, *data), std::invalid_argument);
 }
 
 TEST_CASE("train.precision: auto and fp32 train in fp32 on the CPU, bf16 is refused naming the key", "[trainer]") {
-  auto backend = holmes::backends::make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   spec::JobSpec spec = small_job();
-  for (const char* p : {"auto", "fp32"}) {
+  for (const auto p : {holmes::spec::Precision::kAuto, holmes::spec::Precision::kFp32}) {
     spec.train.precision = p;
     CHECK(precision_of(spec, backend) == holmes::model::Precision::kFp32);
   }
-  spec.train.precision = "bf16";
+  spec.train.precision = holmes::spec::Precision::kBf16;
   auto data = DataSet::open(small_job());
   refused(spec, backend, *data, {"train.precision: 'bf16'", "accepted here: auto, fp32"});
 }
 
 TEST_CASE("shard_state of the single-process trainer owns the whole buffer", "[trainer]") {
-  auto backend = holmes::backends::make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   spec::JobSpec spec = small_job();
   auto data = DataSet::open(spec);
   Trainer t(spec, backend, *data);
@@ -154,7 +159,7 @@ TEST_CASE("shard_state of the single-process trainer owns the whole buffer", "[t
 }
 
 TEST_CASE("final weights reload bit for bit, a damaged file is refused naming it", "[trainer]") {
-  auto backend = holmes::backends::make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   spec::JobSpec spec = small_job();
   auto data = DataSet::open(spec);
   Trainer t(spec, backend, *data);
@@ -198,7 +203,7 @@ TEST_CASE("pick_token: greedy and top-1 take the arg-max, sampling follows the d
 }
 
 TEST_CASE("generation is reproducible for a seed and stays in the vocabulary", "[generate]") {
-  auto backend = holmes::backends::make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   spec::JobSpec spec = small_job();
   spec.model.max_seq_len = 8;
   spec.train.seq_len = 8;

@@ -17,7 +17,8 @@ holmes::topo::ClusterTopology interleaved() {
   return hp::testing::make_cluster({{NicKind::kIb, 2}, {NicKind::kRoce, 2}}, true);
 }
 
-hp::Plan plan_with(holmes::spec::JobSpec s, const std::string& placement, const holmes::topo::ClusterTopology& t) {
+hp::Plan plan_with(holmes::spec::JobSpec s, holmes::spec::Placement placement,
+                   const holmes::topo::ClusterTopology& t) {
   s.parallel.placement = placement;
   return hp::make_plan(s, t);
 }
@@ -49,10 +50,10 @@ TEST_CASE("megatron: Megatron's order and uniform partition with every group bet
           "[baselines]") {
   auto spec = hp::testing::make_spec(8, 256, 16, 8, 2, 2, 1, 16, 128);
   auto t = interleaved();
-  hp::Plan m = plan_with(spec, "megatron", t), n = plan_with(spec, "naive", t);
-  CHECK(m.placement == "megatron");
-  CHECK(m.partition == "uniform");
-  CHECK(n.partition == "uniform");  // auto means uniform for Megatron's placements
+  hp::Plan m = plan_with(spec, holmes::spec::Placement::kMegatron, t), n = plan_with(spec, holmes::spec::Placement::kNaive, t);
+  CHECK(m.placement == holmes::spec::Placement::kMegatron);
+  CHECK(m.partition == holmes::spec::PartitionKind::kUniform);
+  CHECK(n.partition == holmes::spec::PartitionKind::kUniform);  // auto means uniform for Megatron's placements
   for (size_t r = 0; r < m.ranks.size(); ++r) {
     CHECK(m.ranks[r].tp == n.ranks[r].tp);
     CHECK(m.ranks[r].pp == n.ranks[r].pp);
@@ -75,12 +76,12 @@ TEST_CASE("megatron: Megatron's order and uniform partition with every group bet
 TEST_CASE("every plan carries the megatron and naive baselines with the same degrees", "[baselines]") {
   auto spec = hp::testing::make_spec(8, 256, 16, 8, 2, 2, 1, 16, 128);
   auto t = interleaved();
-  hp::Plan h = plan_with(spec, "holmes", t);
+  hp::Plan h = plan_with(spec, holmes::spec::Placement::kHolmes, t);
   REQUIRE(h.estimate.baselines.size() == 2);
-  CHECK(h.estimate.baselines[0].placement == "megatron");
-  CHECK(h.estimate.baselines[1].placement == "naive");
-  CHECK(h.estimate.baselines[0].step_time_s == Approx(plan_with(spec, "megatron", t).estimate.step_time_s));
-  CHECK(h.estimate.baselines[1].step_time_s == Approx(plan_with(spec, "naive", t).estimate.step_time_s));
+  CHECK(h.estimate.baselines[0].placement == holmes::spec::Placement::kMegatron);
+  CHECK(h.estimate.baselines[1].placement == holmes::spec::Placement::kNaive);
+  CHECK(h.estimate.baselines[0].step_time_s == Approx(plan_with(spec, holmes::spec::Placement::kMegatron, t).estimate.step_time_s));
+  CHECK(h.estimate.baselines[1].step_time_s == Approx(plan_with(spec, holmes::spec::Placement::kNaive, t).estimate.step_time_s));
   CHECK(h.estimate.naive_step_time_s == h.estimate.baselines[1].step_time_s);
   CHECK(h.estimate.baselines[0].step_time_s > h.estimate.step_time_s);
   const std::string json = hp::format_plan_json(h);
@@ -90,7 +91,7 @@ TEST_CASE("every plan carries the megatron and naive baselines with the same deg
   CHECK(text.find("vs megatron") != std::string::npos);
   CHECK(text.find("vs naive") != std::string::npos);
   // A megatron plan is its own megatron baseline.
-  hp::Plan m = plan_with(spec, "megatron", t);
+  hp::Plan m = plan_with(spec, holmes::spec::Placement::kMegatron, t);
   CHECK(m.estimate.baselines[0].step_time_s == m.estimate.step_time_s);
 }
 

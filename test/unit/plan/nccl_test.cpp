@@ -229,13 +229,14 @@ TEST_CASE("no RDMA group mixes IB and RoCE, DP groups stay in islands, over gene
     const ht::ClusterTopology t = ht::build_cluster(nodes);
     auto [tp, pp, dp] = hp::testing::random_degrees(rng, devices, devices * static_cast<int>(nodes.size()), 16);
     auto spec = hp::testing::make_spec(16, 256, 16, tp, pp, dp, 1, dp * pick(1, 4), 128);
-    spec.parallel.placement = std::vector<std::string>{"holmes", "holmes", "naive", "megatron"}[pick(0, 3)];
+    using P = holmes::spec::Placement;
+    spec.parallel.placement = std::vector<P>{P::kHolmes, P::kHolmes, P::kNaive, P::kMegatron}[pick(0, 3)];
     INFO("iteration " << iter << ": " << nodes.size() << " nodes, tp " << tp << " pp " << pp << " dp " << dp << ", "
                       << spec.parallel.placement);
     const hp::Plan p = hp::make_plan(spec, t);
     check_env(p, t);
     check_link_layers(p, t);
-    const bool perfect = spec.parallel.placement == "holmes" && hp::testing::perfect_layout_exists(t, tp, dp);
+    const bool perfect = spec.parallel.placement == holmes::spec::Placement::kHolmes && hp::testing::perfect_layout_exists(t, tp, dp);
     perfect_cases += perfect;
     for (const auto& g : p.groups) {
       rdma_groups += g.transport == hp::Transport::kNcclIb || g.transport == hp::Transport::kNcclRoce;
@@ -366,7 +367,7 @@ TEST_CASE("cross-island transfer costs: the staged Gloo path adds two host copie
   const double gloo = hp::ethernet_transfer_s(hp::Transport::kGlooTcp, bytes, link);
   CHECK(nccl == Approx(50e-6 + bytes * 8 / 25e9));
   CHECK(gloo == Approx(nccl + 2 * bytes / (hp::kHostCopyGBps * 1e9)));
-  CHECK(hp::ethernet_transport({"auto", bytes}, link) == hp::Transport::kNcclSocket);
-  CHECK(hp::ethernet_transport({"gloo", bytes}, link) == hp::Transport::kGlooTcp);
-  CHECK(hp::ethernet_transport({"nccl-socket", bytes}, link) == hp::Transport::kNcclSocket);
+  CHECK(hp::ethernet_transport({holmes::spec::CrossIsland::kAuto, bytes}, link) == hp::Transport::kNcclSocket);
+  CHECK(hp::ethernet_transport({holmes::spec::CrossIsland::kGloo, bytes}, link) == hp::Transport::kGlooTcp);
+  CHECK(hp::ethernet_transport({holmes::spec::CrossIsland::kNcclSocket, bytes}, link) == hp::Transport::kNcclSocket);
 }

@@ -87,7 +87,8 @@ TEST_CASE("holmes placement invariants on generated clusters", "[placement]") {
     // Random degrees with tp inside a node and pp <= layers.
     auto [tp, pp, dp] = hp::testing::random_degrees(rng, devices, world, 32);
     auto spec = hp::testing::make_spec(32, 256, 16, tp, pp, dp, 1, dp * pick(1, 4), 128);
-    spec.parallel.partition.kind = std::vector<std::string>{"auto", "uniform"}[pick(0, 1)];
+    using K = holmes::spec::PartitionKind;
+    spec.parallel.partition.kind = std::vector<K>{K::kAuto, K::kUniform}[pick(0, 1)];
     hp::Plan p = hp::make_plan(spec, topo);
     bool perfect = hp::testing::perfect_layout_exists(topo, tp, dp);
     perfect_cases += perfect;
@@ -99,21 +100,21 @@ TEST_CASE("holmes placement invariants on generated clusters", "[placement]") {
 TEST_CASE("naive placement is Megatron's order over nodes as given", "[placement]") {
   auto topo = hp::testing::make_cluster({{holmes::topo::NicKind::kIb, 2}, {holmes::topo::NicKind::kRoce, 2}}, true);
   auto spec = hp::testing::make_spec(8, 256, 16, 2, 2, 8, 1, 16, 128);
-  spec.parallel.placement = "naive";
+  spec.parallel.placement = holmes::spec::Placement::kNaive;
   hp::Plan p = hp::make_plan(spec, topo);
   for (const auto& r : p.ranks) REQUIRE(r.rank == r.tp + 2 * (r.dp + 8 * r.pp));
   // Interleaved islands: naive data groups cross islands, holmes's do not.
   int crossing = 0;
   for (const auto& g : p.groups) crossing += g.kind == hp::GroupKind::kDp && g.crosses_islands;
   CHECK(crossing > 0);
-  spec.parallel.placement = "holmes";
+  spec.parallel.placement = holmes::spec::Placement::kHolmes;
   hp::Plan h = hp::make_plan(spec, topo);
   for (const auto& g : h.groups)
     if (g.kind == hp::GroupKind::kDp) CHECK_FALSE(g.crosses_islands);
   CHECK(h.estimate.naive_step_time_s == Approx(hp::make_plan([&] {
                                                  auto s = spec;
-                                                 s.parallel.placement = "naive";
-                                                 s.parallel.partition.kind = "uniform";
+                                                 s.parallel.placement = holmes::spec::Placement::kNaive;
+                                                 s.parallel.partition.kind = holmes::spec::PartitionKind::kUniform;
                                                  return s;
                                                }(), topo).estimate.step_time_s));
   CHECK(h.estimate.step_time_s < h.estimate.naive_step_time_s);

@@ -77,7 +77,7 @@ TEST_CASE("closed form: a 4-stage pipeline on one IB island", "[cost_model]") {
   auto topo = hp::testing::make_cluster({{NicKind::kIb, 4, 1, 400}});
   auto spec = hp::testing::make_spec(8, 512, 8, 1, 4, 1, 2, 12, 256);
   spec.cluster.device_tflops = 100;
-  spec.parallel.partition.kind = "uniform";
+  spec.parallel.partition.kind = holmes::spec::PartitionKind::kUniform;
   hp::Plan p = hp::make_plan(spec, topo);
   const auto& e = p.estimate;
   int m = 6, stages = 4;
@@ -152,7 +152,7 @@ TEST_CASE("partition: faster islands get no fewer layers, lists are honoured", "
   for (const auto& a : q.stages)
     for (const auto& b : q.stages)
       if (a.stage % 3 != 0 && b.stage % 3 != 0 && a.island == 0 && b.island == 1) CHECK(a.num_layers >= b.num_layers);
-  spec.parallel.partition.kind = "list";
+  spec.parallel.partition.kind = holmes::spec::PartitionKind::kList;
   spec.parallel.partition.layers = {3, 5, 9, 11, 12, 4, 2, 2};
   hp::Plan l = hp::make_plan(spec, topo);
   for (int s = 0; s < 8; ++s) CHECK(l.stages[s].num_layers == spec.parallel.partition.layers[s]);
@@ -164,10 +164,10 @@ TEST_CASE("infeasible requests are user errors with the numbers", "[plan]") {
   auto spec = hp::testing::make_spec(8, 256, 16, 2, 2, 3, 1, 12, 128);
   CHECK_THAT(error_of(spec, topo), Catch::Contains("= 12 but the cluster has 16 devices"));
   spec.parallel.data = 4;
-  spec.parallel.partition.kind = "list";
+  spec.parallel.partition.kind = holmes::spec::PartitionKind::kList;
   spec.parallel.partition.layers = {3, 2};
   CHECK_THAT(error_of(spec, topo), Catch::Contains("sums to 5 but model.layers = 8"));
-  spec.parallel.partition.kind = "auto";
+  spec.parallel.partition.kind = holmes::spec::PartitionKind::kAuto;
   spec.train.global_batch = 6;
   CHECK_THAT(error_of(spec, topo), Catch::Contains("train.global_batch = 6"));
   // A 70B-class model does not fit on one 80 GB GPU per stage.
@@ -218,9 +218,9 @@ TEST_CASE("train.precision fp32 on GPUs is priced at the FP32 peak with 4-byte t
   auto spec = hp::testing::make_spec(4, 512, 8, 1, 2, 1, 1, 8, 256);
   auto topo = hp::testing::make_cluster({{NicKind::kIb, 2, 1, 400}});
   const hp::Plan automatic = hp::make_plan(spec, topo);
-  spec.train.precision = "bf16";
+  spec.train.precision = holmes::spec::Precision::kBf16;
   const hp::Plan bf16 = hp::make_plan(spec, topo);
-  spec.train.precision = "fp32";
+  spec.train.precision = holmes::spec::Precision::kFp32;
   const hp::Plan fp32 = hp::make_plan(spec, topo);
   CHECK(hp::plan_hash(automatic) == hp::plan_hash(bf16));  // auto trains bf16 on GPUs
   CHECK(fp32.estimate.compute_s == Approx(bf16.estimate.compute_s * 15));
@@ -234,7 +234,7 @@ TEST_CASE("train.precision fp32 on GPUs is priced at the FP32 peak with 4-byte t
   }
   for (auto& n : topo.nodes) n.devices.name = "NVIDIA H100 80GB HBM3";
   const hp::Plan h100 = hp::make_plan(spec, topo);
-  spec.train.precision = "bf16";
+  spec.train.precision = holmes::spec::Precision::kBf16;
   const hp::Plan h100_bf16 = hp::make_plan(spec, topo);
   CHECK(h100.estimate.compute_s == Approx(h100_bf16.estimate.compute_s * 400 / 67));  // make_cluster's peak: 400
 }

@@ -40,7 +40,7 @@ TEST_CASE("the embedded default job loads and is valid") {
   auto loaded = load_job_spec("", {});
   CHECK(loaded.spec.model.layers > 0);
   CHECK(loaded.spec.train.steps > 0);
-  CHECK(loaded.spec.data.source == "synthetic");
+  CHECK(loaded.spec.data.source == spec::DataSource::kSynthetic);
   CHECK(loaded.spec.global_batch_ok(1));
   CHECK(loaded.origin.at("model.layers").source == "<embedded default>");
 }
@@ -57,7 +57,7 @@ TEST_CASE("a minimal file gets defaults, and their origin says so") {
   auto loaded = load_job_spec(path, {});
   CHECK(loaded.spec.model.hidden == 32);
   CHECK(loaded.spec.train.micro_batch == 8);
-  CHECK(loaded.spec.parallel.partition.kind == "auto");
+  CHECK(loaded.spec.parallel.partition.kind == holmes::spec::PartitionKind::kAuto);
   CHECK(loaded.origin.at("train.micro_batch").source == "default");
   CHECK(loaded.origin.at("model.hidden").source == path);
   CHECK(loaded.origin.at("model.hidden").line == 3);
@@ -68,7 +68,7 @@ TEST_CASE("set overrides (--set) file values and records the command line as ori
   auto loaded = load_job_spec(path, {"train.steps=99", "parallel.partition=[1, 1]", "parallel.pipeline=2",
                                      "parallel.data=auto", "job.name=run a", "train.lr=1e-3"});
   CHECK(loaded.spec.train.steps == 99);
-  CHECK(loaded.spec.parallel.partition.kind == "list");
+  CHECK(loaded.spec.parallel.partition.kind == spec::PartitionKind::kList);
   CHECK(loaded.spec.parallel.partition.layers == std::vector<int>{1, 1});
   CHECK(loaded.spec.parallel.data == kAuto);
   CHECK(loaded.spec.job.name == "run a");

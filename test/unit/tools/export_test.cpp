@@ -178,7 +178,7 @@ TEST_CASE("export: load_full_model reads a run's final weights", "[export]") {
   const auto c = tiny_config();
   const auto p = iota_params(c);
   const auto dir = fresh_dir("final");
-  auto backend = holmes::backends::make_backend("cpu");
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   model::Gpt gpt(c, backend, 1, 1);
   std::copy(p.begin(), p.end(), gpt.params());
   save_model_weights((dir / "model.bin").string(), gpt);
