@@ -11,6 +11,10 @@ std::string human_count(double v) {
   return fmt::format("{:.0f}", v);
 }
 
+std::string count_of(long long n, const std::string& noun, const std::string& plural) {
+  return fmt::format("{} {}", n, n == 1 ? noun : plural.empty() ? noun + "s" : plural);
+}
+
 std::string json_quote(const std::string& text) {
   std::string out = "\"";
   for (unsigned char c : text) {

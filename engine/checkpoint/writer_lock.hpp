@@ -19,8 +19,6 @@
 
 namespace holmes::checkpoint {
 
-inline constexpr const char* kWriterLockFile = "writer.lock";
-
 // Who holds a writer lock, as the holder wrote it into the lock file.
 struct WriterInfo {
   std::string host;
@@ -36,7 +34,7 @@ std::string describe_writer(const WriterInfo& info);
 class WriterLock {
  public:
   WriterLock() = default;  // holds nothing
-  // Takes <dir>/writer.lock for this process (`dir` must exist) and records this process in
+  // Takes <dir>/writer.lock (spec::RunPaths) for this process (`dir` must exist) and records this process in
   // it. Throws a UserError (exit 2) naming `dir` and the live writer when another process
   // holds it.
   static WriterLock take(const std::string& dir, const std::string& job_name);

@@ -55,6 +55,18 @@ void maybe_run_launch_selftest() {
   if (!text || !*text) return;
   LaunchEnv env = detect_launch_env_from_process(0, "selftest");
   Script s = parse_script(text, env.rank);
+  // A rank that waits for a stop signal takes it from before it reports: a test sends the
+  // signal once every rank reported, and a worker that had printed its line but not yet
+  // installed its handlers died of that signal without the "stopping on signal" line (the
+  // launch_local failure under load).
+  const bool waits = s.wait && s.exit_code < 0 && !s.self_kill;
+  if (waits) {
+    install_stop_signal_handlers();
+    if (s.stubborn) {
+      signal(SIGTERM, SIG_IGN);
+      signal(SIGINT, SIG_IGN);
+    }
+  }
   if (s.report)
     fmt::print("selftest rank={} world={} local_rank={} local_world={} node={}/{} master={}:{} token={} source={}\n",
                env.rank, env.world_size, env.local_rank, env.local_world_size, env.node_rank, env.num_nodes,
@@ -65,12 +77,7 @@ void maybe_run_launch_selftest() {
     if (s.self_kill) raise(SIGKILL);
     std::exit(s.exit_code);
   }
-  if (!s.wait) std::exit(0);
-  install_stop_signal_handlers();
-  if (s.stubborn) {
-    signal(SIGTERM, SIG_IGN);
-    signal(SIGINT, SIG_IGN);
-  }
+  if (!waits) std::exit(0);
   const char* max_text = std::getenv("HOLMES_LAUNCH_SELFTEST_MAX_S");
   double max_s = max_text ? std::atof(max_text) : 30.0;
   auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long long>(max_s * 1000));

@@ -24,6 +24,9 @@ std::string quote(const std::string& s) {
 }
 
 std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : "null"; }
+// A count of bytes as an exact integer: 4294967296, not 4.2949673e+09 (which JSON readers turn
+// into 4294967300.0). The model computes bytes as doubles; a fraction of a byte is rounded.
+std::string bytes(double v) { return std::isfinite(v) ? fmt::format("{}", std::llround(v)) : "null"; }
 const char* boolean(bool b) { return b ? "true" : "false"; }
 
 template <class T, class F>
@@ -81,7 +84,7 @@ void append_estimate(std::string& out, const Plan& p) {
       num(e.step_time_s), num(e.compute_s), num(e.tp_comm_s), num(e.pp_comm_s), num(e.bubble_s), num(e.dp_comm_s),
       num(e.update_s), e.bottleneck_stage, num(e.tokens_per_s), num(e.tflops_per_device), num(e.naive_step_time_s), num(speedup));
   for (int k = 0; k < kLinkKinds; ++k)
-    out += fmt::format("{}\"{}\": {}", k ? ", " : "", to_string(LinkKind(k)), num(e.bytes_per_step[k]));
+    out += fmt::format("{}\"{}\": {}", k ? ", " : "", to_string(LinkKind(k)), bytes(e.bytes_per_step[k]));
   out += "}, \"baselines\": {";
   for (size_t i = 0; i < e.baselines.size(); ++i) {
     const Baseline& b = e.baselines[i];
@@ -147,10 +150,13 @@ std::string format_plan_json(const Plan& p) {
   append_calibration(out, p.calibration);
   out += "  \"memory\": ";
   array(out, p.memory, [&](const RankMemory& m) {
+    // "bytes" is the sum of the parts as printed, each rounded to a whole byte.
+    const long long parts[] = {std::llround(m.params), std::llround(m.grads), std::llround(m.optimizer),
+                               std::llround(m.activations)};
     out += fmt::format("{{\"rank\": {}, \"bytes\": {}, \"params\": {}, \"grads\": {}, \"optimizer\": {}, "
                        "\"activations\": {}, \"capacity\": {}}}",
-                       m.rank, num(std::round(m.total())), num(std::round(m.params)), num(std::round(m.grads)),
-                       num(std::round(m.optimizer)), num(std::round(m.activations)), num(std::round(m.capacity)));
+                       m.rank, parts[0] + parts[1] + parts[2] + parts[3], parts[0], parts[1], parts[2], parts[3],
+                       bytes(m.capacity));
   });
   out += ",\n  \"warnings\": ";
   array(out, p.warnings, [&](const std::string& w) { out += quote(w); });

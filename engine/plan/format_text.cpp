@@ -25,6 +25,20 @@ std::string human_bytes(double b) {
   return fmt::format("{:.1f} {}", b, units[u]);
 }
 
+// "0..3", "0, 2", "0..2, 5, 7..8": an island's nodes as they are, runs of consecutive ones
+// shortened (the nodes of islands interleave when the launch order alternates them).
+std::string node_list(const std::vector<int>& nodes) {
+  std::string out;
+  for (size_t i = 0; i < nodes.size();) {
+    size_t j = i;
+    while (j + 1 < nodes.size() && nodes[j + 1] == nodes[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") +
+           (j == i ? fmt::format("{}", nodes[i]) : fmt::format("{}{}{}", nodes[i], j == i + 1 ? ", " : "..", nodes[j]));
+    i = j + 1;
+  }
+  return out;
+}
+
 void append_rank_map(std::string& out, const Plan& p) {
   out += "Ranks per node (rank:tp,pp,dp):\n";
   std::vector<std::vector<const RankInfo*>> by_node(p.hostnames.size());
@@ -125,16 +139,17 @@ void append_memory(std::string& out, const Plan& p) {
 
 std::string format_plan_text(const Plan& p) {
   std::string out;
-  out += fmt::format("Plan: {} ranks = tensor {} x pipeline {} x data {} on {} ({} placement, {} partition)\n",
-                     p.world, p.tp, p.pp, p.dp, p.device_kind, p.placement, p.partition);
+  out += fmt::format("Plan: {} = tensor {} x pipeline {} x data {} on {} ({} placement, {} partition)\n",
+                     count_of(p.world, "rank"), p.tp, p.pp, p.dp, p.device_kind, p.placement, p.partition);
   out += fmt::format("Model: {} parameters ({} in memory, vocabulary padded to {}), global batch {} x {} tokens\n",
                      human_count(static_cast<double>(p.params_model)), human_count(static_cast<double>(p.params_total)),
                      p.vocab_padded, p.global_batch, p.seq_len);
   out += "Islands:\n";
   for (const auto& isl : p.islands)
     if (!isl.nodes.empty())
-      out += fmt::format("  island {} ({}): {} nodes, {} devices (nodes {}..{})\n", isl.id, isl.kind,
-                         isl.nodes.size(), isl.devices, isl.nodes.front(), isl.nodes.back());
+      out += fmt::format("  island {} ({}): {}, {} ({} {})\n", isl.id, isl.kind, count_of(isl.nodes.size(), "node"),
+                         count_of(isl.devices, "device"), isl.nodes.size() == 1 ? "node" : "nodes",
+                         node_list(isl.nodes));
   out += "  pipeline visits islands:";
   for (int i : p.island_order) out += fmt::format(" {}", i);
   out += "\n";

@@ -1,5 +1,6 @@
 // make_plan: validate what the planner relies on, search, then spell the winner out rank by
 // rank and group by group.
+#include "common/format.hpp"
 #include "common/hash.hpp"
 #include "engine/plan/plan.hpp"
 
@@ -251,9 +252,9 @@ void check_degrees_fit(const spec::JobSpec& spec, int world, const std::string& 
   if (any_auto ? world % fixed == 0 : world == fixed) return;
   auto text = [](int d) { return d == spec::kAuto ? std::string("auto") : std::to_string(d); };
   const std::string degrees = fmt::format("{} x {} x {}", text(p.tensor), text(p.pipeline), text(p.data));
-  const std::string why = any_auto ? fmt::format(" (explicit product {}) does not divide the cluster's {} devices", fixed,
-                                                 world)
-                                   : fmt::format(" = {} but the cluster has {} devices", fixed, world);
+  const std::string why = any_auto ? fmt::format(" (explicit product {}) does not divide the cluster's {}", fixed,
+                                                 count_of(world, "device"))
+                                   : fmt::format(" = {} but the cluster has {}", fixed, count_of(world, "device"));
   throw UserError(fmt::format("parallel.tensor x parallel.pipeline x parallel.data = {}{}: {} cannot make the job's {} "
                               "workers ({}); the product of the explicit degrees must {} {}",
                               degrees, why, degrees, world, launched, any_auto ? "divide" : "equal", world));

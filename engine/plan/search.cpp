@@ -1,10 +1,13 @@
 #include "engine/plan/search.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
+#include "common/format.hpp"
 #include "engine/plan/partition.hpp"
 #include "common/errors.hpp"
 
@@ -22,7 +25,8 @@ std::string describe(int value) { return value == spec::kAuto ? "auto" : std::to
   const auto& p = s.parallel;
   check_degrees_fit(s, in.world, fmt::format("the cluster's devices on {} node(s)", in.facts.nodes.size()));
   if (p.tensor != spec::kAuto && in.world % p.tensor != 0)
-    throw UserError(fmt::format("parallel.tensor = {} does not divide the cluster's {} devices", p.tensor, in.world));
+    throw UserError(fmt::format("parallel.tensor = {} does not divide the cluster's {}", p.tensor,
+                                count_of(in.world, "device")));
   if (p.data != spec::kAuto && s.train.micro_batch != spec::kAuto &&
       s.train.global_batch % (s.train.micro_batch * p.data) != 0)
     throw UserError(fmt::format("train.global_batch = {} is not divisible by train.micro_batch x parallel.data = "
@@ -118,6 +122,61 @@ double memory_ratio(const Evaluated& ev) {
   return m.capacity > 0 ? m.total() / m.capacity : 0;
 }
 
+constexpr double kGiB = double(1 << 30);
+
+std::string fixed_degrees(const spec::ParallelSection& p) {
+  std::vector<std::string> fixed;
+  if (p.tensor != spec::kAuto) fixed.push_back(fmt::format("parallel.tensor = {}", p.tensor));
+  if (p.pipeline != spec::kAuto) fixed.push_back(fmt::format("parallel.pipeline = {}", p.pipeline));
+  return fmt::format("{}", fmt::join(fixed, " and "));
+}
+
+// Why no candidate fits and what would. `best` is the candidate that needs the least memory.
+// Raising the tensor or pipeline degree is advice only where the spec fixed one and a copy of
+// the model is not yet spread over every device; otherwise the search has tried it, and the
+// cluster (its device memory) is too small: by how much, summed over every device.
+std::string out_of_memory_message(const SearchInput& in, const Evaluated& best, size_t candidates) {
+  const auto& s = *in.spec;
+  const RankMemory& m = best.worst_memory;
+  const Degrees& d = best.deg;
+  std::string msg = fmt::format(
+      "the plan does not fit in device memory{}: with tensor={} pipeline={} data={} micro_batch={}, stage {} needs "
+      "{:.2f} GiB per device (parameters {:.2f}, gradients {:.2f}, optimizer {:.2f}, activations {:.2f}), {:.2f} GiB "
+      "more than the {:.2f} GiB usable ({:.0f}% of the device)",
+      candidates > 1 ? fmt::format(" (the least memory of all {} candidate layouts)", candidates) : "", d.tp, d.pp, d.dp,
+      d.micro_batch, best.worst_stage, m.total() / kGiB, m.params / kGiB, m.grads / kGiB, m.optimizer / kGiB,
+      m.activations / kGiB, (m.total() - m.capacity) / kGiB, m.capacity / kGiB, kUsableMemoryFraction * 100);
+  std::vector<std::string> ways;
+  const std::string fixed = fixed_degrees(s.parallel);
+  const bool spread = d.tp * d.pp == in.world;  // every device holds a different part of one copy
+  if (!fixed.empty() && !spread) ways.push_back(fmt::format("raise {} (or set auto: the planner searches)", fixed));
+  // Activations scale with the micro-batch: advice only where micro_batch 1 would fit.
+  const double at_one = m.total() - m.activations + m.activations / d.micro_batch;
+  if (s.train.micro_batch != spec::kAuto && d.micro_batch > 1 && at_one <= m.capacity)
+    ways.push_back(fmt::format("lower train.micro_batch ({}: the activations are {:.2f} GiB of the stage's need)",
+                               d.micro_batch, m.activations / kGiB));
+  if (fixed.empty() || spread) {
+    // Every device of every stage, as the layout sizes it: tp x dp devices per stage.
+    double need = 0, usable = 0;
+    for (int st = 0; st < d.pp; ++st) {
+      const RankMemory r = best.stages[st].memory(best.work, d.pp, best.layers[st]);
+      need += r.total() * d.tp * d.dp;
+      usable += r.capacity * d.tp * d.dp;
+    }
+    // How many more devices would do is not a division: the optimizer state spreads over the
+    // data-parallel replicas more devices add. What is certain is said: the shortfall of this
+    // layout in all, and the device size that would hold it.
+    msg += fmt::format(
+        ". The cluster is too small for this model{}: the layout needs {:.0f} GiB in all, the {} have {:.0f} GiB "
+        "usable, {:.0f} GiB too little; it would fit devices of at least {:.0f} GB each",
+        spread ? fmt::format(" (one copy of it already spread over all {} devices)", in.world) : "", need / kGiB,
+        count_of(in.world, "device"), usable / kGiB, (need - usable) / kGiB,
+        std::ceil(m.total() / kUsableMemoryFraction / 1e9));
+    ways.push_back("train a smaller model (model.layers, model.hidden) or on more or larger devices");
+  }
+  return msg + "; " + fmt::format("{}", fmt::join(ways, "; "));
+}
+
 }  // namespace
 
 spec::PartitionKind partition_for(spec::Placement placement, spec::PartitionKind partition) {
@@ -161,18 +220,7 @@ Evaluated search(const SearchInput& in) {
       have = true;
     }
   }
-  if (!best.fits) {
-    const RankMemory& m = best.worst_memory;
-    constexpr double kGiB = double(1 << 30);
-    throw UserError(fmt::format(
-        "the plan does not fit in device memory{}: with tensor={} pipeline={} data={} micro_batch={}, stage {} "
-        "needs {:.2f} GiB per device (parameters {:.2f}, gradients {:.2f}, optimizer {:.2f}, activations {:.2f}) "
-        "but only {:.2f} GiB are usable ({:.0f}% of the device); lower train.micro_batch or model size, or raise "
-        "parallel.tensor / parallel.pipeline",
-        degree_candidates(in).size() > 1 ? " (best of all candidate layouts)" : "", best.deg.tp, best.deg.pp,
-        best.deg.dp, best.deg.micro_batch, best.worst_stage, m.total() / kGiB, m.params / kGiB, m.grads / kGiB,
-        m.optimizer / kGiB, m.activations / kGiB, m.capacity / kGiB, kUsableMemoryFraction * 100));
-  }
+  if (!best.fits) throw UserError(out_of_memory_message(in, best, degree_candidates(in).size()));
   return best;
 }
 

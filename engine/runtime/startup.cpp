@@ -1,4 +1,5 @@
 // The start-up phases of a rank (startup.hpp): store, node reports, plan, agreement, groups.
+#include "common/format.hpp"
 #include "common/hash.hpp"
 #include "engine/runtime/startup.hpp"
 
@@ -207,9 +208,9 @@ uint64_t topology_digest(const topo::ClusterTopology& topology) {
 void check_plan_matches_job(const plan::Plan& plan, const spec::JobSpec& spec, const GatheredNodes& nodes) {
   const int world = static_cast<int>(nodes.node_of.size());
   if (plan.world != world)
-    throw UserError(fmt::format("the plan has {} ranks, one per device of the cluster topology, but the job was started "
+    throw UserError(fmt::format("the plan has {}, one per device of the cluster topology, but the job was started "
                                 "with world size {}: cluster.topology lists another device count for a node of this "
-                                "job than the workers started on it", plan.world, world));
+                                "job than the workers started on it", count_of(plan.world, "rank"), world));
   for (int r = 0; r < world; ++r) {
     const auto& ri = plan.ranks.at(r);
     if (ri.node != nodes.node_of[r] || ri.local_rank != nodes.local_of[r])

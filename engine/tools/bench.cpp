@@ -22,9 +22,9 @@ BenchResult run_bench(const spec::JobSpec& spec, int steps, int warmup) {
   model::Backend backend = train::make_training_backend(spec);
   parallel::Trainer trainer(spec, backend, *data);
   const auto& g = trainer.model().config();
-  fmt::print("bench: GPT-2 L={} C={} NH={} V={} (padded {}), B={} T={} x {} micro-batch(es), {} warm-up + {} timed "
-             "steps, {} kernels\n", g.layers, g.hidden, g.heads, g.vocab, g.padded_vocab, spec.train.micro_batch,
-             spec.train.seq_len, trainer.micro_batches(), warmup, steps, backend.kernels->name());
+  fmt::print("bench: {}, B={} T={} x {} micro-batch(es), {} warm-up + {} timed steps, {} kernels\n",
+             g.global().describe(), spec.train.micro_batch, spec.train.seq_len, trainer.micro_batches(), warmup, steps,
+             backend.kernels->name());
   std::fflush(stdout);
   BenchResult r;
   r.steps = steps;

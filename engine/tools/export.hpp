@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/checkpoint/checkpoint.hpp"
 #include "model/gpt_config.hpp"
 
 namespace holmes::tools {
@@ -35,6 +36,7 @@ struct FullModel {
   model::GptConfig config;
   std::vector<float> params;
   std::string source;  // what was read, for messages ("checkpoint DIR at step S", "weights FILE")
+  checkpoint::RunTokenizer tokenizer;  // from a checkpoint's manifest; hash 0 = not recorded
 };
 
 // Reads a model from `path`: a checkpoint folder (step-XXXXXXXX/ with its manifest), a

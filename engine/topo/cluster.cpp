@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "common/format.hpp"
 #include "engine/topo/hostlist.hpp"
 #include "engine/topo/report_format.hpp"
 
@@ -224,7 +225,7 @@ ClusterTopology build_cluster(std::vector<NodeReport> nodes) {
 }
 
 std::string describe_cluster(const ClusterTopology& t) {
-  std::string out = fmt::format("{} nodes, {} islands\n", t.nodes.size(), t.islands.size());
+  std::string out = fmt::format("{}, {}\n", count_of(t.nodes.size(), "node"), count_of(t.islands.size(), "island"));
   for (const auto& isl : t.islands) {
     std::vector<std::string> hosts;
     for (int i : isl.nodes) hosts.push_back(t.nodes[i].hostname);

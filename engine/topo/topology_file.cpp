@@ -286,11 +286,18 @@ std::vector<NodeReport> parse_topology_yaml(const std::string& text, const std::
     parse_node(nodes[i], ctx.at("nodes").item(i), out);
     entry_of.resize(out.size(), i);
   }
-  std::set<std::string> seen;
-  for (size_t i = 0; i < out.size(); ++i)
-    if (!seen.insert(out[i].hostname).second)
-      ctx.at("nodes").item(entry_of[i]).at("names").fail(
-          nodes[entry_of[i]]["names"], fmt::format("host '{}' is named by more than one node entry", out[i].hostname));
+  std::map<std::string, size_t> entry_naming;  // host -> the entry that named it first
+  for (size_t i = 0; i < out.size(); ++i) {
+    const auto [first, fresh] = entry_naming.emplace(out[i].hostname, entry_of[i]);
+    if (fresh) continue;
+    const YAML::Node names = nodes[entry_of[i]]["names"];
+    ctx.at("nodes").item(entry_of[i]).at("names").fail(
+        names, first->second == entry_of[i]
+                   ? fmt::format("host '{}' is named twice in this entry's names ({}); accepted: each host once",
+                                 out[i].hostname, describe(names))
+                   : fmt::format("host '{}' is named by more than one node entry (nodes[{}] and nodes[{}]); accepted: "
+                                 "each host in one entry", out[i].hostname, first->second, entry_of[i]));
+  }
   if (!issues.empty()) throw refuse();
   return out;
 }

@@ -10,6 +10,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "common/format.hpp"
 #include "engine/plan/model_size.hpp"
 #include "common/errors.hpp"
 #include "engine/parallel/trainer.hpp"
@@ -196,8 +197,8 @@ void calibrate_compute(const plan::Plan& p, const Gathered& g, topo::Calibration
     const double measured = seconds > 0 ? g.stage_flops[s.stage] / seconds / 1e12 : 0;
     cal.stages.push_back({s.stage, s.num_layers, measured});
     if (measured > 0 && (cal.device_tflops <= 0 || measured < cal.device_tflops)) cal.device_tflops = measured;
-    fmt::print("calibration: stage {} ({} layers): {:.4g} TFLOP/s per device measured, {:.4g} planned (x{:.2f})\n",
-               s.stage, s.num_layers, measured, s.tflops, s.tflops > 0 ? measured / s.tflops : 0.0);
+    fmt::print("calibration: stage {} ({}): {:.4g} TFLOP/s per device measured, {:.4g} planned (x{:.2f})\n",
+               s.stage, count_of(s.num_layers, "layer"), measured, s.tflops, s.tflops > 0 ? measured / s.tflops : 0.0);
   }
   fmt::print("calibration: host work per step outside the passes and communication: {:.3g} ns per parameter "
              "held\n", cal.update_ns_per_param);
@@ -236,7 +237,8 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
   if (rt.rank != 0) return;
 
   topo::Calibration cal;
-  cal.source = fmt::format("job '{}', {} ranks, {} plan {:016x}", spec.job.name, rt.world, p.placement, rt.plan_hash);
+  cal.source = fmt::format("job '{}', {}, {} plan {:016x}", spec.job.name, count_of(rt.world, "rank"), p.placement,
+                           rt.plan_hash);
   const Gathered g = unpack(all, packed.size(), per_step, rt.world, p.pp, steps);
   if (steps > 0) calibrate_compute(p, g, cal);
   else fmt::print("calibration: no step after the first {} to time; compute not measured\n", parallel::Trainer::kWarmupSteps);

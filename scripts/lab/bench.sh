@@ -7,6 +7,7 @@
 set -euo pipefail
 here=$(dirname "$0")
 if [ -z "${HOLMES_BIN:-}" ]; then
-  "$here/../setup.sh" build >/dev/null
+  "$here/../setup.sh" build holmes-train >/dev/null
 fi
-exec /usr/bin/python3 "$here/lab.py" bench "$@"
+# SIGINT back to its default before Python starts (see run.sh).
+exec env --default-signal=INT /usr/bin/python3 "$here/lab.py" bench "$@"

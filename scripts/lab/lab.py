@@ -7,14 +7,35 @@
 
 Exit codes: 0 ok, 1 a run failed, 2 bad scenario or arguments, 130 interrupted.
 """
-import argparse
-import os
 import signal
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from labkit import bench, job, netlab, scenario  # noqa: E402
+# Ctrl-C and SIGTERM unwind through the finally blocks that kill the workers and remove the
+# namespaces. Installed before anything else: a shell starts background jobs with SIGINT
+# ignored, so a SIGINT that arrives before this line is discarded by the kernel (the imports
+# below take a second on a loaded machine; run.sh resets SIGINT to its default before Python
+# starts, which closes the gap). The first signal stops the lab; the ones after it are
+# ignored, so that they cannot cut the clean-up short and leave namespaces behind.
+def _stop(signum, _frame):
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)
+    raise KeyboardInterrupt(signum)
+
+
+for _sig in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(_sig, _stop)
+
+import sys  # noqa: E402
+
+try:
+    import argparse
+    import os
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from labkit import bench, job, netlab, scenario
+except KeyboardInterrupt as _stopped:  # nothing built yet
+    print(f"lab: stopped by signal {_stopped.args[0]}", file=sys.stderr)
+    sys.exit(128 + _stopped.args[0])
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -90,15 +111,8 @@ def main():
     b.add_argument("--out", help="bench folder (default runs/lab/<scenario>/bench)")
     b.add_argument("--rounds", type=int, help="rounds (default: the scenario's, else 3)")
     sub.add_parser("clean", help="remove namespaces that crashed lab runs left behind")
-    args = ap.parse_args()
-
-    # Ctrl-C and SIGTERM unwind through the finally blocks that remove the namespaces (SIGINT
-    # explicitly: a shell starts background jobs with it ignored).
-    def stop(signum, _frame):
-        raise KeyboardInterrupt(signum)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, stop)
     try:
+        args = ap.parse_args()
         return {"run": cmd_run, "bench": cmd_bench, "clean": cmd_clean}[args.command](args)
     except scenario.LabError as e:
         print(f"lab: error: {e}", file=sys.stderr)

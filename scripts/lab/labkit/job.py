@@ -1,9 +1,12 @@
 """One case of a scenario, run for real: the job spec and topology file of the case, the
 workers started in the node namespaces as a torchrun-style launcher would start them, and
 what the run measured (losses, step times, the calibration it wrote)."""
+import ctypes
 import json
 import os
+import re
 import secrets
+import signal
 import statistics
 import subprocess
 import time
@@ -12,6 +15,7 @@ from . import netlab
 
 MASTER_PORT = 29500
 WARMUP_STEPS = 2  # steps left out of the step time: first allocations, connection set-up
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def job_yaml(sc, net, run_dir, calibrate):
@@ -57,6 +61,12 @@ def set_autogroup_nice(pid, nice):
         pass  # no autogroup scheduling on this kernel: the process nice value is all there is
 
 
+def _die_with_the_lab():
+    """In each worker before exec: SIGKILL when the lab process is gone, however it ended
+    (the setting survives the exec of `ip netns exec`, `nice` and holmes-train)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def launch(sc, cluster, binary, run_dir):
     """Starts every worker in its node's namespace, node by node in launch order; waits."""
     token = secrets.token_hex(16)
@@ -65,22 +75,23 @@ def launch(sc, cluster, binary, run_dir):
     # between sessions does not halve their compute when someone else compiles.
     nice = int(os.environ.get("HOLMES_LAB_NICE", "0"))
     procs = []
-    for node_rank, node in enumerate(sc.order):
-        for local in range(sc.workers_per_node):
-            rank = node_rank * sc.workers_per_node + local
-            log = open(os.path.join(run_dir, f"rank-{rank}.log"), "w")
-            cmd = ["ip", "netns", "exec", cluster.node_ns[node], "nice", "-n", str(nice), binary, "--config",
-                   os.path.join(run_dir, "job.yaml")]
-            p = subprocess.Popen(cmd, cwd=run_dir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 start_new_session=True,
-                                 env=worker_env(sc, cluster, node, node_rank, local, token))
-            procs.append((rank, p))
-            log.close()
-            if nice:
-                set_autogroup_nice(p.pid, nice)
-    deadline = time.monotonic() + sc.timeout_s
     failed = []
+    # A stop signal may arrive while workers are being started: the ones started are killed too.
     try:
+        for node_rank, node in enumerate(sc.order):
+            for local in range(sc.workers_per_node):
+                rank = node_rank * sc.workers_per_node + local
+                with open(os.path.join(run_dir, f"rank-{rank}.log"), "w") as log:
+                    cmd = ["ip", "netns", "exec", cluster.node_ns[node], "nice", "-n", str(nice), binary,
+                           "--config", os.path.join(run_dir, "job.yaml")]
+                    p = subprocess.Popen(cmd, cwd=run_dir, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True,
+                                         preexec_fn=_die_with_the_lab,
+                                         env=worker_env(sc, cluster, node, node_rank, local, token))
+                procs.append((rank, p))
+                if nice:
+                    set_autogroup_nice(p.pid, nice)
+        deadline = time.monotonic() + sc.timeout_s
         for rank, p in procs:
             left = max(1.0, deadline - time.monotonic())
             try:
@@ -116,8 +127,9 @@ def results(run_dir):
 
 def run_case(sc, net, binary, run_dir, calibrate=True):
     os.makedirs(run_dir, exist_ok=True)
-    for stale in ("out", "calibration.yaml"):
-        subprocess.run(["rm", "-rf", os.path.join(run_dir, stale)], check=True)
+    # What an earlier run left: its step lines in rank-N.log would pass for this run's.
+    stale = ["out", "calibration.yaml"] + [f for f in os.listdir(run_dir) if re.fullmatch(r"rank-\d+\.log", f)]
+    subprocess.run(["rm", "-rf"] + [os.path.join(run_dir, f) for f in stale], check=True)
     cal = os.path.join(run_dir, "calibration.yaml") if calibrate else ""
     with open(os.path.join(run_dir, "job.yaml"), "w") as f:
         f.write(job_yaml(sc, net, run_dir, cal))

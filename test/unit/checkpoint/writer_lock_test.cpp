@@ -12,6 +12,7 @@
 
 #include "common/errors.hpp"
 #include "engine/checkpoint/writer_lock.hpp"
+#include "engine/spec/run_paths.hpp"
 #include "test/support/checkpoint_test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -43,7 +44,7 @@ TEST_CASE("writer lock: a second writer is refused naming the live one, and once
   {
     WriterLock first = WriterLock::take(dir, "first-job");
     CHECK(first.held());
-    const WriterInfo info = read_writer_info(dir + "/" + kWriterLockFile);
+    const WriterInfo info = read_writer_info(spec::RunPaths::folder(dir).writer_lock);
     CHECK(info.pid == ::getpid());
     CHECK(info.host == this_host());
     CHECK(info.job == "first-job");
@@ -59,7 +60,7 @@ TEST_CASE("writer lock: a second writer is refused naming the live one, and once
   CHECK_NOTHROW(check_no_live_writer(dir));
   WriterLock again = WriterLock::take(dir, "second");
   CHECK(again.held());
-  CHECK(read_writer_info(dir + "/" + kWriterLockFile).job == "second");
+  CHECK(read_writer_info(spec::RunPaths::folder(dir).writer_lock).job == "second");
 }
 
 TEST_CASE("writer lock: a writer killed with SIGKILL does not block the next one") {
@@ -92,5 +93,5 @@ TEST_CASE("writer lock: a writer killed with SIGKILL does not block the next one
 TEST_CASE("writer lock: no lock file means no writer") {
   const std::string dir = temp_dir("writer-lock-none");
   CHECK_NOTHROW(check_no_live_writer(dir));
-  CHECK(!fs::exists(dir + "/" + kWriterLockFile));  // checking creates nothing
+  CHECK(!fs::exists(spec::RunPaths::folder(dir).writer_lock));  // checking creates nothing
 }
