@@ -115,6 +115,7 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   // job.output_dir or a live process writing it stops the job with nothing overwritten.
   const OutputClaim output = claim_output(spec, ctx);  // rank 0 holds the writer lock until the end
   const int64_t start = load_resume_point(spec, output.resume, trainer, ctx);
+  load_init_from(spec, output.resume, trainer, ctx);
   CheckpointSaver saver(spec, ctx, output.run_id);
   auto max_over_ranks = [&](std::vector<double> v) {
     return ctx.max_over_ranks ? ctx.max_over_ranks(std::move(v)) : v;
