@@ -8,6 +8,7 @@
 
 #include "cmd/commands.hpp"
 #include "engine/tools/export.hpp"
+#include "engine/tools/model_tokenizer.hpp"
 
 namespace holmes::cmd {
 
@@ -15,6 +16,8 @@ namespace {
 
 int run_export(const std::string& checkpoint, const std::string& out) {
   const tools::FullModel m = tools::load_full_model(checkpoint);
+  // Found (and checked against the model) before anything is written.
+  const tools::ModelTokenizer tokenizer = tools::model_tokenizer(checkpoint, m, "", /*required=*/false);
   const tools::ExportResult r = tools::write_hf_export(m.config, m.params, out);
   const auto& c = m.config;
   if (r.replaced_previous) fmt::print("export: {} held a previous export; replaced it\n", out);
@@ -25,6 +28,7 @@ int run_export(const std::string& checkpoint, const std::string& out) {
   fmt::print("export: wrote {}/{} ({} tensors, {:.1f} MB, F32; {}) and {}/{} ({})\n", out, tools::kSafetensorsFile,
              r.tensor_count, static_cast<double>(r.safetensors_bytes) / 1e6, head, out, tools::kHfConfigFile,
              c.is_llama() ? "LlamaForCausalLM" : "GPT2LMHeadModel");
+  fmt::print("export: tokenizer: {}\n", tools::export_tokenizer(tokenizer, out));
   return 0;
 }
 

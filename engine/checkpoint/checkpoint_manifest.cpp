@@ -108,6 +108,9 @@ std::string manifest_json(const SaveContext& c, const std::vector<std::string>& 
   out += fmt::format("  \"world\": {},\n  \"plan_hash\": \"{:016x}\",\n", c.world, c.plan_hash);
   out += fmt::format("  \"plan\": {},\n  \"job_spec\": {},\n", json_quote(c.plan_text),
                      json_quote(c.job_spec_text));
+  if (c.tokenizer.hash != 0)
+    out += fmt::format("  \"tokenizer\": {{\"hash\": \"{:016x}\", \"name\": {}, \"ids\": {}}},\n", c.tokenizer.hash,
+                       json_quote(c.tokenizer.name), c.tokenizer.ids);
   out += "  \"files\": [";
   for (size_t i = 0; i < file_entries.size(); ++i) out += (i ? ",\n    " : "\n    ") + file_entries[i];
   return out + "\n  ]\n}\n";
@@ -139,6 +142,11 @@ CheckpointInfo parse_manifest(const std::string& dir) {
   info.plan_hash = parse_hex(need<std::string>(root, "plan_hash", file), "plan_hash", file);
   info.plan_text = need<std::string>(root, "plan", file);
   info.job_spec_text = need<std::string>(root, "job_spec", file);
+  if (const YAML::Node t = root["tokenizer"]) {  // absent before runs recorded their tokenizer
+    info.tokenizer.hash = parse_hex(need<std::string>(t, "hash", file), "tokenizer.hash", file);
+    info.tokenizer.name = need<std::string>(t, "name", file);
+    info.tokenizer.ids = need<uint32_t>(t, "ids", file);
+  }
   const YAML::Node m = root["model"];
   if (!m || !m.IsMap()) throw UserError(fmt::format("{}: malformed manifest: key 'model' is missing", file));
   model::GptConfig& c = info.model;

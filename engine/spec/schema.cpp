@@ -251,7 +251,8 @@ std::vector<Field> make_schema() {
   // data
   f.push_back(choice("data.source", HOLMES_REF(data.source),
                      "synthetic: the embedded generated corpus; files: data.train token files."));
-  f.push_back(paths("data.train", HOLMES_REF(data.train), "Training token files (llm.c .bin or raw uint16)."));
+  f.push_back(paths("data.train", HOLMES_REF(data.train),
+                    "Training token files (prepare-data's or llm.c's .bin, 16 or 32 bit; raw uint16)."));
   f.push_back(paths("data.valid", HOLMES_REF(data.valid), "Validation token files; empty = held-out tail."));
   f.push_back(choice("data.format", HOLMES_REF(data.format),
                      "Token file format; auto reads the llm.c header when present."));

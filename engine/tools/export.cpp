@@ -32,7 +32,8 @@ bool check_out_dir(const fs::path& dir) {
   if (!fs::is_directory(dir))
     throw UserError(fmt::format("--out {}: exists and is not a folder; give a new or empty folder", dir.string()));
   const std::vector<std::string> ours = {kSafetensorsFile, kHfConfigFile, tmp_name(kSafetensorsFile),
-                                         tmp_name(kHfConfigFile)};
+                                         tmp_name(kHfConfigFile), "tokenizer.json", "tokenizer.model",
+                                         tmp_name("tokenizer.json")};  // model_tokenizer.hpp
   bool any = false;
   for (const auto& e : fs::directory_iterator(dir)) {
     any = true;
@@ -87,7 +88,7 @@ FullModel read_checkpoint_model(const std::string& dir) {
   const checkpoint::CheckpointInfo info = checkpoint::open_checkpoint(dir);
   const model::ParamLayout layout(info.model);
   FullModel m{info.model, std::vector<float>(layout.size()),
-              fmt::format("checkpoint {} (step {})", info.dir, info.step)};
+              fmt::format("checkpoint {} (step {})", info.dir, info.step), info.tokenizer};
   for (const model::ParamTensor& t : layout.tensors()) {
     const std::vector<float> full = checkpoint::read_full_tensor(info, t.name);
     if (full.size() != t.numel)

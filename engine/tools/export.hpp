@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/checkpoint/checkpoint.hpp"
 #include "engine/checkpoint/hf_format.hpp"
 #include "model/gpt_config.hpp"
 
@@ -23,6 +24,7 @@ struct FullModel {
   model::GptConfig config;
   std::vector<float> params;
   std::string source;  // what was read, for messages ("checkpoint DIR at step S", "weights FILE")
+  checkpoint::RunTokenizer tokenizer;  // from a checkpoint's manifest; hash 0 = not recorded
 };
 
 // Reads a model from `path`: a checkpoint folder (step-XXXXXXXX/ with its manifest), a

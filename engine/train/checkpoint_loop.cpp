@@ -131,7 +131,8 @@ void check_outputs(const spec::JobSpec& spec, bool first) {
   if (first) claim_for(spec, resume);
 }
 
-OutputClaim claim_output(const spec::JobSpec& spec, const LoopContext& ctx) {
+OutputClaim claim_output(const spec::JobSpec& spec, const LoopContext& ctx,
+                         const std::function<void(const ResumePoint&)>& check_resume) {
   // Each rank's problem (rank 0: or its verdict "ok <run id>"), so that every rank stops alike.
   const bool first = ctx.rank == 0;
   OutputClaim out;
@@ -142,6 +143,7 @@ OutputClaim claim_output(const spec::JobSpec& spec, const LoopContext& ctx) {
     // The lock before anything of the folder is read: a live writer may be saving or pruning.
     if (first) out.lock = checkpoint::WriterLock::take(spec.job.output_dir, spec.job.name);
     out.resume = find_resume_point(spec);
+    if (check_resume) check_resume(out.resume);
     if (first) {
       claim = claim_for(spec, out.resume);
       mine = "ok " + claim.run_id;
@@ -233,8 +235,9 @@ struct CheckpointSaver::Pending {
   double write_s = 0;  // the writer thread's time
 };
 
-CheckpointSaver::CheckpointSaver(const spec::JobSpec& spec, const LoopContext& ctx, std::string run_id)
-    : spec_(spec), ctx_(ctx), run_id_(std::move(run_id)) {}
+CheckpointSaver::CheckpointSaver(const spec::JobSpec& spec, const LoopContext& ctx, std::string run_id,
+                                 checkpoint::RunTokenizer tokenizer)
+    : spec_(spec), ctx_(ctx), run_id_(std::move(run_id)), tokenizer_(std::move(tokenizer)) {}
 
 CheckpointSaver::~CheckpointSaver() {
   if (pending_ && pending_->file.valid()) pending_->file.wait();
@@ -263,6 +266,7 @@ checkpoint::SaveContext CheckpointSaver::context(const parallel::StepRunner& run
   c.job_spec_text = spec_text_;
   c.plan_text = ctx_.plan_text.empty() ? "single process: tp1 x pp1 x dp1" : ctx_.plan_text;
   c.plan_hash = ctx_.plan_hash;
+  c.tokenizer = tokenizer_;
   c.keep = spec_.checkpoint.keep;
   // Ranks reach a commit within a step of each other; the collective time-out bounds the wait.
   c.timeout_s = std::max(spec_.cluster.timeout_s, 60.0);
