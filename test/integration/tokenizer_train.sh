@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Real tokenizers end to end, as a user runs them: prepare-data with GPT-2's files and with
-# cl100k_base (32-bit tokens), a tiny GPT trained on each (vocabularies 50257 and 100277),
+# cl100k_base (32-bit tokens), a tiny GPT trained on each (vocabularies 50257 and 100277) and
+# a tiny Llama on the cl100k tokens,
 # sample printing words of the text, eval --text equal to eval on the same text prepared,
 # export writing a tokenizer.json that Hugging Face's tokenizers (npm) reads and that encodes
 # like the reference (tiktoken); then the refusals: tokens of another vocabulary, a resume on
@@ -74,6 +75,21 @@ YAML
 
 train_one gpt2 gpt2:gpt2 50257 20240520
 train_one cl100k cl100k_base:cl100k_base.tiktoken 100277 20240801
+
+# A tiny Llama on the cl100k tokens: trains, samples words, evaluates text.
+cat > llama.yaml <<YAML
+model: {arch: llama, layers: 2, hidden: 64, heads: 2, vocab_size: 100277, max_seq_len: 32}
+train: {steps: 60, micro_batch: 8, global_batch: 8, seq_len: 32, lr: 0.01}
+data: {source: files, train: [cl100k.bin]}
+job: {output_dir: run-llama}
+YAML
+check "llama training" 0 "$bin" --config llama.yaml
+check "llama sample" 0 "$bin" sample --checkpoint run-llama --prompt "You may" --max-tokens 30 --temperature 0.8 \
+  --top-k 40 --seed 1
+echo "llama sample: $out"
+[ "$(words_of_text "$out")" -ge 3 ] || { echo "FAIL llama sample: too few words of the text"; fail=1; }
+check "llama eval --text" 0 "$bin" eval --checkpoint run-llama --text held.txt --batches 2 --batch-size 2
+has "llama eval --text" "tokenized with cl100k_base"
 
 # The exported tokenizer.json, read by Hugging Face's tokenizers, encodes like tiktoken.
 for pair in gpt2:gpt2 cl100k:cl100k_base; do
