@@ -28,7 +28,7 @@ Action add_eval(CLI::App& parent) {
   add_number(*sub, "--batches", a->batches, "Batches to evaluate; 0 = every full batch in the file", 0);
   return [a] {
     const tools::EvalResult r = tools::evaluate_model(*a);
-    fmt::print("loss {:.7f}\nperplexity {:.4f}\n", r.loss, std::exp(r.loss));
+    fmt::print("loss {:.7f}\nperplexity {:.4f}\nloss_exact {:.17g}\n", r.loss, std::exp(r.loss), r.loss);
     return 0;
   };
 }

@@ -116,6 +116,7 @@ struct CheckpointSection {
   ResumeMode resume = ResumeMode::kNone;
   std::string resume_path;      // resume == kPath: the step folder
   bool weights_only = false;    // load params only: fresh optimizer, step 0
+  std::string init_from;        // a Hugging Face folder whose weights a fresh run starts from; "" = none
   bool background_write = true;  // write interval saves from a copy while the next step trains
 };
 

@@ -343,6 +343,11 @@ std::vector<Field> make_schema() {
   f.push_back(resume());
   f.push_back(boolean("checkpoint.weights_only", HOLMES_REF(checkpoint.weights_only), "false",
                       "With checkpoint.resume: load the weights only (fresh optimizer, step 0), for fine-tuning."));
+  f.push_back(text("checkpoint.init_from", HOLMES_REF(checkpoint.init_from), "",
+                   "A Hugging Face checkpoint folder (config.json + model.safetensors, or sharded with "
+                   "model.safetensors.index.json; GPT2LMHeadModel or LlamaForCausalLM) whose weights a fresh run starts "
+                   "from (--init-from): continued pretraining of a published model. Its config must be the job's "
+                   "model.*; a run that resumes a checkpoint ignores it. Empty = random init."));
   f.push_back(boolean("checkpoint.background_write", HOLMES_REF(checkpoint.background_write), "true",
                       "Write interval checkpoints from a copy of the shard while the next step trains (shorter pause, "
                       "one more shard of host memory); false = write before the next step."));

@@ -122,6 +122,12 @@ void validate(LoadedSpec& loaded, const std::string& source, std::vector<ConfigI
     from.derived_from = "parallel.partition";
     loaded.origin["parallel.pipeline"] = from;
   }
+  if (!s.checkpoint.init_from.empty() && s.checkpoint.resume == ResumeMode::kPath)
+    fail("checkpoint.init_from",
+         fmt::format("checkpoint.init_from = {} starts a fresh run from a Hugging Face checkpoint, but {} names a "
+                     "checkpoint to continue; accepted: one of them (checkpoint.resume auto resumes when a checkpoint "
+                     "exists and starts from checkpoint.init_from otherwise)",
+                     s.checkpoint.init_from, value_of("checkpoint.resume", s.checkpoint.resume_path)));
   if (s.checkpoint.weights_only && s.checkpoint.resume == ResumeMode::kNone)
     fail("checkpoint.weights_only",
          fmt::format("checkpoint.weights_only = true needs a checkpoint to load, but {}; accepted: checkpoint.resume "

@@ -1,4 +1,6 @@
 #include "engine/train/checkpoint_loop.hpp"
+
+#include "engine/checkpoint/hf_format.hpp"
 #include "engine/spec/run_paths.hpp"
 
 #include <fmt/format.h>
@@ -41,7 +43,36 @@ void trim_metrics_for_resume(const spec::JobSpec& spec, int64_t step) {
     throw std::runtime_error(fmt::format("{}: cannot rewrite the metrics file for the resumed run", path));
 }
 
+// checkpoint.resume resolved alone (find_resume_point adds the init_from check).
+ResumePoint find_checkpoint_to_resume(const spec::JobSpec& spec);
+
+namespace {
+
+// checkpoint.init_from's config.json against the job's model: a UserError naming every key
+// that differs, before anything is written.
+void check_init_from(const spec::JobSpec& spec) {
+  const std::string& dir = spec.checkpoint.init_from;
+  if (dir.empty()) return;
+  if (!checkpoint::is_hf_folder(dir))
+    throw UserError(fmt::format("checkpoint.init_from (--init-from) {}: not a Hugging Face checkpoint folder; accepted: "
+                                "a folder with {} and {} (or {} and its shards)", dir, checkpoint::kHfConfigFile,
+                                checkpoint::kSafetensorsFile, checkpoint::kSafetensorsIndexFile));
+  const std::string diffs = checkpoint::hf_config_differences(checkpoint::read_hf_config(dir),
+                                                              parallel::gpt_config_of(spec));
+  if (!diffs.empty())
+    throw UserError(fmt::format("checkpoint.init_from (--init-from) {}: the checkpoint is another model than the job's: "
+                                "{}; set the job's model.* to the checkpoint's", dir, diffs));
+}
+
+}  // namespace
+
 ResumePoint find_resume_point(const spec::JobSpec& spec) {
+  ResumePoint r = find_checkpoint_to_resume(spec);
+  if (!r.checkpoint) check_init_from(spec);
+  return r;
+}
+
+ResumePoint find_checkpoint_to_resume(const spec::JobSpec& spec) {
   const auto& c = spec.checkpoint;
   ResumePoint r;
   if (c.resume == spec::ResumeMode::kNone) return r;
@@ -173,6 +204,26 @@ int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, 
                info.plan_hash == ctx.plan_hash ? ", same plan" : ", another plan: resharded",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return info.step;
+}
+
+void load_init_from(const spec::JobSpec& spec, const ResumePoint& resume, parallel::StepRunner& runner,
+                    const LoopContext& ctx) {
+  const std::string& dir = spec.checkpoint.init_from;
+  if (dir.empty()) return;
+  if (resume.checkpoint) {
+    if (ctx.rank == 0)
+      fmt::print("init-from: not loading {}: the run resumes {}\n", dir, resume.checkpoint->dir);
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const checkpoint::SafetensorsReader in(dir);
+  checkpoint::ShardState st = runner.shard_state();
+  checkpoint::load_hf_shard(in, *st.config, {st.params, st.layout->size()});
+  runner.upload_shard_state();
+  if (ctx.rank == 0)
+    fmt::print("init-from: started from the weights of the Hugging Face checkpoint {} ({} safetensors file(s); "
+               "loaded in {:.2f} s)\n", dir, in.files(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
 // A save in flight: its writer thread over the saver's copy of the shard.

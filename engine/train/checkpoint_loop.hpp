@@ -32,6 +32,8 @@ struct ResumePoint {
   std::vector<std::string> skipped;          // incomplete step folders newer than it
   bool auto_found_none = false;              // resume: auto found no complete checkpoint
 };
+// With checkpoint.init_from and no checkpoint to resume, also checks that folder's config.json
+// describes the job's model (UserError naming both values of each key that differs).
 ResumePoint find_resume_point(const spec::JobSpec& spec);
 
 // Before anything is written, on every rank: checks the output folders are writable (each
@@ -60,6 +62,10 @@ void check_outputs(const spec::JobSpec& spec, bool first);
 // says which checkpoint it took and which incomplete ones it skipped.
 int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, parallel::StepRunner& runner,
                           const LoopContext& ctx);
+// checkpoint.init_from on a fresh run (no checkpoint resumed): every rank reads its shard of
+// the Hugging Face folder's weights into the runner (rank 0 says so); a resumed run ignores it.
+void load_init_from(const spec::JobSpec& spec, const ResumePoint& resume, parallel::StepRunner& runner,
+                    const LoopContext& ctx);
 
 // Saves checkpoints of one run, each step at most once. A save copies the shard (params and
 // owned moments) and writes it on a background thread while the next step trains; it is

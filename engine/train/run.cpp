@@ -119,6 +119,7 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
       spec, ctx, [&](const ResumePoint& resume) { check_resume_tokenizer(resume.checkpoint, data); });
   if (logger) keep_run_tokenizer(spec, data);
   const int64_t start = load_resume_point(spec, output.resume, trainer, ctx);
+  load_init_from(spec, output.resume, trainer, ctx);
   CheckpointSaver saver(spec, ctx, output.run_id, run_tokenizer_of(data));
   auto max_over_ranks = [&](std::vector<double> v) {
     return ctx.max_over_ranks ? ctx.max_over_ranks(std::move(v)) : v;

@@ -4,7 +4,8 @@
 # fresh model's ~ln(257) to well below the text's unigram entropy (so it learned context, not
 # byte frequencies); an exact resume after SIGKILL (checkpoints every 5 steps, killed after step
 # 13, resumed from 10: bit-identical losses); --resume of that checkpoint into a job of another
-# arch or another model.kv_heads is refused naming the key; configs/llama-tiny.yaml loads.
+# arch or another model.kv_heads is refused naming the key; configs/llama-tiny.yaml loads and
+# configs/llama3-8b-ib-roce.yaml plans Llama 3 8B's 8.03G parameters.
 # Usage: llama_train.sh <holmes-train> <source dir>
 set -u
 bin=$(readlink -f "$1")
@@ -67,6 +68,10 @@ lrun kv 20 --set model.kv_heads=4 --resume "$ckpt"
 
 "$bin" --config "$src/configs/llama-tiny.yaml" --print-config >"$tmp/tiny.txt" 2>&1 &&
   grep -q "arch: llama" "$tmp/tiny.txt" || bad "configs/llama-tiny.yaml" "$tmp/tiny.txt"
+# Llama 3 8B planned on the shipped IB + RoCE topology: 8,030,261,248 parameters.
+"$bin" --config "$src/configs/llama3-8b-ib-roce.yaml" --plan-only >"$tmp/plan8b.txt" 2>&1 &&
+  grep -q "^Model: llama L=32 C=4096 NH=32/KVH=8 F=14336 V=128256, 8.03G parameters" "$tmp/plan8b.txt" ||
+  bad "llama3-8b plan" "$tmp/plan8b.txt"
 
 [ "$fail" -eq 0 ] && echo PASS
 exit "$fail"

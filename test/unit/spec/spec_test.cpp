@@ -273,3 +273,14 @@ TEST_CASE("model.arch gpt2 refuses a llama key set to anything but its default, 
   auto printed = write_temp("gpt2_printed.yaml", print_resolved(load_job_spec(path, {})));
   CHECK(load_job_spec(printed, {}).spec.model.arch == ModelArch::kGpt2);
 }
+
+TEST_CASE("checkpoint.init_from excludes a checkpoint.resume folder, and goes with resume auto") {
+  auto path = write_temp("init_from.yaml", std::string(kMinimal));
+  auto issues = issues_of(path, {"checkpoint.init_from=hf", "checkpoint.resume=runs/x/checkpoints/step-00000010"});
+  REQUIRE(issues.size() == 1);
+  CHECK(issues[0].path == "checkpoint.init_from");
+  CHECK_THAT(issues[0].message, Catch::Contains("checkpoint.init_from = hf") &&
+                                    Catch::Contains("checkpoint.resume = runs/x/checkpoints/step-00000010"));
+  CHECK(issues_of(path, {"checkpoint.init_from=hf", "checkpoint.resume=auto"}).empty());
+  CHECK(load_job_spec(path, {"checkpoint.init_from=hf"}).spec.checkpoint.init_from == "hf");
+}
