@@ -202,7 +202,7 @@ model::AttentionPlan Attention::plan(model::Precision p, int B, int T, int C, in
   impl_->max_B[p == Precision::kBf16] = B;
   impl_->max_T[p == Precision::kBf16] = T;
   const AttentionSizes sizes = attention_sizes(m, p, B, T, NH);
-  return {sizes.state_floats, sizes.scratch_floats, method_line(m, p, why_not_cudnn)};
+  return {sizes.state_floats, sizes.scratch_floats, method_line(m, p, why_not_cudnn), m != Method::kCudnn};
 }
 
 void Attention::forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH, int KVH) {

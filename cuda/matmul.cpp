@@ -34,6 +34,7 @@ GemmShape input_grad_shape(int bt, int c, int oc, DType type) {
 // dweight[OC,C] += dout^T[OC,BT] * inp[BT,C] (and the bias gradient).
 void weight_grads(GemmRunner& gemm, void* dweight, void* dbias, const void* dout, const void* inp, int bt,
                   int c, int oc, DType type, DType grad_type, cudaStream_t stream) {
+  if (!dweight) return;  // input gradient only (model/kernels.hpp)
   GemmShape dw;
   dw.m = oc;
   dw.n = c;

@@ -15,15 +15,8 @@ namespace holmes::model {
 using gpt_detail::at;
 using gpt_detail::Carver;
 
-// The 12 tensors of one layer, in layout order (see param_layout.hpp for shapes).
-template <class A>
-struct Gpt::LayerParams {
-  A *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
-};
-
-
 Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelComm* comm, int slots,
-         Precision precision)
+         Precision precision, ActivationPolicy policy)
     : cfg_(cfg),
       backend_(backend),
       k_(*backend.kernels),
@@ -31,7 +24,8 @@ Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelCo
       comm_(comm != nullptr ? comm : &no_comm_),
       max_B_(max_B),
       max_T_(max_T),
-      precision_(precision) {
+      precision_(precision),
+      policy_(policy) {
   if (slots < 1) throw std::invalid_argument(fmt::format("Gpt: {} activation slots; need at least 1", slots));
   if (!k_.supports(precision))
     throw std::invalid_argument(fmt::format("Gpt: backend {} has no {} kernels", k_.name(), precision_name(precision)));
@@ -61,108 +55,17 @@ Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelCo
 
 Gpt::~Gpt() = default;
 
-void Gpt::plan_activations() {
-  const size_t N = static_cast<size_t>(max_B_) * max_T_;
-  const size_t C = cfg_.hidden, Cl = cfg_.local_channels(), Fl = cfg_.local_mlp(), QKV = cfg_.local_qkv();
-  const size_t Vl = cfg_.local_vocab();
-  const size_t a = is_bf16() ? sizeof(bf16) : sizeof(float), f = sizeof(float);
-  // Llama: RMSNorm keeps no mean; the MLP's first GEMM is gate and up together (2Fl).
-  const bool llama = cfg_.is_llama();
-  const size_t means = llama ? 0 : N, mlp_in = llama ? 2 * Fl : Fl;
-  auto o = std::make_unique<Offsets>();
-  Carver layer;
-  o->ln1 = layer.take(N * C, a);
-  o->ln1_mean = layer.take(means, f);
-  o->ln1_rstd = layer.take(N, f);
-  o->qkv = layer.take(N * QKV, a);
-  o->atty = layer.take(N * Cl, a);
-  o->att = layer.take(attention_.state_floats, f);
-  o->res2 = layer.take(N * C, a);
-  o->ln2 = layer.take(N * C, a);
-  o->ln2_mean = layer.take(means, f);
-  o->ln2_rstd = layer.take(N, f);
-  o->fch = layer.take(N * mlp_in, a);
-  o->fch_gelu = layer.take(N * Fl, a);
-  o->res3 = layer.take(N * C, a);
-  o->layer_bytes = layer.bytes;
-  // A slot: the stage input, every layer's saved activations and the head's.
-  Carver slot;
-  o->encoded = slot.take(N * C, a);
-  if (is_bf16() && !cfg_.has_head) o->out32 = slot.take((N * C + 1) / 2, f);  // bf16 pairs
-  o->layers = slot.take(cfg_.num_stage_layers() * o->layer_bytes, 1);
-  if (cfg_.has_head) {
-    o->lnf = slot.take(N * C, a);
-    o->lnf_mean = slot.take(means, f);
-    o->lnf_rstd = slot.take(N, f);
-    o->logits = slot.take(N * Vl, a);
-    o->losses = slot.take(N, f);
-    o->row_max = slot.take(N, f);
-    o->ce_stats = slot.take(2 * N, f);
-  }
-  o->slot_bytes = slot.bytes;
-  Carver all{slots() * o->slot_bytes};
-  o->scratch = all.take(N * C, a);
-  o->dres = all.take(N * C, a);
-  o->dln = all.take(N * C, a);
-  o->dqkv = all.take(N * QKV, a);
-  o->datty = all.take(N * Cl, a);
-  o->dfch = all.take(N * mlp_in, a);
-  o->dmlp = all.take(llama ? N * Fl : 0, a);
-  o->datt = all.take(attention_.scratch_floats, f);
-  if (is_bf16() && !cfg_.has_embedding) o->grad32 = all.take((N * C + 1) / 2, f);  // bf16 pairs
-  o->total = all.bytes;
-  off_ = std::move(o);
-  acts_ = device::DeviceArray<std::byte>(mem_, off_->total);
-  acts_.zero();
-  token_store_ = device::DeviceArray<int>(mem_, slots() * N);
-  target_store_ = device::DeviceArray<int>(mem_, slots() * N);
-  token_store_.zero();
-  target_store_.zero();
-}
-
-std::byte* Gpt::slot_base(int slot) const {
-  return const_cast<std::byte*>(acts_.data()) + slot * off_->slot_bytes;
-}
-
-template <class A>
-Gpt::Shared<A> Gpt::shared() const {
-  std::byte* s = slot_base(slot_);
-  std::byte* g = const_cast<std::byte*>(acts_.data());
-  const Offsets& o = *off_;
-  Shared<A> v{};
-  v.encoded = at<A>(s, o.encoded);
-  v.out32 = at<float>(s, o.out32);
-  if (cfg_.has_head) {
-    v.lnf = at<A>(s, o.lnf);
-    v.lnf_mean = at<float>(s, o.lnf_mean);
-    v.lnf_rstd = at<float>(s, o.lnf_rstd);
-    v.logits = at<A>(s, o.logits);
-    v.losses = at<float>(s, o.losses);
-    v.row_max = at<float>(s, o.row_max);
-    v.ce_stats = at<float>(s, o.ce_stats);
-  }
-  v.scratch = at<A>(g, o.scratch);
-  v.dres = at<A>(g, o.dres);
-  v.dln = at<A>(g, o.dln);
-  v.dqkv = at<A>(g, o.dqkv);
-  v.datty = at<A>(g, o.datty);
-  v.dfch = at<A>(g, o.dfch);
-  v.dmlp = at<A>(g, o.dmlp);
-  v.datt = at<float>(g, o.datt);
-  v.grad32 = at<float>(g, o.grad32);
-  return v;
-}
-
 void Gpt::set_slot(int slot) {
   if (slot < 0 || slot >= slots())
     throw std::invalid_argument(fmt::format("Gpt::set_slot: slot {} outside [0, {})", slot, slots()));
   if (slot == slot_) return;
-  slot_state_[slot_] = {B_, T_, have_targets_, loss_id_};
+  slot_state_[slot_] = {B_, T_, have_targets_, loss_id_, weights_pending_};
   const SlotState& next = slot_state_[slot];
   B_ = next.B;
   T_ = next.T;
   have_targets_ = next.have_targets;
   loss_id_ = next.loss_id;
+  weights_pending_ = next.weights_pending;
   slot_ = slot;
 }
 
@@ -175,25 +78,6 @@ size_t Gpt::embedding_end() const {
   if (n == 0) return 0;
   const ParamTensor& last = layout_.tensors()[n - 1];
   return last.offset + last.numel;
-}
-
-template <class A>
-Gpt::LayerParams<A> Gpt::layer_params(A* base, int local_layer) const {
-  constexpr size_t kTensorsPerLayer = 12;  // GPT-2's (param_layout.hpp)
-  const size_t first = layer_first_tensor(local_layer);
-  A* t[kTensorsPerLayer];
-  for (size_t j = 0; j < kTensorsPerLayer; ++j) t[j] = base + layout_.tensors()[first + j].offset;
-  return {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11]};
-}
-
-template <class A>
-Gpt::LayerActs<A> Gpt::layer_acts(int local_layer) const {
-  const Offsets& o = *off_;
-  std::byte* p = slot_base(slot_) + o.layers + local_layer * o.layer_bytes;
-  return {at<A>(p, o.ln1),      at<float>(p, o.ln1_mean), at<float>(p, o.ln1_rstd), at<A>(p, o.qkv),
-          at<A>(p, o.atty),     at<float>(p, o.att),      at<A>(p, o.res2),         at<A>(p, o.ln2),
-          at<float>(p, o.ln2_mean), at<float>(p, o.ln2_rstd), at<A>(p, o.fch),      at<A>(p, o.fch_gelu),
-          at<A>(p, o.res3)};
 }
 
 template <>
@@ -346,6 +230,8 @@ double Gpt::take_loss_sum() {
 
 void Gpt::forward_stage(const int* tokens, const float* input, const int* targets, int B, int T) {
   check_shape(B, T);
+  if (weights_pending_)  // W reads this slot's activations and gradients: a schedule bug
+    throw std::logic_error(fmt::format("Gpt::forward_stage: slot {} still waits for its backward_weights()", slot_));
   B_ = B;
   T_ = T;
   if (is_bf16())
@@ -389,27 +275,6 @@ void Gpt::forward_t(const int* tokens, const float* input, const int* targets, i
   }
   else if constexpr (!std::is_same_v<A, float>)
     to_boundary(s.out32, x, N * C);
-}
-
-template <class A>
-void Gpt::block_forward(int l, const A* x, int B, int T) {
-  if (cfg_.is_llama()) return llama_block_forward<A>(l, x, B, T);
-  const LayerParams<A> p = layer_params(weights<A>(), l);
-  const LayerActs<A> a = layer_acts<A>(l);
-  const Shared<A> s = shared<A>();
-  const int N = B * T, C = cfg_.hidden, Cl = cfg_.local_channels(), Fl = cfg_.local_mlp();
-  const bool rank0 = cfg_.tp_rank == 0;  // row-parallel biases are added once, before the sum
-  k_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, N, C);
-  k_.matmul_forward(a.qkv, a.ln1, p.qkvw, p.qkvb, N, C, 3 * Cl);
-  k_.attention_forward(a.atty, a.att, a.qkv, B, T, Cl, cfg_.local_heads(), cfg_.local_kv_heads());
-  k_.matmul_forward(s.scratch, a.atty, p.attprojw, rank0 ? p.attprojb : nullptr, N, Cl, C);
-  tp_sum(s.scratch, static_cast<size_t>(N) * C);
-  k_.residual_forward(a.res2, x, s.scratch, static_cast<size_t>(N) * C);
-  k_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, N, C);
-  k_.matmul_gelu_forward(a.fch_gelu, a.fch, a.ln2, p.fcw, p.fcb, N, C, Fl);
-  k_.matmul_forward(s.scratch, a.fch_gelu, p.fcprojw, rank0 ? p.fcprojb : nullptr, N, Fl, C);
-  tp_sum(s.scratch, static_cast<size_t>(N) * C);
-  k_.residual_forward(a.res3, a.res2, s.scratch, static_cast<size_t>(N) * C);
 }
 
 template <class A>
@@ -469,103 +334,6 @@ std::vector<float> Gpt::read_params() const {
   return host;
 }
 
-void Gpt::backward(float loss_scale) {
-  if (!cfg_.has_head || !have_targets_) {
-    throw std::logic_error("Gpt::backward needs a forward with targets on the last stage, once per forward");
-  }
-  have_targets_ = false;  // the logits are overwritten by their gradient below
-  if (is_bf16()) {
-    head_backward<bf16>(loss_scale, B_, T_);
-    stage_backward<bf16>(B_, T_);
-  } else {
-    head_backward<float>(loss_scale, B_, T_);
-    stage_backward<float>(B_, T_);
-  }
-}
-
-void Gpt::backward_stage(const float* doutput) {
-  if (cfg_.has_head) throw std::logic_error("Gpt::backward_stage is for non-last stages; use backward()");
-  const size_t n = static_cast<size_t>(B_) * T_ * cfg_.hidden;
-  if (is_bf16()) {
-    from_boundary(shared<bf16>().dres, doutput, n);
-    stage_backward<bf16>(B_, T_);
-  } else {
-    from_boundary(shared<float>().dres, doutput, n);
-    stage_backward<float>(B_, T_);
-  }
-}
-
-template <class A>
-void Gpt::head_backward(float loss_scale, int B, int T) {
-  const int N = B * T, C = cfg_.hidden, Vl = cfg_.local_vocab(), vb = cfg_.vocab_begin();
-  const Shared<A> s = shared<A>();
-  const int* tgt = target_store_.data() + slot_ * static_cast<size_t>(max_B_) * max_T_;
-  const float dloss = loss_scale / static_cast<float>(N);
-  k_.crossentropy_backward(s.logits, s.logits, s.row_max, s.ce_stats, tgt, dloss, N, Vl, vb, cfg_.vocab);
-  const RoleNames names = role_names(cfg_);
-  const ParamTensor& head = layout_.at(names.head);
-  k_.matmul_backward(s.dln, grads_.data() + head.offset, nullptr, s.logits, s.lnf, weights<A>() + head.offset, N,
-                     C, Vl);
-  tp_sum(s.dln, static_cast<size_t>(N) * C);  // each shard saw Vl of the Vp columns
-  mem_.zero(s.dres, static_cast<size_t>(N) * C * sizeof(A));
-  const size_t w = layout_.at(names.final_norm_weight).offset;
-  if (cfg_.is_llama()) {
-    k_.rmsnorm_backward(s.dres, grads_.data() + w, s.dln, stage_out<A>(), weights<A>() + w, s.lnf_rstd, N, C);
-  } else {
-    const size_t b = layout_.at(names.final_norm_bias).offset;
-    k_.layernorm_backward(s.dres, grads_.data() + w, grads_.data() + b, s.dln, stage_out<A>(), weights<A>() + w,
-                          s.lnf_mean, s.lnf_rstd, N, C);
-  }
-  // The final norm, an untied head and a tied copy of the embedding are final; a whole
-  // model's tied embedding waits for the embedding backward.
-  grad_ready(w, layout_.size());
-}
-
-template <class A>
-void Gpt::stage_backward(int B, int T) {
-  const Shared<A> s = shared<A>();
-  for (int l = cfg_.num_stage_layers() - 1; l >= 0; --l) {
-    block_backward<A>(l, l == 0 ? s.encoded : layer_acts<A>(l - 1).res3, B, T);
-    const auto [lo, hi] = layer_range(l);
-    grad_ready(lo, hi);
-  }
-  if (cfg_.has_embedding) {
-    const RoleNames names = role_names(cfg_);
-    const size_t wte = layout_.at(names.embedding).offset;
-    float* dwpe = cfg_.is_llama() ? nullptr : grads_.data() + layout_.at(names.positions).offset;
-    const int* tok = token_store_.data() + slot_ * static_cast<size_t>(max_B_) * max_T_;
-    k_.embedding_backward(grads_.data() + wte, dwpe, s.dres, tok, B, T, cfg_.hidden, cfg_.vocab_begin(),
-                          cfg_.local_vocab());
-    grad_ready(0, embedding_end());
-  } else if constexpr (!std::is_same_v<A, float>) {
-    to_boundary(s.grad32, s.dres, static_cast<size_t>(B) * T * cfg_.hidden);
-  }
-}
-
-template <class A>
-void Gpt::block_backward(int l, const A* x, int B, int T) {
-  if (cfg_.is_llama()) return llama_block_backward<A>(l, x, B, T);
-  const LayerParams<A> p = layer_params(weights<A>(), l);
-  const LayerParams<float> g = layer_params(grads_.data(), l);
-  const LayerActs<A> a = layer_acts<A>(l);
-  const Shared<A> s = shared<A>();
-  const int N = B * T, C = cfg_.hidden, Cl = cfg_.local_channels(), Fl = cfg_.local_mlp();
-  const size_t NC = static_cast<size_t>(N) * C;
-  // dres holds d(res3); the residual passes it straight to res2 and to the MLP output.
-  k_.matmul_dgelu_backward(s.dfch, g.fcprojw, g.fcprojb, s.dres, a.fch_gelu, p.fcprojw, a.fch, N, Fl, C);
-  k_.matmul_backward(s.dln, g.fcw, g.fcb, s.dfch, a.ln2, p.fcw, N, C, Fl);
-  tp_sum(s.dln, NC);  // column-parallel input gradient is partial per shard
-  k_.layernorm_backward(s.dres, g.ln2w, g.ln2b, s.dln, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd, N, C);
-  // dres now holds d(res2).
-  k_.matmul_backward(s.datty, g.attprojw, g.attprojb, s.dres, a.atty, p.attprojw, N, Cl, C);
-  k_.attention_backward(s.dqkv, s.datt, s.datty, a.qkv, a.atty, a.att, B, T, Cl, cfg_.local_heads(),
-                        cfg_.local_kv_heads());
-  k_.matmul_backward(s.dln, g.qkvw, g.qkvb, s.dqkv, a.ln1, p.qkvw, N, C, 3 * Cl);
-  tp_sum(s.dln, NC);
-  k_.layernorm_backward(s.dres, g.ln1w, g.ln1b, s.dln, x, p.ln1w, a.ln1_mean, a.ln1_rstd, N, C);
-  // dres now holds d(x), the gradient of the layer input.
-}
-
 double Gpt::flops_per_step(const GptConfig& cfg, int B, int T) {
   const double N = static_cast<double>(B) * T, C = cfg.hidden;
   const double Cl = cfg.local_channels(), Fl = cfg.local_mlp();
@@ -576,12 +344,13 @@ double Gpt::flops_per_step(const GptConfig& cfg, int B, int T) {
   return 3 * fwd;  // backward costs twice the forward
 }
 
-// Used by llama_block.cpp too.
-template Gpt::LayerActs<float> Gpt::layer_acts<float>(int) const;
-template Gpt::LayerActs<bf16> Gpt::layer_acts<bf16>(int) const;
-template Gpt::Shared<float> Gpt::shared<float>() const;
-template Gpt::Shared<bf16> Gpt::shared<bf16>() const;
+// Used by the block and backward files too.
 template void Gpt::tp_sum<float>(float*, size_t);
 template void Gpt::tp_sum<bf16>(bf16*, size_t);
+template void Gpt::to_boundary<bf16>(float*, const bf16*, size_t);
+template void Gpt::from_boundary<float>(float*, const float*, size_t);
+template void Gpt::from_boundary<bf16>(bf16*, const float*, size_t);
+template const float* Gpt::stage_out<float>() const;
+template const bf16* Gpt::stage_out<bf16>() const;
 
 }  // namespace holmes::model

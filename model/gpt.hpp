@@ -44,6 +44,33 @@
 
 namespace holmes::model {
 
+// What a block keeps for its backward (train.recompute; docs/training.md has the memory per mode):
+//   kNone       every activation of every layer, per micro-batch in flight;
+//   kSelective  the GEMM outputs (qkv, the MLP's pre-activation), the residual stream (res2,
+//               res3) and, for a fused attention (no probabilities kept), its output and state.
+//               The norms, the MLP's activation function and an unfused attention's softmax are
+//               replayed from those before the layer's backward (Korthikanti et al. 2022);
+//   kFull       the layer's output only (the next layer's input): the layer's forward is replayed
+//               before its backward, all but its last GEMM, which the backward does not read.
+// What is replayed goes into one layer's buffers that every layer and slot share, so memory
+// no longer grows with layers x micro-batches for them. The replay runs the forward's own
+// kernels on the same inputs, so its values are the forward's bit for bit (deterministic
+// kernels; the TP sums a full replay repeats are too).
+enum class Recompute { kNone, kSelective, kFull };
+const char* recompute_name(Recompute r);  // "none", "selective", "full"
+
+struct ActivationPolicy {
+  Recompute recompute = Recompute::kNone;
+  // The backward of a micro-batch runs as two passes a schedule may separate (zero-bubble,
+  // arXiv 2401.10241): B (backward with Pass::kInput: every input gradient, the norms' weight
+  // gradients) and W (backward_weights: the GEMMs' weight gradients and the embedding's).
+  // Each layer then keeps the gradients of its GEMM outputs from B to W in its slot.
+  bool split_backward = false;
+};
+
+// Which part of a micro-batch's backward a call runs: both, or B / W of split_backward.
+enum class Pass { kAll, kInput, kWeights };
+
 class Gpt {
  public:
   // cfg is finalized here. backend and comm must outlive the model; comm == nullptr means
@@ -51,8 +78,9 @@ class Gpt {
   // slots: activation sets for micro-batches in flight at once (pipeline 1F1B); forward and
   // backward of one micro-batch must use the same slot. precision: see above; bf16 needs a
   // backend whose kernels support it (std::invalid_argument otherwise).
+  // policy: what the activation slots keep and whether backward splits (above).
   Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelComm* comm = nullptr, int slots = 1,
-      Precision precision = Precision::kFp32);
+      Precision precision = Precision::kFp32, ActivationPolicy policy = {});
   ~Gpt();
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
@@ -73,16 +101,23 @@ class Gpt {
   void zero_grad();
   // Last stage: accumulates into grads() the gradient of loss_scale * (mean loss of the last
   // forward). Gradient accumulation over M micro-batches: loss_scale = 1/M.
-  void backward(float loss_scale = 1.0f);
+  // pass kInput (split_backward only): B alone; backward_weights() later runs W.
+  void backward(float loss_scale = 1.0f, Pass pass = Pass::kAll);
   // Non-last stage: accumulates grads given doutput (B,T,C, backend memory), the gradient of
-  // output().
-  void backward_stage(const float* doutput);
+  // output(). pass as for backward().
+  void backward_stage(const float* doutput, Pass pass = Pass::kAll);
+  // W of the current slot's micro-batch, whose B ran (split_backward): the GEMMs' weight
+  // gradients (and the embedding's), accumulated in the order the one-pass backward adds them,
+  // so B then W gives its gradients bit for bit whatever runs between them. The grad-ready
+  // hook reports during W (in a split backward, B finishes no range).
+  void backward_weights();
+  const ActivationPolicy& policy() const { return policy_; }
 
   // Selects the activation set later forward/backward calls use (0 <= slot < slots()).
   void set_slot(int slot);
   int slot() const { return slot_; }
   int slots() const { return static_cast<int>(slot_state_.size()); }
-  // Called during backward()/backward_stage() each time the gradient range [begin, end) of
+  // Called during backward()/backward_stage() (backward_weights() when split) each time the gradient range [begin, end) of
   // the flat buffer is complete for this backward: the head (ln_f, tied wte copy), then each
   // layer from the last, then the embedding (wte, wpe: after the embedding backward, since
   // a whole-model wte also takes the head's gradient). Ranges arrive in descending order
@@ -138,6 +173,8 @@ class Gpt {
   const GptConfig& config() const { return cfg_; }
   // Bytes of activation + activation-gradient buffers (for memory reports).
   size_t activation_bytes() const { return acts_.size(); }
+  // Of those, the bytes one layer keeps per slot (the memory model's per-layer figure).
+  size_t layer_slot_bytes() const;
   Backend& backend() const { return backend_; }
   // Model FLOPs of one forward+backward over B*T tokens on this shard (matmuls+attention).
   double flops_per_step(int B, int T) const { return flops_per_step(cfg_, B, T); }
@@ -148,25 +185,36 @@ class Gpt {
   template <class A> struct LayerParams;  // pointers into a flat buffer for one GPT-2 layer
   template <class A> struct LlamaLayerParams;  // the same for one Llama layer
   template <class A> struct LayerActs;    // pointers into acts_ for one layer
+  template <class A> struct LayerGrads;   // its GEMM output gradients (slot in a split backward)
   template <class A> struct Shared;       // the current slot's head and the shared scratch
   struct Offsets;                         // byte offsets of every activation buffer
   template <class A> LayerParams<A> layer_params(A* base, int local_layer) const;
   template <class A> LlamaLayerParams<A> llama_layer_params(A* base, int local_layer) const;
   template <class A> LayerActs<A> layer_acts(int local_layer) const;
+  template <class A> LayerGrads<A> layer_grads(int local_layer) const;
   template <class A> Shared<A> shared() const;
   template <class A> A* weights();  // what kernels read: params_ (fp32) or params16_ (bf16)
   template <class A> const A* stage_out() const;
   template <class A> void tp_sum(A* x, size_t n);
   template <class A> void forward_t(const int* tokens, const float* input, const int* targets, int B, int T);
   template <class A> void block_forward(int l, const A* x, int B, int T);
-  template <class A> void block_backward(int l, const A* x, int B, int T);
+  // What policy_.recompute dropped of layer l, replayed from what it kept (x: its input).
+  template <class A> void block_recompute(int l, const A* x, int B, int T);
+  template <class A> void block_backward(int l, const A* x, int B, int T, Pass pass);
   // Llama's block (llama_block.cpp), mirrored op by op like GPT-2's.
   template <class A> void llama_block_forward(int l, const A* x, int B, int T);
-  template <class A> void llama_block_backward(int l, const A* x, int B, int T);
+  template <class A> void llama_block_recompute(int l, const A* x, int B, int T);
+  template <class A> void llama_block_backward(int l, const A* x, int B, int T, Pass pass);
+  // A GEMM's backward, the part `pass` asks for: kInput dinp, kWeights dweight + dbias.
+  template <class A> void gemm_backward(Pass pass, A* dinp, float* dweight, float* dbias, const A* dout, const A* inp,
+                                        const A* weight, int N, int C, int OC);
+  // dst = src (N*C values) where a split backward keeps a gradient for W; nothing when they alias.
+  template <class A> void keep_grad(A* dst, const A* src, size_t n);
   void make_rope_table();
   template <class A> void head_forward(const int* targets, int B, int T);
-  template <class A> void head_backward(float loss_scale, int B, int T);
-  template <class A> void stage_backward(int B, int T);
+  template <class A> void head_backward(float loss_scale, int B, int T, Pass pass);
+  template <class A> void stage_backward(int B, int T, Pass pass);
+  template <class A> void run_backward(float loss_scale, const float* doutput, Pass pass);
   template <class A> void to_boundary(float* out, const A* x, size_t n);
   template <class A> void from_boundary(A* out, const float* x, size_t n);
   void plan_activations();
@@ -190,6 +238,7 @@ class Gpt {
     int B = 0, T = 0;
     bool have_targets = false;
     int64_t loss_id = -1;  // the forward's entry in the loss log, -1 without targets
+    bool weights_pending = false;  // split backward: B ran, W not yet
   };
 
   GptConfig cfg_;
@@ -200,6 +249,7 @@ class Gpt {
   TensorParallelComm* comm_;
   int max_B_, max_T_;
   Precision precision_;
+  ActivationPolicy policy_;
   AttentionPlan attention_;
   ParamLayout layout_;
   device::DeviceArray<float> params_, grads_;
@@ -224,6 +274,7 @@ class Gpt {
   int B_ = 0, T_ = 0;
   bool have_targets_ = false;
   int64_t loss_id_ = -1;
+  bool weights_pending_ = false;
 };
 
 }  // namespace holmes::model

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
+#include <utility>
 
 #include "model/gpt.hpp"
 
@@ -34,6 +36,7 @@ struct Gpt::LayerActs {
 template <class A>
 struct Gpt::Shared {
   A* encoded;        // (B,T,C) stage input
+  A* dencoded;       // (B,T,C) split backward, first stage: its gradient, kept from B for W
   float* out32;      // (B,T,C) the stage output in boundary format (bf16, non-last stage)
   A* lnf;            // (N,C)
   float* lnf_mean;   // (N)
@@ -53,20 +56,57 @@ struct Gpt::Shared {
   float* grad32;     // (B,T,C) the input gradient in boundary format (bf16, non-first stage)
 };
 
+// Where a split backward keeps a layer's GEMM output gradients from B to W (split_backward,
+// in the layer's slot), or, without a split, the shared scratch the one pass uses: res3 and
+// res2 are the residual stream's gradient before each block half (the shared dres then).
+template <class A>
+struct Gpt::LayerGrads {
+  A* res3;  // (N,C) gradient of the block output: the MLP's last GEMM's output gradient
+  A* fch;   // (N,Fl) gpt2 / (N,2Fl) llama: gradient of the MLP's first GEMM output
+  A* res2;  // (N,C) gradient after attention: the output projection's output gradient
+  A* qkv;   // (N,Cl+2KVl)
+};
+
+// The per-layer buffers: activations (LayerActs) and, for a split backward, the GEMM output
+// gradients (LayerGrads). Each lives either in every layer of every slot (kept) or once in
+// the working layer (replayed before use, or not needed: no bytes).
+enum LayerBuf : int {
+  kLn1, kLn1Mean, kLn1Rstd, kQkv, kAtty, kAtt, kRes2, kLn2, kLn2Mean, kLn2Rstd, kFch, kFchAct, kRes3,
+  kGradRes3, kGradFch, kGradRes2, kGradQkv, kLayerBufs
+};
+
 // Byte offsets of every buffer in acts_, each rounded up to 256 bytes so every buffer is
-// aligned for vector loads and cuBLASLt whatever the shapes and element sizes.
+// aligned for vector loads and cuBLASLt whatever the shapes and element sizes. Layout:
+// [slot 0 | slot 1 | ... | working layer | shared gradient scratch]; a slot is [stage input,
+// boundary output, embedding gradient (split backward), layers, head].
 struct Gpt::Offsets {
   size_t slot_bytes = 0, layer_bytes = 0;
   // Within a slot:
-  size_t encoded = 0, out32 = 0, layers = 0, lnf = 0, lnf_mean = 0, lnf_rstd = 0, logits = 0,
+  size_t encoded = 0, out32 = 0, dencoded = 0, layers = 0, lnf = 0, lnf_mean = 0, lnf_rstd = 0, logits = 0,
          losses = 0, row_max = 0, ce_stats = 0;
-  // Within a layer (from its start):
-  size_t ln1 = 0, ln1_mean = 0, ln1_rstd = 0, qkv = 0, atty = 0, att = 0, res2 = 0, ln2 = 0,
-         ln2_mean = 0, ln2_rstd = 0, fch = 0, fch_gelu = 0, res3 = 0;
+  // A layer buffer: its offset within a slot's layer (kept) or within the working layer.
+  size_t layer_at[kLayerBufs] = {};
+  bool kept[kLayerBufs] = {};
   // After the slots:
+  size_t work = 0;
   size_t scratch = 0, dres = 0, dln = 0, dqkv = 0, datty = 0, dfch = 0, dmlp = 0, datt = 0, grad32 = 0;
   size_t total = 0;
 };
+
+// The 12 tensors of one GPT-2 layer, in layout order (see param_layout.hpp for shapes).
+template <class A>
+struct Gpt::LayerParams {
+  A *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+};
+
+template <class A>
+Gpt::LayerParams<A> Gpt::layer_params(A* base, int local_layer) const {
+  constexpr size_t kTensorsPerLayer = 12;  // GPT-2's (param_layout.hpp)
+  const size_t first = layer_first_tensor(local_layer);
+  A* t[kTensorsPerLayer];
+  for (size_t j = 0; j < kTensorsPerLayer; ++j) t[j] = base + layout_.tensors()[first + j].offset;
+  return {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11]};
+}
 
 // What the kernels read (gpt.cpp): params_ in fp32, params16_ in bf16.
 template <>

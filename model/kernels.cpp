@@ -13,7 +13,7 @@ void Kernels::unsupported(const char* op, Precision p) const {
 AttentionPlan Kernels::plan_attention(Precision p, int B, int T, int /*C*/, int NH, int /*KVH*/) {
   if (!supports(p)) unsupported("attention", p);
   const size_t probs = static_cast<size_t>(B) * NH * T * T;
-  return {probs, probs, "exact softmax, probabilities kept (B,NH,T,T)"};
+  return {probs, probs, "exact softmax, probabilities kept (B,NH,T,T)", true};
 }
 
 namespace {

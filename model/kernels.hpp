@@ -36,6 +36,9 @@ struct AttentionPlan {
   size_t state_floats = 0;
   size_t scratch_floats = 0;
   std::string method;
+  // The state is the softmax probabilities (B,NH,T,T), not a fused method's row statistics:
+  // selective recomputation (model/gpt.hpp, Recompute) drops it and replays the forward.
+  bool probabilities = true;
 };
 
 class Kernels {
@@ -71,7 +74,9 @@ class Kernels {
   // out (N,OC) writes inp (N,C) @ weight (OC,C)^T + bias (OC; nullptr = none).
   virtual void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
                               int N, int C, int OC) = 0;
-  // dinp (N,C) writes (nullptr = skip); dweight (OC,C) and dbias (OC; nullptr = none) accumulate.
+  // dinp (N,C) writes (nullptr = skip); dweight (OC,C) and dbias (OC; nullptr = none) accumulate
+  // (dweight nullptr = skip both: the zero-bubble split computes input and weight gradients
+  // in two calls, each the same GEMM as in the one call).
   virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                const float* inp, const float* weight, int N, int C, int OC) = 0;
   // The MLP's first linear layer with its GELU: pre (N,OC) writes inp @ weight^T + bias,
@@ -80,7 +85,8 @@ class Kernels {
   virtual void matmul_gelu_forward(float* out, float* pre, const float* inp, const float* weight,
                                    const float* bias, int N, int C, int OC);
   // The backward of a linear layer whose input is gelu(pre): dpre (N,C) writes
-  // gelu'(pre) * (dout @ weight), dweight and dbias as in matmul_backward, inp = gelu(pre).
+  // gelu'(pre) * (dout @ weight), dweight and dbias as in matmul_backward (nullptr = skip),
+  // inp = gelu(pre).
   // Default: matmul_backward then gelu_backward.
   virtual void matmul_dgelu_backward(float* dpre, float* dweight, float* dbias, const float* dout,
                                      const float* inp, const float* weight, const float* pre,

@@ -1,5 +1,5 @@
-// Llama's transformer block over one rank's shard, forward and backward mirrored op by op
-// (gpt.cpp block_forward / block_backward are GPT-2's): pre-RMSNorm, fused q/k/v projection
+// Llama's transformer block over one rank's shard, forward, replay (gpt.hpp: Recompute) and
+// backward mirrored op by op (gpt_block.cpp is GPT-2's): pre-RMSNorm, fused q/k/v projection
 // with rotary embeddings on q and k, grouped-query attention, row-parallel output projection;
 // pre-RMSNorm, fused gate/up projection, SwiGLU, row-parallel down projection. No biases.
 // Shapes (legend of gpt_config.hpp): N = B*T, QKV = Cl + 2 KVl.
@@ -68,33 +68,72 @@ void Gpt::llama_block_forward(int l, const A* x, int B, int T) {
 }
 
 template <class A>
-void Gpt::llama_block_backward(int l, const A* x, int B, int T) {
+void Gpt::llama_block_recompute(int l, const A* x, int B, int T) {
   const LlamaLayerParams<A> p = llama_layer_params(weights<A>(), l);
-  const LlamaLayerParams<float> g = llama_layer_params(grads_.data(), l);
   const LayerActs<A> a = layer_acts<A>(l);
   const Shared<A> s = shared<A>();
   const int N = B * T, C = cfg_.hidden, Cl = cfg_.local_channels(), Fl = cfg_.local_mlp();
   const int QKV = cfg_.local_qkv(), NHl = cfg_.local_heads(), KVHl = cfg_.local_kv_heads();
   const size_t NC = static_cast<size_t>(N) * C;
+  const bool full = policy_.recompute == Recompute::kFull;
+  // llama_block_forward's ops on the same inputs; selective skips those whose outputs it kept.
+  k_.rmsnorm_forward(a.ln1, a.ln1_rstd, x, p.rn1w, N, C, cfg_.norm_eps);
+  if (full) {
+    k_.matmul_forward(a.qkv, a.ln1, p.qkvw, nullptr, N, C, QKV);
+    k_.rope_forward(a.qkv, a.qkv, rope_.data(), B, T, NHl + KVHl, cfg_.head_size(), QKV);
+  }
+  if (full || attention_.probabilities) k_.attention_forward(a.atty, a.att, a.qkv, B, T, Cl, NHl, KVHl);
+  if (full) {
+    k_.matmul_forward(s.scratch, a.atty, p.ow, nullptr, N, Cl, C);
+    tp_sum(s.scratch, NC);
+    k_.residual_forward(a.res2, x, s.scratch, NC);
+  }
+  k_.rmsnorm_forward(a.ln2, a.ln2_rstd, a.res2, p.rn2w, N, C, cfg_.norm_eps);
+  if (full) k_.matmul_forward(a.fch, a.ln2, p.guw, nullptr, N, C, 2 * Fl);
+  k_.swiglu_forward(a.fch_gelu, a.fch, N, Fl);
+  // The down projection and residual are not replayed: the backward reads neither output.
+}
+
+template <class A>
+void Gpt::llama_block_backward(int l, const A* x, int B, int T, Pass pass) {
+  const LlamaLayerParams<A> p = llama_layer_params(weights<A>(), l);
+  const LlamaLayerParams<float> g = llama_layer_params(grads_.data(), l);
+  const LayerActs<A> a = layer_acts<A>(l);
+  const LayerGrads<A> d = layer_grads<A>(l);
+  const Shared<A> s = shared<A>();
+  const int N = B * T, C = cfg_.hidden, Cl = cfg_.local_channels(), Fl = cfg_.local_mlp();
+  const int QKV = cfg_.local_qkv(), NHl = cfg_.local_heads(), KVHl = cfg_.local_kv_heads();
+  const size_t NC = static_cast<size_t>(N) * C;
+  const bool input = pass != Pass::kWeights;  // W runs the GEMMs' weight gradients alone
   // dres holds d(res3); the residual passes it straight to res2 and to the MLP output.
-  k_.matmul_backward(s.dmlp, g.downw, nullptr, s.dres, a.fch_gelu, p.downw, N, Fl, C);
-  k_.swiglu_backward(s.dfch, a.fch, s.dmlp, N, Fl);
-  k_.matmul_backward(s.dln, g.guw, nullptr, s.dfch, a.ln2, p.guw, N, C, 2 * Fl);
-  tp_sum(s.dln, NC);  // column-parallel input gradient is partial per shard
-  k_.rmsnorm_backward(s.dres, g.rn2w, s.dln, a.res2, p.rn2w, a.ln2_rstd, N, C);
-  // dres now holds d(res2).
-  k_.matmul_backward(s.datty, g.ow, nullptr, s.dres, a.atty, p.ow, N, Cl, C);
-  k_.attention_backward(s.dqkv, s.datt, s.datty, a.qkv, a.atty, a.att, B, T, Cl, NHl, KVHl);
-  k_.rope_backward(s.dqkv, s.dqkv, rope_.data(), B, T, NHl + KVHl, cfg_.head_size(), QKV);
-  k_.matmul_backward(s.dln, g.qkvw, nullptr, s.dqkv, a.ln1, p.qkvw, N, C, QKV);
-  tp_sum(s.dln, NC);
-  k_.rmsnorm_backward(s.dres, g.rn1w, s.dln, x, p.rn1w, a.ln1_rstd, N, C);
-  // dres now holds d(x), the gradient of the layer input.
+  if (input) keep_grad(d.res3, s.dres, NC);
+  gemm_backward<A>(pass, s.dmlp, g.downw, nullptr, d.res3, a.fch_gelu, p.downw, N, Fl, C);
+  if (input) k_.swiglu_backward(d.fch, a.fch, s.dmlp, N, Fl);
+  gemm_backward<A>(pass, s.dln, g.guw, nullptr, d.fch, a.ln2, p.guw, N, C, 2 * Fl);
+  if (input) {
+    tp_sum(s.dln, NC);  // column-parallel input gradient is partial per shard
+    k_.rmsnorm_backward(s.dres, g.rn2w, s.dln, a.res2, p.rn2w, a.ln2_rstd, N, C);
+    // dres now holds d(res2).
+    keep_grad(d.res2, s.dres, NC);
+  }
+  gemm_backward<A>(pass, s.datty, g.ow, nullptr, d.res2, a.atty, p.ow, N, Cl, C);
+  if (input) {
+    k_.attention_backward(d.qkv, s.datt, s.datty, a.qkv, a.atty, a.att, B, T, Cl, NHl, KVHl);
+    k_.rope_backward(d.qkv, d.qkv, rope_.data(), B, T, NHl + KVHl, cfg_.head_size(), QKV);
+  }
+  gemm_backward<A>(pass, s.dln, g.qkvw, nullptr, d.qkv, a.ln1, p.qkvw, N, C, QKV);
+  if (input) {
+    tp_sum(s.dln, NC);
+    k_.rmsnorm_backward(s.dres, g.rn1w, s.dln, x, p.rn1w, a.ln1_rstd, N, C);
+    // dres now holds d(x), the gradient of the layer input.
+  }
 }
 
 template void Gpt::llama_block_forward<float>(int, const float*, int, int);
 template void Gpt::llama_block_forward<bf16>(int, const bf16*, int, int);
-template void Gpt::llama_block_backward<float>(int, const float*, int, int);
-template void Gpt::llama_block_backward<bf16>(int, const bf16*, int, int);
+template void Gpt::llama_block_recompute<float>(int, const float*, int, int);
+template void Gpt::llama_block_recompute<bf16>(int, const bf16*, int, int);
+template void Gpt::llama_block_backward<float>(int, const float*, int, int, Pass);
+template void Gpt::llama_block_backward<bf16>(int, const bf16*, int, int, Pass);
 
 }  // namespace holmes::model
