@@ -81,7 +81,7 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const data:
   if (c_.tp_size > 1) tp_comm_ = std::make_unique<GroupTensorParallel>(groups_->tp());
   const int slots = max_in_flight(c_.pp_size, c_.pp_stage, micro_batches_);
   gpt_ = std::make_unique<model::Gpt>(cfg, backend, t.micro_batch, t.seq_len, tp_comm_.get(), slots,
-                                      precision_of(spec, backend));
+                                      precision_of(spec, backend), activation_policy(spec, ctx));
   gpt_->init_weights(spec.job.seed);
   stage_ = std::make_unique<PipelineStage>(*gpt_, *groups_, micro_batches_, t.micro_batch, t.seq_len);
   optimizer_ = std::make_unique<DistOptimizer>(*gpt_, *groups_, ctx.bucket_floats);
@@ -101,8 +101,21 @@ model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& b
   return model::Precision::kBf16;
 }
 
+model::ActivationPolicy activation_policy(const spec::JobSpec& spec, const ParallelContext& ctx) {
+  const spec::Recompute r = ctx.recompute != spec::Recompute::kAuto ? ctx.recompute : spec.train.recompute;
+  model::ActivationPolicy p;
+  switch (r) {
+    case spec::Recompute::kAuto:
+    case spec::Recompute::kNone: p.recompute = model::Recompute::kNone; break;
+    case spec::Recompute::kSelective: p.recompute = model::Recompute::kSelective; break;
+    case spec::Recompute::kFull: p.recompute = model::Recompute::kFull; break;
+  }
+  return p;
+}
+
 std::string Trainer::numerics() const {
-  return fmt::format("{}, attention: {}", model::precision_name(gpt_->precision()), gpt_->attention_method());
+  return fmt::format("{}, attention: {}, recompute: {}", model::precision_name(gpt_->precision()),
+                     gpt_->attention_method(), model::recompute_name(gpt_->policy().recompute));
 }
 
 double Trainer::flops_per_token() const {

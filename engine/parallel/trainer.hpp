@@ -1,8 +1,9 @@
 // The trainer: one rank of a tensor x pipeline x data parallel job (Megatron-LM semantics),
 // and with the default ParallelContext (no groups: tp = pp = dp = 1) the single process:
 //   TP  the model shard's all-reduces go over the tp group (GroupTensorParallel);
-//   PP  the 1F1B step list of schedule.hpp (PipelineStage, dist_pipeline.hpp), one
-//       activation slot per micro-batch in flight on the stage (no recomputation);
+//   PP  the 1F1B step list of schedule.hpp (PipelineStage, pipeline_stage.hpp), one
+//       activation slot per micro-batch in flight on the stage, each keeping what
+//       train.recompute leaves (model/gpt.hpp: Recompute);
 //   DP  the distributed optimizer (dist_optimizer.hpp): bucketed reduce-scatter overlapped
 //       with the last micro-batch's backward, sharded AdamW, all-gather of parameters;
 //   the tied wte gradient summed over the embedding group before its DP reduction;
@@ -45,7 +46,13 @@ struct ParallelContext {
   ParallelGroups* groups = nullptr;     // null: one process alone
   int first_layer = 0, num_layers = -1;  // this stage's layers (the plan's partition); -1 = the rest
   size_t bucket_floats = 0;              // DP gradient bucket (floats); 0 = kDefaultBucketMb
+  // train.recompute as the plan resolved it (plan.activation); auto = the spec's, where auto
+  // without a plan (bench, tests) means none.
+  spec::Recompute recompute = spec::Recompute::kAuto;
 };
+
+// What the model keeps for backward: the context's recompute mode, else the spec's.
+model::ActivationPolicy activation_policy(const spec::JobSpec& spec, const ParallelContext& ctx);
 
 class Trainer final : public StepRunner {
  public:

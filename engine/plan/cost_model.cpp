@@ -77,7 +77,9 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   const GptShape& m = w.shape;
   double tokens = double(w.micro_batch) * w.seq_len;
   StageTime t;
-  t.compute_s = stage_train_flops(m, layers, last, tp, w.seq_len, tokens) / (tflops * 1e12);
+  t.recompute_s = layers * recompute_flops_per_token(m, w.seq_len, tp, w.act_bytes(), w.activation) * tokens /
+                  (tflops * 1e12);
+  t.compute_s = stage_train_flops(m, layers, last, tp, w.seq_len, tokens) / (tflops * 1e12) + t.recompute_s;
   // Activation tensor [B, T, C] that pipeline sends and tensor-parallel all-reduces carry
   // (tp_wire_bytes: fp32 when Gloo sums them).
   double act = tokens * m.hidden * w.act_bytes();
@@ -124,11 +126,14 @@ RankMemory StageCost::memory(const Workload& w, int pipeline, int layers) const 
   mem.params = p * w.param_bytes();
   mem.grads = p * w.grad_bytes();
   mem.optimizer = p * w.optimizer_bytes() / dp;
-  // 1F1B: stage s holds activations of min(m, p - s) micro-batches at its peak.
+  // 1F1B: stage s holds activations of min(m, p - s) micro-batches at its peak; the replayed
+  // buffers of recomputation exist once.
   int in_flight = std::min(w.micro_batches, pipeline - stage);
-  double per_mb = layers * block_activation_bytes(w.shape, w.seq_len, w.micro_batch, tp, w.act_bytes());
-  if (last) per_mb += head_activation_bytes(w.shape, w.seq_len, w.micro_batch, tp, w.act_bytes());
+  const int a = w.act_bytes();
+  double per_mb = layers * block_activation_bytes(w.shape, w.seq_len, w.micro_batch, tp, a, w.activation) +
+                  stage_extra_activation_bytes(w.shape, w.seq_len, w.micro_batch, tp, a, w.activation, first, last);
   mem.activations = in_flight * per_mb;
+  if (layers > 0) mem.activations += recompute_work_bytes(w.shape, w.seq_len, w.micro_batch, tp, a, w.activation);
   mem.capacity = capacity;
   return mem;
 }
@@ -149,6 +154,7 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
   StageTime t = b.time(w, layers[e.bottleneck_stage]);
   int m = w.micro_batches;
   e.compute_s = m * t.compute_s;
+  e.recompute_s = m * t.recompute_s;
   e.tp_comm_s = m * t.tp_s;
   e.pp_comm_s = m * t.pp_s;
   e.bubble_s = (p - 1) * t.per_micro_batch();

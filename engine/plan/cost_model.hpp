@@ -30,6 +30,7 @@ struct Workload {
   int micro_batches = 1; // m
   int global_batch = 1;
   bool bf16 = false;     // bf16 mixed precision (JobSpec::trains_bf16), else fp32
+  ActivationMode activation;  // what blocks keep for backward (train.recompute, resolved)
   // A CUDA plan whose device buffers go through host memory into Gloo (engine/parallel/
   // group.hpp): kEthernet for parallel.cross_island gloo (pipeline sends over Ethernet pay the
   // staged path's two host copies, ethernet_transfer_s), kAll when the plan uses no NCCL
@@ -47,7 +48,8 @@ struct Workload {
 
 // Per-micro-batch parts and the exposed DP sync of one stage with n layers.
 struct StageTime {
-  double compute_s = 0;  // forward + backward
+  double compute_s = 0;  // forward + backward (+ the replay of recomputation)
+  double recompute_s = 0;  // of which the replay
   double tp_s = 0;
   double pp_s = 0;
   double dp_s = 0;       // per step, exposed

@@ -78,10 +78,11 @@ void append_estimate(std::string& out, const Plan& p) {
   const Estimate& e = p.estimate;
   double speedup = e.step_time_s > 0 ? e.naive_step_time_s / e.step_time_s : 0;
   out += fmt::format(
-      "  \"estimate\": {{\"step_time_s\": {}, \"compute_s\": {}, \"tp_comm_s\": {}, \"pp_comm_s\": {}, "
-      "\"bubble_s\": {}, \"dp_comm_s\": {}, \"update_s\": {}, \"bottleneck_stage\": {}, \"tokens_per_s\": {}, "
-      "\"tflops_per_device\": {}, \"naive_step_time_s\": {}, \"speedup_over_naive\": {}, \"bytes_per_step\": {{",
-      num(e.step_time_s), num(e.compute_s), num(e.tp_comm_s), num(e.pp_comm_s), num(e.bubble_s), num(e.dp_comm_s),
+      "  \"estimate\": {{\"step_time_s\": {}, \"compute_s\": {}, \"recompute_s\": {}, \"tp_comm_s\": {}, "
+      "\"pp_comm_s\": {}, \"bubble_s\": {}, \"dp_comm_s\": {}, \"update_s\": {}, \"bottleneck_stage\": {}, "
+      "\"tokens_per_s\": {}, \"tflops_per_device\": {}, \"naive_step_time_s\": {}, \"speedup_over_naive\": {}, "
+      "\"bytes_per_step\": {{",
+      num(e.step_time_s), num(e.compute_s), num(e.recompute_s), num(e.tp_comm_s), num(e.pp_comm_s), num(e.bubble_s), num(e.dp_comm_s),
       num(e.update_s), e.bottleneck_stage, num(e.tokens_per_s), num(e.tflops_per_device), num(e.naive_step_time_s), num(speedup));
   for (int k = 0; k < kLinkKinds; ++k)
     out += fmt::format("{}\"{}\": {}", k ? ", " : "", to_string(LinkKind(k)), bytes(e.bytes_per_step[k]));
@@ -92,6 +93,20 @@ void append_estimate(std::string& out, const Plan& p) {
                        num(b.step_time_s), num(e.step_time_s > 0 ? b.step_time_s / e.step_time_s : 0));
   }
   out += "}},\n";
+}
+
+std::string activation_json(const ActivationChoice& a) {
+  return fmt::format("{{\"recompute\": \"{}\", \"step_time_s\": {}, \"recompute_s\": {}, \"activations\": {}, "
+                     "\"memory\": {}, \"capacity\": {}, \"fits\": {}}}",
+                     a.recompute, num(a.step_time_s), num(a.recompute_s), bytes(a.activations), bytes(a.memory),
+                     bytes(a.capacity), boolean(a.fits));
+}
+
+// train.recompute as planned, and the next best setting when the planner chose it.
+void append_activation(std::string& out, const Plan& p) {
+  out += fmt::format("  \"activation\": {{\"chosen\": {}, \"plan\": {}, \"runner_up\": {}}},\n",
+                     boolean(p.activation_chosen), activation_json(p.activation),
+                     p.activation_chosen ? activation_json(p.runner_up) : "null");
 }
 
 void append_calibration(std::string& out, const topo::Calibration& c) {
@@ -149,6 +164,7 @@ std::string format_plan_json(const Plan& p) {
   append_groups(out, p);
   append_nccl_env(out, p);
   append_estimate(out, p);
+  append_activation(out, p);
   append_calibration(out, p.calibration);
   out += "  \"memory\": ";
   array(out, p.memory, [&](const RankMemory& m) {

@@ -111,6 +111,20 @@ void append_estimate(std::string& out, const Plan& p) {
     out += fmt::format(" {} {}{}", to_string(LinkKind(k)), human_bytes(e.bytes_per_step[k]), k + 1 < kLinkKinds ? "," : "\n");
 }
 
+std::string activation_text(const ActivationChoice& a) {
+  return fmt::format("{} ({:.4g} s per step{}, worst stage {:.2f} GiB with activations {:.2f}{}{})", a.recompute,
+                     a.step_time_s, a.recompute_s > 0 ? fmt::format(", replay {:.4g} s", a.recompute_s) : "",
+                     a.memory / kGiB, a.activations / kGiB,
+                     a.capacity > 0 ? fmt::format(" of {:.1f} usable", a.capacity / kGiB) : "",
+                     a.fits ? "" : ", does not fit");
+}
+
+void append_activation(std::string& out, const Plan& p) {
+  out += fmt::format("Activation recomputation (train.recompute {}): {}\n", p.activation_chosen ? "auto" : "as given",
+                     activation_text(p.activation));
+  if (p.activation_chosen) out += fmt::format("  runner-up: {}\n", activation_text(p.runner_up));
+}
+
 void append_calibration(std::string& out, const topo::Calibration& c) {
   if (c.empty()) return;
   out += fmt::format("Calibration ({}):", c.source.empty() ? "measured" : c.source);
@@ -163,6 +177,7 @@ std::string format_plan_text(const Plan& p) {
   append_groups(out, p);
   append_nccl_env(out, p);
   append_estimate(out, p);
+  append_activation(out, p);
   append_calibration(out, p.calibration);
   append_memory(out, p);
   if (!p.warnings.empty()) {

@@ -1,6 +1,7 @@
 #include "engine/plan/model_size.hpp"
 
 #include <algorithm>
+#include <vector>
 
 namespace holmes::plan {
 
@@ -81,21 +82,72 @@ double train_flops_per_token(const GptShape& s, int tp, int64_t seq_len) {
   return 3.0 * fwd;
 }
 
-double block_activation_bytes(const GptShape& s, int64_t t, int64_t b, int tp, int act_bytes) {
-  const double c = s.hidden, nh = s.heads, tokens = double(t) * double(b);
-  if (!s.llama()) {
-    double per_elem = 10.0 + 24.0 / tp + 5.0 * nh * double(t) / (c * tp);
-    return tokens * c * per_elem * (act_bytes / 2.0);
-  }
-  const double kv = double(s.kv_channels()), f = double(s.mlp());
-  const double per_token = act_bytes * (4 * c + (c + 2 * kv) / tp + c / tp + 3 * f / tp) + 8.0;
-  const double heads = nh / tp * double(b);
-  const double attention = act_bytes == 2 ? heads * double(t) * 4.0 : heads * double(t) * double(t) * 4.0;
-  return tokens * per_token + attention;
+namespace {
+
+// The per-layer buffers of model::Gpt (model/gpt_buffers.hpp LayerBuf order) per micro-batch,
+// and whether `mode` keeps each in the slot (model/gpt_activations.cpp kept_in_slot).
+struct LayerBuffer {
+  double bytes;
+  bool kept;
+};
+
+std::vector<LayerBuffer> layer_buffers(const GptShape& s, int64_t t, int64_t b, int tp, int a, ActivationMode mode) {
+  const double c = s.hidden, tokens = double(t) * double(b), qkv = (c + 2.0 * double(s.kv_channels())) / tp;
+  const double f = double(s.mlp()) / tp, mlp_in = s.llama() ? 2 * f : f;
+  const double mean = s.llama() ? 0 : 4;  // RMSNorm keeps no mean
+  const bool fused = a == 2;              // bf16 attention is cuDNN's: softmax statistics only
+  const double heads = double(s.heads) / tp * double(b);
+  const double state = fused ? heads * double(t) * 4.0 : heads * double(t) * double(t) * 4.0;
+  using R = spec::Recompute;
+  const bool none = mode.recompute == R::kNone, sel = mode.recompute == R::kSelective;
+  const double split = mode.split_backward ? tokens * a : 0;
+  return {{tokens * a * c, none},       {tokens * (mean + 4), none},      {tokens * a * qkv, none || sel},
+          {tokens * a * c / tp, none || (sel && fused)},                  {state, none || (sel && fused)},
+          {tokens * a * c, none || sel}, {tokens * a * c, none},          {tokens * (mean + 4), none},
+          {tokens * a * mlp_in, none || sel},                             {tokens * a * f, none},
+          {tokens * a * c, true},
+          // the GEMM output gradients a split backward keeps from B to W
+          {split * (2 * c + mlp_in + qkv), true}};
 }
 
-double head_activation_bytes(const GptShape& s, int64_t t, int64_t b, int tp, int act_bytes) {
-  return double(t) * double(b) * double(padded_vocab(s.vocab, tp)) / tp * (act_bytes + 4);
+}  // namespace
+
+double block_activation_bytes(const GptShape& s, int64_t t, int64_t b, int tp, int act_bytes, ActivationMode mode) {
+  double sum = 0;
+  for (const LayerBuffer& l : layer_buffers(s, t, b, tp, act_bytes, mode))
+    if (l.kept) sum += l.bytes;
+  return sum;
+}
+
+double recompute_work_bytes(const GptShape& s, int64_t t, int64_t b, int tp, int act_bytes, ActivationMode mode) {
+  double sum = 0;
+  for (const LayerBuffer& l : layer_buffers(s, t, b, tp, act_bytes, mode))
+    if (!l.kept) sum += l.bytes;
+  return sum;
+}
+
+double stage_extra_activation_bytes(const GptShape& s, int64_t t, int64_t b, int tp, int a, ActivationMode mode,
+                                    bool first, bool last) {
+  const double c = s.hidden, tokens = double(t) * double(b);
+  double bytes = tokens * a * c;                                  // the stage input
+  if (a == 2 && !last) bytes += tokens * c * 2;                   // bf16 boundary copy of the output
+  if (first && mode.split_backward) bytes += tokens * a * c;      // the embedding's W reads its gradient
+  if (last) {
+    const double stats = s.llama() ? 4 : 8;
+    bytes += tokens * (a * c + stats + a * double(padded_vocab(s.vocab, tp)) / tp + 16);
+  }
+  return bytes;
+}
+
+double recompute_flops_per_token(const GptShape& s, int64_t t, int tp, int act_bytes, ActivationMode mode) {
+  const double c = s.hidden;
+  double replay = 0;
+  if (mode.recompute == spec::Recompute::kSelective) {
+    if (act_bytes != 2) replay = 4.0 * double(t) * c;  // an unfused attention: QK^T and the weighted sum
+  } else if (mode.recompute == spec::Recompute::kFull) {
+    replay = block_forward_flops_per_token(s, t) - 2.0 * c * double(s.mlp());  // all but the last GEMM
+  }
+  return replay * (mode.split_backward ? 2 : 1) / tp;
 }
 
 double stage_train_flops(const GptShape& s, int layers, bool last, int tp, int64_t seq_len, double tokens) {

@@ -69,17 +69,43 @@ double stage_train_flops(const GptShape& s, int layers, bool last, int tp, int64
 // Training (forward + backward = 3x forward) FLOPs of the whole model per token.
 double train_flops_per_token(const GptShape& s, int tp, int64_t seq_len);
 
-// Activation bytes one block keeps per micro-batch for backward, per tensor-parallel rank.
-// gpt2 (Korthikanti et al. 2022, 16-bit activations, without recomputation):
-//   T B C (10 + 24/t + 5 NH T / (C t)).
-// llama: the buffers model::Gpt keeps for a llama block (llama_block.cpp), with a the
-// activation bytes: T B [a (4C + (C + 2 KV)/t + C/t + 3F/t) + 8] (the two norms' inputs, the
-// residuals, rotated q k v, the attention output, [gate | up] and SwiGLU's output, two fp32
-// RMSNorm statistics), plus the attention state: bf16 (cuDNN flash attention) B (NH/t) T
-// fp32 softmax statistics, fp32 B (NH/t) T^2 fp32 probabilities.
-// `act_bytes` is 2 for bf16 and 4 for fp32 (gpt2's formula scales with it).
-double block_activation_bytes(const GptShape& s, int64_t seq_len, int64_t micro_batch, int tp, int act_bytes);
-// Logits and their softmax gradient on the last stage per micro-batch: T B Vp/t (act + 4) bytes.
-double head_activation_bytes(const GptShape& s, int64_t seq_len, int64_t micro_batch, int tp, int act_bytes);
+// What a block keeps for its backward (model::ActivationPolicy): train.recompute resolved
+// (never auto here) and whether the backward is split into B and W (zero-bubble schedules).
+struct ActivationMode {
+  spec::Recompute recompute = spec::Recompute::kNone;
+  bool split_backward = false;
+};
+
+// Activation bytes one block keeps per micro-batch for backward, per tensor-parallel rank: the
+// buffers model::Gpt keeps for a layer in a slot (model/gpt_activations.cpp), a the activation
+// bytes, KV = kv_channels, F = mlp, t the tensor degree, per token:
+//   none:      a (4C + (C + 2KV)/t + C/t + gF/t + F/t) + n  (the two norms' inputs, the
+//              residuals, q k v, attention's output, the MLP's first GEMM output (g = 1 for
+//              gpt2, 2 for llama's gate | up) and its activation, the norms' fp32 statistics:
+//              n = 16 bytes for LayerNorm, 8 for RMSNorm), plus attention's state;
+//   selective: a (2C + (C + 2KV)/t + gF/t) (GEMM outputs and the residual stream), plus
+//              attention's output and state where attention is fused (bf16: cuDNN);
+//   full:      a C (the block's output);
+//   split_backward adds the GEMM output gradients W reads: a (2C + (C + 2KV)/t + gF/t).
+// Attention's state: bf16 (cuDNN flash attention) B (NH/t) T fp32 softmax statistics, fp32
+// B (NH/t) T^2 fp32 probabilities. `act_bytes` is 2 for bf16 and 4 for fp32. A test ties
+// each mode to model::Gpt::layer_slot_bytes.
+double block_activation_bytes(const GptShape& s, int64_t seq_len, int64_t micro_batch, int tp, int act_bytes,
+                              ActivationMode mode = {});
+// The replayed buffers: one layer's worth of what `mode` does not keep, shared by every layer
+// and micro-batch of a rank (0 for none).
+double recompute_work_bytes(const GptShape& s, int64_t seq_len, int64_t micro_batch, int tp, int act_bytes,
+                            ActivationMode mode);
+// What a stage keeps per micro-batch besides its blocks: its input (a C per token), the
+// bf16 boundary copy of its output (non-last stage), the embedding output's gradient under a
+// split backward (first stage) and on the last stage the head: the final norm's output and
+// statistics, the logits (a Vp/t), the losses and cross-entropy statistics (16 bytes).
+double stage_extra_activation_bytes(const GptShape& s, int64_t seq_len, int64_t micro_batch, int tp, int act_bytes,
+                                    ActivationMode mode, bool first, bool last);
+// Extra forward FLOPs the replay adds per token per block on one tensor-parallel rank (the
+// train FLOPs, 3x forward, do not count them): selective replays an unfused attention (4 T C
+// where attention keeps probabilities: act_bytes 4), full the block's forward but its last
+// GEMM; a split backward replays again before W.
+double recompute_flops_per_token(const GptShape& s, int64_t seq_len, int tp, int act_bytes, ActivationMode mode);
 
 }  // namespace holmes::plan

@@ -152,12 +152,19 @@ void warn_island_tcp(const SearchInput& in, const topo::ClusterTopology& topolog
   }
 }
 
+ActivationChoice activation_choice(const Evaluated& ev) {
+  const RankMemory& m = ev.worst_memory;
+  return ActivationChoice{ev.work.activation.recompute, ev.estimate.step_time_s, ev.estimate.recompute_s,
+                          m.activations, m.total(), m.capacity, ev.fits};
+}
+
 void fill_baselines(const SearchInput& in, const Evaluated& best, Plan& plan) {
   const spec::PartitionKind list_or_uniform =
       plan.partition == spec::PartitionKind::kList ? spec::PartitionKind::kList : spec::PartitionKind::kUniform;
   for (const spec::Placement baseline : {spec::Placement::kMegatron, spec::Placement::kNaive}) {
-    const double t = plan.placement == baseline ? best.estimate.step_time_s
-                                                : evaluate(in, best.deg, baseline, list_or_uniform).estimate.step_time_s;
+    const double t = plan.placement == baseline
+                         ? best.estimate.step_time_s
+                         : evaluate(in, best.deg, baseline, list_or_uniform, best.work.activation).estimate.step_time_s;
     plan.estimate.baselines.push_back(Baseline{baseline, t});
     if (baseline == spec::Placement::kNaive) plan.estimate.naive_step_time_s = t;
   }
@@ -229,6 +236,11 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
                                 4.0 * plan.micro_batch * spec.train.seq_len * spec.model.hidden};
   plan.groups = build_groups(in.facts_for(plan.placement), in.table, best.layout, in.cuda && in.nccl, ethernet);
   plan.estimate = best.estimate;
+  plan.activation = activation_choice(best);
+  if (const std::optional<Evaluated> next = runner_up(in, best)) {
+    plan.activation_chosen = true;
+    plan.runner_up = activation_choice(*next);
+  }
   fill_baselines(in, best, plan);
   fill_memory(in, best, plan);
   plan.calibration = topology.calibration;

@@ -72,6 +72,7 @@ struct Baseline {
 struct Estimate {
   double step_time_s = 0;
   double compute_s = 0;
+  double recompute_s = 0;         // of compute_s: the replay of train.recompute
   double tp_comm_s = 0;
   double pp_comm_s = 0;
   double bubble_s = 0;
@@ -97,6 +98,18 @@ struct RankMemory {
 
 // What NCCL needs to know of one node (nccl.hpp derives its environment from it): the
 // interface its TCP traffic across islands binds to, and its island's RDMA ports.
+// One setting of what the planner chooses beside the layout (train.recompute) and what the
+// estimate gives it, for the chosen plan and its runner-up (--plan-only shows both).
+struct ActivationChoice {
+  spec::Recompute recompute = spec::Recompute::kNone;  // resolved: never auto
+  double step_time_s = 0;
+  double recompute_s = 0;   // of it, replaying activations
+  double activations = 0;   // bytes, on the stage with the largest memory need
+  double memory = 0;        // that stage's total bytes per device
+  double capacity = 0;      // its usable device memory (0 = unknown)
+  bool fits = true;
+};
+
 struct NodeNet {
   std::string ethernet_if;        // NodeFacts::ethernet_if
   LinkKind island_link = LinkKind::kEthernet;  // Ib / Roce when the node is on an RDMA island
@@ -134,6 +147,9 @@ struct Plan {
   std::vector<Stage> stages;
   std::vector<Group> groups;
   Estimate estimate;
+  ActivationChoice activation;  // train.recompute as chosen (recompute: auto) or given
+  bool activation_chosen = false;  // train.recompute was auto: runner_up holds the next best
+  ActivationChoice runner_up;
   std::vector<RankMemory> memory;
   std::vector<std::string> warnings;  // groups that cross slow links, assumptions made
   topo::Calibration calibration;      // the measured figures the estimate used (empty: none)

@@ -92,10 +92,11 @@ std::vector<Degrees> degree_candidates(const SearchInput& in) {
 namespace {
 
 Evaluated score(const SearchInput& in, const Facts& facts, const Degrees& deg, Layout layout,
-                spec::PartitionKind partition) {
+                spec::PartitionKind partition, ActivationMode mode) {
   const auto& s = *in.spec;
   Evaluated ev;
   ev.deg = deg;
+  ev.work.activation = mode;
   ev.work.shape = shape_of(s.model);
   ev.work.seq_len = s.train.seq_len;
   ev.work.micro_batch = deg.micro_batch;
@@ -159,6 +160,15 @@ std::string out_of_memory_message(const SearchInput& in, const Evaluated& best, 
       d.micro_batch, best.worst_stage, m.total() / kGiB, m.params / kGiB, m.grads / kGiB, m.optimizer / kGiB,
       m.activations / kGiB, (m.total() - m.capacity) / kGiB, m.capacity / kGiB, kUsableMemoryFraction * 100);
   std::vector<std::string> ways;
+  // A fixed train.recompute that keeps more than full: say whether recomputing would fit.
+  if (s.train.recompute != spec::Recompute::kAuto && s.train.recompute != spec::Recompute::kFull) {
+    const Evaluated full = evaluate(in, d, s.parallel.placement, s.parallel.partition.kind, {spec::Recompute::kFull});
+    if (full.fits)
+      ways.push_back(fmt::format("set train.recompute: auto (or full: stage {} then needs {:.2f} GiB, {:.4g} s per "
+                                 "step instead of {:.4g} s by the estimate)",
+                                 full.worst_stage, full.worst_memory.total() / kGiB, full.estimate.step_time_s,
+                                 best.estimate.step_time_s));
+  }
   const std::string fixed = fixed_degrees(s.parallel);
   const bool spread = d.tp * d.pp == in.world;  // every device holds a different part of one copy
   if (!fixed.empty() && !spread) ways.push_back(fmt::format("raise {} (or set auto: the planner searches)", fixed));
@@ -197,15 +207,16 @@ spec::PartitionKind partition_for(spec::Placement placement, spec::PartitionKind
 }
 
 Evaluated evaluate(const SearchInput& in, const Degrees& deg, spec::Placement placement,
-                   spec::PartitionKind partition) {
+                   spec::PartitionKind partition, ActivationMode mode) {
   const Facts& facts = in.facts_for(placement);
   if (placement != spec::Placement::kHolmes)
     return score(in, facts, deg, naive_layout(facts, in.table, deg.tp, deg.pp, deg.dp, in.spec->parallel.order),
-                 partition_for(placement, partition));
+                 partition_for(placement, partition), mode);
   Evaluated best;
   bool have = false;
   for (const auto& order : island_orders(facts, deg.tp * deg.dp)) {
-    Evaluated ev = score(in, facts, deg, holmes_layout(facts, in.table, deg.tp, deg.pp, deg.dp, order), partition);
+    Evaluated ev =
+        score(in, facts, deg, holmes_layout(facts, in.table, deg.tp, deg.pp, deg.dp, order), partition, mode);
     auto key = [](const Evaluated& e) {
       return std::pair{e.layout.tp_groups_crossing_nodes, e.layout.dp_groups_crossing_islands};
     };
@@ -218,22 +229,50 @@ Evaluated evaluate(const SearchInput& in, const Degrees& deg, spec::Placement pl
   return best;
 }
 
+std::vector<ActivationMode> activation_options(const spec::JobSpec& spec) {
+  using R = spec::Recompute;
+  if (spec.train.recompute != R::kAuto) return {ActivationMode{spec.train.recompute}};
+  return {ActivationMode{R::kNone}, ActivationMode{R::kSelective}, ActivationMode{R::kFull}};
+}
+
+namespace {
+
+// Fits first, then fastest; among those that do not fit, the smaller memory need.
+bool better_than(const Evaluated& ev, const Evaluated& best) {
+  return (ev.fits && !best.fits) ||
+         (ev.fits == best.fits &&
+          (ev.fits ? ev.estimate.step_time_s < best.estimate.step_time_s : memory_ratio(ev) < memory_ratio(best)));
+}
+
+}  // namespace
+
 Evaluated search(const SearchInput& in) {
   const auto& p = in.spec->parallel;
+  const std::vector<ActivationMode> modes = activation_options(*in.spec);
   Evaluated best;
   bool have = false;
-  for (const Degrees& deg : degree_candidates(in)) {
-    Evaluated ev = evaluate(in, deg, p.placement, p.partition.kind);
-    bool better = !have || (ev.fits && !best.fits) ||
-                  (ev.fits == best.fits && (ev.fits ? ev.estimate.step_time_s < best.estimate.step_time_s
-                                                    : memory_ratio(ev) < memory_ratio(best)));
-    if (better) {
-      best = std::move(ev);
-      have = true;
+  for (const Degrees& deg : degree_candidates(in))
+    for (const ActivationMode& mode : modes) {
+      Evaluated ev = evaluate(in, deg, p.placement, p.partition.kind, mode);
+      if (!have || better_than(ev, best)) {
+        best = std::move(ev);
+        have = true;
+      }
     }
-  }
   if (!best.fits) throw UserError(out_of_memory_message(in, best, degree_candidates(in).size()));
   return best;
+}
+
+std::optional<Evaluated> runner_up(const SearchInput& in, const Evaluated& best) {
+  const auto& p = in.spec->parallel;
+  std::optional<Evaluated> out;
+  for (const ActivationMode& mode : activation_options(*in.spec)) {
+    if (mode.recompute == best.work.activation.recompute && mode.split_backward == best.work.activation.split_backward)
+      continue;
+    Evaluated ev = evaluate(in, best.deg, p.placement, p.partition.kind, mode);
+    if (!out || better_than(ev, *out)) out = std::move(ev);
+  }
+  return out;
 }
 
 }  // namespace holmes::plan

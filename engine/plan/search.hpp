@@ -4,6 +4,7 @@
 // Each candidate is scored with the cost model; the fastest that fits in memory wins.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,11 +56,20 @@ std::vector<Degrees> degree_candidates(const SearchInput& in);
 // forced, e.g. for the baselines). naive and megatron lay Megatron-LM's order over the
 // nodes as listed; megatron also puts every group on Ethernet. For holmes, island orders are tried and the one with
 // fewest crossing tensor / data groups, then the fastest, is kept.
+// `mode`: what blocks keep for backward (train.recompute resolved).
 Evaluated evaluate(const SearchInput& in, const Degrees& deg, spec::Placement placement,
-                   spec::PartitionKind partition);
+                   spec::PartitionKind partition, ActivationMode mode = {});
 
-// The best plan over all candidates: fits first, then fastest. Throws UserError with the
-// memory figures when no candidate fits.
+// The modes train.recompute lets the search try: the spec's, or for auto none, selective and
+// full (in that order: on equal estimates the one that replays less wins).
+std::vector<ActivationMode> activation_options(const spec::JobSpec& spec);
+
+// The best plan over all candidates (degrees x activation modes): fits first, then fastest.
+// Throws UserError with the memory figures when no candidate fits.
 Evaluated search(const SearchInput& in);
+
+// For `best`'s degrees, the best of the other activation modes (fits first, then fastest);
+// nullopt when the spec fixed the mode.
+std::optional<Evaluated> runner_up(const SearchInput& in, const Evaluated& best);
 
 }  // namespace holmes::plan

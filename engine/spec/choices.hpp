@@ -24,6 +24,7 @@ enum class Precision { kAuto, kBf16, kFp32 };             // train.precision
 enum class Placement { kHolmes, kNaive, kMegatron };      // parallel.placement
 enum class PartitionKind { kAuto, kUniform, kList };      // parallel.partition
 enum class Schedule { k1f1b };                            // parallel.schedule
+enum class Recompute { kAuto, kNone, kSelective, kFull }; // train.recompute
 enum class CrossIsland { kAuto, kNcclSocket, kGloo };     // parallel.cross_island
 enum class NcclMode { kOff, kAuto, kOn };                 // parallel.nccl
 enum class LogLevel { kInfo, kDebug, kWarn, kError };     // log.level
@@ -53,6 +54,8 @@ HOLMES_CHOICES(Placement, {Placement::kHolmes, "holmes"}, {Placement::kNaive, "n
 HOLMES_CHOICES(PartitionKind, {PartitionKind::kAuto, "auto"}, {PartitionKind::kUniform, "uniform"},
                {PartitionKind::kList, "list"})
 HOLMES_CHOICES(Schedule, {Schedule::k1f1b, "1f1b"})
+HOLMES_CHOICES(Recompute, {Recompute::kAuto, "auto"}, {Recompute::kNone, "none"},
+               {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"})
 HOLMES_CHOICES(CrossIsland, {CrossIsland::kAuto, "auto"}, {CrossIsland::kNcclSocket, "nccl-socket"},
                {CrossIsland::kGloo, "gloo"})
 HOLMES_CHOICES(NcclMode, {NcclMode::kOff, "off"}, {NcclMode::kAuto, "auto"}, {NcclMode::kOn, "on"})

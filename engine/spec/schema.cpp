@@ -282,6 +282,11 @@ std::vector<Field> make_schema() {
   f.push_back(choice("train.precision", HOLMES_REF(train.precision),
                      "Weights copy and activations: bf16 (fp32 master weights, gradients, AdamW moments and "
                      "accumulation) or fp32; auto is bf16 on GPUs, fp32 on CPUs."));
+  f.push_back(choice("train.recompute", HOLMES_REF(train.recompute),
+                     "What a transformer block keeps for its backward: none (every activation), selective (the "
+                     "GEMM outputs and residual stream; norms, the MLP activation and an unfused attention's "
+                     "softmax are recomputed), full (its input only; its forward is recomputed); auto: the "
+                     "cheapest that fits in memory by the planner's estimate."));
   f.push_back(integer("train.eval_interval", HOLMES_REF(train.eval_interval), "0", 0, M,
                       "Steps between validation runs; 0 disables."));
   f.push_back(integer("train.eval_steps", HOLMES_REF(train.eval_steps), "10", 1, M, "Global batches per validation (as Megatron-LM's --eval-iters): the same sequences under every parallel plan."));

@@ -222,7 +222,13 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
   const plan::Stage& stage = p.stages.at(me.pp);
   const plan::GptShape shape = plan::shape_of(spec.model);
   const double tokens = double(spec.train.micro_batch) * spec.train.seq_len * p.micro_batches;
-  const double flops = plan::stage_train_flops(shape, stage.num_layers, stage.lm_head, p.tp, spec.train.seq_len, tokens);
+  // The passes' compute time includes the replay of train.recompute: count its FLOPs too.
+  const int act_bytes = spec.trains_bf16(p.device_kind == "cuda") ? 2 : 4;
+  const double replay = stage.num_layers * tokens *
+                        plan::recompute_flops_per_token(shape, spec.train.seq_len, p.tp, act_bytes,
+                                                        plan::ActivationMode{p.activation.recompute});
+  const double flops =
+      plan::stage_train_flops(shape, stage.num_layers, stage.lm_head, p.tp, spec.train.seq_len, tokens) + replay;
   const double params = p.memory.at(rt.rank).params / sizeof(float);  // CPU: fp32 weights
   const size_t steps = times.compute_per_step.size();
   const float compute[kComputeFloats] = {float(me.pp), float(flops), float(steps), float(times.host_s), float(params)};

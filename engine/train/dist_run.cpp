@@ -103,7 +103,8 @@ std::unique_ptr<parallel::ParallelGroups> parallel_groups(const runtime::Runtime
 
 parallel::ParallelContext parallel_context(const runtime::Runtime& rt, parallel::ParallelGroups& groups) {
   const plan::Stage& stage = rt.plan.stages.at(rt.plan.ranks.at(rt.rank).pp);
-  return parallel::ParallelContext{.groups = &groups, .first_layer = stage.first_layer, .num_layers = stage.num_layers};
+  return parallel::ParallelContext{.groups = &groups, .first_layer = stage.first_layer, .num_layers = stage.num_layers,
+                                   .recompute = rt.plan.activation.recompute};
 }
 
 int run_job(const spec::JobSpec& spec, const launch::LaunchEnv& env) {

@@ -31,18 +31,21 @@ namespace holmes::train {
 
 namespace {
 
-void check_single_process(const spec::JobSpec& spec) {
+// Returns the plan of the one worker (its recompute choice is the trainer's).
+plan::Plan check_single_process(const spec::JobSpec& spec) {
   plan::check_degrees_fit(spec, 1, "a single process; start more with --nproc-per-node N, srun or RANK/WORLD_SIZE");
   runtime::training_device(spec.job.device);
   if (spec.train.steps < 1)
     throw UserError(fmt::format("train.steps: {} (training needs at least 1 step)", spec.train.steps));
   // The plan of one worker, as a multi-process job plans its ranks: loads and checks
   // cluster.topology and the memory model the same way in every mode.
-  runtime::plan_local_job(spec, spec.job.device == spec::Device::kCuda ? runtime::local_devices() : topo::detect_cpu_devices(), 1);
+  plan::Plan plan = runtime::plan_local_job(
+      spec, spec.job.device == spec::Device::kCuda ? runtime::local_devices() : topo::detect_cpu_devices(), 1);
   if (!spec.cluster.calibrate.empty())
     throw UserError(fmt::format("cluster.calibrate: '{}': a calibration measures the links between the workers of a "
                                 "multi-process job; start one with --nproc-per-node N, srun or RANK/WORLD_SIZE",
                                 spec.cluster.calibrate));
+  return plan;
 }
 
 // The resolved spec beside the weights, so a user sees what produced them.
@@ -191,10 +194,10 @@ model::Backend make_training_backend(const spec::JobSpec& spec, int local_rank) 
 }
 
 int run_training(const spec::JobSpec& spec) {
-  check_single_process(spec);
+  const plan::Plan plan = check_single_process(spec);
   auto data = data::DataSet::open(spec);
   model::Backend backend = make_training_backend(spec);
-  parallel::Trainer trainer(spec, backend, *data);
+  parallel::Trainer trainer(spec, backend, *data, parallel::ParallelContext{.recompute = plan.activation.recompute});
   return run_loop(spec, trainer, *data, LoopContext{});
 }
 

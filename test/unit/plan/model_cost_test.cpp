@@ -29,12 +29,46 @@ TEST_CASE("FLOPs per token: 3 x (L (24 C^2 + 4 T C) + 2 C Vp)", "[model_size]") 
   CHECK(hp::train_flops_per_token(s, 1, 128) == Approx(3 * (2 * per_block + 2.0 * 64 * 384)));
 }
 
-TEST_CASE("activation bytes follow Korthikanti et al.", "[model_size]") {
+TEST_CASE("activation bytes per layer: the model's buffers, by recompute mode", "[model_size]") {
   hp::GptShape s{1, 1024, 16, 50257, 2048};
-  // T B C (10 + 24/t + 5 NH T / (C t)) with t = 2, bf16.
-  double want = 2048.0 * 4 * 1024 * (10 + 12 + 5.0 * 16 * 2048 / (1024 * 2));
-  CHECK(hp::block_activation_bytes(s, 2048, 4, 2, 2) == Approx(want));
-  CHECK(hp::block_activation_bytes(s, 2048, 4, 2, 4) == Approx(2 * want));
+  using R = holmes::spec::Recompute;
+  const double C = 1024, F = 4 * C, t = 2, tokens = 2048.0 * 4;
+  // bf16 (cuDNN attention: B NH/t T fp32 softmax statistics), per token: none keeps ln1, res2,
+  // ln2, res3 (4C), qkv 3C/t, attention's output C/t, fc's pre-activation and GELU (2F/t),
+  // two LayerNorms' mean and rstd (16 bytes).
+  const double stats_bf16 = 4.0 * 16 / 2 * 2048 * 4;
+  const double none = tokens * (2 * (4 * C + 3 * C / t + C / t + 2 * F / t) + 16) + stats_bf16;
+  CHECK(hp::block_activation_bytes(s, 2048, 4, 2, 2) == Approx(none));
+  // selective keeps the GEMM outputs and the residual stream; the fused attention's output and
+  // state stay too.
+  const double selective = tokens * 2 * (2 * C + 3 * C / t + F / t + C / t) + stats_bf16;
+  CHECK(hp::block_activation_bytes(s, 2048, 4, 2, 2, {R::kSelective}) == Approx(selective));
+  CHECK(hp::block_activation_bytes(s, 2048, 4, 2, 2, {R::kFull}) == Approx(tokens * 2 * C));
+  // What is not kept is replayed into one layer's buffers.
+  CHECK(hp::recompute_work_bytes(s, 2048, 4, 2, 2, {R::kFull}) == Approx(none - tokens * 2 * C));
+  CHECK(hp::recompute_work_bytes(s, 2048, 4, 2, 2, {R::kNone}) == 0);
+  // fp32: the exact attention keeps B NH/t T^2 probabilities, which selective replays.
+  const double probs = 4.0 * 16 / 2 * 4 * 2048.0 * 2048;
+  CHECK(hp::block_activation_bytes(s, 2048, 4, 2, 4) ==
+        Approx(tokens * (4 * (4 * C + 3 * C / t + C / t + 2 * F / t) + 16) + probs));
+  CHECK(hp::block_activation_bytes(s, 2048, 4, 2, 4, {R::kSelective}) ==
+        Approx(tokens * 4 * (2 * C + 3 * C / t + F / t)));
+  // A split backward keeps the GEMM output gradients from B to W: d(res3), d(res2), d(fc), d(qkv).
+  CHECK(hp::block_activation_bytes(s, 2048, 4, 2, 2, {R::kFull, true}) ==
+        Approx(tokens * 2 * C + tokens * 2 * (2 * C + F / t + 3 * C / t)));
+}
+
+TEST_CASE("recomputation's extra forward FLOPs", "[model_size]") {
+  hp::GptShape s{2, 64, 4, 257, 128};
+  using R = holmes::spec::Recompute;
+  CHECK(hp::recompute_flops_per_token(s, 128, 1, 4, {R::kNone}) == 0);
+  // Selective replays the attention's softmax where it is not fused (fp32), nothing else costs FLOPs.
+  CHECK(hp::recompute_flops_per_token(s, 128, 1, 4, {R::kSelective}) == Approx(4.0 * 128 * 64));
+  CHECK(hp::recompute_flops_per_token(s, 128, 1, 2, {R::kSelective}) == 0);
+  // Full: the block's forward but the MLP's last GEMM (2 x 4C^2), over tp; twice with a split backward.
+  const double full = 24.0 * 64 * 64 + 4.0 * 128 * 64 - 8.0 * 64 * 64;
+  CHECK(hp::recompute_flops_per_token(s, 128, 2, 2, {R::kFull}) == Approx(full / 2));
+  CHECK(hp::recompute_flops_per_token(s, 128, 2, 2, {R::kFull, true}) == Approx(full));
 }
 
 TEST_CASE("alpha-beta ring collectives, closed form", "[cost_model]") {

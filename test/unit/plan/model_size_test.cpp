@@ -118,30 +118,66 @@ TEST_CASE("model size: Llama 3 8B is 8.03G parameters, its MLP width follows Lla
   CHECK(model::GptConfig::default_ffn_hidden(4096, 256) == 11008);
 }
 
-TEST_CASE("model size: llama's activation bytes per layer are what the model keeps for one layer") {
-  // A middle pipeline stage (no embedding, no head) of 2 layers minus one of 1 layer: one
-  // layer's saved activations, fp32 on the CPU (the exact attention keeps fp32 probabilities,
-  // as the planner's fp32 formula assumes). Each buffer is rounded up to 256 bytes: 11 buffers.
+namespace {
+
+struct Rank0 final : model::TensorParallelComm {  // rank 0 of tp; the sums are not run here
+  int n;
+  explicit Rank0(int tp) : n(tp) {}
+  int size() const override { return n; }
+  int rank() const override { return 0; }
+  void all_reduce_sum(float*, size_t) override {}
+  void all_reduce_max(float*, size_t) override {}
+  void all_reduce_sum_bf16(void*, size_t) override {}
+};
+
+}  // namespace
+
+TEST_CASE("model size: the activation bytes per layer, per slot and replayed are what the model keeps, every "
+          "recompute mode") {
+  // fp32 on the CPU (the exact attention keeps fp32 probabilities, as the planner's fp32
+  // formula assumes). The model rounds each buffer up to 256 bytes: at most 17 per layer,
+  // 4 + 8 per slot beside the layers.
   model::Backend backend{nullptr, "cpu", model::cpu::make_host_memory(), model::cpu::make_cpu_kernels()};
   const int B = 3, T = 40;
-  const LlamaPair p = llama_pair(4, 64, 4, 2, 96, 300, false);
-  for (int tp : {1, 2}) {
-    CAPTURE(tp);
-    struct Rank0 final : model::TensorParallelComm {  // rank 0 of tp; the sums are not run here
-      int n;
-      explicit Rank0(int tp) : n(tp) {}
-      int size() const override { return n; }
-      int rank() const override { return 0; }
-      void all_reduce_sum(float*, size_t) override {}
-      void all_reduce_max(float*, size_t) override {}
-      void all_reduce_sum_bf16(void*, size_t) override {}
-    } comm(tp);
-    const model::GptConfig one = p.config.shard(tp, 0, 1, 1), two = p.config.shard(tp, 0, 1, 2);
-    REQUIRE((!one.has_embedding && !one.has_head && !two.has_embedding && !two.has_head));
-    model::Gpt g1(one, backend, B, T, &comm), g2(two, backend, B, T, &comm);
-    const double per_layer = double(g2.activation_bytes()) - double(g1.activation_bytes());
-    const double formula = plan::block_activation_bytes(p.shape, T, B, tp, 4);
-    CHECK(per_layer >= formula);
-    CHECK(per_layer <= formula + 11 * 256);
-  }
+  using R = spec::Recompute;
+  const std::pair<R, model::Recompute> modes[] = {{R::kNone, model::Recompute::kNone},
+                                                  {R::kSelective, model::Recompute::kSelective},
+                                                  {R::kFull, model::Recompute::kFull}};
+  const LlamaPair llama = llama_pair(4, 64, 4, 2, 96, 300, false);
+  const plan::GptShape gpt2_shape{4, 64, 4, 300, 64};
+  const LlamaPair gpt2{gpt2_shape, model::GptConfig::gpt2(4, 64, 4, 300, 64)};
+  for (const LlamaPair& p : {llama, gpt2})
+    for (int tp : {1, 2})
+      for (const auto& [spec_mode, model_mode] : modes)
+        for (bool split : {false, true}) {
+          CAPTURE(p.config.is_llama(), tp, spec::to_string(spec_mode), split);
+          Rank0 comm(tp);
+          const model::ActivationPolicy policy{model_mode, split};
+          const plan::ActivationMode mode{spec_mode, split};
+          // Per layer: the slot's share of one layer.
+          const model::GptConfig mid = p.config.shard(tp, 0, 1, 2);
+          model::Gpt g(mid, backend, B, T, &comm, 1, model::Precision::kFp32, policy);
+          const double formula = plan::block_activation_bytes(p.shape, T, B, tp, 4, mode);
+          CHECK(double(g.layer_slot_bytes()) >= formula);
+          CHECK(double(g.layer_slot_bytes()) <= formula + 17 * 256);
+          // Per slot, with the head and embedding: two slots minus one.
+          for (const auto& [first, last] : {std::pair{true, false}, std::pair{false, true}}) {
+            const model::GptConfig c = first ? p.config.shard(tp, 0, 0, 2) : p.config.shard(tp, 0, 2);
+            model::Gpt one(c, backend, B, T, &comm, 1, model::Precision::kFp32, policy);
+            model::Gpt two(c, backend, B, T, &comm, 2, model::Precision::kFp32, policy);
+            const double slot = double(two.activation_bytes()) - double(one.activation_bytes());
+            const double want = 2 * plan::block_activation_bytes(p.shape, T, B, tp, 4, mode) +
+                                plan::stage_extra_activation_bytes(p.shape, T, B, tp, 4, mode, first, last);
+            CHECK(slot >= want);
+            CHECK(slot <= want + (2 * 17 + 12) * 256);
+          }
+          // The replayed layer: what the one-slot model holds beyond its slot and the scratch of
+          // a model that replays nothing.
+          model::Gpt none(mid, backend, B, T, &comm, 1, model::Precision::kFp32, {model::Recompute::kNone, split});
+          const double work = double(g.activation_bytes()) - 2 * double(g.layer_slot_bytes()) -
+                              (double(none.activation_bytes()) - 2 * double(none.layer_slot_bytes()));
+          const double want_work = plan::recompute_work_bytes(p.shape, T, B, tp, 4, mode);
+          CHECK(work >= want_work);
+          CHECK(work <= want_work + 17 * 256);
+        }
 }

@@ -1,0 +1,81 @@
+// train.recompute in the planner: the memory model prices what each mode keeps, auto takes the
+// fastest mode that fits, a fixed mode that does not fit says that recomputing would, and
+// --plan-only shows the choice beside its runner-up.
+#include <catch2/catch.hpp>
+
+#include "common/errors.hpp"
+#include "engine/plan/plan.hpp"
+#include "test/support/cluster_gen.hpp"
+
+namespace hp = holmes::plan;
+using holmes::spec::Recompute;
+using holmes::topo::NicKind;
+
+namespace {
+
+// One node of 8 GPUs (80 GB), tensor 8: a 32-layer 4096-wide model at 4096 tokens and
+// micro-batch 16, whose activations (about 47 GiB per rank kept by every layer) do not fit
+// beside its weights and optimizer, while selective (about 26) and full (about 9) do.
+holmes::spec::JobSpec long_sequences() {
+  auto spec = hp::testing::make_spec(32, 4096, 32, 8, 1, 1, 16, 16, 4096);
+  return spec;
+}
+
+std::string error_of(const holmes::spec::JobSpec& s, const holmes::topo::ClusterTopology& t) {
+  try {
+    hp::make_plan(s, t);
+  } catch (const holmes::UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("recompute: none is refused for memory, auto fits with selective, full is the runner-up", "[plan]") {
+  const auto topo = hp::testing::make_cluster({{NicKind::kIb, 1, 8}});
+  auto spec = long_sequences();
+  spec.train.recompute = Recompute::kNone;
+  const std::string err = error_of(spec, topo);
+  CHECK_THAT(err, Catch::Contains("does not fit in device memory"));
+  CHECK_THAT(err, Catch::Contains("set train.recompute: auto (or full"));
+
+  spec.train.recompute = Recompute::kAuto;
+  const hp::Plan p = hp::make_plan(spec, topo);
+  CHECK(p.activation.recompute == Recompute::kSelective);
+  CHECK(p.activation.fits);
+  for (const auto& m : p.memory) CHECK(m.total() <= m.capacity);
+  REQUIRE(p.activation_chosen);
+  CHECK(p.runner_up.recompute == Recompute::kFull);
+  CHECK(p.runner_up.fits);
+  CHECK(p.runner_up.activations < p.activation.activations);
+  CHECK(p.runner_up.step_time_s > p.activation.step_time_s);  // full replays the forward
+  CHECK(p.runner_up.recompute_s > 0);
+  const std::string text = hp::format_plan_text(p);
+  CHECK_THAT(text, Catch::Contains("Activation recomputation (train.recompute auto): selective"));
+  CHECK_THAT(text, Catch::Contains("runner-up: full"));
+  CHECK_THAT(hp::format_plan_json(p), Catch::Contains("\"activation\": {\"chosen\": true, \"plan\": {\"recompute\": "
+                                                      "\"selective\""));
+
+  // Given, a mode is planned as given: full's estimate counts its replay, and it changes the hash.
+  spec.train.recompute = Recompute::kFull;
+  const hp::Plan full = hp::make_plan(spec, topo);
+  CHECK_FALSE(full.activation_chosen);
+  CHECK(full.activation.recompute == Recompute::kFull);
+  CHECK(full.estimate.recompute_s > 0);
+  CHECK(full.estimate.compute_s > p.estimate.compute_s);
+  CHECK(hp::plan_hash(full) != hp::plan_hash(p));
+}
+
+TEST_CASE("recompute: auto keeps everything when it fits, selective is the runner-up on a GPU", "[plan]") {
+  const auto topo = hp::testing::make_cluster({{NicKind::kIb, 1, 8}});
+  auto spec = long_sequences();
+  spec.train.micro_batch = spec.train.global_batch = 1;
+  const hp::Plan p = hp::make_plan(spec, topo);
+  CHECK(p.activation.recompute == Recompute::kNone);
+  CHECK(p.estimate.recompute_s == 0);
+  // bf16 (cuDNN's fused attention): selective replays no FLOPs the estimate counts; it keeps less.
+  CHECK(p.runner_up.recompute == Recompute::kSelective);
+  CHECK(p.runner_up.step_time_s == Approx(p.activation.step_time_s));
+  CHECK(p.runner_up.activations < p.activation.activations);
+}
