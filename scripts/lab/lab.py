@@ -98,7 +98,7 @@ def cmd_clean(_args):
     return 0
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(prog="lab.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run one case of a scenario")
@@ -111,8 +111,12 @@ def main():
     b.add_argument("--out", help="bench folder (default runs/lab/<scenario>/bench)")
     b.add_argument("--rounds", type=int, help="rounds (default: the scenario's, else 3)")
     sub.add_parser("clean", help="remove namespaces that crashed lab runs left behind")
+    return ap.parse_args()
+
+
+def main():
     try:
-        args = ap.parse_args()
+        args = parse_args()
         return {"run": cmd_run, "bench": cmd_bench, "clean": cmd_clean}[args.command](args)
     except scenario.LabError as e:
         print(f"lab: error: {e}", file=sys.stderr)
