@@ -13,8 +13,9 @@ import signal
 # Ctrl-C and SIGTERM unwind through the finally blocks that kill the workers and remove the
 # namespaces. Installed before anything else: a shell starts background jobs with SIGINT
 # ignored, so a SIGINT that arrives before this line is discarded by the kernel (the imports
-# below take a second on a loaded machine; run.sh resets SIGINT to its default before Python
-# starts, which closes the gap). The first signal stops the lab; the ones after it are
+# below take a second on a loaded machine). run.sh closes the gap: it resets SIGINT to its
+# default and starts Python with both signals blocked, so one that comes early waits for the
+# unblocking below. The first signal stops the lab; the ones after it are
 # ignored, so that they cannot cut the clean-up short and leave namespaces behind.
 def _stop(signum, _frame):
     for s in (signal.SIGINT, signal.SIGTERM):
@@ -28,6 +29,8 @@ for _sig in (signal.SIGINT, signal.SIGTERM):
 import sys  # noqa: E402
 
 try:
+    # run.sh starts Python with both blocked; one that came meanwhile is delivered now, to _stop.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     import argparse
     import os
 
