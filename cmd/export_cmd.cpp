@@ -8,6 +8,7 @@
 
 #include "cmd/commands.hpp"
 #include "engine/tools/export.hpp"
+#include "engine/tools/model_tokenizer.hpp"
 
 namespace holmes::cmd {
 
@@ -15,21 +16,26 @@ namespace {
 
 int run_export(const std::string& checkpoint, const std::string& out) {
   const tools::FullModel m = tools::load_full_model(checkpoint);
+  // Found (and checked against the model) before anything is written.
+  const tools::ModelTokenizer tokenizer = tools::model_tokenizer(checkpoint, m, "", /*required=*/false);
   const tools::ExportResult r = tools::write_hf_export(m.config, m.params, out);
   const auto& c = m.config;
   if (r.replaced_previous) fmt::print("export: {} held a previous export; replaced it\n", out);
-  fmt::print("export: read {} (L={} C={} NH={} V={} (padded {}) T={})\n", m.source, c.layers, c.hidden, c.heads,
-             c.vocab, c.padded_vocab, c.max_seq_len);
-  fmt::print("export: wrote {}/{} ({} tensors, {:.1f} MB, F32; lm_head tied to transformer.wte.weight) and {}/{} "
-             "(GPT2LMHeadModel)\n", out, tools::kSafetensorsFile, r.tensor_count,
-             static_cast<double>(r.safetensors_bytes) / 1e6, out, tools::kHfConfigFile);
+  fmt::print("export: read {} ({}, T={})\n", m.source, c.describe(), c.max_seq_len);
+  const char* head = !c.is_llama() ? "lm_head tied to transformer.wte.weight"
+                     : c.tie_embeddings ? "lm_head tied to model.embed_tokens.weight"
+                                        : "lm_head.weight untied";
+  fmt::print("export: wrote {}/{} ({} tensors, {:.1f} MB, F32; {}) and {}/{} ({})\n", out, tools::kSafetensorsFile,
+             r.tensor_count, static_cast<double>(r.safetensors_bytes) / 1e6, head, out, tools::kHfConfigFile,
+             c.is_llama() ? "LlamaForCausalLM" : "GPT2LMHeadModel");
+  fmt::print("export: tokenizer: {}\n", tools::export_tokenizer(tokenizer, out));
   return 0;
 }
 
 }  // namespace
 
 Action add_export(CLI::App& parent) {
-  auto* sub = parent.add_subcommand("export", "Write a checkpoint as Hugging Face GPT-2 safetensors");
+  auto* sub = parent.add_subcommand("export", "Write a checkpoint as Hugging Face safetensors (GPT-2 or Llama)");
   auto ckpt = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   sub->add_option("--checkpoint", *ckpt, "Checkpoint folder (step-XXXXXXXX) or a folder with model.bin (a run's "

@@ -50,6 +50,10 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                "metrics first (job.overwrite)");
   app.add_flag("--weights-only", o.weights_only,
                "With --resume: load the weights only (fresh optimizer, step 0; for fine-tuning)");
+  app.add_option("--init-from", o.init_from,
+                 "Start a fresh run from a Hugging Face checkpoint folder (config.json + safetensors; GPT-2 or "
+                 "Llama) whose config matches the job's model (checkpoint.init_from)")
+      ->option_text("HF_DIR");
   add_number(app, "--nproc-per-node", o.nproc_per_node, "Spawn N local worker processes on this machine", 1, 1024);
 }
 
@@ -84,6 +88,7 @@ struct OptionScope {
 constexpr OptionScope kScopes[] = {
     {"--config", true, true, true},       {"--set", true, true, true},      {"--resume", true, true, true},
     {"--weights-only", true, true, true}, {"--overwrite", true, true, true}, {"--topology", true, true, true},
+    {"--init-from", true, true, true},
     {"--format", false, true, false},     {"--nproc-per-node", true, true, false}, {"--nodes", false, true, false},
 };
 
@@ -137,6 +142,7 @@ int run_train(const TrainOptions& o) {
   std::vector<spec::FlagOverride> flags;
   if (!o.resume.empty()) flags.push_back({"--resume", "checkpoint.resume=" + o.resume});
   if (o.weights_only) flags.push_back({"--weights-only", "checkpoint.weights_only=true"});
+  if (!o.init_from.empty()) flags.push_back({"--init-from", "checkpoint.init_from=" + o.init_from});
   if (o.overwrite) flags.push_back({"--overwrite", "job.overwrite=true"});
   // Relative to where the user typed it, not to the spec file's folder.
   if (!o.topology.empty())

@@ -17,6 +17,7 @@ struct TrainOptions {
   std::string format = "text";    // --format for --plan-only
   std::string resume;             // auto | none | PATH; "" = checkpoint.resume of the spec
   bool weights_only = false;      // load weights only (fine-tuning)
+  std::string init_from;          // --init-from HF_DIR (checkpoint.init_from)
   bool overwrite = false;         // job.overwrite: replace another run in job.output_dir
   int nproc_per_node = 0;         // local launcher; 0 = not the local launcher
 };

@@ -3,11 +3,15 @@
 // Attention is an object, not free functions, because its fast methods carry state: a cuDNN
 // handle, graphs built once per shape, a workspace. One object per stream. Methods:
 //   - cudnn:    cuDNN 9 fused scaled-dot-product attention (flash forward and backward,
-//               causal, bf16) through the graph API of cudnn_graph.h; Q, K, V read in place
-//               from the (B,T,3,NH,HS) qkv buffer with strides; the forward keeps the
-//               softmax statistics (B,NH,T) for the backward.
+//               causal, bf16, grouped-query heads) through the graph API of cudnn_graph.h;
+//               Q, K, V read in place from the qkv buffer (rows [q NH heads | k KVH heads |
+//               v KVH heads]) with strides; the forward keeps the softmax statistics
+//               (B,NH,T) for the backward.
 //   - fallback: no cuDNN engine needed: batched cuBLASLt GEMMs for QK^T and PV read with
-//               strides, and a softmax kernel; keeps the probabilities.
+//               strides (one batch over the KVH key/value heads per query head of a group),
+//               and a softmax kernel; keeps the probabilities. With KVH < NH, dK and dV add
+//               the group's query heads one GEMM after another (beta = 1), in the activation
+//               precision.
 //   - exact:    the reference kernels below (one warp per query row), fp32 only.
 // plan() chooses once per (precision, max shape): for bf16, cuDNN when it offers an engine for
 // the forward and the backward, else the fallback; for fp32, the fallback too (cuDNN has no
@@ -42,16 +46,16 @@ class Attention {
 
   // See model::Kernels::plan_attention. Must be called before forward/backward in a
   // precision; shapes up to (B, T) may follow.
-  model::AttentionPlan plan(model::Precision p, int B, int T, int C, int NH);
+  model::AttentionPlan plan(model::Precision p, int B, int T, int C, int NH, int KVH);
   Method method(model::Precision p) const;  // kAuto until plan() ran for p
 
   // The contracts of model::Kernels::attention_forward / attention_backward.
-  void forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH);
-  void forward(bf16* out, float* att, const bf16* qkv, int B, int T, int C, int NH);
+  void forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH, int KVH);
+  void forward(bf16* out, float* att, const bf16* qkv, int B, int T, int C, int NH, int KVH);
   void backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* out,
-                const float* att, int B, int T, int C, int NH);
+                const float* att, int B, int T, int C, int NH, int KVH);
   void backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
-                const float* att, int B, int T, int C, int NH);
+                const float* att, int B, int T, int C, int NH, int KVH);
 
  private:
   struct Impl;
@@ -59,12 +63,12 @@ class Attention {
 };
 
 // The exact method's kernels (fp32): out (B,T,C) writes, att (B,NH,T,T) writes the softmax
-// probabilities (0 above the diagonal); dqkv (B,T,3C) writes, scratch (B,NH,T,T) receives the
-// pre-softmax score gradients.
+// probabilities (0 above the diagonal); dqkv (B,T,(NH+2KVH)*HS) writes, scratch (B,NH,T,T)
+// receives the pre-softmax score gradients.
 void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH,
-                       cudaStream_t stream = nullptr);
+                       int KVH, cudaStream_t stream = nullptr);
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                        const float* att, int B, int T, int C, int NH,
+                        const float* att, int B, int T, int C, int NH, int KVH,
                         cudaStream_t stream = nullptr);
 
 }  // namespace holmes::cuda

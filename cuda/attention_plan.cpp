@@ -33,7 +33,7 @@ std::optional<AttentionMethod> parse_attention_env(const char* value) {
       value));
 }
 
-void validate_attention_shape(int B, int T, int C, int NH) {
+void validate_attention_shape(int B, int T, int C, int NH, int KVH) {
   auto bad = [](const char* what, long long v, const char* accepted) {
     throw UserError(fmt::format("attention: {} = {}; accepted: {}", what, v, accepted));
   };
@@ -43,14 +43,18 @@ void validate_attention_shape(int B, int T, int C, int NH) {
   if (C <= 0) bad("C (channels)", C, "> 0");
   if (C % NH != 0)
     throw UserError(fmt::format("attention: C = {} is not a multiple of NH = {}", C, NH));
+  if (KVH <= 0) bad("KVH (key/value heads)", KVH, "> 0");
+  if (NH % KVH != 0)
+    throw UserError(fmt::format("attention: NH = {} query heads is not a multiple of KVH = {} key/value heads",
+                                NH, KVH));
 }
 
-HeadView qkv_view(int B, int T, int C, int NH, int part) {
-  const std::int64_t HS = C / NH, row = 3 * std::int64_t{C};
+HeadView qkv_view(int B, int T, int C, int NH, int KVH, int part) {
+  const std::int64_t HS = C / NH, row = (NH + 2 * std::int64_t{KVH}) * HS;
   HeadView v;
-  v.dims = {B, NH, T, HS};
+  v.dims = {B, part == 0 ? NH : KVH, T, HS};
   v.strides = {T * row, HS, row, 1};
-  v.offset = part * std::int64_t{C};
+  v.offset = part == 0 ? 0 : C + (part - 1) * KVH * HS;
   return v;
 }
 

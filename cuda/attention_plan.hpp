@@ -1,6 +1,7 @@
 // The GPU-free half of attention planning (attention.hpp): which method a user forced, whether
-// a shape is valid, where each head's Q, K, V live inside the (B,T,3C) buffer, what cuDNN can
-// take, and how many floats each method keeps. Pure functions, unit-tested without a GPU.
+// a shape is valid, where each head's Q, K, V live inside the qkv buffer (rows [q NH heads | k
+// KVH heads | v KVH heads] of HS = C/NH channels), what cuDNN can take, and how many floats
+// each method keeps. Pure functions, unit-tested without a GPU.
 #pragma once
 
 #include <array>
@@ -22,8 +23,9 @@ const char* attention_method_name(AttentionMethod m);  // "auto", "cudnn", "fall
 // the value and the accepted values.
 std::optional<AttentionMethod> parse_attention_env(const char* value);
 
-// Throws UserError unless B, T, C, NH > 0 and C % NH == 0; names the first bad value.
-void validate_attention_shape(int B, int T, int C, int NH);
+// Throws UserError unless B, T, C, NH, KVH > 0, C % NH == 0 and NH % KVH == 0; names the
+// first bad value.
+void validate_attention_shape(int B, int T, int C, int NH, int KVH);
 
 // A [B, NH, T, HS] view of one of Q, K, V (or of out) as cuDNN tensors take it: dims, strides
 // in elements, and the element offset of its first value from the buffer's start.
@@ -31,8 +33,9 @@ struct HeadView {
   std::array<std::int64_t, 4> dims{}, strides{};
   std::int64_t offset = 0;
 };
-// part 0, 1, 2 = Q, K, V inside qkv (B,T,3C): strides [T*3C, HS, 3C, 1], offset part*C.
-HeadView qkv_view(int B, int T, int C, int NH, int part);
+// part 0, 1, 2 = Q, K, V inside qkv (B,T,W), W = (NH + 2 KVH) HS: dims [B, NH or KVH, T, HS],
+// strides [T*W, HS, W, 1], offsets 0, C and C + KVH*HS.
+HeadView qkv_view(int B, int T, int C, int NH, int KVH, int part);
 // out (B,T,C) (also dout): strides [T*C, HS, C, 1].
 HeadView out_view(int B, int T, int C, int NH);
 

@@ -8,6 +8,9 @@
 #include "cuda/layernorm.hpp"
 #include "cuda/matmul.hpp"
 #include "cuda/attention.hpp"
+#include "cuda/rmsnorm.hpp"
+#include "cuda/rope.hpp"
+#include "cuda/swiglu.hpp"
 #include "cuda/vocab.hpp"
 #include "cuda/optimizer.hpp"
 
@@ -65,25 +68,47 @@ class CudaKernels final : public model::Kernels {
     cuda::matmul_dgelu_backward(gemm_, dpre, dw, db, dout, inp, w, pre, N, C, OC, DType::kF32, DType::kF32,
                                 fuse_gelu_, stream_);
   }
-  model::AttentionPlan plan_attention(model::Precision p, int B, int T, int C, int NH) override {
-    return attention_.plan(p, B, T, C, NH);
+  model::AttentionPlan plan_attention(model::Precision p, int B, int T, int C, int NH, int KVH) override {
+    return attention_.plan(p, B, T, C, NH, KVH);
   }
   // fp32 attention before any plan (op-level callers) is the exact method.
   bool fp32_planned() const { return attention_.method(model::Precision::kFp32) != Attention::Method::kAuto; }
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
-                         int NH) override {
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH,
+                         int KVH) override {
     if (fp32_planned())
-      attention_.forward(out, att, qkv, B, T, C, NH);
+      attention_.forward(out, att, qkv, B, T, C, NH, KVH);
     else
-      cuda::attention_forward(out, att, qkv, B, T, C, NH, stream_);
+      cuda::attention_forward(out, att, qkv, B, T, C, NH, KVH, stream_);
   }
   void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                          const float* out, const float* att, int B, int T, int C,
-                          int NH) override {
+                          const float* out, const float* att, int B, int T, int C, int NH,
+                          int KVH) override {
     if (fp32_planned())
-      attention_.backward(dqkv, scratch, dout, qkv, out, att, B, T, C, NH);
+      attention_.backward(dqkv, scratch, dout, qkv, out, att, B, T, C, NH, KVH);
     else
-      cuda::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH, stream_);
+      cuda::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH, KVH, stream_);
+  }
+  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, int N, int C,
+                       float eps) override {
+    cuda::rmsnorm_forward(out, rstd, inp, w, N, C, eps, stream_);
+  }
+  void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                        const float* rstd, int N, int C) override {
+    cuda::rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C, stream_);
+  }
+  void rope_forward(float* out, const float* inp, const float* cs, int B, int T, int H, int HS,
+                    int stride) override {
+    cuda::rope_forward(out, inp, cs, B, T, H, HS, stride, stream_);
+  }
+  void rope_backward(float* dinp, const float* dout, const float* cs, int B, int T, int H, int HS,
+                     int stride) override {
+    cuda::rope_backward(dinp, dout, cs, B, T, H, HS, stride, stream_);
+  }
+  void swiglu_forward(float* out, const float* inp, int N, int F) override {
+    cuda::swiglu_forward(out, inp, N, F, stream_);
+  }
+  void swiglu_backward(float* dinp, const float* inp, const float* dout, int N, int F) override {
+    cuda::swiglu_backward(dinp, inp, dout, N, F, stream_);
   }
   void gelu_forward(float* out, const float* inp, size_t n) override {
     cuda::gelu_forward(out, inp, n, stream_);
@@ -151,13 +176,36 @@ class CudaKernels final : public model::Kernels {
     cuda::matmul_dgelu_backward(gemm_, dpre, dw, db, dout, inp, w, pre, N, C, OC, DType::kBf16, DType::kF32,
                                 fuse_gelu_, stream_);
   }
-  void attention_forward(model::bf16* out, float* att, const model::bf16* qkv, int B, int T, int C,
-                         int NH) override {
-    attention_.forward(dev(out), att, dev(qkv), B, T, C, NH);
+  void attention_forward(model::bf16* out, float* att, const model::bf16* qkv, int B, int T, int C, int NH,
+                         int KVH) override {
+    attention_.forward(dev(out), att, dev(qkv), B, T, C, NH, KVH);
   }
   void attention_backward(model::bf16* dqkv, float* scratch, const model::bf16* dout, const model::bf16* qkv,
-                          const model::bf16* out, const float* att, int B, int T, int C, int NH) override {
-    attention_.backward(dev(dqkv), scratch, dev(dout), dev(qkv), dev(out), att, B, T, C, NH);
+                          const model::bf16* out, const float* att, int B, int T, int C, int NH,
+                          int KVH) override {
+    attention_.backward(dev(dqkv), scratch, dev(dout), dev(qkv), dev(out), att, B, T, C, NH, KVH);
+  }
+  void rmsnorm_forward(model::bf16* out, float* rstd, const model::bf16* inp, const model::bf16* w, int N, int C,
+                       float eps) override {
+    cuda::rmsnorm_forward(dev(out), rstd, dev(inp), dev(w), N, C, eps, stream_);
+  }
+  void rmsnorm_backward(model::bf16* dinp, float* dw, const model::bf16* dout, const model::bf16* inp,
+                        const model::bf16* w, const float* rstd, int N, int C) override {
+    cuda::rmsnorm_backward(dev(dinp), dw, dev(dout), dev(inp), dev(w), rstd, N, C, stream_);
+  }
+  void rope_forward(model::bf16* out, const model::bf16* inp, const float* cs, int B, int T, int H, int HS,
+                    int stride) override {
+    cuda::rope_forward(dev(out), dev(inp), cs, B, T, H, HS, stride, stream_);
+  }
+  void rope_backward(model::bf16* dinp, const model::bf16* dout, const float* cs, int B, int T, int H, int HS,
+                     int stride) override {
+    cuda::rope_backward(dev(dinp), dev(dout), cs, B, T, H, HS, stride, stream_);
+  }
+  void swiglu_forward(model::bf16* out, const model::bf16* inp, int N, int F) override {
+    cuda::swiglu_forward(dev(out), dev(inp), N, F, stream_);
+  }
+  void swiglu_backward(model::bf16* dinp, const model::bf16* inp, const model::bf16* dout, int N, int F) override {
+    cuda::swiglu_backward(dev(dinp), dev(inp), dev(dout), N, F, stream_);
   }
   void embedding_forward(model::bf16* out, const int* tokens, const model::bf16* wte, const model::bf16* wpe, int B,
                          int T, int C, int vb, int Vl) override {

@@ -34,11 +34,15 @@ struct Shape {
   Dims4 stats_dims, stats_strides;
   Dims4 scores_dims, scores_strides;  // [B, H, T, T] packed
   Dims4 scores_t_strides;             // the same memory read transposed
+  Dims4 full_dims, full_strides;      // [B, H, T, D] packed: dK, dV per query head (GQA)
 
-  Shape(int B_, int T_, int C, int NH)
-      : B(B_), H(NH), T(T_), D(C / NH), q(qkv_view(B_, T_, C, NH, 0)),
-        k(qkv_view(B_, T_, C, NH, 1)), v(qkv_view(B_, T_, C, NH, 2)), o(out_view(B_, T_, C, NH)) {
-    kt_dims = {B, H, D, T};
+  std::int64_t Hkv;  // key/value heads (grouped-query attention when < H)
+
+  Shape(int B_, int T_, int C, int NH, int KVH)
+      : B(B_), H(NH), T(T_), D(C / NH), q(qkv_view(B_, T_, C, NH, KVH, 0)),
+        k(qkv_view(B_, T_, C, NH, KVH, 1)), v(qkv_view(B_, T_, C, NH, KVH, 2)), o(out_view(B_, T_, C, NH)),
+        Hkv(KVH) {
+    kt_dims = {B, Hkv, D, T};
     kt_strides = {k.strides[0], k.strides[1], k.strides[3], k.strides[2]};
     vt_dims = kt_dims;
     vt_strides = {v.strides[0], v.strides[1], v.strides[3], v.strides[2]};
@@ -47,7 +51,10 @@ struct Shape {
     scores_dims = {B, H, T, T};
     scores_strides = {H * T * T, T * T, T, 1};
     scores_t_strides = {H * T * T, T * T, 1, T};
+    full_dims = {B, H, T, D};
+    full_strides = {H * T * D, T * D, D, 1};
   }
+  bool grouped() const { return Hkv != H; }
 };
 
 // The forms of the backward graph tried, in order, until cuDNN offers an engine: cudnn-frontend
@@ -113,6 +120,21 @@ void build_forward(CudnnGraphBuilder& g, const Shape& s) {
   g.matmul(p, v, o);
 }
 
+// out = a x b for the key/value heads' gradients (dK, dV): directly with as many query as
+// key/value heads; with grouped-query attention a per-query-head product (virtual, bf16,
+// [B, H, T, D]) summed over each group into out by a reduction, the form cuDNN's fused
+// engines recognise (cudnn-frontend emits it).
+void matmul_per_kv_head(CudnnGraphBuilder& g, const Shape& s, cudnnBackendDescriptor_t a,
+                        cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t out) {
+  if (!s.grouped()) {
+    g.matmul(a, b, out);
+    return;
+  }
+  auto full = g.virtual_tensor(kBf16, s.full_dims, s.full_strides);
+  g.matmul(a, b, full);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, full, out);
+}
+
 void build_backward(CudnnGraphBuilder& g, const Shape& s, const BackwardForm& form) {
   auto q = g.tensor(kQ, kBf16, s.q.dims, s.q.strides);
   auto kt = g.tensor(kK, kBf16, s.kt_dims, s.kt_strides);
@@ -143,7 +165,7 @@ void build_backward(CudnnGraphBuilder& g, const Shape& s, const BackwardForm& fo
   if (form.mask_after_stats) shifted = causal_mask(g, s, shifted, lowest);
   g.pointwise(CUDNN_POINTWISE_EXP, shifted, nullptr, p);
   g.reshape(p, p_t);
-  g.matmul(p_t, d_o, dv);
+  matmul_per_kv_head(g, s, p_t, d_o, dv);
   // dS = P * (dO V^T - D) * scale; dK = dS^T Q; dQ = dS K.
   auto dp = g.virtual_tensor(kF32, s.scores_dims, s.scores_strides);
   auto dp_centered = g.virtual_tensor(kF32, s.scores_dims, s.scores_strides);
@@ -155,28 +177,28 @@ void build_backward(CudnnGraphBuilder& g, const Shape& s, const BackwardForm& fo
   g.pointwise(CUDNN_POINTWISE_MUL, dp_centered, p, ds_unscaled);
   g.pointwise(CUDNN_POINTWISE_MUL, ds_unscaled, scale, ds);
   g.reshape(ds, ds_t);
-  g.matmul(ds_t, q, dk);
+  matmul_per_kv_head(g, s, ds_t, q, dk);
   auto k = g.virtual_tensor(kBf16, s.k.dims, s.k.strides);
   g.reshape(kt, k);
   g.matmul(ds, k, dq);
 }
 
-using Key = std::tuple<bool, int, int, int, int>;
+using Key = std::tuple<bool, int, int, int, int, int>;  // backward, B, T, C, NH, KVH
 
 }  // namespace
 
-void build_sdpa_graph(CudnnGraphBuilder& g, bool backward, int B, int T, int C, int NH, int form) {
+void build_sdpa_graph(CudnnGraphBuilder& g, bool backward, int B, int T, int C, int NH, int KVH, int form) {
   if (form < 0 || form >= (backward ? kBackwardForms : 1))
     throw std::invalid_argument(fmt::format("cuDNN attention graph form {} of the {} does not exist",
                                             form, backward ? "backward" : "forward"));
   if (backward)
-    build_backward(g, Shape(B, T, C, NH), kBackwardForm[form]);
+    build_backward(g, Shape(B, T, C, NH, KVH), kBackwardForm[form]);
   else
-    build_forward(g, Shape(B, T, C, NH));
+    build_forward(g, Shape(B, T, C, NH, KVH));
 }
 
 std::string check_sdpa_offline(const std::string& device_json, bool backward, int B, int T, int C,
-                               int NH, int form, std::int64_t* proposed) {
+                               int NH, int KVH, int form, std::int64_t* proposed) {
   if (cudnn_version() < 90800)
     return fmt::format("cuDNN {} cannot describe a device without one (needs 9.8)",
                        cudnn_version());
@@ -185,7 +207,7 @@ std::string check_sdpa_offline(const std::string& device_json, bool backward, in
              static_cast<std::int64_t>(device_json.size()), device_json.data());
   device.finalize("device properties from JSON");
   CudnnGraphBuilder g;
-  build_sdpa_graph(g, backward, B, T, C, NH, form);
+  build_sdpa_graph(g, backward, B, T, C, NH, KVH, form);
   CudnnDesc graph = g.finish(nullptr);
   CudnnPlan plan;
   std::string why = select_engine(nullptr, graph, plan, device.get());
@@ -225,12 +247,12 @@ struct CudnnSdpa::Impl {
       why = it->second;
       return nullptr;
     }
-    const auto [backward, B, T, C, NH] = key;
+    const auto [backward, B, T, C, NH, KVH] = key;
     why = cudnn_attention_limits(cudnn_version(), T, C / NH);
     if (why.empty()) {
       std::string tried;
       for (int form = 0; form < (backward ? kBackwardForms : 1); ++form) {
-        std::unique_ptr<CudnnPlan> plan = try_form(backward, B, T, C, NH, form, why);
+        std::unique_ptr<CudnnPlan> plan = try_form(backward, B, T, C, NH, KVH, form, why);
         if (plan) return plans.emplace(key, std::move(plan)).first->second.get();
         tried += fmt::format("{}form {}: {}", tried.empty() ? "" : "; ", form, why);
       }
@@ -241,12 +263,12 @@ struct CudnnSdpa::Impl {
   }
 
   // The plan of one form of a graph, or nullptr with `why`.
-  std::unique_ptr<CudnnPlan> try_form(bool backward, int B, int T, int C, int NH, int form,
+  std::unique_ptr<CudnnPlan> try_form(bool backward, int B, int T, int C, int NH, int KVH, int form,
                                       std::string& why) {
     try {
       ensure_handle();
       CudnnGraphBuilder g;
-      build_sdpa_graph(g, backward, B, T, C, NH, form);
+      build_sdpa_graph(g, backward, B, T, C, NH, KVH, form);
       CudnnDesc graph = g.finish(handle);
       auto plan = std::make_unique<CudnnPlan>();
       why = select_engine(handle, graph, *plan);
@@ -265,9 +287,10 @@ struct CudnnSdpa::Impl {
     const CudnnPlan* plan = find(key, why);
     if (!plan)
       throw CudaError("CUDNN_STATUS_NOT_SUPPORTED",
-                      fmt::format("no cuDNN attention {} for B={} T={} C={} NH={}: {}",
+                      fmt::format("no cuDNN attention {} for B={} T={} C={} NH={} KVH={}: {}",
                                   std::get<0>(key) ? "backward" : "forward", std::get<1>(key),
-                                  std::get<2>(key), std::get<3>(key), std::get<4>(key), why),
+                                  std::get<2>(key), std::get<3>(key), std::get<4>(key),
+                                  std::get<5>(key), why),
                       "CudnnSdpa", __FILE__, __LINE__);
     return *plan;
   }
@@ -286,17 +309,17 @@ struct CudnnSdpa::Impl {
 CudnnSdpa::CudnnSdpa() : impl_(std::make_unique<Impl>()) {}
 CudnnSdpa::~CudnnSdpa() = default;
 
-std::string CudnnSdpa::prepare(bool backward, int B, int T, int C, int NH) {
+std::string CudnnSdpa::prepare(bool backward, int B, int T, int C, int NH, int KVH) {
   std::string why;
   if (!cudnn_available(&why)) return why;
-  impl_->find(Key{backward, B, T, C, NH}, why);
+  impl_->find(Key{backward, B, T, C, NH, KVH}, why);
   return why;
 }
 
-void CudnnSdpa::forward(void* out, float* stats, const void* qkv, int B, int T, int C, int NH,
+void CudnnSdpa::forward(void* out, float* stats, const void* qkv, int B, int T, int C, int NH, int KVH,
                         cudaStream_t stream) {
-  const CudnnPlan& plan = impl_->require(Key{false, B, T, C, NH});
-  const Shape s(B, T, C, NH);
+  const CudnnPlan& plan = impl_->require(Key{false, B, T, C, NH, KVH});
+  const Shape s(B, T, C, NH, KVH);
   float scale = 1.0f / std::sqrt(float(C / NH)), lowest = std::numeric_limits<float>::lowest();
   auto* base = static_cast<char*>(const_cast<void*>(qkv));
   const std::int64_t e = 2;  // bytes per bf16
@@ -314,9 +337,9 @@ void CudnnSdpa::forward(void* out, float* stats, const void* qkv, int B, int T, 
 }
 
 void CudnnSdpa::backward(void* dqkv, const void* dout, const void* qkv, const void* out,
-                         const float* stats, int B, int T, int C, int NH, cudaStream_t stream) {
-  const CudnnPlan& plan = impl_->require(Key{true, B, T, C, NH});
-  const Shape s(B, T, C, NH);
+                         const float* stats, int B, int T, int C, int NH, int KVH, cudaStream_t stream) {
+  const CudnnPlan& plan = impl_->require(Key{true, B, T, C, NH, KVH});
+  const Shape s(B, T, C, NH, KVH);
   float scale = 1.0f / std::sqrt(float(C / NH)), lowest = std::numeric_limits<float>::lowest();
   float one = 1.0f;
   auto* base = static_cast<char*>(const_cast<void*>(qkv));

@@ -1,7 +1,8 @@
 // cuDNN 9 fused causal attention (flash forward and backward, bf16 in and out, fp32 softmax
 // statistics) built with cuDNN's backend graph API (cudnn_graph.h), the attention.hpp
-// method "cudnn". Q, K, V are read in place from the (B,T,3C) qkv buffer through strides
-// (attention_plan.hpp: qkv_view), out and dout are (B,T,C), dqkv is written like qkv.
+// method "cudnn". Q (NH heads), K and V (KVH heads each; grouped-query attention when KVH <
+// NH) are read in place from the qkv buffer through strides (attention_plan.hpp: qkv_view),
+// out and dout are (B,T,C), dqkv is written like qkv.
 //
 // The graphs are the composite form cuDNN's fused-attention engines recognise:
 //   forward:  S = Q K^T * scale, causal mask (row index >= column index, else the lowest
@@ -11,8 +12,10 @@
 //             with the same mask, dV = P^T dO, dS = P * (dO V^T - D) * scale, dK = dS^T Q,
 //             dQ = dS K written directly (no fp32 dQ accumulator: the engine then uses its
 //             deterministic dP-workspace algorithm). Three equivalent forms of it are tried
-//             in order (kBackwardForms below).
-// Graphs and execution plans are built once per (B, T, C, NH, direction) and cached; among
+//             in order (kBackwardForms below). With KVH < NH the forward's products read K
+//             and V with KVH heads (cuDNN broadcasts each over its group), and dK, dV are
+//             per-query-head products summed over each group by a reduction.
+// Graphs and execution plans are built once per (B, T, C, NH, KVH, direction) and cached; among
 // the heuristic's engine configurations (mode A) the first that finalizes and carries no
 // nondeterministic numerical note is used. The workspace is owned here and grows as needed.
 #pragma once
@@ -34,7 +37,7 @@ constexpr int kBackwardForms = 3;
 // Adds every tensor and operation of one direction's graph (in form `form`) to `g`, each
 // finalized on its own; needs cuDNN loaded but no GPU (the operation graph, which needs a
 // handle, is not built). Throws CudaError naming the call when cuDNN refuses a descriptor.
-void build_sdpa_graph(CudnnGraphBuilder& g, bool backward, int B, int T, int C, int NH,
+void build_sdpa_graph(CudnnGraphBuilder& g, bool backward, int B, int T, int C, int NH, int KVH,
                       int form = 0);
 
 // Builds one direction's graph (form `form`) for the GPU described by `device_json` (the JSON
@@ -45,7 +48,7 @@ void build_sdpa_graph(CudnnGraphBuilder& g, bool backward, int B, int T, int C, 
 // GPU-free caller can only learn that the graph is well formed and which engines match it.
 // Needs cuDNN >= 9.8; throws CudaError naming the call when a descriptor is refused.
 std::string check_sdpa_offline(const std::string& device_json, bool backward, int B, int T, int C,
-                               int NH, int form, std::int64_t* proposed);
+                               int NH, int KVH, int form, std::int64_t* proposed);
 
 class CudnnSdpa {
  public:
@@ -56,14 +59,14 @@ class CudnnSdpa {
 
   // Builds (or finds) the graph of one direction for this shape: "" when cuDNN has an engine
   // for it, else why not (cuDNN missing, a status, no engine). Never throws for those.
-  std::string prepare(bool backward, int B, int T, int C, int NH);
+  std::string prepare(bool backward, int B, int T, int C, int NH, int KVH);
 
   // bf16 device pointers (__nv_bfloat16); stats (B,NH,T) fp32. Enqueued on `stream`. Throw
   // CudaError when the graph cannot be built or cuDNN fails.
-  void forward(void* out, float* stats, const void* qkv, int B, int T, int C, int NH,
+  void forward(void* out, float* stats, const void* qkv, int B, int T, int C, int NH, int KVH,
                cudaStream_t stream);
   void backward(void* dqkv, const void* dout, const void* qkv, const void* out,
-                const float* stats, int B, int T, int C, int NH, cudaStream_t stream);
+                const float* stats, int B, int T, int C, int NH, int KVH, cudaStream_t stream);
 
  private:
   struct Impl;

@@ -8,8 +8,12 @@
 #include <type_traits>
 
 #include "common/errors.hpp"
+#include "model/gpt_buffers.hpp"
 
 namespace holmes::model {
+
+using gpt_detail::at;
+using gpt_detail::Carver;
 
 // The 12 tensors of one layer, in layout order (see param_layout.hpp for shapes).
 template <class A>
@@ -17,80 +21,6 @@ struct Gpt::LayerParams {
   A *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
 };
 
-// Saved activations of one layer, each sized for (max_B, max_T).
-template <class A>
-struct Gpt::LayerActs {
-  A* ln1;           // (N,C)
-  float* ln1_mean;  // (N)
-  float* ln1_rstd;  // (N)
-  A* qkv;           // (N,3Cl)
-  A* atty;          // (N,Cl)
-  float* att;       // attention state (Kernels::plan_attention)
-  A* res2;          // (N,C) residual after attention
-  A* ln2;           // (N,C)
-  float* ln2_mean;  // (N)
-  float* ln2_rstd;  // (N)
-  A* fch;           // (N,Fl) MLP pre-activation
-  A* fch_gelu;      // (N,Fl)
-  A* res3;          // (N,C) layer output
-};
-
-// The current slot's stage input and head, and the gradient scratch all slots share.
-template <class A>
-struct Gpt::Shared {
-  A* encoded;        // (B,T,C) stage input
-  float* out32;      // (B,T,C) the stage output in boundary format (bf16, non-last stage)
-  A* lnf;            // (N,C)
-  float* lnf_mean;   // (N)
-  float* lnf_rstd;   // (N)
-  A* logits;         // (N,Vl)
-  float* losses;     // (N)
-  float* row_max;    // (N)
-  float* ce_stats;   // (N,2)
-  A* scratch;        // (B,T,C) row-parallel outputs before the residual add
-  A* dres;           // (B,T,C) gradient of the residual stream
-  A* dln;            // (B,T,C)
-  A* dqkv;           // (B,T,3Cl)
-  A* datty;          // (B,T,Cl)
-  A* dfch;           // (B,T,Fl)
-  float* datt;       // attention backward workspace
-  float* grad32;     // (B,T,C) the input gradient in boundary format (bf16, non-first stage)
-  float* tp32;       // (B,T,C) fp32 copy a bf16 tensor-parallel sum is reduced in (bf16, tp > 1)
-};
-
-// Byte offsets of every buffer in acts_, each rounded up to 256 bytes so every buffer is
-// aligned for vector loads and cuBLASLt whatever the shapes and element sizes.
-struct Gpt::Offsets {
-  size_t slot_bytes = 0, layer_bytes = 0;
-  // Within a slot:
-  size_t encoded = 0, out32 = 0, layers = 0, lnf = 0, lnf_mean = 0, lnf_rstd = 0, logits = 0,
-         losses = 0, row_max = 0, ce_stats = 0;
-  // Within a layer (from its start):
-  size_t ln1 = 0, ln1_mean = 0, ln1_rstd = 0, qkv = 0, atty = 0, att = 0, res2 = 0, ln2 = 0,
-         ln2_mean = 0, ln2_rstd = 0, fch = 0, fch_gelu = 0, res3 = 0;
-  // After the slots:
-  size_t scratch = 0, dres = 0, dln = 0, dqkv = 0, datty = 0, dfch = 0, datt = 0, grad32 = 0, tp32 = 0;
-  size_t total = 0;
-};
-
-namespace {
-
-// Hands out 256-byte aligned byte ranges from a running offset.
-struct Carver {
-  size_t bytes = 0;
-  size_t take(size_t count, size_t elem) {
-    const size_t at = bytes;
-    bytes += (count * elem + 255) / 256 * 256;
-    return at;
-  }
-};
-
-template <class T>
-T* at(std::byte* base, size_t offset) {
-  return reinterpret_cast<T*>(base + offset);
-}
-
-}  // namespace
 
 Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelComm* comm, int slots,
          Precision precision)
@@ -123,30 +53,35 @@ Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelCo
   params_.zero();
   grads_.zero();
   params16_.zero();
-  attention_ = k_.plan_attention(precision_, max_B, max_T, cfg_.local_channels(), cfg_.local_heads());
+  attention_ = k_.plan_attention(precision_, max_B, max_T, cfg_.local_channels(), cfg_.local_heads(),
+                                 cfg_.local_kv_heads());
   plan_activations();
+  if (cfg_.is_llama()) make_rope_table();
 }
 
 Gpt::~Gpt() = default;
 
 void Gpt::plan_activations() {
   const size_t N = static_cast<size_t>(max_B_) * max_T_;
-  const size_t C = cfg_.hidden, Cl = cfg_.local_channels(), Fl = cfg_.local_mlp();
+  const size_t C = cfg_.hidden, Cl = cfg_.local_channels(), Fl = cfg_.local_mlp(), QKV = cfg_.local_qkv();
   const size_t Vl = cfg_.local_vocab();
   const size_t a = is_bf16() ? sizeof(bf16) : sizeof(float), f = sizeof(float);
+  // Llama: RMSNorm keeps no mean; the MLP's first GEMM is gate and up together (2Fl).
+  const bool llama = cfg_.is_llama();
+  const size_t means = llama ? 0 : N, mlp_in = llama ? 2 * Fl : Fl;
   auto o = std::make_unique<Offsets>();
   Carver layer;
   o->ln1 = layer.take(N * C, a);
-  o->ln1_mean = layer.take(N, f);
+  o->ln1_mean = layer.take(means, f);
   o->ln1_rstd = layer.take(N, f);
-  o->qkv = layer.take(N * 3 * Cl, a);
+  o->qkv = layer.take(N * QKV, a);
   o->atty = layer.take(N * Cl, a);
   o->att = layer.take(attention_.state_floats, f);
   o->res2 = layer.take(N * C, a);
   o->ln2 = layer.take(N * C, a);
-  o->ln2_mean = layer.take(N, f);
+  o->ln2_mean = layer.take(means, f);
   o->ln2_rstd = layer.take(N, f);
-  o->fch = layer.take(N * Fl, a);
+  o->fch = layer.take(N * mlp_in, a);
   o->fch_gelu = layer.take(N * Fl, a);
   o->res3 = layer.take(N * C, a);
   o->layer_bytes = layer.bytes;
@@ -157,7 +92,7 @@ void Gpt::plan_activations() {
   o->layers = slot.take(cfg_.num_stage_layers() * o->layer_bytes, 1);
   if (cfg_.has_head) {
     o->lnf = slot.take(N * C, a);
-    o->lnf_mean = slot.take(N, f);
+    o->lnf_mean = slot.take(means, f);
     o->lnf_rstd = slot.take(N, f);
     o->logits = slot.take(N * Vl, a);
     o->losses = slot.take(N, f);
@@ -169,9 +104,10 @@ void Gpt::plan_activations() {
   o->scratch = all.take(N * C, a);
   o->dres = all.take(N * C, a);
   o->dln = all.take(N * C, a);
-  o->dqkv = all.take(N * 3 * Cl, a);
+  o->dqkv = all.take(N * QKV, a);
   o->datty = all.take(N * Cl, a);
-  o->dfch = all.take(N * Fl, a);
+  o->dfch = all.take(N * mlp_in, a);
+  o->dmlp = all.take(llama ? N * Fl : 0, a);
   o->datt = all.take(attention_.scratch_floats, f);
   if (is_bf16() && !cfg_.has_embedding) o->grad32 = all.take((N * C + 1) / 2, f);  // bf16 pairs
   if (is_bf16() && cfg_.tp_size > 1) o->tp32 = all.take(N * C, f);
@@ -212,6 +148,7 @@ Gpt::Shared<A> Gpt::shared() const {
   v.dqkv = at<A>(g, o.dqkv);
   v.datty = at<A>(g, o.datty);
   v.dfch = at<A>(g, o.dfch);
+  v.dmlp = at<A>(g, o.dmlp);
   v.datt = at<float>(g, o.datt);
   v.grad32 = at<float>(g, o.grad32);
   v.tp32 = at<float>(g, o.tp32);
@@ -232,11 +169,19 @@ void Gpt::set_slot(int slot) {
 }
 
 size_t Gpt::layer_first_tensor(int local_layer) const {
-  return (cfg_.has_embedding ? 2 : 0) + kTensorsPerLayer * static_cast<size_t>(local_layer);
+  return layout_.embedding_tensors() + layout_.tensors_per_layer() * static_cast<size_t>(local_layer);
+}
+
+size_t Gpt::embedding_end() const {
+  const size_t n = layout_.embedding_tensors();
+  if (n == 0) return 0;
+  const ParamTensor& last = layout_.tensors()[n - 1];
+  return last.offset + last.numel;
 }
 
 template <class A>
 Gpt::LayerParams<A> Gpt::layer_params(A* base, int local_layer) const {
+  constexpr size_t kTensorsPerLayer = 12;  // GPT-2's (param_layout.hpp)
   const size_t first = layer_first_tensor(local_layer);
   A* t[kTensorsPerLayer];
   for (size_t j = 0; j < kTensorsPerLayer; ++j) t[j] = base + layout_.tensors()[first + j].offset;
@@ -276,7 +221,7 @@ void Gpt::params_updated(size_t begin, size_t end) {
 std::pair<size_t, size_t> Gpt::layer_range(int local_layer) const {
   const size_t first = layer_first_tensor(local_layer);
   const ParamTensor& lo = layout_.tensors()[first];
-  const ParamTensor& hi = layout_.tensors()[first + kTensorsPerLayer - 1];
+  const ParamTensor& hi = layout_.tensors()[first + layout_.tensors_per_layer() - 1];
   return {lo.offset, hi.offset + hi.numel};
 }
 
@@ -420,14 +365,15 @@ void Gpt::forward_t(const int* tokens, const float* input, const int* targets, i
   const Shared<A> s = shared<A>();
   if (cfg_.has_embedding) {
     check_ids(tokens, N, cfg_.vocab, "token");
-    params_needed(0, layout_.tensors()[1].offset + layout_.tensors()[1].numel);
+    params_needed(0, embedding_end());
     int* tok = token_store_.data() + slot_ * static_cast<size_t>(max_B_) * max_T_;
     mem_.upload(tok, tokens, N * sizeof(int));
     // Vocabulary-parallel lookup: each shard fills the rows of its tokens, rank 0 adds the
-    // positions, the sum over TP is the full embedding.
+    // positions (gpt2; llama has none), the sum over TP is the full embedding.
     A* w = weights<A>();
-    const A* wpe = cfg_.tp_rank == 0 ? w + layout_.at("wpe").offset : nullptr;
-    k_.embedding_forward(s.encoded, tok, w + layout_.at("wte").offset, wpe, B, T, cfg_.hidden,
+    const RoleNames names = role_names(cfg_);
+    const A* wpe = cfg_.tp_rank == 0 && !cfg_.is_llama() ? w + layout_.at(names.positions).offset : nullptr;
+    k_.embedding_forward(s.encoded, tok, w + layout_.at(names.embedding).offset, wpe, B, T, cfg_.hidden,
                          cfg_.vocab_begin(), cfg_.local_vocab());
     tp_sum(s.encoded, N * C);
   } else {
@@ -443,7 +389,7 @@ void Gpt::forward_t(const int* tokens, const float* input, const int* targets, i
   have_targets_ = false;
   loss_id_ = -1;
   if (cfg_.has_head) {
-    params_needed(layout_.at("ln_f.weight").offset, layout_.size());
+    params_needed(layout_.at(role_names(cfg_).final_norm_weight).offset, layout_.size());
     head_forward<A>(targets, B, T);
   }
   else if constexpr (!std::is_same_v<A, float>)
@@ -452,6 +398,7 @@ void Gpt::forward_t(const int* tokens, const float* input, const int* targets, i
 
 template <class A>
 void Gpt::block_forward(int l, const A* x, int B, int T) {
+  if (cfg_.is_llama()) return llama_block_forward<A>(l, x, B, T);
   const LayerParams<A> p = layer_params(weights<A>(), l);
   const LayerActs<A> a = layer_acts<A>(l);
   const Shared<A> s = shared<A>();
@@ -459,7 +406,7 @@ void Gpt::block_forward(int l, const A* x, int B, int T) {
   const bool rank0 = cfg_.tp_rank == 0;  // row-parallel biases are added once, before the sum
   k_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, N, C);
   k_.matmul_forward(a.qkv, a.ln1, p.qkvw, p.qkvb, N, C, 3 * Cl);
-  k_.attention_forward(a.atty, a.att, a.qkv, B, T, Cl, cfg_.local_heads());
+  k_.attention_forward(a.atty, a.att, a.qkv, B, T, Cl, cfg_.local_heads(), cfg_.local_kv_heads());
   k_.matmul_forward(s.scratch, a.atty, p.attprojw, rank0 ? p.attprojb : nullptr, N, Cl, C);
   tp_sum(s.scratch, static_cast<size_t>(N) * C);
   k_.residual_forward(a.res2, x, s.scratch, static_cast<size_t>(N) * C);
@@ -476,9 +423,14 @@ void Gpt::head_forward(const int* targets, int B, int T) {
   const Shared<A> s = shared<A>();
   const A* x = stage_out<A>();
   A* W = weights<A>();
-  k_.layernorm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, x, W + layout_.at("ln_f.weight").offset,
-                       W + layout_.at("ln_f.bias").offset, N, C);
-  k_.matmul_forward(s.logits, s.lnf, W + layout_.at("wte").offset, nullptr, N, C, Vl);
+  const RoleNames names = role_names(cfg_);
+  const A* norm_w = W + layout_.at(names.final_norm_weight).offset;
+  if (cfg_.is_llama())
+    k_.rmsnorm_forward(s.lnf, s.lnf_rstd, x, norm_w, N, C, cfg_.norm_eps);
+  else
+    k_.layernorm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, x, norm_w, W + layout_.at(names.final_norm_bias).offset, N,
+                         C);
+  k_.matmul_forward(s.logits, s.lnf, W + layout_.at(names.head).offset, nullptr, N, C, Vl);
   if (targets == nullptr) return;
   check_ids(targets, N, cfg_.vocab, "target");
   int* tgt = target_store_.data() + slot_ * static_cast<size_t>(max_B_) * max_T_;
@@ -555,21 +507,27 @@ void Gpt::head_backward(float loss_scale, int B, int T) {
   const int* tgt = target_store_.data() + slot_ * static_cast<size_t>(max_B_) * max_T_;
   const float dloss = loss_scale / static_cast<float>(N);
   k_.crossentropy_backward(s.logits, s.logits, s.row_max, s.ce_stats, tgt, dloss, N, Vl, vb, cfg_.vocab);
-  const ParamTensor& wte = layout_.at("wte");
-  k_.matmul_backward(s.dln, grads_.data() + wte.offset, nullptr, s.logits, s.lnf, weights<A>() + wte.offset, N,
+  const RoleNames names = role_names(cfg_);
+  const ParamTensor& head = layout_.at(names.head);
+  k_.matmul_backward(s.dln, grads_.data() + head.offset, nullptr, s.logits, s.lnf, weights<A>() + head.offset, N,
                      C, Vl);
   tp_sum(s.dln, static_cast<size_t>(N) * C);  // each shard saw Vl of the Vp columns
   mem_.zero(s.dres, static_cast<size_t>(N) * C * sizeof(A));
-  const size_t w = layout_.at("ln_f.weight").offset, b = layout_.at("ln_f.bias").offset;
-  k_.layernorm_backward(s.dres, grads_.data() + w, grads_.data() + b, s.dln, stage_out<A>(), weights<A>() + w,
-                        s.lnf_mean, s.lnf_rstd, N, C);
-  // ln_f and a tied copy of wte are final; a whole model's wte waits for the embedding.
+  const size_t w = layout_.at(names.final_norm_weight).offset;
+  if (cfg_.is_llama()) {
+    k_.rmsnorm_backward(s.dres, grads_.data() + w, s.dln, stage_out<A>(), weights<A>() + w, s.lnf_rstd, N, C);
+  } else {
+    const size_t b = layout_.at(names.final_norm_bias).offset;
+    k_.layernorm_backward(s.dres, grads_.data() + w, grads_.data() + b, s.dln, stage_out<A>(), weights<A>() + w,
+                          s.lnf_mean, s.lnf_rstd, N, C);
+  }
+  // The final norm, an untied head and a tied copy of the embedding are final; a whole
+  // model's tied embedding waits for the embedding backward.
   grad_ready(w, layout_.size());
 }
 
 template <class A>
 void Gpt::stage_backward(int B, int T) {
-  const auto& ts = layout_.tensors();
   const Shared<A> s = shared<A>();
   for (int l = cfg_.num_stage_layers() - 1; l >= 0; --l) {
     block_backward<A>(l, l == 0 ? s.encoded : layer_acts<A>(l - 1).res3, B, T);
@@ -577,11 +535,13 @@ void Gpt::stage_backward(int B, int T) {
     grad_ready(lo, hi);
   }
   if (cfg_.has_embedding) {
-    const size_t wte = layout_.at("wte").offset, wpe = layout_.at("wpe").offset;
+    const RoleNames names = role_names(cfg_);
+    const size_t wte = layout_.at(names.embedding).offset;
+    float* dwpe = cfg_.is_llama() ? nullptr : grads_.data() + layout_.at(names.positions).offset;
     const int* tok = token_store_.data() + slot_ * static_cast<size_t>(max_B_) * max_T_;
-    k_.embedding_backward(grads_.data() + wte, grads_.data() + wpe, s.dres, tok, B, T, cfg_.hidden,
-                          cfg_.vocab_begin(), cfg_.local_vocab());
-    grad_ready(0, ts[1].offset + ts[1].numel);
+    k_.embedding_backward(grads_.data() + wte, dwpe, s.dres, tok, B, T, cfg_.hidden, cfg_.vocab_begin(),
+                          cfg_.local_vocab());
+    grad_ready(0, embedding_end());
   } else if constexpr (!std::is_same_v<A, float>) {
     to_boundary(s.grad32, s.dres, static_cast<size_t>(B) * T * cfg_.hidden);
   }
@@ -589,6 +549,7 @@ void Gpt::stage_backward(int B, int T) {
 
 template <class A>
 void Gpt::block_backward(int l, const A* x, int B, int T) {
+  if (cfg_.is_llama()) return llama_block_backward<A>(l, x, B, T);
   const LayerParams<A> p = layer_params(weights<A>(), l);
   const LayerParams<float> g = layer_params(grads_.data(), l);
   const LayerActs<A> a = layer_acts<A>(l);
@@ -602,7 +563,8 @@ void Gpt::block_backward(int l, const A* x, int B, int T) {
   k_.layernorm_backward(s.dres, g.ln2w, g.ln2b, s.dln, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd, N, C);
   // dres now holds d(res2).
   k_.matmul_backward(s.datty, g.attprojw, g.attprojb, s.dres, a.atty, p.attprojw, N, Cl, C);
-  k_.attention_backward(s.dqkv, s.datt, s.datty, a.qkv, a.atty, a.att, B, T, Cl, cfg_.local_heads());
+  k_.attention_backward(s.dqkv, s.datt, s.datty, a.qkv, a.atty, a.att, B, T, Cl, cfg_.local_heads(),
+                        cfg_.local_kv_heads());
   k_.matmul_backward(s.dln, g.qkvw, g.qkvb, s.dqkv, a.ln1, p.qkvw, N, C, 3 * Cl);
   tp_sum(s.dln, NC);
   k_.layernorm_backward(s.dres, g.ln1w, g.ln1b, s.dln, x, p.ln1w, a.ln1_mean, a.ln1_rstd, N, C);
@@ -612,10 +574,19 @@ void Gpt::block_backward(int l, const A* x, int B, int T) {
 double Gpt::flops_per_step(const GptConfig& cfg, int B, int T) {
   const double N = static_cast<double>(B) * T, C = cfg.hidden;
   const double Cl = cfg.local_channels(), Fl = cfg.local_mlp();
-  const double layer_weights = 3 * Cl * C + Cl * C + 2 * Fl * C;
+  // qkv, attention output, MLP (gpt2: fc, proj; llama: gate, up, down).
+  const double layer_weights = cfg.local_qkv() * C + Cl * C + (cfg.is_llama() ? 3 : 2) * Fl * C;
   double fwd = cfg.num_stage_layers() * (2 * N * layer_weights + 4.0 * B * T * T * Cl);
   if (cfg.has_head) fwd += 2 * N * C * cfg.local_vocab();
   return 3 * fwd;  // backward costs twice the forward
 }
+
+// Used by llama_block.cpp too.
+template Gpt::LayerActs<float> Gpt::layer_acts<float>(int) const;
+template Gpt::LayerActs<bf16> Gpt::layer_acts<bf16>(int) const;
+template Gpt::Shared<float> Gpt::shared<float>() const;
+template Gpt::Shared<bf16> Gpt::shared<bf16>() const;
+template void Gpt::tp_sum<float>(float*, size_t);
+template void Gpt::tp_sum<bf16>(bf16*, size_t);
 
 }  // namespace holmes::model

@@ -1,4 +1,4 @@
-// GPT-2 forward and backward over one rank's shard (tensor-parallel slice of its pipeline
+// GPT-2 and Llama (model/gpt_config.hpp: arch) forward and backward over one rank's shard (tensor-parallel slice of its pipeline
 // stage's layers). Owns the parameter, gradient and activation buffers, all in the memory of
 // its backend (model/backend.hpp: host memory on the CPU, device memory on a GPU); it moves
 // bytes only through the backend's DeviceMemory and computes only through its Kernels, so
@@ -58,6 +58,7 @@ class Gpt {
   Gpt& operator=(const Gpt&) = delete;
 
   // GPT-2 init: weights N(0, 0.02), c_proj weights N(0, 0.02/sqrt(2L)), biases 0, LN weight 1.
+  // Llama init (Hugging Face's): every matrix N(0, 0.02), RMSNorm weights 1.
   // Every element is a pure function of (seed, tensor name, index in the full tensor), so
   // any tp/pp sharding holds exactly the slices of the same global model.
   void init_weights(uint64_t seed);
@@ -144,11 +145,13 @@ class Gpt {
   static double flops_per_step(const GptConfig& cfg, int B, int T);
 
  private:
-  template <class A> struct LayerParams;  // pointers into a flat buffer for one layer
+  template <class A> struct LayerParams;  // pointers into a flat buffer for one GPT-2 layer
+  template <class A> struct LlamaLayerParams;  // the same for one Llama layer
   template <class A> struct LayerActs;    // pointers into acts_ for one layer
   template <class A> struct Shared;       // the current slot's head and the shared scratch
   struct Offsets;                         // byte offsets of every activation buffer
   template <class A> LayerParams<A> layer_params(A* base, int local_layer) const;
+  template <class A> LlamaLayerParams<A> llama_layer_params(A* base, int local_layer) const;
   template <class A> LayerActs<A> layer_acts(int local_layer) const;
   template <class A> Shared<A> shared() const;
   template <class A> A* weights();  // what kernels read: params_ (fp32) or params16_ (bf16)
@@ -157,6 +160,10 @@ class Gpt {
   template <class A> void forward_t(const int* tokens, const float* input, const int* targets, int B, int T);
   template <class A> void block_forward(int l, const A* x, int B, int T);
   template <class A> void block_backward(int l, const A* x, int B, int T);
+  // Llama's block (llama_block.cpp), mirrored op by op like GPT-2's.
+  template <class A> void llama_block_forward(int l, const A* x, int B, int T);
+  template <class A> void llama_block_backward(int l, const A* x, int B, int T);
+  void make_rope_table();
   template <class A> void head_forward(const int* targets, int B, int T);
   template <class A> void head_backward(float loss_scale, int B, int T);
   template <class A> void stage_backward(int B, int T);
@@ -171,10 +178,10 @@ class Gpt {
   void params_needed(size_t begin, size_t end) const {
     if (params_needed_ && begin < end) params_needed_(begin, end);
   }
-  // A layer's tensors in the layout (param_layout.hpp): kTensorsPerLayer from
+  // A layer's tensors in the layout (param_layout.hpp): tensors_per_layer() from
   // layer_first_tensor, spanning layer_range = [first's offset, last's end) of the flat buffer.
-  static constexpr size_t kTensorsPerLayer = 12;
   size_t layer_first_tensor(int local_layer) const;
+  size_t embedding_end() const;  // end of the embedding's tensors in the flat buffer (0: none)
   std::pair<size_t, size_t> layer_range(int local_layer) const;
   bool is_bf16() const { return precision_ == Precision::kBf16; }
 
@@ -197,6 +204,7 @@ class Gpt {
   ParamLayout layout_;
   device::DeviceArray<float> params_, grads_;
   device::DeviceArray<bf16> params16_;  // bf16 only: the weights the kernels read
+  device::DeviceArray<float> rope_;     // llama: (max_T, HS) rotary cos | sin per position
   // [slot 0 | slot 1 | ... | shared gradient scratch], carved by plan_activations().
   device::DeviceArray<std::byte> acts_;
   device::DeviceArray<int> token_store_, target_store_;  // (slots, max_B * max_T)

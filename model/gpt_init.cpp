@@ -1,5 +1,7 @@
-// GPT-2 initialisation that does not depend on the sharding: every element is drawn from a
-// counter-based generator keyed by (seed, tensor name, index in the full tensor).
+// Initialisation that does not depend on the sharding: every element is drawn from a
+// counter-based generator keyed by (seed, tensor name, index in the full tensor). GPT-2 as in
+// its paper (c_proj scaled by 1/sqrt(2L)); Llama as Hugging Face initialises it (every matrix
+// N(0, 0.02), norm weights 1).
 #include <cmath>
 #include <string_view>
 
@@ -37,7 +39,7 @@ void Gpt::init_weights(uint64_t seed) {
   std::vector<float> host(layout_.size(), 0.0f);
   for (const ParamTensor& t : layout_.tensors()) {
     float* dst = host.data();
-    const bool is_ln = t.name.find("ln_") != std::string::npos;
+    const bool is_ln = t.name.find("ln_") != std::string::npos || t.name.find("norm.") != std::string::npos;
     if (ends_with(t.name, ".bias") || is_ln) {
       const float value = (is_ln && ends_with(t.name, ".weight")) ? 1.0f : 0.0f;
       std::fill(dst + t.offset, dst + t.offset + t.numel, value);
@@ -49,7 +51,7 @@ void Gpt::init_weights(uint64_t seed) {
     for (int64_t d : t.full_shape) full *= d;
     const int64_t cols = t.full_shape.back();
     // Padded vocabulary rows stay 0: no token looks them up and their logits are masked.
-    const int64_t real_rows = t.name == "wte" ? cfg_.vocab : t.full_shape.front();
+    const int64_t real_rows = t.vocab_rows ? cfg_.vocab : t.full_shape.front();
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < full; ++i) {
       // Unsplit tensors map one to one; only TP-split ones need the index arithmetic.

@@ -10,7 +10,7 @@ void Kernels::unsupported(const char* op, Precision p) const {
   throw std::logic_error(fmt::format("backend {} has no {} {} kernel", name(), precision_name(p), op));
 }
 
-AttentionPlan Kernels::plan_attention(Precision p, int B, int T, int /*C*/, int NH) {
+AttentionPlan Kernels::plan_attention(Precision p, int B, int T, int /*C*/, int NH, int /*KVH*/) {
   if (!supports(p)) unsupported("attention", p);
   const size_t probs = static_cast<size_t>(B) * NH * T * T;
   return {probs, probs, "exact softmax, probabilities kept (B,NH,T,T)"};
@@ -91,13 +91,27 @@ void Kernels::matmul_dgelu_backward(bf16* dpre, float* dweight, float* dbias, co
                                     int C, int OC) {
   unfused_matmul_dgelu(*this, dpre, dweight, dbias, dout, inp, weight, pre, N, C, OC);
 }
-void Kernels::attention_forward(bf16*, float*, const bf16*, int, int, int, int) {
+void Kernels::attention_forward(bf16*, float*, const bf16*, int, int, int, int, int) {
   unsupported("attention_forward", kB);
 }
 void Kernels::attention_backward(bf16*, float*, const bf16*, const bf16*, const bf16*, const float*,
-                                 int, int, int, int) {
+                                 int, int, int, int, int) {
   unsupported("attention_backward", kB);
 }
+void Kernels::rmsnorm_forward(bf16*, float*, const bf16*, const bf16*, int, int, float) {
+  unsupported("rmsnorm_forward", kB);
+}
+void Kernels::rmsnorm_backward(bf16*, float*, const bf16*, const bf16*, const bf16*, const float*, int, int) {
+  unsupported("rmsnorm_backward", kB);
+}
+void Kernels::rope_forward(bf16*, const bf16*, const float*, int, int, int, int, int) {
+  unsupported("rope_forward", kB);
+}
+void Kernels::rope_backward(bf16*, const bf16*, const float*, int, int, int, int, int) {
+  unsupported("rope_backward", kB);
+}
+void Kernels::swiglu_forward(bf16*, const bf16*, int, int) { unsupported("swiglu_forward", kB); }
+void Kernels::swiglu_backward(bf16*, const bf16*, const bf16*, int, int) { unsupported("swiglu_backward", kB); }
 void Kernels::gelu_forward(bf16*, const bf16*, size_t) { unsupported("gelu_forward", kB); }
 void Kernels::gelu_backward(bf16*, const bf16*, const bf16*, size_t) { unsupported("gelu_backward", kB); }
 void Kernels::residual_forward(bf16*, const bf16*, const bf16*, size_t) { unsupported("residual_forward", kB); }

@@ -1,4 +1,4 @@
-// The op set of the GPT, implemented once per backend with the same names and argument
+// The op set of the decoder models (GPT-2 and Llama), implemented once per backend with the same names and argument
 // order (model/cpu/ for fp32 on the host, cuda/ for the GPU). Conventions:
 //   - op pairs <op>_forward / <op>_backward; gradients prefixed d;
 //   - arguments in the order outputs, inputs, sizes;
@@ -44,11 +44,12 @@ class Kernels {
   virtual const char* name() const = 0;
   virtual bool supports(Precision p) const { return p == Precision::kFp32; }
 
-  // Chooses the attention method for micro-batches up to (B, T) of this shard (C = Cl,
-  // NH = NHl) in precision p; later calls with smaller B or T use the same method. The
-  // default is the exact form below: the probabilities (B,NH,T,T) kept, the same again as
-  // workspace. Throws UserError when no method exists for the shape.
-  virtual AttentionPlan plan_attention(Precision p, int B, int T, int C, int NH);
+  // Chooses the attention method for micro-batches up to (B, T) of this shard (C = NHl * HS
+  // query channels, NH = NHl query heads, KVH = KVHl key/value heads) in precision p; later
+  // calls with smaller B or T use the same method. The default is the exact form below: the
+  // probabilities (B,NH,T,T) kept, the same again as workspace. Throws UserError when no
+  // method exists for the shape.
+  virtual AttentionPlan plan_attention(Precision p, int B, int T, int C, int NH, int KVH);
 
   // out (B,T,C) writes wte[tok - vocab_begin] for tokens in [vocab_begin, vocab_begin+Vl),
   // 0 for other tokens (another vocabulary shard holds them), plus wpe[t] when wpe != nullptr.
@@ -85,18 +86,45 @@ class Kernels {
                                      const float* inp, const float* weight, const float* pre,
                                      int N, int C, int OC);
 
-  // Causal self-attention over NH heads of size HS = C/NH, scaled by 1/sqrt(HS). qkv
-  // (B,T,3C) holds [q | k | v] blocks of C channels, head h at channels [h*HS, (h+1)*HS) of
-  // each block. out (B,T,C) writes; att (plan_attention().state_floats) writes what the
-  // backward needs: for the default method the softmax probabilities (B,NH,T,T), 0 above
-  // the diagonal. Here C and NH are this shard's Cl and NHl.
+  // Causal self-attention with grouped-query heads: NH query heads of size HS = C/NH share
+  // KVH key/value heads (KVH divides NH; query head h reads key/value head h / (NH/KVH); GPT-2
+  // has KVH = NH), scaled by 1/sqrt(HS). qkv (B,T,(NH+2KVH)*HS) holds, per row, [q (NH heads)
+  // | k (KVH heads) | v (KVH heads)], each head HS consecutive channels (GPT-2: [q | k | v]
+  // blocks of C channels). out (B,T,C) writes; att (plan_attention().state_floats) writes
+  // what the backward needs: for the default method the softmax probabilities (B,NH,T,T), 0
+  // above the diagonal. Here C, NH and KVH are this shard's NHl*HS, NHl and KVHl.
   virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
-                                 int NH) = 0;
-  // dqkv (B,T,3C) writes; scratch (plan_attention().scratch_floats) is workspace; dout
-  // (B,T,C); out and att are what the forward of this micro-batch wrote.
+                                 int NH, int KVH) = 0;
+  // dqkv (B,T,(NH+2KVH)*HS) writes; scratch (plan_attention().scratch_floats) is workspace;
+  // dout (B,T,C); out and att are what the forward of this micro-batch wrote.
   virtual void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                                   const float* out, const float* att, int B, int T, int C,
-                                  int NH) = 0;
+                                  int NH, int KVH) = 0;
+
+  // ---- Llama ----
+  // RMSNorm: out (N,C) writes inp * rstd * weight, rstd (N) writes 1 / sqrt(mean(inp^2) + eps).
+  virtual void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N,
+                               int C, float eps) = 0;
+  // dinp (N,C) ACCUMULATES (the residual stream's gradient); dweight (C) accumulates.
+  virtual void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                                const float* weight, const float* rstd, int N, int C) = 0;
+  // Rotary position embedding, Hugging Face's rotate-half convention: the first H heads of
+  // HS channels (HS even) of every row of inp (B,T rows, `stride` elements apart) turn by
+  // position t = row % T: for i < HS/2, with c = cos_sin[t][i], s = cos_sin[t][HS/2 + i],
+  //   out[i] = x[i] c - x[i + HS/2] s,  out[i + HS/2] = x[i + HS/2] c + x[i] s.
+  // cos_sin (T', HS) fp32, T' >= T, holds cos(t theta^(-2i/HS)) then sin(...) per position.
+  // Channels of a row past H*HS are not touched; out may alias inp (the model rotates q and
+  // k in place inside qkv: H = NHl + KVHl heads, stride = (NHl + 2 KVHl) HS).
+  virtual void rope_forward(float* out, const float* inp, const float* cos_sin, int B, int T, int H,
+                            int HS, int stride) = 0;
+  // dinp writes the inverse rotation of dout (same layout); dinp may alias dout.
+  virtual void rope_backward(float* dinp, const float* dout, const float* cos_sin, int B, int T, int H,
+                             int HS, int stride) = 0;
+  // SwiGLU: inp (N,2F) holds [gate (F) | up (F)] per row; out (N,F) writes silu(gate) * up,
+  // silu(g) = g / (1 + exp(-g)).
+  virtual void swiglu_forward(float* out, const float* inp, int N, int F) = 0;
+  // dinp (N,2F) writes [dgate | dup] given dout (N,F).
+  virtual void swiglu_backward(float* dinp, const float* inp, const float* dout, int N, int F) = 0;
 
   // GELU, tanh approximation (GPT-2): out (n) writes.
   virtual void gelu_forward(float* out, const float* inp, size_t n) = 0;
@@ -172,9 +200,21 @@ class Kernels {
                                      const bf16* inp, const bf16* weight, const bf16* pre, int N,
                                      int C, int OC);
   virtual void attention_forward(bf16* out, float* att, const bf16* qkv, int B, int T, int C,
-                                 int NH);
+                                 int NH, int KVH);
   virtual void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
-                                  const bf16* out, const float* att, int B, int T, int C, int NH);
+                                  const bf16* out, const float* att, int B, int T, int C, int NH,
+                                  int KVH);
+  // Llama ops: bf16 activations and weights, fp32 rstd, weight gradients and rotary table.
+  virtual void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int N,
+                               int C, float eps);
+  virtual void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp,
+                                const bf16* weight, const float* rstd, int N, int C);
+  virtual void rope_forward(bf16* out, const bf16* inp, const float* cos_sin, int B, int T, int H,
+                            int HS, int stride);
+  virtual void rope_backward(bf16* dinp, const bf16* dout, const float* cos_sin, int B, int T, int H,
+                             int HS, int stride);
+  virtual void swiglu_forward(bf16* out, const bf16* inp, int N, int F);
+  virtual void swiglu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int N, int F);
   virtual void gelu_forward(bf16* out, const bf16* inp, size_t n);
   virtual void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, size_t n);
   virtual void residual_forward(bf16* out, const bf16* a, const bf16* b, size_t n);

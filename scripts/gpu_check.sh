@@ -9,8 +9,10 @@
 #                                       (a skip is a failure there), the NCCL groups on the one
 #                                       GPU (libnccl from the image), the whole-model checks, the
 #                                       bench on GPT-2 124M (bf16, fp32, bf16 with the fallback
-#                                       attention) and 350M (bf16), B=16 T=1024; the parity
-#                                       table and a short summary last; logs under $OUT
+#                                       attention) and 350M (bf16), B=16 T=1024, and on a 1.2B
+#                                       Llama (16 layers, hidden 2048, 32/8 heads, T=2048, bf16);
+#                                       the llama rows (op parity, whole model vs the CPU); the
+#                                       parity table and a short summary last; logs under $OUT
 #
 #   scripts/gpu_check.sh profile [DIR]  there: the kernels of one 124M bf16 step, each timed by
 #                                       Nsight Compute, summed per kernel name, largest first
@@ -71,6 +73,25 @@ bench_row() {
     line="FAILED: $(grep -v '^bench: GPT' "$log" | tail -1 | cut -c1-150)"
   fi
   printf 'bench %-5s %-4s %-9s %s  [%s]\n' "$name" "$precision" "${HOLMES_ATTENTION:-auto}" "$line" "$info"
+}
+
+# The bench row of a ~1B Llama (Llama 3.2 1B's shape: 16 layers, hidden 2048, 32 query / 8
+# key-value heads, SwiGLU 8192, vocabulary 128256 tied; 1.24B parameters), B=4 T=2048, in
+# precision $1. Its line carries mfu (6 x matmul weights + 12 L T C per token) and mfu_llmc
+# (llm.c's 6 N + 6 L T C); the second bench line names both formulas and the peak.
+bench_llama_row() {
+  local precision=$1 steps=${HOLMES_BENCH_STEPS:-10} log line info
+  log="$logs/bench_llama1b_${precision}.log"
+  timeout 300 "$dir/bin/holmes-train" bench --steps "$steps" --set job.device=cuda --set train.precision="$precision" \
+    --set model.arch=llama --set model.layers=16 --set model.hidden=2048 --set model.heads=32 --set model.kv_heads=8 \
+    --set model.ffn_hidden=8192 --set model.tie_embeddings=true --set model.vocab_size=128256 \
+    --set model.max_seq_len=2048 --set train.micro_batch=4 --set train.global_batch=4 --set train.seq_len=2048 \
+    >"$log" 2>&1 || true
+  line=$(grep '^bench: tokens_per_s' "$log" | sed 's/^bench: //' || true)
+  info=$(grep -o 'attention: .*' "$log" | head -1 | cut -c1-60 || true)
+  [ -n "$line" ] || line="FAILED: $(grep -v '^bench: Llama' "$log" | tail -1 | cut -c1-150)"
+  printf 'bench %-8s %-4s %s  [%s]\n' "llama-1B" "$precision" "$line" "$info"
+  grep '^bench: mfu = ' "$log" | sed 's/^bench: /      /' || true
 }
 
 # Every step's loss of metrics file $3 within relative $1 of file $2's; prints the worst
@@ -195,6 +216,14 @@ run_checks() {
   local whole=pass
   timeout 120 "$dir/bin/test_cuda" "whole model*" >"$logs/whole_model.log" 2>&1 || whole=FAIL
   grep -q HOLMES_SKIP "$logs/whole_model.log" && whole=FAIL
+  # 2a. the Llama rows: rmsnorm / rope / swiglu parity and repeats, grouped-query attention
+  #     (cuDNN, fallback, exact) against the CPU twin, the whole llama model GPU vs CPU
+  local llama_ops=pass llama_attention=pass llama_whole=pass
+  timeout 300 "$dir/bin/test_cuda" "[llama]" >"$logs/llama_ops.log" 2>&1 || llama_ops=FAIL
+  grep -q HOLMES_SKIP "$logs/llama_ops.log" && llama_ops=FAIL
+  timeout 300 "$dir/bin/test_cuda" "[attention]" >"$logs/llama_attention.log" 2>&1 || llama_attention=FAIL
+  timeout 120 "$dir/bin/test_cuda" "llama whole model*" >"$logs/llama_whole.log" 2>&1 || llama_whole=FAIL
+  grep -q HOLMES_SKIP "$logs/llama_whole.log" && llama_whole=FAIL
   # 2b. the NCCL groups on this one GPU (docs/comm.md): size-1 groups on Socket and IB running
   # every op, a member that never joins, two members on one GPU; libnccl comes from the image
   local nccl=pass nccl_lib
@@ -229,6 +258,7 @@ run_checks() {
     bench_row 124M fp32 12 768 12
     HOLMES_ATTENTION=fallback bench_row 124M bf16 12 768 12
     bench_row 350M bf16 24 1024 16
+    bench_llama_row bf16
   )
   "$dir/bin/holmes_gemm_bench" 8192 768 50 >"$logs/gemm_bench.log" 2>&1 || true
   echo
@@ -242,7 +272,8 @@ run_checks() {
   echo "gpu_check on $(head -1 "$logs/gpu.txt")"
   echo "libraries: ${found[*]}"
   printf '%-24s %s\n' "CUDA tests (test_cuda)" "$tests: $summary ${failed:+(first failures: $failed)}" \
-    "whole model vs CPU" "$whole" "NCCL groups, one GPU" "$nccl: $nccl_lib" \
+    "whole model vs CPU" "$whole" "llama ops parity" "$llama_ops" "attention incl. GQA" "$llama_attention" \
+    "llama whole model vs CPU" "$llama_whole" "NCCL groups, one GPU" "$nccl: $nccl_lib" \
     "shared GPU, Gloo staged" "$shared" "shared GPU, NCCL groups" "$shared_nccl" \
     "shared GPU, bf16 tp2 pp2 dp2" "$shared_bf16" "default job, device auto" "$auto_dev"
   echo "$rows"
@@ -251,7 +282,8 @@ run_checks() {
     tar -C "$logs" --exclude=checkpoints --exclude=final -czf "$OUT/gpu_check_logs.tar.gz" . || true
   fi
   echo "logs: $logs${OUT:+ (archived in \$OUT/gpu_check_logs.tar.gz)}"
-  [ "$tests" = pass ] && [ "$whole" = pass ] && [ "$nccl" = pass ] && [[ $shared == pass* ]] && [[ $shared_nccl == pass* ]] && [[ $shared_bf16 == pass* ]] && [[ $auto_dev == pass* ]]
+  [ "$tests" = pass ] && [ "$whole" = pass ] && [ "$llama_ops" = pass ] && [ "$llama_attention" = pass ] &&
+    [ "$llama_whole" = pass ] && [ "$nccl" = pass ] && [[ $shared == pass* ]] && [[ $shared_nccl == pass* ]] && [[ $shared_bf16 == pass* ]] && [[ $auto_dev == pass* ]]
 }
 
 case "$mode" in

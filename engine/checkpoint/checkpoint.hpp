@@ -52,6 +52,13 @@ struct CheckpointFile {
   std::vector<CheckpointPiece> pieces;
 };
 
+// The tokenizer the run's data was made with (engine/tokenizer): its hash, name and ids.
+struct RunTokenizer {
+  uint64_t hash = 0;  // 0 = none recorded
+  std::string name;
+  uint32_t ids = 0;
+};
+
 struct CheckpointInfo {
   std::string dir;  // the step-NNNNNNNN folder
   int64_t step = 0;  // optimizer steps done; training continues at this 0-based step
@@ -63,6 +70,7 @@ struct CheckpointInfo {
   std::string run_id;  // the run that saved it (run_folder.hpp); "" = saved before runs had ids
   std::string job_spec_text, plan_text;
   uint64_t plan_hash = 0;
+  RunTokenizer tokenizer;  // hash 0: not recorded (synthetic-free old runs, llm.c data)
   std::vector<CheckpointFile> files;
 };
 
@@ -133,6 +141,7 @@ struct SaveContext {
   std::string run_id;      // the run saving it (run_folder.hpp); retention only touches its checkpoints
   std::string job_spec_text, plan_text;
   uint64_t plan_hash = 0;
+  RunTokenizer tokenizer;
   int keep = 0;  // > 0: rank 0 keeps the newest `keep` complete checkpoints of run_id after the commit
   double timeout_s = 3600;  // longest wait for the other ranks (a dead rank must not hang the job)
 };

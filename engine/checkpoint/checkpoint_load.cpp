@@ -157,35 +157,28 @@ class OwnedMap {
 };
 
 void check_model(const CheckpointInfo& info, const model::GptConfig& job) {
-  const auto& m = info.model;
-  std::vector<std::string> diffs;
-  auto cmp = [&](const char* key, int saved, int want) {
-    if (saved != want) diffs.push_back(fmt::format("{} {} (this job: {})", key, saved, want));
-  };
-  cmp("model.layers", m.layers, job.layers);
-  cmp("model.hidden", m.hidden, job.hidden);
-  cmp("model.heads", m.heads, job.heads);
-  cmp("model.vocab_size", m.vocab, job.vocab);
-  cmp("model.max_seq_len", m.max_seq_len, job.max_seq_len);
+  // Architecture and every size, named as the job spec names them (model.arch, model.kv_heads, ...).
+  const std::string diffs = info.model.differences(job);
   if (!diffs.empty())
     throw UserError(fmt::format("{}/manifest.json: the checkpoint holds another model shape: {}; a checkpoint loads "
-                                "only into a job of the same model", info.dir, fmt::join(diffs, ", ")));
+                                "only into a job of the same model", info.dir, diffs));
 }
 
-// Full shapes must agree except in the padded vocabulary rows of wte (dimension 0).
+// Full shapes must agree except in the padded vocabulary rows (dimension 0) of the embedding
+// and an untied head.
 void check_piece_shape(const CheckpointInfo& info, const CheckpointPiece& p, const model::ParamTensor& dst) {
   bool ok = p.full_shape.size() == dst.full_shape.size();
   for (size_t d = 0; ok && d < p.full_shape.size(); ++d)
-    ok = p.full_shape[d] == dst.full_shape[d] || (d == 0 && p.tensor == "wte");
+    ok = p.full_shape[d] == dst.full_shape[d] || (d == 0 && dst.vocab_rows);
   if (!ok)
     throw UserError(fmt::format("{}/manifest.json: tensor '{}' has full shape [{}], this job's is [{}]", info.dir,
                                 p.tensor, fmt::join(p.full_shape, ", "), fmt::join(dst.full_shape, ", ")));
 }
 
-// Rows of wte beyond the checkpoint's padded vocabulary are padding: zero, like a fresh init.
+// Vocabulary rows beyond the checkpoint's padded vocabulary are padding: zero, like a fresh init.
 void zero_extra_vocab_rows(const CheckpointInfo& info, ShardState& s, const OwnedMap& owned, bool moments) {
   for (const auto& t : s.layout->tensors()) {
-    if (t.name != "wte") continue;
+    if (!t.vocab_rows) continue;
     const int64_t C = t.shape[1];
     const std::vector<float> zeros(static_cast<size_t>(C), 0.0f);
     for (int64_t i = 0; i < t.shape[0]; ++i) {

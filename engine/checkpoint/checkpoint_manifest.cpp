@@ -96,11 +96,21 @@ std::string manifest_json(const SaveContext& c, const std::vector<std::string>& 
   out += fmt::format("  \"data_position\": {{\"step\": {}, \"note\": \"batches are a pure function of (job.seed, "
                      "step); no sampler state to save\"}},\n", c.step);
   out += "  \"rng\": \"none: training draws no random numbers after initialisation\",\n";
+  // gpt2 manifests name no arch (as before llama existed); llama ones add its keys.
+  const std::string llama_keys =
+      m.is_llama() ? fmt::format(", \"arch\": \"llama\", \"kv_heads\": {}, \"ffn_hidden\": {}, \"rope_theta\": {:.17g}, "
+                                 "\"norm_eps\": {:.9g}, \"tie_embeddings\": {}",
+                                 m.kv_heads, m.ffn_hidden, m.rope_theta, m.norm_eps, m.tie_embeddings)
+                   : "";
   out += fmt::format("  \"model\": {{\"layers\": {}, \"hidden\": {}, \"heads\": {}, \"vocab\": {}, \"padded_vocab\": {}, "
-                     "\"max_seq_len\": {}}},\n", m.layers, m.hidden, m.heads, m.vocab, m.padded_vocab, m.max_seq_len);
+                     "\"max_seq_len\": {}{}}},\n", m.layers, m.hidden, m.heads, m.vocab, m.padded_vocab, m.max_seq_len,
+                     llama_keys);
   out += fmt::format("  \"world\": {},\n  \"plan_hash\": \"{:016x}\",\n", c.world, c.plan_hash);
   out += fmt::format("  \"plan\": {},\n  \"job_spec\": {},\n", json_quote(c.plan_text),
                      json_quote(c.job_spec_text));
+  if (c.tokenizer.hash != 0)
+    out += fmt::format("  \"tokenizer\": {{\"hash\": \"{:016x}\", \"name\": {}, \"ids\": {}}},\n", c.tokenizer.hash,
+                       json_quote(c.tokenizer.name), c.tokenizer.ids);
   out += "  \"files\": [";
   for (size_t i = 0; i < file_entries.size(); ++i) out += (i ? ",\n    " : "\n    ") + file_entries[i];
   return out + "\n  ]\n}\n";
@@ -132,13 +142,35 @@ CheckpointInfo parse_manifest(const std::string& dir) {
   info.plan_hash = parse_hex(need<std::string>(root, "plan_hash", file), "plan_hash", file);
   info.plan_text = need<std::string>(root, "plan", file);
   info.job_spec_text = need<std::string>(root, "job_spec", file);
+  if (const YAML::Node t = root["tokenizer"]) {  // absent before runs recorded their tokenizer
+    info.tokenizer.hash = parse_hex(need<std::string>(t, "hash", file), "tokenizer.hash", file);
+    info.tokenizer.name = need<std::string>(t, "name", file);
+    info.tokenizer.ids = need<uint32_t>(t, "ids", file);
+  }
   const YAML::Node m = root["model"];
   if (!m || !m.IsMap()) throw UserError(fmt::format("{}: malformed manifest: key 'model' is missing", file));
-  info.model = model::GptConfig::gpt2(need<int>(m, "layers", file), need<int>(m, "hidden", file),
-                                      need<int>(m, "heads", file), need<int>(m, "vocab", file),
-                                      need<int>(m, "max_seq_len", file));
-  info.model.padded_vocab = need<int>(m, "padded_vocab", file);
-  info.model.finalize();
+  model::GptConfig& c = info.model;
+  if (m["arch"]) {  // absent: gpt2 (manifests written before llama existed, and gpt2 ones)
+    try {
+      c.arch = model::parse_arch(need<std::string>(m, "arch", file));
+    } catch (const UserError& e) {
+      throw UserError(fmt::format("{}: model.{}", file, e.what()));
+    }
+  }
+  if (c.is_llama()) {
+    c.kv_heads = need<int>(m, "kv_heads", file);
+    c.ffn_hidden = need<int>(m, "ffn_hidden", file);
+    c.rope_theta = need<double>(m, "rope_theta", file);
+    c.norm_eps = need<float>(m, "norm_eps", file);
+    c.tie_embeddings = need<bool>(m, "tie_embeddings", file);
+  }
+  c.layers = need<int>(m, "layers", file);
+  c.hidden = need<int>(m, "hidden", file);
+  c.heads = need<int>(m, "heads", file);
+  c.vocab = need<int>(m, "vocab", file);
+  c.max_seq_len = need<int>(m, "max_seq_len", file);
+  c.padded_vocab = need<int>(m, "padded_vocab", file);
+  c.finalize();
   const YAML::Node files = root["files"];
   if (!files || !files.IsSequence() || static_cast<int>(files.size()) != info.world)
     throw UserError(fmt::format("{}: malformed manifest: 'files' must list one shard file per rank ({})", file, info.world));

@@ -18,7 +18,17 @@ namespace holmes::checkpoint {
 namespace {
 constexpr char kModelMagic[8] = {'H', 'O', 'L', 'M', 'E', 'S', 'W', '1'};
 // 2: header word 7 holds the CRC32C of the parameter bytes; 1 (read still) had no checksum.
+// 3: a llama model; after the 8-word header, LlamaHeader (gpt2 files stay version 2).
 constexpr int32_t kVersion = 2;
+constexpr int32_t kLlamaVersion = 3;
+
+struct LlamaHeader {
+  int32_t kv_heads = 0, ffn_hidden = 0, tie_embeddings = 0, reserved = 0;
+  double rope_theta = 0;
+  float norm_eps = 0;
+  int32_t reserved2 = 0;
+};
+static_assert(sizeof(LlamaHeader) == 32);
 }  // namespace
 
 void save_model_weights(const std::string& path, const model::Gpt& gpt) {
@@ -36,10 +46,14 @@ void save_model_weights(const std::string& path, const model::GptConfig& c, cons
   if (!out) throw std::runtime_error(fmt::format("{}: cannot write the model weights: {}", tmp, std::strerror(errno)));
   const int64_t n = static_cast<int64_t>(count);
   const uint32_t crc = crc32c(params, count * sizeof(float));
-  std::array<int32_t, 8> h = {kVersion, c.layers, c.hidden, c.heads, c.vocab, c.padded_vocab, c.max_seq_len,
-                              static_cast<int32_t>(crc)};
+  std::array<int32_t, 8> h = {c.is_llama() ? kLlamaVersion : kVersion, c.layers, c.hidden, c.heads, c.vocab,
+                              c.padded_vocab, c.max_seq_len, static_cast<int32_t>(crc)};
   out.write(kModelMagic, sizeof(kModelMagic));
   out.write(reinterpret_cast<const char*>(h.data()), sizeof(h));
+  if (c.is_llama()) {
+    const LlamaHeader l{c.kv_heads, c.ffn_hidden, c.tie_embeddings ? 1 : 0, 0, c.rope_theta, c.norm_eps, 0};
+    out.write(reinterpret_cast<const char*>(&l), sizeof(l));
+  }
   out.write(reinterpret_cast<const char*>(&n), sizeof(n));
   out.write(reinterpret_cast<const char*>(params), static_cast<std::streamsize>(n * sizeof(float)));
   out.close();
@@ -55,15 +69,31 @@ ModelWeights load_model_weights(const std::string& path) {
   int64_t n = 0;
   in.read(magic, sizeof(magic));
   in.read(reinterpret_cast<char*>(h.data()), sizeof(h));
-  in.read(reinterpret_cast<char*>(&n), sizeof(n));
   if (!in || std::memcmp(magic, kModelMagic, sizeof(kModelMagic)) != 0)
     throw UserError(fmt::format("{}: not a holmes-train weights file (expected the 'HOLMESW1' header written at the "
                                 "end of training in <output_dir>/final/model.bin)", path));
-  if (h[0] != kVersion && h[0] != 1)
-    throw UserError(fmt::format("{}: weights file version {} is not supported (accepted: 1, {})", path, h[0], kVersion));
+  if (h[0] != kVersion && h[0] != 1 && h[0] != kLlamaVersion)
+    throw UserError(fmt::format("{}: weights file version {} is not supported (accepted: 1, {}, {})", path, h[0],
+                                kVersion, kLlamaVersion));
+  LlamaHeader l;
+  if (h[0] == kLlamaVersion) in.read(reinterpret_cast<char*>(&l), sizeof(l));
+  in.read(reinterpret_cast<char*>(&n), sizeof(n));
+  if (!in) throw UserError(fmt::format("{}: truncated weights file: the header is incomplete", path));
   ModelWeights w;
-  w.config = model::GptConfig::gpt2(h[1], h[2], h[3], h[4], h[6]);
+  if (h[0] == kLlamaVersion) {
+    w.config.arch = model::Arch::kLlama;
+    w.config.kv_heads = l.kv_heads;
+    w.config.ffn_hidden = l.ffn_hidden;
+    w.config.tie_embeddings = l.tie_embeddings != 0;
+    w.config.rope_theta = l.rope_theta;
+    w.config.norm_eps = l.norm_eps;
+  }
+  w.config.layers = h[1];
+  w.config.hidden = h[2];
+  w.config.heads = h[3];
+  w.config.vocab = h[4];
   w.config.padded_vocab = h[5];
+  w.config.max_seq_len = h[6];
   w.config.finalize();
   if (n <= 0 || n > (int64_t{1} << 36))
     throw UserError(fmt::format("{}: implausible parameter count {} in the header", path, n));

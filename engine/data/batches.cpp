@@ -31,7 +31,7 @@ int64_t sample_index(const BatchCoord& c, int b) {
   return c.step * c.global_batch + (static_cast<int64_t>(c.micro) * c.dp_size + c.dp_rank) * c.micro_batch + b;
 }
 
-BatchSampler::BatchSampler(std::vector<std::span<const uint16_t>> segments, int seq_len, uint64_t seed,
+BatchSampler::BatchSampler(std::vector<TokenSpan> segments, int seq_len, uint64_t seed,
                            bool shuffle)
     : segments_(std::move(segments)), seq_len_(seq_len), seed_(seed), shuffle_(shuffle) {
   if (seq_len_ <= 0) throw std::invalid_argument("BatchSampler: seq_len must be positive");
@@ -58,10 +58,11 @@ void BatchSampler::fill_sequence(int64_t sample, int32_t* inputs, int32_t* targe
   auto it = std::upper_bound(first_chunk_.begin(), first_chunk_.end(), static_cast<int64_t>(chunk));
   size_t seg = static_cast<size_t>(it - first_chunk_.begin()) - 1;
   int64_t local = static_cast<int64_t>(chunk) - first_chunk_[seg];
-  const uint16_t* p = segments_[seg].data() + offset + local * seq_len_;
+  const TokenSpan p = segments_[seg].subspan(static_cast<size_t>(offset + local * seq_len_),
+                                             static_cast<size_t>(seq_len_) + 1);
   for (int t = 0; t < seq_len_; ++t) {
-    inputs[t] = p[t];
-    targets[t] = p[t + 1];
+    inputs[t] = static_cast<int32_t>(p[t]);
+    targets[t] = static_cast<int32_t>(p[t + 1]);
   }
 }
 

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/data/token_span.hpp"
+
 namespace holmes::data {
 
 // Keyed bijection of [0, n) (4-round Feistel network with cycle walking).
@@ -34,7 +36,7 @@ class BatchSampler {
  public:
   // `segments` must outlive the sampler. shuffle = false reads chunks in order with no
   // offset (validation: the same batches at every evaluation).
-  BatchSampler(std::vector<std::span<const uint16_t>> segments, int seq_len, uint64_t seed, bool shuffle);
+  BatchSampler(std::vector<TokenSpan> segments, int seq_len, uint64_t seed, bool shuffle);
 
   int64_t chunk_count() const { return total_chunks_; }
   int seq_len() const { return seq_len_; }
@@ -45,7 +47,7 @@ class BatchSampler {
   void fill_batch(const BatchCoord& c, int32_t* inputs, int32_t* targets) const;
 
  private:
-  std::vector<std::span<const uint16_t>> segments_;
+  std::vector<TokenSpan> segments_;
   std::vector<int64_t> first_chunk_;  // per segment: index of its first chunk (prefix sums)
   int64_t total_chunks_ = 0;
   int seq_len_;

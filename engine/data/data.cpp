@@ -6,19 +6,22 @@
 #include <algorithm>
 
 #include "engine/spec/errors.hpp"
+#include "engine/data/prepare.hpp"
 #include "engine/data/synthetic.hpp"
+#include "engine/tokenizer/load.hpp"
+#include "engine/tokenizer/saved.hpp"
 
 namespace holmes::data {
 
 namespace {
 
-std::vector<std::span<const uint16_t>> spans_of(const std::vector<TokenFile>& files) {
-  std::vector<std::span<const uint16_t>> out;
+std::vector<TokenSpan> spans_of(const std::vector<TokenFile>& files) {
+  std::vector<TokenSpan> out;
   for (const auto& f : files) out.push_back(f.tokens());
   return out;
 }
 
-int64_t total_of(const std::vector<std::span<const uint16_t>>& spans) {
+int64_t total_of(const std::vector<TokenSpan>& spans) {
   int64_t n = 0;
   for (const auto& s : spans) n += static_cast<int64_t>(s.size());
   return n;
@@ -37,9 +40,9 @@ std::string formats_of(const std::vector<TokenFile>& train, const std::vector<To
 
 }  // namespace
 
-void DataSet::split(const std::vector<std::span<const uint16_t>>& streams, bool hold_out_tail, int seq_len,
+void DataSet::split(const std::vector<TokenSpan>& streams, bool hold_out_tail, int seq_len,
                     uint64_t seed) {
-  std::vector<std::span<const uint16_t>> train, valid;
+  std::vector<TokenSpan> train, valid;
   for (const auto& s : streams) {
     size_t tail = hold_out_tail ? static_cast<size_t>(static_cast<double>(s.size()) * kValidTailFraction) : 0;
     train.push_back(s.first(s.size() - tail));
@@ -50,6 +53,33 @@ void DataSet::split(const std::vector<std::span<const uint16_t>>& streams, bool 
   train_tokens_ = total_of(train);
   valid_tokens_ = total_of(valid);
   if (!valid.empty()) valid_.emplace(valid, seq_len, seed, /*shuffle=*/false);
+}
+
+// Every stamped file must come from one tokenizer; the first file's sidecar holds its files.
+void DataSet::find_tokenizer() {
+  const TokenFile* first = nullptr;
+  const auto name_of = [](const TokenFile& f) {
+    const std::string dir = tokenizer_sidecar(f.path());
+    const std::string hash = tokenizer::hash_hex(f.tokenizer()->hash);
+    return tokenizer::is_saved_tokenizer(dir) ? fmt::format("{} (hash {})", tokenizer::read_saved_info(dir).name, hash)
+                                              : fmt::format("the tokenizer of hash {}", hash);
+  };
+  for (const auto* list : {&files_, &valid_files_})
+    for (const TokenFile& f : *list) {
+      if (!f.tokenizer()) continue;
+      if (!first) {
+        first = &f;
+        continue;
+      }
+      if (f.tokenizer()->hash != first->tokenizer()->hash)
+        throw UserError(fmt::format("{}: made with {}, but {} with {}: the token files of one run need one "
+                                    "tokenizer", f.path(), name_of(f), first->path(), name_of(*first)));
+    }
+  if (!first) return;
+  const std::string dir = tokenizer_sidecar(first->path());
+  const bool saved = tokenizer::is_saved_tokenizer(dir);
+  tokenizer_ = Tokenizer{*first->tokenizer(), saved ? tokenizer::read_saved_info(dir).name : "unknown",
+                         saved ? dir : ""};
 }
 
 std::unique_ptr<DataSet> DataSet::open(const spec::JobSpec& spec) {
@@ -68,7 +98,9 @@ std::unique_ptr<DataSet> DataSet::open(const spec::JobSpec& spec) {
     auto stats = synthetic_stats(grammar);
     d->synthetic_ = generate_synthetic_tokens(grammar, data.synthetic.tokens, data.synthetic.seed);
     d->entropy_floor_ = stats.entropy_rate;
-    d->split({d->synthetic_}, /*hold_out_tail=*/true, T, spec.job.seed);
+    d->split({TokenSpan(d->synthetic_)}, /*hold_out_tail=*/true, T, spec.job.seed);
+    const auto bytes = tokenizer::make_bytes_tokenizer();
+    d->tokenizer_ = Tokenizer{{bytes->hash(), bytes->id_count()}, bytes->name(), ""};
     d->description_ = fmt::format("data: {} (seed {}); {} train / {} validation tokens", describe_synthetic(grammar, stats),
                                   data.synthetic.seed, d->train_tokens_, d->valid_tokens_);
   } else if (data.source == spec::DataSource::kFiles) {
@@ -78,6 +110,7 @@ std::unique_ptr<DataSet> DataSet::open(const spec::JobSpec& spec) {
     const TokenFormat fmt_ = data.format;
     for (const auto& f : data.train) d->files_.push_back(TokenFile::open(f, fmt_, vocab));
     for (const auto& f : data.valid) d->valid_files_.push_back(TokenFile::open(f, fmt_, vocab));
+    d->find_tokenizer();
     d->split(spans_of(d->files_), /*hold_out_tail=*/data.valid.empty(), T, spec.job.seed);
     d->description_ = fmt::format("data: {} train file(s) ({}), {} tokens; validation {} ({} tokens)",
                                   data.train.size(), formats_of(d->files_, d->valid_files_), d->train_tokens_,

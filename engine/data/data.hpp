@@ -34,10 +34,20 @@ class DataSet {
   // One or two lines for the log: where the tokens come from and how many.
   const std::string& description() const { return description_; }
 
+  // The tokenizer the tokens were made with: its stamp, its name, and the folder holding its
+  // files (a token file's <file>.tokenizer; "" for the synthetic data's byte tokenizer, which
+  // needs none). nullopt for token files made elsewhere (llm.c, nanoGPT) that name none.
+  struct Tokenizer {
+    TokenizerStamp stamp;
+    std::string name, folder;
+  };
+  const std::optional<Tokenizer>& tokenizer() const { return tokenizer_; }
+
  private:
   DataSet() = default;
-  void split(const std::vector<std::span<const uint16_t>>& streams, bool hold_out_tail, int seq_len,
+  void split(const std::vector<TokenSpan>& streams, bool hold_out_tail, int seq_len,
              uint64_t seed);
+  void find_tokenizer();
 
   std::vector<uint16_t> synthetic_;
   std::vector<TokenFile> files_;
@@ -46,6 +56,7 @@ class DataSet {
   int64_t train_tokens_ = 0, valid_tokens_ = 0;
   std::optional<double> entropy_floor_;
   std::string description_;
+  std::optional<Tokenizer> tokenizer_;
 };
 
 }  // namespace holmes::data

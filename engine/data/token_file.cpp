@@ -38,13 +38,11 @@ const char* token_format_name(TokenFormat format) {
 namespace {
 
 // "" when every token is < vocab_size, else the first bad one and the accepted ids.
-std::string token_range_problem(std::span<const uint16_t> tokens, int vocab_size) {
+std::string token_range_problem(TokenSpan tokens, int vocab_size) {
   // One pass for the maximum (vectorises); the slow search for the position runs only on failure.
-  uint16_t top = 0;
-  for (uint16_t t : tokens) top = t > top ? t : top;
-  if (tokens.empty() || static_cast<int>(top) < vocab_size) return "";
+  if (tokens.empty() || tokens.max() < static_cast<uint32_t>(vocab_size)) return "";
   size_t i = 0;
-  while (static_cast<int>(tokens[i]) < vocab_size) ++i;
+  while (tokens[i] < static_cast<uint32_t>(vocab_size)) ++i;
   return fmt::format("token id {} at position {} is outside the vocabulary (model.vocab_size = {}, so ids 0..{} "
                      "are accepted)", tokens[i], i, vocab_size, vocab_size - 1);
 }
@@ -64,8 +62,8 @@ std::string llmc_header_problem(const unsigned char* bytes, size_t size) {
   std::memcpy(h.data(), bytes, std::min(size, sizeof(h)));
   std::string msg = fmt::format("the header is not llm.c's: it starts with {}, llm.c token files start with the "
                                 "magic number {}", h[0], kLlmcMagic);
-  const bool layout = size >= kLlmcHeaderBytes && (h[1] == 1 || h[1] == 2) && h[2] >= 0 &&
-                      size == kLlmcHeaderBytes + static_cast<size_t>(h[2]) * (h[1] == 1 ? 2 : 4);
+  const bool layout = size >= kLlmcHeaderBytes && (h[1] == kLlmcVersion || h[1] == kLlmc32Version) && h[2] >= 0 &&
+                      size == kLlmcHeaderBytes + static_cast<size_t>(h[2]) * (h[1] == kLlmcVersion ? 2 : 4);
   if (layout)
     msg += fmt::format(", although the rest of the header has llm.c's layout (version {}, {} tokens, as the file's "
                        "size implies): a damaged llm.c file?", h[1], h[2]);
@@ -77,10 +75,12 @@ std::string llmc_header_problem(const unsigned char* bytes, size_t size) {
 TokenFormat detect_format(const std::string& path, const unsigned char* bytes, size_t size, int vocab_size) {
   int32_t first = 0;
   if (size >= sizeof(int32_t)) std::memcpy(&first, bytes, sizeof(first));
-  if (size >= sizeof(int32_t) && first == kLlmcMagic) return TokenFormat::kLlmc;
+  if (size >= sizeof(int32_t) && (first == kLlmcMagic || first == kLlmc32Magic)) return TokenFormat::kLlmc;
   refuse_non_token_file(path, bytes, size);  // text and the like pass for raw uint16
   std::string raw = odd_size_problem(size);
-  if (raw.empty()) raw = token_range_problem({reinterpret_cast<const uint16_t*>(bytes), size / 2}, vocab_size);
+  if (raw.empty())
+    raw = token_range_problem(std::span<const uint16_t>(reinterpret_cast<const uint16_t*>(bytes), size / 2),
+                              vocab_size);
   if (raw.empty()) return TokenFormat::kRawUint16;
   throw UserError(fmt::format("{}: format auto recognises no token format in this file; tried llmc: {}; tried "
                               "raw-uint16: {}. Accepted: an llm.c token file or a raw uint16 array of token ids "
@@ -90,37 +90,43 @@ TokenFormat detect_format(const std::string& path, const unsigned char* bytes, s
 
 }  // namespace
 
-void check_token_range(std::span<const uint16_t> tokens, int vocab_size, const std::string& what) {
+void check_token_range(TokenSpan tokens, int vocab_size, const std::string& what) {
   if (auto problem = token_range_problem(tokens, vocab_size); !problem.empty())
     throw UserError(fmt::format("{}: {}; was the file made with another tokenizer?", what, problem));
 }
 
 namespace {
 
-// Interprets the mapped bytes in `format` (auto resolved by the caller); returns (offset of
-// the first token, token count).
-std::pair<size_t, size_t> locate_tokens(const std::string& path, const unsigned char* bytes, size_t size,
-                                        TokenFormat format) {
+struct Located {
+  size_t offset = 0, count = 0;
+  int width = 2;  // bytes per token
+};
+
+// Interprets the mapped bytes in `format` (auto resolved by the caller).
+Located locate_tokens(const std::string& path, const unsigned char* bytes, size_t size, TokenFormat format) {
   if (format == TokenFormat::kRawUint16) {
     if (auto problem = odd_size_problem(size); !problem.empty())
       throw UserError(fmt::format("{}: raw uint16 token file: {}. Truncated?", path, problem));
-    return {0, size / 2};
+    return {0, size / 2, 2};
   }
   if (size < kLlmcHeaderBytes)
     throw UserError(fmt::format("{}: truncated llm.c token file: {} bytes, shorter than the {}-byte header",
                                 path, size, kLlmcHeaderBytes));
   std::array<int32_t, 3> h{};
   std::memcpy(h.data(), bytes, sizeof(h));
-  if (h[0] != kLlmcMagic)
-    throw UserError(fmt::format("{}: bad magic number {} in the header (llm.c token files start with {}); use "
-                                "data.format: raw-uint16 for a headerless file", path, h[0], kLlmcMagic));
-  if (h[1] != kLlmcVersion)
-    throw UserError(fmt::format("{}: token file version {} is not supported (accepted: {} = uint16 tokens)", path,
-                                h[1], kLlmcVersion));
+  if (h[0] != kLlmcMagic && h[0] != kLlmc32Magic)
+    throw UserError(fmt::format("{}: bad magic number {} in the header (llm.c token files start with {}, or {} for "
+                                "32-bit tokens); use data.format: raw-uint16 for a headerless file", path, h[0],
+                                kLlmcMagic, kLlmc32Magic));
+  const int width = h[0] == kLlmcMagic ? 2 : 4;
+  if (h[1] != (width == 2 ? kLlmcVersion : kLlmc32Version))
+    throw UserError(fmt::format("{}: token file version {} is not supported with magic {} (accepted: magic {} version "
+                                "{} = uint16 tokens, magic {} version {} = uint32 tokens)", path, h[1], h[0],
+                                kLlmcMagic, kLlmcVersion, kLlmc32Magic, kLlmc32Version));
   if (h[2] < 0)
     throw UserError(fmt::format("{}: the header's token count is {}; accepted: a count >= 0", path, h[2]));
   size_t count = static_cast<size_t>(h[2]);
-  size_t want = kLlmcHeaderBytes + 2 * count;
+  size_t want = kLlmcHeaderBytes + width * count;
   if (size < want)
     throw UserError(fmt::format("{}: truncated token file: the header says {} tokens ({} bytes with the header) "
                                 "but the file has {} bytes", path, count, want, size));
@@ -128,7 +134,17 @@ std::pair<size_t, size_t> locate_tokens(const std::string& path, const unsigned 
     throw UserError(fmt::format("{}: token file has {} bytes after the {} tokens its header announces; "
                                 "the header count is wrong or the file is not an llm.c token file",
                                 path, size - want, count));
-  return {kLlmcHeaderBytes, count};
+  return {kLlmcHeaderBytes, count, width};
+}
+
+std::optional<TokenizerStamp> read_stamp(const unsigned char* bytes, size_t size) {
+  if (size < kLlmcHeaderBytes) return std::nullopt;
+  std::array<int32_t, 7> h{};
+  std::memcpy(h.data(), bytes, sizeof(h));
+  if (h[3] != kTokenizerStampTag) return std::nullopt;
+  return TokenizerStamp{static_cast<uint64_t>(static_cast<uint32_t>(h[4])) |
+                            (static_cast<uint64_t>(static_cast<uint32_t>(h[5])) << 32),
+                        static_cast<uint32_t>(h[6])};
 }
 
 }  // namespace
@@ -157,9 +173,22 @@ TokenFile TokenFile::open(const std::string& path, TokenFormat format, int vocab
   auto* bytes = static_cast<const unsigned char*>(f.map_);
   if (format == TokenFormat::kRawUint16) refuse_non_token_file(path, bytes, f.map_bytes_);
   f.format_ = format == TokenFormat::kAuto ? detect_format(path, bytes, f.map_bytes_, vocab_size) : format;
-  auto [offset, count] = locate_tokens(path, bytes, f.map_bytes_, f.format_);
-  if (count == 0) throw UserError(fmt::format("{}: token file holds no tokens", path));
-  f.tokens_ = {reinterpret_cast<const uint16_t*>(bytes + offset), count};
+  const Located at = locate_tokens(path, bytes, f.map_bytes_, f.format_);
+  if (at.count == 0) throw UserError(fmt::format("{}: token file holds no tokens", path));
+  if (at.width == 2)
+    f.tokens_ = std::span<const uint16_t>(reinterpret_cast<const uint16_t*>(bytes + at.offset), at.count);
+  else
+    f.tokens_ = std::span<const uint32_t>(reinterpret_cast<const uint32_t*>(bytes + at.offset), at.count);
+  if (f.format_ == TokenFormat::kLlmc) f.stamp_ = read_stamp(bytes, f.map_bytes_);
+  if (f.stamp_ && f.stamp_->ids > static_cast<uint32_t>(vocab_size))
+    throw UserError(fmt::format("{}: made with a tokenizer of {} ids ({}.tokenizer), more than the model's vocabulary "
+                                "of {} (model.vocab_size); accepted: model.vocab_size >= {}", path, f.stamp_->ids,
+                                path, vocab_size, f.stamp_->ids));
+  if (at.width == 2 && vocab_size > 65536 && !f.stamp_)  // a stamp names its vocabulary: compared later
+    throw UserError(fmt::format("{}: a 16-bit token file, but the vocabulary has {} ids (model.vocab_size): ids "
+                                "above 65535 cannot be stored in it, so it was not made with this vocabulary; a "
+                                "vocabulary over 65536 ids needs the 32-bit format (magic {}), which prepare-data "
+                                "writes for it", path, vocab_size, kLlmc32Magic));
   check_token_range(f.tokens_, vocab_size, path);
   return f;
 }
@@ -174,6 +203,7 @@ TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
     map_ = std::exchange(o.map_, nullptr);
     map_bytes_ = std::exchange(o.map_bytes_, 0);
     tokens_ = std::exchange(o.tokens_, {});
+    stamp_ = std::exchange(o.stamp_, std::nullopt);
   }
   return *this;
 }

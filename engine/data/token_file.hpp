@@ -1,20 +1,31 @@
 // Token files on disk: llm.c's format (a 256 x int32 header: magic 20240520, version 1,
-// token count; then uint16 tokens) and raw uint16 arrays as nanoGPT writes them. Files are
-// memory-mapped read-only; every problem with one is a UserError naming the file.
+// token count; then uint16 tokens), llm.c's 32-bit variant for vocabularies over 65536 ids
+// (magic 20240801, version 7, count; then uint32 tokens: what llm.c writes for Llama 3) and
+// raw uint16 arrays as nanoGPT writes them. Files are memory-mapped read-only; every problem
+// with one is a UserError naming the file.
+//
+// holmes-train's prepare-data also stamps its tokenizer into the header's unused ints, which
+// llm.c ignores: [3] = kTokenizerStampTag, [4], [5] = the tokenizer's hash (low, high 32
+// bits), [6] = its id count. The tokenizer's files are in the sidecar folder <file>.tokenizer.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <optional>
 #include <vector>
 
+#include "engine/data/token_span.hpp"
 #include "engine/spec/choices.hpp"
 
 namespace holmes::data {
 
 inline constexpr int32_t kLlmcMagic = 20240520;
-inline constexpr int32_t kLlmcVersion = 1;  // uint16 tokens (version 2 = uint32, not read)
+inline constexpr int32_t kLlmcVersion = 1;  // uint16 tokens
+inline constexpr int32_t kLlmc32Magic = 20240801;
+inline constexpr int32_t kLlmc32Version = 7;  // uint32 tokens
+inline constexpr int32_t kTokenizerStampTag = 0x6b6f7468;  // "htok"
 inline constexpr size_t kLlmcHeaderInts = 256;
 inline constexpr size_t kLlmcHeaderBytes = kLlmcHeaderInts * sizeof(int32_t);
 inline constexpr uint16_t kEndOfText = 256;  // byte-level tokenizer: 0..255 bytes, 256 = EOT
@@ -27,10 +38,17 @@ TokenFormat parse_token_format(const std::string& text, const std::string& key =
 // The name parse_token_format reads ("llmc"), for the log.
 const char* token_format_name(TokenFormat format);
 
+// The tokenizer a token file was made with (its header stamp).
+struct TokenizerStamp {
+  uint64_t hash = 0;
+  uint32_t ids = 0;
+};
+
 // A read-only memory-mapped token file. Move-only; unmaps on destruction.
 class TokenFile {
  public:
-  // Opens, maps and checks `path`: header (llmc), size, and every token < vocab_size.
+  // Opens, maps and checks `path`: header (llmc), size, and every token < vocab_size. A
+  // 16-bit file for vocab_size > 65536 is refused (its ids cannot be the vocabulary's).
   static TokenFile open(const std::string& path, TokenFormat format, int vocab_size);
 
   TokenFile(TokenFile&& other) noexcept;
@@ -39,7 +57,9 @@ class TokenFile {
   TokenFile& operator=(const TokenFile&) = delete;
   ~TokenFile();
 
-  std::span<const uint16_t> tokens() const { return tokens_; }
+  TokenSpan tokens() const { return tokens_; }
+  // The tokenizer stamp of a file prepare-data wrote; nullopt for others.
+  const std::optional<TokenizerStamp>& tokenizer() const { return stamp_; }
   const std::string& path() const { return path_; }
   TokenFormat format() const { return format_; }
 
@@ -51,12 +71,13 @@ class TokenFile {
   TokenFormat format_ = TokenFormat::kAuto;
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
-  std::span<const uint16_t> tokens_;
+  TokenSpan tokens_;
+  std::optional<TokenizerStamp> stamp_;
 };
 
 // Checks that every token is < vocab_size; throws a UserError naming `what` (a file) and
 // the first bad position otherwise.
-void check_token_range(std::span<const uint16_t> tokens, int vocab_size, const std::string& what);
+void check_token_range(TokenSpan tokens, int vocab_size, const std::string& what);
 
 // Writes `tokens` in llm.c's format (header + uint16). Throws UserError if it cannot write.
 void write_llmc_tokens(const std::string& path, std::span<const uint16_t> tokens);

@@ -9,10 +9,21 @@ namespace holmes::parallel {
 
 int norm_unit(const model::ParamTensor& t, int total_layers) {
   if (t.layer >= 0) return 2 + t.layer;
-  if (t.name == "wte") return 0;
+  if (t.name == "wte" || t.name == "model.embed_tokens.weight") return 0;  // the token embedding or its copy
   if (t.name == "wpe") return 1;
-  return 2 + total_layers;  // ln_f
+  return 2 + total_layers;  // the final norm, an untied LM head
 }
+
+namespace {
+
+// The tied embedding (or its copy) this shard holds, else nullptr.
+const model::ParamTensor* tied_embedding(const model::ParamLayout& layout) {
+  for (const auto& t : layout.tensors())
+    if (t.tied_embedding) return &t;
+  return nullptr;
+}
+
+}  // namespace
 
 std::vector<GradBucket> plan_buckets(const model::ParamLayout& layout, size_t bucket_floats, int dp_size,
                                      int dp_rank) {
@@ -22,16 +33,18 @@ std::vector<GradBucket> plan_buckets(const model::ParamLayout& layout, size_t bu
   auto close = [&](size_t b, size_t e, bool embedding) {
     if (b < e) out.push_back({.begin = b, .end = e, .embedding = embedding});
   };
-  // A bucket holds whole tensors of one unit (a block, or one of wte, wpe, ln_f): its elements
-  // and where each sits in it are then the same whichever layers share the stage.
-  auto unit = [](const model::ParamTensor& t) { return t.layer >= 0 ? "h." + std::to_string(t.layer) : t.name.substr(0, 4); };
+  // A bucket holds whole tensors of one unit (a block, or one of: the embedding, wpe, the
+  // final norm with an untied head): its elements and where each sits in it are then the
+  // same whichever layers share the stage.
+  const int L = 1 << 20;  // any value above every layer index: units are only compared
+  auto unit = [L](const model::ParamTensor& t) { return norm_unit(t, L); };
   for (size_t i = ts.size(); i-- > 0;) {
     const model::ParamTensor& t = ts[i];
     if (i + 1 < ts.size() && unit(ts[i + 1]) != unit(t)) {
       close(begin, end, false);
       end = begin;
     }
-    if (t.name == "wte") {  // a bucket of its own, see the header
+    if (t.tied_embedding) {  // a bucket of its own, see the header
       close(t.offset, t.offset + t.numel, true);
       end = begin = t.offset;
       continue;
@@ -185,7 +198,7 @@ void DistOptimizer::finish_grads() {
   // Megatron's embedding group: the first stage's wte and the last stage's copy both get
   // the sum of the two gradients, so the copies stay equal after the update.
   if (ctx_.embedding != nullptr) {
-    if (const model::ParamTensor* wte = gpt_.layout().find("wte")) {
+    if (const model::ParamTensor* wte = tied_embedding(gpt_.layout())) {
       float* g = gpt_.grads() + wte->offset;
       auto sum = [&] { ctx_.embedding->all_reduce({g, wte->numel}, comm::ReduceOp::kSum); };
       if (ctx_.embedding_device != nullptr)

@@ -45,7 +45,8 @@ struct GradBucket {
 };
 
 // Buckets of >= bucket_floats (whole tensors of one block, or of wpe or ln_f; the last of each
-// may be smaller) from the end of the layout to its start; every tensor named "wte" is a bucket
+// may be smaller) from the end of the layout to its start; the tied embedding (gpt2's wte,
+// llama's embed_tokens with tie_embeddings) and its copy on the last stage are each a bucket
 // of its own. Since no bucket spans two blocks, an element's bucket, its owner and the order in
 // which the reduce-scatter sums it are the same under every pipeline partition.
 std::vector<GradBucket> plan_buckets(const model::ParamLayout& layout, size_t bucket_floats, int dp_size,

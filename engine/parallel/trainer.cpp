@@ -13,7 +13,21 @@ namespace holmes::parallel {
 
 model::GptConfig gpt_config_of(const spec::JobSpec& spec) {
   const auto& m = spec.model;
-  auto cfg = model::GptConfig::gpt2(m.layers, m.hidden, m.heads, m.vocab_size, m.max_seq_len);
+  model::GptConfig cfg;
+  if (m.is_llama()) {
+    cfg.arch = model::Arch::kLlama;
+    cfg.kv_heads = m.kv_heads;
+    cfg.ffn_hidden = m.ffn_hidden;
+    cfg.ffn_multiple = m.ffn_multiple;
+    cfg.rope_theta = m.rope_theta;
+    cfg.norm_eps = static_cast<float>(m.norm_eps);
+    cfg.tie_embeddings = m.tie_embeddings;
+  }
+  cfg.layers = m.layers;
+  cfg.hidden = m.hidden;
+  cfg.heads = m.heads;
+  cfg.vocab = m.vocab_size;
+  cfg.max_seq_len = m.max_seq_len;
   cfg.finalize();
   return cfg;
 }
@@ -45,7 +59,8 @@ model::GptConfig stage_config(const spec::JobSpec& spec, const ParallelContext& 
   // The spec's rules (spec::cross_field_problems) and the plan made these hold; a context that
   // breaks them is a wiring error, not the user's.
   if (ctx.first_layer < 0 || n < 0 || ctx.first_layer + n > L || (ctx.pp_stage == 0) != (ctx.first_layer == 0) ||
-      last != (ctx.first_layer + n == L) || full.heads % ctx.tp_size != 0 || full.hidden % ctx.tp_size != 0)
+      last != (ctx.first_layer + n == L) || full.heads % ctx.tp_size != 0 || full.hidden % ctx.tp_size != 0 ||
+      full.kv_heads % ctx.tp_size != 0)
     throw std::invalid_argument(fmt::format("Trainer: stage {} of {} with layers [{}, {}) of {} and tensor degree {} "
                                             "does not fit a model of {} heads, hidden {}", ctx.pp_stage, ctx.pp_size,
                                             ctx.first_layer, ctx.first_layer + n, L, ctx.tp_size, full.heads,

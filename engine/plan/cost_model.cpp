@@ -66,10 +66,10 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
 
 double StageCost::params_per_rank(const Workload& w, int layers) const {
   const GptShape& m = w.shape;
-  double p = double(layers) * double(block_params(m.hidden));
+  double p = double(layers) * double(block_params(m));
   if (first) p += double(embedding_params(m, tp));
-  if (last) p += double(final_norm_params(m.hidden));
-  if (last && !first) p += double(padded_vocab(m.vocab, tp)) * m.hidden;  // tied LM head copy
+  if (last) p += double(final_norm_params(m)) + double(untied_head_params(m, tp));
+  if (last && !first && m.tie_embeddings) p += double(padded_vocab(m.vocab, tp)) * m.hidden;  // tied LM head copy
   return p / tp;
 }
 
@@ -100,7 +100,7 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   // parameter all-gather behind the next step's first forward (1/3), layer by layer
   // (DistOptimizer::update and the model's params-needed hook).
   t.dp_s = std::max(0.0, rs - t.compute_s * 2.0 / 3.0) + std::max(0.0, ag - t.compute_s / 3.0);
-  if (first != last) {
+  if (first != last && m.tie_embeddings) {  // the embedding group's sum of the tied head
     double tied = double(padded_vocab(m.vocab, tp)) * m.hidden / tp * w.grad_bytes();
     t.dp_s += ring_all_reduce_s(emb_link, 2, tied);
   }
@@ -167,7 +167,7 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
     double params = sc.params_per_rank(w, layers[s]);
     if (sc.dp > 1)
       add(sc.dp_link, (sc.dp - 1.0) / sc.dp * params * (w.grad_bytes() + w.param_bytes()) * ranks);
-    if (sc.first != sc.last)
+    if (sc.first != sc.last && w.shape.tie_embeddings)
       add(sc.emb_link, double(padded_vocab(w.shape.vocab, sc.tp)) * w.shape.hidden / sc.tp * w.grad_bytes() * ranks);
   }
   return e;

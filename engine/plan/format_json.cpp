@@ -122,6 +122,8 @@ std::string format_plan_json(const Plan& p) {
       "  \"params\": {}, \"params_in_memory\": {}, \"vocab_padded\": {},\n",
       p.world, p.tp, p.pp, p.dp, p.micro_batch, p.micro_batches, p.global_batch, p.seq_len, p.placement, p.partition,
       p.order, p.device_kind, p.params_model, p.params_total, p.vocab_padded);
+  // Only llama plans name their model: a gpt2 plan's JSON, and so its plan_hash, is as before.
+  if (!p.model.empty()) out += fmt::format("  \"model\": {},\n", quote(p.model));
   out += "  \"islands\": ";
   array(out, p.islands, [&](const IslandInfo& i) {
     out += fmt::format("{{\"id\": {}, \"kind\": \"{}\", \"devices\": {}, \"nodes\": [{}]}}", i.id, i.kind, i.devices,

@@ -141,8 +141,9 @@ std::string format_plan_text(const Plan& p) {
   std::string out;
   out += fmt::format("Plan: {} = tensor {} x pipeline {} x data {} on {} ({} placement, {} partition)\n",
                      count_of(p.world, "rank"), p.tp, p.pp, p.dp, p.device_kind, p.placement, p.partition);
-  out += fmt::format("Model: {} parameters ({} in memory, vocabulary padded to {}), global batch {} x {} tokens\n",
-                     human_count(static_cast<double>(p.params_model)), human_count(static_cast<double>(p.params_total)),
+  out += fmt::format("Model: {}{} parameters ({} in memory, vocabulary padded to {}), global batch {} x {} tokens\n",
+                     p.model.empty() ? "" : p.model + ", ", human_count(static_cast<double>(p.params_model)),
+                     human_count(static_cast<double>(p.params_total)),
                      p.vocab_padded, p.global_batch, p.seq_len);
   out += "Islands:\n";
   for (const auto& isl : p.islands)

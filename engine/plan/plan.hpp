@@ -124,6 +124,7 @@ struct Plan {
   std::string device_kind;  // cuda | cpu
   int64_t params_total = 0;  // in memory, padded vocabulary rows included (model_size.hpp)
   int64_t params_model = 0;  // as users count them: real vocabulary rows
+  std::string model;         // llama: "llama L=.. C=.. NH=../KVH=.. F=..", gpt2: "" (plans as before llama)
   int64_t vocab_padded = 0;
   std::vector<IslandInfo> islands;
   std::vector<std::string> hostnames;  // per node

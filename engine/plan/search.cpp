@@ -33,10 +33,22 @@ std::string describe(int value) { return value == spec::kAuto ? "auto" : std::to
                                 "{} x {}", s.train.global_batch, s.train.micro_batch, p.data));
   throw UserError(fmt::format(
       "no parallel layout satisfies parallel.tensor = {}, parallel.pipeline = {}, parallel.data = {} on {} devices: "
-      "tensor must divide model.heads = {}, pipeline must not exceed model.layers = {}, tensor x pipeline x data "
+      "tensor must divide model.heads = {}{}, pipeline must not exceed model.layers = {}, tensor x pipeline x data "
       "must equal {}, and train.global_batch = {} must be divisible by train.micro_batch = {} x data",
-      describe(p.tensor), describe(p.pipeline), describe(p.data), in.world, s.model.heads, s.model.layers, in.world,
-      s.train.global_batch, describe(s.train.micro_batch)));
+      describe(p.tensor), describe(p.pipeline), describe(p.data), in.world, s.model.heads,
+      s.model.is_llama() ? fmt::format(", model.kv_heads = {} and model.ffn_hidden = {}", s.model.resolved_kv_heads(),
+                                       shape_of(s.model).ffn_hidden)
+                         : "",
+      s.model.layers, in.world, s.train.global_batch, describe(s.train.micro_batch)));
+}
+
+// Whether a tensor-parallel degree t splits the model into whole heads (and, for llama, whole
+// key/value heads and equal MLP slices).
+bool tp_divides_model(const spec::ModelSection& m, int t) {
+  if (m.heads % t != 0) return false;
+  if (!m.is_llama()) return true;
+  const GptShape shape = shape_of(m);
+  return shape.kv_heads % t == 0 && shape.ffn_hidden % t == 0;
 }
 
 std::vector<int> micro_batch_options(const spec::JobSpec& s, int dp) {
@@ -58,7 +70,7 @@ std::vector<Degrees> degree_candidates(const SearchInput& in) {
   if (p.tensor != spec::kAuto) tps = {p.tensor};
   else
     for (int t = 1; t <= node_gcd; ++t)
-      if (node_gcd % t == 0 && s.model.heads % t == 0) tps.push_back(t);
+      if (node_gcd % t == 0 && tp_divides_model(s.model, t)) tps.push_back(t);
   int list_stages = static_cast<int>(p.partition.layers.size());
   if (p.pipeline != spec::kAuto) pps = {p.pipeline};
   else if (p.partition.kind == spec::PartitionKind::kList) pps = {list_stages};
@@ -67,7 +79,7 @@ std::vector<Degrees> degree_candidates(const SearchInput& in) {
   std::vector<Degrees> out;
   for (int t : tps)
     for (int q : pps) {
-      if (t < 1 || q < 1 || in.world % (t * q) != 0 || s.model.heads % t != 0 || q > s.model.layers) continue;
+      if (t < 1 || q < 1 || in.world % (t * q) != 0 || !tp_divides_model(s.model, t) || q > s.model.layers) continue;
       int dp = in.world / (t * q);
       if (p.data != spec::kAuto && dp != p.data) continue;
       for (int mb : micro_batch_options(s, dp))
@@ -84,7 +96,7 @@ Evaluated score(const SearchInput& in, const Facts& facts, const Degrees& deg, L
   const auto& s = *in.spec;
   Evaluated ev;
   ev.deg = deg;
-  ev.work.shape = GptShape{s.model.layers, s.model.hidden, s.model.heads, s.model.vocab_size, s.model.max_seq_len};
+  ev.work.shape = shape_of(s.model);
   ev.work.seq_len = s.train.seq_len;
   ev.work.micro_batch = deg.micro_batch;
   ev.work.global_batch = s.train.global_batch;

@@ -22,13 +22,24 @@ struct JobSection {
   bool overwrite = false;  // a fresh start may replace another run's checkpoints, final weights, metrics
 };
 
-// GPT-2 architecture (dimension legend in model/gpt_config.hpp).
+// Model architecture (dimension legend in model/gpt_config.hpp).
 struct ModelSection {
+  ModelArch arch = ModelArch::kGpt2;
   int layers = 0;        // L
   int hidden = 0;        // C
   int heads = 0;         // NH
   int vocab_size = 257;  // V before padding (257 = bytes + end-of-text)
-  int max_seq_len = 1024;  // learned position embeddings (GPT-2 n_positions)
+  int max_seq_len = 1024;  // gpt2: learned position embeddings (n_positions); llama: rotary table
+  // llama only (validation refuses them on gpt2):
+  int kv_heads = 0;             // KVH, grouped-query attention; 0 = heads
+  int ffn_hidden = 0;           // F; 0 = 2/3 * 4C rounded up to ffn_multiple
+  int ffn_multiple = 256;
+  double rope_theta = 500000;   // rotary base
+  double norm_eps = 1e-5;       // RMSNorm epsilon
+  bool tie_embeddings = false;  // LM head = token embedding
+
+  bool is_llama() const { return arch == ModelArch::kLlama; }
+  int resolved_kv_heads() const { return kv_heads == 0 ? heads : kv_heads; }
 };
 
 struct SyntheticData {
@@ -105,6 +116,7 @@ struct CheckpointSection {
   ResumeMode resume = ResumeMode::kNone;
   std::string resume_path;      // resume == kPath: the step folder
   bool weights_only = false;    // load params only: fresh optimizer, step 0
+  std::string init_from;        // a Hugging Face folder whose weights a fresh run starts from; "" = none
   bool background_write = true;  // write interval saves from a copy while the next step trains
 };
 

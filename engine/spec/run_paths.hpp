@@ -7,6 +7,7 @@
 //     <log.metrics>            metrics.jsonl by default; "" disables it
 //     checkpoints/             unless checkpoint.dir names another folder
 //     final/model.bin, final/job.yaml
+//     tokenizer/               the data's tokenizer (engine/train/run_tokenizer.hpp)
 #pragma once
 
 #include <string>
@@ -24,12 +25,14 @@ struct RunPaths {
   std::string final_dir;    // <output_dir>/final
   std::string final_model;  // <final_dir>/model.bin
   std::string final_spec;   // <final_dir>/job.yaml
+  std::string tokenizer;    // <output_dir>/tokenizer
 
   static constexpr const char* kRunRecord = "run.json";
   static constexpr const char* kWriterLock = "writer.lock";
   static constexpr const char* kCheckpoints = "checkpoints";
   static constexpr const char* kFinal = "final";
   static constexpr const char* kModelFile = "model.bin";
+  static constexpr const char* kTokenizer = "tokenizer";
 
   // The paths of the job's run.
   static RunPaths of(const JobSpec& spec) {
@@ -48,6 +51,7 @@ struct RunPaths {
     p.final_dir = output_dir + "/" + kFinal;
     p.final_model = p.final_dir + "/" + kModelFile;
     p.final_spec = p.final_dir + "/job.yaml";
+    p.tokenizer = output_dir + "/" + kTokenizer;
     return p;
   }
 };

@@ -227,17 +227,32 @@ std::vector<Field> make_schema() {
   f.push_back(choice("job.device", HOLMES_REF(job.device),
                      "Compute backend: auto takes CUDA GPUs when present, else the CPU."));
   // model
+  f.push_back(choice("model.arch", HOLMES_REF(model.arch),
+                     "Model family: gpt2 (learned positions, LayerNorm, GELU, biases, tied head) or llama (rotary "
+                     "positions, RMSNorm, SwiGLU, grouped-query attention, no biases, untied head; docs/model.md)."));
   f.push_back(required(integer("model.layers", HOLMES_REF(model.layers), "", 1, 4096, "Transformer blocks (L).")));
   f.push_back(required(integer("model.hidden", HOLMES_REF(model.hidden), "", 1, 1 << 20, "Hidden size (C).")));
   f.push_back(required(integer("model.heads", HOLMES_REF(model.heads), "", 1, 4096, "Attention heads (NH).")));
   f.push_back(integer("model.vocab_size", HOLMES_REF(model.vocab_size), "257", 2, 1 << 24,
                       "Vocabulary (V); padded internally for fast GEMMs. 257 = bytes + end-of-text."));
   f.push_back(integer("model.max_seq_len", HOLMES_REF(model.max_seq_len), "1024", 1, 1 << 20,
-                      "Context length of the learned position embedding."));
+                      "Context length: rows of gpt2's learned position embedding, of llama's rotary table."));
+  f.push_back(integer("model.kv_heads", HOLMES_REF(model.kv_heads), "0", 0, 4096,
+                      "llama: key/value heads (grouped-query attention; must divide model.heads); 0 = model.heads."));
+  f.push_back(integer("model.ffn_hidden", HOLMES_REF(model.ffn_hidden), "0", 0, 1 << 22,
+                      "llama: MLP width F (SwiGLU); 0 = 2/3 x 4 x model.hidden rounded up to model.ffn_multiple."));
+  f.push_back(integer("model.ffn_multiple", HOLMES_REF(model.ffn_multiple), "256", 1, 1 << 16,
+                      "llama: the derived model.ffn_hidden is rounded up to a multiple of this."));
+  f.push_back(real("model.rope_theta", HOLMES_REF(model.rope_theta), "500000", 0, kRealMax, true,
+                   "llama: rotary embedding base (Llama 2: 10000, Llama 3: 500000)."));
+  f.push_back(real("model.norm_eps", HOLMES_REF(model.norm_eps), "1e-5", 0, 1, true, "llama: RMSNorm epsilon."));
+  f.push_back(boolean("model.tie_embeddings", HOLMES_REF(model.tie_embeddings), "false",
+                      "llama: the LM head is the token embedding (gpt2 always ties it)."));
   // data
   f.push_back(choice("data.source", HOLMES_REF(data.source),
                      "synthetic: the embedded generated corpus; files: data.train token files."));
-  f.push_back(paths("data.train", HOLMES_REF(data.train), "Training token files (llm.c .bin or raw uint16)."));
+  f.push_back(paths("data.train", HOLMES_REF(data.train),
+                    "Training token files (prepare-data's or llm.c's .bin, 16 or 32 bit; raw uint16)."));
   f.push_back(paths("data.valid", HOLMES_REF(data.valid), "Validation token files; empty = held-out tail."));
   f.push_back(choice("data.format", HOLMES_REF(data.format),
                      "Token file format; auto reads the llm.c header when present."));
@@ -328,6 +343,11 @@ std::vector<Field> make_schema() {
   f.push_back(resume());
   f.push_back(boolean("checkpoint.weights_only", HOLMES_REF(checkpoint.weights_only), "false",
                       "With checkpoint.resume: load the weights only (fresh optimizer, step 0), for fine-tuning."));
+  f.push_back(text("checkpoint.init_from", HOLMES_REF(checkpoint.init_from), "",
+                   "A Hugging Face checkpoint folder (config.json + model.safetensors, or sharded with "
+                   "model.safetensors.index.json; GPT2LMHeadModel or LlamaForCausalLM) whose weights a fresh run starts "
+                   "from (--init-from): continued pretraining of a published model. Its config must be the job's "
+                   "model.*; a run that resumes a checkpoint ignores it. Empty = random init."));
   f.push_back(boolean("checkpoint.background_write", HOLMES_REF(checkpoint.background_write), "true",
                       "Write interval checkpoints from a copy of the shard while the next step trains (shorter pause, "
                       "one more shard of host memory); false = write before the next step."));

@@ -8,6 +8,50 @@
 
 namespace holmes::spec {
 
+namespace {
+
+// The per-arch model rules: gpt2 refuses a llama key at any but its default (--print-config
+// writes every key; another value would be silently ignored); llama checks the grouped-query
+// heads, the rotary head size and what the tensor-parallel degree must divide.
+template <class Fail>
+void model_arch_problems(const JobSpec& s, Fail& fail) {
+  const auto& m = s.model;
+  const int tp = s.parallel.tensor;
+  if (!m.is_llama()) {
+    const ModelSection d;
+    const std::pair<const char*, bool> changed[] = {
+        {"model.kv_heads", m.kv_heads != d.kv_heads},
+        {"model.ffn_hidden", m.ffn_hidden != d.ffn_hidden},
+        {"model.ffn_multiple", m.ffn_multiple != d.ffn_multiple},
+        {"model.rope_theta", m.rope_theta != d.rope_theta},
+        {"model.norm_eps", m.norm_eps != d.norm_eps},
+        {"model.tie_embeddings", m.tie_embeddings != d.tie_embeddings}};
+    for (const auto& [key, differs] : changed)
+      if (differs)
+        fail(key, fmt::format("{} applies to model.arch llama only, but model.arch = gpt2 (gpt2 has multi-head "
+                              "attention, an MLP of 4 x model.hidden, LayerNorm eps 1e-5 and a tied head); set "
+                              "model.arch: llama, or remove the key", key));
+    return;
+  }
+  if (m.heads < 1 || m.hidden % m.heads != 0) return;  // reported with model.hidden
+  const int kv = m.resolved_kv_heads();
+  if (m.heads % kv != 0)
+    fail("model.kv_heads", fmt::format("model.kv_heads = {} must divide model.heads = {} (each key/value head "
+                                       "serves a group of query heads); accepted: a divisor of {}, or 0 for {}",
+                                       m.kv_heads, m.heads, m.heads, m.heads));
+  if ((m.hidden / m.heads) % 2 != 0)
+    fail("model.heads", fmt::format("model.hidden / model.heads = {} / {} = {} must be even for llama (rotary "
+                                    "embeddings turn channel pairs)", m.hidden, m.heads, m.hidden / m.heads));
+  if (tp != kAuto && tp > 0 && kv % tp != 0)
+    fail("parallel.tensor", fmt::format("parallel.tensor = {} must divide the key/value heads model.kv_heads = {} "
+                                        "(each tensor-parallel rank holds whole key/value heads)", tp, kv));
+  if (tp != kAuto && tp > 0 && m.ffn_hidden != 0 && m.ffn_hidden % tp != 0)
+    fail("model.ffn_hidden", fmt::format("model.ffn_hidden = {} must be a multiple of parallel.tensor = {} (the MLP "
+                                         "is split across tensor-parallel ranks)", m.ffn_hidden, tp));
+}
+
+}  // namespace
+
 std::vector<Problem> cross_field_problems(const JobSpec& s) {
   std::vector<Problem> out;
   auto fail = [&](const char* key, std::string message) { out.push_back({key, std::move(message)}); };
@@ -20,6 +64,7 @@ std::vector<Problem> cross_field_problems(const JobSpec& s) {
   if (p.tensor != kAuto && p.tensor > 0 && m.heads % p.tensor != 0)
     fail("parallel.tensor", fmt::format("model.heads = {} must be divisible by parallel.tensor = {} "
                                         "(each tensor-parallel rank holds whole heads)", m.heads, p.tensor));
+  model_arch_problems(s, fail);
   if (p.pipeline != kAuto && p.pipeline > m.layers)
     fail("parallel.pipeline", fmt::format("parallel.pipeline = {} exceeds model.layers = {}: every stage needs "
                                           "at least one layer", p.pipeline, m.layers));
@@ -77,6 +122,12 @@ void validate(LoadedSpec& loaded, const std::string& source, std::vector<ConfigI
     from.derived_from = "parallel.partition";
     loaded.origin["parallel.pipeline"] = from;
   }
+  if (!s.checkpoint.init_from.empty() && s.checkpoint.resume == ResumeMode::kPath)
+    fail("checkpoint.init_from",
+         fmt::format("checkpoint.init_from = {} starts a fresh run from a Hugging Face checkpoint, but {} names a "
+                     "checkpoint to continue; accepted: one of them (checkpoint.resume auto resumes when a checkpoint "
+                     "exists and starts from checkpoint.init_from otherwise)",
+                     s.checkpoint.init_from, value_of("checkpoint.resume", s.checkpoint.resume_path)));
   if (s.checkpoint.weights_only && s.checkpoint.resume == ResumeMode::kNone)
     fail("checkpoint.weights_only",
          fmt::format("checkpoint.weights_only = true needs a checkpoint to load, but {}; accepted: checkpoint.resume "

@@ -28,6 +28,12 @@ std::unique_ptr<Tokenizer> make_bpe(BpeSpec spec, const std::string& path) {
   }
 }
 
+std::unique_ptr<Tokenizer> with_source(std::unique_ptr<Tokenizer> t, std::string prefix,
+                                       std::vector<std::string> files, std::string entry) {
+  t->set_source({std::move(prefix), std::move(files), std::move(entry)});
+  return t;
+}
+
 // The file beside `path` called `name`; UserError when it is missing.
 std::string partner(const fs::path& path, const char* name, const char* role) {
   const fs::path p = path.parent_path() / name;
@@ -53,25 +59,31 @@ std::unique_ptr<Tokenizer> load_builtin(const BuiltinEncoding& enc, const std::s
   std::error_code ec;
   if (enc.name == "gpt2" && fs::is_directory(path, ec)) {
     for (const auto& [vocab, merges] : {std::pair{"encoder.json", "vocab.bpe"}, std::pair{"vocab.json", "merges.txt"}})
-      if (fs::exists(fs::path(path) / vocab))
-        return make_bpe(read_gpt2_as_tiktoken((fs::path(path) / vocab).string(), partner(fs::path(path) / vocab, merges,
-                                                                                           "the GPT-2 vocabulary")),
-                        path);
+      if (fs::exists(fs::path(path) / vocab)) {
+        const std::string v = (fs::path(path) / vocab).string(), m = partner(fs::path(path) / vocab, merges,
+                                                                             "the GPT-2 vocabulary");
+        return with_source(make_bpe(read_gpt2_as_tiktoken(v, m), path), "gpt2:", {v, m}, ".");
+      }
     throw UserError(fmt::format("{}: holds neither encoder.json + vocab.bpe nor vocab.json + merges.txt (gpt2 reads "
                                 "GPT-2's files or gpt2.tiktoken)", path));
   }
-  return make_bpe(read_tiktoken_file(path, enc), path);
+  return with_source(make_bpe(read_tiktoken_file(path, enc), path), enc.name + ":", {path},
+                     fs::path(path).filename().string());
 }
 
 std::unique_ptr<Tokenizer> load_file(const fs::path& p) {
   const std::string path = p.string(), name = p.filename().string(), ext = p.extension().string();
-  if (name == "vocab.json" || name == "encoder.json")
-    return make_bpe(read_gpt2_files(path, partner(p, name == "vocab.json" ? "merges.txt" : "vocab.bpe",
-                                                  "the GPT-2 vocabulary")), path);
-  if (name == "merges.txt" || name == "vocab.bpe")
-    return make_bpe(read_gpt2_files(partner(p, name == "merges.txt" ? "vocab.json" : "encoder.json",
-                                            "the GPT-2 merges file"), path), path);
-  if (ext == ".json") return make_bpe(read_hf_tokenizer_json(path), path);
+  if (name == "vocab.json" || name == "encoder.json" || name == "merges.txt" || name == "vocab.bpe") {
+    const bool hf_names = name == "vocab.json" || name == "merges.txt";
+    const bool is_vocab = name == "vocab.json" || name == "encoder.json";
+    const std::string vocab = is_vocab ? path : partner(p, hf_names ? "vocab.json" : "encoder.json",
+                                                        "the GPT-2 merges file");
+    const std::string merges = is_vocab ? partner(p, hf_names ? "merges.txt" : "vocab.bpe", "the GPT-2 vocabulary")
+                                        : path;
+    return with_source(make_bpe(read_gpt2_files(vocab, merges), path), "", {vocab, merges},
+                       fs::path(vocab).filename().string());
+  }
+  if (ext == ".json") return with_source(make_bpe(read_hf_tokenizer_json(path), path), "", {path}, name);
   if (ext == ".tiktoken") {
     const BuiltinEncoding* enc = find_builtin(p.stem().string());
     if (!enc)
@@ -82,7 +94,7 @@ std::unique_ptr<Tokenizer> load_file(const fs::path& p) {
   }
   if (ext == ".model") {
     if (looks_like_rank_file(path)) return load_builtin(*find_builtin("llama3"), path);
-    return load_sentencepiece(path);
+    return with_source(load_sentencepiece(path), "", {path}, name);
   }
   throw UserError(fmt::format("{}: not a tokenizer file holmes-train recognises by its name; {}", path, accepted()));
 }
@@ -99,7 +111,7 @@ std::unique_ptr<Tokenizer> load_folder(const fs::path& dir) {
 }  // namespace
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& spec) {
-  if (spec == "bytes") return make_bytes_tokenizer();
+  if (spec == "bytes") return with_source(make_bytes_tokenizer(), "", {}, "bytes");
   const size_t colon = spec.find(':');
   if (colon != std::string::npos) {
     if (const BuiltinEncoding* enc = find_builtin(spec.substr(0, colon))) {

@@ -44,6 +44,14 @@ class Encoder {
                               std::vector<Boundary>* bounds) = 0;
 };
 
+// Where a tokenizer was read from, so it can be copied and read again (saved.hpp): the spec
+// that loads the copy is `prefix` + the copy folder + "/" + `entry` ("." = the folder).
+struct TokenizerSource {
+  std::string prefix;               // "cl100k_base:" for built-in encodings; "" otherwise
+  std::vector<std::string> files;   // the files read (none for "bytes")
+  std::string entry;                // the file the spec names, "." for a folder, or "bytes"
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -69,6 +77,12 @@ class Tokenizer {
   std::vector<uint32_t> encode(std::string_view text, bool allow_special = false) const;
   std::string describe() const;  // name, ids, document token, hash: one line for logs
   std::string token_text(uint32_t id) const;
+
+  const TokenizerSource& source() const { return source_; }
+  void set_source(TokenizerSource s) { source_ = std::move(s); }
+
+ private:
+  TokenizerSource source_;
 };
 
 std::string hash_hex(uint64_t h);

@@ -220,8 +220,7 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
   const plan::Plan& p = rt.plan;
   const plan::RankInfo& me = p.ranks.at(rt.rank);
   const plan::Stage& stage = p.stages.at(me.pp);
-  const plan::GptShape shape{spec.model.layers, spec.model.hidden, spec.model.heads, spec.model.vocab_size,
-                             spec.model.max_seq_len};
+  const plan::GptShape shape = plan::shape_of(spec.model);
   const double tokens = double(spec.train.micro_batch) * spec.train.seq_len * p.micro_batches;
   const double flops = plan::stage_train_flops(shape, stage.num_layers, stage.lm_head, p.tp, spec.train.seq_len, tokens);
   const double params = p.memory.at(rt.rank).params / sizeof(float);  // CPU: fp32 weights

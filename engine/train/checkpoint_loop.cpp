@@ -1,4 +1,6 @@
 #include "engine/train/checkpoint_loop.hpp"
+
+#include "engine/checkpoint/hf_format.hpp"
 #include "engine/spec/run_paths.hpp"
 
 #include <fmt/format.h>
@@ -41,7 +43,36 @@ void trim_metrics_for_resume(const spec::JobSpec& spec, int64_t step) {
     throw std::runtime_error(fmt::format("{}: cannot rewrite the metrics file for the resumed run", path));
 }
 
+// checkpoint.resume resolved alone (find_resume_point adds the init_from check).
+ResumePoint find_checkpoint_to_resume(const spec::JobSpec& spec);
+
+namespace {
+
+// checkpoint.init_from's config.json against the job's model: a UserError naming every key
+// that differs, before anything is written.
+void check_init_from(const spec::JobSpec& spec) {
+  const std::string& dir = spec.checkpoint.init_from;
+  if (dir.empty()) return;
+  if (!checkpoint::is_hf_folder(dir))
+    throw UserError(fmt::format("checkpoint.init_from (--init-from) {}: not a Hugging Face checkpoint folder; accepted: "
+                                "a folder with {} and {} (or {} and its shards)", dir, checkpoint::kHfConfigFile,
+                                checkpoint::kSafetensorsFile, checkpoint::kSafetensorsIndexFile));
+  const std::string diffs = checkpoint::hf_config_differences(checkpoint::read_hf_config(dir),
+                                                              parallel::gpt_config_of(spec));
+  if (!diffs.empty())
+    throw UserError(fmt::format("checkpoint.init_from (--init-from) {}: the checkpoint is another model than the job's: "
+                                "{}; set the job's model.* to the checkpoint's", dir, diffs));
+}
+
+}  // namespace
+
 ResumePoint find_resume_point(const spec::JobSpec& spec) {
+  ResumePoint r = find_checkpoint_to_resume(spec);
+  if (!r.checkpoint) check_init_from(spec);
+  return r;
+}
+
+ResumePoint find_checkpoint_to_resume(const spec::JobSpec& spec) {
   const auto& c = spec.checkpoint;
   ResumePoint r;
   if (c.resume == spec::ResumeMode::kNone) return r;
@@ -100,7 +131,8 @@ void check_outputs(const spec::JobSpec& spec, bool first) {
   if (first) claim_for(spec, resume);
 }
 
-OutputClaim claim_output(const spec::JobSpec& spec, const LoopContext& ctx) {
+OutputClaim claim_output(const spec::JobSpec& spec, const LoopContext& ctx,
+                         const std::function<void(const ResumePoint&)>& check_resume) {
   // Each rank's problem (rank 0: or its verdict "ok <run id>"), so that every rank stops alike.
   const bool first = ctx.rank == 0;
   OutputClaim out;
@@ -111,6 +143,7 @@ OutputClaim claim_output(const spec::JobSpec& spec, const LoopContext& ctx) {
     // The lock before anything of the folder is read: a live writer may be saving or pruning.
     if (first) out.lock = checkpoint::WriterLock::take(spec.job.output_dir, spec.job.name);
     out.resume = find_resume_point(spec);
+    if (check_resume) check_resume(out.resume);
     if (first) {
       claim = claim_for(spec, out.resume);
       mine = "ok " + claim.run_id;
@@ -173,6 +206,26 @@ int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, 
   return info.step;
 }
 
+void load_init_from(const spec::JobSpec& spec, const ResumePoint& resume, parallel::StepRunner& runner,
+                    const LoopContext& ctx) {
+  const std::string& dir = spec.checkpoint.init_from;
+  if (dir.empty()) return;
+  if (resume.checkpoint) {
+    if (ctx.rank == 0)
+      fmt::print("init-from: not loading {}: the run resumes {}\n", dir, resume.checkpoint->dir);
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const checkpoint::SafetensorsReader in(dir);
+  checkpoint::ShardState st = runner.shard_state();
+  checkpoint::load_hf_shard(in, *st.config, {st.params, st.layout->size()});
+  runner.upload_shard_state();
+  if (ctx.rank == 0)
+    fmt::print("init-from: started from the weights of the Hugging Face checkpoint {} ({} safetensors file(s); "
+               "loaded in {:.2f} s)\n", dir, in.files(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
 // A save in flight: its writer thread over the saver's copy of the shard.
 struct CheckpointSaver::Pending {
   checkpoint::SaveContext ctx;
@@ -182,8 +235,9 @@ struct CheckpointSaver::Pending {
   double write_s = 0;  // the writer thread's time
 };
 
-CheckpointSaver::CheckpointSaver(const spec::JobSpec& spec, const LoopContext& ctx, std::string run_id)
-    : spec_(spec), ctx_(ctx), run_id_(std::move(run_id)) {}
+CheckpointSaver::CheckpointSaver(const spec::JobSpec& spec, const LoopContext& ctx, std::string run_id,
+                                 checkpoint::RunTokenizer tokenizer)
+    : spec_(spec), ctx_(ctx), run_id_(std::move(run_id)), tokenizer_(std::move(tokenizer)) {}
 
 CheckpointSaver::~CheckpointSaver() {
   if (pending_ && pending_->file.valid()) pending_->file.wait();
@@ -212,6 +266,7 @@ checkpoint::SaveContext CheckpointSaver::context(const parallel::StepRunner& run
   c.job_spec_text = spec_text_;
   c.plan_text = ctx_.plan_text.empty() ? "single process: tp1 x pp1 x dp1" : ctx_.plan_text;
   c.plan_hash = ctx_.plan_hash;
+  c.tokenizer = tokenizer_;
   c.keep = spec_.checkpoint.keep;
   // Ranks reach a commit within a step of each other; the collective time-out bounds the wait.
   c.timeout_s = std::max(spec_.cluster.timeout_s, 60.0);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,8 @@ struct ResumePoint {
   std::vector<std::string> skipped;          // incomplete step folders newer than it
   bool auto_found_none = false;              // resume: auto found no complete checkpoint
 };
+// With checkpoint.init_from and no checkpoint to resume, also checks that folder's config.json
+// describes the job's model (UserError naming both values of each key that differs).
 ResumePoint find_resume_point(const spec::JobSpec& spec);
 
 // Before anything is written, on every rank: checks the output folders are writable (each
@@ -43,7 +46,10 @@ struct OutputClaim {
   ResumePoint resume;
   checkpoint::WriterLock lock;  // rank 0: held until this is destroyed (the end of the run)
 };
-OutputClaim claim_output(const spec::JobSpec& spec, const LoopContext& ctx);
+// `check_resume` (optional) sees the resume point first, on every rank: a UserError from it
+// stops the job like the other checks.
+OutputClaim claim_output(const spec::JobSpec& spec, const LoopContext& ctx,
+                         const std::function<void(const ResumePoint&)>& check_resume = {});
 // The checks of claim_output in one process, reading only (the local launcher runs them
 // before it spawns workers): the folders are writable (`first`: job.output_dir too) and, for
 // `first`, no live process writes job.output_dir and the claim this run would make holds.
@@ -56,6 +62,10 @@ void check_outputs(const spec::JobSpec& spec, bool first);
 // says which checkpoint it took and which incomplete ones it skipped.
 int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, parallel::StepRunner& runner,
                           const LoopContext& ctx);
+// checkpoint.init_from on a fresh run (no checkpoint resumed): every rank reads its shard of
+// the Hugging Face folder's weights into the runner (rank 0 says so); a resumed run ignores it.
+void load_init_from(const spec::JobSpec& spec, const ResumePoint& resume, parallel::StepRunner& runner,
+                    const LoopContext& ctx);
 
 // Saves checkpoints of one run, each step at most once. A save copies the shard (params and
 // owned moments) and writes it on a background thread while the next step trains; it is
@@ -64,7 +74,8 @@ int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, 
 // write the step did not hide, and the commit.
 class CheckpointSaver {
  public:
-  CheckpointSaver(const spec::JobSpec& spec, const LoopContext& ctx, std::string run_id);
+  CheckpointSaver(const spec::JobSpec& spec, const LoopContext& ctx, std::string run_id,
+                  checkpoint::RunTokenizer tokenizer = {});
   ~CheckpointSaver();  // waits for a write in flight (a crash leaves the previous checkpoint)
   // After `done` steps: commits the save started after the previous step, and starts one
   // when checkpoint.interval divides `done` (checkpoint.background_write false, or `last`:
@@ -85,6 +96,7 @@ class CheckpointSaver {
   const spec::JobSpec& spec_;
   const LoopContext& ctx_;
   const std::string run_id_;
+  const checkpoint::RunTokenizer tokenizer_;
   int64_t last_saved_ = -1;
   std::string spec_text_;
   std::unique_ptr<Pending> pending_;

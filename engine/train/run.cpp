@@ -18,6 +18,7 @@
 #include "engine/topo/gpu_peaks.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/train/checkpoint_loop.hpp"
+#include "engine/train/run_tokenizer.hpp"
 #include "engine/runtime/cluster_view.hpp"
 #include "engine/train/metrics.hpp"
 #include "engine/checkpoint/model_file.hpp"
@@ -112,10 +113,14 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   const bool logger = ctx.rank == 0;
   launch::install_stop_signal_handlers();
   // Before the log opens its files: a bad checkpoint, an unwritable folder, another run in
-  // job.output_dir or a live process writing it stops the job with nothing overwritten.
-  const OutputClaim output = claim_output(spec, ctx);  // rank 0 holds the writer lock until the end
+  // job.output_dir, a live process writing it or a checkpoint trained on another tokenizer's
+  // data stops the job with nothing overwritten.
+  const OutputClaim output = claim_output(  // rank 0 holds the writer lock until the end
+      spec, ctx, [&](const ResumePoint& resume) { check_resume_tokenizer(resume.checkpoint, data); });
+  if (logger) keep_run_tokenizer(spec, data);
   const int64_t start = load_resume_point(spec, output.resume, trainer, ctx);
-  CheckpointSaver saver(spec, ctx, output.run_id);
+  load_init_from(spec, output.resume, trainer, ctx);
+  CheckpointSaver saver(spec, ctx, output.run_id, run_tokenizer_of(data));
   auto max_over_ranks = [&](std::vector<double> v) {
     return ctx.max_over_ranks ? ctx.max_over_ranks(std::move(v)) : v;
   };

@@ -32,11 +32,9 @@ void TrainLog::header(const parallel::StepRunner& trainer, const std::string& da
              trainer.kernels_name(), spec_.job.output_dir);
   fmt::print("numerics: {}\n", trainer.numerics());
   // The whole model (not this rank's shard), with the vocabulary padded as the job pads it.
-  model::GptConfig whole = model::GptConfig::gpt2(g.layers, g.hidden, g.heads, g.vocab, g.max_seq_len);
-  whole.padded_vocab = g.padded_vocab;
-  whole.finalize();
-  fmt::print("model: GPT-2 L={} C={} NH={} V={} (padded {}), {} parameters ({} in memory)\n", g.layers, g.hidden,
-             g.heads, g.vocab, g.padded_vocab, human_count(static_cast<double>(model::full_model_params(whole))),
+  const model::GptConfig whole = g.global();
+  fmt::print("model: {}, {} parameters ({} in memory)\n", whole.describe(),
+             human_count(static_cast<double>(model::full_model_params(whole))),
              human_count(static_cast<double>(model::ParamLayout(whole).size())));
   fmt::print("{}\n", data_description);
   if (floor_) fmt::print("entropy floor: {:.4f} nats/token (exact entropy rate of the synthetic source)\n", *floor_);

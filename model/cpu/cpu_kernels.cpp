@@ -35,14 +35,34 @@ class CpuKernels final : public Kernels {
                        const float* w, int N, int C, int OC) override {
     cpu::matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC);
   }
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
-                         int NH) override {
-    cpu::attention_forward(out, att, qkv, B, T, C, NH);
+  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, int N, int C,
+                       float eps) override {
+    cpu::rmsnorm_forward(out, rstd, inp, w, N, C, eps);
+  }
+  void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                        const float* rstd, int N, int C) override {
+    cpu::rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C);
+  }
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH,
+                         int KVH) override {
+    cpu::attention_forward(out, att, qkv, B, T, C, NH, KVH);
   }
   void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                          const float* /*out*/, const float* att, int B, int T, int C,
-                          int NH) override {
-    cpu::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
+                          const float* /*out*/, const float* att, int B, int T, int C, int NH,
+                          int KVH) override {
+    cpu::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH, KVH);
+  }
+  void rope_forward(float* out, const float* inp, const float* cos_sin, int B, int T, int H, int HS,
+                    int stride) override {
+    cpu::rope_forward(out, inp, cos_sin, B, T, H, HS, stride);
+  }
+  void rope_backward(float* dinp, const float* dout, const float* cos_sin, int B, int T, int H, int HS,
+                     int stride) override {
+    cpu::rope_backward(dinp, dout, cos_sin, B, T, H, HS, stride);
+  }
+  void swiglu_forward(float* out, const float* inp, int N, int F) override { cpu::swiglu_forward(out, inp, N, F); }
+  void swiglu_backward(float* dinp, const float* inp, const float* dout, int N, int F) override {
+    cpu::swiglu_backward(dinp, inp, dout, N, F);
   }
   void gelu_forward(float* out, const float* inp, size_t n) override { cpu::gelu_forward(out, inp, n); }
   void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override {

@@ -1,7 +1,7 @@
 // The CPU ops as free functions (argument conventions of model/kernels.hpp); CpuKernels in
 // cpu_kernels.cpp forwards to them. One file per op family, named as its CUDA twin in cuda/:
 // matmul, layernorm, attention, pointwise (GELU, residual), vocab (embedding, cross-entropy),
-// optimizer (AdamW, sum of squares, mean, scale).
+// optimizer (AdamW, sum of squares, mean, scale), and Llama's rmsnorm, rope, swiglu.
 #pragma once
 
 #include <cstddef>
@@ -20,9 +20,20 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
                         const float* inp, const float* weight, const float* mean, const float* rstd,
                         int N, int C);
 
-void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH);
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C,
+                     float eps);
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                      const float* weight, const float* rstd, int N, int C);
+
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH, int KVH);
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                        const float* att, int B, int T, int C, int NH);
+                        const float* att, int B, int T, int C, int NH, int KVH);
+void rope_forward(float* out, const float* inp, const float* cos_sin, int B, int T, int H, int HS,
+                  int stride);
+void rope_backward(float* dinp, const float* dout, const float* cos_sin, int B, int T, int H, int HS,
+                   int stride);
+void swiglu_forward(float* out, const float* inp, int N, int F);
+void swiglu_backward(float* dinp, const float* inp, const float* dout, int N, int F);
 
 void embedding_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B,
                        int T, int C, int vocab_begin, int Vl);

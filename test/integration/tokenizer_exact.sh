@@ -87,6 +87,19 @@ for f in corpus torture; do
   encode "gpt2 encoder.json + vocab.bpe, merges' rules, $f" gpt2/encoder.json $f.gpt2.txt $f.gpt2.ref
   encode "gpt2 tokenizer.json $f" gpt2/tokenizer.json $f.gpt2.txt $f.gpt2.ref
 done
+# prepare-data itself (threads, 32 MB windows, the 32-bit file): <|endoftext|> + tiktoken's tokens.
+"$bin" prepare-data --input corpus.cl100k.txt --out corpus.bin --tokenizer cl100k_base:cl100k_base.tiktoken \
+  --threads 2 > /dev/null
+python3 - corpus.bin corpus.cl100k.ref prep.ref prep.tok <<'PY'
+import struct, sys
+data, ref = open(sys.argv[1], "rb").read(), open(sys.argv[2], "rb").read()
+magic, version, count = struct.unpack("<3i", data[:12])
+assert (magic, version) == (20240801, 7), (magic, version)
+open(sys.argv[3], "wb").write(struct.pack("<I", 100257) + ref)
+open(sys.argv[4], "wb").write(data[1024:1024 + 4 * count])
+PY
+same "prepare-data cl100k_base corpus (end-of-text + tiktoken's tokens)" prep.ref prep.tok
+
 for f in part torture; do
   node "$ref" hf gpt2/tokenizer.json $f.txt $f.hfgpt2.ref $f.hfgpt2.txt
   encode "Hugging Face gpt2 tokenizer.json $f" gpt2/tokenizer.json $f.hfgpt2.txt $f.hfgpt2.ref --allow-special

@@ -26,6 +26,12 @@ inline void narrow(bf16* out, const std::vector<float>& v) {
   for (size_t i = 0; i < v.size(); ++i) out[i] = float_to_bf16(v[i]);
 }
 
+// The first `cols` values of each of `rows` rows `stride` apart, rounded into out.
+inline void narrow_heads(bf16* out, const std::vector<float>& v, int rows, int cols, int stride) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) out[size_t(r) * stride + c] = float_to_bf16(v[size_t(r) * stride + c]);
+}
+
 // The CPU kernels, plus bf16 overloads that store in bf16 and compute in fp32.
 class EmulatedBf16 final : public Kernels {
  public:
@@ -55,12 +61,29 @@ class EmulatedBf16 final : public Kernels {
                        int OC) override {
     k_.matmul_backward(di, dw, db, d, i, w, N, C, OC);
   }
-  void attention_forward(float* o, float* a, const float* q, int B, int T, int C, int NH) override {
-    k_.attention_forward(o, a, q, B, T, C, NH);
+  void attention_forward(float* o, float* a, const float* q, int B, int T, int C, int NH, int KVH) override {
+    k_.attention_forward(o, a, q, B, T, C, NH, KVH);
   }
   void attention_backward(float* dq, float* s, const float* d, const float* q, const float* o, const float* a, int B,
-                          int T, int C, int NH) override {
-    k_.attention_backward(dq, s, d, q, o, a, B, T, C, NH);
+                          int T, int C, int NH, int KVH) override {
+    k_.attention_backward(dq, s, d, q, o, a, B, T, C, NH, KVH);
+  }
+  void rmsnorm_forward(float* o, float* r, const float* i, const float* w, int N, int C, float eps) override {
+    k_.rmsnorm_forward(o, r, i, w, N, C, eps);
+  }
+  void rmsnorm_backward(float* di, float* dw, const float* d, const float* i, const float* w, const float* r, int N,
+                        int C) override {
+    k_.rmsnorm_backward(di, dw, d, i, w, r, N, C);
+  }
+  void rope_forward(float* o, const float* i, const float* cs, int B, int T, int H, int HS, int st) override {
+    k_.rope_forward(o, i, cs, B, T, H, HS, st);
+  }
+  void rope_backward(float* di, const float* d, const float* cs, int B, int T, int H, int HS, int st) override {
+    k_.rope_backward(di, d, cs, B, T, H, HS, st);
+  }
+  void swiglu_forward(float* o, const float* i, int N, int F) override { k_.swiglu_forward(o, i, N, F); }
+  void swiglu_backward(float* di, const float* i, const float* d, int N, int F) override {
+    k_.swiglu_backward(di, i, d, N, F);
   }
   void gelu_forward(float* o, const float* i, size_t n) override { k_.gelu_forward(o, i, n); }
   void gelu_backward(float* di, const float* i, const float* d, size_t n) override { k_.gelu_backward(di, i, d, n); }
@@ -142,21 +165,66 @@ class EmulatedBf16 final : public Kernels {
     k_.matmul_backward(dinp ? di.data() : nullptr, dw, db, d.data(), i.data(), ww.data(), N, C, OC);
     if (dinp) narrow(dinp, di);
   }
-  void attention_forward(bf16* out, float* att, const bf16* qkv, int B, int T, int C, int NH) override {
+  // qkv rows hold (NH + 2 KVH) heads of C / NH channels.
+  static size_t qkv_size(int B, int T, int C, int NH, int KVH) { return size_t(B) * T * (NH + 2 * KVH) * (C / NH); }
+  void attention_forward(bf16* out, float* att, const bf16* qkv, int B, int T, int C, int NH, int KVH) override {
     ++bf16_calls;
     std::vector<float> o(size_t(B) * T * C);
-    const auto q = wide(qkv, size_t(B) * T * 3 * C);
-    k_.attention_forward(o.data(), att, q.data(), B, T, C, NH);
+    const auto q = wide(qkv, qkv_size(B, T, C, NH, KVH));
+    k_.attention_forward(o.data(), att, q.data(), B, T, C, NH, KVH);
     narrow(out, o);
   }
   void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
-                          const float* att, int B, int T, int C, int NH) override {
+                          const float* att, int B, int T, int C, int NH, int KVH) override {
     ++bf16_calls;
-    const size_t n = size_t(B) * T * C;
-    std::vector<float> dq(3 * n);
-    const auto d = wide(dout, n), q = wide(qkv, 3 * n), o = wide(out, n);
-    k_.attention_backward(dq.data(), scratch, d.data(), q.data(), o.data(), att, B, T, C, NH);
+    const size_t n = size_t(B) * T * C, nq = qkv_size(B, T, C, NH, KVH);
+    std::vector<float> dq(nq);
+    const auto d = wide(dout, n), q = wide(qkv, nq), o = wide(out, n);
+    k_.attention_backward(dq.data(), scratch, d.data(), q.data(), o.data(), att, B, T, C, NH, KVH);
     narrow(dqkv, dq);
+  }
+  void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* w, int N, int C, float eps) override {
+    ++bf16_calls;
+    std::vector<float> o(size_t(N) * C);
+    const auto i = wide(inp, o.size()), ww = wide(w, C);
+    k_.rmsnorm_forward(o.data(), rstd, i.data(), ww.data(), N, C, eps);
+    narrow(out, o);
+  }
+  void rmsnorm_backward(bf16* dinp, float* dw, const bf16* dout, const bf16* inp, const bf16* w, const float* rstd,
+                        int N, int C) override {
+    ++bf16_calls;
+    const size_t n = size_t(N) * C;
+    auto di = wide(dinp, n);  // accumulates
+    const auto d = wide(dout, n), i = wide(inp, n), ww = wide(w, C);
+    k_.rmsnorm_backward(di.data(), dw, d.data(), i.data(), ww.data(), rstd, N, C);
+    narrow(dinp, di);
+  }
+  // rope works in place on the rows (B*T of `stride`): widen them all, rotate, round back.
+  void rope_forward(bf16* out, const bf16* inp, const float* cs, int B, int T, int H, int HS, int st) override {
+    ++bf16_calls;
+    auto x = wide(inp, size_t(B) * T * st);
+    k_.rope_forward(x.data(), x.data(), cs, B, T, H, HS, st);
+    narrow_heads(out, x, B * T, H * HS, st);
+  }
+  void rope_backward(bf16* dinp, const bf16* dout, const float* cs, int B, int T, int H, int HS, int st) override {
+    ++bf16_calls;
+    auto x = wide(dout, size_t(B) * T * st);
+    k_.rope_backward(x.data(), x.data(), cs, B, T, H, HS, st);
+    narrow_heads(dinp, x, B * T, H * HS, st);
+  }
+  void swiglu_forward(bf16* out, const bf16* inp, int N, int F) override {
+    ++bf16_calls;
+    std::vector<float> o(size_t(N) * F);
+    const auto i = wide(inp, 2 * o.size());
+    k_.swiglu_forward(o.data(), i.data(), N, F);
+    narrow(out, o);
+  }
+  void swiglu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int N, int F) override {
+    ++bf16_calls;
+    std::vector<float> di(2 * size_t(N) * F);
+    const auto i = wide(inp, di.size()), d = wide(dout, size_t(N) * F);
+    k_.swiglu_backward(di.data(), i.data(), d.data(), N, F);
+    narrow(dinp, di);
   }
   void gelu_forward(bf16* out, const bf16* inp, size_t n) override {
     ++bf16_calls;

@@ -79,11 +79,21 @@ class Emulator {
     values_[uid] = std::move(v);
   }
 
-  // An input's value at output index x, broadcasting its dimensions of size 1.
-  double at(std::int64_t uid, const Index& x) {
+  // An input's value at index x of an index space `space` (the output's dims): dimensions of
+  // size 1 broadcast; a dimension that divides the space's (K, V with fewer heads than Q)
+  // broadcasts in groups: index i reads i / (space / size), as cuDNN's grouped-query
+  // attention (and Hugging Face's repeat_kv) pair query head h with key/value head h / G.
+  double at(std::int64_t uid, const Index& x, const Dims4& space) {
     const Dims4& d = info_.at(uid).dims;
     Index y{};
-    for (int a = 0; a < 4; ++a) y[a] = d[a] == 1 ? 0 : x[a];
+    for (int a = 0; a < 4; ++a) {
+      if (d[a] == 1 || d[a] == space[a]) {
+        y[a] = d[a] == 1 ? 0 : x[a];
+      } else {
+        REQUIRE(space[a] % d[a] == 0);
+        y[a] = x[a] / (space[a] / d[a]);
+      }
+    }
     return value(uid)[((y[0] * d[1] + y[1]) * d[2] + y[2]) * d[3] + y[3]];
   }
 
@@ -101,10 +111,11 @@ class Emulator {
         REQUIRE((max || op.mode == CUDNN_REDUCE_TENSOR_ADD));
         std::fill(v.begin(), v.end(), max ? -INFINITY : 0.0);
         for (std::int64_t i = 0; i < count_of(in); ++i) {
+          // Into a dimension of size 1: everything; into a smaller one: groups of in / out.
           Index x = unflatten(i, in), y{};
-          for (int a = 0; a < 4; ++a) y[a] = out[a] == 1 ? 0 : x[a];
+          for (int a = 0; a < 4; ++a) y[a] = out[a] == 1 ? 0 : x[a] / (in[a] / out[a]);
           double& r = v[((y[0] * out[1] + y[1]) * out[2] + y[2]) * out[3] + y[3]];
-          const double s = at(op.in[0], x);
+          const double s = at(op.in[0], x, in);
           r = max ? std::max(r, s) : r + s;
         }
         break;
@@ -112,11 +123,13 @@ class Emulator {
       case GraphOpInfo::kMatmul: {
         const std::int64_t K = info_.at(op.in[0]).dims[3];
         REQUIRE(info_.at(op.in[1]).dims[2] == K);
+        // The operands' index spaces: the output's batch dims, [M, K] and [K, N].
+        const Dims4 a_space{out[0], out[1], out[2], K}, b_space{out[0], out[1], K, out[3]};
         for (std::int64_t i = 0; i < std::int64_t(v.size()); ++i) {
           const Index x = unflatten(i, out);
           double acc = 0;
           for (std::int64_t k = 0; k < K; ++k)
-            acc += at(op.in[0], {x[0], x[1], x[2], k}) * at(op.in[1], {x[0], x[1], k, x[3]});
+            acc += at(op.in[0], {x[0], x[1], x[2], k}, a_space) * at(op.in[1], {x[0], x[1], k, x[3]}, b_space);
           v[i] = acc;
         }
         break;
@@ -149,7 +162,7 @@ class Emulator {
   }
 
   double pointwise(const GraphOpInfo& op, const Index& x) {
-    auto in = [&](int k) { return at(op.in.at(k), x); };
+    auto in = [&](int k) { return at(op.in.at(k), x, info_.at(op.out).dims); };
     switch (op.mode) {
       case CUDNN_POINTWISE_ADD: return in(0) + in(1);
       case CUDNN_POINTWISE_SUB: return in(0) - in(1);
@@ -183,29 +196,35 @@ double max_error(const std::vector<double>& got, const std::vector<float>& want)
 
 }  // namespace
 
-TEST_CASE("the cuDNN attention graphs compute causal attention and its gradients (host model)",
-          "[cuda][attention]") {
-  REQUIRE(cudnn_available());
-  const int B = 2, T = 7, C = 32, NH = 2, HS = C / NH;
-  const std::size_t n_qkv = std::size_t(B) * T * 3 * C, n_out = std::size_t(B) * T * C;
+namespace {
+
+// Both graphs of one shape through the emulator against the CPU twin: the forward's output and
+// statistics, then every backward form's dQ, dK, dV (written in place into a qkv-shaped
+// buffer). Rows of qkv are [q NH heads | k KVH heads | v KVH heads] of HS channels.
+void check_graphs(int B, int T, int NH, int KVH, int HS) {
+  INFO("B=" << B << " T=" << T << " NH=" << NH << " KVH=" << KVH << " HS=" << HS);
+  const int C = NH * HS, W = (NH + 2 * KVH) * HS, G = NH / KVH;
+  const int k_at = C, v_at = C + KVH * HS;
+  const std::size_t n_qkv = std::size_t(B) * T * W, n_out = std::size_t(B) * T * C;
   const auto qkv32 = holmes::cuda::test::random_floats(n_qkv, 11, -2.f, 2.f);
   const auto dout32 = holmes::cuda::test::random_floats(n_out, 12);
   std::vector<float> out(n_out), att(std::size_t(B) * NH * T * T), scratch(att.size()),
       dqkv(n_qkv);
-  holmes::model::cpu::attention_forward(out.data(), att.data(), qkv32.data(), B, T, C, NH);
+  holmes::model::cpu::attention_forward(out.data(), att.data(), qkv32.data(), B, T, C, NH, KVH);
   holmes::model::cpu::attention_backward(dqkv.data(), scratch.data(), dout32.data(),
-                                         qkv32.data(), att.data(), B, T, C, NH);
+                                         qkv32.data(), att.data(), B, T, C, NH, KVH);
   // The statistics the backward reads: log-sum-exp of each row's scaled, masked scores.
   std::vector<float> lse(std::size_t(B) * NH * T);
+  std::vector<double> s(T);
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < NH; ++h)
       for (int t = 0; t < T; ++t) {
-        double s[T], mx = -INFINITY, sum = 0;
+        double mx = -INFINITY, sum = 0;
         for (int j = 0; j <= t; ++j) {
           s[j] = 0;
           for (int d = 0; d < HS; ++d)
-            s[j] += double(qkv32[(b * T + t) * 3 * C + h * HS + d]) *
-                    qkv32[(b * T + j) * 3 * C + C + h * HS + d];
+            s[j] += double(qkv32[(b * T + t) * W + h * HS + d]) *
+                    qkv32[(b * T + j) * W + k_at + (h / G) * HS + d];
           s[j] /= std::sqrt(double(HS));
           mx = std::max(mx, s[j]);
         }
@@ -220,12 +239,12 @@ TEST_CASE("the cuDNN attention graphs compute causal attention and its gradients
 
   // Bound tensors in creation order (cudnn_sdpa.cpp): Q, K, V, O, stats, scale, lowest.
   CudnnGraphBuilder fwd;
-  build_sdpa_graph(fwd, false, B, T, C, NH);
+  build_sdpa_graph(fwd, false, B, T, C, NH, KVH);
   const auto& fu = fwd.bound_uids();
   REQUIRE(fu.size() == 7);
   Emulator(fwd, {{fu[0], {&qkv, 0}},
-                 {fu[1], {&qkv, C}},
-                 {fu[2], {&qkv, 2 * C}},
+                 {fu[1], {&qkv, k_at}},
+                 {fu[2], {&qkv, v_at}},
                  {fu[3], {&o, 0}},
                  {fu[4], {&stats, 0}},
                  {fu[5], {&scale, 0}},
@@ -239,18 +258,33 @@ TEST_CASE("the cuDNN attention graphs compute causal attention and its gradients
   for (int form = 0; form < kBackwardForms; ++form) {
     INFO("backward form " << form);
     CudnnGraphBuilder bwd;
-    build_sdpa_graph(bwd, true, B, T, C, NH, form);
+    build_sdpa_graph(bwd, true, B, T, C, NH, KVH, form);
     const auto& bu = bwd.bound_uids();
     REQUIRE(bu.size() >= 12);
     std::fill(dq.begin(), dq.end(), NAN);
-    std::map<std::int64_t, Binding> bind{{bu[0], {&qkv, 0}},     {bu[1], {&qkv, C}},
-                                         {bu[2], {&qkv, 2 * C}}, {bu[3], {&out64, 0}},
+    std::map<std::int64_t, Binding> bind{{bu[0], {&qkv, 0}},     {bu[1], {&qkv, k_at}},
+                                         {bu[2], {&qkv, v_at}},  {bu[3], {&out64, 0}},
                                          {bu[4], {&dout, 0}},    {bu[5], {&stats, 0}},
-                                         {bu[6], {&dq, 0}},      {bu[7], {&dq, C}},
-                                         {bu[8], {&dq, 2 * C}},  {bu[9], {&one, 0}},
+                                         {bu[6], {&dq, 0}},      {bu[7], {&dq, k_at}},
+                                         {bu[8], {&dq, v_at}},   {bu[9], {&one, 0}},
                                          {bu[10], {&scale, 0}},  {bu[11], {&lowest, 0}}};
     if (bu.size() == 13) bind.insert({bu[12], {&sum, 0}});
     Emulator(bwd, bind);
     CHECK(max_error(dq, dqkv) <= 1e-4);
   }
+}
+
+}  // namespace
+
+TEST_CASE("the cuDNN attention graphs compute causal attention and its gradients (host model)",
+          "[cuda][attention]") {
+  REQUIRE(cudnn_available());
+  check_graphs(2, 7, 2, 2, 16);
+}
+
+TEST_CASE("the grouped-query cuDNN attention graphs compute the same as the CPU twin (host model)",
+          "[cuda][attention]") {
+  REQUIRE(cudnn_available());
+  check_graphs(2, 7, 4, 2, 8);  // two query heads per key/value head
+  check_graphs(1, 6, 3, 1, 8);  // multi-query: one key/value head
 }

@@ -1,6 +1,8 @@
 // holmes::cuda::Attention against the CPU twin (model/cpu attention), per method x precision x
-// shape: odd (B=3, T=37, C=80, NH=5: HS=16), aligned (B=2, T=64, C=128, NH=2: HS=64) and a
-// GPT-2 124M layer (B=1, T=1024, C=768, NH=12). Random inputs (bf16: rounded on the host first
+// shape: odd (B=3, T=37, C=80, NH=5: HS=16), aligned (B=2, T=64, C=128, NH=2: HS=64), a
+// GPT-2 124M layer (B=1, T=1024, C=768, NH=12), and grouped-query shapes (KVH < NH): odd with
+// one key/value head (multi-query), aligned with 4 query heads on 2, and a Llama-3-like head
+// layout (NH=8 on KVH=2, HS=64, T=256). Random inputs (bf16: rounded on the host first
 // so the CPU sees the GPU's values), outputs poisoned with NaN before every run, guard regions
 // around out and dqkv checked unchanged, and two backward runs compared bit for bit. Also the
 // state each method keeps: probabilities (exact, fallback) or softmax statistics (cudnn).
@@ -25,9 +27,12 @@ using holmes::model::Precision;
 namespace {
 
 struct Shape {
-  int B, T, C, NH;
+  int B, T, C, NH, KVH;
+  int HS() const { return C / NH; }
+  int W() const { return (NH + 2 * KVH) * HS(); }  // qkv row: [q NH | k KVH | v KVH] heads
 };
-constexpr Shape kShapes[] = {{3, 37, 80, 5}, {2, 64, 128, 2}, {1, 1024, 768, 12}};
+constexpr Shape kShapes[] = {{3, 37, 80, 5, 5},   {2, 64, 128, 2, 2}, {1, 1024, 768, 12, 12},
+                             {3, 37, 80, 5, 1},   {2, 64, 128, 4, 2}, {2, 256, 512, 8, 2}};
 
 constexpr std::size_t kGuard = 256;        // bytes of canary on each side of an output
 constexpr unsigned char kCanary = 0xA5;
@@ -90,17 +95,17 @@ double normalized_error(const std::vector<float>& got, const std::vector<float>&
 
 // Softmax statistics log(sum_j<=t exp(s_j)) of the scaled scores, double on the host.
 std::vector<float> reference_stats(const std::vector<float>& qkv, const Shape& s) {
-  const int HS = s.C / s.NH;
+  const int HS = s.HS(), W = s.W(), G = s.NH / s.KVH;
   const double scale = 1.0 / std::sqrt(double(HS));
   std::vector<float> stats(std::size_t(s.B) * s.NH * s.T);
   std::vector<double> row(s.T);
   for (int b = 0; b < s.B; ++b)
     for (int h = 0; h < s.NH; ++h)
       for (int t = 0; t < s.T; ++t) {
-        const float* q = &qkv[(std::size_t(b) * s.T + t) * 3 * s.C + h * HS];
+        const float* q = &qkv[(std::size_t(b) * s.T + t) * W + h * HS];
         double mx = -INFINITY;
         for (int j = 0; j <= t; ++j) {
-          const float* k = &qkv[(std::size_t(b) * s.T + j) * 3 * s.C + s.C + h * HS];
+          const float* k = &qkv[(std::size_t(b) * s.T + j) * W + s.C + (h / G) * HS];
           double dot = 0;
           for (int d = 0; d < HS; ++d) dot += double(q[d]) * k[d];
           row[j] = dot * scale;
@@ -127,8 +132,8 @@ void check_attention(Attention::Method method, Precision p, const Shape& s) {
   const bool is_bf16 = p == Precision::kBf16;
   const std::size_t elem = is_bf16 ? 2 : 4;
   INFO(name(method) << " " << holmes::model::precision_name(p) << " B=" << s.B << " T=" << s.T
-                    << " C=" << s.C << " NH=" << s.NH);
-  const std::size_t n_qkv = std::size_t(s.B) * s.T * 3 * s.C, n_out = std::size_t(s.B) * s.T * s.C;
+                    << " C=" << s.C << " NH=" << s.NH << " KVH=" << s.KVH);
+  const std::size_t n_qkv = std::size_t(s.B) * s.T * s.W(), n_out = std::size_t(s.B) * s.T * s.C;
   const std::size_t n_att = std::size_t(s.B) * s.NH * s.T * s.T;
   // Uniform in [-1, 1]: scores stay within a few units, so rounding them to bf16 (the fallback
   // keeps bf16 scores) moves probabilities by well under the 1e-2 tolerance.
@@ -139,12 +144,12 @@ void check_attention(Attention::Method method, Precision p, const Shape& s) {
   }
   // CPU twin on the same (rounded) values.
   std::vector<float> out(n_out), att(n_att), scratch(n_att), dqkv(n_qkv);
-  holmes::model::cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
+  holmes::model::cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH, s.KVH);
   holmes::model::cpu::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(),
-                                         att.data(), s.B, s.T, s.C, s.NH);
+                                         att.data(), s.B, s.T, s.C, s.NH, s.KVH);
 
   Attention gpu(nullptr, method);
-  const holmes::model::AttentionPlan plan = gpu.plan(p, s.B, s.T, s.C, s.NH);
+  const holmes::model::AttentionPlan plan = gpu.plan(p, s.B, s.T, s.C, s.NH, s.KVH);
   INFO("plan: " << plan.method);
   REQUIRE(gpu.method(p) == method);
   DeviceBuffer g_qkv = is_bf16 ? to_device(to_bf16_bits(qkv)) : to_device(qkv);
@@ -155,10 +160,10 @@ void check_attention(Attention::Method method, Precision p, const Shape& s) {
   auto forward = [&] {
     if (is_bf16)
       gpu.forward(static_cast<holmes::cuda::bf16*>(g_out.data()), static_cast<float*>(g_att.data()),
-                  g_qkv.as<holmes::cuda::bf16>(), s.B, s.T, s.C, s.NH);
+                  g_qkv.as<holmes::cuda::bf16>(), s.B, s.T, s.C, s.NH, s.KVH);
     else
       gpu.forward(static_cast<float*>(g_out.data()), static_cast<float*>(g_att.data()),
-                  g_qkv.as<float>(), s.B, s.T, s.C, s.NH);
+                  g_qkv.as<float>(), s.B, s.T, s.C, s.NH, s.KVH);
   };
   auto backward = [&] {
     g_dqkv.poison();
@@ -167,11 +172,11 @@ void check_attention(Attention::Method method, Precision p, const Shape& s) {
       gpu.backward(static_cast<holmes::cuda::bf16*>(g_dqkv.data()),
                    static_cast<float*>(g_scratch.data()), g_dout.as<holmes::cuda::bf16>(),
                    g_qkv.as<holmes::cuda::bf16>(), static_cast<holmes::cuda::bf16*>(g_out.data()),
-                   static_cast<float*>(g_att.data()), s.B, s.T, s.C, s.NH);
+                   static_cast<float*>(g_att.data()), s.B, s.T, s.C, s.NH, s.KVH);
     else
       gpu.backward(static_cast<float*>(g_dqkv.data()), static_cast<float*>(g_scratch.data()),
                    g_dout.as<float>(), g_qkv.as<float>(), static_cast<float*>(g_out.data()),
-                   static_cast<float*>(g_att.data()), s.B, s.T, s.C, s.NH);
+                   static_cast<float*>(g_att.data()), s.B, s.T, s.C, s.NH, s.KVH);
   };
 
   forward();
@@ -231,7 +236,8 @@ TEST_CASE("cuDNN attention (bf16) matches the CPU twin where cuDNN supports the 
     check_attention(Attention::Method::kCudnn, Precision::kBf16, s);
     ++ran;
   }
-  // The GPT-2 shape (T = 1024) runs on every cuDNN 9 release but the two refused outright.
+  // The GPT-2 shape (T = 1024) and the grouped-query one (T = 256) run on every cuDNN 9
+  // release but the two refused outright.
   const std::string gpt2 = cudnn_attention_limits(cudnn_version(), 1024, 64);
   if (gpt2.empty())
     CHECK(ran > 0);
@@ -248,9 +254,9 @@ TEST_CASE("automatic attention plans: the fallback for fp32, cuDNN or the fallba
     std::printf("HOLMES_SKIP: HOLMES_ATTENTION=%s overrides the automatic choice\n", env);
     return;
   }
-  auto p32 = a.plan(Precision::kFp32, 2, 1024, 768, 12);
+  auto p32 = a.plan(Precision::kFp32, 2, 1024, 768, 12, 12);
   CHECK(a.method(Precision::kFp32) == Attention::Method::kFallback);
-  auto p16 = a.plan(Precision::kBf16, 2, 1024, 768, 12);
+  auto p16 = a.plan(Precision::kBf16, 2, 1024, 768, 12, 12);
   INFO(p16.method);
   // cuDNN serves bf16 unless it is missing or a release refused outright (9.10.0, 9.10.1).
   const bool cudnn_ok =
@@ -265,7 +271,7 @@ TEST_CASE("automatic attention plans: the fallback for fp32, cuDNN or the fallba
   CHECK(p32.state_floats == std::size_t(2) * 12 * 1024 * 1024);
   // An odd head size cuDNN cannot take falls back with the reason in the plan's line.
   Attention odd(nullptr);
-  auto p = odd.plan(Precision::kBf16, 2, 128, 60, 5);  // HS = 12
+  auto p = odd.plan(Precision::kBf16, 2, 128, 60, 5, 5);  // HS = 12
   CHECK(odd.method(Precision::kBf16) == Attention::Method::kFallback);
   CHECK_THAT(p.method, Catch::Contains(cudnn_ok ? "head size 12" : "cuDNN: "));
 }

@@ -5,6 +5,8 @@
 // needs one).
 #include <catch2/catch.hpp>
 
+#include <tuple>
+
 #include "common/errors.hpp"
 #include "cuda/attention.hpp"
 #include "cuda/attention_plan.hpp"
@@ -32,26 +34,30 @@ TEST_CASE("HOLMES_ATTENTION names a method or is refused with the accepted value
 }
 
 TEST_CASE("attention shapes are validated before any method is chosen", "[cuda][attention]") {
-  CHECK_NOTHROW(validate_attention_shape(3, 37, 80, 5));
-  CHECK_THROWS_WITH(validate_attention_shape(0, 37, 80, 5), Catch::Contains("B (micro-batch) = 0"));
-  CHECK_THROWS_WITH(validate_attention_shape(1, -1, 80, 5), Catch::Contains("T (sequence length)"));
-  CHECK_THROWS_WITH(validate_attention_shape(1, 8, 80, 0), Catch::Contains("NH (heads) = 0"));
-  CHECK_THROWS_WITH(validate_attention_shape(1, 8, 81, 5),
+  CHECK_NOTHROW(validate_attention_shape(3, 37, 80, 5, 5));
+  CHECK_NOTHROW(validate_attention_shape(3, 37, 80, 5, 1));
+  CHECK_THROWS_WITH(validate_attention_shape(0, 37, 80, 5, 5), Catch::Contains("B (micro-batch) = 0"));
+  CHECK_THROWS_WITH(validate_attention_shape(1, -1, 80, 5, 5), Catch::Contains("T (sequence length)"));
+  CHECK_THROWS_WITH(validate_attention_shape(1, 8, 80, 0, 1), Catch::Contains("NH (heads) = 0"));
+  CHECK_THROWS_WITH(validate_attention_shape(1, 8, 81, 5, 5),
                     Catch::Contains("C = 81 is not a multiple of NH = 5"));
+  CHECK_THROWS_WITH(validate_attention_shape(1, 8, 80, 4, 3),
+                    Catch::Contains("NH = 4 query heads is not a multiple of KVH = 3"));
+  CHECK_THROWS_WITH(validate_attention_shape(1, 8, 80, 4, 0), Catch::Contains("KVH (key/value heads) = 0"));
   // plan() validates first, so this needs no GPU.
   Attention a(nullptr, Attention::Method::kExact);
-  CHECK_THROWS_AS(a.plan(Precision::kFp32, 2, 16, 30, 4), holmes::UserError);
+  CHECK_THROWS_AS(a.plan(Precision::kFp32, 2, 16, 30, 4, 4), holmes::UserError);
   CHECK(a.method(Precision::kFp32) == Attention::Method::kAuto);
 }
 
 TEST_CASE("forced methods that cannot serve a precision are refused", "[cuda][attention]") {
   Attention cudnn32(nullptr, Attention::Method::kCudnn);
-  CHECK_THROWS_WITH(cudnn32.plan(Precision::kFp32, 1, 64, 64, 1), Catch::Contains("bf16 only"));
+  CHECK_THROWS_WITH(cudnn32.plan(Precision::kFp32, 1, 64, 64, 1, 1), Catch::Contains("bf16 only"));
   Attention exact16(nullptr, Attention::Method::kExact);
-  CHECK_THROWS_WITH(exact16.plan(Precision::kBf16, 1, 64, 64, 1), Catch::Contains("fp32 only"));
+  CHECK_THROWS_WITH(exact16.plan(Precision::kBf16, 1, 64, 64, 1, 1), Catch::Contains("fp32 only"));
   // Both need no GPU and cost nothing: the fallback and exact plans are pure arithmetic.
   Attention fallback(nullptr, Attention::Method::kFallback);
-  auto p = fallback.plan(Precision::kBf16, 2, 8, 16, 2);
+  auto p = fallback.plan(Precision::kBf16, 2, 8, 16, 2, 2);
   CHECK(p.state_floats == 2 * 2 * 8 * 8 / 2);
   CHECK_THAT(p.method, Catch::StartsWith("fallback"));
   CHECK(fallback.method(Precision::kBf16) == Attention::Method::kFallback);
@@ -61,7 +67,7 @@ TEST_CASE("forced methods that cannot serve a precision are refused", "[cuda][at
 TEST_CASE("Q, K, V and out are viewed in place with head strides", "[cuda][attention]") {
   const int B = 3, T = 37, C = 80, NH = 5, HS = 16;
   for (int part = 0; part < 3; ++part) {
-    HeadView v = qkv_view(B, T, C, NH, part);
+    HeadView v = qkv_view(B, T, C, NH, NH, part);
     CHECK(v.dims == std::array<std::int64_t, 4>{B, NH, T, HS});
     CHECK(v.strides == std::array<std::int64_t, 4>{T * 3 * C, HS, 3 * C, 1});
     CHECK(v.offset == part * C);
@@ -138,7 +144,7 @@ TEST_CASE("every descriptor of the cuDNN attention graphs finalizes", "[cuda][at
   for (Shape s : {Shape{3, 37, 80, 5}, Shape{2, 64, 128, 2}, Shape{1, 1024, 768, 12}}) {
     INFO("B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH);
     CudnnGraphBuilder fwd;
-    REQUIRE_NOTHROW(build_sdpa_graph(fwd, false, s.B, s.T, s.C, s.NH));
+    REQUIRE_NOTHROW(build_sdpa_graph(fwd, false, s.B, s.T, s.C, s.NH, s.NH));
     // matmul, scale, causal mask (2 indices, compare, select), softmax with stats (max, sub,
     // exp, sum, log, add, div), matmul.
     CHECK(fwd.operation_count() == 14);
@@ -147,7 +153,7 @@ TEST_CASE("every descriptor of the cuDNN attention graphs finalizes", "[cuda][at
     for (int form = 0; form < kBackwardForms; ++form) {
       INFO("backward form " << form);
       CudnnGraphBuilder bwd;
-      REQUIRE_NOTHROW(build_sdpa_graph(bwd, true, s.B, s.T, s.C, s.NH, form));
+      REQUIRE_NOTHROW(build_sdpa_graph(bwd, true, s.B, s.T, s.C, s.NH, s.NH, form));
       // D = rowsum(dO*O) (3), recomputed P (scores 6, sub, exp), dV (reshape, matmul),
       // dS (matmul, sub, mul, mul), dK (reshape, matmul), dQ (reshape, matmul).
       CHECK(bwd.operation_count() == 21);
@@ -155,9 +161,35 @@ TEST_CASE("every descriptor of the cuDNN attention graphs finalizes", "[cuda][at
       CHECK(bwd.bound_uids().size() == (form == 2 ? 12u : 13u));
     }
     CudnnGraphBuilder none;
-    CHECK_THROWS_AS(build_sdpa_graph(none, true, s.B, s.T, s.C, s.NH, kBackwardForms),
+    CHECK_THROWS_AS(build_sdpa_graph(none, true, s.B, s.T, s.C, s.NH, s.NH, kBackwardForms),
                     std::invalid_argument);
   }
+}
+
+TEST_CASE("the grouped-query cuDNN attention graphs finalize, dK and dV reduced over each group",
+          "[cuda][attention]") {
+  REQUIRE(cudnn_available());
+  // Llama 3 8B's heads on one tensor-parallel rank of 4 (8 query heads on 2 key/value heads,
+  // HS 128) and multi-query attention (one key/value head).
+  for (auto [B, T, C, NH, KVH] : {std::tuple{1, 256, 1024, 8, 2}, std::tuple{2, 64, 256, 4, 1}}) {
+    INFO("B=" << B << " T=" << T << " C=" << C << " NH=" << NH << " KVH=" << KVH);
+    CudnnGraphBuilder fwd;
+    REQUIRE_NOTHROW(build_sdpa_graph(fwd, false, B, T, C, NH, KVH));
+    CHECK(fwd.operation_count() == 14);  // as multi-head: the products broadcast K and V
+    for (int form = 0; form < kBackwardForms; ++form) {
+      INFO("backward form " << form);
+      CudnnGraphBuilder bwd;
+      REQUIRE_NOTHROW(build_sdpa_graph(bwd, true, B, T, C, NH, KVH, form));
+      CHECK(bwd.operation_count() == 23);  // multi-head's 21 and one reduction each for dK, dV
+    }
+  }
+  // K and V are viewed with KVH heads after the NH query heads.
+  const HeadView k = qkv_view(2, 5, 64, 8, 2, 1), v = qkv_view(2, 5, 64, 8, 2, 2);
+  CHECK(k.dims == std::array<std::int64_t, 4>{2, 2, 5, 8});
+  CHECK(k.strides == std::array<std::int64_t, 4>{5 * 96, 8, 96, 1});
+  CHECK(k.offset == 64);
+  CHECK(v.offset == 64 + 16);
+  CHECK_THROWS_AS(validate_attention_shape(1, 4, 64, 8, 3), holmes::UserError);
 }
 
 // An H100 SXM as cuDNN describes a device (CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR's JSON; values
@@ -190,9 +222,13 @@ TEST_CASE("cuDNN accepts the attention graphs for an H100 and proposes engines, 
       INFO((backward ? "backward form " : "forward form ") << form);
       std::int64_t proposed = 0;
       std::string why;
-      REQUIRE_NOTHROW(why = check_sdpa_offline(kH100Json, backward, 16, 1024, 768, 12, form,
+      REQUIRE_NOTHROW(why = check_sdpa_offline(kH100Json, backward, 16, 1024, 768, 12, 12, form,
                                                &proposed));
       INFO(why);
+      CHECK(proposed > 0);
+      // Grouped-query attention (Llama 3 8B on 4 tensor-parallel ranks: 8 on 2 heads of 128).
+      REQUIRE_NOTHROW(why = check_sdpa_offline(kH100Json, backward, 1, 2048, 1024, 8, 2, form, &proposed));
+      INFO("grouped-query: " << why);
       CHECK(proposed > 0);
     }
   }

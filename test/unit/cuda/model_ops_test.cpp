@@ -75,14 +75,14 @@ TEST_CASE("CUDA attention matches the CPU twin", "[cuda][kernels]") {
   DeviceBuffer g_dqkv(B * T * 3 * C * 4);
 
   std::vector<float> out(B * T * C), att(B * NH * T * T), scratch(att.size()), dqkv(qkv.size());
-  cpu->attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH);
-  gpu->attention_forward(g_out.as<float>(), g_att.as<float>(), g_qkv.as<float>(), B, T, C, NH);
+  cpu->attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH, NH);
+  gpu->attention_forward(g_out.as<float>(), g_att.as<float>(), g_qkv.as<float>(), B, T, C, NH, NH);
   check_close(g_out, out);
   check_close(g_att, att);
   cpu->attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), out.data(),
-                          att.data(), B, T, C, NH);
+                          att.data(), B, T, C, NH, NH);
   gpu->attention_backward(g_dqkv.as<float>(), g_scratch.as<float>(), g_dout.as<float>(),
-                          g_qkv.as<float>(), g_out.as<float>(), g_att.as<float>(), B, T, C, NH);
+                          g_qkv.as<float>(), g_out.as<float>(), g_att.as<float>(), B, T, C, NH, NH);
   check_close(g_dqkv, dqkv, 1e-4);
 }
 

@@ -32,7 +32,7 @@ inline void init_generic(Gpt& gpt, uint64_t seed) {
   for (const ParamTensor& t : gpt.layout().tensors()) {
     int64_t full = 1;
     for (int64_t d : t.full_shape) full *= d;
-    const int64_t real_rows = t.name == "wte" ? gpt.config().vocab : t.full_shape.front();
+    const int64_t real_rows = t.vocab_rows ? gpt.config().vocab : t.full_shape.front();
     std::mt19937 gen(static_cast<uint32_t>(seed + t.name.size() * 131 + (t.layer + 2) * 7919));
     std::normal_distribution<float> dist(0.0f, 0.1f);
     for (int64_t i = 0; i < full; ++i) {

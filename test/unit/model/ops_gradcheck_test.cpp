@@ -60,14 +60,14 @@ TEST_CASE("causal attention backward matches finite differences", "[model][ops]"
     auto qkv = random_vec(B * T * 3 * C, 9);
     auto wout = random_vec(B * T * C, 10);
     std::vector<float> out(B * T * C), att(B * NH * T * T), scratch(B * NH * T * T), dqkv(B * T * 3 * C);
-    auto loss = [&] { k->attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH); return probe(out, wout); };
+    auto loss = [&] { k->attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH, NH); return probe(out, wout); };
     loss();
     // Causality: row t of the probabilities sums to 1 and is 0 beyond t.
     CHECK(att[1] == 0.0f);
     double row = 0;
     for (int t2 = 0; t2 < T; ++t2) row += att[(T - 1) * T + t2];
     CHECK(row == Approx(1.0).epsilon(1e-5));
-    k->attention_backward(dqkv.data(), scratch.data(), wout.data(), qkv.data(), nullptr, att.data(), B, T, C, NH);
+    k->attention_backward(dqkv.data(), scratch.data(), wout.data(), qkv.data(), nullptr, att.data(), B, T, C, NH, NH);
     check_gradient("dqkv", qkv, dqkv, loss, 1e-2f, 1e-3, 2e-2, 1000);
   }
 }

@@ -62,11 +62,10 @@ void compare_shards(const Result& ref, const std::vector<Result>& shards) {
   CHECK(uncovered == 0);
 }
 
-// Runs `tp` shards in threads and compares them with the single model of the same Vp.
-void check_tp(int tp, int layers, int C, int NH, int V) {
+// Runs `tp` shards of cfg in threads and compares them with the single model of the same Vp.
+void check_tp_config(int tp, const GptConfig& cfg) {
   auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
-  const int B = 2, T = 7;
-  GptConfig cfg = GptConfig::gpt2(layers, C, NH, V, 9);
+  const int B = 2, T = 7, V = cfg.vocab;
   GptConfig single = cfg;
   single.padded_vocab = GptConfig::pad_vocab(V, tp);  // the shards derive the same Vp
   Gpt full(single, backend, B, T);
@@ -90,6 +89,8 @@ void check_tp(int tp, int layers, int C, int NH, int V) {
   }
   compare_shards(ref, shards);
 }
+
+void check_tp(int tp, int layers, int C, int NH, int V) { check_tp_config(tp, GptConfig::gpt2(layers, C, NH, V, 9)); }
 
 }  // namespace
 
@@ -134,5 +135,51 @@ TEST_CASE("two pipeline stages chained by hand match one stage", "[model][pp]") 
   }
   // Stage 1 holds the same tied tensor: give it the summed gradient too.
   std::copy(stages[0].grads.begin() + w0, stages[0].grads.begin() + w0 + n, stages[1].grads.begin() + w1);
+  compare_shards(ref, stages);
+}
+
+TEST_CASE("llama: tp=2 shards (query and key/value heads split) match tp=1", "[model][tp][llama]") {
+  // 4 query heads on 2 key/value heads: each rank holds 2 query heads and their 1 kv head.
+  SECTION("untied head, grouped-query") { check_tp_config(2, GptConfig::llama(2, 24, 4, 2, 36, 100, 9)); }
+  SECTION("tied head, multi-head") {
+    GptConfig c = GptConfig::llama(1, 24, 4, 4, 40, 37, 9);
+    c.tie_embeddings = true;
+    c.finalize();
+    check_tp_config(2, c);
+  }
+}
+
+TEST_CASE("llama: tp=4 shards match tp=1", "[model][tp][llama]") {
+  check_tp_config(4, GptConfig::llama(1, 32, 8, 4, 64, 300, 9));
+}
+
+TEST_CASE("llama: two pipeline stages chained by hand match one stage, untied head on the last", "[model][pp][llama]") {
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
+  const int B = 2, T = 7;
+  const GptConfig cfg = GptConfig::llama(3, 24, 4, 2, 36, 37, 9);
+  Gpt full(cfg, backend, B, T);
+  const Batch b = test::make_batch(B, T, cfg.vocab, 23);
+  const Result ref = run(full, b, B, T);
+  const GptConfig c0 = cfg.shard(1, 0, 0, 1), c1 = cfg.shard(1, 0, 1);
+  Gpt s0(c0, backend, B, T), s1(c1, backend, B, T);
+  test::init_generic(s0, 11);
+  test::init_generic(s1, 11);
+  s0.zero_grad();
+  s1.zero_grad();
+  s0.forward_stage(b.tokens.data(), nullptr, nullptr, B, T);
+  s1.forward_stage(nullptr, s0.output(), b.targets.data(), B, T);
+  CHECK(s1.loss() == Approx(ref.loss).epsilon(1e-6));
+  s1.backward();
+  s0.backward_stage(s1.input_grad());
+  // Untied: the embedding lives on the first stage only, the head on the last; nothing to sum.
+  CHECK(s0.layout().find("lm_head.weight") == nullptr);
+  CHECK(s1.layout().find("model.embed_tokens.weight") == nullptr);
+  std::vector<Result> stages(2);
+  for (int s = 0; s < 2; ++s) {
+    Gpt& g = s == 0 ? s0 : s1;
+    stages[s].params.assign(g.params(), g.params() + g.num_params());
+    stages[s].grads.assign(g.grads(), g.grads() + g.num_params());
+    stages[s].layout = g.layout();
+  }
   compare_shards(ref, stages);
 }

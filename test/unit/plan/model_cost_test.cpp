@@ -16,7 +16,7 @@ TEST_CASE("vocabulary padding: multiple of 128, or 64 x tp when larger", "[model
 TEST_CASE("parameter count of the 7.5B example by hand", "[model_size]") {
   hp::GptShape s{36, 4096, 32, 50257, 2048};
   // Block: 12 C^2 + 13 C = 12 * 16777216 + 53248 = 201379840.
-  CHECK(hp::block_params(4096) == 201379840);
+  CHECK(hp::block_params(s) == 201379840);
   // Embeddings: 50304 * 4096 + 2048 * 4096 = 214433792; final norm 8192.
   CHECK(hp::embedding_params(s, 1) == 214433792);
   CHECK(hp::total_params(s, 1) == int64_t{36} * 201379840 + 214433792 + 8192);
@@ -25,7 +25,7 @@ TEST_CASE("parameter count of the 7.5B example by hand", "[model_size]") {
 TEST_CASE("FLOPs per token: 3 x (L (24 C^2 + 4 T C) + 2 C Vp)", "[model_size]") {
   hp::GptShape s{2, 64, 4, 257, 128};
   double per_block = 24.0 * 64 * 64 + 4.0 * 128 * 64;
-  CHECK(hp::block_forward_flops_per_token(64, 128) == Approx(per_block));
+  CHECK(hp::block_forward_flops_per_token(s, 128) == Approx(per_block));
   CHECK(hp::train_flops_per_token(s, 1, 128) == Approx(3 * (2 * per_block + 2.0 * 64 * 384)));
 }
 

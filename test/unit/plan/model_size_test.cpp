@@ -3,7 +3,12 @@
 // fact: the plan's memory check and the log's parameter count depend on them agreeing.
 #include <catch2/catch.hpp>
 
+#include <tuple>
+
 #include "engine/plan/model_size.hpp"
+#include "model/backend.hpp"
+#include "model/cpu/cpu_kernels.hpp"
+#include "model/cpu/host_memory.hpp"
 #include "model/gpt.hpp"
 #include "model/gpt_config.hpp"
 #include "model/param_layout.hpp"
@@ -43,4 +48,99 @@ TEST_CASE("model size: the planner's counts equal the model's for a grid of shap
           ++checked;
         }
   CHECK(checked == 81);
+}
+
+namespace {
+
+// The planner's shape of a llama job spec and the model's config of the same numbers.
+struct LlamaPair {
+  plan::GptShape shape;
+  model::GptConfig config;
+};
+
+LlamaPair llama_pair(int layers, int hidden, int heads, int kv_heads, int ffn_hidden, int vocab, bool tied) {
+  spec::ModelSection m;
+  m.arch = spec::ModelArch::kLlama;
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = kv_heads;
+  m.ffn_hidden = ffn_hidden;
+  m.vocab_size = vocab;
+  m.max_seq_len = 128;
+  m.tie_embeddings = tied;
+  model::GptConfig c = model::GptConfig::llama(layers, hidden, heads, kv_heads, ffn_hidden, vocab, 128);
+  c.tie_embeddings = tied;
+  c.finalize();
+  return {plan::shape_of(m), c};
+}
+
+}  // namespace
+
+TEST_CASE("model size: llama counts equal the model's (grouped-query heads, derived MLP width, tied and untied)") {
+  int checked = 0;
+  for (int layers : {1, 5})
+    for (auto [hidden, heads, kv] : {std::tuple{64, 4, 2}, std::tuple{96, 6, 1}, std::tuple{128, 8, 8}})
+      for (int ffn : {0, 200})  // 0: Llama's 2/3 x 4C rounded up to 256
+        for (bool tied : {false, true})
+          for (int tp : {1, 2}) {
+            if (kv % tp != 0) continue;
+            const LlamaPair p = llama_pair(layers, hidden, heads, kv, ffn, 1000, tied);
+            CAPTURE(layers, hidden, heads, kv, ffn, tied, tp);
+            CHECK(p.shape.ffn_hidden == p.config.ffn_hidden);
+            CHECK(p.shape.kv_heads == p.config.kv_heads);
+            model::GptConfig padded = p.config;
+            padded.padded_vocab = model::GptConfig::pad_vocab(1000, tp);
+            padded.finalize();
+            CHECK(plan::total_params(p.shape, tp) == static_cast<int64_t>(model::ParamLayout(padded).size()));
+            CHECK(plan::model_params(p.shape) == model::full_model_params(p.config));
+            const double model_flops = model::Gpt::flops_per_step(padded, 1, 64) / 64.0;
+            CHECK(plan::train_flops_per_token(p.shape, tp, 64) == Approx(model_flops).epsilon(1e-12));
+            // Tensor-parallel shards: split tensors divide by tp, replicated ones (norms) are on
+            // every rank.
+            int64_t shards = 0, replicated = 0;
+            for (int r = 0; r < tp; ++r)
+              shards += static_cast<int64_t>(model::ParamLayout(p.config.shard(tp, r)).size());
+            for (const auto& t : model::ParamLayout(p.config.shard(tp, 0)).tensors())
+              if (t.split_dim < 0) replicated += static_cast<int64_t>(t.numel);
+            CHECK(shards - (tp - 1) * replicated == plan::total_params(p.shape, tp));
+            ++checked;
+          }
+  CHECK(checked == 40);
+}
+
+TEST_CASE("model size: Llama 3 8B is 8.03G parameters, its MLP width follows Llama's rule") {
+  const LlamaPair p = llama_pair(32, 4096, 32, 8, 14336, 128256, false);
+  CHECK(plan::model_params(p.shape) == 8'030'261'248);
+  CHECK(model::full_model_params(p.config) == 8'030'261'248);
+  // Llama 2 7B: ffn_hidden 0 gives 11008 (2/3 x 4 x 4096 = 10922.7, rounded up to 256).
+  CHECK(llama_pair(32, 4096, 32, 32, 0, 32000, false).shape.ffn_hidden == 11008);
+  CHECK(model::GptConfig::default_ffn_hidden(4096, 256) == 11008);
+}
+
+TEST_CASE("model size: llama's activation bytes per layer are what the model keeps for one layer") {
+  // A middle pipeline stage (no embedding, no head) of 2 layers minus one of 1 layer: one
+  // layer's saved activations, fp32 on the CPU (the exact attention keeps fp32 probabilities,
+  // as the planner's fp32 formula assumes). Each buffer is rounded up to 256 bytes: 11 buffers.
+  model::Backend backend{nullptr, "cpu", model::cpu::make_host_memory(), model::cpu::make_cpu_kernels()};
+  const int B = 3, T = 40;
+  const LlamaPair p = llama_pair(4, 64, 4, 2, 96, 300, false);
+  for (int tp : {1, 2}) {
+    CAPTURE(tp);
+    struct Rank0 final : model::TensorParallelComm {  // rank 0 of tp; the sums are not run here
+      int n;
+      explicit Rank0(int tp) : n(tp) {}
+      int size() const override { return n; }
+      int rank() const override { return 0; }
+      void all_reduce_sum(float*, size_t) override {}
+      void all_reduce_max(float*, size_t) override {}
+    } comm(tp);
+    const model::GptConfig one = p.config.shard(tp, 0, 1, 1), two = p.config.shard(tp, 0, 1, 2);
+    REQUIRE((!one.has_embedding && !one.has_head && !two.has_embedding && !two.has_head));
+    model::Gpt g1(one, backend, B, T, &comm), g2(two, backend, B, T, &comm);
+    const double per_layer = double(g2.activation_bytes()) - double(g1.activation_bytes());
+    const double formula = plan::block_activation_bytes(p.shape, T, B, tp, 4);
+    CHECK(per_layer >= formula);
+    CHECK(per_layer <= formula + 11 * 256);
+  }
 }

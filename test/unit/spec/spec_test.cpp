@@ -214,3 +214,73 @@ TEST_CASE("a missing file is a user error naming it") {
     CHECK(std::string(e.what()).find("/nonexistent/job.yaml") != std::string::npos);
   }
 }
+
+TEST_CASE("model.arch llama: its keys load, default where not given, and configs/llama-tiny.yaml is valid") {
+  auto loaded = load_job_spec(std::string(HOLMES_SOURCE_DIR) + "/configs/llama-tiny.yaml", {});
+  const ModelSection& m = loaded.spec.model;
+  CHECK(m.arch == ModelArch::kLlama);
+  CHECK(m.kv_heads == 2);
+  CHECK(m.resolved_kv_heads() == 2);
+  CHECK(m.ffn_hidden == 384);
+  CHECK(m.rope_theta == 10000);
+  CHECK_FALSE(m.tie_embeddings);
+  auto path = write_temp("llama_min.yaml", std::string(kMinimal) + "");
+  auto d = load_job_spec(path, {"model.arch=llama"});
+  CHECK(d.spec.model.is_llama());
+  CHECK(d.spec.model.resolved_kv_heads() == 4);  // 0 = heads
+  CHECK(d.spec.model.rope_theta == 500000);
+  CHECK(d.spec.model.norm_eps == 1e-5);
+  CHECK(d.origin.at("model.arch").source == "--set");
+  CHECK(load_job_spec(path, {}).spec.model.arch == ModelArch::kGpt2);  // the default
+}
+
+TEST_CASE("model.arch and the llama keys are validated with file:line and what is accepted") {
+  auto path = write_temp("llama_bad.yaml", "model:\n  arch: llama\n  layers: 2\n  hidden: 96\n  heads: 8\n"
+                                          "  kv_heads: 3\ntrain:\n  steps: 10\n");
+  auto issues = issues_of(path);
+  REQUIRE(issues.size() == 1);
+  CHECK(issues[0].path == "model.kv_heads");
+  CHECK(issues[0].line == 6);
+  CHECK_THAT(issues[0].message, Catch::Contains("model.kv_heads = 3 must divide model.heads = 8") &&
+                                    Catch::Contains("accepted: a divisor of 8"));
+  // tp must divide the key/value heads; the head size must be even for rotary embeddings.
+  issues = issues_of(path, {"model.kv_heads=2", "parallel.tensor=4"});
+  REQUIRE(issues.size() == 1);
+  CHECK(issues[0].path == "parallel.tensor");
+  CHECK_THAT(issues[0].message, Catch::Contains("parallel.tensor = 4 must divide the key/value heads model.kv_heads = 2"));
+  issues = issues_of(path, {"model.kv_heads=0", "model.hidden=40"});  // HS = 5
+  REQUIRE(issues.size() == 1);
+  CHECK_THAT(issues[0].message, Catch::Contains("must be even for llama"));
+  issues = issues_of(path, {"model.kv_heads=4", "model.ffn_hidden=250", "parallel.tensor=4"});
+  REQUIRE(issues.size() == 1);
+  CHECK_THAT(issues[0].message, Catch::Contains("model.ffn_hidden = 250 must be a multiple of parallel.tensor = 4"));
+  issues = issues_of(path, {"model.arch=mamba"});
+  REQUIRE(issues.size() == 1);
+  CHECK(issues[0].path == "model.arch");
+  CHECK_THAT(issues[0].message, Catch::Contains("'mamba'") && Catch::Contains("gpt2, llama"));
+  issues = issues_of(path, {"model.rope_theta=0"});
+  REQUIRE(!issues.empty());
+  CHECK(issues[0].path == "model.rope_theta");
+}
+
+TEST_CASE("model.arch gpt2 refuses a llama key set to anything but its default, and round-trips --print-config") {
+  auto path = write_temp("gpt2_kv.yaml", std::string(kMinimal));
+  auto issues = issues_of(path, {"model.kv_heads=2"});
+  REQUIRE(issues.size() == 1);
+  CHECK(issues[0].path == "model.kv_heads");
+  CHECK_THAT(issues[0].message, Catch::Contains("applies to model.arch llama only"));
+  CHECK(issues_of(path, {"model.tie_embeddings=false", "model.rope_theta=500000"}).empty());  // defaults: harmless
+  auto printed = write_temp("gpt2_printed.yaml", print_resolved(load_job_spec(path, {})));
+  CHECK(load_job_spec(printed, {}).spec.model.arch == ModelArch::kGpt2);
+}
+
+TEST_CASE("checkpoint.init_from excludes a checkpoint.resume folder, and goes with resume auto") {
+  auto path = write_temp("init_from.yaml", std::string(kMinimal));
+  auto issues = issues_of(path, {"checkpoint.init_from=hf", "checkpoint.resume=runs/x/checkpoints/step-00000010"});
+  REQUIRE(issues.size() == 1);
+  CHECK(issues[0].path == "checkpoint.init_from");
+  CHECK_THAT(issues[0].message, Catch::Contains("checkpoint.init_from = hf") &&
+                                    Catch::Contains("checkpoint.resume = runs/x/checkpoints/step-00000010"));
+  CHECK(issues_of(path, {"checkpoint.init_from=hf", "checkpoint.resume=auto"}).empty());
+  CHECK(load_job_spec(path, {"checkpoint.init_from=hf"}).spec.checkpoint.init_from == "hf");
+}

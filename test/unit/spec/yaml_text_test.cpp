@@ -96,5 +96,5 @@ TEST_CASE("an unknown key's message has a separator before the accepted keys, an
                                             "train:\n  steps: 10\n");
   REQUIRE(merge.size() == 1);
   CHECK_THAT(merge[0].message, Catch::Contains("'<<' is YAML's merge key, which this reader does not support") &&
-                                   Catch::Contains("here. Accepted keys here: layers"));
+                                   Catch::Contains("here. Accepted keys here: arch, layers"));
 }

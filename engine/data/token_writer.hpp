@@ -1,0 +1,44 @@
+// Writes a token file as it is produced (prepare-data streams gigabytes through it): llm.c's
+// 16-bit format when every id of the vocabulary fits, else the 32-bit variant, with the
+// tokenizer stamp (token_file.hpp). The file is written under a temporary name and renamed
+// by commit(); destroying an uncommitted writer removes the temporary file, so a failed or
+// interrupted run leaves nothing half-written under the final name.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/data/token_file.hpp"
+
+namespace holmes::data {
+
+class TokenWriter {
+ public:
+  // `id_count`: ids are < id_count (> 65536 selects 32-bit tokens). UserError naming `path`
+  // when the temporary file cannot be created.
+  TokenWriter(std::string path, uint32_t id_count, TokenizerStamp stamp);
+  ~TokenWriter();
+  TokenWriter(const TokenWriter&) = delete;
+  TokenWriter& operator=(const TokenWriter&) = delete;
+
+  void append(std::span<const uint32_t> tokens);
+  // Writes the header's count, flushes and renames into place. UserError when that fails.
+  void commit();
+
+  int64_t count() const { return count_; }
+  int width_bytes() const { return width_; }
+  const std::string& temp_path() const { return tmp_; }
+
+ private:
+  std::string path_, tmp_;
+  std::FILE* f_ = nullptr;
+  int width_ = 2;
+  int64_t count_ = 0;
+  TokenizerStamp stamp_;
+  std::vector<uint16_t> narrow_;
+};
+
+}  // namespace holmes::data
