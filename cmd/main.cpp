@@ -9,7 +9,7 @@
 #include "cmd/commands.hpp"
 #include "cmd/train_cmd.hpp"
 #include "cmd/usage.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include "engine/launch/launch_env.hpp"
 #include "engine/plan/plan.hpp"
 #include "engine/runtime/nccl_env.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/runtime/cluster_view.hpp"
 
 namespace holmes::cmd {

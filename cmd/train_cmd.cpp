@@ -13,7 +13,7 @@
 #include "engine/launch/selftest.hpp"
 #include "engine/launch/signals.hpp"
 #include "engine/plan/plan.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/spec/load.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/train/checkpoint_loop.hpp"

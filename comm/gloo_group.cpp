@@ -50,6 +50,7 @@ class GlooGroup : public ProcessGroup {
 
   std::string transport() const override { return transport_; }
 
+  using ProcessGroup::all_reduce;
   void all_reduce(std::span<float> data, ReduceOp op, const OpOptions& o) override {
     run("all_reduce", -1, o, [&](Millis t, uint32_t tag) {
       if (data.empty() || size() == 1) return;

@@ -86,6 +86,7 @@ class InProcGroup : public ProcessGroup {
 
   std::string transport() const override { return "in-process"; }
 
+  using ProcessGroup::all_reduce;
   void all_reduce(std::span<float> data, ReduceOp op, const OpOptions& o) override {
     collective("all_reduce", data.data(), data.size(), o, [&](std::vector<float>& tmp) {
       // Same order on every member (0, 1, ...) so all get bit-identical sums.

@@ -28,6 +28,12 @@ namespace holmes::comm {
 enum class ReduceOp { kSum, kMax };
 const char* to_string(ReduceOp op);
 
+// Element types an operation may carry: fp32, or bf16 (2-byte storage; sums accumulate in the
+// group's own way: NCCL adds in fp32 and rounds at each hop).
+enum class DType { kF32, kBf16 };
+const char* to_string(DType t);
+size_t dtype_bytes(DType t);
+
 struct OpOptions {
   std::chrono::milliseconds timeout{0};  // 0: the group's default time-out
   void* stream = nullptr;                // cudaStream_t for NCCL groups; CPU groups ignore it
@@ -76,6 +82,11 @@ class ProcessGroup {
 
   // data[i] <- op over members of data[i]. In place. data: [n]
   virtual void all_reduce(std::span<float> data, ReduceOp op, const OpOptions& o = {}) = 0;
+  // The same for `count` elements of `dtype` at `data`. kF32 is all_reduce above; kBf16 only
+  // where the group sums bf16 itself (NCCL): the host groups throw std::invalid_argument
+  // (their callers widen to fp32 first, engine/parallel/group.cpp).
+  virtual void all_reduce(void* data, size_t count, DType dtype, ReduceOp op, const OpOptions& o = {});
+  virtual bool sums(DType dtype) const { return dtype == DType::kF32; }
   // out <- chunk `rank()` of (op over members of in). in: [size() * n], out: [n]
   virtual void reduce_scatter(std::span<float> out, std::span<const float> in, ReduceOp op,
                               const OpOptions& o = {}) = 0;
@@ -93,6 +104,11 @@ class ProcessGroup {
   void recv(std::span<float> data, int peer, uint32_t tag, const OpOptions& o = {});
   // Returns once every member has entered.
   virtual void barrier(const OpOptions& o = {}) = 0;
+  // After a failure elsewhere in this process: stops whatever the group still runs for this
+  // rank (an NCCL group aborts its communicator, so its kernels stop spinning against a dead
+  // peer and freeing device memory no longer waits for them). The group is broken afterwards.
+  // Host groups, whose calls complete before they return, have nothing to stop.
+  virtual void abort() noexcept {}
 
  protected:
   explicit ProcessGroup(GroupSpec spec);

@@ -110,7 +110,6 @@ void Gpt::plan_activations() {
   o->dmlp = all.take(llama ? N * Fl : 0, a);
   o->datt = all.take(attention_.scratch_floats, f);
   if (is_bf16() && !cfg_.has_embedding) o->grad32 = all.take((N * C + 1) / 2, f);  // bf16 pairs
-  if (is_bf16() && cfg_.tp_size > 1) o->tp32 = all.take(N * C, f);
   o->total = all.bytes;
   off_ = std::move(o);
   acts_ = device::DeviceArray<std::byte>(mem_, off_->total);
@@ -151,7 +150,6 @@ Gpt::Shared<A> Gpt::shared() const {
   v.dmlp = at<A>(g, o.dmlp);
   v.datt = at<float>(g, o.datt);
   v.grad32 = at<float>(g, o.grad32);
-  v.tp32 = at<float>(g, o.tp32);
   return v;
 }
 
@@ -230,12 +228,9 @@ void Gpt::tp_sum(A* x, size_t n) {
   if constexpr (std::is_same_v<A, float>) {
     comm_->all_reduce_sum(x, n);
   } else if (comm_->size() != 1) {
-    // bf16: the shards' values widened to fp32, summed in fp32 (the groups carry floats),
-    // rounded to bf16 once. Every sum is at most (B,T,C).
-    float* wide = shared<A>().tp32;
-    k_.convert(wide, x, n);
-    comm_->all_reduce_sum(wide, n);
-    k_.convert(x, wide, n);
+    // bf16 in the activation precision: NCCL sums bf16 itself; a group over host memory widens
+    // the shards to fp32, sums and rounds once (engine/parallel/group.hpp).
+    comm_->all_reduce_sum_bf16(x, n);
   }
 }
 

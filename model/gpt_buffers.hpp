@@ -51,7 +51,6 @@ struct Gpt::Shared {
   A* dmlp;           // (B,T,Fl) llama: gradient of the SwiGLU output
   float* datt;       // attention backward workspace
   float* grad32;     // (B,T,C) the input gradient in boundary format (bf16, non-first stage)
-  float* tp32;       // (B,T,C) fp32 copy a bf16 tensor-parallel sum is reduced in (bf16, tp > 1)
 };
 
 // Byte offsets of every buffer in acts_, each rounded up to 256 bytes so every buffer is
@@ -65,7 +64,7 @@ struct Gpt::Offsets {
   size_t ln1 = 0, ln1_mean = 0, ln1_rstd = 0, qkv = 0, atty = 0, att = 0, res2 = 0, ln2 = 0,
          ln2_mean = 0, ln2_rstd = 0, fch = 0, fch_gelu = 0, res3 = 0;
   // After the slots:
-  size_t scratch = 0, dres = 0, dln = 0, dqkv = 0, datty = 0, dfch = 0, dmlp = 0, datt = 0, grad32 = 0, tp32 = 0;
+  size_t scratch = 0, dres = 0, dln = 0, dqkv = 0, datty = 0, dfch = 0, dmlp = 0, datt = 0, grad32 = 0;
   size_t total = 0;
 };
 

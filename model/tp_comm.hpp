@@ -15,6 +15,8 @@ class TensorParallelComm {
   // data (count) is replaced by the element-wise sum / max over the TP group.
   virtual void all_reduce_sum(float* data, size_t count) = 0;
   virtual void all_reduce_max(float* data, size_t count) = 0;
+  // The same sum of `count` bf16 values (model/bf16.hpp) in place, in the activation precision.
+  virtual void all_reduce_sum_bf16(void* data, size_t count) = 0;
 };
 
 class NoTensorParallel final : public TensorParallelComm {
@@ -23,6 +25,7 @@ class NoTensorParallel final : public TensorParallelComm {
   int rank() const override { return 0; }
   void all_reduce_sum(float*, size_t) override {}
   void all_reduce_max(float*, size_t) override {}
+  void all_reduce_sum_bf16(void*, size_t) override {}
 };
 
 }  // namespace holmes::model

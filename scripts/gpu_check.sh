@@ -110,20 +110,33 @@ PY
 
 # Several processes sharing the one GPU (docs/cuda.md): the default model as one process, then
 # as each layout "name workers tp pp dp" given after $1..$3, every step's loss within relative
-# $3 of the one process's, in precision $2. $1 = "gloo": device buffers staged through host
-# memory into Gloo groups (NCCL refuses ranks that share a GPU); "nccl": NCCL groups, each
-# process its own NCCL_HOSTID (HOLMES_NCCL_SHARED_GPU=1, socket transport), and every worker's
-# log must name its NCCL groups. Prints "pass ..." or "FAIL: ..." and leaves the runs under
+# $3 of the one process's, in precision $2. $1 = "gloo": parallel.nccl off, device buffers
+# staged through pinned host memory into Gloo groups; "nccl": parallel.nccl on, each process
+# its own NCCL_HOSTID (so NCCL connects the ranks over its socket transport), under MPS when
+# nvidia-cuda-mps-control is there (without it the processes time-slice the GPU and each hop
+# may wait a slice: slow, not wrong), with NCCL_DEBUG=INFO for INIT,NET: every worker's log
+# must name its NCCL groups and NCCL's own "via NET/Socket" connections, so a slow row is told
+# apart from a wrong one. Prints "pass ..." or "FAIL: ..." and leaves the runs under
 # $logs/shared-$1-$2.
 shared_gpu_check() {
   local mode=$1 precision=$2 tol=$3 sub="shared-$1-$2"
   shift 3
   local out="$logs/$sub" common=(--set job.device=cuda --set train.precision="$precision" --set train.steps=8
     --set train.micro_batch=4 --set train.global_batch=16 --set log.interval=1)
-  local env=(HOLMES_NCCL=0)
-  [ "$mode" = nccl ] && env=(HOLMES_NCCL=1 HOLMES_NCCL_SHARED_GPU=1)
+  local env=(NCCL_DEBUG=WARN) nccl=off mps=""
+  if [ "$mode" = nccl ]; then
+    env=(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET)
+    nccl=on
+  fi
+  common+=(--set parallel.nccl="$nccl")
   rm -rf "$out"
   mkdir -p "$out"
+  if [ "$mode" = nccl ] && command -v nvidia-cuda-mps-control >/dev/null; then
+    # A private MPS daemon for these runs (pipe and log folders of our own), stopped below.
+    export CUDA_MPS_PIPE_DIRECTORY="$out/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$out/mps-log"
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    nvidia-cuda-mps-control -d && mps=" under MPS"
+  fi
   timeout 120 "$dir/bin/holmes-train" "${common[@]}" --set job.output_dir="$out/one" >"$out/one.log" 2>&1 ||
     { echo "FAIL: one process (see $sub/one.log)"; return; }
   local bad=() names=() name n t p d layout
@@ -137,10 +150,18 @@ shared_gpu_check() {
       bad+=("$name did not use NCCL groups ($sub/$name.log)")
       continue
     fi
+    if [ "$mode" = nccl ] && ! grep -q "via NET/Socket" "$out/$name.log"; then
+      bad+=("$name: NCCL logged no NET/Socket connection ($sub/$name.log)")
+      continue
+    fi
     losses_within "$tol" "$out/one/metrics.jsonl" "$out/$name/metrics.jsonl" >>"$out/compare.txt" 2>&1 ||
       bad+=("$name losses differ ($sub/compare.txt)")
   done
-  if [ ${#bad[@]} -eq 0 ]; then echo "pass (${names[*]} vs one process, $precision)"; else echo "FAIL: ${bad[*]}"; fi
+  if [ -n "$mps" ]; then
+    echo quit | nvidia-cuda-mps-control || true
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  fi
+  if [ ${#bad[@]} -eq 0 ]; then echo "pass (${names[*]} vs one process, $precision$mps)"; else echo "FAIL: ${bad[*]}"; fi
 }
 
 # The CUDA libraries opened at run time (cuBLASLt, cuDNN, NCCL) come from the image: its
@@ -226,11 +247,13 @@ run_checks() {
   grep -q HOLMES_SKIP "$logs/llama_whole.log" && llama_whole=FAIL
   # 2b. the NCCL groups on this one GPU (docs/comm.md): size-1 groups on Socket and IB running
   # every op, a member that never joins, two members on one GPU; libnccl comes from the image
-  local nccl=pass nccl_lib
+  local nccl=pass nccl_lib nccl_host
   timeout 120 "$dir/bin/test_cuda" "[nccl]" >"$logs/nccl.log" 2>&1 || nccl=FAIL
   grep -q HOLMES_SKIP "$logs/nccl.log" && nccl=FAIL
   nccl_lib=$(grep -m1 '^NCCL [0-9]' "$logs/nccl.log" || echo "libnccl not loaded (see nccl.log)")
-  # 2c. several processes sharing the GPU through host-staged Gloo groups
+  nccl_host=$(grep -m1 -o 'nccl host time per all_reduce enqueue: .*' "$logs/nccl.log" || echo "not measured")
+  # 2c. several processes sharing the GPU: parallel.nccl off (staged through pinned memory into
+  #     Gloo) and on (NCCL, an NCCL_HOSTID per process)
   local shared shared_nccl shared_bf16
   # fp32 is exact enough to compare layouts at 1e-4; bf16 checks tensor parallelism (fp32 sums
   # of the bf16 shards) and pipeline stages (bf16 boundaries) at the bf16 tolerance
@@ -274,6 +297,7 @@ run_checks() {
   printf '%-24s %s\n' "CUDA tests (test_cuda)" "$tests: $summary ${failed:+(first failures: $failed)}" \
     "whole model vs CPU" "$whole" "llama ops parity" "$llama_ops" "attention incl. GQA" "$llama_attention" \
     "llama whole model vs CPU" "$llama_whole" "NCCL groups, one GPU" "$nccl: $nccl_lib" \
+    "NCCL host time per op" "$nccl_host" \
     "shared GPU, Gloo staged" "$shared" "shared GPU, NCCL groups" "$shared_nccl" \
     "shared GPU, bf16 tp2 pp2 dp2" "$shared_bf16" "default job, device auto" "$auto_dev"
   echo "$rows"

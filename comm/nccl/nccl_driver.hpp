@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -26,6 +27,8 @@ struct CudaCalls {
   decltype(&::cudaGetErrorString) error_string;
   decltype(&::cudaGetDevice) get_device;
   decltype(&::cudaSetDevice) set_device;
+  decltype(&::cudaStreamCreateWithFlags) stream_create;
+  decltype(&::cudaStreamDestroy) stream_destroy;
 };
 
 struct NcclDriver {
@@ -35,6 +38,13 @@ struct NcclDriver {
 
 // libnccl (nccl(): throws NcclUnavailable when it cannot be loaded) and the CUDA runtime.
 NcclDriver nccl_driver();
+
+// The pause before poll `attempt` (0, 1, ...) of a non-blocking NCCL call still in progress:
+// none for the first kSpinPolls (an enqueue is ready within microseconds, and sleeping 50 us
+// per operation would leave the GPU waiting on the host for every tensor-parallel sum), then
+// 10 us doubling to 10 ms.
+inline constexpr int kSpinPolls = 64;
+std::chrono::microseconds poll_pause(int attempt);
 
 // make_nccl_group (nccl_group.hpp) over `driver`.
 std::unique_ptr<ProcessGroup> make_nccl_group(const std::shared_ptr<Store>& store, GroupSpec spec,

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -39,13 +40,20 @@ class NcclGroup final : public ProcessGroup {
   }
   ~NcclGroup() override { close(); }
 
-  std::string transport() const override { return "nccl " + net_; }
+  std::string transport() const override { return net_.empty() ? "nccl (node-local)" : "nccl " + net_; }
 
   void all_reduce(std::span<float> data, ReduceOp op, const OpOptions& o) override {
+    all_reduce(data.data(), data.size(), DType::kF32, op, o);
+  }
+
+  // bf16 natively: half the bytes of fp32 on the wire (tensor-parallel sums of bf16 runs).
+  void all_reduce(void* data, size_t count, DType dtype, ReduceOp op, const OpOptions& o) override {
+    const ncclDataType_t t = dtype == DType::kBf16 ? ncclBfloat16 : ncclFloat32;
     enqueue("all_reduce", o, [&](cudaStream_t s) {
-      return api_->all_reduce(data.data(), data.data(), data.size(), ncclFloat32, to_nccl(op), comm_, s);
+      return api_->all_reduce(data, data, count, t, to_nccl(op), comm_, s);
     });
   }
+  bool sums(DType) const override { return true; }
 
   void reduce_scatter(std::span<float> out, std::span<const float> in, ReduceOp op, const OpOptions& o) override {
     check_sizes("reduce_scatter", out.size() * size(), in.size(), in.size());
@@ -86,8 +94,12 @@ class NcclGroup final : public ProcessGroup {
   }
 
   // An all-reduce of one float, then a wait (bounded by the time-out) until it completed.
+  // Without a stream of the caller's, on the group's own (never the legacy default stream,
+  // which would wait for and hold up every other stream of the process).
   void barrier(const OpOptions& o) override {
-    enqueue("barrier", o, [&](cudaStream_t s) {
+    OpOptions mine = o;
+    if (mine.stream == nullptr) mine.stream = own_stream_;
+    enqueue("barrier", mine, [&](cudaStream_t s) {
       return api_->all_reduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, s);
     });
     std::unique_lock<std::mutex> lock(mu_);
@@ -95,11 +107,16 @@ class NcclGroup final : public ProcessGroup {
     if (!failure_.empty()) throw error("barrier", failure_);
   }
 
+  void abort() noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    abort_locked("aborted by this rank after a failure elsewhere in it");
+  }
+
  private:
   struct Pending {
     cudaEvent_t done;
     std::string op;
-    Clock::time_point deadline;
+    Clock::time_point enqueued;
     std::chrono::milliseconds timeout;
   };
 
@@ -118,8 +135,9 @@ class NcclGroup final : public ProcessGroup {
   }
 
   void connect() {
-    if (net_ != "IB" && net_ != "Socket")
-      throw std::invalid_argument(fmt::format("make_nccl_group '{}': net '{}' is neither IB nor Socket", name(), net_));
+    if (net_ != "IB" && net_ != "Socket" && !net_.empty())
+      throw std::invalid_argument(fmt::format("make_nccl_group '{}': net '{}' is neither IB, Socket nor empty", name(),
+                                              net_));
     ncclUniqueId id;
     if (rank() == 0) {
       if (ncclResult_t r = api_->get_unique_id(&id); r != ncclSuccess)
@@ -140,12 +158,14 @@ class NcclGroup final : public ProcessGroup {
     store_.set(fmt::format("joined/{}", rank()), {'1'});
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // init and operations return at once and can be aborted
-    config.netName = net_.c_str();
+    if (!net_.empty()) config.netName = net_.c_str();  // empty: a node-local group, NCCL's own choice
     config.commName = spec_.name.c_str();
     const auto deadline = Clock::now() + spec_.timeout;
     ncclResult_t r = api_->comm_init_rank_config(&comm_, size(), id, rank(), &config);
     if (r == ncclInProgress || r == ncclSuccess) r = poll_ready(deadline);
     if (r == ncclSuccess && cuda_.device_malloc(reinterpret_cast<void**>(&scratch_), sizeof(float)) != cudaSuccess)
+      r = ncclUnhandledCudaError;
+    if (r == ncclSuccess && cuda_.stream_create(&own_stream_, cudaStreamNonBlocking) != cudaSuccess)
       r = ncclUnhandledCudaError;
     if (r == ncclSuccess) return;
     const std::string what = r == ncclInProgress ? fmt::format("not connected within {} ms", spec_.timeout.count())
@@ -161,13 +181,13 @@ class NcclGroup final : public ProcessGroup {
 
   // Waits for a non-blocking call's communicator state to leave ncclInProgress.
   ncclResult_t poll_ready(Clock::time_point deadline) {
-    auto pause = std::chrono::microseconds(50);
-    for (;;) {
+    for (int attempt = 0;; ++attempt) {
       ncclResult_t state = ncclSuccess;
       if (ncclResult_t r = api_->comm_get_async_error(comm_, &state); r != ncclSuccess) return r;
       if (state != ncclInProgress || Clock::now() > deadline) return state;
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(10'000));
+      const auto pause = poll_pause(attempt);
+      if (pause.count() == 0) std::this_thread::yield();
+      else std::this_thread::sleep_for(pause);
     }
   }
 
@@ -186,7 +206,8 @@ class NcclGroup final : public ProcessGroup {
   template <class Call>
   void enqueue(const char* op, const OpOptions& o, Call call) {
     const auto timeout = timeout_of(o);
-    const auto deadline = Clock::now() + timeout;
+    const auto enqueued = Clock::now();
+    const auto deadline = enqueued + timeout;
     auto stream = static_cast<cudaStream_t>(o.stream);
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.empty()) throw error(op, "group is broken by an earlier failure: " + failure_);
@@ -206,7 +227,7 @@ class NcclGroup final : public ProcessGroup {
       abort_locked(fmt::format("{} #{}: cannot record its completion event: {}", op, ops_, cuda_.error_string(e)));
       throw error(op, failure_);
     }
-    pending_.push_back(Pending{done, fmt::format("{} #{}", op, ops_++), deadline, timeout});
+    pending_.push_back(Pending{done, fmt::format("{} #{}", op, ops_++), enqueued, timeout});
     cv_.notify_all();
   }
 
@@ -222,22 +243,27 @@ class NcclGroup final : public ProcessGroup {
   }
 
   // The watchdog: completes pending operations in order, aborts on a time-out or an
-  // asynchronous error. Polls every 2 ms (operations are milliseconds long or more).
+  // asynchronous error. Polls every 2 ms (operations are milliseconds long or more). An
+  // operation's time-out runs from when the device could start it: its enqueue, or the
+  // completion of the one before it (the host may be a whole step ahead of the GPU).
   void watch() {
     cuda_.set_device(device_);
     std::unique_lock<std::mutex> lock(mu_);
+    Clock::time_point previous_done = Clock::now();
     while (!stop_) {
       if (comm_) {
         ncclResult_t state = ncclSuccess;
-        api_->comm_get_async_error(comm_, &state);
-        if (state != ncclSuccess && state != ncclInProgress)
+        const ncclResult_t asked = api_->comm_get_async_error(comm_, &state);
+        if (asked != ncclSuccess)
+          abort_locked(fmt::format("cannot ask NCCL for the communicator's state: {}", why(asked)));
+        else if (state != ncclSuccess && state != ncclInProgress)
           abort_locked(fmt::format("asynchronous NCCL error: {}", why(state)));
       }
       while (!pending_.empty()) {
         Pending& p = pending_.front();
         const cudaError_t q = cuda_.event_query(p.done);
         if (q == cudaErrorNotReady) {
-          if (Clock::now() > p.deadline)
+          if (Clock::now() > std::max(p.enqueued, previous_done) + p.timeout)
             abort_locked(fmt::format("{} did not complete within {} ms (a member is missing, dead or stuck)", p.op,
                                      p.timeout.count()));
           break;
@@ -248,6 +274,7 @@ class NcclGroup final : public ProcessGroup {
         }
         cuda_.event_destroy(p.done);
         pending_.pop_front();
+        previous_done = Clock::now();
         cv_.notify_all();
       }
       cv_.wait_for(lock, std::chrono::milliseconds(2));
@@ -272,6 +299,7 @@ class NcclGroup final : public ProcessGroup {
       comm_ = nullptr;
     }
     if (scratch_) cuda_.device_free(scratch_);
+    if (own_stream_) cuda_.stream_destroy(own_stream_);
   }
 
   PrefixStore store_;
@@ -280,6 +308,7 @@ class NcclGroup final : public ProcessGroup {
   CudaCalls cuda_;
   ncclComm_t comm_ = nullptr;
   float* scratch_ = nullptr;  // [1] on the device, for barrier
+  cudaStream_t own_stream_ = nullptr;  // barrier's when the caller gives none
   int device_ = 0;            // the GPU current when the group was made
   std::mutex mu_;             // guards everything below and every call on comm_
   std::condition_variable cv_;
@@ -292,12 +321,18 @@ class NcclGroup final : public ProcessGroup {
 
 }  // namespace
 
+std::chrono::microseconds poll_pause(int attempt) {
+  if (attempt < kSpinPolls) return std::chrono::microseconds(0);
+  const int doublings = std::min(attempt - kSpinPolls, 10);  // 10 us x 2^10 > 10 ms
+  return std::min(std::chrono::microseconds(10) * (1 << doublings), std::chrono::microseconds(10'000));
+}
+
 NcclDriver nccl_driver() {
   NcclDriver d;
   d.nccl = &nccl();
   d.cuda = CudaCalls{&::cudaEventCreateWithFlags, &::cudaEventRecord, &::cudaEventQuery, &::cudaEventDestroy,
                      static_cast<cudaError_t (*)(void**, size_t)>(&::cudaMalloc), &::cudaFree, &::cudaGetErrorString,
-                     &::cudaGetDevice, &::cudaSetDevice};
+                     &::cudaGetDevice, &::cudaSetDevice, &::cudaStreamCreateWithFlags, &::cudaStreamDestroy};
   return d;
 }
 
@@ -308,8 +343,9 @@ std::unique_ptr<ProcessGroup> make_nccl_group(const std::shared_ptr<Store>& stor
 
 std::unique_ptr<ProcessGroup> make_nccl_group(const std::shared_ptr<Store>& store, GroupSpec spec,
                                               const std::string& net) {
-  if (net != "IB" && net != "Socket")  // before loading anything
-    throw std::invalid_argument(fmt::format("make_nccl_group '{}': net '{}' is neither IB nor Socket", spec.name, net));
+  if (net != "IB" && net != "Socket" && !net.empty())  // before loading anything
+    throw std::invalid_argument(fmt::format("make_nccl_group '{}': net '{}' is neither IB, Socket nor empty",
+                                            spec.name, net));
   return make_nccl_group(store, std::move(spec), net, nccl_driver());
 }
 

@@ -15,7 +15,7 @@
 #include <limits>
 #include <numeric>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/checkpoint/checkpoint.hpp"
 #include "model/param_layout.hpp"
 

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "common/format.hpp"
 #include "engine/checkpoint/checkpoint_io.hpp"
 

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <vector>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/spec/run_paths.hpp"
 #include "engine/checkpoint/checkpoint.hpp"
 #include "engine/checkpoint/checkpoint_io.hpp"

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/checkpoint/checkpoint_io.hpp"
 
 namespace holmes::checkpoint {

@@ -15,7 +15,7 @@
 #include <random>
 #include <set>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "common/format.hpp"
 #include "engine/checkpoint/checkpoint.hpp"
 

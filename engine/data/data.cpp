@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/data/prepare.hpp"
 #include "engine/data/synthetic.hpp"
 #include "engine/tokenizer/load.hpp"

@@ -16,7 +16,7 @@
 #include <utility>
 
 #include "engine/data/file_kind.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 namespace holmes::data {
 

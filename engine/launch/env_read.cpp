@@ -4,7 +4,7 @@
 
 #include <cctype>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 namespace holmes::launch::detail {
 

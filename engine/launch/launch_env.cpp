@@ -5,7 +5,7 @@
 
 #include "engine/launch/env_read.hpp"
 #include "engine/launch/slurm_env.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 extern char** environ;
 

@@ -15,7 +15,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 namespace holmes::launch {
 

@@ -8,7 +8,7 @@
 
 #include <numeric>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/topo/hostlist.hpp"
 
 namespace holmes::launch {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 namespace holmes::parallel {
 

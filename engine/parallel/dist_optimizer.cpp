@@ -65,18 +65,17 @@ std::vector<GradBucket> plan_buckets(const model::ParamLayout& layout, size_t bu
   return out;
 }
 
-DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommClock& clock)
-    : gpt_(gpt), ctx_(ctx), clock_(clock), backend_(gpt.backend()) {
+DistOptimizer::DistOptimizer(model::Gpt& gpt, ParallelGroups& groups, size_t bucket_floats)
+    : gpt_(gpt), groups_(groups), dp_size_(groups.coords().dp_size), dp_rank_(groups.coords().dp_rank),
+      tp_rank_(groups.coords().tp_rank), backend_(gpt.backend()) {
   device::DeviceMemory& mem = *backend_.memory;
-  const size_t mb = ctx.bucket_mb > 0 ? static_cast<size_t>(ctx.bucket_mb) : kDefaultBucketMb;
-  const size_t floats = ctx.bucket_floats > 0 ? ctx.bucket_floats : mb * (size_t{1} << 20) / sizeof(float);
-  buckets_ = plan_buckets(gpt.layout(), floats, ctx.dp_size, ctx.dp_rank);
+  const size_t floats = bucket_floats > 0 ? bucket_floats : kDefaultBucketMb * (size_t{1} << 20) / sizeof(float);
+  buckets_ = plan_buckets(gpt.layout(), floats, dp_size_, dp_rank_);
   const size_t nb = buckets_.size();
   pack_off_.assign(nb, 0);
   reduced_off_.assign(nb, 0);
   decay_.resize(nb);
-  submitted_.assign(nb, false);
-  size_t packed = 0, reduced = 0, max_chunk = 0, padded = 0;
+  size_t packed = 0, reduced = 0;
   for (size_t k = nb; k-- > 0;) {  // ascending offsets: the packing order of the moments
     const GradBucket& b = buckets_[k];
     pack_off_[k] = packed;
@@ -91,8 +90,6 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommCl
     const GradBucket& b = buckets_[k];
     reduced_off_[k] = reduced;
     reduced += b.chunk;
-    max_chunk = std::max(max_chunk, b.chunk);
-    if (ctx.dp_size > 1 && (b.end - b.begin) % ctx.dp_size != 0) padded = std::max(padded, b.chunk * ctx.dp_size);
     for (const model::ParamTensor& t : gpt.layout().tensors()) {
       const size_t lo = std::max(t.offset, b.own_begin), hi = std::min(t.offset + t.numel, b.own_end);
       if (lo >= hi) continue;
@@ -100,7 +97,7 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommCl
       // Replicated over TP: every TP rank holds the same values, count them once.
       // Neighbouring tensors of one unit share one range: one sum-of-squares call per unit and
       // bucket, not per tensor (a GPT-2 124M step on one GPU: 51 calls instead of 148).
-      if (!t.tied_copy && (t.split_dim >= 0 || ctx.tp_rank == 0)) {
+      if (!t.tied_copy && (t.split_dim >= 0 || tp_rank_ == 0)) {
         const NormRange r{k, lo - b.own_begin, hi - b.own_begin, norm_unit(t, gpt.config().layers)};
         if (!norm_.empty() && norm_.back().bucket == r.bucket && norm_.back().unit == r.unit &&
             norm_.back().end == r.begin)
@@ -115,30 +112,19 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommCl
   m_.zero();
   v_.zero();
   sq_ = device::DeviceArray<double>(mem, norm_units(gpt.config().layers));
-  if (ctx.dp_size > 1) {
+  if (dp_size_ > 1) {
     reduced_ = device::DeviceArray<float>(mem, reduced);
-    padded_ = device::DeviceArray<float>(mem, padded);
-    gather_out_ = device::DeviceArray<float>(mem, max_chunk * ctx.dp_size);
     reduced_.zero();
     dp_ = true;
-    // On an NCCL group this thread enqueues the reduce-scatters in program order (the same on
-    // every rank) on the backend's side queue, which overlaps them with the rest of backward;
-    // on a host group a communication thread overlaps them.
-    if (ctx.dp_device != nullptr)
-      side_ = mem.side_stream();  // null where calls complete in order: then the compute queue
-    else
-      thread_ = std::make_unique<comm::CommThread>();
-    // Its copies and kernels go to this rank's GPU, not device 0 (a failure comes with the first drain).
-    if (thread_) thread_->submit([&mem] { mem.bind_thread(); });
-    gpt_.set_grad_ready_hook([this](size_t begin, size_t end) { on_grads_ready(begin, end); });
+    scattered_.resize(nb);
     gathered_.resize(nb);
-    landed_.resize(nb);
+    gpt_.set_grad_ready_hook([this](size_t begin, size_t end) { on_grads_ready(begin, end); });
     gpt_.set_params_needed_hook([this](size_t begin, size_t end) { on_params_needed(begin, end); });
   }
 }
 
 DistOptimizer::~DistOptimizer() {
-  thread_.reset();  // finishes queued work (bounded by the group time-out) before the hooks go
+  if (dp_) groups_.dp().abandon();  // nothing beside the compute outlives the buffers it uses
   gpt_.set_grad_ready_hook({});
   gpt_.set_params_needed_hook({});
 }
@@ -149,7 +135,7 @@ void DistOptimizer::arm() {
   overlapped_ = 0;
   next_ = 0;
   ready_floor_ = gpt_.num_params();
-  std::fill(submitted_.begin(), submitted_.end(), false);
+  std::fill(scattered_.begin(), scattered_.end(), Work{});
 }
 
 void DistOptimizer::on_grads_ready(size_t begin, size_t end) {
@@ -159,68 +145,37 @@ void DistOptimizer::on_grads_ready(size_t begin, size_t end) {
                                        "backward must finish the buffer from its end", begin, end, ready_floor_));
   ready_floor_ = begin;
   for (; next_ < buckets_.size() && buckets_[next_].begin >= ready_floor_; ++next_) {
-    if (buckets_[next_].embedding && ctx_.embedding != nullptr) continue;  // after the embedding sum
+    if (buckets_[next_].embedding && groups_.embedding().size() > 1) continue;  // after the embedding sum
     submit(next_);
     ++overlapped_;
   }
 }
 
 void DistOptimizer::submit(size_t k) {
-  submitted_[k] = true;
-  if (thread_)
-    thread_->submit([this, k] { reduce_scatter(k); });
-  else
-    reduce_scatter(k);
-}
-
-void DistOptimizer::reduce_scatter(size_t k) {
   const GradBucket& b = buckets_[k];
-  const float* g = gpt_.grads() + b.begin;
-  std::span<const float> in(g, b.end - b.begin);
-  const size_t n = b.end - b.begin, padded = b.chunk * ctx_.dp_size;
-  device::DeviceMemory& mem = *backend_.memory;
-  // On the side queue: after the gradients the compute queue has made so far (this bucket's
-  // are final), beside the rest of backward.
-  void* queue = side_ ? side_ : mem.stream();
-  if (side_) mem.order(mem.stream(), side_);
-  if (padded != n) {  // zero tail up to chunk * dp
-    mem.copy_on(queue, padded_.data(), g, n * sizeof(float));
-    mem.zero_on(queue, padded_.data() + n, (padded - n) * sizeof(float));
-    in = {padded_.data(), padded};
-  }
-  std::span<float> out(reduced_.data() + reduced_off_[k], b.chunk);
-  ctx_.dp->reduce_scatter(out, in, comm::ReduceOp::kSum, {.stream = side_});
-  // The kernels run on the compute queue: with a side queue finish_grads scales, after it.
-  if (!side_) backend_.kernels->scale_forward(out.data(), 1.0f / static_cast<float>(ctx_.dp_size), out.size());
+  // The group zero-pads a bucket dp does not divide to chunk x dp.
+  scattered_[k] = groups_.dp().reduce_scatter(Buf::f32(reduced_.data() + reduced_off_[k], b.chunk),
+                                              Buf::f32(gpt_.grads() + b.begin, b.end - b.begin), comm::ReduceOp::kSum);
 }
 
 void DistOptimizer::finish_grads() {
   // Megatron's embedding group: the first stage's wte and the last stage's copy both get
   // the sum of the two gradients, so the copies stay equal after the update.
-  if (ctx_.embedding != nullptr) {
-    if (const model::ParamTensor* wte = tied_embedding(gpt_.layout())) {
-      float* g = gpt_.grads() + wte->offset;
-      auto sum = [&] { ctx_.embedding->all_reduce({g, wte->numel}, comm::ReduceOp::kSum); };
-      if (ctx_.embedding_device != nullptr)
-        clock_.time_queued(*backend_.memory, backend_.memory->stream(), sum);
-      else
-        clock_.time(sum);
-    }
+  if (groups_.embedding().size() > 1) {
+    if (const model::ParamTensor* wte = tied_embedding(gpt_.layout()))
+      groups_.embedding().all_reduce(Buf::f32(gpt_.grads() + wte->offset, wte->numel), comm::ReduceOp::kSum);
   }
   if (!dp_) return;
   armed_ = false;
   for (size_t k = 0; k < buckets_.size(); ++k)
-    if (!submitted_[k]) submit(k);
-  if (thread_) clock_.time([&] { thread_->drain(); });
-  if (side_) {
-    // The compute queue waits for the reduce-scatters (timed by the device), then averages.
-    device::DeviceMemory& mem = *backend_.memory;
-    clock_.time_queued(mem, mem.stream(), [&] { mem.order(side_, mem.stream()); });
-    for (size_t k = 0; k < buckets_.size(); ++k)
-      backend_.kernels->scale_forward(reduced_.data() + reduced_off_[k], 1.0f / static_cast<float>(ctx_.dp_size),
-                                      buckets_[k].chunk);
+    if (!scattered_[k].pending()) submit(k);
+  // Every bucket's sum has landed, then the average, on the compute queue.
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    scattered_[k].land();
+    scattered_[k] = Work{};
+    backend_.kernels->scale_forward(reduced_.data() + reduced_off_[k], 1.0f / static_cast<float>(dp_size_),
+                                    buckets_[k].chunk);
   }
-  std::fill(submitted_.begin(), submitted_.end(), false);
 }
 
 const float* DistOptimizer::owned_grads(size_t k) const {
@@ -246,27 +201,12 @@ void DistOptimizer::update(const AdamWHyper& h, int64_t t, float grad_scale) {
                  v_.data() + pack_off_[k], 0, n, decay_[k], h, t, grad_scale);
   }
   if (dp_) {
-    // In forward order, so the next forward's first layers find theirs first: on the
-    // communication thread (host groups), or on the side queue after the update's kernels
-    // (a device group; where calls complete in order, at once).
-    device::DeviceMemory& mem = *backend_.memory;
-    void* queue = side_ ? side_ : mem.stream();
-    if (side_) mem.order(mem.stream(), side_);
+    // In forward order, so the next forward's first layers find theirs first. Each rank gives
+    // its owned part (the group zero-pads it to the chunk); every rank receives the bucket.
     for (size_t k = buckets_.size(); k-- > 0;) {
       const GradBucket& b = buckets_[k];
-      const size_t n = b.own_end - b.own_begin;
-      // The bucket's reduced gradients are spent: its chunk becomes the all-gather input.
-      float* in = reduced_.data() + reduced_off_[k];
-      mem.copy_on(queue, in, gpt_.params() + b.own_begin, n * sizeof(float));
-      if (b.chunk > n) mem.zero_on(queue, in + n, (b.chunk - n) * sizeof(float));
-      if (thread_) {
-        gathered_[k] = thread_->submit([this, k] { gather_bucket(k); });
-      } else if (side_) {
-        gather_bucket(k);
-        landed_[k] = mem.fence_on(side_);
-      } else {
-        clock_.time([&] { gather_bucket(k); });  // complete on return: nothing to land but the bf16 copy
-      }
+      gathered_[k] = groups_.dp().all_gather(Buf::f32(gpt_.params() + b.begin, b.end - b.begin),
+                                             Buf::f32(gpt_.params() + b.own_begin, b.own_end - b.own_begin));
     }
     gather_next_ = 0;
     gathering_ = true;
@@ -276,28 +216,10 @@ void DistOptimizer::update(const AdamWHyper& h, int64_t t, float grad_scale) {
   gpt_.params_updated();
 }
 
-void DistOptimizer::gather_bucket(size_t k) {
-  const GradBucket& b = buckets_[k];
-  std::span<float> out(gather_out_.data(), b.chunk * ctx_.dp_size);
-  ctx_.dp->all_gather(out, {reduced_.data() + reduced_off_[k], b.chunk}, {.stream = side_});
-  // On the communication thread: queued before this bucket's future is ready, so before any
-  // kernel that waited for it. On the side queue: before the fence the kernels wait for.
-  // Either way the next all-gather's write to gather_out_ comes after it.
-  void* queue = side_ ? side_ : backend_.memory->stream();
-  backend_.memory->copy_on(queue, gpt_.params() + b.begin, out.data(), (b.end - b.begin) * sizeof(float));
-}
-
 void DistOptimizer::land(size_t k) {
   ++gathers_deferred_;
-  if (thread_) {
-    clock_.time([&] { gathered_[k].wait(); });
-    gathered_[k].get();  // rethrows a failed all-gather
-  } else if (landed_[k]) {
-    // The compute queue waits (timed by the device), the host does not.
-    device::DeviceMemory& mem = *backend_.memory;
-    clock_.time_queued(mem, mem.stream(), [&] { landed_[k]->hold(mem.stream()); });
-    landed_[k].reset();
-  }
+  gathered_[k].land();  // rethrows a failed all-gather
+  gathered_[k] = Work{};
   gpt_.params_updated(buckets_[k].begin, buckets_[k].end);
 }
 

@@ -1,17 +1,16 @@
 // Megatron-LM's distributed optimizer for one rank: the gradient buffer is cut into buckets
 // of whole tensors in reverse layout order (the order backward finishes them). During the
 // last micro-batch's backward each bucket whose gradients are final is reduce-scattered
-// (sum, then / dp) on a CommThread while backward goes on. A rank owns chunk dp_rank of
+// (sum, then / dp) beside the compute while backward goes on. A rank owns chunk dp_rank of
 // every bucket (buckets padded to a multiple of dp), keeps AdamW moments only for what it
 // owns, updates those parameters and all-gathers the bucket back. dp == 1: no buckets are
 // communicated and the rank owns [0, n).
 //
-// The all-gathers run beside the next forward, in forward order (embedding first): on a host
-// group (Gloo) on the communication thread, on an NCCL group on the backend's side queue.
-// The model's params-needed hook waits for the buckets of each layer just before the layer's
-// kernels read them (the host waits for the thread's future; the compute queue waits for the
-// side queue's fence) and refreshes the bf16 copy of what landed. Anything else that reads or
-// writes the parameters first calls params_ready().
+// The all-gathers run beside the next forward, in forward order (embedding first). The
+// model's params-needed hook lands the buckets of each layer just before the layer's kernels
+// read them and refreshes the bf16 copy of what landed. Anything else that reads or writes
+// the parameters first calls params_ready(). How the bytes travel (a communication thread, a
+// side queue, staging through host memory) is the data-parallel group's (group.hpp).
 //
 // The tied embedding: wte (first stage) and its copy (last stage) each get a bucket of
 // their own, held back until their gradients are summed over the embedding group.
@@ -22,9 +21,8 @@
 #include <utility>
 #include <vector>
 
-#include "comm/comm_thread.hpp"
 #include "engine/parallel/adamw.hpp"
-#include "engine/parallel/dist_comm.hpp"
+#include "engine/parallel/groups.hpp"
 #include "model/gpt.hpp"
 
 namespace holmes::parallel {
@@ -54,7 +52,9 @@ std::vector<GradBucket> plan_buckets(const model::ParamLayout& layout, size_t bu
 
 class DistOptimizer {
  public:
-  DistOptimizer(model::Gpt& gpt, const ParallelContext& ctx, CommClock& clock);
+  // bucket_floats: the gradient bucket size (floats; 0 = kDefaultBucketMb). gpt and groups
+  // outlive the optimizer.
+  DistOptimizer(model::Gpt& gpt, ParallelGroups& groups, size_t bucket_floats = 0);
   ~DistOptimizer();
 
   // Call before the step's last backward: from then on every bucket is reduce-scattered as
@@ -91,18 +91,14 @@ class DistOptimizer {
 
  private:
   void on_grads_ready(size_t begin, size_t end);
-  void submit(size_t k);
-  void reduce_scatter(size_t k);  // runs on the comm thread
+  void submit(size_t k);  // bucket k's reduce-scatter
   const float* owned_grads(size_t k) const;
-  // Deferred: the all-gather of bucket k (its input, the owned parameters, already in its
-  // chunk of reduced_) into params(), on the communication thread or the side queue.
-  void gather_bucket(size_t k);
   void on_params_needed(size_t begin, size_t end);
-  void land(size_t k);  // waits for bucket k's deferred all-gather, refreshes its bf16 copy
+  void land(size_t k);  // bucket k's deferred all-gather, then its bf16 copy
 
   model::Gpt& gpt_;
-  const ParallelContext& ctx_;
-  CommClock& clock_;
+  ParallelGroups& groups_;
+  const int dp_size_, dp_rank_, tp_rank_;
   std::vector<GradBucket> buckets_;
   std::vector<size_t> pack_off_;    // per bucket: where its owned part sits in m_, v_
   std::vector<size_t> reduced_off_;  // per bucket: its chunk in reduced_
@@ -117,27 +113,19 @@ class DistOptimizer {
   model::Backend& backend_;
   device::DeviceArray<float> m_, v_;
   device::DeviceArray<float> reduced_;  // reduce-scatter outputs, chunk per bucket
-  // Padded reduce-scatter input of a bucket dp does not divide; one buffer serves all such
-  // buckets since the comm thread runs them one after the other.
-  device::DeviceArray<float> padded_;
-  device::DeviceArray<float> gather_out_;  // all-gather output, one bucket at a time
   device::DeviceArray<double> sq_;  // [norm_units] the norm's sums of squares by unit
-  std::vector<bool> submitted_;
+  std::vector<Work> scattered_;     // per bucket: its reduce-scatter this step
   size_t next_ = 0;          // first bucket not yet submitted (reverse layout order)
   size_t ready_floor_ = 0;   // gradients at or above this offset are final
   bool armed_ = false;
   int overlapped_ = 0;
   bool dp_ = false;  // dp_size > 1: gradients are reduce-scattered, parameters all-gathered
-  void* side_ = nullptr;  // with ctx.dp_device: the backend's side queue the reduce-scatters run on
-  // Deferred all-gathers: per bucket the thread's future (host groups) or the side queue's
-  // fence after it (NCCL; none where calls complete in order), landed in forward order (bucket index descending); gather_next_
+  // Deferred all-gathers, landed in forward order (bucket index descending); gather_next_
   // counts the buckets landed, from the last index.
-  std::vector<std::shared_future<void>> gathered_;
-  std::vector<std::shared_ptr<device::QueueFence>> landed_;
+  std::vector<Work> gathered_;
   size_t gather_next_ = 0;
   bool gathering_ = false;
   int gathers_deferred_ = 0;
-  std::unique_ptr<comm::CommThread> thread_;  // last: stops before the buffers it uses go
 };
 
 }  // namespace holmes::parallel

@@ -8,20 +8,17 @@
 
 namespace holmes::parallel {
 
-PipelineStage::PipelineStage(model::Gpt& gpt, const ParallelContext& ctx, int micro_batches, int B, int T,
-                             CommClock& clock)
-    : gpt_(gpt), ctx_(ctx), micro_batches_(micro_batches), B_(B), T_(T), first_(ctx.pp_stage == 0),
-      last_(ctx.pp_stage == ctx.pp_size - 1), clock_(clock) {
-  steps_ = one_f_one_b(ctx.pp_size, ctx.pp_stage, micro_batches);
-  const int slots = max_in_flight(ctx.pp_size, ctx.pp_stage, micro_batches);
+PipelineStage::PipelineStage(model::Gpt& gpt, ParallelGroups& groups, int micro_batches, int B, int T)
+    : gpt_(gpt), groups_(groups), stage_(groups.coords().pp_stage), micro_batches_(micro_batches), B_(B), T_(T),
+      first_(stage_ == 0), last_(stage_ == groups.coords().pp_size - 1) {
+  const int pp = groups.coords().pp_size;
+  steps_ = one_f_one_b(pp, stage_, micro_batches);
+  const int slots = max_in_flight(pp, stage_, micro_batches);
   if (gpt.slots() != slots)
     throw std::logic_error(fmt::format("PipelineStage: the model has {} activation slots, stage {} of {} keeps {} "
-                                       "micro-batches in flight", gpt.slots(), ctx.pp_stage, ctx.pp_size, slots));
+                                       "micro-batches in flight", gpt.slots(), stage_, pp, slots));
   slot_micro_.assign(slots, -1);
   max_sending_ = static_cast<size_t>(std::max(slots, 2));
-  if (ctx.pp != nullptr)
-    channel_ = std::make_unique<PipeChannel>(*ctx.pp, ctx.pp_device != nullptr, *gpt.backend().memory, clock,
-                                             2 * slots + 2);
   inputs_.resize(static_cast<size_t>(B) * T);
   targets_.resize(inputs_.size());
 }
@@ -29,7 +26,8 @@ PipelineStage::PipelineStage(model::Gpt& gpt, const ParallelContext& ctx, int mi
 void PipelineStage::reset() {
   // A step that failed half-way (a CommError) may have left transfers queued and buffers and
   // slots taken.
-  if (channel_) channel_->abandon();
+  groups_.pp().abandon();
+  receiving_.clear();
   for (auto& [key, buf] : live_) free_.push_back(std::move(buf));
   live_.clear();
   for (auto& [done, buf] : sending_) free_.push_back(std::move(buf));
@@ -75,10 +73,10 @@ double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(in
   finish_transfers();
   // On a GPU the last backward's kernels are still queued: wait for them inside the compute
   // time, so it measures the device's work (a no-op on the CPU).
-  timed(compute_s_, clock_, [&] { gpt_.backend().memory->synchronize(); });
+  timed(compute_s_, groups_.clock(), [&] { gpt_.backend().memory->synchronize(); });
   // Communication the device ran on the compute stream (NCCL groups) is in the passes' time:
   // it was not compute.
-  compute_s_ = std::max(0.0, compute_s_ - clock_.settle() / 1e3);
+  compute_s_ = std::max(0.0, compute_s_ - groups_.clock().settle() / 1e3);
   // The micro-batches' losses, read once per step (the device is idle by now).
   if (last_) loss_sum_ = gpt_.take_loss_sum();
   return loss_sum_;
@@ -89,23 +87,26 @@ double PipelineStage::run_forward(int count, const FetchFn& fetch) {
   // the chain has no cycle, so rendezvous sends cannot deadlock.
   reset();
   for (int e = 0; e < count; ++e) {
-    if (!first_) exchange({{P2PKind::kRecvActivation, e, ctx_.pp_stage - 1}});
+    if (!first_) exchange({{P2PKind::kRecvActivation, e, stage_ - 1}});
     forward(e, fetch);
-    if (!last_) exchange({{P2PKind::kSendActivation, e, ctx_.pp_stage + 1}});
+    if (!last_) exchange({{P2PKind::kSendActivation, e, stage_ + 1}});
     slot_micro_[e % slot_micro_.size()] = -1;  // no backward follows
   }
   finish_transfers();
   if (last_) loss_sum_ = gpt_.take_loss_sum();
-  compute_s_ = std::max(0.0, compute_s_ - clock_.settle() / 1e3);
+  compute_s_ = std::max(0.0, compute_s_ - groups_.clock().settle() / 1e3);
   return loss_sum_;
 }
 
 void PipelineStage::finish_transfers() {
-  if (channel_) channel_->drain();
+  groups_.pp().drain();
+  if (!receiving_.empty())  // a schedule that never reads a received tensor is a bug
+    throw std::logic_error(fmt::format("PipelineStage: stage {} ended the step with {} receives never read", stage_,
+                                       receiving_.size()));
   reclaim(false);
   if (!sending_.empty() || !live_.empty())  // a schedule that leaves a transfer unmatched is a bug, not a hang
     throw std::logic_error(fmt::format("PipelineStage: stage {} ended the step with {} unsent or unused buffers",
-                                       ctx_.pp_stage, live_.size() + sending_.size()));
+                                       stage_, live_.size() + sending_.size()));
 }
 
 void PipelineStage::use_slot(int micro, bool start) {
@@ -113,7 +114,7 @@ void PipelineStage::use_slot(int micro, bool start) {
   const int want = start ? -1 : micro;
   if (slot_micro_[slot] != want)
     throw std::logic_error(fmt::format("PipelineStage: stage {} {} micro-batch {} in slot {} held by {}",
-                                       ctx_.pp_stage, start ? "forward of" : "backward of", micro, slot,
+                                       stage_, start ? "forward of" : "backward of", micro, slot,
                                        slot_micro_[slot]));
   slot_micro_[slot] = start ? micro : -1;
   gpt_.set_slot(slot);
@@ -123,8 +124,8 @@ void PipelineStage::forward(int micro, const FetchFn& fetch) {
   if (first_ || last_) fetch(micro, inputs_.data(), targets_.data());
   use_slot(micro, true);
   const float* input = first_ ? nullptr : held(kActIn, micro).data();
-  if (input != nullptr) channel_->await(input);
-  timed(compute_s_, clock_, [&] {
+  if (input != nullptr) await(input);
+  timed(compute_s_, groups_.clock(), [&] {
     gpt_.forward_stage(first_ ? inputs_.data() : nullptr, input, last_ ? targets_.data() : nullptr, B_, T_);
   });
   if (!first_) release(kActIn, micro);  // the model copied it into the slot
@@ -136,11 +137,11 @@ void PipelineStage::forward(int micro, const FetchFn& fetch) {
 void PipelineStage::backward(int micro) {
   use_slot(micro, false);
   if (last_) {
-    timed(compute_s_, clock_, [&] { gpt_.backward(1.0f / static_cast<float>(micro_batches_)); });  // mean over micro-batches
+    timed(compute_s_, groups_.clock(), [&] { gpt_.backward(1.0f / static_cast<float>(micro_batches_)); });  // mean over micro-batches
   } else {
     const float* grad = held(kGradIn, micro).data();
-    channel_->await(grad);
-    timed(compute_s_, clock_, [&] { gpt_.backward_stage(grad); });
+    await(grad);
+    timed(compute_s_, groups_.clock(), [&] { gpt_.backward_stage(grad); });
     release(kGradIn, micro);
   }
   if (!first_) {
@@ -153,7 +154,7 @@ namespace {
 // Which buffer a transfer moves and in which direction. Both ends tag a transfer by its
 // direction and micro-batch (the send kind), so tags match whatever p2p_tag gives recvs.
 struct Route {
-  PipelineStage::Buf buf;
+  PipelineStage::Tensor buf;
   comm::P2POp::Kind op;
   P2PKind tag_kind;
 };
@@ -172,20 +173,28 @@ Route route_of(P2PKind kind) {
 
 void PipelineStage::exchange(const std::vector<PipeTransfer>& transfers) {
   if (transfers.empty()) return;
-  std::vector<comm::P2POp> ops;
-  std::vector<std::pair<Buf, int>> sent;
+  std::vector<Transfer> ops;
+  std::vector<std::pair<Tensor, int>> sent;
+  std::vector<const float*> received;
   reclaim(false);
   for (const PipeTransfer& t : transfers) {
     const Route r = route_of(t.kind);
-    const Buf buf = r.buf;
     const bool send = r.op == comm::P2POp::kSend;
-    device::DeviceArray<float>& data = send ? held(buf, t.micro) : acquire(buf, t.micro);
-    ops.push_back({r.op, {data.data(), data.size()}, t.peer_stage, p2p_tag(r.tag_kind, t.micro)});
-    if (send) sent.emplace_back(buf, t.micro);
+    device::DeviceArray<float>& data = send ? held(r.buf, t.micro) : acquire(r.buf, t.micro);
+    ops.push_back({send ? Transfer::kSend : Transfer::kRecv, Buf::f32(data.data(), data.size()), t.peer_stage,
+                   p2p_tag(r.tag_kind, t.micro)});
+    if (send) sent.emplace_back(r.buf, t.micro);
+    else received.push_back(data.data());
   }
-  const std::shared_future<void> done = channel_->post(ops);
+  Work work = groups_.pp().send_recv(ops);
+  for (const float* p : received) {
+    if (receiving_.count(p))
+      throw std::logic_error("PipelineStage: a second receive into a buffer whose receive was not read");
+    receiving_[p] = work;
+  }
+  const std::shared_future<void> done = work.inputs_free();
   for (const auto& [kind, micro] : sent) {
-    if (!done.valid()) {
+    if (!done.valid()) {  // later writes to the buffer queue behind the send
       release(kind, micro);
       continue;
     }
@@ -195,8 +204,16 @@ void PipelineStage::exchange(const std::vector<PipeTransfer>& transfers) {
   }
 }
 
+void PipelineStage::await(const float* data) {
+  auto it = receiving_.find(data);
+  if (it == receiving_.end()) return;
+  Work work = it->second;
+  receiving_.erase(it);
+  work.land();  // waits (counted as communication) and rethrows the transfer's failure
+}
+
 void PipelineStage::reclaim(bool wait_oldest) {
-  if (wait_oldest && !sending_.empty()) clock_.time([&] { sending_.front().first.wait(); });
+  if (wait_oldest && !sending_.empty()) groups_.clock().time([&] { sending_.front().first.wait(); });
   while (!sending_.empty() &&
          sending_.front().first.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
     free_.push_back(std::move(sending_.front().second));
@@ -207,11 +224,11 @@ void PipelineStage::reclaim(bool wait_oldest) {
 // A (B,T,C) boundary tensor as the model exchanges it (bf16 runs: half of fp32).
 size_t PipelineStage::buffer_bytes() const { return gpt_.boundary_floats(B_, T_) * sizeof(float); }
 
-device::DeviceArray<float>& PipelineStage::acquire(Buf kind, int micro) {
+device::DeviceArray<float>& PipelineStage::acquire(Tensor kind, int micro) {
   auto [it, fresh] = live_.try_emplace({kind, micro});
   if (!fresh)
     throw std::logic_error(fmt::format("PipelineStage: stage {} buffer {} of micro-batch {} taken twice",
-                                       ctx_.pp_stage, static_cast<int>(kind), micro));
+                                       stage_, static_cast<int>(kind), micro));
   if (free_.empty() && sending_.size() >= max_sending_) reclaim(true);
   if (!free_.empty()) {
     it->second = std::move(free_.back());
@@ -222,15 +239,15 @@ device::DeviceArray<float>& PipelineStage::acquire(Buf kind, int micro) {
   return it->second;
 }
 
-device::DeviceArray<float>& PipelineStage::held(Buf kind, int micro) {
+device::DeviceArray<float>& PipelineStage::held(Tensor kind, int micro) {
   auto it = live_.find({kind, micro});
   if (it == live_.end())
     throw std::logic_error(fmt::format("PipelineStage: stage {} has no buffer {} for micro-batch {} (schedule "
-                                       "order)", ctx_.pp_stage, static_cast<int>(kind), micro));
+                                       "order)", stage_, static_cast<int>(kind), micro));
   return it->second;
 }
 
-void PipelineStage::release(Buf kind, int micro) {
+void PipelineStage::release(Tensor kind, int micro) {
   auto it = live_.find({kind, micro});
   free_.push_back(std::move(it->second));
   live_.erase(it);

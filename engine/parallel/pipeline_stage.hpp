@@ -4,8 +4,12 @@
 // micro-batch in flight on this stage (slot = micro % max_in_flight), so nothing is
 // recomputed; received and to-be-sent tensors live in a small pool of (B,T,C) buffers that
 // is only as large as the schedule needs at once (allocated during the first step).
-// Transfers run beside the compute (pipe_channel.hpp): a sent buffer returns to the pool
-// once its send no longer reads it, a received one is awaited just before it is read.
+// Transfers run beside the compute: each comm step of the schedule is posted to the pipeline
+// group as one send_recv, in schedule order, so the deadlock argument of schedule.hpp holds
+// unchanged (the posts run in the order the synchronous stage made them; only the compute no
+// longer waits for sends). The group decides how bytes travel (group.hpp); the stage only
+// keeps the order: a sent buffer returns to the pool once its send no longer reads it, a
+// received one is landed just before it is read.
 #pragma once
 
 #include <deque>
@@ -16,8 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/parallel/dist_comm.hpp"
-#include "engine/parallel/pipe_channel.hpp"
+#include "engine/parallel/groups.hpp"
 #include "engine/parallel/schedule.hpp"
 #include "model/gpt.hpp"
 
@@ -29,10 +32,10 @@ class PipelineStage {
   using FetchFn = std::function<void(int micro, int32_t* inputs, int32_t* targets)>;
   // The (B,T,C) buffers of a micro-batch: received input, output to send, received output
   // gradient, input gradient to send.
-  enum Buf { kActIn, kActOut, kGradIn, kGradOut };
+  enum Tensor { kActIn, kActOut, kGradIn, kGradOut };
 
-  // gpt must have max_in_flight(pp_size, pp_stage, micro_batches) slots.
-  PipelineStage(model::Gpt& gpt, const ParallelContext& ctx, int micro_batches, int B, int T, CommClock& clock);
+  // gpt must have max_in_flight(pp_size, pp_stage, micro_batches) slots; groups outlive the stage.
+  PipelineStage(model::Gpt& gpt, ParallelGroups& groups, int micro_batches, int B, int T);
 
   // The step's forward and backward passes of every micro-batch (gradients accumulate in
   // gpt.grads(), each micro-batch's loss scaled by 1/micro_batches). before_backward(micro)
@@ -44,8 +47,6 @@ class PipelineStage {
   // Seconds the last run_step / run_forward spent computing (the model's forward and backward
   // passes, without waiting on communication): what a calibration divides the FLOPs by.
   double compute_s() const { return compute_s_; }
-  // How the transfers run (null with one stage).
-  const PipeChannel* channel() const { return channel_.get(); }
 
  private:
   void reset();
@@ -54,30 +55,32 @@ class PipelineStage {
   void exchange(const std::vector<PipeTransfer>& transfers);
   void use_slot(int micro, bool start);
   size_t buffer_bytes() const;  // one (B,T,C) buffer
-  device::DeviceArray<float>& acquire(Buf kind, int micro);
-  device::DeviceArray<float>& held(Buf kind, int micro);
-  void release(Buf kind, int micro);
+  device::DeviceArray<float>& acquire(Tensor kind, int micro);
+  device::DeviceArray<float>& held(Tensor kind, int micro);
+  void release(Tensor kind, int micro);
   // Buffers whose send has ended go back to the pool; with `wait_oldest`, waits for the
   // oldest send first.
   void reclaim(bool wait_oldest);
   // End of a step: waits for every transfer; throws when a buffer was left over.
   void finish_transfers();
+  // Before anything reads `data`, a buffer a transfer received into: lands the transfer.
+  void await(const float* data);
 
   model::Gpt& gpt_;
-  const ParallelContext& ctx_;
+  ParallelGroups& groups_;
+  const int stage_;
   int micro_batches_, B_, T_;
   bool first_, last_;
-  CommClock& clock_;
   std::vector<PipeStep> steps_;
   std::vector<int> slot_micro_;  // micro-batch occupying each model slot, -1 = free
   std::vector<int32_t> inputs_, targets_;
-  // (Buf, micro) -> (B,T,C) in the backend's memory, from a pool of free ones.
+  // (Tensor, micro) -> (B,T,C) in the backend's memory, from a pool of free ones.
   std::map<std::pair<int, int>, device::DeviceArray<float>> live_;
   std::vector<device::DeviceArray<float>> free_;
   // Sent buffers still read by their transfer, oldest first, and the most kept so.
   std::deque<std::pair<std::shared_future<void>, device::DeviceArray<float>>> sending_;
   size_t max_sending_ = 2;
-  std::unique_ptr<PipeChannel> channel_;
+  std::map<const float*, Work> receiving_;  // received into, not yet landed
   double loss_sum_ = 0;
   double compute_s_ = 0;
 };

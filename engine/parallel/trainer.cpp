@@ -7,7 +7,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 namespace holmes::parallel {
 
@@ -51,56 +51,40 @@ data::BatchCoord validation_coord(const spec::JobSpec& spec, int index, int micr
 
 namespace {
 
-model::GptConfig stage_config(const spec::JobSpec& spec, const ParallelContext& ctx) {
+model::GptConfig stage_config(const spec::JobSpec& spec, const Coords& c, int first_layer, int num_layers) {
   const model::GptConfig full = gpt_config_of(spec);
   const int L = full.layers;
-  const int n = ctx.num_layers < 0 ? L - ctx.first_layer : ctx.num_layers;
-  const bool last = ctx.pp_stage == ctx.pp_size - 1;
+  const int n = num_layers < 0 ? L - first_layer : num_layers;
+  const bool last = c.pp_stage == c.pp_size - 1;
   // The spec's rules (spec::cross_field_problems) and the plan made these hold; a context that
   // breaks them is a wiring error, not the user's.
-  if (ctx.first_layer < 0 || n < 0 || ctx.first_layer + n > L || (ctx.pp_stage == 0) != (ctx.first_layer == 0) ||
-      last != (ctx.first_layer + n == L) || full.heads % ctx.tp_size != 0 || full.hidden % ctx.tp_size != 0 ||
-      full.kv_heads % ctx.tp_size != 0)
+  if (first_layer < 0 || n < 0 || first_layer + n > L || (c.pp_stage == 0) != (first_layer == 0) ||
+      last != (first_layer + n == L) || full.heads % c.tp_size != 0 || full.hidden % c.tp_size != 0 ||
+      full.kv_heads % c.tp_size != 0)
     throw std::invalid_argument(fmt::format("Trainer: stage {} of {} with layers [{}, {}) of {} and tensor degree {} "
-                                            "does not fit a model of {} heads, hidden {}", ctx.pp_stage, ctx.pp_size,
-                                            ctx.first_layer, ctx.first_layer + n, L, ctx.tp_size, full.heads,
-                                            full.hidden));
-  return full.shard(ctx.tp_size, ctx.tp_rank, ctx.first_layer, n);
+                                            "does not fit a model of {} heads, hidden {}", c.pp_stage, c.pp_size,
+                                            first_layer, first_layer + n, L, c.tp_size, full.heads, full.hidden));
+  return full.shard(c.tp_size, c.tp_rank, first_layer, n);
 }
 
 }  // namespace
 
 Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const data::DataSet& data, ParallelContext ctx)
-    : spec_(spec), data_(data), ctx_(ctx) {
-  ctx_.stream = backend.memory->stream();
-  check_context(ctx_);
-  // Device buffers go through the NCCL group of the same members when there is one, else
-  // through host copies into the group over host memory (Gloo); host buffers go to Gloo.
-  if (!backend.memory->is_host()) {
-    const std::pair<comm::ProcessGroup**, comm::ProcessGroup*> groups[] = {
-        {&ctx_.tp, ctx_.tp_device}, {&ctx_.pp, ctx_.pp_device}, {&ctx_.dp, ctx_.dp_device},
-        {&ctx_.embedding, ctx_.embedding_device}};
-    for (const auto& [g, device] : groups) {
-      if (*g == nullptr) continue;
-      staged_.push_back(std::make_unique<StagedGroup>(**g, *backend.memory, device, ctx_.stream));
-      *g = staged_.back().get();
-    }
-  }
+    : spec_(spec), data_(data), own_groups_(ctx.groups ? nullptr : std::make_unique<ParallelGroups>()),
+      groups_(ctx.groups ? ctx.groups : own_groups_.get()), c_(groups_->coords()) {
   const auto& t = spec.train;
-  if (!spec.global_batch_ok(ctx_.dp_size))  // spec::cross_field_problems and the plan keep this from users
+  if (!spec.global_batch_ok(c_.dp_size))  // spec::cross_field_problems and the plan keep this from users
     throw std::invalid_argument(fmt::format("Trainer: train.global_batch {} is not a multiple of train.micro_batch "
-                                            "{} x data-parallel degree {}", t.global_batch, t.micro_batch, ctx_.dp_size));
-  micro_batches_ = spec.micro_batches_per_step(ctx_.dp_size);
-  const model::GptConfig cfg = stage_config(spec, ctx_);
-  if (ctx_.tp != nullptr)
-    tp_comm_ = std::make_unique<GroupTensorParallel>(*ctx_.tp, clock_, ctx_.stream,
-                                                     ctx_.tp_device != nullptr ? backend.memory.get() : nullptr);
-  const int slots = max_in_flight(ctx_.pp_size, ctx_.pp_stage, micro_batches_);
+                                            "{} x data-parallel degree {}", t.global_batch, t.micro_batch, c_.dp_size));
+  micro_batches_ = spec.micro_batches_per_step(c_.dp_size);
+  const model::GptConfig cfg = stage_config(spec, c_, ctx.first_layer, ctx.num_layers);
+  if (c_.tp_size > 1) tp_comm_ = std::make_unique<GroupTensorParallel>(groups_->tp());
+  const int slots = max_in_flight(c_.pp_size, c_.pp_stage, micro_batches_);
   gpt_ = std::make_unique<model::Gpt>(cfg, backend, t.micro_batch, t.seq_len, tp_comm_.get(), slots,
                                       precision_of(spec, backend));
   gpt_->init_weights(spec.job.seed);
-  stage_ = std::make_unique<PipelineStage>(*gpt_, ctx_, micro_batches_, t.micro_batch, t.seq_len, clock_);
-  optimizer_ = std::make_unique<DistOptimizer>(*gpt_, ctx_, clock_);
+  stage_ = std::make_unique<PipelineStage>(*gpt_, *groups_, micro_batches_, t.micro_batch, t.seq_len);
+  optimizer_ = std::make_unique<DistOptimizer>(*gpt_, *groups_, ctx.bucket_floats);
   lr_ = lr_config_of(spec);
   hyper_ = adamw_hyper_of(spec);
 }
@@ -127,18 +111,13 @@ double Trainer::flops_per_token() const {
   return model::Gpt::flops_per_step(full, t.micro_batch, t.seq_len) / (static_cast<double>(t.micro_batch) * t.seq_len);
 }
 
-void Trainer::sum_over_job(std::span<double> values) {
-  comm::ProcessGroup* const groups[] = {ctx_.dp, ctx_.tp, ctx_.pp};
-  sum_doubles(values, groups, clock_);
-}
-
 StepStats Trainer::train_step(int64_t step, bool stop_requested) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto& t = spec_.train;
-  clock_.reset();
+  groups_->clock().reset();
   gpt_->zero_grad();
   auto fetch = [&](int micro, int32_t* inputs, int32_t* targets) {
-    data::BatchCoord c{.step = step, .micro = micro, .dp_rank = ctx_.dp_rank, .dp_size = ctx_.dp_size,
+    data::BatchCoord c{.step = step, .micro = micro, .dp_rank = c_.dp_rank, .dp_size = c_.dp_size,
                  .micro_batch = t.micro_batch, .global_batch = t.global_batch};
     data_.train().fill_batch(c, inputs, targets);
   };
@@ -157,12 +136,12 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested) {
   optimizer_->add_owned_grad_sq(sums);
   sums[units] = counts_loss() ? loss_sum / micro_batches_ : 0.0;
   sums[units + 1] = stop_requested ? 1.0 : 0.0;
-  sum_over_job(sums);
+  groups_->sum_over_job(sums);
   double grad_sq = 0;
   for (int u = 0; u < units; ++u) grad_sq += sums[u];
   StepStats s;
   s.step = step;
-  s.loss = sums[units] / ctx_.dp_size;
+  s.loss = sums[units] / c_.dp_size;
   if (!std::isfinite(s.loss))
     throw std::runtime_error(fmt::format("training loss is {} at step {}: the run diverged (try a lower train.lr "
                                          "or train.grad_clip)", s.loss, step + 1));
@@ -176,8 +155,8 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested) {
   s.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   s.tokens_per_s = static_cast<double>(tokens_per_step()) / (s.step_ms / 1e3);
   s.flops = gpt_->flops_per_step(t.micro_batch, t.seq_len) * micro_batches_;
-  clock_.settle();  // the device's communication spans of this step (NCCL groups)
-  s.comm_ms = clock_.ms();
+  groups_->clock().settle();  // the device's communication spans of this step (NCCL groups)
+  s.comm_ms = groups_->clock().ms();
   const double compute_s = stage_->compute_s();
   const double host_s = std::max(0.0, s.step_ms / 1e3 - compute_s - s.comm_ms / 1e3);
   for (StepTimes* st : {&all_, steps_ >= kWarmupSteps ? &steady_ : nullptr})
@@ -204,13 +183,13 @@ double Trainer::evaluate() {
   auto fetch = [&](int e, int32_t* inputs, int32_t* targets) {
     // eval_steps global batches of the unshuffled sampler, this rank's micro-batches of each:
     // the same sequences every time and under every plan (as Trainer::evaluate).
-    valid->fill_batch(validation_coord(spec_, e, micro_batches_, ctx_.dp_rank, ctx_.dp_size), inputs, targets);
+    valid->fill_batch(validation_coord(spec_, e, micro_batches_, c_.dp_rank, c_.dp_size), inputs, targets);
   };
   const int count = std::max(1, t.eval_steps) * micro_batches_;
   const double sum = stage_->run_forward(count, fetch);
   double mean[1] = {counts_loss() ? sum / count : 0.0};
-  sum_over_job(mean);
-  return mean[0] / ctx_.dp_size;
+  groups_->sum_over_job(mean);
+  return mean[0] / c_.dp_size;
 }
 
 checkpoint::ShardState Trainer::shard_state() {

@@ -1,11 +1,11 @@
 // The trainer: one rank of a tensor x pipeline x data parallel job (Megatron-LM semantics),
-// and with the default ParallelContext (tp = pp = dp = 1, no groups) the single process:
-//   TP  the model shard's all-reduces go over ctx.tp (GroupTensorParallel);
+// and with the default ParallelContext (no groups: tp = pp = dp = 1) the single process:
+//   TP  the model shard's all-reduces go over the tp group (GroupTensorParallel);
 //   PP  the 1F1B step list of schedule.hpp (PipelineStage, dist_pipeline.hpp), one
 //       activation slot per micro-batch in flight on the stage (no recomputation);
 //   DP  the distributed optimizer (dist_optimizer.hpp): bucketed reduce-scatter overlapped
 //       with the last micro-batch's backward, sharded AdamW, all-gather of parameters;
-//   the tied wte gradient summed over ctx.embedding before its DP reduction;
+//   the tied wte gradient summed over the embedding group before its DP reduction;
 //   one global gradient norm (owned squares summed over dp, tp, pp) and one loss (last
 //   stage's mean, averaged over dp), identical on every rank.
 // Every run (single process, each rank of a job, bench) trains through this one class.
@@ -18,10 +18,9 @@
 #include "engine/spec/job_spec.hpp"
 #include "engine/parallel/adamw.hpp"
 #include "engine/data/data.hpp"
-#include "engine/parallel/dist_comm.hpp"
 #include "engine/parallel/dist_optimizer.hpp"
+#include "engine/parallel/groups.hpp"
 #include "engine/parallel/pipeline_stage.hpp"
-#include "engine/parallel/staged_group.hpp"
 #include "engine/parallel/step_runner.hpp"
 #include "model/backend.hpp"
 #include "model/gpt.hpp"
@@ -41,13 +40,21 @@ AdamWHyper adamw_hyper_of(const spec::JobSpec& spec);
 // Micro-batch `index` (0 .. eval_steps * micro_batches - 1) of data-parallel rank dp_rank:
 data::BatchCoord validation_coord(const spec::JobSpec& spec, int index, int micro_batches, int dp_rank, int dp_size);
 
+// Where this rank's share of the job is.
+struct ParallelContext {
+  ParallelGroups* groups = nullptr;     // null: one process alone
+  int first_layer = 0, num_layers = -1;  // this stage's layers (the plan's partition); -1 = the rest
+  size_t bucket_floats = 0;              // DP gradient bucket (floats); 0 = kDefaultBucketMb
+};
+
 class Trainer final : public StepRunner {
  public:
   // spec, backend, data and the groups in ctx must outlive the trainer. Throws UserError
-  // when the job does not split this way (batch sizes, layers), std::invalid_argument when
-  // ctx is inconsistent. Every CommError of a group propagates out of the calls below.
+  // for bf16 on a backend without bf16 kernels, std::invalid_argument when ctx does not fit
+  // the job (a wiring error: the spec's rules and the plan keep users from it). Every
+  // CommError of a group propagates out of the calls below.
   Trainer(const spec::JobSpec& spec, model::Backend& backend, const data::DataSet& data, ParallelContext ctx = {});
-  Trainer(const Trainer&) = delete;  // its parts hold references to ctx_ and the model
+  Trainer(const Trainer&) = delete;  // its parts hold references to the groups and the model
   Trainer& operator=(const Trainer&) = delete;
 
   StepStats train_step(int64_t step, bool stop_requested = false) override;
@@ -81,19 +88,17 @@ class Trainer final : public StepRunner {
 
   model::Gpt& model() { return *gpt_; }
   const model::Gpt& model() const { return *gpt_; }
-  const ParallelContext& context() const { return ctx_; }
+  ParallelGroups& groups() { return *groups_; }
   const DistOptimizer& optimizer() const { return *optimizer_; }
 
  private:
-  // values summed over dp, tp and pp (every rank of the job gets the same numbers).
-  void sum_over_job(std::span<double> values);
-  bool counts_loss() const { return ctx_.pp_stage == ctx_.pp_size - 1 && ctx_.tp_rank == 0; }
+  bool counts_loss() const { return c_.pp_stage == c_.pp_size - 1 && c_.tp_rank == 0; }
 
   const spec::JobSpec& spec_;
   const data::DataSet& data_;
-  ParallelContext ctx_;
-  std::vector<std::unique_ptr<StagedGroup>> staged_;  // ctx_'s groups on a device backend
-  CommClock clock_;
+  std::unique_ptr<ParallelGroups> own_groups_;  // one process alone
+  ParallelGroups* groups_;
+  const Coords c_;
   std::unique_ptr<GroupTensorParallel> tp_comm_;
   std::unique_ptr<model::Gpt> gpt_;
   std::unique_ptr<PipelineStage> stage_;

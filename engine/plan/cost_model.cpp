@@ -78,24 +78,30 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   double tokens = double(w.micro_batch) * w.seq_len;
   StageTime t;
   t.compute_s = stage_train_flops(m, layers, last, tp, w.seq_len, tokens) / (tflops * 1e12);
-  // Activation tensor [B, T, C] that pipeline sends carry (in the activation precision) and
-  // tensor-parallel all-reduces carry (always fp32: Gpt::tp_sum).
+  // Activation tensor [B, T, C] that pipeline sends and tensor-parallel all-reduces carry
+  // (tp_wire_bytes: fp32 when Gloo sums them).
   double act = tokens * m.hidden * w.act_bytes();
   int all_reduces = 4 * layers + (first ? 1 : 0) + (last ? 1 : 0);
   const double tp_act = tokens * m.hidden * w.tp_wire_bytes();
-  t.tp_s = all_reduces * ring_all_reduce_s(tp_link, tp, tp_act);
+  // Staged through host memory: each transfer's bytes go down and back up (two host copies).
+  const bool staged = w.staging == Workload::Staging::kAll;
+  auto copies_s = [&](double bytes) { return staged ? 2 * bytes / (kHostCopyGBps * 1e9) : 0.0; };
+  if (tp > 1) t.tp_s = all_reduces * (ring_all_reduce_s(tp_link, tp, tp_act) + copies_s(tokens * m.hidden * w.act_bytes()));
   // Pipeline sends are split over the tensor ranks (scatter/gather), forward and backward.
   auto send_s = [&](const LinkCost& link, double bytes) {
-    if (w.staged_ethernet && link.kind == LinkKind::kEthernet && link.gbps_per_rank > 0)
+    if (w.staging != Workload::Staging::kNone && link.kind == LinkKind::kEthernet && link.gbps_per_rank > 0)
       return ethernet_transfer_s(Transport::kGlooTcp, bytes, link);
-    return link.transfer_s(bytes);
+    return link.transfer_s(bytes) + copies_s(bytes);
   };
   if (!last) t.pp_s += send_s(next_link, act / tp);
   if (!first) t.pp_s += send_s(prev_link, act / tp);
   double params = params_per_rank(w, layers);
   t.update_s = params * update_s_per_param;
-  double rs = ring_reduce_scatter_s(dp_link, dp, params * w.grad_bytes());
-  double ag = ring_all_gather_s(dp_link, dp, params * w.param_bytes());
+  double rs = 0, ag = 0;
+  if (dp > 1) {
+    rs = ring_reduce_scatter_s(dp_link, dp, params * w.grad_bytes()) + copies_s(params * w.grad_bytes());
+    ag = ring_all_gather_s(dp_link, dp, params * w.param_bytes()) + copies_s(params * w.param_bytes());
+  }
   // Reduce-scatter hides behind the last micro-batch's backward (2/3 of compute); the
   // parameter all-gather behind the next step's first forward (1/3), layer by layer
   // (DistOptimizer::update and the model's params-needed hook).

@@ -30,11 +30,16 @@ struct Workload {
   int micro_batches = 1; // m
   int global_batch = 1;
   bool bf16 = false;     // bf16 mixed precision (JobSpec::trains_bf16), else fp32
-  // parallel.cross_island: gloo on a CUDA plan: pipeline sends over Ethernet pay the staged
-  // path's two host copies (ethernet_transfer_s).
-  bool staged_ethernet = false;
+  // A CUDA plan whose device buffers go through host memory into Gloo (engine/parallel/
+  // group.hpp): kEthernet for parallel.cross_island gloo (pipeline sends over Ethernet pay the
+  // staged path's two host copies, ethernet_transfer_s), kAll when the plan uses no NCCL
+  // group (parallel.nccl): every transfer pays them, and tensor-parallel sums are widened to
+  // fp32 for Gloo.
+  enum class Staging { kNone, kEthernet, kAll };
+  Staging staging = Staging::kNone;
   int act_bytes() const { return bf16 ? 2 : 4; }
-  int tp_wire_bytes() const { return 4; }  // TP sums travel as fp32 also in bf16 (Gpt::tp_sum)
+  // TP sums travel in the activation precision where NCCL sums them, as fp32 through Gloo.
+  int tp_wire_bytes() const { return bf16 && staging != Staging::kAll ? 2 : 4; }
   int param_bytes() const { return bf16 ? 2 : 4; }  // weights as used in compute
   int grad_bytes() const { return 4; }               // fp32 gradient buffer, reduced in fp32
   int optimizer_bytes() const { return bf16 ? 12 : 8; }  // fp32 master + m + v, or m + v

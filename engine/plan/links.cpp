@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/topo/gpu_peaks.hpp"
 
 namespace holmes::plan {

@@ -1,5 +1,7 @@
 #include "engine/plan/nccl.hpp"
 
+#include "common/errors.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -16,10 +18,50 @@ bool rdma_node(const NodeNet& n) {
 
 }  // namespace
 
+NcclDecision decide_nccl(const spec::JobSpec& spec, const topo::ClusterTopology& topology, bool cuda) {
+  NcclDecision d;
+  if (!cuda) return d;
+  const spec::NcclMode mode = spec.parallel.nccl;
+  if (mode == spec::NcclMode::kOff) {
+    d.why = "parallel.nccl is off: device buffers are staged through pinned host memory into Gloo";
+    return d;
+  }
+  std::vector<std::string> without, shared;
+  for (const auto& n : topology.nodes) {
+    if (!n.devices.nccl) without.push_back(n.hostname);
+    if (n.devices.per_gpu > 1) shared.push_back(fmt::format("{} ({} ranks per GPU)", n.hostname, n.devices.per_gpu));
+  }
+  if (!without.empty()) {
+    const std::string nodes = fmt::format("{}", fmt::join(without, ", "));
+    if (mode == spec::NcclMode::kOn)
+      throw UserError(fmt::format("parallel.nccl: 'on', but libnccl cannot be loaded on {} (install NCCL 2.19 or "
+                                  "newer there, or set LD_LIBRARY_PATH); accepted here: auto or off, which stage "
+                                  "device buffers through Gloo", nodes));
+    d.why = fmt::format("parallel.nccl auto: no libnccl on {}; device buffers are staged through Gloo", nodes);
+    return d;
+  }
+  if (!shared.empty() && mode == spec::NcclMode::kAuto) {
+    d.why = fmt::format("parallel.nccl auto: ranks share a GPU on {}, which NCCL does not support; device buffers are "
+                        "staged through Gloo (parallel.nccl: on forces NCCL, a test set-up)",
+                        fmt::join(shared, ", "));
+    return d;
+  }
+  d.use = true;
+  d.shared_gpu = !shared.empty();
+  return d;
+}
+
+bool uses_nccl(const Plan& plan) {
+  if (plan.device_kind != "cuda") return false;
+  for (const Group& g : plan.groups)  // the world group carries host values only: Gloo
+    if (g.kind != GroupKind::kWorld && g.ranks.size() > 1 && g.transport != Transport::kGlooTcp) return true;
+  return false;
+}
+
 std::vector<EnvVar> nccl_env(const Plan& plan, int node) {
   const NodeNet& n = plan.node_nets.at(node);
   std::vector<EnvVar> out;
-  if (plan.device_kind != "cuda") return out;
+  if (plan.device_kind != "cuda" || !uses_nccl(plan)) return out;
   if (rdma_node(n)) {
     // "=" makes NCCL match the names exactly (mlx5_1 would otherwise also select mlx5_10);
     // only the island's ports are listed, so a node with IB and RoCE ports never offers the
@@ -48,7 +90,9 @@ std::string nccl_net(const Plan& plan, const Group& g, int node) {
     case Transport::kNcclIb:
     case Transport::kNcclRoce: return "IB";
     case Transport::kNcclSocket: return "Socket";
-    case Transport::kIntraNode: return rdma_node(plan.node_nets.at(node)) ? "IB" : "Socket";
+    // Inside one node NVLink, PCIe P2P or shared memory carry everything: no network is
+    // named, so NCCL initialises no plugin a container may lack (/dev/infiniband, ports down).
+    case Transport::kIntraNode: (void)node; return "";
     case Transport::kGlooTcp: break;
   }
   throw std::invalid_argument(fmt::format("group {} uses {}, not an NCCL transport", group_name(g),

@@ -12,8 +12,9 @@
 
 #include "engine/plan/groups.hpp"
 #include "engine/plan/model_size.hpp"
+#include "engine/plan/nccl.hpp"
 #include "engine/plan/search.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/spec/validate.hpp"
 
 namespace holmes::plan {
@@ -162,17 +163,21 @@ void fill_baselines(const SearchInput& in, const Evaluated& best, Plan& plan) {
   }
 }
 
-// The facts every placement but megatron plans with (CPU plans: TCP groups).
-Facts facts_of(const spec::JobSpec& spec, const topo::ClusterTopology& topology, bool cuda) {
+// The facts every placement but megatron plans with. TCP groups (Gloo) on CPU plans and on
+// CUDA plans without NCCL (their device buffers staged through host memory); those also move
+// bytes between the processes of a node over loopback TCP, not NVLink.
+Facts facts_of(const spec::JobSpec& spec, const topo::ClusterTopology& topology, bool cuda, bool nccl) {
   Facts f = collect_facts(spec, topology);
-  f.tcp_groups = !cuda;
+  f.tcp_groups = !cuda || !nccl;
+  if (cuda && !nccl && spec.cluster.intra_node.bandwidth_gbps <= 0)
+    for (NodeFacts& n : f.nodes) n.intra_gbps = kDefaultIntraGbpsCpu;
   return f;
 }
 
 }  // namespace
 
 LinkCost rank_link(const spec::JobSpec& spec, const topo::ClusterTopology& topology, const Plan& plan, int a, int b) {
-  Facts f = facts_of(spec, topology, plan.device_kind == "cuda");
+  Facts f = facts_of(spec, topology, plan.device_kind == "cuda", uses_nccl(plan));
   f.ethernet_only = plan.placement == spec::Placement::kMegatron;
   return link_between(f, plan.ranks.at(a).node, plan.ranks.at(b).node);
 }
@@ -182,7 +187,9 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
   SearchInput in;
   in.spec = &spec;
   in.cuda = cuda_devices(spec, topology);
-  in.facts = facts_of(spec, topology, in.cuda);
+  const NcclDecision nccl = decide_nccl(spec, topology, in.cuda);
+  in.nccl = nccl.use;
+  in.facts = facts_of(spec, topology, in.cuda, in.nccl);
   in.table = make_device_table(in.facts);
   in.world = static_cast<int>(in.table.node_of.size());
   in.ethernet_facts = in.facts;
@@ -220,7 +227,7 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
   // auto chooses for the pipeline's message: a micro-batch's fp32 activations (B x T x C).
   const EthernetChoice ethernet{spec.parallel.cross_island,
                                 4.0 * plan.micro_batch * spec.train.seq_len * spec.model.hidden};
-  plan.groups = build_groups(in.facts_for(plan.placement), in.table, best.layout, in.cuda, ethernet);
+  plan.groups = build_groups(in.facts_for(plan.placement), in.table, best.layout, in.cuda && in.nccl, ethernet);
   plan.estimate = best.estimate;
   fill_baselines(in, best, plan);
   fill_memory(in, best, plan);
@@ -232,6 +239,10 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
       plan.warnings.push_back(fmt::format("node {} ('{}') has no active network interface to reach other nodes; "
                                           "its TCP traffic would bind to lo", n, plan.hostnames[n]));
   add_crossing_warnings(plan, plan.warnings);
+  if (!nccl.why.empty()) plan.warnings.push_back(nccl.why);
+  if (nccl.shared_gpu)
+    plan.warnings.push_back("parallel.nccl on with ranks sharing a GPU: each process gets an NCCL_HOSTID of its own "
+                            "(a test set-up; NCCL does not support it and it may hang)");
   return plan;
 }
 

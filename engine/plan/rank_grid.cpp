@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 namespace holmes::plan {
 

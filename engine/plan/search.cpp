@@ -9,7 +9,7 @@
 
 #include "common/format.hpp"
 #include "engine/plan/partition.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 namespace holmes::plan {
 
@@ -102,7 +102,11 @@ Evaluated score(const SearchInput& in, const Facts& facts, const Degrees& deg, L
   ev.work.global_batch = s.train.global_batch;
   ev.work.micro_batches = s.train.global_batch / (deg.micro_batch * deg.dp);
   ev.work.bf16 = s.trains_bf16(in.cuda);
-  ev.work.staged_ethernet = in.cuda && s.parallel.cross_island == spec::CrossIsland::kGloo;
+  using Staging = Workload::Staging;
+  ev.work.staging = !in.cuda                                                ? Staging::kNone
+                    : !in.nccl                                              ? Staging::kAll
+                    : s.parallel.cross_island == spec::CrossIsland::kGloo ? Staging::kEthernet
+                                                                            : Staging::kNone;
   ev.stages = stage_costs(facts, in.table, layout);
   ev.layout = std::move(layout);
   int L = s.model.layers, p = deg.pp;

@@ -35,6 +35,7 @@ struct SearchInput {
   Facts ethernet_facts;  // the same cluster with every link between nodes on Ethernet
   DeviceTable table;
   bool cuda = false;
+  bool nccl = false;  // cuda: device buffers on NCCL groups (decide_nccl), else staged through Gloo
   int world = 0;
   // The megatron placement runs every group over Ethernet; the others use the best link.
   const Facts& facts_for(spec::Placement placement) const {

@@ -10,7 +10,7 @@
 #include "engine/launch/env_read.hpp"
 #include "engine/launch/launch_env.hpp"
 #include "engine/runtime/nccl_env.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/topo/cluster.hpp"
 #include "engine/topo/calibration.hpp"
 #include "engine/topo/discover.hpp"
@@ -78,6 +78,7 @@ topo::Devices local_devices(std::string* note) {
   d.kind = "cuda";
   d.count = gpus.count;
   d.name = gpus.name;
+  d.nccl = backends::nccl_usable();
   d.memory_gb = gpus.memory_gb;
   return d;
 }
@@ -95,7 +96,7 @@ backends::Device training_device(spec::Device requested, std::string* note) {
 void check_worker_device(const spec::JobSpec& spec) {
   if (spec.job.device != spec::Device::kCuda) return;
   // Refused before anything else about a multi-GPU job: it stays wrong once those run.
-  refuse_nccl_net(launch::process_environment());
+  refuse_nccl_overrides(launch::process_environment());
   training_device(spec.job.device);
 }
 
@@ -116,6 +117,7 @@ topo::Devices gpu_worker_devices(topo::Devices gpus, int workers) {
   // Workers sharing a GPU (HOLMES_WORKERS_PER_GPU) share its memory in the plan's model.
   const int sharing = (workers + gpus.count - 1) / std::max(1, gpus.count);
   gpus.memory_gb /= std::max(1, sharing);
+  gpus.per_gpu = std::max(1, sharing);
   gpus.count = workers;
   return gpus;
 }

@@ -44,9 +44,9 @@ backends::Device training_device(spec::Device requested, std::string* note = nul
 topo::Devices local_devices(std::string* note = nullptr);
 
 // What a multi-process job's workers train on: the CPU (job.device cpu or auto) or this
-// node's GPUs (cuda). With cuda, refuses NCCL_NET (refuse_nccl_net, nccl_env.hpp) and a
-// node without a usable GPU, naming job.device. The launcher and start-up both call it, so
-// the message is the same.
+// node's GPUs (cuda). With cuda, refuses NCCL variables that break the groups
+// (refuse_nccl_overrides, nccl_env.hpp) and a node without a usable GPU, naming job.device.
+// The launcher and start-up both call it, so the message is the same.
 void check_worker_device(const spec::JobSpec& spec);
 
 // The devices `workers` worker processes of this node are in the plan: each a share of the

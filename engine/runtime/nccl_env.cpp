@@ -23,17 +23,32 @@ std::optional<std::string> value_of(const EnvMap& env, const std::string& name) 
 
 }  // namespace
 
-void refuse_nccl_net(const EnvMap& env) {
+void refuse_nccl_overrides(const EnvMap& env) {
   if (auto net = value_of(env, "NCCL_NET"))
     throw UserError(fmt::format(
         "environment variable NCCL_NET='{}' is set: NCCL then uses that one network for every communicator and "
         "ignores the per-group config.netName, but the plan needs 'IB' for groups inside an RDMA island and 'Socket' "
         "for groups that cross islands (see --plan-only); unset NCCL_NET (accepted: not set, or empty)",
         *net));
+  if (auto blocking = value_of(env, "NCCL_COMM_BLOCKING"); blocking && *blocking != "0")
+    throw UserError(fmt::format(
+        "environment variable NCCL_COMM_BLOCKING='{}' is set: NCCL's calls would then block, and a rank whose peer "
+        "died could not be stopped by the group's time-out (holmes-train creates non-blocking communicators and "
+        "aborts them); unset it (accepted: not set, empty or 0)",
+        *blocking));
+  if (auto it = env.find("NCCL_HOSTID"); it != env.end() && it->second.empty())
+    throw UserError("environment variable NCCL_HOSTID is exported but empty: NCCL counts it as set, every process "
+                    "hashes the same empty host id and reports a duplicate GPU; give it a value per host or unset it");
+  for (const char* old : {"HOLMES_NCCL", "HOLMES_NCCL_SHARED_GPU"})
+    if (auto v = value_of(env, old))
+      throw UserError(fmt::format("environment variable {}='{}' is no longer read: whether device buffers go over "
+                                  "NCCL is the job spec's parallel.nccl (accepted: off, auto, on; on also lets ranks "
+                                  "share a GPU); unset {}",
+                                  old, *v, old));
 }
 
 std::vector<NcclVar> resolve_nccl_env(const plan::Plan& plan, int node, const EnvMap& env) {
-  refuse_nccl_net(env);
+  refuse_nccl_overrides(env);
   std::vector<NcclVar> out;
   for (const plan::EnvVar& v : plan::nccl_env(plan, node)) {
     NcclVar r{v.name, v.value, v.value, false, v.why};

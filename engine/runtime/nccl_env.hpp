@@ -1,8 +1,8 @@
 // The plan's NCCL variables (engine/plan/nccl.hpp) against the process environment: NCCL
 // reads NCCL_IB_HCA, NCCL_SOCKET_IFNAME, ... once per process, on its first communicator, so
 // they are set once, before that, and never changed between communicators. A value the user
-// exported wins over the plan's and is reported; NCCL_NET is refused (it would override the
-// network every communicator is created with).
+// exported wins over the plan's and is reported; variables that would break what the groups
+// rely on are refused (refuse_nccl_overrides).
 #pragma once
 
 #include <map>
@@ -23,11 +23,17 @@ struct NcclVar {
   std::string why;      // the plan's reason for it
 };
 
-// UserError (exit 2) when NCCL_NET is set (non-empty) in `env`, saying why and what to do.
-void refuse_nccl_net(const EnvMap& env);
+// UserError (exit 2), saying why and what to do, when `env` has
+// - NCCL_NET (non-empty): it overrides the per-group network (config.netName);
+// - NCCL_COMM_BLOCKING other than 0: it overrides config.blocking = 0, so a call would block
+//   while the group's lock is held and the watchdog could never abort a member that is gone;
+// - NCCL_HOSTID exported but empty: NCCL counts it as set and every process hashes "", which
+//   it then reports as a duplicate GPU;
+// - HOLMES_NCCL or HOLMES_NCCL_SHARED_GPU: replaced by the job spec's parallel.nccl.
+void refuse_nccl_overrides(const EnvMap& env);
 
 // The variables for the processes of `node`, each with the value NCCL will read given `env`.
-// Pure. Calls refuse_nccl_net first. Empty for CPU plans.
+// Pure. Calls refuse_nccl_overrides first. Empty for plans without NCCL groups.
 std::vector<NcclVar> resolve_nccl_env(const plan::Plan& plan, int node, const EnvMap& env);
 
 // Log lines: "nccl env: NCCL_IB_HCA==mlx5_0:1 (the ib ports of this node's island)" or

@@ -13,17 +13,21 @@
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <cstdlib>
 #include <thread>
 
 #include "comm/errors.hpp"
 #include "engine/launch/env_read.hpp"
 #include "engine/plan/nccl.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/topo/cluster.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/topo/topology_file.hpp"
 #include "engine/spec/load.hpp"
 #include "engine/runtime/cluster_view.hpp"
+#include "engine/runtime/nccl_env.hpp"
+#include "backends/backends.hpp"
+#include "engine/launch/launch_env.hpp"
 
 namespace holmes::runtime {
 
@@ -270,6 +274,52 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
 
   create_groups(rt, spec);
   return rt;
+}
+
+void DeviceComms::abort_all() const noexcept {
+  for (const auto* g : {&tp, &pp, &dp, &embedding})
+    if (*g) (*g)->abort();
+}
+
+DeviceComms connect_device_groups(Runtime& rt, const spec::JobSpec& spec) {
+  DeviceComms d;
+  if (!plan::uses_nccl(rt.plan)) return d;
+  for (const std::string& line : describe_nccl_env(apply_nccl_env(rt.plan, rt.node))) d.log.push_back(line);
+  const topo::Devices& mine = rt.topology.nodes.at(rt.node).devices;
+  const EnvMap env = launch::process_environment();
+  if (mine.per_gpu > 1 && env.count("NCCL_HOSTID") == 0) {
+    // Read by NCCL once, at its first communicator: each process becomes a host of its own, so
+    // its duplicate-GPU check lets ranks share a GPU (parallel.nccl on; a test set-up).
+    const std::string id = fmt::format("holmes-{}-rank{}", rt.plan.hostnames.at(rt.node), rt.rank);
+    ::setenv("NCCL_HOSTID", id.c_str(), 1);
+    d.log.push_back(fmt::format("nccl: NCCL_HOSTID={} ({} ranks share a GPU on this node)", id, mine.per_gpu));
+  }
+  const plan::RankInfo& me = rt.plan.ranks.at(rt.rank);
+  for (const plan::NcclComm& c : plan::nccl_communicators(rt.plan, rt.rank)) {
+    const plan::Group& g = rt.plan.groups.at(c.group);
+    std::unique_ptr<comm::ProcessGroup>* target = nullptr;
+    switch (g.kind) {
+      case plan::GroupKind::kTp: target = &d.tp; break;
+      case plan::GroupKind::kPp: target = &d.pp; break;
+      case plan::GroupKind::kDp: target = &d.dp; break;
+      case plan::GroupKind::kEmbedding: target = &d.embedding; break;
+      case plan::GroupKind::kWorld: break;  // host values only: Gloo
+    }
+    if (target == nullptr) continue;
+    comm::GroupSpec gs;
+    gs.name = "nccl/" + c.name;
+    gs.global_ranks = c.ranks;
+    gs.global_rank = rt.rank;
+    gs.timeout = timeout_of(spec);
+    auto group = backends::make_nccl_group(rt.store, gs, c.net);
+    const int want = expected_group_rank(g, me);
+    if (group->rank() != want)
+      throw std::logic_error(fmt::format("group {}: rank {} has NCCL group rank {} but its {} coordinate is {}",
+                                         gs.name, rt.rank, group->rank(), plan::to_string(g.kind), want));
+    d.log.push_back(fmt::format("nccl: {} over {} ({} members)", c.name, group->transport(), c.ranks.size()));
+    *target = std::move(group);
+  }
+  return d;
 }
 
 }  // namespace holmes::runtime

@@ -7,11 +7,15 @@
 //   3. every rank computes make_plan (pure) and the ranks all-gather (plan hash, spec digest,
 //      topology digest): any difference from rank 0 stops the job naming what differs and who;
 //   4. this rank's communicators of the plan (tp, pp, dp, embedding, world) are created with
-//      Gloo, in the plan's group order (the same on every rank, so creation cannot deadlock).
+//      Gloo, in the plan's group order (the same on every rank, so creation cannot deadlock);
+//   5. once the backend chose this process's GPU (connect_device_groups): the NCCL
+//      communicators the plan lists for this rank, if any. Whether device buffers use NCCL is
+//      the plan's choice (parallel.nccl), so every rank already agrees: no further vote.
 // Every wait ends after cluster.timeout_s with a message naming the ranks that are missing.
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,11 +46,43 @@ struct Runtime {
   std::unique_ptr<comm::ProcessGroup> world_group;  // every rank, for job-wide reductions
 };
 
-// Runs the phases above. Errors: UserError (bad spec / environment, exit 2), StoreError and
+// Runs phases 1-4. Errors: UserError (bad spec / environment, exit 2), StoreError and
 // CommError (a rank is missing or died, exit 1), std::runtime_error when the ranks disagree.
 Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env);
 
-// ---- the pieces, exposed for tests and for the NCCL groups (engine/parallel/device_groups) ----
+// Phase 5: the NCCL communicators of this rank (plan::nccl_communicators), in plan order, after
+// NCCL's process-wide variables (nccl_env.hpp) and, on a node whose ranks share a GPU (the
+// plan allows it with parallel.nccl on), an NCCL_HOSTID of its own for this process. Call
+// after the backend was made (it set this process's GPU). Empty where the plan has no NCCL
+// group. CommError when a communicator cannot be created (naming the group and who never
+// joined), UserError for the environment (nccl_env.hpp).
+struct DeviceComms {
+  std::unique_ptr<comm::ProcessGroup> tp, pp, dp, embedding;  // null where the plan has none
+  std::vector<std::string> log;  // lines for this rank's start-up log
+  void abort_all() const noexcept;  // ProcessGroup::abort on each
+};
+
+// Declared after the objects that own device memory the NCCL groups may still be using (the
+// trainer), so that it is destroyed before them: when the scope is left by an exception it
+// aborts every NCCL group first. Otherwise freeing that memory (cudaFree) would wait for NCCL
+// kernels spinning against a dead peer, and the rank would report only after the operation's
+// time-out (up to cluster.timeout_s).
+class AbortOnUnwind {
+ public:
+  explicit AbortOnUnwind(const DeviceComms& comms) : comms_(comms) {}
+  ~AbortOnUnwind() {
+    if (std::uncaught_exceptions() > unwinding_) comms_.abort_all();
+  }
+  AbortOnUnwind(const AbortOnUnwind&) = delete;
+  AbortOnUnwind& operator=(const AbortOnUnwind&) = delete;
+
+ private:
+  const DeviceComms& comms_;
+  int unwinding_ = std::uncaught_exceptions();
+};
+DeviceComms connect_device_groups(Runtime& rt, const spec::JobSpec& spec);
+
+// ---- the pieces, exposed for tests ----
 
 // cluster.timeout_s as the groups' default time-out.
 comm::Millis timeout_of(const spec::JobSpec& spec);

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/spec/scalar.hpp"
 #include "engine/spec/schema.hpp"
 #include "engine/spec/suggest.hpp"

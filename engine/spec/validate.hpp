@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/spec/load.hpp"
 
 namespace holmes::spec {

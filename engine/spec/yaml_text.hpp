@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 namespace holmes::spec {
 

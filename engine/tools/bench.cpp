@@ -6,7 +6,7 @@
 #include <chrono>
 #include <tuple>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/data/data.hpp"
 #include "engine/train/metrics.hpp"
 #include "engine/train/run.hpp"

@@ -11,7 +11,7 @@
 #include <ostream>
 #include <stdexcept>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/checkpoint/checkpoint.hpp"
 #include "engine/checkpoint/model_file.hpp"
 #include "model/param_layout.hpp"

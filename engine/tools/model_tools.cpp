@@ -5,7 +5,7 @@
 #include <optional>
 #include <vector>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/data/batches.hpp"
 #include "engine/parallel/pipeline_stage.hpp"
 #include "engine/tools/export.hpp"
@@ -101,9 +101,8 @@ EvalResult evaluate_model(const EvalRequest& a) {
   fmt::print("eval: model {} (L={} C={} NH={} V={})\n", m.source, c.layers, c.hidden, c.heads, c.vocab);
   fmt::print("eval: {} ({} tokens): {} batches x {} sequences of {}+1 tokens, in order from the start\n", toks.what,
              tokens.size(), batches, B, T);
-  parallel::CommClock clock;
-  const parallel::ParallelContext whole;  // one stage, no groups
-  parallel::PipelineStage stage(lm.gpt, whole, 1, B, T, clock);
+  parallel::ParallelGroups alone;  // one stage, no groups
+  parallel::PipelineStage stage(lm.gpt, alone, 1, B, T);
   const double sum = stage.run_forward(static_cast<int>(batches), [&](int k, int32_t* inputs, int32_t* targets) {
     for (int b = 0; b < B; ++b)
       sampler.fill_sequence(int64_t{k} * B + b, inputs + static_cast<size_t>(b) * T, targets + static_cast<size_t>(b) * T);

@@ -133,7 +133,15 @@ std::vector<NodeReport> overlay_reports(std::vector<NodeReport> discovered, cons
   for (auto& r : discovered) {
     auto it = by_name.find(r.hostname);
     if (it == by_name.end()) continue;
+    // What the processes found at run time stays: whether libnccl loads, how many share a GPU.
+    const bool nccl = r.devices.nccl;
+    const int per_gpu = r.devices.per_gpu;
+    const bool found_gpus = r.devices.kind == "cuda";
     r = *it->second;
+    if (found_gpus && r.devices.kind == "cuda") {
+      r.devices.nccl = r.devices.nccl && nccl;
+      r.devices.per_gpu = per_gpu;
+    }
     replaced.push_back(r.hostname);
     by_name.erase(it);
   }

@@ -13,7 +13,7 @@
 #include <regex>
 #include <thread>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/topo/discover_parts.hpp"
 #include "engine/topo/gpu_peaks.hpp"
 #include "engine/topo/sysfs.hpp"

@@ -6,7 +6,7 @@
 //   device     link to the hardware; its absence marks a virtual interface (bridge, veth, bond)
 #include <fmt/format.h>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/topo/discover_parts.hpp"
 #include "engine/topo/sysfs.hpp"
 

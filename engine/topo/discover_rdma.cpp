@@ -10,7 +10,7 @@
 #include <optional>
 #include <regex>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/topo/discover_parts.hpp"
 #include "engine/topo/sysfs.hpp"
 

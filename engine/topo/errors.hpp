@@ -2,7 +2,7 @@
 // file that disagree with each other), so main maps it to exit code 2 like any UserError.
 #pragma once
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 namespace holmes::topo {
 

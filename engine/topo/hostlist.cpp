@@ -6,7 +6,7 @@
 #include <cctype>
 #include <map>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 namespace holmes::topo {
 

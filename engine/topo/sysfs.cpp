@@ -8,7 +8,7 @@
 #include <fstream>
 #include <regex>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 namespace holmes::topo::sysfs {
 

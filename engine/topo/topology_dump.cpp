@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 #include "engine/topo/topology_file.hpp"
 
@@ -46,6 +46,8 @@ std::string dump_topology_yaml(const std::vector<NodeReport>& reports) {
     out << YAML::Key << "kind" << YAML::Value << d.kind << YAML::Key << "count" << YAML::Value << d.count;
     out << YAML::Key << "name" << YAML::Value << d.name << YAML::Key << "memory_gb" << YAML::Value << d.memory_gb;
     out << YAML::Key << "peak_tflops" << YAML::Value << d.peak_tflops << YAML::Key << "cores" << YAML::Value << d.cores;
+    if (d.kind == "cuda") out << YAML::Key << "nccl" << YAML::Value << d.nccl;
+    if (d.per_gpu > 1) out << YAML::Key << "per_gpu" << YAML::Value << d.per_gpu;
     out << YAML::EndMap;
     out << YAML::Key << "nics" << YAML::Value << YAML::BeginSeq;
     for (const auto& n : r.nics) emit_nic(out, n);

@@ -12,7 +12,7 @@
 #include <string>
 #include <type_traits>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 namespace holmes::topo::yaml_read {
 

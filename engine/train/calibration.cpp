@@ -12,7 +12,7 @@
 
 #include "common/format.hpp"
 #include "engine/plan/model_size.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/parallel/trainer.hpp"
 
 namespace holmes::train {

@@ -15,7 +15,7 @@
 #include <future>
 
 #include "engine/launch/signals.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/spec/load.hpp"
 #include "engine/spec/schema.hpp"
 #include "comm/store.hpp"

@@ -15,12 +15,11 @@
 #include <thread>
 
 #include "comm/errors.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/data/data.hpp"
 #include "engine/runtime/failure.hpp"
 #include "engine/train/calibration.hpp"
-#include "engine/parallel/device_groups.hpp"
 #include "engine/train/run.hpp"
 #include "engine/parallel/trainer.hpp"
 #include "backends/backends.hpp"
@@ -49,16 +48,15 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   const std::vector<LinkSample> links = calibrate ? probe_links(rt, spec) : std::vector<LinkSample>{};
   auto data = data::DataSet::open(spec);
   model::Backend backend = make_training_backend(spec, rt.local_rank);
-  // After the backend (it chose this process's GPU), before the trainer; outlives it.
-  parallel::DeviceGroups device_groups = parallel::make_device_groups(rt, spec);
-  for (const std::string& line : device_groups.log) fmt::print("rank {}: {}\n", rt.rank, line);
+  // After the backend (it chose this process's GPU), before the trainer; both outlive it.
+  const runtime::DeviceComms device = runtime::connect_device_groups(rt, spec);
+  const std::unique_ptr<parallel::ParallelGroups> groups = parallel_groups(rt, device, *backend.memory);
+  for (const std::string& line : device.log) fmt::print("rank {}: {}\n", rt.rank, line);
+  if (rt.rank == 0)
+    for (const std::string& line : groups->describe()) fmt::print("rank 0: {}\n", line);
   std::fflush(stdout);
-  parallel::ParallelContext pc = parallel_context(rt);
-  pc.tp_device = device_groups.tp.get();
-  pc.pp_device = device_groups.pp.get();
-  pc.dp_device = device_groups.dp.get();
-  pc.embedding_device = device_groups.embedding.get();
-  parallel::Trainer trainer(spec, backend, *data, pc);
+  parallel::Trainer trainer(spec, backend, *data, parallel_context(rt, *groups));
+  const runtime::AbortOnUnwind stop_nccl_first(device);  // destroyed before the trainer
   LoopContext ctx;
   ctx.rank = rt.rank;
   ctx.world = rt.world;
@@ -93,23 +91,19 @@ int worker_threads(int local_world) {
   return std::max(1, topo::detect_cpu_devices().cores / std::max(1, local_world));
 }
 
-parallel::ParallelContext parallel_context(const runtime::Runtime& rt) {
+std::unique_ptr<parallel::ParallelGroups> parallel_groups(const runtime::Runtime& rt, const runtime::DeviceComms& device,
+                                                          device::DeviceMemory& mem) {
   const plan::RankInfo& me = rt.plan.ranks.at(rt.rank);
-  const plan::Stage& stage = rt.plan.stages.at(me.pp);
-  parallel::ParallelContext c;
-  c.tp_rank = me.tp;
-  c.tp_size = rt.plan.tp;
-  c.pp_stage = me.pp;
-  c.pp_size = rt.plan.pp;
-  c.dp_rank = me.dp;
-  c.dp_size = rt.plan.dp;
-  c.first_layer = stage.first_layer;
-  c.num_layers = stage.num_layers;
-  c.tp = rt.tp.get();
-  c.pp = rt.pp.get();
-  c.dp = rt.dp.get();
-  c.embedding = rt.embedding.get();
-  return c;
+  const parallel::Coords c{.tp_rank = me.tp, .tp_size = rt.plan.tp, .pp_stage = me.pp, .pp_size = rt.plan.pp,
+                           .dp_rank = me.dp, .dp_size = rt.plan.dp};
+  return std::make_unique<parallel::ParallelGroups>(
+      c, parallel::ParallelGroups::Comms{rt.tp.get(), rt.pp.get(), rt.dp.get(), rt.embedding.get()},
+      parallel::ParallelGroups::Comms{device.tp.get(), device.pp.get(), device.dp.get(), device.embedding.get()}, mem);
+}
+
+parallel::ParallelContext parallel_context(const runtime::Runtime& rt, parallel::ParallelGroups& groups) {
+  const plan::Stage& stage = rt.plan.stages.at(rt.plan.ranks.at(rt.rank).pp);
+  return parallel::ParallelContext{.groups = &groups, .first_layer = stage.first_layer, .num_layers = stage.num_layers};
 }
 
 int run_job(const spec::JobSpec& spec, const launch::LaunchEnv& env) {

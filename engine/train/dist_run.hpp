@@ -7,7 +7,10 @@
 
 #include "engine/launch/launch_env.hpp"
 #include "engine/spec/job_spec.hpp"
-#include "engine/parallel/dist_comm.hpp"
+#include <memory>
+
+#include "engine/parallel/groups.hpp"
+#include "engine/parallel/trainer.hpp"
 #include "engine/runtime/startup.hpp"
 
 namespace holmes::train {
@@ -18,8 +21,12 @@ namespace holmes::train {
 // (bad spec or environment) propagates to main (exit 2).
 int run_job(const spec::JobSpec& spec, const launch::LaunchEnv& env);
 
-// The Trainer's view of a started runtime: coordinates, stage layers and groups.
-parallel::ParallelContext parallel_context(const runtime::Runtime& rt);
+// This rank's parallel groups, made once: the runtime's Gloo groups and the NCCL groups of
+// phase 5 (connect_device_groups) over the backend's memory `mem`, which all outlive them.
+std::unique_ptr<parallel::ParallelGroups> parallel_groups(const runtime::Runtime& rt, const runtime::DeviceComms& device,
+                                                          device::DeviceMemory& mem);
+// The Trainer's view of a started runtime: its groups and this stage's layers.
+parallel::ParallelContext parallel_context(const runtime::Runtime& rt, parallel::ParallelGroups& groups);
 
 // OpenMP / OpenBLAS threads per worker: OMP_NUM_THREADS when set, else max(1, cores this
 // process may use / local_world), so that N workers on one machine do not oversubscribe it.

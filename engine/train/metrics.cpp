@@ -8,7 +8,7 @@
 #include <fstream>
 #include <vector>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 namespace holmes::train {
 

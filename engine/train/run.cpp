@@ -12,7 +12,7 @@
 #include "engine/plan/plan.hpp"
 #include "engine/spec/run_paths.hpp"
 #include "engine/launch/signals.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/spec/load.hpp"
 #include "engine/topo/cpu_peak.hpp"
 #include "engine/topo/gpu_peaks.hpp"

@@ -120,6 +120,9 @@ inline spec::JobSpec make_spec(int layers, int hidden, int heads, int tp, int pp
   s.parallel.tensor = tp;
   s.parallel.pipeline = pp;
   s.parallel.data = dp;
+  // The planner's tests price the NCCL groups a real GPU cluster runs (the default is off
+  // until checked on a GPU; the staged plans have tests of their own).
+  s.parallel.nccl = spec::NcclMode::kAuto;
   return s;
 }
 

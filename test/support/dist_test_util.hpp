@@ -183,25 +183,21 @@ inline RankGroups groups_for(comm::test::Job& job, const Grid& g, int t, int d, 
   return make_groups(job, store, g, t, d, p, timeout);
 }
 
-inline ParallelContext context_of(const Grid& g, const RankGroups& groups, int t, int d, int p, int layers) {
+// The coordinates and this stage's layers of rank (t, d, p).
+inline Coords coords_of(const Grid& g, int t, int d, int p) {
+  return Coords{.tp_rank = t, .tp_size = g.tp, .pp_stage = p, .pp_size = g.pp, .dp_rank = d, .dp_size = g.dp};
+}
+
+inline ParallelContext context_of(const Grid& g, ParallelGroups& groups, int p, int layers) {
   std::vector<int> split = g.layers;
   if (split.empty())
     for (int i = 0; i < g.pp; ++i) split.push_back(layers / g.pp + (i < layers % g.pp ? 1 : 0));
-  ParallelContext c;
-  c.tp_rank = t;
-  c.tp_size = g.tp;
-  c.pp_stage = p;
-  c.pp_size = g.pp;
-  c.dp_rank = d;
-  c.dp_size = g.dp;
-  c.first_layer = std::accumulate(split.begin(), split.begin() + p, 0);
-  c.num_layers = split[p];
-  c.tp = groups.tp.get();
-  c.pp = groups.pp.get();
-  c.dp = groups.dp.get();
-  c.embedding = groups.embedding.get();
-  c.bucket_floats = g.bucket_floats;
-  return c;
+  return ParallelContext{.groups = &groups, .first_layer = std::accumulate(split.begin(), split.begin() + p, 0),
+                         .num_layers = split[p], .bucket_floats = g.bucket_floats};
+}
+
+inline ParallelGroups::Comms comms_of(const RankGroups& r) {
+  return {r.tp.get(), r.pp.get(), r.dp.get(), r.embedding.get()};
 }
 
 // The job on every rank of the grid; result index = global rank.
@@ -220,17 +216,13 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
       for (auto* grp : {&groups.tp, &groups.pp, &groups.dp, &groups.embedding})
         if (*grp) *grp = std::make_unique<HostOnlyGroup>(std::move(*grp), *backend.memory);
     RankGroups device;
-    ParallelContext ctx = context_of(g, groups, t, d, p, spec.model.layers);
     if (g.device_memory && g.device_groups) {  // device buffers must go here, host ones must not
       device = make_groups(job, nullptr, g, t, d, p, std::chrono::seconds(30), "device/");
       for (auto* grp : {&device.tp, &device.pp, &device.dp, &device.embedding})
         if (*grp) *grp = std::make_unique<DeviceOnlyGroup>(std::move(*grp), *backend.memory);
-      ctx.tp_device = device.tp.get();
-      ctx.pp_device = device.pp.get();
-      ctx.dp_device = device.dp.get();
-      ctx.embedding_device = device.embedding.get();
     }
-    Trainer trainer(spec, backend, *data, ctx);
+    ParallelGroups pg(coords_of(g, t, d, p), comms_of(groups), comms_of(device), *backend.memory);
+    Trainer trainer(spec, backend, *data, context_of(g, pg, p, spec.model.layers));
     RankRun& r = runs[rank];
     r.tp_rank = t;
     r.dp_rank = d;
@@ -261,29 +253,29 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
       expect(device.dp, "all_gather", side, "the side queue");
       expect(device.tp, "all_reduce", compute, "the compute queue");
       expect(device.pp, "send_recv", compute, "the compute queue");
-      // Each reduce-scatter and each update's all-gathers wait for the compute queue; each
-      // step's compute queue for the reduce-scatters, and each layer of the next forward for
-      // its bucket's all-gather (a fence per bucket and update).
-      const long scatters = device.dp ? static_cast<DeviceOnlyGroup&>(*device.dp).count("reduce_scatter") : 0;
-      const long updates = device.dp ? spec.train.steps : 0;
-      if (mem.orders_to_side() != scatters + updates)
-        r.queue_problems += fmt::format("{} reduce-scatters and {} updates, {} orders before them; ", scatters,
-                                        updates, mem.orders_to_side());
-      const long lands = mem.holds(mem.side_stream(), mem.stream());
-      if (lands != updates * static_cast<long>(r.bucket_count))
-        r.queue_problems += fmt::format("{} buckets landed by a fence in {} updates of {} buckets; ", lands, updates,
-                                        r.bucket_count);
-      if (scatters > 0 && mem.orders_to_compute() != spec.train.steps)
-        r.queue_problems += fmt::format("{} orders back to the compute queue in {} steps; ", mem.orders_to_compute(),
-                                        spec.train.steps);
-      r.queue_orders = mem.orders_to_side() + mem.orders_to_compute();
-      // Every operation queued on the compute queue, and every wait of that queue for the
-      // side queue, is timed by the device: two timed fences each.
+      // Each reduce-scatter and each all-gather starts after what the compute queue holds;
+      // the compute queue waits for each one's fence before the kernels that read its result
+      // (a fence per bucket: the reduce-scatters of each step, the all-gathers of each update).
       auto count = [](const std::unique_ptr<comm::ProcessGroup>& grp, const char* op) {
         return grp ? static_cast<DeviceOnlyGroup&>(*grp).count(op) : 0L;
       };
+      const long scatters = count(device.dp, "reduce_scatter"), gathers = count(device.dp, "all_gather");
+      const long updates = device.dp ? spec.train.steps : 0;
+      if (scatters != updates * static_cast<long>(r.bucket_count) || gathers != scatters)
+        r.queue_problems += fmt::format("{} reduce-scatters and {} all-gathers in {} steps of {} buckets; ", scatters,
+                                        gathers, updates, r.bucket_count);
+      if (mem.orders_to_side() != scatters + gathers)
+        r.queue_problems += fmt::format("{} orders before {} operations on the side queue; ", mem.orders_to_side(),
+                                        scatters + gathers);
+      const long lands = mem.holds(mem.side_stream(), mem.stream());
+      if (lands != scatters + gathers)
+        r.queue_problems += fmt::format("{} fences of the side queue held the compute queue, for {} operations; ", lands,
+                                        scatters + gathers);
+      r.queue_orders = mem.orders_to_side() + mem.orders_to_compute();
+      // Every operation queued on the compute queue, and every wait of that queue for the
+      // side queue, is timed by the device: two timed fences each.
       const long spans = count(device.tp, "all_reduce") + count(device.pp, "send_recv") +
-                         count(device.embedding, "all_reduce") + mem.orders_to_compute() + lands;
+                         count(device.embedding, "all_reduce") + lands;
       if (mem.timed_fences() != 2 * spans)
         r.queue_problems += fmt::format("{} timed fences for {} spans on the compute queue; ", mem.timed_fences(), spans);
       r.device_spans = spans;

@@ -7,9 +7,11 @@
 // count as "unfenced" until a fence made after them is waited for (or synchronize()): a
 // group given such a buffer (a send of bytes that on a GPU may not have landed yet, or a
 // receive over bytes a copy may still be reading) throws, so a missing fence fails a test.
-// Its fences pass only when waited for.
+// Its fences pass only when waited for, or when a later fence of the same queue was (a queue
+// runs in order).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <initializer_list>
@@ -24,12 +26,12 @@
 
 #include "comm/process_group.hpp"
 #include "model/backend.hpp"
+#include "model/bf16.hpp"
 #include "backends/backends.hpp"
 
 namespace holmes::test {
 
 using namespace holmes::backends;
-using namespace holmes::parallel;
 
 class HostAsDevice final : public device::DeviceMemory {
  public:
@@ -130,9 +132,15 @@ class HostAsDevice final : public device::DeviceMemory {
     void wait() override {
       std::lock_guard<std::mutex> lock(mem_.mu_);
       std::erase_if(mem_.queued_, [&](const Queued& q) { return q.seq <= seq_; });
+      long& upto = mem_.waited_[queue_];
+      upto = std::max(upto, seq_);
       passed_ = true;
     }
-    bool done() override { return passed_; }
+    bool done() override {
+      std::lock_guard<std::mutex> lock(mem_.mu_);
+      auto it = mem_.waited_.find(queue_);
+      return passed_ || (it != mem_.waited_.end() && it->second >= seq_);
+    }
     void hold(void* queue) override {
       std::lock_guard<std::mutex> lock(mem_.mu_);
       ++mem_.holds_[{queue_, queue}];
@@ -150,6 +158,7 @@ class HostAsDevice final : public device::DeviceMemory {
   std::vector<Queued> queued_;
   long seq_ = 0, fences_ = 0, timed_fences_ = 0;
   std::map<std::pair<void*, void*>, long> holds_;
+  std::map<void*, long> waited_;  // per queue: the newest fence waited for
   std::map<std::byte*, size_t> blocks_;
   char compute_queue_ = 0, side_queue_ = 0;
   long to_side_ = 0, to_compute_ = 0;
@@ -172,6 +181,19 @@ class MemoryCheckedGroup final : public comm::ProcessGroup {
     check("all_reduce", o, {d.data()});
     inner_->all_reduce(d, op, o);
   }
+  // As NCCL, the device kind sums bf16 itself (here: widened, summed, rounded once).
+  void all_reduce(void* data, size_t count, comm::DType dtype, comm::ReduceOp op,
+                  const comm::OpOptions& o = {}) override {
+    if (dtype == comm::DType::kF32) return all_reduce(std::span<float>(static_cast<float*>(data), count), op, o);
+    if (!kDevice) return ProcessGroup::all_reduce(data, count, dtype, op, o);  // refuses, as Gloo does
+    check("all_reduce", o, {data});
+    auto* h = static_cast<model::bf16*>(data);
+    std::vector<float> wide(count);
+    for (size_t i = 0; i < count; ++i) wide[i] = model::bf16_to_float(h[i]);
+    inner_->all_reduce(std::span<float>(wide), op, o);
+    for (size_t i = 0; i < count; ++i) h[i] = model::float_to_bf16(wide[i]);
+  }
+  bool sums(comm::DType dtype) const override { return kDevice || dtype == comm::DType::kF32; }
   void reduce_scatter(std::span<float> out, std::span<const float> in, comm::ReduceOp op,
                       const comm::OpOptions& o = {}) override {
     check("reduce_scatter", o, {out.data(), in.data()});

@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "comm/file_store.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "test/support/checkpoint_test_util.hpp"
 
 using namespace holmes;

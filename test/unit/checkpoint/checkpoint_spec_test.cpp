@@ -1,7 +1,7 @@
 // The checkpoint keys of the job spec: checkpoint.resume and checkpoint.weights_only.
 #include <catch2/catch.hpp>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/spec/load.hpp"
 
 using namespace holmes;

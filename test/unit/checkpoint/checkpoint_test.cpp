@@ -3,7 +3,7 @@
 
 #include <fstream>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "test/support/checkpoint_test_util.hpp"
 
 namespace fs = std::filesystem;

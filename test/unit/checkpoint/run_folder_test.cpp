@@ -4,7 +4,7 @@
 
 #include <fstream>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/checkpoint/run_folder.hpp"
 #include "engine/spec/run_paths.hpp"
 #include "test/support/checkpoint_test_util.hpp"

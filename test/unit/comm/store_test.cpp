@@ -15,7 +15,7 @@
 #include "comm/socket.hpp"
 #include "comm/store.hpp"
 #include "comm/tcp_store.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 using namespace holmes::comm;
 using Catch::Matchers::Contains;

@@ -33,6 +33,8 @@ struct Fake {
   ncclResult_t op_result = ncclSuccess;   // what each operation call returns
   std::atomic<ncclResult_t> async{ncclSuccess};
   std::atomic<bool> events_complete{true};
+  std::atomic<int> complete_upto{-1};      // >= 0: events with id <= this complete, the rest not
+  std::atomic<ncclResult_t> query_result{ncclSuccess};  // what the async-error query itself returns
   std::atomic<int> aborts{0}, finalizes{0}, destroys{0}, events_made{0}, events_freed{0}, frees{0};
   std::vector<std::string> ids;  // unique ids handed to init, by call
 
@@ -67,7 +69,8 @@ hc::NcclApi fake_api() {
   };
   a.comm_init_rank_config = [](ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* c) {
     fake->log("init rank=" + std::to_string(rank) + " nranks=" + std::to_string(nranks) +
-              " blocking=" + std::to_string(c->blocking) + " net=" + c->netName + " name=" + c->commName);
+              " blocking=" + std::to_string(c->blocking) + " net=" + (c->netName ? c->netName : "(unset)") +
+              " name=" + c->commName);
     {
       std::lock_guard<std::mutex> lock(fake->mu);
       fake->ids.emplace_back(id.internal);
@@ -78,7 +81,7 @@ hc::NcclApi fake_api() {
   a.comm_get_async_error = [](ncclComm_t, ncclResult_t* state) {
     if (fake->never_ready || fake->polls_in_progress.fetch_sub(1) > 0) *state = ncclInProgress;
     else *state = fake->async.load();
-    return ncclSuccess;
+    return fake->query_result.load();
   };
   a.comm_finalize = [](ncclComm_t) { ++fake->finalizes; return ncclSuccess; };
   a.comm_destroy = [](ncclComm_t) { ++fake->destroys; return ncclSuccess; };
@@ -124,13 +127,22 @@ hc::NcclDriver fake_driver() {
     return cudaSuccess;
   };
   d.cuda.event_record = [](cudaEvent_t, cudaStream_t) { return cudaSuccess; };
-  d.cuda.event_query = [](cudaEvent_t) { return fake->events_complete ? cudaSuccess : cudaErrorNotReady; };
+  d.cuda.event_query = [](cudaEvent_t e) {
+    const int upto = fake->complete_upto;
+    if (upto >= 0) return static_cast<int>(reinterpret_cast<uintptr_t>(e)) <= upto ? cudaSuccess : cudaErrorNotReady;
+    return fake->events_complete ? cudaSuccess : cudaErrorNotReady;
+  };
   d.cuda.event_destroy = [](cudaEvent_t) { ++fake->events_freed; return cudaSuccess; };
   d.cuda.device_malloc = [](void** p, size_t) { *p = scratch_memory; return cudaSuccess; };
   d.cuda.device_free = [](void*) { ++fake->frees; return cudaSuccess; };
   d.cuda.error_string = [](cudaError_t) { return "fake cuda error"; };
   d.cuda.get_device = [](int* device) { *device = 3; return cudaSuccess; };
   d.cuda.set_device = [](int device) { fake->log("watchdog on device " + std::to_string(device)); return cudaSuccess; };
+  d.cuda.stream_create = [](cudaStream_t* s, unsigned) {
+    *s = reinterpret_cast<cudaStream_t>(static_cast<uintptr_t>(0x5eed));
+    return cudaSuccess;
+  };
+  d.cuda.stream_destroy = [](cudaStream_t) { fake->log("own stream destroyed"); return cudaSuccess; };
   return d;
 }
 
@@ -320,4 +332,70 @@ TEST_CASE("NCCL group: an asynchronous error aborts the communicator and the nex
     CHECK(e.where().peer == -1);  // NCCL does not say who; the job's blame protocol does
     CHECK(std::string(e.what()).find("asynchronous NCCL error: fake: remote process exited") != std::string::npos);
   }
+}
+
+TEST_CASE("NCCL group: polls spin before they sleep, then back off to 10 ms", "[nccl_logic]") {
+  for (int a = 0; a < hc::kSpinPolls; ++a) CHECK(hc::poll_pause(a).count() == 0);
+  CHECK(hc::poll_pause(hc::kSpinPolls).count() == 10);
+  CHECK(hc::poll_pause(hc::kSpinPolls + 1).count() == 20);
+  CHECK(hc::poll_pause(hc::kSpinPolls + 100).count() == 10'000);
+  for (int a = 1; a < 200; ++a) CHECK(hc::poll_pause(a) >= hc::poll_pause(a - 1));
+}
+
+TEST_CASE("NCCL group: a node-local group names no network, barrier without a stream uses the group's own",
+          "[nccl_logic]") {
+  FakeScope scope;
+  auto g = fake_group("tp1", 2, "", 2s);
+  CHECK(contains(fake->seen(), "init rank=0 nranks=2 blocking=0 net=(unset) name=tp1"));
+  CHECK(g->transport() == "nccl (node-local)");
+  fake->forget();
+  g->barrier();
+  CHECK(contains(fake->seen(), "all_reduce n=1 op=sum in_place=1 stream=" + std::to_string(0x5eed)));
+  g.reset();
+  CHECK(contains(fake->seen(), "own stream destroyed"));
+  CHECK_THROWS_AS(fake_group("tp1", 2, "RoCE", 2s), std::invalid_argument);
+}
+
+TEST_CASE("NCCL group: an operation's time-out runs from when the one before it completed", "[nccl_logic]") {
+  // The host enqueues two operations at once (it runs ahead of the GPU); the first completes
+  // after 2 s, the second 1.5 s later. Counted from its enqueue the second would have timed
+  // out at 3 s; counted from the first's completion it has until 5 s.
+  FakeScope scope;
+  auto g = fake_group("pp0", 2, "Socket", 3s);
+  std::vector<float> a(4);
+  const int first = fake->events_made + 1;
+  fake->complete_upto = first - 1;  // neither completes yet
+  const auto t0 = std::chrono::steady_clock::now();
+  g->all_reduce(a, hc::ReduceOp::kSum);
+  g->all_reduce(a, hc::ReduceOp::kSum);
+  std::this_thread::sleep_until(t0 + 2s);
+  fake->complete_upto = first;  // the first completes
+  std::this_thread::sleep_until(t0 + 3500ms);
+  CHECK(fake->aborts == 0);  // past 3 s after the second's enqueue, within 3 s of the first's completion
+  fake->complete_upto = -1;  // the second, and the barrier's, complete
+  g->barrier();  // everything completed: no failure to report
+  CHECK(fake->aborts == 0);
+}
+
+TEST_CASE("NCCL group: abort() stops the communicator at once and the group stays broken", "[nccl_logic]") {
+  FakeScope scope;
+  auto g = fake_group("dp2", 2, "IB", 5s);
+  std::vector<float> a(4);
+  fake->events_complete = false;  // a peer died: the operation spins
+  g->all_reduce(a, hc::ReduceOp::kSum);
+  g->abort();  // what a rank does when its step failed elsewhere, before freeing device memory
+  CHECK(fake->aborts == 1);
+  CHECK_THROWS_WITH(g->all_reduce(a, hc::ReduceOp::kSum), Catch::Contains("aborted by this rank"));
+  g.reset();
+  CHECK(fake->aborts == 1);
+}
+
+TEST_CASE("NCCL group: a failing query of the communicator's state aborts it", "[nccl_logic]") {
+  FakeScope scope;
+  auto g = fake_group("world1", 2, "Socket", 5s);
+  fake->query_result = ncclInvalidArgument;
+  for (int i = 0; i < 400 && fake->aborts == 0; ++i) std::this_thread::sleep_for(5ms);
+  CHECK(fake->aborts == 1);
+  std::vector<float> a(4);
+  CHECK_THROWS_WITH(g->all_reduce(a, hc::ReduceOp::kSum), Catch::Contains("cannot ask NCCL for the communicator"));
 }

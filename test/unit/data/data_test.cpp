@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/data/batches.hpp"
 #include "engine/data/token_file.hpp"
 

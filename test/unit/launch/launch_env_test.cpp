@@ -4,7 +4,7 @@
 #include <set>
 
 #include "engine/launch/launch_env.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 using namespace holmes;
 using namespace holmes::launch;

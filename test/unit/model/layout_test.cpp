@@ -1,7 +1,7 @@
 // Parameter layout, vocabulary padding and config validation.
 #include <catch2/catch.hpp>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "model/gpt_config.hpp"
 #include "model/param_layout.hpp"
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <memory>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "backends/backends.hpp"
 #include "test/unit/model/check_util.hpp"
 #include "test/unit/model/model_test_util.hpp"

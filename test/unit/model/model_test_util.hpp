@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "model/bf16.hpp"
 #include "model/gpt.hpp"
 #include "model/tp_comm.hpp"
 
@@ -60,6 +61,14 @@ class ThreadComm final : public TensorParallelComm {
   int rank() const override { return rank_; }
   void all_reduce_sum(float* data, size_t count) override { reduce(data, count, false); }
   void all_reduce_max(float* data, size_t count) override { reduce(data, count, true); }
+  // bf16 shards: widened, summed as fp32 and rounded once, as the trainer's host groups do.
+  void all_reduce_sum_bf16(void* data, size_t count) override {
+    auto* h = static_cast<bf16*>(data);
+    std::vector<float> wide(count);
+    for (size_t i = 0; i < count; ++i) wide[i] = bf16_to_float(h[i]);
+    reduce(wide.data(), count, false);
+    for (size_t i = 0; i < count; ++i) h[i] = float_to_bf16(wide[i]);
+  }
 
  private:
   void reduce(float* data, size_t count, bool is_max) {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/parallel/adamw.hpp"
 #include "backends/backends.hpp"
 

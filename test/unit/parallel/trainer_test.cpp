@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/spec/validate.hpp"
 #include "engine/data/data.hpp"
 #include "engine/tools/generate.hpp"

@@ -86,7 +86,7 @@ TEST_CASE("pipeline sends over Ethernet with parallel.cross_island: gloo pay two
   const double act = 2.0 * 128 * 256 * w.act_bytes() / mid.tp;  // B T C bytes split over tp
   const double nccl = mid.time(w, 2).pp_s;
   CHECK(nccl == Approx(2 * eth.transfer_s(act)));
-  w.staged_ethernet = true;
+  w.staging = holmes::plan::Workload::Staging::kEthernet;
   CHECK(mid.time(w, 2).pp_s == Approx(nccl + 2 * 2 * act / (holmes::plan::kHostCopyGBps * 1e9)));
   // RDMA links inside an island are NCCL whatever cross_island says.
   holmes::plan::LinkCost ib = eth;
@@ -95,16 +95,23 @@ TEST_CASE("pipeline sends over Ethernet with parallel.cross_island: gloo pay two
   CHECK(mid.time(w, 2).pp_s == Approx(2 * ib.transfer_s(act)));
 }
 
-TEST_CASE("tensor-parallel sums are priced in fp32 on GPUs too, pipeline sends in the activation precision",
-          "[cost_model]") {
+TEST_CASE("tensor-parallel sums and pipeline sends are priced in the activation precision on NCCL", "[cost_model]") {
   holmes::plan::Workload w = small_workload(false);
   holmes::plan::StageCost mid = middle_stage();
   const holmes::plan::LinkCost link = link_of(holmes::plan::LinkKind::kIntraNode, 400, 5e-6);
   mid.tp_link = mid.next_link = mid.prev_link = link;
-  const auto cpu = mid.time(w, 2);
+  const auto fp32 = mid.time(w, 2);
   w.bf16 = true;
-  const auto gpu = mid.time(w, 2);
-  CHECK(gpu.tp_s == cpu.tp_s);                     // fp32 sums either way (Gpt::tp_sum)
-  CHECK(gpu.pp_s < cpu.pp_s);                      // bf16 boundaries: half the bytes
-  CHECK(gpu.pp_s - 2 * link.latency_s == Approx((cpu.pp_s - 2 * link.latency_s) / 2));  // two sends
+  const auto bf16 = mid.time(w, 2);
+  const int sums = 4 * 2;  // a middle stage of 2 layers: 4 sums per layer
+  const double hop = link.latency_s * 2 * (mid.tp - 1);  // a ring all-reduce's latency part
+  CHECK(bf16.tp_s - sums * hop == Approx((fp32.tp_s - sums * hop) / 2));  // NCCL sums bf16: half the bytes
+  CHECK(bf16.pp_s - 2 * link.latency_s == Approx((fp32.pp_s - 2 * link.latency_s) / 2));  // two sends
+  // Staged through Gloo, the sums travel widened to fp32 and every transfer pays two host copies.
+  w.staging = holmes::plan::Workload::Staging::kAll;
+  CHECK(w.tp_wire_bytes() == 4);
+  const auto staged = mid.time(w, 2);
+  const double act = 2.0 * 128 * 256 * w.act_bytes();  // B T C of the small workload in bf16
+  CHECK(staged.tp_s == Approx(fp32.tp_s + sums * 2 * act / (holmes::plan::kHostCopyGBps * 1e9)));
+  CHECK(staged.pp_s == Approx(bf16.pp_s + 2 * 2 * (act / mid.tp) / (holmes::plan::kHostCopyGBps * 1e9)));
 }

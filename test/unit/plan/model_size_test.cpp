@@ -134,6 +134,7 @@ TEST_CASE("model size: llama's activation bytes per layer are what the model kee
       int rank() const override { return 0; }
       void all_reduce_sum(float*, size_t) override {}
       void all_reduce_max(float*, size_t) override {}
+      void all_reduce_sum_bf16(void*, size_t) override {}
     } comm(tp);
     const model::GptConfig one = p.config.shard(tp, 0, 1, 1), two = p.config.shard(tp, 0, 1, 2);
     REQUIRE((!one.has_embedding && !one.has_head && !two.has_embedding && !two.has_head));

@@ -61,7 +61,7 @@ void check_env(const hp::Plan& p, const ht::ClusterTopology& t) {
   for (int n = 0; n < static_cast<int>(t.nodes.size()); ++n) {
     INFO("node " << n << " (" << t.nodes[n].hostname << ")");
     auto env = env_map(p, n);
-    if (p.device_kind != "cuda") {
+    if (!hp::uses_nccl(p)) {  // CPU plans, and GPU plans whose groups all stage through Gloo
       REQUIRE(env.empty());
       continue;
     }
@@ -309,18 +309,21 @@ TEST_CASE("CPU plans have no NCCL environment and no NCCL communicators", "[nccl
   CHECK_THROWS_AS(hp::nccl_env(p, 2), std::out_of_range);
 }
 
-TEST_CASE("one machine: NCCL bootstraps over loopback, intra-node groups use the node's network", "[nccl]") {
+TEST_CASE("one machine: NCCL bootstraps over loopback, intra-node groups name no network", "[nccl]") {
   auto t = hp::testing::make_cluster({{ht::NicKind::kRoce, 1, 4}});
   const hp::Plan p = hp::make_plan(hp::testing::make_spec(4, 64, 4, 2, 1, 2, 1, 8, 32), t);
   auto env = env_map(p, 0);
   CHECK(env.at("NCCL_SOCKET_IFNAME") == "=lo");
   CHECK(env.at("NCCL_IB_HCA") == "=mlx5_0:1");
   CHECK(env.at("NCCL_IB_GID_INDEX") == "3");
-  for (const auto& c : hp::nccl_communicators(p, 0)) CHECK(c.net == "IB");
+  // A node-local group names no network: NCCL then loads no plugin (a container without
+  // /dev/infiniband still connects it over NVLink, P2P or shared memory).
+  REQUIRE_FALSE(hp::nccl_communicators(p, 0).empty());
+  for (const auto& c : hp::nccl_communicators(p, 0)) CHECK(c.net.empty());
   auto e = hp::testing::make_cluster({{ht::NicKind::kEthernet, 1, 4}});
   const hp::Plan q = hp::make_plan(hp::testing::make_spec(4, 64, 4, 2, 1, 2, 1, 8, 32), e);
   CHECK(env_map(q, 0).count("NCCL_IB_HCA") == 0);
-  for (const auto& c : hp::nccl_communicators(q, 0)) CHECK(c.net == "Socket");
+  for (const auto& c : hp::nccl_communicators(q, 0)) CHECK(c.net.empty());
 }
 
 TEST_CASE("parallel.cross_island picks the transport of a GPU job's Ethernet groups", "[nccl]") {
@@ -370,4 +373,78 @@ TEST_CASE("cross-island transfer costs: the staged Gloo path adds two host copie
   CHECK(hp::ethernet_transport({holmes::spec::CrossIsland::kAuto, bytes}, link) == hp::Transport::kNcclSocket);
   CHECK(hp::ethernet_transport({holmes::spec::CrossIsland::kGloo, bytes}, link) == hp::Transport::kGlooTcp);
   CHECK(hp::ethernet_transport({holmes::spec::CrossIsland::kNcclSocket, bytes}, link) == hp::Transport::kNcclSocket);
+}
+
+namespace {
+
+bool all_gloo(const hp::Plan& p) {
+  for (const auto& g : p.groups)
+    if (g.ranks.size() > 1 && g.transport != hp::Transport::kGlooTcp) return false;
+  return true;
+}
+
+bool warns(const hp::Plan& p, const std::string& text) {
+  return std::any_of(p.warnings.begin(), p.warnings.end(),
+                     [&](const std::string& w) { return w.find(text) != std::string::npos; });
+}
+
+}  // namespace
+
+TEST_CASE("parallel.nccl decides in the plan whether device buffers go over NCCL or stage through Gloo", "[nccl]") {
+  auto t = hp::testing::make_cluster({{ht::NicKind::kIb, 2, 4}, {ht::NicKind::kRoce, 2, 4}});
+  auto spec = hp::testing::make_spec(8, 256, 16, 4, 2, 2, 1, 16, 128);
+  const hp::Plan nccl = hp::make_plan(spec, t);
+  REQUIRE(hp::uses_nccl(nccl));
+  CHECK_FALSE(hp::nccl_env(nccl, 0).empty());
+
+  // off: every group is gloo-tcp (staged), no NCCL environment or communicator, a warning
+  // says why, the estimate pays the staging, and the hash differs.
+  spec.parallel.nccl = holmes::spec::NcclMode::kOff;
+  const hp::Plan off = hp::make_plan(spec, t);
+  CHECK(all_gloo(off));
+  CHECK_FALSE(hp::uses_nccl(off));
+  for (int n = 0; n < 4; ++n) CHECK(hp::nccl_env(off, n).empty());
+  for (int r = 0; r < off.world; ++r) CHECK(hp::nccl_communicators(off, r).empty());
+  CHECK(warns(off, "parallel.nccl is off"));
+  CHECK(off.estimate.step_time_s > nccl.estimate.step_time_s);
+  CHECK(hp::plan_hash(off) != hp::plan_hash(nccl));
+  // Inside an island the staged groups bind to the island's TCP interface, across to Ethernet.
+  for (const auto& g : off.groups)
+    if (g.ranks.size() > 1 && !g.crosses_nodes) CHECK(g.interface == "lo");
+
+  // auto: a node without libnccl puts the whole job on Gloo, naming the node; on refuses.
+  spec.parallel.nccl = holmes::spec::NcclMode::kAuto;
+  auto missing = t;
+  missing.nodes[2].devices.nccl = false;
+  const hp::Plan fallback = hp::make_plan(spec, missing);
+  CHECK(all_gloo(fallback));
+  CHECK(warns(fallback, "no libnccl on " + missing.nodes[2].hostname));
+  spec.parallel.nccl = holmes::spec::NcclMode::kOn;
+  try {
+    hp::make_plan(spec, missing);
+    FAIL("parallel.nccl on without libnccl was accepted");
+  } catch (const holmes::UserError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("parallel.nccl: 'on'") && Catch::Contains(missing.nodes[2].hostname) &&
+                             Catch::Contains("accepted here: auto or off"));
+  }
+
+  // Ranks sharing a GPU: auto stages through Gloo, on uses NCCL with a warning.
+  auto shared = t;
+  for (auto& n : shared.nodes) n.devices.per_gpu = 2;
+  spec.parallel.nccl = holmes::spec::NcclMode::kAuto;
+  const hp::Plan shared_auto = hp::make_plan(spec, shared);
+  CHECK(all_gloo(shared_auto));
+  CHECK(warns(shared_auto, "ranks share a GPU"));
+  spec.parallel.nccl = holmes::spec::NcclMode::kOn;
+  const hp::Plan shared_on = hp::make_plan(spec, shared);
+  CHECK(hp::uses_nccl(shared_on));
+  CHECK(warns(shared_on, "NCCL_HOSTID"));
+
+  // CPU plans ignore the key.
+  auto cpu = t;
+  for (auto& n : cpu.nodes) n.devices.kind = "cpu";
+  spec.parallel.nccl = holmes::spec::NcclMode::kOff;
+  const uint64_t off_hash = hp::plan_hash(hp::make_plan(spec, cpu));
+  spec.parallel.nccl = holmes::spec::NcclMode::kOn;
+  CHECK(hp::plan_hash(hp::make_plan(spec, cpu)) == off_hash);
 }

@@ -2,7 +2,7 @@
 
 #include "engine/plan/model_size.hpp"
 #include "engine/plan/plan.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "test/support/cluster_gen.hpp"
 
 namespace hp = holmes::plan;

@@ -4,7 +4,7 @@
 #include <set>
 
 #include "engine/plan/rank_grid.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 using holmes::plan::Coords;
 using holmes::plan::RankGrid;

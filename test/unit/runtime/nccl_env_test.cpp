@@ -1,5 +1,6 @@
 // The plan's NCCL variables against the environment (engine/runtime/nccl_env.hpp): the
-// user's values win and are reported, NCCL_NET is refused, the variables are set once.
+// user's values win and are reported, variables that break the groups are refused, the
+// variables are set once.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -23,7 +24,7 @@ hp::Plan two_islands() {
 
 std::string message_of(const EnvMap& env) {
   try {
-    holmes::runtime::refuse_nccl_net(env);
+    holmes::runtime::refuse_nccl_overrides(env);
   } catch (const holmes::UserError& e) {
     return e.what();
   }
@@ -92,4 +93,19 @@ TEST_CASE("apply_nccl_env sets the variables once per process and refuses anothe
   for (size_t i = 0; i < again.size(); ++i) CHECK(again[i].user == first[i].user);
   // The RoCE island's values would differ: NCCL would never see them.
   CHECK_THROWS_AS(holmes::runtime::apply_nccl_env(p, 2), std::logic_error);
+}
+
+TEST_CASE("variables that would break the groups are refused, naming them and what is accepted", "[nccl_env]") {
+  CHECK(message_of({{"NCCL_COMM_BLOCKING", ""}, {"NCCL_COMM_BLOCKING_X", "1"}}).empty());
+  CHECK(message_of({{"NCCL_COMM_BLOCKING", "0"}}).empty());
+  CHECK_THAT(message_of({{"NCCL_COMM_BLOCKING", "1"}}),
+             Catch::Contains("NCCL_COMM_BLOCKING='1'") && Catch::Contains("accepted: not set, empty or 0"));
+  CHECK(message_of({{"NCCL_HOSTID", "node7"}}).empty());
+  CHECK_THAT(message_of({{"NCCL_HOSTID", ""}}), Catch::Contains("NCCL_HOSTID is exported but empty"));
+  CHECK_THAT(message_of({{"HOLMES_NCCL", "1"}}), Catch::Contains("HOLMES_NCCL='1' is no longer read") &&
+                                                     Catch::Contains("parallel.nccl"));
+  CHECK_THAT(message_of({{"HOLMES_NCCL_SHARED_GPU", "1"}}), Catch::Contains("parallel.nccl"));
+  // resolve_nccl_env refuses before it resolves anything.
+  CHECK_THROWS_AS(holmes::runtime::resolve_nccl_env(two_islands(), 0, {{"NCCL_COMM_BLOCKING", "1"}}),
+                  holmes::UserError);
 }

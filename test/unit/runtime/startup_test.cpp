@@ -12,12 +12,13 @@
 #include <vector>
 
 #include "engine/launch/local_launcher.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/spec/load.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/train/dist_run.hpp"
 #include "engine/runtime/cluster_view.hpp"
 #include "engine/runtime/startup.hpp"
+#include "model/cpu/host_memory.hpp"
 
 using namespace holmes;
 using runtime::Runtime;
@@ -142,19 +143,27 @@ TEST_CASE("start_runtime: 4 ranks on threads get the plan's groups at their coor
     CHECK(rt.pp->rank() == me.pp);
     CHECK(rt.world_group->rank() == r);
     CHECK(rt.tp->transport() == "gloo tcp 127.0.0.1");
-    // What Trainer gets: the coordinates, this stage's layers and the groups.
-    const auto ctx = train::parallel_context(rt);
-    CHECK(ctx.tp_size == 2);
-    CHECK(ctx.pp_size == 2);
-    CHECK(ctx.dp_size == 1);
-    CHECK(ctx.tp_rank == me.tp);
-    CHECK(ctx.pp_stage == me.pp);
+    // What Trainer gets: the coordinates, this stage's layers and the groups (no NCCL in a
+    // CPU plan: phase 5 makes nothing).
+    const runtime::DeviceComms device = runtime::connect_device_groups(rts[r], spec);
+    CHECK_FALSE(device.tp);
+    CHECK(device.log.empty());
+    auto mem = holmes::model::cpu::make_host_memory();
+    const auto groups = train::parallel_groups(rt, device, *mem);
+    CHECK(groups->coords().tp_size == 2);
+    CHECK(groups->coords().pp_size == 2);
+    CHECK(groups->coords().dp_size == 1);
+    CHECK(groups->coords().tp_rank == me.tp);
+    CHECK(groups->coords().pp_stage == me.pp);
+    CHECK(groups->tp().size() == 2);
+    CHECK(groups->tp().mode() == parallel::Group::Mode::kHost);
+    CHECK(groups->dp().size() == 1);
+    CHECK(groups->embedding().size() == 2);
+    CHECK(groups->describe().size() == 3);  // tp, pp, embedding
+    const auto ctx = train::parallel_context(rt, *groups);
+    CHECK(ctx.groups == groups.get());
     CHECK(ctx.first_layer == rt.plan.stages[me.pp].first_layer);
     CHECK(ctx.num_layers == rt.plan.stages[me.pp].num_layers);
-    CHECK(ctx.tp == rt.tp.get());
-    CHECK(ctx.dp == nullptr);
-    CHECK(ctx.embedding == rt.embedding.get());
-    REQUIRE_NOTHROW(parallel::check_context(ctx));
   }
   int layers = 0;
   for (const auto& st : rts[0].plan.stages) layers += st.num_layers;
@@ -261,4 +270,50 @@ TEST_CASE("GPU workers: one per GPU, HOLMES_WORKERS_PER_GPU lets n share one, a 
     setenv("HOLMES_WORKERS_PER_GPU", saved.c_str(), 1);
   else
     unsetenv("HOLMES_WORKERS_PER_GPU");
+}
+
+namespace {
+
+// A group that only records whether it was aborted.
+class AbortRecorder final : public comm::ProcessGroup {
+ public:
+  explicit AbortRecorder(int& aborts) : ProcessGroup(comm::GroupSpec{"rec", {0}, 0}), aborts_(aborts) {}
+  std::string transport() const override { return "recorder"; }
+  void all_reduce(std::span<float>, comm::ReduceOp, const comm::OpOptions&) override {}
+  void reduce_scatter(std::span<float>, std::span<const float>, comm::ReduceOp, const comm::OpOptions&) override {}
+  void all_gather(std::span<float>, std::span<const float>, const comm::OpOptions&) override {}
+  void broadcast(std::span<float>, int, const comm::OpOptions&) override {}
+  void send_recv(std::span<const comm::P2POp>, const comm::OpOptions&) override {}
+  void barrier(const comm::OpOptions&) override {}
+  void abort() noexcept override { ++aborts_; }
+
+ private:
+  int& aborts_;
+};
+
+}  // namespace
+
+TEST_CASE("a failing step aborts the NCCL groups before the trainer's device memory is freed") {
+  int aborts = 0;
+  runtime::DeviceComms comms;
+  comms.tp = std::make_unique<AbortRecorder>(aborts);
+  comms.dp = std::make_unique<AbortRecorder>(aborts);
+  {  // a scope left normally aborts nothing
+    const runtime::AbortOnUnwind guard(comms);
+  }
+  CHECK(aborts == 0);
+  int aborts_when_trainer_freed = -1;
+  struct Trainer {  // stands in for what owns the device memory
+    int& seen;
+    const int& aborts;
+    ~Trainer() { seen = aborts; }
+  };
+  try {
+    Trainer trainer{aborts_when_trainer_freed, aborts};
+    const runtime::AbortOnUnwind guard(comms);
+    throw std::runtime_error("a peer died");
+  } catch (const std::runtime_error&) {
+  }
+  CHECK(aborts == 2);                      // every device group
+  CHECK(aborts_when_trainer_freed == 2);  // before the memory went
 }

@@ -6,7 +6,7 @@
 #include <set>
 #include <sstream>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/spec/load.hpp"
 #include "engine/spec/schema.hpp"
 #include "engine/spec/suggest.hpp"

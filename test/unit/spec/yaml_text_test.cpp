@@ -5,7 +5,7 @@
 
 #include <fstream>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/spec/load.hpp"
 #include "engine/spec/yaml_text.hpp"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "comm/file_store.hpp"
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/tools/export.hpp"
 #include "engine/checkpoint/model_file.hpp"
 #include "backends/backends.hpp"

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/topo/calibration.hpp"
 
 using namespace holmes;

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/topo/report_format.hpp"
 #include "test/fixtures/sysfs_builder.hpp"

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/topo/calibration.hpp"
 #include "engine/topo/topology_file.hpp"
 

@@ -5,7 +5,7 @@
 #include <random>
 #include <set>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/topo/hostlist.hpp"
 
 using holmes::UserError;

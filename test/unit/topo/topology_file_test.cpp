@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/topo/cluster.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/topo/report_format.hpp"

@@ -1,4 +1,4 @@
-#include "engine/spec/errors.hpp"
+#include "common/errors.hpp"
 
 #include <fmt/format.h>
 
