@@ -9,5 +9,5 @@ here=$(dirname "$0")
 if [ -z "${HOLMES_BIN:-}" ]; then
   "$here/../setup.sh" build holmes-train >/dev/null
 fi
-# SIGINT back to its default before Python starts (see run.sh).
-exec env --default-signal=INT /usr/bin/python3 "$here/lab.py" bench "$@"
+# SIGINT back to its default, the stop signals held until lab.py has its handlers (see run.sh).
+exec env --default-signal=INT --block-signal=INT,TERM /usr/bin/python3 "$here/lab.py" bench "$@"

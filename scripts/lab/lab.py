@@ -13,8 +13,9 @@ import signal
 # Ctrl-C and SIGTERM unwind through the finally blocks that kill the workers and remove the
 # namespaces. Installed before anything else: a shell starts background jobs with SIGINT
 # ignored, so a SIGINT that arrives before this line is discarded by the kernel (the imports
-# below take a second on a loaded machine; run.sh resets SIGINT to its default before Python
-# starts, which closes the gap). The first signal stops the lab; the ones after it are
+# below take a second on a loaded machine). run.sh closes the gap: it resets SIGINT to its
+# default and starts Python with both signals blocked, so one that comes early waits for the
+# unblocking below. The first signal stops the lab; the ones after it are
 # ignored, so that they cannot cut the clean-up short and leave namespaces behind.
 def _stop(signum, _frame):
     for s in (signal.SIGINT, signal.SIGTERM):
@@ -28,6 +29,8 @@ for _sig in (signal.SIGINT, signal.SIGTERM):
 import sys  # noqa: E402
 
 try:
+    # run.sh starts Python with both blocked; one that came meanwhile is delivered now, to _stop.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     import argparse
     import os
 
@@ -98,7 +101,7 @@ def cmd_clean(_args):
     return 0
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(prog="lab.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run one case of a scenario")
@@ -111,8 +114,12 @@ def main():
     b.add_argument("--out", help="bench folder (default runs/lab/<scenario>/bench)")
     b.add_argument("--rounds", type=int, help="rounds (default: the scenario's, else 3)")
     sub.add_parser("clean", help="remove namespaces that crashed lab runs left behind")
+    return ap.parse_args()
+
+
+def main():
     try:
-        args = ap.parse_args()
+        args = parse_args()
         return {"run": cmd_run, "bench": cmd_bench, "clean": cmd_clean}[args.command](args)
     except scenario.LabError as e:
         print(f"lab: error: {e}", file=sys.stderr)

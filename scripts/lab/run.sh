@@ -4,6 +4,8 @@
 #   scripts/lab/run.sh SCENARIO.yaml CASE [--out DIR] [--no-calibrate]
 # CASE: holmes | megatron | naive | fast | slow. Needs root, iproute2 and a built holmes-train
 # (build/holmes-train, or HOLMES_BIN).
-# SIGINT back to its default before Python starts: a shell starts background jobs with it
-# ignored, and a Ctrl-C ignored then would be lost before lab.py installs its handler.
-exec env --default-signal=INT /usr/bin/python3 "$(dirname "$0")/lab.py" run "$@"
+# SIGINT back to its default (a shell starts background jobs with it ignored, and a Ctrl-C
+# ignored then is lost) and both stop signals blocked until lab.py has its handlers: one
+# that arrives while Python starts waits for them (unblocked, it would stop Python inside its
+# own start-up, "Fatal Python error", exit 1).
+exec env --default-signal=INT --block-signal=INT,TERM /usr/bin/python3 "$(dirname "$0")/lab.py" run "$@"

@@ -64,6 +64,12 @@ for how in INT:0 INT:0.05 INT:step TERM:step INT+TERM:step; do
   if [ "$when" = step ]; then
     for _ in $(seq 600); do [ -s "$out/out/metrics.jsonl" ] && break; sleep 0.1; done
   else
+    # From the moment the job is the lab's Python (run.sh exec'd it): before that it is the
+    # shell that runs run.sh, which holds SIGINT ignored as this script's shell started it
+    # (a background job), and no program can take a signal sent then.
+    for _ in $(seq 20000); do
+      [ "$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -1)" = /usr/bin/python3 ] && break
+    done
     sleep "$when"
   fi
   tag=$(tag_of "$out.log")
