@@ -57,7 +57,7 @@ TEST_CASE("recompute: a llama pipeline (pp=2 x dp=2) with full recomputation giv
   check_same(run_grid(spec, g), ref);
 }
 
-TEST_CASE("recompute: the plan's choice overrides the spec's auto; auto without a plan keeps everything",
+TEST_CASE("recompute: the plan's choice overrides the spec's auto, and auto without a plan keeps everything",
           "[train][recompute]") {
   auto spec = tiny_job();
   spec.train.recompute = Recompute::kAuto;
