@@ -8,15 +8,22 @@
 
 namespace holmes::parallel {
 
-PipelineStage::PipelineStage(model::Gpt& gpt, ParallelGroups& groups, int micro_batches, int B, int T)
+PipelineStage::PipelineStage(model::Gpt& gpt, ParallelGroups& groups, int micro_batches, int B, int T,
+                             PipeSchedule schedule)
     : gpt_(gpt), groups_(groups), stage_(groups.coords().pp_stage), micro_batches_(micro_batches), B_(B), T_(T),
       first_(stage_ == 0), last_(stage_ == groups.coords().pp_size - 1) {
   const int pp = groups.coords().pp_size;
-  steps_ = one_f_one_b(pp, stage_, micro_batches);
-  const int slots = max_in_flight(pp, stage_, micro_batches);
+  steps_ = schedule_steps(schedule, pp, stage_, micro_batches);
+  split_ = std::any_of(steps_.begin(), steps_.end(), [](const PipeStep& s) { return s.kind == PipeOpKind::kWeights; });
+  const int slots = max_in_flight(steps_);
   if (gpt.slots() != slots)
     throw std::logic_error(fmt::format("PipelineStage: the model has {} activation slots, stage {} of {} keeps {} "
-                                       "micro-batches in flight", gpt.slots(), stage_, pp, slots));
+                                       "micro-batches in flight under {}", gpt.slots(), stage_, pp, slots,
+                                       pipe_schedule_name(schedule)));
+  if (gpt.policy().split_backward != split_)
+    throw std::logic_error(fmt::format("PipelineStage: schedule {} {} a split backward, the model {}",
+                                       pipe_schedule_name(schedule), split_ ? "needs" : "does not run",
+                                       gpt.policy().split_backward ? "splits" : "does not"));
   slot_micro_.assign(slots, -1);
   max_sending_ = static_cast<size_t>(std::max(slots, 2));
   inputs_.resize(static_cast<size_t>(B) * T);
@@ -54,7 +61,7 @@ void timed(double& seconds, const CommClock& clock, F&& op) {
 
 }  // namespace
 
-double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(int micro)>& before_backward) {
+double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(int micro)>& before_grads) {
   reset();
   for (const PipeStep& s : steps_) {
     if (s.kind == PipeOpKind::kComm) {
@@ -63,11 +70,17 @@ double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(in
     }
     if (!s.transfers.empty())
       throw std::logic_error("PipelineStage: transfers belong to kComm steps of the schedule");
-    if (s.kind == PipeOpKind::kForward) {
-      forward(s.micro, fetch);
-    } else {
-      before_backward(s.micro);
-      backward(s.micro);
+    switch (s.kind) {
+      case PipeOpKind::kForward: forward(s.micro, fetch); break;
+      case PipeOpKind::kBackward:
+        if (!split_) before_grads(s.micro);
+        backward(s.micro);
+        break;
+      case PipeOpKind::kWeights:
+        before_grads(s.micro);
+        weights(s.micro);
+        break;
+      case PipeOpKind::kComm: break;
     }
   }
   finish_transfers();
@@ -109,20 +122,20 @@ void PipelineStage::finish_transfers() {
                                        stage_, live_.size() + sending_.size()));
 }
 
-void PipelineStage::use_slot(int micro, bool start) {
+void PipelineStage::use_slot(int micro, SlotUse use) {
   const int slot = micro % static_cast<int>(slot_micro_.size());
-  const int want = start ? -1 : micro;
+  const int want = use == SlotUse::kTake ? -1 : micro;
   if (slot_micro_[slot] != want)
-    throw std::logic_error(fmt::format("PipelineStage: stage {} {} micro-batch {} in slot {} held by {}",
-                                       stage_, start ? "forward of" : "backward of", micro, slot,
+    throw std::logic_error(fmt::format("PipelineStage: stage {} {} micro-batch {} in slot {} held by {}", stage_,
+                                       use == SlotUse::kTake ? "forward of" : "backward of", micro, slot,
                                        slot_micro_[slot]));
-  slot_micro_[slot] = start ? micro : -1;
+  slot_micro_[slot] = use == SlotUse::kTake ? micro : use == SlotUse::kSelect ? micro : -1;
   gpt_.set_slot(slot);
 }
 
 void PipelineStage::forward(int micro, const FetchFn& fetch) {
   if (first_ || last_) fetch(micro, inputs_.data(), targets_.data());
-  use_slot(micro, true);
+  use_slot(micro, SlotUse::kTake);
   const float* input = first_ ? nullptr : held(kActIn, micro).data();
   if (input != nullptr) await(input);
   timed(compute_s_, groups_.clock(), [&] {
@@ -135,18 +148,25 @@ void PipelineStage::forward(int micro, const FetchFn& fetch) {
 }
 
 void PipelineStage::backward(int micro) {
-  use_slot(micro, false);
+  // A split backward keeps the slot (W reads it) and runs B alone here.
+  use_slot(micro, split_ ? SlotUse::kSelect : SlotUse::kFree);
+  const model::Pass pass = split_ ? model::Pass::kInput : model::Pass::kAll;
   if (last_) {
-    timed(compute_s_, groups_.clock(), [&] { gpt_.backward(1.0f / static_cast<float>(micro_batches_)); });  // mean over micro-batches
+    timed(compute_s_, groups_.clock(), [&] { gpt_.backward(1.0f / static_cast<float>(micro_batches_), pass); });  // mean over micro-batches
   } else {
     const float* grad = held(kGradIn, micro).data();
     await(grad);
-    timed(compute_s_, groups_.clock(), [&] { gpt_.backward_stage(grad); });
+    timed(compute_s_, groups_.clock(), [&] { gpt_.backward_stage(grad, pass); });
     release(kGradIn, micro);
   }
   if (!first_) {
     gpt_.backend().memory->copy(acquire(kGradOut, micro).data(), gpt_.input_grad(), buffer_bytes());
   }
+}
+
+void PipelineStage::weights(int micro) {
+  use_slot(micro, SlotUse::kFree);
+  timed(compute_s_, groups_.clock(), [&] { gpt_.backward_weights(); });
 }
 
 namespace {

@@ -1,5 +1,5 @@
-// One pipeline stage's share of a training step: runs the 1F1B step list of schedule.hpp
-// over the model shard, moving activations (B,T,C) forward and their gradients back through
+// One pipeline stage's share of a training step: runs a step list of schedule.hpp (1F1B or
+// ZB-H1, whose backward runs as B and W passes of the model) over the model shard, moving activations (B,T,C) forward and their gradients back through
 // the pipeline group. Activation memory: the model holds one activation set ("slot") per
 // micro-batch in flight on this stage (slot = micro % max_in_flight), so nothing is
 // recomputed; received and to-be-sent tensors live in a small pool of (B,T,C) buffers that
@@ -34,14 +34,18 @@ class PipelineStage {
   // gradient, input gradient to send.
   enum Tensor { kActIn, kActOut, kGradIn, kGradOut };
 
-  // gpt must have max_in_flight(pp_size, pp_stage, micro_batches) slots; groups outlive the stage.
-  PipelineStage(model::Gpt& gpt, ParallelGroups& groups, int micro_batches, int B, int T);
+  // gpt must have max_in_flight(schedule, pp_size, pp_stage, micro_batches) slots and split its
+  // backward exactly when the schedule has W passes (zb-h1); groups outlive the stage.
+  PipelineStage(model::Gpt& gpt, ParallelGroups& groups, int micro_batches, int B, int T,
+                PipeSchedule schedule = PipeSchedule::k1f1b);
 
   // The step's forward and backward passes of every micro-batch (gradients accumulate in
-  // gpt.grads(), each micro-batch's loss scaled by 1/micro_batches). before_backward(micro)
-  // runs just before each backward. Returns the sum of the micro-batch losses on the last
-  // stage, 0 on the others.
-  double run_step(const FetchFn& fetch, const std::function<void(int micro)>& before_backward);
+  // gpt.grads(), each micro-batch's loss scaled by 1/micro_batches). before_grads(micro) runs
+  // just before each pass that completes gradient ranges (the model's grad-ready hook): the
+  // backward of `micro`, or its W pass when the schedule splits backward; these come in
+  // micro-batch order. Returns the sum of the micro-batch losses on the last stage, 0 on the
+  // others.
+  double run_step(const FetchFn& fetch, const std::function<void(int micro)>& before_grads);
   // Forward only over `count` micro-batches in order (validation); same return value.
   double run_forward(int count, const FetchFn& fetch);
   // Seconds the last run_step / run_forward spent computing (the model's forward and backward
@@ -52,8 +56,11 @@ class PipelineStage {
   void reset();
   void forward(int micro, const FetchFn& fetch);
   void backward(int micro);
+  void weights(int micro);  // W of a split backward
   void exchange(const std::vector<PipeTransfer>& transfers);
-  void use_slot(int micro, bool start);
+  // Takes the slot of `micro` (forward), selects it (B of a split backward) or frees it.
+  enum class SlotUse { kTake, kSelect, kFree };
+  void use_slot(int micro, SlotUse use);
   size_t buffer_bytes() const;  // one (B,T,C) buffer
   device::DeviceArray<float>& acquire(Tensor kind, int micro);
   device::DeviceArray<float>& held(Tensor kind, int micro);
@@ -71,6 +78,7 @@ class PipelineStage {
   const int stage_;
   int micro_batches_, B_, T_;
   bool first_, last_;
+  bool split_ = false;  // the schedule has W passes: backward runs B, a later step W
   std::vector<PipeStep> steps_;
   std::vector<int> slot_micro_;  // micro-batch occupying each model slot, -1 = free
   std::vector<int32_t> inputs_, targets_;

@@ -22,6 +22,16 @@
 // work its neighbour does earlier in its own list, so they form no cycle either. The unit
 // test simulates every stage under rendezvous semantics for S <= 16, m <= 64 to check this,
 // including m < S where the warm-up is clamped to m.
+//
+// ZB-H1 keeps every comm step and every F and B of 1F1B in the same order and adds W steps,
+// which are local compute: a W never posts, and never waits on a neighbour. Each stage's list
+// of comm steps is therefore 1F1B's, and the argument above carries over unchanged; the W
+// passes only move when a stage reaches its posts. Memory: with lag d = s, steady iteration i
+// runs F(w+i) while W(0 .. i-d-1) ran, so w + 1 + min(i, d) micro-batches are held; with
+// w = S - s - 1 that peaks at S - s - 1 + 1 + s = S for every stage once m >= S (and at m when
+// m < S), which is 1F1B's peak on stage 0: the most any stage of 1F1B holds, now on every
+// stage. The unit test checks the tables with the same simulator, both with rendezvous
+// sends and with the runner's asynchronous posts, and times them against 1F1B.
 #include "engine/parallel/schedule.hpp"
 
 #include <algorithm>
@@ -52,6 +62,7 @@ class StageBuilder {
 
   void forward(int micro) { steps_.push_back({PipeOpKind::kForward, micro, {}}); }
   void backward(int micro) { steps_.push_back({PipeOpKind::kBackward, micro, {}}); }
+  void weights(int micro) { steps_.push_back({PipeOpKind::kWeights, micro, {}}); }
 
   // Ops that have a peer become one comm step posted together; absent peers are skipped.
   void comm(std::initializer_list<PipeTransfer> wanted) {
@@ -85,12 +96,27 @@ const char* short_name(P2PKind kind) {
 
 }  // namespace
 
-std::vector<PipeStep> one_f_one_b(int stages, int stage, int micro_batches) {
-  check_args("one_f_one_b", stages, stage, micro_batches);
+const char* pipe_schedule_name(PipeSchedule s) {
+  switch (s) {
+    case PipeSchedule::k1f1b: return "1f1b";
+    case PipeSchedule::kZbH1: return "zb-h1";
+  }
+  return "?";
+}
+
+namespace {
+
+// 1F1B's steps; with `lag` >= 0 each backward is split and W(i - lag) follows steady iteration
+// i's last post, the rest one per cool-down iteration and at the end (zero_bubble_h1).
+std::vector<PipeStep> build_1f1b(int stages, int stage, int micro_batches, int lag) {
   const int m = micro_batches;
   const int warmup = std::min(stages - stage - 1, m);
   const int steady = m - warmup;
   StageBuilder b(stages, stage);
+  int next_w = 0;  // next W pass to place
+  auto weights_upto = [&](int last) {  // at most one W, and only one whose B ran
+    if (lag >= 0 && next_w <= last) b.weights(next_w++);
+  };
 
   for (int j = 0; j < warmup; ++j) {
     b.comm({b.recv_act(j)});
@@ -107,13 +133,36 @@ std::vector<PipeStep> one_f_one_b(int stages, int stage, int micro_batches) {
       b.comm({b.send_grad(i), b.recv_act(f + 1)});
     else
       b.comm({b.send_grad(i)});
+    weights_upto(i - lag);
   }
   for (int i = steady; i < m; ++i) {
     b.comm({b.recv_grad(i)});
     b.backward(i);
     b.comm({b.send_grad(i)});
+    weights_upto(i);  // held-back W's fill the waits for the next gradient
   }
+  while (lag >= 0 && next_w < m) b.weights(next_w++);
   return b.take();
+}
+
+}  // namespace
+
+std::vector<PipeStep> one_f_one_b(int stages, int stage, int micro_batches) {
+  check_args("one_f_one_b", stages, stage, micro_batches);
+  return build_1f1b(stages, stage, micro_batches, -1);
+}
+
+std::vector<PipeStep> zero_bubble_h1(int stages, int stage, int micro_batches) {
+  check_args("zero_bubble_h1", stages, stage, micro_batches);
+  return build_1f1b(stages, stage, micro_batches, stage);
+}
+
+std::vector<PipeStep> schedule_steps(PipeSchedule kind, int stages, int stage, int micro_batches) {
+  switch (kind) {
+    case PipeSchedule::k1f1b: return one_f_one_b(stages, stage, micro_batches);
+    case PipeSchedule::kZbH1: return zero_bubble_h1(stages, stage, micro_batches);
+  }
+  throw std::invalid_argument("schedule_steps: unknown PipeSchedule");
 }
 
 int max_in_flight(int stages, int stage, int micro_batches) {
@@ -121,6 +170,21 @@ int max_in_flight(int stages, int stage, int micro_batches) {
   // Warm-up holds min(S - s - 1, m); when a steady phase exists its first forward adds one
   // before the first backward frees one.
   return std::min(stages - stage, micro_batches);
+}
+
+int max_in_flight(const std::vector<PipeStep>& steps) {
+  const bool split = std::any_of(steps.begin(), steps.end(), [](const PipeStep& s) { return s.kind == PipeOpKind::kWeights; });
+  const PipeOpKind frees = split ? PipeOpKind::kWeights : PipeOpKind::kBackward;
+  int held = 0, peak = 0;
+  for (const PipeStep& s : steps) {
+    if (s.kind == PipeOpKind::kForward) peak = std::max(peak, ++held);
+    if (s.kind == frees) --held;
+  }
+  return peak;
+}
+
+int max_in_flight(PipeSchedule kind, int stages, int stage, int micro_batches) {
+  return max_in_flight(schedule_steps(kind, stages, stage, micro_batches));
 }
 
 uint32_t p2p_tag(P2PKind kind, int micro) {
@@ -149,6 +213,7 @@ std::string to_string(const PipeStep& step) {
   switch (step.kind) {
     case PipeOpKind::kForward: return "F" + std::to_string(step.micro);
     case PipeOpKind::kBackward: return "B" + std::to_string(step.micro);
+    case PipeOpKind::kWeights: return "W" + std::to_string(step.micro);
     case PipeOpKind::kComm: break;
   }
   std::string ops;
@@ -159,12 +224,12 @@ std::string to_string(const PipeStep& step) {
   return step.transfers.size() == 1 ? ops : "[" + ops + "]";
 }
 
-std::string format_schedule(int stages, int micro_batches) {
+std::string format_schedule(int stages, int micro_batches, PipeSchedule kind) {
   check_args("format_schedule", stages, 0, micro_batches);
   std::string out;
   for (int s = 0; s < stages; ++s) {
     out += "stage " + std::to_string(s) + ":";
-    for (const PipeStep& step : one_f_one_b(stages, s, micro_batches)) out += " " + to_string(step);
+    for (const PipeStep& step : schedule_steps(kind, stages, s, micro_batches)) out += " " + to_string(step);
     out += '\n';
   }
   return out;

@@ -15,7 +15,13 @@
 
 namespace holmes::parallel {
 
-enum class PipeOpKind { kForward, kBackward, kComm };
+// kBackward is the whole backward of a micro-batch (1F1B) or, in a schedule that has kWeights
+// steps (zero-bubble), its B pass alone (input gradients); kWeights is its W pass (the GEMMs'
+// weight gradients, model::Gpt::backward_weights).
+enum class PipeOpKind { kForward, kBackward, kComm, kWeights };
+// Which table a stage runs (parallel.schedule resolved by the planner).
+enum class PipeSchedule { k1f1b, kZbH1 };
+const char* pipe_schedule_name(PipeSchedule s);  // "1f1b", "zb-h1"
 // Activations flow from stage s to s+1, gradients from s+1 back to s.
 enum class P2PKind { kSendActivation, kRecvActivation, kSendGrad, kRecvGrad };
 
@@ -29,7 +35,7 @@ struct PipeTransfer {
 
 struct PipeStep {
   PipeOpKind kind;
-  int micro = -1;                       // for kForward / kBackward; -1 for kComm
+  int micro = -1;                       // for kForward / kBackward / kWeights; -1 for kComm
   std::vector<PipeTransfer> transfers;  // for kComm: 1 or 2 ops posted together
 
   bool operator==(const PipeStep&) const = default;
@@ -44,9 +50,26 @@ struct PipeStep {
 // (callers validate user input first; reaching here with such values is a programming error).
 std::vector<PipeStep> one_f_one_b(int stages, int stage, int micro_batches);
 
+// ZB-H1 (Qi et al., arXiv 2401.10241) as this runner posts it: 1F1B's forwards, B passes and
+// comm steps in 1F1B's order, each backward split into B and W, and the W passes of stage s
+// held back by s steady iterations (W(i - s) after iteration i's [sG rA] post; the ones still
+// held run one per cool-down iteration and at the end). Held-back W passes are what fills the
+// bubbles: the later stages' B chain reaches stage 0 sooner, stage 0's W's run while it waits
+// for gradients, and a W placed after a post covers the wait for its received tensor. Every
+// stage holds min(stages, micro_batches) micro-batches at its peak: 1F1B's stage 0 figure,
+// on every stage (schedule.cpp).
+std::vector<PipeStep> zero_bubble_h1(int stages, int stage, int micro_batches);
+// The table of `kind` (one_f_one_b or zero_bubble_h1).
+std::vector<PipeStep> schedule_steps(PipeSchedule kind, int stages, int stage, int micro_batches);
+
 // Most activations `stage` holds at once under one_f_one_b (forwards done whose backward has
 // not run): min(stages - stage, micro_batches). Same argument checks as one_f_one_b.
 int max_in_flight(int stages, int stage, int micro_batches);
+// The same for any table: the most micro-batches whose forward ran and whose last backward
+// pass (W when the table has kWeights steps, else B) has not; an activation slot of the model
+// each. For zero_bubble_h1: min(stages, micro_batches).
+int max_in_flight(const std::vector<PipeStep>& steps);
+int max_in_flight(PipeSchedule kind, int stages, int stage, int micro_batches);
 
 // Tag of the transfer of micro-batch `micro` in the direction of `kind`. A send and its
 // matching recv get the same tag (kSendActivation and kRecvActivation agree, as do the two
@@ -60,10 +83,10 @@ P2PKind matching_kind(P2PKind kind);
 // True for kSendActivation and kSendGrad.
 bool is_send(P2PKind kind);
 
-// "F3", "B0", "sA1" (one op) or "[sA1 rG0]" (one batch).
+// "F3", "B0", "W0", "sA1" (one op) or "[sA1 rG0]" (one batch).
 std::string to_string(const PipeStep& step);
 // Human-readable table of all stages' steps, one line per stage:
 //   "stage 0: F0 sA0 F1 [sA1 rG0] B0 ..."
-std::string format_schedule(int stages, int micro_batches);
+std::string format_schedule(int stages, int micro_batches, PipeSchedule kind = PipeSchedule::k1f1b);
 
 }  // namespace holmes::parallel

@@ -79,11 +79,12 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const data:
   micro_batches_ = spec.micro_batches_per_step(c_.dp_size);
   const model::GptConfig cfg = stage_config(spec, c_, ctx.first_layer, ctx.num_layers);
   if (c_.tp_size > 1) tp_comm_ = std::make_unique<GroupTensorParallel>(groups_->tp());
-  const int slots = max_in_flight(c_.pp_size, c_.pp_stage, micro_batches_);
+  const PipeSchedule schedule = schedule_ = pipe_schedule(spec, ctx);
+  const int slots = max_in_flight(schedule, c_.pp_size, c_.pp_stage, micro_batches_);
   gpt_ = std::make_unique<model::Gpt>(cfg, backend, t.micro_batch, t.seq_len, tp_comm_.get(), slots,
                                       precision_of(spec, backend), activation_policy(spec, ctx));
   gpt_->init_weights(spec.job.seed);
-  stage_ = std::make_unique<PipelineStage>(*gpt_, *groups_, micro_batches_, t.micro_batch, t.seq_len);
+  stage_ = std::make_unique<PipelineStage>(*gpt_, *groups_, micro_batches_, t.micro_batch, t.seq_len, schedule);
   optimizer_ = std::make_unique<DistOptimizer>(*gpt_, *groups_, ctx.bucket_floats);
   lr_ = lr_config_of(spec);
   hyper_ = adamw_hyper_of(spec);
@@ -101,9 +102,15 @@ model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& b
   return model::Precision::kBf16;
 }
 
+PipeSchedule pipe_schedule(const spec::JobSpec& spec, const ParallelContext& ctx) {
+  const spec::Schedule s = ctx.schedule != spec::Schedule::kAuto ? ctx.schedule : spec.parallel.schedule;
+  return s == spec::Schedule::kZbH1 ? PipeSchedule::kZbH1 : PipeSchedule::k1f1b;
+}
+
 model::ActivationPolicy activation_policy(const spec::JobSpec& spec, const ParallelContext& ctx) {
   const spec::Recompute r = ctx.recompute != spec::Recompute::kAuto ? ctx.recompute : spec.train.recompute;
   model::ActivationPolicy p;
+  p.split_backward = pipe_schedule(spec, ctx) == PipeSchedule::kZbH1;
   switch (r) {
     case spec::Recompute::kAuto:
     case spec::Recompute::kNone: p.recompute = model::Recompute::kNone; break;
@@ -114,8 +121,9 @@ model::ActivationPolicy activation_policy(const spec::JobSpec& spec, const Paral
 }
 
 std::string Trainer::numerics() const {
-  return fmt::format("{}, attention: {}, recompute: {}", model::precision_name(gpt_->precision()),
-                     gpt_->attention_method(), model::recompute_name(gpt_->policy().recompute));
+  return fmt::format("{}, attention: {}, recompute: {}, schedule: {}", model::precision_name(gpt_->precision()),
+                     gpt_->attention_method(), model::recompute_name(gpt_->policy().recompute),
+                     pipe_schedule_name(schedule_));
 }
 
 double Trainer::flops_per_token() const {
@@ -134,10 +142,11 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested) {
                  .micro_batch = t.micro_batch, .global_batch = t.global_batch};
     data_.train().fill_batch(c, inputs, targets);
   };
-  int backwards = 0;
+  int passes = 0;
   const double loss_sum = stage_->run_step(fetch, [&](int) {
-    // The step's last backward finishes the gradients: overlap the DP reduction with it.
-    if (++backwards == micro_batches_) optimizer_->arm();
+    // The step's last backward (its W pass under zb-h1) finishes the gradients: overlap the DP
+    // reduction with it.
+    if (++passes == micro_batches_) optimizer_->arm();
   });
   optimizer_->finish_grads();
   // [grad sq by norm unit..., loss, stop flags]: the loss comes from one rank per pipeline

@@ -1,7 +1,8 @@
 // The trainer: one rank of a tensor x pipeline x data parallel job (Megatron-LM semantics),
 // and with the default ParallelContext (no groups: tp = pp = dp = 1) the single process:
 //   TP  the model shard's all-reduces go over the tp group (GroupTensorParallel);
-//   PP  the 1F1B step list of schedule.hpp (PipelineStage, pipeline_stage.hpp), one
+//   PP  the step list of schedule.hpp that parallel.schedule names (1F1B, or ZB-H1 with the
+//       model's backward split into B and W; PipelineStage, pipeline_stage.hpp), one
 //       activation slot per micro-batch in flight on the stage, each keeping what
 //       train.recompute leaves (model/gpt.hpp: Recompute);
 //   DP  the distributed optimizer (dist_optimizer.hpp): bucketed reduce-scatter overlapped
@@ -49,9 +50,15 @@ struct ParallelContext {
   // train.recompute as the plan resolved it (plan.activation); auto = the spec's, where auto
   // without a plan (bench, tests) means none.
   spec::Recompute recompute = spec::Recompute::kAuto;
+  // parallel.schedule as the plan resolved it (plan.activation); auto = the spec's, where auto
+  // without a plan means 1f1b.
+  spec::Schedule schedule = spec::Schedule::kAuto;
 };
 
-// What the model keeps for backward: the context's recompute mode, else the spec's.
+// The pipeline schedule a stage runs: the context's, else the spec's (auto: 1f1b).
+PipeSchedule pipe_schedule(const spec::JobSpec& spec, const ParallelContext& ctx);
+// What the model keeps for backward: the context's recompute mode, else the spec's; the
+// backward split into B and W where the schedule places W passes (zb-h1).
 model::ActivationPolicy activation_policy(const spec::JobSpec& spec, const ParallelContext& ctx);
 
 class Trainer final : public StepRunner {
@@ -113,6 +120,7 @@ class Trainer final : public StepRunner {
   LrConfig lr_;
   AdamWHyper hyper_;
   int micro_batches_ = 1;
+  PipeSchedule schedule_ = PipeSchedule::k1f1b;
   // Host copies of params and moments behind shard_state() on a device backend.
   std::vector<float> host_params_, host_m_, host_v_;
   StepTimes all_, steady_;  // summed over all steps / after warm-up

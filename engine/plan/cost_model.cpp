@@ -64,6 +64,10 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
   return out;
 }
 
+int in_flight_micro_batches(spec::Schedule schedule, int micro_batches, int pipeline, int stage) {
+  return schedule == spec::Schedule::kZbH1 ? std::min(micro_batches, pipeline) : std::min(micro_batches, pipeline - stage);
+}
+
 double StageCost::params_per_rank(const Workload& w, int layers) const {
   const GptShape& m = w.shape;
   double p = double(layers) * double(block_params(m));
@@ -80,6 +84,9 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   t.recompute_s = layers * recompute_flops_per_token(m, w.seq_len, tp, w.act_bytes(), w.activation) * tokens /
                   (tflops * 1e12);
   t.compute_s = stage_train_flops(m, layers, last, tp, w.seq_len, tokens) / (tflops * 1e12) + t.recompute_s;
+  // zb-h1: the W passes (and a full replay's second run before them) are what moves.
+  if (w.activation.split_backward)
+    t.weights_s = stage_weight_grad_flops(m, layers, last, tp, w.seq_len, tokens) / (tflops * 1e12) + t.recompute_s / 2;
   // Activation tensor [B, T, C] that pipeline sends and tensor-parallel all-reduces carry
   // (tp_wire_bytes: fp32 when Gloo sums them).
   double act = tokens * m.hidden * w.act_bytes();
@@ -117,7 +124,7 @@ StageTime StageCost::time(const Workload& w, int layers) const {
 
 double StageCost::objective(const Workload& w, int pipeline, int layers) const {
   StageTime t = time(w, layers);
-  return (w.micro_batches + pipeline - 1) * t.per_micro_batch() + t.dp_s + t.update_s;
+  return w.micro_batches * t.per_micro_batch() + t.bubble_s(pipeline) + t.dp_s + t.update_s;
 }
 
 RankMemory StageCost::memory(const Workload& w, int pipeline, int layers) const {
@@ -126,9 +133,8 @@ RankMemory StageCost::memory(const Workload& w, int pipeline, int layers) const 
   mem.params = p * w.param_bytes();
   mem.grads = p * w.grad_bytes();
   mem.optimizer = p * w.optimizer_bytes() / dp;
-  // 1F1B: stage s holds activations of min(m, p - s) micro-batches at its peak; the replayed
-  // buffers of recomputation exist once.
-  int in_flight = std::min(w.micro_batches, pipeline - stage);
+  // The in-flight micro-batches' activations; the replayed buffers of recomputation exist once.
+  const int in_flight = in_flight_micro_batches(w.activation.schedule, w.micro_batches, pipeline, stage);
   const int a = w.act_bytes();
   double per_mb = layers * block_activation_bytes(w.shape, w.seq_len, w.micro_batch, tp, a, w.activation) +
                   stage_extra_activation_bytes(w.shape, w.seq_len, w.micro_batch, tp, a, w.activation, first, last);
@@ -156,8 +162,8 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
   e.compute_s = m * t.compute_s;
   e.recompute_s = m * t.recompute_s;
   e.tp_comm_s = m * t.tp_s;
-  e.pp_comm_s = m * t.pp_s;
-  e.bubble_s = (p - 1) * t.per_micro_batch();
+  e.pp_comm_s = m * t.exposed_pp_s();
+  e.bubble_s = t.bubble_s(p);
   e.dp_comm_s = t.dp_s;
   e.update_s = t.update_s;
   e.step_time_s = e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s;

@@ -1,9 +1,11 @@
 // The cost and memory model of one candidate plan (docs/cost-model.md has the formulas).
 // A StageCost gives, for a stage holding n layers, its per-micro-batch compute, tensor and
 // pipeline communication, and the data-parallel sync it cannot hide; the partition balances
-// F_s(n) = (m + p - 1) t_s(n) + dp_s(n) over stages and the step time is max_s F_s.
+// F_s(n) = m t_s(n) + bubble_s(n) + dp_s(n) over stages (bubble = (p - 1) t_s under 1F1B, less
+// the W passes under zb-h1) and the step time is max_s F_s.
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "engine/plan/links.hpp"
@@ -50,11 +52,23 @@ struct Workload {
 struct StageTime {
   double compute_s = 0;  // forward + backward (+ the replay of recomputation)
   double recompute_s = 0;  // of which the replay
+  double weights_s = 0;  // of which the W passes a zero-bubble schedule moves (0 under 1f1b)
   double tp_s = 0;
   double pp_s = 0;
   double dp_s = 0;       // per step, exposed
   double update_s = 0;   // per step: optimizer update and other host work
-  double per_micro_batch() const { return compute_s + tp_s + pp_s; }
+  // A steady-state micro-batch. Under zb-h1 the W pass placed after the post of the next
+  // activation's receive runs while that tensor travels; the gradient's receive is read by the
+  // B right after its post. Timed on the step tables (schedule_test.cpp, "the cost model's
+  // zb-h1"), W hides about half its length of the sends per micro-batch.
+  double per_micro_batch() const { return compute_s + tp_s + exposed_pp_s(); }
+  double exposed_pp_s() const { return std::max(0.0, pp_s - weights_s / 2); }
+  // The pipeline's fill and drain over p stages: (p - 1) micro-batches under 1F1B; under zb-h1
+  // the held-back W passes fill two W lengths of each (Qi et al. 2023: (p-1)(F + B - W)), while
+  // the first activation and the last gradient travel uncovered (the whole pp_s).
+  double bubble_s(int p) const {
+    return (p - 1) * (weights_s > 0 ? std::max(0.0, compute_s + tp_s + pp_s - 2 * weights_s) : per_micro_batch());
+  }
 };
 
 struct StageCost {
@@ -67,11 +81,16 @@ struct StageCost {
   double update_s_per_param = 0;  // Facts::update_s_per_param
 
   StageTime time(const Workload& w, int layers) const;
-  // (m + p - 1) t_s(n) + dp_s(n) + update_s(n): what the partition balances.
+  // m t_s(n) + bubble_s(n) + dp_s(n) + update_s(n): what the partition balances.
   double objective(const Workload& w, int pipeline, int layers) const;
   double params_per_rank(const Workload& w, int layers) const;  // count, not bytes
   RankMemory memory(const Workload& w, int pipeline, int layers) const;
 };
+
+// Micro-batches whose activations stage `stage` of `pipeline` holds at its peak under
+// `schedule` with m micro-batches: min(m, p - s) under 1f1b, min(m, p) under zb-h1 (the
+// step tables' max_in_flight, engine/parallel/schedule.hpp; schedule_trainer_test ties them).
+int in_flight_micro_batches(spec::Schedule schedule, int micro_batches, int pipeline, int stage);
 
 // Links and device speeds of every stage of a layout. O(world).
 std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const Layout& lay);

@@ -96,17 +96,20 @@ void append_estimate(std::string& out, const Plan& p) {
 }
 
 std::string activation_json(const ActivationChoice& a) {
-  return fmt::format("{{\"recompute\": \"{}\", \"step_time_s\": {}, \"recompute_s\": {}, \"activations\": {}, "
-                     "\"memory\": {}, \"capacity\": {}, \"fits\": {}}}",
-                     a.recompute, num(a.step_time_s), num(a.recompute_s), bytes(a.activations), bytes(a.memory),
-                     bytes(a.capacity), boolean(a.fits));
+  return fmt::format("{{\"schedule\": \"{}\", \"recompute\": \"{}\", \"step_time_s\": {}, \"bubble_s\": {}, "
+                     "\"recompute_s\": {}, \"activations\": {}, \"memory\": {}, \"capacity\": {}, \"fits\": {}}}",
+                     a.schedule, a.recompute, num(a.step_time_s), num(a.bubble_s), num(a.recompute_s),
+                     bytes(a.activations), bytes(a.memory), bytes(a.capacity), boolean(a.fits));
 }
 
-// train.recompute as planned, and the next best setting when the planner chose it.
+// parallel.schedule and train.recompute as planned, the next best setting when the planner
+// chose either, and the chosen recompute mode under 1f1b when the schedule is another.
 void append_activation(std::string& out, const Plan& p) {
-  out += fmt::format("  \"activation\": {{\"chosen\": {}, \"plan\": {}, \"runner_up\": {}}},\n",
-                     boolean(p.activation_chosen), activation_json(p.activation),
-                     p.activation_chosen ? activation_json(p.runner_up) : "null");
+  out += fmt::format("  \"activation\": {{\"chosen\": {}, \"schedule_chosen\": {}, \"recompute_chosen\": {}, "
+                     "\"plan\": {}, \"runner_up\": {}, \"one_f_one_b\": {}}},\n",
+                     boolean(p.activation_chosen), boolean(p.schedule_chosen), boolean(p.recompute_chosen),
+                     activation_json(p.activation), p.activation_chosen ? activation_json(p.runner_up) : "null",
+                     p.has_one_f_one_b ? activation_json(p.one_f_one_b) : "null");
 }
 
 void append_calibration(std::string& out, const topo::Calibration& c) {

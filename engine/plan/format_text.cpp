@@ -112,17 +112,24 @@ void append_estimate(std::string& out, const Plan& p) {
 }
 
 std::string activation_text(const ActivationChoice& a) {
-  return fmt::format("{} ({:.4g} s per step{}, worst stage {:.2f} GiB with activations {:.2f}{}{})", a.recompute,
-                     a.step_time_s, a.recompute_s > 0 ? fmt::format(", replay {:.4g} s", a.recompute_s) : "",
+  return fmt::format("{}, recompute {} ({:.4g} s per step, bubble {:.4g} s{}, worst stage {:.2f} GiB with activations "
+                     "{:.2f}{}{})", a.schedule, a.recompute, a.step_time_s, a.bubble_s,
+                     a.recompute_s > 0 ? fmt::format(", replay {:.4g} s", a.recompute_s) : "",
                      a.memory / kGiB, a.activations / kGiB,
                      a.capacity > 0 ? fmt::format(" of {:.1f} usable", a.capacity / kGiB) : "",
                      a.fits ? "" : ", does not fit");
 }
 
 void append_activation(std::string& out, const Plan& p) {
-  out += fmt::format("Activation recomputation (train.recompute {}): {}\n", p.activation_chosen ? "auto" : "as given",
+  out += fmt::format("Schedule and recomputation (parallel.schedule {}, train.recompute {}): {}\n",
+                     p.schedule_chosen ? "auto" : "as given", p.recompute_chosen ? "auto" : "as given",
                      activation_text(p.activation));
   if (p.activation_chosen) out += fmt::format("  runner-up: {}\n", activation_text(p.runner_up));
+  if (p.has_one_f_one_b) {
+    const double gain = p.activation.step_time_s > 0 ? p.one_f_one_b.step_time_s / p.activation.step_time_s - 1 : 0;
+    out += fmt::format("  {} gains {:+.1f}% throughput over {}\n", p.activation.schedule, 100 * gain,
+                       activation_text(p.one_f_one_b));
+  }
 }
 
 void append_calibration(std::string& out, const topo::Calibration& c) {

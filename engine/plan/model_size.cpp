@@ -156,4 +156,11 @@ double stage_train_flops(const GptShape& s, int layers, bool last, int tp, int64
   return 3.0 * fwd * tokens / tp;
 }
 
+double stage_weight_grad_flops(const GptShape& s, int layers, bool last, int tp, int64_t seq_len, double tokens) {
+  // The forward FLOPs of the block's matrices (its attention's 4 T C have no weights), again.
+  double w = layers * (block_forward_flops_per_token(s, seq_len) - 4.0 * double(seq_len) * s.hidden);
+  if (last) w += head_forward_flops_per_token(s.hidden, padded_vocab(s.vocab, tp));
+  return w * tokens / tp;
+}
+
 }  // namespace holmes::plan

@@ -70,11 +70,21 @@ double stage_train_flops(const GptShape& s, int layers, bool last, int tp, int64
 double train_flops_per_token(const GptShape& s, int tp, int64_t seq_len);
 
 // What a block keeps for its backward (model::ActivationPolicy): train.recompute resolved
-// (never auto here) and whether the backward is split into B and W (zero-bubble schedules).
+// (never auto here) and whether the backward is split into B and W (zero-bubble schedules),
+// with the pipeline schedule that decides it (parallel.schedule resolved: zb-h1 splits).
 struct ActivationMode {
   spec::Recompute recompute = spec::Recompute::kNone;
   bool split_backward = false;
+  spec::Schedule schedule = spec::Schedule::k1f1b;
+  static ActivationMode of(spec::Recompute r, spec::Schedule s) {
+    return {r, s == spec::Schedule::kZbH1, s};
+  }
+  bool operator==(const ActivationMode&) const = default;
 };
+// FLOPs of the W passes (the GEMMs' weight gradients: two per weight per token, the head's on
+// the last stage) of `layers` blocks over `tokens` tokens on one tensor-parallel rank: the
+// part of a split backward a zero-bubble schedule moves (model::Gpt::backward_weights).
+double stage_weight_grad_flops(const GptShape& s, int layers, bool last, int tp, int64_t seq_len, double tokens);
 
 // Activation bytes one block keeps per micro-batch for backward, per tensor-parallel rank: the
 // buffers model::Gpt keeps for a layer in a slot (model/gpt_activations.cpp), a the activation

@@ -154,8 +154,9 @@ void warn_island_tcp(const SearchInput& in, const topo::ClusterTopology& topolog
 
 ActivationChoice activation_choice(const Evaluated& ev) {
   const RankMemory& m = ev.worst_memory;
-  return ActivationChoice{ev.work.activation.recompute, ev.estimate.step_time_s, ev.estimate.recompute_s,
-                          m.activations, m.total(), m.capacity, ev.fits};
+  return ActivationChoice{ev.work.activation.recompute, ev.work.activation.schedule, ev.estimate.bubble_s,
+                          ev.estimate.step_time_s, ev.estimate.recompute_s, m.activations, m.total(), m.capacity,
+                          ev.fits};
 }
 
 void fill_baselines(const SearchInput& in, const Evaluated& best, Plan& plan) {
@@ -240,6 +241,13 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
   if (const std::optional<Evaluated> next = runner_up(in, best)) {
     plan.activation_chosen = true;
     plan.runner_up = activation_choice(*next);
+  }
+  plan.schedule_chosen = spec.parallel.schedule == spec::Schedule::kAuto;
+  plan.recompute_chosen = spec.train.recompute == spec::Recompute::kAuto;
+  if (best.work.activation.schedule != spec::Schedule::k1f1b) {
+    plan.has_one_f_one_b = true;
+    plan.one_f_one_b = activation_choice(evaluate(in, best.deg, spec.parallel.placement, spec.parallel.partition.kind,
+                                                  ActivationMode::of(best.work.activation.recompute, spec::Schedule::k1f1b)));
   }
   fill_baselines(in, best, plan);
   fill_memory(in, best, plan);

@@ -102,6 +102,8 @@ struct RankMemory {
 // estimate gives it, for the chosen plan and its runner-up (--plan-only shows both).
 struct ActivationChoice {
   spec::Recompute recompute = spec::Recompute::kNone;  // resolved: never auto
+  spec::Schedule schedule = spec::Schedule::k1f1b;     // parallel.schedule resolved: never auto
+  double bubble_s = 0;      // of step_time_s: the pipeline's fill and drain under `schedule`
   double step_time_s = 0;
   double recompute_s = 0;   // of it, replaying activations
   double activations = 0;   // bytes, on the stage with the largest memory need
@@ -147,9 +149,13 @@ struct Plan {
   std::vector<Stage> stages;
   std::vector<Group> groups;
   Estimate estimate;
-  ActivationChoice activation;  // train.recompute as chosen (recompute: auto) or given
-  bool activation_chosen = false;  // train.recompute was auto: runner_up holds the next best
+  ActivationChoice activation;  // train.recompute and parallel.schedule as chosen (auto) or given
+  bool activation_chosen = false;  // either was auto: runner_up holds the next best
   ActivationChoice runner_up;
+  bool schedule_chosen = false, recompute_chosen = false;  // which of the two was auto
+  // The chosen recompute mode under 1f1b, when the schedule is not 1f1b (the schedule's effect).
+  bool has_one_f_one_b = false;
+  ActivationChoice one_f_one_b;
   std::vector<RankMemory> memory;
   std::vector<std::string> warnings;  // groups that cross slow links, assumptions made
   topo::Calibration calibration;      // the measured figures the estimate used (empty: none)

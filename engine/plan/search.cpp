@@ -231,11 +231,24 @@ Evaluated evaluate(const SearchInput& in, const Degrees& deg, spec::Placement pl
 
 std::vector<ActivationMode> activation_options(const spec::JobSpec& spec) {
   using R = spec::Recompute;
-  if (spec.train.recompute != R::kAuto) return {ActivationMode{spec.train.recompute}};
-  return {ActivationMode{R::kNone}, ActivationMode{R::kSelective}, ActivationMode{R::kFull}};
+  using S = spec::Schedule;
+  const std::vector<R> recompute =
+      spec.train.recompute != R::kAuto ? std::vector<R>{spec.train.recompute} : std::vector<R>{R::kNone, R::kSelective, R::kFull};
+  const std::vector<S> schedule =
+      spec.parallel.schedule != S::kAuto ? std::vector<S>{spec.parallel.schedule} : std::vector<S>{S::k1f1b, S::kZbH1};
+  std::vector<ActivationMode> out;
+  for (R r : recompute)
+    for (S s : schedule) out.push_back(ActivationMode::of(r, s));
+  return out;
 }
 
 namespace {
+
+// A zero-bubble schedule splits the backward to fill a pipeline's bubble: one stage has none,
+// and an auto schedule does not try it there.
+bool applies(const ActivationMode& mode, const Degrees& deg, const spec::JobSpec& spec) {
+  return deg.pp > 1 || mode.schedule == spec::Schedule::k1f1b || spec.parallel.schedule != spec::Schedule::kAuto;
+}
 
 // Fits first, then fastest; among those that do not fit, the smaller memory need.
 bool better_than(const Evaluated& ev, const Evaluated& best) {
@@ -253,6 +266,7 @@ Evaluated search(const SearchInput& in) {
   bool have = false;
   for (const Degrees& deg : degree_candidates(in))
     for (const ActivationMode& mode : modes) {
+      if (!applies(mode, deg, *in.spec)) continue;
       Evaluated ev = evaluate(in, deg, p.placement, p.partition.kind, mode);
       if (!have || better_than(ev, best)) {
         best = std::move(ev);
@@ -267,8 +281,7 @@ std::optional<Evaluated> runner_up(const SearchInput& in, const Evaluated& best)
   const auto& p = in.spec->parallel;
   std::optional<Evaluated> out;
   for (const ActivationMode& mode : activation_options(*in.spec)) {
-    if (mode.recompute == best.work.activation.recompute && mode.split_backward == best.work.activation.split_backward)
-      continue;
+    if (mode == best.work.activation || !applies(mode, best.deg, *in.spec)) continue;
     Evaluated ev = evaluate(in, best.deg, p.placement, p.partition.kind, mode);
     if (!out || better_than(ev, *out)) out = std::move(ev);
   }

@@ -60,8 +60,9 @@ std::vector<Degrees> degree_candidates(const SearchInput& in);
 Evaluated evaluate(const SearchInput& in, const Degrees& deg, spec::Placement placement,
                    spec::PartitionKind partition, ActivationMode mode = {});
 
-// The modes train.recompute lets the search try: the spec's, or for auto none, selective and
-// full (in that order: on equal estimates the one that replays less wins).
+// The modes train.recompute x parallel.schedule let the search try: the spec's, or for auto
+// none, selective and full x 1f1b and zb-h1 (in that order: on equal estimates the one that
+// replays less, then the one that holds less, wins).
 std::vector<ActivationMode> activation_options(const spec::JobSpec& spec);
 
 // The best plan over all candidates (degrees x activation modes): fits first, then fastest.
@@ -69,7 +70,7 @@ std::vector<ActivationMode> activation_options(const spec::JobSpec& spec);
 Evaluated search(const SearchInput& in);
 
 // For `best`'s degrees, the best of the other activation modes (fits first, then fastest);
-// nullopt when the spec fixed the mode.
+// nullopt when the spec fixed both train.recompute and parallel.schedule.
 std::optional<Evaluated> runner_up(const SearchInput& in, const Evaluated& best);
 
 }  // namespace holmes::plan

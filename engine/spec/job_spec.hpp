@@ -87,7 +87,7 @@ struct ParallelSection {
   Placement placement = Placement::kHolmes;
   Partition partition;
   std::string order = "tp-dp-pp";  // rank order, first is fastest varying
-  Schedule schedule = Schedule::k1f1b;
+  Schedule schedule = Schedule::kAuto;  // auto: the planner's fastest that fits (plan.activation.schedule)
   CrossIsland cross_island = CrossIsland::kAuto;  // CUDA groups over Ethernet
   NcclMode nccl = NcclMode::kOff;  // device buffers on NCCL groups (docs/comm.md)
 };

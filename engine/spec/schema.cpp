@@ -302,7 +302,11 @@ std::vector<Field> make_schema() {
   f.push_back(spelled("parallel.order", HOLMES_REF(parallel.order),
                      {"tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp", "pp-dp-tp"},
                      "Rank order of the naive placement, fastest-varying first (Megatron-LM)."));
-  f.push_back(choice("parallel.schedule", HOLMES_REF(parallel.schedule), "Pipeline schedule."));
+  f.push_back(choice("parallel.schedule", HOLMES_REF(parallel.schedule),
+                     "Pipeline schedule: 1f1b (one forward, one backward), zb-h1 (zero-bubble H1: backward split "
+                     "into input and weight gradients, the weight passes fill the bubbles and the waits for "
+                     "pipeline sends; every stage holds as many micro-batches as 1F1B's first); auto: the "
+                     "fastest that fits in memory by the planner's estimate."));
   f.push_back(choice("parallel.cross_island", HOLMES_REF(parallel.cross_island),
                      "Transport of a GPU job's groups over Ethernet (across islands, or between nodes without "
                      "RDMA): nccl-socket (NCCL's socket transport from device buffers), gloo (Gloo TCP from host "

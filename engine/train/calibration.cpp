@@ -226,7 +226,7 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
   const int act_bytes = spec.trains_bf16(p.device_kind == "cuda") ? 2 : 4;
   const double replay = stage.num_layers * tokens *
                         plan::recompute_flops_per_token(shape, spec.train.seq_len, p.tp, act_bytes,
-                                                        plan::ActivationMode{p.activation.recompute});
+                                                        plan::ActivationMode::of(p.activation.recompute, p.activation.schedule));
   const double flops =
       plan::stage_train_flops(shape, stage.num_layers, stage.lm_head, p.tp, spec.train.seq_len, tokens) + replay;
   const double params = p.memory.at(rt.rank).params / sizeof(float);  // CPU: fp32 weights

@@ -104,7 +104,7 @@ std::unique_ptr<parallel::ParallelGroups> parallel_groups(const runtime::Runtime
 parallel::ParallelContext parallel_context(const runtime::Runtime& rt, parallel::ParallelGroups& groups) {
   const plan::Stage& stage = rt.plan.stages.at(rt.plan.ranks.at(rt.rank).pp);
   return parallel::ParallelContext{.groups = &groups, .first_layer = stage.first_layer, .num_layers = stage.num_layers,
-                                   .recompute = rt.plan.activation.recompute};
+                                   .recompute = rt.plan.activation.recompute, .schedule = rt.plan.activation.schedule};
 }
 
 int run_job(const spec::JobSpec& spec, const launch::LaunchEnv& env) {

@@ -197,7 +197,8 @@ int run_training(const spec::JobSpec& spec) {
   const plan::Plan plan = check_single_process(spec);
   auto data = data::DataSet::open(spec);
   model::Backend backend = make_training_backend(spec);
-  parallel::Trainer trainer(spec, backend, *data, parallel::ParallelContext{.recompute = plan.activation.recompute});
+  parallel::Trainer trainer(spec, backend, *data, parallel::ParallelContext{.recompute = plan.activation.recompute,
+                                                                           .schedule = plan.activation.schedule});
   return run_loop(spec, trainer, *data, LoopContext{});
 }
 

@@ -38,7 +38,8 @@ def predict(exe, run_dir, sc, calibration):
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise job.RunFailed(f"`{' '.join(cmd)}` failed ({r.returncode}): {r.stderr.strip()}")
-    return json.loads(r.stdout)["estimate"]["step_time_s"]
+    plan = json.loads(r.stdout)
+    return plan["estimate"]["step_time_s"], plan["activation"]["plan"]["schedule"]
 
 
 def first_difference(a, b):
@@ -66,7 +67,7 @@ def run(sc, exe, out_dir, rounds):
                   for case in sc.cases for i, (_, res) in enumerate(runs[case]) if res["losses"] != ref["losses"]]
 
     measured = {case: statistics.median(res["step_s"] for _, res in runs[case]) for case in sc.cases}
-    predicted, errors = {}, {}
+    predicted, errors, schedules = {}, {}, {}
     for case in sc.cases:
         others = [res["calibration"] for c in sc.cases if c != case for _, res in runs[c] if res["calibration"]]
         if not others:
@@ -74,23 +75,24 @@ def run(sc, exe, out_dir, rounds):
         merged = os.path.join(out_dir, f"calibration-for-{case}.yaml")
         with open(merged, "w") as f:
             yaml.safe_dump(merge_calibrations(others, [c for c in sc.cases if c != case]), f, sort_keys=False)
-        predicted[case] = predict(exe, runs[case][0][0], sc, merged)
+        predicted[case], schedules[case] = predict(exe, runs[case][0][0], sc, merged)
         errors[case] = predicted[case] / measured[case] - 1
 
     print(f"\nlab: {sc.path}: {rounds} round(s), {len(sc.order)} nodes x {sc.workers_per_node} worker(s), "
           f"tensor {sc.parallel['tensor']} x pipeline {sc.parallel['pipeline']} x data {sc.parallel['data']}")
-    print(f"{'case':<10}{'placement':<10}{'measured ms':>12}{'predicted ms':>14}{'error':>8}  per-round ms")
+    print(f"{'case':<13}{'placement':<10}{'schedule':<9}{'measured ms':>12}{'predicted ms':>14}{'error':>8}  per-round ms")
     for case in sc.cases:
         placement = scenario.case_net(sc, case).placement
         pred = f"{predicted[case] * 1e3:14.1f}{errors[case] * 100:+7.1f}%" if case in predicted else f"{'-':>14}{'-':>8}"
         rounds_ms = " ".join(f"{res['step_s'] * 1e3:.0f}" for _, res in runs[case])
-        print(f"{case:<10}{placement:<10}{measured[case] * 1e3:12.1f}{pred}  {rounds_ms}")
+        print(f"{case:<13}{placement:<10}{schedules.get(case, '-'):<9}{measured[case] * 1e3:12.1f}{pred}  {rounds_ms}")
     print(f"losses: {'bit-identical in every run' if not mismatches else 'DIFFER: ' + '; '.join(mismatches)} "
           f"({len(ref['losses'])} steps, last {ref['losses'][-1]!r})")
     worst = max((abs(e) for e in errors.values()), default=float("nan"))
     print(f"lab: holmes/megatron {ratio(measured, 'holmes', 'megatron')} holmes/naive {ratio(measured, 'holmes', 'naive')} "
-          f"holmes/fast {ratio(measured, 'holmes', 'fast')} prediction error {worst * 100:.0f}% (max over cases)")
+          f"holmes/fast {ratio(measured, 'holmes', 'fast')} holmes/holmes-1f1b {ratio(measured, 'holmes', 'holmes-1f1b')} "
+          f"prediction error {worst * 100:.0f}% (max over cases)")
     with open(os.path.join(out_dir, "bench.json"), "w") as f:
-        json.dump({"measured_s": measured, "predicted_s": predicted, "errors": errors,
+        json.dump({"measured_s": measured, "predicted_s": predicted, "errors": errors, "schedules": schedules,
                    "losses_identical": not mismatches}, f, indent=1)
     return 1 if mismatches else 0

@@ -29,7 +29,8 @@ model: {{layers: {m['layers']}, hidden: {m['hidden']}, heads: {m['heads']}, max_
 data: {{source: synthetic, synthetic: {{tokens: {tokens}}}}}
 train: {{steps: {t['steps']}, micro_batch: {t['micro_batch']}, global_batch: {t['global_batch']}, seq_len: {t['seq_len']},
          warmup_steps: 2, eval_interval: 0}}
-parallel: {{tensor: {p['tensor']}, pipeline: {p['pipeline']}, data: {p['data']}, placement: {net.placement}}}
+parallel: {{tensor: {p['tensor']}, pipeline: {p['pipeline']}, data: {p['data']}, placement: {net.placement},
+           schedule: {net.schedule}}}
 cluster: {{topology: topology.yaml, timeout_s: 120{cal}}}
 log: {{interval: 1}}
 """

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-CASES = ("holmes", "megatron", "naive", "fast", "slow")
+CASES = ("holmes", "holmes-1f1b", "megatron", "naive", "fast", "slow")
 ISLAND_KINDS = ("ib", "roce", "ethernet")
 MAX_NODES = 250  # one /24 per network
 TOP_KEYS = ("islands", "ethernet_mbps", "nodes", "workers_per_node", "order", "model", "train",
@@ -55,6 +55,7 @@ class CaseNet:
     islands: dict      # name -> Island with the case's rate
     node_island: dict  # node -> island name
     ethernet_mbps: float
+    schedule: str = "auto"  # parallel.schedule: the planner's (auto), or 1f1b for holmes-1f1b
 
     def island_of(self, node):
         return self.islands[self.node_island[node]]
@@ -237,7 +238,8 @@ def case_net(sc, case):
     fast is the homogeneous RDMA cluster Holmes aims to match: every node on one fabric of the
     fastest island's kind and rate, the Ethernet at that rate too. slow is the homogeneous
     Ethernet cluster: no RDMA anywhere, every node on the Ethernet alone. The others run on the
-    scenario's network as declared."""
+    scenario's network as declared; holmes-1f1b is holmes with parallel.schedule 1f1b (the
+    others let the planner choose the schedule)."""
     if case not in CASES:
         raise LabError(f"case '{case}' is not accepted; expected one of {', '.join(CASES)}")
     rdma = [i for i in sc.islands.values() if i.kind != "ethernet"]
@@ -254,4 +256,5 @@ def case_net(sc, case):
         return CaseNet(case, placement, {i.name: i for i in alone.values()}, {n: alone[n].name for n in names},
                        sc.ethernet_mbps)
     islands = {n: Island(i.name, i.kind, i.rate_mbps) for n, i in sc.islands.items()}
-    return CaseNet(case, placement, islands, dict(sc.nodes), sc.ethernet_mbps)
+    return CaseNet(case, placement, islands, dict(sc.nodes), sc.ethernet_mbps,
+                   "1f1b" if case == "holmes-1f1b" else "auto")

@@ -6,29 +6,11 @@
 #include <catch2/catch.hpp>
 
 #include "test/support/dist_test_util.hpp"
+#include "test/support/same_runs.hpp"
 
 using namespace holmes::parallel;
 using namespace holmes::test;
 using holmes::spec::Recompute;
-
-namespace {
-
-void check_same(const std::vector<RankRun>& got, const std::vector<RankRun>& ref) {
-  REQUIRE(got.size() == ref.size());
-  for (size_t r = 0; r < ref.size(); ++r) {
-    INFO("rank " << r);
-    REQUIRE(got[r].steps.size() == ref[r].steps.size());
-    for (size_t s = 0; s < ref[r].steps.size(); ++s) {
-      INFO("step " << s);
-      CHECK(got[r].steps[s].loss == ref[r].steps[s].loss);
-      CHECK(got[r].steps[s].grad_norm == ref[r].steps[s].grad_norm);
-    }
-    CHECK(got[r].eval == ref[r].eval);
-    CHECK(got[r].params == ref[r].params);
-  }
-}
-
-}  // namespace
 
 TEST_CASE("recompute: tp=2 x pp=2 x dp=2 with selective and full gives none's numbers bit for bit",
           "[train][dist][recompute]") {
@@ -40,7 +22,7 @@ TEST_CASE("recompute: tp=2 x pp=2 x dp=2 with selective and full gives none's nu
   for (Recompute r : {Recompute::kSelective, Recompute::kFull}) {
     INFO("train.recompute " << holmes::spec::to_string(r));
     spec.train.recompute = r;
-    check_same(run_grid(spec, g), ref);
+    check_same_runs(run_grid(spec, g), ref);
   }
 }
 
@@ -54,7 +36,7 @@ TEST_CASE("recompute: a llama pipeline (pp=2 x dp=2) with full recomputation giv
   spec.train.recompute = Recompute::kNone;
   const std::vector<RankRun> ref = run_grid(spec, g);
   spec.train.recompute = Recompute::kFull;
-  check_same(run_grid(spec, g), ref);
+  check_same_runs(run_grid(spec, g), ref);
 }
 
 TEST_CASE("recompute: the plan's choice overrides the spec's auto, and auto without a plan keeps everything",

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "engine/plan/model_size.hpp"
 #include "engine/plan/plan.hpp"
 #include "common/errors.hpp"
@@ -78,6 +80,7 @@ TEST_CASE("closed form: a 4-stage pipeline on one IB island", "[cost_model]") {
   auto spec = hp::testing::make_spec(8, 512, 8, 1, 4, 1, 2, 12, 256);
   spec.cluster.device_tflops = 100;
   spec.parallel.partition.kind = holmes::spec::PartitionKind::kUniform;
+  spec.parallel.schedule = holmes::spec::Schedule::k1f1b;
   hp::Plan p = hp::make_plan(spec, topo);
   const auto& e = p.estimate;
   int m = 6, stages = 4;
@@ -96,6 +99,24 @@ TEST_CASE("closed form: a 4-stage pipeline on one IB island", "[cost_model]") {
   // 1F1B bubble fraction (p-1)/(m+p-1) of the pipelined part.
   double pipelined = e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s;
   CHECK(e.bubble_s / pipelined == Approx(double(stages - 1) / (m + stages - 1)));
+
+  // zb-h1 (what auto picks here): W, the weight-gradient GEMMs (2 FLOPs per weight and token,
+  // the LM head's too), covers half its length of the send wait, and the bubble loses two W
+  // per stage.
+  spec.parallel.schedule = holmes::spec::Schedule::kAuto;
+  hp::Plan z = hp::make_plan(spec, topo);
+  CHECK(z.activation.schedule == holmes::spec::Schedule::kZbH1);
+  const auto& ez = z.estimate;
+  double w = (2 * 2 * 12.0 * 512 * 512 + 2.0 * 512 * 50304) * tokens / 100e12;  // 2 layers of 12 C^2 weights, the head
+  CHECK(ez.bottleneck_stage == 3);
+  CHECK(ez.compute_s == Approx(m * compute));
+  const double exposed = std::max(0.0, recv_grad_send - w / 2);
+  CHECK(ez.pp_comm_s == Approx(m * exposed));
+  CHECK(ez.bubble_s == Approx((stages - 1) * (compute + recv_grad_send - 2 * w)));
+  CHECK(ez.step_time_s < e.step_time_s);
+  REQUIRE(z.has_one_f_one_b);  // the same recompute mode under 1f1b: the closed form above
+  CHECK(z.one_f_one_b.schedule == holmes::spec::Schedule::k1f1b);
+  CHECK(z.one_f_one_b.step_time_s == Approx(e.step_time_s));
 }
 
 TEST_CASE("the reduce-scatter hides behind backward and the all-gather behind the next forward until the NIC "

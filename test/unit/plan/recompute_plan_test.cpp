@@ -52,10 +52,12 @@ TEST_CASE("recompute: none is refused for memory, auto fits with selective, full
   CHECK(p.runner_up.step_time_s > p.activation.step_time_s);  // full replays the forward
   CHECK(p.runner_up.recompute_s > 0);
   const std::string text = hp::format_plan_text(p);
-  CHECK_THAT(text, Catch::Contains("Activation recomputation (train.recompute auto): selective"));
-  CHECK_THAT(text, Catch::Contains("runner-up: full"));
-  CHECK_THAT(hp::format_plan_json(p), Catch::Contains("\"activation\": {\"chosen\": true, \"plan\": {\"recompute\": "
-                                                      "\"selective\""));
+  CHECK_THAT(text, Catch::Contains("Schedule and recomputation (parallel.schedule auto, train.recompute auto): 1f1b, "
+                                   "recompute selective"));
+  CHECK_THAT(text, Catch::Contains("runner-up: 1f1b, recompute full"));
+  CHECK_THAT(hp::format_plan_json(p), Catch::Contains("\"activation\": {\"chosen\": true, \"schedule_chosen\": true, "
+                                                      "\"recompute_chosen\": true, \"plan\": {\"schedule\": \"1f1b\", "
+                                                      "\"recompute\": \"selective\""));
 
   // Given, a mode is planned as given: full's estimate counts its replay, and it changes the hash.
   spec.train.recompute = Recompute::kFull;
