@@ -70,7 +70,7 @@ TEST_CASE("schedule: a llama pipeline (pp=2 x dp=2) under zb-h1 with full recomp
   check_same_runs(run_grid(spec, g), ref);
 }
 
-TEST_CASE("schedule: the plan's choice overrides the spec's auto; zb-h1 splits the backward", "[train][schedule]") {
+TEST_CASE("schedule: the plan's choice overrides the spec's auto, and zb-h1 splits the backward", "[train][schedule]") {
   auto spec = tiny_job();
   spec.parallel.schedule = Schedule::kAuto;
   CHECK(pipe_schedule(spec, {}) == PipeSchedule::k1f1b);
