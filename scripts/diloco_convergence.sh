@@ -12,7 +12,7 @@
 set -euo pipefail
 build=$1
 out=$2
-steps=${3:-400}
+steps=${3:-800}
 tokenizer=${4:-bytes}
 bin=$build/holmes-train
 mkdir -p "$out"

@@ -100,6 +100,9 @@ void append_estimate(std::string& out, const Plan& p) {
                      "{:.4g} + data-parallel sync {:.4g}{} (bottleneck stage {})\n",
                      e.step_time_s, e.compute_s, e.tp_comm_s, e.pp_comm_s, e.bubble_s, e.dp_comm_s,
                      e.update_s > 0 ? fmt::format(" + update {:.4g}", e.update_s) : "", e.bottleneck_stage);
+  if (p.replicas.count > 1 && p.replicas.outer == spec::OuterMode::kDiloco)
+    out += fmt::format("  + outer sync {:.4g} s per step (one sync every {} steps, amortized)\n", p.replicas.per_step_s,
+                       p.replicas.inner_steps);
   out += fmt::format("  {:.4g} tokens/s, {:.4g} TFLOP/s per device\n", e.tokens_per_s, e.tflops_per_device);
   for (const Baseline& b : e.baselines) {
     const double speedup = e.step_time_s > 0 ? b.step_time_s / e.step_time_s : 0;

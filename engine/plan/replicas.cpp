@@ -280,6 +280,9 @@ Plan replica_core(const spec::JobSpec& spec, const topo::ClusterTopology& topolo
     e.step_time_s += rep.per_step_s;
     e.tokens_per_s = e.step_time_s > 0 ? double(plan.global_batch) * plan.seq_len / e.step_time_s : 0;
     e.tflops_per_device *= (e.step_time_s - rep.per_step_s) / e.step_time_s;
+    // The baselines lay out one replica otherwise; each would pay the same outer sync.
+    for (Baseline& b : e.baselines) b.step_time_s += rep.per_step_s;
+    e.naive_step_time_s += rep.per_step_s;
   }
   // The world group last, as build_groups has it.
   Group world;

@@ -152,7 +152,9 @@ def load(path):
                   _section(c, "model", doc["model"], MODEL_KEYS, MODEL_KEYS[:3]),
                   _section(c, "train", doc["train"], TRAIN_KEYS, TRAIN_KEYS),
                   _section(c, "parallel", doc["parallel"], PARALLEL_KEYS + REPLICA_KEYS, PARALLEL_KEYS))
-    cases = doc.get("cases", list(CASES))
+    replica_cases = ["sync", "diloco"]
+    default = replica_cases if doc["parallel"].get("replicas", 1) > 1 else [x for x in CASES if x not in replica_cases]
+    cases = doc.get("cases", default)
     if not isinstance(cases, list) or not cases or any(x not in CASES for x in cases) or len(set(cases)) != len(cases):
         c.fail("cases", cases, f"a list of distinct cases from {', '.join(CASES)}")
     sc.cases = cases
