@@ -91,7 +91,7 @@ TEST_CASE("replicas: diloco lays one plan per pod and an outer group per coordin
   CHECK_THAT(hp::format_plan_json(p), Catch::Contains("\"replicas\": {\"count\": 4, \"outer\": \"diloco\""));
 }
 
-TEST_CASE("replicas: three ways across priced side by side; diloco proposed, never chosen", "[replicas]") {
+TEST_CASE("replicas: three ways across priced side by side, diloco proposed and never chosen", "[replicas]") {
   const auto t = pods(10);
   const hp::Plan sync = hp::make_plan(pod_spec(OuterMode::kSync), t);
   CHECK(sync.dp == 4);  // one data-parallel all-reduce spans the replicas
