@@ -8,7 +8,7 @@ import subprocess
 
 import yaml
 
-from . import job, scenario
+from . import bench_html, job, scenario
 
 
 def merge_calibrations(paths, cases):
@@ -92,5 +92,10 @@ def run(sc, exe, out_dir, rounds):
           f"holmes/fast {ratio(measured, 'holmes', 'fast')} prediction error {worst * 100:.0f}% (max over cases)")
     with open(os.path.join(out_dir, "bench.json"), "w") as f:
         json.dump({"measured_s": measured, "predicted_s": predicted, "errors": errors,
-                   "losses_identical": not mismatches}, f, indent=1)
+                   "losses_identical": not mismatches,
+                   "rounds_s": {case: [res["step_s"] for _, res in runs[case]] for case in sc.cases},
+                   "placements": {case: str(scenario.case_net(sc, case).placement) for case in sc.cases},
+                   "scenario": f"{sc.path}: {rounds} round(s), {len(sc.order)} nodes x {sc.workers_per_node} worker(s)"},
+                  f, indent=1)
+    print(f"lab: wrote {bench_html.write(os.path.join(out_dir, 'bench.json'))}")
     return 1 if mismatches else 0
