@@ -51,7 +51,9 @@ void MetricsWriter::write(const std::vector<std::pair<std::string, double>>& fie
     line += fmt::format("{}\"{}\": {}", i ? ", " : "", fields[i].first, value(fields[i].second));
   for (const auto& [key, values] : arrays) {
     line += fmt::format("{}\"{}\": [", line.size() > 1 ? ", " : "", key);
-    for (size_t i = 0; i < values.size(); ++i) line += (i ? ", " : "") + value(values[i]);
+    // Four digits: these are shares and rates; 256 ranks stay under 2 KB per row.
+    for (size_t i = 0; i < values.size(); ++i)
+      line += (i ? ", " : "") + (std::isfinite(values[i]) ? fmt::format("{:.4g}", values[i]) : std::string("null"));
     line += "]";
   }
   line += "}\n";

@@ -25,7 +25,8 @@ class MetricsWriter {
   ~MetricsWriter();
 
   bool enabled() const { return file_ != nullptr; }
-  // `arrays`: keys whose value is a list of numbers (comm_share_ranks), after the fields.
+  // `arrays`: keys whose value is a list of numbers (comm_share_ranks), after the fields,
+  // each number to four significant digits.
   void write(const std::vector<std::pair<std::string, double>>& fields,
              const std::vector<std::pair<std::string, std::vector<double>>>& arrays = {});
 
