@@ -20,7 +20,7 @@ p,li{overflow-wrap:anywhere}
 svg{max-width:100%;height:auto;display:block;background:#fff}
 svg.mem{display:inline-block;vertical-align:middle;margin-right:6px}
 svg text{font:11px system-ui,sans-serif;fill:#333}
-svg .t{font-size:13px;font-weight:600}
+svg .t{font-size:13px;font-weight:600;paint-order:stroke;stroke:#fff;stroke-width:3px;stroke-linejoin:round}
 svg .s{font-size:9px}
 table{border-collapse:collapse;margin:6px 0;max-width:100%}
 td,th{border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:middle;overflow-wrap:anywhere}

@@ -149,7 +149,6 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   const OutputClaim output = claim_output(  // rank 0 holds the writer lock until the end
       spec, ctx, [&](const ResumePoint& resume) { check_resume_tokenizer(resume.checkpoint, data); });
   if (logger) keep_run_tokenizer(spec, data);
-  if (logger && !ctx.plan_json.empty()) write_plan_json(spec, ctx.plan_json);
   const int64_t start = load_resume_point(spec, output.resume, trainer, ctx);
   load_init_from(spec, output.resume, trainer, ctx);
   CheckpointSaver saver(spec, ctx, output.run_id, run_tokenizer_of(data));
@@ -158,6 +157,8 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   };
   std::optional<TrainLog> log;
   if (logger) open_log(log, spec, trainer, data, start, ctx);
+  // After the checkpoint loaded: a refused resume leaves the folder as it was.
+  if (logger && !ctx.plan_json.empty()) write_plan_json(spec, ctx.plan_json);
 
   const auto& t = spec.train;
   const TestSignal test_signal = TestSignal::from_environment(ctx.rank);

@@ -62,7 +62,7 @@ window.addEventListener('load', () => setTimeout(() => {
                         svg.getBoundingClientRect().right, svg.getBoundingClientRect().bottom].map(Math.round).join(',') + ')' : '') +
                        ': ' + (e.textContent || '').slice(0, 40));
   }
-  out.height = document.documentElement.scrollHeight;
+  out.height = Math.ceil((document.querySelector('main') || document.body).getBoundingClientRect().bottom + sy + 12);
   out.scroll_width = document.documentElement.scrollWidth;
   out.width = W;
   } catch (err) { out.error = String(err); }
