@@ -23,13 +23,16 @@ def job_yaml(sc, net, run_dir, calibrate):
     tokens = max(200_000, 4 * t["steps"] * t["global_batch"] * (t["seq_len"] + 1))
     model = "".join(f", {k}: {m[k]}" for k in ("vocab_size",) if k in m)
     cal = f", calibrate: {json.dumps(calibrate)}" if calibrate else ""
+    outer = ""
+    if net.case in ("sync", "diloco"):  # replicas (docs/diloco.md)
+        outer = f", replicas: {p['replicas']}, outer: {net.case}, inner_steps: {p.get('inner_steps', 20)}"
     return f"""# written by scripts/lab for case '{net.case}' of {sc.path}
 job: {{name: lab-{net.case}, seed: 1234, output_dir: {run_dir}/out}}
 model: {{layers: {m['layers']}, hidden: {m['hidden']}, heads: {m['heads']}, max_seq_len: {t['seq_len']}{model}}}
 data: {{source: synthetic, synthetic: {{tokens: {tokens}}}}}
 train: {{steps: {t['steps']}, micro_batch: {t['micro_batch']}, global_batch: {t['global_batch']}, seq_len: {t['seq_len']},
          warmup_steps: 2, eval_interval: 0}}
-parallel: {{tensor: {p['tensor']}, pipeline: {p['pipeline']}, data: {p['data']}, placement: {net.placement}}}
+parallel: {{tensor: {p['tensor']}, pipeline: {p['pipeline']}, data: {p['data']}, placement: {net.placement}{outer}}}
 cluster: {{topology: topology.yaml, timeout_s: 120{cal}}}
 log: {{interval: 1}}
 """
