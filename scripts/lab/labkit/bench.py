@@ -8,7 +8,7 @@ import subprocess
 
 import yaml
 
-from . import job, scenario
+from . import bench_html, job, scenario
 
 
 def merge_calibrations(paths, cases):
@@ -96,11 +96,18 @@ def run(sc, exe, out_dir, rounds):
     print(f"losses: {'bit-identical in every run' if not mismatches else 'DIFFER: ' + '; '.join(mismatches)} "
           f"({len(ref['losses'])} steps, last {ref['losses'][-1]!r})")
     worst = max((abs(e) for e in errors.values()), default=float("nan"))
-    print(f"lab: holmes/megatron {ratio(measured, 'holmes', 'megatron')} holmes/naive {ratio(measured, 'holmes', 'naive')} "
-          f"holmes/fast {ratio(measured, 'holmes', 'fast')} holmes/holmes-1f1b {ratio(measured, 'holmes', 'holmes-1f1b')} "
-          f"diloco/sync {ratio(measured, 'diloco', 'sync')} "
-          f"prediction error {worst * 100:.0f}% (max over cases)")
+    summary = (f"lab: holmes/megatron {ratio(measured, 'holmes', 'megatron')} holmes/naive {ratio(measured, 'holmes', 'naive')} "
+               f"holmes/fast {ratio(measured, 'holmes', 'fast')} holmes/holmes-1f1b {ratio(measured, 'holmes', 'holmes-1f1b')} "
+               f"diloco/sync {ratio(measured, 'diloco', 'sync')} "
+               f"prediction error {worst * 100:.0f}% (max over cases)")
+    print(summary)
     with open(os.path.join(out_dir, "bench.json"), "w") as f:
         json.dump({"measured_s": measured, "predicted_s": predicted, "errors": errors, "schedules": schedules,
-                   "losses_identical": not mismatches}, f, indent=1)
+                   "losses_identical": not mismatches,
+                   "rounds_s": {case: [res["step_s"] for _, res in runs[case]] for case in sc.cases},
+                   "placements": {case: str(scenario.case_net(sc, case).placement) for case in sc.cases},
+                   "scenario": f"{sc.path}: {rounds} round(s), {len(sc.order)} nodes x {sc.workers_per_node} worker(s)",
+                   "summary": summary},
+                  f, indent=1)
+    print(f"lab: wrote {bench_html.write(os.path.join(out_dir, 'bench.json'))}")
     return 1 if mismatches else 0
