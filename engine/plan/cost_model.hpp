@@ -4,6 +4,7 @@
 // F_s(n) = (m + p - 1) t_s(n) + dp_s(n) over stages and the step time is max_s F_s.
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "engine/plan/links.hpp"
@@ -43,6 +44,10 @@ struct Workload {
   int tp_wire_bytes() const { return bf16 && staging != Staging::kAll ? 2 : 4; }
   int param_bytes() const { return bf16 ? 2 : 4; }  // weights as used in compute
   int grad_bytes() const { return 4; }               // fp32 gradient buffer, reduced in fp32
+  // The distributed optimizer all-gathers the updated fp32 master weights (DistOptimizer::
+  // update gathers Buf::f32 parameters; the bf16 compute copy is made from them), so the
+  // all-gather moves 4 bytes per parameter in bf16 jobs too.
+  int gather_bytes() const { return 4; }
   int optimizer_bytes() const { return bf16 ? 12 : 8; }  // fp32 master + m + v, or m + v
 };
 
@@ -51,10 +56,22 @@ struct StageTime {
   double compute_s = 0;  // forward + backward (+ the replay of recomputation)
   double recompute_s = 0;  // of which the replay
   double tp_s = 0;
-  double pp_s = 0;
+  double pp_s = 0;       // the pipeline sends of one micro-batch: send_next_s + send_prev_s
+  double send_next_s = 0, send_prev_s = 0;  // activation to the next stage, gradient to the previous
   double dp_s = 0;       // per step, exposed
   double update_s = 0;   // per step: optimizer update and other host work
-  double per_micro_batch() const { return compute_s + tp_s + pp_s; }
+  // Sends run on the communication thread beside the next pass: in the 1F1B steady state a
+  // link costs a micro-batch slot only what it takes beyond the stage's own work (it carries
+  // one message per micro-batch in each direction). The fill and drain of the pipeline wait
+  // for every hop once forward and once backward (pp_fill_s).
+  double pp_exposed_s() const {
+    const double busy = compute_s + tp_s;
+    return std::max(0.0, std::max(send_next_s, send_prev_s) - busy);
+  }
+  double per_micro_batch() const { return compute_s + tp_s + pp_exposed_s(); }
+  // This stage's share of the fill and drain: its sends (summed over the stages, each hop once
+  // in each direction).
+  double pp_fill_s() const { return send_next_s + send_prev_s; }
 };
 
 struct StageCost {
@@ -67,7 +84,8 @@ struct StageCost {
   double update_s_per_param = 0;  // Facts::update_s_per_param
 
   StageTime time(const Workload& w, int layers) const;
-  // (m + p - 1) t_s(n) + dp_s(n) + update_s(n): what the partition balances.
+  // (m + p - 1) t_s(n) + 2 (p - 1) max(send) + dp_s(n) + update_s(n): what the partition
+  // balances (the fill and drain priced as if every hop were as slow as this stage's worst).
   double objective(const Workload& w, int pipeline, int layers) const;
   double params_per_rank(const Workload& w, int layers) const;  // count, not bytes
   RankMemory memory(const Workload& w, int pipeline, int layers) const;
