@@ -29,7 +29,7 @@ std::unique_ptr<Group> axis(const char* what, comm::ProcessGroup* host, comm::Pr
 
 ParallelGroups::ParallelGroups()
     : tp_(std::make_unique<Group>()), pp_(std::make_unique<Group>()), dp_(std::make_unique<Group>()),
-      embedding_(std::make_unique<Group>()) {}
+      embedding_(std::make_unique<Group>()), outer_(std::make_unique<Group>()) {}
 
 ParallelGroups::ParallelGroups(const Coords& c, Comms host, Comms device, device::DeviceMemory& mem,
                                Group::Options o)
@@ -37,6 +37,7 @@ ParallelGroups::ParallelGroups(const Coords& c, Comms host, Comms device, device
   tp_ = axis("tensor-parallel", host.tp, device.tp, c.tp_rank, c.tp_size, mem, clock_, o);
   pp_ = axis("pipeline", host.pp, device.pp, c.pp_stage, c.pp_size, mem, clock_, o);
   dp_ = axis("data-parallel", host.dp, device.dp, c.dp_rank, c.dp_size, mem, clock_, o);
+  outer_ = axis("outer", host.outer, nullptr, c.replica, c.replicas, mem, clock_, o);
   // Megatron's embedding group: the first stage (rank 0) and the last (rank 1) of a pipeline.
   const bool member = c.pp_size > 1 && (c.pp_stage == 0 || c.pp_stage == c.pp_size - 1);
   if (member) {
@@ -50,9 +51,12 @@ ParallelGroups::ParallelGroups(const Coords& c, Comms host, Comms device, device
   }
 }
 
-void ParallelGroups::sum_over_job(std::span<double> values) {
+namespace {
+
+// values summed over each group in turn, each double as two floats (see sum_over_job).
+void sum_doubles(std::initializer_list<Group*> groups, std::span<double> values) {
   std::vector<float> wire(2 * values.size());
-  for (Group* g : {dp_.get(), tp_.get(), pp_.get()}) {
+  for (Group* g : groups) {
     if (g->size() == 1) continue;
     for (size_t i = 0; i < values.size(); ++i) {
       wire[2 * i] = static_cast<float>(values[i]);
@@ -64,10 +68,16 @@ void ParallelGroups::sum_over_job(std::span<double> values) {
   }
 }
 
+}  // namespace
+
+void ParallelGroups::sum_over_job(std::span<double> values) { sum_doubles({dp_.get(), tp_.get(), pp_.get()}, values); }
+
+void ParallelGroups::sum_over_replicas(std::span<double> values) { sum_doubles({outer_.get()}, values); }
+
 std::vector<std::string> ParallelGroups::describe() const {
   std::vector<std::string> out;
   for (const auto& [name, g] : {std::pair{"tp", tp_.get()}, {"pp", pp_.get()}, {"dp", dp_.get()},
-                                {"embedding", embedding_.get()}})
+                                {"embedding", embedding_.get()}, {"outer", outer_.get()}})
     if (g->size() > 1)
       out.push_back(fmt::format("groups: {} '{}' ({} members): {}", name, g->name(), g->size(), g->transport()));
   return out;

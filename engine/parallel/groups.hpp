@@ -25,6 +25,12 @@ struct Coords {
   int tp_rank = 0, tp_size = 1;
   int pp_stage = 0, pp_size = 1;
   int dp_rank = 0, dp_size = 1;
+  // parallel.outer diloco: this rank's replica; replicas train apart between outer syncs
+  // (outer_sync.hpp). 1 otherwise (sync replicas are part of the data-parallel degree).
+  int replica = 0, replicas = 1;
+  // Where this rank's batches come from: the data-parallel rank among all replicas.
+  int data_rank() const { return replica * dp_size + dp_rank; }
+  int data_size() const { return replicas * dp_size; }
 };
 
 class ParallelGroups {
@@ -37,6 +43,7 @@ class ParallelGroups {
     comm::ProcessGroup* pp = nullptr;
     comm::ProcessGroup* dp = nullptr;
     comm::ProcessGroup* embedding = nullptr;
+    comm::ProcessGroup* outer = nullptr;  // host only: this coordinate in every replica
   };
 
   // One process alone: every axis a group of one.
@@ -55,6 +62,7 @@ class ParallelGroups {
   Group& pp() { return *pp_; }
   Group& dp() { return *dp_; }
   Group& embedding() { return *embedding_; }
+  Group& outer() { return *outer_; }
   // The time this rank waited on communication (all groups).
   CommClock& clock() { return clock_; }
 
@@ -63,6 +71,8 @@ class ParallelGroups {
   // to float before the sum; the sum of the high parts is still a float sum (~1e-7 relative),
   // plenty for a loss or a gradient norm.
   void sum_over_job(std::span<double> values);
+  // The same over the outer group (diloco replicas; nothing with one replica).
+  void sum_over_replicas(std::span<double> values);
 
   // One line per axis of more than one member: how its buffers travel (for the start-up log).
   std::vector<std::string> describe() const;
@@ -70,7 +80,7 @@ class ParallelGroups {
  private:
   Coords coords_;
   CommClock clock_;
-  std::unique_ptr<Group> tp_, pp_, dp_, embedding_;
+  std::unique_ptr<Group> tp_, pp_, dp_, embedding_, outer_;
 };
 
 // The model's tensor-parallel sums (model/tp_comm.hpp) over the tp group, in the compute order.

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,14 @@ class StepRunner {
   // Puts what was written into the last shard_state() view back into the backend's buffers
   // (on the CPU backend only the bf16 weight copy, if any, is refreshed).
   virtual void upload_shard_state() = 0;
+  // State of this rank alone that the shard does not hold (diloco: its replica's weights and
+  // AdamW moments, the outer anchor and momentum). A checkpoint writes it beside the shard
+  // (private-NNNNN.bin) and a resume under the same plan gives it back after the shard;
+  // otherwise reset_private_state() restarts it from the loaded weights.
+  virtual bool has_private_state() const { return false; }
+  virtual std::vector<std::byte> private_state() { return {}; }
+  virtual void load_private_state(std::span<const std::byte>) {}
+  virtual void reset_private_state() {}
 
   // For the log header.
   virtual const char* backend_name() const = 0;  // "cpu" or "cuda"

@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 
 #include "common/errors.hpp"
@@ -73,10 +77,11 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const data:
     : spec_(spec), data_(data), own_groups_(ctx.groups ? nullptr : std::make_unique<ParallelGroups>()),
       groups_(ctx.groups ? ctx.groups : own_groups_.get()), c_(groups_->coords()) {
   const auto& t = spec.train;
-  if (!spec.global_batch_ok(c_.dp_size))  // spec::cross_field_problems and the plan keep this from users
+  if (!spec.global_batch_ok(c_.data_size()))  // spec::cross_field_problems and the plan keep this from users
     throw std::invalid_argument(fmt::format("Trainer: train.global_batch {} is not a multiple of train.micro_batch "
-                                            "{} x data-parallel degree {}", t.global_batch, t.micro_batch, c_.dp_size));
-  micro_batches_ = spec.micro_batches_per_step(c_.dp_size);
+                                            "{} x data-parallel degree {}", t.global_batch, t.micro_batch,
+                                            c_.data_size()));
+  micro_batches_ = spec.micro_batches_per_step(c_.data_size());
   const model::GptConfig cfg = stage_config(spec, c_, ctx.first_layer, ctx.num_layers);
   if (c_.tp_size > 1) tp_comm_ = std::make_unique<GroupTensorParallel>(groups_->tp());
   const int slots = max_in_flight(c_.pp_size, c_.pp_stage, micro_batches_);
@@ -87,6 +92,48 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const data:
   optimizer_ = std::make_unique<DistOptimizer>(*gpt_, *groups_, ctx.bucket_floats);
   lr_ = lr_config_of(spec);
   hyper_ = adamw_hyper_of(spec);
+  if (c_.replicas > 1) {
+    const auto& p = spec.parallel;
+    outer_ = std::make_unique<OuterSync>(OuterConfig{p.inner_steps, p.fragments, p.outer_lr, p.outer_momentum,
+                                                     p.outer_dtype},
+                                         groups_->outer(), groups_->dp(), gpt_->num_params());
+    reset_outer();
+  }
+}
+
+void Trainer::reset_outer() {
+  if (!outer_) return;
+  optimizer_->params_ready();
+  if (gpt_->backend().memory->is_host()) {
+    outer_->reset(gpt_->params());
+  } else {
+    host_params_.resize(gpt_->num_params());
+    gpt_->read_params(host_params_);
+    outer_->reset(host_params_.data());
+  }
+}
+
+void Trainer::outer_step(int64_t done) {
+  if (outer_->due(done).empty()) return;
+  optimizer_->params_ready();
+  // Test hook (docs/launch.md): HOLMES_TEST_KILL_IN_OUTER_SYNC="STEP:REPLICA" kills the ranks of
+  // that replica as the outer sync after step STEP begins; the other replicas are in it.
+  if (const char* hook = std::getenv("HOLMES_TEST_KILL_IN_OUTER_SYNC")) {
+    long long at = -1, replica = -1;
+    if (std::sscanf(hook, "%lld:%lld", &at, &replica) == 2 && at == done && replica == c_.replica) {
+      std::fflush(stdout);
+      std::raise(SIGKILL);
+    }
+  }
+  if (gpt_->backend().memory->is_host()) {
+    outer_->after_step(done, gpt_->params());
+    gpt_->params_updated();
+    return;
+  }
+  host_params_.resize(gpt_->num_params());
+  gpt_->read_params(host_params_);
+  outer_->after_step(done, host_params_.data());
+  gpt_->load_params(host_params_);
 }
 
 model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& backend) {
@@ -130,7 +177,7 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested) {
   groups_->clock().reset();
   gpt_->zero_grad();
   auto fetch = [&](int micro, int32_t* inputs, int32_t* targets) {
-    data::BatchCoord c{.step = step, .micro = micro, .dp_rank = c_.dp_rank, .dp_size = c_.dp_size,
+    data::BatchCoord c{.step = step, .micro = micro, .dp_rank = c_.data_rank(), .dp_size = c_.data_size(),
                  .micro_batch = t.micro_batch, .global_batch = t.global_batch};
     data_.train().fill_batch(c, inputs, targets);
   };
@@ -150,11 +197,17 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested) {
   sums[units] = counts_loss() ? loss_sum / micro_batches_ : 0.0;
   sums[units + 1] = stop_requested ? 1.0 : 0.0;
   groups_->sum_over_job(sums);
+  if (c_.replicas > 1) {
+    // The replicas' norms stay their own (each clips its own step); the loss and the stop
+    // flags are the job's, so that every replica stops at the same step.
+    std::span<double> job(sums.data() + units, 2);
+    groups_->sum_over_replicas(job);
+  }
   double grad_sq = 0;
   for (int u = 0; u < units; ++u) grad_sq += sums[u];
   StepStats s;
   s.step = step;
-  s.loss = sums[units] / c_.dp_size;
+  s.loss = sums[units] / c_.data_size();
   if (!std::isfinite(s.loss))
     throw std::runtime_error(fmt::format("training loss is {} at step {}: the run diverged (try a lower train.lr "
                                          "or train.grad_clip)", s.loss, step + 1));
@@ -165,6 +218,7 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested) {
   h.lr = static_cast<float>(s.lr);
   // Refreshes the bf16 weights itself; on host groups its all-gathers land during the next forward.
   optimizer_->update(h, step + 1, clip_scale(s.grad_norm, t.grad_clip));
+  if (outer_) outer_step(step + 1);
   s.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   s.tokens_per_s = static_cast<double>(tokens_per_step()) / (s.step_ms / 1e3);
   s.flops = gpt_->flops_per_step(t.micro_batch, t.seq_len) * micro_batches_;
@@ -196,13 +250,14 @@ double Trainer::evaluate() {
   auto fetch = [&](int e, int32_t* inputs, int32_t* targets) {
     // eval_steps global batches of the unshuffled sampler, this rank's micro-batches of each:
     // the same sequences every time and under every plan (as Trainer::evaluate).
-    valid->fill_batch(validation_coord(spec_, e, micro_batches_, c_.dp_rank, c_.dp_size), inputs, targets);
+    valid->fill_batch(validation_coord(spec_, e, micro_batches_, c_.data_rank(), c_.data_size()), inputs, targets);
   };
   const int count = std::max(1, t.eval_steps) * micro_batches_;
   const double sum = stage_->run_forward(count, fetch);
   double mean[1] = {counts_loss() ? sum / count : 0.0};
   groups_->sum_over_job(mean);
-  return mean[0] / c_.dp_size;
+  groups_->sum_over_replicas(mean);
+  return mean[0] / c_.data_size();
 }
 
 checkpoint::ShardState Trainer::shard_state() {
@@ -211,6 +266,9 @@ checkpoint::ShardState Trainer::shard_state() {
   st.layout = &gpt_->layout();
   st.config = &gpt_->config();
   st.owned = optimizer_->owned();
+  // diloco: the shared checkpoint holds replica 0's shard; the others keep theirs in their
+  // private state (private_state()), so no tensor is saved twice.
+  if (c_.replica > 0) st.owned.clear();
   device::DeviceMemory& mem = *gpt_->backend().memory;
   if (mem.is_host()) {
     st.params = gpt_->params();
@@ -241,6 +299,59 @@ void Trainer::upload_shard_state() {
   gpt_->load_params(host_params_);
   mem.upload(optimizer_->exp_avg(), host_m_.data(), host_m_.size() * sizeof(float));
   mem.upload(optimizer_->exp_avg_sq(), host_v_.data(), host_v_.size() * sizeof(float));
+}
+
+}  // namespace holmes::parallel
+
+namespace holmes::parallel {
+
+namespace {
+
+// private_state(): a header of five uint64 (magic, replica, params, moments, outer floats)
+// then params, exp_avg, exp_avg_sq, anchor, momentum as floats.
+constexpr uint64_t kPrivateMagic = 0x31534f4c45444f48ULL;  // "HOLMESO1"
+
+}  // namespace
+
+std::vector<std::byte> Trainer::private_state() {
+  if (!outer_) return {};
+  optimizer_->params_ready();
+  const size_t n = gpt_->num_params(), m = optimizer_->moment_floats(), k = outer_->state_floats();
+  std::vector<float> params(n), ma(m), mb(m);
+  gpt_->read_params(params);
+  device::DeviceMemory& mem = *gpt_->backend().memory;
+  mem.download(ma.data(), optimizer_->exp_avg(), m * sizeof(float));
+  mem.download(mb.data(), optimizer_->exp_avg_sq(), m * sizeof(float));
+  const uint64_t head[5] = {kPrivateMagic, static_cast<uint64_t>(c_.replica), n, m, k};
+  std::vector<std::byte> out(sizeof(head) + 4 * (n + 2 * m + 2 * k));
+  std::byte* w = out.data();
+  auto put = [&](const void* p, size_t bytes) { std::memcpy(w, p, bytes), w += bytes; };
+  put(head, sizeof(head));
+  put(params.data(), 4 * n);
+  put(ma.data(), 4 * m);
+  put(mb.data(), 4 * m);
+  put(outer_->anchor().data(), 4 * k);
+  put(outer_->momentum().data(), 4 * k);
+  return out;
+}
+
+void Trainer::load_private_state(std::span<const std::byte> bytes) {
+  if (!outer_) return;
+  const size_t n = gpt_->num_params(), m = optimizer_->moment_floats(), k = outer_->state_floats();
+  uint64_t head[5] = {};
+  if (bytes.size() >= sizeof(head)) std::memcpy(head, bytes.data(), sizeof(head));
+  if (head[0] != kPrivateMagic || head[1] != static_cast<uint64_t>(c_.replica) || head[2] != n || head[3] != m ||
+      head[4] != k || bytes.size() != sizeof(head) + 4 * (n + 2 * m + 2 * k))
+    throw std::runtime_error(fmt::format("private checkpoint state: {} bytes for replica {} of {} params, {} moments, "
+                                         "{} outer floats; this rank (replica {}) keeps {}, {}, {}", bytes.size(),
+                                         head[1], head[2], head[3], head[4], c_.replica, n, m, k));
+  const float* r = reinterpret_cast<const float*>(bytes.data() + sizeof(head));
+  optimizer_->params_ready();
+  gpt_->load_params(std::span<const float>(r, n));
+  device::DeviceMemory& mem = *gpt_->backend().memory;
+  mem.upload(optimizer_->exp_avg(), r + n, m * sizeof(float));
+  mem.upload(optimizer_->exp_avg_sq(), r + n + m, m * sizeof(float));
+  outer_->load(std::span<const float>(r + n + 2 * m, k), std::span<const float>(r + n + 2 * m + k, k));
 }
 
 }  // namespace holmes::parallel

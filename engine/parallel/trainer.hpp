@@ -21,6 +21,7 @@
 #include "engine/data/data.hpp"
 #include "engine/parallel/dist_optimizer.hpp"
 #include "engine/parallel/groups.hpp"
+#include "engine/parallel/outer_sync.hpp"
 #include "engine/parallel/pipeline_stage.hpp"
 #include "engine/parallel/step_runner.hpp"
 #include "model/backend.hpp"
@@ -93,6 +94,14 @@ class Trainer final : public StepRunner {
   static constexpr size_t kKeptSteps = 1024;
   const std::vector<float>& compute_per_step() const { return compute_per_step_; }
 
+  // diloco: the outer sync of this rank (null without replicas).
+  const OuterSync* outer() const { return outer_.get(); }
+  // Rank-private state a checkpoint keeps beside the shard (StepRunner::private_state).
+  std::vector<std::byte> private_state() override;
+  void load_private_state(std::span<const std::byte> bytes) override;
+  bool has_private_state() const override { return outer_ != nullptr; }
+  void reset_private_state() override { reset_outer(); }
+
   model::Gpt& model() { return *gpt_; }
   const model::Gpt& model() const { return *gpt_; }
   ParallelGroups& groups() { return *groups_; }
@@ -110,6 +119,9 @@ class Trainer final : public StepRunner {
   std::unique_ptr<model::Gpt> gpt_;
   std::unique_ptr<PipelineStage> stage_;
   std::unique_ptr<DistOptimizer> optimizer_;  // after gpt_: it unhooks itself from the model
+  std::unique_ptr<OuterSync> outer_;          // diloco replicas
+  void reset_outer();                          // anchor <- the weights
+  void outer_step(int64_t done);               // the fragments due after step `done`
   LrConfig lr_;
   AdamWHyper hyper_;
   int micro_batches_ = 1;

@@ -126,6 +126,22 @@ void append_calibration(std::string& out, const topo::Calibration& c) {
   out += "}},\n";
 }
 
+// Only plans with replicas have the key: other plans' JSON, and so their plan_hash, is as before.
+void append_replicas(std::string& out, const Replicas& r) {
+  out += fmt::format(",\n  \"replicas\": {{\"count\": {}, \"outer\": \"{}\", \"inner_steps\": {}, \"fragments\": {}, "
+                     "\"outer_dtype\": \"{}\", \"sync_s\": {}, \"sync_bytes\": {}, \"per_step_s\": {}, \"nodes\": ",
+                     r.count, r.outer, r.inner_steps, r.fragments, r.dtype, num(r.sync_s), bytes(r.sync_bytes),
+                     num(r.per_step_s));
+  array(out, r.nodes, [&](const std::vector<int>& n) { out += fmt::format("[{}]", fmt::join(n, ", ")); }, ", ");
+  out += ", \"across\": ";
+  array(out, r.across, [&](const AcrossMode& m) {
+    out += fmt::format("{{\"mode\": \"{}\", \"degrees\": {}, \"feasible\": {}, \"why\": {}, \"step_time_s\": {}, "
+                       "\"ethernet_bytes_per_step\": {}}}", m.name, quote(m.what), boolean(m.feasible), quote(m.why),
+                       num(m.step_time_s), bytes(m.ethernet_bytes_per_step));
+  }, ", ");
+  out += fmt::format(", \"proposal\": {}}}", quote(r.proposal));
+}
+
 }  // namespace
 
 std::string format_plan_json(const Plan& p) {
@@ -150,8 +166,9 @@ std::string format_plan_json(const Plan& p) {
   array(out, p.hostnames, [&](const std::string& h) { out += quote(h); }, ", ");
   out += ",\n  \"ranks\": ";
   array(out, p.ranks, [&](const RankInfo& r) {
-    out += fmt::format("{{\"rank\": {}, \"node\": {}, \"local_rank\": {}, \"tp\": {}, \"pp\": {}, \"dp\": {}}}",
-                       r.rank, r.node, r.local_rank, r.tp, r.pp, r.dp);
+    out += fmt::format("{{\"rank\": {}, \"node\": {}, \"local_rank\": {}, \"tp\": {}, \"pp\": {}, \"dp\": {}{}}}",
+                       r.rank, r.node, r.local_rank, r.tp, r.pp, r.dp,
+                       p.replicas.count > 1 ? fmt::format(", \"replica\": {}", r.replica) : "");
   });
   out += ",\n  \"stages\": ";
   array(out, p.stages, [&](const Stage& s) {
@@ -176,6 +193,7 @@ std::string format_plan_json(const Plan& p) {
                        m.rank, parts[0] + parts[1] + parts[2] + parts[3], parts[0], parts[1], parts[2], parts[3],
                        bytes(m.capacity));
   });
+  if (p.replicas.count > 1) append_replicas(out, p.replicas);
   out += ",\n  \"warnings\": ";
   array(out, p.warnings, [&](const std::string& w) { out += quote(w); });
   out += "\n}\n";

@@ -40,7 +40,7 @@ std::string node_list(const std::vector<int>& nodes) {
 }
 
 void append_rank_map(std::string& out, const Plan& p) {
-  out += "Ranks per node (rank:tp,pp,dp):\n";
+  out += p.replicas.count > 1 ? "Ranks per node (rank:tp,pp,dp,replica):\n" : "Ranks per node (rank:tp,pp,dp):\n";
   std::vector<std::vector<const RankInfo*>> by_node(p.hostnames.size());
   for (const auto& r : p.ranks) by_node[r.node].push_back(&r);
   int nodes = static_cast<int>(by_node.size());
@@ -49,7 +49,9 @@ void append_rank_map(std::string& out, const Plan& p) {
     for (int n : isl.nodes) island_of[n] = isl.id;
   for (int n = 0; n < nodes && n < kNodesShown; ++n) {
     out += fmt::format("  node {:<3} {:<14} island {}:", n, p.hostnames[n], island_of[n]);
-    for (const RankInfo* r : by_node[n]) out += fmt::format(" {}:{},{},{}", r->rank, r->tp, r->pp, r->dp);
+    for (const RankInfo* r : by_node[n])
+      out += fmt::format(" {}:{},{},{}{}", r->rank, r->tp, r->pp, r->dp,
+                         p.replicas.count > 1 ? fmt::format(",r{}", r->replica) : "");
     out += "\n";
   }
   if (nodes > kNodesShown) out += fmt::format("  ... {} more nodes (see --format json)\n", nodes - kNodesShown);
@@ -98,6 +100,9 @@ void append_estimate(std::string& out, const Plan& p) {
                      "{:.4g} + data-parallel sync {:.4g}{} (bottleneck stage {})\n",
                      e.step_time_s, e.compute_s, e.tp_comm_s, e.pp_comm_s, e.bubble_s, e.dp_comm_s,
                      e.update_s > 0 ? fmt::format(" + update {:.4g}", e.update_s) : "", e.bottleneck_stage);
+  if (p.replicas.count > 1 && p.replicas.outer == spec::OuterMode::kDiloco)
+    out += fmt::format("  + outer sync {:.4g} s per step (one sync every {} steps, amortized)\n", p.replicas.per_step_s,
+                       p.replicas.inner_steps);
   out += fmt::format("  {:.4g} tokens/s, {:.4g} TFLOP/s per device\n", e.tokens_per_s, e.tflops_per_device);
   for (const Baseline& b : e.baselines) {
     const double speedup = e.step_time_s > 0 ? b.step_time_s / e.step_time_s : 0;
@@ -149,6 +154,31 @@ void append_memory(std::string& out, const Plan& p) {
   }
 }
 
+void append_replicas(std::string& out, const Plan& p) {
+  const Replicas& r = p.replicas;
+  if (r.count < 2) return;
+  out += fmt::format("Replicas: {} x (tensor {} x pipeline {} x data {}), outer {}", r.count, p.tp, p.pp,
+                     r.outer == spec::OuterMode::kDiloco ? p.dp : p.dp / r.count, r.outer);
+  if (r.outer == spec::OuterMode::kDiloco)
+    out += fmt::format(" every {} steps, {} fragment{}, {} payload: one sync {:.4g} s and {} over the outer groups, "
+                       "{:.4g} s per step amortized", r.inner_steps, r.fragments, r.fragments == 1 ? "" : "s", r.dtype,
+                       r.sync_s, human_bytes(r.sync_bytes), r.per_step_s);
+  else
+    out += " (one data-parallel all-reduce spans the replicas every step)";
+  out += "\n";
+  for (size_t i = 0; i < r.nodes.size(); ++i) out += fmt::format("  replica {}: nodes {}\n", i, node_list(r.nodes[i]));
+  out += "Across the replicas (time per step, bytes over Ethernet per step, all ranks):\n";
+  for (const AcrossMode& m : r.across) {
+    if (!m.feasible) {
+      out += fmt::format("  {:<9} {:<40} not possible: {}\n", m.name, m.what, m.why);
+      continue;
+    }
+    out += fmt::format("  {:<9} {:<40} {:>10.4g} s {:>10}{}\n", m.name, m.what, m.step_time_s,
+                       human_bytes(m.ethernet_bytes_per_step), m.name == to_string(r.outer) ? "  <- this plan" : "");
+  }
+  if (!r.proposal.empty()) out += "  proposal: " + r.proposal + "\n";
+}
+
 }  // namespace
 
 std::string format_plan_text(const Plan& p) {
@@ -177,6 +207,7 @@ std::string format_plan_text(const Plan& p) {
   append_groups(out, p);
   append_nccl_env(out, p);
   append_estimate(out, p);
+  append_replicas(out, p);
   append_activation(out, p);
   append_calibration(out, p.calibration);
   append_memory(out, p);

@@ -13,6 +13,7 @@
 #include "engine/plan/groups.hpp"
 #include "engine/plan/model_size.hpp"
 #include "engine/plan/nccl.hpp"
+#include "engine/plan/replicas.hpp"
 #include "engine/plan/search.hpp"
 #include "common/errors.hpp"
 #include "engine/spec/validate.hpp"
@@ -26,6 +27,7 @@ const char* to_string(GroupKind kind) {
     case GroupKind::kDp: return "dp";
     case GroupKind::kEmbedding: return "embedding";
     case GroupKind::kWorld: return "world";
+    case GroupKind::kOuter: return "outer";
   }
   return "?";
 }
@@ -191,6 +193,7 @@ LinkCost rank_link(const spec::JobSpec& spec, const topo::ClusterTopology& topol
 
 Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology) {
   check_spec(spec);
+  if (spec.parallel.replicas > 1) return make_replica_plan(spec, topology);
   SearchInput in;
   in.spec = &spec;
   in.cuda = cuda_devices(spec, topology);
@@ -260,7 +263,7 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
 
 void check_degrees_fit(const spec::JobSpec& spec, int world, const std::string& launched) {
   const auto& p = spec.parallel;
-  int fixed = 1;
+  int fixed = p.replicas;
   bool any_auto = false;
   for (int d : {p.tensor, p.pipeline, p.data}) {
     if (d == spec::kAuto) any_auto = true;
@@ -268,13 +271,14 @@ void check_degrees_fit(const spec::JobSpec& spec, int world, const std::string& 
   }
   if (any_auto ? world % fixed == 0 : world == fixed) return;
   auto text = [](int d) { return d == spec::kAuto ? std::string("auto") : std::to_string(d); };
-  const std::string degrees = fmt::format("{} x {} x {}", text(p.tensor), text(p.pipeline), text(p.data));
+  const std::string degrees = fmt::format("{} x {} x {}{}", text(p.tensor), text(p.pipeline), text(p.data),
+                                          p.replicas > 1 ? fmt::format(" x {}", p.replicas) : "");
   const std::string why = any_auto ? fmt::format(" (explicit product {}) does not divide the cluster's {}", fixed,
                                                  count_of(world, "device"))
                                    : fmt::format(" = {} but the cluster has {}", fixed, count_of(world, "device"));
-  throw UserError(fmt::format("parallel.tensor x parallel.pipeline x parallel.data = {}{}: {} cannot make the job's {} "
+  throw UserError(fmt::format("parallel.tensor x parallel.pipeline x parallel.data{} = {}{}: {} cannot make the job's {} "
                               "workers ({}); the product of the explicit degrees must {} {}",
-                              degrees, why, degrees, world, launched, any_auto ? "divide" : "equal", world));
+                              p.replicas > 1 ? " x parallel.replicas" : "", degrees, why, degrees, world, launched, any_auto ? "divide" : "equal", world));
 }
 
 uint64_t plan_hash(const Plan& plan) {

@@ -15,9 +15,9 @@
 
 namespace holmes::plan {
 
-enum class GroupKind { kTp, kPp, kDp, kEmbedding, kWorld };
+enum class GroupKind { kTp, kPp, kDp, kEmbedding, kWorld, kOuter };
 enum class Transport { kNcclIb, kNcclRoce, kIntraNode, kNcclSocket, kGlooTcp };
-const char* to_string(GroupKind kind);   // "tp", "pp", "dp", "embedding", "world"
+const char* to_string(GroupKind kind);   // "tp", "pp", "dp", "embedding", "world", "outer"
 const char* to_string(Transport kind);   // "nccl-ib", "nccl-roce", "intra-node", "nccl-socket", "gloo-tcp"
 
 // Global rank r runs on node `node`, device `local_rank`; ranks are numbered node by node
@@ -29,6 +29,7 @@ struct RankInfo {
   int tp = 0;
   int pp = 0;
   int dp = 0;
+  int replica = 0;  // parallel.replicas > 1: which replica (replicas.hpp)
 };
 
 struct Stage {
@@ -124,6 +125,30 @@ struct IslandInfo {
   int devices = 0;
 };
 
+// One way of spanning the islands, priced for --plan-only (replicas.hpp: price_across).
+struct AcrossMode {
+  std::string name;          // "pipeline", "sync", "diloco"
+  std::string what;          // "tensor 1 x pipeline 8 x data 1", ...
+  bool feasible = true;
+  std::string why;           // when not feasible: the planner's reason
+  double step_time_s = 0;    // diloco: the outer sync amortized over inner_steps
+  double ethernet_bytes_per_step = 0;  // all ranks together
+};
+
+// parallel.replicas > 1 (replicas.hpp).
+struct Replicas {
+  int count = 1;
+  spec::OuterMode outer = spec::OuterMode::kSync;
+  int inner_steps = 1, fragments = 1;
+  spec::OuterDtype dtype = spec::OuterDtype::kFp32;
+  std::vector<std::vector<int>> nodes;  // per replica, ascending
+  // diloco: per outer sync (all fragments), the bottleneck member's exchange (seconds) and
+  // the bytes all members send over their outer groups; per step, what the estimate adds.
+  double sync_s = 0, sync_bytes = 0, per_step_s = 0;
+  std::vector<AcrossMode> across;  // pipeline, sync, diloco
+  std::string proposal;            // the planner's advice ("" = none)
+};
+
 struct Plan {
   int world = 1;
   int tp = 1, pp = 1, dp = 1;
@@ -153,6 +178,7 @@ struct Plan {
   std::vector<RankMemory> memory;
   std::vector<std::string> warnings;  // groups that cross slow links, assumptions made
   topo::Calibration calibration;      // the measured figures the estimate used (empty: none)
+  Replicas replicas;                  // count 1: none
 };
 
 Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology);

@@ -56,6 +56,7 @@ std::unique_ptr<comm::ProcessGroup>* slot_of(Runtime& rt, plan::GroupKind kind) 
     case plan::GroupKind::kDp: return &rt.dp;
     case plan::GroupKind::kEmbedding: return &rt.embedding;
     case plan::GroupKind::kWorld: return &rt.world_group;
+    case plan::GroupKind::kOuter: return &rt.outer;
   }
   return nullptr;
 }
@@ -112,6 +113,7 @@ int expected_group_rank(const plan::Group& g, const plan::RankInfo& me) {
     case plan::GroupKind::kDp: return me.dp;
     case plan::GroupKind::kEmbedding: return me.pp == 0 ? 0 : 1;
     case plan::GroupKind::kWorld: return me.rank;
+    case plan::GroupKind::kOuter: return me.replica;
   }
   return -1;
 }
@@ -303,7 +305,8 @@ DeviceComms connect_device_groups(Runtime& rt, const spec::JobSpec& spec) {
       case plan::GroupKind::kPp: target = &d.pp; break;
       case plan::GroupKind::kDp: target = &d.dp; break;
       case plan::GroupKind::kEmbedding: target = &d.embedding; break;
-      case plan::GroupKind::kWorld: break;  // host values only: Gloo
+      case plan::GroupKind::kWorld:
+      case plan::GroupKind::kOuter: break;  // host values only: Gloo
     }
     if (target == nullptr) continue;
     comm::GroupSpec gs;

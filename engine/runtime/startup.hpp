@@ -44,6 +44,8 @@ struct Runtime {
   // `embedding`, when there is no pipeline. Group rank == this rank's coordinate (checked).
   std::unique_ptr<comm::ProcessGroup> tp, pp, dp, embedding;
   std::unique_ptr<comm::ProcessGroup> world_group;  // every rank, for job-wide reductions
+  // parallel.outer diloco: this rank's coordinate in every replica (group rank = replica).
+  std::unique_ptr<comm::ProcessGroup> outer;
 };
 
 // Runs phases 1-4. Errors: UserError (bad spec / environment, exit 2), StoreError and

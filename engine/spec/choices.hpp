@@ -27,6 +27,8 @@ enum class Schedule { k1f1b };                            // parallel.schedule
 enum class Recompute { kAuto, kNone, kSelective, kFull }; // train.recompute
 enum class CrossIsland { kAuto, kNcclSocket, kGloo };     // parallel.cross_island
 enum class NcclMode { kOff, kAuto, kOn };                 // parallel.nccl
+enum class OuterMode { kSync, kDiloco };                  // parallel.outer
+enum class OuterDtype { kFp32, kBf16, kInt8 };            // parallel.outer_dtype
 enum class LogLevel { kInfo, kDebug, kWarn, kError };     // log.level
 enum class ResumeMode { kNone, kAuto, kPath };            // checkpoint.resume
 
@@ -59,6 +61,8 @@ HOLMES_CHOICES(Recompute, {Recompute::kAuto, "auto"}, {Recompute::kNone, "none"}
 HOLMES_CHOICES(CrossIsland, {CrossIsland::kAuto, "auto"}, {CrossIsland::kNcclSocket, "nccl-socket"},
                {CrossIsland::kGloo, "gloo"})
 HOLMES_CHOICES(NcclMode, {NcclMode::kOff, "off"}, {NcclMode::kAuto, "auto"}, {NcclMode::kOn, "on"})
+HOLMES_CHOICES(OuterMode, {OuterMode::kSync, "sync"}, {OuterMode::kDiloco, "diloco"})
+HOLMES_CHOICES(OuterDtype, {OuterDtype::kFp32, "fp32"}, {OuterDtype::kBf16, "bf16"}, {OuterDtype::kInt8, "int8"})
 HOLMES_CHOICES(LogLevel, {LogLevel::kInfo, "info"}, {LogLevel::kDebug, "debug"}, {LogLevel::kWarn, "warn"},
                {LogLevel::kError, "error"})
 HOLMES_CHOICES(ResumeMode, {ResumeMode::kNone, "none"}, {ResumeMode::kAuto, "auto"})  // kPath: a folder

@@ -90,6 +90,22 @@ struct ParallelSection {
   Schedule schedule = Schedule::k1f1b;
   CrossIsland cross_island = CrossIsland::kAuto;  // CUDA groups over Ethernet
   NcclMode nccl = NcclMode::kOff;  // device buffers on NCCL groups (docs/comm.md)
+  // Replicas (docs/diloco.md): the world split into `replicas` copies of one tensor x pipeline
+  // x data plan. outer sync: one data-parallel all-reduce spans them (data degree x replicas);
+  // diloco: each trains alone for inner_steps steps, then the replicas average the change of
+  // their weights (the outer gradient) and take one Nesterov step (outer_lr, outer_momentum);
+  // `fragments` parts of the weights are synced at staggered steps (Streaming DiLoCo), each
+  // sent as outer_dtype.
+  int replicas = 1;
+  OuterMode outer = OuterMode::kSync;
+  int inner_steps = 20;
+  double outer_lr = 0.7;
+  double outer_momentum = 0.9;
+  int fragments = 1;
+  OuterDtype outer_dtype = OuterDtype::kFp32;
+  bool diloco() const { return outer == OuterMode::kDiloco && replicas > 1; }
+  // The data-parallel degree of the whole job as the batch sees it: data x replicas.
+  int data_total() const { return data == kAuto ? kAuto : data * replicas; }
 };
 
 struct LinkOverride {

@@ -313,6 +313,25 @@ std::vector<Field> make_schema() {
                      "libnccl and a GPU of their own, Gloo staging for the others; on: NCCL for every group "
                      "(a node without libnccl is an error; ranks that share a GPU get a NCCL_HOSTID each, "
                      "a test set-up). off until the NCCL rows of scripts/gpu_check.sh have passed on a GPU."));
+  f.push_back(integer("parallel.replicas", HOLMES_REF(parallel.replicas), "1", 1, 4096,
+                      "Copies of the tensor x pipeline x data plan the world is split into, each placed inside "
+                      "one island (or island group); parallel.outer says how they stay in step (docs/diloco.md)."));
+  f.push_back(choice("parallel.outer", HOLMES_REF(parallel.outer),
+                     "How replicas stay in step: sync (one data-parallel all-reduce spans them every step, as "
+                     "without replicas) or diloco (each trains alone for parallel.inner_steps steps, then an "
+                     "outer Nesterov step on the averaged change of the weights; it changes the optimisation, so "
+                     "the planner only proposes it)."));
+  f.push_back(integer("parallel.inner_steps", HOLMES_REF(parallel.inner_steps), "20", 1, M,
+                      "diloco: local steps between two outer syncs of a fragment (H)."));
+  f.push_back(real("parallel.outer_lr", HOLMES_REF(parallel.outer_lr), "0.7", 0, 10, true,
+                   "diloco: learning rate of the outer Nesterov SGD (DiLoCo: 0.7)."));
+  f.push_back(real("parallel.outer_momentum", HOLMES_REF(parallel.outer_momentum), "0.9", 0, 0.999, false,
+                   "diloco: momentum of the outer Nesterov SGD (DiLoCo: 0.9)."));
+  f.push_back(integer("parallel.fragments", HOLMES_REF(parallel.fragments), "1", 1, 1024,
+                      "diloco: parts of the weights synced at staggered steps (Streaming DiLoCo); 1 = all at once."));
+  f.push_back(choice("parallel.outer_dtype", HOLMES_REF(parallel.outer_dtype),
+                     "diloco: precision of the outer gradient on the wire: fp32, bf16 (round to nearest even) or "
+                     "int8 (symmetric, one fp32 scale per 256 values)."));
   // cluster
   f.push_back(text("cluster.topology", HOLMES_REF(cluster.topology), "",
                    "Topology file (docs/topology.md); empty = discover the nodes at run time."));

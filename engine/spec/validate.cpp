@@ -52,6 +52,28 @@ void model_arch_problems(const JobSpec& s, Fail& fail) {
 
 }  // namespace
 
+namespace {
+
+// parallel.replicas and the diloco keys.
+template <class Fail>
+void replica_problems(const JobSpec& s, Fail&& fail) {
+  const auto& p = s.parallel;
+  if (p.outer == OuterMode::kDiloco && p.replicas < 2)
+    fail("parallel.outer", fmt::format("parallel.outer = diloco needs parallel.replicas >= 2 (it syncs replicas), "
+                                       "got parallel.replicas = {}; accepted: sync, or diloco with replicas >= 2",
+                                       p.replicas));
+  if (p.outer == OuterMode::kDiloco && p.fragments > p.inner_steps)
+    fail("parallel.fragments", fmt::format("parallel.fragments = {} exceeds parallel.inner_steps = {}: each fragment "
+                                           "syncs at its own step of the {} (accepted: 1 .. {})", p.fragments,
+                                           p.inner_steps, p.inner_steps, p.inner_steps));
+  if (p.replicas > 1 && p.placement != Placement::kHolmes)
+    fail("parallel.replicas", fmt::format("parallel.replicas = {} places each replica inside an island with the "
+                                          "holmes placement, but parallel.placement = {}; accepted: holmes, or "
+                                          "parallel.replicas = 1", p.replicas, to_string(p.placement)));
+}
+
+}  // namespace
+
 std::vector<Problem> cross_field_problems(const JobSpec& s) {
   std::vector<Problem> out;
   auto fail = [&](const char* key, std::string message) { out.push_back({key, std::move(message)}); };
@@ -81,7 +103,13 @@ std::vector<Problem> cross_field_problems(const JobSpec& s) {
       fail("parallel.partition", fmt::format("parallel.partition [{}]: every stage needs at least one layer",
                                              fmt::join(l, ", ")));
   }
-  if (t.micro_batch > 0 && p.data != kAuto && p.data > 0) {
+  if (t.micro_batch > 0 && p.data != kAuto && p.data > 0 && p.replicas > 1) {
+    if (t.global_batch % (t.micro_batch * p.data * p.replicas) != 0)
+      fail("train.global_batch",
+           fmt::format("train.global_batch = {} must be divisible by train.micro_batch x parallel.data x "
+                       "parallel.replicas = {} x {} x {} = {} (every replica takes an equal share of each step)",
+                       t.global_batch, t.micro_batch, p.data, p.replicas, t.micro_batch * p.data * p.replicas));
+  } else if (t.micro_batch > 0 && p.data != kAuto && p.data > 0) {
     if (t.global_batch % (t.micro_batch * p.data) != 0)
       fail("train.global_batch",
            fmt::format("train.global_batch = {} must be divisible by train.micro_batch x parallel.data = {} x {} = {}",
@@ -90,6 +118,7 @@ std::vector<Problem> cross_field_problems(const JobSpec& s) {
     fail("train.global_batch", fmt::format("train.global_batch = {} must be divisible by train.micro_batch = {}",
                                            t.global_batch, t.micro_batch));
   }
+  replica_problems(s, fail);
   if (t.seq_len > m.max_seq_len)
     fail("train.seq_len", fmt::format("train.seq_len = {} exceeds the model's context model.max_seq_len = {}",
                                       t.seq_len, m.max_seq_len));

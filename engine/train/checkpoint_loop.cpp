@@ -1,6 +1,7 @@
 #include "engine/train/checkpoint_loop.hpp"
 
 #include "engine/checkpoint/hf_format.hpp"
+#include "engine/checkpoint/private_state.hpp"
 #include "engine/spec/run_paths.hpp"
 
 #include <fmt/format.h>
@@ -189,6 +190,19 @@ int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, 
       checkpoint::verify_checkpoint_file(info, f);
   checkpoint::load_shard_state(info, parallel::gpt_config_of(spec), st, !c.weights_only);
   runner.upload_shard_state();
+  if (runner.has_private_state()) {
+    // diloco: this replica's own weights, moments and outer state, when the same plan saved them.
+    std::optional<std::vector<std::byte>> mine;
+    if (!c.weights_only && info.plan_hash == ctx.plan_hash) mine = checkpoint::read_private_state(dir, ctx.rank);
+    if (mine) {
+      runner.load_private_state(*mine);
+    } else {
+      runner.reset_private_state();
+      if (log)
+        fmt::print("resume: {} holds no outer state for this plan; every replica starts from its weights and the "
+                   "outer momentum from zero\n", dir);
+    }
+  }
   if (c.weights_only) {
     if (log)
       fmt::print("resume: loaded the weights of {}{} (step {}); fresh optimizer, starting at step 0\n", dir, via,
@@ -220,6 +234,7 @@ void load_init_from(const spec::JobSpec& spec, const ResumePoint& resume, parall
   checkpoint::ShardState st = runner.shard_state();
   checkpoint::load_hf_shard(in, *st.config, {st.params, st.layout->size()});
   runner.upload_shard_state();
+  runner.reset_private_state();
   if (ctx.rank == 0)
     fmt::print("init-from: started from the weights of the Hugging Face checkpoint {} ({} safetensors file(s); "
                "loaded in {:.2f} s)\n", dir, in.files(),
@@ -231,6 +246,7 @@ struct CheckpointSaver::Pending {
   checkpoint::SaveContext ctx;
   checkpoint::ShardState state;  // points into the saver's copy buffers
   std::future<checkpoint::CheckpointFile> file;
+  std::vector<std::byte> private_state;  // the runner's, as of the step saved
   double pause_s = 0;  // copy + prepare, then + wait + commit
   double write_s = 0;  // the writer thread's time
 };
@@ -280,7 +296,9 @@ void CheckpointSaver::save(parallel::StepRunner& runner, int64_t done) {
   const auto t0 = std::chrono::steady_clock::now();
   const checkpoint::SaveContext c = context(runner, done);
   const std::string dir = checkpoint::prepare_checkpoint(spec::RunPaths::of(spec_).checkpoints, c);
-  const checkpoint::SaveResult r = checkpoint::commit_checkpoint(spec::RunPaths::of(spec_).checkpoints, checkpoint::write_checkpoint_shard(dir, runner.shard_state(), c), c);
+  const checkpoint::CheckpointFile file = checkpoint::write_checkpoint_shard(dir, runner.shard_state(), c);
+  if (runner.has_private_state()) checkpoint::write_private_state(dir, ctx_.rank, runner.private_state());
+  const checkpoint::SaveResult r = checkpoint::commit_checkpoint(spec::RunPaths::of(spec_).checkpoints, file, c);
   last_saved_ = done;
   report(r, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), "");
 }
@@ -299,11 +317,14 @@ void CheckpointSaver::start(parallel::StepRunner& runner, int64_t done) {
   p->state.params = copy_params_.data();
   p->state.exp_avg = copy_m_.data();
   p->state.exp_avg_sq = copy_v_.data();
+  if (runner.has_private_state()) p->private_state = runner.private_state();
+  const int rank = ctx_.rank;
   const std::string dir = checkpoint::prepare_checkpoint(spec::RunPaths::of(spec_).checkpoints, p->ctx);
   Pending* raw = p.get();
-  p->file = std::async(std::launch::async, [raw, dir] {
+  p->file = std::async(std::launch::async, [raw, dir, rank] {
     const auto w0 = std::chrono::steady_clock::now();
     checkpoint::CheckpointFile f = checkpoint::write_checkpoint_shard(dir, raw->state, raw->ctx);
+    if (!raw->private_state.empty()) checkpoint::write_private_state(dir, rank, raw->private_state);
     raw->write_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
     return f;
   });

@@ -94,10 +94,12 @@ int worker_threads(int local_world) {
 std::unique_ptr<parallel::ParallelGroups> parallel_groups(const runtime::Runtime& rt, const runtime::DeviceComms& device,
                                                           device::DeviceMemory& mem) {
   const plan::RankInfo& me = rt.plan.ranks.at(rt.rank);
+  const bool diloco = rt.plan.replicas.outer == spec::OuterMode::kDiloco && rt.plan.replicas.count > 1;
   const parallel::Coords c{.tp_rank = me.tp, .tp_size = rt.plan.tp, .pp_stage = me.pp, .pp_size = rt.plan.pp,
-                           .dp_rank = me.dp, .dp_size = rt.plan.dp};
+                           .dp_rank = me.dp, .dp_size = rt.plan.dp, .replica = diloco ? me.replica : 0,
+                           .replicas = diloco ? rt.plan.replicas.count : 1};
   return std::make_unique<parallel::ParallelGroups>(
-      c, parallel::ParallelGroups::Comms{rt.tp.get(), rt.pp.get(), rt.dp.get(), rt.embedding.get()},
+      c, parallel::ParallelGroups::Comms{rt.tp.get(), rt.pp.get(), rt.dp.get(), rt.embedding.get(), rt.outer.get()},
       parallel::ParallelGroups::Comms{device.tp.get(), device.pp.get(), device.dp.get(), device.embedding.get()}, mem);
 }
 

@@ -72,9 +72,11 @@ def spread(steps):
 def loss_mismatches(sc, runs):
     """Every run against the first run of its kind: the fixed-degree cases against each other
     (bit-identical, docs/lab.md), auto against its own first round (other degrees add the
-    gradients of other micro-batch splits in another order)."""
+    gradients of other micro-batch splits in another order), diloco against its own
+    (it optimises otherwise, docs/diloco.md)."""
     out = []
-    for group in ([c for c in sc.cases if c != "auto"], [c for c in sc.cases if c == "auto"]):
+    apart = ("auto", "diloco")
+    for group in [[c for c in sc.cases if c not in apart]] + [[c] for c in apart if c in sc.cases]:
         if not group:
             continue
         ref_case, ref = group[0], runs[group[0]][0][1]
@@ -142,7 +144,8 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
           f"({len(ref['losses'])} steps, last {ref['losses'][-1]!r})")
     worst = max((abs(e) for e in errors.values()), default=float("nan"))
     print(f"lab: holmes/megatron {ratio(measured, 'holmes', 'megatron')} holmes/naive {ratio(measured, 'holmes', 'naive')} "
-          f"holmes/fast {ratio(measured, 'holmes', 'fast')} prediction error {worst * 100:.0f}% (max over cases)")
+          f"holmes/fast {ratio(measured, 'holmes', 'fast')} diloco/sync {ratio(measured, 'diloco', 'sync')} "
+          f"prediction error {worst * 100:.0f}% (max over cases)")
     summary = {"scenario": sc.path, "rounds": rounds, "measured_s": measured, "predicted_s": predicted,
                "errors": errors, "spreads": spreads, "degrees": degrees, "losses_identical": not mismatches}
     with open(os.path.join(out_dir, "bench.json"), "w") as f:

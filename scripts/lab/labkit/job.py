@@ -25,13 +25,16 @@ def job_yaml(sc, net, run_dir, calibrate):
     cal = f", calibrate: {json.dumps(calibrate)}" if calibrate else ""
     # auto: the planner picks the degrees too, for the same number of workers.
     degrees = ", ".join(f"{k}: {'auto' if net.case == 'auto' else p[k]}" for k in ("tensor", "pipeline", "data"))
+    outer = ""
+    if net.case in ("sync", "diloco"):  # replicas (docs/diloco.md)
+        outer = f", replicas: {p['replicas']}, outer: {net.case}, inner_steps: {p.get('inner_steps', 20)}"
     return f"""# written by scripts/lab for case '{net.case}' of {sc.path}
 job: {{name: lab-{net.case}, seed: 1234, output_dir: {run_dir}/out}}
 model: {{layers: {m['layers']}, hidden: {m['hidden']}, heads: {m['heads']}, max_seq_len: {t['seq_len']}{model}}}
 data: {{source: synthetic, synthetic: {{tokens: {tokens}}}}}
 train: {{steps: {t['steps']}, micro_batch: {t['micro_batch']}, global_batch: {t['global_batch']}, seq_len: {t['seq_len']},
          warmup_steps: 2, eval_interval: 0}}
-parallel: {{{degrees}, placement: {net.placement}}}
+parallel: {{{degrees}, placement: {net.placement}{outer}}}
 cluster: {{topology: topology.yaml, timeout_s: 120{cal}}}
 log: {{interval: 1}}
 """

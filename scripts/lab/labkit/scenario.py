@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
-CASES = ("holmes", "megatron", "naive", "fast", "slow", "auto")
-DEFAULT_CASES = ("holmes", "megatron", "naive", "fast", "slow")
+CASES = ("holmes", "megatron", "naive", "fast", "slow", "sync", "diloco", "auto")
+REPLICA_CASES = ("sync", "diloco")
 ISLAND_KINDS = ("ib", "roce", "ethernet")
 MAX_NODES = 250  # one /24 per network
 TOP_KEYS = ("islands", "ethernet_mbps", "nodes", "workers_per_node", "order", "model", "train",
@@ -18,6 +18,8 @@ TOP_KEYS = ("islands", "ethernet_mbps", "nodes", "workers_per_node", "order", "m
 MODEL_KEYS = ("layers", "hidden", "heads", "vocab_size")
 TRAIN_KEYS = ("seq_len", "micro_batch", "global_batch", "steps")
 PARALLEL_KEYS = ("tensor", "pipeline", "data")
+# Optional: the replicas of the sync and diloco cases (docs/diloco.md); both cases need them.
+REPLICA_KEYS = ("replicas", "inner_steps")
 
 
 class LabError(Exception):
@@ -42,7 +44,7 @@ class Scenario:
     model: dict
     train: dict
     parallel: dict
-    cases: list = field(default_factory=lambda: list(DEFAULT_CASES))
+    cases: list = field(default_factory=lambda: [x for x in CASES if x not in REPLICA_CASES and x != "auto"])
     rounds: int = 3
     threads_per_worker: int = 1
     timeout_s: float = 900
@@ -161,14 +163,17 @@ def load(path):
                   c.number("workers_per_node", doc.get("workers_per_node", 1), 1, 64, True), order,
                   _section(c, "model", doc["model"], MODEL_KEYS, MODEL_KEYS[:3]),
                   _section(c, "train", doc["train"], TRAIN_KEYS, TRAIN_KEYS),
-                  _section(c, "parallel", doc["parallel"], PARALLEL_KEYS, PARALLEL_KEYS))
+                  _section(c, "parallel", doc["parallel"], PARALLEL_KEYS + REPLICA_KEYS, PARALLEL_KEYS))
     sc.speed = {n: s for n, s in speeds.items() if s != 1.0}
     if "cpu_cores" in doc:
         sc.cpu_cores = float(c.number("cpu_cores", doc["cpu_cores"], 0.1, 64))
     elif sc.speed:
         raise LabError(f"{path}: cpu_cores is missing (required when a node declares a speed: the CPU time the "
                        "workers share, split among them by speed)")
-    cases = doc.get("cases", list(DEFAULT_CASES))
+    # auto is asked for by name (a scenario's or a generated file's cases), never by default.
+    default = list(REPLICA_CASES) if doc["parallel"].get("replicas", 1) > 1 else \
+        [x for x in CASES if x not in REPLICA_CASES and x != "auto"]
+    cases = doc.get("cases", default)
     if not isinstance(cases, list) or not cases or any(x not in CASES for x in cases) or len(set(cases)) != len(cases):
         c.fail("cases", cases, f"a list of distinct cases from {', '.join(CASES)}")
     sc.cases = cases
@@ -177,8 +182,13 @@ def load(path):
     sc.timeout_s = c.number("timeout_s", doc.get("timeout_s", 900), 10)
     p = sc.parallel
     devices = len(nodes) * sc.workers_per_node
-    if p["tensor"] * p["pipeline"] * p["data"] != devices:
-        c.fail("parallel", p, f"tensor x pipeline x data = {devices} (nodes x workers_per_node)")
+    replicas = p.get("replicas", 1)
+    if replicas > 1 and any(x not in ("sync", "diloco") for x in cases):
+        c.fail("cases", cases, "sync and diloco alone when parallel.replicas > 1 (the degrees are a replica's)")
+    if replicas == 1 and any(x in ("sync", "diloco") for x in cases):
+        c.fail("parallel.replicas", replicas, "an integer >= 2 for the sync and diloco cases")
+    if p["tensor"] * p["pipeline"] * p["data"] * replicas != devices:
+        c.fail("parallel", p, f"tensor x pipeline x data x replicas = {devices} (nodes x workers_per_node)")
     return sc
 
 
@@ -261,7 +271,8 @@ def case_net(sc, case):
     if case not in CASES:
         raise LabError(f"case '{case}' is not accepted; expected one of {', '.join(CASES)}")
     rdma = [i for i in sc.islands.values() if i.kind != "ethernet"]
-    placement = case if case in ("megatron", "naive") else "holmes"  # auto: holmes, degrees chosen too
+    # auto: holmes, the degrees chosen too; sync, diloco: holmes inside a replica
+    placement = case if case in ("megatron", "naive") else "holmes"
     names = [n for n, _ in sc.nodes]
     if case == "fast":
         if not rdma:

@@ -1,0 +1,352 @@
+// Replica plans (replicas.hpp): split the cluster, plan one replica with today's planner,
+// lay the others alike, add the outer groups and price the outer sync.
+#include "engine/plan/replicas.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "common/errors.hpp"
+#include "common/format.hpp"
+#include "engine/plan/groups.hpp"
+#include "engine/plan/links.hpp"
+#include "engine/plan/nccl.hpp"
+
+namespace holmes::plan {
+
+std::vector<std::vector<ReplicaPart>> split_replicas(const topo::ClusterTopology& topology, int replicas) {
+  int devices = 0;
+  for (const auto& n : topology.nodes) devices += n.devices.count;
+  if (replicas < 1 || devices % replicas != 0)
+    throw UserError(fmt::format("parallel.replicas = {} does not divide the cluster's {}: every replica is the same "
+                                "plan, so each needs {} / {} devices; accepted: a divisor of {}", replicas,
+                                count_of(devices, "device"), devices, replicas, devices));
+  const int per = devices / replicas;
+  // Nodes island by island (islands by id, nodes ascending), so a replica stays in one island
+  // whenever the island's devices are a multiple of a replica's.
+  std::vector<int> order;
+  for (const auto& isl : topology.islands) order.insert(order.end(), isl.nodes.begin(), isl.nodes.end());
+  for (int n = 0; n < static_cast<int>(topology.nodes.size()); ++n)
+    if (std::find(order.begin(), order.end(), n) == order.end()) order.push_back(n);
+  std::vector<std::vector<ReplicaPart>> out(1);
+  int filled = 0;
+  for (int n : order) {
+    int local = 0;
+    const int count = topology.nodes[n].devices.count;
+    while (local < count) {
+      if (filled == per) out.emplace_back(), filled = 0;
+      const int take = std::min(count - local, per - filled);
+      out.back().push_back(ReplicaPart{n, local, take});
+      local += take;
+      filled += take;
+    }
+  }
+  for (auto& r : out)
+    std::sort(r.begin(), r.end(), [](const ReplicaPart& a, const ReplicaPart& b) { return a.node < b.node; });
+  return out;
+}
+
+topo::ClusterTopology sub_topology(const topo::ClusterTopology& t, const std::vector<ReplicaPart>& parts) {
+  topo::ClusterTopology sub;
+  sub.calibration = t.calibration;
+  std::map<int, int> island_id;  // old -> new
+  for (const ReplicaPart& part : parts) {
+    const int old = t.island_of.at(part.node);
+    auto [it, fresh] = island_id.emplace(old, static_cast<int>(sub.islands.size()));
+    if (fresh) {
+      topo::Island isl = t.islands.at(old);
+      isl.id = it->second;
+      isl.nodes.clear();
+      sub.islands.push_back(isl);
+    }
+    sub.islands[it->second].nodes.push_back(static_cast<int>(sub.nodes.size()));
+    sub.island_of.push_back(it->second);
+    sub.nodes.push_back(t.nodes[part.node]);
+    sub.nodes.back().devices.count = part.devices;
+  }
+  return sub;
+}
+
+double outer_payload_bytes(spec::OuterDtype dtype, double elements) {
+  switch (dtype) {
+    case spec::OuterDtype::kFp32: return 4 * elements;
+    case spec::OuterDtype::kBf16: return 2 * elements;
+    case spec::OuterDtype::kInt8: return elements + 4 * std::ceil(elements / kOuterChunk);
+  }
+  return 4 * elements;
+}
+
+namespace {
+
+spec::JobSpec one_replica_spec(const spec::JobSpec& spec) {
+  spec::JobSpec s = spec;
+  s.parallel.replicas = 1;
+  s.parallel.outer = spec::OuterMode::kSync;
+  s.train.global_batch = spec.train.global_batch / spec.parallel.replicas;
+  return s;
+}
+
+// Replica r's plan on its nodes, with the degrees of `first` (replica 0's) when given.
+Plan plan_replica(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
+                  const std::vector<ReplicaPart>& parts, const Plan* first, int index) {
+  spec::JobSpec s = one_replica_spec(spec);
+  if (first) {
+    s.parallel.tensor = first->tp;
+    s.parallel.pipeline = first->pp;
+    s.parallel.data = first->dp;
+    s.train.micro_batch = first->micro_batch;
+  }
+  try {
+    return make_plan(s, sub_topology(topology, parts));
+  } catch (const UserError& e) {
+    throw UserError(fmt::format("parallel.replicas = {}: replica {} (nodes {}..{}): {}", spec.parallel.replicas,
+                                index, parts.front().node, parts.back().node, e.what()));
+  }
+}
+
+LinkCost link_of(const Group& g) { return LinkCost{g.link, g.gbps_per_rank, g.latency_s, g.crosses_islands}; }
+
+// Outer groups (one per tp x pp x dp coordinate, members in replica order), and the cost of
+// one outer sync: each member all-gathers its slice (1/dp of its shard) from the others,
+// then the data-parallel group all-gathers the slices.
+void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology, bool cuda, Plan& plan) {
+  const Facts f = collect_facts(spec, topology);
+  std::map<std::tuple<int, int, int>, std::vector<int>> by_coord;
+  for (const RankInfo& r : plan.ranks) by_coord[{r.pp, r.dp, r.tp}].push_back(r.rank);  // ranks ascending by replica
+  std::vector<int> replica_of(plan.ranks.size());
+  for (const RankInfo& r : plan.ranks) replica_of[r.rank] = r.replica;
+  int index = 0;
+  Replicas& rep = plan.replicas;
+  const int n = rep.count;
+  std::vector<double> stage_params(plan.pp, 0);
+  for (const RankMemory& m : plan.memory) stage_params[plan.ranks[m.rank].pp] = m.grads / 4;  // fp32 gradients
+  std::map<int, LinkCost> dp_link;  // by stage, replica 0
+  for (const Group& g : plan.groups)
+    if (g.kind == GroupKind::kDp && !dp_link.count(plan.ranks[g.ranks[0]].pp) && replica_of[g.ranks[0]] == 0)
+      dp_link[plan.ranks[g.ranks[0]].pp] = link_of(g);
+  double worst = 0, bytes = 0;
+  double by_link[kLinkKinds] = {};
+  for (auto& [coord, ranks] : by_coord) {
+    std::sort(ranks.begin(), ranks.end(), [&](int a, int b) { return replica_of[a] < replica_of[b]; });
+    Group g;
+    g.kind = GroupKind::kOuter;
+    g.index = index++;
+    g.ranks = ranks;
+    std::vector<int> nodes;
+    for (int r : ranks) nodes.push_back(plan.ranks[r].node);
+    choose_transport(f, nodes, cuda, true, g);
+    // The outer exchange works on host copies of the weights: Gloo, whatever the link.
+    g.transport = Transport::kGlooTcp;
+    if (!g.crosses_nodes) g.interface = "lo";
+    const int stage = std::get<0>(coord);
+    const double slice = std::ceil(stage_params[stage] / plan.dp);
+    const double payload = outer_payload_bytes(rep.dtype, slice);
+    double t = ring_all_gather_s(link_of(g), n, n * payload);
+    if (plan.dp > 1) t += ring_all_gather_s(dp_link[stage], plan.dp, 4 * slice * plan.dp);
+    worst = std::max(worst, t);
+    bytes += n * (n - 1.0) * payload;
+    by_link[static_cast<int>(g.link)] += n * (n - 1.0) * payload;
+    plan.groups.push_back(std::move(g));
+  }
+  rep.sync_s = worst;
+  rep.sync_bytes = bytes;
+  // Every step each rank also sums [loss, stop flag] (a few bytes: latency) over its outer
+  // group, so that a stop signal reaches every replica at the same step.
+  const Group* first = nullptr;
+  for (const Group& g : plan.groups)
+    if (g.kind == GroupKind::kOuter) first = first ? first : &g;
+  const double per_step_sum = first ? 2.0 * (n - 1) * first->latency_s : 0;
+  rep.per_step_s = worst / rep.inner_steps + per_step_sum;
+  for (int k = 0; k < kLinkKinds; ++k) plan.estimate.bytes_per_step[k] += by_link[k] / rep.inner_steps;
+}
+
+// diloco: replica 0 planned by today's planner, the others laid alike on their nodes.
+Plan diloco_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
+                 const std::vector<std::vector<ReplicaPart>>& nodes) {
+  const Plan first = plan_replica(spec, topology, nodes[0], nullptr, 0);
+  Plan plan = first;
+  plan.world = 0;
+  plan.global_batch = spec.train.global_batch;
+  plan.ranks.clear();
+  plan.groups.clear();
+  plan.memory.clear();
+  plan.island_order.clear();
+  plan.islands.clear();
+  plan.hostnames.clear();
+  plan.node_nets.clear();
+  std::vector<int> first_rank(topology.nodes.size() + 1, 0);
+  for (size_t n = 0; n < topology.nodes.size(); ++n) first_rank[n + 1] = first_rank[n] + topology.nodes[n].devices.count;
+  plan.ranks.resize(first_rank.back());
+  plan.memory.resize(first_rank.back());
+  const int replicas = static_cast<int>(nodes.size());
+  std::vector<Group> per_kind[6];
+  double slowest = 0;
+  Estimate bytes_sum;
+  for (int r = 0; r < replicas; ++r) {
+    const Plan rp = r == 0 ? first : plan_replica(spec, topology, nodes[r], &first, r);
+    std::vector<int> to_global(rp.ranks.size());
+    const std::vector<ReplicaPart>& parts = nodes[r];
+    for (const RankInfo& ri : rp.ranks)
+      to_global[ri.rank] = first_rank[parts[ri.node].node] + parts[ri.node].first_local + ri.local_rank;
+    for (const RankInfo& ri : rp.ranks) {
+      RankInfo g = ri;
+      g.rank = to_global[ri.rank];
+      g.node = parts[ri.node].node;
+      g.local_rank = parts[ri.node].first_local + ri.local_rank;
+      g.replica = r;
+      plan.ranks[g.rank] = g;
+      RankMemory m = rp.memory[ri.rank];
+      m.rank = g.rank;
+      plan.memory[g.rank] = m;
+    }
+    for (const Group& g : rp.groups) {
+      if (g.kind == GroupKind::kWorld) continue;
+      Group out = g;
+      for (int& x : out.ranks) x = to_global[x];
+      per_kind[static_cast<int>(g.kind)].push_back(std::move(out));
+    }
+    for (int isl : rp.island_order) {
+      const int global = topology.island_of.at(parts[rp.islands.at(isl).nodes.at(0)].node);
+      if (std::find(plan.island_order.begin(), plan.island_order.end(), global) == plan.island_order.end())
+        plan.island_order.push_back(global);
+    }
+    if (rp.estimate.step_time_s > slowest) slowest = rp.estimate.step_time_s, plan.estimate = rp.estimate;
+    for (int k = 0; k < kLinkKinds; ++k) bytes_sum.bytes_per_step[k] += rp.estimate.bytes_per_step[k];
+    for (const std::string& w : rp.warnings)
+      if (std::find(plan.warnings.begin(), plan.warnings.end(), w) == plan.warnings.end()) plan.warnings.push_back(w);
+    if (r > 0 && rp.islands.size() > 1)
+      plan.warnings.push_back(fmt::format("replica {} spans {} islands: its groups cross Ethernet", r, rp.islands.size()));
+  }
+  if (first.islands.size() > 1)
+    plan.warnings.push_back(fmt::format("replica 0 spans {} islands: its groups cross Ethernet", first.islands.size()));
+  for (int k = 0; k < kLinkKinds; ++k) plan.estimate.bytes_per_step[k] = bytes_sum.bytes_per_step[k];
+  plan.world = first_rank.back();
+  // Groups in kind order (tp, pp, dp, embedding), replica after replica: the same on every rank.
+  for (auto& kind : per_kind) {
+    int index = 0;
+    for (Group& g : kind) g.index = index++, plan.groups.push_back(std::move(g));
+  }
+  // The islands, host names and networks of the whole cluster.
+  const Facts f = collect_facts(spec, topology);
+  plan.islands.resize(f.islands);
+  for (int i = 0; i < f.islands; ++i) plan.islands[i] = IslandInfo{i, "ethernet", {}, 0};
+  for (int n = 0; n < static_cast<int>(f.nodes.size()); ++n) {
+    const NodeFacts& nf = f.nodes[n];
+    plan.islands[nf.island].kind = to_string(nf.island_link);
+    plan.islands[nf.island].nodes.push_back(n);
+    plan.islands[nf.island].devices += nf.devices;
+    plan.hostnames.push_back(topology.nodes[n].hostname);
+    plan.node_nets.push_back(NodeNet{nf.ethernet_if, nf.island_link, nf.hcas, nf.gid_index});
+  }
+  return plan;
+}
+
+// sync: today's plan with data degree dp x N over the whole cluster; the replica of a rank is
+// its block of dp data-parallel ranks.
+Plan sync_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
+               const std::vector<std::vector<ReplicaPart>>& nodes) {
+  const Plan first = plan_replica(spec, topology, nodes[0], nullptr, 0);
+  spec::JobSpec s = spec;
+  s.parallel.replicas = 1;
+  s.parallel.outer = spec::OuterMode::kSync;
+  s.parallel.tensor = first.tp;
+  s.parallel.pipeline = first.pp;
+  s.parallel.data = first.dp * spec.parallel.replicas;
+  s.train.micro_batch = first.micro_batch;
+  Plan plan = make_plan(s, topology);
+  for (RankInfo& r : plan.ranks) r.replica = r.dp / first.dp;
+  return plan;
+}
+
+Plan replica_core(const spec::JobSpec& spec, const topo::ClusterTopology& topology, spec::OuterMode mode) {
+  const std::vector<std::vector<ReplicaPart>> nodes = split_replicas(topology, spec.parallel.replicas);
+  Plan plan = mode == spec::OuterMode::kDiloco ? diloco_plan(spec, topology, nodes) : sync_plan(spec, topology, nodes);
+  Replicas& rep = plan.replicas;
+  rep.count = spec.parallel.replicas;
+  rep.outer = mode;
+  rep.inner_steps = spec.parallel.inner_steps;
+  rep.fragments = spec.parallel.fragments;
+  rep.dtype = spec.parallel.outer_dtype;
+  for (const auto& parts : nodes) {
+    rep.nodes.emplace_back();
+    for (const ReplicaPart& part : parts)
+      if (rep.nodes.back().empty() || rep.nodes.back().back() != part.node) rep.nodes.back().push_back(part.node);
+  }
+  if (mode == spec::OuterMode::kDiloco) {
+    add_outer(spec, topology, plan.device_kind == "cuda" && uses_nccl(plan), plan);
+    Estimate& e = plan.estimate;
+    e.step_time_s += rep.per_step_s;
+    e.tokens_per_s = e.step_time_s > 0 ? double(plan.global_batch) * plan.seq_len / e.step_time_s : 0;
+    e.tflops_per_device *= (e.step_time_s - rep.per_step_s) / e.step_time_s;
+    // The baselines lay out one replica otherwise; each would pay the same outer sync.
+    for (Baseline& b : e.baselines) b.step_time_s += rep.per_step_s;
+    e.naive_step_time_s += rep.per_step_s;
+  }
+  // The world group last, as build_groups has it.
+  Group world;
+  world.kind = GroupKind::kWorld;
+  for (int r = 0; r < plan.world; ++r) world.ranks.push_back(r);
+  std::erase_if(plan.groups, [](const Group& g) { return g.kind == GroupKind::kWorld; });
+  std::vector<int> all_nodes;
+  for (const RankInfo& r : plan.ranks) all_nodes.push_back(r.node);
+  choose_transport(collect_facts(spec, topology), all_nodes, plan.device_kind == "cuda" && uses_nccl(plan), true,
+                   world);
+  plan.groups.push_back(std::move(world));
+  return plan;
+}
+
+double ethernet_bytes(const Plan& p) { return p.estimate.bytes_per_step[static_cast<int>(LinkKind::kEthernet)]; }
+
+AcrossMode priced(const char* name, const Plan& p) {
+  const bool apart = p.replicas.outer == spec::OuterMode::kDiloco && p.replicas.count > 1;
+  return AcrossMode{name, fmt::format("tensor {} x pipeline {} x data {}{}", p.tp, p.pp, p.dp,
+                                      apart ? fmt::format(" x {} replicas", p.replicas.count) : ""),
+                    true, "", p.estimate.step_time_s, ethernet_bytes(p)};
+}
+
+}  // namespace
+
+std::vector<AcrossMode> price_across(const spec::JobSpec& spec, const topo::ClusterTopology& topology) {
+  std::vector<AcrossMode> out;
+  const int n = spec.parallel.replicas;
+  const Plan sync = replica_core(spec, topology, spec::OuterMode::kSync);
+  // The pipeline across: one plan, the replicas' islands joined by pipeline stages.
+  spec::JobSpec s = spec;
+  s.parallel.replicas = 1;
+  s.parallel.outer = spec::OuterMode::kSync;
+  s.parallel.tensor = sync.tp;
+  s.parallel.pipeline = sync.pp * n;
+  s.parallel.data = sync.dp / n;
+  s.train.micro_batch = sync.micro_batch;
+  try {
+    out.push_back(priced("pipeline", make_plan(s, topology)));
+  } catch (const UserError& e) {
+    out.push_back(AcrossMode{"pipeline", fmt::format("tensor {} x pipeline {} x data {}", sync.tp, sync.pp * n,
+                                                     sync.dp / n), false, e.what(), 0, 0});
+  }
+  out.push_back(priced("sync", sync));
+  out.push_back(priced("diloco", replica_core(spec, topology, spec::OuterMode::kDiloco)));
+  return out;
+}
+
+Plan make_replica_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology) {
+  Plan plan = replica_core(spec, topology, spec.parallel.outer);
+  Replicas& rep = plan.replicas;
+  rep.across = price_across(spec, topology);
+  // Propose diloco when it beats the best synchronous way by kMargin; never switch silently.
+  constexpr double kMargin = 1.2;
+  double best_sync = 0;
+  for (const AcrossMode& m : rep.across)
+    if (m.feasible && m.name != "diloco" && (best_sync == 0 || m.step_time_s < best_sync)) best_sync = m.step_time_s;
+  const AcrossMode& d = rep.across.back();
+  if (rep.outer != spec::OuterMode::kDiloco && best_sync > 0 && d.step_time_s * kMargin < best_sync)
+    rep.proposal = fmt::format("diloco across the {} replicas would be {:.1f}x faster per step than the best "
+                               "synchronous way ({:.4g} s vs {:.4g} s); it changes the optimisation, so it is not "
+                               "turned on: set parallel.outer: diloco to opt in (docs/diloco.md)",
+                               rep.count, best_sync / d.step_time_s, d.step_time_s, best_sync);
+  return plan;
+}
+
+}  // namespace holmes::plan

@@ -1,0 +1,140 @@
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <set>
+
+#include "common/errors.hpp"
+#include "engine/plan/replicas.hpp"
+#include "test/support/cluster_gen.hpp"
+
+namespace hp = holmes::plan;
+using holmes::spec::OuterDtype;
+using holmes::spec::OuterMode;
+using holmes::topo::NicKind;
+
+namespace {
+
+// Four RoCE pods of 2 nodes x 8 GPUs joined by thin Ethernet (the pods scenario).
+holmes::topo::ClusterTopology pods(double ethernet_gbps = 25) {
+  hp::testing::IslandSpec pod{NicKind::kRoce, 2, 8, 400, ethernet_gbps};
+  return hp::testing::make_cluster({pod, pod, pod, pod});
+}
+
+holmes::spec::JobSpec pod_spec(OuterMode outer, int replicas = 4) {
+  auto s = hp::testing::make_spec(16, 2048, 16, 8, 2, 1, 1, 64, 2048);
+  s.parallel.replicas = replicas;
+  s.parallel.outer = outer;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("replicas: split island by island into whole nodes", "[replicas]") {
+  const auto t = pods();
+  using Part = hp::ReplicaPart;
+  const auto r = hp::split_replicas(t, 4);
+  REQUIRE(r.size() == 4);
+  for (int i = 0; i < 4; ++i) CHECK(r[i] == std::vector<Part>{{2 * i, 0, 8}, {2 * i + 1, 0, 8}});
+  CHECK(hp::split_replicas(t, 2)[1].size() == 4);
+  // 64 devices in 3 replicas: no.
+  CHECK_THROWS_WITH(hp::split_replicas(t, 3), Catch::Contains("parallel.replicas = 3 does not divide"));
+  // A replica of 64 / 32 = 2 devices shares its node with three others.
+  const auto small = hp::split_replicas(t, 32);
+  REQUIRE(small.size() == 32);
+  CHECK(small[5] == std::vector<Part>{{1, 2, 2}});
+}
+
+TEST_CASE("replicas: diloco lays one plan per pod and an outer group per coordinate", "[replicas]") {
+  const auto t = pods();
+  const hp::Plan p = hp::make_plan(pod_spec(OuterMode::kDiloco), t);
+  CHECK(p.world == 64);
+  CHECK(p.tp == 8);
+  CHECK(p.pp == 2);
+  CHECK(p.dp == 1);
+  CHECK(p.replicas.count == 4);
+  std::map<hp::GroupKind, int> count;
+  std::set<int> seen;
+  for (const auto& r : p.ranks) {
+    CHECK(seen.insert(r.rank).second);
+    CHECK(r.replica == r.node / 2);  // each replica is one pod
+  }
+  for (const auto& g : p.groups) {
+    ++count[g.kind];
+    if (g.kind == hp::GroupKind::kTp || g.kind == hp::GroupKind::kPp || g.kind == hp::GroupKind::kDp) {
+      // Inside one replica, and so inside one pod: nothing crosses Ethernet.
+      for (int r : g.ranks) CHECK(p.ranks[r].replica == p.ranks[g.ranks[0]].replica);
+      CHECK_FALSE(g.crosses_islands);
+    }
+    if (g.kind == hp::GroupKind::kOuter) {
+      REQUIRE(g.ranks.size() == 4);
+      for (int i = 0; i < 4; ++i) {
+        CHECK(p.ranks[g.ranks[i]].replica == i);  // group rank = replica
+        CHECK(p.ranks[g.ranks[i]].tp == p.ranks[g.ranks[0]].tp);
+        CHECK(p.ranks[g.ranks[i]].pp == p.ranks[g.ranks[0]].pp);
+      }
+      CHECK(g.crosses_islands);
+      CHECK(g.transport == hp::Transport::kGlooTcp);
+      CHECK(g.link == hp::LinkKind::kEthernet);
+    }
+  }
+  CHECK(count[hp::GroupKind::kTp] == 8);     // 2 stages x 4 replicas
+  CHECK(count[hp::GroupKind::kOuter] == 16); // one per rank of a replica
+  CHECK(count[hp::GroupKind::kWorld] == 1);
+  // The plan states what it prices: outer bytes = groups x N (N - 1) x payload, per H steps.
+  double stage_params = 0;
+  for (const auto& m : p.memory) stage_params += m.grads / 4 / 4;  // every replica holds the model once
+  CHECK(p.replicas.sync_bytes == Approx(4 * 3 * hp::outer_payload_bytes(OuterDtype::kFp32, stage_params)).epsilon(1e-6));
+  CHECK(p.replicas.per_step_s > p.replicas.sync_s / 20);
+  const std::string text = hp::format_plan_text(p);
+  CHECK_THAT(text, Catch::Contains("Replicas: 4 x (tensor 8 x pipeline 2 x data 1), outer diloco every 20 steps"));
+  CHECK_THAT(text, Catch::Contains("replica 3: nodes 6, 7"));
+  CHECK_THAT(hp::format_plan_json(p), Catch::Contains("\"replicas\": {\"count\": 4, \"outer\": \"diloco\""));
+}
+
+TEST_CASE("replicas: three ways across priced side by side, diloco proposed and never chosen", "[replicas]") {
+  const auto t = pods(10);
+  const hp::Plan sync = hp::make_plan(pod_spec(OuterMode::kSync), t);
+  CHECK(sync.dp == 4);  // one data-parallel all-reduce spans the replicas
+  CHECK(sync.replicas.outer == OuterMode::kSync);
+  for (const auto& g : sync.groups) CHECK(g.kind != hp::GroupKind::kOuter);
+  REQUIRE(sync.replicas.across.size() == 3);
+  const auto& pipe = sync.replicas.across[0];
+  const auto& dp = sync.replicas.across[1];
+  const auto& di = sync.replicas.across[2];
+  CHECK(pipe.name == "pipeline");
+  CHECK(pipe.feasible);
+  CHECK(pipe.what == "tensor 8 x pipeline 8 x data 1");
+  CHECK(dp.step_time_s == Approx(sync.estimate.step_time_s));
+  // Per step and member DiLoCo all-gathers (N - 1) / H fp32 models where sync reduce-scatters
+  // gradients and all-gathers bf16 weights, (N - 1) / N (4 + 2) bytes a weight: with N = 4,
+  // H = 20 at least 1.5 H / N = 7.5x less.
+  CHECK(di.ethernet_bytes_per_step * 7 < dp.ethernet_bytes_per_step);
+  CHECK(di.step_time_s < dp.step_time_s);
+  CHECK_THAT(sync.replicas.proposal, Catch::Contains("set parallel.outer: diloco to opt in"));
+  CHECK_THAT(hp::format_plan_text(sync), Catch::Contains("proposal: diloco across the 4 replicas"));
+  // Opting in gives the plan the diloco row priced.
+  const hp::Plan d = hp::make_plan(pod_spec(OuterMode::kDiloco), t);
+  CHECK(d.estimate.step_time_s == Approx(di.step_time_s));
+  CHECK(d.replicas.proposal.empty());
+}
+
+TEST_CASE("replicas: int8 and bf16 payloads shrink the outer bytes", "[replicas]") {
+  CHECK(hp::outer_payload_bytes(OuterDtype::kFp32, 1000) == 4000);
+  CHECK(hp::outer_payload_bytes(OuterDtype::kBf16, 1000) == 2000);
+  CHECK(hp::outer_payload_bytes(OuterDtype::kInt8, 1000) == 1000 + 4 * 4);
+  auto s = pod_spec(OuterMode::kDiloco);
+  const double fp32 = hp::make_plan(s, pods()).replicas.sync_bytes;
+  s.parallel.outer_dtype = OuterDtype::kInt8;
+  const double int8 = hp::make_plan(s, pods()).replicas.sync_bytes;
+  CHECK(int8 / fp32 == Approx((1 + 4.0 / 256) / 4).epsilon(1e-3));
+}
+
+TEST_CASE("replicas: degrees that do not fit a replica name parallel.replicas", "[replicas]") {
+  auto s = pod_spec(OuterMode::kDiloco);
+  s.parallel.tensor = 8;
+  s.parallel.pipeline = 4;  // 32 devices per replica, but a replica has 16
+  CHECK_THROWS_WITH(hp::make_plan(s, pods()), Catch::Contains("parallel.replicas"));
+  s.parallel.pipeline = 2;
+  s.parallel.replicas = 3;
+  CHECK_THROWS_WITH(hp::make_plan(s, pods()), Catch::Contains("parallel.replicas"));
+}
