@@ -101,6 +101,7 @@ OuterSync::OuterSync(const OuterConfig& config, Group& outer, Group& dp, size_t 
   }
   anchor_.assign(off, 0.0f);
   momentum_.assign(off, 0.0f);
+  residual_.assign(off, 0.0f);
 }
 
 std::pair<size_t, size_t> OuterSync::fragment(int f) const {
@@ -130,14 +131,16 @@ void OuterSync::reset(const float* params) {
     std::copy(params + b, params + e, anchor_.begin() + static_cast<std::ptrdiff_t>(packed_[f]));
   }
   std::fill(momentum_.begin(), momentum_.end(), 0.0f);
+  std::fill(residual_.begin(), residual_.end(), 0.0f);
 }
 
-void OuterSync::load(std::span<const float> anchor, std::span<const float> momentum) {
-  if (anchor.size() != anchor_.size() || momentum.size() != momentum_.size())
-    throw std::invalid_argument(fmt::format("OuterSync: outer state of {} + {} floats, this rank keeps {}",
-                                            anchor.size(), momentum.size(), anchor_.size()));
+void OuterSync::load(std::span<const float> anchor, std::span<const float> momentum, std::span<const float> residual) {
+  if (anchor.size() != anchor_.size() || momentum.size() != momentum_.size() || residual.size() != residual_.size())
+    throw std::invalid_argument(fmt::format("OuterSync: outer state of {} + {} + {} floats, this rank keeps {} each",
+                                            anchor.size(), momentum.size(), residual.size(), anchor_.size()));
   std::copy(anchor.begin(), anchor.end(), anchor_.begin());
   std::copy(momentum.begin(), momentum.end(), momentum_.begin());
+  std::copy(residual.begin(), residual.end(), residual_.begin());
 }
 
 int OuterSync::after_step(int64_t done, float* params) {
@@ -154,9 +157,11 @@ void OuterSync::sync_fragment(int f, float* params) {
   const size_t len = e - b;
   float* anchor = anchor_.data() + packed_[f];
   float* mom = momentum_.data() + packed_[f];
-  // 1. The outer gradient of this slice (zero padding past its end).
+  float* residual = residual_.data() + packed_[f];
+  // 1. The outer gradient of this slice (zero padding past its end), plus what the previous
+  // payload's rounding left out.
   delta_.assign(c, 0.0f);
-  for (size_t i = 0; i < len; ++i) delta_[i] = anchor[i] - params[b + i];
+  for (size_t i = 0; i < len; ++i) delta_[i] = anchor[i] - params[b + i] + residual[i];
   // 2. Encode, all-gather over the replicas, decode and sum in replica order.
   const spec::OuterDtype dtype = config_.dtype;
   const size_t words = outer_payload_size(dtype, c) / 4;
@@ -173,6 +178,11 @@ void OuterSync::sync_fragment(int f, float* params) {
   sum_.assign(c, 0.0f);
   for (int r = 0; r < n; ++r)
     outer_decode_add(dtype, reinterpret_cast<const std::byte*>(wire_out_.data() + words * r), c, sum_.data());
+  if (dtype != spec::OuterDtype::kFp32) {
+    own_.assign(c, 0.0f);
+    outer_decode_add(dtype, reinterpret_cast<const std::byte*>(wire_in_.data()), c, own_.data());
+    for (size_t i = 0; i < len; ++i) residual[i] = delta_[i] - own_[i];
+  }
   // 3. Nesterov SGD on the anchor; the slice's weights become it.
   const float lr = static_cast<float>(config_.lr), mu = static_cast<float>(config_.momentum);
   const float inv_n = 1.0f / static_cast<float>(n);

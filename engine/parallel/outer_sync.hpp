@@ -9,7 +9,9 @@
 //      the last slices shorter or empty) and forms the outer gradient
 //      delta = anchor - params (anchor: the weights at the previous sync);
 //   2. encodes it as outer_dtype (fp32; bf16 round-to-nearest-even; int8 symmetric with one
-//      fp32 scale per kOuterChunk values), all-gathers the payloads over the outer group
+//      fp32 scale per kOuterChunk values; with error feedback: the rounding error of the
+//      previous payload of this slice is added before encoding, and the new one kept), all-
+//      gathers the payloads over the outer group
 //      (this coordinate in every replica, over Ethernet), decodes each and sums them in
 //      replica order, / N: the same bits on every replica;
 //   3. Nesterov SGD as PyTorch's SGD(nesterov=True): m = mu m + g; anchor -= lr (g + mu m);
@@ -58,11 +60,13 @@ class OuterSync {
   // Fragment f's range in the buffer, and this rank's slice of it.
   std::pair<size_t, size_t> fragment(int f) const;
   std::pair<size_t, size_t> slice(int f) const;
-  // Outer state for a checkpoint: anchor and momentum of this rank's slices, packed.
+  // Outer state for a checkpoint: anchor, momentum and payload rounding residual of this
+  // rank's slices, packed, state_floats() each.
   size_t state_floats() const { return anchor_.size(); }
   std::span<const float> anchor() const { return anchor_; }
   std::span<const float> momentum() const { return momentum_; }
-  void load(std::span<const float> anchor, std::span<const float> momentum);
+  std::span<const float> residual() const { return residual_; }
+  void load(std::span<const float> anchor, std::span<const float> momentum, std::span<const float> residual);
   // Bytes this rank sent over the outer group so far (payloads x (N - 1), as a ring).
   double bytes_sent() const { return bytes_sent_; }
 
@@ -75,6 +79,10 @@ class OuterSync {
   size_t size_;
   std::vector<size_t> packed_;          // per fragment: offset of its slice in anchor_
   std::vector<float> anchor_, momentum_;
+  // Error feedback (bf16, int8): what the payload's rounding left out of this rank's outer
+  // gradient, added to the next one of the same slice (0 with fp32).
+  std::vector<float> residual_;
+  std::vector<float> own_;
   std::vector<float> delta_, sum_, gathered_slice_;
   std::vector<float> wire_in_, wire_out_;  // payloads as 4-byte words
   double bytes_sent_ = 0;
