@@ -35,6 +35,7 @@ int run(int argc, char** argv) {
   add(holmes::cmd::add_eval);
   add(holmes::cmd::add_sample);
   add(holmes::cmd::add_prepare_data);
+  add(holmes::cmd::add_report);
 
   try {
     app.parse(argc, argv);

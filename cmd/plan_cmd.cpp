@@ -15,8 +15,8 @@
 namespace holmes::cmd {
 
 int run_plan_only(const spec::JobSpec& spec, const std::string& format, int nproc_per_node, const std::string& nodes) {
-  if (format != "text" && format != "json")
-    throw UsageError(fmt::format("--format '{}' is not accepted for --plan-only; expected text or json", format));
+  if (format != "text" && format != "json" && format != "html")
+    throw UsageError(fmt::format("--format '{}' is not accepted for --plan-only; expected text, json or html", format));
   // The cluster.topology file's cluster, or this machine (with --nproc-per-node: as its
   // workers would see it, with the file overlaid as a run does).
   const plan::Plan p = runtime::plan_local_job(spec, runtime::local_devices(), nproc_per_node, nodes);
@@ -27,10 +27,12 @@ int run_plan_only(const spec::JobSpec& spec, const std::string& format, int npro
   if (p.device_kind == "cuda" && !p.hostnames.empty())
     for (const auto& v : runtime::resolve_nccl_env(p, 0, env))
       if (v.user) user_set.push_back(fmt::format("{}={}", v.name, v.value));
-  fmt::print("{}", format == "json" ? plan::format_plan_json(p) : plan::format_plan_text(p));
+  fmt::print("{}", format == "json"   ? plan::format_plan_json(p)
+                   : format == "html" ? plan::format_plan_html(p)
+                                      : plan::format_plan_text(p));
   if (format == "text") fmt::print("plan hash {:016x}\n", plan::plan_hash(p));
   for (const auto& u : user_set)
-    fmt::print(format == "json" ? stderr : stdout,
+    fmt::print(format != "text" ? stderr : stdout,
                "note: {} is set in this environment; a job that inherits it uses this value on every node instead of "
                "the plan's\n", u);
   return 0;

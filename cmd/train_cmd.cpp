@@ -42,7 +42,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                  "else the topology's order), as the run numbers them")
       ->option_text("HOSTLIST");
   app.add_option("--format", o.format, "Output format of --plan-only")
-      ->check(one_of({"text", "json"}));
+      ->check(one_of({"text", "json", "html"}));
   app.add_option("--resume", o.resume, "Resume from a checkpoint: auto, none or a checkpoint folder")
       ->option_text("auto|none|PATH");
   app.add_flag("--overwrite", o.overwrite,

@@ -15,6 +15,7 @@ packages=(
   python3 python3-torch python3-numpy   # golden and export tests compare against PyTorch
   iproute2 procps                        # network-namespace tests, process inspection
   python3-yaml                           # scripts/lab reads scenario files
+  chromium                               # test/integration/pictures.sh renders the HTML pages
 )
 # install_missing PACKAGE...: apt-get install of those not installed yet (sudo when not root).
 install_missing() {

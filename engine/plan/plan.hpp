@@ -191,6 +191,11 @@ uint64_t plan_hash(const Plan& plan);
 
 std::string format_plan_text(const Plan& plan);
 std::string format_plan_json(const Plan& plan);
+// The plan as one self-contained HTML page (inline SVG and style, no script; docs/pictures.md),
+// and the part of it the run report embeds (`hash`: shown when not empty; a plan read back
+// from JSON has no node_nets to hash). Every name from the topology or spec is escaped.
+std::string format_plan_html(const Plan& plan);
+std::string plan_html_section(const Plan& plan, const std::string& hash = "");
 
 // Explicit parallel degrees (those not auto) must be able to make a job of `world`
 // processes or devices: their product equals `world`, or divides it when some degree is

@@ -8,6 +8,7 @@
 //     checkpoints/             unless checkpoint.dir names another folder
 //     final/model.bin, final/job.yaml
 //     tokenizer/               the data's tokenizer (engine/train/run_tokenizer.hpp)
+//     plan.json                the plan the run runs under (--plan-only --format json's text)
 #pragma once
 
 #include <string>
@@ -26,6 +27,7 @@ struct RunPaths {
   std::string final_model;  // <final_dir>/model.bin
   std::string final_spec;   // <final_dir>/job.yaml
   std::string tokenizer;    // <output_dir>/tokenizer
+  std::string plan;         // <output_dir>/plan.json: the plan the run runs under (rank 0 writes it)
 
   static constexpr const char* kRunRecord = "run.json";
   static constexpr const char* kWriterLock = "writer.lock";
@@ -33,6 +35,7 @@ struct RunPaths {
   static constexpr const char* kFinal = "final";
   static constexpr const char* kModelFile = "model.bin";
   static constexpr const char* kTokenizer = "tokenizer";
+  static constexpr const char* kPlan = "plan.json";
 
   // The paths of the job's run.
   static RunPaths of(const JobSpec& spec) {
@@ -52,6 +55,7 @@ struct RunPaths {
     p.final_model = p.final_dir + "/" + kModelFile;
     p.final_spec = p.final_dir + "/job.yaml";
     p.tokenizer = output_dir + "/" + kTokenizer;
+    p.plan = output_dir + "/" + kPlan;
     return p;
   }
 };

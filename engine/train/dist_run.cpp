@@ -66,6 +66,7 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   ctx.store = rt.store;
   ctx.plan_text = plan_text;
   ctx.plan_hash = rt.plan_hash;
+  ctx.plan_json = plan::format_plan_json(rt.plan);
   const int code = run_loop(spec, trainer, *data, ctx);
   if (calibrate && code == 0) {
     const parallel::Trainer::StepTimes t = trainer.step_times();

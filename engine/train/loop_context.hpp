@@ -25,6 +25,7 @@ struct LoopContext {
   std::shared_ptr<comm::Store> store;  // job store for coordination (checkpoints); null when single
   std::string plan_text;               // what the run runs under (for checkpoint manifests)
   uint64_t plan_hash = 0;
+  std::string plan_json;               // rank 0 writes it to <output_dir>/plan.json (the run report reads it)
 };
 
 }  // namespace holmes::train

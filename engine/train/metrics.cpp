@@ -41,14 +41,20 @@ MetricsWriter::~MetricsWriter() {
   if (file_) std::fclose(file_);
 }
 
-void MetricsWriter::write(const std::vector<std::pair<std::string, double>>& fields) {
+void MetricsWriter::write(const std::vector<std::pair<std::string, double>>& fields,
+                          const std::vector<std::pair<std::string, std::vector<double>>>& arrays) {
   if (!file_) return;
+  // JSON has no NaN/Inf: write null so readers still parse the line.
+  auto value = [](double v) { return std::isfinite(v) ? fmt::format("{}", v) : std::string("null"); };
   std::string line = "{";
-  for (size_t i = 0; i < fields.size(); ++i) {
-    const double v = fields[i].second;
-    // JSON has no NaN/Inf: write null so readers still parse the line.
-    std::string value = std::isfinite(v) ? fmt::format("{}", v) : "null";
-    line += fmt::format("{}\"{}\": {}", i ? ", " : "", fields[i].first, value);
+  for (size_t i = 0; i < fields.size(); ++i)
+    line += fmt::format("{}\"{}\": {}", i ? ", " : "", fields[i].first, value(fields[i].second));
+  for (const auto& [key, values] : arrays) {
+    line += fmt::format("{}\"{}\": [", line.size() > 1 ? ", " : "", key);
+    // Four digits: these are shares and rates; 256 ranks stay under 2 KB per row.
+    for (size_t i = 0; i < values.size(); ++i)
+      line += (i ? ", " : "") + (std::isfinite(values[i]) ? fmt::format("{:.4g}", values[i]) : std::string("null"));
+    line += "]";
   }
   line += "}\n";
   std::fputs(line.c_str(), file_);

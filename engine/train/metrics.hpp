@@ -25,7 +25,10 @@ class MetricsWriter {
   ~MetricsWriter();
 
   bool enabled() const { return file_ != nullptr; }
-  void write(const std::vector<std::pair<std::string, double>>& fields);
+  // `arrays`: keys whose value is a list of numbers (comm_share_ranks), after the fields,
+  // each number to four significant digits.
+  void write(const std::vector<std::pair<std::string, double>>& fields,
+             const std::vector<std::pair<std::string, std::vector<double>>>& arrays = {});
 
  private:
   std::FILE* file_ = nullptr;

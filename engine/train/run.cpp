@@ -55,12 +55,40 @@ void write_spec_copy(const spec::JobSpec& spec, const std::string& path) {
   if (!out) throw std::runtime_error(fmt::format("{}: cannot write the job spec copy", path));
 }
 
+// The plan the run runs under, as --plan-only --format json prints it, for `holmes-train
+// report` (written again by a resumed run: the plan it continues under).
+void write_plan_json(const spec::JobSpec& spec, const std::string& json) {
+  const spec::RunPaths paths = spec::RunPaths::of(spec);
+  std::filesystem::create_directories(paths.output_dir);
+  const std::string tmp = paths.plan + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << json;
+    if (!out) throw std::runtime_error(fmt::format("{}: cannot write the plan", tmp));
+  }
+  std::filesystem::rename(tmp, paths.plan);
+}
+
 // Each rank's largest figures since the last reduction (JobMaxima before the reduction).
 struct JobFigures {
   double rss_mb = 0, comm_share = 0;
-  void note(double rss, double share) {
+  double comm_ms = 0, step_ms = 0;  // summed, for this rank's share since the last log line
+  void note(double rss, double step, double comm) {
     rss_mb = std::max(rss_mb, rss);
-    comm_share = std::max(comm_share, share);
+    comm_share = std::max(comm_share, step > 0 ? comm / step : 0.0);
+    comm_ms += comm;
+    step_ms += step;
+  }
+  // The vector the job reduces with a maximum: the maxima, the stop signal and, in jobs of
+  // up to kRankFiguresMax ranks, one slot per rank holding its own share (zeros elsewhere, so
+  // the maximum gathers every rank's) in the same collective.
+  std::vector<double> packed(int rank, int world, int stop_signal) const {
+    std::vector<double> v = {rss_mb, comm_share, static_cast<double>(stop_signal)};
+    if (world > 1 && world <= kRankFiguresMax) {
+      v.resize(3 + world, 0.0);
+      v[3 + rank] = step_ms > 0 ? comm_ms / step_ms : 0.0;
+    }
+    return v;
   }
 };
 
@@ -129,6 +157,8 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   };
   std::optional<TrainLog> log;
   if (logger) open_log(log, spec, trainer, data, start, ctx);
+  // After the checkpoint loaded: a refused resume leaves the folder as it was.
+  if (logger && !ctx.plan_json.empty()) write_plan_json(spec, ctx.plan_json);
 
   const auto& t = spec.train;
   const TestSignal test_signal = TestSignal::from_environment(ctx.rank);
@@ -152,14 +182,16 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
     // share, so at most 100%) and its stop signal, reduced over the job in one collective
     // only on log steps and when stopping: the world group crosses the slow links, so it
     // carries nothing every step.
-    figures.note(rss_mb(), s.step_ms > 0 ? s.comm_ms / s.step_ms : 0.0);
+    figures.note(rss_mb(), s.step_ms, s.comm_ms);
     const bool log_step = done == start + 1 || done % interval == 0 || done == t.steps;
     std::vector<double> job;
     if (log_step || stopping) {
-      job = max_over_ranks({figures.rss_mb, figures.comm_share, static_cast<double>(launch::stop_signal())});
+      job = max_over_ranks(figures.packed(ctx.rank, ctx.world, launch::stop_signal()));
       figures = {};
     }
-    if (log) log->step(s, trainer, job.empty() ? std::nullopt : std::optional<JobMaxima>(JobMaxima{job[0], job[1]}));
+    std::optional<JobMaxima> maxima;
+    if (!job.empty()) maxima = JobMaxima{job[0], job[1], std::vector<double>(job.begin() + 3, job.end())};
+    if (log) log->step(s, trainer, maxima);
     if (t.eval_interval > 0 && (done % t.eval_interval == 0 || done == t.steps)) {
       double v = trainer.evaluate();
       if (log && std::isfinite(v)) log->validation(done, v);
@@ -198,7 +230,9 @@ int run_training(const spec::JobSpec& spec) {
   auto data = data::DataSet::open(spec);
   model::Backend backend = make_training_backend(spec);
   parallel::Trainer trainer(spec, backend, *data, parallel::ParallelContext{.recompute = plan.activation.recompute});
-  return run_loop(spec, trainer, *data, LoopContext{});
+  LoopContext ctx;
+  ctx.plan_json = plan::format_plan_json(plan);
+  return run_loop(spec, trainer, *data, ctx);
 }
 
 }  // namespace holmes::train

@@ -65,7 +65,12 @@ void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& tr
     row.emplace_back("rss_mb_max", job->rss_mb);
     row.emplace_back("comm_share_max", job->comm_share);
   }
-  metrics_.write(row);
+  // The floor once per start of the process (a resumed run repeats it), for the run report.
+  if (floor_ && !floor_written_) row.emplace_back("entropy_floor", *floor_);
+  floor_written_ = true;
+  std::vector<std::pair<std::string, std::vector<double>>> arrays;
+  if (job && !job->comm_share_ranks.empty()) arrays.emplace_back("comm_share_ranks", job->comm_share_ranks);
+  metrics_.write(row, arrays);
   smoothed_ms_ = smoothed_ms_ == 0 ? s.step_ms : 0.9 * smoothed_ms_ + 0.1 * s.step_ms;
   if (job) {
     // Multi-process: the share of the step rank 0 and the most-waiting rank spent in communication.
@@ -90,7 +95,9 @@ void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& tr
 }
 
 void TrainLog::validation(int64_t steps_done, double val_loss) {
-  metrics_.write({{"step", static_cast<double>(steps_done)}, {"val_loss", val_loss}});
+  std::vector<std::pair<std::string, double>> row = {{"step", static_cast<double>(steps_done)}, {"val_loss", val_loss}};
+  if (floor_) row.emplace_back("entropy_floor", *floor_);
+  metrics_.write(row);
   if (floor_)
     fmt::print("validation at step {}: val_loss {:.4f} | floor {:.4f} | gap {:.4f} nats/token\n", steps_done, val_loss,
                *floor_, val_loss - *floor_);

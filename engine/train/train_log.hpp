@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/spec/job_spec.hpp"
 #include "engine/train/metrics.hpp"
@@ -19,7 +20,12 @@ namespace holmes::train {
 struct JobMaxima {
   double rss_mb = 0;      // resident memory, MiB
   double comm_share = 0;  // share of a step spent blocked on communication, 0..1
+  // Each rank's share of its steps since the previous log line spent blocked on
+  // communication (index = rank); empty in a single process and in jobs of more than
+  // kRankFiguresMax ranks. metrics.jsonl: comm_share_ranks (the run report draws it).
+  std::vector<double> comm_share_ranks;
 };
+inline constexpr int kRankFiguresMax = 256;
 
 class TrainLog {
  public:
@@ -45,6 +51,7 @@ class TrainLog {
   MetricsWriter metrics_;
   std::chrono::steady_clock::time_point start_;
   double smoothed_ms_ = 0;  // EMA of step time for the ETA
+  bool floor_written_ = false;  // the first metrics row of this process carries entropy_floor
   int64_t next_progress_ = 0;
 };
 

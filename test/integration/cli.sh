@@ -8,10 +8,10 @@ source "$src/test/integration/check_common.bash"
 
 check "--help" 0 "$bin" --help
 for opt in --config --set --print-config --plan-only --topology --format --resume --nproc-per-node \
-           discover bench export sample prepare-data; do
+           discover bench export sample prepare-data report; do
   has "--help" "$opt"
 done
-for sub in discover bench export sample prepare-data; do
+for sub in discover bench export sample prepare-data report; do
   check "$sub --help" 0 "$bin" "$sub" --help
   has "$sub --help" "Usage:"
 done

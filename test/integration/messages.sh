@@ -20,11 +20,11 @@ usage_error() {
   if grep -qE '[0-9]{16,}' <<<"$out"; then echo "FAIL $what: unreadable number"; show_out; fail=1; fi
 }
 
-subcommands=(discover bench export eval sample prepare-data)
+subcommands=(discover bench export eval sample prepare-data report)
 # Arguments that satisfy each subcommand's required options (the files need not exist: the
 # command line is checked before any is read).
 declare -A required=([discover]="" [bench]="" [export]="--checkpoint ck --out ex" [eval]="--checkpoint ck --tokens t.bin"
-                     [sample]="--checkpoint ck" [prepare-data]="--input a.txt --out a.bin")
+                     [sample]="--checkpoint ck" [prepare-data]="--input a.txt --out a.bin" [report]="run")
 
 # 1. Every numeric option of every command (from --help: "--steps INT >= 1"): a word, a far
 # out-of-range number and an overflowing one each get the value seen and the accepted range.
@@ -52,7 +52,7 @@ has "bench --steps 0" "bench: --steps: 0 is out of range; accepted: an integer >
 usage_error "sample --temperature 101" "$bin" sample --checkpoint ck --temperature 101
 has "sample --temperature 101" "accepted: a number in [0, 100]"
 usage_error "--format xml" "$bin" --plan-only --format xml
-has "--format xml" "--format: 'xml' is not accepted; accepted: text, json"
+has "--format xml" "--format: 'xml' is not accepted; accepted: text, json, html"
 
 # 2. CLI11's own parse errors: unknown options and arguments, missing ones, missing values.
 usage_error "unknown option" "$bin" discover --no-such-flag
@@ -64,7 +64,7 @@ usage_error "option of training after a subcommand" "$bin" bench --plan-only
 has "option of training after a subcommand" "'--plan-only' is an option of holmes-train without a subcommand, not of 'bench'"
 usage_error "unknown subcommand" "$bin" trian
 has "unknown subcommand" "unexpected argument 'trian'"
-has "unknown subcommand" "accepted subcommands: discover, bench, export, eval, sample, prepare-data"
+has "unknown subcommand" "accepted subcommands: discover, bench, export, eval, sample, prepare-data, report"
 usage_error "missing required" "$bin" eval --tokens t.bin
 has "missing required" "eval: missing --checkpoint DIR ("
 usage_error "missing value" "$bin" bench --steps

@@ -8,7 +8,7 @@ import subprocess
 
 import yaml
 
-from . import job, scenario
+from . import bench_html, job, scenario
 
 
 def merge_calibrations(paths, cases):
@@ -143,11 +143,17 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
     print(f"losses: {'bit-identical in every run' if not mismatches else 'DIFFER: ' + '; '.join(mismatches)} "
           f"({len(ref['losses'])} steps, last {ref['losses'][-1]!r})")
     worst = max((abs(e) for e in errors.values()), default=float("nan"))
-    print(f"lab: holmes/megatron {ratio(measured, 'holmes', 'megatron')} holmes/naive {ratio(measured, 'holmes', 'naive')} "
-          f"holmes/fast {ratio(measured, 'holmes', 'fast')} diloco/sync {ratio(measured, 'diloco', 'sync')} "
-          f"prediction error {worst * 100:.0f}% (max over cases)")
-    summary = {"scenario": sc.path, "rounds": rounds, "measured_s": measured, "predicted_s": predicted,
-               "errors": errors, "spreads": spreads, "degrees": degrees, "losses_identical": not mismatches}
+    line = (f"lab: holmes/megatron {ratio(measured, 'holmes', 'megatron')} holmes/naive {ratio(measured, 'holmes', 'naive')} "
+            f"holmes/fast {ratio(measured, 'holmes', 'fast')} diloco/sync {ratio(measured, 'diloco', 'sync')} "
+            f"prediction error {worst * 100:.0f}% (max over cases)")
+    print(line)
+    result = {"measured_s": measured, "predicted_s": predicted, "errors": errors,
+              "losses_identical": not mismatches,
+              "rounds_s": {case: [res["step_s"] for _, res in runs[case]] for case in sc.cases},
+              "placements": {case: str(scenario.case_net(sc, case).placement) for case in sc.cases},
+              "scenario": f"{sc.path}: {rounds} round(s), {len(sc.order)} nodes x {sc.workers_per_node} worker(s)",
+              "summary": line, "path": sc.path, "rounds": rounds, "spreads": spreads, "degrees": degrees}
     with open(os.path.join(out_dir, "bench.json"), "w") as f:
-        json.dump(summary, f, indent=1)
-    return (1 if mismatches else 0), summary
+        json.dump(result, f, indent=1)
+    print(f"lab: wrote {bench_html.write(os.path.join(out_dir, 'bench.json'))}")
+    return (1 if mismatches else 0), result

@@ -28,7 +28,7 @@ def row(summary, load_before, load_after):
         return m[slow] > m[fast] * (1 + max(sp[slow], sp[fast]))
 
     errs = summary["errors"]
-    return {"scenario": summary["scenario"], "degrees": summary["degrees"],
+    return {"scenario": summary["path"], "degrees": summary["degrees"],
             "holmes_megatron": over("holmes", "megatron"), "holmes_naive": over("holmes", "naive"),
             "holmes_fast": over("holmes", "fast"), "auto_holmes": over("auto", "holmes"),
             "holmes_loses_to_naive": beyond_spread("holmes", "naive"),

@@ -1,0 +1,47 @@
+// `holmes-train report RUN_DIR`: one self-contained HTML page of a run from the files it
+// writes (metrics.jsonl, plan.json, run.json, calibration.yaml when there is one), while it
+// runs or after: loss and validation loss against steps and tokens with the entropy floor,
+// tokens/s, MFU, step time, each rank's communication wait against its compute, measured
+// against planned, and the plan picture. Partial or damaged files give a page that says what
+// is missing; only a folder that is no run at all is an error. docs/pictures.md.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/plan/plan.hpp"
+#include "engine/topo/calibration.hpp"
+
+namespace holmes::tools {
+
+// One line of metrics.jsonl (NaN where the line has no such key).
+struct MetricRow {
+  double step = 0;
+  double loss = 0, val_loss = 0, step_ms = 0, tokens_per_s = 0, mfu = 0, comm_share = 0, comm_share_max = 0;
+  double entropy_floor = 0;
+  std::vector<double> comm_share_ranks;  // log rows of multi-process jobs (index = rank)
+};
+
+// What a run folder holds, as read (nothing here throws once the folder is known to be a run).
+struct RunFiles {
+  std::string dir;
+  std::string job, run_id, started;  // from run.json ("" when absent)
+  std::vector<MetricRow> rows;       // in file order
+  std::optional<plan::Plan> plan;    // plan.json
+  std::optional<topo::Calibration> calibration;
+  std::string calibration_path;
+  bool live = false;        // a process holds the run's writer lock
+  std::string writer;       // who, when live
+  std::vector<std::string> missing;  // what could not be read, said for a person
+};
+
+// Reads `dir` (a run's job.output_dir). `metrics_name`: log.metrics of the run. Throws
+// UserError (exit 2) when `dir` does not exist, is not a folder, or holds none of run.json,
+// plan.json and the metrics file.
+RunFiles read_run_files(const std::string& dir, const std::string& metrics_name = "metrics.jsonl");
+
+// The page. refresh_s > 0 with files.live: the page reloads itself (meta refresh).
+std::string format_report_html(const RunFiles& files, int refresh_s = 30);
+
+}  // namespace holmes::tools

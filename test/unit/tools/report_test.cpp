@@ -1,0 +1,134 @@
+// The run report from partial and damaged run folders: a page that says what is missing,
+// never a crash; only a folder that is no run at all is an error (exit 2).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "common/errors.hpp"
+#include "engine/plan/plan.hpp"
+#include "engine/tools/plan_read.hpp"
+#include "engine/tools/report.hpp"
+#include "test/support/cluster_gen.hpp"
+
+namespace fs = std::filesystem;
+namespace ht = holmes::tools;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("holmes-report-" + std::to_string(std::random_device{}()));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  void write(const std::string& name, const std::string& text) const { std::ofstream(path / name) << text; }
+};
+
+std::string row(int step, double loss) {
+  return "{\"step\": " + std::to_string(step) + ", \"loss\": " + std::to_string(loss) +
+         ", \"step_ms\": 12.5, \"tokens_per_s\": 1000, \"mfu\": 3.5, \"comm_share\": 0.1}\n";
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+holmes::plan::Plan small_plan() {
+  auto t = holmes::plan::testing::make_cluster({{holmes::topo::NicKind::kIb, 1, 2}, {holmes::topo::NicKind::kRoce, 1, 2}});
+  return holmes::plan::make_plan(holmes::plan::testing::make_spec(4, 256, 4, 1, 2, 2, 1, 8, 256), t);
+}
+
+}  // namespace
+
+TEST_CASE("a folder that is no run is refused with exit 2 and says what a run folder is", "[report]") {
+  TempDir d;
+  CHECK_THROWS_AS(ht::read_run_files((d.path / "nope").string()), holmes::UserError);
+  d.write("notes.txt", "hello");
+  try {
+    ht::read_run_files(d.path.string());
+    FAIL("no error");
+  } catch (const holmes::UserError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("is not a run folder") && Catch::Contains("run.json") &&
+                             Catch::Contains("metrics.jsonl"));
+  }
+  CHECK_THROWS_AS(ht::read_run_files((d.path / "notes.txt").string()), holmes::UserError);
+}
+
+TEST_CASE("two rows and a truncated last line give a page that says what is missing", "[report]") {
+  TempDir d;
+  d.write("metrics.jsonl", row(1, 5.5) + row(2, 5.25) + "{\"step\": 3, \"lo");
+  const ht::RunFiles f = ht::read_run_files(d.path.string());
+  CHECK(f.rows.size() == 2);
+  bool truncated = false, no_plan = false;
+  for (const auto& m : f.missing) {
+    truncated = truncated || m.find("last line (3) is incomplete") != std::string::npos;
+    no_plan = no_plan || m.find("no plan") != std::string::npos;
+  }
+  CHECK(truncated);
+  CHECK(no_plan);
+  const std::string page = ht::format_report_html(f);
+  CHECK(page.find("class=\"missing-list\"") != std::string::npos);
+  CHECK(page.find("data-series=\"loss\" data-points=\"2\"") != std::string::npos);
+  CHECK(page.find("http-equiv=\"refresh\"") == std::string::npos);  // not live
+}
+
+TEST_CASE("an empty metrics file, a bad middle line and a broken plan still give a page", "[report]") {
+  TempDir d;
+  d.write("run.json", "{\"run\": \"abc\", \"job\": \"<b>job</b>\", \"started\": \"2026-01-01T00:00:00Z\"}\n");
+  d.write("metrics.jsonl", "");
+  d.write("plan.json", "{\"format\": \"holmes-plan/1\", \"world\": 4}");
+  ht::RunFiles f = ht::read_run_files(d.path.string());
+  CHECK(f.rows.empty());
+  CHECK_FALSE(f.plan);
+  std::string page = ht::format_report_html(f);
+  CHECK(page.find("<b>job") == std::string::npos);
+  CHECK(page.find("&lt;b&gt;job") != std::string::npos);
+  CHECK(page.find("no data yet") != std::string::npos);
+  CHECK(page.find("the plan picture is left out") != std::string::npos);
+
+  d.write("metrics.jsonl", row(1, 5) + "garbage\n" + row(2, 4.5) + row(3, 4.25));
+  f = ht::read_run_files(d.path.string());
+  CHECK(f.rows.size() == 3);
+  bool said = false;
+  for (const auto& m : f.missing) said = said || m.find("1 line(s) are not metrics rows (the first: line 2)") != std::string::npos;
+  CHECK(said);
+}
+
+TEST_CASE("the plan read back from its JSON draws the same picture", "[report]") {
+  const holmes::plan::Plan p = small_plan();
+  const holmes::plan::Plan back = ht::read_plan_json(holmes::plan::format_plan_json(p), "plan.json");
+  CHECK(back.world == p.world);
+  CHECK(back.groups.size() == p.groups.size());
+  CHECK(back.estimate.step_time_s == Approx(p.estimate.step_time_s));
+  CHECK(holmes::plan::plan_html_section(back) == holmes::plan::plan_html_section(p));
+}
+
+TEST_CASE("a run with a plan, per-rank figures and a floor draws them all", "[report]") {
+  TempDir d;
+  d.write("plan.json", holmes::plan::format_plan_json(small_plan()));
+  std::string m;
+  for (int s = 1; s <= 5; ++s)
+    m += "{\"step\": " + std::to_string(s) + ", \"loss\": " + std::to_string(6.0 - s * 0.5) +
+         ", \"step_ms\": 20, \"tokens_per_s\": 4000, \"mfu\": 2, \"comm_share\": 0.2, \"comm_share_max\": 0.4" +
+         (s == 1 ? ", \"entropy_floor\": 2.5" : "") + ", \"comm_share_ranks\": [0.2, 0.4, 0.1, 0.3]}\n";
+  m += "{\"step\": 5, \"val_loss\": 3.6, \"entropy_floor\": 2.5}\n";
+  d.write("metrics.jsonl", m);
+  const ht::RunFiles f = ht::read_run_files(d.path.string());
+  const std::string page = ht::format_report_html(f);
+  CHECK(count(page, "data-series=\"loss\" data-points=\"5\"") == 2);  // against steps and tokens
+  CHECK(count(page, "data-series=\"validation loss\" data-points=\"1\"") == 2);
+  CHECK(count(page, "class=\"floor\"") == 2);
+  CHECK(count(page, "data-series=\"rank ") == 4);
+  CHECK(page.find("data-chart=\"rank-split\"") != std::string::npos);
+  CHECK(page.find("data-chart=\"step-measured-planned\"") != std::string::npos);
+  CHECK(count(page, "<tr class=\"stage\"") == 2);
+}
