@@ -102,19 +102,25 @@ StageTime StageCost::time(const Workload& w, int layers) const {
       return ethernet_transfer_s(Transport::kGlooTcp, bytes, link);
     return link.transfer_s(bytes) + copies_s(bytes);
   };
-  if (!last) t.pp_s += send_s(next_link, act / tp);
-  if (!first) t.pp_s += send_s(prev_link, act / tp);
+  if (!last) t.send_next_s = send_s(next_link, act / tp);
+  if (!first) t.send_prev_s = send_s(prev_link, act / tp);
+  t.pp_s = t.send_next_s + t.send_prev_s;
   double params = params_per_rank(w, layers);
   t.update_s = params * update_s_per_param;
   double rs = 0, ag = 0;
   if (dp > 1) {
     rs = ring_reduce_scatter_s(dp_link, dp, params * w.grad_bytes()) + copies_s(params * w.grad_bytes());
-    ag = ring_all_gather_s(dp_link, dp, params * w.param_bytes()) + copies_s(params * w.param_bytes());
+    ag = ring_all_gather_s(dp_link, dp, params * w.gather_bytes()) + copies_s(params * w.gather_bytes());
   }
   // Reduce-scatter hides behind the last micro-batch's backward (2/3 of compute); the
   // parameter all-gather behind the next step's first forward (1/3), layer by layer
-  // (DistOptimizer::update and the model's params-needed hook).
-  t.dp_s = std::max(0.0, rs - t.compute_s * 2.0 / 3.0) + std::max(0.0, ag - t.compute_s / 3.0);
+  // (DistOptimizer::update and the model's params-needed hook). In 1F1B stage s also waits
+  // s micro-batch slots at both ends of a step: its last backward ends s backward slots before
+  // stage 0's (the step ends when every stage's sums are in, at the norm's all-reduce), and
+  // the next step's first activation reaches it s forward slots after stage 0 starts. Its
+  // sync hides in those waits too.
+  const double waits = stage * t.per_micro_batch();
+  t.dp_s = std::max(0.0, rs - (t.compute_s + waits) * 2.0 / 3.0) + std::max(0.0, ag - (t.compute_s + waits) / 3.0);
   if (first != last && m.tie_embeddings) {  // the embedding group's sum of the tied head
     double tied = double(padded_vocab(m.vocab, tp)) * m.hidden / tp * w.grad_bytes();
     t.dp_s += ring_all_reduce_s(emb_link, 2, tied);
@@ -124,7 +130,8 @@ StageTime StageCost::time(const Workload& w, int layers) const {
 
 double StageCost::objective(const Workload& w, int pipeline, int layers) const {
   StageTime t = time(w, layers);
-  return w.micro_batches * t.per_micro_batch() + t.bubble_s(pipeline) + t.dp_s + t.update_s;
+  const double fill = 2.0 * (pipeline - 1) * std::max(t.send_next_s, t.send_prev_s);
+  return w.micro_batches * t.per_micro_batch() + t.bubble_s(pipeline) + fill + t.dp_s + t.update_s;
 }
 
 RankMemory StageCost::memory(const Workload& w, int pipeline, int layers) const {
@@ -162,7 +169,10 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
   e.compute_s = m * t.compute_s;
   e.recompute_s = m * t.recompute_s;
   e.tp_comm_s = m * t.tp_s;
-  e.pp_comm_s = m * t.exposed_pp_s();
+  // Steady state: what the links add to each slot; fill and drain: every hop's transfer once
+  // in each direction, on the critical path.
+  e.pp_comm_s = m * t.pp_exposed_s();
+  for (int s = 0; s < p; ++s) e.pp_comm_s += stages[s].time(w, layers[s]).pp_fill_s();
   e.bubble_s = t.bubble_s(p);
   e.dp_comm_s = t.dp_s;
   e.update_s = t.update_s;
@@ -184,7 +194,7 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
     if (!sc.first) add(sc.prev_link, m * act / sc.tp * ranks);
     double params = sc.params_per_rank(w, layers[s]);
     if (sc.dp > 1)
-      add(sc.dp_link, (sc.dp - 1.0) / sc.dp * params * (w.grad_bytes() + w.param_bytes()) * ranks);
+      add(sc.dp_link, (sc.dp - 1.0) / sc.dp * params * (w.grad_bytes() + w.gather_bytes()) * ranks);
     if (sc.first != sc.last && w.shape.tie_embeddings)
       add(sc.emb_link, double(padded_vocab(w.shape.vocab, sc.tp)) * w.shape.hidden / sc.tp * w.grad_bytes() * ranks);
   }

@@ -45,6 +45,10 @@ struct Workload {
   int tp_wire_bytes() const { return bf16 && staging != Staging::kAll ? 2 : 4; }
   int param_bytes() const { return bf16 ? 2 : 4; }  // weights as used in compute
   int grad_bytes() const { return 4; }               // fp32 gradient buffer, reduced in fp32
+  // The distributed optimizer all-gathers the updated fp32 master weights (DistOptimizer::
+  // update gathers Buf::f32 parameters; the bf16 compute copy is made from them), so the
+  // all-gather moves 4 bytes per parameter in bf16 jobs too.
+  int gather_bytes() const { return 4; }
   int optimizer_bytes() const { return bf16 ? 12 : 8; }  // fp32 master + m + v, or m + v
 };
 
@@ -54,21 +58,26 @@ struct StageTime {
   double recompute_s = 0;  // of which the replay
   double weights_s = 0;  // of which the W passes a zero-bubble schedule moves (0 under 1f1b)
   double tp_s = 0;
-  double pp_s = 0;
+  double pp_s = 0;       // the pipeline sends of one micro-batch: send_next_s + send_prev_s
+  double send_next_s = 0, send_prev_s = 0;  // activation to the next stage, gradient to the previous
   double dp_s = 0;       // per step, exposed
   double update_s = 0;   // per step: optimizer update and other host work
-  // A steady-state micro-batch. Under zb-h1 the W pass placed after the post of the next
-  // activation's receive runs while that tensor travels; the gradient's receive is read by the
-  // B right after its post. Timed on the step tables (schedule_test.cpp, "the cost model's
-  // zb-h1"), W hides about half its length of the sends per micro-batch.
-  double per_micro_batch() const { return compute_s + tp_s + exposed_pp_s(); }
-  double exposed_pp_s() const { return std::max(0.0, pp_s - weights_s / 2); }
-  // The pipeline's fill and drain over p stages: (p - 1) micro-batches under 1F1B; under zb-h1
-  // the held-back W passes fill two W lengths of each (Qi et al. 2023: (p-1)(F + B - W)), while
-  // the first activation and the last gradient travel uncovered (the whole pp_s).
-  double bubble_s(int p) const {
-    return (p - 1) * (weights_s > 0 ? std::max(0.0, compute_s + tp_s + pp_s - 2 * weights_s) : per_micro_batch());
+  // Sends run on the communication thread beside the next pass: in the 1F1B steady state a
+  // link costs a micro-batch slot only what it takes beyond the stage's own work (it carries
+  // one message per micro-batch in each direction). The fill and drain of the pipeline wait
+  // for every hop once forward and once backward (pp_fill_s).
+  double pp_exposed_s() const {
+    const double busy = compute_s + tp_s;
+    return std::max(0.0, std::max(send_next_s, send_prev_s) - busy);
   }
+  double per_micro_batch() const { return compute_s + tp_s + pp_exposed_s(); }
+  // This stage's share of the fill and drain: its sends (summed over the stages, each hop once
+  // in each direction).
+  double pp_fill_s() const { return send_next_s + send_prev_s; }
+  // The idle slots of the fill and drain over p stages: (p - 1) micro-batch slots under 1F1B;
+  // under zb-h1 the held-back W passes fill two W lengths of each (Qi et al. 2023:
+  // (p - 1)(F + B - W)). weights_s is 0 under 1f1b.
+  double bubble_s(int p) const { return (p - 1) * std::max(0.0, per_micro_batch() - 2 * weights_s); }
 };
 
 struct StageCost {
@@ -81,7 +90,8 @@ struct StageCost {
   double update_s_per_param = 0;  // Facts::update_s_per_param
 
   StageTime time(const Workload& w, int layers) const;
-  // m t_s(n) + bubble_s(n) + dp_s(n) + update_s(n): what the partition balances.
+  // m t_s(n) + bubble_s(n) + 2 (p - 1) max(send) + dp_s(n) + update_s(n): what the partition
+  // balances (the fill and drain priced as if every hop were as slow as this stage's worst).
   double objective(const Workload& w, int pipeline, int layers) const;
   double params_per_rank(const Workload& w, int layers) const;  // count, not bytes
   RankMemory memory(const Workload& w, int pipeline, int layers) const;

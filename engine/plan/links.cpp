@@ -19,9 +19,17 @@ const char* to_string(LinkKind kind) {
   return "?";
 }
 
+double LinkCost::gbps_for(double message_bytes) const {
+  if (size_factor.empty()) return gbps_per_rank;
+  topo::LinkCalibration curve;
+  curve.efficiency = 1;
+  curve.sizes = size_factor;
+  return gbps_per_rank * topo::efficiency_at(curve, message_bytes);
+}
+
 double LinkCost::transfer_s(double bytes) const {
   if (gbps_per_rank <= 0) return 0;
-  return latency_s + bytes * 8.0 / (gbps_per_rank * 1e9);
+  return latency_s + bytes * 8.0 / (gbps_for(bytes) * 1e9);
 }
 
 namespace {
@@ -64,9 +72,9 @@ void pick_rdma(const topo::NodeReport& n, const topo::Island& island, NodeFacts&
 
 namespace {
 
-double sustained_tflops(const spec::JobSpec& spec, const topo::Devices& d, bool cuda, double calibrated) {
+// What the topology and spec declare a device sustains (no calibration).
+double sustained_tflops(const spec::JobSpec& spec, const topo::Devices& d, bool cuda) {
   if (spec.cluster.device_tflops > 0) return spec.cluster.device_tflops;
-  if (calibrated > 0) return calibrated;
   double eff = spec.cluster.compute_efficiency > 0 ? spec.cluster.compute_efficiency
                : cuda ? kDefaultEfficiencyCuda : kDefaultEfficiencyCpu;
   double peak = d.peak_tflops;
@@ -97,7 +105,10 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
                               : measured.latency_us > 0 ? measured.latency_us
                                                         : kDefaultLatencyUs[k];
     f.latency_s[k] = latency_us * 1e-6;
-    if (measured.efficiency > 0) f.efficiency[k] = measured.efficiency;
+    if (measured.efficiency > 0) {
+      f.efficiency[k] = measured.efficiency;
+      for (const auto& [bytes, eff] : measured.sizes) f.size_factor[k].emplace_back(bytes, eff / measured.efficiency);
+    }
   }
   f.update_s_per_param = topo.calibration.update_ns_per_param * 1e-9;
   f.nodes.resize(n);
@@ -114,7 +125,7 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
                                   rep.devices.count));
     nf.devices = rep.devices.count;
     nf.cuda = rep.devices.kind == "cuda";
-    nf.tflops = sustained_tflops(spec, rep.devices, nf.cuda, topo.calibration.device_tflops);
+    nf.tflops = sustained_tflops(spec, rep.devices, nf.cuda);
     nf.memory_bytes = rep.devices.memory_gb * double(1 << 30);
     pick_ethernet(topo, i, nf);
     if (c.ethernet.bandwidth_gbps > 0) nf.ethernet_gbps = c.ethernet.bandwidth_gbps;
@@ -127,7 +138,19 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
     nf.intra_gbps = c.intra_node.bandwidth_gbps > 0 ? c.intra_node.bandwidth_gbps
                     : nf.cuda ? kDefaultIntraGbpsCuda : kDefaultIntraGbpsCpu;
   }
+  calibrate_compute(spec, topo.calibration.device_tflops, f);
   return f;
+}
+
+void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f) {
+  // A calibration measures one rate, the slowest stage's: that of the slowest kind of device
+  // (a stage runs at its slowest device). Nodes declared faster keep their declared ratio to
+  // it, so an older island beside a newer one stays slower after calibration.
+  if (calibrated <= 0 || spec.cluster.device_tflops > 0 || f.nodes.empty()) return;
+  double slowest = -1;
+  for (const NodeFacts& n : f.nodes)
+    if (n.tflops > 0 && (slowest < 0 || n.tflops < slowest)) slowest = n.tflops;
+  for (NodeFacts& n : f.nodes) n.tflops = slowest > 0 ? calibrated * n.tflops / slowest : calibrated;
 }
 
 LinkCost link_between(const Facts& f, int a, int b) {
@@ -148,6 +171,7 @@ LinkCost link_between(const Facts& f, int a, int b) {
   }
   l.latency_s = f.latency_s[static_cast<int>(l.kind)];
   l.gbps_per_rank *= f.efficiency[static_cast<int>(l.kind)];
+  l.size_factor = f.size_factor[static_cast<int>(l.kind)];
   return l;
 }
 
@@ -172,7 +196,7 @@ double ring_all_reduce_s(const LinkCost& l, int d, double bytes) {
 
 double ring_reduce_scatter_s(const LinkCost& l, int d, double bytes) {
   if (d < 2 || l.gbps_per_rank <= 0) return 0;
-  return (d - 1) * (l.latency_s + bytes / d * 8.0 / (l.gbps_per_rank * 1e9));
+  return (d - 1) * (l.latency_s + bytes / d * 8.0 / (l.gbps_for(bytes / d) * 1e9));
 }
 
 double ring_all_gather_s(const LinkCost& l, int d, double bytes) { return ring_reduce_scatter_s(l, d, bytes); }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/spec/job_spec.hpp"
@@ -56,7 +57,13 @@ struct LinkCost {
   double gbps_per_rank = 0;  // bandwidth one rank gets (the node's NIC shared by its ranks)
   double latency_s = 0;
   bool crosses_island = false;
-  // Seconds to move `bytes` once over this link: alpha + bytes / beta.
+  // The calibration's efficiency by message size over the class's one figure (which
+  // gbps_per_rank already carries): (message bytes, factor), ascending; empty = 1 at every size.
+  std::vector<std::pair<double, double>> size_factor;
+  // Per-rank Gb/s for messages of `bytes` (gbps_per_rank x the size factor, interpolated in log
+  // bytes, flat beyond the measured sizes).
+  double gbps_for(double message_bytes) const;
+  // Seconds to move `bytes` once over this link: alpha + bytes / beta(bytes).
   double transfer_s(double bytes) const;
 };
 
@@ -65,6 +72,8 @@ struct Facts {
   double latency_s[kLinkKinds] = {};
   // Measured bandwidth / declared, by link class (topology calibration; 1 when not measured).
   double efficiency[kLinkKinds] = {1, 1, 1, 1};
+  // By link class, the calibration's efficiency at each measured message size over `efficiency`.
+  std::vector<std::pair<double, double>> size_factor[kLinkKinds];
   // Host time per step and parameter a rank holds: optimizer update, gradient zeroing, norms
   // (topology calibration; 0 when not measured).
   double update_s_per_param = 0;
@@ -82,6 +91,11 @@ struct Facts {
 // whatever its source.
 Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo);
 
+// With a calibrated device rate (the slowest stage's, TFLOP/s; 0 = none) and no explicit
+// cluster.device_tflops: the slowest declared node gets the calibrated rate and every other node
+// its declared multiple of it (collect_facts calls this last).
+void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f);
+
 // The link between the nodes of two ranks (a == b is intra-node).
 LinkCost link_between(const Facts& f, int node_a, int node_b);
 // The slowest link a ring over `nodes` (in ring order) uses; a single member is intra-node
@@ -89,7 +103,8 @@ LinkCost link_between(const Facts& f, int node_a, int node_b);
 LinkCost ring_bottleneck(const Facts& f, const std::vector<int>& nodes);
 
 // Ring collectives over d ranks of `bytes` each (the full buffer size per rank):
-// all-reduce 2(d-1)(alpha + bytes/(d beta)), reduce-scatter and all-gather half of that.
+// all-reduce 2(d-1)(alpha + bytes/(d beta)), reduce-scatter and all-gather half of that; beta
+// is the link's rate for the messages of a ring step, bytes/d.
 double ring_all_reduce_s(const LinkCost& l, int d, double bytes);
 double ring_reduce_scatter_s(const LinkCost& l, int d, double bytes);
 double ring_all_gather_s(const LinkCost& l, int d, double bytes);

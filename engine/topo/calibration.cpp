@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -42,6 +43,31 @@ void parse_compute(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
   }
 }
 
+// sizes: [[bytes, efficiency], ...], each figure > 0; kept sorted by bytes.
+std::vector<std::pair<double, double>> parse_sizes(const YAML::Node& n, const Ctx& ctx) {
+  std::vector<std::pair<double, double>> out;
+  if (!n.IsDefined() || n.IsNull()) return out;
+  const char* want = "a list of [message bytes, efficiency] pairs, both > 0";
+  if (!n.IsSequence()) ctx.fail(n, fmt::format("expected {}, found {}", want, describe(n)));
+  for (size_t i = 0; i < n.size(); ++i) {
+    const YAML::Node& pt = n[i];
+    double bytes = 0, eff = 0;
+    bool ok = pt.IsSequence() && pt.size() == 2;
+    try {
+      if (ok) {
+        bytes = pt[0].as<double>();
+        eff = pt[1].as<double>();
+      }
+    } catch (const YAML::Exception&) {
+      ok = false;
+    }
+    if (!ok || !(bytes > 0) || !(eff > 0)) ctx.item(i).fail(pt, fmt::format("expected {}, found {}", want, describe(pt)));
+    out.emplace_back(bytes, eff);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 void parse_links(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
   const std::set<std::string> classes(std::begin(kCalibratedLinks), std::end(kCalibratedLinks));
   check_keys(n, ctx, classes);
@@ -49,7 +75,7 @@ void parse_links(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
     const std::string kind = kv.first.Scalar();
     const Ctx lctx = ctx.at(kind);
     const YAML::Node& l = kv.second;
-    check_keys(l, lctx, {"efficiency", "latency_us", "gbps_per_rank", "declared_gbps_per_rank", "groups"});
+    check_keys(l, lctx, {"efficiency", "latency_us", "gbps_per_rank", "declared_gbps_per_rank", "groups", "sizes"});
     LinkCalibration lc;
     lc.efficiency = get<double>(l, "efficiency", lctx, 0.0, "a number > 0");
     if (lc.efficiency < 0 || (l["efficiency"].IsDefined() && lc.efficiency == 0))
@@ -58,11 +84,25 @@ void parse_links(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
     lc.gbps_per_rank = non_negative(l, "gbps_per_rank", lctx, "a number of Gb/s");
     lc.declared_gbps_per_rank = non_negative(l, "declared_gbps_per_rank", lctx, "a number of Gb/s");
     lc.groups = get<int>(l, "groups", lctx, 0, "a number of groups");
+    lc.sizes = parse_sizes(l["sizes"], lctx.at("sizes"));
     c.links[kind] = lc;
   }
 }
 
 }  // namespace
+
+double efficiency_at(const LinkCalibration& l, double bytes) {
+  const auto& pts = l.sizes;
+  if (pts.empty() || bytes <= 0) return l.efficiency;
+  if (bytes <= pts.front().first) return pts.front().second;
+  if (bytes >= pts.back().first) return pts.back().second;
+  size_t i = 1;
+  while (pts[i].first < bytes) ++i;
+  const auto& [b0, e0] = pts[i - 1];
+  const auto& [b1, e1] = pts[i];
+  const double x = std::log(bytes / b0) / std::log(b1 / b0);
+  return e0 + x * (e1 - e0);
+}
 
 Calibration parse_calibration_yaml(const std::string& text, const std::string& source) {
   const spec::YamlText parsed = spec::parse_yaml_text(text, source, "not valid YAML");
@@ -100,9 +140,13 @@ std::string format_calibration_yaml(const Calibration& c) {
   for (const auto& s : c.stages)
     out += fmt::format("    - {{stage: {}, layers: {}, tflops: {}}}\n", s.stage, s.layers, s.tflops);
   out += fmt::format("links:{}\n", c.links.empty() ? " {}" : "");
-  for (const auto& [kind, l] : c.links)
-    out += fmt::format("  {}: {{efficiency: {}, latency_us: {}, gbps_per_rank: {}, declared_gbps_per_rank: {}, groups: {}}}\n",
-                       kind, l.efficiency, l.latency_us, l.gbps_per_rank, l.declared_gbps_per_rank, l.groups);
+  for (const auto& [kind, l] : c.links) {
+    std::string sizes;
+    for (const auto& [bytes, eff] : l.sizes) sizes += fmt::format("{}[{}, {}]", sizes.empty() ? "" : ", ", bytes, eff);
+    out += fmt::format("  {}: {{efficiency: {}, latency_us: {}, gbps_per_rank: {}, declared_gbps_per_rank: {}, groups: {}{}}}\n",
+                       kind, l.efficiency, l.latency_us, l.gbps_per_rank, l.declared_gbps_per_rank, l.groups,
+                       l.sizes.empty() ? "" : fmt::format(", sizes: [{}]", sizes));
+  }
   return out;
 }
 

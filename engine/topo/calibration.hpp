@@ -7,17 +7,20 @@
 //   compute: {device_tflops: 0.0187, declared_tflops: 0.025, update_ns_per_param: 12.5,
 //             stages: [{stage: 0, layers: 4, tflops: 0.019}, ...]}
 //   links:
-//     ethernet: {efficiency: 0.81, latency_us: 250, gbps_per_rank: 0.162, declared_gbps_per_rank: 0.2, groups: 2}
+//     ethernet: {efficiency: 0.81, latency_us: 250, gbps_per_rank: 0.162, declared_gbps_per_rank: 0.2, groups: 2,
+//                sizes: [[65536, 1.3], [3276800, 0.78]]}
 //
 // The planner uses compute.device_tflops (the slowest stage's rate), compute.update_ns_per_param
 // (host time per step outside the passes and communication, per parameter a rank holds) and,
 // per link class, efficiency (measured bandwidth
-// over the bandwidth the plan declared) and latency_us; the rest is what was measured, kept
+// over the bandwidth the plan declared), its efficiency by message size when measured, and
+// latency_us; the rest is what was measured, kept
 // for people to read. A figure of 0 (or a class not listed) was not measured.
 #pragma once
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace holmes::topo {
@@ -28,6 +31,9 @@ struct LinkCalibration {
   double gbps_per_rank = 0;
   double declared_gbps_per_rank = 0;
   int groups = 0;          // groups the figures come from
+  // Efficiency by message size (bytes of one message: a ring step's chunk, a pipeline send),
+  // ascending, one point per size the probe measured; empty = one figure for every size.
+  std::vector<std::pair<double, double>> sizes;
 };
 
 struct StageCalibration {
@@ -46,6 +52,10 @@ struct Calibration {
 
   bool empty() const { return device_tflops <= 0 && update_ns_per_param <= 0 && links.empty(); }
 };
+
+// A class's efficiency for messages of `bytes`: its size curve interpolated linearly in
+// log(bytes) and held flat beyond the end points, or its one efficiency without a curve.
+double efficiency_at(const LinkCalibration& l, double bytes);
 
 // The link classes a calibration may name (the cost model's, plan::LinkKind).
 inline const char* const kCalibratedLinks[] = {"intra-node", "ib", "roce", "ethernet"};

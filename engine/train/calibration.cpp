@@ -22,7 +22,7 @@ namespace {
 constexpr int kTinyReps = 7, kBigReps = 3;
 constexpr size_t kMaxProbeFloats = size_t{16} << 20;  // 64 MB: bounds the probe's time and memory
 constexpr uint32_t kProbeTag = 0xC0000000u;           // above every pipeline tag (p2p_tag)
-constexpr int kSampleFloats = 5;                      // link, latency, gbps, declared latency, declared gbps
+constexpr int kSampleFloats = 6;  // link, latency, gbps, declared latency, declared gbps, message bytes
 constexpr int kSlots = 3;                             // tp, pp, dp samples per rank
 constexpr int kComputeFloats = 5;  // stage, flops per step, steady steps, host seconds, params held
 
@@ -71,7 +71,8 @@ LinkSample sample_collective(comm::ProcessGroup& g, const plan::Group& pg, bool 
   })[kBigReps / 2];
   const double steps = all_reduce ? 2.0 * (d - 1) : d - 1.0;
   const double wire = steps * floats * sizeof(float) / d;
-  return {static_cast<int>(pg.link), latency, gbps_of(big, steps, latency, wire), pg.latency_s, pg.gbps_per_rank};
+  return {static_cast<int>(pg.link), latency, gbps_of(big, steps, latency, wire), pg.latency_s, pg.gbps_per_rank,
+          double(floats * sizeof(float) / d)};
 }
 
 // One pipeline hop, both directions at once as in the steady 1F1B phase.
@@ -86,7 +87,7 @@ LinkSample sample_hop(comm::ProcessGroup& pp, int peer, size_t floats, const pla
   const double latency = sorted_seconds(kTinyReps, [&] { exchange(1); }).front();
   const double big = sorted_seconds(kBigReps, [&] { exchange(floats); })[kBigReps / 2];
   return {static_cast<int>(declared.kind), latency, gbps_of(big, 1, latency, floats * sizeof(float)),
-          declared.latency_s, declared.gbps_per_rank};
+          declared.latency_s, declared.gbps_per_rank, double(floats * sizeof(float))};
 }
 
 std::vector<float> pack(const std::vector<LinkSample>& samples, const float compute[kComputeFloats]) {
@@ -94,7 +95,7 @@ std::vector<float> pack(const std::vector<LinkSample>& samples, const float comp
   for (size_t i = 0; i < samples.size() && i < kSlots; ++i) {
     const LinkSample& s = samples[i];
     const float f[kSampleFloats] = {float(s.link), float(s.latency_s), float(s.gbps), float(s.declared_latency_s),
-                                    float(s.declared_gbps)};
+                                    float(s.declared_gbps), float(s.message_bytes)};
     std::copy(f, f + kSampleFloats, v.begin() + i * kSampleFloats);
   }
   std::copy(compute, compute + kComputeFloats, v.end() - kComputeFloats);
@@ -141,16 +142,25 @@ void summarize_links(const std::vector<LinkSample>& all, const topo::Calibration
   for (const auto& [link, samples] : by_link) {
     const std::string kind = plan::to_string(plan::LinkKind(link));
     auto prev = previous.links.find(kind);
-    // The plan's figure already carries the previous calibration's factor: undo it.
+    // The plan's figure (a group's per-rank rate) already carries the previous calibration's
+    // class efficiency (not its size curve, which only prices transfers): undo it.
     const double prev_eff = prev != previous.links.end() && prev->second.efficiency > 0 ? prev->second.efficiency : 1.0;
     std::vector<double> eff, lat, gbps, declared;
+    std::map<double, std::vector<double>> by_size;  // message bytes -> efficiencies
     for (const LinkSample* s : samples) {
       eff.push_back(s->gbps / s->declared_gbps * prev_eff);
       lat.push_back(s->latency_s * 1e6);
       gbps.push_back(s->gbps);
       declared.push_back(s->declared_gbps / prev_eff);
+      if (s->message_bytes > 0) by_size[std::round(s->message_bytes)].push_back(eff.back());
     }
-    out.links[kind] = {median(eff), median(lat), median(gbps), median(declared), static_cast<int>(samples.size())};
+    topo::LinkCalibration& l = out.links[kind];
+    l = {median(eff), median(lat), median(gbps), median(declared), static_cast<int>(samples.size()), {}};
+    // One point per message size the probes used (the tensor, pipeline and data-parallel
+    // groups of a class send very different sizes; a shaped or shared link is not equally
+    // efficient at each). A single size adds nothing to the one efficiency.
+    if (by_size.size() > 1)
+      for (const auto& [bytes, e] : by_size) l.sizes.emplace_back(bytes, median(e));
   }
 }
 
@@ -174,7 +184,7 @@ Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vecto
     const float* v = all.data() + r * per_rank;
     for (int i = 0; i < kSlots; ++i) {
       const float* f = v + i * kSampleFloats;
-      if (f[0] >= 0) g.samples.push_back({static_cast<int>(f[0]), f[1], f[2], f[3], f[4]});
+      if (f[0] >= 0) g.samples.push_back({static_cast<int>(f[0]), f[1], f[2], f[3], f[4], f[5]});
     }
     const float* c = v + kSlots * kSampleFloats;
     const int st = static_cast<int>(c[0]);

@@ -31,6 +31,7 @@ struct LinkSample {
   int link = -1;  // plan::LinkKind, -1 = no sample
   double latency_s = 0, gbps = 0;                    // measured
   double declared_latency_s = 0, declared_gbps = 0;  // what the plan's estimate used
+  double message_bytes = 0;  // one message of the probe: a ring step's chunk, a pipeline send
 };
 
 // The probe of this rank (collective over the job; call right after start-up). Samples of

@@ -3,6 +3,7 @@
 
   lab.py run SCENARIO.yaml CASE [--out DIR]   one case on the emulated cluster
   lab.py bench SCENARIO.yaml [--out DIR] [--rounds N]
+  lab.py bench-many SCENARIO.yaml... [--out DIR] [--rounds N] [--budget-s S] [--reuse]
   lab.py clean                                remove what crashed lab runs left behind
 
 Exit codes: 0 ok, 1 a run failed, 2 bad scenario or arguments, 130 interrupted.
@@ -35,7 +36,7 @@ try:
     import os
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from labkit import bench, job, netlab, scenario
+    from labkit import bench, job, many, netlab, scenario
 except KeyboardInterrupt as _stopped:  # nothing built yet
     print(f"lab: stopped by signal {_stopped.args[0]}", file=sys.stderr)
     sys.exit(128 + _stopped.args[0])
@@ -91,7 +92,18 @@ def cmd_bench(args):
     check_root()
     netlab.sweep()
     out_dir = os.path.abspath(args.out or default_out(args.scenario, "bench"))
-    return bench.run(sc, exe, out_dir, args.rounds or sc.rounds)
+    return bench.run(sc, exe, out_dir, args.rounds or sc.rounds)[0]
+
+
+def cmd_bench_many(args):
+    for path in args.scenarios:
+        scenario.load(path)
+    exe = binary()
+    check_root()
+    netlab.sweep()
+    out_dir = os.path.abspath(args.out or os.path.join(REPO, "runs", "lab", "many"))
+    os.makedirs(out_dir, exist_ok=True)
+    return many.run(args.scenarios, exe, out_dir, args.rounds, args.budget_s, args.reuse)
 
 
 def cmd_clean(_args):
@@ -113,6 +125,15 @@ def parse_args():
     b.add_argument("scenario")
     b.add_argument("--out", help="bench folder (default runs/lab/<scenario>/bench)")
     b.add_argument("--rounds", type=int, help="rounds (default: the scenario's, else 3)")
+    m = sub.add_parser("bench-many", help="bench several scenarios, a table and one summary line")
+    m.add_argument("scenarios", nargs="+")
+    m.add_argument("--out", help="folder of the benches (default runs/lab/many)")
+    m.add_argument("--rounds", type=int, help="rounds per scenario (default: each scenario's)")
+    m.add_argument("--budget-s", type=float, default=0,
+                   help="start no scenario after this many seconds (0: no limit); skipped ones are listed")
+    m.add_argument("--reuse", action="store_true",
+                   help="run nothing: predict and tabulate the runs an earlier bench-many left in --out again "
+                        "(the plans those runs chose are not changed)")
     sub.add_parser("clean", help="remove namespaces that crashed lab runs left behind")
     return ap.parse_args()
 
@@ -120,7 +141,8 @@ def parse_args():
 def main():
     try:
         args = parse_args()
-        return {"run": cmd_run, "bench": cmd_bench, "clean": cmd_clean}[args.command](args)
+        return {"run": cmd_run, "bench": cmd_bench, "bench-many": cmd_bench_many,
+                "clean": cmd_clean}[args.command](args)
     except scenario.LabError as e:
         print(f"lab: error: {e}", file=sys.stderr)
         return 2

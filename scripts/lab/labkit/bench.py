@@ -28,13 +28,24 @@ def merge_calibrations(paths, cases):
             links.setdefault(kind, []).append(link)
     out["links"] = {kind: {key: statistics.median(x[key] for x in got) for key in ("efficiency", "latency_us")}
                     for kind, got in links.items()}
+    for kind, got in links.items():  # efficiency by message size: the median at each size measured
+        by_size = {}
+        for link in got:
+            for size, eff in link.get("sizes") or []:
+                by_size.setdefault(float(size), []).append(eff)
+        if len(by_size) > 1:
+            out["links"][kind]["sizes"] = [[size, statistics.median(e)] for size, e in sorted(by_size.items())]
     return out
 
 
-def predict(exe, run_dir, sc, calibration):
+def predict(exe, run_dir, sc, calibration, degrees=None):
+    """The planner's step time for a run's job with `calibration`; `degrees` pins the degrees an
+    `auto` run chose (with another calibration the planner might choose others)."""
     cmd = [exe, "--config", os.path.join(run_dir, "job.yaml"), "--plan-only", "--format", "json",
            "--topology", os.path.join(run_dir, "topology.yaml"), "--nodes", ",".join(sc.order),
            "--set", f"cluster.calibration={calibration}"]
+    for key, value in (degrees or {}).items():
+        cmd += ["--set", f"parallel.{key}={value}"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise job.RunFailed(f"`{' '.join(cmd)}` failed ({r.returncode}): {r.stderr.strip()}")
@@ -53,27 +64,59 @@ def ratio(measured, a, b):
     return f"{measured[b] / measured[a]:.2f}" if a in measured and b in measured else "n/a"
 
 
-def run(sc, exe, out_dir, rounds):
-    runs = {case: [] for case in sc.cases}  # case -> [(run_dir, results)]
+def spread(steps):
+    """The rounds' spread: (slowest - fastest) / median, what the machine's noise alone moves a
+    case's step time by (0 with one round)."""
+    return (max(steps) - min(steps)) / statistics.median(steps) if len(steps) > 1 else 0.0
+
+
+def loss_mismatches(sc, runs):
+    """Every run against the first run of its kind: the fixed-degree cases against each other
+    (bit-identical, docs/lab.md), auto against its own first round (other degrees add the
+    gradients of other micro-batch splits in another order), diloco against its own
+    (it optimises otherwise, docs/diloco.md)."""
+    out = []
+    apart = ("auto", "diloco")
+    for group in [[c for c in sc.cases if c not in apart]] + [[c] for c in apart if c in sc.cases]:
+        if not group:
+            continue
+        ref_case, ref = group[0], runs[group[0]][0][1]
+        out += [f"{case} (round {i + 1}) differs from {ref_case} (round 1) at "
+                f"{first_difference(ref['losses'], res['losses'])}"
+                for case in group for i, (_, res) in enumerate(runs[case]) if res["losses"] != ref["losses"]]
+    return out
+
+
+def reuse(sc, out_dir, rounds):
+    """The runs an earlier bench left in out_dir (to predict them again with another binary)."""
+    runs = {case: [] for case in sc.cases}
     for r in range(rounds):
+        for case in sc.cases:
+            run_dir = os.path.join(out_dir, f"{case}-r{r + 1}")
+            if not os.path.exists(os.path.join(run_dir, "out", "metrics.jsonl")):
+                raise job.RunFailed(f"--reuse: {run_dir} holds no finished run")
+            res = job.results(run_dir)
+            cal = os.path.join(run_dir, "calibration.yaml")
+            res["calibration"] = cal if os.path.exists(cal) else ""
+            runs[case].append((run_dir, res))
+    return runs
+
+
+def run(sc, exe, out_dir, rounds, reuse_runs=False):
+    """Runs the bench (or, reuse_runs, takes an earlier one's runs); prints its table and line;
+    returns (exit code, summary dict)."""
+    runs = reuse(sc, out_dir, rounds) if reuse_runs else {case: [] for case in sc.cases}
+    for r in range(0 if reuse_runs else rounds):
         for case in sc.cases:
             run_dir = os.path.join(out_dir, f"{case}-r{r + 1}")
             res = job.run_case(sc, scenario.case_net(sc, case), exe, run_dir)
             runs[case].append((run_dir, res))
             print(f"lab: round {r + 1}/{rounds} {case:<8} {res['step_s'] * 1e3:8.1f} ms per step", flush=True)
 
-    # diloco optimises otherwise (docs/diloco.md): its runs agree with each other, not with the rest.
-    family = {case: "diloco" if case == "diloco" else "sync" for case in sc.cases}
-    refs = {}
-    for case in sc.cases:
-        refs.setdefault(family[case], (case, runs[case][0][1]))
-    ref = refs[family[sc.cases[0]]][1]
-    mismatches = [f"{case} (round {i + 1}) differs from {refs[family[case]][0]} (round 1) at "
-                  f"{first_difference(refs[family[case]][1]['losses'], res['losses'])}"
-                  for case in sc.cases for i, (_, res) in enumerate(runs[case])
-                  if res["losses"] != refs[family[case]][1]["losses"]]
-
+    mismatches = loss_mismatches(sc, runs)
     measured = {case: statistics.median(res["step_s"] for _, res in runs[case]) for case in sc.cases}
+    spreads = {case: spread([res["step_s"] for _, res in runs[case]]) for case in sc.cases}
+    degrees = {case: runs[case][0][1]["degrees"] for case in sc.cases}
     predicted, errors, schedules = {}, {}, {}
     for case in sc.cases:
         others = [res["calibration"] for c in sc.cases if c != case for _, res in runs[c] if res["calibration"]]
@@ -82,32 +125,38 @@ def run(sc, exe, out_dir, rounds):
         merged = os.path.join(out_dir, f"calibration-for-{case}.yaml")
         with open(merged, "w") as f:
             yaml.safe_dump(merge_calibrations(others, [c for c in sc.cases if c != case]), f, sort_keys=False)
-        predicted[case], schedules[case] = predict(exe, runs[case][0][0], sc, merged)
+        predicted[case], schedules[case] = predict(exe, runs[case][0][0], sc, merged,
+                                                   degrees[case] if case == "auto" else None)
         errors[case] = predicted[case] / measured[case] - 1
 
     print(f"\nlab: {sc.path}: {rounds} round(s), {len(sc.order)} nodes x {sc.workers_per_node} worker(s), "
           f"tensor {sc.parallel['tensor']} x pipeline {sc.parallel['pipeline']} x data {sc.parallel['data']}")
-    print(f"{'case':<13}{'placement':<10}{'schedule':<9}{'measured ms':>12}{'predicted ms':>14}{'error':>8}  per-round ms")
+    print(f"{'case':<13}{'placement':<10}{'schedule':<9}{'degrees':>9}{'measured ms':>12}{'predicted ms':>14}"
+          f"{'error':>8}{'spread':>8}  per-round ms")
     for case in sc.cases:
         placement = scenario.case_net(sc, case).placement
+        d = degrees[case]
+        deg = f"{d['tensor']}x{d['pipeline']}x{d['data']}" if d else "?"
         pred = f"{predicted[case] * 1e3:14.1f}{errors[case] * 100:+7.1f}%" if case in predicted else f"{'-':>14}{'-':>8}"
         rounds_ms = " ".join(f"{res['step_s'] * 1e3:.0f}" for _, res in runs[case])
-        print(f"{case:<13}{placement:<10}{schedules.get(case, '-'):<9}{measured[case] * 1e3:12.1f}{pred}  {rounds_ms}")
+        print(f"{case:<13}{placement:<10}{schedules.get(case, '-'):<9}{deg:>9}{measured[case] * 1e3:12.1f}{pred}"
+              f"{spreads[case] * 100:7.1f}%  {rounds_ms}")
+    ref = runs[sc.cases[0]][0][1]
     print(f"losses: {'bit-identical in every run' if not mismatches else 'DIFFER: ' + '; '.join(mismatches)} "
           f"({len(ref['losses'])} steps, last {ref['losses'][-1]!r})")
     worst = max((abs(e) for e in errors.values()), default=float("nan"))
-    summary = (f"lab: holmes/megatron {ratio(measured, 'holmes', 'megatron')} holmes/naive {ratio(measured, 'holmes', 'naive')} "
-               f"holmes/fast {ratio(measured, 'holmes', 'fast')} holmes/holmes-1f1b {ratio(measured, 'holmes', 'holmes-1f1b')} "
-               f"diloco/sync {ratio(measured, 'diloco', 'sync')} "
-               f"prediction error {worst * 100:.0f}% (max over cases)")
-    print(summary)
+    line = (f"lab: holmes/megatron {ratio(measured, 'holmes', 'megatron')} holmes/naive {ratio(measured, 'holmes', 'naive')} "
+            f"holmes/fast {ratio(measured, 'holmes', 'fast')} holmes/holmes-1f1b {ratio(measured, 'holmes', 'holmes-1f1b')} "
+            f"diloco/sync {ratio(measured, 'diloco', 'sync')} "
+            f"prediction error {worst * 100:.0f}% (max over cases)")
+    print(line)
+    result = {"measured_s": measured, "predicted_s": predicted, "errors": errors, "schedules": schedules,
+              "losses_identical": not mismatches,
+              "rounds_s": {case: [res["step_s"] for _, res in runs[case]] for case in sc.cases},
+              "placements": {case: str(scenario.case_net(sc, case).placement) for case in sc.cases},
+              "scenario": f"{sc.path}: {rounds} round(s), {len(sc.order)} nodes x {sc.workers_per_node} worker(s)",
+              "summary": line, "path": sc.path, "rounds": rounds, "spreads": spreads, "degrees": degrees}
     with open(os.path.join(out_dir, "bench.json"), "w") as f:
-        json.dump({"measured_s": measured, "predicted_s": predicted, "errors": errors, "schedules": schedules,
-                   "losses_identical": not mismatches,
-                   "rounds_s": {case: [res["step_s"] for _, res in runs[case]] for case in sc.cases},
-                   "placements": {case: str(scenario.case_net(sc, case).placement) for case in sc.cases},
-                   "scenario": f"{sc.path}: {rounds} round(s), {len(sc.order)} nodes x {sc.workers_per_node} worker(s)",
-                   "summary": summary},
-                  f, indent=1)
+        json.dump(result, f, indent=1)
     print(f"lab: wrote {bench_html.write(os.path.join(out_dir, 'bench.json'))}")
-    return 1 if mismatches else 0
+    return (1 if mismatches else 0), result

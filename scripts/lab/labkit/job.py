@@ -23,6 +23,8 @@ def job_yaml(sc, net, run_dir, calibrate):
     tokens = max(200_000, 4 * t["steps"] * t["global_batch"] * (t["seq_len"] + 1))
     model = "".join(f", {k}: {m[k]}" for k in ("vocab_size",) if k in m)
     cal = f", calibrate: {json.dumps(calibrate)}" if calibrate else ""
+    # auto: the planner picks the degrees too, for the same number of workers.
+    degrees = ", ".join(f"{k}: {'auto' if net.case == 'auto' else p[k]}" for k in ("tensor", "pipeline", "data"))
     outer = ""
     if net.case in ("sync", "diloco"):  # replicas (docs/diloco.md)
         outer = f", replicas: {p['replicas']}, outer: {net.case}, inner_steps: {p.get('inner_steps', 20)}"
@@ -32,8 +34,7 @@ model: {{layers: {m['layers']}, hidden: {m['hidden']}, heads: {m['heads']}, max_
 data: {{source: synthetic, synthetic: {{tokens: {tokens}}}}}
 train: {{steps: {t['steps']}, micro_batch: {t['micro_batch']}, global_batch: {t['global_batch']}, seq_len: {t['seq_len']},
          warmup_steps: 2, eval_interval: 0}}
-parallel: {{tensor: {p['tensor']}, pipeline: {p['pipeline']}, data: {p['data']}, placement: {net.placement},
-           schedule: {net.schedule}{outer}}}
+parallel: {{{degrees}, placement: {net.placement}, schedule: {net.schedule}{outer}}}
 cluster: {{topology: topology.yaml, timeout_s: 120{cal}}}
 log: {{interval: 1}}
 """
@@ -65,10 +66,16 @@ def set_autogroup_nice(pid, nice):
         pass  # no autogroup scheduling on this kernel: the process nice value is all there is
 
 
-def _die_with_the_lab():
+def _before_exec(cgroup):
     """In each worker before exec: SIGKILL when the lab process is gone, however it ended
-    (the setting survives the exec of `ip netns exec`, `nice` and holmes-train)."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    (the setting survives the exec of `ip netns exec`, `nice` and holmes-train), and into its
+    node's cgroup (its CPU quota) when the scenario declares speeds."""
+    def run():
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if cgroup:
+            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+    return run
 
 
 def launch(sc, cluster, binary, run_dir):
@@ -90,7 +97,7 @@ def launch(sc, cluster, binary, run_dir):
                            "--config", os.path.join(run_dir, "job.yaml")]
                     p = subprocess.Popen(cmd, cwd=run_dir, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True,
-                                         preexec_fn=_die_with_the_lab,
+                                         preexec_fn=_before_exec(cluster.cgroups.get(node)),
                                          env=worker_env(sc, cluster, node, node_rank, local, token))
                 procs.append((rank, p))
                 if nice:
@@ -125,8 +132,11 @@ def results(run_dir):
     plan = [line[len("[rank 0] "):] if line.startswith("[rank 0] ") else line for line in log]
     start = next((i for i, line in enumerate(plan) if line.startswith("Plan: ")), 0)
     end = next((i for i, line in enumerate(plan) if line.startswith("plan hash")), start)
+    m = re.search(r"tensor (\d+) x pipeline (\d+) x data (\d+)", plan[start] if plan else "")
+    degrees = dict(zip(("tensor", "pipeline", "data"), map(int, m.groups()))) if m else {}
     return {"losses": [r["loss"] for r in rows], "step_ms": [r["step_ms"] for r in rows],
-            "step_s": statistics.median(steady) / 1e3, "plan_text": "\n".join(plan[start:end + 1])}
+            "step_s": statistics.median(steady) / 1e3, "plan_text": "\n".join(plan[start:end + 1]),
+            "degrees": degrees}
 
 
 def run_case(sc, net, binary, run_dir, calibrate=True):

@@ -10,12 +10,16 @@ import os
 import re
 import signal
 import subprocess
+import time
 
 PREFIX = "hlab"
 ETH_NET = "10.200.0"        # node i: 10.200.0.(i+1)/24 on eth0
 ISLAND_NET = "10.201.{k}"   # node i on RDMA island k: 10.201.k.(i+1)/24
 IFACE = {"ib": "ib0", "roce": "ens1f0"}  # what the island's IP interface is called on a node
 MTU = 9000
+CGROUP_CPU = "/sys/fs/cgroup/cpu"  # cgroup v1 cpu controller: one group per node with a quota
+QUOTA_PERIOD_US = 100_000
+CPU_PEAK_TFLOPS_PER_CORE = 0.05  # the planner's default peak of a CPU core (engine/plan/links.hpp)
 
 
 class NetError(Exception):
@@ -57,10 +61,32 @@ def delete(ns_list):
         sh("ip", "netns", "del", ns, check=False)
 
 
+def _remove_cgroup(path):
+    """rmdir of a node's cgroup once its workers are gone (SIGKILLed ones take a moment)."""
+    for _ in range(50):
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            for pid in open(os.path.join(path, "cgroup.procs")).read().split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+            time.sleep(0.1)
+
+
 def sweep():
-    """Removes the namespaces (and their processes) of lab runs whose owner has exited."""
+    """Removes the namespaces (and their processes) and the cgroups of lab runs whose owner has exited."""
     stale = [ns for ns in lab_namespaces() if not _owner_alive(int(re.match(rf"{PREFIX}(\d+)-", ns).group(1)))]
     delete(stale)
+    if os.path.isdir(CGROUP_CPU):
+        for name in os.listdir(CGROUP_CPU):
+            m = re.match(rf"{PREFIX}(\d+)-", name)
+            if m and not _owner_alive(int(m.group(1))):
+                _remove_cgroup(os.path.join(CGROUP_CPU, name))
     return stale
 
 
@@ -86,6 +112,7 @@ class Cluster:
         rdma = [n for n, isl in net.islands.items() if isl.kind != "ethernet"]
         self.island_index = {n: k for k, n in enumerate(rdma)}
         self.created = []
+        self.cgroups = {}  # node -> cgroup folder holding its workers (scenario cpu_cores)
 
     def eth_addr(self, node):
         return f"{ETH_NET}.{self.index[node] + 1}"
@@ -125,6 +152,8 @@ class Cluster:
         for br in bridges.values():
             sh("ip", "-n", self.switch, "link", "add", br, "type", "bridge")
             sh("ip", "-n", self.switch, "link", "set", br, "up")
+        if self.sc.cpu_cores > 0:
+            self._cgroups()
         for node, _ in self.sc.nodes:
             self._ns(self.node_ns[node])
             i = self.index[node]
@@ -134,9 +163,34 @@ class Cluster:
                 self._wire(node, IFACE[isl.kind], f"i{i}", bridges[isl.name], self.island_addr(node), isl.rate_mbps)
         return self
 
+    def _cgroups(self):
+        """A cpu cgroup per node whose quota is the node's share of the workers' CPU time: an
+        older, slower kind of node beside a newer one (scenario speed, docs/lab.md)."""
+        if not os.path.isdir(CGROUP_CPU):
+            raise NetError(f"{CGROUP_CPU} is missing: node speeds need the cgroup v1 cpu controller")
+        for node, _ in self.sc.nodes:
+            path = os.path.join(CGROUP_CPU, f"{self.tag}-n{self.index[node]}")
+            os.mkdir(path)
+            self.cgroups[node] = path
+            quota = int(self.sc.quota_cores(node) * self.sc.workers_per_node * QUOTA_PERIOD_US)
+            # A task in a cgroup is scheduled as part of the group, not of its session's autogroup:
+            # the group needs the weight HOLMES_LAB_NICE gives each worker's session (autogroup
+            # nice n weighs 1024 / 1.25^n), or the workers lose it and other users' work takes
+            # the CPU their quotas allow.
+            nice = int(os.environ.get("HOLMES_LAB_NICE", "0"))
+            with open(os.path.join(path, "cpu.shares"), "w") as f:
+                f.write(str(int(1024 * 1.25 ** -nice) * self.sc.workers_per_node))
+            with open(os.path.join(path, "cpu.cfs_period_us"), "w") as f:
+                f.write(str(QUOTA_PERIOD_US))
+            with open(os.path.join(path, "cpu.cfs_quota_us"), "w") as f:
+                f.write(str(max(1000, quota)))
+
     def close(self):
         delete(list(reversed(self.created)))
         self.created = []
+        for path in self.cgroups.values():
+            _remove_cgroup(path)
+        self.cgroups = {}
 
     def topology_yaml(self, workers, threads):
         """The topology entries discovery would report for these nodes on real hardware."""
@@ -144,8 +198,12 @@ class Cluster:
         for node, _ in self.sc.nodes:
             isl = self.net.island_of(node)
             gbps = self.net.ethernet_mbps / 1000
+            # A declared speed is the node's peak against the default CPU core's (the planner's
+            # ratios between nodes are what matter; a calibration scales them all alike).
+            peak = (f", peak_tflops: {CPU_PEAK_TFLOPS_PER_CORE * threads * self.sc.speed.get(node, 1.0):.6g}"
+                    if self.sc.cpu_cores > 0 else "")
             lines += [f"  - names: {node}",
-                      f"    devices: {{kind: cpu, count: {workers}, name: lab-cpu, memory_gb: 4, cores: {threads}}}",
+                      f"    devices: {{kind: cpu, count: {workers}, name: lab-cpu, memory_gb: 4, cores: {threads}{peak}}}",
                       "    nics:",
                       f"      - {{kind: ethernet, name: eth0, rate_gbps: {gbps:g}, addresses: [{self.eth_addr(node)}/24]}}"]
             if isl.kind == "ib":

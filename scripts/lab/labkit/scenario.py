@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 
 import yaml
 
-CASES = ("holmes", "holmes-1f1b", "megatron", "naive", "fast", "slow", "sync", "diloco")
+CASES = ("holmes", "holmes-1f1b", "megatron", "naive", "fast", "slow", "sync", "diloco", "auto")
+REPLICA_CASES = ("sync", "diloco")
 ISLAND_KINDS = ("ib", "roce", "ethernet")
 MAX_NODES = 250  # one /24 per network
 TOP_KEYS = ("islands", "ethernet_mbps", "nodes", "workers_per_node", "order", "model", "train",
-            "parallel", "cases", "rounds", "threads_per_worker", "timeout_s")
+            "parallel", "cases", "rounds", "threads_per_worker", "timeout_s", "cpu_cores")
 MODEL_KEYS = ("layers", "hidden", "heads", "vocab_size")
 TRAIN_KEYS = ("seq_len", "micro_batch", "global_batch", "steps")
 PARALLEL_KEYS = ("tensor", "pipeline", "data")
@@ -43,10 +44,21 @@ class Scenario:
     model: dict
     train: dict
     parallel: dict
-    cases: list = field(default_factory=lambda: list(CASES))
+    cases: list = field(default_factory=lambda: [x for x in CASES if x not in REPLICA_CASES and x != "auto"])
     rounds: int = 3
     threads_per_worker: int = 1
     timeout_s: float = 900
+    speed: dict = field(default_factory=dict)  # node -> compute speed (1 = the fastest kind of node)
+    cpu_cores: float = 0  # CPU time all workers share under quotas; 0 = no quotas
+
+    def quota_cores(self, node):
+        """CPU cores a worker of `node` may use (its cgroup quota), or 0 for no quota: the
+        workers' CPU time `cpu_cores` split in proportion to their nodes' speeds, so that every
+        worker is held at its quota and the declared speeds are the real ones."""
+        if self.cpu_cores <= 0:
+            return 0.0
+        total = sum(self.speed.get(n, 1.0) for n, _ in self.nodes) * self.workers_per_node
+        return self.cpu_cores * self.speed.get(node, 1.0) / total
 
 
 @dataclass
@@ -145,7 +157,7 @@ def load(path):
     c = _Checker(path)
     c.keys("", doc, TOP_KEYS, ("islands", "ethernet_mbps", "nodes", "model", "train", "parallel"))
     islands = _islands(c, doc["islands"])
-    nodes = _nodes(c, doc["nodes"], islands)
+    nodes, speeds = _nodes(c, doc["nodes"], islands)
     names = [n for n, _ in nodes]
     order = _order(c, doc.get("order"), names)
     sc = Scenario(path, islands, c.number("ethernet_mbps", doc["ethernet_mbps"], 1), nodes,
@@ -153,8 +165,15 @@ def load(path):
                   _section(c, "model", doc["model"], MODEL_KEYS, MODEL_KEYS[:3]),
                   _section(c, "train", doc["train"], TRAIN_KEYS, TRAIN_KEYS),
                   _section(c, "parallel", doc["parallel"], PARALLEL_KEYS + REPLICA_KEYS, PARALLEL_KEYS))
-    replica_cases = ["sync", "diloco"]
-    default = replica_cases if doc["parallel"].get("replicas", 1) > 1 else [x for x in CASES if x not in replica_cases]
+    sc.speed = {n: s for n, s in speeds.items() if s != 1.0}
+    if "cpu_cores" in doc:
+        sc.cpu_cores = float(c.number("cpu_cores", doc["cpu_cores"], 0.1, 64))
+    elif sc.speed:
+        raise LabError(f"{path}: cpu_cores is missing (required when a node declares a speed: the CPU time the "
+                       "workers share, split among them by speed)")
+    # auto is asked for by name (a scenario's or a generated file's cases), never by default.
+    default = list(REPLICA_CASES) if doc["parallel"].get("replicas", 1) > 1 else \
+        [x for x in CASES if x not in REPLICA_CASES and x != "auto"]
     cases = doc.get("cases", default)
     if not isinstance(cases, list) or not cases or any(x not in CASES for x in cases) or len(set(cases)) != len(cases):
         c.fail("cases", cases, f"a list of distinct cases from {', '.join(CASES)}")
@@ -200,10 +219,11 @@ def _islands(c, raw):
 def _nodes(c, raw, islands):
     if not isinstance(raw, list) or not raw:
         c.fail("nodes", raw, "a list of {names, island}")
-    nodes, seen = [], set()
+    nodes, seen, speeds = [], set(), {}
     for i, entry in enumerate(raw):
         key = f"nodes[{i}]"
-        c.keys(key, entry, ("names", "island"), ("names", "island"))
+        c.keys(key, entry, ("names", "island", "speed"), ("names", "island"))
+        speed = float(c.number(f"{key}.speed", entry.get("speed", 1.0), 0.05, 1))
         if entry["island"] not in islands:
             c.fail(f"{key}.island", entry["island"], f"one of the islands {', '.join(islands)}")
         try:
@@ -217,9 +237,10 @@ def _nodes(c, raw, islands):
                 c.fail(f"{key}.names", n, "each node named once")
             seen.add(n)
             nodes.append((n, entry["island"]))
+            speeds[n] = speed
     if len(nodes) < 2 or len(nodes) > MAX_NODES:
         c.fail("nodes", len(nodes), f"between 2 and {MAX_NODES} nodes")
-    return nodes
+    return nodes, speeds
 
 
 def _order(c, raw, names):
@@ -252,7 +273,8 @@ def case_net(sc, case):
     if case not in CASES:
         raise LabError(f"case '{case}' is not accepted; expected one of {', '.join(CASES)}")
     rdma = [i for i in sc.islands.values() if i.kind != "ethernet"]
-    placement = case if case in ("megatron", "naive") else "holmes"  # sync, diloco: holmes inside a replica
+    # auto: holmes, the degrees chosen too; sync, diloco: holmes inside a replica
+    placement = case if case in ("megatron", "naive") else "holmes"
     names = [n for n, _ in sc.nodes]
     if case == "fast":
         if not rdma:

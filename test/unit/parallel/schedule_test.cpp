@@ -493,27 +493,26 @@ TEST_CASE("ZB-H1: the table for 2 stages and 3 micro-batches, derived by hand", 
   CHECK(std::string(pipe_schedule_name(PipeSchedule::kZbH1)) == "zb-h1");
 }
 
-TEST_CASE("The cost model's zb-h1 against the tables' timing with slow pipeline sends", "[train][schedule]") {
-  // F = B = W = 1 (1F1B's backward 2); a send takes `latency`, the cost model's pp_s is one
-  // send per direction a stage has (the bottleneck: the last of two stages, a middle one of
-  // four). The model's zb-h1 / 1f1b ratio follows the simulated one within 8% (the model is
-  // steady-state arithmetic; the tables' fill and drain with slow sends differ by a few
-  // micro-batches' worth), and for two stages (the Holmes plans' pipeline across two islands)
-  // its zb-h1 step is within 6% of the simulated one.
+TEST_CASE("The cost model's zb-h1 against the tables' timing", "[train][schedule]") {
+  // F = B = W = 1 (1F1B's backward 2). With free links the cost model's step (m slots plus
+  // its bubble) is the tables' makespan exactly, for both schedules. With slow sends the
+  // tables still finish zb-h1 first; the cost model prices the steady state of both as the
+  // lab measured it (a send costs a slot only beyond the stage's work) and zb-h1's gain as
+  // its bubble (docs/cost-model.md, Schedules).
   for (int stages : {2, 4})
-    for (int m : {8, 32})
-      for (double latency : {0.0, 0.5, 1.0, 2.0}) {
-        INFO("stages " << stages << " micro-batches " << m << " latency " << latency);
-        const double sim_1f1b = async_makespan(make_table(stages, m), m, 1, 2, 0, latency);
-        const double sim_zb = async_makespan(make_table(stages, m, PipeSchedule::kZbH1), m, 1, 1, 1, latency);
-        holmes::plan::StageTime f, z;
-        f.compute_s = z.compute_s = 3;
-        f.pp_s = z.pp_s = (stages > 2 ? 2 : 1) * latency;
-        z.weights_s = 1;
-        const double model_1f1b = m * f.per_micro_batch() + f.bubble_s(stages);
-        const double model_zb = m * z.per_micro_batch() + z.bubble_s(stages);
-        CHECK(model_zb / model_1f1b == Approx(sim_zb / sim_1f1b).epsilon(0.08));
-        if (stages == 2) CHECK(model_zb == Approx(sim_zb).epsilon(0.06));
-        CHECK(sim_zb < sim_1f1b);
+    for (int m : {8, 32}) {
+      INFO("stages " << stages << " micro-batches " << m);
+      const double sim_1f1b = async_makespan(make_table(stages, m), m, 1, 2, 0, 0.0);
+      const double sim_zb = async_makespan(make_table(stages, m, PipeSchedule::kZbH1), m, 1, 1, 1, 0.0);
+      holmes::plan::StageTime f, z;
+      f.compute_s = z.compute_s = 3;
+      z.weights_s = 1;
+      CHECK(m * f.per_micro_batch() + f.bubble_s(stages) == Approx(sim_1f1b));
+      CHECK(m * z.per_micro_batch() + z.bubble_s(stages) == Approx(sim_zb));
+      for (double latency : {0.5, 1.0, 2.0}) {
+        INFO("latency " << latency);
+        CHECK(async_makespan(make_table(stages, m, PipeSchedule::kZbH1), m, 1, 1, 1, latency) <
+              async_makespan(make_table(stages, m), m, 1, 2, 0, latency));
       }
+    }
 }

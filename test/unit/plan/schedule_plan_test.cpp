@@ -21,19 +21,20 @@ holmes::spec::JobSpec two_islands() { return hp::testing::make_spec(24, 2048, 16
 
 }  // namespace
 
-TEST_CASE("schedule: zb-h1's estimate has the smaller bubble, its W passes cover pipeline sends", "[plan][schedule]") {
-  hp::StageTime t;
-  t.compute_s = 3, t.weights_s = 1, t.pp_s = 0.5;
-  CHECK(t.exposed_pp_s() == 0);            // W covers the wait
+TEST_CASE("schedule: zb-h1's estimate has the smaller bubble, sends price as under 1f1b", "[plan][schedule]") {
+  hp::StageTime t;  // F = B = W = 1
+  t.compute_s = 3, t.weights_s = 1, t.send_next_s = 0.5;
+  CHECK(t.pp_exposed_s() == 0);  // the send runs beside the stage's own passes
   CHECK(t.per_micro_batch() == 3);
-  CHECK(t.bubble_s(4) == Approx(3 * (3 + 0.5 - 2)));  // (p - 1)(F + B - W + the send), F = B = W = 1
-  t.pp_s = 1.5;
-  CHECK(t.exposed_pp_s() == Approx(1.0));  // half of W's length hidden
-  CHECK(t.bubble_s(4) == Approx(3 * (3 + 1.5 - 2)));  // the fill and drain pay the whole send
+  CHECK(t.bubble_s(4) == Approx(3 * (3 - 2)));  // (p - 1)(F + B - W)
+  t.send_next_s = 4.5;                          // a link slower than the stage's work
+  CHECK(t.pp_exposed_s() == Approx(1.5));
+  CHECK(t.bubble_s(4) == Approx(3 * (4.5 - 2)));
   hp::StageTime f;  // 1f1b: no W moves
-  f.compute_s = 3, f.pp_s = 1.5;
+  f.compute_s = 3, f.send_next_s = 4.5;
   CHECK(f.per_micro_batch() == Approx(4.5));
   CHECK(f.bubble_s(4) == Approx(3 * 4.5));
+  CHECK(f.bubble_s(4) - t.bubble_s(4) == Approx(3 * 2 * t.weights_s));  // what zb-h1 saves
 }
 
 TEST_CASE("schedule: auto picks zb-h1 across islands, 1f1b is the runner-up, both shown", "[plan][schedule]") {

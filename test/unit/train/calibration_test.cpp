@@ -41,3 +41,26 @@ TEST_CASE("a plan that already used a calibration is measured against the declar
   CHECK(cal.links.at("ib").efficiency == Approx(0.45));
   CHECK(cal.links.at("ib").declared_gbps_per_rank == Approx(2.0));
 }
+
+TEST_CASE("samples of several message sizes give the class an efficiency per size") {
+  // Pipeline sends of 256 KB beat the shaped rate (a token bucket's burst), parameter chunks of
+  // 4 MB do not: one median would misprice both.
+  auto at = [](double gbps, double bytes) {
+    train::LinkSample s = sample(plan::LinkKind::kEthernet, 100e-6, gbps, 0.25);
+    s.message_bytes = bytes;
+    return s;
+  };
+  topo::Calibration cal;
+  train::summarize_links({at(0.30, 262144), at(0.32, 262144), at(0.175, 4194304)}, topo::Calibration{}, cal);
+  const auto& eth = cal.links.at("ethernet");
+  REQUIRE(eth.sizes.size() == 2);
+  CHECK(eth.sizes[0].first == 262144);
+  CHECK(eth.sizes[0].second == Approx(1.24));
+  CHECK(eth.sizes[1].first == 4194304);
+  CHECK(eth.sizes[1].second == Approx(0.7));
+  CHECK(eth.efficiency == Approx(1.2));  // the median of the three samples, as before
+  // One size only: no curve.
+  topo::Calibration one;
+  train::summarize_links({at(0.30, 262144), at(0.2, 262144)}, topo::Calibration{}, one);
+  CHECK(one.links.at("ethernet").sizes.empty());
+}

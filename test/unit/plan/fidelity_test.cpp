@@ -1,0 +1,172 @@
+// The cost model's corrections from the lab's generated scenarios (issue 27,
+// docs/cost-model.md "Corrections from the generated scenarios"): each case fails without
+// its correction.
+#include <catch2/catch.hpp>
+
+#include "engine/plan/cost_model.hpp"
+#include "engine/plan/plan.hpp"
+#include "test/support/cluster_gen.hpp"
+
+namespace hp = holmes::plan;
+using holmes::topo::NicKind;
+
+namespace {
+
+hp::Workload workload(bool bf16) {
+  hp::Workload w;
+  w.shape = hp::GptShape{8, 256, 8, 1000, 128};
+  w.seq_len = 128;
+  w.micro_batch = 2;
+  w.micro_batches = 4;
+  w.bf16 = bf16;
+  return w;
+}
+
+// A stage of a pipeline of `pp` whose data-parallel group of 2 runs over a 1 Gb/s link.
+hp::StageCost dp_stage(int stage, int pp, double tflops) {
+  hp::StageCost s;
+  s.stage = stage;
+  s.first = stage == 0;
+  s.last = stage == pp - 1;
+  s.dp = 2;
+  s.tflops = tflops;
+  s.dp_link.kind = hp::LinkKind::kEthernet;
+  s.dp_link.gbps_per_rank = 1;
+  s.dp_link.latency_s = 30e-6;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("the optimizer's all-gather moves fp32 master weights, also in bf16 jobs", "[cost_model][fidelity]") {
+  // Compute so fast that nothing hides: the exposed sync is the two collectives.
+  hp::StageCost s = dp_stage(0, 1, 1e9);
+  for (bool bf16 : {false, true}) {
+    const hp::Workload w = workload(bf16);
+    const double params = s.params_per_rank(w, 8);
+    const hp::StageTime t = s.time(w, 8);
+    const double rs = hp::ring_reduce_scatter_s(s.dp_link, 2, params * 4);
+    const double ag = hp::ring_all_gather_s(s.dp_link, 2, params * 4);  // fp32, not 2 bytes in bf16
+    CHECK(t.dp_s == Approx(rs + ag).epsilon(1e-6));
+    // The traffic report counts the same bytes: (d-1)/d (4 + 4) P per rank.
+    const hp::Estimate e = hp::estimate_step(w, {s}, {8}, 2);
+    CHECK(e.bytes_per_step[static_cast<int>(hp::LinkKind::kEthernet)] == Approx(0.5 * params * 8 * 2));
+  }
+}
+
+TEST_CASE("a later pipeline stage hides its data-parallel sync in the 1F1B waits", "[cost_model][fidelity]") {
+  const hp::Workload w = workload(false);
+  // Compute comparable to the sync: middle stages 1 and 2 of 4 (the same parameters) wait one
+  // and two micro-batch slots at each end of a step (the last backward ends s backward slots
+  // before stage 0's, the first activation arrives s forward slots after stage 0 starts) and
+  // hide that much more of the same sync than stage 0 would.
+  const double tflops = 0.5;
+  hp::StageCost s1 = dp_stage(1, 4, tflops), s2 = dp_stage(2, 4, tflops);
+  const hp::StageTime t1 = s1.time(w, 2), t2 = s2.time(w, 2);
+  REQUIRE(t1.compute_s == Approx(t2.compute_s));
+  const double params = s1.params_per_rank(w, 2);
+  const double rs = hp::ring_reduce_scatter_s(s1.dp_link, 2, params * 4);
+  const double ag = hp::ring_all_gather_s(s1.dp_link, 2, params * 4);
+  const double slot = t1.per_micro_batch();
+  REQUIRE(rs > 2.0 / 3.0 * (t1.compute_s + 2 * slot));  // both collectives still exposed on stage 2
+  REQUIRE(ag > 1.0 / 3.0 * (t1.compute_s + 2 * slot));
+  CHECK(t1.dp_s == Approx(rs + ag - t1.compute_s - slot));
+  CHECK(t2.dp_s == Approx(rs + ag - t2.compute_s - 2 * slot));
+  // A stage whose waits cover it all exposes nothing.
+  hp::StageCost late = dp_stage(2, 3, tflops);
+  late.dp_link.gbps_per_rank = 1000;
+  CHECK(late.time(w, 2).dp_s == 0);
+}
+
+TEST_CASE("a calibrated device rate keeps the nodes' declared speed ratios", "[calibration][fidelity]") {
+  // Two IB nodes of a newer kind (peak 400) and two RoCE nodes of an older one (peak 200).
+  auto t = hp::testing::make_cluster({{NicKind::kIb, 2, 1, 200, 25, 400}, {NicKind::kRoce, 2, 1, 200, 25, 200}});
+  auto spec = hp::testing::make_spec(8, 512, 8, 1, 2, 2, 1, 8, 256);
+  spec.model.vocab_size = 257;  // a small head: the layers decide the stages' compute
+  const hp::Plan nominal = hp::make_plan(spec, t);
+  REQUIRE(nominal.stages.size() == 2);
+  // The calibration measured the slowest stage, on the older nodes: 0.1 TFLOP/s.
+  t.calibration.device_tflops = 0.1;
+  const hp::Plan cal = hp::make_plan(spec, t);
+  double fast = 0, slow = 1e9;
+  for (const auto& s : cal.stages) {
+    fast = std::max(fast, s.tflops);
+    slow = std::min(slow, s.tflops);
+  }
+  CHECK(slow == Approx(0.1));
+  CHECK(fast == Approx(0.2));
+  // The faster island's stage gets more layers, as without a calibration.
+  int fast_layers = 0, slow_layers = 0;
+  for (const auto& s : cal.stages) (s.tflops > 0.15 ? fast_layers : slow_layers) = s.num_layers;
+  CHECK(fast_layers > slow_layers);
+  // An explicit cluster.device_tflops still wins for every node.
+  spec.cluster.device_tflops = 7;
+  for (const auto& s : hp::make_plan(spec, t).stages) CHECK(s.tflops == Approx(7));
+}
+
+TEST_CASE("pipeline sends cost a slot only where the link is the bottleneck", "[cost_model][fidelity]") {
+  const hp::Workload w = workload(false);
+  hp::StageCost mid;
+  mid.stage = 1;
+  mid.tflops = 0.05;
+  mid.next_link.kind = mid.prev_link.kind = hp::LinkKind::kEthernet;
+  mid.next_link.latency_s = mid.prev_link.latency_s = 30e-6;
+  const double act = 2.0 * 128 * 256 * 4;  // B T C fp32
+  // A link whose send is shorter than the stage's pass: hidden in the steady state, paid in the
+  // fill and drain (each hop once forward and once backward).
+  mid.next_link.gbps_per_rank = mid.prev_link.gbps_per_rank = 10;
+  hp::StageTime t = mid.time(w, 2);
+  const double send = mid.next_link.transfer_s(act);
+  REQUIRE(send < t.compute_s);
+  CHECK(t.pp_s == Approx(2 * send));
+  CHECK(t.per_micro_batch() == Approx(t.compute_s));
+  // Three stages: hops 0-1 and 1-2, each once in each direction.
+  hp::StageCost first = mid, last = mid;
+  first.stage = 0;
+  first.first = true;
+  last.stage = 2;
+  last.last = true;
+  const hp::Estimate e = hp::estimate_step(w, {first, mid, last}, {2, 2, 4}, 3);
+  CHECK(e.pp_comm_s == Approx(4 * send));
+  CHECK(e.step_time_s == Approx(e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s));
+  // A link slower than the pass sets the pace: a slot is the send.
+  mid.next_link.gbps_per_rank = 0.01;
+  t = mid.time(w, 2);
+  const double slow = mid.next_link.transfer_s(act);
+  REQUIRE(slow > t.compute_s);
+  CHECK(t.per_micro_batch() == Approx(slow));
+}
+
+TEST_CASE("a link class is priced at the efficiency the probe measured for each message size", "[calibration][fidelity]") {
+  // The calibration file's curve, read back as written.
+  const auto cal = holmes::topo::parse_calibration_yaml(
+      "format: holmes-calibration/1\nlinks:\n  ethernet: {efficiency: 1.0, latency_us: 100, sizes: [[4194304, 0.7], "
+      "[262144, 1.4]]}\n",
+      "cal.yaml");
+  const auto& eth = cal.links.at("ethernet");
+  REQUIRE(eth.sizes.size() == 2);
+  CHECK(eth.sizes[0].first == 262144);  // sorted by size
+  CHECK(holmes::topo::parse_calibration_yaml(holmes::topo::format_calibration_yaml(cal), "again").links.at("ethernet").sizes ==
+        eth.sizes);
+  CHECK(holmes::topo::efficiency_at(eth, 1000) == Approx(1.4));     // flat below the smallest size
+  CHECK(holmes::topo::efficiency_at(eth, 1048576) == Approx(1.05));  // halfway in log(bytes)
+  CHECK(holmes::topo::efficiency_at(eth, 1e9) == Approx(0.7));
+  CHECK_THROWS_WITH(holmes::topo::parse_calibration_yaml(
+                        "format: holmes-calibration/1\nlinks:\n  ethernet: {efficiency: 1, sizes: [[0, 1]]}\n", "bad.yaml"),
+                    Catch::Contains("links.ethernet.sizes[0]") && Catch::Contains("[message bytes, efficiency]"));
+
+  // The planner: a pipeline send of 256 KB at 1.4 x the rate, a ring step of 4 MB at 0.7 x.
+  auto t = hp::testing::make_cluster({{NicKind::kIb, 1, 1, 200, 1}, {NicKind::kRoce, 1, 1, 200, 1}});
+  t.calibration = cal;
+  const auto spec = hp::testing::make_spec(8, 512, 8, 1, 2, 1, 1, 8, 256);
+  const hp::Facts f = hp::collect_facts(spec, t);
+  const hp::LinkCost l = hp::link_between(f, 0, 1);
+  REQUIRE(l.kind == hp::LinkKind::kEthernet);
+  CHECK(l.gbps_per_rank == Approx(1.0));
+  CHECK(l.transfer_s(262144) == Approx(100e-6 + 262144 * 8 / 1.4e9));
+  CHECK(hp::ring_reduce_scatter_s(l, 2, 2 * 4194304.0) == Approx(100e-6 + 4194304 * 8 / 0.7e9));
+  // Without a curve, one efficiency for every size.
+  t.calibration.links["ethernet"].sizes.clear();
+  const hp::LinkCost flat = hp::link_between(hp::collect_facts(spec, t), 0, 1);
+  CHECK(flat.transfer_s(262144) == Approx(100e-6 + 262144 * 8 / 1.0e9));
+}
