@@ -87,7 +87,9 @@ struct ParallelSection {
   Placement placement = Placement::kHolmes;
   Partition partition;
   std::string order = "tp-dp-pp";  // rank order, first is fastest varying
-  Schedule schedule = Schedule::kAuto;  // auto: the planner's fastest that fits (plan.activation.schedule)
+  // 1f1b by default: zb-h1 measured slower than 1f1b in the CPU lab (docs/training.md); auto:
+  // the planner's fastest that fits (plan.activation.schedule).
+  Schedule schedule = Schedule::k1f1b;
   CrossIsland cross_island = CrossIsland::kAuto;  // CUDA groups over Ethernet
   NcclMode nccl = NcclMode::kOff;  // device buffers on NCCL groups (docs/comm.md)
   // Replicas (docs/diloco.md): the world split into `replicas` copies of one tensor x pipeline

@@ -306,7 +306,8 @@ std::vector<Field> make_schema() {
                      "Pipeline schedule: 1f1b (one forward, one backward), zb-h1 (zero-bubble H1: backward split "
                      "into input and weight gradients, the weight passes fill the bubbles and the waits for "
                      "pipeline sends; every stage holds as many micro-batches as 1F1B's first); auto: the "
-                     "fastest that fits in memory by the planner's estimate."));
+                     "fastest that fits in memory by the planner's estimate. Default 1f1b: in the CPU lab "
+                     "zb-h1 measured slower than the estimate says (docs/training.md)."));
   f.push_back(choice("parallel.cross_island", HOLMES_REF(parallel.cross_island),
                      "Transport of a GPU job's groups over Ethernet (across islands, or between nodes without "
                      "RDMA): nccl-socket (NCCL's socket transport from device buffers), gloo (Gloo TCP from host "

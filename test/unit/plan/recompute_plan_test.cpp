@@ -41,6 +41,7 @@ TEST_CASE("recompute: none is refused for memory, auto fits with selective, full
   CHECK_THAT(err, Catch::Contains("set train.recompute: auto (or full"));
 
   spec.train.recompute = Recompute::kAuto;
+  spec.parallel.schedule = holmes::spec::Schedule::kAuto;  // the default is 1f1b; the plan then names both choices
   const hp::Plan p = hp::make_plan(spec, topo);
   CHECK(p.activation.recompute == Recompute::kSelective);
   CHECK(p.activation.fits);
