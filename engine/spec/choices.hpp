@@ -55,7 +55,7 @@ HOLMES_CHOICES(Placement, {Placement::kHolmes, "holmes"}, {Placement::kNaive, "n
                {Placement::kMegatron, "megatron"})
 HOLMES_CHOICES(PartitionKind, {PartitionKind::kAuto, "auto"}, {PartitionKind::kUniform, "uniform"},
                {PartitionKind::kList, "list"})
-HOLMES_CHOICES(Schedule, {Schedule::kAuto, "auto"}, {Schedule::k1f1b, "1f1b"}, {Schedule::kZbH1, "zb-h1"})
+HOLMES_CHOICES(Schedule, {Schedule::k1f1b, "1f1b"}, {Schedule::kAuto, "auto"}, {Schedule::kZbH1, "zb-h1"})
 HOLMES_CHOICES(Recompute, {Recompute::kAuto, "auto"}, {Recompute::kNone, "none"},
                {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"})
 HOLMES_CHOICES(CrossIsland, {CrossIsland::kAuto, "auto"}, {CrossIsland::kNcclSocket, "nccl-socket"},

@@ -83,8 +83,8 @@ print(f"{sys.argv[3]}: killed after step 6, resumed at 4: the uninterrupted 1f1b
 PY
 done
 
-# The plan: auto picks zb-h1 for the pipeline and shows what it gains over 1f1b.
-"$bin" "${job[@]}" $(grid 1 2 2) --plan-only >"$tmp/plan.txt" 2>&1 || bad "--plan-only: exit $?" "$tmp/plan.txt"
+# The plan: auto (asked for; the default is 1f1b) picks zb-h1 for the pipeline and shows what it gains over 1f1b.
+"$bin" "${job[@]}" $(grid 1 2 2) --set parallel.schedule=auto --plan-only >"$tmp/plan.txt" 2>&1 || bad "--plan-only: exit $?" "$tmp/plan.txt"
 grep -q "Schedule and recomputation (parallel.schedule auto, train.recompute auto): zb-h1, recompute none" "$tmp/plan.txt" ||
   bad "--plan-only: auto did not choose zb-h1" "$tmp/plan.txt"
 grep -q "^  runner-up: " "$tmp/plan.txt" || bad "--plan-only: no runner-up" "$tmp/plan.txt"
