@@ -32,6 +32,7 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -124,6 +125,19 @@ class Group {
   // After a failed step: drops what was not started, waits for what runs, forgets the rest.
   void abandon() noexcept;
 
+  // The compute-order sums (all_reduce) this group did since reset_sums(), by message size in
+  // bytes as it travels the host group (bf16 widened to fp32): how many and the host time they
+  // took, waiting for the other members included. In a step every member must reach a sum after
+  // its own compute, so this is what a tensor-parallel sum really costs the step, not what an
+  // idle probe sees (calibration: cluster.calibrate). Sums on a device group are queued, not
+  // timed on the host: not counted.
+  struct SumTally {
+    int64_t calls = 0;
+    double seconds = 0;
+  };
+  const std::map<size_t, SumTally>& sums() const { return sums_; }
+  void reset_sums() { sums_.clear(); }
+
   // Staged: pinned buffers held now, and their bytes (tests).
   size_t pinned_buffers() const { return slots_.size(); }
   size_t pinned_bytes() const { return pinned_bytes_; }
@@ -166,6 +180,7 @@ class Group {
   std::vector<Slot> slots_;
   size_t pinned_bytes_ = 0;
   std::deque<std::shared_ptr<Work::State>> inflight_;  // staged, oldest first
+  std::map<size_t, SumTally> sums_;                    // compute-order sums, by wire bytes
   std::vector<float> wide_;                            // bf16 sums widened, this thread only
   std::vector<float> scratch_in_, scratch_out_;        // host padding, communication thread only
   device::DeviceArray<std::byte> dev_scratch_[2];      // device padding, side queue only

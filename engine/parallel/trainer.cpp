@@ -183,6 +183,7 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto& t = spec_.train;
   groups_->clock().reset();
+  if (steps_ == kWarmupSteps) groups_->tp().reset_sums();  // a calibration times the steady steps' sums
   gpt_->zero_grad();
   auto fetch = [&](int micro, int32_t* inputs, int32_t* targets) {
     data::BatchCoord c{.step = step, .micro = micro, .dp_rank = c_.data_rank(), .dp_size = c_.data_size(),

@@ -98,6 +98,7 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
   f.islands = static_cast<int>(topo.islands.size());
   const auto& c = spec.cluster;
   const spec::LinkOverride* over[kLinkKinds] = {&c.intra_node, &c.ib, &c.roce, &c.ethernet};
+  bool intra_latency_default = false;
   for (int k = 0; k < kLinkKinds; ++k) {
     auto cal = topo.calibration.links.find(to_string(LinkKind(k)));
     const topo::LinkCalibration measured = cal == topo.calibration.links.end() ? topo::LinkCalibration{} : cal->second;
@@ -105,6 +106,8 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
                               : measured.latency_us > 0 ? measured.latency_us
                                                         : kDefaultLatencyUs[k];
     f.latency_s[k] = latency_us * 1e-6;
+    if (k == static_cast<int>(LinkKind::kIntraNode))
+      intra_latency_default = over[k]->latency_us <= 0 && measured.latency_us <= 0;
     if (measured.efficiency > 0) {
       f.efficiency[k] = measured.efficiency;
       for (const auto& [bytes, eff] : measured.sizes) f.size_factor[k].emplace_back(bytes, eff / measured.efficiency);
@@ -136,7 +139,10 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
       nf.rdma_gbps = over_bw > 0 ? over_bw : isl.rdma_gbps_per_node > 0 ? isl.rdma_gbps_per_node : kDefaultRdmaGbps;
     }
     nf.intra_gbps = c.intra_node.bandwidth_gbps > 0 ? c.intra_node.bandwidth_gbps
-                    : nf.cuda ? kDefaultIntraGbpsCuda : kDefaultIntraGbpsCpu;
+                    : nf.cuda ? kDefaultIntraGbpsCuda : kDefaultIntraGbpsCpuProcesses;
+    // The class's latency (override, calibration, default) except the default of CPU processes.
+    nf.intra_latency_s = !nf.cuda && intra_latency_default ? kDefaultIntraLatencyUsCpuProcesses * 1e-6
+                                                            : f.latency_s[static_cast<int>(LinkKind::kIntraNode)];
   }
   calibrate_compute(spec, topo.calibration.device_tflops, f);
   return f;
@@ -169,7 +175,7 @@ LinkCost link_between(const Facts& f, int a, int b) {
     l.gbps_per_rank = std::min(na.ethernet_gbps / na.devices, nb.ethernet_gbps / nb.devices);
     l.crosses_island = na.island != nb.island;
   }
-  l.latency_s = f.latency_s[static_cast<int>(l.kind)];
+  l.latency_s = a == b ? na.intra_latency_s : f.latency_s[static_cast<int>(l.kind)];
   l.gbps_per_rank *= f.efficiency[static_cast<int>(l.kind)];
   l.size_factor = f.size_factor[static_cast<int>(l.kind)];
   return l;

@@ -20,7 +20,17 @@ const char* to_string(LinkKind kind);  // "intra-node", "ib", "roce", "ethernet"
 
 // Defaults when neither the topology nor the spec gives a figure (docs/cost-model.md).
 inline constexpr double kDefaultIntraGbpsCuda = 2400;  // NVLink-class, per GPU and direction
-inline constexpr double kDefaultIntraGbpsCpu = 100;    // shared memory between processes
+inline constexpr double kDefaultIntraGbpsCpu = 100;    // loopback TCP between GPU processes (staged groups)
+// Between the processes of a CPU job on one node: Gloo over loopback, each sum waiting for the
+// other process to finish its compute and be scheduled again on cores both share. Measured
+// in the steps (cluster.calibrate's tensor-parallel sums, 2 processes, 1 thread each, 2-core
+// VM at load 6-7; docs/cost-model.md "Corrections"): 2.8 ms per all-reduce of 96 KB, 6.5 ms of
+// 256 KB, 6.7 ms of 1 MB, where the idle start-up probe sees 20-40 us and 0.4-3.7 Gb/s. Priced
+// as 2 Gb/s (the loopback's own rate) plus 1.5 ms per ring step (the wait to be scheduled):
+// 2 (1.5 ms + S / 2 / 2 Gb/s) = 3.4, 4.0, 7.1 ms for those sizes (100 Gb/s and 3 us priced
+// 0.03-0.09 ms). A calibration replaces both.
+inline constexpr double kDefaultIntraGbpsCpuProcesses = 2;
+inline constexpr double kDefaultIntraLatencyUsCpuProcesses = 1500;
 inline constexpr double kDefaultRdmaGbps = 100;        // per node when the island does not say
 inline constexpr double kDefaultEthernetGbps = 10;     // per node when the NIC rate is unknown
 inline constexpr double kDefaultLatencyUs[kLinkKinds] = {3, 5, 6, 30};
@@ -42,6 +52,7 @@ struct NodeFacts {
   double rdma_gbps = 0;     // aggregate per node
   double ethernet_gbps = 0;
   double intra_gbps = 0;
+  double intra_latency_s = 0;  // between two processes of this node
   std::string ethernet_if;     // interface for TCP traffic that leaves the island
   std::string island_if;       // interface for TCP traffic inside the island
   // island_if is on the island's fabric (IPoIB in an IB island, the RoCE netdev in a RoCE

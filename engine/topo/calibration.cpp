@@ -75,7 +75,8 @@ void parse_links(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
     const std::string kind = kv.first.Scalar();
     const Ctx lctx = ctx.at(kind);
     const YAML::Node& l = kv.second;
-    check_keys(l, lctx, {"efficiency", "latency_us", "gbps_per_rank", "declared_gbps_per_rank", "groups", "sizes"});
+    check_keys(l, lctx, {"efficiency", "latency_us", "gbps_per_rank", "declared_gbps_per_rank", "groups", "sizes",
+                        "tp_sum_ms"});
     LinkCalibration lc;
     lc.efficiency = get<double>(l, "efficiency", lctx, 0.0, "a number > 0");
     if (lc.efficiency < 0 || (l["efficiency"].IsDefined() && lc.efficiency == 0))
@@ -85,6 +86,7 @@ void parse_links(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
     lc.declared_gbps_per_rank = non_negative(l, "declared_gbps_per_rank", lctx, "a number of Gb/s");
     lc.groups = get<int>(l, "groups", lctx, 0, "a number of groups");
     lc.sizes = parse_sizes(l["sizes"], lctx.at("sizes"));
+    lc.tp_sum_ms = non_negative(l, "tp_sum_ms", lctx, "a number of milliseconds");
     c.links[kind] = lc;
   }
 }
@@ -143,9 +145,10 @@ std::string format_calibration_yaml(const Calibration& c) {
   for (const auto& [kind, l] : c.links) {
     std::string sizes;
     for (const auto& [bytes, eff] : l.sizes) sizes += fmt::format("{}[{}, {}]", sizes.empty() ? "" : ", ", bytes, eff);
-    out += fmt::format("  {}: {{efficiency: {}, latency_us: {}, gbps_per_rank: {}, declared_gbps_per_rank: {}, groups: {}{}}}\n",
+    out += fmt::format("  {}: {{efficiency: {}, latency_us: {}, gbps_per_rank: {}, declared_gbps_per_rank: {}, groups: {}{}{}}}\n",
                        kind, l.efficiency, l.latency_us, l.gbps_per_rank, l.declared_gbps_per_rank, l.groups,
-                       l.sizes.empty() ? "" : fmt::format(", sizes: [{}]", sizes));
+                       l.sizes.empty() ? "" : fmt::format(", sizes: [{}]", sizes),
+                       l.tp_sum_ms > 0 ? fmt::format(", tp_sum_ms: {}", l.tp_sum_ms) : "");
   }
   return out;
 }

@@ -9,6 +9,7 @@
 //   links:
 //     ethernet: {efficiency: 0.81, latency_us: 250, gbps_per_rank: 0.162, declared_gbps_per_rank: 0.2, groups: 2,
 //                sizes: [[65536, 1.3], [3276800, 0.78]]}
+//     intra-node: {efficiency: 0.0031, latency_us: 36, ..., tp_sum_ms: 4.9}
 //
 // The planner uses compute.device_tflops (the slowest stage's rate), compute.update_ns_per_param
 // (host time per step outside the passes and communication, per parameter a rank holds) and,
@@ -34,6 +35,9 @@ struct LinkCalibration {
   // Efficiency by message size (bytes of one message: a ring step's chunk, a pipeline send),
   // ascending, one point per size the probe measured; empty = one figure for every size.
   std::vector<std::pair<double, double>> sizes;
+  // Milliseconds per tensor-parallel sum of the activations inside the steps (for people: the
+  // efficiency already carries it; 0 = not measured). train::apply_step_sums.
+  double tp_sum_ms = 0;
 };
 
 struct StageCalibration {

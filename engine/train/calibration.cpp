@@ -22,7 +22,8 @@ namespace {
 constexpr int kTinyReps = 7, kBigReps = 3;
 constexpr size_t kMaxProbeFloats = size_t{16} << 20;  // 64 MB: bounds the probe's time and memory
 constexpr uint32_t kProbeTag = 0xC0000000u;           // above every pipeline tag (p2p_tag)
-constexpr int kSampleFloats = 6;  // link, latency, gbps, declared latency, declared gbps, message bytes
+// link, latency, gbps, declared latency, declared gbps, message bytes, in-step sum seconds, probe gbps
+constexpr int kSampleFloats = 8;
 constexpr int kSlots = 3;                             // tp, pp, dp samples per rank
 constexpr int kComputeFloats = 5;  // stage, flops per step, steady steps, host seconds, params held
 
@@ -94,8 +95,9 @@ std::vector<float> pack(const std::vector<LinkSample>& samples, const float comp
   std::vector<float> v(kSlots * kSampleFloats + kComputeFloats, -1.0f);
   for (size_t i = 0; i < samples.size() && i < kSlots; ++i) {
     const LinkSample& s = samples[i];
-    const float f[kSampleFloats] = {float(s.link), float(s.latency_s), float(s.gbps), float(s.declared_latency_s),
-                                    float(s.declared_gbps), float(s.message_bytes)};
+    const float f[kSampleFloats] = {float(s.link),          float(s.latency_s),     float(s.gbps),
+                                    float(s.declared_latency_s), float(s.declared_gbps), float(s.message_bytes),
+                                    float(s.step_sum_s),    float(s.probe_gbps)};
     std::copy(f, f + kSampleFloats, v.begin() + i * kSampleFloats);
   }
   std::copy(compute, compute + kComputeFloats, v.end() - kComputeFloats);
@@ -113,6 +115,7 @@ std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& s
   world.barrier();
   if (rt.tp) {  // every member takes part, the first one records
     LinkSample s = sample_collective(*rt.tp, group_of(p, plan::GroupKind::kTp, rt.rank), true, act);
+    s.tp_sum = true;
     if (me.tp == 0) out.push_back(s);
   }
   world.barrier();
@@ -135,6 +138,18 @@ std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& s
   return out;
 }
 
+void apply_step_sums(LinkSample& tp, const std::map<size_t, parallel::Group::SumTally>& sums, int d, size_t act_floats) {
+  const auto it = sums.find(act_floats * sizeof(float));
+  if (d < 2 || it == sums.end() || it->second.calls <= 0 || it->second.seconds <= 0 || tp.link < 0) return;
+  const double per_sum = it->second.seconds / double(it->second.calls);
+  const double steps = 2.0 * (d - 1);
+  const double wire = steps * double(act_floats) * sizeof(float) / d;
+  tp.step_sum_s = per_sum;
+  tp.probe_gbps = tp.gbps;
+  tp.gbps = gbps_of(per_sum, steps, tp.latency_s, wire);
+  tp.message_bytes = double(act_floats) * sizeof(float) / d;  // a ring step's chunk, as the planner prices it
+}
+
 void summarize_links(const std::vector<LinkSample>& all, const topo::Calibration& previous, topo::Calibration& out) {
   std::map<int, std::vector<const LinkSample*>> by_link;
   for (const auto& s : all)
@@ -145,7 +160,7 @@ void summarize_links(const std::vector<LinkSample>& all, const topo::Calibration
     // The plan's figure (a group's per-rank rate) already carries the previous calibration's
     // class efficiency (not its size curve, which only prices transfers): undo it.
     const double prev_eff = prev != previous.links.end() && prev->second.efficiency > 0 ? prev->second.efficiency : 1.0;
-    std::vector<double> eff, lat, gbps, declared;
+    std::vector<double> eff, lat, gbps, declared, step_sum;
     std::map<double, std::vector<double>> by_size;  // message bytes -> efficiencies
     for (const LinkSample* s : samples) {
       eff.push_back(s->gbps / s->declared_gbps * prev_eff);
@@ -153,9 +168,10 @@ void summarize_links(const std::vector<LinkSample>& all, const topo::Calibration
       gbps.push_back(s->gbps);
       declared.push_back(s->declared_gbps / prev_eff);
       if (s->message_bytes > 0) by_size[std::round(s->message_bytes)].push_back(eff.back());
+      if (s->step_sum_s > 0) step_sum.push_back(s->step_sum_s * 1e3);
     }
     topo::LinkCalibration& l = out.links[kind];
-    l = {median(eff), median(lat), median(gbps), median(declared), static_cast<int>(samples.size()), {}};
+    l = {median(eff), median(lat), median(gbps), median(declared), static_cast<int>(samples.size()), {}, median(step_sum)};
     // One point per message size the probes used (the tensor, pipeline and data-parallel
     // groups of a class send very different sizes; a shaped or shared link is not equally
     // efficient at each). A single size adds nothing to the one efficiency.
@@ -184,7 +200,7 @@ Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vecto
     const float* v = all.data() + r * per_rank;
     for (int i = 0; i < kSlots; ++i) {
       const float* f = v + i * kSampleFloats;
-      if (f[0] >= 0) g.samples.push_back({static_cast<int>(f[0]), f[1], f[2], f[3], f[4], f[5]});
+      if (f[0] >= 0) g.samples.push_back({static_cast<int>(f[0]), f[1], f[2], f[3], f[4], f[5], f[6], f[7]});
     }
     const float* c = v + kSlots * kSampleFloats;
     const int st = static_cast<int>(c[0]);
@@ -242,7 +258,12 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
   const double params = p.memory.at(rt.rank).params / sizeof(float);  // CPU: fp32 weights
   const size_t steps = times.compute_per_step.size();
   const float compute[kComputeFloats] = {float(me.pp), float(flops), float(steps), float(times.host_s), float(params)};
-  const std::vector<float> packed = pack(mine, compute);
+  // Tensor-parallel sums are priced from what they cost in the steps, not at the idle probe.
+  std::vector<LinkSample> samples = mine;
+  const size_t act = size_t(spec.train.micro_batch) * spec.train.seq_len * spec.model.hidden;
+  for (LinkSample& s : samples)
+    if (s.tp_sum) apply_step_sums(s, times.tp_sums, p.tp, act);
+  const std::vector<float> packed = pack(samples, compute);
   std::vector<float> all(packed.size() * rt.world), per_step(steps * rt.world);
   rt.world_group->all_gather(all, packed);
   for (int r = 0; r < rt.world; ++r)
@@ -261,6 +282,11 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
   for (const auto& [kind, l] : cal.links)
     fmt::print("calibration: {} links: {:.4g} Gb/s per rank measured, {:.4g} declared (x{:.2f}); latency {:.0f} us "
                "({} samples)\n", kind, l.gbps_per_rank, l.declared_gbps_per_rank, l.efficiency, l.latency_us, l.groups);
+  for (const LinkSample& s : g.samples)
+    if (s.step_sum_s > 0)
+      fmt::print("calibration: {} tensor-parallel sums in the steps: {:.3g} ms each ({:.4g} Gb/s per rank), the idle "
+                 "probe {:.4g} Gb/s: priced from the steps\n", plan::to_string(plan::LinkKind(s.link)), s.step_sum_s * 1e3,
+                 s.gbps, s.probe_gbps);
   write_calibration(spec.cluster.calibrate, cal);
 }
 

@@ -17,9 +17,11 @@
 // Rank 0 prints measured against declared and writes the file; every rank takes part.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
+#include "engine/parallel/group.hpp"
 #include "engine/spec/job_spec.hpp"
 #include "engine/topo/calibration.hpp"
 #include "engine/runtime/startup.hpp"
@@ -32,11 +34,25 @@ struct LinkSample {
   double latency_s = 0, gbps = 0;                    // measured
   double declared_latency_s = 0, declared_gbps = 0;  // what the plan's estimate used
   double message_bytes = 0;  // one message of the probe: a ring step's chunk, a pipeline send
+  // Tensor-parallel sums: seconds per sum of the activations inside the steps (0 = not
+  // measured) and the idle probe's bandwidth it replaced (apply_step_sums).
+  double step_sum_s = 0, probe_gbps = 0;
+  bool tp_sum = false;  // the sample of a tensor-parallel group (not packed)
 };
 
 // The probe of this rank (collective over the job; call right after start-up). Samples of
 // this rank's groups; a group is sampled by one member so that each counts once.
 std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& spec);
+
+// A tensor-parallel group's sample priced from what its sums cost inside the steps: at the
+// start-up probe every member is idle and a sum takes tens of microseconds between CPU
+// processes; in a step every member reaches each sum after its own compute (and, sharing a
+// node's cores, after being scheduled again), which costs milliseconds. `sums` is the tp
+// group's tally of the steady steps (parallel::Group::sums, bytes -> calls and seconds);
+// the sums of `act_floats` (the [B, T, C] activations) are inverted through the ring
+// all-reduce formula over `d` members with the probe's latency, so the class's efficiency at
+// the sample's message size reproduces the in-step time. Unchanged when no such sum was timed.
+void apply_step_sums(LinkSample& tp, const std::map<size_t, parallel::Group::SumTally>& sums, int d, size_t act_floats);
 
 // Per link class over every rank's samples: bandwidth efficiency relative to the calibration-
 // free declaration (`previous` is the calibration the plan already used), median latency.
@@ -47,6 +63,7 @@ void summarize_links(const std::vector<LinkSample>& all, const topo::Calibration
 struct StepShare {
   double host_s = 0;                   // per step, this rank
   std::vector<float> compute_per_step;  // seconds of each steady step, this rank (same count on all)
+  std::map<size_t, parallel::Group::SumTally> tp_sums;  // this rank's tp sums in the steady steps
 };
 void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const std::vector<LinkSample>& mine,
                         const StepShare& times);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # cluster.calibrate: a 4-worker job (pipeline 2 x data 2) measures its links and compute and
-# writes a calibration file that --plan-only then reads; a single process refuses the key.
+# writes a calibration file that --plan-only then reads; a tensor-parallel pair records what its
+# sums cost in the steps; a single process refuses the key.
 # Usage: dist_calibrate.sh <holmes-train> <source dir>
 set -u
 bin=$1
@@ -25,6 +26,15 @@ PY
 "$exe" "${job[@]}" --nproc-per-node 4 --plan-only --set cluster.calibration="$tmp/cal/calibration.yaml" \
   >"$tmp/plan.txt" 2>&1 || bad "--plan-only with the calibration: exit $?" "$tmp/plan.txt"
 grep -q "^Calibration (job '.*', 4 ranks" "$tmp/plan.txt" || bad "--plan-only does not show it" "$tmp/plan.txt"
+# Tensor parallelism: its sums are priced from what they cost inside the steps (the idle
+# start-up probe sees a fraction of it): the file says how long one took.
+tp_job=("${tiny_job[@]}" --set train.steps=5 --set parallel.tensor=2 --set parallel.pipeline=1 --set parallel.data=1
+  --set cluster.timeout_s=30 --set job.output_dir="$tmp/tp-out")
+timeout 120 "$exe" "${tp_job[@]}" --set cluster.calibrate="$tmp/tp.yaml" --nproc-per-node 2 >"$tmp/tp.log" 2>&1 \
+  || bad "calibrating tp run: exit $?" "$tmp/tp.log"
+grep -Eq "^\[rank 0\] calibration: intra-node tensor-parallel sums in the steps: [0-9.e+-]+ ms each .*priced from the steps" \
+  "$tmp/tp.log" || bad "no in-step tp sum line" "$tmp/tp.log"
+grep -Eq "intra-node: \{efficiency: .*tp_sum_ms: [0-9.e+-]+\}" "$tmp/tp.yaml" || bad "no tp_sum_ms" "$tmp/tp.yaml"
 "$exe" "${tiny_job[@]}" --set cluster.calibrate="$tmp/x.yaml" --set job.output_dir="$tmp/single" >"$tmp/single.log" 2>&1
 code=$?
 [ "$code" -eq 2 ] && grep -q "cluster.calibrate" "$tmp/single.log" || bad "single process: exit $code" "$tmp/single.log"

@@ -308,3 +308,30 @@ TEST_CASE("Group: a device group is called at once, on the compute queue for tra
     CHECK(m->group->pinned_buffers() == 0);
   });
 }
+
+TEST_CASE("Group: compute-order sums are tallied by message size until reset", "[parallel][group]") {
+  // What a calibration prices tensor-parallel sums from (train::apply_step_sums): the sums a
+  // step really did, by their bytes on the host group (bf16 widened to fp32), and their time.
+  for (Way way : {Way::kHost, Way::kStaged}) {
+    DYNAMIC_SECTION(name_of(way)) {
+      comm::test::Job job(comm::test::Impl::kInProcess, 2);
+      run_threads(2, [&](int rank) {
+        auto m = member(job, rank, 2, way);
+        Group& g = *m->group;
+        CHECK(g.sums().empty());
+        device::DeviceArray<float> x(*m->mem, 8);
+        x.upload(std::vector<float>(8, 1.0f));
+        for (int i = 0; i < 3; ++i) g.all_reduce(Buf::f32(x.data(), 8), comm::ReduceOp::kSum);
+        device::DeviceArray<model::bf16> h(*m->mem, 4);
+        h.upload(std::vector<model::bf16>(4, model::float_to_bf16(1.0f)));
+        g.all_reduce(Buf{h.data(), 4, comm::DType::kBf16}, comm::ReduceOp::kSum);
+        REQUIRE(g.sums().size() == 2);
+        CHECK(g.sums().at(32).calls == 3);
+        CHECK(g.sums().at(32).seconds > 0);
+        CHECK(g.sums().at(16).calls == 1);  // 4 bf16 values travel as 16 bytes of fp32
+        g.reset_sums();
+        CHECK(g.sums().empty());
+      });
+    }
+  }
+}

@@ -64,3 +64,38 @@ TEST_CASE("samples of several message sizes give the class an efficiency per siz
   train::summarize_links({at(0.30, 262144), at(0.2, 262144)}, topo::Calibration{}, one);
   CHECK(one.links.at("ethernet").sizes.empty());
 }
+
+TEST_CASE("tensor-parallel sums are priced from what they cost inside the steps") {
+  // The start-up probe of a tp pair of CPU processes sees an idle peer (2 Gb/s, 40 us); in the
+  // steps each sum of the 64 Ki-float activations took 5 ms (every member reaches it after its
+  // own compute). The sample must make the cost model's ring all-reduce reproduce the 5 ms.
+  const size_t act = 65536;
+  train::LinkSample tp = sample(plan::LinkKind::kIntraNode, 40e-6, 2.0, 100);
+  tp.message_bytes = act * 4 / 2;
+  std::map<size_t, parallel::Group::SumTally> sums;
+  sums[act * 4] = {200, 1.0};   // 200 sums of the activations, 5 ms each
+  sums[512 * 4] = {20, 0.04};   // the loss statistics: another size, not the activations
+  train::apply_step_sums(tp, sums, 2, act);
+  CHECK(tp.step_sum_s == Approx(5e-3));
+  CHECK(tp.probe_gbps == Approx(2.0));
+  CHECK(tp.message_bytes == Approx(act * 4 / 2.0));
+  plan::LinkCost link;
+  link.kind = plan::LinkKind::kIntraNode;
+  link.latency_s = tp.latency_s;
+  link.gbps_per_rank = tp.gbps;
+  CHECK(plan::ring_all_reduce_s(link, 2, act * 4.0) == Approx(5e-3));
+
+  topo::Calibration cal;
+  train::summarize_links({tp}, topo::Calibration{}, cal);
+  CHECK(cal.links.at("intra-node").efficiency == Approx(tp.gbps / 100));
+  CHECK(cal.links.at("intra-node").tp_sum_ms == Approx(5));
+  // A file with the figure reads back (people read it; the efficiency carries it).
+  const topo::Calibration back = topo::parse_calibration_yaml(topo::format_calibration_yaml(cal), "t.yaml");
+  CHECK(back.links.at("intra-node").tp_sum_ms == Approx(5));
+
+  // No sum of the activations timed (a run without steady steps): the probe stands.
+  train::LinkSample idle = sample(plan::LinkKind::kIntraNode, 40e-6, 2.0, 100);
+  train::apply_step_sums(idle, {{512 * 4, {20, 0.04}}}, 2, act);
+  CHECK(idle.gbps == 2.0);
+  CHECK(idle.step_sum_s == 0);
+}
