@@ -616,7 +616,7 @@ std::string check_interleaved_stage(int stages, int s, int m, int chunks, const 
 
 }  // namespace
 
-TEST_CASE("Interleaved: every stage's list is well formed; stage 0 holds Megatron's p + (p - 1) / V",
+TEST_CASE("Interleaved: every stage's list is well formed and stage 0 holds Megatron's p + (p - 1) / V",
           "[train][schedule]") {
   for (int stages = 2; stages <= 8; ++stages)
     for (int chunks = 2; chunks <= 4; ++chunks)
@@ -696,7 +696,7 @@ TEST_CASE("Interleaved: the table for 2 stages, 2 chunks and 2 micro-batches, de
         "[sG0 rG1] B1 sG1\n");
 }
 
-TEST_CASE("Interleaved: bad arguments throw; tags tell the boundaries apart", "[train][schedule]") {
+TEST_CASE("Interleaved: bad arguments throw and tags tell the boundaries apart", "[train][schedule]") {
   CHECK_THROWS_WITH(interleaved_1f1b(2, 0, 3, 2), Catch::Contains("micro_batches a multiple of stages"));
   CHECK_THROWS_AS(interleaved_1f1b(2, 0, 4, 1), std::invalid_argument);
   CHECK_THROWS_AS(interleaved_1f1b(1, 0, 4, 2), std::invalid_argument);
