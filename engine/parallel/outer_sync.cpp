@@ -94,14 +94,27 @@ OuterSync::OuterSync(const OuterConfig& config, Group& outer, Group& dp, size_t 
   if (config.inner_steps < 1 || config.fragments < 1 || config.fragments > config.inner_steps)
     throw std::invalid_argument(fmt::format("OuterSync: {} fragments over {} inner steps", config.fragments,
                                             config.inner_steps));
-  size_t off = 0;
+  size_t off = 0, owned = 0;
   for (int f = 0; f < config.fragments; ++f) {
     packed_.push_back(off);
+    owned_at_.push_back(owned);
     off += slice(f).second - slice(f).first;
+    owned += part(f);
   }
   anchor_.assign(off, 0.0f);
   momentum_.assign(off, 0.0f);
   residual_.assign(off, 0.0f);
+  owner_residual_.assign(owned, 0.0f);
+}
+
+size_t OuterSync::padded(int f) const {
+  const auto [b, e] = fragment(f);
+  const size_t dp = static_cast<size_t>(dp_.size());
+  return (e - b + dp - 1) / dp;
+}
+
+size_t OuterSync::part(int f) const {
+  return static_cast<size_t>(plan::outer_part(static_cast<double>(padded(f)), outer_.size()));
 }
 
 std::pair<size_t, size_t> OuterSync::fragment(int f) const {
@@ -132,15 +145,25 @@ void OuterSync::reset(const float* params) {
   }
   std::fill(momentum_.begin(), momentum_.end(), 0.0f);
   std::fill(residual_.begin(), residual_.end(), 0.0f);
+  std::fill(owner_residual_.begin(), owner_residual_.end(), 0.0f);
 }
 
-void OuterSync::load(std::span<const float> anchor, std::span<const float> momentum, std::span<const float> residual) {
-  if (anchor.size() != anchor_.size() || momentum.size() != momentum_.size() || residual.size() != residual_.size())
-    throw std::invalid_argument(fmt::format("OuterSync: outer state of {} + {} + {} floats, this rank keeps {} each",
-                                            anchor.size(), momentum.size(), residual.size(), anchor_.size()));
-  std::copy(anchor.begin(), anchor.end(), anchor_.begin());
-  std::copy(momentum.begin(), momentum.end(), momentum_.begin());
-  std::copy(residual.begin(), residual.end(), residual_.begin());
+std::vector<float> OuterSync::state() const {
+  std::vector<float> out;
+  out.reserve(state_floats());
+  for (const auto* v : {&anchor_, &momentum_, &residual_, &owner_residual_}) out.insert(out.end(), v->begin(), v->end());
+  return out;
+}
+
+void OuterSync::load(std::span<const float> state) {
+  if (state.size() != state_floats())
+    throw std::invalid_argument(fmt::format("OuterSync: outer state of {} floats, this rank keeps {} (3 x {} + {})",
+                                            state.size(), state_floats(), anchor_.size(), owner_residual_.size()));
+  const float* p = state.data();
+  for (auto* v : {&anchor_, &momentum_, &residual_, &owner_residual_}) {
+    std::copy(p, p + v->size(), v->begin());
+    p += v->size();
+  }
 }
 
 int OuterSync::after_step(int64_t done, float* params) {
@@ -153,21 +176,55 @@ void OuterSync::sync_fragment(int f, float* params) {
   const auto [fb, fe] = fragment(f);
   const auto [b, e] = slice(f);
   const size_t dp = static_cast<size_t>(dp_.size());
-  const size_t c = (fe - fb + dp - 1) / dp;  // every slice padded to c
+  const size_t c = padded(f);  // every slice padded to c
   const size_t len = e - b;
+  const int n = outer_.size(), me = outer_.rank();
+  const size_t p = part(f);  // owner k owns [k p, (k + 1) p) of the padded slice (zero past c)
   float* anchor = anchor_.data() + packed_[f];
   float* mom = momentum_.data() + packed_[f];
   float* residual = residual_.data() + packed_[f];
-  // 1. The outer gradient of this slice (zero padding past its end), plus what the previous
-  // payload's rounding left out.
-  delta_.assign(c, 0.0f);
-  for (size_t i = 0; i < len; ++i) delta_[i] = anchor[i] - params[b + i] + residual[i];
-  // 2. Encode, all-gather over the replicas, decode and sum in replica order.
+  float* owner_residual = owner_residual_.data() + owned_at_[f];
   const spec::OuterDtype dtype = config_.dtype;
-  const size_t words = outer_payload_size(dtype, c) / 4;
-  const int n = outer_.size();
+  const bool lossy = dtype != spec::OuterDtype::kFp32;
+  const size_t words = outer_payload_size(dtype, p) / 4;  // one part's payload
+  auto bytes_of = [](std::vector<float>& v, size_t word) { return reinterpret_cast<std::byte*>(v.data() + word); };
+  // 1. The outer gradient of this slice (zero padding past its end), plus what the previous
+  // payload's rounding left out; encoded part by part (each part its own int8 scales).
+  delta_.assign(p * n, 0.0f);
+  for (size_t i = 0; i < len; ++i) delta_[i] = anchor[i] - params[b + i] + residual[i];
+  wire_out_.assign(words * n, 0.0f);
+  for (int k = 0; k < n; ++k) outer_encode(dtype, delta_.data() + p * k, p, bytes_of(wire_out_, words * k));
+  if (lossy) {  // error feedback: what this member's payloads leave out
+    own_.assign(p * n, 0.0f);
+    for (int k = 0; k < n; ++k) outer_decode_add(dtype, bytes_of(wire_out_, words * k), p, own_.data() + p * k);
+    for (size_t i = 0; i < len; ++i) residual[i] = delta_[i] - own_[i];
+  }
+  // 2. Part k to its owner k; this member receives its own part from every member (itself
+  // included, without the wire), decodes and sums them in replica order, / N.
+  wire_in_.assign(words * n, 0.0f);
+  std::copy_n(wire_out_.begin() + static_cast<std::ptrdiff_t>(words * me), words,
+              wire_in_.begin() + static_cast<std::ptrdiff_t>(words * me));
+  if (n > 1) {
+    std::vector<Transfer> ops;
+    for (int k = 0; k < n; ++k) {
+      if (k == me) continue;
+      ops.push_back({Transfer::kSend, Buf::f32(wire_out_.data() + words * k, words), k, kOuterTag});
+      ops.push_back({Transfer::kRecv, Buf::f32(wire_in_.data() + words * k, words), k, kOuterTag});
+    }
+    Work w = outer_.send_recv(ops);
+    w.land();
+    // land() hands the receives on while sends may still read wire_out_, reused below.
+    if (const std::shared_future<void> sent = w.inputs_free(); sent.valid()) sent.get();  // rethrows a failed send
+    bytes_sent_ += static_cast<double>(words) * 4 * (n - 1);
+  }
+  sum_.assign(p, 0.0f);
+  for (int r = 0; r < n; ++r) outer_decode_add(dtype, bytes_of(wire_in_, words * r), p, sum_.data());
+  // 3. The owner encodes the average once (with its own error feedback), and every member
+  // all-gathers the owners' payloads: every replica decodes the same bytes.
+  const float inv_n = 1.0f / static_cast<float>(n);
+  for (size_t i = 0; i < p; ++i) sum_[i] = sum_[i] * inv_n + owner_residual[i];
   wire_in_.assign(words, 0.0f);
-  outer_encode(dtype, delta_.data(), c, reinterpret_cast<std::byte*>(wire_in_.data()));
+  outer_encode(dtype, sum_.data(), p, bytes_of(wire_in_, 0));
   wire_out_.assign(words * n, 0.0f);
   if (n > 1) {
     outer_.all_gather(Buf::f32(wire_out_.data(), wire_out_.size()), Buf::f32(wire_in_.data(), words)).land();
@@ -175,24 +232,19 @@ void OuterSync::sync_fragment(int f, float* params) {
   } else {
     std::copy(wire_in_.begin(), wire_in_.end(), wire_out_.begin());
   }
-  sum_.assign(c, 0.0f);
-  for (int r = 0; r < n; ++r)
-    outer_decode_add(dtype, reinterpret_cast<const std::byte*>(wire_out_.data() + words * r), c, sum_.data());
-  if (dtype != spec::OuterDtype::kFp32) {
-    own_.assign(c, 0.0f);
-    outer_decode_add(dtype, reinterpret_cast<const std::byte*>(wire_in_.data()), c, own_.data());
-    for (size_t i = 0; i < len; ++i) residual[i] = delta_[i] - own_[i];
-  }
-  // 3. Nesterov SGD on the anchor; the slice's weights become it.
+  average_.assign(p * n, 0.0f);
+  for (int k = 0; k < n; ++k) outer_decode_add(dtype, bytes_of(wire_out_, words * k), p, average_.data() + p * k);
+  if (lossy)
+    for (size_t i = 0; i < p; ++i) owner_residual[i] = sum_[i] - average_[p * me + i];
+  // 4. Nesterov SGD on the anchor; the slice's weights become it.
   const float lr = static_cast<float>(config_.lr), mu = static_cast<float>(config_.momentum);
-  const float inv_n = 1.0f / static_cast<float>(n);
   for (size_t i = 0; i < len; ++i) {
-    const float g = sum_[i] * inv_n;
+    const float g = average_[i];
     mom[i] = mu * mom[i] + g;
     anchor[i] -= lr * (g + mu * mom[i]);
     params[b + i] = anchor[i];
   }
-  // 4. The replica's data-parallel ranks exchange their slices.
+  // 5. The replica's data-parallel ranks exchange their slices.
   if (dp > 1) {
     gathered_slice_.assign(c, 0.0f);
     std::copy(params + b, params + e, gathered_slice_.begin());

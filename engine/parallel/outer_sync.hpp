@@ -8,15 +8,24 @@
 //   1. this data-parallel rank d takes its slice [b + d c, b + (d + 1) c) (c = ceil(n / dp),
 //      the last slices shorter or empty) and forms the outer gradient
 //      delta = anchor - params (anchor: the weights at the previous sync);
-//   2. encodes it as outer_dtype (fp32; bf16 round-to-nearest-even; int8 symmetric with one
-//      fp32 scale per kOuterChunk values; with error feedback: the rounding error of the
-//      previous payload of this slice is added before encoding, and the new one kept), all-
-//      gathers the payloads over the outer group
-//      (this coordinate in every replica, over Ethernet), decodes each and sums them in
-//      replica order, / N: the same bits on every replica;
-//   3. Nesterov SGD as PyTorch's SGD(nesterov=True): m = mu m + g; anchor -= lr (g + mu m);
-//      params[slice] = anchor;
-//   4. the data-parallel group all-gathers the slices, so the replica's copies agree again.
+//   2. the owner-slice exchange over the outer group (this coordinate in every replica, over
+//      Ethernet; N members, member k = replica k): the padded slice is cut into N parts of
+//      p = ceil(c / N) values, member k owns part k. Each member encodes every part as
+//      outer_dtype (fp32; bf16 round-to-nearest-even; int8 symmetric with one fp32 scale per
+//      kOuterChunk values of the part) and sends part k to owner k (N - 1 part payloads);
+//   3. owner k decodes the N payloads of its part (its own without the wire) and sums them in
+//      replica order, / N, encodes that average once and all-gathers it (N - 1 part payloads):
+//      every replica decodes the same bytes, so holds the same bits, whatever the dtype.
+//      Bytes a member sends: 2 (N - 1) part payloads (plan::outer_exchange_bytes), about
+//      2 (N - 1) / N of the slice's payload where an all-gather of whole payloads sends N - 1.
+//      Error feedback (bf16, int8), at both roundings: each member adds to its outer gradient
+//      what its previous payloads of this slice left out (`residual`), and each owner adds to
+//      its part's average what its previous encoded average left out (`owner_residual`). So
+//      over the syncs the updates every replica applies sum to the exact averages of the
+//      outer gradients, less the two residuals still held (each below one rounding step);
+//   4. Nesterov SGD as PyTorch's SGD(nesterov=True) on the decoded average g, on every
+//      replica alike: m = mu m + g; anchor -= lr (g + mu m); params[slice] = anchor;
+//   5. the data-parallel group all-gathers the slices, so the replica's copies agree again.
 // Each replica keeps its own inner AdamW state. The exchange is synchronous: it runs after
 // the step's optimizer update and the next step starts once it is done (not overlapped).
 #pragma once
@@ -60,30 +69,34 @@ class OuterSync {
   // Fragment f's range in the buffer, and this rank's slice of it.
   std::pair<size_t, size_t> fragment(int f) const;
   std::pair<size_t, size_t> slice(int f) const;
-  // Outer state for a checkpoint: anchor, momentum and payload rounding residual of this
-  // rank's slices, packed, state_floats() each.
-  size_t state_floats() const { return anchor_.size(); }
-  std::span<const float> anchor() const { return anchor_; }
-  std::span<const float> momentum() const { return momentum_; }
-  std::span<const float> residual() const { return residual_; }
-  void load(std::span<const float> anchor, std::span<const float> momentum, std::span<const float> residual);
-  // Bytes this rank sent over the outer group so far (payloads x (N - 1), as a ring).
+  // Outer state for a checkpoint, state_floats() packed: anchor, momentum and payload rounding
+  // residual of this rank's slices, then the owner residual of the parts it owns.
+  size_t state_floats() const { return 3 * anchor_.size() + owner_residual_.size(); }
+  std::vector<float> state() const;
+  void load(std::span<const float> state);
+  // Bytes this rank sent over the outer group so far (2 (N - 1) part payloads a sync).
   double bytes_sent() const { return bytes_sent_; }
 
  private:
+  static constexpr uint32_t kOuterTag = 28;  // the exchange's point-to-point messages
   void sync_fragment(int f, float* params);
+  size_t padded(int f) const;  // c: the slice length every data-parallel rank pads to
+  size_t part(int f) const;    // p: one owner's part of the padded slice
 
   OuterConfig config_;
   Group& outer_;
   Group& dp_;
   size_t size_;
   std::vector<size_t> packed_;          // per fragment: offset of its slice in anchor_
+  std::vector<size_t> owned_at_;        // per fragment: offset of its owned part in owner_residual_
   std::vector<float> anchor_, momentum_;
   // Error feedback (bf16, int8): what the payload's rounding left out of this rank's outer
   // gradient, added to the next one of the same slice (0 with fp32).
   std::vector<float> residual_;
+  // The owner's error feedback: what its encoded average of each owned part left out.
+  std::vector<float> owner_residual_;
   std::vector<float> own_;
-  std::vector<float> delta_, sum_, gathered_slice_;
+  std::vector<float> delta_, sum_, average_, gathered_slice_;
   std::vector<float> wire_in_, wire_out_;  // payloads as 4-byte words
   double bytes_sent_ = 0;
 };

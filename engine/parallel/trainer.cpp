@@ -191,7 +191,7 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested) {
     data_.train().fill_batch(c, inputs, targets);
   };
   int passes = 0;
-  const double loss_sum = stage_->run_step(fetch, [&](int) {
+  const double loss_sum = stage_->run_step(fetch, [&](int, int) {
     // The step's last backward (its W pass under zb-h1) finishes the gradients: overlap the DP
     // reduction with it.
     if (++passes == micro_batches_) optimizer_->arm();
@@ -318,8 +318,9 @@ namespace holmes::parallel {
 namespace {
 
 // private_state(): a header of five uint64 (magic, replica, params, moments, outer floats)
-// then params, exp_avg, exp_avg_sq, anchor, momentum, residual as floats.
-constexpr uint64_t kPrivateMagic = 0x31534f4c45444f48ULL;  // "HOLMESO1"
+// then params, exp_avg, exp_avg_sq and OuterSync::state() (anchor, momentum, residual, owner
+// residual) as floats.
+constexpr uint64_t kPrivateMagic = 0x32534f4c45444f48ULL;  // "HOLMESO2"
 
 }  // namespace
 
@@ -333,16 +334,14 @@ std::vector<std::byte> Trainer::private_state() {
   mem.download(ma.data(), optimizer_->exp_avg(), m * sizeof(float));
   mem.download(mb.data(), optimizer_->exp_avg_sq(), m * sizeof(float));
   const uint64_t head[5] = {kPrivateMagic, static_cast<uint64_t>(c_.replica), n, m, k};
-  std::vector<std::byte> out(sizeof(head) + 4 * (n + 2 * m + 3 * k));
+  std::vector<std::byte> out(sizeof(head) + 4 * (n + 2 * m + k));
   std::byte* w = out.data();
   auto put = [&](const void* p, size_t bytes) { std::memcpy(w, p, bytes), w += bytes; };
   put(head, sizeof(head));
   put(params.data(), 4 * n);
   put(ma.data(), 4 * m);
   put(mb.data(), 4 * m);
-  put(outer_->anchor().data(), 4 * k);
-  put(outer_->momentum().data(), 4 * k);
-  put(outer_->residual().data(), 4 * k);
+  put(outer_->state().data(), 4 * k);
   return out;
 }
 
@@ -352,7 +351,7 @@ void Trainer::load_private_state(std::span<const std::byte> bytes) {
   uint64_t head[5] = {};
   if (bytes.size() >= sizeof(head)) std::memcpy(head, bytes.data(), sizeof(head));
   if (head[0] != kPrivateMagic || head[1] != static_cast<uint64_t>(c_.replica) || head[2] != n || head[3] != m ||
-      head[4] != k || bytes.size() != sizeof(head) + 4 * (n + 2 * m + 3 * k))
+      head[4] != k || bytes.size() != sizeof(head) + 4 * (n + 2 * m + k))
     throw std::runtime_error(fmt::format("private checkpoint state: {} bytes for replica {} of {} params, {} moments, "
                                          "{} outer floats; this rank (replica {}) keeps {}, {}, {}", bytes.size(),
                                          head[1], head[2], head[3], head[4], c_.replica, n, m, k));
@@ -362,8 +361,7 @@ void Trainer::load_private_state(std::span<const std::byte> bytes) {
   device::DeviceMemory& mem = *gpt_->backend().memory;
   mem.upload(optimizer_->exp_avg(), r + n, m * sizeof(float));
   mem.upload(optimizer_->exp_avg_sq(), r + n + m, m * sizeof(float));
-  outer_->load(std::span<const float>(r + n + 2 * m, k), std::span<const float>(r + n + 2 * m + k, k),
-               std::span<const float>(r + n + 2 * m + 2 * k, k));
+  outer_->load(std::span<const float>(r + n + 2 * m, k));
 }
 
 }  // namespace holmes::parallel

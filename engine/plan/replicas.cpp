@@ -78,6 +78,12 @@ double outer_payload_bytes(spec::OuterDtype dtype, double elements) {
   return 4 * elements;
 }
 
+double outer_part(double elements, int replicas) { return std::ceil(elements / std::max(1, replicas)); }
+
+double outer_exchange_bytes(spec::OuterDtype dtype, double elements, int replicas) {
+  return 2.0 * (replicas - 1) * outer_payload_bytes(dtype, outer_part(elements, replicas));
+}
+
 namespace {
 
 spec::JobSpec one_replica_spec(const spec::JobSpec& spec) {
@@ -109,8 +115,9 @@ Plan plan_replica(const spec::JobSpec& spec, const topo::ClusterTopology& topolo
 LinkCost link_of(const Group& g) { return LinkCost{g.link, g.gbps_per_rank, g.latency_s, g.crosses_islands}; }
 
 // Outer groups (one per tp x pp x dp coordinate, members in replica order), and the cost of
-// one outer sync: each member all-gathers its slice (1/dp of its shard) from the others,
-// then the data-parallel group all-gathers the slices.
+// one outer sync: the members of each outer group average their slices (1/dp of the shard)
+// by the owner-slice exchange (outer_exchange_bytes), then the data-parallel group
+// all-gathers the slices.
 void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology, bool cuda, Plan& plan) {
   const Facts f = collect_facts(spec, topology);
   std::map<std::tuple<int, int, int>, std::vector<int>> by_coord;
@@ -142,12 +149,14 @@ void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
     if (!g.crosses_nodes) g.interface = "lo";
     const int stage = std::get<0>(coord);
     const double slice = std::ceil(stage_params[stage] / plan.dp);
-    const double payload = outer_payload_bytes(rep.dtype, slice);
-    double t = ring_all_gather_s(link_of(g), n, n * payload);
+    // Owner-slice exchange: the parts to their owners, then the owners' averages to every
+    // member; each half moves (N - 1) part payloads per member, as a ring all-gather of N parts.
+    const double part = outer_payload_bytes(rep.dtype, outer_part(slice, n));
+    double t = 2 * ring_all_gather_s(link_of(g), n, n * part);
     if (plan.dp > 1) t += ring_all_gather_s(dp_link[stage], plan.dp, 4 * slice * plan.dp);
     worst = std::max(worst, t);
-    bytes += n * (n - 1.0) * payload;
-    by_link[static_cast<int>(g.link)] += n * (n - 1.0) * payload;
+    bytes += n * outer_exchange_bytes(rep.dtype, slice, n);
+    by_link[static_cast<int>(g.link)] += n * outer_exchange_bytes(rep.dtype, slice, n);
     plan.groups.push_back(std::move(g));
   }
   rep.sync_s = worst;

@@ -32,12 +32,20 @@ topo::ClusterTopology sub_topology(const topo::ClusterTopology& topology, const 
 // make_plan for parallel.replicas > 1 (make_plan calls it).
 Plan make_replica_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology);
 
-// Bytes one member of an outer group sends per outer sync of `elements` weights as
-// outer_dtype (int8: one fp32 scale per kOuterChunk values), over a ring all-gather of
-// `replicas` members: (N - 1) payloads. The runtime (engine/parallel/outer_sync.hpp) sends
-// exactly this; a test ties them.
+// The payload of `elements` weights as outer_dtype: 4, 2 or 1 byte a weight (int8: plus one
+// fp32 scale per kOuterChunk values).
 inline constexpr int kOuterChunk = 256;
 double outer_payload_bytes(spec::OuterDtype dtype, double elements);
+// The owner-slice exchange of one member's slice of `elements` weights over `replicas`
+// members (engine/parallel/outer_sync.hpp): the slice is cut into N parts of
+// outer_part(elements, N) = ceil(elements / N) weights; each member sends every other part's
+// payload to its owner ((N - 1) part payloads), the owner averages and all-gathers its part's
+// payload ((N - 1) again). Bytes one member sends per outer sync:
+// 2 (N - 1) outer_payload_bytes(outer_part(elements, N)), about 2 (N - 1) / N of the slice's
+// payload. The runtime sends exactly this (each part payload rounded up to 4 bytes); a test
+// ties them.
+double outer_part(double elements, int replicas);
+double outer_exchange_bytes(spec::OuterDtype dtype, double elements, int replicas);
 
 // The three ways of spanning the islands, priced side by side for --plan-only (and filled in
 // Plan::across when replicas > 1): pipeline across islands (one plan, pipeline degree

@@ -80,10 +80,12 @@ TEST_CASE("replicas: diloco lays one plan per pod and an outer group per coordin
   CHECK(count[hp::GroupKind::kTp] == 8);     // 2 stages x 4 replicas
   CHECK(count[hp::GroupKind::kOuter] == 16); // one per rank of a replica
   CHECK(count[hp::GroupKind::kWorld] == 1);
-  // The plan states what it prices: outer bytes = groups x N (N - 1) x payload, per H steps.
+  // The plan states what it prices: outer bytes = N members x 2 (N - 1) part payloads (a part:
+  // 1/N of the member's slice) per group, summed over the groups, per H steps.
   double stage_params = 0;
   for (const auto& m : p.memory) stage_params += m.grads / 4 / 4;  // every replica holds the model once
-  CHECK(p.replicas.sync_bytes == Approx(4 * 3 * hp::outer_payload_bytes(OuterDtype::kFp32, stage_params)).epsilon(1e-6));
+  CHECK(p.replicas.sync_bytes ==
+        Approx(4 * 2 * 3 * hp::outer_payload_bytes(OuterDtype::kFp32, stage_params / 4)).epsilon(1e-4));
   CHECK(p.replicas.per_step_s > p.replicas.sync_s / 20);
   const std::string text = hp::format_plan_text(p);
   CHECK_THAT(text, Catch::Contains("Replicas: 4 x (tensor 8 x pipeline 2 x data 1), outer diloco every 20 steps"));
@@ -122,6 +124,10 @@ TEST_CASE("replicas: int8 and bf16 payloads shrink the outer bytes", "[replicas]
   CHECK(hp::outer_payload_bytes(OuterDtype::kFp32, 1000) == 4000);
   CHECK(hp::outer_payload_bytes(OuterDtype::kBf16, 1000) == 2000);
   CHECK(hp::outer_payload_bytes(OuterDtype::kInt8, 1000) == 1000 + 4 * 4);
+  // The owner-slice exchange: 2 (N - 1) parts of ceil(n / N), not (N - 1) whole payloads.
+  CHECK(hp::outer_exchange_bytes(OuterDtype::kFp32, 1000, 4) == 2 * 3 * 4 * 250);
+  CHECK(hp::outer_exchange_bytes(OuterDtype::kInt8, 1001, 4) == 2 * 3 * (251 + 4));
+  CHECK(hp::outer_exchange_bytes(OuterDtype::kFp32, 1000, 1) == 0);
   auto s = pod_spec(OuterMode::kDiloco);
   const double fp32 = hp::make_plan(s, pods()).replicas.sync_bytes;
   s.parallel.outer_dtype = OuterDtype::kInt8;
