@@ -139,7 +139,7 @@ RankMemory StageCost::memory(const Workload& w, int pipeline, int layers) const 
   RankMemory mem;
   mem.params = p * w.param_bytes();
   mem.grads = p * w.grad_bytes();
-  mem.optimizer = p * w.optimizer_bytes() / dp;
+  mem.optimizer = p * w.optimizer_bytes(dp) / dp;
   // The in-flight micro-batches' activations; the replayed buffers of recomputation exist once.
   const int in_flight = in_flight_micro_batches(w.activation.schedule, w.micro_batches, pipeline, stage);
   const int a = w.act_bytes();

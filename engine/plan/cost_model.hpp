@@ -43,13 +43,19 @@ struct Workload {
   int act_bytes() const { return bf16 ? 2 : 4; }
   // TP sums travel in the activation precision where NCCL sums them, as fp32 through Gloo.
   int tp_wire_bytes() const { return bf16 && staging != Staging::kAll ? 2 : 4; }
-  int param_bytes() const { return bf16 ? 2 : 4; }  // weights as used in compute
+  // Weights a rank holds for its whole shard: the fp32 parameters (the optimizer updates them
+  // and all-gathers them in place: they are not sharded) and, in bf16 jobs, the bf16 copy the
+  // kernels read (model::Gpt params16_).
+  int param_bytes() const { return bf16 ? 4 + 2 : 4; }
   int grad_bytes() const { return 4; }               // fp32 gradient buffer, reduced in fp32
   // The distributed optimizer all-gathers the updated fp32 master weights (DistOptimizer::
   // update gathers Buf::f32 parameters; the bf16 compute copy is made from them), so the
   // all-gather moves 4 bytes per parameter in bf16 jobs too.
   int gather_bytes() const { return 4; }
-  int optimizer_bytes() const { return bf16 ? 12 : 8; }  // fp32 master + m + v, or m + v
+  // Per parameter of the shard, held once over the data-parallel ranks (DistOptimizer): the
+  // owned part's Adam m and v in fp32 and, with dp > 1, its reduce-scatter output (fp32), in
+  // either precision (the master weights are param_bytes()).
+  int optimizer_bytes(int dp) const { return 8 + (dp > 1 ? 4 : 0); }
 };
 
 // Per-micro-batch parts and the exposed DP sync of one stage with n layers.

@@ -89,9 +89,9 @@ struct Estimate {
 
 struct RankMemory {
   int rank = 0;
-  double params = 0;       // weights held by this rank (bytes)
-  double grads = 0;
-  double optimizer = 0;    // its shard of master weights and Adam moments
+  double params = 0;       // weights held by this rank (bytes): fp32, plus the bf16 copy in bf16 jobs
+  double grads = 0;        // fp32: 4 bytes per parameter held
+  double optimizer = 0;    // its shard of the Adam moments and of the reduce-scatter outputs
   double activations = 0;  // in-flight micro-batches
   double total() const { return params + grads + optimizer + activations; }
   double capacity = 0;     // usable device memory (bytes); 0 = unknown

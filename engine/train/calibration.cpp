@@ -130,7 +130,7 @@ std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& s
     world.barrier();
   }
   if (rt.dp) {
-    const size_t params = static_cast<size_t>(p.memory.at(rt.rank).params / sizeof(float));
+    const size_t params = static_cast<size_t>(p.memory.at(rt.rank).grads / sizeof(float));  // fp32 gradients
     LinkSample s = sample_collective(*rt.dp, group_of(p, plan::GroupKind::kDp, rt.rank), false, params);
     if (me.dp == 0) out.push_back(s);
   }
@@ -255,7 +255,7 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
                                                         plan::ActivationMode::of(p.activation.recompute, p.activation.schedule));
   const double flops =
       plan::stage_train_flops(shape, stage.num_layers, stage.lm_head, p.tp, spec.train.seq_len, tokens) + replay;
-  const double params = p.memory.at(rt.rank).params / sizeof(float);  // CPU: fp32 weights
+  const double params = p.memory.at(rt.rank).grads / sizeof(float);  // one fp32 gradient per parameter held
   const size_t steps = times.compute_per_step.size();
   const float compute[kComputeFloats] = {float(me.pp), float(flops), float(steps), float(times.host_s), float(params)};
   // Tensor-parallel sums are priced from what they cost in the steps, not at the idle probe.

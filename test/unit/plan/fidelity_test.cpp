@@ -226,3 +226,23 @@ TEST_CASE("two CPU processes of a node pay a scheduling wait at every tensor-par
   CHECK(gpu.latency_s == Approx(hp::kDefaultLatencyUs[0] * 1e-6));
   CHECK(gpu.gbps_per_rank == Approx(hp::kDefaultIntraGbpsCuda));
 }
+
+TEST_CASE("the memory model counts what the distributed optimizer really holds", "[cost_model][fidelity]") {
+  // Per parameter of a rank's shard (engine/parallel/dist_optimizer.*, model::Gpt): the fp32
+  // parameters, whole (the all-gather's source and destination: not sharded), in bf16 jobs also
+  // the bf16 copy the kernels read; fp32 gradients; and over the dp ranks the owned part's Adam
+  // m and v and, with dp > 1, its reduce-scatter output. Priced before as 2 bytes of bf16
+  // weights + 12 / d "master weights and moments": 4 bytes a parameter short on GPUs.
+  for (bool bf16 : {false, true})
+    for (int dp : {1, 2, 4}) {
+      INFO((bf16 ? "bf16" : "fp32") << " dp " << dp);
+      hp::StageCost s = dp_stage(0, 1, 1);
+      s.dp = dp;
+      const hp::Workload w = workload(bf16);
+      const double p = s.params_per_rank(w, 8);
+      const hp::RankMemory m = s.memory(w, 1, 8);
+      CHECK(m.params == Approx(p * (bf16 ? 6 : 4)));
+      CHECK(m.grads == Approx(p * 4));
+      CHECK(m.optimizer == Approx(p * (dp > 1 ? 12.0 : 8.0) / dp));
+    }
+}
