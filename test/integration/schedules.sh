@@ -84,7 +84,9 @@ PY
 done
 
 # The plan: auto (asked for; the default is 1f1b) picks zb-h1 for the pipeline and shows what it gains over 1f1b.
-"$bin" "${job[@]}" $(grid 1 2 2) --set parallel.schedule=auto --plan-only >"$tmp/plan.txt" 2>&1 || bad "--plan-only: exit $?" "$tmp/plan.txt"
+# Compute-bound as a CPU worker is (0.01 TFLOP/s): at the 1 TFLOP/s the runs above plan with,
+# the processes' loopback sends (1.5 ms each, docs/cost-model.md) would set the pace alone.
+"$bin" "${job[@]}" $(grid 1 2 2) --set parallel.schedule=auto --set cluster.device_tflops=0.01 --plan-only >"$tmp/plan.txt" 2>&1 || bad "--plan-only: exit $?" "$tmp/plan.txt"
 grep -q "Schedule and recomputation (parallel.schedule auto, train.recompute auto): zb-h1, recompute none" "$tmp/plan.txt" ||
   bad "--plan-only: auto did not choose zb-h1" "$tmp/plan.txt"
 grep -q "^  runner-up: " "$tmp/plan.txt" || bad "--plan-only: no runner-up" "$tmp/plan.txt"
