@@ -81,7 +81,7 @@ def cmd_run(args):
     e = r["ethernet"]
     if e:
         print(f"lab: case {args.case}: {e['bytes_per_step'] / 1e6:.3f} MB per step sent over Ethernet by all nodes "
-              f"(steps {e['steps'][0] + 1}..{e['steps'][1]}, frames with headers"
+              f"(steps {e['steps'][0] + 1}..{e['steps'][-1]}, frames with headers"
               f"{'; read after the run ended' if e.get('late') else ''})")
     if r["calibration"]:
         print(f"lab: calibration written to {r['calibration']}")

@@ -143,24 +143,31 @@ def results(run_dir):
 
 
 def ethernet_window(sc, net):
-    """The steps whose Ethernet bytes a run measures: after step WARMUP_STEPS (start-up, the
-    calibration probes and the first steps' connection set-up are over) up to the step before
-    the last (the end-of-run checkpoint stays out); for diloco a whole number of inner_steps
-    periods, so the window holds as many outer syncs as the plan amortizes."""
+    """The steps after which a run reads its Ethernet byte counters: after step WARMUP_STEPS
+    (start-up, the calibration probes and the first steps' connection set-up are over) and up
+    to the step before the last (the end-of-run checkpoint stays out); for diloco a whole
+    number of inner_steps periods, so the window holds as many outer syncs as the plan
+    amortizes, with one more reading just before the first of them (the steps without an
+    outer sync alone)."""
     first, steps = WARMUP_STEPS, sc.train["steps"]
-    period = sc.parallel.get("inner_steps", 20) if net.case == "diloco" else 1
-    k = (steps - 1 - first) // period
-    return (first, first + k * period) if k > 0 else None
+    if net.case != "diloco":
+        return [first, steps - 1] if steps - 1 > first else None
+    h = sc.parallel.get("inner_steps", 20)
+    k = (steps - 1 - first) // h
+    if k < 1:
+        return None
+    quiet = (first // h + 1) * h - 1  # the last step before the first outer sync after `first`
+    return [first] + ([quiet] if quiet > first else []) + [first + k * h]
 
 
 class EthernetMeter(threading.Thread):
-    """Reads the cluster's Ethernet byte counters when rank 0 has logged step `first` and step
-    `last` (metrics.jsonl, polled every 10 ms: a read may come a little after the step ended,
-    so each snapshot records how many steps were logged when it was taken)."""
+    """Reads the cluster's Ethernet byte counters when rank 0 has logged each step of `window`
+    (metrics.jsonl, polled every 10 ms: a read may come a little after the step ended, so each
+    reading records how many steps were logged when it was taken)."""
 
     def __init__(self, cluster, metrics, window):
         super().__init__(daemon=True)
-        self.cluster, self.metrics, (self.first, self.last) = cluster, metrics, window
+        self.cluster, self.metrics, self.window = cluster, metrics, window
         self.snaps = []  # (steps logged, bytes, read after the workers exited)
         self.done = threading.Event()
 
@@ -173,25 +180,27 @@ class EthernetMeter(threading.Thread):
 
     def run(self):
         size = -1
-        while len(self.snaps) < 2:
+        while len(self.snaps) < len(self.window):
             exited = self.done.is_set()  # the workers are gone: one last look, then stop
             now = os.stat(self.metrics).st_size if os.path.exists(self.metrics) else 0
             if now != size:
                 size = now
                 steps = self._steps_logged()
-                if steps >= (self.first if not self.snaps else self.last):
+                if steps >= self.window[len(self.snaps)]:
                     self.snaps.append((steps, self.cluster.ethernet_bytes(), exited))
             if exited:
                 break
             self.done.wait(0.01)
 
     def result(self):
-        """{'bytes_per_step', 'steps': [from, to], 'bytes'} or None when the run ended first."""
-        if len(self.snaps) < 2 or self.snaps[1][0] <= self.snaps[0][0]:
+        """{'bytes_per_step' (first to last reading), 'steps': the steps logged at each reading,
+        'bytes': at each reading from the first, 'late'} or None when the run ended first."""
+        if len(self.snaps) < len(self.window) or self.snaps[-1][0] <= self.snaps[0][0]:
             return None
-        (s0, b0, _), (s1, b1, late) = self.snaps
+        (s0, b0, _), (s1, b1, late) = self.snaps[0], self.snaps[-1]
         # late: read after the workers exited, so the end-of-run traffic is in it too.
-        return {"bytes_per_step": (b1 - b0) / (s1 - s0), "steps": [s0, s1], "bytes": b1 - b0, "late": late}
+        return {"bytes_per_step": (b1 - b0) / (s1 - s0), "steps": [s for s, _, _ in self.snaps],
+                "bytes": [b - b0 for _, b, _ in self.snaps], "late": late}
 
 
 def run_case(sc, net, binary, run_dir, calibrate=True):
