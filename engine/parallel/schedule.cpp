@@ -32,6 +32,38 @@
 // m < S), which is 1F1B's peak on stage 0: the most any stage of 1F1B holds, now on every
 // stage. The unit test checks the tables with the same simulator, both with rendezvous
 // sends and with the runner's asynchronous posts, and times them against 1F1B.
+//
+// Interleaved 1F1B (interleaved_1f1b): stage s of p holds chunks c = 0..V-1, virtual stage
+// c p + s. Every stage runs the same order of forwards k = 0..mV-1 and of backwards (the
+// chunks reversed), with warm-up w_s = 2 (p - s - 1) + (V - 1) p. Number the comm steps of
+// stage s by t: the one posted after forward k (with backward k - w_s in the steady phase)
+// is t = k, the initial rA is t = -1, the one after cool-down backward k' is t = k' + w_s.
+// Since the orders agree on every stage, the partner of each op sits at a fixed offset:
+//   sA(k) of s < p-1   is received by s+1 in its step t - 1   (its forward k, one earlier)
+//   sA(k) of p-1       is received by 0   in its step t + p-1 (forward k + p: next chunk)
+//   sG of s > 0        is received by s-1 in its step t + 1   (w_{s-1} = w_s + 2)
+//   sG of 0            is received by p-1 in its step t - (p-1)
+// and every recv is the other end of one of these. A step completes once each partner step
+// is posted, i.e. once the step before the partner completed. So completing (s, t) waits
+// on completing (s+1, t-2), (s-1, t), (p-1, t-p) or (0, t+p-2), and each of these has a
+// smaller s + t than s + t: the waits cannot form a cycle, and since each stage posts its
+// steps in t order, every step completes. This needs all ops of a step posted together
+// (the argument treats a step as one unit): posted one op at a time, sends first, the
+// steady-phase sends of neighbours wait on each other as in 1F1B, and the unit test's
+// simulator shows those tables deadlock. Where the warm-up
+// is clamped to mV (the first stages when m V is small, no steady phase) the offsets above
+// change; the unit test simulates every stage with rendezvous sends for p <= 8, V <= 4,
+// m <= 4p, in order and at random, and checks those too.
+//
+// Bubble: with a stage's work per micro-batch split evenly over its V chunks (t_F / V,
+// t_B / V each), the warm-up and cool-down idle time is (p - 1)(t_F + t_B) / V, 1F1B's
+// divided by V (Narayanan et al., SC'21); the unit test's timing simulator shows it exactly
+// for m a multiple of p. The price: each micro-batch crosses every stage boundary V times
+// (V p - 1 sends each way instead of p - 1), including the wrap-around from stage p-1 to 0.
+// Memory: stage s holds at most min(w_s + 1, m V) chunk-micro-batches (the warm-up plus the
+// steady phase's forward before its backward), each 1/V of the stage's layers: stage 0 holds
+// (p V + p - 1) / V = p + (p - 1) / V micro-batches' activations against 1F1B's p, the
+// (1 + (p - 1) / (p V)) factor of Megatron's formula; later stages less.
 #include "engine/parallel/schedule.hpp"
 
 #include <algorithm>
@@ -100,6 +132,7 @@ const char* pipe_schedule_name(PipeSchedule s) {
   switch (s) {
     case PipeSchedule::k1f1b: return "1f1b";
     case PipeSchedule::kZbH1: return "zb-h1";
+    case PipeSchedule::kInterleaved: return "interleaved";
   }
   return "?";
 }
@@ -157,10 +190,104 @@ std::vector<PipeStep> zero_bubble_h1(int stages, int stage, int micro_batches) {
   return build_1f1b(stages, stage, micro_batches, stage);
 }
 
-std::vector<PipeStep> schedule_steps(PipeSchedule kind, int stages, int stage, int micro_batches) {
+namespace {
+
+// One stage of interleaved_1f1b: `p` stages, `v` chunks, m micro-batches (m % p == 0).
+class InterleavedBuilder {
+ public:
+  InterleavedBuilder(int p, int stage, int m, int v) : p_(p), s_(stage), m_(m), v_(v) {}
+
+  int total() const { return m_ * v_; }
+  // Forward k / backward k: its chunk and micro-batch (interleaved_1f1b in schedule.hpp).
+  int chunk(int k, bool forward) const {
+    const int c = (k % (p_ * v_)) / p_;
+    return forward ? c : v_ - 1 - c;
+  }
+  int micro(int k) const { return (k / (p_ * v_)) * p_ + k % p_; }
+
+  void forward(int k) { steps_.push_back({PipeOpKind::kForward, micro(k), {}, chunk(k, true)}); }
+  void backward(int k) { steps_.push_back({PipeOpKind::kBackward, micro(k), {}, chunk(k, false)}); }
+
+  // The transfers around forward / backward k, where that virtual stage has the neighbour;
+  // k outside [0, total) gives none (nothing left to receive).
+  void recv_act(int k) { add(k, true, P2PKind::kRecvActivation); }
+  void send_act(int k) { add(k, true, P2PKind::kSendActivation); }
+  void recv_grad(int k) { add(k, false, P2PKind::kRecvGrad); }
+  void send_grad(int k) { add(k, false, P2PKind::kSendGrad); }
+  // Posts the transfers added since the last post as one comm step (none: no step).
+  void post() {
+    if (!batch_.empty()) steps_.push_back({PipeOpKind::kComm, -1, std::move(batch_)});
+    batch_.clear();
+  }
+
+  std::vector<PipeStep> take() { return std::move(steps_); }
+
+ private:
+  void add(int k, bool forward, P2PKind kind) {
+    if (k < 0 || k >= total()) return;
+    const int c = chunk(k, forward);
+    const int vs = virtual_stage(p_, s_, c);
+    const bool toward_next = kind == P2PKind::kSendActivation || kind == P2PKind::kRecvGrad;
+    if (toward_next ? vs == p_ * v_ - 1 : vs == 0) return;  // the ends of the virtual pipeline
+    batch_.push_back({kind, micro(k), (s_ + (toward_next ? 1 : p_ - 1)) % p_, c});
+  }
+
+  int p_, s_, m_, v_;
+  std::vector<PipeStep> steps_;
+  std::vector<PipeTransfer> batch_;
+};
+
+}  // namespace
+
+std::vector<PipeStep> interleaved_1f1b(int stages, int stage, int micro_batches, int chunks) {
+  check_args("interleaved_1f1b", stages, stage, micro_batches);
+  if (stages < 2 || chunks < 2 || micro_batches % stages != 0)
+    throw std::invalid_argument("interleaved_1f1b: needs stages >= 2, chunks >= 2 and micro_batches a multiple of "
+                                "stages, got stages " + std::to_string(stages) + ", chunks " +
+                                std::to_string(chunks) + ", micro_batches " + std::to_string(micro_batches));
+  InterleavedBuilder b(stages, stage, micro_batches, chunks);
+  const int total = b.total();
+  const int warmup = std::min(2 * (stages - stage - 1) + (chunks - 1) * stages, total);
+  const int steady = total - warmup;
+  b.recv_act(0);
+  b.post();
+  for (int k = 0; k < warmup; ++k) {
+    b.forward(k);
+    b.send_act(k);
+    b.recv_act(k + 1);
+    if (k + 1 == warmup && steady > 0) b.recv_grad(0);  // the first steady backward's
+    b.post();
+  }
+  for (int i = 0; i < steady; ++i) {
+    const int k = warmup + i;  // this iteration's forward; its backward is i
+    b.forward(k);
+    b.backward(i);
+    b.send_act(k);
+    b.send_grad(i);
+    b.recv_act(k + 1);
+    b.recv_grad(i + 1);
+    b.post();
+  }
+  if (steady == 0) {
+    b.recv_grad(0);
+    b.post();
+  }
+  for (int i = steady; i < total; ++i) {
+    b.backward(i);
+    b.send_grad(i);
+    b.recv_grad(i + 1);
+    b.post();
+  }
+  return b.take();
+}
+
+int virtual_stage(int stages, int stage, int chunk) { return chunk * stages + stage; }
+
+std::vector<PipeStep> schedule_steps(PipeSchedule kind, int stages, int stage, int micro_batches, int chunks) {
   switch (kind) {
     case PipeSchedule::k1f1b: return one_f_one_b(stages, stage, micro_batches);
     case PipeSchedule::kZbH1: return zero_bubble_h1(stages, stage, micro_batches);
+    case PipeSchedule::kInterleaved: return interleaved_1f1b(stages, stage, micro_batches, chunks);
   }
   throw std::invalid_argument("schedule_steps: unknown PipeSchedule");
 }
@@ -172,30 +299,51 @@ int max_in_flight(int stages, int stage, int micro_batches) {
   return std::min(stages - stage, micro_batches);
 }
 
-int max_in_flight(const std::vector<PipeStep>& steps) {
+namespace {
+
+// chunk < 0: every chunk's steps.
+int peak_in_flight(const std::vector<PipeStep>& steps, int chunk) {
   const bool split = std::any_of(steps.begin(), steps.end(), [](const PipeStep& s) { return s.kind == PipeOpKind::kWeights; });
   const PipeOpKind frees = split ? PipeOpKind::kWeights : PipeOpKind::kBackward;
   int held = 0, peak = 0;
   for (const PipeStep& s : steps) {
+    if (chunk >= 0 && s.chunk != chunk) continue;
     if (s.kind == PipeOpKind::kForward) peak = std::max(peak, ++held);
     if (s.kind == frees) --held;
   }
   return peak;
 }
 
-int max_in_flight(PipeSchedule kind, int stages, int stage, int micro_batches) {
-  return max_in_flight(schedule_steps(kind, stages, stage, micro_batches));
+}  // namespace
+
+int max_in_flight(const std::vector<PipeStep>& steps) { return peak_in_flight(steps, -1); }
+
+int max_in_flight(const std::vector<PipeStep>& steps, int chunk) { return peak_in_flight(steps, chunk); }
+
+int max_in_flight(PipeSchedule kind, int stages, int stage, int micro_batches, int chunks) {
+  return max_in_flight(schedule_steps(kind, stages, stage, micro_batches, chunks));
 }
 
-uint32_t p2p_tag(P2PKind kind, int micro) {
+uint32_t p2p_tag(P2PKind kind, int micro, int link) {
   if (micro < 0 || micro > kMaxTaggedMicro)
     throw std::invalid_argument("p2p_tag: micro must be in [0, " + std::to_string(kMaxTaggedMicro) +
                                 "], got " + std::to_string(micro));
-  // Bit 0 says which direction (0 activation, 1 gradient); the rest is the micro-batch, so
-  // send and recv of one transfer agree and the two directions never collide.
+  if (link < 0 || link > kMaxTaggedChunk)
+    throw std::invalid_argument("p2p_tag: link chunk must be in [0, " + std::to_string(kMaxTaggedChunk) +
+                                "], got " + std::to_string(link));
+  // Bit 0 says which direction (0 activation, 1 gradient), bits 1-23 the micro-batch, bits
+  // 24-29 the boundary, so send and recv of one transfer agree and nothing else collides.
+  // Boundary 0 gives the non-interleaved schedules' tags.
   const bool grad = kind == P2PKind::kSendGrad || kind == P2PKind::kRecvGrad;
-  return (static_cast<uint32_t>(micro) << 1) | (grad ? 1u : 0u);
+  return (static_cast<uint32_t>(link) << 24) | (static_cast<uint32_t>(micro) << 1) | (grad ? 1u : 0u);
 }
+
+int link_chunk(int stage, const PipeTransfer& t) {
+  const bool toward_next = t.kind == P2PKind::kSendActivation || t.kind == P2PKind::kRecvGrad;
+  return toward_next || stage > 0 ? t.chunk : t.chunk - 1;
+}
+
+uint32_t p2p_tag(int stage, const PipeTransfer& t) { return p2p_tag(t.kind, t.micro, link_chunk(stage, t)); }
 
 P2PKind matching_kind(P2PKind kind) {
   switch (kind) {
@@ -210,26 +358,27 @@ P2PKind matching_kind(P2PKind kind) {
 bool is_send(P2PKind kind) { return kind == P2PKind::kSendActivation || kind == P2PKind::kSendGrad; }
 
 std::string to_string(const PipeStep& step) {
+  auto chunk = [](int c) { return c > 0 ? "." + std::to_string(c) : std::string(); };
   switch (step.kind) {
-    case PipeOpKind::kForward: return "F" + std::to_string(step.micro);
-    case PipeOpKind::kBackward: return "B" + std::to_string(step.micro);
-    case PipeOpKind::kWeights: return "W" + std::to_string(step.micro);
+    case PipeOpKind::kForward: return "F" + std::to_string(step.micro) + chunk(step.chunk);
+    case PipeOpKind::kBackward: return "B" + std::to_string(step.micro) + chunk(step.chunk);
+    case PipeOpKind::kWeights: return "W" + std::to_string(step.micro) + chunk(step.chunk);
     case PipeOpKind::kComm: break;
   }
   std::string ops;
   for (const PipeTransfer& t : step.transfers) {
     if (!ops.empty()) ops += ' ';
-    ops += short_name(t.kind) + std::to_string(t.micro);
+    ops += short_name(t.kind) + std::to_string(t.micro) + chunk(t.chunk);
   }
   return step.transfers.size() == 1 ? ops : "[" + ops + "]";
 }
 
-std::string format_schedule(int stages, int micro_batches, PipeSchedule kind) {
+std::string format_schedule(int stages, int micro_batches, PipeSchedule kind, int chunks) {
   check_args("format_schedule", stages, 0, micro_batches);
   std::string out;
   for (int s = 0; s < stages; ++s) {
     out += "stage " + std::to_string(s) + ":";
-    for (const PipeStep& step : schedule_steps(kind, stages, s, micro_batches)) out += " " + to_string(step);
+    for (const PipeStep& step : schedule_steps(kind, stages, s, micro_batches, chunks)) out += " " + to_string(step);
     out += '\n';
   }
   return out;

@@ -20,15 +20,20 @@ namespace holmes::parallel {
 // weight gradients, model::Gpt::backward_weights).
 enum class PipeOpKind { kForward, kBackward, kComm, kWeights };
 // Which table a stage runs (parallel.schedule resolved by the planner).
-enum class PipeSchedule { k1f1b, kZbH1 };
-const char* pipe_schedule_name(PipeSchedule s);  // "1f1b", "zb-h1"
-// Activations flow from stage s to s+1, gradients from s+1 back to s.
+enum class PipeSchedule { k1f1b, kZbH1, kInterleaved };
+const char* pipe_schedule_name(PipeSchedule s);  // "1f1b", "zb-h1", "interleaved"
+// Activations flow from stage s to s+1, gradients from s+1 back to s. In the interleaved
+// schedule a stage (pipeline rank) holds `chunks` model chunks: chunk c of stage s is virtual
+// stage c * stages + s, and activations flow from virtual stage v to v + 1 (from stage
+// stages - 1 back to stage 0 between chunks: the wrap-around), gradients the other way.
 enum class P2PKind { kSendActivation, kRecvActivation, kSendGrad, kRecvGrad };
 
 struct PipeTransfer {
   P2PKind kind;
   int micro;       // micro-batch index in [0, micro_batches)
-  int peer_stage;  // stage + 1 for kSendActivation / kRecvGrad, stage - 1 otherwise
+  int peer_stage;  // stage + 1 for kSendActivation / kRecvGrad, stage - 1 otherwise (mod stages
+                   // in the interleaved schedule)
+  int chunk = 0;   // the model chunk on this stage the transfer feeds or drains
 
   bool operator==(const PipeTransfer&) const = default;
 };
@@ -36,7 +41,9 @@ struct PipeTransfer {
 struct PipeStep {
   PipeOpKind kind;
   int micro = -1;                       // for kForward / kBackward / kWeights; -1 for kComm
-  std::vector<PipeTransfer> transfers;  // for kComm: 1 or 2 ops posted together
+  std::vector<PipeTransfer> transfers;  // for kComm: the ops posted together (1 or 2; up to 4
+                                        // in the interleaved schedule)
+  int chunk = 0;                        // model chunk of a kForward / kBackward / kWeights
 
   bool operator==(const PipeStep&) const = default;
 };
@@ -59,8 +66,24 @@ std::vector<PipeStep> one_f_one_b(int stages, int stage, int micro_batches);
 // stage holds min(stages, micro_batches) micro-batches at its peak: 1F1B's stage 0 figure,
 // on every stage (schedule.cpp).
 std::vector<PipeStep> zero_bubble_h1(int stages, int stage, int micro_batches);
-// The table of `kind` (one_f_one_b or zero_bubble_h1).
-std::vector<PipeStep> schedule_steps(PipeSchedule kind, int stages, int stage, int micro_batches);
+// Interleaved 1F1B (Narayanan et al., SC'21; Megatron-LM's schedule with virtual pipeline
+// stages) for `stage` of `stages` holding `chunks` model chunks. The stage runs m * chunks
+// forward passes: forward k is of chunk (k / stages) % chunks and micro-batch
+// (k / (stages * chunks)) * stages + k % stages (groups of `stages` micro-batches go through
+// every chunk before the next group starts); backward k the same with the chunks reversed.
+// Warm-up: min(2 (stages - stage - 1) + (chunks - 1) stages, m * chunks) forwards, then
+// one forward and one backward per steady iteration, then the remaining backwards. Each
+// compute step is followed by one comm step posting every transfer that is due together
+// (send the output / input gradient just made, receive the next forward's input / the next
+// backward's output gradient), as Megatron-LM's send_forward_backward_recv_forward_backward.
+// The bubble is 1F1B's divided by `chunks` for the price of `chunks` times the pipeline
+// sends (schedule.cpp). Throws std::invalid_argument for stages < 2, chunks < 2 or
+// micro_batches not a multiple of stages (the planner refuses those inputs first).
+std::vector<PipeStep> interleaved_1f1b(int stages, int stage, int micro_batches, int chunks);
+// The table of `kind` (one_f_one_b, zero_bubble_h1 or, with `chunks`, interleaved_1f1b).
+std::vector<PipeStep> schedule_steps(PipeSchedule kind, int stages, int stage, int micro_batches, int chunks = 1);
+// The virtual stage of `chunk` on `stage`: chunk * stages + stage.
+int virtual_stage(int stages, int stage, int chunk);
 
 // Most activations `stage` holds at once under one_f_one_b (forwards done whose backward has
 // not run): min(stages - stage, micro_batches). Same argument checks as one_f_one_b.
@@ -69,24 +92,38 @@ int max_in_flight(int stages, int stage, int micro_batches);
 // pass (W when the table has kWeights steps, else B) has not; an activation slot of the model
 // each. For zero_bubble_h1: min(stages, micro_batches).
 int max_in_flight(const std::vector<PipeStep>& steps);
-int max_in_flight(PipeSchedule kind, int stages, int stage, int micro_batches);
+int max_in_flight(PipeSchedule kind, int stages, int stage, int micro_batches, int chunks = 1);
+// The same counted for one model chunk's steps only: the activation slots that chunk needs.
+// For interleaved_1f1b the stage's peak over all chunks is min(warm-up + 1, m * chunks)
+// chunk-micro-batches, each holding 1/chunks of the stage's layers (schedule.cpp).
+int max_in_flight(const std::vector<PipeStep>& steps, int chunk);
 
-// Tag of the transfer of micro-batch `micro` in the direction of `kind`. A send and its
-// matching recv get the same tag (kSendActivation and kRecvActivation agree, as do the two
-// grad kinds); activations and grads never share a tag. Throws std::invalid_argument for
-// micro outside [0, kMaxTaggedMicro].
-constexpr int kMaxTaggedMicro = 0x3fffffff;
-uint32_t p2p_tag(P2PKind kind, int micro);
+// Tag of the transfer of micro-batch `micro` in the direction of `kind` over the boundary
+// whose lower side is model chunk `link` (link_chunk). A send and its matching recv get the
+// same tag (kSendActivation and kRecvActivation agree, as do the two grad kinds);
+// activations and grads, micro-batches and boundaries never share a tag, and every tag is
+// below 2^30 (calibration.cpp's probe tag is above). Throws std::invalid_argument for micro
+// outside [0, kMaxTaggedMicro] or link outside [0, kMaxTaggedChunk].
+constexpr int kMaxTaggedMicro = 0x7fffff;
+constexpr int kMaxTaggedChunk = 63;
+uint32_t p2p_tag(P2PKind kind, int micro, int link = 0);
+// The chunk on the lower side of the boundary transfer `t` of `stage` crosses (the sender of
+// its activations): t.chunk, except on stage 0 toward the previous stage, where the boundary
+// is the wrap-around from chunk t.chunk - 1 of the last stage. Both ends compute the same.
+int link_chunk(int stage, const PipeTransfer& t);
+uint32_t p2p_tag(int stage, const PipeTransfer& t);  // p2p_tag(t.kind, t.micro, link_chunk)
 
 // The kind on the other side of a transfer: send activation <-> recv activation, etc.
 P2PKind matching_kind(P2PKind kind);
 // True for kSendActivation and kSendGrad.
 bool is_send(P2PKind kind);
 
-// "F3", "B0", "W0", "sA1" (one op) or "[sA1 rG0]" (one batch).
+// "F3", "B0", "W0", "sA1" (one op) or "[sA1 rG0]" (one batch); steps and transfers of a
+// chunk c > 0 carry ".c" ("F3.1", "sA1.1").
 std::string to_string(const PipeStep& step);
 // Human-readable table of all stages' steps, one line per stage:
 //   "stage 0: F0 sA0 F1 [sA1 rG0] B0 ..."
-std::string format_schedule(int stages, int micro_batches, PipeSchedule kind = PipeSchedule::k1f1b);
+std::string format_schedule(int stages, int micro_batches, PipeSchedule kind = PipeSchedule::k1f1b,
+                            int chunks = 1);
 
 }  // namespace holmes::parallel

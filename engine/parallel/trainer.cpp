@@ -191,7 +191,7 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested) {
     data_.train().fill_batch(c, inputs, targets);
   };
   int passes = 0;
-  const double loss_sum = stage_->run_step(fetch, [&](int) {
+  const double loss_sum = stage_->run_step(fetch, [&](int, int) {
     // The step's last backward (its W pass under zb-h1) finishes the gradients: overlap the DP
     // reduction with it.
     if (++passes == micro_batches_) optimizer_->arm();

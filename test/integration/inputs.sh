@@ -57,5 +57,12 @@ rc=$?
 refused "scenario key twice" "$tmp/lab.log" \
   "sc.yaml:$line: key 'ethernet_mbps' is given twice in one mapping (lines $((line - 1)) and $line)"
 echo "lab scenario files refuse a key given twice"
+# Node speeds need quotas: cpu_cores 0 (no quotas) beside a declared speed is refused.
+sed -e 's/^ethernet_mbps: 200$/ethernet_mbps: 200\ncpu_cores: 0/' \
+  -e 's/island: roce-b}/island: roce-b, speed: 0.5}/' "$src/scripts/lab/scenarios/smoke.yaml" >"$tmp/sc0.yaml"
+HOLMES_BIN=$bin /usr/bin/python3 "$src/scripts/lab/lab.py" run "$tmp/sc0.yaml" holmes --out "$tmp/lab0" >"$tmp/lab0.log" 2>&1
+rc=$?
+refused "speeds without quotas" "$tmp/lab0.log" "cpu_cores" "more than 0 when a node declares a speed"
+echo "lab scenario files refuse node speeds without quotas"
 [ "$fail" -eq 0 ] && echo "PASS"
 exit "$fail"

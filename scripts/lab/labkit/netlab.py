@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 
 PREFIX = "hlab"
@@ -153,6 +154,11 @@ class Cluster:
         for br in bridges.values():
             sh("ip", "-n", self.switch, "link", "add", br, "type", "bridge")
             sh("ip", "-n", self.switch, "link", "set", br, "up")
+        if self.sc.cpu_cores > 0 and self.sc.cpu_cores_default and not os.path.isdir(CGROUP_CPU):
+            print(f"lab: {CGROUP_CPU} is missing: the nodes share the CPU without quotas (a stage's wait "
+                  "lends its core to the others; schedules and bubbles measure smaller than on devices)",
+                  file=sys.stderr)
+            self.sc.cpu_cores = 0
         if self.sc.cpu_cores > 0:
             self._cgroups()
         for node, _ in self.sc.nodes:

@@ -4,6 +4,7 @@ emulated cluster of each case.
 A problem in a scenario file is a LabError naming the file, the key, the value seen and what is
 accepted; lab.py turns it into exit code 2.
 """
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -50,6 +51,7 @@ class Scenario:
     timeout_s: float = 900
     speed: dict = field(default_factory=dict)  # node -> compute speed (1 = the fastest kind of node)
     cpu_cores: float = 0  # CPU time all workers share under quotas; 0 = no quotas
+    cpu_cores_default: bool = False  # cpu_cores was not written: the machine's cores
 
     def quota_cores(self, node):
         """CPU cores a worker of `node` may use (its cgroup quota), or 0 for no quota: the
@@ -167,10 +169,17 @@ def load(path):
                   _section(c, "parallel", doc["parallel"], PARALLEL_KEYS + REPLICA_KEYS, PARALLEL_KEYS))
     sc.speed = {n: s for n, s in speeds.items() if s != 1.0}
     if "cpu_cores" in doc:
-        sc.cpu_cores = float(c.number("cpu_cores", doc["cpu_cores"], 0.1, 64))
-    elif sc.speed:
-        raise LabError(f"{path}: cpu_cores is missing (required when a node declares a speed: the CPU time the "
-                       "workers share, split among them by speed)")
+        sc.cpu_cores = float(c.number("cpu_cores", doc["cpu_cores"], 0, 64))
+        if 0 < sc.cpu_cores < 0.1:
+            c.fail("cpu_cores", doc["cpu_cores"], "0 (no quotas) or 0.1 to 64 cores")
+        if sc.cpu_cores == 0 and sc.speed:
+            c.fail("cpu_cores", doc["cpu_cores"], "more than 0 when a node declares a speed (the CPU time the "
+                   "workers share, split among them by speed)")
+    else:
+        # Each node is a device of its own: a stage that waits leaves its share idle, as a GPU
+        # would, instead of lending its core to the other stages (docs/lab.md, "CPU quotas").
+        sc.cpu_cores = float(os.cpu_count() or 1)
+        sc.cpu_cores_default = True
     # auto is asked for by name (a scenario's or a generated file's cases), never by default.
     default = list(REPLICA_CASES) if doc["parallel"].get("replicas", 1) > 1 else \
         [x for x in CASES if x not in REPLICA_CASES and x != "auto"]

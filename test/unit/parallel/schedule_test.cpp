@@ -27,10 +27,30 @@ using Table = std::vector<std::vector<PipeStep>>;  // [stage][step]
 constexpr int kMaxStages = 16;
 constexpr int kMaxMicro = 64;
 
-Table make_table(int stages, int m, PipeSchedule kind = PipeSchedule::k1f1b) {
+Table make_table(int stages, int m, PipeSchedule kind = PipeSchedule::k1f1b, int chunks = 1) {
   Table t;
-  for (int s = 0; s < stages; ++s) t.push_back(schedule_steps(kind, stages, s, m));
+  for (int s = 0; s < stages; ++s) t.push_back(schedule_steps(kind, stages, s, m, chunks));
   return t;
+}
+
+// Model chunks per stage: 1 + the largest chunk any step names.
+int chunks_of(const Table& table) {
+  int v = 1;
+  for (const auto& steps : table)
+    for (const PipeStep& st : steps) {
+      v = std::max(v, st.chunk + 1);
+      for (const PipeTransfer& t : st.transfers) v = std::max(v, t.chunk + 1);
+    }
+  return v;
+}
+
+// Index of a transfer's op among [kind][boundary][micro]: both ends of a transfer name the
+// same boundary (link_chunk), so a send and its recv differ only in the kind.
+int op_key(int s, const PipeTransfer& t, int chunks, int m) {
+  return (static_cast<int>(t.kind) * chunks + link_chunk(s, t)) * m + t.micro;
+}
+int peer_key(int s, const PipeTransfer& t, int chunks, int m) {
+  return (static_cast<int>(matching_kind(t.kind)) * chunks + link_chunk(s, t)) * m + t.micro;
 }
 
 std::string where(int s, size_t i) { return "stage " + std::to_string(s) + " step " + std::to_string(i) + ": "; }
@@ -125,19 +145,22 @@ struct SimResult {
 };
 
 // Every posted send meets exactly one recv and the other way round; "" or the first problem.
-std::string check_matching(const SimResult& r, int m) {
+std::string check_matching(const SimResult& r, int m, int chunks) {
   const int stages = static_cast<int>(r.posted.size());
   for (int s = 0; s < stages; ++s)
     for (int k = 0; k < 4; ++k)
-      for (int j = 0; j < m; ++j) {
-        const Posted& p = r.posted[s][k * m + j];
-        if (p.count == 0) continue;
-        if (p.peer < 0 || p.peer >= stages) return "stage " + std::to_string(s) + ": op toward missing stage";
-        const Posted& q = r.posted[p.peer][static_cast<int>(matching_kind(static_cast<P2PKind>(k))) * m + j];
-        if (p.count != 1 || q.count != 1 || q.peer != s)
-          return "stage " + std::to_string(s) + " kind " + std::to_string(k) + " micro " + std::to_string(j) +
-                 ": posted " + std::to_string(p.count) + " times, peer side " + std::to_string(q.count);
-      }
+      for (int link = 0; link < chunks; ++link)
+        for (int j = 0; j < m; ++j) {
+          const Posted& p = r.posted[s][(k * chunks + link) * m + j];
+          if (p.count == 0) continue;
+          if (p.peer < 0 || p.peer >= stages) return "stage " + std::to_string(s) + ": op toward missing stage";
+          const int mk = static_cast<int>(matching_kind(static_cast<P2PKind>(k)));
+          const Posted& q = r.posted[p.peer][(mk * chunks + link) * m + j];
+          if (p.count != 1 || q.count != 1 || q.peer != s)
+            return "stage " + std::to_string(s) + " kind " + std::to_string(k) + " boundary " + std::to_string(link) +
+                   " micro " + std::to_string(j) + ": posted " + std::to_string(p.count) + " times, peer side " +
+                   std::to_string(q.count);
+        }
   return "";
 }
 
@@ -146,9 +169,10 @@ std::string check_matching(const SimResult& r, int m) {
 SimResult simulate(const Table& table, int m, unsigned seed = 0, double t_fwd = 1.0, double t_bwd = 1.0,
                    double t_w = 1.0) {
   const int stages = static_cast<int>(table.size());
+  const int chunks = chunks_of(table);
   SimResult r;
   r.done.resize(stages);
-  r.posted.assign(stages, std::vector<Posted>(4 * m));
+  r.posted.assign(stages, std::vector<Posted>(4 * chunks * m));
   for (int s = 0; s < stages; ++s) r.done[s].assign(table[s].size(), 0);
   std::vector<size_t> pc(stages, 0);
   std::vector<bool> posted_current(stages, false);
@@ -157,7 +181,6 @@ SimResult simulate(const Table& table, int m, unsigned seed = 0, double t_fwd = 
   std::iota(order.begin(), order.end(), 0);
   std::mt19937 rng(seed);
   long seq = 0;
-  auto slot = [&](int s, P2PKind k, int j) -> Posted& { return r.posted[s][static_cast<int>(k) * m + j]; };
   // Advances stage s by one step if it can; true on progress (posting counts as progress).
   auto advance = [&](int s) {
     if (pc[s] == table[s].size()) return false;
@@ -171,7 +194,7 @@ SimResult simulate(const Table& table, int m, unsigned seed = 0, double t_fwd = 
     if (!posted_current[s]) {
       ++seq;
       for (const PipeTransfer& t : st.transfers) {
-        Posted& p = slot(s, t.kind, t.micro);
+        Posted& p = r.posted[s][op_key(s, t, chunks, m)];
         p = {p.count + 1, t.peer_stage, seq, clock[s]};
       }
       posted_current[s] = progress = true;
@@ -179,7 +202,7 @@ SimResult simulate(const Table& table, int m, unsigned seed = 0, double t_fwd = 
     double ready = clock[s];
     for (const PipeTransfer& t : st.transfers) {
       if (t.peer_stage < 0 || t.peer_stage >= stages) return progress;
-      const Posted& other = slot(t.peer_stage, matching_kind(t.kind), t.micro);
+      const Posted& other = r.posted[t.peer_stage][peer_key(s, t, chunks, m)];
       if (other.count == 0 || other.peer != s) return progress;
       ready = std::max(ready, other.time);
     }
@@ -199,44 +222,56 @@ SimResult simulate(const Table& table, int m, unsigned seed = 0, double t_fwd = 
   r.finished = true;
   for (int s = 0; s < stages; ++s) r.finished = r.finished && pc[s] == table[s].size();
   r.makespan = *std::max_element(clock.begin(), clock.end());
-  r.error = check_matching(r, m);
+  r.error = check_matching(r, m, chunks);
   return r;
 }
 
-// Step index on `s` of the compute step (kind, j) or of the comm step holding transfer (k, j).
-size_t find_compute(const std::vector<PipeStep>& steps, PipeOpKind kind, int j) {
+// Step index on `s` of the compute step (kind, j) or of the comm step holding transfer (k, j)
+// (of model chunk c).
+size_t find_compute(const std::vector<PipeStep>& steps, PipeOpKind kind, int j, int c = 0) {
   for (size_t i = 0; i < steps.size(); ++i)
-    if (steps[i].kind == kind && steps[i].micro == j) return i;
+    if (steps[i].kind == kind && steps[i].micro == j && steps[i].chunk == c) return i;
   throw std::logic_error("compute step not found");
 }
-size_t find_comm(const std::vector<PipeStep>& steps, P2PKind k, int j) {
+size_t find_comm(const std::vector<PipeStep>& steps, P2PKind k, int j, int c = 0) {
   for (size_t i = 0; i < steps.size(); ++i)
     for (const PipeTransfer& t : steps[i].transfers)
-      if (t.kind == k && t.micro == j) return i;
+      if (t.kind == k && t.micro == j && t.chunk == c) return i;
   throw std::logic_error("transfer not found");
 }
 
-// Data dependencies in simulated time: F(j) on s > 0 completes after the recv of A(j),
-// which completes after s-1 posted A(j), which it did after its own F(j); gradients the
-// same way from s+1 to s.
+// Data dependencies in simulated time, along the virtual pipeline (virtual stage v = chunk *
+// stages + stage; without chunks, the stages): F(j) on v > 0 completes after the recv of
+// A(j), which completes after v-1's stage posted A(j), which it did after its own F(j);
+// gradients the same way from v+1 to v.
 std::string check_dependencies(const Table& table, int m, const SimResult& r) {
   const int stages = static_cast<int>(table.size());
-  for (int s = 0; s < stages; ++s)
+  const int chunks = chunks_of(table), last = stages * chunks - 1;
+  auto seq_posted = [&](int s, P2PKind k, int j, int c) {
+    const PipeStep& st = table[s][find_comm(table[s], k, j, c)];
+    for (const PipeTransfer& t : st.transfers)
+      if (t.kind == k && t.micro == j && t.chunk == c) return r.posted[s][op_key(s, t, chunks, m)].seq;
+    return 0L;
+  };
+  for (int v = 0; v <= last; ++v)
     for (int j = 0; j < m; ++j) {
-      const std::string mj = "stage " + std::to_string(s) + " micro " + std::to_string(j) + ": ";
-      const long f = r.done[s][find_compute(table[s], PipeOpKind::kForward, j)];
-      const long b = r.done[s][find_compute(table[s], PipeOpKind::kBackward, j)];
+      const int s = v % stages, c = v / stages;
+      const std::string mj = "virtual stage " + std::to_string(v) + " micro " + std::to_string(j) + ": ";
+      const long f = r.done[s][find_compute(table[s], PipeOpKind::kForward, j, c)];
+      const long b = r.done[s][find_compute(table[s], PipeOpKind::kBackward, j, c)];
       if (b <= f) return mj + "backward completed before forward";
-      if (s > 0) {
-        const long recv = r.done[s][find_comm(table[s], P2PKind::kRecvActivation, j)];
-        const long sent = r.posted[s - 1][static_cast<int>(P2PKind::kSendActivation) * m + j].seq;
-        const long prev_f = r.done[s - 1][find_compute(table[s - 1], PipeOpKind::kForward, j)];
+      if (v > 0) {
+        const int ps = (v - 1) % stages, pc = (v - 1) / stages;
+        const long recv = r.done[s][find_comm(table[s], P2PKind::kRecvActivation, j, c)];
+        const long sent = seq_posted(ps, P2PKind::kSendActivation, j, pc);
+        const long prev_f = r.done[ps][find_compute(table[ps], PipeOpKind::kForward, j, pc)];
         if (!(prev_f < sent && sent < recv && recv < f)) return mj + "forward ran before its activation arrived";
       }
-      if (s + 1 < stages) {
-        const long recv = r.done[s][find_comm(table[s], P2PKind::kRecvGrad, j)];
-        const long sent = r.posted[s + 1][static_cast<int>(P2PKind::kSendGrad) * m + j].seq;
-        const long next_b = r.done[s + 1][find_compute(table[s + 1], PipeOpKind::kBackward, j)];
+      if (v < last) {
+        const int ns = (v + 1) % stages, nc = (v + 1) / stages;
+        const long recv = r.done[s][find_comm(table[s], P2PKind::kRecvGrad, j, c)];
+        const long sent = seq_posted(ns, P2PKind::kSendGrad, j, nc);
+        const long next_b = r.done[ns][find_compute(table[ns], PipeOpKind::kBackward, j, nc)];
         if (!(next_b < sent && sent < recv && recv < b)) return mj + "backward ran before its gradient arrived";
       }
     }
@@ -266,11 +301,12 @@ Table split_batches(const Table& table) {
 double async_makespan(const Table& table, int m, double t_fwd, double t_bwd, double t_w, double latency = 0) {
   constexpr double kNever = std::numeric_limits<double>::infinity();
   const int stages = static_cast<int>(table.size());
-  // [stage][kind * m + micro] -> index of the comm step holding that op.
-  std::vector<std::vector<int>> step_of(stages, std::vector<int>(4 * m, -1));
+  const int chunks = chunks_of(table), last = stages * chunks - 1;
+  // [stage][op_key] -> index of the comm step holding that op.
+  std::vector<std::vector<int>> step_of(stages, std::vector<int>(4 * chunks * m, -1));
   for (int s = 0; s < stages; ++s)
     for (size_t i = 0; i < table[s].size(); ++i)
-      for (const PipeTransfer& t : table[s][i].transfers) step_of[s][static_cast<int>(t.kind) * m + t.micro] = int(i);
+      for (const PipeTransfer& t : table[s][i].transfers) step_of[s][op_key(s, t, chunks, m)] = int(i);
   std::vector<std::vector<double>> start(stages), end(stages);
   for (int s = 0; s < stages; ++s) start[s].assign(table[s].size(), kNever), end[s].assign(table[s].size(), kNever);
   double makespan = kNever;
@@ -285,17 +321,19 @@ double async_makespan(const Table& table, int m, double t_fwd, double t_bwd, dou
           const double b = std::max(clock, comm_free);
           double e = b;
           for (const PipeTransfer& t : st.transfers) {
-            const int j = step_of[t.peer_stage][static_cast<int>(matching_kind(t.kind)) * m + t.micro];
+            const int j = step_of[t.peer_stage][peer_key(s, t, chunks, m)];
             e = std::max(e, j < 0 ? kNever : start[t.peer_stage][j] + latency);
           }
           changed = changed || b != start[s][i] || e != end[s][i];
           start[s][i] = b, end[s][i] = e, comm_free = e;
           continue;
         }
-        const bool reads = (st.kind == PipeOpKind::kForward && s > 0) || (st.kind == PipeOpKind::kBackward && s + 1 < stages);
+        const int v = virtual_stage(stages, s, st.chunk);
+        const bool reads = (st.kind == PipeOpKind::kForward && v > 0) || (st.kind == PipeOpKind::kBackward && v < last);
         if (reads) {
           const P2PKind k = st.kind == PipeOpKind::kForward ? P2PKind::kRecvActivation : P2PKind::kRecvGrad;
-          const int j = step_of[s][static_cast<int>(k) * m + st.micro];
+          const PipeTransfer t{k, st.micro, -1, st.chunk};
+          const int j = step_of[s][op_key(s, t, chunks, m)];
           clock = std::max(clock, j < 0 ? kNever : end[s][j]);
         }
         clock += st.kind == PipeOpKind::kForward ? t_fwd : st.kind == PipeOpKind::kBackward ? t_bwd : t_w;
@@ -515,4 +553,168 @@ TEST_CASE("The cost model's zb-h1 against the tables' timing", "[train][schedule
               async_makespan(make_table(stages, m), m, 1, 2, 0, latency));
       }
     }
+}
+
+namespace {
+
+// Interleaved 1F1B on `s` of `stages` with `chunks` chunks, independent of how the table is
+// built: F and B of every (chunk, micro) once, each chunk's forwards and backwards in
+// micro-batch order, B after F; rA before F and sG after B exactly where the virtual stage
+// has a predecessor, sA after F and rG before B where it has a successor, each toward the
+// stage that holds that virtual neighbour; at most 4 ops per comm step. Returns "" or the
+// first problem; `peak` gets the most chunk-micro-batches held at once.
+std::string check_interleaved_stage(int stages, int s, int m, int chunks, const std::vector<PipeStep>& steps,
+                                    int& peak) {
+  const int last = stages * chunks - 1;
+  auto idx = [&](int c, int j) { return c * m + j; };
+  std::vector<int> fwd_at(chunks * m, -1), bwd_at(chunks * m, -1), next_f(chunks, 0), next_b(chunks, 0);
+  std::vector<std::vector<int>> xfer_at(4, std::vector<int>(chunks * m, -1));
+  int in_flight = 0;
+  peak = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const PipeStep& st = steps[i];
+    if (st.kind == PipeOpKind::kWeights) return where(s, i) + "a W pass in the interleaved schedule";
+    if (st.kind != PipeOpKind::kComm) {
+      if (st.chunk < 0 || st.chunk >= chunks || st.micro < 0 || st.micro >= m) return where(s, i) + "bad step";
+      const bool f = st.kind == PipeOpKind::kForward;
+      if (st.micro != (f ? next_f : next_b)[st.chunk]++) return where(s, i) + "out of micro-batch order";
+      if (!f && fwd_at[idx(st.chunk, st.micro)] < 0) return where(s, i) + "backward before its forward";
+      (f ? fwd_at : bwd_at)[idx(st.chunk, st.micro)] = static_cast<int>(i);
+      in_flight += f ? 1 : -1;
+      peak = std::max(peak, in_flight);
+      continue;
+    }
+    if (st.transfers.empty() || st.transfers.size() > 4) return where(s, i) + "comm step with 0 or > 4 ops";
+    for (const PipeTransfer& t : st.transfers) {
+      if (t.micro < 0 || t.micro >= m || t.chunk < 0 || t.chunk >= chunks) return where(s, i) + "transfer out of range";
+      const bool next = t.kind == P2PKind::kSendActivation || t.kind == P2PKind::kRecvGrad;
+      if (t.peer_stage != (next ? (s + 1) % stages : (s + stages - 1) % stages))
+        return where(s, i) + "transfer to a wrong peer " + std::to_string(t.peer_stage);
+      int& at = xfer_at[static_cast<int>(t.kind)][idx(t.chunk, t.micro)];
+      if (at >= 0) return where(s, i) + "transfer repeated: " + to_string(st);
+      at = static_cast<int>(i);
+    }
+  }
+  for (int c = 0; c < chunks; ++c) {
+    if (next_f[c] != m || next_b[c] != m) return "stage " + std::to_string(s) + ": missing forwards or backwards";
+    const int v = virtual_stage(stages, s, c);
+    for (int j = 0; j < m; ++j) {
+      auto at = [&](P2PKind k) { return xfer_at[static_cast<int>(k)][idx(c, j)]; };
+      const int f = fwd_at[idx(c, j)], b = bwd_at[idx(c, j)];
+      const std::string cj = "stage " + std::to_string(s) + " chunk " + std::to_string(c) + " micro " + std::to_string(j);
+      if ((v > 0) != (at(P2PKind::kRecvActivation) >= 0) || (v > 0) != (at(P2PKind::kSendGrad) >= 0) ||
+          (v < last) != (at(P2PKind::kSendActivation) >= 0) || (v < last) != (at(P2PKind::kRecvGrad) >= 0))
+        return cj + ": transfers do not match the virtual neighbours";
+      if (v > 0 && !(at(P2PKind::kRecvActivation) < f && b < at(P2PKind::kSendGrad)))
+        return cj + ": rA must precede F and sG follow B";
+      if (v < last && !(f < at(P2PKind::kSendActivation) && at(P2PKind::kRecvGrad) < b))
+        return cj + ": sA must follow F and rG precede B";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("Interleaved: every stage's list is well formed and stage 0 holds Megatron's p + (p - 1) / V",
+          "[train][schedule]") {
+  for (int stages = 2; stages <= 8; ++stages)
+    for (int chunks = 2; chunks <= 4; ++chunks)
+      for (int m = stages; m <= 32; m += stages)
+        for (int s = 0; s < stages; ++s) {
+          INFO("stages " << stages << " chunks " << chunks << " micro_batches " << m << " stage " << s);
+          const auto steps = interleaved_1f1b(stages, s, m, chunks);
+          int peak = 0;
+          REQUIRE(check_interleaved_stage(stages, s, m, chunks, steps, peak) == "");
+          REQUIRE(peak == max_in_flight(steps));
+          REQUIRE(peak == max_in_flight(PipeSchedule::kInterleaved, stages, s, m, chunks));
+          int per_chunk = 0;
+          for (int c = 0; c < chunks; ++c) per_chunk += max_in_flight(steps, c);
+          REQUIRE(per_chunk >= peak);
+          // Narayanan et al. 2021: the first stage keeps p (1 + (p - 1) / (p V)) micro-batches'
+          // activations, p V + p - 1 chunk-micro-batches of 1/V of them; later stages fewer.
+          const int megatron = stages * chunks + stages - 1;
+          if (s == 0) REQUIRE(peak == std::min(megatron, m * chunks));
+          REQUIRE(peak <= megatron);
+        }
+}
+
+TEST_CASE("Interleaved: all stages finish under rendezvous semantics, in order and at random", "[train][schedule]") {
+  unsigned seed = 1;
+  for (int stages = 2; stages <= 8; ++stages)
+    for (int chunks = 2; chunks <= 4; ++chunks)
+      for (int m = stages; m <= 4 * stages; m += stages) {
+        INFO("stages " << stages << " chunks " << chunks << " micro_batches " << m);
+        const Table table = make_table(stages, m, PipeSchedule::kInterleaved, chunks);
+        for (unsigned sd : {0u, seed++, seed++}) {
+          INFO("seed " << sd);
+          const SimResult r = simulate(table, m, sd);
+          REQUIRE(r.finished);
+          REQUIRE(r.error == "");
+          REQUIRE(check_dependencies(table, m, r) == "");
+        }
+      }
+}
+
+TEST_CASE("Interleaved: posting its batches one op at a time deadlocks (the batching matters)", "[train][schedule]") {
+  for (int stages = 2; stages <= 6; ++stages)
+    for (int chunks = 2; chunks <= 3; ++chunks) {
+      INFO("stages " << stages << " chunks " << chunks);
+      CHECK_FALSE(simulate(split_batches(make_table(stages, 2 * stages, PipeSchedule::kInterleaved, chunks)),
+                           2 * stages).finished);
+    }
+}
+
+TEST_CASE("Asynchronous posts: interleaving V chunks divides 1F1B's bubble by V for equal work per stage",
+          "[train][schedule]") {
+  // A stage's work per micro-batch is the same in both (1F1B: F = 1, B = 2; interleaved: each
+  // of V chunks F = 1/V, B = 2/V), so 1F1B takes m * 3 + (S - 1) * 3 and interleaved
+  // m * 3 + (S - 1) * 3 / V (Narayanan et al. 2021, section 2.2.2).
+  for (int stages = 2; stages <= 6; ++stages)
+    for (int chunks = 2; chunks <= 4; ++chunks)
+      for (int m = stages; m <= 4 * stages; m += stages) {
+        INFO("stages " << stages << " chunks " << chunks << " micro_batches " << m);
+        const double v = chunks;
+        const double f1b = async_makespan(make_table(stages, m), m, 1, 2, 0);
+        const double il = async_makespan(make_table(stages, m, PipeSchedule::kInterleaved, chunks), m, 1 / v, 2 / v, 0);
+        CHECK(f1b == Approx(3.0 * m + 3.0 * (stages - 1)));
+        CHECK(il == Approx(3.0 * m + 3.0 * (stages - 1) / v));
+        CHECK(il - 3.0 * m == Approx((f1b - 3.0 * m) / v));
+      }
+}
+
+TEST_CASE("Interleaved: the table for 2 stages, 2 chunks and 2 micro-batches, derived by hand", "[train][schedule]") {
+  // Virtual stages 0 (stage 0 chunk 0), 1 (stage 1 chunk 0), 2 (stage 0 chunk 1), 3 (stage 1
+  // chunk 1). Forwards in the order (chunk.micro) 0.0 0.1 1.0 1.1, backwards 1.0 1.1 0.0 0.1.
+  // Stage 0 warms up with all 4 forwards (2 * 1 + 1 * 2, no steady phase), so the first
+  // gradient is received alone; stage 1 (the last virtual stage's holder) warms up with 2,
+  // receives no gradient for chunk 1 and sends no activation from it.
+  CHECK(format_schedule(2, 2, PipeSchedule::kInterleaved, 2) ==
+        "stage 0: F0 sA0 F1 [sA1 rA0.1] F0.1 [sA0.1 rA1.1] F1.1 sA1.1 rG0.1 B0.1 [sG0.1 rG1.1] B1.1 "
+        "[sG1.1 rG0] B0 rG1 B1\n"
+        "stage 1: rA0 F0 [sA0 rA1] F1 [sA1 rA0.1] F0.1 B0.1 [sG0.1 rA1.1] F1.1 B1.1 [sG1.1 rG0] B0 "
+        "[sG0 rG1] B1 sG1\n");
+}
+
+TEST_CASE("Interleaved: bad arguments throw and tags tell the boundaries apart", "[train][schedule]") {
+  CHECK_THROWS_WITH(interleaved_1f1b(2, 0, 3, 2), Catch::Contains("micro_batches a multiple of stages"));
+  CHECK_THROWS_AS(interleaved_1f1b(2, 0, 4, 1), std::invalid_argument);
+  CHECK_THROWS_AS(interleaved_1f1b(1, 0, 4, 2), std::invalid_argument);
+  CHECK_THROWS_AS(interleaved_1f1b(2, 2, 4, 2), std::invalid_argument);
+  CHECK_THROWS_AS(p2p_tag(P2PKind::kSendGrad, 0, kMaxTaggedChunk + 1), std::invalid_argument);
+  CHECK(std::string(pipe_schedule_name(PipeSchedule::kInterleaved)) == "interleaved");
+  // The wrap-around: stage 0's chunk 1 receives what stage S-1's chunk 0 sent (boundary 0),
+  // and its gradient goes back over the same boundary.
+  const PipeTransfer recv{P2PKind::kRecvActivation, 3, 3, 1}, send{P2PKind::kSendActivation, 3, 0, 0};
+  CHECK(link_chunk(0, recv) == 0);
+  CHECK(p2p_tag(0, recv) == p2p_tag(3, send));
+  CHECK(link_chunk(2, PipeTransfer{P2PKind::kRecvActivation, 3, 1, 1}) == 1);
+  std::set<uint32_t> seen;
+  for (int link = 0; link <= kMaxTaggedChunk; ++link)
+    for (int j : {0, 1, kMaxTaggedMicro})
+      for (P2PKind k : {P2PKind::kSendActivation, P2PKind::kSendGrad}) {
+        const uint32_t tag = p2p_tag(k, j, link);
+        CHECK(tag < 0x40000000u);
+        CHECK(seen.insert(tag).second);
+      }
 }
