@@ -10,22 +10,33 @@ namespace holmes::parallel {
 
 PipelineStage::PipelineStage(model::Gpt& gpt, ParallelGroups& groups, int micro_batches, int B, int T,
                              PipeSchedule schedule)
-    : gpt_(gpt), groups_(groups), stage_(groups.coords().pp_stage), micro_batches_(micro_batches), B_(B), T_(T),
-      first_(stage_ == 0), last_(stage_ == groups.coords().pp_size - 1) {
-  const int pp = groups.coords().pp_size;
-  steps_ = schedule_steps(schedule, pp, stage_, micro_batches);
-  split_ = std::any_of(steps_.begin(), steps_.end(), [](const PipeStep& s) { return s.kind == PipeOpKind::kWeights; });
-  const int slots = max_in_flight(steps_);
-  if (gpt.slots() != slots)
-    throw std::logic_error(fmt::format("PipelineStage: the model has {} activation slots, stage {} of {} keeps {} "
-                                       "micro-batches in flight under {}", gpt.slots(), stage_, pp, slots,
+    : PipelineStage(std::vector<model::Gpt*>{&gpt}, groups, micro_batches, B, T, schedule) {}
+
+PipelineStage::PipelineStage(std::vector<model::Gpt*> chunks, ParallelGroups& groups, int micro_batches, int B,
+                             int T, PipeSchedule schedule)
+    : chunks_(std::move(chunks)), gpt_(*chunks_.at(0)), groups_(groups), stage_(groups.coords().pp_stage),
+      pp_size_(groups.coords().pp_size), micro_batches_(micro_batches), B_(B), T_(T) {
+  const int pp = pp_size_, v = static_cast<int>(chunks_.size());
+  if ((schedule == PipeSchedule::kInterleaved) != (v > 1))
+    throw std::logic_error(fmt::format("PipelineStage: {} model chunks under schedule {}", v,
                                        pipe_schedule_name(schedule)));
-  if (gpt.policy().split_backward != split_)
-    throw std::logic_error(fmt::format("PipelineStage: schedule {} {} a split backward, the model {}",
-                                       pipe_schedule_name(schedule), split_ ? "needs" : "does not run",
-                                       gpt.policy().split_backward ? "splits" : "does not"));
-  slot_micro_.assign(slots, -1);
-  max_sending_ = static_cast<size_t>(std::max(slots, 2));
+  steps_ = schedule_steps(schedule, pp, stage_, micro_batches, v);
+  split_ = std::any_of(steps_.begin(), steps_.end(), [](const PipeStep& s) { return s.kind == PipeOpKind::kWeights; });
+  slot_micro_.resize(v);
+  for (int c = 0; c < v; ++c) {
+    const model::Gpt& gpt = *chunks_[c];
+    const int slots = max_in_flight(steps_, c);
+    if (gpt.slots() != slots)
+      throw std::logic_error(fmt::format("PipelineStage: chunk {} of the model has {} activation slots, stage {} of "
+                                         "{} keeps {} micro-batches of it in flight under {}", c, gpt.slots(),
+                                         stage_, pp, slots, pipe_schedule_name(schedule)));
+    if (gpt.policy().split_backward != split_)
+      throw std::logic_error(fmt::format("PipelineStage: schedule {} {} a split backward, the model {}",
+                                         pipe_schedule_name(schedule), split_ ? "needs" : "does not run",
+                                         gpt.policy().split_backward ? "splits" : "does not"));
+    slot_micro_[c].assign(slots, -1);
+  }
+  max_sending_ = static_cast<size_t>(std::max(max_in_flight(steps_), 2));
   inputs_.resize(static_cast<size_t>(B) * T);
   targets_.resize(inputs_.size());
 }
@@ -39,8 +50,8 @@ void PipelineStage::reset() {
   live_.clear();
   for (auto& [done, buf] : sending_) free_.push_back(std::move(buf));
   sending_.clear();
-  std::fill(slot_micro_.begin(), slot_micro_.end(), -1);
-  if (last_) gpt_.take_loss_sum();  // drops what a failed step left
+  for (auto& slots : slot_micro_) std::fill(slots.begin(), slots.end(), -1);
+  if (holds_last()) chunks_.back()->take_loss_sum();  // drops what a failed step left
   loss_sum_ = 0;
   compute_s_ = 0;
 }
@@ -61,7 +72,7 @@ void timed(double& seconds, const CommClock& clock, F&& op) {
 
 }  // namespace
 
-double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(int micro)>& before_grads) {
+double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(int chunk, int micro)>& before_grads) {
   reset();
   for (const PipeStep& s : steps_) {
     if (s.kind == PipeOpKind::kComm) {
@@ -71,14 +82,14 @@ double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(in
     if (!s.transfers.empty())
       throw std::logic_error("PipelineStage: transfers belong to kComm steps of the schedule");
     switch (s.kind) {
-      case PipeOpKind::kForward: forward(s.micro, fetch); break;
+      case PipeOpKind::kForward: forward(s.chunk, s.micro, fetch); break;
       case PipeOpKind::kBackward:
-        if (!split_) before_grads(s.micro);
-        backward(s.micro);
+        if (!split_) before_grads(s.chunk, s.micro);
+        backward(s.chunk, s.micro);
         break;
       case PipeOpKind::kWeights:
-        before_grads(s.micro);
-        weights(s.micro);
+        before_grads(s.chunk, s.micro);
+        weights(s.chunk, s.micro);
         break;
       case PipeOpKind::kComm: break;
     }
@@ -91,22 +102,26 @@ double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(in
   // it was not compute.
   compute_s_ = std::max(0.0, compute_s_ - groups_.clock().settle() / 1e3);
   // The micro-batches' losses, read once per step (the device is idle by now).
-  if (last_) loss_sum_ = gpt_.take_loss_sum();
+  if (holds_last()) loss_sum_ = chunks_.back()->take_loss_sum();
   return loss_sum_;
 }
 
 double PipelineStage::run_forward(int count, const FetchFn& fetch) {
-  // Plain in-order hand-off: recv, forward, send. A stage blocks only on its neighbours and
-  // the chain has no cycle, so rendezvous sends cannot deadlock.
+  // Plain in-order hand-off along the virtual pipeline: for each micro-batch and chunk, recv,
+  // forward, send. A stage blocks only on the virtual stage before or after, each wait is on
+  // an earlier (micro-batch, virtual stage) in the order every stage follows, so rendezvous
+  // sends cannot deadlock (the wrap-around from the last stage to stage 0 included).
   reset();
-  for (int e = 0; e < count; ++e) {
-    if (!first_) exchange({{P2PKind::kRecvActivation, e, stage_ - 1}});
-    forward(e, fetch);
-    if (!last_) exchange({{P2PKind::kSendActivation, e, stage_ + 1}});
-    slot_micro_[e % slot_micro_.size()] = -1;  // no backward follows
-  }
+  const int v = static_cast<int>(chunks_.size());
+  for (int e = 0; e < count; ++e)
+    for (int c = 0; c < v; ++c) {
+      if (!first(c)) exchange({{P2PKind::kRecvActivation, e, (stage_ + pp_size_ - 1) % pp_size_, c}});
+      forward(c, e, fetch);
+      if (!last(c)) exchange({{P2PKind::kSendActivation, e, (stage_ + 1) % pp_size_, c}});
+      slot_micro_[c][e % slot_micro_[c].size()] = -1;  // no backward follows
+    }
   finish_transfers();
-  if (last_) loss_sum_ = gpt_.take_loss_sum();
+  if (holds_last()) loss_sum_ = chunks_.back()->take_loss_sum();
   compute_s_ = std::max(0.0, compute_s_ - groups_.clock().settle() / 1e3);
   return loss_sum_;
 }
@@ -122,57 +137,59 @@ void PipelineStage::finish_transfers() {
                                        stage_, live_.size() + sending_.size()));
 }
 
-void PipelineStage::use_slot(int micro, SlotUse use) {
-  const int slot = micro % static_cast<int>(slot_micro_.size());
+void PipelineStage::use_slot(int chunk, int micro, SlotUse use) {
+  std::vector<int>& slots = slot_micro_.at(chunk);
+  const int slot = micro % static_cast<int>(slots.size());
   const int want = use == SlotUse::kTake ? -1 : micro;
-  if (slot_micro_[slot] != want)
-    throw std::logic_error(fmt::format("PipelineStage: stage {} {} micro-batch {} in slot {} held by {}", stage_,
-                                       use == SlotUse::kTake ? "forward of" : "backward of", micro, slot,
-                                       slot_micro_[slot]));
-  slot_micro_[slot] = use == SlotUse::kTake ? micro : use == SlotUse::kSelect ? micro : -1;
-  gpt_.set_slot(slot);
+  if (slots[slot] != want)
+    throw std::logic_error(fmt::format("PipelineStage: stage {} {} micro-batch {} in slot {} of chunk {} held by {}",
+                                       stage_, use == SlotUse::kTake ? "forward of" : "backward of", micro, slot,
+                                       chunk, slots[slot]));
+  slots[slot] = use == SlotUse::kTake ? micro : use == SlotUse::kSelect ? micro : -1;
+  chunks_[chunk]->set_slot(slot);
 }
 
-void PipelineStage::forward(int micro, const FetchFn& fetch) {
-  if (first_ || last_) fetch(micro, inputs_.data(), targets_.data());
-  use_slot(micro, SlotUse::kTake);
-  const float* input = first_ ? nullptr : held(kActIn, micro).data();
+void PipelineStage::forward(int chunk, int micro, const FetchFn& fetch) {
+  model::Gpt& gpt = *chunks_.at(chunk);
+  const bool first_v = first(chunk), last_v = last(chunk);
+  if (first_v || last_v) fetch(micro, inputs_.data(), targets_.data());
+  use_slot(chunk, micro, SlotUse::kTake);
+  const float* input = first_v ? nullptr : held({kActIn, chunk, micro}).data();
   if (input != nullptr) await(input);
   timed(compute_s_, groups_.clock(), [&] {
-    gpt_.forward_stage(first_ ? inputs_.data() : nullptr, input, last_ ? targets_.data() : nullptr, B_, T_);
+    gpt.forward_stage(first_v ? inputs_.data() : nullptr, input, last_v ? targets_.data() : nullptr, B_, T_);
   });
-  if (!first_) release(kActIn, micro);  // the model copied it into the slot
-  if (!last_) {
-    gpt_.backend().memory->copy(acquire(kActOut, micro).data(), gpt_.output(), buffer_bytes());
-  }
+  if (!first_v) release({kActIn, chunk, micro});  // the model copied it into the slot
+  if (!last_v) gpt.backend().memory->copy(acquire({kActOut, chunk, micro}).data(), gpt.output(), buffer_bytes());
 }
 
-void PipelineStage::backward(int micro) {
+void PipelineStage::backward(int chunk, int micro) {
+  model::Gpt& gpt = *chunks_.at(chunk);
   // A split backward keeps the slot (W reads it) and runs B alone here.
-  use_slot(micro, split_ ? SlotUse::kSelect : SlotUse::kFree);
+  use_slot(chunk, micro, split_ ? SlotUse::kSelect : SlotUse::kFree);
   const model::Pass pass = split_ ? model::Pass::kInput : model::Pass::kAll;
-  if (last_) {
-    timed(compute_s_, groups_.clock(), [&] { gpt_.backward(1.0f / static_cast<float>(micro_batches_), pass); });  // mean over micro-batches
+  if (last(chunk)) {
+    timed(compute_s_, groups_.clock(), [&] { gpt.backward(1.0f / static_cast<float>(micro_batches_), pass); });  // mean over micro-batches
   } else {
-    const float* grad = held(kGradIn, micro).data();
+    const float* grad = held({kGradIn, chunk, micro}).data();
     await(grad);
-    timed(compute_s_, groups_.clock(), [&] { gpt_.backward_stage(grad, pass); });
-    release(kGradIn, micro);
+    timed(compute_s_, groups_.clock(), [&] { gpt.backward_stage(grad, pass); });
+    release({kGradIn, chunk, micro});
   }
-  if (!first_) {
-    gpt_.backend().memory->copy(acquire(kGradOut, micro).data(), gpt_.input_grad(), buffer_bytes());
-  }
+  if (!first(chunk))
+    gpt.backend().memory->copy(acquire({kGradOut, chunk, micro}).data(), gpt.input_grad(), buffer_bytes());
 }
 
-void PipelineStage::weights(int micro) {
-  use_slot(micro, SlotUse::kFree);
-  timed(compute_s_, groups_.clock(), [&] { gpt_.backward_weights(); });
+void PipelineStage::weights(int chunk, int micro) {
+  use_slot(chunk, micro, SlotUse::kFree);
+  timed(compute_s_, groups_.clock(), [&] { chunks_.at(chunk)->backward_weights(); });
 }
 
 namespace {
 
 // Which buffer a transfer moves and in which direction. Both ends tag a transfer by its
-// direction and micro-batch (the send kind), so tags match whatever p2p_tag gives recvs.
+// direction, micro-batch and boundary (p2p_tag of the send kind), so tags match whatever
+// p2p_tag gives recvs.
 struct Route {
   PipelineStage::Tensor buf;
   comm::P2POp::Kind op;
@@ -194,16 +211,17 @@ Route route_of(P2PKind kind) {
 void PipelineStage::exchange(const std::vector<PipeTransfer>& transfers) {
   if (transfers.empty()) return;
   std::vector<Transfer> ops;
-  std::vector<std::pair<Tensor, int>> sent;
+  std::vector<Key> sent;
   std::vector<const float*> received;
   reclaim(false);
   for (const PipeTransfer& t : transfers) {
     const Route r = route_of(t.kind);
     const bool send = r.op == comm::P2POp::kSend;
-    device::DeviceArray<float>& data = send ? held(r.buf, t.micro) : acquire(r.buf, t.micro);
+    const Key key{r.buf, t.chunk, t.micro};
+    device::DeviceArray<float>& data = send ? held(key) : acquire(key);
     ops.push_back({send ? Transfer::kSend : Transfer::kRecv, Buf::f32(data.data(), data.size()), t.peer_stage,
-                   p2p_tag(r.tag_kind, t.micro)});
-    if (send) sent.emplace_back(r.buf, t.micro);
+                   p2p_tag(r.tag_kind, t.micro, link_chunk(stage_, t))});
+    if (send) sent.push_back(key);
     else received.push_back(data.data());
   }
   Work work = groups_.pp().send_recv(ops);
@@ -213,12 +231,12 @@ void PipelineStage::exchange(const std::vector<PipeTransfer>& transfers) {
     receiving_[p] = work;
   }
   const std::shared_future<void> done = work.inputs_free();
-  for (const auto& [kind, micro] : sent) {
+  for (const Key& key : sent) {
     if (!done.valid()) {  // later writes to the buffer queue behind the send
-      release(kind, micro);
+      release(key);
       continue;
     }
-    auto it = live_.find({kind, micro});
+    auto it = live_.find(key);
     sending_.emplace_back(done, std::move(it->second));
     live_.erase(it);
   }
@@ -244,11 +262,11 @@ void PipelineStage::reclaim(bool wait_oldest) {
 // A (B,T,C) boundary tensor as the model exchanges it (bf16 runs: half of fp32).
 size_t PipelineStage::buffer_bytes() const { return gpt_.boundary_floats(B_, T_) * sizeof(float); }
 
-device::DeviceArray<float>& PipelineStage::acquire(Tensor kind, int micro) {
-  auto [it, fresh] = live_.try_emplace({kind, micro});
+device::DeviceArray<float>& PipelineStage::acquire(Key key) {
+  auto [it, fresh] = live_.try_emplace(key);
   if (!fresh)
-    throw std::logic_error(fmt::format("PipelineStage: stage {} buffer {} of micro-batch {} taken twice",
-                                       stage_, static_cast<int>(kind), micro));
+    throw std::logic_error(fmt::format("PipelineStage: stage {} buffer {} of chunk {} micro-batch {} taken twice",
+                                       stage_, std::get<0>(key), std::get<1>(key), std::get<2>(key)));
   if (free_.empty() && sending_.size() >= max_sending_) reclaim(true);
   if (!free_.empty()) {
     it->second = std::move(free_.back());
@@ -259,16 +277,17 @@ device::DeviceArray<float>& PipelineStage::acquire(Tensor kind, int micro) {
   return it->second;
 }
 
-device::DeviceArray<float>& PipelineStage::held(Tensor kind, int micro) {
-  auto it = live_.find({kind, micro});
+device::DeviceArray<float>& PipelineStage::held(Key key) {
+  auto it = live_.find(key);
   if (it == live_.end())
-    throw std::logic_error(fmt::format("PipelineStage: stage {} has no buffer {} for micro-batch {} (schedule "
-                                       "order)", stage_, static_cast<int>(kind), micro));
+    throw std::logic_error(fmt::format("PipelineStage: stage {} has no buffer {} for chunk {} micro-batch {} "
+                                       "(schedule order)", stage_, std::get<0>(key), std::get<1>(key),
+                                       std::get<2>(key)));
   return it->second;
 }
 
-void PipelineStage::release(Tensor kind, int micro) {
-  auto it = live_.find({kind, micro});
+void PipelineStage::release(Key key) {
+  auto it = live_.find(key);
   free_.push_back(std::move(it->second));
   live_.erase(it);
 }

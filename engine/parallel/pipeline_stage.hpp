@@ -1,8 +1,10 @@
-// One pipeline stage's share of a training step: runs a step list of schedule.hpp (1F1B or
-// ZB-H1, whose backward runs as B and W passes of the model) over the model shard, moving activations (B,T,C) forward and their gradients back through
-// the pipeline group. Activation memory: the model holds one activation set ("slot") per
-// micro-batch in flight on this stage (slot = micro % max_in_flight), so nothing is
-// recomputed; received and to-be-sent tensors live in a small pool of (B,T,C) buffers that
+// One pipeline stage's share of a training step: runs a step list of schedule.hpp (1F1B,
+// ZB-H1, whose backward runs as B and W passes of the model, or interleaved 1F1B over
+// several model chunks) over the model shard, moving activations (B,T,C) forward and their
+// gradients back through the pipeline group. Activation memory: each model chunk holds one
+// activation set ("slot") per micro-batch in flight on it (slot = micro % its
+// max_in_flight), each keeping what its recompute mode leaves; received and to-be-sent
+// tensors live in a small pool of (B,T,C) buffers that
 // is only as large as the schedule needs at once (allocated during the first step).
 // Transfers run beside the compute: each comm step of the schedule is posted to the pipeline
 // group as one send_recv, in schedule order, so the deadlock argument of schedule.hpp holds
@@ -17,6 +19,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -38,14 +41,19 @@ class PipelineStage {
   // backward exactly when the schedule has W passes (zb-h1); groups outlive the stage.
   PipelineStage(model::Gpt& gpt, ParallelGroups& groups, int micro_batches, int B, int T,
                 PipeSchedule schedule = PipeSchedule::k1f1b);
+  // The interleaved schedule: chunks[c] is model chunk c of this stage (virtual stage
+  // c * pp_size + pp_stage; embedding only in virtual stage 0, head only in the last), with
+  // max_in_flight(steps, c) slots each. One chunk: as above.
+  PipelineStage(std::vector<model::Gpt*> chunks, ParallelGroups& groups, int micro_batches, int B, int T,
+                PipeSchedule schedule);
 
   // The step's forward and backward passes of every micro-batch (gradients accumulate in
-  // gpt.grads(), each micro-batch's loss scaled by 1/micro_batches). before_grads(micro) runs
-  // just before each pass that completes gradient ranges (the model's grad-ready hook): the
-  // backward of `micro`, or its W pass when the schedule splits backward; these come in
-  // micro-batch order. Returns the sum of the micro-batch losses on the last stage, 0 on the
-  // others.
-  double run_step(const FetchFn& fetch, const std::function<void(int micro)>& before_grads);
+  // each chunk's grads(), each micro-batch's loss scaled by 1/micro_batches).
+  // before_grads(chunk, micro) runs just before each pass that completes gradient ranges of
+  // that chunk (the model's grad-ready hook): the backward of `micro`, or its W pass when the
+  // schedule splits backward; per chunk these come in micro-batch order. Returns the sum of
+  // the micro-batch losses on the stage holding the last virtual stage, 0 on the others.
+  double run_step(const FetchFn& fetch, const std::function<void(int chunk, int micro)>& before_grads);
   // Forward only over `count` micro-batches in order (validation); same return value.
   double run_forward(int count, const FetchFn& fetch);
   // Seconds the last run_step / run_forward spent computing (the model's forward and backward
@@ -54,17 +62,22 @@ class PipelineStage {
 
  private:
   void reset();
-  void forward(int micro, const FetchFn& fetch);
-  void backward(int micro);
-  void weights(int micro);  // W of a split backward
+  void forward(int chunk, int micro, const FetchFn& fetch);
+  void backward(int chunk, int micro);
+  void weights(int chunk, int micro);  // W of a split backward
   void exchange(const std::vector<PipeTransfer>& transfers);
   // Takes the slot of `micro` (forward), selects it (B of a split backward) or frees it.
   enum class SlotUse { kTake, kSelect, kFree };
-  void use_slot(int micro, SlotUse use);
+  void use_slot(int chunk, int micro, SlotUse use);
+  // Chunk c holds the first / last virtual stage (reads tokens / computes the loss).
+  bool first(int chunk) const { return stage_ == 0 && chunk == 0; }
+  bool last(int chunk) const { return stage_ == pp_size_ - 1 && chunk + 1 == static_cast<int>(chunks_.size()); }
+  bool holds_last() const { return last(static_cast<int>(chunks_.size()) - 1); }
   size_t buffer_bytes() const;  // one (B,T,C) buffer
-  device::DeviceArray<float>& acquire(Tensor kind, int micro);
-  device::DeviceArray<float>& held(Tensor kind, int micro);
-  void release(Tensor kind, int micro);
+  using Key = std::tuple<int, int, int>;  // (Tensor, chunk, micro)
+  device::DeviceArray<float>& acquire(Key key);
+  device::DeviceArray<float>& held(Key key);
+  void release(Key key);
   // Buffers whose send has ended go back to the pool; with `wait_oldest`, waits for the
   // oldest send first.
   void reclaim(bool wait_oldest);
@@ -73,17 +86,17 @@ class PipelineStage {
   // Before anything reads `data`, a buffer a transfer received into: lands the transfer.
   void await(const float* data);
 
-  model::Gpt& gpt_;
+  std::vector<model::Gpt*> chunks_;
+  model::Gpt& gpt_;  // chunk 0: backend and sizes, the same for every chunk
   ParallelGroups& groups_;
-  const int stage_;
+  const int stage_, pp_size_;
   int micro_batches_, B_, T_;
-  bool first_, last_;
   bool split_ = false;  // the schedule has W passes: backward runs B, a later step W
   std::vector<PipeStep> steps_;
-  std::vector<int> slot_micro_;  // micro-batch occupying each model slot, -1 = free
+  std::vector<std::vector<int>> slot_micro_;  // [chunk][slot]: micro-batch occupying it, -1 = free
   std::vector<int32_t> inputs_, targets_;
-  // (Tensor, micro) -> (B,T,C) in the backend's memory, from a pool of free ones.
-  std::map<std::pair<int, int>, device::DeviceArray<float>> live_;
+  // (Tensor, chunk, micro) -> (B,T,C) in the backend's memory, from a pool of free ones.
+  std::map<Key, device::DeviceArray<float>> live_;
   std::vector<device::DeviceArray<float>> free_;
   // Sent buffers still read by their transfer, oldest first, and the most kept so.
   std::deque<std::pair<std::shared_future<void>, device::DeviceArray<float>>> sending_;
