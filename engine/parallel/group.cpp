@@ -224,6 +224,11 @@ Work Group::send_recv(std::span<const Transfer> ops) {
                 /*p2p_received=*/true);
 }
 
+Work Group::run_host(std::function<void(comm::ProcessGroup&)> fn) {
+  if (mode_ == Mode::kNone) throw std::logic_error("Group: run_host on a group of one member");
+  return beside({}, {}, [this, fn = std::move(fn)](std::vector<void*>, std::function<void()>) { fn(*host_); });
+}
+
 Work Group::beside(std::vector<Buf> bufs, std::vector<bool> outputs, Run run, bool p2p_received) {
   prune_inflight();
   auto st = std::make_shared<Work::State>();

@@ -117,6 +117,10 @@ class Group {
   Work all_gather(Buf out, Buf in);
   // Beside the compute, posted in call order (schedule order, which keeps it deadlock free).
   Work send_recv(std::span<const Transfer> ops);
+  // Beside the compute, on the communication thread: `fn` runs a sequence of the host group's
+  // operations on host buffers that the caller leaves alone until the Work lands (an exchange
+  // that is more than one collective: outer_sync.hpp). Not on a group of one member.
+  Work run_host(std::function<void(comm::ProcessGroup&)> fn);
   // Every member has entered (over the host group).
   void barrier();
 

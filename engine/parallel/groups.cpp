@@ -29,7 +29,7 @@ std::unique_ptr<Group> axis(const char* what, comm::ProcessGroup* host, comm::Pr
 
 ParallelGroups::ParallelGroups()
     : tp_(std::make_unique<Group>()), pp_(std::make_unique<Group>()), dp_(std::make_unique<Group>()),
-      embedding_(std::make_unique<Group>()), outer_(std::make_unique<Group>()) {}
+      embedding_(std::make_unique<Group>()), outer_(std::make_unique<Group>()), outer_side_(std::make_unique<Group>()) {}
 
 ParallelGroups::ParallelGroups(const Coords& c, Comms host, Comms device, device::DeviceMemory& mem,
                                Group::Options o)
@@ -38,6 +38,8 @@ ParallelGroups::ParallelGroups(const Coords& c, Comms host, Comms device, device
   pp_ = axis("pipeline", host.pp, device.pp, c.pp_stage, c.pp_size, mem, clock_, o);
   dp_ = axis("data-parallel", host.dp, device.dp, c.dp_rank, c.dp_size, mem, clock_, o);
   outer_ = axis("outer", host.outer, nullptr, c.replica, c.replicas, mem, clock_, o);
+  outer_side_ = host.outer_side ? axis("outer side", host.outer_side, nullptr, c.replica, c.replicas, mem, clock_, o)
+                                : std::make_unique<Group>();
   // Megatron's embedding group: the first stage (rank 0) and the last (rank 1) of a pipeline.
   const bool member = c.pp_size > 1 && (c.pp_stage == 0 || c.pp_stage == c.pp_size - 1);
   if (member) {
@@ -77,7 +79,8 @@ void ParallelGroups::sum_over_replicas(std::span<double> values) { sum_doubles({
 std::vector<std::string> ParallelGroups::describe() const {
   std::vector<std::string> out;
   for (const auto& [name, g] : {std::pair{"tp", tp_.get()}, {"pp", pp_.get()}, {"dp", dp_.get()},
-                                {"embedding", embedding_.get()}, {"outer", outer_.get()}})
+                                {"embedding", embedding_.get()}, {"outer", outer_.get()},
+                                {"outer side", outer_side_.get()}})
     if (g->size() > 1)
       out.push_back(fmt::format("groups: {} '{}' ({} members): {}", name, g->name(), g->size(), g->transport()));
   return out;

@@ -44,6 +44,7 @@ class ParallelGroups {
     comm::ProcessGroup* dp = nullptr;
     comm::ProcessGroup* embedding = nullptr;
     comm::ProcessGroup* outer = nullptr;  // host only: this coordinate in every replica
+    comm::ProcessGroup* outer_side = nullptr;  // host only: the same members again (outer_overlap)
   };
 
   // One process alone: every axis a group of one.
@@ -63,6 +64,9 @@ class ParallelGroups {
   Group& dp() { return *dp_; }
   Group& embedding() { return *embedding_; }
   Group& outer() { return *outer_; }
+  // The outer exchange beside the inner steps (parallel.outer_overlap > 0): the outer group's
+  // members on a communicator of their own, so each step's loss sum over outer() goes on.
+  Group& outer_side() { return *outer_side_; }
   // The time this rank waited on communication (all groups).
   CommClock& clock() { return clock_; }
 
@@ -80,7 +84,7 @@ class ParallelGroups {
  private:
   Coords coords_;
   CommClock clock_;
-  std::unique_ptr<Group> tp_, pp_, dp_, embedding_, outer_;
+  std::unique_ptr<Group> tp_, pp_, dp_, embedding_, outer_, outer_side_;
 };
 
 // The model's tensor-parallel sums (model/tp_comm.hpp) over the tp group, in the compute order.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 #include "engine/plan/replicas.hpp"
 
@@ -89,22 +90,37 @@ void outer_decode_add(spec::OuterDtype dtype, const std::byte* in, size_t n, flo
   }
 }
 
-OuterSync::OuterSync(const OuterConfig& config, Group& outer, Group& dp, size_t size)
-    : config_(config), outer_(outer), dp_(dp), size_(size) {
+OuterSync::OuterSync(const OuterConfig& config, Group& outer, Group& dp, size_t size, Group* side)
+    : config_(config), outer_(outer), dp_(dp), side_(side), size_(size), n_(outer.size()), me_(outer.rank()) {
   if (config.inner_steps < 1 || config.fragments < 1 || config.fragments > config.inner_steps)
     throw std::invalid_argument(fmt::format("OuterSync: {} fragments over {} inner steps", config.fragments,
                                             config.inner_steps));
+  if (config.overlap < 0 || config.overlap >= config.inner_steps / config.fragments)
+    throw std::invalid_argument(fmt::format("OuterSync: overlap {} with {} fragments over {} inner steps (below {})",
+                                            config.overlap, config.fragments, config.inner_steps,
+                                            config.inner_steps / config.fragments));
+  if (config.overlap > 0 && n_ > 1 && (side == nullptr || side->size() != n_ || side->rank() != me_))
+    throw std::invalid_argument("OuterSync: overlap needs the side group of the outer group's members");
   size_t off = 0, owned = 0;
   for (int f = 0; f < config.fragments; ++f) {
     packed_.push_back(off);
     owned_at_.push_back(owned);
-    off += slice(f).second - slice(f).first;
+    const size_t len = slice(f).second - slice(f).first;
+    off += len;
     owned += part(f);
+    max_slice_ = std::max(max_slice_, len);
   }
   anchor_.assign(off, 0.0f);
   momentum_.assign(off, 0.0f);
   residual_.assign(off, 0.0f);
   owner_residual_.assign(owned, 0.0f);
+}
+
+OuterSync::~OuterSync() {
+  try {
+    land();
+  } catch (...) {  // the step that would have applied it reports failures; nothing to undo here
+  }
 }
 
 size_t OuterSync::padded(int f) const {
@@ -114,7 +130,7 @@ size_t OuterSync::padded(int f) const {
 }
 
 size_t OuterSync::part(int f) const {
-  return static_cast<size_t>(plan::outer_part(static_cast<double>(padded(f)), outer_.size()));
+  return static_cast<size_t>(plan::outer_part(static_cast<double>(padded(f)), n_));
 }
 
 std::pair<size_t, size_t> OuterSync::fragment(int f) const {
@@ -139,6 +155,8 @@ std::vector<int> OuterSync::due(int64_t done) const {
 }
 
 void OuterSync::reset(const float* params) {
+  land();
+  pending_ = {};
   for (int f = 0; f < config_.fragments; ++f) {
     const auto [b, e] = slice(f);
     std::copy(params + b, params + e, anchor_.begin() + static_cast<std::ptrdiff_t>(packed_[f]));
@@ -148,74 +166,143 @@ void OuterSync::reset(const float* params) {
   std::fill(owner_residual_.begin(), owner_residual_.end(), 0.0f);
 }
 
+void OuterSync::land() {
+  Work w = std::exchange(pending_.work, Work{});
+  w.land();  // rethrows the exchange's failure (a replica lost), naming the peer
+}
+
+namespace {
+
+// Steps travel in the float state as two exact halves (each < 2^24).
+constexpr double kHalf = 65536.0 * 256;
+
+}  // namespace
+
 std::vector<float> OuterSync::state() const {
+  if (pending_.work.pending() && pending_.f >= 0)
+    throw std::logic_error("OuterSync::state with an exchange in flight: land() first");
   std::vector<float> out;
   out.reserve(state_floats());
   for (const auto* v : {&anchor_, &momentum_, &residual_, &owner_residual_}) out.insert(out.end(), v->begin(), v->end());
+  if (config_.overlap > 0) {
+    const bool waiting = pending_.f >= 0;
+    const double at = waiting ? static_cast<double>(pending_.apply_at) : 0;
+    out.push_back(waiting ? 1.0f : 0.0f);
+    out.push_back(waiting ? static_cast<float>(pending_.f) : 0.0f);
+    out.push_back(static_cast<float>(std::floor(at / kHalf)));
+    out.push_back(static_cast<float>(std::fmod(at, kHalf)));
+    const size_t len = waiting ? pending_.sent.size() : 0;
+    std::vector<float> sent(max_slice_, 0.0f), average(max_slice_, 0.0f);
+    if (waiting) {
+      std::copy_n(pending_.sent.begin(), len, sent.begin());
+      std::copy_n(average_.begin(), len, average.begin());
+    }
+    out.insert(out.end(), sent.begin(), sent.end());
+    out.insert(out.end(), average.begin(), average.end());
+  }
   return out;
 }
 
 void OuterSync::load(std::span<const float> state) {
   if (state.size() != state_floats())
-    throw std::invalid_argument(fmt::format("OuterSync: outer state of {} floats, this rank keeps {} (3 x {} + {})",
-                                            state.size(), state_floats(), anchor_.size(), owner_residual_.size()));
+    throw std::invalid_argument(fmt::format("OuterSync: outer state of {} floats, this rank keeps {} (3 x {} + {}{})",
+                                            state.size(), state_floats(), anchor_.size(), owner_residual_.size(),
+                                            config_.overlap > 0 ? fmt::format(" + 4 + 2 x {}", max_slice_) : ""));
+  land();
   const float* p = state.data();
   for (auto* v : {&anchor_, &momentum_, &residual_, &owner_residual_}) {
     std::copy(p, p + v->size(), v->begin());
     p += v->size();
   }
+  pending_ = {};
+  if (config_.overlap > 0 && p[0] == 1.0f) {
+    const int f = static_cast<int>(p[1]);
+    if (f < 0 || f >= config_.fragments)
+      throw std::invalid_argument(fmt::format("OuterSync: outer state names fragment {} of {}", f, config_.fragments));
+    const size_t len = slice(f).second - slice(f).first;
+    pending_.f = f;
+    pending_.apply_at = static_cast<int64_t>(static_cast<double>(p[2]) * kHalf + static_cast<double>(p[3]));
+    pending_.sent.assign(p + 4, p + 4 + len);
+    average_.assign(p + 4 + max_slice_, p + 4 + max_slice_ + len);
+  }
 }
 
 int OuterSync::after_step(int64_t done, float* params) {
+  if (pending_.f >= 0 && pending_.apply_at == done) {
+    land();
+    apply(pending_.f, params, pending_.sent.data());
+    pending_ = {};
+  }
   const std::vector<int> fragments = due(done);
-  for (int f : fragments) sync_fragment(f, params);
+  for (int f : fragments) {
+    prepare(f, params);
+    if (config_.overlap == 0 || n_ == 1) {
+      if (n_ > 1)
+        outer_.run_host([this](comm::ProcessGroup& pg) { exchange(&pg); }).land();
+      else
+        exchange(nullptr);
+      apply(f, params, nullptr);
+      continue;
+    }
+    if (pending_.f >= 0)
+      throw std::logic_error(fmt::format("OuterSync: fragment {} due after step {} with fragment {} in flight", f, done,
+                                         pending_.f));
+    const auto [b, e] = slice(f);
+    pending_.f = f;
+    pending_.apply_at = done + config_.overlap;
+    pending_.sent.assign(params + b, params + e);
+    pending_.work = side_->run_host([this](comm::ProcessGroup& pg) { exchange(&pg); });
+  }
   return static_cast<int>(fragments.size());
 }
 
-void OuterSync::sync_fragment(int f, float* params) {
-  const auto [fb, fe] = fragment(f);
+void OuterSync::prepare(int f, const float* params) {
   const auto [b, e] = slice(f);
-  const size_t dp = static_cast<size_t>(dp_.size());
-  const size_t c = padded(f);  // every slice padded to c
-  const size_t len = e - b;
-  const int n = outer_.size(), me = outer_.rank();
-  const size_t p = part(f);  // owner k owns [k p, (k + 1) p) of the padded slice (zero past c)
+  const size_t len = e - b, p = part(f);
   float* anchor = anchor_.data() + packed_[f];
-  float* mom = momentum_.data() + packed_[f];
   float* residual = residual_.data() + packed_[f];
-  float* owner_residual = owner_residual_.data() + owned_at_[f];
   const spec::OuterDtype dtype = config_.dtype;
-  const bool lossy = dtype != spec::OuterDtype::kFp32;
-  const size_t words = outer_payload_size(dtype, p) / 4;  // one part's payload
-  auto bytes_of = [](std::vector<float>& v, size_t word) { return reinterpret_cast<std::byte*>(v.data() + word); };
+  cur_f_ = f;
+  cur_p_ = p;
+  cur_words_ = outer_payload_size(dtype, p) / 4;  // one part's payload
   // 1. The outer gradient of this slice (zero padding past its end), plus what the previous
   // payload's rounding left out; encoded part by part (each part its own int8 scales).
-  delta_.assign(p * n, 0.0f);
+  delta_.assign(p * n_, 0.0f);
   for (size_t i = 0; i < len; ++i) delta_[i] = anchor[i] - params[b + i] + residual[i];
-  wire_out_.assign(words * n, 0.0f);
-  for (int k = 0; k < n; ++k) outer_encode(dtype, delta_.data() + p * k, p, bytes_of(wire_out_, words * k));
-  if (lossy) {  // error feedback: what this member's payloads leave out
-    own_.assign(p * n, 0.0f);
-    for (int k = 0; k < n; ++k) outer_decode_add(dtype, bytes_of(wire_out_, words * k), p, own_.data() + p * k);
+  wire_out_.assign(cur_words_ * n_, 0.0f);
+  for (int k = 0; k < n_; ++k)
+    outer_encode(dtype, delta_.data() + p * k, p, reinterpret_cast<std::byte*>(wire_out_.data() + cur_words_ * k));
+  if (dtype != spec::OuterDtype::kFp32) {  // error feedback: what this member's payloads leave out
+    own_.assign(p * n_, 0.0f);
+    for (int k = 0; k < n_; ++k)
+      outer_decode_add(dtype, reinterpret_cast<const std::byte*>(wire_out_.data() + cur_words_ * k), p,
+                       own_.data() + p * k);
     for (size_t i = 0; i < len; ++i) residual[i] = delta_[i] - own_[i];
   }
+  if (n_ > 1) bytes_sent_ += 2.0 * static_cast<double>(cur_words_) * 4 * (n_ - 1);
+}
+
+void OuterSync::exchange(comm::ProcessGroup* pg) {
+  const size_t p = cur_p_, words = cur_words_;
+  const int n = n_, me = me_;
+  const spec::OuterDtype dtype = config_.dtype;
+  float* owner_residual = owner_residual_.data() + owned_at_[cur_f_];
+  auto bytes_of = [](const std::vector<float>& v, size_t word) {
+    return reinterpret_cast<const std::byte*>(v.data() + word);
+  };
   // 2. Part k to its owner k; this member receives its own part from every member (itself
   // included, without the wire), decodes and sums them in replica order, / N.
   wire_in_.assign(words * n, 0.0f);
   std::copy_n(wire_out_.begin() + static_cast<std::ptrdiff_t>(words * me), words,
               wire_in_.begin() + static_cast<std::ptrdiff_t>(words * me));
-  if (n > 1) {
-    std::vector<Transfer> ops;
+  if (pg != nullptr && n > 1) {
+    std::vector<comm::P2POp> ops;
     for (int k = 0; k < n; ++k) {
       if (k == me) continue;
-      ops.push_back({Transfer::kSend, Buf::f32(wire_out_.data() + words * k, words), k, kOuterTag});
-      ops.push_back({Transfer::kRecv, Buf::f32(wire_in_.data() + words * k, words), k, kOuterTag});
+      ops.push_back({comm::P2POp::kSend, {wire_out_.data() + words * k, words}, k, kOuterTag});
+      ops.push_back({comm::P2POp::kRecv, {wire_in_.data() + words * k, words}, k, kOuterTag});
     }
-    Work w = outer_.send_recv(ops);
-    w.land();
-    // land() hands the receives on while sends may still read wire_out_, reused below.
-    if (const std::shared_future<void> sent = w.inputs_free(); sent.valid()) sent.get();  // rethrows a failed send
-    bytes_sent_ += static_cast<double>(words) * 4 * (n - 1);
+    pg->send_recv(ops);  // returns once every send and receive is done
   }
   sum_.assign(p, 0.0f);
   for (int r = 0; r < n; ++r) outer_decode_add(dtype, bytes_of(wire_in_, words * r), p, sum_.data());
@@ -223,29 +310,36 @@ void OuterSync::sync_fragment(int f, float* params) {
   // all-gathers the owners' payloads: every replica decodes the same bytes.
   const float inv_n = 1.0f / static_cast<float>(n);
   for (size_t i = 0; i < p; ++i) sum_[i] = sum_[i] * inv_n + owner_residual[i];
-  wire_in_.assign(words, 0.0f);
-  outer_encode(dtype, sum_.data(), p, bytes_of(wire_in_, 0));
-  wire_out_.assign(words * n, 0.0f);
-  if (n > 1) {
-    outer_.all_gather(Buf::f32(wire_out_.data(), wire_out_.size()), Buf::f32(wire_in_.data(), words)).land();
-    bytes_sent_ += static_cast<double>(words) * 4 * (n - 1);
-  } else {
-    std::copy(wire_in_.begin(), wire_in_.end(), wire_out_.begin());
-  }
+  mine_.assign(words, 0.0f);
+  outer_encode(dtype, sum_.data(), p, reinterpret_cast<std::byte*>(mine_.data()));
+  gathered_.assign(words * n, 0.0f);
+  if (pg != nullptr && n > 1)
+    pg->all_gather(gathered_, mine_);
+  else
+    std::copy(mine_.begin(), mine_.end(), gathered_.begin());
   average_.assign(p * n, 0.0f);
-  for (int k = 0; k < n; ++k) outer_decode_add(dtype, bytes_of(wire_out_, words * k), p, average_.data() + p * k);
-  if (lossy)
+  for (int k = 0; k < n; ++k) outer_decode_add(dtype, bytes_of(gathered_, words * k), p, average_.data() + p * k);
+  if (dtype != spec::OuterDtype::kFp32)
     for (size_t i = 0; i < p; ++i) owner_residual[i] = sum_[i] - average_[p * me + i];
-  // 4. Nesterov SGD on the anchor; the slice's weights become it.
+}
+
+void OuterSync::apply(int f, float* params, const float* sent) {
+  const auto [fb, fe] = fragment(f);
+  const auto [b, e] = slice(f);
+  const size_t len = e - b, c = padded(f);
+  float* anchor = anchor_.data() + packed_[f];
+  float* mom = momentum_.data() + packed_[f];
+  // 4. Nesterov SGD on the anchor (the same bits on every replica); the slice's weights become
+  // it, plus (overlap) this replica's progress since it sent.
   const float lr = static_cast<float>(config_.lr), mu = static_cast<float>(config_.momentum);
   for (size_t i = 0; i < len; ++i) {
     const float g = average_[i];
     mom[i] = mu * mom[i] + g;
     anchor[i] -= lr * (g + mu * mom[i]);
-    params[b + i] = anchor[i];
+    params[b + i] = sent ? anchor[i] + (params[b + i] - sent[i]) : anchor[i];
   }
   // 5. The replica's data-parallel ranks exchange their slices.
-  if (dp > 1) {
+  if (dp_.size() > 1) {
     gathered_slice_.assign(c, 0.0f);
     std::copy(params + b, params + e, gathered_slice_.begin());
     dp_.all_gather(Buf::f32(params + fb, fe - fb), Buf::f32(gathered_slice_.data(), c)).land();

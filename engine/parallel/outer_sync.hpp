@@ -26,8 +26,20 @@
 //   4. Nesterov SGD as PyTorch's SGD(nesterov=True) on the decoded average g, on every
 //      replica alike: m = mu m + g; anchor -= lr (g + mu m); params[slice] = anchor;
 //   5. the data-parallel group all-gathers the slices, so the replica's copies agree again.
-// Each replica keeps its own inner AdamW state. The exchange is synchronous: it runs after
-// the step's optimizer update and the next step starts once it is done (not overlapped).
+// Each replica keeps its own inner AdamW state.
+//
+// Overlap (parallel.outer_overlap = tau > 0; Streaming DiLoCo's tau, CO2): steps 1-2 run after
+// step t as above, but the exchange (2-3) runs on the outer side group's communication thread
+// while steps t + 1 .. t + tau train; after step t + tau the exchange lands, the Nesterov step
+// (4) moves the anchor on every replica alike, and the slice becomes
+//      params = anchor + (params - sent)
+// (sent: the slice's weights at step t): the new shared anchor plus this replica's own
+// progress since it sent. So the anchors are identical on every replica (bit for bit), the
+// weights differ by the tau steps of local progress, which the next outer gradient (anchor -
+// params) carries to the average: no step of any replica is lost or counted twice. With
+// tau = 0 this is the synchronous sync (params - sent = 0). An exchange lands before the next
+// one starts (tau < inner_steps / fragments). A checkpoint lands an exchange in flight (land())
+// and stores its decoded average with `sent`, so a resume applies it at the same step.
 #pragma once
 
 #include <cstddef>
@@ -45,6 +57,7 @@ struct OuterConfig {
   int fragments = 1;     // F
   double lr = 0.7, momentum = 0.9;
   spec::OuterDtype dtype = spec::OuterDtype::kFp32;
+  int overlap = 0;  // tau: inner steps the exchange runs beside (0 = the next step waits)
 };
 
 // The payload codec, public for tests. encode: n values -> bytes (a multiple of 4);
@@ -56,22 +69,38 @@ void outer_decode_add(spec::OuterDtype dtype, const std::byte* in, size_t n, flo
 class OuterSync {
  public:
   // outer: this coordinate's group across replicas (rank = replica); dp: the replica's
-  // data-parallel group. Both outlive this. size: floats in the shard buffer.
-  OuterSync(const OuterConfig& config, Group& outer, Group& dp, size_t size);
+  // data-parallel group; side (overlap > 0): the outer group's members on a communicator of
+  // their own, carrying the exchange beside the steps. All outlive this. size: floats in the
+  // shard buffer.
+  OuterSync(const OuterConfig& config, Group& outer, Group& dp, size_t size, Group* side = nullptr);
+  // Lands an exchange still in flight (its thread writes this object's buffers); a failure
+  // there was or will be reported by the step that lands it.
+  ~OuterSync();
+  OuterSync(const OuterSync&) = delete;
+  OuterSync& operator=(const OuterSync&) = delete;
 
   // The fragments synced after step `done` (1-based count of steps), in fragment order.
   std::vector<int> due(int64_t done) const;
-  // The anchor <- params (the start, or a load without outer state).
+  // Whether after_step(done) has anything to do: a fragment due, or an exchange to apply.
+  bool busy(int64_t done) const { return !due(done).empty() || (pending_.f >= 0 && pending_.apply_at == done); }
+  // The anchor <- params (the start, or a load without outer state); forgets an exchange in flight.
   void reset(const float* params);
-  // Syncs the fragments due after `done` on `params` (host memory, [size]); returns how many.
+  // After step `done` on `params` (host memory, [size]): applies the exchange that lands now
+  // (overlap), then syncs (or, overlap, starts) the fragments due; returns how many were due.
   int after_step(int64_t done, float* params);
+  // Waits for an exchange in flight (before a checkpoint); it is still applied at its step.
+  void land();
 
   // Fragment f's range in the buffer, and this rank's slice of it.
   std::pair<size_t, size_t> fragment(int f) const;
   std::pair<size_t, size_t> slice(int f) const;
   // Outer state for a checkpoint, state_floats() packed: anchor, momentum and payload rounding
-  // residual of this rank's slices, then the owner residual of the parts it owns.
-  size_t state_floats() const { return 3 * anchor_.size() + owner_residual_.size(); }
+  // residual of this rank's slices, the owner residual of the parts it owns, and with overlap
+  // the exchange waiting to be applied: [0 or 1, fragment, apply step / 2^16, apply step %
+  // 2^16], `sent` and the decoded average (max_slice() each). state() needs land() first.
+  size_t state_floats() const {
+    return 3 * anchor_.size() + owner_residual_.size() + (config_.overlap > 0 ? 4 + 2 * max_slice_ : 0);
+  }
   std::vector<float> state() const;
   void load(std::span<const float> state);
   // Bytes this rank sent over the outer group so far (2 (N - 1) part payloads a sync).
@@ -79,25 +108,44 @@ class OuterSync {
 
  private:
   static constexpr uint32_t kOuterTag = 28;  // the exchange's point-to-point messages
-  void sync_fragment(int f, float* params);
+  // 1. on this thread: the outer gradient of fragment f's slice, encoded part by part into wire_out_.
+  void prepare(int f, const float* params);
+  // 2-3. the owner-slice exchange of what prepare() encoded (pg null: one member); the decoded
+  // average lands in average_. On the communication thread of the group that carries it.
+  void exchange(comm::ProcessGroup* pg);
+  // 4-5. Nesterov on the anchor; params[slice] = anchor (+ params - sent, overlap); dp all-gather.
+  void apply(int f, float* params, const float* sent);
   size_t padded(int f) const;  // c: the slice length every data-parallel rank pads to
   size_t part(int f) const;    // p: one owner's part of the padded slice
 
   OuterConfig config_;
   Group& outer_;
   Group& dp_;
+  Group* side_;
   size_t size_;
+  int n_ = 1, me_ = 0;                  // outer group size and rank
   std::vector<size_t> packed_;          // per fragment: offset of its slice in anchor_
   std::vector<size_t> owned_at_;        // per fragment: offset of its owned part in owner_residual_
+  size_t max_slice_ = 0;                // the longest slice of a fragment
   std::vector<float> anchor_, momentum_;
   // Error feedback (bf16, int8): what the payload's rounding left out of this rank's outer
   // gradient, added to the next one of the same slice (0 with fp32).
   std::vector<float> residual_;
   // The owner's error feedback: what its encoded average of each owned part left out.
   std::vector<float> owner_residual_;
-  std::vector<float> own_;
-  std::vector<float> delta_, sum_, average_, gathered_slice_;
-  std::vector<float> wire_in_, wire_out_;  // payloads as 4-byte words
+  // The exchange in flight or waiting to be applied (overlap): fragment (-1: none), the step
+  // after which it is applied, the slice's weights when it was sent.
+  struct Pending {
+    int f = -1;
+    int64_t apply_at = 0;
+    std::vector<float> sent;
+    Work work;
+  } pending_;
+  // The exchange's buffers (prepare -> exchange -> apply; one exchange at a time).
+  int cur_f_ = 0;
+  size_t cur_p_ = 0, cur_words_ = 0;
+  std::vector<float> own_, delta_, sum_, average_, gathered_slice_;
+  std::vector<float> wire_in_, wire_out_, mine_, gathered_;  // payloads as 4-byte words
   double bytes_sent_ = 0;
 };
 

@@ -96,8 +96,8 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const data:
   if (c_.replicas > 1) {
     const auto& p = spec.parallel;
     outer_ = std::make_unique<OuterSync>(OuterConfig{p.inner_steps, p.fragments, p.outer_lr, p.outer_momentum,
-                                                     p.outer_dtype},
-                                         groups_->outer(), groups_->dp(), gpt_->num_params());
+                                                     p.outer_dtype, p.outer_overlap},
+                                         groups_->outer(), groups_->dp(), gpt_->num_params(), &groups_->outer_side());
     reset_outer();
   }
 }
@@ -115,13 +115,14 @@ void Trainer::reset_outer() {
 }
 
 void Trainer::outer_step(int64_t done) {
-  if (outer_->due(done).empty()) return;
+  if (!outer_->busy(done)) return;
   optimizer_->params_ready();
   // Test hook (docs/launch.md): HOLMES_TEST_KILL_IN_OUTER_SYNC="STEP:REPLICA" kills the ranks of
   // that replica as the outer sync after step STEP begins; the other replicas are in it.
   if (const char* hook = std::getenv("HOLMES_TEST_KILL_IN_OUTER_SYNC")) {
     long long at = -1, replica = -1;
-    if (std::sscanf(hook, "%lld:%lld", &at, &replica) == 2 && at == done && replica == c_.replica) {
+    if (std::sscanf(hook, "%lld:%lld", &at, &replica) == 2 && at == done && replica == c_.replica &&
+        !outer_->due(done).empty()) {
       std::fflush(stdout);
       std::raise(SIGKILL);
     }
@@ -327,6 +328,7 @@ constexpr uint64_t kPrivateMagic = 0x32534f4c45444f48ULL;  // "HOLMESO2"
 std::vector<std::byte> Trainer::private_state() {
   if (!outer_) return {};
   optimizer_->params_ready();
+  outer_->land();  // an exchange in flight: its decoded average goes into the checkpoint
   const size_t n = gpt_->num_params(), m = optimizer_->moment_floats(), k = outer_->state_floats();
   std::vector<float> params(n), ma(m), mb(m);
   gpt_->read_params(params);

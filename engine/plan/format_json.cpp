@@ -132,9 +132,10 @@ void append_calibration(std::string& out, const topo::Calibration& c) {
 // Only plans with replicas have the key: other plans' JSON, and so their plan_hash, is as before.
 void append_replicas(std::string& out, const Replicas& r) {
   out += fmt::format(",\n  \"replicas\": {{\"count\": {}, \"outer\": \"{}\", \"inner_steps\": {}, \"fragments\": {}, "
-                     "\"outer_dtype\": \"{}\", \"sync_s\": {}, \"sync_bytes\": {}, \"per_step_s\": {}, \"nodes\": ",
-                     r.count, r.outer, r.inner_steps, r.fragments, r.dtype, num(r.sync_s), bytes(r.sync_bytes),
-                     num(r.per_step_s));
+                     "\"outer_dtype\": \"{}\", \"outer_overlap\": {}, \"sync_s\": {}, \"exposed_s\": {}, "
+                     "\"sync_bytes\": {}, \"per_step_s\": {}, \"nodes\": ",
+                     r.count, r.outer, r.inner_steps, r.fragments, r.dtype, r.overlap, num(r.sync_s), num(r.exposed_s),
+                     bytes(r.sync_bytes), num(r.per_step_s));
   array(out, r.nodes, [&](const std::vector<int>& n) { out += fmt::format("[{}]", fmt::join(n, ", ")); }, ", ");
   out += ", \"across\": ";
   array(out, r.across, [&](const AcrossMode& m) {

@@ -168,8 +168,12 @@ void append_replicas(std::string& out, const Plan& p) {
                      r.outer == spec::OuterMode::kDiloco ? p.dp : p.dp / r.count, r.outer);
   if (r.outer == spec::OuterMode::kDiloco)
     out += fmt::format(" every {} steps, {} fragment{}, {} payload: one sync {:.4g} s and {} over the outer groups, "
-                       "{:.4g} s per step amortized", r.inner_steps, r.fragments, r.fragments == 1 ? "" : "s", r.dtype,
-                       r.sync_s, human_bytes(r.sync_bytes), r.per_step_s);
+                       "{}{:.4g} s per step amortized", r.inner_steps, r.fragments, r.fragments == 1 ? "" : "s", r.dtype,
+                       r.sync_s, human_bytes(r.sync_bytes),
+                       r.overlap > 0 ? fmt::format("overlapped with {} step{} ({:.4g} s exposed), ", r.overlap,
+                                                   r.overlap == 1 ? "" : "s", r.exposed_s)
+                                     : "",
+                       r.per_step_s);
   else
     out += " (one data-parallel all-reduce spans the replicas every step)";
   out += "\n";

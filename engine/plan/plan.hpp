@@ -145,8 +145,11 @@ struct Replicas {
   spec::OuterDtype dtype = spec::OuterDtype::kFp32;
   std::vector<std::vector<int>> nodes;  // per replica, ascending
   // diloco: per outer sync (all fragments), the bottleneck member's exchange (seconds) and
-  // the bytes all members send over their outer groups; per step, what the estimate adds.
-  double sync_s = 0, sync_bytes = 0, per_step_s = 0;
+  // the bytes all members send over their outer groups; of sync_s, what the steps wait for
+  // (with overlap: max(0, exchange - overlap x step) per fragment, plus the data-parallel
+  // all-gather); per step, what the estimate adds.
+  int overlap = 0;  // parallel.outer_overlap (tau)
+  double sync_s = 0, sync_bytes = 0, exposed_s = 0, per_step_s = 0;
   std::vector<AcrossMode> across;  // pipeline, sync, diloco
   std::string proposal;            // the planner's advice ("" = none)
 };

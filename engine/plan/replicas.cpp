@@ -90,6 +90,7 @@ spec::JobSpec one_replica_spec(const spec::JobSpec& spec) {
   spec::JobSpec s = spec;
   s.parallel.replicas = 1;
   s.parallel.outer = spec::OuterMode::kSync;
+  s.parallel.outer_overlap = 0;
   s.train.global_batch = spec.train.global_batch / spec.parallel.replicas;
   return s;
 }
@@ -133,7 +134,9 @@ void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
   for (const Group& g : plan.groups)
     if (g.kind == GroupKind::kDp && !dp_link.count(plan.ranks[g.ranks[0]].pp) && replica_of[g.ranks[0]] == 0)
       dp_link[plan.ranks[g.ranks[0]].pp] = link_of(g);
-  double worst = 0, bytes = 0;
+  double worst = 0, exposed = 0, bytes = 0;
+  const double step = plan.estimate.step_time_s;  // a replica's step, before the outer sync
+  const int frags = std::max(1, rep.fragments);
   double by_link[kLinkKinds] = {};
   for (auto& [coord, ranks] : by_coord) {
     std::sort(ranks.begin(), ranks.end(), [&](int a, int b) { return replica_of[a] < replica_of[b]; });
@@ -152,14 +155,18 @@ void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
     // Owner-slice exchange: the parts to their owners, then the owners' averages to every
     // member; each half moves (N - 1) part payloads per member, as a ring all-gather of N parts.
     const double part = outer_payload_bytes(rep.dtype, outer_part(slice, n));
-    double t = 2 * ring_all_gather_s(link_of(g), n, n * part);
-    if (plan.dp > 1) t += ring_all_gather_s(dp_link[stage], plan.dp, 4 * slice * plan.dp);
-    worst = std::max(worst, t);
+    const double t_outer = 2 * ring_all_gather_s(link_of(g), n, n * part);
+    const double t_dp = plan.dp > 1 ? ring_all_gather_s(dp_link[stage], plan.dp, 4 * slice * plan.dp) : 0;
+    worst = std::max(worst, t_outer + t_dp);
+    // Overlapped (parallel.outer_overlap = tau): each fragment's exchange runs beside tau inner
+    // steps; the steps wait for what is left of it, and for the data-parallel all-gather.
+    exposed = std::max(exposed, frags * std::max(0.0, t_outer / frags - rep.overlap * step) + t_dp);
     bytes += n * outer_exchange_bytes(rep.dtype, slice, n);
     by_link[static_cast<int>(g.link)] += n * outer_exchange_bytes(rep.dtype, slice, n);
     plan.groups.push_back(std::move(g));
   }
   rep.sync_s = worst;
+  rep.exposed_s = exposed;
   rep.sync_bytes = bytes;
   // Every step each rank also sums [loss, stop flag] (a few bytes: latency) over its outer
   // group, so that a stop signal reaches every replica at the same step.
@@ -167,7 +174,7 @@ void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
   for (const Group& g : plan.groups)
     if (g.kind == GroupKind::kOuter) first = first ? first : &g;
   const double per_step_sum = first ? 2.0 * (n - 1) * first->latency_s : 0;
-  rep.per_step_s = worst / rep.inner_steps + per_step_sum;
+  rep.per_step_s = exposed / rep.inner_steps + per_step_sum;
   for (int k = 0; k < kLinkKinds; ++k) plan.estimate.bytes_per_step[k] += by_link[k] / rep.inner_steps;
 }
 
@@ -260,6 +267,7 @@ Plan sync_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
   spec::JobSpec s = spec;
   s.parallel.replicas = 1;
   s.parallel.outer = spec::OuterMode::kSync;
+  s.parallel.outer_overlap = 0;
   s.parallel.tensor = first.tp;
   s.parallel.pipeline = first.pp;
   s.parallel.data = first.dp * spec.parallel.replicas;
@@ -278,6 +286,7 @@ Plan replica_core(const spec::JobSpec& spec, const topo::ClusterTopology& topolo
   rep.inner_steps = spec.parallel.inner_steps;
   rep.fragments = spec.parallel.fragments;
   rep.dtype = spec.parallel.outer_dtype;
+  rep.overlap = spec.parallel.outer_overlap;
   for (const auto& parts : nodes) {
     rep.nodes.emplace_back();
     for (const ReplicaPart& part : parts)
@@ -325,6 +334,7 @@ std::vector<AcrossMode> price_across(const spec::JobSpec& spec, const topo::Clus
   spec::JobSpec s = spec;
   s.parallel.replicas = 1;
   s.parallel.outer = spec::OuterMode::kSync;
+  s.parallel.outer_overlap = 0;
   s.parallel.tensor = sync.tp;
   s.parallel.pipeline = sync.pp * n;
   s.parallel.data = sync.dp / n;

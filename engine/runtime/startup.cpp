@@ -80,6 +80,10 @@ void create_groups(Runtime& rt, const spec::JobSpec& spec) {
       throw std::logic_error(fmt::format("group {}: rank {} has group rank {} but its {} coordinate is {}", gs.name,
                                          rt.rank, group->rank(), plan::to_string(g.kind), want));
     *slot_of(rt, g.kind) = std::move(group);
+    if (g.kind == plan::GroupKind::kOuter && spec.parallel.outer_overlap > 0) {
+      gs.name += "-side";
+      rt.outer_side = comm::make_gloo_group(rt.store, gs, group_net(g, single_machine));
+    }
   }
 }
 

@@ -46,6 +46,9 @@ struct Runtime {
   std::unique_ptr<comm::ProcessGroup> world_group;  // every rank, for job-wide reductions
   // parallel.outer diloco: this rank's coordinate in every replica (group rank = replica).
   std::unique_ptr<comm::ProcessGroup> outer;
+  // parallel.outer_overlap > 0: a second group of the same members (named "<outer>-side") that
+  // carries the outer exchange beside the inner steps, while `outer` sums each step's loss.
+  std::unique_ptr<comm::ProcessGroup> outer_side;
 };
 
 // Runs phases 1-4. Errors: UserError (bad spec / environment, exit 2), StoreError and

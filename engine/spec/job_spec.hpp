@@ -105,6 +105,10 @@ struct ParallelSection {
   double outer_momentum = 0.9;
   int fragments = 1;
   OuterDtype outer_dtype = OuterDtype::kFp32;
+  // diloco: inner steps the outer exchange of a fragment runs beside (Streaming DiLoCo's tau):
+  // 0 = the next step waits for it; tau > 0 = it is applied after step done + tau, merged
+  // with the local progress made meanwhile (docs/diloco.md). Below inner_steps / fragments.
+  int outer_overlap = 0;
   bool diloco() const { return outer == OuterMode::kDiloco && replicas > 1; }
   // The data-parallel degree of the whole job as the batch sees it: data x replicas.
   int data_total() const { return data == kAuto ? kAuto : data * replicas; }

@@ -337,6 +337,10 @@ std::vector<Field> make_schema() {
   f.push_back(choice("parallel.outer_dtype", HOLMES_REF(parallel.outer_dtype),
                      "diloco: precision of the outer gradient on the wire: fp32, bf16 (round to nearest even) or "
                      "int8 (symmetric, one fp32 scale per 256 values)."));
+  f.push_back(integer("parallel.outer_overlap", HOLMES_REF(parallel.outer_overlap), "0", 0, M,
+                      "diloco: inner steps the outer exchange runs beside (Streaming DiLoCo's tau): 0 = the next "
+                      "step waits for it; tau > 0 = it is applied tau steps later on the new anchor plus the "
+                      "local progress made meanwhile. Below inner_steps / fragments."));
   // cluster
   f.push_back(text("cluster.topology", HOLMES_REF(cluster.topology), "",
                    "Topology file (docs/topology.md); empty = discover the nodes at run time."));

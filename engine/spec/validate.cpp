@@ -66,6 +66,16 @@ void replica_problems(const JobSpec& s, Fail&& fail) {
     fail("parallel.fragments", fmt::format("parallel.fragments = {} exceeds parallel.inner_steps = {}: each fragment "
                                            "syncs at its own step of the {} (accepted: 1 .. {})", p.fragments,
                                            p.inner_steps, p.inner_steps, p.inner_steps));
+  if (p.outer_overlap > 0 && p.outer != OuterMode::kDiloco)
+    fail("parallel.outer_overlap", fmt::format("parallel.outer_overlap = {} overlaps the outer exchange of diloco, but "
+                                               "parallel.outer = {}; accepted: 0, or parallel.outer = diloco",
+                                               p.outer_overlap, to_string(p.outer)));
+  const int gap = p.inner_steps / std::max(1, p.fragments);  // steps between two fragments' syncs
+  if (p.outer == OuterMode::kDiloco && p.fragments <= p.inner_steps && p.outer_overlap >= gap)
+    fail("parallel.outer_overlap", fmt::format("parallel.outer_overlap = {}: an exchange must land before the next "
+                                               "one starts, every inner_steps / fragments = {} / {} = {} steps "
+                                               "(accepted: 0 .. {})", p.outer_overlap, p.inner_steps, p.fragments,
+                                               gap, gap - 1));
   if (p.replicas > 1 && p.placement != Placement::kHolmes)
     fail("parallel.replicas", fmt::format("parallel.replicas = {} places each replica inside an island with the "
                                           "holmes placement, but parallel.placement = {}; accepted: holmes, or "

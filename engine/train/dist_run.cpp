@@ -100,7 +100,8 @@ std::unique_ptr<parallel::ParallelGroups> parallel_groups(const runtime::Runtime
                            .dp_rank = me.dp, .dp_size = rt.plan.dp, .replica = diloco ? me.replica : 0,
                            .replicas = diloco ? rt.plan.replicas.count : 1};
   return std::make_unique<parallel::ParallelGroups>(
-      c, parallel::ParallelGroups::Comms{rt.tp.get(), rt.pp.get(), rt.dp.get(), rt.embedding.get(), rt.outer.get()},
+      c, parallel::ParallelGroups::Comms{rt.tp.get(), rt.pp.get(), rt.dp.get(), rt.embedding.get(), rt.outer.get(),
+                                       rt.outer_side.get()},
       parallel::ParallelGroups::Comms{device.tp.get(), device.pp.get(), device.dp.get(), device.embedding.get()}, mem);
 }
 

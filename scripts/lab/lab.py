@@ -78,6 +78,11 @@ def cmd_run(args):
     print(r["plan_text"])
     print(f"lab: case {args.case}: {len(r['losses'])} steps, step time {r['step_s'] * 1e3:.1f} ms (median after "
           f"{job.WARMUP_STEPS} warm-up steps), loss {r['losses'][0]:.6f} -> {r['losses'][-1]:.6f}")
+    e = r["ethernet"]
+    if e:
+        print(f"lab: case {args.case}: {e['bytes_per_step'] / 1e6:.3f} MB per step sent over Ethernet by all nodes "
+              f"(steps {e['steps'][0] + 1}..{e['steps'][-1]}, frames with headers"
+              f"{'; read after the run ended' if e.get('late') else ''})")
     if r["calibration"]:
         print(f"lab: calibration written to {r['calibration']}")
     print(f"lab: logs in {out_dir}")

@@ -10,6 +10,8 @@
 #     checkpoint 12 is not committed, 9 is intact; the resumed run again equals the
 #     uninterrupted one bit for bit.
 # (4) int8 payloads and 2 staggered fragments train too (losses finite, differ from fp32).
+# (5) parallel.outer_overlap: bad value exit 2; exact resume with an exchange in flight; a
+#     replica dying with the exchange in flight named.
 # Usage: diloco.sh <holmes-train> <source dir>
 set -u
 bin=$(readlink -f "$1")
@@ -40,15 +42,22 @@ grep -q "continuing from .* at step 9 " "$tmp/between.log" || bad "between: did 
 same_losses "$tmp/ref/metrics.jsonl" 1 "$steps" "$tmp/between/metrics.jsonl" || fail=1
 
 # 3. A replica dies during an outer sync.
-start=$(date +%s)
-HOLMES_TEST_KILL_IN_OUTER_SYNC=12:2 run "$tmp/during" "$steps" "${job[@]}"
-took=$(( $(date +%s) - start ))
-[ "$rc" -eq 137 ] || bad "during: launcher exit $rc, expected 137" "$tmp/during.log"
-grep -q "rank 2 (pid [0-9]*) was killed by signal 9" "$tmp/during.log" || bad "during: rank 2 not named" "$tmp/during.log"
-[ ! -f "$tmp/during/checkpoints/step-00000012/COMMITTED" ] || bad "during: step 12 committed after the failure"
-[ -f "$tmp/during/checkpoints/step-00000009/COMMITTED" ] || bad "during: checkpoint 9 lost" "$tmp/during.log"
-echo "during: the job stopped $took s after it started (cluster.timeout_s=$timeout_s):"
-grep -h "rank 2\b" "$tmp/during.log" | head -3 | cut -c1-240
+# dies NAME CKPT_KEPT CKPT_NOT HOOK ARGS...: replica 2 killed by HOLMES_TEST_KILL_IN_OUTER_SYNC=HOOK:
+# the launcher exits 137 naming rank 2, checkpoint CKPT_KEPT stays, CKPT_NOT is never committed.
+dies() {
+  local name=$1 kept=$2 never=$3 hook=$4 start took
+  shift 4
+  start=$(date +%s)
+  HOLMES_TEST_KILL_IN_OUTER_SYNC=$hook run "$tmp/$name" "$steps" "$@"
+  took=$(( $(date +%s) - start ))
+  [ "$rc" -eq 137 ] || bad "$name: launcher exit $rc, expected 137" "$tmp/$name.log"
+  grep -q "rank 2 (pid [0-9]*) was killed by signal 9" "$tmp/$name.log" || bad "$name: rank 2 not named" "$tmp/$name.log"
+  [ ! -f "$tmp/$name/checkpoints/$(printf step-%08d "$never")/COMMITTED" ] || bad "$name: step $never committed after the failure"
+  [ -f "$tmp/$name/checkpoints/$(printf step-%08d "$kept")/COMMITTED" ] || bad "$name: checkpoint $kept lost" "$tmp/$name.log"
+  echo "$name: the job stopped $took s after it started (cluster.timeout_s=$timeout_s):"
+  grep -h "rank 2\b" "$tmp/$name.log" | head -3 | cut -c1-240
+}
+dies during 9 12 12:2 "${job[@]}"
 run "$tmp/during" "$steps" "${job[@]}" --resume auto
 [ "$rc" -eq 0 ] || bad "during: resumed run exit $rc" "$tmp/during.log"
 same_losses "$tmp/ref/metrics.jsonl" 1 "$steps" "$tmp/during/metrics.jsonl" || fail=1
@@ -64,6 +73,35 @@ assert all(math.isfinite(x) for x in b), b
 assert a[:2] == b[:2] and a != b, "int8 with 2 fragments must equal fp32 before the first sync and differ after"
 print(f"int8, 2 fragments: last loss {b[-1]:.4f} (fp32, 1 fragment: {a[-1]:.4f})")
 PY
+
+# 5. Overlapped exchange (parallel.outer_overlap=2): sent after steps 4, 8, 12, 16, applied
+# after 6, 10, 14. Losses equal the synchronous run's up to step 4 and differ after. SIGKILL
+# after step 10: checkpoint 9 was saved with the exchange sent after 8 in flight (landed into
+# it, not applied); the resumed run applies it after step 10 and equals the uninterrupted one
+# bit for bit. Then a replica dies as the exchange
+# after step 8 begins, with the others' exchange in flight: it is named, checkpoint 6 stays.
+ov=("${job[@]}" --set parallel.outer_overlap=2)
+run "$tmp/ov-bad" "$steps" "${job[@]}" --set parallel.outer_overlap=4 --plan-only
+[ "$rc" -eq 2 ] && grep -q "parallel.outer_overlap = 4: .*accepted: 0 .. 3" "$tmp/ov-bad.log" \
+  || bad "outer_overlap=4 with inner_steps 4: exit $rc, expected 2 naming the key and 0 .. 3" "$tmp/ov-bad.log"
+run "$tmp/ov-ref" "$steps" "${ov[@]}"
+[ "$rc" -eq 0 ] || { bad "overlap: uninterrupted run: exit $rc" "$tmp/ov-ref.log"; exit 1; }
+grep -q "outer side '" "$tmp/ov-ref.log" || bad "overlap: no outer side group in the start-up log" "$tmp/ov-ref.log"
+python3 - "$tmp/ref/metrics.jsonl" "$tmp/ov-ref/metrics.jsonl" <<'PY' || fail=1
+import json, sys
+a, b = ([r["loss"] for r in map(json.loads, open(p)) if "loss" in r and "step_ms" in r] for p in sys.argv[1:3])
+assert len(a) == len(b) == 16, (len(a), len(b))
+assert a[:4] == b[:4] and a[4:] != b[4:], "overlap must equal the synchronous run up to the first sync, then differ"
+print(f"overlap 2: last loss {b[-1]:.4f} (synchronous: {a[-1]:.4f})")
+PY
+HOLMES_TEST_SIGNAL_AFTER_STEP=10:KILL run "$tmp/ov-kill" "$steps" "${ov[@]}"
+[ "$rc" -eq 137 ] || bad "overlap kill: launcher exit $rc, expected 137" "$tmp/ov-kill.log"
+[ -f "$tmp/ov-kill/checkpoints/step-00000009/COMMITTED" ] || bad "overlap kill: no checkpoint at step 9" "$tmp/ov-kill.log"
+run "$tmp/ov-kill" "$steps" "${ov[@]}" --resume auto
+[ "$rc" -eq 0 ] || bad "overlap kill: resumed run exit $rc" "$tmp/ov-kill.log"
+grep -q "continuing from .* at step 9 " "$tmp/ov-kill.log" || bad "overlap kill: did not continue at step 9" "$tmp/ov-kill.log"
+same_losses "$tmp/ov-ref/metrics.jsonl" 1 "$steps" "$tmp/ov-kill/metrics.jsonl" || fail=1
+dies ov-dies 6 9 8:2 "${ov[@]}"
 
 [ "$fail" -eq 0 ] && echo PASS
 exit "$fail"

@@ -40,6 +40,12 @@ grep -Eq "^  dp +1 x 2 +gloo-tcp over ib \[ib0\]" "$tmp/holmes.log" \
   && grep -Eq "^  dp +1 x 2 +gloo-tcp over roce \[ens1f0\]" "$tmp/holmes.log" \
   && grep -Eq "^  pp +2 x 2 +gloo-tcp over ethernet, crosses islands \[eth0\]" "$tmp/holmes.log" \
   || bad "holmes: data parallelism should stay on the island fabrics, the pipeline cross on Ethernet" "$tmp/holmes.log"
+# Both runs measured their Ethernet bytes over a step; megatron's data parallelism crosses
+# Ethernet every step, holmes sends only pipeline tensors over it: megatron sends more.
+eth_of() { sed -n 's/.* \([0-9.]*\) MB per step sent over Ethernet by all nodes.*/\1/p' "$1"; }
+h=$(eth_of "$tmp/holmes.log") m=$(eth_of "$tmp/megatron.log")
+[ -n "$h" ] && [ -n "$m" ] && awk -v h="$h" -v m="$m" 'BEGIN { exit !(h > 0 && m > h) }' \
+  || bad "Ethernet bytes per step: holmes '$h' MB, megatron '$m' MB (both measured, megatron more)" "$tmp/holmes.log"
 grep -Eq "^  dp +2 x 2 +gloo-tcp over ethernet, crosses islands \[eth0\]" "$tmp/megatron.log" \
   && ! grep -Eq "gloo-tcp over (ib|roce)" "$tmp/megatron.log" \
   || bad "megatron: every group should run over Ethernet" "$tmp/megatron.log"

@@ -40,7 +40,9 @@ def merge_calibrations(paths, cases):
 
 def predict(exe, run_dir, sc, calibration, degrees=None):
     """The planner's step time for a run's job with `calibration`; `degrees` pins the degrees an
-    `auto` run chose (with another calibration the planner might choose others)."""
+    `auto` run chose (with another calibration the planner might choose others). Returns the
+    step time, the schedule, the bytes all ranks send over Ethernet per step, and with diloco
+    the bytes of one outer sync of the whole model (None otherwise)."""
     cmd = [exe, "--config", os.path.join(run_dir, "job.yaml"), "--plan-only", "--format", "json",
            "--topology", os.path.join(run_dir, "topology.yaml"), "--nodes", ",".join(sc.order),
            "--set", f"cluster.calibration={calibration}"]
@@ -50,7 +52,9 @@ def predict(exe, run_dir, sc, calibration, degrees=None):
     if r.returncode != 0:
         raise job.RunFailed(f"`{' '.join(cmd)}` failed ({r.returncode}): {r.stderr.strip()}")
     plan = json.loads(r.stdout)
-    return plan["estimate"]["step_time_s"], plan["activation"]["plan"]["schedule"]
+    est = plan["estimate"]
+    return (est["step_time_s"], plan["activation"]["plan"]["schedule"], est["bytes_per_step"]["ethernet"],
+            (plan.get("replicas") or {}).get("sync_bytes"))
 
 
 def first_difference(a, b):
@@ -102,6 +106,28 @@ def reuse(sc, out_dir, rounds):
     return runs
 
 
+def outer_bytes(sc, runs):
+    """diloco's Ethernet bytes split by the readings of job.ethernet_window (first, the step
+    before the first outer sync, last): bytes per step without an outer sync, and what the
+    outer syncs add, per sync of the whole model (median over the rounds); None without the
+    middle reading."""
+    h = sc.parallel.get("inner_steps", 20)
+    per_step, per_sync, quiet = [], [], None
+    for _, res in runs:
+        e = res.get("ethernet")
+        if not e or len(e["steps"]) != 3:
+            continue
+        (s0, s1, s2), (_, b1, b2) = e["steps"], e["bytes"]
+        if s1 <= s0 or (s2 - s0) % h:
+            continue
+        per_step.append(b1 / (s1 - s0))
+        per_sync.append((b2 - per_step[-1] * (s2 - s0)) / ((s2 - s0) // h))
+        quiet = [s0, s1]
+    if not per_step:
+        return None
+    return {"per_step": statistics.median(per_step), "per_sync": statistics.median(per_sync), "quiet": quiet}
+
+
 def run(sc, exe, out_dir, rounds, reuse_runs=False):
     """Runs the bench (or, reuse_runs, takes an earlier one's runs); prints its table and line;
     returns (exit code, summary dict)."""
@@ -117,7 +143,7 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
     measured = {case: statistics.median(res["step_s"] for _, res in runs[case]) for case in sc.cases}
     spreads = {case: spread([res["step_s"] for _, res in runs[case]]) for case in sc.cases}
     degrees = {case: runs[case][0][1]["degrees"] for case in sc.cases}
-    predicted, errors, schedules = {}, {}, {}
+    predicted, errors, schedules, eth_predicted, sync_predicted = {}, {}, {}, {}, {}
     for case in sc.cases:
         others = [res["calibration"] for c in sc.cases if c != case for _, res in runs[c] if res["calibration"]]
         if not others:
@@ -125,22 +151,31 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
         merged = os.path.join(out_dir, f"calibration-for-{case}.yaml")
         with open(merged, "w") as f:
             yaml.safe_dump(merge_calibrations(others, [c for c in sc.cases if c != case]), f, sort_keys=False)
-        predicted[case], schedules[case] = predict(exe, runs[case][0][0], sc, merged,
+        predicted[case], schedules[case], eth_predicted[case], sync_predicted[case] = predict(exe, runs[case][0][0], sc, merged,
                                                    degrees[case] if case == "auto" else None)
         errors[case] = predicted[case] / measured[case] - 1
 
     print(f"\nlab: {sc.path}: {rounds} round(s), {len(sc.order)} nodes x {sc.workers_per_node} worker(s), "
           f"tensor {sc.parallel['tensor']} x pipeline {sc.parallel['pipeline']} x data {sc.parallel['data']}")
+    # Bytes over Ethernet per step: every node's eth0 counters (frames, headers included) over
+    # the steps of job.ethernet_window, median over the rounds, beside the plan's payload bytes.
+    eth_measured = {}
+    for case in sc.cases:
+        got = [res["ethernet"]["bytes_per_step"] for _, res in runs[case] if res.get("ethernet")]
+        if got:
+            eth_measured[case] = statistics.median(got)
     print(f"{'case':<13}{'placement':<10}{'schedule':<9}{'degrees':>9}{'measured ms':>12}{'predicted ms':>14}"
-          f"{'error':>8}{'spread':>8}  per-round ms")
+          f"{'error':>8}{'spread':>8}{'eth MB/step':>12}{'predicted':>10}  per-round ms")
     for case in sc.cases:
         placement = scenario.case_net(sc, case).placement
         d = degrees[case]
         deg = f"{d['tensor']}x{d['pipeline']}x{d['data']}" if d else "?"
         pred = f"{predicted[case] * 1e3:14.1f}{errors[case] * 100:+7.1f}%" if case in predicted else f"{'-':>14}{'-':>8}"
         rounds_ms = " ".join(f"{res['step_s'] * 1e3:.0f}" for _, res in runs[case])
+        eth = f"{eth_measured[case] / 1e6:12.3f}" if case in eth_measured else f"{'-':>12}"
+        eth += f"{eth_predicted[case] / 1e6:10.3f}" if case in eth_predicted else f"{'-':>10}"
         print(f"{case:<13}{placement:<10}{schedules.get(case, '-'):<9}{deg:>9}{measured[case] * 1e3:12.1f}{pred}"
-              f"{spreads[case] * 100:7.1f}%  {rounds_ms}")
+              f"{spreads[case] * 100:7.1f}%{eth}  {rounds_ms}")
     ref = runs[sc.cases[0]][0][1]
     print(f"losses: {'bit-identical in every run' if not mismatches else 'DIFFER: ' + '; '.join(mismatches)} "
           f"({len(ref['losses'])} steps, last {ref['losses'][-1]!r})")
@@ -150,7 +185,19 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
             f"diloco/sync {ratio(measured, 'diloco', 'sync')} "
             f"prediction error {worst * 100:.0f}% (max over cases)")
     print(line)
-    result = {"measured_s": measured, "predicted_s": predicted, "errors": errors, "schedules": schedules,
+    if all(c in eth_measured and c in eth_predicted for c in ("sync", "diloco")):
+        print(f"lab: Ethernet bytes per step sync/diloco: measured {eth_measured['sync'] / eth_measured['diloco']:.2f}x, "
+              f"the plan says {eth_predicted['sync'] / eth_predicted['diloco']:.2f}x")
+    split = outer_bytes(sc, runs["diloco"]) if "diloco" in runs else None
+    if split and sync_predicted.get("diloco"):
+        print(f"lab: diloco outer exchange: {split['per_sync'] / 1e6:.3f} MB per outer sync measured, the plan says "
+              f"{sync_predicted['diloco'] / 1e6:.3f} MB; besides it {split['per_step'] / 1e3:.1f} kB per step "
+              f"(steps {split['quiet'][0] + 1}..{split['quiet'][1]}: per-step loss/stop sums, job-wide log figures, "
+              f"TCP/IP headers; not priced by the plan)")
+    windows = {case: [res["ethernet"] for _, res in runs[case]] for case in sc.cases}  # per round: steps, bytes, late
+    result = {"ethernet_bytes_per_step": eth_measured, "ethernet_predicted": eth_predicted,
+              "diloco_outer_bytes": split, "diloco_outer_bytes_predicted": sync_predicted.get("diloco"),
+              "ethernet_windows": windows,"measured_s": measured, "predicted_s": predicted, "errors": errors, "schedules": schedules,
               "losses_identical": not mismatches,
               "rounds_s": {case: [res["step_s"] for _, res in runs[case]] for case in sc.cases},
               "placements": {case: str(scenario.case_net(sc, case).placement) for case in sc.cases},

@@ -9,6 +9,7 @@ import secrets
 import signal
 import statistics
 import subprocess
+import threading
 import time
 
 from . import netlab
@@ -125,7 +126,8 @@ def launch(sc, cluster, binary, run_dir):
 
 
 def results(run_dir):
-    """Losses (exact, as logged), the steady step time (median after warm-up) and the plan."""
+    """Losses (exact, as logged), the steady step time (median after warm-up), the plan, and the
+    bytes sent over Ethernet per step in the window of ethernet_window (None if not measured)."""
     rows = [json.loads(line) for line in open(os.path.join(run_dir, "out", "metrics.jsonl")) if '"loss"' in line]
     steady = [r["step_ms"] for r in rows[WARMUP_STEPS:]] or [r["step_ms"] for r in rows]
     log = open(os.path.join(run_dir, "rank-0.log")).read().splitlines()
@@ -134,15 +136,77 @@ def results(run_dir):
     end = next((i for i, line in enumerate(plan) if line.startswith("plan hash")), start)
     m = re.search(r"tensor (\d+) x pipeline (\d+) x data (\d+)", plan[start] if plan else "")
     degrees = dict(zip(("tensor", "pipeline", "data"), map(int, m.groups()))) if m else {}
+    eth = os.path.join(run_dir, "ethernet.json")
     return {"losses": [r["loss"] for r in rows], "step_ms": [r["step_ms"] for r in rows],
             "step_s": statistics.median(steady) / 1e3, "plan_text": "\n".join(plan[start:end + 1]),
-            "degrees": degrees}
+            "degrees": degrees, "ethernet": json.load(open(eth)) if os.path.exists(eth) else None}
+
+
+def ethernet_window(sc, net):
+    """The steps after which a run reads its Ethernet byte counters: after step WARMUP_STEPS
+    (start-up, the calibration probes and the first steps' connection set-up are over) and up
+    to the step before the last (the end-of-run checkpoint stays out); for diloco a whole
+    number of inner_steps periods, so the window holds as many outer syncs as the plan
+    amortizes, with one more reading just before the first of them (the steps without an
+    outer sync alone)."""
+    first, steps = WARMUP_STEPS, sc.train["steps"]
+    if net.case != "diloco":
+        return [first, steps - 1] if steps - 1 > first else None
+    h = sc.parallel.get("inner_steps", 20)
+    k = (steps - 1 - first) // h
+    if k < 1:
+        return None
+    quiet = (first // h + 1) * h - 1  # the last step before the first outer sync after `first`
+    return [first] + ([quiet] if quiet > first else []) + [first + k * h]
+
+
+class EthernetMeter(threading.Thread):
+    """Reads the cluster's Ethernet byte counters when rank 0 has logged each step of `window`
+    (metrics.jsonl, polled every 10 ms: a read may come a little after the step ended, so each
+    reading records how many steps were logged when it was taken)."""
+
+    def __init__(self, cluster, metrics, window):
+        super().__init__(daemon=True)
+        self.cluster, self.metrics, self.window = cluster, metrics, window
+        self.snaps = []  # (steps logged, bytes, read after the workers exited)
+        self.done = threading.Event()
+
+    def _steps_logged(self):
+        try:
+            with open(self.metrics) as f:
+                return sum(1 for line in f if line.endswith("\n") and '"loss"' in line)
+        except OSError:
+            return 0
+
+    def run(self):
+        size = -1
+        while len(self.snaps) < len(self.window):
+            exited = self.done.is_set()  # the workers are gone: one last look, then stop
+            now = os.stat(self.metrics).st_size if os.path.exists(self.metrics) else 0
+            if now != size:
+                size = now
+                steps = self._steps_logged()
+                if steps >= self.window[len(self.snaps)]:
+                    self.snaps.append((steps, self.cluster.ethernet_bytes(), exited))
+            if exited:
+                break
+            self.done.wait(0.01)
+
+    def result(self):
+        """{'bytes_per_step' (first to last reading), 'steps': the steps logged at each reading,
+        'bytes': at each reading from the first, 'late'} or None when the run ended first."""
+        if len(self.snaps) < len(self.window) or self.snaps[-1][0] <= self.snaps[0][0]:
+            return None
+        (s0, b0, _), (s1, b1, late) = self.snaps[0], self.snaps[-1]
+        # late: read after the workers exited, so the end-of-run traffic is in it too.
+        return {"bytes_per_step": (b1 - b0) / (s1 - s0), "steps": [s for s, _, _ in self.snaps],
+                "bytes": [b - b0 for _, b, _ in self.snaps], "late": late}
 
 
 def run_case(sc, net, binary, run_dir, calibrate=True):
     os.makedirs(run_dir, exist_ok=True)
     # What an earlier run left: its step lines in rank-N.log would pass for this run's.
-    stale = ["out", "calibration.yaml"] + [f for f in os.listdir(run_dir) if re.fullmatch(r"rank-\d+\.log", f)]
+    stale = ["out", "calibration.yaml", "ethernet.json"] + [f for f in os.listdir(run_dir) if re.fullmatch(r"rank-\d+\.log", f)]
     subprocess.run(["rm", "-rf"] + [os.path.join(run_dir, f) for f in stale], check=True)
     cal = os.path.join(run_dir, "calibration.yaml") if calibrate else ""
     with open(os.path.join(run_dir, "job.yaml"), "w") as f:
@@ -154,9 +218,20 @@ def run_case(sc, net, binary, run_dir, calibrate=True):
         cluster.build()
         with open(os.path.join(run_dir, "topology.yaml"), "w") as f:
             f.write(cluster.topology_yaml(sc.workers_per_node, sc.threads_per_worker))
-        launch(sc, cluster, binary, run_dir)
+        window = ethernet_window(sc, net)
+        meter = EthernetMeter(cluster, os.path.join(run_dir, "out", "metrics.jsonl"), window) if window else None
+        if meter:
+            meter.start()
+        try:
+            launch(sc, cluster, binary, run_dir)
+        finally:
+            if meter:
+                meter.done.set()
+                meter.join()
     finally:
         cluster.close()
+    with open(os.path.join(run_dir, "ethernet.json"), "w") as f:
+        json.dump(meter.result() if meter else None, f)
     out = results(run_dir)
     out["calibration"] = cal if cal and os.path.exists(cal) else ""
     return out

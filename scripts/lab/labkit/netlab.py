@@ -6,6 +6,7 @@ and receives at its link's rate.
 Everything is named hlab<owner pid>-...; deleting the namespaces removes every interface and
 bridge with them. `sweep()` removes what a lab run that no longer exists left behind.
 """
+import json
 import os
 import re
 import signal
@@ -190,6 +191,13 @@ class Cluster:
                 f.write(str(QUOTA_PERIOD_US))
             with open(os.path.join(path, "cpu.cfs_quota_us"), "w") as f:
                 f.write(str(max(1000, quota)))
+
+    def ethernet_bytes(self):
+        """Bytes every node has sent over the emulated Ethernet so far: the receive counters of
+        the switch ends of the nodes' eth0 veth pairs (e<i>), read in one `ip` call. Frames as
+        on the wire: TCP/IP headers and acknowledgements included."""
+        links = json.loads(sh("ip", "-j", "-s", "-n", self.switch, "link", "show"))
+        return sum(link["stats64"]["rx"]["bytes"] for link in links if re.fullmatch(r"e\d+", link["ifname"]))
 
     def close(self):
         delete(list(reversed(self.created)))

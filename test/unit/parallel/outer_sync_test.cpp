@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -32,6 +33,28 @@ std::vector<float> round_trip(OuterDtype dtype, const std::vector<float>& x) {
   outer_decode_add(dtype, wire.data(), x.size(), out.data());
   return out;
 }
+
+// Rank `rank` of `replicas` x `dp` ranks (rank = replica x dp + d) of an in-process job: its
+// outer group (data-parallel rank d in every replica, group rank = replica), a second group of
+// the same members (the overlapped exchange's) and its replica's data-parallel group.
+struct ReplicaRank {
+  ReplicaRank(comm::test::Job& job, int rank, int replicas, int dp) {
+    const int r = rank / dp, d = rank % dp;
+    std::vector<int> outer_members, dp_members;
+    for (int i = 0; i < replicas; ++i) outer_members.push_back(i * dp + d);
+    for (int i = 0; i < dp; ++i) dp_members.push_back(r * dp + i);
+    outer_pg = job.group(nullptr, "outer" + std::to_string(d), outer_members, rank);
+    side_pg = job.group(nullptr, "side" + std::to_string(d), outer_members, rank);
+    dp_pg = job.group(nullptr, "dp" + std::to_string(r), dp_members, rank);
+    outer.emplace(*outer_pg, nullptr, *mem, clock, Group::Options{});
+    side.emplace(*side_pg, nullptr, *mem, clock, Group::Options{});
+    data.emplace(*dp_pg, nullptr, *mem, clock, Group::Options{});
+  }
+  std::unique_ptr<comm::ProcessGroup> outer_pg, side_pg, dp_pg;
+  std::unique_ptr<device::DeviceMemory> mem = model::cpu::make_host_memory();
+  CommClock clock;
+  std::optional<Group> outer, side, data;
+};
 
 }  // namespace
 
@@ -115,17 +138,9 @@ TEST_CASE("outer step: 3 replicas x 2 data-parallel ranks take the Nesterov step
       std::vector<std::vector<float>> after(kReplicas * kDp);
       std::vector<double> sent(kReplicas * kDp);
       test::run_threads(kReplicas * kDp, [&](int rank) {
-        const int r = rank / kDp, d = rank % kDp;
-        std::vector<int> outer_members, dp_members;
-        for (int i = 0; i < kReplicas; ++i) outer_members.push_back(i * kDp + d);
-        for (int i = 0; i < kDp; ++i) dp_members.push_back(r * kDp + i);
-        auto outer_pg = job.group(nullptr, "outer" + std::to_string(d), outer_members, rank);
-        auto dp_pg = job.group(nullptr, "dp" + std::to_string(r), dp_members, rank);
-        auto mem = model::cpu::make_host_memory();
-        CommClock clock;
-        Group outer(*outer_pg, nullptr, *mem, clock, {});
-        Group dp(*dp_pg, nullptr, *mem, clock, {});
-        OuterSync sync(OuterConfig{2, 1, lr, mu, dtype}, outer, dp, kSize);
+        const int r = rank / kDp;
+        ReplicaRank g(job, rank, kReplicas, kDp);
+        OuterSync sync(OuterConfig{2, 1, lr, mu, dtype}, *g.outer, *g.data, kSize);
         std::vector<float> p = start;
         sync.reset(p.data());
         CHECK(sync.after_step(1, p.data()) == 0);  // not due
@@ -196,4 +211,80 @@ TEST_CASE("outer step: 3 replicas x 2 data-parallel ranks take the Nesterov step
       for (size_t i = 0; i < kSize; ++i) CHECK(after[0][i] == Approx(anchor[i]).margin(1e-6));
     }
   }
+}
+
+TEST_CASE("outer overlap: the exchange lands tau steps later on the new anchor plus each replica's progress",
+          "[outer]") {
+  constexpr int kReplicas = 3, kDp = 2, kH = 3, kTau = 2, kSteps = 11;  // sent after 3, 6, 9; applied after 5, 8, 11
+  constexpr size_t kSize = 701;
+  const float lr = 0.7f, mu = 0.9f;
+  const auto start = random_values(kSize, 9, 1.0f);
+  std::vector<std::vector<float>> steps[kSteps];
+  for (int t = 0; t < kSteps; ++t)
+    for (int r = 0; r < kReplicas; ++r) steps[t].push_back(random_values(kSize, 1000 * (t + 1) + r, 0.01f));
+  // resume_after > 0: the rank's OuterSync is saved after that step (an exchange in flight,
+  // landed first) and a new one loads the state and goes on, as a resume does.
+  auto run = [&](int resume_after) {
+    comm::test::Job job(comm::test::Impl::kInProcess, kReplicas * kDp);
+    std::vector<std::vector<float>> after(kReplicas * kDp), anchors(kReplicas * kDp);
+    test::run_threads(kReplicas * kDp, [&](int rank) {
+      const int r = rank / kDp;
+      ReplicaRank g(job, rank, kReplicas, kDp);
+      const OuterConfig config{kH, 1, lr, mu, OuterDtype::kFp32, kTau};
+      auto sync = std::make_unique<OuterSync>(config, *g.outer, *g.data, kSize, &*g.side);
+      std::vector<float> p = start;
+      sync->reset(p.data());
+      for (int t = 1; t <= kSteps; ++t) {
+        for (size_t i = 0; i < kSize; ++i) p[i] += steps[t - 1][r][i];
+        CHECK(sync->busy(t) == (t % kH == 0 || (t > kH && t % kH == kTau)));
+        sync->after_step(t, p.data());
+        if (t == resume_after) {
+          sync->land();
+          const std::vector<float> saved = sync->state();
+          sync = std::make_unique<OuterSync>(config, *g.outer, *g.data, kSize, &*g.side);
+          sync->load(saved);
+        }
+      }
+      after[rank] = p;
+      sync->land();
+      const std::vector<float> st = sync->state();
+      anchors[rank].assign(st.begin(), st.begin() + static_cast<std::ptrdiff_t>(sync->slice(0).second - sync->slice(0).first));
+    });
+    return std::pair{after, anchors};
+  };
+  const auto [after, anchors] = run(0);
+  // The anchors (shared outer weights) agree bit for bit across replicas; each replica's ranks agree.
+  for (int rank = 0; rank < kReplicas * kDp; ++rank) {
+    CHECK(anchors[rank] == anchors[rank % kDp]);
+    CHECK(after[rank] == after[rank / kDp * kDp]);
+  }
+  // The reference, from the formulas (fp32: one part per owner is exact, so whole slices).
+  std::vector<float> anchor = start, m(kSize, 0.0f), g(kSize, 0.0f);
+  std::vector<std::vector<float>> weights(kReplicas, start), sent(kReplicas);
+  for (int t = 1; t <= kSteps; ++t) {
+    for (int r = 0; r < kReplicas; ++r)
+      for (size_t i = 0; i < kSize; ++i) weights[r][i] += steps[t - 1][r][i];
+    if (t > kH && t % kH == kTau) {  // the exchange sent after t - tau lands
+      for (size_t i = 0; i < kSize; ++i) {
+        m[i] = mu * m[i] + g[i];
+        anchor[i] -= lr * (g[i] + mu * m[i]);
+        for (int r = 0; r < kReplicas; ++r) weights[r][i] = anchor[i] + (weights[r][i] - sent[r][i]);
+      }
+    }
+    if (t % kH == 0) {  // sent: the mean outer gradient, summed in replica order
+      for (size_t i = 0; i < kSize; ++i) {
+        float sum = 0;
+        for (int r = 0; r < kReplicas; ++r) sum += anchor[i] - weights[r][i];
+        g[i] = sum * (1.0f / kReplicas);
+      }
+      sent = weights;
+    }
+  }
+  for (int r = 0; r < kReplicas; ++r)
+    for (size_t i = 0; i < kSize; ++i) CHECK(after[r * kDp][i] == Approx(weights[r][i]).margin(1e-6));
+  // Replicas differ by their own progress since the last exchange was sent (step 9).
+  CHECK(after[0] != after[kDp]);
+  // Saved with an exchange in flight (after step 6, applied after 8) and resumed: the same bits.
+  CHECK(run(6).first == after);
+  CHECK(run(7).first == after);  // landed, waiting to be applied
 }

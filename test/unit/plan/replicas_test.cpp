@@ -144,3 +144,22 @@ TEST_CASE("replicas: degrees that do not fit a replica name parallel.replicas", 
   s.parallel.replicas = 3;
   CHECK_THROWS_WITH(hp::make_plan(s, pods()), Catch::Contains("parallel.replicas"));
 }
+
+TEST_CASE("replicas: an overlapped outer exchange is priced as what tau inner steps leave of it", "[replicas]") {
+  auto s = pod_spec(OuterMode::kDiloco);
+  const hp::Plan plain = hp::make_plan(s, pods());
+  CHECK(plain.replicas.overlap == 0);
+  CHECK(plain.replicas.exposed_s == Approx(plain.replicas.sync_s));  // data 1: no all-gather of slices
+  const double sum_s = plain.replicas.per_step_s - plain.replicas.sync_s / 20;  // the per-step loss sum
+  const double step = plain.estimate.step_time_s - plain.replicas.per_step_s;   // a replica's step alone
+  for (int tau : {1, 2, 19}) {
+    s.parallel.outer_overlap = tau;
+    const hp::Plan p = hp::make_plan(s, pods());
+    CHECK(p.replicas.sync_s == Approx(plain.replicas.sync_s));
+    CHECK(p.replicas.sync_bytes == Approx(plain.replicas.sync_bytes));  // the same bytes, hidden or not
+    CHECK(p.replicas.exposed_s == Approx(std::max(0.0, plain.replicas.sync_s - tau * step)).margin(1e-12));
+    CHECK(p.replicas.per_step_s == Approx(p.replicas.exposed_s / 20 + sum_s));
+    CHECK(p.estimate.step_time_s == Approx(step + p.replicas.per_step_s));
+  }
+  CHECK_THAT(hp::format_plan_text(hp::make_plan(s, pods())), Catch::Contains("overlapped with 19 steps"));
+}
