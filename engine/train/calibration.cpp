@@ -174,8 +174,11 @@ void summarize_links(const std::vector<LinkSample>& all, const topo::Calibration
     l = {median(eff), median(lat), median(gbps), median(declared), static_cast<int>(samples.size()), {}, median(step_sum)};
     // One point per message size the probes used (the tensor, pipeline and data-parallel
     // groups of a class send very different sizes; a shaped or shared link is not equally
-    // efficient at each). A single size adds nothing to the one efficiency.
-    if (by_size.size() > 1)
+    // efficient at each). A single size is written too: it prices the same as the one
+    // efficiency, but a merge of files from other jobs (the lab's bench) needs to know which
+    // size each efficiency was measured at: a tensor-parallel group's in-step figure at 128 KB
+    // and a data-parallel one at 6 MB are both "intra-node".
+    if (!by_size.empty())
       for (const auto& [bytes, e] : by_size) l.sizes.emplace_back(bytes, median(e));
   }
 }

@@ -33,7 +33,7 @@ def merge_calibrations(paths, cases):
         for link in got:
             for size, eff in link.get("sizes") or []:
                 by_size.setdefault(float(size), []).append(eff)
-        if len(by_size) > 1:
+        if by_size:  # one size too: another file's curve must not stand for this one's size
             out["links"][kind]["sizes"] = [[size, statistics.median(e)] for size, e in sorted(by_size.items())]
     return out
 
