@@ -295,14 +295,17 @@ void OuterSync::exchange(comm::ProcessGroup* pg) {
   wire_in_.assign(words * n, 0.0f);
   std::copy_n(wire_out_.begin() + static_cast<std::ptrdiff_t>(words * me), words,
               wire_in_.begin() + static_cast<std::ptrdiff_t>(words * me));
+  // In N - 1 rounds, round j sending to member me + j and receiving from me - j: one flow into
+  // and one out of each member at a time, as the ring the plan prices. Posting all N - 1 at
+  // once made N - 1 senders burst into each member's link together (incast: on a thin,
+  // shaped link the losses cost more than the rounds' latency).
   if (pg != nullptr && n > 1) {
-    std::vector<comm::P2POp> ops;
-    for (int k = 0; k < n; ++k) {
-      if (k == me) continue;
-      ops.push_back({comm::P2POp::kSend, {wire_out_.data() + words * k, words}, k, kOuterTag});
-      ops.push_back({comm::P2POp::kRecv, {wire_in_.data() + words * k, words}, k, kOuterTag});
+    for (int j = 1; j < n; ++j) {
+      const int to = (me + j) % n, from = (me - j + n) % n;
+      const comm::P2POp ops[2] = {{comm::P2POp::kSend, {wire_out_.data() + words * to, words}, to, kOuterTag},
+                                  {comm::P2POp::kRecv, {wire_in_.data() + words * from, words}, from, kOuterTag}};
+      pg->send_recv(ops);  // returns once both are done
     }
-    pg->send_recv(ops);  // returns once every send and receive is done
   }
   sum_.assign(p, 0.0f);
   for (int r = 0; r < n; ++r) outer_decode_add(dtype, bytes_of(wire_in_, words * r), p, sum_.data());

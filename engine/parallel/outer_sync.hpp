@@ -12,7 +12,8 @@
 //      Ethernet; N members, member k = replica k): the padded slice is cut into N parts of
 //      p = ceil(c / N) values, member k owns part k. Each member encodes every part as
 //      outer_dtype (fp32; bf16 round-to-nearest-even; int8 symmetric with one fp32 scale per
-//      kOuterChunk values of the part) and sends part k to owner k (N - 1 part payloads);
+//      kOuterChunk values of the part) and sends part k to owner k (N - 1 part payloads, in
+//      N - 1 pairwise rounds: round j to member + j, from member - j);
 //   3. owner k decodes the N payloads of its part (its own without the wire) and sums them in
 //      replica order, / N, encodes that average once and all-gathers it (N - 1 part payloads):
 //      every replica decodes the same bytes, so holds the same bits, whatever the dtype.

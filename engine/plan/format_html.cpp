@@ -398,7 +398,8 @@ std::string plan_html_section(const Plan& p, const std::string& hash) {
   fact("parameters", human_count(double(p.params_model)));
   fact("batch", fmt::format("{} x {} tokens, {} micro-batch(es) of {}", p.global_batch, p.seq_len, p.micro_batches,
                             p.micro_batch));
-  fact("recompute", fmt::format("{}{}", p.activation.recompute, p.activation_chosen ? " (chosen)" : ""));
+  fact("schedule", fmt::format("{}{}", p.activation.schedule, p.schedule_chosen ? " (chosen)" : ""));
+  fact("recompute", fmt::format("{}{}", p.activation.recompute, p.recompute_chosen ? " (chosen)" : ""));
   fact("estimate", fmt::format("{:.4g} s per step, {} tokens/s, {:.3g} TFLOP/s per device", p.estimate.step_time_s,
                                human_count(p.estimate.tokens_per_s), p.estimate.tflops_per_device));
   if (!p.calibration.empty()) fact("calibration", p.calibration.source.empty() ? "measured" : p.calibration.source);

@@ -122,8 +122,11 @@ plan::Plan read(const json& j) {
   if (const auto e = j.find("estimate"); e != j.end()) read_estimate(*e, p);
   if (const auto a = j.find("activation"); a != j.end() && a->is_object()) {
     p.activation_chosen = a->value("chosen", false);
+    p.schedule_chosen = a->value("schedule_chosen", false);
+    p.recompute_chosen = a->value("recompute_chosen", false);
     if (const auto c = a->find("plan"); c != a->end() && c->is_object()) {
       if (auto r = spec::parse_choice<spec::Recompute>(text(*c, "recompute"))) p.activation.recompute = *r;
+      if (auto s = spec::parse_choice<spec::Schedule>(text(*c, "schedule"))) p.activation.schedule = *s;
       p.activation.step_time_s = number(*c, "step_time_s");
     }
   }

@@ -27,8 +27,11 @@ def job_yaml(sc, net, run_dir, calibrate):
     # auto: the planner picks the degrees too, for the same number of workers.
     degrees = ", ".join(f"{k}: {'auto' if net.case == 'auto' else p[k]}" for k in ("tensor", "pipeline", "data"))
     outer = ""
-    if net.case in ("sync", "diloco"):  # replicas (docs/diloco.md)
-        outer = f", replicas: {p['replicas']}, outer: {net.case}, inner_steps: {p.get('inner_steps', 20)}"
+    if net.case in ("sync", "diloco", "diloco-overlap"):  # replicas (docs/diloco.md)
+        mode = "sync" if net.case == "sync" else "diloco"
+        outer = f", replicas: {p['replicas']}, outer: {mode}, inner_steps: {p.get('inner_steps', 20)}"
+        if net.case == "diloco-overlap":
+            outer += f", outer_overlap: {overlap(sc, net)}"
     return f"""# written by scripts/lab for case '{net.case}' of {sc.path}
 job: {{name: lab-{net.case}, seed: 1234, output_dir: {run_dir}/out}}
 model: {{layers: {m['layers']}, hidden: {m['hidden']}, heads: {m['heads']}, max_seq_len: {t['seq_len']}{model}}}
@@ -147,17 +150,23 @@ def ethernet_window(sc, net):
     (start-up, the calibration probes and the first steps' connection set-up are over) and up
     to the step before the last (the end-of-run checkpoint stays out); for diloco a whole
     number of inner_steps periods, so the window holds as many outer syncs as the plan
-    amortizes, with one more reading just before the first of them (the steps without an
-    outer sync alone)."""
+    amortizes (each exchange landed: tau steps after it was sent, with overlap), with one more
+    reading just before the first of them (the steps without an outer sync alone)."""
     first, steps = WARMUP_STEPS, sc.train["steps"]
-    if net.case != "diloco":
+    if net.case not in ("diloco", "diloco-overlap"):
         return [first, steps - 1] if steps - 1 > first else None
     h = sc.parallel.get("inner_steps", 20)
-    k = (steps - 1 - first) // h
+    tau = overlap(sc, net)  # an exchange sent after step t lands after t + tau: the window waits for it
+    k = (steps - 1 - first - tau) // h
     if k < 1:
         return None
     quiet = (first // h + 1) * h - 1  # the last step before the first outer sync after `first`
-    return [first] + ([quiet] if quiet > first else []) + [first + k * h]
+    return [first] + ([quiet] if quiet > first else []) + [first + k * h + tau]
+
+
+def overlap(sc, net):
+    """The case's parallel.outer_overlap (tau)."""
+    return sc.parallel.get("outer_overlap", 1) if net.case == "diloco-overlap" else 0
 
 
 class EthernetMeter(threading.Thread):

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
-CASES = ("holmes", "holmes-1f1b", "megatron", "naive", "fast", "slow", "sync", "diloco", "auto")
-REPLICA_CASES = ("sync", "diloco")
+CASES = ("holmes", "holmes-1f1b", "megatron", "naive", "fast", "slow", "sync", "diloco", "diloco-overlap", "auto")
+REPLICA_CASES = ("sync", "diloco", "diloco-overlap")
 ISLAND_KINDS = ("ib", "roce", "ethernet")
 MAX_NODES = 250  # one /24 per network
 TOP_KEYS = ("islands", "ethernet_mbps", "nodes", "workers_per_node", "order", "model", "train",
@@ -19,8 +19,9 @@ TOP_KEYS = ("islands", "ethernet_mbps", "nodes", "workers_per_node", "order", "m
 MODEL_KEYS = ("layers", "hidden", "heads", "vocab_size")
 TRAIN_KEYS = ("seq_len", "micro_batch", "global_batch", "steps")
 PARALLEL_KEYS = ("tensor", "pipeline", "data")
-# Optional: the replicas of the sync and diloco cases (docs/diloco.md); both cases need them.
-REPLICA_KEYS = ("replicas", "inner_steps")
+# Optional: the replicas of the sync and diloco cases (docs/diloco.md); both cases need them;
+# diloco-overlap also outer_overlap (its parallel.outer_overlap, 1 if not given).
+REPLICA_KEYS = ("replicas", "inner_steps", "outer_overlap")
 
 
 class LabError(Exception):
@@ -181,7 +182,7 @@ def load(path):
         sc.cpu_cores = float(os.cpu_count() or 1)
         sc.cpu_cores_default = True
     # auto is asked for by name (a scenario's or a generated file's cases), never by default.
-    default = list(REPLICA_CASES) if doc["parallel"].get("replicas", 1) > 1 else \
+    default = ["sync", "diloco"] if doc["parallel"].get("replicas", 1) > 1 else \
         [x for x in CASES if x not in REPLICA_CASES and x != "auto"]
     cases = doc.get("cases", default)
     if not isinstance(cases, list) or not cases or any(x not in CASES for x in cases) or len(set(cases)) != len(cases):
@@ -193,10 +194,11 @@ def load(path):
     p = sc.parallel
     devices = len(nodes) * sc.workers_per_node
     replicas = p.get("replicas", 1)
-    if replicas > 1 and any(x not in ("sync", "diloco") for x in cases):
-        c.fail("cases", cases, "sync and diloco alone when parallel.replicas > 1 (the degrees are a replica's)")
-    if replicas == 1 and any(x in ("sync", "diloco") for x in cases):
-        c.fail("parallel.replicas", replicas, "an integer >= 2 for the sync and diloco cases")
+    if replicas > 1 and any(x not in REPLICA_CASES for x in cases):
+        c.fail("cases", cases, f"{', '.join(REPLICA_CASES)} alone when parallel.replicas > 1 (the degrees are a "
+               "replica's)")
+    if replicas == 1 and any(x in REPLICA_CASES for x in cases):
+        c.fail("parallel.replicas", replicas, f"an integer >= 2 for the {', '.join(REPLICA_CASES)} cases")
     if p["tensor"] * p["pipeline"] * p["data"] * replicas != devices:
         c.fail("parallel", p, f"tensor x pipeline x data x replicas = {devices} (nodes x workers_per_node)")
     return sc

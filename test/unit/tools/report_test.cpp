@@ -104,12 +104,17 @@ TEST_CASE("an empty metrics file, a bad middle line and a broken plan still give
 }
 
 TEST_CASE("the plan read back from its JSON draws the same picture", "[report]") {
-  const holmes::plan::Plan p = small_plan();
+  holmes::plan::Plan p = small_plan();
+  p.activation.schedule = holmes::spec::Schedule::kZbH1;  // as parallel.schedule: auto would choose
+  p.schedule_chosen = true;
+  p.activation_chosen = true;
   const holmes::plan::Plan back = ht::read_plan_json(holmes::plan::format_plan_json(p), "plan.json");
   CHECK(back.world == p.world);
   CHECK(back.groups.size() == p.groups.size());
   CHECK(back.estimate.step_time_s == Approx(p.estimate.step_time_s));
   CHECK(holmes::plan::plan_html_section(back) == holmes::plan::plan_html_section(p));
+  CHECK(holmes::plan::plan_html_section(back).find("<b>schedule</b> zb-h1 (chosen)") != std::string::npos);
+  CHECK(holmes::plan::plan_html_section(back).find("<b>recompute</b> ") != std::string::npos);
 }
 
 TEST_CASE("a run with a plan, per-rank figures and a floor draws them all", "[report]") {
