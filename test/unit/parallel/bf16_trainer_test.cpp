@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <vector>
 
+#include <unistd.h>
+
 #include "engine/checkpoint/checkpoint.hpp"
 #include "test/support/dist_test_util.hpp"
 
@@ -37,7 +39,9 @@ TEST_CASE("bf16 trainer: losses track fp32, and a checkpoint resumes bit for bit
   Trainer t(half, emu, *data);
   CHECK(t.numerics().rfind("bf16", 0) == 0);
   std::vector<double> losses;
-  const std::string root = (std::filesystem::temp_directory_path() / "holmes_bf16_trainer").string();
+  // One folder per process: two suites running at once (two checkouts) must not share it.
+  const std::string root =
+      (std::filesystem::temp_directory_path() / ("holmes_bf16_trainer-" + std::to_string(::getpid()))).string();
   std::filesystem::remove_all(root);
   for (int64_t s = 0; s < half.train.steps; ++s) {
     const StepStats st = t.train_step(s);
