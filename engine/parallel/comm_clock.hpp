@@ -16,18 +16,24 @@ namespace holmes::parallel {
 
 class CommClock {
  public:
+  // Runs `op`, adds its host time to ms() and returns it in seconds.
   template <class F>
-  void time(F&& op) {
+  double time(F&& op) {
     const auto t0 = std::chrono::steady_clock::now();
     op();
-    ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ms_ += 1e3 * s;
+    return s;
   }
   // `op` enqueues communication on `queue` and returns at once. Where the memory keeps no
   // device time (the CPU), it is timed on the host instead.
   template <class F>
   void time_queued(device::DeviceMemory& mem, void* queue, F&& op) {
     std::shared_ptr<device::QueueFence> start = mem.timed_fence_on(queue);
-    if (!start) return time(std::forward<F>(op));
+    if (!start) {
+      time(std::forward<F>(op));
+      return;
+    }
     op();
     spans_.push_back({std::move(start), mem.timed_fence_on(queue)});
   }

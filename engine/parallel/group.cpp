@@ -115,12 +115,11 @@ void Group::all_reduce(Buf data, comm::ReduceOp op) {
     return;
   }
   if (thread_) clock_->time([&] { thread_->drain(); });  // the host group is this thread's again
-  const auto t0 = std::chrono::steady_clock::now();
-  if (on_device(data.data)) clock_->time([&] { staged_all_reduce(data, op); });
-  else clock_->time([&] { host_all_reduce(data, op); });
+  const double seconds = on_device(data.data) ? clock_->time([&] { staged_all_reduce(data, op); })
+                                              : clock_->time([&] { host_all_reduce(data, op); });
   SumTally& t = sums_[data.count * sizeof(float)];  // the host group sums fp32
   ++t.calls;
-  t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  t.seconds += seconds;
 }
 
 void Group::staged_all_reduce(Buf data, comm::ReduceOp op) {
