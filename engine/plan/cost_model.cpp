@@ -120,18 +120,24 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   // the next step's first activation reaches it s forward slots after stage 0 starts. Its
   // sync hides in those waits too.
   const double waits = stage * t.per_micro_batch();
-  t.dp_s = std::max(0.0, rs - (t.compute_s + waits) * 2.0 / 3.0) + std::max(0.0, ag - (t.compute_s + waits) / 3.0);
+  t.rs_exposed_s = std::max(0.0, rs - (t.compute_s + waits) * 2.0 / 3.0);
+  t.ag_exposed_s = std::max(0.0, ag - (t.compute_s + waits) / 3.0);
   if (first != last && m.tie_embeddings) {  // the embedding group's sum of the tied head
     double tied = double(padded_vocab(m.vocab, tp)) * m.hidden / tp * w.grad_bytes();
-    t.dp_s += ring_all_reduce_s(emb_link, 2, tied);
+    t.tied_s = ring_all_reduce_s(emb_link, 2, tied);
   }
+  t.dp_s = t.rs_exposed_s + t.ag_exposed_s + t.tied_s;
   return t;
+}
+
+double pipelined_s(const StageTime& t, int micro_batches, int pipeline) {
+  const double fill = 2.0 * (pipeline - 1) * std::max(t.send_next_s, t.send_prev_s);
+  return micro_batches * t.per_micro_batch() + t.bubble_s(pipeline) + fill;
 }
 
 double StageCost::objective(const Workload& w, int pipeline, int layers) const {
   StageTime t = time(w, layers);
-  const double fill = 2.0 * (pipeline - 1) * std::max(t.send_next_s, t.send_prev_s);
-  return w.micro_batches * t.per_micro_batch() + t.bubble_s(pipeline) + fill + t.dp_s + t.update_s;
+  return pipelined_s(t, w.micro_batches, pipeline) + t.dp_s + t.update_s;
 }
 
 RankMemory StageCost::memory(const Workload& w, int pipeline, int layers) const {
@@ -154,18 +160,28 @@ RankMemory StageCost::memory(const Workload& w, int pipeline, int layers) const 
 Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, const std::vector<int>& layers,
                        int world) {
   int p = static_cast<int>(stages.size());
+  int m = w.micro_batches;
   Estimate e;
-  double worst = -1;
+  // The stages are coupled by the pipeline: every stage's passes end with the drain (stage 0's
+  // last backward ends after the bottleneck's), so a stage's exposed sync and update start
+  // from the pipeline's end, not from its own (shorter) pipelined time. The step is the
+  // slowest stage's pipelined part, then the slowest reduce-scatter (and tied sum) to the
+  // norm's all-reduce, the slowest update, and the slowest all-gather before the next step's
+  // first forward reaches its stage (each net of the waits its own stage has at that end).
+  double worst = -1, sync_rs = 0, sync_ag = 0, update = 0;
   for (int s = 0; s < p; ++s) {
-    double f = stages[s].objective(w, p, layers[s]);
+    StageTime ts = stages[s].time(w, layers[s]);
+    double f = pipelined_s(ts, m, p);
     if (f > worst) {
       worst = f;
       e.bottleneck_stage = s;
     }
+    sync_rs = std::max(sync_rs, ts.rs_exposed_s + ts.tied_s);
+    sync_ag = std::max(sync_ag, ts.ag_exposed_s);
+    update = std::max(update, ts.update_s);
   }
   const StageCost& b = stages[e.bottleneck_stage];
   StageTime t = b.time(w, layers[e.bottleneck_stage]);
-  int m = w.micro_batches;
   e.compute_s = m * t.compute_s;
   e.recompute_s = m * t.recompute_s;
   e.tp_comm_s = m * t.tp_s;
@@ -174,8 +190,8 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
   e.pp_comm_s = m * t.pp_exposed_s();
   for (int s = 0; s < p; ++s) e.pp_comm_s += stages[s].time(w, layers[s]).pp_fill_s();
   e.bubble_s = t.bubble_s(p);
-  e.dp_comm_s = t.dp_s;
-  e.update_s = t.update_s;
+  e.dp_comm_s = sync_rs + sync_ag;
+  e.update_s = update;
   e.step_time_s = e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s;
   double tokens = double(w.global_batch) * w.seq_len;
   e.tokens_per_s = e.step_time_s > 0 ? tokens / e.step_time_s : 0;

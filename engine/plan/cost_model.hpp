@@ -66,7 +66,11 @@ struct StageTime {
   double tp_s = 0;
   double pp_s = 0;       // the pipeline sends of one micro-batch: send_next_s + send_prev_s
   double send_next_s = 0, send_prev_s = 0;  // activation to the next stage, gradient to the previous
-  double dp_s = 0;       // per step, exposed
+  double dp_s = 0;       // per step, exposed: rs_exposed_s + ag_exposed_s + tied_s
+  // Its parts: the gradients' reduce-scatter beyond what the stage's last backward (and its
+  // drain waits) covers, the parameters' all-gather beyond the next step's first forward (and
+  // its fill waits), the tied embedding's sum (first and last stage).
+  double rs_exposed_s = 0, ag_exposed_s = 0, tied_s = 0;
   double update_s = 0;   // per step: optimizer update and other host work
   // Sends run on the communication thread beside the next pass: in the 1F1B steady state a
   // link costs a micro-batch slot only what it takes beyond the stage's own work (it carries
@@ -85,6 +89,10 @@ struct StageTime {
   // (p - 1)(F + B - W)). weights_s is 0 under 1f1b.
   double bubble_s(int p) const { return (p - 1) * std::max(0.0, per_micro_batch() - 2 * weights_s); }
 };
+
+// The pipelined part of stage s's step: m t_s + bubble_s + 2 (p - 1) max(send) (objective
+// without the sync and the update).
+double pipelined_s(const StageTime& t, int micro_batches, int pipeline);
 
 struct StageCost {
   int stage = 0;

@@ -183,6 +183,22 @@ void summarize_links(const std::vector<LinkSample>& all, const topo::Calibration
   }
 }
 
+double slowest_device_tflops(const std::vector<double>& measured, const std::vector<double>& planned) {
+  double ratio = -1, slowest = -1;
+  for (size_t i = 0; i < measured.size() && i < planned.size(); ++i) {
+    if (planned[i] <= 0) continue;
+    if (slowest < 0 || planned[i] < slowest) slowest = planned[i];
+    if (measured[i] > 0 && (ratio < 0 || measured[i] / planned[i] < ratio)) ratio = measured[i] / planned[i];
+  }
+  if (ratio < 0 || slowest < 0) {  // nothing planned: the slowest measured stage, as it is
+    double m = 0;
+    for (double v : measured)
+      if (v > 0 && (m <= 0 || v < m)) m = v;
+    return m;
+  }
+  return ratio * slowest;
+}
+
 namespace {
 
 // What rank 0 gathered: every rank's link samples, per stage its FLOPs per step and, step by
@@ -217,18 +233,21 @@ Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vecto
   return g;
 }
 
-// Per stage measured against planned; the device rate is the slowest stage's.
+// Per stage measured against planned; the device rate is the slowest device's (below).
 void calibrate_compute(const plan::Plan& p, const Gathered& g, topo::Calibration& cal) {
   cal.update_ns_per_param = g.params > 0 ? g.host_s / g.params * 1e9 : 0;
+  std::vector<double> measured_all, planned_all;
   for (const auto& s : p.stages) {
     cal.declared_tflops += s.tflops / p.pp;
     const double seconds = g.stage_seconds[s.stage];
     const double measured = seconds > 0 ? g.stage_flops[s.stage] / seconds / 1e12 : 0;
     cal.stages.push_back({s.stage, s.num_layers, measured});
-    if (measured > 0 && (cal.device_tflops <= 0 || measured < cal.device_tflops)) cal.device_tflops = measured;
+    measured_all.push_back(measured);
+    planned_all.push_back(s.tflops);
     fmt::print("calibration: stage {} ({}): {:.4g} TFLOP/s per device measured, {:.4g} planned (x{:.2f})\n",
                s.stage, count_of(s.num_layers, "layer"), measured, s.tflops, s.tflops > 0 ? measured / s.tflops : 0.0);
   }
+  cal.device_tflops = slowest_device_tflops(measured_all, planned_all);
   fmt::print("calibration: host work per step outside the passes and communication: {:.3g} ns per parameter "
              "held\n", cal.update_ns_per_param);
 }

@@ -58,6 +58,16 @@ void apply_step_sums(LinkSample& tp, const std::map<size_t, parallel::Group::Sum
 // free declaration (`previous` is the calibration the plan already used), median latency.
 void summarize_links(const std::vector<LinkSample>& all, const topo::Calibration& previous, topo::Calibration& out);
 
+// The device rate a calibration writes (`device_tflops`), which the planner gives to the
+// slowest declared kind of device, the others keeping their declared ratios to it
+// (plan::calibrate_compute): each stage's measured rate over its planned one, the smallest of
+// these ratios (the stage held back most: under a CPU quota or a shared device a stage that
+// waits on the others computes in bursts, faster than when it is the busy one), times the
+// slowest stage's planned rate. Before, the slowest measured rate itself was written and
+// then given to the slowest declared device: a run whose slower devices sat in a waiting
+// stage wrote a fast device's rate for them (lab gen-2: 0.051 for a node that computes at
+// 0.035 when busy). 0 when nothing was measured.
+double slowest_device_tflops(const std::vector<double>& measured, const std::vector<double>& planned);
 // Collective: gathers the samples and each rank's compute time, and on rank 0 prints the
 // comparison and writes spec.cluster.calibrate.
 struct StepShare {

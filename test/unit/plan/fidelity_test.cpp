@@ -80,6 +80,28 @@ TEST_CASE("a later pipeline stage hides its data-parallel sync in the 1F1B waits
   CHECK(late.time(w, 2).dp_s == 0);
 }
 
+TEST_CASE("a faster stage's data-parallel sync starts at the pipeline's end, not at its own", "[cost_model][fidelity]") {
+  // Lab gen-3: stage 0 on fast nodes, stage 1 (the bottleneck) on slower ones, both
+  // data-parallel groups over slow Ethernet. Stage 0's last backward cannot end before stage
+  // 1's (the drain), so its exposed reduce-scatter and the next step's all-gather come after
+  // the bottleneck's pipelined time; pricing each stage on its own timeline (max over stages
+  // of m t_s + sync_s) hid stage 0's sync inside stage 1's slower passes.
+  const hp::Workload w = workload(false);
+  hp::StageCost s0 = dp_stage(0, 2, 1.0), s1 = dp_stage(1, 2, 0.5);
+  s0.emb_link = s1.emb_link = s0.dp_link;
+  const hp::StageTime t0 = s0.time(w, 4), t1 = s1.time(w, 4);
+  const double pipe0 = hp::pipelined_s(t0, w.micro_batches, 2), pipe1 = hp::pipelined_s(t1, w.micro_batches, 2);
+  REQUIRE(pipe1 > pipe0);                 // stage 1 is the pipeline's bottleneck
+  REQUIRE(t0.dp_s > t1.dp_s);             // stage 0 exposes more sync (no waits, shorter passes)
+  const hp::Estimate e = hp::estimate_step(w, {s0, s1}, {4, 4}, 4);
+  CHECK(e.bottleneck_stage == 1);
+  CHECK(e.dp_comm_s == Approx(std::max(t0.rs_exposed_s + t0.tied_s, t1.rs_exposed_s + t1.tied_s) +
+                              std::max(t0.ag_exposed_s, t1.ag_exposed_s)));
+  CHECK(e.step_time_s == Approx(pipe1 + e.dp_comm_s).epsilon(1e-9));
+  // More than either stage's own timeline: the old max over stages.
+  CHECK(e.step_time_s > std::max(s0.objective(w, 2, 4), s1.objective(w, 2, 4)) * 1.01);
+}
+
 TEST_CASE("a calibrated device rate keeps the nodes' declared speed ratios", "[calibration][fidelity]") {
   // Two IB nodes of a newer kind (peak 400) and two RoCE nodes of an older one (peak 200).
   auto t = hp::testing::make_cluster({{NicKind::kIb, 2, 1, 200, 25, 400}, {NicKind::kRoce, 2, 1, 200, 25, 200}});

@@ -103,3 +103,17 @@ TEST_CASE("tensor-parallel sums are priced from what they cost inside the steps"
   CHECK(idle.gbps == 2.0);
   CHECK(idle.step_sum_s == 0);
 }
+
+TEST_CASE("the calibrated device rate is the slowest declared device's, from the most held-back stage") {
+  // Lab gen-2, holmes case: the slower node (declared 0.75 of the others) sat in stage 0, which
+  // waited on the others 46% of its step and computed in bursts under its CPU quota; the busy
+  // stage 2 (a faster node) measured 2.05 times its planned rate. The slowest device's rate is
+  // that ratio times its own planned rate, not the slowest measured figure (a faster node's).
+  const std::vector<double> measured{0.05234, 0.05649, 0.05115}, planned{0.01875, 0.025, 0.025};
+  CHECK(train::slowest_device_tflops(measured, planned) == Approx(0.05115 / 0.025 * 0.01875));
+  // Equal devices: the slowest stage's measured rate, as before.
+  CHECK(train::slowest_device_tflops({0.3, 0.2, 0.25}, {0.5, 0.5, 0.5}) == Approx(0.2));
+  // Nothing planned: the slowest measured rate; nothing measured: 0.
+  CHECK(train::slowest_device_tflops({0.3, 0.2}, {0, 0}) == Approx(0.2));
+  CHECK(train::slowest_device_tflops({0, 0}, {0.5, 0.5}) == 0);
+}
