@@ -85,6 +85,9 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const data:
   const model::GptConfig cfg = stage_config(spec, c_, ctx.first_layer, ctx.num_layers);
   if (c_.tp_size > 1) tp_comm_ = std::make_unique<GroupTensorParallel>(groups_->tp());
   const PipeSchedule schedule = schedule_ = pipe_schedule(spec, ctx);
+  if (schedule == PipeSchedule::kInterleaved)  // the spec takes it; the chunks per stage are not built here yet
+    throw UserError("parallel.schedule = interleaved: this trainer does not build model chunks yet (issue 26); "
+                    "accepted: 1f1b, zb-h1 or auto");
   const int slots = max_in_flight(schedule, c_.pp_size, c_.pp_stage, micro_batches_);
   gpt_ = std::make_unique<model::Gpt>(cfg, backend, t.micro_batch, t.seq_len, tp_comm_.get(), slots,
                                       precision_of(spec, backend), activation_policy(spec, ctx));
@@ -152,7 +155,13 @@ model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& b
 
 PipeSchedule pipe_schedule(const spec::JobSpec& spec, const ParallelContext& ctx) {
   const spec::Schedule s = ctx.schedule != spec::Schedule::kAuto ? ctx.schedule : spec.parallel.schedule;
-  return s == spec::Schedule::kZbH1 ? PipeSchedule::kZbH1 : PipeSchedule::k1f1b;
+  switch (s) {
+    case spec::Schedule::kZbH1: return PipeSchedule::kZbH1;
+    case spec::Schedule::kInterleaved: return PipeSchedule::kInterleaved;
+    case spec::Schedule::kAuto:
+    case spec::Schedule::k1f1b: break;
+  }
+  return PipeSchedule::k1f1b;
 }
 
 model::ActivationPolicy activation_policy(const spec::JobSpec& spec, const ParallelContext& ctx) {

@@ -13,6 +13,7 @@
 #include "engine/plan/groups.hpp"
 #include "engine/plan/model_size.hpp"
 #include "engine/plan/nccl.hpp"
+#include "engine/plan/partition.hpp"
 #include "engine/plan/replicas.hpp"
 #include "engine/plan/search.hpp"
 #include "common/errors.hpp"
@@ -120,6 +121,35 @@ void fill_stages(const SearchInput& in, const Evaluated& best, Plan& plan) {
     for (int t = 0; t < plan.tp; ++t)
       for (int d = 0; d < plan.dp; ++d) st.straddles |= island_of(t, s, d) != st.island;
     plan.stages.push_back(st);
+  }
+}
+
+// parallel.virtual_stages resolved for `schedule`: 1 unless interleaved; auto = 2 (until the
+// cost model prices the choice).
+int resolved_virtual_stages(const spec::JobSpec& spec, spec::Schedule schedule) {
+  if (schedule != spec::Schedule::kInterleaved) return 1;
+  return spec.parallel.virtual_stages == spec::kAuto ? 2 : spec.parallel.virtual_stages;
+}
+
+// interleaved: the layers cut evenly into pp x V virtual stages (the search's partition is per
+// stage; a partition per virtual stage is not searched yet); stage s holds virtual stages
+// c x pp + s, c = 0 .. V-1, so chunk 0 of stage 0 has the embedding and chunk V-1 of the last
+// stage the head, as the one-chunk stages do.
+void fill_chunks(const spec::JobSpec& spec, Plan& plan) {
+  if (plan.activation.schedule != spec::Schedule::kInterleaved) return;
+  const int v = plan.activation.virtual_stages;
+  const std::vector<int> cut = uniform_partition(spec.model.layers, plan.pp * v);
+  std::vector<int> first(cut.size() + 1, 0);
+  std::partial_sum(cut.begin(), cut.end(), first.begin() + 1);
+  for (Stage& st : plan.stages) {
+    st.chunks.clear();
+    for (int c = 0; c < v; ++c) {
+      const int vs = c * plan.pp + st.stage;
+      st.chunks.push_back({first[vs], cut[vs]});
+    }
+    st.first_layer = st.chunks.front().first_layer;
+    st.num_layers = 0;
+    for (const LayerRange& r : st.chunks) st.num_layers += r.num_layers;
   }
 }
 
@@ -245,6 +275,10 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
     plan.activation_chosen = true;
     plan.runner_up = activation_choice(*next);
   }
+  plan.activation.virtual_stages = resolved_virtual_stages(spec, plan.activation.schedule);
+  if (plan.activation_chosen)
+    plan.runner_up.virtual_stages = resolved_virtual_stages(spec, plan.runner_up.schedule);
+  fill_chunks(spec, plan);
   plan.schedule_chosen = spec.parallel.schedule == spec::Schedule::kAuto;
   plan.recompute_chosen = spec.train.recompute == spec::Recompute::kAuto;
   if (best.work.activation.schedule != spec::Schedule::k1f1b) {

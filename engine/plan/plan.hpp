@@ -32,6 +32,12 @@ struct RankInfo {
   int replica = 0;  // parallel.replicas > 1: which replica (replicas.hpp)
 };
 
+// A run of consecutive layers: one model chunk of an interleaved stage.
+struct LayerRange {
+  int first_layer = 0;
+  int num_layers = 0;
+};
+
 struct Stage {
   int stage = 0;
   int first_layer = 0;
@@ -41,6 +47,9 @@ struct Stage {
   bool embedding = false;  // holds token + position embeddings (first stage)
   bool lm_head = false;    // holds final norm + tied LM head (last stage)
   double tflops = 0;       // sustained TFLOP/s the cost model gives its devices (slowest one)
+  // interleaved: model chunk c holds virtual stage c x pp + stage (first_layer is chunk 0's,
+  // num_layers the sum); empty for the other schedules (one chunk: first_layer, num_layers).
+  std::vector<LayerRange> chunks;
 };
 
 struct Group {
@@ -111,6 +120,7 @@ struct ActivationChoice {
   double memory = 0;        // that stage's total bytes per device
   double capacity = 0;      // its usable device memory (0 = unknown)
   bool fits = true;
+  int virtual_stages = 1;   // interleaved: model chunks per stage (resolved: never auto); else 1
 };
 
 struct NodeNet {

@@ -23,7 +23,7 @@ enum class LrSchedule { kCosine, kLinear, kConstant };    // train.lr_schedule
 enum class Precision { kAuto, kBf16, kFp32 };             // train.precision
 enum class Placement { kHolmes, kNaive, kMegatron };      // parallel.placement
 enum class PartitionKind { kAuto, kUniform, kList };      // parallel.partition
-enum class Schedule { kAuto, k1f1b, kZbH1 };              // parallel.schedule
+enum class Schedule { kAuto, k1f1b, kZbH1, kInterleaved };  // parallel.schedule
 enum class Recompute { kAuto, kNone, kSelective, kFull }; // train.recompute
 enum class CrossIsland { kAuto, kNcclSocket, kGloo };     // parallel.cross_island
 enum class NcclMode { kOff, kAuto, kOn };                 // parallel.nccl
@@ -55,7 +55,8 @@ HOLMES_CHOICES(Placement, {Placement::kHolmes, "holmes"}, {Placement::kNaive, "n
                {Placement::kMegatron, "megatron"})
 HOLMES_CHOICES(PartitionKind, {PartitionKind::kAuto, "auto"}, {PartitionKind::kUniform, "uniform"},
                {PartitionKind::kList, "list"})
-HOLMES_CHOICES(Schedule, {Schedule::k1f1b, "1f1b"}, {Schedule::kAuto, "auto"}, {Schedule::kZbH1, "zb-h1"})
+HOLMES_CHOICES(Schedule, {Schedule::k1f1b, "1f1b"}, {Schedule::kAuto, "auto"}, {Schedule::kZbH1, "zb-h1"},
+               {Schedule::kInterleaved, "interleaved"})
 HOLMES_CHOICES(Recompute, {Recompute::kAuto, "auto"}, {Recompute::kNone, "none"},
                {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"})
 HOLMES_CHOICES(CrossIsland, {CrossIsland::kAuto, "auto"}, {CrossIsland::kNcclSocket, "nccl-socket"},

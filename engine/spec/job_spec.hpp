@@ -90,6 +90,9 @@ struct ParallelSection {
   // 1f1b by default: zb-h1 measured slower than 1f1b in the CPU lab (docs/training.md); auto:
   // the planner's fastest that fits (plan.activation.schedule).
   Schedule schedule = Schedule::k1f1b;
+  // interleaved: model chunks per pipeline stage (V >= 2; virtual stage v = chunk x pipeline +
+  // stage); kAuto = the planner picks. Other schedules: kAuto or 1.
+  int virtual_stages = kAuto;
   CrossIsland cross_island = CrossIsland::kAuto;  // CUDA groups over Ethernet
   NcclMode nccl = NcclMode::kOff;  // device buffers on NCCL groups (docs/comm.md)
   // Replicas (docs/diloco.md): the world split into `replicas` copies of one tensor x pipeline

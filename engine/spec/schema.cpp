@@ -102,11 +102,10 @@ Field spelled(std::string path, Ref ref, std::vector<std::string> choices, std::
 }
 
 template <class Ref>
-Field degree(std::string path, Ref ref, std::string doc) {
-  constexpr int64_t kMaxDegree = 1'000'000;
-  const std::string type = fmt::format("integer in [1, {}] or auto", kMaxDegree);
-  Field f{std::move(path), type, "1", false, std::move(doc), {}, {}};
-  f.apply = [ref, type, kMaxDegree](JobSpec& s, const YAML::Node& v) -> std::string {
+Field degree(std::string path, Ref ref, std::string doc, std::string def = "1", int64_t max = 1'000'000) {
+  const std::string type = fmt::format("integer in [1, {}] or auto", max);
+  Field f{std::move(path), type, std::move(def), false, std::move(doc), {}, {}};
+  f.apply = [ref, type, kMaxDegree = max](JobSpec& s, const YAML::Node& v) -> std::string {
     if (v.IsScalar() && v.Scalar() == "auto") return ref(s) = kAuto, "";
     int64_t x = 0;
     if (auto err = parse_int(v, &x); !err.empty()) return err + ", expected " + type;
@@ -307,7 +306,14 @@ std::vector<Field> make_schema() {
                      "into input and weight gradients, the weight passes fill the bubbles and the waits for "
                      "pipeline sends; every stage holds as many micro-batches as 1F1B's first); auto: the "
                      "fastest that fits in memory by the planner's estimate. Default 1f1b: in the CPU lab "
-                     "zb-h1 measured slower than the estimate says (docs/training.md)."));
+                     "zb-h1 measured slower than the estimate says (docs/training.md); interleaved (Megatron-LM's "
+                     "interleaved 1F1B: each stage holds parallel.virtual_stages model chunks, the bubble shrinks "
+                     "by that factor for as many more pipeline sends; needs parallel.pipeline >= 2 and micro-batches "
+                     "a multiple of it)."));
+  f.push_back(degree("parallel.virtual_stages", HOLMES_REF(parallel.virtual_stages),
+                     "interleaved: model chunks per pipeline stage (V >= 2; virtual stage chunk x pipeline + stage "
+                     "holds the next layers in order); auto = the planner picks. Other schedules: auto or 1.",
+                     "auto", 64));
   f.push_back(choice("parallel.cross_island", HOLMES_REF(parallel.cross_island),
                      "Transport of a GPU job's groups over Ethernet (across islands, or between nodes without "
                      "RDMA): nccl-socket (NCCL's socket transport from device buffers), gloo (Gloo TCP from host "

@@ -82,6 +82,50 @@ void replica_problems(const JobSpec& s, Fail&& fail) {
                                           "parallel.replicas = 1", p.replicas, to_string(p.placement)));
 }
 
+// parallel.schedule: interleaved and parallel.virtual_stages.
+template <class Fail>
+void interleaved_problems(const JobSpec& s, Fail&& fail) {
+  const auto& p = s.parallel;
+  const auto& t = s.train;
+  const int v = p.virtual_stages;
+  if (p.schedule != Schedule::kInterleaved && p.schedule != Schedule::kAuto && v != kAuto && v != 1)
+    fail("parallel.virtual_stages",
+         fmt::format("parallel.virtual_stages = {} splits a stage into model chunks for the interleaved schedule, "
+                     "but parallel.schedule = {}; accepted: auto or 1, or parallel.schedule = interleaved",
+                     v, to_string(p.schedule)));
+  if (p.schedule != Schedule::kInterleaved) return;
+  if (v == 1)
+    fail("parallel.virtual_stages", "parallel.virtual_stages = 1 with parallel.schedule = interleaved: interleaving "
+                                    "needs at least 2 model chunks per stage; accepted: 2 .. 64 or auto (or "
+                                    "parallel.schedule = 1f1b for one chunk)");
+  if (p.pipeline != kAuto && p.pipeline < 2)
+    fail("parallel.schedule", fmt::format("parallel.schedule = interleaved needs parallel.pipeline >= 2 (it "
+                                          "interleaves model chunks across pipeline stages), got parallel.pipeline "
+                                          "= {}; accepted: parallel.pipeline >= 2 or auto, or parallel.schedule = "
+                                          "1f1b", p.pipeline));
+  const int rows = t.micro_batch * std::max(1, p.data) * std::max(1, p.replicas);
+  if (p.pipeline != kAuto && p.pipeline >= 2 && p.data != kAuto && rows > 0 && t.global_batch % rows == 0 &&
+      (t.global_batch / rows) % p.pipeline != 0)
+    fail("parallel.schedule",
+         fmt::format("parallel.schedule = interleaved runs micro-batches in groups of parallel.pipeline = {}, but "
+                     "train.global_batch / (train.micro_batch x parallel.data x parallel.replicas) = {} / ({} x {} "
+                     "x {}) = {} micro-batches is not a multiple of {}; accepted: a train.global_batch giving a "
+                     "multiple of {} micro-batches, or parallel.schedule = 1f1b",
+                     p.pipeline, t.global_batch, t.micro_batch, p.data, p.replicas, t.global_batch / rows,
+                     p.pipeline, p.pipeline));
+  if (p.pipeline != kAuto && p.pipeline >= 2 && s.model.layers < p.pipeline * std::max(2, v))
+    fail("model.layers",
+         fmt::format("model.layers = {} is fewer than parallel.pipeline x parallel.virtual_stages = {} x {} = {}: "
+                     "every virtual stage of the interleaved schedule needs at least one layer; accepted: "
+                     "model.layers >= {}, fewer stages or chunks, or parallel.schedule = 1f1b",
+                     s.model.layers, p.pipeline, v == kAuto ? std::string("2 (auto's least)") : std::to_string(v),
+                     p.pipeline * std::max(2, v), p.pipeline * std::max(2, v)));
+  if (p.partition.kind == PartitionKind::kList)
+    fail("parallel.partition", "parallel.partition lists the layers of whole stages, but parallel.schedule = "
+                               "interleaved cuts parallel.pipeline x parallel.virtual_stages virtual stages; "
+                               "accepted: uniform or auto with interleaved, or parallel.schedule = 1f1b");
+}
+
 }  // namespace
 
 std::vector<Problem> cross_field_problems(const JobSpec& s) {
@@ -129,6 +173,7 @@ std::vector<Problem> cross_field_problems(const JobSpec& s) {
                                            t.global_batch, t.micro_batch));
   }
   replica_problems(s, fail);
+  interleaved_problems(s, fail);
   if (t.seq_len > m.max_seq_len)
     fail("train.seq_len", fmt::format("train.seq_len = {} exceeds the model's context model.max_seq_len = {}",
                                       t.seq_len, m.max_seq_len));
