@@ -91,22 +91,13 @@ double small_all_reduce_bytes(double floats, int members) {
   return 2.0 * (members - 1) * (4 * floats + messages * kSmallMessageOverhead);
 }
 
-double small_ethernet_bytes_per_step(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
-                                     const Plan& plan) {
-  auto island = [&](int rank) { return topology.island_of.at(plan.ranks.at(rank).node); };
-  auto ethernet_hops = [&](const Group& g) {
-    int hops = 0;
-    const int m = static_cast<int>(g.ranks.size());
-    for (int i = 0; m > 1 && i < m; ++i) hops += island(g.ranks[i]) != island(g.ranks[(i + 1) % m]);
-    return hops;
-  };
+double small_ethernet_bytes_per_step(const spec::JobSpec& spec, const Plan& plan) {
   double bytes = 0;
   for (const Group& g : plan.groups) {
     const int m = static_cast<int>(g.ranks.size());
-    if (m < 2) continue;
-    const double share = double(ethernet_hops(g)) / m;
-    if (g.kind == GroupKind::kOuter) bytes += share * small_all_reduce_bytes(4, m);
-    if (g.kind == GroupKind::kWorld) bytes += share * small_all_reduce_bytes(3 + m, m) / std::max(1, spec.log.interval);
+    if (m < 2 || g.link != LinkKind::kEthernet) continue;
+    if (g.kind == GroupKind::kOuter) bytes += small_all_reduce_bytes(4, m);
+    if (g.kind == GroupKind::kWorld) bytes += small_all_reduce_bytes(3 + m, m) / std::max(1, spec.log.interval);
   }
   return bytes;
 }
@@ -343,7 +334,7 @@ Plan replica_core(const spec::JobSpec& spec, const topo::ClusterTopology& topolo
   // The small messages beside the payloads: their bytes over Ethernet (headers included) and
   // the log steps' job-wide maximum, a ring all-reduce of a few floats over the world group
   // (latency), every log.interval steps.
-  rep.small_bytes = small_ethernet_bytes_per_step(spec, topology, plan);
+  rep.small_bytes = small_ethernet_bytes_per_step(spec, plan);
   rep.log_s = 2.0 * (w.ranks.size() - 1) * w.latency_s / std::max(1, spec.log.interval);
   Estimate& e = plan.estimate;
   e.bytes_per_step[static_cast<int>(LinkKind::kEthernet)] += rep.small_bytes;

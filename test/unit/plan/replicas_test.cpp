@@ -168,9 +168,11 @@ TEST_CASE("replicas: an overlapped outer exchange is priced as what tau inner st
 TEST_CASE("replicas: a small all-reduce's bytes follow Gloo's ring segments", "[replicas]") {
   CHECK(hp::small_all_reduce_bytes(4, 1) == 0);
   // 2 floats over 2: 4 segments of 1 float, 2 non-empty; one hop each way per half.
-  CHECK(hp::small_all_reduce_bytes(2, 2) == 2 * 1 * (8 + 2 * 180.0));
+  // A message: 3 Gloo operations (send-ready, recv-ready, data), each a 48 B preamble in a
+  // segment with 66 B of headers, plus one 66 B ACK.
+  CHECK(hp::small_all_reduce_bytes(2, 2) == 2 * 1 * (8 + 2 * 408.0));
   // 100 floats over 4: 8 segments of 13 floats, all 8 non-empty (the last holds 9).
-  CHECK(hp::small_all_reduce_bytes(100, 4) == 2 * 3 * (400 + 8 * 180.0));
+  CHECK(hp::small_all_reduce_bytes(100, 4) == 2 * 3 * (400 + 8 * 408.0));
 }
 
 TEST_CASE("replicas: the small per-step messages over Ethernet are priced, headers included", "[replicas]") {
@@ -178,12 +180,13 @@ TEST_CASE("replicas: the small per-step messages over Ethernet are priced, heade
   auto s = pod_spec(OuterMode::kDiloco);
   s.log.interval = 1;
   const hp::Plan p = hp::make_plan(s, pods());
-  // A Gloo message: its floats + 48 B preamble + 66 B Ethernet/IPv4/TCP headers + a 66 B ACK.
-  // Gloo's ring: 2 x members segments, each non-empty one forwarded members - 1 times per half.
-  // [loss, stop] as 4 floats over 4: 8 segments of 1 float, 4 non-empty; every hop crosses.
-  const double outer_sum = 16 * (2 * 3) * (4 * 4 + 4 * 180.0);
-  // 3 + 64 floats over 64 ranks: 128 segments of 1 float, 67 non-empty; 4 of 64 hops cross.
-  const double world_max = 4.0 / 64 * (2 * 63) * (4 * 67 + 67 * 180.0);
+  // Gloo's ring: 2 x members segments, each non-empty one forwarded members - 1 times per half,
+  // 408 B of notices, preambles, headers and ACK per message.
+  // [loss, stop] as 4 floats over 4: 8 segments of 1 float, 4 non-empty.
+  const double outer_sum = 16 * (2 * 3) * (4 * 4 + 4 * 408.0);
+  // 3 + 64 floats over 64 ranks: 128 segments of 1 float, 67 non-empty. The world group
+  // crosses islands, so it binds Ethernet: its pairs inside a pod use Ethernet too.
+  const double world_max = (2 * 63) * (4 * 67 + 67 * 408.0);
   CHECK(p.replicas.small_bytes == Approx(outer_sum + world_max));
   const double ethernet = p.estimate.bytes_per_step[static_cast<int>(hp::LinkKind::kEthernet)];
   CHECK(ethernet == Approx(p.replicas.sync_bytes / 20 + outer_sum + world_max));
