@@ -46,6 +46,7 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
         ring.push_back(n);
         const NodeFacts& nf = f.nodes[n];
         if (sc.tflops < 0 || nf.tflops < sc.tflops) sc.tflops = nf.tflops;
+        sc.cpu_share = std::min(sc.cpu_share, nf.cpu_share);
         double cap = nf.memory_bytes * kUsableMemoryFraction;
         if (cap > 0 && (sc.capacity <= 0 || cap < sc.capacity)) sc.capacity = cap;
         if (s + 1 < pp) keep_worse(sc.next_link, link_between(f, n, node(t, s + 1, r)));
@@ -119,9 +120,15 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   // stage 0's (the step ends when every stage's sums are in, at the norm's all-reduce), and
   // the next step's first activation reaches it s forward slots after stage 0 starts. Its
   // sync hides in those waits too.
+  //
+  // Under a CPU quota (cpu_share < 1) the node's cgroup runs only that share of the wall time
+  // while it computes and is throttled the rest; the communication thread, which must run at
+  // every ring step (receive, add, send the next chunk), is throttled with it, so compute
+  // covers the sync only at that share. The waits are idle: they cover it whole.
   const double waits = stage * t.per_micro_batch();
-  t.rs_exposed_s = std::max(0.0, rs - (t.compute_s + waits) * 2.0 / 3.0);
-  t.ag_exposed_s = std::max(0.0, ag - (t.compute_s + waits) / 3.0);
+  const double covering = t.compute_s * cpu_share;
+  t.rs_exposed_s = std::max(0.0, rs - (covering + waits) * 2.0 / 3.0);
+  t.ag_exposed_s = std::max(0.0, ag - (covering + waits) / 3.0);
   if (first != last && m.tie_embeddings) {  // the embedding group's sum of the tied head
     double tied = double(padded_vocab(m.vocab, tp)) * m.hidden / tp * w.grad_bytes();
     t.tied_s = ring_all_reduce_s(emb_link, 2, tied);

@@ -99,6 +99,7 @@ struct StageCost {
   bool first = false, last = false;
   int tp = 1, dp = 1;
   double tflops = 0;           // slowest device of the stage, sustained
+  double cpu_share = 1;        // smallest NodeFacts::cpu_share of the stage's nodes
   LinkCost tp_link, dp_link, emb_link, next_link, prev_link;
   double capacity = 0;         // smallest usable device memory of the stage (0 = unknown)
   double update_s_per_param = 0;  // Facts::update_s_per_param

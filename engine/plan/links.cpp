@@ -129,6 +129,8 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
     nf.devices = rep.devices.count;
     nf.cuda = rep.devices.kind == "cuda";
     nf.tflops = sustained_tflops(spec, rep.devices, nf.cuda);
+    if (!nf.cuda && rep.devices.cpu_quota_cores > 0)
+      nf.cpu_share = std::min(1.0, rep.devices.cpu_quota_cores / std::max(1, rep.devices.cores));
     nf.memory_bytes = rep.devices.memory_gb * double(1 << 30);
     pick_ethernet(topo, i, nf);
     if (c.ethernet.bandwidth_gbps > 0) nf.ethernet_gbps = c.ethernet.bandwidth_gbps;

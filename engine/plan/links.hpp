@@ -48,6 +48,9 @@ struct NodeFacts {
   int devices = 1;
   bool cuda = false;
   double tflops = 0;        // sustained per device
+  // Share of the wall time a CPU worker runs while it computes under a quota: quota cores /
+  // the cores it computes on, at most 1 (1 without a quota, and for GPUs).
+  double cpu_share = 1;
   double memory_bytes = 0;  // per device; 0 = unknown (no fit check)
   double rdma_gbps = 0;     // aggregate per node
   double ethernet_gbps = 0;

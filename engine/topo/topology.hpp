@@ -41,6 +41,9 @@ struct Devices {
   double memory_gb = 0;      // per device
   double peak_tflops = 0;    // per device, dense; GPUs: BF16 tensor cores (plan/links.cpp derives fp32); 0 = unknown
   int cores = 0;             // CPU cores (cpu kind)
+  // CPU time a worker may use, in cores (a CPU quota: cgroup cpu.max over its period); 0 = no
+  // quota. docs/topology.md; the cost model's overlap of communication with compute.
+  double cpu_quota_cores = 0;
   // cuda kind only: libnccl can be loaded on the node (assumed unless discovery or the
   // topology file's `nccl: false` says not), and how many worker processes share one GPU
   // (HOLMES_WORKERS_PER_GPU). The plan reads both to decide whether device buffers go over
