@@ -160,6 +160,10 @@ struct Replicas {
   // all-gather); per step, what the estimate adds.
   int overlap = 0;  // parallel.outer_overlap (tau)
   double sync_s = 0, sync_bytes = 0, exposed_s = 0, per_step_s = 0;
+  // Per step, amortized: the small messages that cross Ethernet beside the payloads (diloco's
+  // [loss, stop] sum over the outer groups, the log steps' job-wide maximum over the world
+  // group; headers included, replicas.hpp) and the time the log steps' maximum takes.
+  double small_bytes = 0, log_s = 0;
   std::vector<AcrossMode> across;  // pipeline, sync, diloco
   std::string proposal;            // the planner's advice ("" = none)
 };

@@ -84,6 +84,33 @@ double outer_exchange_bytes(spec::OuterDtype dtype, double elements, int replica
   return 2.0 * (replicas - 1) * outer_payload_bytes(dtype, outer_part(elements, replicas));
 }
 
+double small_all_reduce_bytes(double floats, int members) {
+  if (members < 2 || floats <= 0) return 0;
+  const double segment = std::ceil(floats / (2.0 * members));  // floats a segment
+  const double messages = std::min(2.0 * members, std::ceil(floats / segment));
+  return 2.0 * (members - 1) * (4 * floats + messages * kSmallMessageOverhead);
+}
+
+double small_ethernet_bytes_per_step(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
+                                     const Plan& plan) {
+  auto island = [&](int rank) { return topology.island_of.at(plan.ranks.at(rank).node); };
+  auto ethernet_hops = [&](const Group& g) {
+    int hops = 0;
+    const int m = static_cast<int>(g.ranks.size());
+    for (int i = 0; m > 1 && i < m; ++i) hops += island(g.ranks[i]) != island(g.ranks[(i + 1) % m]);
+    return hops;
+  };
+  double bytes = 0;
+  for (const Group& g : plan.groups) {
+    const int m = static_cast<int>(g.ranks.size());
+    if (m < 2) continue;
+    const double share = double(ethernet_hops(g)) / m;
+    if (g.kind == GroupKind::kOuter) bytes += share * small_all_reduce_bytes(4, m);
+    if (g.kind == GroupKind::kWorld) bytes += share * small_all_reduce_bytes(3 + m, m) / std::max(1, spec.log.interval);
+  }
+  return bytes;
+}
+
 namespace {
 
 spec::JobSpec one_replica_spec(const spec::JobSpec& spec) {
@@ -312,6 +339,19 @@ Plan replica_core(const spec::JobSpec& spec, const topo::ClusterTopology& topolo
   choose_transport(collect_facts(spec, topology), all_nodes, plan.device_kind == "cuda" && uses_nccl(plan), true,
                    world);
   plan.groups.push_back(std::move(world));
+  const Group& w = plan.groups.back();
+  // The small messages beside the payloads: their bytes over Ethernet (headers included) and
+  // the log steps' job-wide maximum, a ring all-reduce of a few floats over the world group
+  // (latency), every log.interval steps.
+  rep.small_bytes = small_ethernet_bytes_per_step(spec, topology, plan);
+  rep.log_s = 2.0 * (w.ranks.size() - 1) * w.latency_s / std::max(1, spec.log.interval);
+  Estimate& e = plan.estimate;
+  e.bytes_per_step[static_cast<int>(LinkKind::kEthernet)] += rep.small_bytes;
+  if (e.step_time_s > 0) e.tflops_per_device *= e.step_time_s / (e.step_time_s + rep.log_s);
+  e.step_time_s += rep.log_s;
+  e.tokens_per_s = e.step_time_s > 0 ? double(plan.global_batch) * plan.seq_len / e.step_time_s : 0;
+  for (Baseline& b : e.baselines) b.step_time_s += rep.log_s;
+  e.naive_step_time_s += rep.log_s;
   return plan;
 }
 

@@ -47,6 +47,23 @@ double outer_payload_bytes(spec::OuterDtype dtype, double elements);
 double outer_part(double elements, int replicas);
 double outer_exchange_bytes(spec::OuterDtype dtype, double elements, int replicas);
 
+// Small messages (a few floats) cost more in headers than in payload. Each Gloo message
+// carries a 48-byte preamble (six size_t), rides one TCP segment with 66 bytes of Ethernet,
+// IPv4 and TCP (with timestamps) headers, and is answered by one 66-byte ACK frame.
+inline constexpr double kSmallMessageOverhead = 48 + 66 + 66;
+// Bytes all `members` send together in one Gloo ring all-reduce of a few `floats` (Gloo's
+// ring cuts the buffer into 2 x members segments of ceil(floats / (2 members)) floats and
+// forwards each non-empty one members - 1 times in the reduce-scatter and again in the
+// all-gather): 2 (members - 1) (4 floats + non-empty segments x kSmallMessageOverhead).
+double small_all_reduce_bytes(double floats, int members);
+// The small messages a replica job (parallel.replicas > 1) sends over Ethernet per step,
+// amortized: with diloco every step's [loss, stop] sum (2 doubles, sent as 4 floats) over each
+// outer group, and in both modes the job-wide maximum (3 + world floats) over the world group
+// every log.interval steps; each the share of its group's ring hops (Gloo's ring follows the
+// group's rank order) whose ends lie in different islands.
+double small_ethernet_bytes_per_step(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
+                                     const Plan& plan);
+
 // The three ways of spanning the islands, priced side by side for --plan-only (and filled in
 // Plan::across when replicas > 1): pipeline across islands (one plan, pipeline degree
 // pp x N), synchronous data parallelism across (data degree dp x N), DiLoCo across.

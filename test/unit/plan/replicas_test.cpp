@@ -151,7 +151,8 @@ TEST_CASE("replicas: an overlapped outer exchange is priced as what tau inner st
   CHECK(plain.replicas.overlap == 0);
   CHECK(plain.replicas.exposed_s == Approx(plain.replicas.sync_s));  // data 1: no all-gather of slices
   const double sum_s = plain.replicas.per_step_s - plain.replicas.sync_s / 20;  // the per-step loss sum
-  const double step = plain.estimate.step_time_s - plain.replicas.per_step_s;   // a replica's step alone
+  // A replica's step alone (without the log steps' job-wide maximum, replicas.log_s).
+  const double step = plain.estimate.step_time_s - plain.replicas.per_step_s - plain.replicas.log_s;
   for (int tau : {1, 2, 19}) {
     s.parallel.outer_overlap = tau;
     const hp::Plan p = hp::make_plan(s, pods());
@@ -159,7 +160,50 @@ TEST_CASE("replicas: an overlapped outer exchange is priced as what tau inner st
     CHECK(p.replicas.sync_bytes == Approx(plain.replicas.sync_bytes));  // the same bytes, hidden or not
     CHECK(p.replicas.exposed_s == Approx(std::max(0.0, plain.replicas.sync_s - tau * step)).margin(1e-12));
     CHECK(p.replicas.per_step_s == Approx(p.replicas.exposed_s / 20 + sum_s));
-    CHECK(p.estimate.step_time_s == Approx(step + p.replicas.per_step_s));
+    CHECK(p.estimate.step_time_s == Approx(step + p.replicas.per_step_s + p.replicas.log_s));
   }
   CHECK_THAT(hp::format_plan_text(hp::make_plan(s, pods())), Catch::Contains("overlapped with 19 steps"));
+}
+
+TEST_CASE("replicas: a small all-reduce's bytes follow Gloo's ring segments", "[replicas]") {
+  CHECK(hp::small_all_reduce_bytes(4, 1) == 0);
+  // 2 floats over 2: 4 segments of 1 float, 2 non-empty; one hop each way per half.
+  CHECK(hp::small_all_reduce_bytes(2, 2) == 2 * 1 * (8 + 2 * 180.0));
+  // 100 floats over 4: 8 segments of 13 floats, all 8 non-empty (the last holds 9).
+  CHECK(hp::small_all_reduce_bytes(100, 4) == 2 * 3 * (400 + 8 * 180.0));
+}
+
+TEST_CASE("replicas: the small per-step messages over Ethernet are priced, headers included", "[replicas]") {
+  // Four pods of 16 ranks: 16 outer groups of 4 members, one per pod.
+  auto s = pod_spec(OuterMode::kDiloco);
+  s.log.interval = 1;
+  const hp::Plan p = hp::make_plan(s, pods());
+  // A Gloo message: its floats + 48 B preamble + 66 B Ethernet/IPv4/TCP headers + a 66 B ACK.
+  // Gloo's ring: 2 x members segments, each non-empty one forwarded members - 1 times per half.
+  // [loss, stop] as 4 floats over 4: 8 segments of 1 float, 4 non-empty; every hop crosses.
+  const double outer_sum = 16 * (2 * 3) * (4 * 4 + 4 * 180.0);
+  // 3 + 64 floats over 64 ranks: 128 segments of 1 float, 67 non-empty; 4 of 64 hops cross.
+  const double world_max = 4.0 / 64 * (2 * 63) * (4 * 67 + 67 * 180.0);
+  CHECK(p.replicas.small_bytes == Approx(outer_sum + world_max));
+  const double ethernet = p.estimate.bytes_per_step[static_cast<int>(hp::LinkKind::kEthernet)];
+  CHECK(ethernet == Approx(p.replicas.sync_bytes / 20 + outer_sum + world_max));
+  // The job-wide maximum runs on log steps only: log.interval 10 prices a tenth of it, in
+  // bytes and in time (a ring of 64 ranks: 2 x 63 latencies of the world group's worst link).
+  s.log.interval = 10;
+  const hp::Plan q = hp::make_plan(s, pods());
+  CHECK(q.replicas.small_bytes == Approx(outer_sum + world_max / 10));
+  double world_latency = 0;
+  for (const auto& g : q.groups)
+    if (g.kind == hp::GroupKind::kWorld) world_latency = g.latency_s;
+  REQUIRE(world_latency > 0);
+  CHECK(p.replicas.log_s == Approx(2 * 63 * world_latency));
+  CHECK(q.replicas.log_s == Approx(2 * 63 * world_latency / 10));
+  CHECK(p.estimate.step_time_s - q.estimate.step_time_s == Approx(p.replicas.log_s - q.replicas.log_s));
+  // sync pays the job-wide maximum too (its [loss, stop] rides the data-parallel gradient sums).
+  s.parallel.outer = OuterMode::kSync;
+  const hp::Plan y = hp::make_plan(s, pods());
+  CHECK(y.replicas.small_bytes == Approx(world_max / 10));
+  // The sync/diloco factor the plan states includes them.
+  const auto& across = y.replicas.across;
+  CHECK(across[2].ethernet_bytes_per_step == Approx(q.replicas.sync_bytes / 20 + outer_sum + world_max / 10));
 }
