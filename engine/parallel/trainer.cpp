@@ -55,19 +55,23 @@ data::BatchCoord validation_coord(const spec::JobSpec& spec, int index, int micr
 
 namespace {
 
-model::GptConfig stage_config(const spec::JobSpec& spec, const Coords& c, int first_layer, int num_layers) {
+// Model chunk `chunk` of `chunks` on this stage: the embedding only on virtual stage 0 (layer
+// 0), the head only on the last (it ends at L).
+model::GptConfig stage_config(const spec::JobSpec& spec, const Coords& c, int first_layer, int num_layers,
+                              int chunk = 0, int chunks = 1) {
   const model::GptConfig full = gpt_config_of(spec);
   const int L = full.layers;
   const int n = num_layers < 0 ? L - first_layer : num_layers;
-  const bool last = c.pp_stage == c.pp_size - 1;
+  const bool first = c.pp_stage == 0 && chunk == 0, last = c.pp_stage == c.pp_size - 1 && chunk == chunks - 1;
   // The spec's rules (spec::cross_field_problems) and the plan made these hold; a context that
   // breaks them is a wiring error, not the user's.
-  if (first_layer < 0 || n < 0 || first_layer + n > L || (c.pp_stage == 0) != (first_layer == 0) ||
+  if (first_layer < 0 || n < (chunks > 1 ? 1 : 0) || first_layer + n > L || first != (first_layer == 0) ||
       last != (first_layer + n == L) || full.heads % c.tp_size != 0 || full.hidden % c.tp_size != 0 ||
       full.kv_heads % c.tp_size != 0)
-    throw std::invalid_argument(fmt::format("Trainer: stage {} of {} with layers [{}, {}) of {} and tensor degree {} "
-                                            "does not fit a model of {} heads, hidden {}", c.pp_stage, c.pp_size,
-                                            first_layer, first_layer + n, L, c.tp_size, full.heads, full.hidden));
+    throw std::invalid_argument(fmt::format("Trainer: stage {} of {} (chunk {} of {}) with layers [{}, {}) of {} and "
+                                            "tensor degree {} does not fit a model of {} heads, hidden {}", c.pp_stage,
+                                            c.pp_size, chunk, chunks, first_layer, first_layer + n, L, c.tp_size,
+                                            full.heads, full.hidden));
   return full.shard(c.tp_size, c.tp_rank, first_layer, n);
 }
 
@@ -82,18 +86,31 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const data:
                                             "{} x data-parallel degree {}", t.global_batch, t.micro_batch,
                                             c_.data_size()));
   micro_batches_ = spec.micro_batches_per_step(c_.data_size());
-  const model::GptConfig cfg = stage_config(spec, c_, ctx.first_layer, ctx.num_layers);
   if (c_.tp_size > 1) tp_comm_ = std::make_unique<GroupTensorParallel>(groups_->tp());
   const PipeSchedule schedule = schedule_ = pipe_schedule(spec, ctx);
-  if (schedule == PipeSchedule::kInterleaved)  // the spec takes it; the chunks per stage are not built here yet
-    throw UserError("parallel.schedule = interleaved: this trainer does not build model chunks yet (issue 26); "
-                    "accepted: 1f1b, zb-h1 or auto");
-  const int slots = max_in_flight(schedule, c_.pp_size, c_.pp_stage, micro_batches_);
-  gpt_ = std::make_unique<model::Gpt>(cfg, backend, t.micro_batch, t.seq_len, tp_comm_.get(), slots,
-                                      precision_of(spec, backend), activation_policy(spec, ctx));
-  gpt_->init_weights(spec.job.seed);
-  stage_ = std::make_unique<PipelineStage>(*gpt_, *groups_, micro_batches_, t.micro_batch, t.seq_len, schedule);
-  optimizer_ = std::make_unique<DistOptimizer>(*gpt_, *groups_, ctx.bucket_floats);
+  const std::vector<std::pair<int, int>> ranges = stage_chunks(spec, ctx, c_.pp_size, c_.pp_stage);
+  const int v = static_cast<int>(ranges.size());
+  if (schedule == PipeSchedule::kInterleaved && (c_.pp_size < 2 || micro_batches_ % c_.pp_size != 0))
+    throw std::invalid_argument(fmt::format("Trainer: interleaved needs pp >= 2 and micro-batches a multiple of it, "
+                                            "got pp {} and {} micro-batches", c_.pp_size, micro_batches_));
+  if (v > 1 && c_.replicas > 1)  // spec::cross_field_problems refuses diloco + interleaved
+    throw std::invalid_argument("Trainer: diloco replicas with model chunks (interleaved)");
+  const auto steps = schedule_steps(schedule, c_.pp_size, c_.pp_stage, micro_batches_, v);
+  std::vector<model::Gpt*> models;
+  for (int k = 0; k < v; ++k) {
+    const model::GptConfig cfg = stage_config(spec, c_, ranges[k].first, ranges[k].second, k, v);
+    chunks_.push_back(std::make_unique<model::Gpt>(cfg, backend, t.micro_batch, t.seq_len, tp_comm_.get(),
+                                                   max_in_flight(steps, k), precision_of(spec, backend),
+                                                   activation_policy(spec, ctx)));
+    chunks_.back()->init_weights(spec.job.seed);
+    models.push_back(chunks_.back().get());
+  }
+  gpt_ = chunks_.front().get();
+  stage_ = v > 1 ? std::make_unique<PipelineStage>(models, *groups_, micro_batches_, t.micro_batch, t.seq_len, schedule)
+                 : std::make_unique<PipelineStage>(*gpt_, *groups_, micro_batches_, t.micro_batch, t.seq_len, schedule);
+  for (int k = 0; k < v; ++k)
+    optimizers_.push_back(std::make_unique<DistOptimizer>(*chunks_[k], *groups_, ctx.bucket_floats));
+  optimizer_ = optimizers_.front().get();
   lr_ = lr_config_of(spec);
   hyper_ = adamw_hyper_of(spec);
   if (c_.replicas > 1) {
@@ -153,6 +170,23 @@ model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& b
   return model::Precision::kBf16;
 }
 
+std::vector<std::pair<int, int>> stage_chunks(const spec::JobSpec& spec, const ParallelContext& ctx, int pp_size,
+                                              int pp_stage) {
+  if (pipe_schedule(spec, ctx) != PipeSchedule::kInterleaved)
+    return {{ctx.first_layer, ctx.num_layers < 0 ? spec.model.layers - ctx.first_layer : ctx.num_layers}};
+  if (!ctx.chunks.empty()) return ctx.chunks;
+  // The even cut over pp x V virtual stages (earlier ones take the remainder), as the plan's.
+  const int v = spec.parallel.virtual_stages == spec::kAuto ? 2 : spec.parallel.virtual_stages;
+  const int n = pp_size * v, L = spec.model.layers;
+  std::vector<std::pair<int, int>> out;
+  for (int c = 0; c < v; ++c) {
+    const int vs = c * pp_size + pp_stage;
+    const int first = vs * (L / n) + std::min(vs, L % n);
+    out.emplace_back(first, L / n + (vs < L % n ? 1 : 0));
+  }
+  return out;
+}
+
 PipeSchedule pipe_schedule(const spec::JobSpec& spec, const ParallelContext& ctx) {
   const spec::Schedule s = ctx.schedule != spec::Schedule::kAuto ? ctx.schedule : spec.parallel.schedule;
   switch (s) {
@@ -194,26 +228,26 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested) {
   const auto& t = spec_.train;
   groups_->clock().reset();
   if (steps_ == kWarmupSteps) groups_->tp().reset_sums();  // a calibration times the steady steps' sums
-  gpt_->zero_grad();
+  for (auto& g : chunks_) g->zero_grad();
   auto fetch = [&](int micro, int32_t* inputs, int32_t* targets) {
     data::BatchCoord c{.step = step, .micro = micro, .dp_rank = c_.data_rank(), .dp_size = c_.data_size(),
                  .micro_batch = t.micro_batch, .global_batch = t.global_batch};
     data_.train().fill_batch(c, inputs, targets);
   };
-  int passes = 0;
-  const double loss_sum = stage_->run_step(fetch, [&](int, int) {
-    // The step's last backward (its W pass under zb-h1) finishes the gradients: overlap the DP
+  std::vector<int> passes(chunks_.size(), 0);
+  const double loss_sum = stage_->run_step(fetch, [&](int chunk, int) {
+    // A chunk's last backward (its W pass under zb-h1) finishes its gradients: overlap its DP
     // reduction with it.
-    if (++passes == micro_batches_) optimizer_->arm();
+    if (++passes.at(chunk) == micro_batches_) optimizers_[chunk]->arm();
   });
-  optimizer_->finish_grads();
+  for (auto& o : optimizers_) o->finish_grads();
   // [grad sq by norm unit..., loss, stop flags]: the loss comes from one rank per pipeline
   // (last stage, tp rank 0); every rank counts its own stop request. Each unit's sum lives on
   // one stage, so the pipeline sum adds zeros to it, exactly; the units are then added in unit
   // order: the same norm under every plan (dist_optimizer.hpp).
   const int units = norm_units(spec_.model.layers);
   std::vector<double> sums(units + 2, 0.0);
-  optimizer_->add_owned_grad_sq(sums);
+  for (auto& o : optimizers_) o->add_owned_grad_sq(sums);  // units are layers: chunks add to theirs
   sums[units] = counts_loss() ? loss_sum / micro_batches_ : 0.0;
   sums[units + 1] = stop_requested ? 1.0 : 0.0;
   groups_->sum_over_job(sums);
@@ -237,11 +271,12 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested) {
   AdamWHyper h = hyper_;
   h.lr = static_cast<float>(s.lr);
   // Refreshes the bf16 weights itself; on host groups its all-gathers land during the next forward.
-  optimizer_->update(h, step + 1, clip_scale(s.grad_norm, t.grad_clip));
+  for (auto& o : optimizers_) o->update(h, step + 1, clip_scale(s.grad_norm, t.grad_clip));
   if (outer_) outer_step(step + 1);
   s.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   s.tokens_per_s = static_cast<double>(tokens_per_step()) / (s.step_ms / 1e3);
-  s.flops = gpt_->flops_per_step(t.micro_batch, t.seq_len) * micro_batches_;
+  s.flops = 0;
+  for (const auto& g : chunks_) s.flops += g->flops_per_step(t.micro_batch, t.seq_len) * micro_batches_;
   groups_->clock().settle();  // the device's communication spans of this step (NCCL groups)
   s.comm_ms = groups_->clock().ms();
   const double compute_s = stage_->compute_s();
@@ -281,6 +316,8 @@ double Trainer::evaluate() {
 }
 
 checkpoint::ShardState Trainer::shard_state() {
+  if (chunks_.size() > 1)  // train::check_checkpointable keeps runs from it
+    throw std::logic_error("Trainer::shard_state: one shard per model chunk (interleaved) is not written yet");
   optimizer_->params_ready();
   checkpoint::ShardState st;
   st.layout = &gpt_->layout();
@@ -310,6 +347,7 @@ checkpoint::ShardState Trainer::shard_state() {
 }
 
 void Trainer::upload_shard_state() {
+  if (chunks_.size() > 1) throw std::logic_error("Trainer::upload_shard_state: model chunks (interleaved)");
   optimizer_->params_ready();  // (shard_state() waited already: a no-op then)
   device::DeviceMemory& mem = *gpt_->backend().memory;
   if (mem.is_host()) {

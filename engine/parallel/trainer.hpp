@@ -1,8 +1,10 @@
 // The trainer: one rank of a tensor x pipeline x data parallel job (Megatron-LM semantics),
 // and with the default ParallelContext (no groups: tp = pp = dp = 1) the single process:
 //   TP  the model shard's all-reduces go over the tp group (GroupTensorParallel);
-//   PP  the step list of schedule.hpp that parallel.schedule names (1F1B, or ZB-H1 with the
-//       model's backward split into B and W; PipelineStage, pipeline_stage.hpp), one
+//   PP  the step list of schedule.hpp that parallel.schedule names (1F1B, ZB-H1 with the
+//       model's backward split into B and W, or interleaved 1F1B over parallel.virtual_stages
+//       model chunks per stage: one Gpt and one DistOptimizer per chunk, virtual stage
+//       chunk x pp + stage; PipelineStage, pipeline_stage.hpp), one
 //       activation slot per micro-batch in flight on the stage, each keeping what
 //       train.recompute leaves (model/gpt.hpp: Recompute);
 //   DP  the distributed optimizer (dist_optimizer.hpp): bucketed reduce-scatter overlapped
@@ -54,7 +56,16 @@ struct ParallelContext {
   // parallel.schedule as the plan resolved it (plan.activation); auto = the spec's, where auto
   // without a plan means 1f1b.
   spec::Schedule schedule = spec::Schedule::kAuto;
+  // interleaved: (first layer, layers) of each model chunk, chunk c = virtual stage
+  // c x pp + stage (plan.stages[s].chunks); empty = the layers cut evenly over pp x V virtual
+  // stages, V = parallel.virtual_stages (auto: 2). Other schedules: unused.
+  std::vector<std::pair<int, int>> chunks;
 };
+
+// The model chunks of this stage under the interleaved schedule (ParallelContext::chunks, or
+// the even cut); one chunk (first_layer, num_layers) under the others.
+std::vector<std::pair<int, int>> stage_chunks(const spec::JobSpec& spec, const ParallelContext& ctx, int pp_size,
+                                              int pp_stage);
 
 // The pipeline schedule a stage runs: the context's, else the spec's (auto: 1f1b).
 PipeSchedule pipe_schedule(const spec::JobSpec& spec, const ParallelContext& ctx);
@@ -76,7 +87,7 @@ class Trainer final : public StepRunner {
   double evaluate() override;
   checkpoint::ShardState shard_state() override;
   void upload_shard_state() override;
-  const model::GptConfig& shard_config() const override { return gpt_->config(); }
+  const model::GptConfig& shard_config() const override { return gpt_->config(); }  // chunk 0's
   int micro_batches() const override { return micro_batches_; }
   int64_t tokens_per_step() const override {
     return spec_.train.global_batch * static_cast<int64_t>(spec_.train.seq_len);
@@ -109,8 +120,10 @@ class Trainer final : public StepRunner {
   bool has_private_state() const override { return outer_ != nullptr; }
   void reset_private_state() override { reset_outer(); }
 
-  model::Gpt& model() { return *gpt_; }
+  model::Gpt& model() { return *gpt_; }  // chunk 0 (the only one but under interleaved)
   const model::Gpt& model() const { return *gpt_; }
+  int chunk_count() const { return static_cast<int>(chunks_.size()); }
+  model::Gpt& chunk(int c) { return *chunks_.at(c); }
   ParallelGroups& groups() { return *groups_; }
   const DistOptimizer& optimizer() const { return *optimizer_; }
 
@@ -123,9 +136,12 @@ class Trainer final : public StepRunner {
   ParallelGroups* groups_;
   const Coords c_;
   std::unique_ptr<GroupTensorParallel> tp_comm_;
-  std::unique_ptr<model::Gpt> gpt_;
+  std::vector<std::unique_ptr<model::Gpt>> chunks_;  // model chunk c of the stage (one but interleaved)
+  model::Gpt* gpt_ = nullptr;                          // chunks_[0]
   std::unique_ptr<PipelineStage> stage_;
-  std::unique_ptr<DistOptimizer> optimizer_;  // after gpt_: it unhooks itself from the model
+  // One per chunk, after chunks_: each unhooks itself from its model.
+  std::vector<std::unique_ptr<DistOptimizer>> optimizers_;
+  DistOptimizer* optimizer_ = nullptr;  // optimizers_[0]
   std::unique_ptr<OuterSync> outer_;          // diloco replicas
   void reset_outer();                          // anchor <- the weights
   void outer_step(int64_t done);               // the fragments due after step `done`

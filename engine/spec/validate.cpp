@@ -94,6 +94,10 @@ void interleaved_problems(const JobSpec& s, Fail&& fail) {
                      "but parallel.schedule = {}; accepted: auto or 1, or parallel.schedule = interleaved",
                      v, to_string(p.schedule)));
   if (p.schedule != Schedule::kInterleaved) return;
+  if (p.outer == OuterMode::kDiloco)
+    fail("parallel.outer", "parallel.outer = diloco with parallel.schedule = interleaved: the outer sync keeps one "
+                           "weight buffer per rank and interleaved gives a rank several model chunks; accepted: "
+                           "parallel.outer = sync, or parallel.schedule 1f1b, zb-h1 or auto");
   if (v == 1)
     fail("parallel.virtual_stages", "parallel.virtual_stages = 1 with parallel.schedule = interleaved: interleaving "
                                     "needs at least 2 model chunks per stage; accepted: 2 .. 64 or auto (or "

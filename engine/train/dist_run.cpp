@@ -20,6 +20,7 @@
 #include "engine/data/data.hpp"
 #include "engine/runtime/failure.hpp"
 #include "engine/train/calibration.hpp"
+#include "engine/train/checkpoint_loop.hpp"
 #include "engine/train/run.hpp"
 #include "engine/parallel/trainer.hpp"
 #include "backends/backends.hpp"
@@ -107,8 +108,11 @@ std::unique_ptr<parallel::ParallelGroups> parallel_groups(const runtime::Runtime
 
 parallel::ParallelContext parallel_context(const runtime::Runtime& rt, parallel::ParallelGroups& groups) {
   const plan::Stage& stage = rt.plan.stages.at(rt.plan.ranks.at(rt.rank).pp);
-  return parallel::ParallelContext{.groups = &groups, .first_layer = stage.first_layer, .num_layers = stage.num_layers,
-                                   .recompute = rt.plan.activation.recompute, .schedule = rt.plan.activation.schedule};
+  check_checkpointable(rt.plan.activation.schedule);
+  parallel::ParallelContext ctx{.groups = &groups, .first_layer = stage.first_layer, .num_layers = stage.num_layers,
+                                .recompute = rt.plan.activation.recompute, .schedule = rt.plan.activation.schedule};
+  for (const plan::LayerRange& r : stage.chunks) ctx.chunks.emplace_back(r.first_layer, r.num_layers);
+  return ctx;
 }
 
 int run_job(const spec::JobSpec& spec, const launch::LaunchEnv& env) {

@@ -5,7 +5,8 @@
 #   - exact resume: 1f1b and zb-h1 jobs whose rank 0 is killed by SIGKILL after step 6
 #     (checkpoints every 4 steps) resume from step 4 to the uninterrupted run's losses;
 #   - the plan: auto chooses zb-h1 for the pipeline, shows the runner-up and the gain over 1f1b,
-#     and the log's numerics line names the schedule that ran.
+#     and the log's numerics line names the schedule that ran;
+#   - interleaved is refused (exit 2, nothing started) until its model chunks are checkpointed.
 # Usage: schedules.sh <holmes-train> <source dir>
 set -u
 bin=$(readlink -f "$1")
@@ -61,6 +62,15 @@ grep -q "Schedule and recomputation (parallel.schedule auto, train.recompute aut
   bad "--plan-only: auto did not choose zb-h1" "$tmp/plan.txt"
 grep -q "^  runner-up: " "$tmp/plan.txt" || bad "--plan-only: no runner-up" "$tmp/plan.txt"
 grep -q "zb-h1 gains +.* throughput over 1f1b, recompute none" "$tmp/plan.txt" || bad "--plan-only: no gain line" "$tmp/plan.txt"
+
+# interleaved: the trainer runs it (test/unit/parallel/interleaved_trainer_test.cpp), but its model
+# chunks are not checkpointed yet, and every run saves at its end: the launcher refuses it (exit 2)
+# before any worker starts or any folder is made.
+job_run il-refused $(grid 1 2 1) --set parallel.schedule=interleaved
+[ "$rc" -eq 2 ] || bad "interleaved: exit $rc, expected 2 before work starts" "$tmp/il-refused.log"
+grep -q "parallel.schedule = interleaved: .* not written yet" "$tmp/il-refused.log" ||
+  bad "interleaved: the refusal does not name parallel.schedule" "$tmp/il-refused.log"
+[ ! -e "$tmp/il-refused" ] || bad "interleaved: the refused run made its output folder"
 
 [ "$fail" -eq 0 ] && echo PASS
 exit "$fail"

@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -85,6 +86,9 @@ struct RankRun {
   long queue_orders = 0;       // and the side/compute orderings the rank made
   int gathers_deferred = 0;    // parameter all-gathers the evaluation's forward waited for
   long device_spans = 0;       // Grid::device_groups: spans of the compute queue timed by the device
+  std::map<std::string, std::vector<float>> by_name;  // final weights of every chunk, by tensor name
+  int chunks = 1;                                     // model chunks of the stage (interleaved: V)
+  std::string numerics;                               // Trainer::numerics()
 };
 
 // A group whose all-gathers start `ms` late: a forward that reads parameters before their
@@ -229,6 +233,17 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
     r.pp_stage = p;
     for (int64_t s = 0; s < spec.train.steps; ++s) r.steps.push_back(trainer.train_step(s));
     r.eval = trainer.evaluate();
+    r.chunks = trainer.chunk_count();
+    r.numerics = trainer.numerics();
+    for (int c = 0; c < trainer.chunk_count(); ++c) {  // every chunk's weights by tensor name
+      model::Gpt& chunk = trainer.chunk(c);
+      std::vector<float> w(chunk.num_params());
+      chunk.read_params(w);
+      for (const model::ParamTensor& tensor : chunk.layout().tensors())
+        r.by_name[tensor.name + (tensor.tied_copy ? " (head copy)" : "")].assign(
+            w.begin() + tensor.offset, w.begin() + tensor.offset + tensor.numel);
+    }
+    if (trainer.chunk_count() > 1) return;  // interleaved: no one-shard view (Trainer::shard_state)
     ShardState st = trainer.shard_state();
     r.params.assign(st.params, st.params + st.layout->size());
     r.layout = *st.layout;
