@@ -59,7 +59,7 @@ struct ParallelContext {
   // interleaved: (first layer, layers) of each model chunk, chunk c = virtual stage
   // c x pp + stage (plan.stages[s].chunks); empty = the layers cut evenly over pp x V virtual
   // stages, V = parallel.virtual_stages (auto: 2). Other schedules: unused.
-  std::vector<std::pair<int, int>> chunks;
+  std::vector<std::pair<int, int>> chunks = {};
 };
 
 // The model chunks of this stage under the interleaved schedule (ParallelContext::chunks, or

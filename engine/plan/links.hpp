@@ -73,7 +73,7 @@ struct LinkCost {
   bool crosses_island = false;
   // The calibration's efficiency by message size over the class's one figure (which
   // gbps_per_rank already carries): (message bytes, factor), ascending; empty = 1 at every size.
-  std::vector<std::pair<double, double>> size_factor;
+  std::vector<std::pair<double, double>> size_factor = {};
   // Per-rank Gb/s for messages of `bytes` (gbps_per_rank x the size factor, interpolated in log
   // bytes, flat beyond the measured sizes).
   double gbps_for(double message_bytes) const;

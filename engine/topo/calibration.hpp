@@ -34,7 +34,7 @@ struct LinkCalibration {
   int groups = 0;          // groups the figures come from
   // Efficiency by message size (bytes of one message: a ring step's chunk, a pipeline send),
   // ascending, one point per size the probe measured; empty = one figure for every size.
-  std::vector<std::pair<double, double>> sizes;
+  std::vector<std::pair<double, double>> sizes = {};
   // Milliseconds per tensor-parallel sum of the activations inside the steps (for people: the
   // efficiency already carries it; 0 = not measured). train::apply_step_sums.
   double tp_sum_ms = 0;
