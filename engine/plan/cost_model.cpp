@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "engine/parallel/schedule.hpp"
+#include "engine/plan/partition.hpp"
+
 namespace holmes::plan {
 
 namespace {
@@ -69,6 +72,13 @@ int in_flight_micro_batches(spec::Schedule schedule, int micro_batches, int pipe
   return schedule == spec::Schedule::kZbH1 ? std::min(micro_batches, pipeline) : std::min(micro_batches, pipeline - stage);
 }
 
+std::vector<int> chunk_slots(int micro_batches, int pipeline, int stage, int chunks) {
+  const std::vector<parallel::PipeStep> steps = parallel::interleaved_1f1b(pipeline, stage, micro_batches, chunks);
+  std::vector<int> out(chunks);
+  for (int c = 0; c < chunks; ++c) out[c] = parallel::max_in_flight(steps, c);
+  return out;
+}
+
 double StageCost::params_per_rank(const Workload& w, int layers) const {
   const GptShape& m = w.shape;
   double p = double(layers) * double(block_params(m));
@@ -103,8 +113,15 @@ StageTime StageCost::time(const Workload& w, int layers) const {
       return ethernet_transfer_s(Transport::kGlooTcp, bytes, link);
     return link.transfer_s(bytes) + copies_s(bytes);
   };
-  if (!last) t.send_next_s = send_s(next_link, act / tp);
-  if (!first) t.send_prev_s = send_s(prev_link, act / tp);
+  // Interleaved: a micro-batch crosses each boundary of the stage once per chunk; between
+  // chunks the last stage sends on to stage 0 and stage 0 sends the gradient back, over the
+  // link between the first and last stages (emb_link, which pairs the same tp and dp ranks).
+  const int v = w.activation.chunks;
+  t.chunks = v;
+  if (!last) t.send_next_s = v * send_s(next_link, act / tp);
+  else if (v > 1) t.send_next_s = (v - 1) * send_s(emb_link, act / tp);
+  if (!first) t.send_prev_s = v * send_s(prev_link, act / tp);
+  else if (v > 1) t.send_prev_s = (v - 1) * send_s(emb_link, act / tp);
   t.pp_s = t.send_next_s + t.send_prev_s;
   double params = params_per_rank(w, layers);
   t.update_s = params * update_s_per_param;
@@ -125,7 +142,7 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   // while it computes and is throttled the rest; the communication thread, which must run at
   // every ring step (receive, add, send the next chunk), is throttled with it, so compute
   // covers the sync only at that share. The waits are idle: they cover it whole.
-  const double waits = stage * t.per_micro_batch();
+  const double waits = stage * t.per_micro_batch() / v;  // interleaved: chunk slots
   const double covering = t.compute_s * cpu_share;
   t.rs_exposed_s = std::max(0.0, rs - (covering + waits) * 2.0 / 3.0);
   t.ag_exposed_s = std::max(0.0, ag - (covering + waits) / 3.0);
@@ -154,11 +171,25 @@ RankMemory StageCost::memory(const Workload& w, int pipeline, int layers) const 
   mem.grads = p * w.grad_bytes();
   mem.optimizer = p * w.optimizer_bytes(dp) / dp;
   // The in-flight micro-batches' activations; the replayed buffers of recomputation exist once.
-  const int in_flight = in_flight_micro_batches(w.activation.schedule, w.micro_batches, pipeline, stage);
   const int a = w.act_bytes();
-  double per_mb = layers * block_activation_bytes(w.shape, w.seq_len, w.micro_batch, tp, a, w.activation) +
-                  stage_extra_activation_bytes(w.shape, w.seq_len, w.micro_batch, tp, a, w.activation, first, last);
-  mem.activations = in_flight * per_mb;
+  const double block = block_activation_bytes(w.shape, w.seq_len, w.micro_batch, tp, a, w.activation);
+  auto extra = [&](bool has_embedding, bool has_head) {
+    return stage_extra_activation_bytes(w.shape, w.seq_len, w.micro_batch, tp, a, w.activation, has_embedding,
+                                        has_head);
+  };
+  if (w.activation.schedule == spec::Schedule::kInterleaved) {
+    // Each chunk is a model of its own: its slots hold its layers (the stage's cut as plan.cpp
+    // fill_chunks cuts it) and its own input and boundary copy; the embedding sits in chunk 0
+    // of the first stage, the head in the last chunk of the last stage.
+    const int v = w.activation.chunks;
+    const std::vector<int> slots = chunk_slots(w.micro_batches, pipeline, stage, v);
+    const std::vector<int> cut = uniform_partition(layers, v);
+    for (int c = 0; c < v; ++c)
+      mem.activations += slots[c] * (cut[c] * block + extra(first && c == 0, last && c == v - 1));
+  } else {
+    mem.activations = in_flight_micro_batches(w.activation.schedule, w.micro_batches, pipeline, stage) *
+                      (layers * block + extra(first, last));
+  }
   if (layers > 0) mem.activations += recompute_work_bytes(w.shape, w.seq_len, w.micro_batch, tp, a, w.activation);
   mem.capacity = capacity;
   return mem;
@@ -213,8 +244,11 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
     const double tp_act = double(w.micro_batch) * w.seq_len * w.shape.hidden * w.tp_wire_bytes();
     if (sc.tp > 1)
       add(sc.tp_link, m * (4.0 * layers[s] + sc.first + sc.last) * 2.0 * (sc.tp - 1) / sc.tp * tp_act * ranks);
-    if (!sc.last) add(sc.next_link, m * act / sc.tp * ranks);
-    if (!sc.first) add(sc.prev_link, m * act / sc.tp * ranks);
+    const int v = w.activation.chunks;  // interleaved: once per chunk, plus the wrap-around hop
+    if (!sc.last) add(sc.next_link, v * m * act / sc.tp * ranks);
+    else if (v > 1) add(sc.emb_link, (v - 1) * m * act / sc.tp * ranks);
+    if (!sc.first) add(sc.prev_link, v * m * act / sc.tp * ranks);
+    else if (v > 1) add(sc.emb_link, (v - 1) * m * act / sc.tp * ranks);
     double params = sc.params_per_rank(w, layers[s]);
     if (sc.dp > 1)
       add(sc.dp_link, (sc.dp - 1.0) / sc.dp * params * (w.grad_bytes() + w.gather_bytes()) * ranks);

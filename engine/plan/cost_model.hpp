@@ -65,7 +65,9 @@ struct StageTime {
   double weights_s = 0;  // of which the W passes a zero-bubble schedule moves (0 under 1f1b)
   double tp_s = 0;
   double pp_s = 0;       // the pipeline sends of one micro-batch: send_next_s + send_prev_s
-  double send_next_s = 0, send_prev_s = 0;  // activation to the next stage, gradient to the previous
+  // Activation to the next stage, gradient to the previous. Interleaved: once per chunk, and
+  // the last stage's activations of chunks 0..V-2 go on to stage 0 (the wrap-around hop).
+  double send_next_s = 0, send_prev_s = 0;
   double dp_s = 0;       // per step, exposed: rs_exposed_s + ag_exposed_s + tied_s
   // Its parts: the gradients' reduce-scatter beyond what the stage's last backward (and its
   // drain waits) covers, the parameters' all-gather beyond the next step's first forward (and
@@ -87,7 +89,10 @@ struct StageTime {
   // The idle slots of the fill and drain over p stages: (p - 1) micro-batch slots under 1F1B;
   // under zb-h1 the held-back W passes fill two W lengths of each (Qi et al. 2023:
   // (p - 1)(F + B - W)). weights_s is 0 under 1f1b.
-  double bubble_s(int p) const { return (p - 1) * std::max(0.0, per_micro_batch() - 2 * weights_s); }
+  // Interleaved with V chunks per stage: a slot is a chunk's pass, 1/V of the stage's, so the
+  // fill and drain idle (p - 1) / V micro-batch slots (Narayanan et al. 2021).
+  double bubble_s(int p) const { return (p - 1) * std::max(0.0, per_micro_batch() - 2 * weights_s) / chunks; }
+  int chunks = 1;  // model chunks per stage (interleaved), else 1
 };
 
 // The pipelined part of stage s's step: m t_s + bubble_s + 2 (p - 1) max(send) (objective
@@ -115,7 +120,13 @@ struct StageCost {
 // Micro-batches whose activations stage `stage` of `pipeline` holds at its peak under
 // `schedule` with m micro-batches: min(m, p - s) under 1f1b, min(m, p) under zb-h1 (the
 // step tables' max_in_flight, engine/parallel/schedule.hpp; schedule_trainer_test ties them).
+// Not for interleaved: its chunks' slots come from the tables themselves (chunk_slots).
 int in_flight_micro_batches(spec::Schedule schedule, int micro_batches, int pipeline, int stage);
+// Interleaved: the activation slots each of the stage's `chunks` model chunks allocates, read
+// from the step table the stage runs (engine/parallel/schedule.hpp: max_in_flight per chunk).
+// Their sum exceeds the live peak (Megatron's p + (p - 1) / V micro-batches on stage 0): each
+// chunk's model keeps its own slots.
+std::vector<int> chunk_slots(int micro_batches, int pipeline, int stage, int chunks);
 
 // Links and device speeds of every stage of a layout. O(world).
 std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const Layout& lay);

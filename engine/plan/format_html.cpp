@@ -341,9 +341,8 @@ std::string stage_table(const Plan& p) {
     std::string holds = st.embedding ? "embedding" : "";
     if (st.lm_head) holds += std::string(holds.empty() ? "" : ", ") + "final norm + LM head";
     out += fmt::format("<tr class=\"stage\" data-stage=\"{}\"><td><i class=\"sw\" style=\"background:{}\"></i>{}</td>"
-                       "<td>{}..{} ({})</td><td>{}{}</td><td>{}</td><td class=\"n\">{:.4g}</td><td>{}</td></tr>\n",
-                       st.stage, html::stage_colour(st.stage, p.pp), st.stage, st.first_layer,
-                       st.first_layer + st.num_layers - 1, st.num_layers, st.island, st.straddles ? " (straddles)" : "",
+                       "<td>{} ({})</td><td>{}{}</td><td>{}</td><td class=\"n\">{:.4g}</td><td>{}</td></tr>\n",
+                       st.stage, html::stage_colour(st.stage, p.pp), st.stage, stage_layers(st), st.num_layers, st.island, st.straddles ? " (straddles)" : "",
                        holds.empty() ? "-" : holds, st.tflops, bar);
   }
   out += "</table>\n";

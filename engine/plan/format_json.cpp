@@ -97,9 +97,10 @@ void append_estimate(std::string& out, const Plan& p) {
 
 std::string activation_json(const ActivationChoice& a) {
   return fmt::format("{{\"schedule\": \"{}\", \"recompute\": \"{}\", \"step_time_s\": {}, \"bubble_s\": {}, "
-                     "\"recompute_s\": {}, \"activations\": {}, \"memory\": {}, \"capacity\": {}, \"fits\": {}}}",
+                     "\"recompute_s\": {}, \"activations\": {}, \"memory\": {}, \"capacity\": {}, \"fits\": {}, "
+                     "\"virtual_stages\": {}}}",
                      a.schedule, a.recompute, num(a.step_time_s), num(a.bubble_s), num(a.recompute_s),
-                     bytes(a.activations), bytes(a.memory), bytes(a.capacity), boolean(a.fits));
+                     bytes(a.activations), bytes(a.memory), bytes(a.capacity), boolean(a.fits), a.virtual_stages);
 }
 
 // parallel.schedule and train.recompute as planned, the next best setting when the planner
@@ -177,9 +178,13 @@ std::string format_plan_json(const Plan& p) {
   out += ",\n  \"stages\": ";
   array(out, p.stages, [&](const Stage& s) {
     out += fmt::format("{{\"stage\": {}, \"first_layer\": {}, \"num_layers\": {}, \"island\": {}, \"straddles\": {}, "
-                       "\"embedding\": {}, \"lm_head\": {}, \"tflops\": {}}}",
+                       "\"embedding\": {}, \"lm_head\": {}, \"tflops\": {}, \"chunks\": [",
                        s.stage, s.first_layer, s.num_layers, s.island, boolean(s.straddles), boolean(s.embedding),
                        boolean(s.lm_head), num(s.tflops));
+    for (size_t c = 0; c < s.chunks.size(); ++c)
+      out += fmt::format("{}{{\"first_layer\": {}, \"num_layers\": {}}}", c ? ", " : "", s.chunks[c].first_layer,
+                         s.chunks[c].num_layers);
+    out += "]}";
   });
   out += ",\n";
   append_groups(out, p);

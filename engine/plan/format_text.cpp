@@ -117,8 +117,10 @@ void append_estimate(std::string& out, const Plan& p) {
 }
 
 std::string activation_text(const ActivationChoice& a) {
-  return fmt::format("{}, recompute {} ({:.4g} s per step, bubble {:.4g} s{}, worst stage {:.2f} GiB with activations "
-                     "{:.2f}{}{})", a.schedule, a.recompute, a.step_time_s, a.bubble_s,
+  return fmt::format("{}{}, recompute {} ({:.4g} s per step, bubble {:.4g} s{}, worst stage {:.2f} GiB with activations "
+                     "{:.2f}{}{})", a.schedule,
+                     a.schedule == spec::Schedule::kInterleaved ? fmt::format(" (virtual_stages {})", a.virtual_stages) : "",
+                     a.recompute, a.step_time_s, a.bubble_s,
                      a.recompute_s > 0 ? fmt::format(", replay {:.4g} s", a.recompute_s) : "",
                      a.memory / kGiB, a.activations / kGiB,
                      a.capacity > 0 ? fmt::format(" of {:.1f} usable", a.capacity / kGiB) : "",
@@ -212,8 +214,9 @@ std::string format_plan_text(const Plan& p) {
   append_rank_map(out, p);
   out += "Stages:\n";
   for (const auto& s : p.stages)
-    out += fmt::format("  stage {:<3} layers {:>3}..{:<3} ({:>3} layers) island {}{}{}{}\n", s.stage, s.first_layer,
-                       s.first_layer + s.num_layers - 1, s.num_layers, s.island, s.straddles ? " (straddles islands)" : "",
+    out += fmt::format("  stage {:<3} layers {:>8} ({:>3} layers{}) island {}{}{}{}\n", s.stage, stage_layers(s),
+                       s.num_layers, s.chunks.empty() ? "" : fmt::format(" in {} chunks", s.chunks.size()), s.island,
+                       s.straddles ? " (straddles islands)" : "",
                        s.embedding ? " +embedding" : "", s.lm_head ? " +final-norm+lm-head" : "");
   append_groups(out, p);
   append_nccl_env(out, p);

@@ -76,8 +76,9 @@ struct ActivationMode {
   spec::Recompute recompute = spec::Recompute::kNone;
   bool split_backward = false;
   spec::Schedule schedule = spec::Schedule::k1f1b;
-  static ActivationMode of(spec::Recompute r, spec::Schedule s) {
-    return {r, s == spec::Schedule::kZbH1, s};
+  int chunks = 1;  // model chunks per stage: parallel.virtual_stages under interleaved, else 1
+  static ActivationMode of(spec::Recompute r, spec::Schedule s, int chunks = 1) {
+    return {r, s == spec::Schedule::kZbH1, s, s == spec::Schedule::kInterleaved ? chunks : 1};
   }
   bool operator==(const ActivationMode&) const = default;
 };

@@ -5,8 +5,9 @@
 
 namespace holmes::plan {
 
-std::vector<int> balanced_partition(int layers, int stages, const std::function<double(int, int)>& cost) {
-  std::vector<int> n(stages, 1);
+std::vector<int> balanced_partition(int layers, int stages, const std::function<double(int, int)>& cost,
+                                    int min_layers) {
+  std::vector<int> n(stages, min_layers);
   // (cost after one more layer, marginal cost, stage): smallest first.
   using Entry = std::tuple<double, double, int>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
@@ -15,7 +16,7 @@ std::vector<int> balanced_partition(int layers, int stages, const std::function<
     heap.emplace(next, next - cost(s, n[s]), s);
   };
   for (int s = 0; s < stages; ++s) push(s);
-  for (int left = layers - stages; left > 0; --left) {
+  for (int left = layers - stages * min_layers; left > 0; --left) {
     int s = std::get<2>(heap.top());
     heap.pop();
     ++n[s];

@@ -8,11 +8,13 @@
 
 namespace holmes::plan {
 
-// F(stage, layers) -> cost; must be nondecreasing in layers. Every stage gets >= 1 layer.
-// Greedy: each next layer goes to the stage whose cost after taking it is lowest (ties: the
-// stage with the smaller marginal cost, then the lower index). For nondecreasing costs this
-// minimises the maximum. O(L log p). Needs 1 <= stages <= layers.
-std::vector<int> balanced_partition(int layers, int stages, const std::function<double(int, int)>& cost);
+// F(stage, layers) -> cost; must be nondecreasing in layers. Every stage gets >= min_layers
+// layers (interleaved: one per model chunk). Greedy: each next layer goes to the stage whose
+// cost after taking it is lowest (ties: the stage with the smaller marginal cost, then the
+// lower index). For nondecreasing costs this minimises the maximum. O(L log p). Needs
+// 1 <= stages x min_layers <= layers.
+std::vector<int> balanced_partition(int layers, int stages, const std::function<double(int, int)>& cost,
+                                    int min_layers = 1);
 std::vector<int> uniform_partition(int layers, int stages);
 
 }  // namespace holmes::plan

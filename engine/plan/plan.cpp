@@ -124,32 +124,28 @@ void fill_stages(const SearchInput& in, const Evaluated& best, Plan& plan) {
   }
 }
 
-// parallel.virtual_stages resolved for `schedule`: 1 unless interleaved; auto = 2 (until the
-// cost model prices the choice).
-int resolved_virtual_stages(const spec::JobSpec& spec, spec::Schedule schedule) {
-  if (schedule != spec::Schedule::kInterleaved) return 1;
-  return spec.parallel.virtual_stages == spec::kAuto ? 2 : spec.parallel.virtual_stages;
-}
-
-// interleaved: the layers cut evenly into pp x V virtual stages (the search's partition is per
-// stage; a partition per virtual stage is not searched yet); stage s holds virtual stages
-// c x pp + s, c = 0 .. V-1, so chunk 0 of stage 0 has the embedding and chunk V-1 of the last
-// stage the head, as the one-chunk stages do.
-void fill_chunks(const spec::JobSpec& spec, Plan& plan) {
+// interleaved: stage s holds virtual stages c x pp + s, c = 0 .. V-1, so chunk 0 of stage 0
+// has the embedding and chunk V-1 of the last stage the head, as the one-chunk stages do. Each
+// stage's layers (the searched partition: it follows the devices' speeds) are cut evenly into
+// its V chunks, earlier chunks taking the remainder (as StageCost::memory counts them); the
+// layer numbers follow the virtual stages' order.
+void fill_chunks(Plan& plan) {
   if (plan.activation.schedule != spec::Schedule::kInterleaved) return;
   const int v = plan.activation.virtual_stages;
-  const std::vector<int> cut = uniform_partition(spec.model.layers, plan.pp * v);
-  std::vector<int> first(cut.size() + 1, 0);
-  std::partial_sum(cut.begin(), cut.end(), first.begin() + 1);
+  std::vector<int> count(plan.pp * v);
+  for (const Stage& st : plan.stages) {
+    const std::vector<int> cut = uniform_partition(st.num_layers, v);
+    for (int c = 0; c < v; ++c) count[c * plan.pp + st.stage] = cut[c];
+  }
+  std::vector<int> first(count.size() + 1, 0);
+  std::partial_sum(count.begin(), count.end(), first.begin() + 1);
   for (Stage& st : plan.stages) {
     st.chunks.clear();
     for (int c = 0; c < v; ++c) {
       const int vs = c * plan.pp + st.stage;
-      st.chunks.push_back({first[vs], cut[vs]});
+      st.chunks.push_back({first[vs], count[vs]});
     }
     st.first_layer = st.chunks.front().first_layer;
-    st.num_layers = 0;
-    for (const LayerRange& r : st.chunks) st.num_layers += r.num_layers;
   }
 }
 
@@ -188,7 +184,7 @@ ActivationChoice activation_choice(const Evaluated& ev) {
   const RankMemory& m = ev.worst_memory;
   return ActivationChoice{ev.work.activation.recompute, ev.work.activation.schedule, ev.estimate.bubble_s,
                           ev.estimate.step_time_s, ev.estimate.recompute_s, m.activations, m.total(), m.capacity,
-                          ev.fits};
+                          ev.fits, ev.work.activation.chunks};
 }
 
 void fill_baselines(const SearchInput& in, const Evaluated& best, Plan& plan) {
@@ -215,6 +211,14 @@ Facts facts_of(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
 }
 
 }  // namespace
+
+std::string stage_layers(const Stage& s) {
+  if (s.chunks.empty()) return fmt::format("{}..{}", s.first_layer, s.first_layer + s.num_layers - 1);
+  std::string out;
+  for (const LayerRange& r : s.chunks)
+    out += fmt::format("{}{}..{}", out.empty() ? "" : ", ", r.first_layer, r.first_layer + r.num_layers - 1);
+  return out;
+}
 
 LinkCost rank_link(const spec::JobSpec& spec, const topo::ClusterTopology& topology, const Plan& plan, int a, int b) {
   Facts f = facts_of(spec, topology, plan.device_kind == "cuda", uses_nccl(plan));
@@ -275,10 +279,7 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
     plan.activation_chosen = true;
     plan.runner_up = activation_choice(*next);
   }
-  plan.activation.virtual_stages = resolved_virtual_stages(spec, plan.activation.schedule);
-  if (plan.activation_chosen)
-    plan.runner_up.virtual_stages = resolved_virtual_stages(spec, plan.runner_up.schedule);
-  fill_chunks(spec, plan);
+  fill_chunks(plan);
   plan.schedule_chosen = spec.parallel.schedule == spec::Schedule::kAuto;
   plan.recompute_chosen = spec.train.recompute == spec::Recompute::kAuto;
   if (best.work.activation.schedule != spec::Schedule::k1f1b) {

@@ -49,8 +49,10 @@ struct Stage {
   double tflops = 0;       // sustained TFLOP/s the cost model gives its devices (slowest one)
   // interleaved: model chunk c holds virtual stage c x pp + stage (first_layer is chunk 0's,
   // num_layers the sum); empty for the other schedules (one chunk: first_layer, num_layers).
-  std::vector<LayerRange> chunks;
+  std::vector<LayerRange> chunks = {};
 };
+// The stage's layers as text: "4..7", or its chunks' ranges under interleaved ("0..1, 4..5").
+std::string stage_layers(const Stage& s);
 
 struct Group {
   GroupKind kind = GroupKind::kWorld;

@@ -114,7 +114,8 @@ Evaluated score(const SearchInput& in, const Facts& facts, const Degrees& deg, L
   if (partition == spec::PartitionKind::kList) ev.layers = s.parallel.partition.layers;
   else if (partition == spec::PartitionKind::kUniform) ev.layers = uniform_partition(L, p);
   else
-    ev.layers = balanced_partition(L, p, [&](int st, int n) { return ev.stages[st].objective(ev.work, p, n); });
+    ev.layers = balanced_partition(
+        L, p, [&](int st, int n) { return ev.stages[st].objective(ev.work, p, n); }, mode.chunks);
   ev.estimate = estimate_step(ev.work, ev.stages, ev.layers, in.world);
   double worst_ratio = -1;
   for (int st = 0; st < p; ++st) {
@@ -162,7 +163,9 @@ std::string out_of_memory_message(const SearchInput& in, const Evaluated& best, 
   std::vector<std::string> ways;
   // A fixed train.recompute that keeps more than full: say whether recomputing would fit.
   if (s.train.recompute != spec::Recompute::kAuto && s.train.recompute != spec::Recompute::kFull) {
-    const Evaluated full = evaluate(in, d, s.parallel.placement, s.parallel.partition.kind, {spec::Recompute::kFull});
+    const Evaluated full = evaluate(in, d, s.parallel.placement, s.parallel.partition.kind,
+                                    ActivationMode::of(spec::Recompute::kFull, best.work.activation.schedule,
+                                                       best.work.activation.chunks));
     if (full.fits)
       ways.push_back(fmt::format("set train.recompute: auto (or full: stage {} then needs {:.2f} GiB, {:.4g} s per "
                                  "step instead of {:.4g} s by the estimate)",
@@ -236,9 +239,18 @@ std::vector<ActivationMode> activation_options(const spec::JobSpec& spec) {
       spec.train.recompute != R::kAuto ? std::vector<R>{spec.train.recompute} : std::vector<R>{R::kNone, R::kSelective, R::kFull};
   const std::vector<S> schedule =
       spec.parallel.schedule != S::kAuto ? std::vector<S>{spec.parallel.schedule} : std::vector<S>{S::k1f1b, S::kZbH1};
+  // interleaved: parallel.virtual_stages as given, or each of 2..kMaxAutoVirtualStages (applies()
+  // drops those the degrees do not allow).
+  std::vector<int> chunks;
+  if (spec.parallel.virtual_stages != spec::kAuto) chunks.push_back(spec.parallel.virtual_stages);
+  else
+    for (int v = 2; v <= kMaxAutoVirtualStages; ++v) chunks.push_back(v);
   std::vector<ActivationMode> out;
   for (R r : recompute)
-    for (S s : schedule) out.push_back(ActivationMode::of(r, s));
+    for (S s : schedule)
+      if (s != S::kInterleaved) out.push_back(ActivationMode::of(r, s));
+      else
+        for (int v : chunks) out.push_back(ActivationMode::of(r, s, v));
   return out;
 }
 
@@ -246,7 +258,13 @@ namespace {
 
 // A zero-bubble schedule splits the backward to fill a pipeline's bubble: one stage has none,
 // and an auto schedule does not try it there.
+// Interleaved needs what the trainer needs (engine/spec/validate.cpp checks it for fixed
+// degrees): two stages or more, micro-batches in groups of pp, a layer per model chunk.
 bool applies(const ActivationMode& mode, const Degrees& deg, const spec::JobSpec& spec) {
+  if (mode.schedule == spec::Schedule::kInterleaved) {
+    const int m = spec.train.global_batch / (deg.micro_batch * deg.dp);
+    return deg.pp > 1 && m % deg.pp == 0 && spec.model.layers >= deg.pp * mode.chunks;
+  }
   return deg.pp > 1 || mode.schedule == spec::Schedule::k1f1b || spec.parallel.schedule != spec::Schedule::kAuto;
 }
 

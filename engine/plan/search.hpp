@@ -64,6 +64,8 @@ Evaluated evaluate(const SearchInput& in, const Degrees& deg, spec::Placement pl
 // none, selective and full x 1f1b and zb-h1 (in that order: on equal estimates the one that
 // replays less, then the one that holds less, wins).
 std::vector<ActivationMode> activation_options(const spec::JobSpec& spec);
+// parallel.virtual_stages: auto tries 2 .. this many model chunks per stage.
+inline constexpr int kMaxAutoVirtualStages = 8;
 
 // The best plan over all candidates (degrees x activation modes): fits first, then fastest.
 // Throws UserError with the memory figures when no candidate fits.

@@ -115,3 +115,64 @@ TEST_CASE("schedule: when zb-h1's extra activations do not fit, auto keeps 1f1b"
   }
   FAIL("no micro-batch size where 1f1b fits and zb-h1 does not");
 }
+
+// Interleaved with V chunks: the bubble is 1F1B's over V, every boundary is crossed V times per
+// micro-batch plus the wrap-around hop from the last stage to stage 0 (V - 1 times), and each
+// chunk's model allocates the slots its own steps of the table keep in flight.
+TEST_CASE("schedule: interleaved's bubble, sends and activations", "[plan][schedule][interleaved]") {
+  hp::StageTime t;
+  t.compute_s = 3, t.chunks = 4;
+  CHECK(t.bubble_s(4) == Approx(3 * 3.0 / 4));
+
+  const auto topo = hp::testing::make_cluster({{NicKind::kIb, 2, 8}, {NicKind::kRoce, 2, 8}});
+  auto spec = two_islands();
+  spec.train.recompute = Recompute::kNone;
+  spec.parallel.schedule = Schedule::k1f1b;
+  const hp::Plan f1b = hp::make_plan(spec, topo);
+  spec.parallel.schedule = Schedule::kInterleaved;
+  spec.parallel.virtual_stages = 3;
+  const hp::Plan il = hp::make_plan(spec, topo);
+  REQUIRE(il.activation.schedule == Schedule::kInterleaved);
+  REQUIRE(il.activation.virtual_stages == 3);
+  CHECK(il.estimate.bubble_s < f1b.estimate.bubble_s);
+  // Pipeline bytes over Ethernet: 1F1B crosses the one island boundary once each way per
+  // micro-batch; interleaved crosses it 3 times and the wrap-around (stage 1 -> stage 0, also
+  // across the islands) twice: 8 more bf16 activations [1, 2048, 2048] per micro-batch (m = 16)
+  // and data-parallel rank (2), summed over the tensor ranks' eighths. The tied embedding's sum
+  // is the same in both.
+  const int eth = static_cast<int>(hp::LinkKind::kEthernet);
+  CHECK(il.estimate.bytes_per_step[eth] - f1b.estimate.bytes_per_step[eth] ==
+        Approx(8.0 * 16 * 2 * 2048.0 * 2048 * 2));
+  CHECK(il.estimate.pp_comm_s > f1b.estimate.pp_comm_s);
+  CHECK(hp::plan_hash(il) != hp::plan_hash(f1b));
+  spec.parallel.virtual_stages = 2;
+  CHECK(hp::plan_hash(hp::make_plan(spec, topo)) != hp::plan_hash(il));
+
+  // Activations from the tables: p = 2, m = 16 (32 / dp 2 / micro-batch 1): each chunk allocates
+  // what interleaved_1f1b keeps in flight of it.
+  const std::vector<int> slots = hp::chunk_slots(16, 2, 0, 3);
+  CHECK(slots == std::vector<int>{4, 3, 2});
+  const std::vector<int> last = hp::chunk_slots(16, 2, 1, 3);
+  CHECK(last == std::vector<int>{4, 2, 1});
+}
+
+TEST_CASE("schedule: interleaved activations = each chunk's slots x its layers", "[plan][schedule][interleaved]") {
+  hp::Workload w;
+  w.shape = hp::GptShape{};
+  w.shape.layers = 12, w.shape.hidden = 256, w.shape.heads = 4, w.shape.vocab = 1024;
+  w.seq_len = 64, w.micro_batch = 1, w.micro_batches = 9;
+  hp::StageCost mid;  // a middle stage: no embedding, no head
+  mid.stage = 1, mid.tp = 1, mid.dp = 1;
+  w.activation = hp::ActivationMode::of(Recompute::kNone, Schedule::k1f1b);
+  const double block = hp::block_activation_bytes(w.shape, 64, 1, 1, 4, w.activation);
+  // Per slot also the chunk's input (fp32 [1, 64, 256]); beside the slots, the work buffers a
+  // replay or backward shares (the same in both).
+  const double input = 64 * 256 * 4;
+  const double f1b = mid.memory(w, 3, 4).activations;  // 1f1b: p - s = 2 micro-batches
+  w.activation = hp::ActivationMode::of(Recompute::kNone, Schedule::kInterleaved, 2);
+  const std::vector<int> slots = hp::chunk_slots(9, 3, 1, 2);
+  REQUIRE(slots.size() == 2);
+  CHECK(mid.memory(w, 3, 4).activations - f1b ==
+        Approx((slots[0] + slots[1]) * (2 * block + input) - 2 * (4 * block + input)));
+  CHECK(slots[0] + slots[1] > 2 * 2);  // holds more than 1f1b's stage (2 micro-batches of 4 layers)
+}
