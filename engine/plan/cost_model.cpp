@@ -79,6 +79,16 @@ std::vector<int> chunk_slots(int micro_batches, int pipeline, int stage, int chu
   return out;
 }
 
+std::pair<const LinkCost*, int> StageCost::hop_next(int chunks) const {
+  if (!last) return {&next_link, chunks};
+  return chunks > 1 ? std::pair{&emb_link, chunks - 1} : std::pair<const LinkCost*, int>{nullptr, 0};
+}
+
+std::pair<const LinkCost*, int> StageCost::hop_prev(int chunks) const {
+  if (!first) return {&prev_link, chunks};
+  return chunks > 1 ? std::pair{&emb_link, chunks - 1} : std::pair<const LinkCost*, int>{nullptr, 0};
+}
+
 double StageCost::params_per_rank(const Workload& w, int layers) const {
   const GptShape& m = w.shape;
   double p = double(layers) * double(block_params(m));
@@ -113,15 +123,12 @@ StageTime StageCost::time(const Workload& w, int layers) const {
       return ethernet_transfer_s(Transport::kGlooTcp, bytes, link);
     return link.transfer_s(bytes) + copies_s(bytes);
   };
-  // Interleaved: a micro-batch crosses each boundary of the stage once per chunk; between
-  // chunks the last stage sends on to stage 0 and stage 0 sends the gradient back, over the
-  // link between the first and last stages (emb_link, which pairs the same tp and dp ranks).
+  // Interleaved: a micro-batch crosses each boundary of the stage once per chunk, and the
+  // wrap-around hop between chunks (hop_next / hop_prev).
   const int v = w.activation.chunks;
   t.chunks = v;
-  if (!last) t.send_next_s = v * send_s(next_link, act / tp);
-  else if (v > 1) t.send_next_s = (v - 1) * send_s(emb_link, act / tp);
-  if (!first) t.send_prev_s = v * send_s(prev_link, act / tp);
-  else if (v > 1) t.send_prev_s = (v - 1) * send_s(emb_link, act / tp);
+  if (const auto [link, n] = hop_next(v); link) t.send_next_s = n * send_s(*link, act / tp);
+  if (const auto [link, n] = hop_prev(v); link) t.send_prev_s = n * send_s(*link, act / tp);
   t.pp_s = t.send_next_s + t.send_prev_s;
   double params = params_per_rank(w, layers);
   t.update_s = params * update_s_per_param;
@@ -206,9 +213,10 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
   // slowest stage's pipelined part, then the slowest reduce-scatter (and tied sum) to the
   // norm's all-reduce, the slowest update, and the slowest all-gather before the next step's
   // first forward reaches its stage (each net of the waits its own stage has at that end).
-  double worst = -1, sync_rs = 0, sync_ag = 0, update = 0;
+  double worst = -1, sync_rs = 0, sync_ag = 0, update = 0, fill = 0;
   for (int s = 0; s < p; ++s) {
     StageTime ts = stages[s].time(w, layers[s]);
+    fill += ts.pp_fill_s();
     double f = pipelined_s(ts, m, p);
     if (f > worst) {
       worst = f;
@@ -225,8 +233,7 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
   e.tp_comm_s = m * t.tp_s;
   // Steady state: what the links add to each slot; fill and drain: every hop's transfer once
   // in each direction, on the critical path.
-  e.pp_comm_s = m * t.pp_exposed_s();
-  for (int s = 0; s < p; ++s) e.pp_comm_s += stages[s].time(w, layers[s]).pp_fill_s();
+  e.pp_comm_s = m * t.pp_exposed_s() + fill;
   e.bubble_s = t.bubble_s(p);
   e.dp_comm_s = sync_rs + sync_ag;
   e.update_s = update;
@@ -244,11 +251,8 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
     const double tp_act = double(w.micro_batch) * w.seq_len * w.shape.hidden * w.tp_wire_bytes();
     if (sc.tp > 1)
       add(sc.tp_link, m * (4.0 * layers[s] + sc.first + sc.last) * 2.0 * (sc.tp - 1) / sc.tp * tp_act * ranks);
-    const int v = w.activation.chunks;  // interleaved: once per chunk, plus the wrap-around hop
-    if (!sc.last) add(sc.next_link, v * m * act / sc.tp * ranks);
-    else if (v > 1) add(sc.emb_link, (v - 1) * m * act / sc.tp * ranks);
-    if (!sc.first) add(sc.prev_link, v * m * act / sc.tp * ranks);
-    else if (v > 1) add(sc.emb_link, (v - 1) * m * act / sc.tp * ranks);
+    for (const auto& [link, n] : {sc.hop_next(w.activation.chunks), sc.hop_prev(w.activation.chunks)})
+      if (link) add(*link, n * m * act / sc.tp * ranks);
     double params = sc.params_per_rank(w, layers[s]);
     if (sc.dp > 1)
       add(sc.dp_link, (sc.dp - 1.0) / sc.dp * params * (w.grad_bytes() + w.gather_bytes()) * ranks);

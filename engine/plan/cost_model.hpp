@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <vector>
+#include <utility>
 
 #include "engine/plan/links.hpp"
 #include "engine/plan/model_size.hpp"
@@ -109,6 +110,12 @@ struct StageCost {
   double capacity = 0;         // smallest usable device memory of the stage (0 = unknown)
   double update_s_per_param = 0;  // Facts::update_s_per_param
 
+  // The link a micro-batch's activations leave this stage over, and how many times per
+  // micro-batch with `chunks` model chunks (interleaved: once per chunk; the last stage's go on
+  // to stage 0 between chunks over emb_link, which pairs the same tp and dp ranks); {nullptr,
+  // 0} when none leave. hop_prev: the same for the gradients going back.
+  std::pair<const LinkCost*, int> hop_next(int chunks) const;
+  std::pair<const LinkCost*, int> hop_prev(int chunks) const;
   StageTime time(const Workload& w, int layers) const;
   // m t_s(n) + bubble_s(n) + 2 (p - 1) max(send) + dp_s(n) + update_s(n): what the partition
   // balances (the fill and drain priced as if every hop were as slow as this stage's worst).
