@@ -65,6 +65,11 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
         keep_worse(sc.dp_link, ring_bottleneck(f, ring));
       }
   }
+  for (int s = 0; s < pp; ++s) {  // the hops' two ends (hop_next of the last stage wraps to 0)
+    StageCost& sc = out[s];
+    sc.next_share = std::min(sc.cpu_share, out[sc.last ? 0 : s + 1].cpu_share);
+    sc.prev_share = std::min(sc.cpu_share, out[sc.first ? pp - 1 : s - 1].cpu_share);
+  }
   return out;
 }
 
@@ -127,8 +132,18 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   // wrap-around hop between chunks (hop_next / hop_prev).
   const int v = w.activation.chunks;
   t.chunks = v;
-  if (const auto [link, n] = hop_next(v); link) t.send_next_s = n * send_s(*link, act / tp);
-  if (const auto [link, n] = hop_prev(v); link) t.send_prev_s = n * send_s(*link, act / tp);
+  // Under a CPU quota a send's bytes move only while both ends' communication threads run
+  // (the sender writing as the socket drains, the receiver's Gloo loop reading), and in the
+  // steps each end's cgroup runs `share` of the wall time: the per-byte time scales with
+  // 1 / share, the latency does not. The calibration probe that measured the link's rate ran
+  // before the first step, when the workers' quotas were not spent (unthrottled), so the
+  // calibrated rate is the unthrottled one and this is not counted twice.
+  auto hop_s = [&](const LinkCost& link, double bytes, double share) {
+    const double s = send_s(link, bytes);
+    return link.gbps_per_rank > 0 ? link.latency_s + (s - link.latency_s) / share : s;
+  };
+  if (const auto [link, n] = hop_next(v); link) t.send_next_s = n * hop_s(*link, act / tp, next_share);
+  if (const auto [link, n] = hop_prev(v); link) t.send_prev_s = n * hop_s(*link, act / tp, prev_share);
   t.pp_s = t.send_next_s + t.send_prev_s;
   double params = params_per_rank(w, layers);
   t.update_s = params * update_s_per_param;
@@ -237,7 +252,8 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
   e.bubble_s = t.bubble_s(p);
   e.dp_comm_s = sync_rs + sync_ag;
   e.update_s = update;
-  e.step_time_s = e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s;
+  e.log_s = w.log_s;
+  e.step_time_s = e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s + e.log_s;
   double tokens = double(w.global_batch) * w.seq_len;
   e.tokens_per_s = e.step_time_s > 0 ? tokens / e.step_time_s : 0;
   double flops = train_flops_per_token(w.shape, b.tp, w.seq_len) * tokens;

@@ -41,6 +41,9 @@ struct Workload {
   // fp32 for Gloo.
   enum class Staging { kNone, kEthernet, kAll };
   Staging staging = Staging::kNone;
+  // The log steps' job-wide maximum over the world group, per step amortized (log_exchange_s,
+  // groups.hpp): every plan pays it, whatever its layout.
+  double log_s = 0;
   int act_bytes() const { return bf16 ? 2 : 4; }
   // TP sums travel in the activation precision where NCCL sums them, as fp32 through Gloo.
   int tp_wire_bytes() const { return bf16 && staging != Staging::kAll ? 2 : 4; }
@@ -106,6 +109,9 @@ struct StageCost {
   int tp = 1, dp = 1;
   double tflops = 0;           // slowest device of the stage, sustained
   double cpu_share = 1;        // smallest NodeFacts::cpu_share of the stage's nodes
+  // The smaller cpu_share of the two ends of hop_next's and hop_prev's hops (this stage's and
+  // the neighbour's): a send's bytes move at that share of the probed rate (time()).
+  double next_share = 1, prev_share = 1;
   LinkCost tp_link, dp_link, emb_link, next_link, prev_link;
   double capacity = 0;         // smallest usable device memory of the stage (0 = unknown)
   double update_s_per_param = 0;  // Facts::update_s_per_param
@@ -138,7 +144,7 @@ std::vector<int> chunk_slots(int micro_batches, int pipeline, int stage, int chu
 // Links and device speeds of every stage of a layout. O(world).
 std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const Layout& lay);
 
-// Step estimate (everything but naive_step_time_s) for a partition.
+// Step estimate (everything but naive_step_time_s) for a partition, w.log_s included.
 Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, const std::vector<int>& layers,
                        int world);
 

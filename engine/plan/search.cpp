@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "common/format.hpp"
+#include "engine/plan/groups.hpp"
 #include "engine/plan/partition.hpp"
 #include "common/errors.hpp"
 
@@ -108,6 +109,7 @@ Evaluated score(const SearchInput& in, const Facts& facts, const Degrees& deg, L
                     : !in.nccl                                              ? Staging::kAll
                     : s.parallel.cross_island == spec::CrossIsland::kGloo ? Staging::kEthernet
                                                                             : Staging::kNone;
+  ev.work.log_s = log_exchange_s(facts, in.table.node_of, s.log.interval);
   ev.stages = stage_costs(facts, in.table, layout);
   ev.layout = std::move(layout);
   int L = s.model.layers, p = deg.pp;

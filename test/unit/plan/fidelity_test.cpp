@@ -287,3 +287,74 @@ TEST_CASE("the memory model counts what the distributed optimizer really holds",
       CHECK(m.optimizer == Approx(p * (dp > 1 ? 12.0 : 8.0) / dp));
     }
 }
+
+namespace {
+
+// Two single-worker CPU nodes on Ethernet only (lab-like: 0.025 TFLOP/s sustained), a pipeline
+// of two stages of 2 layers, each node under a CPU quota of `quota0` / `quota1` cores (0: none).
+holmes::topo::ClusterTopology cpu_pair(double quota0, double quota1) {
+  auto t = hp::testing::make_cluster({{NicKind::kEthernet, 1, 1, 0, 1, 0.05}, {NicKind::kEthernet, 1, 1, 0, 1, 0.05}});
+  const double quota[2] = {quota0, quota1};
+  for (int n = 0; n < 2; ++n) {
+    t.nodes[n].devices.kind = "cpu";
+    t.nodes[n].devices.cores = 1;
+    t.nodes[n].devices.cpu_quota_cores = quota[n];
+  }
+  return t;
+}
+
+holmes::spec::JobSpec pair_spec() {
+  auto s = hp::testing::make_spec(4, 128, 4, 1, 2, 1, 2, 16, 64);
+  s.model.vocab_size = 257;
+  s.parallel.partition.kind = holmes::spec::PartitionKind::kList;
+  s.parallel.partition.layers = {2, 2};
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("under a CPU quota a pipeline send's bytes move at the slower end's share", "[cost_model][fidelity]") {
+  // Lab gen-3, case auto (a 3-stage pipeline over 0.3 Gb/s Ethernet, every node under a quota
+  // of 0.22-0.29 cores): predicted 27% too fast. Gloo's send and receive need both ends'
+  // threads, which run only the quota's share of the wall time in the steps; the link's rate
+  // was probed before the steps, unthrottled. Each hop's per-byte time scales with 1 / the
+  // smaller share of its two ends; its latency does not.
+  const auto spec = pair_spec();
+  const hp::Plan free = hp::make_plan(spec, cpu_pair(0, 0));
+  const hp::Plan recv_held = hp::make_plan(spec, cpu_pair(0, 0.25));  // only the second node
+  const hp::Plan send_held = hp::make_plan(spec, cpu_pair(0.25, 0));
+  REQUIRE(free.stages.size() == 2);
+  // Sends far below a slot's compute: the pipeline pays each hop once each way (fill, drain).
+  const double alpha = 30e-6, m = free.micro_batches;
+  REQUIRE(free.estimate.compute_s / m > 10 * (free.estimate.pp_comm_s / 2));
+  const double bytes_s = free.estimate.pp_comm_s / 2 - alpha;  // one hop's per-byte time
+  REQUIRE(bytes_s > 0);
+  for (const hp::Plan* p : {&recv_held, &send_held}) {
+    CHECK(p->estimate.pp_comm_s == Approx(2 * (alpha + bytes_s / 0.25)));  // both directions, both ends
+    CHECK(p->estimate.compute_s == Approx(free.estimate.compute_s));
+  }
+}
+
+TEST_CASE("every plan pays the log steps' job-wide maximum over the world group", "[cost_model][fidelity]") {
+  // Each log.interval steps the ranks all-reduce a few floats over the world group (memory,
+  // communication share, stop signal): 2 (W - 1) latencies of its slowest hop. Priced once in
+  // estimate_step for every plan and baseline (before: only plans with parallel.replicas).
+  auto spec = pair_spec();
+  spec.log.interval = 1;
+  const hp::Plan every = hp::make_plan(spec, cpu_pair(0, 0));
+  spec.log.interval = 10;
+  const hp::Plan tenth = hp::make_plan(spec, cpu_pair(0, 0));
+  const double log_s = 2 * (2 - 1) * 30e-6;  // W = 2 over Ethernet (30 us)
+  CHECK(every.estimate.log_s == Approx(log_s));
+  CHECK(tenth.estimate.log_s == Approx(log_s / 10));
+  CHECK(every.estimate.step_time_s - tenth.estimate.step_time_s == Approx(log_s * 0.9));
+  REQUIRE(every.estimate.baselines.size() == tenth.estimate.baselines.size());
+  for (size_t i = 0; i < every.estimate.baselines.size(); ++i)
+    CHECK(every.estimate.baselines[i].step_time_s - tenth.estimate.baselines[i].step_time_s == Approx(log_s * 0.9));
+  // One process: no world to sum over.
+  auto one = hp::testing::make_spec(4, 128, 4, 1, 1, 1, 2, 16, 64);
+  auto single = hp::testing::make_cluster({{NicKind::kEthernet, 1, 1, 0, 1, 0.05}});
+  single.nodes[0].devices.kind = "cpu";
+  single.nodes[0].devices.cores = 1;
+  CHECK(hp::make_plan(one, single).estimate.log_s == 0);
+}
