@@ -116,8 +116,11 @@ Evaluated score(const SearchInput& in, const Facts& facts, const Degrees& deg, L
   if (partition == spec::PartitionKind::kList) ev.layers = s.parallel.partition.layers;
   else if (partition == spec::PartitionKind::kUniform) ev.layers = uniform_partition(L, p);
   else
-    ev.layers = balanced_partition(
-        L, p, [&](int st, int n) { return ev.stages[st].objective(ev.work, p, n); }, mode.chunks);
+    ev.layers = coupled_partition(ev.work, ev.stages,
+                                  balanced_partition(
+                                      L, p, [&](int st, int n) { return ev.stages[st].objective(ev.work, p, n); },
+                                      mode.chunks),
+                                  mode.chunks);
   ev.estimate = estimate_step(ev.work, ev.stages, ev.layers, in.world);
   double worst_ratio = -1;
   for (int st = 0; st < p; ++st) {

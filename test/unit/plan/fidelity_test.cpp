@@ -3,7 +3,12 @@
 // its correction.
 #include <catch2/catch.hpp>
 
+#include <functional>
+#include <numeric>
+#include <random>
+
 #include "engine/plan/cost_model.hpp"
+#include "engine/plan/partition.hpp"
 #include "engine/plan/plan.hpp"
 #include "engine/topo/cluster.hpp"
 #include "engine/topo/topology_file.hpp"
@@ -357,4 +362,92 @@ TEST_CASE("every plan pays the log steps' job-wide maximum over the world group"
   single.nodes[0].devices.kind = "cpu";
   single.nodes[0].devices.cores = 1;
   CHECK(hp::make_plan(one, single).estimate.log_s == 0);
+}
+
+namespace {
+
+// Two islands of two single-worker CPU nodes under quotas, the second island at half the
+// speed, thin island fabrics (data-parallel sync comparable to the passes): lab gen-1's shape.
+holmes::topo::ClusterTopology slow_fabric_islands() {
+  auto t = hp::testing::make_cluster({{NicKind::kIb, 2, 1, 1, 0.3, 0.05}, {NicKind::kRoce, 2, 1, 1, 0.3, 0.025}});
+  for (auto& n : t.nodes) {
+    n.devices.kind = "cpu";
+    n.devices.cores = 1;
+    n.devices.cpu_quota_cores = 0.3;
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("the auto partition minimises the coupled step the planner reports", "[cost_model][fidelity][partition]") {
+  // The greedy balances each stage's own timeline (F_s: its pipelined part, sync and update);
+  // the step couples the stages (max pipelined part + max exposed sync + max update). In lab
+  // gen-1 and gen-8 (each holmes run's own calibration) the greedy's partition was 9-13% slower
+  // by the planner's own estimate than the best one. Brute force over every list partition.
+  auto spec = hp::testing::make_spec(8, 128, 4, 1, 2, 2, 2, 32, 64);
+  spec.model.vocab_size = 257;
+  const auto topo = slow_fabric_islands();
+  const hp::Plan autop = hp::make_plan(spec, topo);
+  REQUIRE(autop.stages.size() == 2);
+  double best = 1e30;
+  std::vector<int> best_layers{0};
+  spec.parallel.partition.kind = holmes::spec::PartitionKind::kList;
+  for (int a = 1; a < 8; ++a) {
+    spec.parallel.partition.layers = {a, 8 - a};
+    const hp::Plan q = hp::make_plan(spec, topo);
+    if (q.estimate.step_time_s < best) best = q.estimate.step_time_s, best_layers = {a, 8 - a};
+  }
+  CHECK(autop.estimate.step_time_s == Approx(best).epsilon(1e-9));
+  CHECK(autop.stages[0].num_layers == best_layers[0]);
+}
+
+TEST_CASE("the coupled partition against brute force on random stages", "[cost_model][fidelity][partition]") {
+  // Random 2-4 stage pipelines (device speeds, data-parallel links, quotas, update costs):
+  // coupled_partition is never slower than its greedy start and (nearly always) reaches the
+  // brute-force optimum of estimate_step.
+  std::mt19937 rng(27);
+  std::uniform_real_distribution<double> u(0, 1);
+  int optimal = 0, cases = 0;
+  double worst_gap = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    hp::Workload w = workload(false);
+    w.micro_batches = 2 + trial % 7;
+    const int p = 2 + trial % 3, L = 8 + trial % 9;
+    std::vector<hp::StageCost> st;
+    for (int s = 0; s < p; ++s) {
+      hp::StageCost c = dp_stage(s, p, 0.2 + u(rng));
+      c.dp_link.gbps_per_rank = 0.2 + 3 * u(rng);
+      c.cpu_share = u(rng) < 0.5 ? 1 : 0.2 + 0.8 * u(rng);
+      c.next_link = c.prev_link = c.emb_link = c.dp_link;
+      c.update_s_per_param = 1e-8 * u(rng);
+      st.push_back(c);
+    }
+    const auto start = hp::balanced_partition(L, p, [&](int s, int n) { return st[s].objective(w, p, n); });
+    const auto got = hp::coupled_partition(w, st, start);
+    const double t_start = hp::estimate_step(w, st, start, p * 2).step_time_s;
+    const double t_got = hp::estimate_step(w, st, got, p * 2).step_time_s;
+    CHECK(t_got <= t_start * (1 + 1e-12));
+    CHECK(std::accumulate(got.begin(), got.end(), 0) == L);
+    CHECK(*std::min_element(got.begin(), got.end()) >= 1);
+    double best = 1e30;
+    std::vector<int> cur(p);
+    std::function<void(int, int)> rec = [&](int s, int left) {
+      if (s == p - 1) {
+        cur[s] = left;
+        best = std::min(best, hp::estimate_step(w, st, cur, p * 2).step_time_s);
+        return;
+      }
+      for (int n = 1; n <= left - (p - 1 - s); ++n) cur[s] = n, rec(s + 1, left - n);
+    };
+    rec(0, L);
+    ++cases;
+    optimal += t_got <= best * (1 + 1e-9);
+    worst_gap = std::max(worst_gap, t_got / best - 1);
+  }
+  // Single-layer moves can stop short where two maxima must drop at once; the three starts
+  // leave 2 of these 300 cases short of the optimum, by at most 2.6% (the greedy start alone:
+  // 86 optimal, up to 31% short).
+  CHECK(optimal >= 295);
+  CHECK(worst_gap < 0.03);
 }
