@@ -104,7 +104,10 @@ class CheckpointSaver {
   int64_t last_saved_ = -1;
   std::string spec_text_;
   std::unique_ptr<Pending> pending_;
-  std::vector<float> copy_params_, copy_m_, copy_v_;  // the shard as of the pending save
+  struct Copy {
+    std::vector<float> params, m, v;
+  };
+  std::vector<Copy> copies_;  // the shard of each model chunk as of the pending save
 };
 
 // Test hook, read once when the loop starts: HOLMES_TEST_SIGNAL_AFTER_STEP="13:KILL" (or TERM,
