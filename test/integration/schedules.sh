@@ -7,7 +7,8 @@
 #     step 6 (checkpoints every 4 steps) resume from step 4 to the uninterrupted run's losses;
 #   - across schedules: 1f1b's step-4 checkpoint resumed as interleaved, and interleaved's as
 #     1f1b, give the losses of continuing unchanged (bit for bit here; the unit test bounds it);
-#   - the interleaved checkpoint exported to Hugging Face and loaded by init-from into every chunk;
+#   - the interleaved checkpoint resumed on other grids (interleaved tp2 x pp2, 1f1b pp4) within
+#     1e-5 relative (other sums), exported to Hugging Face and loaded by init-from into every chunk;
 #   - the plan: auto chooses zb-h1 for the pipeline, shows the runner-up and the gain over 1f1b,
 #     and the log's numerics line names the schedule that ran.
 # Usage: schedules.sh <holmes-train> <source dir>
@@ -78,6 +79,19 @@ for pair in "1f1b interleaved" "interleaved 1f1b"; do
     bad "$from checkpoint resumed as $to: not resumed at 4 as another plan" "$tmp/cross-$from-$to.log"
   same_losses "$tmp/kill-$from/metrics.jsonl" 5 8 "$tmp/cross-$from-$to/metrics.jsonl" ||
     bad "$from checkpoint resumed as $to: not the losses of $from continuing"
+done
+
+# Other grids: the interleaved pp2 x dp2 checkpoint resumed as interleaved on tp2 x pp2 and as 1f1b
+# on pp4 (resharded by tensor name; other tensor- and data-parallel sums, so within 1e-5 relative).
+for row in "interleaved 2 2 1" "1f1b 1 4 1"; do
+  read -r to t p d <<<"$row"
+  job_run "grid-$to" $(grid $t $p $d) --set parallel.schedule=$to --set checkpoint.interval=4 \
+    --resume "$tmp/kill-interleaved/checkpoints/step-00000004"
+  [ "$rc" -eq 0 ] || bad "interleaved checkpoint resumed as $to on ${t}x${p}x${d}: exit $rc" "$tmp/grid-$to.log"
+  grep -q "resume: continuing from .*step-00000004 at step 4 .*another plan: resharded" "$tmp/grid-$to.log" ||
+    bad "interleaved checkpoint resumed as $to on ${t}x${p}x${d}: not resumed at 4" "$tmp/grid-$to.log"
+  LOSS_TOL=1e-5 same_losses "$tmp/kill-interleaved/metrics.jsonl" 5 8 "$tmp/grid-$to/metrics.jsonl" ||
+    bad "interleaved checkpoint resumed as $to on ${t}x${p}x${d}: not within 1e-5 of continuing"
 done
 
 # The interleaved run's weights exported (read by tensor name) and loaded by checkpoint.init_from
