@@ -125,15 +125,7 @@ checkpoint::RunClaim claim_for(const spec::JobSpec& spec, const ResumePoint& res
 
 }  // namespace
 
-void check_checkpointable(spec::Schedule schedule) {
-  if (schedule == spec::Schedule::kInterleaved)
-    throw UserError("parallel.schedule = interleaved: the trainer runs its model chunks, but a checkpoint of them "
-                    "(one shard per chunk) is not written yet, and every run saves one at its end (issue 26); "
-                    "accepted for a training run: 1f1b, zb-h1 or auto (--plan-only prices interleaved)");
-}
-
 void check_outputs(const spec::JobSpec& spec, bool first) {
-  check_checkpointable(spec.parallel.schedule);
   checkpoint::check_output_folders_writable(spec, first);
   if (first) checkpoint::check_no_live_writer(spec.job.output_dir);
   const ResumePoint resume = find_resume_point(spec);
