@@ -215,6 +215,7 @@ RankMemory StageCost::memory(const Workload& w, int pipeline, int layers) const 
                       (layers * block + extra(first, last));
   }
   if (layers > 0) mem.activations += recompute_work_bytes(w.shape, w.seq_len, w.micro_batch, tp, a, w.activation);
+  mem.runtime = w.runtime_bytes;
   mem.capacity = capacity;
   return mem;
 }

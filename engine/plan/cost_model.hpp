@@ -46,6 +46,9 @@ struct Workload {
   // The log steps' job-wide maximum over the world group, per step amortized (log_exchange_s,
   // groups.hpp): every plan pays it, whatever its layout.
   double log_s = 0;
+  // Device memory the CUDA runtime and the libraries take on each GPU beside the job's buffers
+  // (kCudaRuntimeBytes on a CUDA plan, 0 on the CPU): counted in every rank's memory.
+  double runtime_bytes = 0;
   int act_bytes() const { return bf16 ? 2 : 4; }
   // TP sums travel in the activation precision where NCCL sums them, as fp32 through Gloo.
   int tp_wire_bytes() const { return bf16 && staging != Staging::kAll ? 2 : 4; }
@@ -161,7 +164,12 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
 std::vector<int> coupled_partition(const Workload& w, const std::vector<StageCost>& stages, std::vector<int> start,
                                    int min_layers = 1);
 
-// Usable fraction of device memory (the rest: CUDA context, workspaces, fragmentation).
+// Usable fraction of device memory (the rest: fragmentation, NCCL's buffers, what the runtime
+// allocates beyond kCudaRuntimeBytes).
 inline constexpr double kUsableMemoryFraction = 0.9;
+// The CUDA context, cuBLASLt's and cuDNN's workspaces on each GPU of a CUDA plan: measured
+// 0.92-1.66 GiB above the job's buffers on an H200 (one process, GPT-2 124M to a 7B Llama,
+// docs/results/h200-2026-11-26.md).
+inline constexpr double kCudaRuntimeBytes = 1024.0 * 1024 * 1024;
 
 }  // namespace holmes::plan

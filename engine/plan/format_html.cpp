@@ -309,20 +309,20 @@ std::string stage_table(const Plan& p) {
     if (first_rank[s] >= 0 && size_t(first_rank[s]) < p.memory.size())
       scale = std::max({scale, p.memory[first_rank[s]].total(), p.memory[first_rank[s]].capacity});
   if (scale <= 0) scale = 1;
-  const char* part_colour[] = {"#4c72b0", "#8172b2", "#ccb974", "#55a868"};
+  const char* part_colour[] = {"#4c72b0", "#8172b2", "#ccb974", "#55a868", "#8c8c8c"};
   std::string out = "<table class=\"stages\"><tr><th>stage</th><th>layers</th><th>island</th><th>holds</th><th>TFLOP/s "
-                    "per device</th><th>memory per device (params, grads, optimizer, activations) vs usable</th></tr>\n";
+                    "per device</th><th>memory per device (params, grads, optimizer, activations, CUDA runtime) vs usable</th></tr>\n";
   for (size_t s = 0; s < p.stages.size(); ++s) {
     const Stage& st = p.stages[s];
     std::string bar = "-";
     if (first_rank[s] >= 0 && size_t(first_rank[s]) < p.memory.size()) {
       const RankMemory& m = p.memory[first_rank[s]];
-      const double parts[] = {m.params, m.grads, m.optimizer, m.activations};
-      const char* names[] = {"params", "grads", "optimizer", "activations"};
+      const double parts[] = {m.params, m.grads, m.optimizer, m.activations, m.runtime};
+      const char* names[] = {"params", "grads", "optimizer", "activations", "CUDA runtime"};
       const double w = 260;
       bar = fmt::format("<svg class=\"mem\" viewBox=\"0 0 {0} 16\" width=\"{0}\" height=\"16\">", w + 4);
       double x = 0;
-      for (int k = 0; k < 4; ++k) {
+      for (int k = 0; k < 5; ++k) {
         const double pw = parts[k] / scale * w;
         bar += fmt::format("<rect x=\"{}\" y=\"2\" width=\"{}\" height=\"12\" fill=\"{}\"><title>{}: {:.2f} GiB</title>"
                            "</rect>",
@@ -347,7 +347,8 @@ std::string stage_table(const Plan& p) {
   }
   out += "</table>\n";
   out += html::legend({{"params", part_colour[0]}, {"grads", part_colour[1]}, {"optimizer", part_colour[2]},
-                       {"activations", part_colour[3]}, {"| usable device memory", "#000"}});
+                       {"activations", part_colour[3]}, {"CUDA runtime", part_colour[4]},
+                       {"| usable device memory", "#000"}});
   return out;
 }
 

@@ -196,11 +196,11 @@ std::string format_plan_json(const Plan& p) {
   array(out, p.memory, [&](const RankMemory& m) {
     // "bytes" is the sum of the parts as printed, each rounded to a whole byte.
     const long long parts[] = {std::llround(m.params), std::llround(m.grads), std::llround(m.optimizer),
-                               std::llround(m.activations)};
+                               std::llround(m.activations), std::llround(m.runtime)};
     out += fmt::format("{{\"rank\": {}, \"bytes\": {}, \"params\": {}, \"grads\": {}, \"optimizer\": {}, "
-                       "\"activations\": {}, \"capacity\": {}}}",
-                       m.rank, parts[0] + parts[1] + parts[2] + parts[3], parts[0], parts[1], parts[2], parts[3],
-                       bytes(m.capacity));
+                       "\"activations\": {}, \"runtime\": {}, \"capacity\": {}}}",
+                       m.rank, parts[0] + parts[1] + parts[2] + parts[3] + parts[4], parts[0], parts[1], parts[2],
+                       parts[3], parts[4], bytes(m.capacity));
   });
   if (p.replicas.count > 1) append_replicas(out, p.replicas);
   out += ",\n  \"warnings\": ";

@@ -160,6 +160,7 @@ void append_memory(std::string& out, const Plan& p) {
     out += fmt::format("  stage {}: {:.2f} = params {:.2f} + grads {:.2f} + optimizer {:.2f} + activations {:.2f}",
                        s, m.total() / kGiB, m.params / kGiB, m.grads / kGiB, m.optimizer / kGiB,
                        m.activations / kGiB);
+    if (m.runtime > 0) out += fmt::format(" + CUDA runtime {:.2f}", m.runtime / kGiB);
     out += m.capacity > 0 ? fmt::format(" of {:.1f} usable\n", m.capacity / kGiB) : " (device memory unknown)\n";
   }
 }

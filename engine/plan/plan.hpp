@@ -105,7 +105,8 @@ struct RankMemory {
   double grads = 0;        // fp32: 4 bytes per parameter held
   double optimizer = 0;    // its shard of the Adam moments and of the reduce-scatter outputs
   double activations = 0;  // in-flight micro-batches
-  double total() const { return params + grads + optimizer + activations; }
+  double runtime = 0;      // CUDA context and library workspaces (Workload::runtime_bytes); 0 on the CPU
+  double total() const { return params + grads + optimizer + activations + runtime; }
   double capacity = 0;     // usable device memory (bytes); 0 = unknown
 };
 

@@ -110,6 +110,7 @@ Evaluated score(const SearchInput& in, const Facts& facts, const Degrees& deg, L
                     : s.parallel.cross_island == spec::CrossIsland::kGloo ? Staging::kEthernet
                                                                             : Staging::kNone;
   ev.work.log_s = log_exchange_s(facts, in.table.node_of, s.log.interval);
+  ev.work.runtime_bytes = in.cuda ? kCudaRuntimeBytes : 0;
   ev.stages = stage_costs(facts, in.table, layout);
   ev.layout = std::move(layout);
   int L = s.model.layers, p = deg.pp;
@@ -160,11 +161,12 @@ std::string out_of_memory_message(const SearchInput& in, const Evaluated& best, 
   const Degrees& d = best.deg;
   std::string msg = fmt::format(
       "the plan does not fit in device memory{}: with tensor={} pipeline={} data={} micro_batch={}, stage {} needs "
-      "{:.2f} GiB per device (parameters {:.2f}, gradients {:.2f}, optimizer {:.2f}, activations {:.2f}), {:.2f} GiB "
+      "{:.2f} GiB per device (parameters {:.2f}, gradients {:.2f}, optimizer {:.2f}, activations {:.2f}{}), {:.2f} GiB "
       "more than the {:.2f} GiB usable ({:.0f}% of the device)",
       candidates > 1 ? fmt::format(" (the least memory of all {} candidate layouts)", candidates) : "", d.tp, d.pp, d.dp,
       d.micro_batch, best.worst_stage, m.total() / kGiB, m.params / kGiB, m.grads / kGiB, m.optimizer / kGiB,
-      m.activations / kGiB, (m.total() - m.capacity) / kGiB, m.capacity / kGiB, kUsableMemoryFraction * 100);
+      m.activations / kGiB, m.runtime > 0 ? fmt::format(", CUDA runtime {:.2f}", m.runtime / kGiB) : "",
+      (m.total() - m.capacity) / kGiB, m.capacity / kGiB, kUsableMemoryFraction * 100);
   std::vector<std::string> ways;
   // A fixed train.recompute that keeps more than full: say whether recomputing would fit.
   if (s.train.recompute != spec::Recompute::kAuto && s.train.recompute != spec::Recompute::kFull) {

@@ -144,6 +144,7 @@ plan::Plan read(const json& j) {
     rm.rank = integer(m, "rank");
     rm.params = number(m, "params"), rm.grads = number(m, "grads"), rm.optimizer = number(m, "optimizer");
     rm.activations = number(m, "activations"), rm.capacity = number(m, "capacity");
+    rm.runtime = m.contains("runtime") ? number(m, "runtime") : 0;
     p.memory.push_back(rm);
   }
   for (const json& w : array(j, "warnings")) p.warnings.push_back(w.get<std::string>());
