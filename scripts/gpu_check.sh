@@ -145,7 +145,7 @@ shared_gpu_check() {
     names+=("$name")
     env "${env[@]}" HOLMES_WORKERS_PER_GPU=$n timeout 180 "$dir/bin/holmes-train" --nproc-per-node "$n" "${common[@]}" \
       --set parallel.tensor="$t" --set parallel.pipeline="$p" --set parallel.data="$d" \
-      --set job.output_dir="$out/$name" >"$out/$name.log" 2>&1 || { bad+=("$name exit $? (see $sub/$name.log)"); continue; }
+      ${HOLMES_SHARED_EXTRA:-} --set job.output_dir="$out/$name" >"$out/$name.log" 2>&1 || { bad+=("$name exit $? (see $sub/$name.log)"); continue; }
     if [ "$mode" = nccl ] && ! grep -q "nccl: .* over nccl" "$out/$name.log"; then
       bad+=("$name did not use NCCL groups ($sub/$name.log)")
       continue
@@ -310,9 +310,153 @@ run_checks() {
     [ "$llama_whole" = pass ] && [ "$nccl" = pass ] && [[ $shared == pass* ]] && [[ $shared_nccl == pass* ]] && [[ $shared_bf16 == pass* ]] && [[ $auto_dev == pass* ]]
 }
 
+# ---- the rows of issues 26 and 28 (recompute, schedules, diloco) ----------------------------------
+# `extra` runs after `run` (same bundle); every row is bounded and skipped, saying so, once
+# HOLMES_CHECK_BUDGET_S (default 400) seconds have passed, so the table always prints.
+
+# true while the extra rows' time budget lasts
+in_budget() { [ "$SECONDS" -lt "${HOLMES_CHECK_BUDGET_S:-400}" ]; }
+
+# Device memory per recompute mode: a GPT-2 124M bf16 job (B=8, T=1024, 3 steps) in none,
+# selective and full; the trainer's device_mb (cudaMemGetInfo, after the step) of each, and the
+# saving of full and selective against none compared with the plan's activation bytes
+# (--plan-only --format json, the same job): within 10% passes. Also prints the plan's whole
+# per-device bytes against the measured total (which adds the CUDA context and library workspaces).
+recompute_memory_row() {
+  local job=(--set job.device=cuda --set train.precision=bf16 --set model.layers=12 --set model.hidden=768
+    --set model.heads=12 --set model.vocab_size=50257 --set model.max_seq_len=1024 --set train.seq_len=1024
+    --set train.micro_batch=8 --set train.global_batch=8 --set train.eval_interval=0 --set log.interval=1)
+  local mode args=()
+  for mode in none selective full; do
+    timeout 120 "$dir/bin/holmes-train" "${job[@]}" --set train.recompute=$mode --set train.steps=3 \
+      --set job.output_dir="$logs/recompute-$mode" >"$logs/recompute-$mode.log" 2>&1 ||
+      { echo "FAIL: recompute $mode exit $? (recompute-$mode.log)"; return; }
+    "$dir/bin/holmes-train" "${job[@]}" --set train.recompute=$mode --set train.steps=3 --plan-only --format json \
+      >"$logs/recompute-$mode.plan.json" 2>"$logs/recompute-$mode.plan.log" ||
+      { echo "FAIL: recompute $mode --plan-only exit $?"; return; }
+    args+=("$logs/recompute-$mode")
+  done
+  python3 - "${args[@]}" <<'PY'
+import json, sys
+def measured(d):
+    rows = [r for r in map(json.loads, open(d + "/metrics.jsonl")) if "device_mb" in r]
+    return max(r["device_mb"] for r in rows) * 2**20
+def plan(d):
+    m = json.load(open(d + ".plan.json"))["memory"][0]
+    return m["activations"], m["bytes"]
+(none, sel, full) = sys.argv[1:]
+mn, ms, mf = measured(none), measured(sel), measured(full)
+(an, bn), (as_, bs), (af, bf) = plan(none), plan(sel), plan(full)
+ok, parts = True, []
+for name, got, want in (("full", mn - mf, an - af), ("selective", mn - ms, an - as_)):
+    err = abs(got - want) / want if want > 0 else float("inf")
+    ok &= err <= 0.10
+    parts.append(f"{name} saves {got / 2**20:.0f} MiB, model {want / 2**20:.0f} ({100 * err:.1f}%)")
+totals = ", ".join(f"{n} {m / 2**20:.0f}/{b / 2**20:.0f}" for n, m, b in (("none", mn, bn), ("sel", ms, bs), ("full", mf, bf)))
+print(("pass: " if ok else "FAIL: ") + "; ".join(parts) + f"; device MiB measured/planned {totals}")
+PY
+}
+
+# The largest model of one shape that the planner fits on this GPU in recompute mode $2, found
+# by bisecting model.layers with --plan-only (exit 0 = fits), then trained for 2 steps: "name
+# mode: L layers (N params) trains, device X MiB of Y planned, Z tok/s". $1 = gpt2 | llama.
+largest_row() {
+  local arch=$1 mode=$2 shape
+  if [ "$arch" = gpt2 ]; then  # GPT-2 XL's width, T=1024, micro-batch 8
+    shape=(--set model.hidden=1600 --set model.heads=25 --set model.vocab_size=50257 --set model.max_seq_len=1024
+      --set train.seq_len=1024 --set train.micro_batch=8 --set train.global_batch=8)
+  else  # Llama 3 8B's width, T=2048, micro-batch 2
+    shape=(--set model.arch=llama --set model.hidden=4096 --set model.heads=32 --set model.kv_heads=8
+      --set model.ffn_hidden=14336 --set model.vocab_size=128256 --set model.max_seq_len=2048
+      --set train.seq_len=2048 --set train.micro_batch=2 --set train.global_batch=2)
+  fi
+  local job=(--set job.device=cuda --set train.precision=bf16 --set train.recompute="$mode" --set train.eval_interval=0
+    --set log.interval=1 "${shape[@]}")
+  local lo=1 hi=512 mid
+  fits() { "$dir/bin/holmes-train" "${job[@]}" --set model.layers="$1" --set train.steps=2 --plan-only --format json \
+    >"$logs/largest-$arch-$mode.plan.json" 2>/dev/null; }
+  fits $lo || { echo "FAIL: $arch $mode: one layer does not fit"; return; }
+  while [ $((hi - lo)) -gt 1 ]; do
+    mid=$(((lo + hi) / 2))
+    if fits $mid; then lo=$mid; else hi=$mid; fi
+  done
+  fits $lo
+  local out="$logs/largest-$arch-$mode"
+  local rc=0
+  timeout 120 "$dir/bin/holmes-train" "${job[@]}" --set model.layers=$lo --set train.steps=2 \
+    --set job.output_dir="$out" >"$out.log" 2>&1 || rc=$?
+  if [ $rc -ne 0 ]; then
+    echo "FAIL: $arch $mode L=$lo: exit $rc ($(grep -v '^ *$' "$out.log" | tail -1 | cut -c1-120))"
+    return
+  fi
+  python3 - "$arch" "$mode" "$lo" "$out" <<'PY'
+import json, sys
+arch, mode, layers, out = sys.argv[1:]
+plan = json.load(open(out + ".plan.json"))
+rows = [r for r in map(json.loads, open(out + "/metrics.jsonl")) if "device_mb" in r]
+dev = max(r["device_mb"] for r in rows)
+tok = rows[-1].get("tokens_per_s", 0)
+m = plan["memory"][0]
+print(f"{arch} {mode}: {layers} layers ({plan['params'] / 1e9:.2f}B params) trains; device {dev:.0f} MiB, "
+      f"planned {m['bytes'] / 2**20:.0f} of {m['capacity'] / 2**20:.0f} usable; {tok / 1e3:.1f}k tok/s at step 2")
+PY
+}
+
+# A diloco job (2 replicas sharing the GPU, H=4, fp32) against the same job on the CPU: every
+# step's loss within relative 1e-3 (the outer side group's device path: pseudo-gradients staged
+# from device buffers, the outer step applied on the device).
+diloco_row() {
+  local job=(--nproc-per-node 2 --set parallel.replicas=2 --set parallel.outer=diloco --set parallel.inner_steps=4
+    --set train.precision=fp32 --set train.steps=10 --set train.micro_batch=4 --set train.global_batch=8 --set log.interval=1)
+  HOLMES_WORKERS_PER_GPU=2 timeout 150 "$dir/bin/holmes-train" "${job[@]}" --set job.device=cuda \
+    --set job.output_dir="$logs/diloco-gpu" >"$logs/diloco-gpu.log" 2>&1 || { echo "FAIL: gpu exit $? (diloco-gpu.log)"; return; }
+  timeout 150 "$dir/bin/holmes-train" "${job[@]}" --set job.device=cpu \
+    --set job.output_dir="$logs/diloco-cpu" >"$logs/diloco-cpu.log" 2>&1 || { echo "FAIL: cpu exit $? (diloco-cpu.log)"; return; }
+  if losses_within 1e-3 "$logs/diloco-cpu/metrics.jsonl" "$logs/diloco-gpu/metrics.jsonl" >"$logs/diloco-compare.txt" 2>&1; then
+    echo "pass: 10 steps, 2 outer syncs, losses within 1e-3 of the CPU ($(grep -o 'worst.*' "$logs/diloco-compare.txt"))"
+  else
+    echo "FAIL: losses differ from the CPU ($(cat "$logs/diloco-compare.txt" | cut -c1-150))"
+  fi
+}
+
+# zb-h1 with full recomputation on pipeline layouts sharing the GPU, against one process of
+# the default schedule without recomputation (fp32, every loss within 1e-4)
+zb_row() {
+  HOLMES_SHARED_EXTRA="--set parallel.schedule=zb-h1 --set train.recompute=full" \
+    shared_gpu_check gloo fp32 1e-4 "pp2 2 1 2 1" "tp2xpp2xdp2 8 2 2 2"
+}
+
+extra_checks() {
+  [ -x "$dir/bin/holmes-train" ] || { echo "gpu_check: $dir/bin/holmes-train missing; run 'bundle' first" >&2; exit 2; }
+  logs=$(mktemp -d)
+  library_path
+  local rows=() r
+  row() {  # row NAME FUNCTION ARGS...: the function's line, or a skip once the budget is spent
+    local name=$1
+    shift
+    if in_budget; then r=$("$@" 2>&1 | tail -1 || true); else r="skipped: the ${HOLMES_CHECK_BUDGET_S:-400} s budget was spent"; fi
+    rows+=("$(printf '%-28s %s' "$name" "$r")")
+    echo "${rows[-1]}"
+  }
+  row "recompute device memory" recompute_memory_row
+  row "zb-h1+full, Gloo fp32" zb_row
+  row "diloco 2 replicas vs CPU" diloco_row
+  row "largest gpt2, none" largest_row gpt2 none
+  row "largest gpt2, full" largest_row gpt2 full
+  row "largest llama, none" largest_row llama none
+  row "largest llama, full" largest_row llama full
+  echo
+  echo "gpu_check extra on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1) (${SECONDS} s)"
+  printf '%s\n' "${rows[@]}"
+  if [ -n "${OUT:-}" ]; then
+    tar -C "$logs" --exclude=checkpoints --exclude=final -czf "$OUT/gpu_extra_logs.tar.gz" . || true
+  fi
+}
+
 case "$mode" in
   bundle) bundle ;;
   run) run_checks ;;
   profile) profile ;;
-  *) echo "usage: scripts/gpu_check.sh bundle|run|profile [DIR]" >&2; exit 2 ;;
+  extra) extra_checks ;;
+  *) echo "usage: scripts/gpu_check.sh bundle|run|extra|profile [DIR]" >&2; exit 2 ;;
 esac

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -129,6 +130,12 @@ std::string checkpoint_step_dir(const std::string& ckpt_dir, int64_t step);
 // shape differs from `job_model` (the job's global GptConfig) or lacks a slice the shard needs.
 void load_shard_state(const CheckpointInfo& info, const model::GptConfig& job_model, ShardState& state,
                       bool with_optimizer);
+// The same for every model chunk of a rank (interleaved: V states, each with its own layout and
+// owned ranges) in one pass over the files: a piece goes to every state whose layout names its
+// tensor, and each state must come out complete. Whether the saving plan had one chunk per rank
+// or several does not matter (pieces are keyed by tensor name).
+void load_shard_states(const CheckpointInfo& info, const model::GptConfig& job_model, std::span<ShardState> states,
+                       bool with_optimizer);
 
 // What the saving rank knows besides its shard.
 struct SaveContext {
@@ -157,14 +164,24 @@ struct SaveResult {
 // rename), rank 0 writes the manifest and, once every rank has finished, the commit marker,
 // then prunes older checkpoints. A crash at any point leaves the previous checkpoint usable.
 // Equals prepare_checkpoint + write_checkpoint_shard + commit_checkpoint.
-SaveResult save_checkpoint(const std::string& ckpt_dir, const ShardState& state, const SaveContext& ctx);
+// A rank holding several model chunks (interleaved) passes one state per chunk: all of them go
+// into its one shard file.
+SaveResult save_checkpoint(const std::string& ckpt_dir, std::span<const ShardState> states, const SaveContext& ctx);
+inline SaveResult save_checkpoint(const std::string& ckpt_dir, const ShardState& state, const SaveContext& ctx) {
+  return save_checkpoint(ckpt_dir, std::span<const ShardState>(&state, 1), ctx);
+}
 
 // The phases of save_checkpoint, so that the shard can be written while training goes on.
 // prepare (collective): creates the step folder; returns it. A committed folder of the same
 // step (saved again after resuming from an older checkpoint) loses its marker first.
 std::string prepare_checkpoint(const std::string& ckpt_dir, const SaveContext& ctx);
-// Local, any thread: writes this rank's shard file into the step folder.
-CheckpointFile write_checkpoint_shard(const std::string& step_dir, const ShardState& state, const SaveContext& ctx);
+// Local, any thread: writes this rank's shard file (the pieces of every state) into the step folder.
+CheckpointFile write_checkpoint_shard(const std::string& step_dir, std::span<const ShardState> states,
+                                      const SaveContext& ctx);
+inline CheckpointFile write_checkpoint_shard(const std::string& step_dir, const ShardState& state,
+                                             const SaveContext& ctx) {
+  return write_checkpoint_shard(step_dir, std::span<const ShardState>(&state, 1), ctx);
+}
 // Collective, after every rank's write: manifest, commit marker, pruning (rank 0).
 SaveResult commit_checkpoint(const std::string& ckpt_dir, const CheckpointFile& file, const SaveContext& ctx);
 

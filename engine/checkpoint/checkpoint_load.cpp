@@ -214,34 +214,51 @@ void check_filled(const CheckpointInfo& info, const ShardState& s, const OwnedMa
 
 void load_shard_state(const CheckpointInfo& info, const model::GptConfig& job_model, ShardState& s,
                       bool with_optimizer) {
+  load_shard_states(info, job_model, std::span<ShardState>(&s, 1), with_optimizer);
+}
+
+void load_shard_states(const CheckpointInfo& info, const model::GptConfig& job_model, std::span<ShardState> states,
+                       bool with_optimizer) {
   check_model(info, job_model);
-  const auto& layout = *s.layout;
-  const OwnedMap owned(s.owned);
-  std::fill_n(s.params, layout.size(), unfilled());
-  if (with_optimizer) {
-    std::fill_n(s.exp_avg, s.owned_size(), unfilled());
-    std::fill_n(s.exp_avg_sq, s.owned_size(), unfilled());
+  std::vector<OwnedMap> owned;
+  owned.reserve(states.size());
+  for (ShardState& s : states) {
+    owned.emplace_back(s.owned);
+    std::fill_n(s.params, s.layout->size(), unfilled());
+    if (with_optimizer) {
+      std::fill_n(s.exp_avg, s.owned_size(), unfilled());
+      std::fill_n(s.exp_avg_sq, s.owned_size(), unfilled());
+    }
   }
-  auto want = [&](const CheckpointPiece& p) {
-    const model::ParamTensor* dst = layout.find(p.tensor);
+  auto want_in = [&](const CheckpointPiece& p, const ShardState& s) {
+    const model::ParamTensor* dst = s.layout->find(p.tensor);
     return dst != nullptr && (p.kind == TensorKind::kParam || with_optimizer) && overlaps_tp_slice(p, *dst);
   };
+  auto want = [&](const CheckpointPiece& p) {
+    return std::any_of(states.begin(), states.end(), [&](const ShardState& s) { return want_in(p, s); });
+  };
   for_each_piece(info, want, [&](const CheckpointPiece& p, const std::vector<float>& data) {
-    const model::ParamTensor& dst = *layout.find(p.tensor);  // a tied copy of wte loads from wte
-    check_piece_shape(info, p, dst);
-    const auto src = piece_tensor(p);
-    const int64_t dst_full = numel_of(dst.full_shape);
-    float* moments = p.kind == TensorKind::kExpAvg ? s.exp_avg : s.exp_avg_sq;
-    for_each_run(p, src, std::gcd(contiguous_unit(src), contiguous_unit(dst)), [&](int64_t f, int64_t at, int64_t len) {
-      if (f >= dst_full) return;  // a padding row beyond this job's padded vocabulary
-      const int64_t o = model::ParamLayout::shard_offset(dst, f);
-      if (o < 0) return;  // another TP rank's slice
-      if (p.kind == TensorKind::kParam) std::copy_n(data.data() + at, len, s.params + o);
-      else owned.scatter(moments, static_cast<size_t>(o), data.data() + at, static_cast<size_t>(len));
-    });
+    for (size_t k = 0; k < states.size(); ++k) {  // the chunk(s) holding the tensor
+      ShardState& s = states[k];
+      if (!want_in(p, s)) continue;
+      const model::ParamTensor& dst = *s.layout->find(p.tensor);  // a tied copy of wte loads from wte
+      check_piece_shape(info, p, dst);
+      const auto src = piece_tensor(p);
+      const int64_t dst_full = numel_of(dst.full_shape);
+      float* moments = p.kind == TensorKind::kExpAvg ? s.exp_avg : s.exp_avg_sq;
+      for_each_run(p, src, std::gcd(contiguous_unit(src), contiguous_unit(dst)), [&](int64_t f, int64_t at, int64_t len) {
+        if (f >= dst_full) return;  // a padding row beyond this job's padded vocabulary
+        const int64_t o = model::ParamLayout::shard_offset(dst, f);
+        if (o < 0) return;  // another TP rank's slice
+        if (p.kind == TensorKind::kParam) std::copy_n(data.data() + at, len, s.params + o);
+        else owned[k].scatter(moments, static_cast<size_t>(o), data.data() + at, static_cast<size_t>(len));
+      });
+    }
   });
-  zero_extra_vocab_rows(info, s, owned, with_optimizer);
-  check_filled(info, s, owned, with_optimizer);
+  for (size_t k = 0; k < states.size(); ++k) {
+    zero_extra_vocab_rows(info, states[k], owned[k], with_optimizer);
+    check_filled(info, states[k], owned[k], with_optimizer);
+  }
 }
 
 std::vector<float> read_full_tensor(const CheckpointInfo& info, const std::string& name, TensorKind kind) {

@@ -15,25 +15,29 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A run of the flat buffer this rank saves: [begin, end) inside tensor t, and where the
-// run's moments start in the packed exp_avg / exp_avg_sq arrays.
+// A run of the flat buffer of state s this rank saves: [begin, end) inside tensor t, and
+// where the run's moments start in s's packed exp_avg / exp_avg_sq arrays.
 struct Segment {
+  const ShardState* s;
   const model::ParamTensor* t;
   size_t begin, end, packed;
 };
 
-// Owned ranges cut at tensor boundaries. A last stage's tied copy of wte is skipped (it
-// equals wte, saved by the first stage), and so are replicated tensors on TP ranks > 0.
-std::vector<Segment> segments_of(const ShardState& s) {
+// Owned ranges cut at tensor boundaries, state after state (model chunk order). A last stage's
+// tied copy of wte is skipped (it equals wte, saved by the first stage), and so are replicated
+// tensors on TP ranks > 0.
+std::vector<Segment> segments_of(std::span<const ShardState> states) {
   std::vector<Segment> out;
-  size_t packed = 0;
-  for (const auto& [b, e] : s.owned) {
-    for (const auto& t : s.layout->tensors()) {
-      const size_t lo = std::max(b, t.offset), hi = std::min(e, t.offset + t.numel);
-      const bool replica = t.split_dim < 0 && s.config->tp_rank > 0;
-      if (lo < hi && !t.tied_copy && !replica) out.push_back({&t, lo, hi, packed + (lo - b)});
+  for (const ShardState& s : states) {
+    size_t packed = 0;
+    for (const auto& [b, e] : s.owned) {
+      for (const auto& t : s.layout->tensors()) {
+        const size_t lo = std::max(b, t.offset), hi = std::min(e, t.offset + t.numel);
+        const bool replica = t.split_dim < 0 && s.config->tp_rank > 0;
+        if (lo < hi && !t.tied_copy && !replica) out.push_back({&s, &t, lo, hi, packed + (lo - b)});
+      }
+      packed += e - b;
     }
-    packed += e - b;
   }
   return out;
 }
@@ -66,9 +70,10 @@ std::string prepare_checkpoint(const std::string& ckpt_dir, const SaveContext& c
   return dir;
 }
 
-// Writes rank-NNNNN.bin (params of the segments, then exp_avg, then exp_avg_sq).
-CheckpointFile write_checkpoint_shard(const std::string& dir, const ShardState& s, const SaveContext& c) {
-  const auto segs = segments_of(s);
+// Writes rank-NNNNN.bin (params of the segments of every state, then exp_avg, then exp_avg_sq).
+CheckpointFile write_checkpoint_shard(const std::string& dir, std::span<const ShardState> states,
+                                      const SaveContext& c) {
+  const auto segs = segments_of(states);
   uint64_t floats = 0;
   for (const auto& g : segs) floats += g.end - g.begin;
   CheckpointFile f{.name = shard_file_name(c.rank), .rank = c.rank, .bytes = 0, .crc32c = 0, .pieces = {}};
@@ -81,6 +86,7 @@ CheckpointFile write_checkpoint_shard(const std::string& dir, const ShardState& 
   for (TensorKind kind : {TensorKind::kParam, TensorKind::kExpAvg, TensorKind::kExpAvgSq}) {
     for (const auto& g : segs) {
       f.pieces.push_back(piece_of(g, kind, out.bytes()));
+      const ShardState& s = *g.s;
       const float* src = kind == TensorKind::kParam ? s.params + g.begin
                          : kind == TensorKind::kExpAvg ? s.exp_avg + g.packed
                                                        : s.exp_avg_sq + g.packed;
@@ -117,10 +123,10 @@ SaveResult commit_checkpoint(const std::string& ckpt_dir, const CheckpointFile& 
   return r;
 }
 
-SaveResult save_checkpoint(const std::string& ckpt_dir, const ShardState& state, const SaveContext& c) {
+SaveResult save_checkpoint(const std::string& ckpt_dir, std::span<const ShardState> states, const SaveContext& c) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string dir = prepare_checkpoint(ckpt_dir, c);
-  SaveResult r = commit_checkpoint(ckpt_dir, write_checkpoint_shard(dir, state, c), c);
+  SaveResult r = commit_checkpoint(ckpt_dir, write_checkpoint_shard(dir, states, c), c);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

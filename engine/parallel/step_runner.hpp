@@ -63,10 +63,16 @@ class StepRunner {
   virtual double evaluate() = 0;
   // The shard as host memory, for checkpoints and final weights: the live buffers on the CPU
   // backend; on a device, host copies made by this call. A caller that writes into it (a
-  // checkpoint load) calls upload_shard_state() afterwards.
+  // checkpoint load) calls upload_shard_state() afterwards. One model chunk only (a runner
+  // with several throws std::logic_error): checkpoints and loads use shard_states().
   virtual checkpoint::ShardState shard_state() = 0;
-  // Puts what was written into the last shard_state() view back into the backend's buffers
-  // (on the CPU backend only the bf16 weight copy, if any, is refreshed).
+  // One state per model chunk of the rank, in chunk order (interleaved: V of them; otherwise
+  // the one of shard_state()), as shard_state() makes it. A checkpoint writes them all into the
+  // rank's one file and a load fills each by tensor name.
+  virtual std::vector<checkpoint::ShardState> shard_states() { return {shard_state()}; }
+  // Puts what was written into the last shard_state() / shard_states() views back into the
+  // backend's buffers, every chunk's (on the CPU backend only the bf16 weight copy, if any, is
+  // refreshed).
   virtual void upload_shard_state() = 0;
   // State of this rank alone that the shard does not hold (diloco: its replica's weights and
   // AdamW moments, the outer anchor and momentum). A checkpoint writes it beside the shard

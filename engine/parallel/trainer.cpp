@@ -122,15 +122,21 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const data:
   }
 }
 
+std::vector<float>& Trainer::outer_host() {
+  host_.resize(chunks_.size());
+  host_[0].params.resize(gpt_->num_params());
+  return host_[0].params;
+}
+
 void Trainer::reset_outer() {
   if (!outer_) return;
   optimizer_->params_ready();
   if (gpt_->backend().memory->is_host()) {
     outer_->reset(gpt_->params());
   } else {
-    host_params_.resize(gpt_->num_params());
-    gpt_->read_params(host_params_);
-    outer_->reset(host_params_.data());
+    std::vector<float>& host = outer_host();
+    gpt_->read_params(host);
+    outer_->reset(host.data());
   }
 }
 
@@ -152,10 +158,10 @@ void Trainer::outer_step(int64_t done) {
     gpt_->params_updated();
     return;
   }
-  host_params_.resize(gpt_->num_params());
-  gpt_->read_params(host_params_);
-  outer_->after_step(done, host_params_.data());
-  gpt_->load_params(host_params_);
+  std::vector<float>& host = outer_host();
+  gpt_->read_params(host);
+  outer_->after_step(done, host.data());
+  gpt_->load_params(host);
 }
 
 model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& backend) {
@@ -350,47 +356,67 @@ double Trainer::evaluate() {
 }
 
 checkpoint::ShardState Trainer::shard_state() {
-  if (chunks_.size() > 1)  // train::check_checkpointable keeps runs from it
-    throw std::logic_error("Trainer::shard_state: one shard per model chunk (interleaved) is not written yet");
-  optimizer_->params_ready();
+  if (chunks_.size() > 1)  // checkpoints and loads take shard_states()
+    throw std::logic_error("Trainer::shard_state: the rank holds model chunks (interleaved): use shard_states()");
+  return chunk_state(0);
+}
+
+std::vector<checkpoint::ShardState> Trainer::shard_states() {
+  std::vector<checkpoint::ShardState> out;
+  for (size_t c = 0; c < chunks_.size(); ++c) out.push_back(chunk_state(c));
+  return out;
+}
+
+checkpoint::ShardState Trainer::chunk_state(size_t c) {
+  model::Gpt& gpt = *chunks_[c];
+  DistOptimizer& opt = *optimizers_[c];
+  opt.params_ready();
   checkpoint::ShardState st;
-  st.layout = &gpt_->layout();
-  st.config = &gpt_->config();
-  st.owned = optimizer_->owned();
+  st.layout = &gpt.layout();
+  st.config = &gpt.config();
+  st.owned = opt.owned();
   // diloco: the shared checkpoint holds replica 0's shard; the others keep theirs in their
   // private state (private_state()), so no tensor is saved twice.
   if (c_.replica > 0) st.owned.clear();
-  device::DeviceMemory& mem = *gpt_->backend().memory;
+  device::DeviceMemory& mem = *gpt.backend().memory;
   if (mem.is_host()) {
-    st.params = gpt_->params();
-    st.exp_avg = optimizer_->exp_avg();
-    st.exp_avg_sq = optimizer_->exp_avg_sq();
+    st.params = gpt.params();
+    st.exp_avg = opt.exp_avg();
+    st.exp_avg_sq = opt.exp_avg_sq();
     return st;
   }
-  const size_t moments = optimizer_->moment_floats();
-  host_params_.resize(gpt_->num_params());
-  host_m_.resize(moments);
-  host_v_.resize(moments);
-  gpt_->read_params(host_params_);
-  mem.download(host_m_.data(), optimizer_->exp_avg(), moments * sizeof(float));
-  mem.download(host_v_.data(), optimizer_->exp_avg_sq(), moments * sizeof(float));
-  st.params = host_params_.data();
-  st.exp_avg = host_m_.data();
-  st.exp_avg_sq = host_v_.data();
+  host_.resize(chunks_.size());
+  HostCopy& h = host_[c];
+  const size_t moments = opt.moment_floats();
+  h.params.resize(gpt.num_params());
+  h.m.resize(moments);
+  h.v.resize(moments);
+  gpt.read_params(h.params);
+  mem.download(h.m.data(), opt.exp_avg(), moments * sizeof(float));
+  mem.download(h.v.data(), opt.exp_avg_sq(), moments * sizeof(float));
+  st.params = h.params.data();
+  st.exp_avg = h.m.data();
+  st.exp_avg_sq = h.v.data();
   return st;
 }
 
 void Trainer::upload_shard_state() {
-  if (chunks_.size() > 1) throw std::logic_error("Trainer::upload_shard_state: model chunks (interleaved)");
-  optimizer_->params_ready();  // (shard_state() waited already: a no-op then)
-  device::DeviceMemory& mem = *gpt_->backend().memory;
-  if (mem.is_host()) {
-    gpt_->params_updated();  // the loader wrote the master weights in place: refresh a bf16 copy
-    return;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    model::Gpt& gpt = *chunks_[c];
+    DistOptimizer& opt = *optimizers_[c];
+    opt.params_ready();  // (shard_states() waited already: a no-op then)
+    device::DeviceMemory& mem = *gpt.backend().memory;
+    if (mem.is_host()) {
+      gpt.params_updated();  // the loader wrote the master weights in place: refresh a bf16 copy
+      continue;
+    }
+    if (c >= host_.size() || host_[c].params.empty())
+      throw std::logic_error("Trainer::upload_shard_state: no shard_states() view of every chunk to upload");
+    const HostCopy& h = host_[c];
+    gpt.load_params(h.params);
+    mem.upload(opt.exp_avg(), h.m.data(), h.m.size() * sizeof(float));
+    mem.upload(opt.exp_avg_sq(), h.v.data(), h.v.size() * sizeof(float));
   }
-  gpt_->load_params(host_params_);
-  mem.upload(optimizer_->exp_avg(), host_m_.data(), host_m_.size() * sizeof(float));
-  mem.upload(optimizer_->exp_avg_sq(), host_v_.data(), host_v_.size() * sizeof(float));
 }
 
 }  // namespace holmes::parallel

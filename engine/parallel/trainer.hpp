@@ -86,7 +86,8 @@ class Trainer final : public StepRunner {
   StepStats train_step(int64_t step, bool stop_requested = false, Agreement agreement = Agreement::kNow) override;
   void agree(StepStats& s) override;
   double evaluate() override;
-  checkpoint::ShardState shard_state() override;
+  checkpoint::ShardState shard_state() override;  // one chunk only (else std::logic_error)
+  std::vector<checkpoint::ShardState> shard_states() override;
   void upload_shard_state() override;
   const model::GptConfig& shard_config() const override { return gpt_->config(); }  // chunk 0's
   int micro_batches() const override { return micro_batches_; }
@@ -146,6 +147,7 @@ class Trainer final : public StepRunner {
   std::unique_ptr<OuterSync> outer_;          // diloco replicas
   void reset_outer();                          // anchor <- the weights
   void outer_step(int64_t done);               // the fragments due after step `done`
+  std::vector<float>& outer_host();            // a device's: host_[0].params as the outer sync's copy
   // Agreement::kLate: the [loss sum, stop flags] of step `step` crossing the replicas (posted,
   // landed by the next step or agree()), and the last landed (or summed at once) sums.
   struct Late {
@@ -162,8 +164,12 @@ class Trainer final : public StepRunner {
   AdamWHyper hyper_;
   int micro_batches_ = 1;
   PipeSchedule schedule_ = PipeSchedule::k1f1b;
-  // Host copies of params and moments behind shard_state() on a device backend.
-  std::vector<float> host_params_, host_m_, host_v_;
+  // Host copies of params and moments behind shard_states() on a device backend, per chunk.
+  struct HostCopy {
+    std::vector<float> params, m, v;
+  };
+  std::vector<HostCopy> host_;
+  checkpoint::ShardState chunk_state(size_t c);  // chunk c's state (a device's: into host_[c])
   StepTimes all_, steady_;  // summed over all steps / after warm-up
   int steps_ = 0;
   std::vector<float> compute_per_step_;

@@ -1,6 +1,8 @@
 #include "engine/plan/cost_model.hpp"
 
 #include <algorithm>
+#include <map>
+#include <numeric>
 
 #include "engine/parallel/schedule.hpp"
 #include "engine/plan/partition.hpp"
@@ -65,6 +67,11 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
         keep_worse(sc.dp_link, ring_bottleneck(f, ring));
       }
   }
+  for (int s = 0; s < pp; ++s) {  // the hops' two ends (hop_next of the last stage wraps to 0)
+    StageCost& sc = out[s];
+    sc.next_share = std::min(sc.cpu_share, out[sc.last ? 0 : s + 1].cpu_share);
+    sc.prev_share = std::min(sc.cpu_share, out[sc.first ? pp - 1 : s - 1].cpu_share);
+  }
   return out;
 }
 
@@ -127,8 +134,18 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   // wrap-around hop between chunks (hop_next / hop_prev).
   const int v = w.activation.chunks;
   t.chunks = v;
-  if (const auto [link, n] = hop_next(v); link) t.send_next_s = n * send_s(*link, act / tp);
-  if (const auto [link, n] = hop_prev(v); link) t.send_prev_s = n * send_s(*link, act / tp);
+  // Under a CPU quota a send's bytes move only while both ends' communication threads run
+  // (the sender writing as the socket drains, the receiver's Gloo loop reading), and in the
+  // steps each end's cgroup runs `share` of the wall time: the per-byte time scales with
+  // 1 / share, the latency does not. The calibration probe that measured the link's rate ran
+  // before the first step, when the workers' quotas were not spent (unthrottled), so the
+  // calibrated rate is the unthrottled one and this is not counted twice.
+  auto hop_s = [&](const LinkCost& link, double bytes, double share) {
+    const double s = send_s(link, bytes);
+    return link.gbps_per_rank > 0 ? link.latency_s + (s - link.latency_s) / share : s;
+  };
+  if (const auto [link, n] = hop_next(v); link) t.send_next_s = n * hop_s(*link, act / tp, next_share);
+  if (const auto [link, n] = hop_prev(v); link) t.send_prev_s = n * hop_s(*link, act / tp, prev_share);
   t.pp_s = t.send_next_s + t.send_prev_s;
   double params = params_per_rank(w, layers);
   t.update_s = params * update_s_per_param;
@@ -202,42 +219,168 @@ RankMemory StageCost::memory(const Workload& w, int pipeline, int layers) const 
   return mem;
 }
 
+namespace {
+
+// The stages are coupled by the pipeline: every stage's passes end with the drain (stage 0's
+// last backward ends after the bottleneck's), so a stage's exposed sync and update start
+// from the pipeline's end, not from its own (shorter) pipelined time. The step is the
+// slowest stage's pipelined part, then the slowest reduce-scatter (and tied sum) to the
+// norm's all-reduce, the slowest update, and the slowest all-gather before the next step's
+// first forward reaches its stage (each net of the waits its own stage has at that end).
+// `at(s)` is stage s's StageTime. The stages that set each maximum are in `max_of` (-1: none).
+struct Coupled {
+  int bottleneck = 0;
+  double fill = 0, sync_rs = 0, sync_ag = 0, update = 0;
+  int max_of[4] = {0, -1, -1, -1};  // pipelined part, reduce-scatter + tied, all-gather, update
+  double step_s = 0;                // without the log exchange
+};
+
+template <class At>
+Coupled couple(int p, int m, const At& at) {
+  Coupled c;
+  double worst = -1;
+  for (int s = 0; s < p; ++s) {
+    const StageTime& ts = at(s);
+    c.fill += ts.pp_fill_s();
+    const double f = pipelined_s(ts, m, p), rs = ts.rs_exposed_s + ts.tied_s;
+    if (f > worst) worst = f, c.bottleneck = s;
+    if (rs > c.sync_rs) c.sync_rs = rs, c.max_of[1] = s;
+    if (ts.ag_exposed_s > c.sync_ag) c.sync_ag = ts.ag_exposed_s, c.max_of[2] = s;
+    if (ts.update_s > c.update) c.update = ts.update_s, c.max_of[3] = s;
+  }
+  c.max_of[0] = c.bottleneck;
+  const StageTime& b = at(c.bottleneck);
+  // The bottleneck's slots and bubble; the fill and drain: every hop once each way.
+  c.step_s = m * b.per_micro_batch() + b.bubble_s(p) + c.fill + c.sync_rs + c.sync_ag + c.update;
+  return c;
+}
+
+}  // namespace
+
+namespace {
+
+// What a stage adds to the coupled step (couple, above) with a given layer count: its
+// pipelined part (which picks the bottleneck) and that part without its own fill and drain
+// (what the bottleneck adds: estimate_step counts every hop's fill instead), its exposed
+// reduce-scatter (and tied sum), all-gather and update.
+struct Terms {
+  double pipe = 0, net = 0, rs = 0, ag = 0, update = 0;
+};
+
+Terms terms_of(const StageTime& t, int m, int p) {
+  const double pipe = pipelined_s(t, m, p);
+  return {pipe, pipe - 2.0 * (p - 1) * std::max(t.send_next_s, t.send_prev_s), t.rs_exposed_s + t.tied_s,
+          t.ag_exposed_s, t.update_s};
+}
+
+// The three largest values of one term over the stages (ties: lower stage first), so that the
+// maximum without any two stages is at hand: a move changes two stages.
+struct Top3 {
+  std::pair<double, int> v[3] = {{-1, -1}, {-1, -1}, {-1, -1}};
+  void add(double value, int stage) {
+    for (int i = 0; i < 3; ++i)
+      if (v[i].second < 0 || value > v[i].first) {
+        for (int j = 2; j > i; --j) v[j] = v[j - 1];
+        v[i] = {value, stage};
+        return;
+      }
+  }
+  std::pair<double, int> without(int a, int b) const {
+    for (const auto& x : v)
+      if (x.second >= 0 && x.second != a && x.second != b) return x;
+    return {-1, -1};
+  }
+};
+
+}  // namespace
+
+std::vector<int> coupled_partition(const Workload& w, const std::vector<StageCost>& stages, std::vector<int> start,
+                                   int min_layers) {
+  const int p = static_cast<int>(stages.size()), m = w.micro_batches;
+  if (p < 2) return start;
+  const int layers = std::accumulate(start.begin(), start.end(), 0);
+  // Each stage's terms by layer count, computed once each.
+  std::vector<std::map<int, Terms>> memo(p);
+  auto at = [&](int s, int n) -> const Terms& {
+    auto it = memo[s].find(n);
+    if (it == memo[s].end()) it = memo[s].emplace(n, terms_of(stages[s].time(w, n), m, p)).first;
+    return it->second;
+  };
+  double fill = 0;  // every hop once each way: the same whatever the layers
+  for (int s = 0; s < p; ++s) fill += stages[s].time(w, start[s]).pp_fill_s();
+  // Steepest descent by single-layer moves. A sum of maxima drops only when one of them does,
+  // which takes a layer from the stage that sets it: those are the donors. A move is priced
+  // in O(1) from the other stages' top three of each term.
+  auto descend = [&](std::vector<int> n) {
+    double now = 0;
+    for (int moves = 0; moves <= layers; ++moves) {
+      Top3 top[4];  // pipelined part, reduce-scatter + tied, all-gather, update
+      for (int s = p - 1; s >= 0; --s) {  // from the last: ties keep the lower stage first
+        const Terms& t = at(s, n[s]);
+        top[0].add(t.pipe, s), top[1].add(t.rs, s), top[2].add(t.ag, s), top[3].add(t.update, s);
+      }
+      auto step = [&](int d, const Terms& td, int r, const Terms& tr) {
+        std::pair<double, int> b = top[0].without(d, r);  // the bottleneck: largest, lower stage on ties
+        double net = b.second >= 0 ? at(b.second, n[b.second]).net : 0;
+        for (const auto& [s, t] : {std::pair<int, const Terms*>{d, &td}, {r, &tr}})
+          if (b.second < 0 || t->pipe > b.first || (t->pipe == b.first && s < b.second)) b = {t->pipe, s}, net = t->net;
+        double sum = net + fill;
+        sum += std::max({0.0, top[1].without(d, r).first, td.rs, tr.rs});
+        sum += std::max({0.0, top[2].without(d, r).first, td.ag, tr.ag});
+        sum += std::max({0.0, top[3].without(d, r).first, td.update, tr.update});
+        return sum;
+      };
+      now = step(0, at(0, n[0]), 1, at(1, n[1]));
+      if (moves == layers) break;
+      double best = now * (1 - 1e-12);
+      int from = -1, to = -1;
+      for (const Top3& t : top) {
+        const int d = t.v[0].second;
+        if (d < 0 || t.v[0].first <= 0 || n[d] <= min_layers) continue;
+        for (int r = 0; r < p; ++r) {
+          if (r == d) continue;
+          const double x = step(d, at(d, n[d] - 1), r, at(r, n[r] + 1));
+          if (x < best) best = x, from = d, to = r;
+        }
+      }
+      if (from < 0) break;
+      --n[from], ++n[to];
+    }
+    return std::pair{now, n};
+  };
+  // Single moves stop where two maxima must drop at once (ties): descend from other starts as
+  // well, the pipelined parts alone balanced and the uniform split, and keep the best.
+  auto best = descend(start);
+  const std::vector<int> pipe_only =
+      balanced_partition(layers, p, [&](int s, int n) { return at(s, n).pipe; }, min_layers);
+  best = std::min(best, descend(pipe_only));
+  const std::vector<int> even = uniform_partition(layers, p);
+  if (*std::min_element(even.begin(), even.end()) >= min_layers) best = std::min(best, descend(even));
+  return best.second;
+}
+
 Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, const std::vector<int>& layers,
                        int world) {
   int p = static_cast<int>(stages.size());
   int m = w.micro_batches;
   Estimate e;
-  // The stages are coupled by the pipeline: every stage's passes end with the drain (stage 0's
-  // last backward ends after the bottleneck's), so a stage's exposed sync and update start
-  // from the pipeline's end, not from its own (shorter) pipelined time. The step is the
-  // slowest stage's pipelined part, then the slowest reduce-scatter (and tied sum) to the
-  // norm's all-reduce, the slowest update, and the slowest all-gather before the next step's
-  // first forward reaches its stage (each net of the waits its own stage has at that end).
-  double worst = -1, sync_rs = 0, sync_ag = 0, update = 0, fill = 0;
-  for (int s = 0; s < p; ++s) {
-    StageTime ts = stages[s].time(w, layers[s]);
-    fill += ts.pp_fill_s();
-    double f = pipelined_s(ts, m, p);
-    if (f > worst) {
-      worst = f;
-      e.bottleneck_stage = s;
-    }
-    sync_rs = std::max(sync_rs, ts.rs_exposed_s + ts.tied_s);
-    sync_ag = std::max(sync_ag, ts.ag_exposed_s);
-    update = std::max(update, ts.update_s);
-  }
+  std::vector<StageTime> times(p);
+  for (int s = 0; s < p; ++s) times[s] = stages[s].time(w, layers[s]);
+  const Coupled c = couple(p, m, [&](int s) -> const StageTime& { return times[s]; });
+  e.bottleneck_stage = c.bottleneck;
   const StageCost& b = stages[e.bottleneck_stage];
-  StageTime t = b.time(w, layers[e.bottleneck_stage]);
+  const StageTime& t = times[e.bottleneck_stage];
   e.compute_s = m * t.compute_s;
   e.recompute_s = m * t.recompute_s;
   e.tp_comm_s = m * t.tp_s;
   // Steady state: what the links add to each slot; fill and drain: every hop's transfer once
   // in each direction, on the critical path.
-  e.pp_comm_s = m * t.pp_exposed_s() + fill;
+  e.pp_comm_s = m * t.pp_exposed_s() + c.fill;
   e.bubble_s = t.bubble_s(p);
-  e.dp_comm_s = sync_rs + sync_ag;
-  e.update_s = update;
-  e.step_time_s = e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s;
+  e.dp_comm_s = c.sync_rs + c.sync_ag;
+  e.update_s = c.update;
+  e.log_s = w.log_s;
+  e.step_time_s = e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s + e.log_s;
   double tokens = double(w.global_batch) * w.seq_len;
   e.tokens_per_s = e.step_time_s > 0 ? tokens / e.step_time_s : 0;
   double flops = train_flops_per_token(w.shape, b.tp, w.seq_len) * tokens;

@@ -25,6 +25,24 @@ Transport ethernet_transport(const EthernetChoice& choice, const LinkCost& link)
   return gloo < nccl ? Transport::kGlooTcp : Transport::kNcclSocket;
 }
 
+LinkCost slowest_hop(const Facts& f, const std::vector<int>& nodes, bool ring) {
+  // The ring wraps around, a pipeline is a path.
+  LinkCost worst;
+  const size_t hops = ring ? nodes.size() : nodes.size() - 1;
+  for (size_t i = 0; i < hops && nodes.size() > 1; ++i) {
+    LinkCost l = link_between(f, nodes[i], nodes[(i + 1) % nodes.size()]);
+    const bool slower = i == 0 || static_cast<int>(l.kind) > static_cast<int>(worst.kind) ||
+                        (l.kind == worst.kind && l.gbps_per_rank < worst.gbps_per_rank);
+    if (slower) worst = l;
+  }
+  return worst;
+}
+
+double log_exchange_s(const Facts& f, const std::vector<int>& node_of, int log_interval) {
+  if (node_of.size() < 2) return 0;
+  return 2.0 * (node_of.size() - 1) * slowest_hop(f, node_of, true).latency_s / std::max(1, log_interval);
+}
+
 void choose_transport(const Facts& f, const std::vector<int>& nodes, bool cuda, bool ring, Group& g,
                       const EthernetChoice& ethernet) {
   g.crosses_nodes = false;
@@ -33,15 +51,7 @@ void choose_transport(const Facts& f, const std::vector<int>& nodes, bool cuda, 
     g.crosses_nodes |= n != nodes[0];
     g.crosses_islands |= f.nodes[n].island != f.nodes[nodes[0]].island;
   }
-  // Slowest hop: the ring wraps around, a pipeline is a path.
-  LinkCost worst;
-  size_t hops = ring ? nodes.size() : nodes.size() - 1;
-  for (size_t i = 0; i < hops && nodes.size() > 1; ++i) {
-    LinkCost l = link_between(f, nodes[i], nodes[(i + 1) % nodes.size()]);
-    const bool slower = i == 0 || static_cast<int>(l.kind) > static_cast<int>(worst.kind) ||
-                        (l.kind == worst.kind && l.gbps_per_rank < worst.gbps_per_rank);
-    if (slower) worst = l;
-  }
+  const LinkCost worst = slowest_hop(f, nodes, ring);
   g.link = worst.kind;
   g.gbps_per_rank = worst.gbps_per_rank;
   g.latency_s = worst.latency_s;

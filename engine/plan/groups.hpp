@@ -36,4 +36,15 @@ std::vector<Group> build_groups(const Facts& f, const DeviceTable& d, const Layo
 void choose_transport(const Facts& f, const std::vector<int>& nodes, bool cuda, bool ring, Group& g,
                       const EthernetChoice& ethernet = {});
 
+// The slowest hop of a group over `nodes` (ring order; `ring` false: a path): the hop of the
+// highest link class (Ethernet over RDMA over intra-node), the slowest of that class. The
+// group's link, bandwidth and latency (choose_transport) are this hop's.
+LinkCost slowest_hop(const Facts& f, const std::vector<int>& nodes, bool ring);
+
+// The log steps' job-wide maximum (memory, communication share, stop signal and a slot per
+// rank, a few floats) is a ring all-reduce over the world group (ranks 0..W-1, `node_of` their
+// nodes) every `log_interval` steps: 2 (W - 1) latencies of its slowest hop, per step
+// amortized. The same for every layout of one cluster (the world group is in rank order).
+double log_exchange_s(const Facts& f, const std::vector<int>& node_of, int log_interval);
+
 }  // namespace holmes::plan

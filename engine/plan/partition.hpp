@@ -1,6 +1,7 @@
 // Layers per pipeline stage. `auto` balances the stages' cost (min over partitions of the
-// max over stages of F_s(n_s), F_s nondecreasing in n); `uniform` splits evenly (earlier
-// stages take the remainder, the last one carries the LM head); `list` is taken as given.
+// max over stages of F_s(n_s), F_s nondecreasing in n), which the planner then refines against
+// its coupled step (cost_model.hpp coupled_partition); `uniform` splits evenly (earlier stages
+// take the remainder, the last one carries the LM head); `list` is taken as given.
 #pragma once
 
 #include <functional>

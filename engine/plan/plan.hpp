@@ -90,6 +90,7 @@ struct Estimate {
   double bubble_s = 0;
   double dp_comm_s = 0;
   double update_s = 0;            // optimizer and host work per step (calibrated; 0 without)
+  double log_s = 0;               // the log steps' job-wide maximum, per step (groups.hpp log_exchange_s)
   int bottleneck_stage = 0;
   double tokens_per_s = 0;
   double tflops_per_device = 0;   // model FLOPs / step time / devices

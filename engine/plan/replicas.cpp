@@ -155,7 +155,9 @@ void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
     if (g.kind == GroupKind::kDp && !dp_link.count(plan.ranks[g.ranks[0]].pp) && replica_of[g.ranks[0]] == 0)
       dp_link[plan.ranks[g.ranks[0]].pp] = link_of(g);
   double worst = 0, exposed = 0, bytes = 0;
-  const double step = plan.estimate.step_time_s;  // a replica's step, before the outer sync
+  // A replica's step, before the outer sync and without the log steps' exchange (the job's is
+  // priced once, over its whole world, in replica_core).
+  const double step = plan.estimate.step_time_s - plan.estimate.log_s;
   const int frags = std::max(1, rep.fragments);
   double by_link[kLinkKinds] = {};
   for (auto& [coord, ranks] : by_coord) {
@@ -341,11 +343,15 @@ Plan replica_core(const spec::JobSpec& spec, const topo::ClusterTopology& topolo
   rep.log_s = 2.0 * (w.ranks.size() - 1) * w.latency_s / std::max(1, spec.log.interval);
   Estimate& e = plan.estimate;
   e.bytes_per_step[static_cast<int>(LinkKind::kEthernet)] += rep.small_bytes;
-  if (e.step_time_s > 0) e.tflops_per_device *= e.step_time_s / (e.step_time_s + rep.log_s);
-  e.step_time_s += rep.log_s;
+  // estimate_step priced the exchange over the world group of the plan it scored: the whole
+  // cluster for sync (the same figure), one replica for diloco; the job's world is priced here.
+  const double more = rep.log_s - e.log_s;
+  if (e.step_time_s > 0) e.tflops_per_device *= e.step_time_s / (e.step_time_s + more);
+  e.step_time_s += more;
+  e.log_s = rep.log_s;
   e.tokens_per_s = e.step_time_s > 0 ? double(plan.global_batch) * plan.seq_len / e.step_time_s : 0;
-  for (Baseline& b : e.baselines) b.step_time_s += rep.log_s;
-  e.naive_step_time_s += rep.log_s;
+  for (Baseline& b : e.baselines) b.step_time_s += more;
+  e.naive_step_time_s += more;
   return plan;
 }
 

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "common/format.hpp"
+#include "engine/plan/groups.hpp"
 #include "engine/plan/partition.hpp"
 #include "common/errors.hpp"
 
@@ -108,14 +109,18 @@ Evaluated score(const SearchInput& in, const Facts& facts, const Degrees& deg, L
                     : !in.nccl                                              ? Staging::kAll
                     : s.parallel.cross_island == spec::CrossIsland::kGloo ? Staging::kEthernet
                                                                             : Staging::kNone;
+  ev.work.log_s = log_exchange_s(facts, in.table.node_of, s.log.interval);
   ev.stages = stage_costs(facts, in.table, layout);
   ev.layout = std::move(layout);
   int L = s.model.layers, p = deg.pp;
   if (partition == spec::PartitionKind::kList) ev.layers = s.parallel.partition.layers;
   else if (partition == spec::PartitionKind::kUniform) ev.layers = uniform_partition(L, p);
   else
-    ev.layers = balanced_partition(
-        L, p, [&](int st, int n) { return ev.stages[st].objective(ev.work, p, n); }, mode.chunks);
+    ev.layers = coupled_partition(ev.work, ev.stages,
+                                  balanced_partition(
+                                      L, p, [&](int st, int n) { return ev.stages[st].objective(ev.work, p, n); },
+                                      mode.chunks),
+                                  mode.chunks);
   ev.estimate = estimate_step(ev.work, ev.stages, ev.layers, in.world);
   double worst_ratio = -1;
   for (int st = 0; st < p; ++st) {

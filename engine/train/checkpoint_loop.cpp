@@ -125,15 +125,7 @@ checkpoint::RunClaim claim_for(const spec::JobSpec& spec, const ResumePoint& res
 
 }  // namespace
 
-void check_checkpointable(spec::Schedule schedule) {
-  if (schedule == spec::Schedule::kInterleaved)
-    throw UserError("parallel.schedule = interleaved: the trainer runs its model chunks, but a checkpoint of them "
-                    "(one shard per chunk) is not written yet, and every run saves one at its end (issue 26); "
-                    "accepted for a training run: 1f1b, zb-h1 or auto (--plan-only prices interleaved)");
-}
-
 void check_outputs(const spec::JobSpec& spec, bool first) {
-  check_checkpointable(spec.parallel.schedule);
   checkpoint::check_output_folders_writable(spec, first);
   if (first) checkpoint::check_no_live_writer(spec.job.output_dir);
   const ResumePoint resume = find_resume_point(spec);
@@ -191,12 +183,14 @@ int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, 
   const checkpoint::CheckpointInfo& info = *resume.checkpoint;
   const std::string& dir = info.dir;
   const std::string via = resume.via.empty() ? "" : fmt::format(" ({})", resume.via);
-  // Checksums of the files this rank reads (its tensors).
-  checkpoint::ShardState st = runner.shard_state();
+  // Checksums of the files this rank reads (the tensors of its model chunks).
+  std::vector<checkpoint::ShardState> states = runner.shard_states();
+  auto mine = [&](const checkpoint::CheckpointPiece& p) {
+    return std::any_of(states.begin(), states.end(), [&](const checkpoint::ShardState& st) { return st.layout->find(p.tensor); });
+  };
   for (const auto& f : info.files)
-    if (std::any_of(f.pieces.begin(), f.pieces.end(), [&](const checkpoint::CheckpointPiece& p) { return st.layout->find(p.tensor); }))
-      checkpoint::verify_checkpoint_file(info, f);
-  checkpoint::load_shard_state(info, parallel::gpt_config_of(spec), st, !c.weights_only);
+    if (std::any_of(f.pieces.begin(), f.pieces.end(), mine)) checkpoint::verify_checkpoint_file(info, f);
+  checkpoint::load_shard_states(info, parallel::gpt_config_of(spec), states, !c.weights_only);
   runner.upload_shard_state();
   if (runner.has_private_state()) {
     // diloco: this replica's own weights, moments and outer state, when the same plan saved them.
@@ -239,8 +233,8 @@ void load_init_from(const spec::JobSpec& spec, const ResumePoint& resume, parall
   }
   const auto t0 = std::chrono::steady_clock::now();
   const checkpoint::SafetensorsReader in(dir);
-  checkpoint::ShardState st = runner.shard_state();
-  checkpoint::load_hf_shard(in, *st.config, {st.params, st.layout->size()});
+  for (const checkpoint::ShardState& st : runner.shard_states())  // each model chunk's layers
+    checkpoint::load_hf_shard(in, *st.config, {st.params, st.layout->size()});
   runner.upload_shard_state();
   runner.reset_private_state();
   if (ctx.rank == 0)
@@ -252,7 +246,7 @@ void load_init_from(const spec::JobSpec& spec, const ResumePoint& resume, parall
 // A save in flight: its writer thread over the saver's copy of the shard.
 struct CheckpointSaver::Pending {
   checkpoint::SaveContext ctx;
-  checkpoint::ShardState state;  // points into the saver's copy buffers
+  std::vector<checkpoint::ShardState> states;  // per model chunk; point into the saver's copies
   std::future<checkpoint::CheckpointFile> file;
   std::vector<std::byte> private_state;  // the runner's, as of the step saved
   double pause_s = 0;  // copy + prepare, then + wait + commit
@@ -304,7 +298,7 @@ void CheckpointSaver::save(parallel::StepRunner& runner, int64_t done) {
   const auto t0 = std::chrono::steady_clock::now();
   const checkpoint::SaveContext c = context(runner, done);
   const std::string dir = checkpoint::prepare_checkpoint(spec::RunPaths::of(spec_).checkpoints, c);
-  const checkpoint::CheckpointFile file = checkpoint::write_checkpoint_shard(dir, runner.shard_state(), c);
+  const checkpoint::CheckpointFile file = checkpoint::write_checkpoint_shard(dir, runner.shard_states(), c);
   if (runner.has_private_state()) checkpoint::write_private_state(dir, ctx_.rank, runner.private_state());
   const checkpoint::SaveResult r = checkpoint::commit_checkpoint(spec::RunPaths::of(spec_).checkpoints, file, c);
   last_saved_ = done;
@@ -317,21 +311,25 @@ void CheckpointSaver::start(parallel::StepRunner& runner, int64_t done) {
   p->ctx = context(runner, done);
   // The copy the writer reads while the next step changes the live buffers (kept for the
   // next save: no fresh pages to fault in).
-  const checkpoint::ShardState live = runner.shard_state();
-  copy_params_.assign(live.params, live.params + live.layout->size());
-  copy_m_.assign(live.exp_avg, live.exp_avg + live.owned_size());
-  copy_v_.assign(live.exp_avg_sq, live.exp_avg_sq + live.owned_size());
-  p->state = live;
-  p->state.params = copy_params_.data();
-  p->state.exp_avg = copy_m_.data();
-  p->state.exp_avg_sq = copy_v_.data();
+  p->states = runner.shard_states();  // the live buffers, every model chunk's
+  copies_.resize(p->states.size());
+  for (size_t k = 0; k < p->states.size(); ++k) {
+    checkpoint::ShardState& st = p->states[k];
+    Copy& copy = copies_[k];
+    copy.params.assign(st.params, st.params + st.layout->size());
+    copy.m.assign(st.exp_avg, st.exp_avg + st.owned_size());
+    copy.v.assign(st.exp_avg_sq, st.exp_avg_sq + st.owned_size());
+    st.params = copy.params.data();
+    st.exp_avg = copy.m.data();
+    st.exp_avg_sq = copy.v.data();
+  }
   if (runner.has_private_state()) p->private_state = runner.private_state();
   const int rank = ctx_.rank;
   const std::string dir = checkpoint::prepare_checkpoint(spec::RunPaths::of(spec_).checkpoints, p->ctx);
   Pending* raw = p.get();
   p->file = std::async(std::launch::async, [raw, dir, rank] {
     const auto w0 = std::chrono::steady_clock::now();
-    checkpoint::CheckpointFile f = checkpoint::write_checkpoint_shard(dir, raw->state, raw->ctx);
+    checkpoint::CheckpointFile f = checkpoint::write_checkpoint_shard(dir, raw->states, raw->ctx);
     if (!raw->private_state.empty()) checkpoint::write_private_state(dir, rank, raw->private_state);
     raw->write_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
     return f;

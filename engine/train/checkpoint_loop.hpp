@@ -55,10 +55,6 @@ OutputClaim claim_output(const spec::JobSpec& spec, const LoopContext& ctx,
 // `first`, no live process writes job.output_dir and the claim this run would make holds.
 // UserError as claim_output.
 void check_outputs(const spec::JobSpec& spec, bool first);
-// Every run saves a checkpoint at its end; the interleaved schedule's model chunks (several
-// shards per rank) are not written yet: UserError (exit 2) naming parallel.schedule for
-// `schedule` (the spec's, or the plan's resolved one) = interleaved.
-void check_checkpointable(spec::Schedule schedule);
 
 // Loads the resume point into the runner's shard on every rank (with its optimizer state
 // unless checkpoint.weights_only; checksums of the files this rank reads). Returns the
@@ -104,7 +100,10 @@ class CheckpointSaver {
   int64_t last_saved_ = -1;
   std::string spec_text_;
   std::unique_ptr<Pending> pending_;
-  std::vector<float> copy_params_, copy_m_, copy_v_;  // the shard as of the pending save
+  struct Copy {
+    std::vector<float> params, m, v;
+  };
+  std::vector<Copy> copies_;  // the shard of each model chunk as of the pending save
 };
 
 // Test hook, read once when the loop starts: HOLMES_TEST_SIGNAL_AFTER_STEP="13:KILL" (or TERM,

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -17,7 +18,9 @@
 
 #include <fmt/format.h>
 
+#include "comm/file_store.hpp"
 #include "comm/inproc_group.hpp"
+#include "engine/checkpoint/checkpoint.hpp"
 #include "test/support/harness.hpp"
 #include "engine/spec/job_spec.hpp"
 #include "engine/data/data.hpp"
@@ -66,6 +69,12 @@ struct Grid {
                                // only (as NCCL groups are), beside host-only groups
   bool bf16 = false;           // ranks on the CPU's emulated bf16 kernels (spec must say bf16)
   int slow_gather_ms = 0;      // > 0: each dp all-gather starts that late (SlowGatherGroup)
+  // Checkpoints of the trainer's shard_states(): save_dir non-empty: after save_after steps
+  // every rank saves into save_dir (save_checkpoint, collective over a file store) and trains
+  // on; resume non-empty: every rank loads that step folder (weights and moments,
+  // load_shard_states + upload_shard_state) and trains from its step to train.steps.
+  std::string save_dir = {}, resume = {};
+  int save_after = 0;
   int world() const { return tp * pp * dp; }
   int rank(int t, int d, int p) const { return t + tp * (d + dp * p); }
 };
@@ -73,6 +82,7 @@ struct Grid {
 // What one run leaves behind on one rank.
 struct RankRun {
   int tp_rank = 0, pp_stage = 0, dp_rank = 0;
+  int64_t first_step = 0;  // steps[i] is step first_step + i (Grid::resume: the checkpoint's step)
   std::vector<StepStats> steps;
   double eval = 0;
   std::vector<float> params;
@@ -209,6 +219,11 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
   auto data = DataSet::open(spec);
   comm::test::Job job(g.impl, g.world());
   std::vector<RankRun> runs(g.world());
+  std::unique_ptr<comm::FileStore> save_store;
+  if (!g.save_dir.empty())
+    save_store = std::make_unique<comm::FileStore>(g.save_dir + "/.store", "grid", std::chrono::seconds(60));
+  std::optional<CheckpointInfo> resume;
+  if (!g.resume.empty()) resume = open_checkpoint(g.resume);
   run_threads(g.world(), [&](int rank) {
     const int t = rank % g.tp, d = (rank / g.tp) % g.dp, p = rank / (g.tp * g.dp);
     RankGroups groups = groups_for(job, g, t, d, p);
@@ -231,7 +246,24 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
     r.tp_rank = t;
     r.dp_rank = d;
     r.pp_stage = p;
-    for (int64_t s = 0; s < spec.train.steps; ++s) r.steps.push_back(trainer.train_step(s));
+    if (resume) {
+      std::vector<ShardState> states = trainer.shard_states();
+      load_shard_states(*resume, gpt_config_of(spec), states, /*with_optimizer=*/true);
+      trainer.upload_shard_state();
+      r.first_step = resume->step;
+    }
+    for (int64_t s = r.first_step; s < spec.train.steps; ++s) {
+      r.steps.push_back(trainer.train_step(s));
+      if (save_store && s + 1 == g.save_after) {
+        SaveContext c;
+        c.rank = rank;
+        c.world = g.world();
+        c.store = save_store.get();
+        c.step = s + 1;
+        c.model = gpt_config_of(spec);
+        save_checkpoint(g.save_dir, trainer.shard_states(), c);
+      }
+    }
     r.eval = trainer.evaluate();
     r.chunks = trainer.chunk_count();
     r.numerics = trainer.numerics();

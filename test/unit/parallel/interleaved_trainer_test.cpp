@@ -9,7 +9,10 @@
 // weights 2e-5 absolute (on these CPU runs they were bit for bit as well).
 #include <catch2/catch.hpp>
 
+#include <stdlib.h>
+
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <tuple>
 
@@ -120,5 +123,104 @@ TEST_CASE("interleaved trainer: llama pp=2 x dp=2 (V=2, untied and tied head)", 
     INFO("tie_embeddings " << tied);
     spec.model.tie_embeddings = tied;
     check_interleaved(spec, Grid{.pp = 2, .dp = 2}, 2);
+  }
+}
+
+namespace {
+
+// A scratch folder of this test (mkdtemp), removed at the end of the scope.
+struct ScratchDir {
+  std::string path;
+  ScratchDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "holmes_il_ckpt_XXXXXX").string();
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    path = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+// The steps a resumed run took against the same steps of an uninterrupted run on every rank:
+// bit for bit (`exact`) or within dist_trainer_test's bounds; and the final weights.
+void check_continues(const std::vector<RankRun>& got, const std::vector<RankRun>& full, int64_t from, bool exact) {
+  REQUIRE(got.size() == full.size());
+  for (const RankRun& run : got) {
+    INFO("stage " << run.pp_stage << " tp " << run.tp_rank << " dp " << run.dp_rank);
+    CHECK(run.first_step == from);
+    REQUIRE(run.steps.size() + from == full[0].steps.size());
+    for (size_t i = 0; i < run.steps.size(); ++i) {
+      INFO("step " << from + i);
+      const StepStats& want = full[0].steps[from + i];
+      if (exact) {
+        CHECK(run.steps[i].loss == want.loss);
+        CHECK(run.steps[i].grad_norm == want.grad_norm);
+      } else {
+        CHECK(rel(run.steps[i].loss, want.loss) < 1e-5);
+        CHECK(rel(run.steps[i].grad_norm, want.grad_norm) < 1e-4);
+      }
+    }
+    if (exact) CHECK(run.eval == full[0].eval);
+    else CHECK(rel(run.eval, full[0].eval) < 1e-5);
+  }
+  const Weights w = weights_of(got), want = weights_of(full);
+  REQUIRE(w.size() == want.size());
+  double max_abs = 0;
+  for (const auto& [key, values] : w) {
+    const std::vector<float>& other = want.at(key);
+    REQUIRE(values.size() == other.size());
+    for (size_t i = 0; i < values.size(); ++i) max_abs = std::max(max_abs, std::fabs(double(values[i]) - other[i]));
+  }
+  if (exact) CHECK(max_abs == 0);
+  else CHECK(max_abs < 2e-5);
+}
+
+}  // namespace
+
+// Trainer::shard_states: one state per chunk into the rank's one file, loaded per chunk by
+// tensor name. Resuming the interleaved run's checkpoint continues it bit for bit (on the CPU
+// backend and through a device backend's host copies); the same checkpoint resumed as 1f1b,
+// and a 1f1b one resumed as interleaved, continue within the bounds above (the two schedules
+// cut the stages differently).
+TEST_CASE("interleaved trainer: checkpoints of the model chunks resume exactly, and 1f1b <-> interleaved",
+          "[train][dist][schedule][interleaved][checkpoint]") {
+  auto il = tiny_job();  // 4 layers, pp2 x V2: one layer per chunk
+  il.parallel.schedule = Schedule::kInterleaved;
+  il.parallel.virtual_stages = 2;
+  auto f1 = il;
+  f1.parallel.schedule = Schedule::k1f1b;
+  f1.parallel.virtual_stages = 0;  // auto
+  const ScratchDir dir;
+  const std::string il_dir = dir.path + "/il", f1_dir = dir.path + "/1f1b", dev_dir = dir.path + "/dev";
+  const Grid g{.pp = 2, .dp = 2, .bucket_floats = 700};
+  auto saving = [&](const std::string& to, bool device) {
+    Grid s = g;
+    s.save_dir = to;
+    s.save_after = 3;
+    s.device_memory = device;
+    return s;
+  };
+  auto resuming = [&](const std::string& from, bool device) {
+    Grid s = g;
+    s.resume = checkpoint_step_dir(from, 3);
+    s.device_memory = device;
+    return s;
+  };
+  const std::vector<RankRun> il_full = run_grid(il, saving(il_dir, false)), f1_full = run_grid(f1, saving(f1_dir, false));
+  for (const RankRun& r : il_full) REQUIRE(r.chunks == 2);
+  const CheckpointInfo info = open_checkpoint(checkpoint_step_dir(il_dir, 3));
+  CHECK(info.files.size() == 4);  // one file per rank, both chunks in it
+  SECTION("interleaved from its own checkpoint: bit for bit") {
+    check_continues(run_grid(il, resuming(il_dir, false)), il_full, 3, true);
+  }
+  SECTION("through a device backend's host copies of every chunk, saved and resumed") {
+    const std::vector<RankRun> dev_full = run_grid(il, saving(dev_dir, true));
+    check_continues(dev_full, il_full, 0, true);
+    check_continues(run_grid(il, resuming(dev_dir, true)), il_full, 3, true);
+  }
+  SECTION("the interleaved checkpoint resumed as 1f1b, and a 1f1b one as interleaved") {
+    check_continues(run_grid(f1, resuming(il_dir, false)), il_full, 3, false);
+    check_continues(run_grid(il, resuming(f1_dir, false)), f1_full, 3, false);
   }
 }

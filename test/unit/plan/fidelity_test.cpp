@@ -3,7 +3,12 @@
 // its correction.
 #include <catch2/catch.hpp>
 
+#include <functional>
+#include <numeric>
+#include <random>
+
 #include "engine/plan/cost_model.hpp"
+#include "engine/plan/partition.hpp"
 #include "engine/plan/plan.hpp"
 #include "engine/topo/cluster.hpp"
 #include "engine/topo/topology_file.hpp"
@@ -286,4 +291,163 @@ TEST_CASE("the memory model counts what the distributed optimizer really holds",
       CHECK(m.grads == Approx(p * 4));
       CHECK(m.optimizer == Approx(p * (dp > 1 ? 12.0 : 8.0) / dp));
     }
+}
+
+namespace {
+
+// Two single-worker CPU nodes on Ethernet only (lab-like: 0.025 TFLOP/s sustained), a pipeline
+// of two stages of 2 layers, each node under a CPU quota of `quota0` / `quota1` cores (0: none).
+holmes::topo::ClusterTopology cpu_pair(double quota0, double quota1) {
+  auto t = hp::testing::make_cluster({{NicKind::kEthernet, 1, 1, 0, 1, 0.05}, {NicKind::kEthernet, 1, 1, 0, 1, 0.05}});
+  const double quota[2] = {quota0, quota1};
+  for (int n = 0; n < 2; ++n) {
+    t.nodes[n].devices.kind = "cpu";
+    t.nodes[n].devices.cores = 1;
+    t.nodes[n].devices.cpu_quota_cores = quota[n];
+  }
+  return t;
+}
+
+holmes::spec::JobSpec pair_spec() {
+  auto s = hp::testing::make_spec(4, 128, 4, 1, 2, 1, 2, 16, 64);
+  s.model.vocab_size = 257;
+  s.parallel.partition.kind = holmes::spec::PartitionKind::kList;
+  s.parallel.partition.layers = {2, 2};
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("under a CPU quota a pipeline send's bytes move at the slower end's share", "[cost_model][fidelity]") {
+  // Lab gen-3, case auto (a 3-stage pipeline over 0.3 Gb/s Ethernet, every node under a quota
+  // of 0.22-0.29 cores): predicted 27% too fast. Gloo's send and receive need both ends'
+  // threads, which run only the quota's share of the wall time in the steps; the link's rate
+  // was probed before the steps, unthrottled. Each hop's per-byte time scales with 1 / the
+  // smaller share of its two ends; its latency does not.
+  const auto spec = pair_spec();
+  const hp::Plan free = hp::make_plan(spec, cpu_pair(0, 0));
+  const hp::Plan recv_held = hp::make_plan(spec, cpu_pair(0, 0.25));  // only the second node
+  const hp::Plan send_held = hp::make_plan(spec, cpu_pair(0.25, 0));
+  REQUIRE(free.stages.size() == 2);
+  // Sends far below a slot's compute: the pipeline pays each hop once each way (fill, drain).
+  const double alpha = 30e-6, m = free.micro_batches;
+  REQUIRE(free.estimate.compute_s / m > 10 * (free.estimate.pp_comm_s / 2));
+  const double bytes_s = free.estimate.pp_comm_s / 2 - alpha;  // one hop's per-byte time
+  REQUIRE(bytes_s > 0);
+  for (const hp::Plan* p : {&recv_held, &send_held}) {
+    CHECK(p->estimate.pp_comm_s == Approx(2 * (alpha + bytes_s / 0.25)));  // both directions, both ends
+    CHECK(p->estimate.compute_s == Approx(free.estimate.compute_s));
+  }
+}
+
+TEST_CASE("every plan pays the log steps' job-wide maximum over the world group", "[cost_model][fidelity]") {
+  // Each log.interval steps the ranks all-reduce a few floats over the world group (memory,
+  // communication share, stop signal): 2 (W - 1) latencies of its slowest hop. Priced once in
+  // estimate_step for every plan and baseline (before: only plans with parallel.replicas).
+  auto spec = pair_spec();
+  spec.log.interval = 1;
+  const hp::Plan every = hp::make_plan(spec, cpu_pair(0, 0));
+  spec.log.interval = 10;
+  const hp::Plan tenth = hp::make_plan(spec, cpu_pair(0, 0));
+  const double log_s = 2 * (2 - 1) * 30e-6;  // W = 2 over Ethernet (30 us)
+  CHECK(every.estimate.log_s == Approx(log_s));
+  CHECK(tenth.estimate.log_s == Approx(log_s / 10));
+  CHECK(every.estimate.step_time_s - tenth.estimate.step_time_s == Approx(log_s * 0.9));
+  REQUIRE(every.estimate.baselines.size() == tenth.estimate.baselines.size());
+  for (size_t i = 0; i < every.estimate.baselines.size(); ++i)
+    CHECK(every.estimate.baselines[i].step_time_s - tenth.estimate.baselines[i].step_time_s == Approx(log_s * 0.9));
+  // One process: no world to sum over.
+  auto one = hp::testing::make_spec(4, 128, 4, 1, 1, 1, 2, 16, 64);
+  auto single = hp::testing::make_cluster({{NicKind::kEthernet, 1, 1, 0, 1, 0.05}});
+  single.nodes[0].devices.kind = "cpu";
+  single.nodes[0].devices.cores = 1;
+  CHECK(hp::make_plan(one, single).estimate.log_s == 0);
+}
+
+namespace {
+
+// Two islands of two single-worker CPU nodes under quotas, the second island at half the
+// speed, thin island fabrics (data-parallel sync comparable to the passes): lab gen-1's shape.
+holmes::topo::ClusterTopology slow_fabric_islands() {
+  auto t = hp::testing::make_cluster({{NicKind::kIb, 2, 1, 1, 0.3, 0.05}, {NicKind::kRoce, 2, 1, 1, 0.3, 0.025}});
+  for (auto& n : t.nodes) {
+    n.devices.kind = "cpu";
+    n.devices.cores = 1;
+    n.devices.cpu_quota_cores = 0.3;
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("the auto partition minimises the coupled step the planner reports", "[cost_model][fidelity][partition]") {
+  // The greedy balances each stage's own timeline (F_s: its pipelined part, sync and update);
+  // the step couples the stages (max pipelined part + max exposed sync + max update). In lab
+  // gen-1 and gen-8 (each holmes run's own calibration) the greedy's partition was 9-13% slower
+  // by the planner's own estimate than the best one. Brute force over every list partition.
+  auto spec = hp::testing::make_spec(8, 128, 4, 1, 2, 2, 2, 32, 64);
+  spec.model.vocab_size = 257;
+  const auto topo = slow_fabric_islands();
+  const hp::Plan autop = hp::make_plan(spec, topo);
+  REQUIRE(autop.stages.size() == 2);
+  double best = 1e30;
+  std::vector<int> best_layers{0};
+  spec.parallel.partition.kind = holmes::spec::PartitionKind::kList;
+  for (int a = 1; a < 8; ++a) {
+    spec.parallel.partition.layers = {a, 8 - a};
+    const hp::Plan q = hp::make_plan(spec, topo);
+    if (q.estimate.step_time_s < best) best = q.estimate.step_time_s, best_layers = {a, 8 - a};
+  }
+  CHECK(autop.estimate.step_time_s == Approx(best).epsilon(1e-9));
+  CHECK(autop.stages[0].num_layers == best_layers[0]);
+}
+
+TEST_CASE("the coupled partition against brute force on random stages", "[cost_model][fidelity][partition]") {
+  // Random 2-4 stage pipelines (device speeds, data-parallel links, quotas, update costs):
+  // coupled_partition is never slower than its greedy start and (nearly always) reaches the
+  // brute-force optimum of estimate_step.
+  std::mt19937 rng(27);
+  std::uniform_real_distribution<double> u(0, 1);
+  int optimal = 0, cases = 0;
+  double worst_gap = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    hp::Workload w = workload(false);
+    w.micro_batches = 2 + trial % 7;
+    const int p = 2 + trial % 3, L = 8 + trial % 9;
+    std::vector<hp::StageCost> st;
+    for (int s = 0; s < p; ++s) {
+      hp::StageCost c = dp_stage(s, p, 0.2 + u(rng));
+      c.dp_link.gbps_per_rank = 0.2 + 3 * u(rng);
+      c.cpu_share = u(rng) < 0.5 ? 1 : 0.2 + 0.8 * u(rng);
+      c.next_link = c.prev_link = c.emb_link = c.dp_link;
+      c.update_s_per_param = 1e-8 * u(rng);
+      st.push_back(c);
+    }
+    const auto start = hp::balanced_partition(L, p, [&](int s, int n) { return st[s].objective(w, p, n); });
+    const auto got = hp::coupled_partition(w, st, start);
+    const double t_start = hp::estimate_step(w, st, start, p * 2).step_time_s;
+    const double t_got = hp::estimate_step(w, st, got, p * 2).step_time_s;
+    CHECK(t_got <= t_start * (1 + 1e-12));
+    CHECK(std::accumulate(got.begin(), got.end(), 0) == L);
+    CHECK(*std::min_element(got.begin(), got.end()) >= 1);
+    double best = 1e30;
+    std::vector<int> cur(p);
+    std::function<void(int, int)> rec = [&](int s, int left) {
+      if (s == p - 1) {
+        cur[s] = left;
+        best = std::min(best, hp::estimate_step(w, st, cur, p * 2).step_time_s);
+        return;
+      }
+      for (int n = 1; n <= left - (p - 1 - s); ++n) cur[s] = n, rec(s + 1, left - n);
+    };
+    rec(0, L);
+    ++cases;
+    optimal += t_got <= best * (1 + 1e-9);
+    worst_gap = std::max(worst_gap, t_got / best - 1);
+  }
+  // Single-layer moves can stop short where two maxima must drop at once; the three starts
+  // leave 2 of these 300 cases short of the optimum, by at most 2.6% (the greedy start alone:
+  // 86 optimal, up to 31% short).
+  CHECK(optimal >= 295);
+  CHECK(worst_gap < 0.03);
 }
