@@ -17,6 +17,13 @@
 #   scripts/gpu_check.sh profile [DIR]  there: the kernels of one 124M bf16 step, each timed by
 #                                       Nsight Compute, summed per kernel name, largest first
 #
+#   scripts/gpu_check.sh extra [DIR]    there: the rows of issues 26 and 28 (device memory per
+#                                       recompute mode against the plan; zb-h1 and interleaved
+#                                       on layouts sharing the GPU; diloco against the CPU; the
+#                                       largest GPT-2 / Llama the planner fits, timed), each
+#                                       skipped once HOLMES_CHECK_BUDGET_S (default 400) have
+#                                       passed; HOLMES_EXTRA_ONLY="key ..." picks rows
+#
 # With the device tool: run `bundle` here, then run(command="scripts/gpu_check.sh run",
 # carry=["gpu-bundle"]). Env: HOLMES_JOBS (build jobs), HOLMES_CUDA_ARCHITECTURES (default 90),
 # HOLMES_BENCH_STEPS (default 10).
@@ -26,7 +33,8 @@ mode=${1:-}
 dir=${2:-gpu-bundle}
 
 bundle() {
-  local build=build-gpu
+  # HOLMES_GPU_BUILD=build reuses scripts/setup.sh's build folder (Release, sm_90 by default)
+  local build=${HOLMES_GPU_BUILD:-build-gpu}
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOLMES_CUDA=ON \
     -DHOLMES_CUDA_ARCHITECTURES="${HOLMES_CUDA_ARCHITECTURES:-90}" >/dev/null
   cmake --build "$build" -j "${HOLMES_JOBS:-2}" --target holmes-train test_cuda holmes_gemm_bench
@@ -381,24 +389,23 @@ largest_row() {
     if fits $mid; then lo=$mid; else hi=$mid; fi
   done
   fits $lo
-  local out="$logs/largest-$arch-$mode"
-  local rc=0
-  timeout 120 "$dir/bin/holmes-train" "${job[@]}" --set model.layers=$lo --set train.steps=2 \
-    --set job.output_dir="$out" >"$out.log" 2>&1 || rc=$?
-  if [ $rc -ne 0 ]; then
+  local out="$logs/largest-$arch-$mode" rc=0
+  timeout 150 "$dir/bin/holmes-train" bench --steps 2 "${job[@]}" --set model.layers=$lo >"$out.log" 2>&1 || rc=$?
+  local line
+  line=$(grep '^bench: tokens_per_s' "$out.log" | sed 's/^bench: //' || true)
+  if [ $rc -ne 0 ] || [ -z "$line" ]; then
     echo "FAIL: $arch $mode L=$lo: exit $rc ($(grep -v '^ *$' "$out.log" | tail -1 | cut -c1-120))"
     return
   fi
-  python3 - "$arch" "$mode" "$lo" "$out" <<'PY'
-import json, sys
-arch, mode, layers, out = sys.argv[1:]
+  python3 - "$arch" "$mode" "$lo" "$out" "$line" <<'PY'
+import json, re, sys
+arch, mode, layers, out, line = sys.argv[1:]
 plan = json.load(open(out + ".plan.json"))
-rows = [r for r in map(json.loads, open(out + "/metrics.jsonl")) if "device_mb" in r]
-dev = max(r["device_mb"] for r in rows)
-tok = rows[-1].get("tokens_per_s", 0)
 m = plan["memory"][0]
-print(f"{arch} {mode}: {layers} layers ({plan['params'] / 1e9:.2f}B params) trains; device {dev:.0f} MiB, "
-      f"planned {m['bytes'] / 2**20:.0f} of {m['capacity'] / 2**20:.0f} usable; {tok / 1e3:.1f}k tok/s at step 2")
+f = dict(re.findall(r"(\w+)=([^ ]+)", line))
+print(f"{arch} {mode}: {layers} layers ({plan['params'] / 1e9:.2f}B params) trains; device {f['device_mb']} MiB, "
+      f"planned {m['bytes'] / 2**20:.0f} of {m['capacity'] / 2**20:.0f} usable; {f['ms_per_step']} ms/step, "
+      f"mfu {f['mfu']} (llm.c {f['mfu_llmc']})")
 PY
 }
 
@@ -426,25 +433,37 @@ zb_row() {
     shared_gpu_check gloo fp32 1e-4 "pp2 2 1 2 1" "tp2xpp2xdp2 8 2 2 2"
 }
 
+# interleaved 1F1B (virtual_stages 2) on pipeline layouts sharing the GPU, against one process
+# of the default schedule: $1 = gloo (staged) or nccl
+interleaved_row() {
+  HOLMES_SHARED_EXTRA="--set parallel.schedule=interleaved --set parallel.virtual_stages=2" \
+    shared_gpu_check "$1" fp32 1e-4 "pp2 2 1 2 1" "tp2xpp2xdp2 8 2 2 2"
+}
+
 extra_checks() {
   [ -x "$dir/bin/holmes-train" ] || { echo "gpu_check: $dir/bin/holmes-train missing; run 'bundle' first" >&2; exit 2; }
   logs=$(mktemp -d)
   library_path
   local rows=() r
-  row() {  # row NAME FUNCTION ARGS...: the function's line, or a skip once the budget is spent
-    local name=$1
-    shift
+  # row KEY NAME FUNCTION ARGS...: the function's line, or a skip once the budget is spent;
+  # HOLMES_EXTRA_ONLY (keys separated by spaces) runs only those rows
+  row() {
+    local key=$1 name=$2
+    shift 2
+    if [ -n "${HOLMES_EXTRA_ONLY:-}" ] && [[ " $HOLMES_EXTRA_ONLY " != *" $key "* ]]; then return; fi
     if in_budget; then r=$("$@" 2>&1 | tail -1 || true); else r="skipped: the ${HOLMES_CHECK_BUDGET_S:-400} s budget was spent"; fi
     rows+=("$(printf '%-28s %s' "$name" "$r")")
     echo "${rows[-1]}"
   }
-  row "recompute device memory" recompute_memory_row
-  row "zb-h1+full, Gloo fp32" zb_row
-  row "diloco 2 replicas vs CPU" diloco_row
-  row "largest gpt2, none" largest_row gpt2 none
-  row "largest gpt2, full" largest_row gpt2 full
-  row "largest llama, none" largest_row llama none
-  row "largest llama, full" largest_row llama full
+  row recompute "recompute device memory" recompute_memory_row
+  row zb "zb-h1+full, Gloo fp32" zb_row
+  row interleaved "interleaved V2, Gloo fp32" interleaved_row gloo
+  row interleaved-nccl "interleaved V2, NCCL fp32" interleaved_row nccl
+  row diloco "diloco 2 replicas vs CPU" diloco_row
+  row largest-gpt2-none "largest gpt2, none" largest_row gpt2 none
+  row largest-gpt2-full "largest gpt2, full" largest_row gpt2 full
+  row largest-llama-none "largest llama, none" largest_row llama none
+  row largest-llama-full "largest llama, full" largest_row llama full
   echo
   echo "gpu_check extra on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1) (${SECONDS} s)"
   printf '%s\n' "${rows[@]}"

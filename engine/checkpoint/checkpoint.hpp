@@ -182,6 +182,13 @@ inline CheckpointFile write_checkpoint_shard(const std::string& step_dir, const 
                                              const SaveContext& ctx) {
   return write_checkpoint_shard(step_dir, std::span<const ShardState>(&state, 1), ctx);
 }
+// What this rank adds to a checkpoint folder, computed without writing: its shard file (header
+// and pieces exactly as write_checkpoint_shard lays them out), its private file
+// (`private_bytes` > 0: StepRunner::private_state's size), its entry in the manifest and, on
+// rank 0, the rest of the manifest and the commit marker. Summed over the ranks: the folder's
+// size (the manifest's crc32c digits and step digits aside); a test ties it to a saved one.
+uint64_t checkpoint_bytes_of_rank(std::span<const ShardState> states, const SaveContext& ctx,
+                                  uint64_t private_bytes = 0);
 // Collective, after every rank's write: manifest, commit marker, pruning (rank 0).
 SaveResult commit_checkpoint(const std::string& ckpt_dir, const CheckpointFile& file, const SaveContext& ctx);
 

@@ -1,5 +1,7 @@
 #include "engine/checkpoint/checkpoint_io.hpp"
 
+#include "engine/checkpoint/disk_space.hpp"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <nmmintrin.h>
@@ -18,8 +20,9 @@ static_assert(std::endian::native == std::endian::little, "checkpoint files are 
 
 namespace {
 
-std::runtime_error io_error(const std::string& what, const std::string& path) {
-  return std::runtime_error(fmt::format("{}: cannot {}: {}", path, what, std::strerror(errno)));
+// `err` is errno as the failing call left it, read before anything else can change it.
+std::runtime_error io_error(int err, const std::string& what, const std::string& path) {
+  return std::runtime_error(fmt::format("{}: cannot {}: {}{}", path, what, std::strerror(err), space_note(err, path)));
 }
 
 // Reflected CRC32C polynomial 0x82F63B78, one table lookup per byte (the portable path).
@@ -85,7 +88,10 @@ std::string decode_header(const char in[kHeaderBytes], ShardHeader* h) {
 
 DurableFile::DurableFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw io_error("create", tmp_);
+  if (fd_ < 0) {
+    const int err = errno;
+    throw io_error(err, "create", tmp_);
+  }
 }
 
 DurableFile::~DurableFile() {
@@ -101,7 +107,11 @@ void DurableFile::write(const void* data, size_t n) {
   while (n > 0) {
     const ssize_t w = ::write(fd_, p, n);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) throw io_error("write", tmp_);
+    if (w < 0) {
+      const int err = errno;
+      throw io_error(err, "write", tmp_);
+    }
+    if (w == 0) throw io_error(EIO, "write (0 bytes written)", tmp_);
     p += w;
     n -= static_cast<size_t>(w);
     bytes_ += static_cast<uint64_t>(w);
@@ -109,19 +119,34 @@ void DurableFile::write(const void* data, size_t n) {
 }
 
 void DurableFile::commit() {
-  if (::fsync(fd_) != 0) throw io_error("fsync", tmp_);
+  if (::fsync(fd_) != 0) {
+    const int err = errno;
+    throw io_error(err, "fsync", tmp_);
+  }
   const int fd = fd_;
   fd_ = -1;
-  if (::close(fd) != 0) throw io_error("close", tmp_);
-  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) throw io_error("rename to " + path_, tmp_);
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp_.c_str());
+    throw io_error(err, "close", tmp_);
+  }
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp_.c_str());
+    throw io_error(err, "rename to " + path_, tmp_);
+  }
 }
 
 void fsync_dir(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw io_error("open the folder", dir);
+  if (fd < 0) {
+    const int err = errno;
+    throw io_error(err, "open the folder", dir);
+  }
   const int rc = ::fsync(fd);
+  const int err = errno;
   ::close(fd);
-  if (rc != 0) throw io_error("fsync the folder", dir);
+  if (rc != 0) throw io_error(err, "fsync the folder", dir);
 }
 
 void write_text_durably(const std::string& path, std::string_view text) {

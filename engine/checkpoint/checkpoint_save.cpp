@@ -3,11 +3,13 @@
 
 #include <chrono>
 #include <filesystem>
+#include <stdexcept>
 
 #include "comm/store.hpp"
 #include "engine/checkpoint/checkpoint.hpp"
 #include "engine/checkpoint/checkpoint_io.hpp"
 #include "engine/checkpoint/checkpoint_manifest.hpp"
+#include "engine/checkpoint/private_state.hpp"
 
 namespace holmes::checkpoint {
 
@@ -70,22 +72,48 @@ std::string prepare_checkpoint(const std::string& ckpt_dir, const SaveContext& c
   return dir;
 }
 
-// Writes rank-NNNNN.bin (params of the segments of every state, then exp_avg, then exp_avg_sq).
+namespace {
+
+// The shard file write_checkpoint_shard writes: its name, size and pieces (params of the
+// segments of every state, then exp_avg, then exp_avg_sq, after the header); crc32c 0.
+CheckpointFile shard_file_of(const std::vector<Segment>& segs, const SaveContext& c) {
+  CheckpointFile f{.name = shard_file_name(c.rank), .rank = c.rank, .bytes = kHeaderBytes, .crc32c = 0, .pieces = {}};
+  for (TensorKind kind : {TensorKind::kParam, TensorKind::kExpAvg, TensorKind::kExpAvgSq})
+    for (const auto& g : segs) {
+      f.pieces.push_back(piece_of(g, kind, f.bytes));
+      f.bytes += (g.end - g.begin) * sizeof(float);
+    }
+  return f;
+}
+
+}  // namespace
+
+uint64_t checkpoint_bytes_of_rank(std::span<const ShardState> states, const SaveContext& c, uint64_t private_bytes) {
+  const CheckpointFile f = shard_file_of(segments_of(states), c);
+  uint64_t bytes = f.bytes + file_entry_json(f).size();
+  if (private_bytes > 0) bytes += private_state_file_bytes(private_bytes);
+  // Rank 0: the manifest around the entries (its ",\n    " separators included) and the marker.
+  if (c.rank == 0)
+    bytes += manifest_json(c, {}).size() + static_cast<uint64_t>(c.world) * 6 +
+             fmt::format("step {}\n", c.step).size();
+  return bytes;
+}
+
+// Writes rank-NNNNN.bin as shard_file_of lays it out.
 CheckpointFile write_checkpoint_shard(const std::string& dir, std::span<const ShardState> states,
                                       const SaveContext& c) {
   const auto segs = segments_of(states);
-  uint64_t floats = 0;
-  for (const auto& g : segs) floats += g.end - g.begin;
-  CheckpointFile f{.name = shard_file_name(c.rank), .rank = c.rank, .bytes = 0, .crc32c = 0, .pieces = {}};
+  CheckpointFile f = shard_file_of(segs, c);
   DurableFile out(dir + "/" + f.name);
   char head[kHeaderBytes];
   encode_header({.format_version = kCheckpointFormatVersion, .rank = static_cast<uint32_t>(c.rank),
-                       .world = static_cast<uint32_t>(c.world), .step = c.step, .payload_bytes = 3 * 4 * floats},
+                       .world = static_cast<uint32_t>(c.world), .step = c.step, .payload_bytes = f.bytes - kHeaderBytes},
                       head);
   out.write(head, sizeof head);
+  size_t piece = 0;
   for (TensorKind kind : {TensorKind::kParam, TensorKind::kExpAvg, TensorKind::kExpAvgSq}) {
     for (const auto& g : segs) {
-      f.pieces.push_back(piece_of(g, kind, out.bytes()));
+      if (f.pieces[piece++].offset != out.bytes()) throw std::logic_error("checkpoint: shard layout mismatch");
       const ShardState& s = *g.s;
       const float* src = kind == TensorKind::kParam ? s.params + g.begin
                          : kind == TensorKind::kExpAvg ? s.exp_avg + g.packed

@@ -40,25 +40,28 @@ void save_model_weights(const std::string& path, const model::GptConfig& c, cons
     throw std::logic_error("save_model_weights: only a whole single-rank model can be written");
   auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
-  // Write beside, then rename: a reader never sees a half-written file.
-  const std::string tmp = path + ".tmp";
-  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  if (!out) throw std::runtime_error(fmt::format("{}: cannot write the model weights: {}", tmp, std::strerror(errno)));
+  // Write beside, fsync, then rename: a reader never sees a half-written file, and an error
+  // (a full disk: ENOSPC) names the file and the reason.
+  DurableFile out(path);
   const int64_t n = static_cast<int64_t>(count);
   const uint32_t crc = crc32c(params, count * sizeof(float));
   std::array<int32_t, 8> h = {c.is_llama() ? kLlamaVersion : kVersion, c.layers, c.hidden, c.heads, c.vocab,
                               c.padded_vocab, c.max_seq_len, static_cast<int32_t>(crc)};
   out.write(kModelMagic, sizeof(kModelMagic));
-  out.write(reinterpret_cast<const char*>(h.data()), sizeof(h));
+  out.write(h.data(), sizeof(h));
   if (c.is_llama()) {
     const LlamaHeader l{c.kv_heads, c.ffn_hidden, c.tie_embeddings ? 1 : 0, 0, c.rope_theta, c.norm_eps, 0};
-    out.write(reinterpret_cast<const char*>(&l), sizeof(l));
+    out.write(&l, sizeof(l));
   }
-  out.write(reinterpret_cast<const char*>(&n), sizeof(n));
-  out.write(reinterpret_cast<const char*>(params), static_cast<std::streamsize>(n * sizeof(float)));
-  out.close();
-  if (!out) throw std::runtime_error(fmt::format("{}: writing the model weights failed", tmp));
-  std::filesystem::rename(tmp, path);
+  out.write(&n, sizeof(n));
+  out.write(params, count * sizeof(float));
+  out.commit();
+  fsync_dir(parent.empty() ? "." : parent.string());
+}
+
+uint64_t model_weights_bytes(const model::GptConfig& c, size_t count) {
+  return sizeof(kModelMagic) + 8 * sizeof(int32_t) + (c.is_llama() ? sizeof(LlamaHeader) : 0) + sizeof(int64_t) +
+         count * sizeof(float);
 }
 
 ModelWeights load_model_weights(const std::string& path) {

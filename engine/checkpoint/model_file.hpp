@@ -8,6 +8,7 @@
 // model/param_layout.hpp order.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ struct ModelWeights {
 void save_model_weights(const std::string& path, const model::Gpt& gpt);
 // The same from a whole single-rank shard's config and flat buffer [count].
 void save_model_weights(const std::string& path, const model::GptConfig& config, const float* params, size_t count);
+// The size of the file save_model_weights writes for `count` parameters of `config`.
+uint64_t model_weights_bytes(const model::GptConfig& config, size_t count);
 // Throws UserError naming the file when it is missing, truncated, longer than its header
 // says, corrupted (checksum) or not a weights file. A version 1 file (no checksum) is read
 // with a warning.

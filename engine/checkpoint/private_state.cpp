@@ -20,6 +20,8 @@ std::string private_state_path(const std::string& step_dir, int rank) {
   return fmt::format("{}/private-{:05d}.bin", step_dir, rank);
 }
 
+uint64_t private_state_file_bytes(uint64_t payload) { return kPrivateHeader + payload; }
+
 void write_private_state(const std::string& step_dir, int rank, std::span<const std::byte> bytes) {
   char head[kPrivateHeader] = {};
   std::memcpy(head, kPrivateMagic, 8);

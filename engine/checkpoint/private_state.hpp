@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -13,6 +14,8 @@
 namespace holmes::checkpoint {
 
 std::string private_state_path(const std::string& step_dir, int rank);
+// The file write_private_state writes for a payload of `payload` bytes.
+uint64_t private_state_file_bytes(uint64_t payload);
 // Durably (temporary name, fsync, rename).
 void write_private_state(const std::string& step_dir, int rank, std::span<const std::byte> bytes);
 // nullopt when the file is absent; UserError naming the file when it is truncated or corrupt.

@@ -70,6 +70,9 @@ class StepRunner {
   // the one of shard_state()), as shard_state() makes it. A checkpoint writes them all into the
   // rank's one file and a load fills each by tensor name.
   virtual std::vector<checkpoint::ShardState> shard_states() { return {shard_state()}; }
+  // The same views without their buffers (params and moments null): layout, config and owned
+  // ranges only, what a checkpoint's size depends on; no copy from a device.
+  virtual std::vector<checkpoint::ShardState> shard_shapes() { return shard_states(); }
   // Puts what was written into the last shard_state() / shard_states() views back into the
   // backend's buffers, every chunk's (on the CPU backend only the bf16 weight copy, if any, is
   // refreshed).

@@ -367,6 +367,19 @@ std::vector<checkpoint::ShardState> Trainer::shard_states() {
   return out;
 }
 
+std::vector<checkpoint::ShardState> Trainer::shard_shapes() {
+  std::vector<checkpoint::ShardState> out;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    checkpoint::ShardState st;
+    st.layout = &chunks_[c]->layout();
+    st.config = &chunks_[c]->config();
+    st.owned = optimizers_[c]->owned();
+    if (c_.replica > 0) st.owned.clear();  // as chunk_state
+    out.push_back(std::move(st));
+  }
+  return out;
+}
+
 checkpoint::ShardState Trainer::chunk_state(size_t c) {
   model::Gpt& gpt = *chunks_[c];
   DistOptimizer& opt = *optimizers_[c];

@@ -88,6 +88,7 @@ class Trainer final : public StepRunner {
   double evaluate() override;
   checkpoint::ShardState shard_state() override;  // one chunk only (else std::logic_error)
   std::vector<checkpoint::ShardState> shard_states() override;
+  std::vector<checkpoint::ShardState> shard_shapes() override;
   void upload_shard_state() override;
   const model::GptConfig& shard_config() const override { return gpt_->config(); }  // chunk 0's
   int micro_batches() const override { return micro_batches_; }

@@ -61,7 +61,7 @@ HOLMES_CHOICES(Recompute, {Recompute::kAuto, "auto"}, {Recompute::kNone, "none"}
                {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"})
 HOLMES_CHOICES(CrossIsland, {CrossIsland::kAuto, "auto"}, {CrossIsland::kNcclSocket, "nccl-socket"},
                {CrossIsland::kGloo, "gloo"})
-HOLMES_CHOICES(NcclMode, {NcclMode::kOff, "off"}, {NcclMode::kAuto, "auto"}, {NcclMode::kOn, "on"})
+HOLMES_CHOICES(NcclMode, {NcclMode::kAuto, "auto"}, {NcclMode::kOff, "off"}, {NcclMode::kOn, "on"})
 HOLMES_CHOICES(OuterMode, {OuterMode::kSync, "sync"}, {OuterMode::kDiloco, "diloco"})
 HOLMES_CHOICES(OuterDtype, {OuterDtype::kFp32, "fp32"}, {OuterDtype::kBf16, "bf16"}, {OuterDtype::kInt8, "int8"})
 HOLMES_CHOICES(LogLevel, {LogLevel::kInfo, "info"}, {LogLevel::kDebug, "debug"}, {LogLevel::kWarn, "warn"},

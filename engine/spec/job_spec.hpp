@@ -94,7 +94,7 @@ struct ParallelSection {
   // stage); kAuto = the planner picks. Other schedules: kAuto or 1.
   int virtual_stages = kAuto;
   CrossIsland cross_island = CrossIsland::kAuto;  // CUDA groups over Ethernet
-  NcclMode nccl = NcclMode::kOff;  // device buffers on NCCL groups (docs/comm.md)
+  NcclMode nccl = NcclMode::kAuto;  // device buffers on NCCL groups (docs/comm.md)
   // Replicas (docs/diloco.md): the world split into `replicas` copies of one tensor x pipeline
   // x data plan. outer sync: one data-parallel all-reduce spans them (data degree x replicas);
   // diloco: each trains alone for inner_steps steps, then the replicas average the change of

@@ -270,25 +270,72 @@ void CheckpointSaver::after_step(parallel::StepRunner& runner, int64_t done, boo
   else save(runner, done);
 }
 
-checkpoint::SaveContext CheckpointSaver::context(const parallel::StepRunner& runner, int64_t done) {
-  if (spec_text_.empty()) spec_text_ = spec::resolved_spec_text(spec_);
+namespace {
+
+// What a save after `done` steps records (shared by the saver and the space check, so the
+// manifest the check prices is the one a save writes).
+checkpoint::SaveContext save_context_of(const spec::JobSpec& spec, const LoopContext& ctx,
+                                        const parallel::StepRunner& runner, int64_t done, const std::string& run_id,
+                                        const checkpoint::RunTokenizer& tokenizer, const std::string& spec_text) {
   checkpoint::SaveContext c;
-  c.rank = ctx_.rank;
-  c.world = ctx_.world;
-  c.store = ctx_.store.get();
+  c.rank = ctx.rank;
+  c.world = ctx.world;
+  c.store = ctx.store.get();
   c.step = done;
   c.tokens_seen = done * runner.tokens_per_step();
-  c.seed = spec_.job.seed;
-  c.model = parallel::gpt_config_of(spec_);
-  c.run_id = run_id_;
-  c.job_spec_text = spec_text_;
-  c.plan_text = ctx_.plan_text.empty() ? "single process: tp1 x pp1 x dp1" : ctx_.plan_text;
-  c.plan_hash = ctx_.plan_hash;
-  c.tokenizer = tokenizer_;
-  c.keep = spec_.checkpoint.keep;
+  c.seed = spec.job.seed;
+  c.model = parallel::gpt_config_of(spec);
+  c.run_id = run_id;
+  c.job_spec_text = spec_text;
+  c.plan_text = ctx.plan_text.empty() ? "single process: tp1 x pp1 x dp1" : ctx.plan_text;
+  c.plan_hash = ctx.plan_hash;
+  c.tokenizer = tokenizer;
+  c.keep = spec.checkpoint.keep;
   // Ranks reach a commit within a step of each other; the collective time-out bounds the wait.
-  c.timeout_s = std::max(spec_.cluster.timeout_s, 60.0);
+  c.timeout_s = std::max(spec.cluster.timeout_s, 60.0);
   return c;
+}
+
+}  // namespace
+
+checkpoint::SaveContext CheckpointSaver::context(const parallel::StepRunner& runner, int64_t done) {
+  if (spec_text_.empty()) spec_text_ = spec::resolved_spec_text(spec_);
+  return save_context_of(spec_, ctx_, runner, done, run_id_, tokenizer_, spec_text_);
+}
+
+checkpoint::SpaceNeed checkpoint_space_need(const spec::JobSpec& spec, parallel::StepRunner& runner,
+                                            const LoopContext& ctx, const checkpoint::RunTokenizer& tokenizer,
+                                            uint64_t final_weights) {
+  // The largest step numbers a manifest of this run holds; a run id is always 16 digits.
+  const checkpoint::SaveContext c = save_context_of(spec, ctx, runner, spec.train.steps, std::string(16, '0'),
+                                                    tokenizer, spec::resolved_spec_text(spec));
+  const uint64_t private_bytes = runner.has_private_state() ? runner.private_state().size() : 0;
+  const uint64_t mine = checkpoint::checkpoint_bytes_of_rank(runner.shard_shapes(), c, private_bytes);
+  // Every rank's share through the job-wide maximum: each fills its own slot (doubles hold
+  // integers exactly up to 2^53 bytes).
+  std::vector<double> slots(static_cast<size_t>(ctx.world), 0.0);
+  slots[static_cast<size_t>(ctx.rank)] = static_cast<double>(mine);
+  if (ctx.max_over_ranks && ctx.world > 1) slots = ctx.max_over_ranks(std::move(slots));
+  checkpoint::SpaceNeed need;
+  for (double b : slots) need.checkpoint += static_cast<uint64_t>(b);
+  need.world = ctx.world;
+  need.final_weights = final_weights;
+  need.keep = spec.checkpoint.keep;
+  need.retained = checkpoint::retained_checkpoints(spec.train.steps, spec.checkpoint.interval, spec.checkpoint.keep);
+  return need;
+}
+
+void check_space(const spec::JobSpec& spec, const checkpoint::SpaceNeed& need, bool first) {
+  const spec::RunPaths paths = spec::RunPaths::of(spec);
+  const std::string ckpt_key = spec.checkpoint.dir.empty() ? "checkpoint.dir (default <job.output_dir>/checkpoints)"
+                                                           : "checkpoint.dir";
+  const checkpoint::FolderSpace ckpt = checkpoint::folder_space(ckpt_key, paths.checkpoints);
+  std::optional<checkpoint::FolderSpace> out;
+  if (first) out = checkpoint::folder_space("job.output_dir", paths.output_dir);
+  const checkpoint::SpaceVerdict v = checkpoint::judge_space(need, ckpt, out ? &*out : nullptr);
+  if (!v.error.empty()) throw UserError(v.error);
+  if (first)
+    for (const std::string& w : v.warnings) fmt::print(stderr, "holmes-train: {}\n", w);
 }
 
 void CheckpointSaver::save(parallel::StepRunner& runner, int64_t done) {

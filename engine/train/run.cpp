@@ -102,13 +102,24 @@ void open_log(std::optional<TrainLog>& log, const spec::JobSpec& spec, const par
   log->header(trainer, data.description());
 }
 
-// A whole model on one rank also goes to final/model.bin for `holmes-train sample`. Returns
-// what the footer names.
+// A whole model on one rank also goes to final/model.bin for `holmes-train sample`.
+bool writes_final_weights(const model::GptConfig& cfg) {
+  return cfg.tp_size == 1 && cfg.has_embedding && cfg.has_head && cfg.first_layer == 0 &&
+         cfg.num_stage_layers() == cfg.layers;
+}
+
+// What write_final_weights writes (rank 0): model.bin and the spec copy; 0 when nothing.
+uint64_t final_weights_bytes(const spec::JobSpec& spec, parallel::StepRunner& trainer) {
+  const auto& cfg = trainer.shard_config();
+  if (!writes_final_weights(cfg)) return 0;
+  return checkpoint::model_weights_bytes(cfg, trainer.shard_shapes().at(0).layout->size()) +
+         spec::resolved_spec_text(spec).size();
+}
+
+// Returns what the footer names.
 std::string write_final_weights(const spec::JobSpec& spec, parallel::StepRunner& trainer, bool logger) {
   const auto& cfg = trainer.shard_config();
-  const bool whole = cfg.tp_size == 1 && cfg.has_embedding && cfg.has_head && cfg.first_layer == 0 &&
-                     cfg.num_stage_layers() == cfg.layers;
-  if (!whole)
+  if (!writes_final_weights(cfg))
     return fmt::format("the checkpoints in {} (sharded over the ranks; sample, eval and export read them)",
                        spec::RunPaths::of(spec).checkpoints);
   const spec::RunPaths paths = spec::RunPaths::of(spec);
@@ -146,8 +157,15 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   // Before the log opens its files: a bad checkpoint, an unwritable folder, another run in
   // job.output_dir, a live process writing it or a checkpoint trained on another tokenizer's
   // data stops the job with nothing overwritten.
+  // And a file system too small for one checkpoint and the final weights (the run would lose
+  // its training at the first save); priced on every rank from its own shard.
+  const checkpoint::SpaceNeed space = checkpoint_space_need(
+      spec, trainer, ctx, run_tokenizer_of(data), logger ? final_weights_bytes(spec, trainer) : 0);
   const OutputClaim output = claim_output(  // rank 0 holds the writer lock until the end
-      spec, ctx, [&](const ResumePoint& resume) { check_resume_tokenizer(resume.checkpoint, data); });
+      spec, ctx, [&](const ResumePoint& resume) {
+        check_resume_tokenizer(resume.checkpoint, data);
+        check_space(spec, space, logger);
+      });
   if (logger) keep_run_tokenizer(spec, data);
   const int64_t start = load_resume_point(spec, output.resume, trainer, ctx);
   load_init_from(spec, output.resume, trainer, ctx);
