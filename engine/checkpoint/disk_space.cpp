@@ -26,9 +26,10 @@ FolderSpace folder_space(const std::string& key, const std::string& dir) {
   return {key, dir, static_cast<uint64_t>(v.f_bavail) * v.f_frsize, static_cast<uint64_t>(st.st_dev)};
 }
 
-int64_t retained_checkpoints(int64_t steps, int64_t interval, int keep) {
-  const int64_t saves = interval > 0 ? steps / interval + (steps % interval != 0 ? 1 : 0) : 1;
-  return std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(keep) + 1, saves));
+int64_t checkpoints_to_hold(int64_t start, int64_t steps, int64_t interval, int keep, int64_t existing) {
+  if (start >= steps) return 0;
+  const int64_t saves = interval > 0 ? steps / interval - start / interval + (steps % interval != 0 ? 1 : 0) : 1;
+  return std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(keep) + 1, existing + saves) - existing);
 }
 
 std::string bytes_text(uint64_t b) {
@@ -78,10 +79,10 @@ SpaceVerdict judge_space(const SpaceNeed& n, const FolderSpace& ckpt, const Fold
   const uint64_t all = n.retained * n.checkpoint + final_here;
   if (n.retained > 1 && all > ckpt.free)
     v.warnings.push_back(fmt::format(
-        "warning: {}: '{}': its file system has {} free, enough for one checkpoint but not for the {} this run holds "
-        "at once ({}; checkpoint.keep {}, and a new one is written before the oldest is removed{}): {} needed. A "
-        "save that finds the disk full stops the run (the checkpoints committed before stay usable). Free space, "
-        "lower checkpoint.keep, or set checkpoint.dir to a larger file system",
+        "warning: {}: '{}': its file system has {} free, enough for one checkpoint but not for the {} new checkpoints "
+        "this run holds at once ({}; checkpoint.keep {}, and a new one is written before the oldest is removed{}): {} "
+        "needed. A save that finds the disk full stops the run (the checkpoints committed before stay usable). Free "
+        "space, lower checkpoint.keep, or set checkpoint.dir to a larger file system",
         ckpt.key, ckpt.dir, bytes_text(ckpt.free), n.retained, one_checkpoint(n), n.keep,
         final_here ? fmt::format("; and {}", final_text) : "", bytes_text(all)));
   return v;

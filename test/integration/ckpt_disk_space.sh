@@ -5,6 +5,7 @@
 # (also through the local launcher); one that holds a checkpoint but not what checkpoint.keep
 # retains warns and trains, and the save that then finds the disk full fails naming the file
 # and "No space left on device", leaving the checkpoints committed before it usable.
+# A resume on the disk that filled up is refused the same way.
 # Needs root to mount small tmpfs file systems (in a mktemp folder, always unmounted).
 # Usage: ckpt_disk_space.sh <holmes-train> <source dir>
 set -u
@@ -72,7 +73,7 @@ grep -qE "job.output_dir: '$tmp/out128/out': its file system has .* free.*the fi
 # not: a warning, training; saves 1 and 2 commit, save 3 finds the disk full.
 small mib 1m
 job "$tmp/warn.log" 3 --set job.output_dir="$tmp/mib/out" --set checkpoint.interval=1 --set checkpoint.keep=3
-grep -qE "warning: checkpoint.dir .*enough for one checkpoint but not for the 3 this run holds at once" "$tmp/warn.log" ||
+grep -qE "warning: checkpoint.dir .*enough for one checkpoint but not for the 3 new checkpoints this run holds at once" "$tmp/warn.log" ||
   bad "keep 3: no warning" "$tmp/warn.log"
 grep -q "^step 1/3" "$tmp/warn.log" || bad "keep 3: did not train after the warning" "$tmp/warn.log"
 grep -q "saved checkpoint step-00000002" "$tmp/warn.log" || bad "keep 3: step 2 not saved" "$tmp/warn.log"
@@ -85,6 +86,15 @@ ls "$ck"/step-*/*.tmp >/dev/null 2>&1 && bad "keep 3: a temporary file was left 
 for s in 1 2; do
   [ -e "$ck/step-0000000$s/COMMITTED" ] || bad "keep 3: step $s lost its commit marker"
 done
+# 5. Resuming there (--resume auto takes step 2): the run's two checkpoints count towards
+# checkpoint.keep, but step 3 still needs one checkpoint of room, which the disk no longer has.
+before=$(cd "$tmp/mib/out" && find . -type f ! -name writer.lock -exec md5sum {} + | sort)
+job "$tmp/again.log" 3 --set job.output_dir="$tmp/mib/out" --set checkpoint.interval=1 --set checkpoint.keep=3 --resume auto
+after=$(cd "$tmp/mib/out" && find . -type f ! -name writer.lock -exec md5sum {} + | sort)
+[ "$rc" -eq 2 ] || bad "resume on the full disk: exit $rc, expected 2" "$tmp/again.log"
+grep -qE "'$tmp/mib/out/checkpoints': its file system has .* free, too little for this run" "$tmp/again.log" ||
+  bad "resume on the full disk: no message naming the folder" "$tmp/again.log"
+[ "$before" = "$after" ] || bad "resume on the full disk: files changed"
 # The last committed checkpoint is intact: it loads (checksums) and training goes on from it.
 job "$tmp/resume.log" 3 --set job.output_dir="$tmp/resumed" --resume "$ck/step-00000002"
 [ "$rc" -eq 0 ] || bad "resume of step 2 after the failed save: exit $rc" "$tmp/resume.log"

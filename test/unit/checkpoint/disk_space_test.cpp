@@ -42,12 +42,20 @@ TEST_CASE("disk space: the final weights' priced size equals the file written") 
   }
 }
 
-TEST_CASE("disk space: checkpoints held at once are keep + 1, at most the saves made") {
-  CHECK(retained_checkpoints(100, 10, 3) == 4);   // a new one is written before the oldest goes
-  CHECK(retained_checkpoints(20, 10, 3) == 2);    // only two saves
-  CHECK(retained_checkpoints(25, 10, 3) == 3);    // 10, 20 and the last step
-  CHECK(retained_checkpoints(100, 0, 3) == 1);    // only at the end
-  CHECK(retained_checkpoints(100, 1, 1) == 2);
+TEST_CASE("disk space: new checkpoints held at once are keep + 1, at most the saves made, less those there") {
+  CHECK(checkpoints_to_hold(0, 100, 10, 3) == 4);  // a new one is written before the oldest goes
+  CHECK(checkpoints_to_hold(0, 20, 10, 3) == 2);   // only two saves
+  CHECK(checkpoints_to_hold(0, 25, 10, 3) == 3);   // 10, 20 and the last step
+  CHECK(checkpoints_to_hold(0, 100, 0, 3) == 1);   // only at the end
+  CHECK(checkpoints_to_hold(0, 100, 1, 1) == 2);
+  // Resumed at step 80 with 3 of the run's checkpoints on disk: one more at a time.
+  CHECK(checkpoints_to_hold(80, 100, 10, 3, 3) == 1);
+  // With one there, saves at 90 and 100: both stay beside it (keep 3).
+  CHECK(checkpoints_to_hold(80, 100, 10, 3, 1) == 2);
+  // keep lowered below what is there: still room for the one being written.
+  CHECK(checkpoints_to_hold(80, 100, 10, 1, 5) == 1);
+  CHECK(checkpoints_to_hold(85, 100, 10, 3, 0) == 2);  // 90 and 100
+  CHECK(checkpoints_to_hold(100, 100, 10, 3, 3) == 0);  // nothing left to train
 }
 
 TEST_CASE("disk space: too little room for one checkpoint is an error naming folder, sizes and ways out") {
@@ -68,7 +76,7 @@ TEST_CASE("disk space: too little room for one checkpoint is an error naming fol
   v = judge_space(need, ckpt, nullptr);
   CHECK(v.error.empty());
   REQUIRE(v.warnings.size() == 1);
-  CHECK_THAT(v.warnings[0], Catch::Contains("enough for one checkpoint but not for the 4") &&
+  CHECK_THAT(v.warnings[0], Catch::Contains("enough for one checkpoint but not for the 4 new checkpoints") &&
                                 Catch::Contains("checkpoint.keep 3") && Catch::Contains("20.0 MB"));
   // Another file system for the outputs: the final weights must fit there.
   v = judge_space(need, ckpt, &out_other);
