@@ -23,7 +23,8 @@ FolderSpace folder_space(const std::string& key, const std::string& dir) {
   if (::statvfs(p.c_str(), &v) != 0 || ::stat(p.c_str(), &st) != 0)
     throw std::runtime_error(fmt::format("{}: '{}': cannot read the free space of its file system: {}", key, dir,
                                          std::strerror(errno)));
-  return {key, dir, static_cast<uint64_t>(v.f_bavail) * v.f_frsize, static_cast<uint64_t>(st.st_dev)};
+  return {key, dir, static_cast<uint64_t>(v.f_bavail) * v.f_frsize, static_cast<uint64_t>(st.st_dev),
+          static_cast<uint64_t>(v.f_frsize)};
 }
 
 int64_t checkpoints_to_hold(int64_t start, int64_t steps, int64_t interval, int keep, int64_t existing) {
@@ -47,14 +48,19 @@ constexpr const char* kAccepted =
     "checkpoint.dir=DIR, --set job.output_dir=DIR), or train a smaller model";
 
 std::string one_checkpoint(const SpaceNeed& n) {
-  return fmt::format("one checkpoint is {} ({} shard file{} with the AdamW moments, and the manifest)",
+  return fmt::format("one checkpoint takes {} ({} shard file{} with the AdamW moments, and the manifest)",
                      bytes_text(n.checkpoint), n.world, n.world == 1 ? "" : "s");
 }
 
 }  // namespace
 
-SpaceVerdict judge_space(const SpaceNeed& n, const FolderSpace& ckpt, const FolderSpace* out) {
+SpaceVerdict judge_space(const SpaceNeed& need, const FolderSpace& ckpt, const FolderSpace* out) {
   SpaceVerdict v;
+  // Each file's last block is partly empty: at most a block per file more than its bytes (the
+  // final weights are model.bin and the spec copy).
+  SpaceNeed n = need;
+  n.checkpoint += static_cast<uint64_t>(n.files) * ckpt.block;
+  if (n.final_weights > 0) n.final_weights += 2 * (out ? out->block : ckpt.block);
   const bool shared = out && out->device == ckpt.device;
   const uint64_t final_here = shared ? n.final_weights : 0;
   const std::string final_text =

@@ -18,6 +18,7 @@ struct FolderSpace {
   std::string dir;
   uint64_t free = 0;
   uint64_t device = 0;  // st_dev: two folders with the same device share their free space
+  uint64_t block = 0;   // f_frsize: a file occupies whole blocks (0 = count bytes only)
 };
 // std::runtime_error when neither the folder nor a parent can be read.
 FolderSpace folder_space(const std::string& key, const std::string& dir);
@@ -27,6 +28,7 @@ FolderSpace folder_space(const std::string& key, const std::string& dir);
 struct SpaceNeed {
   uint64_t checkpoint = 0;    // one checkpoint folder: shard files, private files, manifest, marker
   int world = 1;              // ranks (shard files) in it
+  int files = 3;              // files in it (shard and private files, manifest, marker): each may end in a partial block
   uint64_t final_weights = 0;  // <output_dir>/final (model.bin and the spec copy); 0 = none written
   int64_t retained = 1;       // new checkpoints on disk at once at most (checkpoints_to_hold)
   int keep = 1;               // checkpoint.keep, for the message

@@ -319,6 +319,7 @@ checkpoint::SpaceNeed checkpoint_space_need(const spec::JobSpec& spec, parallel:
   checkpoint::SpaceNeed need;
   for (double b : slots) need.checkpoint += static_cast<uint64_t>(b);
   need.world = ctx.world;
+  need.files = ctx.world * (runner.has_private_state() ? 2 : 1) + 2;
   need.final_weights = final_weights;
   need.keep = spec.checkpoint.keep;
   return need;

@@ -48,7 +48,7 @@ job "$tmp/full.log" 2 --set job.output_dir="$tmp/tiny256/out"
 [ "$rc" -eq 2 ] || bad "too small: exit $rc, expected 2" "$tmp/full.log"
 grep -qE "checkpoint.dir \(default <job.output_dir>/checkpoints\): '$tmp/tiny256/out/checkpoints': its file system has [0-9.]+ kB \([0-9]+ bytes\) free, too little" "$tmp/full.log" ||
   bad "too small: message does not name the folder and its free bytes" "$tmp/full.log"
-grep -qE "one checkpoint is [0-9.]+ kB \([0-9]+ bytes\) \(1 shard file" "$tmp/full.log" ||
+grep -qE "one checkpoint takes [0-9.]+ kB \([0-9]+ bytes\) \(1 shard file" "$tmp/full.log" ||
   bad "too small: message does not say what one checkpoint needs" "$tmp/full.log"
 grep -q "set checkpoint.dir=DIR" "$tmp/full.log" || bad "too small: message names no way out" "$tmp/full.log"
 grep -q "^step 1/" "$tmp/full.log" && bad "too small: it trained before stopping" "$tmp/full.log"

@@ -2,6 +2,8 @@
 // checkpoint's files and the final weights, tied to files really written.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include <filesystem>
 
 #include "engine/checkpoint/disk_space.hpp"
@@ -59,7 +61,7 @@ TEST_CASE("disk space: new checkpoints held at once are keep + 1, at most the sa
 }
 
 TEST_CASE("disk space: too little room for one checkpoint is an error naming folder, sizes and ways out") {
-  SpaceNeed need{.checkpoint = 5'000'000, .world = 2, .final_weights = 1'000'000, .retained = 4, .keep = 3};
+  SpaceNeed need{.checkpoint = 5'000'000, .world = 2, .files = 4, .final_weights = 1'000'000, .retained = 4, .keep = 3};
   const FolderSpace ckpt{"checkpoint.dir", "/scratch/ckpt", 5'500'000, 7};
   const FolderSpace out_same{"job.output_dir", "/scratch/out", 5'500'000, 7};
   const FolderSpace out_other{"job.output_dir", "/home/out", 900'000, 8};
@@ -86,6 +88,17 @@ TEST_CASE("disk space: too little room for one checkpoint is an error naming fol
   need.retained = 1;
   CHECK(judge_space(need, {"checkpoint.dir", "/big", 6'000'000, 7}, &out_same).warnings.empty());
   CHECK(judge_space(need, {"checkpoint.dir", "/big", 6'000'000, 7}, &out_same).error.empty());
+}
+
+TEST_CASE("disk space: every file may end in a partial block of the file system") {
+  // 4 files of a 1000-byte checkpoint on 4096-byte blocks: up to 4 x 4096 more; the final
+  // weights (2 files) up to 2 x 4096 more.
+  const SpaceNeed need{.checkpoint = 1000, .world = 2, .files = 4, .final_weights = 100, .retained = 1, .keep = 3};
+  const uint64_t needed = 1000 + 4 * 4096 + 100 + 2 * 4096;
+  const FolderSpace out{"job.output_dir", "/o", 0, 7, 4096};
+  CHECK(judge_space(need, {"checkpoint.dir", "/c", needed, 7, 4096}, &out).error.empty());
+  const SpaceVerdict v = judge_space(need, {"checkpoint.dir", "/c", needed - 1, 7, 4096}, &out);
+  CHECK_THAT(v.error, Catch::Contains(fmt::format("needed at least {}", bytes_text(needed))));
 }
 
 TEST_CASE("disk space: a folder not created yet is measured at its nearest parent") {
