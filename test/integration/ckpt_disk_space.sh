@@ -6,10 +6,16 @@
 # retains warns and trains, and the save that then finds the disk full fails naming the file
 # and "No space left on device", leaving the checkpoints committed before it usable.
 # A resume on the disk that filled up is refused the same way.
-# Needs root to mount small tmpfs file systems (in a mktemp folder, always unmounted).
+# Needs root to mount small tmpfs file systems (in a mktemp folder, unmounted on exit and on
+# signals, in a private mount namespace where unshare works).
 # Usage: ckpt_disk_space.sh <holmes-train> <source dir>
 set -u
 bin=$1
+# In a mount namespace of its own where it can have one: its mounts then vanish with it even
+# when it is killed outright (a ctest time-out), not only through the trap below.
+if [ "$(id -u)" -eq 0 ] && [ -z "${CKPT_DISK_SPACE_NS:-}" ] && unshare --mount --propagation private true 2>/dev/null; then
+  CKPT_DISK_SPACE_NS=1 exec unshare --mount --propagation private bash "$0" "$@"
+fi
 . "$(dirname "$0")/ckpt_common.bash"
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -23,6 +29,10 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 141' PIPE
+trap 'exit 143' TERM
 # small NAME SIZE: a tmpfs of SIZE at $tmp/NAME.
 small() {
   mkdir -p "$tmp/$1"
