@@ -164,7 +164,7 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   const OutputClaim output = claim_output(  // rank 0 holds the writer lock until the end
       spec, ctx, [&](const ResumePoint& resume) {
         check_resume_tokenizer(resume.checkpoint, data);
-        check_space(spec, space, logger);
+        check_space(spec, space, resume, logger);
       });
   if (logger) keep_run_tokenizer(spec, data);
   const int64_t start = load_resume_point(spec, output.resume, trainer, ctx);
