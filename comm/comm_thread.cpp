@@ -1,5 +1,7 @@
 #include "comm/comm_thread.hpp"
 
+#include <chrono>
+
 namespace holmes::comm {
 
 CommThread::CommThread() : thread_([this] { run(); }) {}
@@ -18,6 +20,17 @@ std::shared_future<void> CommThread::submit(std::function<void()> op) {
   std::shared_future<void> done = task.get_future().share();
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    // What finished without failing is forgotten: drain() reports failures only, and a group
+    // that is never drained (diloco's outer group, whose per-step sum is landed through its
+    // future) would otherwise keep one future for every operation of the run.
+    while (!pending_.empty() && pending_.front().wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      try {
+        pending_.front().get();
+      } catch (...) {
+        break;  // kept for drain() to rethrow
+      }
+      pending_.pop_front();
+    }
     queue_.push_back(std::move(task));
     pending_.push_back(done);
   }
@@ -45,6 +58,11 @@ void CommThread::cancel() {
   submit([] {}).wait();
   std::lock_guard<std::mutex> lock(mutex_);
   pending_.clear();
+}
+
+size_t CommThread::unreported() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pending_.size();
 }
 
 void CommThread::run() {

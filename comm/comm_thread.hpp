@@ -32,6 +32,9 @@ class CommThread {
   // rethrowing anything: after a failure elsewhere, what is queued would only sit out its
   // time-outs before the failure is reported.
   void cancel();
+  // Operations drain() would still wait for or report: those not finished, and failures
+  // nobody drained (what finished without failing is forgotten at the next submit).
+  size_t unreported();
 
  private:
   void run();

@@ -23,12 +23,14 @@ FolderSpace folder_space(const std::string& key, const std::string& dir) {
   if (::statvfs(p.c_str(), &v) != 0 || ::stat(p.c_str(), &st) != 0)
     throw std::runtime_error(fmt::format("{}: '{}': cannot read the free space of its file system: {}", key, dir,
                                          std::strerror(errno)));
-  return {key, dir, static_cast<uint64_t>(v.f_bavail) * v.f_frsize, static_cast<uint64_t>(st.st_dev)};
+  return {key, dir, static_cast<uint64_t>(v.f_bavail) * v.f_frsize, static_cast<uint64_t>(st.st_dev),
+          static_cast<uint64_t>(v.f_frsize)};
 }
 
-int64_t retained_checkpoints(int64_t steps, int64_t interval, int keep) {
-  const int64_t saves = interval > 0 ? steps / interval + (steps % interval != 0 ? 1 : 0) : 1;
-  return std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(keep) + 1, saves));
+int64_t checkpoints_to_hold(int64_t start, int64_t steps, int64_t interval, int keep, int64_t existing) {
+  if (start >= steps) return 0;
+  const int64_t saves = interval > 0 ? steps / interval - start / interval + (steps % interval != 0 ? 1 : 0) : 1;
+  return std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(keep) + 1, existing + saves) - existing);
 }
 
 std::string bytes_text(uint64_t b) {
@@ -46,14 +48,19 @@ constexpr const char* kAccepted =
     "checkpoint.dir=DIR, --set job.output_dir=DIR), or train a smaller model";
 
 std::string one_checkpoint(const SpaceNeed& n) {
-  return fmt::format("one checkpoint is {} ({} shard file{} with the AdamW moments, and the manifest)",
+  return fmt::format("one checkpoint takes {} ({} shard file{} with the AdamW moments, and the manifest)",
                      bytes_text(n.checkpoint), n.world, n.world == 1 ? "" : "s");
 }
 
 }  // namespace
 
-SpaceVerdict judge_space(const SpaceNeed& n, const FolderSpace& ckpt, const FolderSpace* out) {
+SpaceVerdict judge_space(const SpaceNeed& need, const FolderSpace& ckpt, const FolderSpace* out) {
   SpaceVerdict v;
+  // Each file's last block is partly empty: at most a block per file more than its bytes (the
+  // final weights are model.bin and the spec copy).
+  SpaceNeed n = need;
+  n.checkpoint += static_cast<uint64_t>(n.files) * ckpt.block;
+  if (n.final_weights > 0) n.final_weights += 2 * (out ? out->block : ckpt.block);
   const bool shared = out && out->device == ckpt.device;
   const uint64_t final_here = shared ? n.final_weights : 0;
   const std::string final_text =
@@ -78,10 +85,10 @@ SpaceVerdict judge_space(const SpaceNeed& n, const FolderSpace& ckpt, const Fold
   const uint64_t all = n.retained * n.checkpoint + final_here;
   if (n.retained > 1 && all > ckpt.free)
     v.warnings.push_back(fmt::format(
-        "warning: {}: '{}': its file system has {} free, enough for one checkpoint but not for the {} this run holds "
-        "at once ({}; checkpoint.keep {}, and a new one is written before the oldest is removed{}): {} needed. A "
-        "save that finds the disk full stops the run (the checkpoints committed before stay usable). Free space, "
-        "lower checkpoint.keep, or set checkpoint.dir to a larger file system",
+        "warning: {}: '{}': its file system has {} free, enough for one checkpoint but not for the {} new checkpoints "
+        "this run holds at once ({}; checkpoint.keep {}, and a new one is written before the oldest is removed{}): {} "
+        "needed. A save that finds the disk full stops the run (the checkpoints committed before stay usable). Free "
+        "space, lower checkpoint.keep, or set checkpoint.dir to a larger file system",
         ckpt.key, ckpt.dir, bytes_text(ckpt.free), n.retained, one_checkpoint(n), n.keep,
         final_here ? fmt::format("; and {}", final_text) : "", bytes_text(all)));
   return v;

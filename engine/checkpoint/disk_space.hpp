@@ -18,6 +18,7 @@ struct FolderSpace {
   std::string dir;
   uint64_t free = 0;
   uint64_t device = 0;  // st_dev: two folders with the same device share their free space
+  uint64_t block = 0;   // f_frsize: a file occupies whole blocks (0 = count bytes only)
 };
 // std::runtime_error when neither the folder nor a parent can be read.
 FolderSpace folder_space(const std::string& key, const std::string& dir);
@@ -27,15 +28,18 @@ FolderSpace folder_space(const std::string& key, const std::string& dir);
 struct SpaceNeed {
   uint64_t checkpoint = 0;    // one checkpoint folder: shard files, private files, manifest, marker
   int world = 1;              // ranks (shard files) in it
+  int files = 3;              // files in it (shard and private files, manifest, marker): each may end in a partial block
   uint64_t final_weights = 0;  // <output_dir>/final (model.bin and the spec copy); 0 = none written
-  int64_t retained = 1;       // checkpoints on disk at once at most (checkpoint.keep + the one being written)
+  int64_t retained = 1;       // new checkpoints on disk at once at most (checkpoints_to_hold)
   int keep = 1;               // checkpoint.keep, for the message
 };
 
-// How many checkpoint folders a run saving at `interval` for `steps` steps holds at once at
-// most: a save is written before the oldest beyond `keep` is removed, so keep + 1, but never
-// more than the saves the run makes (each interval, and the last step).
-int64_t retained_checkpoints(int64_t steps, int64_t interval, int keep);
+// How many checkpoints more than are there now a run holds on disk at once: its saves (each
+// checkpoint.interval step after `start`, and the last step) are each written before the
+// oldest beyond `keep` is removed, so up to keep + 1 of the run's checkpoints, `existing` of
+// which (its complete ones, when it resumes) are on disk already. At least 1 while it saves
+// at all; 0 when it saves nothing (start >= steps).
+int64_t checkpoints_to_hold(int64_t start, int64_t steps, int64_t interval, int keep, int64_t existing = 0);
 
 // The verdict: `error` (for a UserError, exit 2) when the checkpoint folder's file system
 // cannot hold one checkpoint (plus the final weights where job.output_dir shares it), or the

@@ -55,18 +55,27 @@ ParallelGroups::ParallelGroups(const Coords& c, Comms host, Comms device, device
 
 namespace {
 
-// values summed over each group in turn, each double as two floats (see sum_over_job).
+// A double travels as two floats: the high part and the rounding rest (see sum_over_job).
+void to_wire(std::span<const double> values, std::span<float> wire) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    wire[2 * i] = static_cast<float>(values[i]);
+    wire[2 * i + 1] = static_cast<float>(values[i] - static_cast<double>(wire[2 * i]));
+  }
+}
+
+void from_wire(std::span<const float> wire, std::span<double> values) {
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<double>(wire[2 * i]) + static_cast<double>(wire[2 * i + 1]);
+}
+
+// values summed over each group in turn, each double as two floats.
 void sum_doubles(std::initializer_list<Group*> groups, std::span<double> values) {
   std::vector<float> wire(2 * values.size());
   for (Group* g : groups) {
     if (g->size() == 1) continue;
-    for (size_t i = 0; i < values.size(); ++i) {
-      wire[2 * i] = static_cast<float>(values[i]);
-      wire[2 * i + 1] = static_cast<float>(values[i] - static_cast<double>(wire[2 * i]));
-    }
+    to_wire(values, wire);
     g->all_reduce(Buf::f32(wire.data(), wire.size()), comm::ReduceOp::kSum);  // host memory: the host group
-    for (size_t i = 0; i < values.size(); ++i)
-      values[i] = static_cast<double>(wire[2 * i]) + static_cast<double>(wire[2 * i + 1]);
+    from_wire(wire, values);
   }
 }
 
@@ -75,6 +84,24 @@ void sum_doubles(std::initializer_list<Group*> groups, std::span<double> values)
 void ParallelGroups::sum_over_job(std::span<double> values) { sum_doubles({dp_.get(), tp_.get(), pp_.get()}, values); }
 
 void ParallelGroups::sum_over_replicas(std::span<double> values) { sum_doubles({outer_.get()}, values); }
+
+ReplicaSum ParallelGroups::post_sum_over_replicas(std::span<const double> values) {
+  ReplicaSum r;
+  r.wire_ = std::make_shared<std::vector<float>>(2 * values.size());
+  to_wire(values, *r.wire_);
+  // The host group's all-reduce on the same floats as all_reduce() sums: the same bits.
+  if (outer_->size() > 1)
+    r.work_ = outer_->run_host([wire = r.wire_](comm::ProcessGroup& pg) { pg.all_reduce(*wire, comm::ReduceOp::kSum); });
+  return r;
+}
+
+std::vector<double> ReplicaSum::land() {
+  if (!wire_) throw std::logic_error("ReplicaSum::land: nothing was posted");
+  work_.land();
+  std::vector<double> values(wire_->size() / 2);
+  from_wire(*wire_, values);
+  return values;
+}
 
 std::vector<std::string> ParallelGroups::describe() const {
   std::vector<std::string> out;

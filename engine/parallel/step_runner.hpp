@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,7 +26,19 @@ struct StepStats {
   double flops = 0;         // model FLOPs of this rank's step
   double comm_ms = 0;       // part of step_ms this rank spent waiting on communication (<= step_ms)
   int stop_ranks = 0;  // ranks whose stop_requested was true: summed with the step's loss and norm
+  // Whether loss and stop_ranks are the job's. A step trained with Agreement::kLate may return
+  // before its replicas' sum of them arrived (false: both unknown until StepRunner::agree).
+  bool agreed = true;
 };
+
+// When a step's job-wide loss and stop flags are known. With diloco replicas (parallel.outer:
+// diloco) their sum across the replicas crosses the slow link every step:
+//   kNow   train_step waits for it (every rank returns the agreed stats);
+//   kLate  train_step posts it beside the next step and returns the stats unagreed; the next
+//          train_step lands it (its trip hides behind that step's compute) and agree() reads
+//          it. Every rank learns a stop request one step later than kNow, still all at the same
+//          step. Without replicas there is nothing to hide: kLate agrees at once.
+enum class Agreement { kNow, kLate };
 
 
 class StepRunner {
@@ -34,8 +47,17 @@ class StepRunner {
   // One optimizer step (0-based `step`); every rank returns the same loss, lr, grad_norm and
   // stop_ranks. stop_requested (this rank received a stop signal) travels in the step's own
   // job-wide sum, so stopping costs no collective of its own and every rank learns it at the
-  // same step. Throws std::runtime_error when the loss is not finite.
-  virtual StepStats train_step(int64_t step, bool stop_requested = false) = 0;
+  // same step. Throws std::runtime_error when the (agreed) loss is not finite. With kLate the
+  // stats may come back with agreed false (see Agreement).
+  virtual StepStats train_step(int64_t step, bool stop_requested = false, Agreement agreement = Agreement::kNow) = 0;
+  // Completes `s`, stats of the last step or the one before it that train_step returned with
+  // agreed false: fills in its loss and stop_ranks, waiting for their sum if it is still in
+  // flight (what the run must do after its last step, before a stop or a validation). The same
+  // on every rank; throws std::runtime_error when the loss is not finite, std::logic_error
+  // for stats of another step.
+  virtual void agree(StepStats& s) {
+    if (!s.agreed) throw std::logic_error("StepRunner::agree: this runner does not agree late");
+  }
   // Mean validation loss over train.eval_steps global batches (the same sequences under every
   // parallel plan), identical on every rank; NaN when there is no validation data.
   virtual double evaluate() = 0;

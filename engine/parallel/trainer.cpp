@@ -229,7 +229,32 @@ double Trainer::flops_per_token() const {
   return model::Gpt::flops_per_step(full, t.micro_batch, t.seq_len) / (static_cast<double>(t.micro_batch) * t.seq_len);
 }
 
-StepStats Trainer::train_step(int64_t step, bool stop_requested) {
+void Trainer::land_late() {
+  if (!late_.sum.posted()) return;
+  const std::vector<double> v = late_.sum.land();  // rethrows a failure: the CommError names the member
+  agreed_ = {late_.step, v[0], v[1]};
+  late_ = {};
+}
+
+void Trainer::agree(StepStats& s) {
+  if (s.agreed) return;
+  if (late_.sum.posted() && late_.step == s.step) land_late();
+  if (agreed_.step != s.step)
+    throw std::logic_error(fmt::format("Trainer::agree: stats of step {}, the sums at hand are of step {}", s.step,
+                                       agreed_.step));
+  fill_agreed(s);
+}
+
+void Trainer::fill_agreed(StepStats& s) const {
+  s.loss = agreed_.loss_sum / c_.data_size();
+  s.stop_ranks = static_cast<int>(std::lround(agreed_.stops));
+  s.agreed = true;
+  if (!std::isfinite(s.loss))
+    throw std::runtime_error(fmt::format("training loss is {} at step {}: the run diverged (try a lower train.lr "
+                                         "or train.grad_clip)", s.loss, s.step + 1));
+}
+
+StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agreement) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto& t = spec_.train;
   groups_->clock().reset();
@@ -257,9 +282,13 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested) {
   sums[units] = counts_loss() ? loss_sum / micro_batches_ : 0.0;
   sums[units + 1] = stop_requested ? 1.0 : 0.0;
   groups_->sum_over_job(sums);
-  if (c_.replicas > 1) {
-    // The replicas' norms stay their own (each clips its own step); the loss and the stop
-    // flags are the job's, so that every replica stops at the same step.
+  // The replicas' norms stay their own (each clips its own step); the loss and the stop flags
+  // are the job's, so that every replica stops at the same step: summed over the outer group,
+  // at once (kNow) or beside the next step (kLate, posted below). The previous step's sum,
+  // posted at its end, has had this step's compute to cross the slow link: it lands here.
+  const bool late = c_.replicas > 1 && agreement == Agreement::kLate;
+  land_late();
+  if (c_.replicas > 1 && !late) {
     std::span<double> job(sums.data() + units, 2);
     groups_->sum_over_replicas(job);
   }
@@ -267,18 +296,23 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested) {
   for (int u = 0; u < units; ++u) grad_sq += sums[u];
   StepStats s;
   s.step = step;
-  s.loss = sums[units] / c_.data_size();
-  if (!std::isfinite(s.loss))
-    throw std::runtime_error(fmt::format("training loss is {} at step {}: the run diverged (try a lower train.lr "
-                                         "or train.grad_clip)", s.loss, step + 1));
+  if (late) {
+    s.agreed = false;
+    s.loss = std::nan("");
+  } else {
+    agreed_ = {step, sums[units], sums[units + 1]};
+    fill_agreed(s);
+  }
   s.grad_norm = std::sqrt(grad_sq);
-  s.stop_ranks = static_cast<int>(std::lround(sums[units + 1]));
   s.lr = lr_at(lr_, step);
   AdamWHyper h = hyper_;
   h.lr = static_cast<float>(s.lr);
   // Refreshes the bf16 weights itself; on host groups its all-gathers land during the next forward.
   for (auto& o : optimizers_) o->update(h, step + 1, clip_scale(s.grad_norm, t.grad_clip));
   if (outer_) outer_step(step + 1);
+  // After the outer step: a synchronous exchange (outer_overlap 0) on the outer group is not
+  // queued behind it. [loss sum, stop flags] of this replica.
+  if (late) late_ = {step, groups_->post_sum_over_replicas(std::span<const double>(sums.data() + units, 2))};
   s.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   s.tokens_per_s = static_cast<double>(tokens_per_step()) / (s.step_ms / 1e3);
   s.flops = 0;

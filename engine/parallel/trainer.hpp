@@ -83,7 +83,8 @@ class Trainer final : public StepRunner {
   Trainer(const Trainer&) = delete;  // its parts hold references to the groups and the model
   Trainer& operator=(const Trainer&) = delete;
 
-  StepStats train_step(int64_t step, bool stop_requested = false) override;
+  StepStats train_step(int64_t step, bool stop_requested = false, Agreement agreement = Agreement::kNow) override;
+  void agree(StepStats& s) override;
   double evaluate() override;
   checkpoint::ShardState shard_state() override;  // one chunk only (else std::logic_error)
   std::vector<checkpoint::ShardState> shard_states() override;
@@ -148,6 +149,18 @@ class Trainer final : public StepRunner {
   void reset_outer();                          // anchor <- the weights
   void outer_step(int64_t done);               // the fragments due after step `done`
   std::vector<float>& outer_host();            // a device's: host_[0].params as the outer sync's copy
+  // Agreement::kLate: the [loss sum, stop flags] of step `step` crossing the replicas (posted,
+  // landed by the next step or agree()), and the last landed (or summed at once) sums.
+  struct Late {
+    int64_t step = -1;
+    ReplicaSum sum;
+  } late_;
+  struct Agreed {
+    int64_t step = -1;
+    double loss_sum = 0, stops = 0;
+  } agreed_;
+  void land_late();                            // late_ -> agreed_
+  void fill_agreed(StepStats& s) const;        // s's loss and stop_ranks from agreed_ (its step)
   LrConfig lr_;
   AdamWHyper hyper_;
   int micro_batches_ = 1;

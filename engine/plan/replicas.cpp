@@ -91,6 +91,8 @@ double small_all_reduce_bytes(double floats, int members) {
   return 2.0 * (members - 1) * (4 * floats + messages * kSmallMessageOverhead);
 }
 
+double late_sum_s(double ring_s, double window_s) { return std::max(0.0, ring_s - window_s) + kLateSumHostS; }
+
 double small_ethernet_bytes_per_step(const spec::JobSpec& spec, const Plan& plan) {
   double bytes = 0;
   for (const Group& g : plan.groups) {
@@ -189,12 +191,13 @@ void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
   rep.exposed_s = exposed;
   rep.sync_bytes = bytes;
   // Every step each rank also sums [loss, stop flag] (a few bytes: latency) over its outer
-  // group, so that a stop signal reaches every replica at the same step.
+  // group, so that a stop signal reaches every replica at the same step: beside the next step,
+  // which hides it up to its optimizer update (late_sum_s).
   const Group* first = nullptr;
   for (const Group& g : plan.groups)
     if (g.kind == GroupKind::kOuter) first = first ? first : &g;
-  const double per_step_sum = first ? 2.0 * (n - 1) * first->latency_s : 0;
-  rep.per_step_s = exposed / rep.inner_steps + per_step_sum;
+  rep.agree_s = first ? late_sum_s(2.0 * (n - 1) * first->latency_s, step - plan.estimate.update_s) : 0;
+  rep.per_step_s = exposed / rep.inner_steps + rep.agree_s;
   for (int k = 0; k < kLinkKinds; ++k) plan.estimate.bytes_per_step[k] += by_link[k] / rep.inner_steps;
 }
 

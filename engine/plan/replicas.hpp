@@ -65,6 +65,16 @@ double small_all_reduce_bytes(double floats, int members);
 // crosses islands binds the Ethernet interface, so its pairs inside an island use it too).
 double small_ethernet_bytes_per_step(const spec::JobSpec& spec, const Plan& plan);
 
+// diloco's per-step [loss, stop] sum over an outer group (a ring all-reduce of a few floats:
+// 2 (N - 1) latencies) is posted on the communication thread after the step and landed by the
+// next step before its optimizer update (Agreement::kLate, engine/parallel/step_runner.hpp):
+// the next step pays what of the ring's `ring_s` its `window_s` (its time before the update)
+// does not cover, plus the host's hand-off of the sum to that thread and back (two thread
+// wake-ups; the round trip measured 4 us median, 7 us p99 on the loaded 2-core test host,
+// docs/diloco.md). The communication thread's CPU time for the ring's messages is not priced.
+inline constexpr double kLateSumHostS = 10e-6;
+double late_sum_s(double ring_s, double window_s);
+
 // The three ways of spanning the islands, priced side by side for --plan-only (and filled in
 // Plan::across when replicas > 1): pipeline across islands (one plan, pipeline degree
 // pp x N), synchronous data parallelism across (data degree dp x N), DiLoCo across.

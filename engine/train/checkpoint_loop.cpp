@@ -319,14 +319,28 @@ checkpoint::SpaceNeed checkpoint_space_need(const spec::JobSpec& spec, parallel:
   checkpoint::SpaceNeed need;
   for (double b : slots) need.checkpoint += static_cast<uint64_t>(b);
   need.world = ctx.world;
+  need.files = ctx.world * (runner.has_private_state() ? 2 : 1) + 2;
   need.final_weights = final_weights;
   need.keep = spec.checkpoint.keep;
-  need.retained = checkpoint::retained_checkpoints(spec.train.steps, spec.checkpoint.interval, spec.checkpoint.keep);
   return need;
 }
 
-void check_space(const spec::JobSpec& spec, const checkpoint::SpaceNeed& need, bool first) {
+void check_space(const spec::JobSpec& spec, checkpoint::SpaceNeed need, const ResumePoint& resume, bool first) {
   const spec::RunPaths paths = spec::RunPaths::of(spec);
+  // A resumed run continues at its checkpoint's step; its complete checkpoints already on disk
+  // are pruned as new ones commit, so they count towards checkpoint.keep, not the free space.
+  const bool resumed = resume.checkpoint && !spec.checkpoint.weights_only;
+  const int64_t start = resumed ? resume.checkpoint->step : 0;
+  int64_t existing = 0;
+  if (resumed && !resume.checkpoint->run_id.empty())
+    for (const checkpoint::StepFolder& f : checkpoint::list_step_folders(paths.checkpoints))
+      existing += f.complete && f.run_id == resume.checkpoint->run_id;
+  need.retained = checkpoint::checkpoints_to_hold(start, spec.train.steps, spec.checkpoint.interval,
+                                                  spec.checkpoint.keep, existing);
+  if (need.retained == 0) {  // nothing left to train: no checkpoint is written
+    need.checkpoint = 0;
+    need.retained = 1;
+  }
   const std::string ckpt_key = spec.checkpoint.dir.empty() ? "checkpoint.dir (default <job.output_dir>/checkpoints)"
                                                            : "checkpoint.dir";
   const checkpoint::FolderSpace ckpt = checkpoint::folder_space(ckpt_key, paths.checkpoints);

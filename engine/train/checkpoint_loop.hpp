@@ -60,16 +60,17 @@ void check_outputs(const spec::JobSpec& spec, bool first);
 // What one checkpoint of this run occupies on disk, all ranks together (collective over the
 // ranks through ctx.max_over_ranks: each adds its shard, private and manifest bytes, priced
 // by checkpoint_bytes_of_rank on its live shard), with the final weights' bytes
-// (`final_weights`, 0 when the run writes none) and how many checkpoints it keeps at once.
+// (`final_weights`, 0 when the run writes none).
 checkpoint::SpaceNeed checkpoint_space_need(const spec::JobSpec& spec, parallel::StepRunner& runner,
                                             const LoopContext& ctx, const checkpoint::RunTokenizer& tokenizer,
                                             uint64_t final_weights);
 // On every rank before anything is written (claim_output's check_resume): UserError (exit 2)
 // naming the folder, the bytes needed and free when checkpoint.dir's file system cannot hold
 // one checkpoint (and the final weights where job.output_dir shares it) or, on `first` (rank
-// 0), job.output_dir's the final weights; a warning (rank 0) when they cannot hold what
-// checkpoint.keep retains at once.
-void check_space(const spec::JobSpec& spec, const checkpoint::SpaceNeed& need, bool first);
+// 0), job.output_dir's the final weights; a warning (rank 0) when they cannot hold the new
+// checkpoints the run holds at once (checkpoints_to_hold from the resume point: the run's
+// checkpoints already there count towards checkpoint.keep).
+void check_space(const spec::JobSpec& spec, checkpoint::SpaceNeed need, const ResumePoint& resume, bool first);
 
 // Loads the resume point into the runner's shard on every rank (with its optimizer state
 // unless checkpoint.weights_only; checksums of the files this rank reads). Returns the

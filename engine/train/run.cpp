@@ -164,7 +164,7 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   const OutputClaim output = claim_output(  // rank 0 holds the writer lock until the end
       spec, ctx, [&](const ResumePoint& resume) {
         check_resume_tokenizer(resume.checkpoint, data);
-        check_space(spec, space, logger);
+        check_space(spec, space, resume, logger);
       });
   if (logger) keep_run_tokenizer(spec, data);
   const int64_t start = load_resume_point(spec, output.resume, trainer, ctx);
@@ -183,23 +183,15 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   const int interval = std::max(1, spec.log.interval);
   double first_loss = NAN, last_loss = NAN, comm_ms = 0, total_ms = 0;
   JobFigures figures;
-  for (int64_t step = start; step < t.steps; ++step) {
-    const int64_t done = step + 1;
-    test_signal.raise_if(done, /*before_sums=*/true);
-    // A stop signal rides the step's own job-wide sums: every rank learns at this step
-    // whether any rank was asked to stop.
-    parallel::StepStats s = trainer.train_step(step, launch::stop_requested());
-    if (step == start) first_loss = s.loss;
+  // A step's agreed stats, in step order: its log line and metrics row. Each rank's largest
+  // memory and communication share since the last log line (its own share, so at most 100%)
+  // and its stop signal are reduced over the job in one collective only on log steps and when
+  // stopping (returned then): the world group crosses the slow links, so it carries nothing
+  // every step.
+  auto report = [&](const parallel::StepStats& s, bool stopping) {
+    const int64_t done = s.step + 1;
+    if (s.step == start) first_loss = s.loss;
     last_loss = s.loss;
-    comm_ms += s.comm_ms;
-    total_ms += s.step_ms;
-    const bool stopping = s.stop_ranks > 0 && done < t.steps;
-    saver.after_step(trainer, done, /*last=*/stopping || done == t.steps);
-    test_signal.raise_if(done, /*before_sums=*/false);
-    // Each rank's largest memory and communication share since the last log line (its own
-    // share, so at most 100%) and its stop signal, reduced over the job in one collective
-    // only on log steps and when stopping: the world group crosses the slow links, so it
-    // carries nothing every step.
     figures.note(rss_mb(), s.step_ms, s.comm_ms);
     const bool log_step = done == start + 1 || done % interval == 0 || done == t.steps;
     std::vector<double> job;
@@ -210,7 +202,40 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
     std::optional<JobMaxima> maxima;
     if (!job.empty()) maxima = JobMaxima{job[0], job[1], std::vector<double>(job.begin() + 3, job.end())};
     if (log) log->step(s, trainer, maxima);
-    if (t.eval_interval > 0 && (done % t.eval_interval == 0 || done == t.steps)) {
+    return job;
+  };
+  // A step trained whose job-wide loss and stop flags are still crossing the replicas.
+  std::optional<parallel::StepStats> held;
+  for (int64_t step = start; step < t.steps; ++step) {
+    const int64_t done = step + 1;
+    test_signal.raise_if(done, /*before_sums=*/true);
+    // A stop signal rides the step's own job-wide sums. With diloco replicas their sum across
+    // the replicas runs beside the next step (Agreement::kLate: its trip over the slow link
+    // hides behind that step's compute), so every rank learns of it one step later, all at the
+    // same step; otherwise at this step.
+    parallel::StepStats s = trainer.train_step(step, launch::stop_requested(), parallel::Agreement::kLate);
+    comm_ms += s.comm_ms;
+    total_ms += s.step_ms;
+    bool stopping = false;
+    if (held) {  // its sums landed during this step: its row before this step's checkpoint commits one
+      trainer.agree(*held);
+      report(*held, false);
+      stopping = held->stop_ranks > 0 && done < t.steps;
+      held.reset();
+    }
+    const bool validating = t.eval_interval > 0 && (done % t.eval_interval == 0 || done == t.steps);
+    // This step's own sums are waited for when the run stops or ends after it (nothing is left
+    // in flight) or validates (its row before the validation line); the same steps on every rank.
+    if (!s.agreed && (stopping || done == t.steps || validating)) trainer.agree(s);
+    if (s.agreed)
+      stopping = stopping || (s.stop_ranks > 0 && done < t.steps);
+    else
+      held = s;
+    saver.after_step(trainer, done, /*last=*/stopping || done == t.steps);
+    test_signal.raise_if(done, /*before_sums=*/false);
+    std::vector<double> job;
+    if (s.agreed) job = report(s, stopping);
+    if (validating) {
       double v = trainer.evaluate();
       if (log && std::isfinite(v)) log->validation(done, v);
     }

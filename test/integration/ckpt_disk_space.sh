@@ -5,10 +5,17 @@
 # (also through the local launcher); one that holds a checkpoint but not what checkpoint.keep
 # retains warns and trains, and the save that then finds the disk full fails naming the file
 # and "No space left on device", leaving the checkpoints committed before it usable.
-# Needs root to mount small tmpfs file systems (in a mktemp folder, always unmounted).
+# A resume on the disk that filled up is refused the same way.
+# Needs root to mount small tmpfs file systems (in a mktemp folder, unmounted on exit and on
+# signals, in a private mount namespace where unshare works).
 # Usage: ckpt_disk_space.sh <holmes-train> <source dir>
 set -u
 bin=$1
+# In a mount namespace of its own where it can have one: its mounts then vanish with it even
+# when it is killed outright (a ctest time-out), not only through the trap below.
+if [ "$(id -u)" -eq 0 ] && [ -z "${CKPT_DISK_SPACE_NS:-}" ] && unshare --mount --propagation private true 2>/dev/null; then
+  CKPT_DISK_SPACE_NS=1 exec unshare --mount --propagation private bash "$0" "$@"
+fi
 . "$(dirname "$0")/ckpt_common.bash"
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -22,6 +29,10 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 141' PIPE
+trap 'exit 143' TERM
 # small NAME SIZE: a tmpfs of SIZE at $tmp/NAME.
 small() {
   mkdir -p "$tmp/$1"
@@ -47,7 +58,7 @@ job "$tmp/full.log" 2 --set job.output_dir="$tmp/tiny256/out"
 [ "$rc" -eq 2 ] || bad "too small: exit $rc, expected 2" "$tmp/full.log"
 grep -qE "checkpoint.dir \(default <job.output_dir>/checkpoints\): '$tmp/tiny256/out/checkpoints': its file system has [0-9.]+ kB \([0-9]+ bytes\) free, too little" "$tmp/full.log" ||
   bad "too small: message does not name the folder and its free bytes" "$tmp/full.log"
-grep -qE "one checkpoint is [0-9.]+ kB \([0-9]+ bytes\) \(1 shard file" "$tmp/full.log" ||
+grep -qE "one checkpoint takes [0-9.]+ kB \([0-9]+ bytes\) \(1 shard file" "$tmp/full.log" ||
   bad "too small: message does not say what one checkpoint needs" "$tmp/full.log"
 grep -q "set checkpoint.dir=DIR" "$tmp/full.log" || bad "too small: message names no way out" "$tmp/full.log"
 grep -q "^step 1/" "$tmp/full.log" && bad "too small: it trained before stopping" "$tmp/full.log"
@@ -72,7 +83,7 @@ grep -qE "job.output_dir: '$tmp/out128/out': its file system has .* free.*the fi
 # not: a warning, training; saves 1 and 2 commit, save 3 finds the disk full.
 small mib 1m
 job "$tmp/warn.log" 3 --set job.output_dir="$tmp/mib/out" --set checkpoint.interval=1 --set checkpoint.keep=3
-grep -qE "warning: checkpoint.dir .*enough for one checkpoint but not for the 3 this run holds at once" "$tmp/warn.log" ||
+grep -qE "warning: checkpoint.dir .*enough for one checkpoint but not for the 3 new checkpoints this run holds at once" "$tmp/warn.log" ||
   bad "keep 3: no warning" "$tmp/warn.log"
 grep -q "^step 1/3" "$tmp/warn.log" || bad "keep 3: did not train after the warning" "$tmp/warn.log"
 grep -q "saved checkpoint step-00000002" "$tmp/warn.log" || bad "keep 3: step 2 not saved" "$tmp/warn.log"
@@ -85,6 +96,15 @@ ls "$ck"/step-*/*.tmp >/dev/null 2>&1 && bad "keep 3: a temporary file was left 
 for s in 1 2; do
   [ -e "$ck/step-0000000$s/COMMITTED" ] || bad "keep 3: step $s lost its commit marker"
 done
+# 5. Resuming there (--resume auto takes step 2): the run's two checkpoints count towards
+# checkpoint.keep, but step 3 still needs one checkpoint of room, which the disk no longer has.
+before=$(cd "$tmp/mib/out" && find . -type f ! -name writer.lock -exec md5sum {} + | sort)
+job "$tmp/again.log" 3 --set job.output_dir="$tmp/mib/out" --set checkpoint.interval=1 --set checkpoint.keep=3 --resume auto
+after=$(cd "$tmp/mib/out" && find . -type f ! -name writer.lock -exec md5sum {} + | sort)
+[ "$rc" -eq 2 ] || bad "resume on the full disk: exit $rc, expected 2" "$tmp/again.log"
+grep -qE "'$tmp/mib/out/checkpoints': its file system has .* free, too little for this run" "$tmp/again.log" ||
+  bad "resume on the full disk: no message naming the folder" "$tmp/again.log"
+[ "$before" = "$after" ] || bad "resume on the full disk: files changed"
 # The last committed checkpoint is intact: it loads (checksums) and training goes on from it.
 job "$tmp/resume.log" 3 --set job.output_dir="$tmp/resumed" --resume "$ck/step-00000002"
 [ "$rc" -eq 0 ] || bad "resume of step 2 after the failed save: exit $rc" "$tmp/resume.log"

@@ -5,6 +5,11 @@
 # (2) SIGKILL mid-way between two outer syncs (after step 10; syncs after 8 and 12): --resume
 #     auto continues from step 9 and the losses of every step equal the uninterrupted run's
 #     bit for bit (each replica's own weights, moments, anchor and momentum came back).
+# (2b) SIGTERM in step 10 on rank 0: the replicas' sum of the stop flags runs beside the next
+#     step (Agreement::kLate), so every rank stops after step 11, one step later than a job
+#     without replicas; checkpoint 11 is committed with every rank's private state, the log
+#     has every step up to 11 once (validation every 4 steps, which waits for its step's sum: step 4's
+#     line, its validation, then step 5's) and the resumed run equals the uninterrupted one bit for bit.
 # (3) A replica killed during an outer sync (replica 2 as the sync after step 12 begins): the
 #     launcher exits 137 naming rank 2 within cluster.timeout_s, the other ranks name rank 2,
 #     checkpoint 12 is not committed, 9 is intact; the resumed run again equals the
@@ -40,6 +45,21 @@ run "$tmp/between" "$steps" "${job[@]}" --resume auto
 [ "$rc" -eq 0 ] || bad "between: resumed run exit $rc" "$tmp/between.log"
 grep -q "continuing from .* at step 9 " "$tmp/between.log" || bad "between: did not continue at step 9" "$tmp/between.log"
 same_losses "$tmp/ref/metrics.jsonl" 1 "$steps" "$tmp/between/metrics.jsonl" || fail=1
+
+# 2b. Stopped by SIGTERM: every replica stops after the same step, one later.
+HOLMES_TEST_SIGNAL_AFTER_STEP=10:TERM run "$tmp/term" "$steps" "${job[@]}" --set train.eval_interval=4
+[ "$rc" -eq 143 ] || bad "term: launcher exit $rc, expected 143" "$tmp/term.log"
+grep -q "stopped by signal 15 after step 11 of $steps" "$tmp/term.log" || bad "term: did not stop after step 11" "$tmp/term.log"
+[ -f "$tmp/term/checkpoints/step-00000011/COMMITTED" ] || bad "term: no committed checkpoint at step 11" "$tmp/term.log"
+[ "$(ls "$tmp/term/checkpoints/step-00000011/" | grep -c "^private-0000[0-3].bin$")" -eq 4 ] \
+  || bad "term: checkpoint 11 lacks a rank's private state" "$tmp/term.log"
+awk '/\] step  4\//{s=NR} /\] validation at step 4:/{v=NR} /\] step  5\//{n=NR} END{exit !(s && v > s && n > v)}' \
+  "$tmp/term.log" || bad "term: step 4's validation line is not between the lines of steps 4 and 5" "$tmp/term.log"
+same_losses "$tmp/ref/metrics.jsonl" 1 11 "$tmp/term/metrics.jsonl" || fail=1
+run "$tmp/term" "$steps" "${job[@]}" --set train.eval_interval=4 --resume auto
+[ "$rc" -eq 0 ] || bad "term: resumed run exit $rc" "$tmp/term.log"
+grep -q "continuing from .* at step 11 " "$tmp/term.log" || bad "term: did not continue at step 11" "$tmp/term.log"
+same_losses "$tmp/ref/metrics.jsonl" 1 "$steps" "$tmp/term/metrics.jsonl" || fail=1
 
 # 3. A replica dies during an outer sync.
 # dies NAME CKPT_KEPT CKPT_NOT HOOK ARGS...: replica 2 killed by HOLMES_TEST_KILL_IN_OUTER_SYNC=HOOK:

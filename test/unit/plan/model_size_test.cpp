@@ -101,7 +101,8 @@ TEST_CASE("model size: llama counts equal the model's (grouped-query heads, deri
             int64_t shards = 0, replicated = 0;
             for (int r = 0; r < tp; ++r)
               shards += static_cast<int64_t>(model::ParamLayout(p.config.shard(tp, r)).size());
-            for (const auto& t : model::ParamLayout(p.config.shard(tp, 0)).tensors())
+            const model::ParamLayout first(p.config.shard(tp, 0));  // outlives the loop over its tensors
+            for (const auto& t : first.tensors())
               if (t.split_dim < 0) replicated += static_cast<int64_t>(t.numel);
             CHECK(shards - (tp - 1) * replicated == plan::total_params(p.shape, tp));
             ++checked;

@@ -210,3 +210,35 @@ TEST_CASE("replicas: the small per-step messages over Ethernet are priced, heade
   const auto& across = y.replicas.across;
   CHECK(across[2].ethernet_bytes_per_step == Approx(q.replicas.sync_bytes / 20 + outer_sum + world_max / 10));
 }
+
+TEST_CASE("replicas: diloco's per-step loss and stop sum runs beside the next step, priced as what it leaves",
+          "[replicas]") {
+  // The sum is posted after a step and landed by the next one before its optimizer update
+  // (engine/parallel/step_runner.hpp Agreement::kLate): its ring of 2 (N - 1) latencies costs
+  // the step only what that window does not cover, plus the hand-off to the thread and back.
+  auto s = pod_spec(OuterMode::kDiloco);
+  auto outer_latency = [](const hp::Plan& p) {
+    for (const auto& g : p.groups)
+      if (g.kind == hp::GroupKind::kOuter) return g.latency_s;
+    return 0.0;
+  };
+  const hp::Plan p = hp::make_plan(s, pods());
+  const double ring = 2 * 3 * outer_latency(p);
+  REQUIRE(ring > 0);
+  // A replica's step alone (no outer sync, no log steps' maximum).
+  const double step = p.estimate.step_time_s - p.replicas.per_step_s - p.replicas.log_s;
+  REQUIRE(ring < step - p.estimate.update_s);  // the default Ethernet latency hides behind a step
+  CHECK(p.replicas.agree_s == Approx(hp::kLateSumHostS));
+  CHECK(p.replicas.per_step_s == Approx(p.replicas.sync_s / 20 + hp::kLateSumHostS));
+  CHECK(p.replicas.per_step_s < p.replicas.sync_s / 20 + ring);  // the blocking sum's price is gone
+  // A link whose latency makes the ring outlast the step: the rest of it is paid.
+  s.cluster.ethernet.latency_us = step / 3 * 1e6;  // ring = 2 steps
+  const hp::Plan slow = hp::make_plan(s, pods());
+  const double slow_step = slow.estimate.step_time_s - slow.replicas.per_step_s - slow.replicas.log_s;
+  CHECK(slow_step == Approx(step));  // nothing of a replica's own step crosses Ethernet
+  const double slow_ring = 2 * 3 * outer_latency(slow);
+  CHECK(slow_ring == Approx(2 * step));
+  CHECK(slow.replicas.agree_s == Approx(slow_ring - (slow_step - slow.estimate.update_s) + hp::kLateSumHostS));
+  CHECK(hp::late_sum_s(0.5, 2.0) == hp::kLateSumHostS);
+  CHECK(hp::late_sum_s(3.0, 2.0) == Approx(1.0 + hp::kLateSumHostS));
+}
