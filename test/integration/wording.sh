@@ -52,7 +52,7 @@ for isl in plan["islands"]:
         sys.exit(f"FAIL island {isl['id']}: text says {shown.get(isl['id'])!r}, JSON {isl['nodes']}")
 # Exact byte counts: integers, and each rank's bytes the sum of its parts.
 for m in plan["memory"]:
-    parts = [m[k] for k in ("params", "grads", "optimizer", "activations")]
+    parts = [m[k] for k in ("params", "grads", "optimizer", "activations", "runtime")]
     if not all(type(v) is int for v in parts + [m["bytes"], m["capacity"]]) or m["bytes"] != sum(parts):
         sys.exit(f"FAIL memory of rank {m['rank']} is not exact integers: {m}")
 if not all(type(v) is int for v in plan["estimate"]["bytes_per_step"].values()):
