@@ -369,28 +369,26 @@ std::vector<checkpoint::ShardState> Trainer::shard_states() {
 
 std::vector<checkpoint::ShardState> Trainer::shard_shapes() {
   std::vector<checkpoint::ShardState> out;
-  for (size_t c = 0; c < chunks_.size(); ++c) {
-    checkpoint::ShardState st;
-    st.layout = &chunks_[c]->layout();
-    st.config = &chunks_[c]->config();
-    st.owned = optimizers_[c]->owned();
-    if (c_.replica > 0) st.owned.clear();  // as chunk_state
-    out.push_back(std::move(st));
-  }
+  for (size_t c = 0; c < chunks_.size(); ++c) out.push_back(chunk_shape(c));
   return out;
+}
+
+checkpoint::ShardState Trainer::chunk_shape(size_t c) const {
+  checkpoint::ShardState st;
+  st.layout = &chunks_[c]->layout();
+  st.config = &chunks_[c]->config();
+  st.owned = optimizers_[c]->owned();
+  // diloco: the shared checkpoint holds replica 0's shard; the others keep theirs in their
+  // private state (private_state()), so no tensor is saved twice.
+  if (c_.replica > 0) st.owned.clear();
+  return st;
 }
 
 checkpoint::ShardState Trainer::chunk_state(size_t c) {
   model::Gpt& gpt = *chunks_[c];
   DistOptimizer& opt = *optimizers_[c];
   opt.params_ready();
-  checkpoint::ShardState st;
-  st.layout = &gpt.layout();
-  st.config = &gpt.config();
-  st.owned = opt.owned();
-  // diloco: the shared checkpoint holds replica 0's shard; the others keep theirs in their
-  // private state (private_state()), so no tensor is saved twice.
-  if (c_.replica > 0) st.owned.clear();
+  checkpoint::ShardState st = chunk_shape(c);
   device::DeviceMemory& mem = *gpt.backend().memory;
   if (mem.is_host()) {
     st.params = gpt.params();

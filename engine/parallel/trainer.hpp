@@ -171,6 +171,7 @@ class Trainer final : public StepRunner {
   };
   std::vector<HostCopy> host_;
   checkpoint::ShardState chunk_state(size_t c);  // chunk c's state (a device's: into host_[c])
+  checkpoint::ShardState chunk_shape(size_t c) const;  // chunk c's layout, config and owned ranges, no buffers
   StepTimes all_, steady_;  // summed over all steps / after warm-up
   int steps_ = 0;
   std::vector<float> compute_per_step_;
