@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
 
 #include "common/errors.hpp"
@@ -54,6 +55,13 @@ data::BatchCoord validation_coord(const spec::JobSpec& spec, int index, int micr
 }
 
 namespace {
+
+// CPU seconds the process has run so far, every thread (compute, communication thread, BLAS).
+double process_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
 
 // Model chunk `chunk` of `chunks` on this stage: the embedding only on virtual stage 0 (layer
 // 0), the head only on the last (it ends at L).
@@ -256,6 +264,7 @@ void Trainer::fill_agreed(StepStats& s) const {
 
 StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agreement) {
   const auto t0 = std::chrono::steady_clock::now();
+  const double cpu0 = process_cpu_s();
   const auto& t = spec_.train;
   groups_->clock().reset();
   if (steps_ == kWarmupSteps) groups_->tp().reset_sums();  // a calibration times the steady steps' sums
@@ -321,8 +330,9 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   s.comm_ms = groups_->clock().ms();
   const double compute_s = stage_->compute_s();
   const double host_s = std::max(0.0, s.step_ms / 1e3 - compute_s - s.comm_ms / 1e3);
+  const double cpu_s = process_cpu_s() - cpu0;
   for (StepTimes* st : {&all_, steps_ >= kWarmupSteps ? &steady_ : nullptr})
-    if (st) st->compute_s += compute_s, st->host_s += host_s;
+    if (st) st->compute_s += compute_s, st->host_s += host_s, st->cpu_s += cpu_s;
   if (steps_ >= kWarmupSteps) {
     if (compute_per_step_.size() == kKeptSteps) compute_per_step_.erase(compute_per_step_.begin());
     compute_per_step_.push_back(static_cast<float>(compute_s));
@@ -335,7 +345,7 @@ Trainer::StepTimes Trainer::step_times() const {
   const bool steady = steps_ > kWarmupSteps;
   const StepTimes& sum = steady ? steady_ : all_;
   const int n = steady ? steps_ - kWarmupSteps : steps_;
-  return n > 0 ? StepTimes{sum.compute_s / n, sum.host_s / n} : StepTimes{};
+  return n > 0 ? StepTimes{sum.compute_s / n, sum.host_s / n, sum.cpu_s / n} : StepTimes{};
 }
 
 double Trainer::evaluate() {

@@ -104,10 +104,12 @@ class Trainer final : public StepRunner {
   // Where this rank's steps went, in seconds per step, averaged over the steps after the
   // first kWarmupSteps (all steps when there were no more): computing (the model's forward
   // and backward passes), and the host work that is neither that nor waiting on
-  // communication (optimizer update, gradient zeroing, norms, copies).
+  // communication (optimizer update, gradient zeroing, norms, copies); cpu_s: the CPU time
+  // the whole process spent in the step (every thread; with a CPU quota at most the quota's
+  // share of the step).
   static constexpr int kWarmupSteps = 2;
   struct StepTimes {
-    double compute_s = 0, host_s = 0;
+    double compute_s = 0, host_s = 0, cpu_s = 0;
   };
   StepTimes step_times() const;
   // Compute seconds of each step after the warm-up (the last kKeptSteps of them), for a

@@ -52,6 +52,7 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
         const NodeFacts& nf = f.nodes[n];
         if (sc.tflops < 0 || nf.tflops < sc.tflops) sc.tflops = nf.tflops;
         sc.cpu_share = std::min(sc.cpu_share, nf.cpu_share);
+        if (nf.cpu_tflops > 0 && (sc.cpu_tflops <= 0 || nf.cpu_tflops < sc.cpu_tflops)) sc.cpu_tflops = nf.cpu_tflops;
         double cap = nf.memory_bytes * kUsableMemoryFraction;
         if (cap > 0 && (sc.capacity <= 0 || cap < sc.capacity)) sc.capacity = cap;
         if (s + 1 < pp) keep_worse(sc.next_link, link_between(f, n, node(t, s + 1, r)));
@@ -360,6 +361,22 @@ std::vector<int> coupled_partition(const Workload& w, const std::vector<StageCos
   return best.second;
 }
 
+double quota_bound_s(const std::vector<StageCost>& stages, const std::vector<StageTime>& times, int micro_batches) {
+  // A worker under a CPU quota runs at most cpu_share of the wall time, over the step as a
+  // whole (CFS hands out the quota per period; a wait does not bank what it leaves unspent).
+  // Its CPU seconds per step, from its passes' FLOPs at the calibrated FLOPs per CPU second of a
+  // whole worker (compute, communication thread and host work together), bound the step
+  // however well the pipeline overlaps: CPU seconds / cpu_share.
+  double bound = 0;
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const StageCost& sc = stages[s];
+    if (sc.cpu_share >= 1 || sc.cpu_tflops <= 0 || sc.tflops <= 0) continue;
+    const double cpu_s = micro_batches * times[s].compute_s * sc.tflops / sc.cpu_tflops;
+    bound = std::max(bound, cpu_s / sc.cpu_share);
+  }
+  return bound;
+}
+
 Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, const std::vector<int>& layers,
                        int world) {
   int p = static_cast<int>(stages.size());
@@ -382,6 +399,8 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
   e.update_s = c.update;
   e.log_s = w.log_s;
   e.step_time_s = e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s + e.log_s;
+  e.quota_s = std::max(0.0, quota_bound_s(stages, times, m) - e.step_time_s);
+  e.step_time_s += e.quota_s;
   double tokens = double(w.global_batch) * w.seq_len;
   e.tokens_per_s = e.step_time_s > 0 ? tokens / e.step_time_s : 0;
   double flops = train_flops_per_token(w.shape, b.tp, w.seq_len) * tokens;

@@ -114,6 +114,7 @@ struct StageCost {
   int tp = 1, dp = 1;
   double tflops = 0;           // slowest device of the stage, sustained
   double cpu_share = 1;        // smallest NodeFacts::cpu_share of the stage's nodes
+  double cpu_tflops = 0;       // smallest NodeFacts::cpu_tflops of the stage's nodes (0 = unknown)
   // The smaller cpu_share of the two ends of hop_next's and hop_prev's hops (this stage's and
   // the neighbour's): a send's bytes move at that share of the probed rate (time()).
   double next_share = 1, prev_share = 1;
@@ -152,6 +153,11 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
 // Step estimate (everything but naive_step_time_s) for a partition, w.log_s included.
 Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, const std::vector<int>& layers,
                        int world);
+
+// The longest a stage's worker under a CPU quota needs per step: its CPU seconds per step (its
+// passes at StageCost::cpu_tflops) / cpu_share, the largest over the stages; 0 without quotas
+// or a CPU-time calibration. `times`: the stages' StageTime, m micro-batches.
+double quota_bound_s(const std::vector<StageCost>& stages, const std::vector<StageTime>& times, int micro_batches);
 
 // The auto partition, coupled: estimate_step's step is a sum of maxima over the stages (the
 // pipelined part, the exposed reduce-scatter, the all-gather, the update), which the greedy

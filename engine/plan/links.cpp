@@ -146,15 +146,22 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
     nf.intra_latency_s = !nf.cuda && intra_latency_default ? kDefaultIntraLatencyUsCpuProcesses * 1e-6
                                                             : f.latency_s[static_cast<int>(LinkKind::kIntraNode)];
   }
-  calibrate_compute(spec, topo.calibration.device_tflops, f);
+  calibrate_compute(spec, topo.calibration.device_tflops, f, topo.calibration.cpu_tflops);
   return f;
 }
 
-void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f) {
+void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, double calibrated_cpu) {
   // A calibration measures one rate, the slowest stage's: that of the slowest kind of device
   // (a stage runs at its slowest device). Nodes declared faster keep their declared ratio to
-  // it, so an older island beside a newer one stays slower after calibration.
-  if (calibrated <= 0 || spec.cluster.device_tflops > 0 || f.nodes.empty()) return;
+  // it, so an older island beside a newer one stays slower after calibration. The CPU-time
+  // rate is every CPU node's: a CPU second of a core does the same work on every node, and a
+  // node declared slower because a quota holds it (the lab's speeds) is slower by its share
+  // (cpu_share), not per CPU second; scaling it too would count the quota twice.
+  if (f.nodes.empty()) return;
+  if (calibrated_cpu > 0)
+    for (NodeFacts& n : f.nodes)
+      if (!n.cuda) n.cpu_tflops = calibrated_cpu;
+  if (calibrated <= 0 || spec.cluster.device_tflops > 0) return;
   double slowest = -1;
   for (const NodeFacts& n : f.nodes)
     if (n.tflops > 0 && (slowest < 0 || n.tflops < slowest)) slowest = n.tflops;

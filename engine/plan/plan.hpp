@@ -78,7 +78,7 @@ struct Baseline {
 };
 
 // Per-step time of the bottleneck stage b and its parts (seconds):
-//   step = compute + tp_comm + pp_comm + bubble + dp_comm + update, where with m micro-batches and p
+//   step = compute + tp_comm + pp_comm + bubble + dp_comm + update + log + quota, where with m micro-batches and p
 //   stages compute/tp/pp = m x per-micro-batch cost of b, bubble = (p-1) x its per-micro-batch
 //   total, dp_comm = its data-parallel sync not hidden behind backward.
 struct Estimate {
@@ -91,6 +91,9 @@ struct Estimate {
   double dp_comm_s = 0;
   double update_s = 0;            // optimizer and host work per step (calibrated; 0 without)
   double log_s = 0;               // the log steps' job-wide maximum, per step (groups.hpp log_exchange_s)
+  // What a CPU quota adds: the largest CPU seconds per step of a stage's worker over its quota
+  // share, less the rest of the step (0 when the step is longer; cost_model.cpp quota_bound_s).
+  double quota_s = 0;
   int bottleneck_stage = 0;
   double tokens_per_s = 0;
   double tflops_per_device = 0;   // model FLOPs / step time / devices

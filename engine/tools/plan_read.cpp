@@ -58,6 +58,7 @@ void read_estimate(const json& j, plan::Plan& p) {
   e.dp_comm_s = number(j, "dp_comm_s");
   e.update_s = number(j, "update_s");
   e.log_s = number(j, "log_s");
+  e.quota_s = number(j, "quota_s");
   e.bottleneck_stage = integer(j, "bottleneck_stage");
   e.tokens_per_s = number(j, "tokens_per_s");
   e.tflops_per_device = number(j, "tflops_per_device");

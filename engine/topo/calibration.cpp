@@ -25,10 +25,11 @@ double non_negative(const YAML::Node& n, const char* key, const Ctx& ctx, const 
 }
 
 void parse_compute(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
-  check_keys(n, ctx, {"device_tflops", "declared_tflops", "update_ns_per_param", "stages"});
+  check_keys(n, ctx, {"device_tflops", "declared_tflops", "update_ns_per_param", "cpu_tflops", "stages"});
   c.device_tflops = non_negative(n, "device_tflops", ctx, "a number of TFLOP/s");
   c.declared_tflops = non_negative(n, "declared_tflops", ctx, "a number of TFLOP/s");
   c.update_ns_per_param = non_negative(n, "update_ns_per_param", ctx, "a number of nanoseconds");
+  c.cpu_tflops = non_negative(n, "cpu_tflops", ctx, "a number of TFLOP/s");
   const YAML::Node stages = n["stages"];
   if (!stages.IsDefined() || stages.IsNull()) return;
   if (!stages.IsSequence()) ctx.at("stages").fail(stages, fmt::format("expected a list, found {}", describe(stages)));
@@ -137,8 +138,10 @@ std::string format_calibration_yaml(const Calibration& c) {
   std::replace_if(source.begin(), source.end(), [](char ch) { return ch == '"' || ch == '\\' || ch == '\n'; }, '\'');
   std::string out = fmt::format("# holmes-train calibration (docs/cost-model.md)\nformat: {}\nsource: \"{}\"\n", kFormat,
                                 source);
-  out += fmt::format("compute:\n  device_tflops: {}\n  declared_tflops: {}\n  update_ns_per_param: {}\n  stages:{}\n",
-                     c.device_tflops, c.declared_tflops, c.update_ns_per_param, c.stages.empty() ? " []" : "");
+  out += fmt::format("compute:\n  device_tflops: {}\n  declared_tflops: {}\n  update_ns_per_param: {}\n", c.device_tflops,
+                     c.declared_tflops, c.update_ns_per_param);
+  if (c.cpu_tflops > 0) out += fmt::format("  cpu_tflops: {}\n", c.cpu_tflops);
+  out += fmt::format("  stages:{}\n", c.stages.empty() ? " []" : "");
   for (const auto& s : c.stages)
     out += fmt::format("    - {{stage: {}, layers: {}, tflops: {}}}\n", s.stage, s.layers, s.tflops);
   out += fmt::format("links:{}\n", c.links.empty() ? " {}" : "");

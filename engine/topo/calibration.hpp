@@ -11,7 +11,9 @@
 //                sizes: [[65536, 1.3], [3276800, 0.78]]}
 //     intra-node: {efficiency: 0.0031, latency_us: 36, ..., tp_sum_ms: 4.9}
 //
-// The planner uses compute.device_tflops (the slowest stage's rate), compute.update_ns_per_param
+// The planner uses compute.device_tflops (the slowest stage's rate), compute.cpu_tflops (CPU
+// devices: the passes' FLOPs per CPU second of the whole worker, what a CPU quota bounds),
+// compute.update_ns_per_param
 // (host time per step outside the passes and communication, per parameter a rank holds) and,
 // per link class, efficiency (measured bandwidth
 // over the bandwidth the plan declared), its efficiency by message size when measured, and
@@ -51,6 +53,11 @@ struct Calibration {
   double device_tflops = 0;    // sustained per device over the whole job; 0 = not measured
   double declared_tflops = 0;  // what the plan assumed when it was measured
   double update_ns_per_param = 0;  // optimizer and other host work per step and held parameter
+  // CPU devices: the passes' FLOPs per CPU second the worker process spent in the step (its
+  // compute, communication thread and host work together), the least of the stages, for every
+  // CPU node alike; 0 = not measured. Unlike device_tflops it does not count the time a
+  // quota held the worker back, so plan::estimate_step can bound the step by the quota.
+  double cpu_tflops = 0;
   std::vector<StageCalibration> stages;
   std::map<std::string, LinkCalibration> links;  // by link class: intra-node, ib, roce, ethernet
 

@@ -25,7 +25,7 @@ constexpr uint32_t kProbeTag = 0xC0000000u;           // above every pipeline ta
 // link, latency, gbps, declared latency, declared gbps, message bytes, in-step sum seconds, probe gbps
 constexpr int kSampleFloats = 8;
 constexpr int kSlots = 3;                             // tp, pp, dp samples per rank
-constexpr int kComputeFloats = 5;  // stage, flops per step, steady steps, host seconds, params held
+constexpr int kComputeFloats = 6;  // stage, flops per step, steady steps, host seconds, params held, CPU seconds
 
 // Times of `reps` runs of op, sorted. Latency takes the fastest (a preempted process only adds
 // to it), bandwidth the median.
@@ -206,6 +206,7 @@ namespace {
 struct Gathered {
   std::vector<LinkSample> samples;
   std::vector<double> stage_flops, stage_seconds;
+  std::vector<double> stage_cpu_s;  // per stage, the largest CPU seconds per step of its ranks
   double host_s = 0, params = 0;
 };
 
@@ -214,6 +215,7 @@ Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vecto
   Gathered g;
   g.stage_flops.assign(stages, 0);
   g.stage_seconds.assign(stages, 0);
+  g.stage_cpu_s.assign(stages, 0);
   std::vector<std::vector<float>> slowest(stages, std::vector<float>(steps, 0.0f));  // [stage][step]
   for (int r = 0; r < world; ++r) {
     const float* v = all.data() + r * per_rank;
@@ -224,6 +226,7 @@ Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vecto
     const float* c = v + kSlots * kSampleFloats;
     const int st = static_cast<int>(c[0]);
     g.stage_flops[st] = c[1];
+    g.stage_cpu_s[st] = std::max(g.stage_cpu_s[st], double(c[5]));
     for (size_t i = 0; i < steps; ++i) slowest[st][i] = std::max(slowest[st][i], per_step[r * steps + i]);
     g.host_s += c[3];
     g.params += c[4];
@@ -236,8 +239,10 @@ Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vecto
 // Per stage measured against planned; the device rate is the slowest device's (below).
 void calibrate_compute(const plan::Plan& p, const Gathered& g, topo::Calibration& cal) {
   cal.update_ns_per_param = g.params > 0 ? g.host_s / g.params * 1e9 : 0;
-  std::vector<double> measured_all, planned_all;
+  std::vector<double> measured_all, planned_all, cpu_all;
   for (const auto& s : p.stages) {
+    const double cpu = g.stage_cpu_s[s.stage];
+    cpu_all.push_back(cpu > 0 ? g.stage_flops[s.stage] / cpu / 1e12 : 0);
     cal.declared_tflops += s.tflops / p.pp;
     const double seconds = g.stage_seconds[s.stage];
     const double measured = seconds > 0 ? g.stage_flops[s.stage] / seconds / 1e12 : 0;
@@ -248,6 +253,17 @@ void calibrate_compute(const plan::Plan& p, const Gathered& g, topo::Calibration
                s.stage, count_of(s.num_layers, "layer"), measured, s.tflops, s.tflops > 0 ? measured / s.tflops : 0.0);
   }
   cal.device_tflops = slowest_device_tflops(measured_all, planned_all);
+  // CPU devices: FLOPs per CPU second of the whole worker, whatever held it back (the quota
+  // bound of plan::estimate_step): the stage that spent the most CPU per FLOP, as measured (a
+  // CPU second does the same work on every node; plan::calibrate_compute gives it to all).
+  // A GPU's host CPU time says nothing of its rate.
+  if (p.device_kind != "cuda") {
+    for (double c : cpu_all)
+      if (c > 0 && (cal.cpu_tflops <= 0 || c < cal.cpu_tflops)) cal.cpu_tflops = c;
+    if (cal.cpu_tflops > 0)
+      fmt::print("calibration: {:.4g} TFLOP/s per CPU second of a worker (its passes' FLOPs over all the CPU time "
+                 "its step took)\n", cal.cpu_tflops);
+  }
   fmt::print("calibration: host work per step outside the passes and communication: {:.3g} ns per parameter "
              "held\n", cal.update_ns_per_param);
 }
@@ -279,7 +295,8 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
       plan::stage_train_flops(shape, stage.num_layers, stage.lm_head, p.tp, spec.train.seq_len, tokens) + replay;
   const double params = p.memory.at(rt.rank).grads / sizeof(float);  // one fp32 gradient per parameter held
   const size_t steps = times.compute_per_step.size();
-  const float compute[kComputeFloats] = {float(me.pp), float(flops), float(steps), float(times.host_s), float(params)};
+  const float compute[kComputeFloats] = {float(me.pp), float(flops), float(steps), float(times.host_s), float(params),
+                                         float(times.cpu_s)};
   // Tensor-parallel sums are priced from what they cost in the steps, not at the idle probe.
   std::vector<LinkSample> samples = mine;
   const size_t act = size_t(spec.train.micro_batch) * spec.train.seq_len * spec.model.hidden;

@@ -72,6 +72,7 @@ double slowest_device_tflops(const std::vector<double>& measured, const std::vec
 // comparison and writes spec.cluster.calibrate.
 struct StepShare {
   double host_s = 0;                   // per step, this rank
+  double cpu_s = 0;                    // CPU seconds of the whole process per step, this rank
   std::vector<float> compute_per_step;  // seconds of each steady step, this rank (same count on all)
   std::map<size_t, parallel::Group::SumTally> tp_sums;  // this rank's tp sums in the steady steps
 };

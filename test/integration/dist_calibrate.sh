@@ -21,6 +21,9 @@ text = open(sys.argv[1]).read()
 assert "format: holmes-calibration/1" in text, text
 line = [l for l in text.splitlines() if l.strip().startswith("device_tflops:")][0]
 assert float(line.split(":")[1]) > 0, line
+# CPU workers: the passes' FLOPs per CPU second of a whole worker (the quota bound's rate).
+cpu = [l for l in text.splitlines() if l.strip().startswith("cpu_tflops:")][0]
+assert float(cpu.split(":")[1]) > 0, cpu
 assert "intra-node: {efficiency: " in text, text
 PY
 "$exe" "${job[@]}" --nproc-per-node 4 --plan-only --set cluster.calibration="$tmp/cal/calibration.yaml" \

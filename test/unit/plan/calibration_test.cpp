@@ -46,7 +46,7 @@ TEST_CASE("a calibration's device rate, link efficiency and latency feed the est
   CHECK(dp_ib.latency_s == Approx(40e-6));
   CHECK(cal.estimate.update_s > 0);
   CHECK(cal.estimate.step_time_s == Approx(cal.estimate.compute_s + cal.estimate.tp_comm_s + cal.estimate.pp_comm_s +
-                                           cal.estimate.bubble_s + cal.estimate.dp_comm_s + cal.estimate.update_s + cal.estimate.log_s));
+                                           cal.estimate.bubble_s + cal.estimate.dp_comm_s + cal.estimate.update_s + cal.estimate.log_s + cal.estimate.quota_s));
   CHECK(hp::format_plan_text(cal).find("Calibration") != std::string::npos);
   CHECK(hp::format_plan_json(cal).find("\"calibration\": {\"source\"") != std::string::npos);
   CHECK(hp::format_plan_json(nominal).find("\"calibration\": null") != std::string::npos);

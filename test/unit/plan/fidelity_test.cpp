@@ -451,3 +451,50 @@ TEST_CASE("the coupled partition against brute force on random stages", "[cost_m
   CHECK(optimal >= 295);
   CHECK(worst_gap < 0.03);
 }
+
+TEST_CASE("under a CPU quota a worker's CPU seconds per step bound the step", "[cost_model][fidelity]") {
+  // Lab gen-7, case auto (4 stages of one node each, every node under a 0.5-core quota): the
+  // stages waited half their step and measured their passes at a full core's rate, which the
+  // calibration then gave every stage; predicted 157 ms, measured 214 ms. Each worker spent
+  // 0.091-0.099 CPU seconds per step (cpu.json), at most 0.5 of the wall time: 0.198 s at least.
+  // With the calibrated FLOPs per CPU second of a whole worker the planner prices that bound.
+  auto spec = pair_spec();
+  auto topo = cpu_pair(0.5, 0.5);
+  topo.calibration.device_tflops = 0.05;  // the passes' wall rate, a waiting stage's (burst)
+  const hp::Plan rate_only = hp::make_plan(spec, topo);
+  CHECK(rate_only.estimate.quota_s == 0);  // no CPU-time figure: nothing to bound with
+  topo.calibration.cpu_tflops = 0.06;
+  const hp::Plan bound = hp::make_plan(spec, topo);
+  const auto& e = bound.estimate;
+  // The bottleneck stage's CPU seconds: its compute at the wall rate x 0.05 / 0.06, over 0.5.
+  const double cpu_bound = e.compute_s * (0.05 / 0.06) / 0.5;
+  REQUIRE(cpu_bound > rate_only.estimate.step_time_s);
+  CHECK(e.step_time_s == Approx(cpu_bound));
+  CHECK(e.quota_s == Approx(cpu_bound - rate_only.estimate.step_time_s));
+  CHECK(e.step_time_s == Approx(e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s +
+                                e.log_s + e.quota_s));
+  for (const auto& b : e.baselines) CHECK(b.step_time_s >= cpu_bound * (1 - 1e-9));
+  // Without a quota the worker may use its whole core: no bound.
+  auto free = cpu_pair(0, 0);
+  free.calibration = topo.calibration;
+  CHECK(hp::make_plan(spec, free).estimate.quota_s == 0);
+  // A quota the step leaves room under: no wait.
+  topo.calibration.cpu_tflops = 0.5;
+  CHECK(hp::make_plan(spec, topo).estimate.quota_s == 0);
+}
+
+TEST_CASE("a node declared slower under a smaller quota is not held back twice by the quota bound",
+          "[cost_model][fidelity][calibration]") {
+  // Lab gen-3: nodes of speed 0.75 declare 0.75 of the peak and get 0.75 of the others' quota
+  // (the lab emulates a slower device by its quota). A CPU second does the same work on every
+  // node, so the CPU-time rate is every CPU node's: scaled by the declared ratio as well, the
+  // bound priced the slow stages 1 / 0.75 too slow (megatron and naive +12% and +15%).
+  auto topo = cpu_pair(0.5, 0.375);
+  topo.nodes[1].devices.peak_tflops = 0.0375;
+  topo.nodes[0].devices.peak_tflops = 0.05;
+  topo.calibration.cpu_tflops = 0.06;
+  const hp::Facts f = hp::collect_facts(pair_spec(), topo);
+  CHECK(f.nodes[0].cpu_tflops == Approx(0.06));
+  CHECK(f.nodes[1].cpu_tflops == Approx(0.06));
+  CHECK(f.nodes[1].tflops == Approx(0.75 * f.nodes[0].tflops));  // the wall rate keeps the ratio
+}
