@@ -131,6 +131,24 @@ def outer_bytes(sc, case, runs):
     return out
 
 
+def outer_sync_parts(runs):
+    """Rank 0's outer sync parts (metrics.jsonl `outer_*_ms`) over every run of a case: the
+    median of each part over the rows where it is not zero (with outer_overlap the sending step
+    and the applying step carry different parts). None without outer syncs."""
+    got = {}
+    for run_dir, _ in runs:
+        for line in open(os.path.join(run_dir, "out", "metrics.jsonl")):
+            row = json.loads(line)
+            for key, value in row.items():
+                if key.startswith("outer_") and key.endswith("_ms") and value > 0:
+                    got.setdefault(key[len("outer_"):-len("_ms")], []).append(value)
+    if "" not in got and "encode" not in got:
+        return None
+    out = {"syncs": len(got.get("encode", []))}
+    out.update({k or "total": statistics.median(v) for k, v in got.items()})
+    return out
+
+
 def period_step_s(sc, case, res):
     """A diloco case's step time as the plan prices it, the outer sync amortized: the mean step
     over whole inner_steps periods of the Ethernet window (from tau steps after its first step,
@@ -225,9 +243,16 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
                   f"{sync_predicted[case] / 1e6:.3f} MB; besides it {split['per_step'] / 1e3:.1f} kB per step "
                   f"(steps {split['quiet'][0] + 1}..{split['quiet'][1]}: per-step loss/stop sums, job-wide log figures), "
                   f"the plan says {small / 1e3:.1f} kB")
+    outer_parts = {}
+    for case in sc.cases:  # where rank 0's outer syncs spent their time (docs/diloco.md)
+        parts = outer_sync_parts(runs[case])
+        if parts:
+            outer_parts[case] = parts
+            print(f"lab: {case} outer syncs on rank 0, median ms over {parts['syncs']} sync(s): "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in parts.items() if k != "syncs"))
     windows = {case: [res["ethernet"] for _, res in runs[case]] for case in sc.cases}  # per round: steps, bytes, late
     result = {"ethernet_bytes_per_step": eth_measured, "ethernet_predicted": eth_predicted,
-              "outer_bytes": splits, "outer_bytes_predicted": {c: sync_predicted.get(c) for c in splits},
+              "outer_bytes": splits, "outer_sync_parts": outer_parts, "outer_bytes_predicted": {c: sync_predicted.get(c) for c in splits},
               "ethernet_windows": windows,"measured_s": measured, "predicted_s": predicted, "errors": errors, "schedules": schedules,
               "losses_identical": not mismatches,
               "rounds_s": {case: [res["step_s"] for _, res in runs[case]] for case in sc.cases},
