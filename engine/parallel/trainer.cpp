@@ -309,7 +309,10 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   h.lr = static_cast<float>(s.lr);
   // Refreshes the bf16 weights itself; on host groups its all-gathers land during the next forward.
   for (auto& o : optimizers_) o->update(h, step + 1, clip_scale(s.grad_norm, t.grad_clip));
-  if (outer_) outer_step(step + 1);
+  if (outer_) {
+    outer_step(step + 1);
+    s.outer = outer_->take_times();
+  }
   // After the outer step: a synchronous exchange (outer_overlap 0) on the outer group is not
   // queued behind it. [loss sum, stop flags] of this replica.
   if (late) late_ = {step, groups_->post_sum_over_replicas(std::span<const double>(sums.data() + units, 2))};

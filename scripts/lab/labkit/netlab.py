@@ -202,6 +202,17 @@ class Cluster:
             with open(os.path.join(path, "cpu.cfs_quota_us"), "w") as f:
                 f.write(str(max(1000, quota)))
 
+    def cpu_stat(self):
+        """Each node cgroup's CFS counters so far (cgroup v1 cpu.stat): periods with runnable
+        tasks, periods that ended throttled (the quota spent before the period's end) and the
+        time its tasks stood throttled, in seconds. Empty without quotas."""
+        out = {}
+        for node, path in self.cgroups.items():
+            got = dict(line.split() for line in open(os.path.join(path, "cpu.stat")) if line.strip())
+            out[node] = {"periods": int(got["nr_periods"]), "throttled": int(got["nr_throttled"]),
+                         "throttled_s": int(got["throttled_time"]) / 1e9}
+        return out
+
     def ethernet_bytes(self):
         """Bytes every node has sent over the emulated Ethernet so far: the receive counters of
         the switch ends of the nodes' eth0 veth pairs (e<i>), read in one `ip` call. Frames as
