@@ -3,6 +3,7 @@ bit-identity, each case's step time predicted by the planner with a calibration 
 the *other* cases' runs, and the one-line summary (docs/lab.md)."""
 import json
 import os
+import re
 import statistics
 import subprocess
 
@@ -38,9 +39,10 @@ def merge_calibrations(paths, cases):
     return out
 
 
-def predict(exe, run_dir, sc, calibration, degrees=None):
+def predict(exe, run_dir, sc, calibration, degrees=None, partition=None):
     """The planner's step time for a run's job with `calibration`; `degrees` pins the degrees an
-    `auto` run chose (with another calibration the planner might choose others). Returns the
+    `auto` run chose and `partition` the layers per stage the run had (with another calibration
+    the planner might choose others: the prediction would price another job). Returns the
     step time, the schedule, the bytes all ranks send over Ethernet per step, and with diloco
     the bytes of one outer sync of the whole model (None otherwise)."""
     cmd = [exe, "--config", os.path.join(run_dir, "job.yaml"), "--plan-only", "--format", "json",
@@ -48,6 +50,8 @@ def predict(exe, run_dir, sc, calibration, degrees=None):
            "--set", f"cluster.calibration={calibration}"]
     for key, value in (degrees or {}).items():
         cmd += ["--set", f"parallel.{key}={value}"]
+    if partition:
+        cmd += ["--set", f"parallel.partition=[{', '.join(map(str, partition))}]"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise job.RunFailed(f"`{' '.join(cmd)}` failed ({r.returncode}): {r.stderr.strip()}")
@@ -55,6 +59,64 @@ def predict(exe, run_dir, sc, calibration, degrees=None):
     est = plan["estimate"]
     return (est["step_time_s"], plan["activation"]["plan"]["schedule"], est["bytes_per_step"]["ethernet"],
             (plan.get("replicas") or {}).get("sync_bytes"))
+
+
+def run_partition(plan_text):
+    """Layers per stage of a run's plan (its `Stages:` lines), None when the stages hold
+    interleaved chunks (more stage lines than the pipeline degree) or none are listed."""
+    layers = [int(m.group(1)) for m in re.finditer(r"^  stage \d+ .*\(\s*(\d+) layers\)", plan_text, re.M)]
+    deg = re.search(r"pipeline (\d+)", plan_text)
+    return layers if layers and deg and len(layers) == int(deg.group(1)) else None
+
+
+def plan_signature(plan_text):
+    """What a run's plan runs, without its name: the ranks per node, the stages and the groups
+    with their transports and the schedule. Two cases with one signature (holmes and naive where
+    every link is Ethernet) run the same job: their measurements differ by the machine's noise alone."""
+    keep, out = False, []
+    for line in plan_text.splitlines():
+        if line.startswith(("Ranks per node", "Stages:", "Groups")):
+            keep = True
+        elif not line.startswith("  "):
+            keep = False
+        if keep or line.startswith("Schedule and recomputation"):
+            out.append(line.split(" (")[0] if line.startswith("Schedule") else line)
+    sched = re.search(r"\): (\S+, recompute \S+)", plan_text)
+    return "\n".join(out) + (sched.group(1) if sched else "")
+
+
+def same_plans(sc, runs):
+    """case -> the cases (itself included) whose first runs have its plan signature."""
+    sig = {case: plan_signature(runs[case][0][1]["plan_text"]) for case in sc.cases}
+    return {case: [c for c in sc.cases if sig[c] == sig[case]] for case in sc.cases}
+
+
+def cpu_figures(sc, runs):
+    """Per case, median over its rounds (None without cpu.json): the largest share of CFS periods
+    a node cgroup ended throttled, its throttled ms per step, and the least and most any rank
+    used of its quota over the step (CPU seconds per step / (quota cores x step time))."""
+    out = {}
+    for case in sc.cases:
+        share, thr, use_lo, use_hi = [], [], [], []
+        for _, res in runs[case]:
+            c = res.get("cpu")
+            if not c or not c["nodes"]:
+                continue
+            share.append(max(n["throttled"] / n["periods"] if n["periods"] else 0.0 for n in c["nodes"].values()))
+            thr.append(max(n["throttled_s"] for n in c["nodes"].values()) * 1e3)
+            use = []
+            for rank, cpu_s in c["rank_cpu_s"].items():
+                node = sc.order[int(rank) // sc.workers_per_node]
+                if sc.quota_cores(node) > 0:
+                    use.append(cpu_s / (sc.quota_cores(node) * res["step_s"]))
+            if use:
+                use_lo.append(min(use))
+                use_hi.append(max(use))
+        if share:
+            out[case] = {"throttled_share": statistics.median(share), "throttled_ms": statistics.median(thr),
+                         "quota_used_min": statistics.median(use_lo) if use_lo else None,
+                         "quota_used_max": statistics.median(use_hi) if use_hi else None}
+    return out
 
 
 def first_difference(a, b):
@@ -131,6 +193,24 @@ def outer_bytes(sc, case, runs):
     return out
 
 
+def outer_sync_parts(runs):
+    """Rank 0's outer sync parts (metrics.jsonl `outer_*_ms`) over every run of a case: the
+    median of each part over the rows where it is not zero (with outer_overlap the sending step
+    and the applying step carry different parts). None without outer syncs."""
+    got = {}
+    for run_dir, _ in runs:
+        for line in open(os.path.join(run_dir, "out", "metrics.jsonl")):
+            row = json.loads(line)
+            for key, value in row.items():
+                if key.startswith("outer_") and key.endswith("_ms") and value > 0:
+                    got.setdefault(key[len("outer_"):-len("_ms")], []).append(value)
+    if "" not in got and "encode" not in got:
+        return None
+    out = {"syncs": len(got.get("encode", []))}
+    out.update({k or "total": statistics.median(v) for k, v in got.items()})
+    return out
+
+
 def period_step_s(sc, case, res):
     """A diloco case's step time as the plan prices it, the outer sync amortized: the mean step
     over whole inner_steps periods of the Ethernet window (from tau steps after its first step,
@@ -177,7 +257,9 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
             for _, res in runs[case]:
                 res["step_s"] = period_step_s(sc, case, res) or res["step_s"]
     measured = {case: statistics.median(res["step_s"] for _, res in runs[case]) for case in sc.cases}
-    spreads = {case: spread([res["step_s"] for _, res in runs[case]]) for case in sc.cases}
+    # Cases that run one plan are rounds of one job: their spread is taken over all their rounds.
+    same = same_plans(sc, runs)
+    spreads = {case: spread([res["step_s"] for c in same[case] for _, res in runs[c]]) for case in sc.cases}
     degrees = {case: runs[case][0][1]["degrees"] for case in sc.cases}
     predicted, errors, schedules, eth_predicted, sync_predicted = {}, {}, {}, {}, {}
     for case in sc.cases:
@@ -187,8 +269,9 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
         merged = os.path.join(out_dir, f"calibration-for-{case}.yaml")
         with open(merged, "w") as f:
             yaml.safe_dump(merge_calibrations(others, [c for c in sc.cases if c != case]), f, sort_keys=False)
-        predicted[case], schedules[case], eth_predicted[case], sync_predicted[case] = predict(exe, runs[case][0][0], sc, merged,
-                                                   degrees[case] if case == "auto" else None)
+        predicted[case], schedules[case], eth_predicted[case], sync_predicted[case] = predict(
+            exe, runs[case][0][0], sc, merged, degrees[case] if case == "auto" else None,
+            run_partition(runs[case][0][1]["plan_text"]))
         errors[case] = predicted[case] / measured[case] - 1
 
     print(f"\nlab: {sc.path}: {rounds} round(s), {len(sc.order)} nodes x {sc.workers_per_node} worker(s), "
@@ -219,6 +302,17 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
     if any(case.startswith("diloco") for case in sc.cases):
         print("(measured: the median step after warm-up; diloco cases: the mean step over whole outer periods, "
               "the sync amortized as the plan prices it)")
+    for case in sc.cases:
+        if same[case][0] == case and len(same[case]) > 1:
+            print(f"same plan: {', '.join(same[case])} (ranks, stages, groups, schedule): their spread is over all "
+                  "their rounds, what the machine's noise alone moves one job by")
+    cpu = cpu_figures(sc, runs)
+    if cpu:
+        # CFS bandwidth control: a node cgroup that spent its quota waits for the next period.
+        print("CPU quotas (steps of the Ethernet window, median over rounds): "
+              + "; ".join(f"{case} throttled {f['throttled_share'] * 100:.0f}% of periods, {f['throttled_ms']:.0f} ms/step"
+                          + (f", ranks used {f['quota_used_min'] * 100:.0f}-{f['quota_used_max'] * 100:.0f}% of quota"
+                             if f["quota_used_min"] is not None else "") for case, f in cpu.items()))
     waits = wait_split(sc, runs)
     if waits:
         print("where the step went (ms; wait: the ranks' mean time waiting on communication, median step; "
@@ -247,15 +341,23 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
                   f"{sync_predicted[case] / 1e6:.3f} MB; besides it {split['per_step'] / 1e3:.1f} kB per step "
                   f"(steps {split['quiet'][0] + 1}..{split['quiet'][1]}: per-step loss/stop sums, job-wide log figures), "
                   f"the plan says {small / 1e3:.1f} kB")
+    outer_parts = {}
+    for case in sc.cases:  # where rank 0's outer syncs spent their time (docs/diloco.md)
+        parts = outer_sync_parts(runs[case])
+        if parts:
+            outer_parts[case] = parts
+            print(f"lab: {case} outer syncs on rank 0, median ms over {parts['syncs']} sync(s): "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in parts.items() if k != "syncs"))
     windows = {case: [res["ethernet"] for _, res in runs[case]] for case in sc.cases}  # per round: steps, bytes, late
     result = {"ethernet_bytes_per_step": eth_measured, "ethernet_predicted": eth_predicted,
-              "outer_bytes": splits, "outer_bytes_predicted": {c: sync_predicted.get(c) for c in splits},
+              "outer_bytes": splits, "outer_sync_parts": outer_parts, "outer_bytes_predicted": {c: sync_predicted.get(c) for c in splits},
               "ethernet_windows": windows,"measured_s": measured, "predicted_s": predicted, "errors": errors, "schedules": schedules,
               "losses_identical": not mismatches,
               "rounds_s": {case: [res["step_s"] for _, res in runs[case]] for case in sc.cases},
               "placements": {case: str(scenario.case_net(sc, case).placement) for case in sc.cases},
               "scenario": f"{sc.path}: {rounds} round(s), {len(sc.order)} nodes x {sc.workers_per_node} worker(s)",
               "summary": line, "path": sc.path, "rounds": rounds, "spreads": spreads, "degrees": degrees,
+              "same_plan": {case: same[case] for case in sc.cases if len(same[case]) > 1}, "cpu": cpu,
               "waits": waits}
     with open(os.path.join(out_dir, "bench.json"), "w") as f:
         json.dump(result, f, indent=1)

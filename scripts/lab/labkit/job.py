@@ -82,8 +82,26 @@ def _before_exec(cgroup):
     return run
 
 
-def launch(sc, cluster, binary, run_dir):
-    """Starts every worker in its node's namespace, node by node in launch order; waits."""
+def rank_cpu_s(pid):
+    """CPU seconds a worker's threads have run so far (the first field of each thread's
+    /proc/<pid>/task/<tid>/schedstat, in ns); None once the process is gone. `ip netns exec`
+    and `nice` exec the binary, so a launched pid is the worker's own."""
+    total = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass  # a thread that ended between the listing and the read
+    except OSError:
+        return None
+    return total / 1e9
+
+
+def launch(sc, cluster, binary, run_dir, pids=None):
+    """Starts every worker in its node's namespace, node by node in launch order; waits.
+    `pids` (a dict) gets rank -> pid as each worker starts (the meter reads their CPU time)."""
     token = secrets.token_hex(16)
     # HOLMES_LAB_NICE (e.g. -10, as root) lets the workers win over other work on a shared
     # machine: their own session's autogroup gets that nice value, so the scheduler's fair share
@@ -104,6 +122,8 @@ def launch(sc, cluster, binary, run_dir):
                                          preexec_fn=_before_exec(cluster.cgroups.get(node)),
                                          env=worker_env(sc, cluster, node, node_rank, local, token))
                 procs.append((rank, p))
+                if pids is not None:
+                    pids[rank] = p.pid
                 if nice:
                     set_autogroup_nice(p.pid, nice)
         deadline = time.monotonic() + sc.timeout_s
@@ -139,13 +159,14 @@ def results(run_dir):
     end = next((i for i, line in enumerate(plan) if line.startswith("plan hash")), start)
     m = re.search(r"tensor (\d+) x pipeline (\d+) x data (\d+)", plan[start] if plan else "")
     degrees = dict(zip(("tensor", "pipeline", "data"), map(int, m.groups()))) if m else {}
-    eth = os.path.join(run_dir, "ethernet.json")
+    eth, cpu = os.path.join(run_dir, "ethernet.json"), os.path.join(run_dir, "cpu.json")
     # The ranks' mean time waiting on communication per step (comm_share_ranks of the log
     # steps), median over the steps after warm-up: what the plan and the network decide; the
     # rest of the step is compute and host work, which moves with the machine (docs/lab.md).
     waits = [statistics.mean(r["comm_share_ranks"]) * r["step_ms"] for r in rows[WARMUP_STEPS:]
              if r.get("comm_share_ranks")]
-    return {"losses": [r["loss"] for r in rows], "step_ms": [r["step_ms"] for r in rows],
+    return {"cpu": json.load(open(cpu)) if os.path.exists(cpu) else None,
+            "losses": [r["loss"] for r in rows], "step_ms": [r["step_ms"] for r in rows],
             "step_s": statistics.median(steady) / 1e3, "plan_text": "\n".join(plan[start:end + 1]),
             "wait_s": statistics.median(waits) / 1e3 if waits else None,
             "degrees": degrees, "ethernet": json.load(open(eth)) if os.path.exists(eth) else None}
@@ -176,7 +197,8 @@ def overlap(sc, net):
 
 
 class EthernetMeter(threading.Thread):
-    """Reads the cluster's Ethernet byte counters when rank 0 has trained each step of `window`
+    """Reads the cluster's Ethernet byte counters (and, for cpu_result, the node cgroups' CFS
+    counters and each worker's CPU time) when rank 0 has trained each step of `window`
     (metrics.jsonl, polled every 10 ms: a read may come a little after the step ended, so each
     reading records how many steps were trained when it was taken). `lag`: a replica job agrees
     its per-step loss and stop flags one step late, so step k's row is written once step k + 1
@@ -187,6 +209,8 @@ class EthernetMeter(threading.Thread):
         self.cluster, self.metrics, self.window = cluster, metrics, window
         self.lag, self.total = lag, total
         self.snaps = []  # (steps logged, bytes, read after the workers exited)
+        self.pids = {}  # rank -> pid, filled by launch
+        self.cpu = []  # per reading: (node cgroups' cpu.stat, rank -> CPU seconds)
         self.done = threading.Event()
 
     def _steps_logged(self):
@@ -208,6 +232,7 @@ class EthernetMeter(threading.Thread):
                     steps = steps if steps >= self.total else steps + self.lag
                 if steps >= self.window[len(self.snaps)]:
                     self.snaps.append((steps, self.cluster.ethernet_bytes(), exited))
+                    self.cpu.append((self.cluster.cpu_stat(), {r: rank_cpu_s(p) for r, p in self.pids.items()}))
             if exited:
                 break
             self.done.wait(0.01)
@@ -223,10 +248,27 @@ class EthernetMeter(threading.Thread):
                 "bytes": [b - b0 for _, b, _ in self.snaps], "late": late}
 
 
+    def cpu_result(self):
+        """Between the first and the last reading, per step: each node cgroup's CFS periods,
+        throttled periods and throttled seconds, each rank's CPU seconds; None when the run ended
+        first, read late, or ran without quotas and pids. docs/lab.md, "CPU quotas"."""
+        if len(self.snaps) < len(self.window) or self.snaps[-1][0] <= self.snaps[0][0] or self.snaps[-1][2]:
+            return None
+        steps = self.snaps[-1][0] - self.snaps[0][0]
+        (stat0, cpu0), (stat1, cpu1) = self.cpu[0], self.cpu[-1]
+        nodes = {node: {k: (stat1[node][k] - stat0[node][k]) / steps for k in ("periods", "throttled", "throttled_s")}
+                 for node in stat1 if node in stat0}
+        ranks = {str(r): (cpu1[r] - cpu0[r]) / steps for r in cpu1
+                 if cpu1[r] is not None and cpu0.get(r) is not None}
+        if not nodes and not ranks:
+            return None
+        return {"steps": [self.snaps[0][0], self.snaps[-1][0]], "nodes": nodes, "rank_cpu_s": ranks}
+
+
 def run_case(sc, net, binary, run_dir, calibrate=True):
     os.makedirs(run_dir, exist_ok=True)
     # What an earlier run left: its step lines in rank-N.log would pass for this run's.
-    stale = ["out", "calibration.yaml", "ethernet.json"] + [f for f in os.listdir(run_dir) if re.fullmatch(r"rank-\d+\.log", f)]
+    stale = ["out", "calibration.yaml", "ethernet.json", "cpu.json"] + [f for f in os.listdir(run_dir) if re.fullmatch(r"rank-\d+\.log", f)]
     subprocess.run(["rm", "-rf"] + [os.path.join(run_dir, f) for f in stale], check=True)
     cal = os.path.join(run_dir, "calibration.yaml") if calibrate else ""
     with open(os.path.join(run_dir, "job.yaml"), "w") as f:
@@ -246,7 +288,7 @@ def run_case(sc, net, binary, run_dir, calibrate=True):
         if meter:
             meter.start()
         try:
-            launch(sc, cluster, binary, run_dir)
+            launch(sc, cluster, binary, run_dir, meter.pids if meter else None)
         finally:
             if meter:
                 meter.done.set()
@@ -255,6 +297,8 @@ def run_case(sc, net, binary, run_dir, calibrate=True):
         cluster.close()
     with open(os.path.join(run_dir, "ethernet.json"), "w") as f:
         json.dump(meter.result() if meter else None, f)
+    with open(os.path.join(run_dir, "cpu.json"), "w") as f:
+        json.dump(meter.cpu_result() if meter else None, f)
     out = results(run_dir)
     out["calibration"] = cal if cal and os.path.exists(cal) else ""
     return out

@@ -28,7 +28,8 @@ def row(summary, load_before, load_after):
         return m[slow] > m[fast] * (1 + max(sp[slow], sp[fast]))
 
     errs = summary["errors"]
-    return {"scenario": summary["path"], "degrees": summary["degrees"],
+    same = summary.get("same_plan") or {}
+    return {"same_plan": sorted({" = ".join(v) for v in same.values()}),"scenario": summary["path"], "degrees": summary["degrees"],
             "holmes_megatron": over("holmes", "megatron"), "holmes_naive": over("holmes", "naive"),
             "holmes_fast": over("holmes", "fast"), "auto_holmes": over("auto", "holmes"),
             "holmes_loses_to_naive": beyond_spread("holmes", "naive"),
@@ -56,6 +57,7 @@ def print_table(rows, skipped):
             notes.append("holmes slower than naive beyond spread")
         if r["auto_loses_to_holmes"]:
             notes.append("auto slower than holmes beyond spread")
+        notes += [f"same plan: {s}" for s in r.get("same_plan", [])]
         if not r["losses_identical"]:
             notes.append("LOSSES DIFFER")
         name = os.path.splitext(os.path.basename(r["scenario"]))[0]
