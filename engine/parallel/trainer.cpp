@@ -181,7 +181,8 @@ std::vector<std::pair<int, int>> stage_chunks(const spec::JobSpec& spec, const P
   if (pipe_schedule(spec, ctx) != PipeSchedule::kInterleaved)
     return {{ctx.first_layer, ctx.num_layers < 0 ? spec.model.layers - ctx.first_layer : ctx.num_layers}};
   if (!ctx.chunks.empty()) return ctx.chunks;
-  // The even cut over pp x V virtual stages (earlier ones take the remainder), as the plan's.
+  // No plan's chunks (a trainer built without a plan, as unit tests do): the even cut over
+  // pp x V virtual stages, earlier ones taking the remainder. A plan cuts by time (chunk_cut).
   const int v = spec.parallel.virtual_stages == spec::kAuto ? 2 : spec.parallel.virtual_stages;
   const int n = pp_size * v, L = spec.model.layers;
   std::vector<std::pair<int, int>> out;

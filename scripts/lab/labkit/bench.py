@@ -230,6 +230,21 @@ def period_step_s(sc, case, res):
     return statistics.mean(window) / 1e3 if window else None
 
 
+def wait_split(sc, runs):
+    """Per case and round: the median step's wait on communication and the rest of it (busy),
+    so that a case's step time can be read apart from the machine's speed: identical work
+    measured 0.79 to 1.21 s busy in runs minutes apart on the two-core VM while the waits held
+    within a few percent (docs/lab.md). Left out: diloco cases (their step is the mean over
+    outer periods) and runs whose log has no per-rank shares."""
+    out = {}
+    for case in sc.cases:
+        got = [res for _, res in runs[case] if res.get("wait_s") is not None]
+        if case.startswith("diloco") or not got or len(got) != len(runs[case]):
+            continue
+        out[case] = {"wait_s": [res["wait_s"] for res in got], "busy_s": [res["step_s"] - res["wait_s"] for res in got]}
+    return out
+
+
 def run(sc, exe, out_dir, rounds, reuse_runs=False):
     """Runs the bench (or, reuse_runs, takes an earlier one's runs); prints its table and line;
     returns (exit code, summary dict)."""
@@ -303,6 +318,13 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
               + "; ".join(f"{case} throttled {f['throttled_share'] * 100:.0f}% of periods, {f['throttled_ms']:.0f} ms/step"
                           + (f", ranks used {f['quota_used_min'] * 100:.0f}-{f['quota_used_max'] * 100:.0f}% of quota"
                              if f["quota_used_min"] is not None else "") for case, f in cpu.items()))
+    waits = wait_split(sc, runs)
+    if waits:
+        print("where the step went (ms; wait: the ranks' mean time waiting on communication, median step; "
+              "busy: the step less it, compute and host work, which moves with the machine):")
+        for case, w in waits.items():
+            print(f"  {case:<16}wait {' '.join(f'{x * 1e3:.0f}' for x in w['wait_s']):<12}"
+                  f"busy {' '.join(f'{x * 1e3:.0f}' for x in w['busy_s'])}")
     ref = runs[sc.cases[0]][0][1]
     print(f"losses: {'bit-identical in every run' if not mismatches else 'DIFFER: ' + '; '.join(mismatches)} "
           f"({len(ref['losses'])} steps, last {ref['losses'][-1]!r})")
@@ -340,7 +362,8 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
               "placements": {case: str(scenario.case_net(sc, case).placement) for case in sc.cases},
               "scenario": f"{sc.path}: {rounds} round(s), {len(sc.order)} nodes x {sc.workers_per_node} worker(s)",
               "summary": line, "path": sc.path, "rounds": rounds, "spreads": spreads, "degrees": degrees,
-              "same_plan": {case: same[case] for case in sc.cases if len(same[case]) > 1}, "cpu": cpu}
+              "same_plan": {case: same[case] for case in sc.cases if len(same[case]) > 1}, "cpu": cpu,
+              "waits": waits}
     with open(os.path.join(out_dir, "bench.json"), "w") as f:
         json.dump(result, f, indent=1)
     print(f"lab: wrote {bench_html.write(os.path.join(out_dir, 'bench.json'))}")
