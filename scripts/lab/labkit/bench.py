@@ -76,7 +76,7 @@ def run_partition(plan_text):
 
 def plan_signature(plan_text):
     """What a run's plan runs, without its name: the ranks per node, the stages and the groups
-    with their transports and the schedule. Two cases with one signature (holmes and naive where
+    with their transports, the schedule and how replicas stay in step. Two cases with one signature (holmes and naive where
     every link is Ethernet) run the same job: their measurements differ by the machine's noise alone."""
     keep, out = False, []
     for line in plan_text.splitlines():
@@ -86,6 +86,9 @@ def plan_signature(plan_text):
             keep = False
         if keep or line.startswith("Schedule and recomputation"):
             out.append(line.split(" (")[0] if line.startswith("Schedule") else line)
+        if line.startswith("Replicas:"):  # how the replicas stay in step: diloco with and without overlap differ
+            tau = re.search(r"overlapped with \d+ steps", line)
+            out.append(line.split(": one sync")[0] + (f", {tau.group(0)}" if tau else ""))
     sched = re.search(r"\): (\S+, recompute \S+)", plan_text)
     return "\n".join(out) + (sched.group(1) if sched else "")
 
