@@ -261,6 +261,11 @@ int OuterSync::after_step(int64_t done, float* params) {
     const OuterTimes x = std::exchange(exchange_, OuterTimes{});
     times_.to_owners_ms += x.to_owners_ms, times_.average_ms += x.average_ms;
     times_.gather_ms += x.gather_ms, times_.decode_ms += x.decode_ms;
+    if (x.bytes > 0) {
+      wire_.seconds += (x.to_owners_ms + x.gather_ms) / 1e3;
+      wire_.bytes += x.bytes;
+      ++wire_.exchanges;
+    }
     return x.exchange_ms();
   };
   if (pending_.f >= 0 && pending_.apply_at == done) {
@@ -359,6 +364,7 @@ void OuterSync::exchange(comm::ProcessGroup* pg) {
   // once made N - 1 senders burst into each member's link together (incast: on a thin,
   // shaped link the losses cost more than the rounds' latency).
   if (pg != nullptr && n > 1) {
+    exchange_.bytes = 2.0 * static_cast<double>(words) * 4 * (n - 1);  // both halves, on the wire
     for (int j = 1; j < n; ++j) {
       const int to = (me + j) % n, from = (me - j + n) % n;
       const comm::P2POp ops[2] = {{comm::P2POp::kSend, {wire_out_.data() + words * to, words}, to, kOuterTag},

@@ -111,6 +111,14 @@ class OuterSync {
   // Where the syncs since the last call spent their time (outer_times.hpp), and forgets them.
   // An exchange's parts on the communication thread count once it is applied.
   OuterTimes take_times() { return std::exchange(times_, OuterTimes{}); }
+  // The exchanges applied so far over the wire (outer group of more than one member): their two
+  // halves' wall time (to owners + all-gather, waits for the other members included), the bytes
+  // this rank sent in them and how many; a calibration prices the exchange with their rate.
+  struct Wire {
+    double seconds = 0, bytes = 0;
+    int exchanges = 0;
+  };
+  const Wire& wire() const { return wire_; }
 
  private:
   static constexpr uint32_t kOuterTag = 28;  // the exchange's point-to-point messages
@@ -155,6 +163,7 @@ class OuterSync {
   double bytes_sent_ = 0;
   OuterTimes times_;     // since take_times(), on the training thread
   OuterTimes exchange_;  // the parts of the exchange in flight, written by the thread running it
+  Wire wire_;
 };
 
 }  // namespace holmes::parallel

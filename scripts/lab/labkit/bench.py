@@ -29,6 +29,11 @@ def merge_calibrations(paths, cases):
             links.setdefault(kind, []).append(link)
     out["links"] = {kind: {key: statistics.median(x[key] for x in got) for key in ("efficiency", "latency_us")}
                     for kind, got in links.items()}
+    outer = [d["outer"] for d in docs if (d.get("outer") or {}).get("efficiency")]
+    if outer:  # diloco's exchange as it ran in the steps (docs/cost-model.md, "Calibration")
+        out["outer"] = {"link": outer[0]["link"], "efficiency": statistics.median(o["efficiency"] for o in outer),
+                        "exchange_ms": statistics.median(o.get("exchange_ms", 0) for o in outer),
+                        "syncs": sum(o.get("syncs", 0) for o in outer)}
     for kind, got in links.items():  # efficiency by message size: the median at each size measured
         by_size = {}
         for link in got:
