@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
 #include <utility>
 
@@ -17,6 +19,15 @@ namespace {
 constexpr size_t kChunk = plan::kOuterChunk;
 
 size_t chunks(size_t n) { return (n + kChunk - 1) / kChunk; }
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+// CPU time of the whole process (every thread), milliseconds.
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return 1e3 * static_cast<double>(ts.tv_sec) + 1e-6 * static_cast<double>(ts.tv_nsec);
+}
 
 uint16_t to_bf16(float x) {
   uint32_t u;
@@ -90,6 +101,19 @@ void outer_decode_add(spec::OuterDtype dtype, const std::byte* in, size_t n, flo
   }
 }
 
+std::string OuterTimes::describe() const {
+  std::string parts;
+  for (const auto& [name, ms] : this->parts()) {
+    std::string label(name);
+    std::replace(label.begin(), label.end(), '_', ' ');
+    if (label == "dp gather") label = "data-parallel all-gather";
+    if (label == "gather") label = "all-gather";
+    parts += fmt::format("{}{} {:.1f}", parts.empty() ? "" : " + ", label, ms);
+  }
+  return fmt::format("{:.1f} ms = {} ms; CPU {:.1f} ms (all threads); {:.3g} MB sent", total_ms, parts, cpu_ms,
+                     bytes / 1e6);
+}
+
 OuterSync::OuterSync(const OuterConfig& config, Group& outer, Group& dp, size_t size, Group* side)
     : config_(config), outer_(outer), dp_(dp), side_(side), size_(size), n_(outer.size()), me_(outer.rank()) {
   if (config.inner_steps < 1 || config.fragments < 1 || config.fragments > config.inner_steps)
@@ -157,6 +181,7 @@ std::vector<int> OuterSync::due(int64_t done) const {
 void OuterSync::reset(const float* params) {
   land();
   pending_ = {};
+  exchange_ = {};
   for (int f = 0; f < config_.fragments; ++f) {
     const auto [b, e] = slice(f);
     std::copy(params + b, params + e, anchor_.begin() + static_cast<std::ptrdiff_t>(packed_[f]));
@@ -215,6 +240,7 @@ void OuterSync::load(std::span<const float> state) {
     p += v->size();
   }
   pending_ = {};
+  exchange_ = {};
   if (config_.overlap > 0 && p[0] == 1.0f) {
     const int f = static_cast<int>(p[1]);
     if (f < 0 || f >= config_.fragments)
@@ -228,20 +254,43 @@ void OuterSync::load(std::span<const float> state) {
 }
 
 int OuterSync::after_step(int64_t done, float* params) {
+  const auto start = Clock::now();
+  const double cpu0 = process_cpu_ms();
+  // The exchange's parts, written by the thread that ran it, once it has landed.
+  auto take_exchange = [this] {
+    const OuterTimes x = std::exchange(exchange_, OuterTimes{});
+    times_.to_owners_ms += x.to_owners_ms, times_.average_ms += x.average_ms;
+    times_.gather_ms += x.gather_ms, times_.decode_ms += x.decode_ms;
+    if (x.bytes > 0) {
+      wire_.seconds += (x.to_owners_ms + x.gather_ms) / 1e3;
+      wire_.bytes += x.bytes;
+      ++wire_.exchanges;
+    }
+    return x.exchange_ms();
+  };
   if (pending_.f >= 0 && pending_.apply_at == done) {
+    const auto t = Clock::now();
     land();
+    times_.wait_ms += ms_since(t);  // what the tau steps did not hide
+    take_exchange();
     apply(pending_.f, params, pending_.sent.data());
+    ++times_.applied;
     pending_ = {};
   }
   const std::vector<int> fragments = due(done);
   for (int f : fragments) {
     prepare(f, params);
+    ++times_.syncs;
     if (config_.overlap == 0 || n_ == 1) {
+      const auto t = Clock::now();
       if (n_ > 1)
         outer_.run_host([this](comm::ProcessGroup& pg) { exchange(&pg); }).land();
       else
         exchange(nullptr);
+      const double waited = ms_since(t);
+      times_.wait_ms += std::max(0.0, waited - take_exchange());  // the hand-off there and back
       apply(f, params, nullptr);
+      ++times_.applied;
       continue;
     }
     if (pending_.f >= 0)
@@ -251,12 +300,16 @@ int OuterSync::after_step(int64_t done, float* params) {
     pending_.f = f;
     pending_.apply_at = done + config_.overlap;
     pending_.sent.assign(params + b, params + e);
+    exchange_ = {};
     pending_.work = side_->run_host([this](comm::ProcessGroup& pg) { exchange(&pg); });
   }
+  times_.total_ms += ms_since(start);
+  times_.cpu_ms += process_cpu_ms() - cpu0;
   return static_cast<int>(fragments.size());
 }
 
 void OuterSync::prepare(int f, const float* params) {
+  const auto start = Clock::now();
   const auto [b, e] = slice(f);
   const size_t len = e - b, p = part(f);
   float* anchor = anchor_.data() + packed_[f];
@@ -279,7 +332,12 @@ void OuterSync::prepare(int f, const float* params) {
                        own_.data() + p * k);
     for (size_t i = 0; i < len; ++i) residual[i] = delta_[i] - own_[i];
   }
-  if (n_ > 1) bytes_sent_ += 2.0 * static_cast<double>(cur_words_) * 4 * (n_ - 1);
+  if (n_ > 1) {
+    const double sent = 2.0 * static_cast<double>(cur_words_) * 4 * (n_ - 1);
+    bytes_sent_ += sent;
+    times_.bytes += sent;
+  }
+  times_.encode_ms += ms_since(start);
 }
 
 void OuterSync::exchange(comm::ProcessGroup* pg) {
@@ -289,6 +347,12 @@ void OuterSync::exchange(comm::ProcessGroup* pg) {
   float* owner_residual = owner_residual_.data() + owned_at_[cur_f_];
   auto bytes_of = [](const std::vector<float>& v, size_t word) {
     return reinterpret_cast<const std::byte*>(v.data() + word);
+  };
+  // Each part's wall time into exchange_ (read by the training thread once this has landed).
+  auto t = Clock::now();
+  auto lap = [&t](double& into) {
+    into += ms_since(t);
+    t = Clock::now();
   };
   // 2. Part k to its owner k; this member receives its own part from every member (itself
   // included, without the wire), decodes and sums them in replica order, / N.
@@ -300,6 +364,7 @@ void OuterSync::exchange(comm::ProcessGroup* pg) {
   // once made N - 1 senders burst into each member's link together (incast: on a thin,
   // shaped link the losses cost more than the rounds' latency).
   if (pg != nullptr && n > 1) {
+    exchange_.bytes = 2.0 * static_cast<double>(words) * 4 * (n - 1);  // both halves, on the wire
     for (int j = 1; j < n; ++j) {
       const int to = (me + j) % n, from = (me - j + n) % n;
       const comm::P2POp ops[2] = {{comm::P2POp::kSend, {wire_out_.data() + words * to, words}, to, kOuterTag},
@@ -307,6 +372,7 @@ void OuterSync::exchange(comm::ProcessGroup* pg) {
       pg->send_recv(ops);  // returns once both are done
     }
   }
+  lap(exchange_.to_owners_ms);
   sum_.assign(p, 0.0f);
   for (int r = 0; r < n; ++r) outer_decode_add(dtype, bytes_of(wire_in_, words * r), p, sum_.data());
   // 3. The owner encodes the average once (with its own error feedback), and every member
@@ -316,17 +382,21 @@ void OuterSync::exchange(comm::ProcessGroup* pg) {
   mine_.assign(words, 0.0f);
   outer_encode(dtype, sum_.data(), p, reinterpret_cast<std::byte*>(mine_.data()));
   gathered_.assign(words * n, 0.0f);
+  lap(exchange_.average_ms);
   if (pg != nullptr && n > 1)
     pg->all_gather(gathered_, mine_);
   else
     std::copy(mine_.begin(), mine_.end(), gathered_.begin());
+  lap(exchange_.gather_ms);
   average_.assign(p * n, 0.0f);
   for (int k = 0; k < n; ++k) outer_decode_add(dtype, bytes_of(gathered_, words * k), p, average_.data() + p * k);
   if (dtype != spec::OuterDtype::kFp32)
     for (size_t i = 0; i < p; ++i) owner_residual[i] = sum_[i] - average_[p * me + i];
+  lap(exchange_.decode_ms);
 }
 
 void OuterSync::apply(int f, float* params, const float* sent) {
+  auto t = Clock::now();
   const auto [fb, fe] = fragment(f);
   const auto [b, e] = slice(f);
   const size_t len = e - b, c = padded(f);
@@ -341,12 +411,15 @@ void OuterSync::apply(int f, float* params, const float* sent) {
     anchor[i] -= lr * (g + mu * mom[i]);
     params[b + i] = sent ? anchor[i] + (params[b + i] - sent[i]) : anchor[i];
   }
+  times_.outer_step_ms += ms_since(t);
+  t = Clock::now();
   // 5. The replica's data-parallel ranks exchange their slices.
   if (dp_.size() > 1) {
     gathered_slice_.assign(c, 0.0f);
     std::copy(params + b, params + e, gathered_slice_.begin());
     dp_.all_gather(Buf::f32(params + fb, fe - fb), Buf::f32(gathered_slice_.data(), c)).land();
   }
+  times_.dp_gather_ms += ms_since(t);
 }
 
 }  // namespace holmes::parallel

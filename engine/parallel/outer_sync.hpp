@@ -46,9 +46,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "engine/parallel/group.hpp"
+#include "engine/parallel/outer_times.hpp"
 #include "engine/spec/choices.hpp"
 
 namespace holmes::parallel {
@@ -106,6 +108,17 @@ class OuterSync {
   void load(std::span<const float> state);
   // Bytes this rank sent over the outer group so far (2 (N - 1) part payloads a sync).
   double bytes_sent() const { return bytes_sent_; }
+  // Where the syncs since the last call spent their time (outer_times.hpp), and forgets them.
+  // An exchange's parts on the communication thread count once it is applied.
+  OuterTimes take_times() { return std::exchange(times_, OuterTimes{}); }
+  // The exchanges applied so far over the wire (outer group of more than one member): their two
+  // halves' wall time (to owners + all-gather, waits for the other members included), the bytes
+  // this rank sent in them and how many; a calibration prices the exchange with their rate.
+  struct Wire {
+    double seconds = 0, bytes = 0;
+    int exchanges = 0;
+  };
+  const Wire& wire() const { return wire_; }
 
  private:
   static constexpr uint32_t kOuterTag = 28;  // the exchange's point-to-point messages
@@ -148,6 +161,9 @@ class OuterSync {
   std::vector<float> own_, delta_, sum_, average_, gathered_slice_;
   std::vector<float> wire_in_, wire_out_, mine_, gathered_;  // payloads as 4-byte words
   double bytes_sent_ = 0;
+  OuterTimes times_;     // since take_times(), on the training thread
+  OuterTimes exchange_;  // the parts of the exchange in flight, written by the thread running it
+  Wire wire_;
 };
 
 }  // namespace holmes::parallel

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/checkpoint/shard_state.hpp"
+#include "engine/parallel/outer_times.hpp"
 #include "model/gpt_config.hpp"
 
 namespace holmes::parallel {
@@ -29,6 +30,8 @@ struct StepStats {
   // Whether loss and stop_ranks are the job's. A step trained with Agreement::kLate may return
   // before its replicas' sum of them arrived (false: both unknown until StepRunner::agree).
   bool agreed = true;
+  // diloco: where this rank's outer sync after the step spent its time (empty: none).
+  OuterTimes outer;
 };
 
 // When a step's job-wide loss and stop flags are known. With diloco replicas (parallel.outer:

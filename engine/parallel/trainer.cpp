@@ -189,7 +189,8 @@ std::vector<std::pair<int, int>> stage_chunks(const spec::JobSpec& spec, const P
   if (pipe_schedule(spec, ctx) != PipeSchedule::kInterleaved)
     return {{ctx.first_layer, ctx.num_layers < 0 ? spec.model.layers - ctx.first_layer : ctx.num_layers}};
   if (!ctx.chunks.empty()) return ctx.chunks;
-  // The even cut over pp x V virtual stages (earlier ones take the remainder), as the plan's.
+  // No plan's chunks (a trainer built without a plan, as unit tests do): the even cut over
+  // pp x V virtual stages, earlier ones taking the remainder. A plan cuts by time (chunk_cut).
   const int v = spec.parallel.virtual_stages == spec::kAuto ? 2 : spec.parallel.virtual_stages;
   const int n = pp_size * v, L = spec.model.layers;
   std::vector<std::pair<int, int>> out;
@@ -318,7 +319,10 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   h.lr = static_cast<float>(s.lr);
   // Refreshes the bf16 weights itself; on host groups its all-gathers land during the next forward.
   for (auto& o : optimizers_) o->update(h, step + 1, clip_scale(s.grad_norm, t.grad_clip));
-  if (outer_) outer_step(step + 1);
+  if (outer_) {
+    outer_step(step + 1);
+    s.outer = outer_->take_times();
+  }
   // After the outer step: a synchronous exchange (outer_overlap 0) on the outer group is not
   // queued behind it. [loss sum, stop flags] of this replica.
   if (late) late_ = {step, groups_->post_sum_over_replicas(std::span<const double>(sums.data() + units, 2))};

@@ -189,6 +189,17 @@ double StageCost::objective(const Workload& w, int pipeline, int layers) const {
   return pipelined_s(t, w.micro_batches, pipeline) + t.dp_s + t.update_s;
 }
 
+std::vector<int> StageCost::chunk_cut(const Workload& w, int layers) const {
+  const int v = std::max(1, w.activation.chunks);
+  if (v == 1 || layers < v) return v == 1 ? std::vector<int>{layers} : uniform_partition(layers, v);
+  const GptShape& m = w.shape;
+  const double tokens = double(w.micro_batch) * w.seq_len;
+  const double layer = stage_train_flops(m, 1, false, tp, w.seq_len, tokens) +
+                       recompute_flops_per_token(m, w.seq_len, tp, w.act_bytes(), w.activation) * tokens;
+  const double head = last ? stage_train_flops(m, 0, true, tp, w.seq_len, tokens) : 0.0;
+  return balanced_partition(layers, v, [&](int c, int n) { return n * layer + (c == v - 1 ? head : 0.0); });
+}
+
 RankMemory StageCost::memory(const Workload& w, int pipeline, int layers) const {
   double p = params_per_rank(w, layers);
   RankMemory mem;
@@ -203,12 +214,12 @@ RankMemory StageCost::memory(const Workload& w, int pipeline, int layers) const 
                                         has_head);
   };
   if (w.activation.schedule == spec::Schedule::kInterleaved) {
-    // Each chunk is a model of its own: its slots hold its layers (the stage's cut as plan.cpp
+    // Each chunk is a model of its own: its slots hold its layers (chunk_cut, as plan.cpp
     // fill_chunks cuts it) and its own input and boundary copy; the embedding sits in chunk 0
     // of the first stage, the head in the last chunk of the last stage.
     const int v = w.activation.chunks;
     const std::vector<int> slots = chunk_slots(w.micro_batches, pipeline, stage, v);
-    const std::vector<int> cut = uniform_partition(layers, v);
+    const std::vector<int> cut = chunk_cut(w, layers);
     for (int c = 0; c < v; ++c)
       mem.activations += slots[c] * (cut[c] * block + extra(first && c == 0, last && c == v - 1));
   } else {

@@ -134,6 +134,12 @@ struct StageCost {
   double objective(const Workload& w, int pipeline, int layers) const;
   double params_per_rank(const Workload& w, int layers) const;  // count, not bytes
   RankMemory memory(const Workload& w, int pipeline, int layers) const;
+  // interleaved: the stage's `layers` cut into its w.activation.chunks model chunks so that
+  // their passes take equal time as near as whole layers allow: the last stage's last chunk
+  // carries the LM head, so it takes fewer layers (balanced_partition over the chunks' FLOPs;
+  // with no head, the even cut, earlier chunks taking the remainder). Every chunk >= 1 layer.
+  // One chunk: {layers}. plan.cpp fill_chunks cuts the plan's chunks with it.
+  std::vector<int> chunk_cut(const Workload& w, int layers) const;
 };
 
 // Micro-batches whose activations stage `stage` of `pipeline` holds at its peak under

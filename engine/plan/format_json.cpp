@@ -127,7 +127,10 @@ void append_calibration(std::string& out, const topo::Calibration& c) {
                        num(l.efficiency), num(l.latency_us));
     first = false;
   }
-  out += "}},\n";
+  out += "}";
+  if (c.outer.efficiency > 0)  // diloco's exchange as it ran in the steps; absent otherwise (plan_hash as before)
+    out += fmt::format(", \"outer\": {{\"link\": {}, \"efficiency\": {}}}", quote(c.outer.link), num(c.outer.efficiency));
+  out += "},\n";
 }
 
 // Only plans with replicas have the key: other plans' JSON, and so their plan_hash, is as before.

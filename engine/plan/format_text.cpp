@@ -148,6 +148,7 @@ void append_calibration(std::string& out, const topo::Calibration& c) {
   if (c.update_ns_per_param > 0) out += fmt::format(" update {:.3g} ns per parameter;", c.update_ns_per_param);
   for (const auto& [kind, l] : c.links)
     out += fmt::format(" {} x{:.2f} bandwidth, {:.0f} us;", kind, l.efficiency, l.latency_us);
+  if (c.outer.efficiency > 0) out += fmt::format(" outer exchange over {} x{:.2f};", c.outer.link, c.outer.efficiency);
   out.back() = '\n';
 }
 

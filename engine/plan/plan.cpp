@@ -126,15 +126,15 @@ void fill_stages(const SearchInput& in, const Evaluated& best, Plan& plan) {
 
 // interleaved: stage s holds virtual stages c x pp + s, c = 0 .. V-1, so chunk 0 of stage 0
 // has the embedding and chunk V-1 of the last stage the head, as the one-chunk stages do. Each
-// stage's layers (the searched partition: it follows the devices' speeds) are cut evenly into
-// its V chunks, earlier chunks taking the remainder (as StageCost::memory counts them); the
-// layer numbers follow the virtual stages' order.
-void fill_chunks(Plan& plan) {
+// stage's layers (the searched partition: it follows the devices' speeds) are cut into its V
+// chunks by StageCost::chunk_cut (equal chunk times: the head's chunk takes fewer layers; the
+// memory model counts the same cut); the layer numbers follow the virtual stages' order.
+void fill_chunks(const Evaluated& best, Plan& plan) {
   if (plan.activation.schedule != spec::Schedule::kInterleaved) return;
   const int v = plan.activation.virtual_stages;
   std::vector<int> count(plan.pp * v);
   for (const Stage& st : plan.stages) {
-    const std::vector<int> cut = uniform_partition(st.num_layers, v);
+    const std::vector<int> cut = best.stages[st.stage].chunk_cut(best.work, st.num_layers);
     for (int c = 0; c < v; ++c) count[c * plan.pp + st.stage] = cut[c];
   }
   std::vector<int> first(count.size() + 1, 0);
@@ -279,7 +279,7 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
     plan.activation_chosen = true;
     plan.runner_up = activation_choice(*next);
   }
-  fill_chunks(plan);
+  fill_chunks(best, plan);
   plan.schedule_chosen = spec.parallel.schedule == spec::Schedule::kAuto;
   plan.recompute_chosen = spec.train.recompute == spec::Recompute::kAuto;
   if (best.work.activation.schedule != spec::Schedule::k1f1b) {

@@ -135,6 +135,18 @@ Plan plan_replica(const spec::JobSpec& spec, const topo::ClusterTopology& topolo
 
 LinkCost link_of(const Group& g) { return LinkCost{g.link, g.gbps_per_rank, g.latency_s, g.crosses_islands}; }
 
+// The outer group's link as the exchange uses it: at the rate a calibration measured the
+// exchange at inside the steps (topo::OuterCalibration, over the link's declared rate), where
+// there is one for its link class; else as the group's link (its probed efficiency).
+LinkCost exchange_link(const topo::ClusterTopology& topology, const Facts& f, const Group& g) {
+  LinkCost l = link_of(g);
+  const topo::OuterCalibration& measured = topology.calibration.outer;
+  const int k = static_cast<int>(g.link);
+  if (measured.efficiency > 0 && measured.link == to_string(g.link) && f.efficiency[k] > 0)
+    l.gbps_per_rank = g.gbps_per_rank / f.efficiency[k] * measured.efficiency;
+  return l;
+}
+
 // Outer groups (one per tp x pp x dp coordinate, members in replica order), and the cost of
 // one outer sync: the members of each outer group average their slices (1/dp of the shard)
 // by the owner-slice exchange (outer_exchange_bytes), then the data-parallel group
@@ -177,7 +189,7 @@ void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
     // Owner-slice exchange: the parts to their owners, then the owners' averages to every
     // member; each half moves (N - 1) part payloads per member, as a ring all-gather of N parts.
     const double part = outer_payload_bytes(rep.dtype, outer_part(slice, n));
-    const double t_outer = 2 * ring_all_gather_s(link_of(g), n, n * part);
+    const double t_outer = 2 * ring_all_gather_s(exchange_link(topology, f, g), n, n * part);
     const double t_dp = plan.dp > 1 ? ring_all_gather_s(dp_link[stage], plan.dp, 4 * slice * plan.dp) : 0;
     worst = std::max(worst, t_outer + t_dp);
     // Overlapped (parallel.outer_overlap = tau): each fragment's exchange runs beside tau inner

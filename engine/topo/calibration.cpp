@@ -92,6 +92,19 @@ void parse_links(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
   }
 }
 
+void parse_outer(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
+  check_keys(n, ctx, {"link", "efficiency", "exchange_ms", "syncs"});
+  OuterCalibration& o = c.outer;
+  o.link = get<std::string>(n, "link", ctx, "", "a link class");
+  if (std::find(std::begin(kCalibratedLinks), std::end(kCalibratedLinks), o.link) == std::end(kCalibratedLinks))
+    ctx.at("link").fail(n["link"], fmt::format("expected one of intra-node, ib, roce, ethernet, found '{}'", o.link));
+  o.efficiency = get<double>(n, "efficiency", ctx, 0.0, "a number > 0");
+  if (!(o.efficiency > 0))
+    ctx.at("efficiency").fail(n["efficiency"], fmt::format("expected a number > 0, found {}", o.efficiency));
+  o.exchange_ms = non_negative(n, "exchange_ms", ctx, "a number of milliseconds");
+  o.syncs = get<int>(n, "syncs", ctx, 0, "a number of exchanges");
+}
+
 }  // namespace
 
 double efficiency_at(const LinkCalibration& l, double bytes) {
@@ -115,13 +128,14 @@ Calibration parse_calibration_yaml(const std::string& text, const std::string& s
   if (!root.IsMap())
     throw UserError(fmt::format("{}: expected a calibration (a mapping with format: {}), found {}", source, kFormat,
                                 describe(root)));
-  check_keys(root, ctx, {"format", "source", "compute", "links"});
+  check_keys(root, ctx, {"format", "source", "compute", "links", "outer"});
   const std::string format = get<std::string>(root, "format", ctx, "", kFormat);
   if (format != kFormat) ctx.at("format").fail(root["format"], fmt::format("expected {}, found '{}'", kFormat, format));
   Calibration c;
   c.source = get<std::string>(root, "source", ctx, "", "a text");
   if (root["compute"].IsDefined() && !root["compute"].IsNull()) parse_compute(root["compute"], ctx.at("compute"), c);
   if (root["links"].IsDefined() && !root["links"].IsNull()) parse_links(root["links"], ctx.at("links"), c);
+  if (root["outer"].IsDefined() && !root["outer"].IsNull()) parse_outer(root["outer"], ctx.at("outer"), c);
   return c;
 }
 
@@ -153,6 +167,10 @@ std::string format_calibration_yaml(const Calibration& c) {
                        l.sizes.empty() ? "" : fmt::format(", sizes: [{}]", sizes),
                        l.tp_sum_ms > 0 ? fmt::format(", tp_sum_ms: {}", l.tp_sum_ms) : "");
   }
+  const OuterCalibration& o = c.outer;
+  if (o.efficiency > 0)
+    out += fmt::format("outer: {{link: {}, efficiency: {}, exchange_ms: {}, syncs: {}}}\n", o.link, o.efficiency,
+                       o.exchange_ms, o.syncs);
   return out;
 }
 

@@ -10,6 +10,7 @@
 //     ethernet: {efficiency: 0.81, latency_us: 250, gbps_per_rank: 0.162, declared_gbps_per_rank: 0.2, groups: 2,
 //                sizes: [[65536, 1.3], [3276800, 0.78]]}
 //     intra-node: {efficiency: 0.0031, latency_us: 36, ..., tp_sum_ms: 4.9}
+//   outer: {link: ethernet, efficiency: 0.72, exchange_ms: 570, syncs: 16}
 //
 // The planner uses compute.device_tflops (the slowest stage's rate), compute.cpu_tflops (CPU
 // devices: the passes' FLOPs per CPU second of the whole worker, what a CPU quota bounds),
@@ -17,7 +18,7 @@
 // (host time per step outside the passes and communication, per parameter a rank holds) and,
 // per link class, efficiency (measured bandwidth
 // over the bandwidth the plan declared), its efficiency by message size when measured, and
-// latency_us; the rest is what was measured, kept
+// latency_us, and with diloco outer.efficiency for the outer exchange; the rest is what was measured, kept
 // for people to read. A figure of 0 (or a class not listed) was not measured.
 #pragma once
 
@@ -42,6 +43,19 @@ struct LinkCalibration {
   double tp_sum_ms = 0;
 };
 
+// diloco's outer exchange (parallel.outer: diloco) as it ran inside the steps: its two halves
+// (the parts to their owners, the owners' averages all-gathered) moved 2 (N - 1) part payloads
+// per member at `efficiency` x the declared rate of the outer groups' link class (`link`),
+// waits for the other replicas included; the planner prices the exchange with it instead of
+// the link's probed efficiency. The lab measured the exchange at about 0.7 of the rate an idle
+// probe of the same link sees (docs/diloco.md). 0 = not measured.
+struct OuterCalibration {
+  std::string link;        // a kCalibratedLinks name
+  double efficiency = 0;   // measured per-member rate of the exchange / declared rate of the link
+  double exchange_ms = 0;  // mean wall time of one exchange's two halves (for people)
+  int syncs = 0;           // exchanges the figures come from (every rank's)
+};
+
 struct StageCalibration {
   int stage = 0;
   int layers = 0;
@@ -60,8 +74,9 @@ struct Calibration {
   double cpu_tflops = 0;
   std::vector<StageCalibration> stages;
   std::map<std::string, LinkCalibration> links;  // by link class: intra-node, ib, roce, ethernet
+  OuterCalibration outer;
 
-  bool empty() const { return device_tflops <= 0 && update_ns_per_param <= 0 && links.empty(); }
+  bool empty() const { return device_tflops <= 0 && update_ns_per_param <= 0 && links.empty() && outer.efficiency <= 0; }
 };
 
 // A class's efficiency for messages of `bytes`: its size curve interpolated linearly in

@@ -25,7 +25,9 @@ constexpr uint32_t kProbeTag = 0xC0000000u;           // above every pipeline ta
 // link, latency, gbps, declared latency, declared gbps, message bytes, in-step sum seconds, probe gbps
 constexpr int kSampleFloats = 8;
 constexpr int kSlots = 3;                             // tp, pp, dp samples per rank
-constexpr int kComputeFloats = 6;  // stage, flops per step, steady steps, host seconds, params held, CPU seconds
+// stage, flops per step, steady steps, host seconds, params held, outer wire seconds, bytes, exchanges,
+// CPU seconds of the whole process per step
+constexpr int kComputeFloats = 9;
 
 // Times of `reps` runs of op, sorted. Latency takes the fastest (a preempted process only adds
 // to it), bandwidth the median.
@@ -183,6 +185,18 @@ void summarize_links(const std::vector<LinkSample>& all, const topo::Calibration
   }
 }
 
+double outer_efficiency(const std::vector<OuterWire>& ranks, int members, double latency_s, double group_gbps,
+                        double previous_efficiency) {
+  std::vector<double> eff;
+  for (const OuterWire& w : ranks) {
+    if (w.exchanges <= 0 || w.bytes <= 0 || group_gbps <= 0) continue;
+    double t = w.seconds - w.exchanges * 2.0 * (members - 1) * latency_s;
+    if (t <= 0) t = w.seconds;
+    if (t > 0) eff.push_back(w.bytes * 8 / t / 1e9 / group_gbps * previous_efficiency);
+  }
+  return median(eff);
+}
+
 double slowest_device_tflops(const std::vector<double>& measured, const std::vector<double>& planned) {
   double ratio = -1, slowest = -1;
   for (size_t i = 0; i < measured.size() && i < planned.size(); ++i) {
@@ -208,6 +222,7 @@ struct Gathered {
   std::vector<double> stage_flops, stage_seconds;
   std::vector<double> stage_cpu_s;  // per stage, the largest CPU seconds per step of its ranks
   double host_s = 0, params = 0;
+  std::vector<OuterWire> outer;  // per rank
 };
 
 Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vector<float>& per_step, int world,
@@ -226,10 +241,11 @@ Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vecto
     const float* c = v + kSlots * kSampleFloats;
     const int st = static_cast<int>(c[0]);
     g.stage_flops[st] = c[1];
-    g.stage_cpu_s[st] = std::max(g.stage_cpu_s[st], double(c[5]));
+    g.stage_cpu_s[st] = std::max(g.stage_cpu_s[st], double(c[8]));
     for (size_t i = 0; i < steps; ++i) slowest[st][i] = std::max(slowest[st][i], per_step[r * steps + i]);
     g.host_s += c[3];
     g.params += c[4];
+    g.outer.push_back({c[5], c[6], static_cast<int>(c[7])});
   }
   for (int st = 0; st < stages; ++st)
     for (float t : slowest[st]) g.stage_seconds[st] += double(t) / double(steps);
@@ -268,6 +284,28 @@ void calibrate_compute(const plan::Plan& p, const Gathered& g, topo::Calibration
              "held\n", cal.update_ns_per_param);
 }
 
+// diloco: the outer exchange's rate inside the steps (topo::OuterCalibration).
+void calibrate_outer(const plan::Plan& p, const Gathered& g, const topo::Calibration& previous, topo::Calibration& cal) {
+  const plan::Group* outer = nullptr;
+  for (const auto& grp : p.groups)
+    if (grp.kind == plan::GroupKind::kOuter && grp.ranks.size() > 1) outer = outer ? outer : &grp;
+  if (!outer) return;
+  const std::string kind = plan::to_string(outer->link);
+  const auto prev = previous.links.find(kind);
+  const double prev_eff = prev != previous.links.end() && prev->second.efficiency > 0 ? prev->second.efficiency : 1.0;
+  const int members = static_cast<int>(outer->ranks.size());
+  const double eff = outer_efficiency(g.outer, members, outer->latency_s, outer->gbps_per_rank, prev_eff);
+  if (eff <= 0) return;
+  std::vector<double> ms;
+  int syncs = 0;
+  for (const OuterWire& w : g.outer)
+    if (w.exchanges > 0) ms.push_back(1e3 * w.seconds / w.exchanges), syncs += w.exchanges;
+  cal.outer = {kind, eff, median(ms), syncs};
+  fmt::print("calibration: outer exchange over {}: {:.1f} ms each, {:.4g} Gb/s per member (x{:.2f} of the declared "
+             "rate, where the plan priced it at x{:.2f}), {} exchanges: priced from the steps\n", kind,
+             cal.outer.exchange_ms, eff * outer->gbps_per_rank / prev_eff, eff, prev_eff, syncs);
+}
+
 void write_calibration(const std::string& file, const topo::Calibration& cal) {
   const std::filesystem::path path(file);
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
@@ -295,7 +333,10 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
       plan::stage_train_flops(shape, stage.num_layers, stage.lm_head, p.tp, spec.train.seq_len, tokens) + replay;
   const double params = p.memory.at(rt.rank).grads / sizeof(float);  // one fp32 gradient per parameter held
   const size_t steps = times.compute_per_step.size();
-  const float compute[kComputeFloats] = {float(me.pp), float(flops), float(steps), float(times.host_s), float(params),
+  const float compute[kComputeFloats] = {float(me.pp),          float(flops),
+                                         float(steps),          float(times.host_s),
+                                         float(params),         float(times.outer_wire_s),
+                                         float(times.outer_wire_bytes), float(times.outer_exchanges),
                                          float(times.cpu_s)};
   // Tensor-parallel sums are priced from what they cost in the steps, not at the idle probe.
   std::vector<LinkSample> samples = mine;
@@ -318,6 +359,7 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
   if (steps > 0) calibrate_compute(p, g, cal);
   else fmt::print("calibration: no step after the first {} to time; compute not measured\n", parallel::Trainer::kWarmupSteps);
   summarize_links(g.samples, rt.topology.calibration, cal);
+  calibrate_outer(p, g, rt.topology.calibration, cal);
   for (const auto& [kind, l] : cal.links)
     fmt::print("calibration: {} links: {:.4g} Gb/s per rank measured, {:.4g} declared (x{:.2f}); latency {:.0f} us "
                "({} samples)\n", kind, l.gbps_per_rank, l.declared_gbps_per_rank, l.efficiency, l.latency_us, l.groups);

@@ -75,7 +75,21 @@ struct StepShare {
   double cpu_s = 0;                    // CPU seconds of the whole process per step, this rank
   std::vector<float> compute_per_step;  // seconds of each steady step, this rank (same count on all)
   std::map<size_t, parallel::Group::SumTally> tp_sums;  // this rank's tp sums in the steady steps
+  // diloco: this rank's outer exchanges over the wire (OuterSync::wire()): their halves' wall
+  // seconds and bytes summed, and how many; the calibration's `outer` figure.
+  double outer_wire_s = 0, outer_wire_bytes = 0;
+  int outer_exchanges = 0;
 };
+// The outer exchange's efficiency (topo::OuterCalibration): per rank that exchanged, the bytes
+// it sent over its wall time less the ring's 2 (N - 1) latencies per exchange, over the outer
+// group's declared rate (`group_gbps` / `previous_efficiency`, the class efficiency the plan
+// already carried); the median over the ranks. 0 when no rank exchanged.
+struct OuterWire {
+  double seconds = 0, bytes = 0;
+  int exchanges = 0;
+};
+double outer_efficiency(const std::vector<OuterWire>& ranks, int members, double latency_s, double group_gbps,
+                        double previous_efficiency);
 void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const std::vector<LinkSample>& mine,
                         const StepShare& times);
 

@@ -71,7 +71,13 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   const int code = run_loop(spec, trainer, *data, ctx);
   if (calibrate && code == 0) {
     const parallel::Trainer::StepTimes t = trainer.step_times();
-    finish_calibration(rt, spec, links, StepShare{t.host_s, t.cpu_s, trainer.compute_per_step(), trainer.groups().tp().sums()});
+    StepShare share{t.host_s, t.cpu_s, trainer.compute_per_step(), trainer.groups().tp().sums()};
+    if (const parallel::OuterSync* outer = trainer.outer()) {
+      share.outer_wire_s = outer->wire().seconds;
+      share.outer_wire_bytes = outer->wire().bytes;
+      share.outer_exchanges = outer->wire().exchanges;
+    }
+    finish_calibration(rt, spec, links, share);
   }
   // Finished or stopped by a signal: leave a file:// rendezvous directory empty for the next
   // run (a resubmitted job included). Every member first, then rank 0 drops the token.

@@ -182,6 +182,7 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   const TestSignal test_signal = TestSignal::from_environment(ctx.rank);
   const int interval = std::max(1, spec.log.interval);
   double first_loss = NAN, last_loss = NAN, comm_ms = 0, total_ms = 0;
+  parallel::OuterTimes outer;  // this rank's outer syncs (diloco), summed for its last line
   JobFigures figures;
   // A step's agreed stats, in step order: its log line and metrics row. Each rank's largest
   // memory and communication share since the last log line (its own share, so at most 100%)
@@ -216,6 +217,7 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
     parallel::StepStats s = trainer.train_step(step, launch::stop_requested(), parallel::Agreement::kLate);
     comm_ms += s.comm_ms;
     total_ms += s.step_ms;
+    outer += s.outer;
     bool stopping = false;
     if (held) {  // its sums landed during this step: its row before this step's checkpoint commits one
       trainer.agree(*held);
@@ -253,6 +255,8 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   if (ctx.world > 1)
     fmt::print("rank {}: {:.1f} s in steps, of which {:.1f} s ({:.0f}%) waiting on communication\n", ctx.rank,
                total_ms / 1e3, comm_ms / 1e3, total_ms > 0 ? 100.0 * comm_ms / total_ms : 0.0);
+  if (outer.syncs > 0)
+    fmt::print("rank {}: {} outer sync(s), in all {}\n", ctx.rank, outer.syncs, outer.describe());
   const std::string weights = write_final_weights(spec, trainer, logger);
   if (log) log->footer(first_loss, last_loss, weights);
   return 0;

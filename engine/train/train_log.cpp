@@ -61,6 +61,12 @@ void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& tr
       {"comm_ms", s.comm_ms},              {"comm_share", share}};
   const double device_mb = trainer.device_mb();
   if (device_mb > 0) row.emplace_back("device_mb", device_mb);
+  if (!s.outer.empty()) {  // this rank's outer sync after the step (diloco)
+    row.emplace_back("outer_ms", s.outer.total_ms);
+    for (const auto& [name, ms] : s.outer.parts()) row.emplace_back(fmt::format("outer_{}_ms", name), ms);
+    row.emplace_back("outer_cpu_ms", s.outer.cpu_ms);
+    row.emplace_back("outer_bytes", s.outer.bytes);
+  }
   if (job) {
     row.emplace_back("rss_mb_max", job->rss_mb);
     row.emplace_back("comm_share_max", job->comm_share);
@@ -83,6 +89,11 @@ void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& tr
                human_count(s.tokens_per_s), tflops, mfu, job->rss_mb,
                device_mb > 0 ? fmt::format(" | gpu {:.0f} MiB", device_mb) : "", comm);
   }
+  if (!s.outer.empty())
+    fmt::print("outer sync after step {} ({}{}): {}\n", done,
+               s.outer.syncs > 0 ? count_of(s.outer.syncs, "fragment") + " sent" : "",
+               s.outer.applied > 0 ? (s.outer.syncs > 0 ? ", " : "") + count_of(s.outer.applied, "fragment") + " applied" : "",
+               s.outer.describe());
   if (done >= next_progress_ && done < total) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     const double eta = static_cast<double>(total - done) * smoothed_ms_ / 1e3;

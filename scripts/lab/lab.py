@@ -146,6 +146,10 @@ def parse_args():
 def main():
     try:
         args = parse_args()
+        try:
+            netlab.quota_period_us()  # read before anything is built, as a scenario key is
+        except ValueError as e:
+            raise scenario.LabError(str(e)) from None
         return {"run": cmd_run, "bench": cmd_bench, "bench-many": cmd_bench_many,
                 "clean": cmd_clean}[args.command](args)
     except scenario.LabError as e:

@@ -64,5 +64,12 @@ HOLMES_BIN=$bin /usr/bin/python3 "$src/scripts/lab/lab.py" run "$tmp/sc0.yaml" h
 rc=$?
 refused "speeds without quotas" "$tmp/lab0.log" "cpu_cores" "more than 0 when a node declares a speed"
 echo "lab scenario files refuse node speeds without quotas"
+
+# The lab's quota period knob is read before anything is built: a bad value is refused, exit 2.
+HOLMES_LAB_QUOTA_PERIOD_US=10ms HOLMES_BIN=$bin /usr/bin/python3 "$src/scripts/lab/lab.py" run \
+  "$src/scripts/lab/scenarios/smoke.yaml" holmes --out "$tmp/lab1" >"$tmp/lab1.log" 2>&1
+rc=$?
+refused "quota period" "$tmp/lab1.log" "HOLMES_LAB_QUOTA_PERIOD_US='10ms' is not accepted" "from 1000 to 1000000"
+echo "the lab refuses a quota period that is not microseconds in the kernel's range"
 [ "$fail" -eq 0 ] && echo "PASS"
 exit "$fail"

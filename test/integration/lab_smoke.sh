@@ -56,6 +56,18 @@ if len(a) != 4 or a != b:
     sys.exit(f"FAIL losses differ: holmes {a}, megatron {b}")
 print(f"holmes and megatron: 4 bit-identical losses, last {a[-1]!r}")
 PY
+# The bench's split of a step (docs/lab.md "bench"): the ranks' wait on communication is a part
+# of the median step, and megatron's groups over Ethernet make it wait at all.
+/usr/bin/python3 - "$src/scripts/lab" "$tmp/holmes" "$tmp/megatron" <<'PY' || fail=1
+import sys
+sys.path.insert(0, sys.argv[1])
+from labkit import job
+for d in sys.argv[2:4]:
+    r = job.results(d)
+    if r["wait_s"] is None or not 0 < r["wait_s"] < r["step_s"]:
+        sys.exit(f"FAIL {d}: wait {r['wait_s']} s is not a part of the step {r['step_s']} s")
+print("wait on communication: a part of every step")
+PY
 
 # Stop signals (a longer run of the same scenario, started in the background as a script does:
 # SIGINT ignored, as a shell starts background jobs): every one stops the lab, whenever it

@@ -29,6 +29,11 @@ def merge_calibrations(paths, cases):
             links.setdefault(kind, []).append(link)
     out["links"] = {kind: {key: statistics.median(x[key] for x in got) for key in ("efficiency", "latency_us")}
                     for kind, got in links.items()}
+    outer = [d["outer"] for d in docs if (d.get("outer") or {}).get("efficiency")]
+    if outer:  # diloco's exchange as it ran in the steps (docs/cost-model.md, "Calibration")
+        out["outer"] = {"link": outer[0]["link"], "efficiency": statistics.median(o["efficiency"] for o in outer),
+                        "exchange_ms": statistics.median(o.get("exchange_ms", 0) for o in outer),
+                        "syncs": sum(o.get("syncs", 0) for o in outer)}
     for kind, got in links.items():  # efficiency by message size: the median at each size measured
         by_size = {}
         for link in got:
@@ -71,7 +76,7 @@ def run_partition(plan_text):
 
 def plan_signature(plan_text):
     """What a run's plan runs, without its name: the ranks per node, the stages and the groups
-    with their transports and the schedule. Two cases with one signature (holmes and naive where
+    with their transports, the schedule and how replicas stay in step. Two cases with one signature (holmes and naive where
     every link is Ethernet) run the same job: their measurements differ by the machine's noise alone."""
     keep, out = False, []
     for line in plan_text.splitlines():
@@ -81,6 +86,9 @@ def plan_signature(plan_text):
             keep = False
         if keep or line.startswith("Schedule and recomputation"):
             out.append(line.split(" (")[0] if line.startswith("Schedule") else line)
+        if line.startswith("Replicas:"):  # how the replicas stay in step: diloco with and without overlap differ
+            tau = re.search(r"overlapped with \d+ steps", line)
+            out.append(line.split(": one sync")[0] + (f", {tau.group(0)}" if tau else ""))
     sched = re.search(r"\): (\S+, recompute \S+)", plan_text)
     return "\n".join(out) + (sched.group(1) if sched else "")
 
@@ -193,6 +201,24 @@ def outer_bytes(sc, case, runs):
     return out
 
 
+def outer_sync_parts(runs):
+    """Rank 0's outer sync parts (metrics.jsonl `outer_*_ms`) over every run of a case: the
+    median of each part over the rows where it is not zero (with outer_overlap the sending step
+    and the applying step carry different parts). None without outer syncs."""
+    got = {}
+    for run_dir, _ in runs:
+        for line in open(os.path.join(run_dir, "out", "metrics.jsonl")):
+            row = json.loads(line)
+            for key, value in row.items():
+                if key.startswith("outer_") and key.endswith("_ms") and value > 0:
+                    got.setdefault(key[len("outer_"):-len("_ms")], []).append(value)
+    if "" not in got and "encode" not in got:
+        return None
+    out = {"syncs": len(got.get("encode", []))}
+    out.update({k or "total": statistics.median(v) for k, v in got.items()})
+    return out
+
+
 def period_step_s(sc, case, res):
     """A diloco case's step time as the plan prices it, the outer sync amortized: the mean step
     over whole inner_steps periods of the Ethernet window (from tau steps after its first step,
@@ -205,6 +231,21 @@ def period_step_s(sc, case, res):
     first, last = e["steps"][0] + tau, e["steps"][-1]
     window = res["step_ms"][first:last]  # steps first + 1 .. last
     return statistics.mean(window) / 1e3 if window else None
+
+
+def wait_split(sc, runs):
+    """Per case and round: the median step's wait on communication and the rest of it (busy),
+    so that a case's step time can be read apart from the machine's speed: identical work
+    measured 0.79 to 1.21 s busy in runs minutes apart on the two-core VM while the waits held
+    within a few percent (docs/lab.md). Left out: diloco cases (their step is the mean over
+    outer periods) and runs whose log has no per-rank shares."""
+    out = {}
+    for case in sc.cases:
+        got = [res for _, res in runs[case] if res.get("wait_s") is not None]
+        if case.startswith("diloco") or not got or len(got) != len(runs[case]):
+            continue
+        out[case] = {"wait_s": [res["wait_s"] for res in got], "busy_s": [res["step_s"] - res["wait_s"] for res in got]}
+    return out
 
 
 def run(sc, exe, out_dir, rounds, reuse_runs=False):
@@ -280,6 +321,13 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
               + "; ".join(f"{case} throttled {f['throttled_share'] * 100:.0f}% of periods, {f['throttled_ms']:.0f} ms/step"
                           + (f", ranks used {f['quota_used_min'] * 100:.0f}-{f['quota_used_max'] * 100:.0f}% of quota"
                              if f["quota_used_min"] is not None else "") for case, f in cpu.items()))
+    waits = wait_split(sc, runs)
+    if waits:
+        print("where the step went (ms; wait: the ranks' mean time waiting on communication, median step; "
+              "busy: the step less it, compute and host work, which moves with the machine):")
+        for case, w in waits.items():
+            print(f"  {case:<16}wait {' '.join(f'{x * 1e3:.0f}' for x in w['wait_s']):<12}"
+                  f"busy {' '.join(f'{x * 1e3:.0f}' for x in w['busy_s'])}")
     ref = runs[sc.cases[0]][0][1]
     print(f"losses: {'bit-identical in every run' if not mismatches else 'DIFFER: ' + '; '.join(mismatches)} "
           f"({len(ref['losses'])} steps, last {ref['losses'][-1]!r})")
@@ -301,16 +349,24 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
                   f"{sync_predicted[case] / 1e6:.3f} MB; besides it {split['per_step'] / 1e3:.1f} kB per step "
                   f"(steps {split['quiet'][0] + 1}..{split['quiet'][1]}: per-step loss/stop sums, job-wide log figures), "
                   f"the plan says {small / 1e3:.1f} kB")
+    outer_parts = {}
+    for case in sc.cases:  # where rank 0's outer syncs spent their time (docs/diloco.md)
+        parts = outer_sync_parts(runs[case])
+        if parts:
+            outer_parts[case] = parts
+            print(f"lab: {case} outer syncs on rank 0, median ms over {parts['syncs']} sync(s): "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in parts.items() if k != "syncs"))
     windows = {case: [res["ethernet"] for _, res in runs[case]] for case in sc.cases}  # per round: steps, bytes, late
     result = {"ethernet_bytes_per_step": eth_measured, "ethernet_predicted": eth_predicted,
-              "outer_bytes": splits, "outer_bytes_predicted": {c: sync_predicted.get(c) for c in splits},
+              "outer_bytes": splits, "outer_sync_parts": outer_parts, "outer_bytes_predicted": {c: sync_predicted.get(c) for c in splits},
               "ethernet_windows": windows,"measured_s": measured, "predicted_s": predicted, "errors": errors, "schedules": schedules,
               "losses_identical": not mismatches,
               "rounds_s": {case: [res["step_s"] for _, res in runs[case]] for case in sc.cases},
               "placements": {case: str(scenario.case_net(sc, case).placement) for case in sc.cases},
               "scenario": f"{sc.path}: {rounds} round(s), {len(sc.order)} nodes x {sc.workers_per_node} worker(s)",
               "summary": line, "path": sc.path, "rounds": rounds, "spreads": spreads, "degrees": degrees,
-              "same_plan": {case: same[case] for case in sc.cases if len(same[case]) > 1}, "cpu": cpu}
+              "same_plan": {case: same[case] for case in sc.cases if len(same[case]) > 1}, "cpu": cpu,
+              "waits": waits}
     with open(os.path.join(out_dir, "bench.json"), "w") as f:
         json.dump(result, f, indent=1)
     print(f"lab: wrote {bench_html.write(os.path.join(out_dir, 'bench.json'))}")

@@ -160,9 +160,15 @@ def results(run_dir):
     m = re.search(r"tensor (\d+) x pipeline (\d+) x data (\d+)", plan[start] if plan else "")
     degrees = dict(zip(("tensor", "pipeline", "data"), map(int, m.groups()))) if m else {}
     eth, cpu = os.path.join(run_dir, "ethernet.json"), os.path.join(run_dir, "cpu.json")
+    # The ranks' mean time waiting on communication per step (comm_share_ranks of the log
+    # steps), median over the steps after warm-up: what the plan and the network decide; the
+    # rest of the step is compute and host work, which moves with the machine (docs/lab.md).
+    waits = [statistics.mean(r["comm_share_ranks"]) * r["step_ms"] for r in rows[WARMUP_STEPS:]
+             if r.get("comm_share_ranks")]
     return {"cpu": json.load(open(cpu)) if os.path.exists(cpu) else None,
             "losses": [r["loss"] for r in rows], "step_ms": [r["step_ms"] for r in rows],
             "step_s": statistics.median(steady) / 1e3, "plan_text": "\n".join(plan[start:end + 1]),
+            "wait_s": statistics.median(waits) / 1e3 if waits else None,
             "degrees": degrees, "ethernet": json.load(open(eth)) if os.path.exists(eth) else None}
 
 

@@ -20,8 +20,17 @@ ISLAND_NET = "10.201.{k}"   # node i on RDMA island k: 10.201.k.(i+1)/24
 IFACE = {"ib": "ib0", "roce": "ens1f0"}  # what the island's IP interface is called on a node
 MTU = 9000
 CGROUP_CPU = "/sys/fs/cgroup/cpu"  # cgroup v1 cpu controller: one group per node with a quota
-QUOTA_PERIOD_US = 100_000
+QUOTA_PERIOD_US = 100_000  # the default CFS period of a node's quota (HOLMES_LAB_QUOTA_PERIOD_US)
 CPU_PEAK_TFLOPS_PER_CORE = 0.05  # the planner's default peak of a CPU core (engine/plan/links.hpp)
+
+
+def quota_period_us():
+    """The CFS period of the node cgroups' quotas: HOLMES_LAB_QUOTA_PERIOD_US, or 100 ms."""
+    text = os.environ.get("HOLMES_LAB_QUOTA_PERIOD_US", str(QUOTA_PERIOD_US))
+    if not text.isdigit() or not 1000 <= int(text) <= 1_000_000:
+        raise ValueError(f"HOLMES_LAB_QUOTA_PERIOD_US={text!r} is not accepted; expected microseconds "
+                       "from 1000 to 1000000 (the kernel's CFS period limits)")
+    return int(text)
 
 
 class NetError(Exception):
@@ -179,7 +188,8 @@ class Cluster:
             path = os.path.join(CGROUP_CPU, f"{self.tag}-n{self.index[node]}")
             os.mkdir(path)
             self.cgroups[node] = path
-            quota = int(self.sc.quota_cores(node) * self.sc.workers_per_node * QUOTA_PERIOD_US)
+            period = quota_period_us()
+            quota = int(self.sc.quota_cores(node) * self.sc.workers_per_node * period)
             # A task in a cgroup is scheduled as part of the group, not of its session's autogroup:
             # the group needs the weight HOLMES_LAB_NICE gives each worker's session (autogroup
             # nice n weighs 1024 / 1.25^n), or the workers lose it and other users' work takes
@@ -188,7 +198,7 @@ class Cluster:
             with open(os.path.join(path, "cpu.shares"), "w") as f:
                 f.write(str(int(1024 * 1.25 ** -nice) * self.sc.workers_per_node))
             with open(os.path.join(path, "cpu.cfs_period_us"), "w") as f:
-                f.write(str(QUOTA_PERIOD_US))
+                f.write(str(period))
             with open(os.path.join(path, "cpu.cfs_quota_us"), "w") as f:
                 f.write(str(max(1000, quota)))
 

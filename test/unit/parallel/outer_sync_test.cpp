@@ -290,3 +290,69 @@ TEST_CASE("outer overlap: the exchange lands tau steps later on the new anchor p
   CHECK(run(6).first == after);
   CHECK(run(7).first == after);  // landed, waiting to be applied
 }
+
+TEST_CASE("outer sync times: each part of the exchange timed, reported with the step that applies it", "[outer]") {
+  constexpr int kReplicas = 3, kDp = 2;
+  constexpr size_t kSize = 3001;
+  auto run = [&](int inner, int tau, int steps) {
+    comm::test::Job job(comm::test::Impl::kInProcess, kReplicas * kDp);
+    std::vector<std::vector<OuterTimes>> times(kReplicas * kDp);
+    test::run_threads(kReplicas * kDp, [&](int rank) {
+      ReplicaRank g(job, rank, kReplicas, kDp);
+      OuterSync sync(OuterConfig{inner, 1, 0.7, 0.9, OuterDtype::kInt8, tau}, *g.outer, *g.data, kSize, &*g.side);
+      std::vector<float> p = random_values(kSize, 5, 1.0f);
+      sync.reset(p.data());
+      for (int t = 1; t <= steps; ++t) {
+        for (size_t i = 0; i < kSize; ++i) p[i] += 0.01f * static_cast<float>(rank + 1);
+        sync.after_step(t, p.data());
+        times[rank].push_back(sync.take_times());
+      }
+    });
+    return times;
+  };
+  const size_t slice = (kSize + kDp - 1) / kDp, part = (slice + kReplicas - 1) / kReplicas;
+  const double bytes = 2.0 * (kReplicas - 1) * outer_payload_size(OuterDtype::kInt8, part);
+  auto training_thread = [](const OuterTimes& t) { return t.encode_ms + t.wait_ms + t.outer_step_ms + t.dp_gather_ms; };
+  SECTION("blocking: sent and applied after the same step, the parts inside its time") {
+    const auto times = run(2, 0, 4);
+    for (const auto& rank : times) {
+      for (int t : {0, 2}) CHECK(rank[t].empty());
+      for (int t : {1, 3}) {
+        const OuterTimes& x = rank[t];
+        CHECK(x.syncs == 1);
+        CHECK(x.applied == 1);
+        CHECK(x.bytes == bytes);
+        for (const auto& [name, ms] : x.parts()) CHECK(ms >= 0);
+        CHECK(x.to_owners_ms > 0);
+        CHECK(x.gather_ms > 0);
+        // The exchange ran while the training thread waited: every part is inside total_ms.
+        CHECK(training_thread(x) + x.exchange_ms() <= x.total_ms + 1e-9);
+        CHECK(x.cpu_ms >= 0);
+      }
+    }
+  }
+  SECTION("overlapped: the exchange's parts come with the step that applies it") {
+    const auto times = run(3, 2, 8);  // sent after 3 and 6, applied after 5 and 8
+    for (const auto& rank : times) {
+      for (int t : {3, 6}) {
+        const OuterTimes& x = rank[t - 1];
+        CHECK(x.syncs == 1);
+        CHECK(x.applied == 0);
+        CHECK(x.bytes == bytes);
+        CHECK(x.encode_ms > 0);
+        CHECK(x.exchange_ms() == 0);
+        CHECK(x.outer_step_ms == 0);
+      }
+      for (int t : {5, 8}) {
+        const OuterTimes& x = rank[t - 1];
+        CHECK(x.syncs == 0);
+        CHECK(x.applied == 1);
+        CHECK(x.bytes == 0);
+        CHECK(x.to_owners_ms > 0);
+        CHECK(x.gather_ms > 0);
+        CHECK(training_thread(x) <= x.total_ms + 1e-9);
+      }
+      for (int t : {1, 2, 4, 7}) CHECK(rank[t - 1].empty());
+    }
+  }
+}

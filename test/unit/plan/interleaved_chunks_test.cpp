@@ -67,7 +67,17 @@ TEST_CASE("interleaved plan: chunks follow the searched partition", "[plan][inte
         by_virtual[c * 2 + st.stage] = {r.first_layer, r.num_layers};
       }
       CHECK(sum == st.num_layers);
-      CHECK(hi - lo <= 1);
+      if (st.stage == 0) {
+        CHECK(hi - lo <= 1);
+      } else {  // the head's chunk takes the fewest layers; the others are even
+        int others_lo = st.chunks[0].num_layers, others_hi = others_lo;
+        for (int c = 0; c + 1 < v; ++c) {
+          others_lo = std::min(others_lo, st.chunks[c].num_layers);
+          others_hi = std::max(others_hi, st.chunks[c].num_layers);
+        }
+        CHECK(others_hi - others_lo <= 1);
+        CHECK(st.chunks[v - 1].num_layers <= others_lo);
+      }
       CHECK(st.first_layer == st.chunks[0].first_layer);
     }
     int next = 0;
@@ -78,6 +88,32 @@ TEST_CASE("interleaved plan: chunks follow the searched partition", "[plan][inte
     CHECK(next == 12);
     CHECK(p.stages[0].num_layers > p.stages[1].num_layers);  // the head's stage takes fewer
   }
+}
+
+// The partition per virtual stage: a stage's chunks take equal time as near as whole layers
+// allow, so the chunk with the LM head takes fewer layers (an even cut would leave the last
+// virtual stage the slowest of the pipeline, a bubble at every chunk boundary).
+TEST_CASE("interleaved plan: the head's chunk takes fewer layers, by the chunks' FLOPs", "[plan][interleaved]") {
+  const auto topo = hp::testing::make_cluster({{NicKind::kIb, 1, 2}});
+  // hidden 256, seq 64: a block is 24 C^2 + 4 T C = 1.6384 MFLOP a token forward; a padded
+  // vocabulary of 6400 makes the head 2 C V = 3.2768 MFLOP, two layers' worth.
+  auto spec = hp::testing::make_spec(16, 256, 4, 1, 2, 1, 1, 8, 64);
+  spec.model.vocab_size = 6400;
+  spec.train.recompute = holmes::spec::Recompute::kNone;
+  spec.parallel.schedule = Schedule::kInterleaved;
+  spec.parallel.partition.kind = holmes::spec::PartitionKind::kUniform;
+  spec.parallel.virtual_stages = 2;
+  hp::Plan p = hp::make_plan(spec, topo);
+  REQUIRE(p.stages.size() == 2);
+  CHECK(p.stages[0].chunks[0].num_layers == 4);  // 8 layers, no head: 4 + 4
+  CHECK(p.stages[0].chunks[1].num_layers == 4);
+  CHECK(p.stages[1].chunks[0].num_layers == 5);  // 8 layers + a head of 2: 5 | 3 + 2
+  CHECK(p.stages[1].chunks[1].num_layers == 3);
+  CHECK(p.stages[1].chunks[1].first_layer == 13);
+  spec.parallel.virtual_stages = 4;  // 8 + 2 over 4 chunks: 3 3 2 | 0 + 2 cannot go under 1
+  p = hp::make_plan(spec, topo);
+  const std::vector<int> want{3, 2, 2, 1};
+  for (int c = 0; c < 4; ++c) CHECK(p.stages[1].chunks[c].num_layers == want[c]);
 }
 
 TEST_CASE("interleaved plan: virtual_stages auto picks by the estimate", "[plan][interleaved]") {

@@ -242,3 +242,31 @@ TEST_CASE("replicas: diloco's per-step loss and stop sum runs beside the next st
   CHECK(hp::late_sum_s(0.5, 2.0) == hp::kLateSumHostS);
   CHECK(hp::late_sum_s(3.0, 2.0) == Approx(1.0 + hp::kLateSumHostS));
 }
+
+TEST_CASE("replicas: the outer exchange is priced at the rate a calibration measured it at inside the steps",
+          "[replicas]") {
+  // The lab's pods (docs/diloco.md): the exchange's halves moved at about 0.7 of the rate the
+  // idle probe of the same Ethernet saw. A calibration's `outer` figure prices it so.
+  auto t = pods(1);
+  const hp::Plan plain = hp::make_plan(pod_spec(OuterMode::kDiloco), t);
+  double alpha = 0;
+  for (const auto& g : plain.groups)
+    if (g.kind == hp::GroupKind::kOuter) alpha = g.latency_s;
+  REQUIRE(alpha > 0);
+  t.calibration.outer = {"ethernet", 0.5, 0, 1};  // half the declared rate (the link's efficiency: 1)
+  const hp::Plan cal = hp::make_plan(pod_spec(OuterMode::kDiloco), t);
+  // data 1: no all-gather of slices; 2 halves x 3 ring steps, each alpha + part / rate.
+  const double bytes_s = plain.replicas.sync_s - 6 * alpha;
+  CHECK(cal.replicas.sync_s == Approx(6 * alpha + 2 * bytes_s));
+  CHECK(cal.estimate.step_time_s - plain.estimate.step_time_s == Approx(bytes_s / 20));
+  CHECK(cal.replicas.sync_bytes == plain.replicas.sync_bytes);  // the same bytes, slower
+  // Measured on another link class: not this exchange's.
+  t.calibration.outer = {"ib", 0.5, 0, 1};
+  CHECK(hp::make_plan(pod_spec(OuterMode::kDiloco), t).replicas.sync_s == Approx(plain.replicas.sync_s));
+  // Over the link's probed efficiency, not on top of it.
+  t.calibration.links["ethernet"].efficiency = 0.9;
+  const hp::Plan probed = hp::make_plan(pod_spec(OuterMode::kDiloco), t);
+  t.calibration.outer = {"ethernet", 0.5, 0, 1};
+  CHECK(hp::make_plan(pod_spec(OuterMode::kDiloco), t).replicas.sync_s == Approx(cal.replicas.sync_s));
+  CHECK(probed.replicas.sync_s == Approx(6 * alpha + bytes_s / 0.9));
+}

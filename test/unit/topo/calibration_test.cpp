@@ -42,7 +42,16 @@ TEST_CASE("a calibration round-trips through its file format") {
   CHECK(back.links.at("ethernet").efficiency == 0.62);
   CHECK(back.links.at("ib").latency_us == 57);
   CHECK(back.links.at("ib").groups == 1);
+  CHECK(back.outer.efficiency == 0);  // not measured: not written
   CHECK_FALSE(back.empty());
+  topo::Calibration outer_only;
+  outer_only.outer = {"ethernet", 0.72, 571.5, 16};
+  const topo::Calibration o = topo::parse_calibration_yaml(topo::format_calibration_yaml(outer_only), "mem");
+  CHECK(o.outer.link == "ethernet");
+  CHECK(o.outer.efficiency == 0.72);
+  CHECK(o.outer.exchange_ms == 571.5);
+  CHECK(o.outer.syncs == 16);
+  CHECK_FALSE(o.empty());
   CHECK(topo::parse_calibration_yaml("format: holmes-calibration/1\n", "mem").empty());
 }
 
@@ -60,6 +69,12 @@ TEST_CASE("bad calibration files name the file, the line and the key") {
   CHECK(e.find("'fast'") != std::string::npos);
   e = error_of("format: holmes-plan/1\n");
   CHECK(e.find("holmes-calibration/1") != std::string::npos);
-  CHECK(error_of(head + "extra: 1\n").find("accepted: compute, format, links, source") != std::string::npos);
+  CHECK(error_of(head + "extra: 1\n").find("accepted: compute, format, links, outer, source") != std::string::npos);
+  e = error_of(head + "outer: {link: infiniband, efficiency: 0.7}\n");
+  CHECK(e.find("outer.link") != std::string::npos);
+  CHECK(e.find("'infiniband'") != std::string::npos);
+  e = error_of(head + "outer: {link: ethernet, efficiency: 0}\n");
+  CHECK(e.find("outer.efficiency") != std::string::npos);
+  CHECK(e.find("> 0") != std::string::npos);
   CHECK_THROWS_AS(topo::load_calibration_file("/nonexistent/cal.yaml"), UserError);
 }

@@ -117,3 +117,16 @@ TEST_CASE("the calibrated device rate is the slowest declared device's, from the
   CHECK(train::slowest_device_tflops({0.3, 0.2}, {0, 0}) == Approx(0.2));
   CHECK(train::slowest_device_tflops({0, 0}, {0.5, 0.5}) == 0);
 }
+
+TEST_CASE("diloco's outer exchange is calibrated at the rate it moved inside the steps") {
+  // A member of 4 sends 2 x 3 parts of 425344 bytes per exchange; the group's link was planned
+  // at 0.0495 Gb/s per rank = 0.05 declared x 0.99 (the probe's efficiency the plan carried).
+  const double bytes = 2 * 3 * 425344.0, latency = 1e-3;
+  const double t = bytes * 8 / (0.7 * 0.05e9);  // 0.7 of the declared rate
+  std::vector<train::OuterWire> ranks{{2 * (t + 6 * latency), 2 * bytes, 2},  // two exchanges
+                                      {t / 0.7 * 0.8 + 6 * latency, bytes, 1},   // at 0.8
+                                      {t / 0.7 * 0.5 + 6 * latency, bytes, 1},   // at 0.5
+                                      {0, 0, 0}};                                // no exchange: left out
+  CHECK(train::outer_efficiency(ranks, 4, latency, 0.0495, 0.99) == Approx(0.7));  // the median of 0.5, 0.7, 0.8
+  CHECK(train::outer_efficiency({{0, 0, 0}}, 4, latency, 0.0495, 0.99) == 0);
+}
