@@ -52,7 +52,10 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
         const NodeFacts& nf = f.nodes[n];
         if (sc.tflops < 0 || nf.tflops < sc.tflops) sc.tflops = nf.tflops;
         sc.cpu_share = std::min(sc.cpu_share, nf.cpu_share);
-        if (nf.cpu_tflops > 0 && (sc.cpu_tflops <= 0 || nf.cpu_tflops < sc.cpu_tflops)) sc.cpu_tflops = nf.cpu_tflops;
+        // A CPU-time rate measured with other tensor-parallel sums in the step does not carry.
+        if (nf.cpu_tflops > 0 && (nf.cpu_tensor == 0 || nf.cpu_tensor == tp) &&
+            (sc.cpu_tflops <= 0 || nf.cpu_tflops < sc.cpu_tflops))
+          sc.cpu_tflops = nf.cpu_tflops;
         double cap = nf.memory_bytes * kUsableMemoryFraction;
         if (cap > 0 && (sc.capacity <= 0 || cap < sc.capacity)) sc.capacity = cap;
         if (s + 1 < pp) keep_worse(sc.next_link, link_between(f, n, node(t, s + 1, r)));

@@ -54,6 +54,7 @@ struct NodeFacts {
   // FLOPs per CPU second of a worker's whole step (calibrated, CPU devices; 0 = unknown): with
   // cpu_share < 1 its CPU seconds per step bound the step (estimate_step's quota wait).
   double cpu_tflops = 0;
+  int cpu_tensor = 0;  // the tensor-parallel degree cpu_tflops holds for (0 = any)
   double memory_bytes = 0;  // per device; 0 = unknown (no fit check)
   double rdma_gbps = 0;     // aggregate per node
   double ethernet_gbps = 0;
@@ -112,7 +113,8 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
 // cluster.device_tflops: the slowest declared node gets the calibrated rate and every other node
 // its declared multiple of it (collect_facts calls this last).
 // calibrated_cpu (topo::Calibration::cpu_tflops, 0 = none) is every CPU node's NodeFacts::cpu_tflops.
-void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, double calibrated_cpu = 0);
+void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, double calibrated_cpu = 0,
+                       int cpu_tensor = 0);
 
 // The link between the nodes of two ranks (a == b is intra-node).
 LinkCost link_between(const Facts& f, int node_a, int node_b);

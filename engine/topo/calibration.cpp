@@ -25,11 +25,14 @@ double non_negative(const YAML::Node& n, const char* key, const Ctx& ctx, const 
 }
 
 void parse_compute(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
-  check_keys(n, ctx, {"device_tflops", "declared_tflops", "update_ns_per_param", "cpu_tflops", "stages"});
+  check_keys(n, ctx, {"device_tflops", "declared_tflops", "update_ns_per_param", "cpu_tflops", "cpu_tensor", "stages"});
   c.device_tflops = non_negative(n, "device_tflops", ctx, "a number of TFLOP/s");
   c.declared_tflops = non_negative(n, "declared_tflops", ctx, "a number of TFLOP/s");
   c.update_ns_per_param = non_negative(n, "update_ns_per_param", ctx, "a number of nanoseconds");
   c.cpu_tflops = non_negative(n, "cpu_tflops", ctx, "a number of TFLOP/s");
+  c.cpu_tensor = get<int>(n, "cpu_tensor", ctx, 0, "a tensor-parallel degree");
+  if (c.cpu_tensor < 0)
+    ctx.at("cpu_tensor").fail(n["cpu_tensor"], fmt::format("expected a tensor-parallel degree >= 1, found {}", c.cpu_tensor));
   const YAML::Node stages = n["stages"];
   if (!stages.IsDefined() || stages.IsNull()) return;
   if (!stages.IsSequence()) ctx.at("stages").fail(stages, fmt::format("expected a list, found {}", describe(stages)));
@@ -155,6 +158,7 @@ std::string format_calibration_yaml(const Calibration& c) {
   out += fmt::format("compute:\n  device_tflops: {}\n  declared_tflops: {}\n  update_ns_per_param: {}\n", c.device_tflops,
                      c.declared_tflops, c.update_ns_per_param);
   if (c.cpu_tflops > 0) out += fmt::format("  cpu_tflops: {}\n", c.cpu_tflops);
+  if (c.cpu_tflops > 0 && c.cpu_tensor > 0) out += fmt::format("  cpu_tensor: {}\n", c.cpu_tensor);
   out += fmt::format("  stages:{}\n", c.stages.empty() ? " []" : "");
   for (const auto& s : c.stages)
     out += fmt::format("    - {{stage: {}, layers: {}, tflops: {}}}\n", s.stage, s.layers, s.tflops);

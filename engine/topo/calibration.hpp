@@ -72,6 +72,10 @@ struct Calibration {
   // CPU node alike; 0 = not measured. Unlike device_tflops it does not count the time a
   // quota held the worker back, so plan::estimate_step can bound the step by the quota.
   double cpu_tflops = 0;
+  // The tensor-parallel degree of the plan cpu_tflops was measured on (0 = not said): its
+  // CPU seconds include that plan's tensor-parallel sums (hundreds a step, each copying and
+  // adding in the worker), so the figure bounds only plans of that degree.
+  int cpu_tensor = 0;
   std::vector<StageCalibration> stages;
   std::map<std::string, LinkCalibration> links;  // by link class: intra-node, ib, roce, ethernet
   OuterCalibration outer;

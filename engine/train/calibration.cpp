@@ -276,6 +276,7 @@ void calibrate_compute(const plan::Plan& p, const Gathered& g, topo::Calibration
   if (p.device_kind != "cuda") {
     for (double c : cpu_all)
       if (c > 0 && (cal.cpu_tflops <= 0 || c < cal.cpu_tflops)) cal.cpu_tflops = c;
+    if (cal.cpu_tflops > 0) cal.cpu_tensor = p.tp;
     if (cal.cpu_tflops > 0)
       fmt::print("calibration: {:.4g} TFLOP/s per CPU second of a worker (its passes' FLOPs over all the CPU time "
                  "its step took)\n", cal.cpu_tflops);

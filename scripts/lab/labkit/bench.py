@@ -17,10 +17,19 @@ def merge_calibrations(paths, cases):
     docs = [yaml.safe_load(open(p)) for p in paths]
     out = {"format": "holmes-calibration/1", "source": f"median of {len(docs)} runs of the cases {', '.join(cases)}"}
     compute = {}
-    for key in ("device_tflops", "update_ns_per_param", "cpu_tflops"):
+    for key in ("device_tflops", "update_ns_per_param"):
         got = [d["compute"][key] for d in docs if (d.get("compute") or {}).get(key)]
         if got:
             compute[key] = statistics.median(got)
+    # The CPU-time rate holds for the tensor-parallel degree it was measured at (cpu_tensor):
+    # the median over the files of the degree most of them ran.
+    cpu = [(d["compute"].get("cpu_tensor", 0), d["compute"]["cpu_tflops"]) for d in docs
+           if (d.get("compute") or {}).get("cpu_tflops")]
+    if cpu:
+        tensor = statistics.mode(t for t, _ in cpu)
+        compute["cpu_tflops"] = statistics.median(c for t, c in cpu if t == tensor)
+        if tensor:
+            compute["cpu_tensor"] = tensor
     if compute:
         out["compute"] = compute
     links = {}

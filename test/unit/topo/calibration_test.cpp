@@ -28,6 +28,7 @@ TEST_CASE("a calibration round-trips through its file format") {
   c.declared_tflops = 0.025;
   c.update_ns_per_param = 4.25;
   c.cpu_tflops = 0.0612;
+  c.cpu_tensor = 2;
   c.stages = {{0, 8, 0.0448}, {1, 8, 0.0484}};
   c.links["ethernet"] = {0.62, 121.5, 0.155, 0.25, 2};
   c.links["ib"] = {0.94, 57, 1.88, 2, 1};
@@ -36,6 +37,7 @@ TEST_CASE("a calibration round-trips through its file format") {
   CHECK(back.device_tflops == c.device_tflops);
   CHECK(back.update_ns_per_param == c.update_ns_per_param);
   CHECK(back.cpu_tflops == c.cpu_tflops);
+  CHECK(back.cpu_tensor == 2);
   REQUIRE(back.stages.size() == 2);
   CHECK(back.stages[1].tflops == c.stages[1].tflops);
   REQUIRE(back.links.size() == 2);
