@@ -56,10 +56,15 @@ data::BatchCoord validation_coord(const spec::JobSpec& spec, int index, int micr
 
 namespace {
 
-// CPU seconds the process has run so far, every thread (compute, communication thread, BLAS).
-double process_cpu_s() {
+// CPU seconds the calling (training) thread has run so far: its passes, its host work and the
+// tensor-parallel sums it calls, not the communication thread's data-parallel and pipeline
+// traffic nor Gloo's I/O threads, which cost another plan other CPU (a plan with its
+// all-reduce over Ethernet spends more CPU per FLOP than one without, and the figure is
+// carried between plans). BLAS threads beyond the first are not counted either: with several
+// compute threads the figure reads high and the quota bound it feeds binds less, never more.
+double thread_cpu_s() {
   timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
 
@@ -265,7 +270,7 @@ void Trainer::fill_agreed(StepStats& s) const {
 
 StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agreement) {
   const auto t0 = std::chrono::steady_clock::now();
-  const double cpu0 = process_cpu_s();
+  const double cpu0 = thread_cpu_s();
   const auto& t = spec_.train;
   groups_->clock().reset();
   if (steps_ == kWarmupSteps) groups_->tp().reset_sums();  // a calibration times the steady steps' sums
@@ -334,7 +339,7 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   s.comm_ms = groups_->clock().ms();
   const double compute_s = stage_->compute_s();
   const double host_s = std::max(0.0, s.step_ms / 1e3 - compute_s - s.comm_ms / 1e3);
-  const double cpu_s = process_cpu_s() - cpu0;
+  const double cpu_s = thread_cpu_s() - cpu0;
   for (StepTimes* st : {&all_, steps_ >= kWarmupSteps ? &steady_ : nullptr})
     if (st) st->compute_s += compute_s, st->host_s += host_s, st->cpu_s += cpu_s;
   if (steps_ >= kWarmupSteps) {

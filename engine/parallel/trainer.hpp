@@ -105,8 +105,8 @@ class Trainer final : public StepRunner {
   // first kWarmupSteps (all steps when there were no more): computing (the model's forward
   // and backward passes), and the host work that is neither that nor waiting on
   // communication (optimizer update, gradient zeroing, norms, copies); cpu_s: the CPU time
-  // the whole process spent in the step (every thread; with a CPU quota at most the quota's
-  // share of the step).
+  // the training thread spent in the step (its passes, host work and tensor-parallel sums;
+  // not the communication thread's or Gloo's I/O threads', trainer.cpp thread_cpu_s).
   static constexpr int kWarmupSteps = 2;
   struct StepTimes {
     double compute_s = 0, host_s = 0, cpu_s = 0;

@@ -67,8 +67,8 @@ struct Calibration {
   double device_tflops = 0;    // sustained per device over the whole job; 0 = not measured
   double declared_tflops = 0;  // what the plan assumed when it was measured
   double update_ns_per_param = 0;  // optimizer and other host work per step and held parameter
-  // CPU devices: the passes' FLOPs per CPU second the worker process spent in the step (its
-  // compute, communication thread and host work together), the least of the stages, for every
+  // CPU devices: the passes' FLOPs per CPU second the worker's training thread spent in the
+  // step (its compute, host work and tensor-parallel sums), the least of the stages, for every
   // CPU node alike; 0 = not measured. Unlike device_tflops it does not count the time a
   // quota held the worker back, so plan::estimate_step can bound the step by the quota.
   double cpu_tflops = 0;

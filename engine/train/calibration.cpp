@@ -269,7 +269,7 @@ void calibrate_compute(const plan::Plan& p, const Gathered& g, topo::Calibration
                s.stage, count_of(s.num_layers, "layer"), measured, s.tflops, s.tflops > 0 ? measured / s.tflops : 0.0);
   }
   cal.device_tflops = slowest_device_tflops(measured_all, planned_all);
-  // CPU devices: FLOPs per CPU second of the whole worker, whatever held it back (the quota
+  // CPU devices: FLOPs per CPU second of the worker's training thread, whatever held it back (the quota
   // bound of plan::estimate_step): the stage that spent the most CPU per FLOP, as measured (a
   // CPU second does the same work on every node; plan::calibrate_compute gives it to all).
   // A GPU's host CPU time says nothing of its rate.
