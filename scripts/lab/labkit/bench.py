@@ -53,10 +53,11 @@ def merge_calibrations(paths, cases):
     return out
 
 
-def predict(exe, run_dir, sc, calibration, degrees=None, partition=None):
+def predict(exe, run_dir, sc, calibration, degrees=None, partition=None, activation=None):
     """The planner's step time for a run's job with `calibration`; `degrees` pins the degrees an
-    `auto` run chose and `partition` the layers per stage the run had (with another calibration
-    the planner might choose others: the prediction would price another job). Returns the
+    `auto` run chose, `partition` the layers per stage the run had and `activation` its schedule
+    and recomputation (run_activation; with another calibration the planner might choose others:
+    the prediction would price another job). Returns the
     step time, the schedule, the bytes all ranks send over Ethernet per step, and with diloco
     the bytes of one outer sync of the whole model (None otherwise)."""
     cmd = [exe, "--config", os.path.join(run_dir, "job.yaml"), "--plan-only", "--format", "json",
@@ -66,6 +67,8 @@ def predict(exe, run_dir, sc, calibration, degrees=None, partition=None):
         cmd += ["--set", f"parallel.{key}={value}"]
     if partition:
         cmd += ["--set", f"parallel.partition=[{', '.join(map(str, partition))}]"]
+    for key, value in (activation or {}).items():
+        cmd += ["--set", f"{key}={value}"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise job.RunFailed(f"`{' '.join(cmd)}` failed ({r.returncode}): {r.stderr.strip()}")
@@ -81,6 +84,19 @@ def run_partition(plan_text):
     layers = [int(m.group(1)) for m in re.finditer(r"^  stage \d+ .*\(\s*(\d+) layers\)", plan_text, re.M)]
     deg = re.search(r"pipeline (\d+)", plan_text)
     return layers if layers and deg and len(layers) == int(deg.group(1)) else None
+
+
+def run_activation(plan_text):
+    """The schedule (with its virtual stages) and recomputation a run's plan chose, as the
+    settings that pin them: {} when the plan text does not say."""
+    m = re.search(r"^Schedule and recomputation \([^)]*\): (\S+?),? (?:\(virtual_stages (\d+)\), )?recompute (\w+)",
+                  plan_text, re.M)
+    if not m:
+        return {}
+    out = {"parallel.schedule": m.group(1), "train.recompute": m.group(3)}
+    if m.group(2):
+        out["parallel.virtual_stages"] = m.group(2)
+    return out
 
 
 def plan_signature(plan_text):
@@ -288,7 +304,7 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
             yaml.safe_dump(merge_calibrations(others, [c for c in sc.cases if c != case]), f, sort_keys=False)
         predicted[case], schedules[case], eth_predicted[case], sync_predicted[case] = predict(
             exe, runs[case][0][0], sc, merged, degrees[case] if case == "auto" else None,
-            run_partition(runs[case][0][1]["plan_text"]))
+            run_partition(runs[case][0][1]["plan_text"]), run_activation(runs[case][0][1]["plan_text"]))
         errors[case] = predicted[case] / measured[case] - 1
 
     print(f"\nlab: {sc.path}: {rounds} round(s), {len(sc.order)} nodes x {sc.workers_per_node} worker(s), "
