@@ -223,6 +223,9 @@ class Cluster:
     def close(self):
         delete(list(reversed(self.created)))
         self.created = []
+        # A signal that lands while `ip netns add` runs leaves a namespace that exists but was
+        # never recorded: every namespace of this cluster's tag goes too.
+        delete([ns for ns in lab_namespaces() if ns.startswith(f"{self.tag}-")])
         for path in self.cgroups.values():
             _remove_cgroup(path)
         self.cgroups = {}
