@@ -160,6 +160,9 @@ def main():
         return 1
     except KeyboardInterrupt as e:
         signum = e.args[0] if e.args else signal.SIGINT
+        for sig in (signal.SIGINT, signal.SIGTERM):  # a second signal must not cut the clean-up short
+            signal.signal(sig, signal.SIG_IGN)
+        netlab.remove_own()
         print(f"lab: stopped by signal {signum}; the emulated cluster was removed", file=sys.stderr)
         return 128 + signum
 

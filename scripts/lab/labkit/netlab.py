@@ -89,6 +89,17 @@ def _remove_cgroup(path):
             time.sleep(0.1)
 
 
+def remove_own():
+    """Removes this process's namespaces and cgroups, also those a signal left half-built
+    (created before the Cluster that owns them was returned or recorded them)."""
+    tag = f"{PREFIX}{os.getpid()}-"
+    delete([ns for ns in lab_namespaces() if ns.startswith(tag)])
+    if os.path.isdir(CGROUP_CPU):
+        for name in os.listdir(CGROUP_CPU):
+            if name.startswith(tag):
+                _remove_cgroup(os.path.join(CGROUP_CPU, name))
+
+
 def sweep():
     """Removes the namespaces (and their processes) and the cgroups of lab runs whose owner has exited."""
     stale = [ns for ns in lab_namespaces() if not _owner_alive(int(re.match(rf"{PREFIX}(\d+)-", ns).group(1)))]
