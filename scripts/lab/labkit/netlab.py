@@ -235,8 +235,8 @@ class Cluster:
         delete(list(reversed(self.created)))
         self.created = []
         # A signal that lands while `ip netns add` runs leaves a namespace that exists but was
-        # never recorded: every namespace of this cluster's tag goes too.
-        delete([ns for ns in lab_namespaces() if ns.startswith(f"{self.tag}-")])
+        # never recorded: every namespace and cgroup of this process's tag goes too.
+        remove_own()
         for path in self.cgroups.values():
             _remove_cgroup(path)
         self.cgroups = {}
