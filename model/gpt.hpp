@@ -64,7 +64,9 @@ struct ActivationPolicy {
   // The backward of a micro-batch runs as two passes a schedule may separate (zero-bubble,
   // arXiv 2401.10241): B (backward with Pass::kInput: every input gradient, the norms' weight
   // gradients) and W (backward_weights: the GEMMs' weight gradients and the embedding's).
-  // Each layer then keeps the gradients of its GEMM outputs from B to W in its slot.
+  // Each layer then keeps the gradients of its GEMM outputs from B to W in its slot. Such a
+  // model still runs a whole backward (Pass::kAll) as one pass, for a W that would follow its
+  // B at once.
   bool split_backward = false;
 };
 
@@ -191,7 +193,10 @@ class Gpt {
   template <class A> LayerParams<A> layer_params(A* base, int local_layer) const;
   template <class A> LlamaLayerParams<A> llama_layer_params(A* base, int local_layer) const;
   template <class A> LayerActs<A> layer_acts(int local_layer) const;
-  template <class A> LayerGrads<A> layer_grads(int local_layer) const;
+  // The slot's buffers for B and W of a split backward; for a whole pass (kAll) one set
+  // every layer reuses, even in a model that splits: nothing outlives the pass, and a reused
+  // set stays in cache.
+  template <class A> LayerGrads<A> layer_grads(int local_layer, Pass pass) const;
   template <class A> Shared<A> shared() const;
   template <class A> A* weights();  // what kernels read: params_ (fp32) or params16_ (bf16)
   template <class A> const A* stage_out() const;

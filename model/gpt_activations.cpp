@@ -147,19 +147,24 @@ Gpt::LayerActs<A> Gpt::layer_acts(int local_layer) const {
 }
 
 template <class A>
-Gpt::LayerGrads<A> Gpt::layer_grads(int local_layer) const {
+Gpt::LayerGrads<A> Gpt::layer_grads(int local_layer, Pass pass) const {
   const Shared<A> s = shared<A>();
   if (!policy_.split_backward) return {s.dres, s.dfch, s.dres, s.dqkv};
   const Offsets& o = *off_;
+  // A whole pass of a split model: its slot's layer-0 buffers serve every layer, as the
+  // shared scratch does without a split (which such a model does not allocate). No W reads
+  // them: the slot's micro-batch is the one this pass finishes.
+  if (pass == Pass::kAll) local_layer = 0;
   std::byte* p = slot_base(slot_) + o.layers + local_layer * o.layer_bytes;
+  if (pass == Pass::kAll) return {s.dres, at<A>(p, o.layer_at[kGradFch]), s.dres, at<A>(p, o.layer_at[kGradQkv])};
   return {at<A>(p, o.layer_at[kGradRes3]), at<A>(p, o.layer_at[kGradFch]), at<A>(p, o.layer_at[kGradRes2]),
           at<A>(p, o.layer_at[kGradQkv])};
 }
 
 template Gpt::LayerActs<float> Gpt::layer_acts<float>(int) const;
 template Gpt::LayerActs<bf16> Gpt::layer_acts<bf16>(int) const;
-template Gpt::LayerGrads<float> Gpt::layer_grads<float>(int) const;
-template Gpt::LayerGrads<bf16> Gpt::layer_grads<bf16>(int) const;
+template Gpt::LayerGrads<float> Gpt::layer_grads<float>(int, Pass) const;
+template Gpt::LayerGrads<bf16> Gpt::layer_grads<bf16>(int, Pass) const;
 template Gpt::Shared<float> Gpt::shared<float>() const;
 template Gpt::Shared<bf16> Gpt::shared<bf16>() const;
 

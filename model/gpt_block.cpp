@@ -70,7 +70,7 @@ void Gpt::block_backward(int l, const A* x, int B, int T, Pass pass) {
   const LayerParams<A> p = layer_params(weights<A>(), l);
   const LayerParams<float> g = layer_params(grads_.data(), l);
   const LayerActs<A> a = layer_acts<A>(l);
-  const LayerGrads<A> d = layer_grads<A>(l);
+  const LayerGrads<A> d = layer_grads<A>(l, pass);
   const Shared<A> s = shared<A>();
   const int N = B * T, C = cfg_.hidden, Cl = cfg_.local_channels(), Fl = cfg_.local_mlp();
   const size_t NC = static_cast<size_t>(N) * C;

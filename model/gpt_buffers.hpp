@@ -57,7 +57,7 @@ struct Gpt::Shared {
 };
 
 // Where a split backward keeps a layer's GEMM output gradients from B to W (split_backward,
-// in the layer's slot), or, without a split, the shared scratch the one pass uses: res3 and
+// in the layer's slot), or, for a pass that does not split (kAll), the shared scratch: res3 and
 // res2 are the residual stream's gradient before each block half (the shared dres then).
 template <class A>
 struct Gpt::LayerGrads {

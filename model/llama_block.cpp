@@ -99,7 +99,7 @@ void Gpt::llama_block_backward(int l, const A* x, int B, int T, Pass pass) {
   const LlamaLayerParams<A> p = llama_layer_params(weights<A>(), l);
   const LlamaLayerParams<float> g = llama_layer_params(grads_.data(), l);
   const LayerActs<A> a = layer_acts<A>(l);
-  const LayerGrads<A> d = layer_grads<A>(l);
+  const LayerGrads<A> d = layer_grads<A>(l, pass);
   const Shared<A> s = shared<A>();
   const int N = B * T, C = cfg_.hidden, Cl = cfg_.local_channels(), Fl = cfg_.local_mlp();
   const int QKV = cfg_.local_qkv(), NHl = cfg_.local_heads(), KVHl = cfg_.local_kv_heads();

@@ -74,7 +74,8 @@ void timed(double& seconds, const CommClock& clock, F&& op) {
 
 double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(int chunk, int micro)>& before_grads) {
   reset();
-  for (const PipeStep& s : steps_) {
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const PipeStep& s = steps_[i];
     if (s.kind == PipeOpKind::kComm) {
       exchange(s.transfers);
       continue;
@@ -83,10 +84,14 @@ double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(in
       throw std::logic_error("PipelineStage: transfers belong to kComm steps of the schedule");
     switch (s.kind) {
       case PipeOpKind::kForward: forward(s.chunk, s.micro, fetch); break;
-      case PipeOpKind::kBackward:
-        if (!split_) before_grads(s.chunk, s.micro);
-        backward(s.chunk, s.micro);
+      case PipeOpKind::kBackward: {
+        // A W right behind its own B runs with it, as one pass (weights_follow).
+        const bool whole = !split_ || weights_follow(steps_, i);
+        if (whole) before_grads(s.chunk, s.micro);
+        backward(s.chunk, s.micro, whole ? model::Pass::kAll : model::Pass::kInput);
+        if (split_ && whole) ++i;
         break;
+      }
       case PipeOpKind::kWeights:
         before_grads(s.chunk, s.micro);
         weights(s.chunk, s.micro);
@@ -163,11 +168,10 @@ void PipelineStage::forward(int chunk, int micro, const FetchFn& fetch) {
   if (!last_v) gpt.backend().memory->copy(acquire({kActOut, chunk, micro}).data(), gpt.output(), buffer_bytes());
 }
 
-void PipelineStage::backward(int chunk, int micro) {
+void PipelineStage::backward(int chunk, int micro, model::Pass pass) {
   model::Gpt& gpt = *chunks_.at(chunk);
-  // A split backward keeps the slot (W reads it) and runs B alone here.
-  use_slot(chunk, micro, split_ ? SlotUse::kSelect : SlotUse::kFree);
-  const model::Pass pass = split_ ? model::Pass::kInput : model::Pass::kAll;
+  // B alone keeps the slot (its W reads it later).
+  use_slot(chunk, micro, pass == model::Pass::kInput ? SlotUse::kSelect : SlotUse::kFree);
   if (last(chunk)) {
     timed(compute_s_, groups_.clock(), [&] { gpt.backward(1.0f / static_cast<float>(micro_batches_), pass); });  // mean over micro-batches
   } else {

@@ -51,7 +51,8 @@ class PipelineStage {
   // each chunk's grads(), each micro-batch's loss scaled by 1/micro_batches).
   // before_grads(chunk, micro) runs just before each pass that completes gradient ranges of
   // that chunk (the model's grad-ready hook): the backward of `micro`, or its W pass when the
-  // schedule splits backward; per chunk these come in micro-batch order. Returns the sum of
+  // schedule splits backward (its B when the W follows at once: weights_follow); per chunk
+  // these come in micro-batch order. Returns the sum of
   // the micro-batch losses on the stage holding the last virtual stage, 0 on the others.
   double run_step(const FetchFn& fetch, const std::function<void(int chunk, int micro)>& before_grads);
   // Forward only over `count` micro-batches in order (validation); same return value.
@@ -63,7 +64,8 @@ class PipelineStage {
  private:
   void reset();
   void forward(int chunk, int micro, const FetchFn& fetch);
-  void backward(int chunk, int micro);
+  // pass: kAll (the whole backward), or kInput (B of a split backward, whose W comes later).
+  void backward(int chunk, int micro, model::Pass pass);
   void weights(int chunk, int micro);  // W of a split backward
   void exchange(const std::vector<PipeTransfer>& transfers);
   // Takes the slot of `micro` (forward), selects it (B of a split backward) or frees it.

@@ -34,10 +34,12 @@ std::string describe(const ActivationPolicy& p) {
 }
 
 // kMicro micro-batches in flight at once, in a 1F1B-like order; a split backward runs each W
-// later than its B, FIFO, as a zero-bubble schedule does: F0 F1 B0 F2 W0 B1 B2 W1 W2.
+// later than its B, FIFO, as a zero-bubble schedule does: F0 F1 B0 F2 W0 B1 B2 W1 W2. With
+// `whole_middle`, a split model runs micro-batch 1 as one pass (Pass::kAll, as a pipeline
+// stage runs a W right behind its B) between split ones: F0 F1 B0 F2 W0 A1 B2 W2.
 // `stages` are the pipeline stages of one model (first to last), chained through their
 // boundaries.
-Outcome train(std::vector<Gpt*> stages, const ActivationPolicy& policy) {
+Outcome train(std::vector<Gpt*> stages, const ActivationPolicy& policy, bool whole_middle = false) {
   const int V = stages.front()->config().vocab;
   std::vector<Batch> batches;
   for (int i = 0; i < kMicro; ++i) batches.push_back(test::make_batch(kB, kT, V, 40 + i));
@@ -59,15 +61,15 @@ Outcome train(std::vector<Gpt*> stages, const ActivationPolicy& policy) {
     out.losses.push_back(stages.back()->loss());
   };
   const Pass b_pass = policy.split_backward ? Pass::kInput : Pass::kAll;
-  auto bwd = [&](int i) {
+  auto bwd = [&](int i, Pass pass) {
     const float* grad = nullptr;
     for (size_t s = stages.size(); s-- > 0;) {
       Gpt* g = stages[s];
       g->set_slot(i);
       if (s + 1 == stages.size())
-        g->backward(1.0f / kMicro, b_pass);
+        g->backward(1.0f / kMicro, pass);
       else
-        g->backward_stage(grad, b_pass);
+        g->backward_stage(grad, pass);
       grad = g->input_grad();
     }
   };
@@ -78,30 +80,36 @@ Outcome train(std::vector<Gpt*> stages, const ActivationPolicy& policy) {
       g->backward_weights();
     }
   };
-  fwd(0), fwd(1), bwd(0), fwd(2), wgt(0), bwd(1), bwd(2), wgt(1), wgt(2);
+  if (whole_middle)
+    fwd(0), fwd(1), bwd(0, b_pass), fwd(2), wgt(0), bwd(1, Pass::kAll), bwd(2, b_pass), wgt(2);
+  else
+    fwd(0), fwd(1), bwd(0, b_pass), fwd(2), wgt(0), bwd(1, b_pass), bwd(2, b_pass), wgt(1), wgt(2);
   for (Gpt* g : stages) out.grads.insert(out.grads.end(), g->grads(), g->grads() + g->num_params());
   return out;
 }
 
 // Every policy on `make(policy)`'s stages gives the losses and gradients of none, bit for bit.
 void check_policies(const std::function<std::vector<std::unique_ptr<Gpt>>(const ActivationPolicy&)>& make) {
-  auto run = [&](const ActivationPolicy& p) {
+  auto run = [&](const ActivationPolicy& p, bool whole_middle = false) {
     auto owned = make(p);
     std::vector<Gpt*> stages;
     for (auto& g : owned) stages.push_back(g.get());
-    return train(stages, p);
+    return train(stages, p, whole_middle);
   };
   const Outcome ref = run(kPolicies[0]);
   REQUIRE(ref.losses.size() == kMicro);
-  for (const ActivationPolicy& p : kPolicies) {
-    CAPTURE(describe(p));
-    const Outcome got = run(p);
-    CHECK(std::memcmp(got.losses.data(), ref.losses.data(), ref.losses.size() * sizeof(float)) == 0);
-    REQUIRE(got.grads.size() == ref.grads.size());
-    size_t differ = 0;
-    for (size_t i = 0; i < ref.grads.size(); ++i) differ += std::memcmp(&got.grads[i], &ref.grads[i], sizeof(float)) != 0;
-    CHECK(differ == 0);
-  }
+  for (const ActivationPolicy& p : kPolicies)
+    for (bool whole_middle : {false, true}) {
+      if (whole_middle && !p.split_backward) continue;
+      CAPTURE(describe(p), whole_middle);
+      const Outcome got = run(p, whole_middle);
+      CHECK(std::memcmp(got.losses.data(), ref.losses.data(), ref.losses.size() * sizeof(float)) == 0);
+      REQUIRE(got.grads.size() == ref.grads.size());
+      size_t differ = 0;
+      for (size_t i = 0; i < ref.grads.size(); ++i)
+        differ += std::memcmp(&got.grads[i], &ref.grads[i], sizeof(float)) != 0;
+      CHECK(differ == 0);
+    }
 }
 
 GptConfig gpt2_config() { return GptConfig::gpt2(3, 24, 4, 37, 9); }

@@ -531,6 +531,32 @@ TEST_CASE("ZB-H1: the table for 2 stages and 3 micro-batches, derived by hand", 
   CHECK(std::string(pipe_schedule_name(PipeSchedule::kZbH1)) == "zb-h1");
 }
 
+TEST_CASE("ZB-H1: the first stage's W's follow their B's at once, no later stage's do (weights_follow)",
+          "[train][schedule]") {
+  // Stage 0 holds no W back, so a stage runs its B and W as one pass; a later stage posts its
+  // B's gradient before any W.
+  for (int stages = 1; stages <= kMaxStages; ++stages)
+    for (int m = 1; m <= kMaxMicro; m += 3)
+      for (int s = 0; s < stages; ++s) {
+        INFO("stages " << stages << " micro_batches " << m << " stage " << s);
+        const std::vector<PipeStep> zb = zero_bubble_h1(stages, s, m), f1b = one_f_one_b(stages, s, m);
+        int joined = 0;
+        for (size_t i = 0; i < zb.size(); ++i) {
+          if (!weights_follow(zb, i)) continue;
+          ++joined;
+          REQUIRE(zb[i + 1].kind == PipeOpKind::kWeights);
+          REQUIRE(zb[i + 1].micro == zb[i].micro);
+        }
+        CHECK(joined == (s == 0 ? m : 0));
+        for (size_t i = 0; i < f1b.size(); ++i) CHECK_FALSE(weights_follow(f1b, i));
+      }
+  const std::vector<PipeStep> hand = {{PipeOpKind::kBackward, 0}, {PipeOpKind::kWeights, 1},
+                                      {PipeOpKind::kBackward, 1}, {PipeOpKind::kWeights, 1, {}, 1}};
+  CHECK_FALSE(weights_follow(hand, 0));  // another micro-batch's W
+  CHECK_FALSE(weights_follow(hand, 2));  // another chunk's
+  CHECK_FALSE(weights_follow(hand, 3));  // not a B
+}
+
 TEST_CASE("The cost model's zb-h1 against the tables' timing", "[train][schedule]") {
   // F = B = W = 1 (1F1B's backward 2). With free links the cost model's step (m slots plus
   // its bubble) is the tables' makespan exactly, for both schedules. With slow sends the
