@@ -295,8 +295,13 @@ def run_case(sc, net, binary, run_dir, calibrate=True):
                 meter.join()
     finally:
         cluster.close()
+    eth = meter.result() if meter else None
+    if meter and eth is None:
+        # the readings collapsed (the meter looked only after the window's last step): say so
+        print(f"lab: case {net.case}: Ethernet bytes not measured: the counters were read after steps "
+              f"{[s for s, _, _ in meter.snaps]} for the window {window}", flush=True)
     with open(os.path.join(run_dir, "ethernet.json"), "w") as f:
-        json.dump(meter.result() if meter else None, f)
+        json.dump(eth, f)
     with open(os.path.join(run_dir, "cpu.json"), "w") as f:
         json.dump(meter.cpu_result() if meter else None, f)
     out = results(run_dir)
