@@ -85,8 +85,8 @@ double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(in
     switch (s.kind) {
       case PipeOpKind::kForward: forward(s.chunk, s.micro, fetch); break;
       case PipeOpKind::kBackward: {
-        // A W right behind its own B runs with it, as one pass (weights_follow).
-        const bool whole = !split_ || weights_follow(steps_, i);
+        // A W right behind its own B runs with it, as one pass (joins_weights).
+        const bool whole = !split_ || joins_weights(steps_, i, micro_batches_);
         if (whole) before_grads(s.chunk, s.micro);
         backward(s.chunk, s.micro, whole ? model::Pass::kAll : model::Pass::kInput);
         if (split_ && whole) ++i;

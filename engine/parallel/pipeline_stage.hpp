@@ -51,7 +51,7 @@ class PipelineStage {
   // each chunk's grads(), each micro-batch's loss scaled by 1/micro_batches).
   // before_grads(chunk, micro) runs just before each pass that completes gradient ranges of
   // that chunk (the model's grad-ready hook): the backward of `micro`, or its W pass when the
-  // schedule splits backward (its B when the W follows at once: weights_follow); per chunk
+  // schedule splits backward (its B when the W follows at once: joins_weights); per chunk
   // these come in micro-batch order. Returns the sum of
   // the micro-batch losses on the stage holding the last virtual stage, 0 on the others.
   double run_step(const FetchFn& fetch, const std::function<void(int chunk, int micro)>& before_grads);

@@ -185,8 +185,9 @@ std::vector<PipeStep> one_f_one_b(int stages, int stage, int micro_batches) {
   return build_1f1b(stages, stage, micro_batches, -1);
 }
 
-bool weights_follow(const std::vector<PipeStep>& steps, size_t i) {
-  if (i + 1 >= steps.size() || steps[i].kind != PipeOpKind::kBackward) return false;
+bool joins_weights(const std::vector<PipeStep>& steps, size_t i, int micro_batches) {
+  if (i + 1 >= steps.size() || steps[i].kind != PipeOpKind::kBackward || steps[i].micro + 1 >= micro_batches)
+    return false;
   const PipeStep& w = steps[i + 1];
   return w.kind == PipeOpKind::kWeights && w.chunk == steps[i].chunk && w.micro == steps[i].micro;
 }

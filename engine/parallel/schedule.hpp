@@ -98,12 +98,14 @@ int max_in_flight(PipeSchedule kind, int stages, int stage, int micro_batches, i
 // chunk-micro-batches, each holding 1/chunks of the stage's layers (schedule.cpp).
 int max_in_flight(const std::vector<PipeStep>& steps, int chunk);
 
-// True when steps[i] is a B pass whose own W pass (same chunk and micro-batch) is the next
-// step, nothing between them: zero_bubble_h1's first stage, which holds no W back. The stage
-// runs such a pair as one backward (Pass::kAll): the same gradients bit for bit, without what
-// keeping a micro-batch's GEMM output gradients from B to W costs (docs/training.md, "What
-// the split backward costs on a CPU").
-bool weights_follow(const std::vector<PipeStep>& steps, size_t i);
+// True when a stage runs steps[i], a B pass, and the next step as one backward (Pass::kAll):
+// its own W pass (same chunk and micro-batch) follows with nothing between them, as on
+// zero_bubble_h1's first stage, which holds no W back, and it is not of the last of the
+// `micro_batches` (that W pass stays apart: it reports the embedding's gradient before the
+// blocks', so a tied embedding's sum leaves while they run, gpt_backward.cpp). One pass gives
+// the same gradients bit for bit without what keeping a micro-batch's GEMM output gradients
+// from B to W costs (docs/training.md, "What the split backward costs on a CPU").
+bool joins_weights(const std::vector<PipeStep>& steps, size_t i, int micro_batches);
 
 // Tag of the transfer of micro-batch `micro` in the direction of `kind` over the boundary
 // whose lower side is model chunk `link` (link_chunk). A send and its matching recv get the

@@ -3,7 +3,7 @@
 // order (engine/parallel/schedule.hpp), on the thread that computes: CLOCK_THREAD_CPUTIME_ID,
 // so time another process takes from this one on a loaded machine is not counted. Three
 // variants of the stage: 1f1b; zb-h1 as PipelineStage runs it (a W right behind its own B
-// joins it in one pass: weights_follow); zb-h1 with every B and W apart. They take turns step
+// joins it in one pass: joins_weights); zb-h1 with every B and W apart. They take turns step
 // by step (the order reversed every other step), so each step gives paired ratios. A
 // benchmark, not a test (docs/training.md, "What the split backward costs on a CPU").
 // Usage: holmes-split-bench L C NH V B T STAGES STAGE MICRO STEPS [THREADS]
@@ -48,7 +48,7 @@ struct StepTimes {
 struct Variant {
   const char* name;
   parallel::PipeSchedule schedule;
-  bool join_adjacent;  // run B + its W as one pass where weights_follow says so
+  bool join_adjacent;  // run B + its W as one pass where joins_weights says so
   std::vector<parallel::PipeStep> steps;
   std::unique_ptr<model::Gpt> gpt;
   std::vector<StepTimes> times;
@@ -89,7 +89,7 @@ void run_step(Variant& v, const Inputs& in) {
                       cfg.has_head ? in.targets.data() + m * BT : nullptr, in.B, in.T);
       t.forward += thread_cpu_ms() - t0;
     } else if (st.kind == parallel::PipeOpKind::kBackward) {
-      const bool whole = !split || (v.join_adjacent && parallel::weights_follow(v.steps, i));
+      const bool whole = !split || (v.join_adjacent && parallel::joins_weights(v.steps, i, in.micro));
       backward(g, in, m, whole ? model::Pass::kAll : model::Pass::kInput);
       if (split && whole) ++i;
       t.backward += thread_cpu_ms() - t0;

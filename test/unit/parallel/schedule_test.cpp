@@ -531,10 +531,10 @@ TEST_CASE("ZB-H1: the table for 2 stages and 3 micro-batches, derived by hand", 
   CHECK(std::string(pipe_schedule_name(PipeSchedule::kZbH1)) == "zb-h1");
 }
 
-TEST_CASE("ZB-H1: the first stage's W's follow their B's at once, no later stage's do (weights_follow)",
+TEST_CASE("ZB-H1: the first stage joins each B but the last with its W, no later stage any (joins_weights)",
           "[train][schedule]") {
-  // Stage 0 holds no W back, so a stage runs its B and W as one pass; a later stage posts its
-  // B's gradient before any W.
+  // Stage 0 holds no W back, so a stage runs its B and W as one pass, all but the last
+  // micro-batch's; a later stage posts its B's gradient before any W.
   for (int stages = 1; stages <= kMaxStages; ++stages)
     for (int m = 1; m <= kMaxMicro; m += 3)
       for (int s = 0; s < stages; ++s) {
@@ -542,19 +542,22 @@ TEST_CASE("ZB-H1: the first stage's W's follow their B's at once, no later stage
         const std::vector<PipeStep> zb = zero_bubble_h1(stages, s, m), f1b = one_f_one_b(stages, s, m);
         int joined = 0;
         for (size_t i = 0; i < zb.size(); ++i) {
-          if (!weights_follow(zb, i)) continue;
+          if (!joins_weights(zb, i, m)) continue;
           ++joined;
           REQUIRE(zb[i + 1].kind == PipeOpKind::kWeights);
           REQUIRE(zb[i + 1].micro == zb[i].micro);
         }
-        CHECK(joined == (s == 0 ? m : 0));
-        for (size_t i = 0; i < f1b.size(); ++i) CHECK_FALSE(weights_follow(f1b, i));
+        CHECK(joined == (s == 0 ? m - 1 : 0));
+        for (size_t i = 0; i < f1b.size(); ++i) CHECK_FALSE(joins_weights(f1b, i, m));
       }
   const std::vector<PipeStep> hand = {{PipeOpKind::kBackward, 0}, {PipeOpKind::kWeights, 1},
+                                      {PipeOpKind::kBackward, 1}, {PipeOpKind::kWeights, 1},
                                       {PipeOpKind::kBackward, 1}, {PipeOpKind::kWeights, 1, {}, 1}};
-  CHECK_FALSE(weights_follow(hand, 0));  // another micro-batch's W
-  CHECK_FALSE(weights_follow(hand, 2));  // another chunk's
-  CHECK_FALSE(weights_follow(hand, 3));  // not a B
+  CHECK_FALSE(joins_weights(hand, 4, 3));  // another chunk's W
+  CHECK(joins_weights(hand, 2, 3));
+  CHECK_FALSE(joins_weights(hand, 2, 2));  // the last micro-batch's
+  CHECK_FALSE(joins_weights(hand, 0, 3));  // another micro-batch's W
+  CHECK_FALSE(joins_weights(hand, 3, 3));  // not a B
 }
 
 TEST_CASE("The cost model's zb-h1 against the tables' timing", "[train][schedule]") {
