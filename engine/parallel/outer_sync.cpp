@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "engine/parallel/cpu_clock.hpp"
 #include "engine/plan/replicas.hpp"
 
 namespace holmes::parallel {
@@ -22,12 +23,6 @@ size_t chunks(size_t n) { return (n + kChunk - 1) / kChunk; }
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
-// CPU time of the whole process (every thread), milliseconds.
-double process_cpu_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return 1e3 * static_cast<double>(ts.tv_sec) + 1e-6 * static_cast<double>(ts.tv_nsec);
-}
 
 uint16_t to_bf16(float x) {
   uint32_t u;

@@ -26,6 +26,11 @@ struct StepStats {
   double tokens_per_s = 0;  // whole job: global_batch * seq_len / step time
   double flops = 0;         // model FLOPs of this rank's step
   double comm_ms = 0;       // part of step_ms this rank spent waiting on communication (<= step_ms)
+  double cpu_ms = 0;        // CPU time of this rank's whole process (every thread) over the step
+  // Wall time between the end of this rank's previous step and the start of this one: the
+  // loop's own work (the previous rows, the job-wide log figures' exchange on log steps,
+  // checkpoints, validation), outside step_ms. Set by the training loop; 0 for its first step.
+  double between_ms = 0;
   int stop_ranks = 0;  // ranks whose stop_requested was true: summed with the step's loss and norm
   // Whether loss and stop_ranks are the job's. A step trained with Agreement::kLate may return
   // before its replicas' sum of them arrived (false: both unknown until StepRunner::agree).

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "common/errors.hpp"
+#include "engine/parallel/cpu_clock.hpp"
 
 namespace holmes::parallel {
 
@@ -55,18 +56,6 @@ data::BatchCoord validation_coord(const spec::JobSpec& spec, int index, int micr
 }
 
 namespace {
-
-// CPU seconds the calling (training) thread has run so far: its passes, its host work and the
-// tensor-parallel sums it calls, not the communication thread's data-parallel and pipeline
-// traffic nor Gloo's I/O threads, which cost another plan other CPU (a plan with its
-// all-reduce over Ethernet spends more CPU per FLOP than one without, and the figure is
-// carried between plans). BLAS threads beyond the first are not counted either: with several
-// compute threads the figure reads high and the quota bound it feeds binds less, never more.
-double thread_cpu_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
 
 // Model chunk `chunk` of `chunks` on this stage: the embedding only on virtual stage 0 (layer
 // 0), the head only on the last (it ends at L).
@@ -270,7 +259,14 @@ void Trainer::fill_agreed(StepStats& s) const {
 
 StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agreement) {
   const auto t0 = std::chrono::steady_clock::now();
+  // The step's CPU seconds for the calibration (cpu_s): the training thread's (its passes, its
+  // host work and the tensor-parallel sums it calls), not the communication thread's
+  // data-parallel and pipeline traffic nor Gloo's I/O threads, which cost another plan other CPU (a plan with its
+  // all-reduce over Ethernet spends more CPU per FLOP than one without, and the figure is
+  // carried between plans). BLAS threads beyond the first are not counted either: with several
+  // compute threads the figure reads high and the quota bound it feeds binds less, never more.
   const double cpu0 = thread_cpu_s();
+  const double process_cpu0 = process_cpu_ms();  // every thread: what a CPU quota caps
   const auto& t = spec_.train;
   groups_->clock().reset();
   if (steps_ == kWarmupSteps) groups_->tp().reset_sums();  // a calibration times the steady steps' sums
@@ -340,6 +336,7 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   const double compute_s = stage_->compute_s();
   const double host_s = std::max(0.0, s.step_ms / 1e3 - compute_s - s.comm_ms / 1e3);
   const double cpu_s = thread_cpu_s() - cpu0;
+  s.cpu_ms = process_cpu_ms() - process_cpu0;
   for (StepTimes* st : {&all_, steps_ >= kWarmupSteps ? &steady_ : nullptr})
     if (st) st->compute_s += compute_s, st->host_s += host_s, st->cpu_s += cpu_s;
   if (steps_ >= kWarmupSteps) {

@@ -3,6 +3,7 @@
 // (tp = pp = dp = 1).
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -224,14 +225,18 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   };
   // A step trained whose job-wide loss and stop flags are still crossing the replicas.
   std::optional<parallel::StepStats> held;
+  std::optional<std::chrono::steady_clock::time_point> last_end;  // of the previous step (between_ms)
   for (int64_t step = start; step < t.steps; ++step) {
     const int64_t done = step + 1;
     test_signal.raise_if(done, /*before_sums=*/true);
+    const auto step_start = std::chrono::steady_clock::now();
     // A stop signal rides the step's own job-wide sums. With diloco replicas their sum across
     // the replicas runs beside the next step (Agreement::kLate: its trip over the slow link
     // hides behind that step's compute), so every rank learns of it one step later, all at the
     // same step; otherwise at this step.
     parallel::StepStats s = trainer.train_step(step, launch::stop_requested(), parallel::Agreement::kLate);
+    if (last_end) s.between_ms = std::chrono::duration<double, std::milli>(step_start - *last_end).count();
+    last_end = std::chrono::steady_clock::now();
     comm_ms += s.comm_ms;
     total_ms += s.step_ms;
     outer += s.outer;

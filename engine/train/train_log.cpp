@@ -59,7 +59,8 @@ void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& tr
       {"step", static_cast<double>(done)}, {"loss", s.loss},         {"lr", s.lr},
       {"grad_norm", s.grad_norm},          {"step_ms", s.step_ms},   {"tokens_per_s", s.tokens_per_s},
       {"tflops", tflops},                  {"mfu", mfu},             {"rss_mb", rss_mb()},
-      {"comm_ms", s.comm_ms},              {"comm_share", share}};
+      {"comm_ms", s.comm_ms},              {"comm_share", share},    {"cpu_ms", s.cpu_ms},
+      {"between_ms", s.between_ms}};
   const double device_mb = trainer.device_mb();
   if (device_mb > 0) row.emplace_back("device_mb", device_mb);
   if (!s.outer.empty()) {  // this rank's outer sync after the step (diloco)

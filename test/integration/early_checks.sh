@@ -109,6 +109,9 @@ for r in rows:
     assert 0 < r["mfu"] <= 100, r
     # comm_share_max went through a float all-reduce: equal to within float rounding
     assert 0 <= r["comm_share"] <= r["comm_share_max"] * (1 + 1e-6) and r["comm_share_max"] <= 1, r
+    # The step's CPU (every thread of rank 0) and the loop's time before it (0 for the first
+    # step; after it, the previous row and the log figures' exchange over the world group).
+    assert r["cpu_ms"] > 0 and (r["between_ms"] == 0) == (r["step"] == 1) and r["between_ms"] >= 0, r
 print("mfu max %.1f%%, comm_share_max max %.0f%%" % (max(r["mfu"] for r in rows),
                                                       100 * max(r["comm_share_max"] for r in rows)))
 PY

@@ -288,6 +288,30 @@ def period_step_s(sc, case, res):
     return statistics.mean(window) / 1e3 if window else None
 
 
+def between_figures(sc, runs):
+    """Per case and round: rank 0's mean wall time between its steps (metrics.jsonl between_ms:
+    the loop's own work outside step_ms, the job-wide log figures' exchange every step with the
+    lab's log.interval 1) over the steps the case's step time is measured on (diloco cases: the
+    outer periods of period_step_s; the others: every step after warm-up). Measured, never
+    predicted against: the plan prices the exchange as log_s. None for runs of binaries without
+    the key (docs/diloco.md, "Eighth pass")."""
+    out = {}
+    for case in sc.cases:
+        got = []
+        for run_dir, res in runs[case]:
+            rows = [json.loads(line) for line in open(os.path.join(run_dir, "out", "metrics.jsonl")) if '"loss"' in line]
+            window = rows[job.WARMUP_STEPS:]
+            e = res.get("ethernet")
+            if case.startswith("diloco") and e:
+                first = e["steps"][0] + job.overlap(sc, scenario.case_net(sc, case))
+                window = rows[first:e["steps"][-1]]
+            between = [r["between_ms"] for r in window if "between_ms" in r]
+            got.append(statistics.mean(between) if between and len(between) == len(window) else None)
+        if any(x is not None for x in got):
+            out[case] = got
+    return out
+
+
 def wait_split(sc, runs):
     """Per case and round: the median step's wait on communication and the rest of it (busy),
     so that a case's step time can be read apart from the machine's speed: identical work
@@ -388,6 +412,11 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
         for case, w in waits.items():
             print(f"  {case:<16}wait {' '.join(f'{x * 1e3:.0f}' for x in w['wait_s']):<12}"
                   f"busy {' '.join(f'{x * 1e3:.0f}' for x in w['busy_s'])}")
+    between = between_figures(sc, runs)
+    if between:
+        print("rank 0's time between steps (ms, between_ms: the loop outside step_ms, mostly the job-wide log exchange; "
+              "per round, over the measured steps; not in the measured step): "
+              + "; ".join(f"{case} {' '.join('-' if x is None else f'{x:.0f}' for x in got)}" for case, got in between.items()))
     ref = runs[sc.cases[0]][0][1]
     print(f"losses: {'bit-identical in every run' if not mismatches else 'DIFFER: ' + '; '.join(mismatches)} "
           f"({len(ref['losses'])} steps, last {ref['losses'][-1]!r})")
@@ -426,7 +455,7 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
               "scenario": f"{sc.path}: {rounds} round(s), {len(sc.order)} nodes x {sc.workers_per_node} worker(s)",
               "summary": line, "path": sc.path, "rounds": rounds, "spreads": spreads, "degrees": degrees,
               "same_plan": {case: same[case] for case in sc.cases if len(same[case]) > 1}, "cpu": cpu,
-              "waits": waits}
+              "waits": waits, "between_ms": between}
     with open(os.path.join(out_dir, "bench.json"), "w") as f:
         json.dump(result, f, indent=1)
     print(f"lab: wrote {bench_html.write(os.path.join(out_dir, 'bench.json'))}")
