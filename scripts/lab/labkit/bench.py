@@ -133,24 +133,6 @@ def window_step_s(res, steps):
     return statistics.mean(ms) / 1e3 if ms and len(ms) == last - first else res["step_s"]
 
 
-def wall_clock_ratios(sc, runs):
-    """Per case, median over its rounds: the wall-clock time between the Ethernet window's
-    first and last reading over the sum of the logged step_ms of the same steps (about 1: the
-    steps' own timing covers the run; above it, time goes between the steps)."""
-    out = {}
-    for case in sc.cases:
-        got = []
-        for _, res in runs[case]:
-            e = res.get("ethernet")
-            if e and e.get("wall_s_per_step"):
-                step = window_step_s(res, [e["steps"][0], e["steps"][-1]])
-                if step > 0:
-                    got.append(e["wall_s_per_step"] / step)
-        if got:
-            out[case] = statistics.median(got)
-    return out
-
-
 def cpu_figures(sc, runs):
     """Per case, median over its rounds (None without cpu.json): the largest share of CFS periods
     a node cgroup ended throttled, its throttled ms per step, and the least and most any rank
@@ -393,11 +375,6 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
         if same[case][0] == case and len(same[case]) > 1:
             print(f"same plan: {', '.join(same[case])} (ranks, stages, groups, schedule): their spread is over all "
                   "their rounds, what the machine's noise alone moves one job by")
-    clock = wall_clock_ratios(sc, runs)
-    if clock:
-        # Time between the steps (log reductions, a checkpoint) is in the wall clock, not in step_ms.
-        print("wall clock over the Ethernet window / the logged steps' time (median over rounds): "
-              + ", ".join(f"{case} {r:.2f}" for case, r in clock.items()))
     cpu = cpu_figures(sc, runs)
     if cpu:
         # CFS bandwidth control: a node cgroup that spent its quota waits for the next period.
