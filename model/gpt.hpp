@@ -123,6 +123,13 @@ class Gpt {
   // a whole-model wte also takes the head's gradient). Ranges arrive in descending order
   // and cover the buffer once per backward. Empty function = no calls.
   void set_grad_ready_hook(std::function<void(size_t begin, size_t end)> hook) { grad_ready_ = std::move(hook); }
+  // Called during backward()/backward_stage() (backward_weights() when split) as soon as this
+  // backward's share of a tied embedding's gradient is in: on a last stage after the head's
+  // weight gradient (its tied copy of wte), on a first stage after the embedding backward,
+  // which a W pass runs before the blocks' W (the order of every other addition unchanged),
+  // so that the sum over the embedding group can start while the blocks' W still runs. Not
+  // called in a B pass, nor on a shard without a tied embedding. Empty function = no calls.
+  void set_tied_grad_hook(std::function<void()> hook) { tied_grad_ = std::move(hook); }
   // Called during forward()/forward_stage() before the kernels first read the weights of
   // [begin, end) of the flat buffer: the embedding (wte, wpe), each layer, the head (ln_f and
   // a tied copy of wte). Ranges arrive in ascending order and cover the buffer once per
@@ -214,6 +221,9 @@ class Gpt {
   template <class A> void head_forward(const int* targets, int B, int T);
   template <class A> void head_backward(float loss_scale, int B, int T, Pass pass);
   template <class A> void stage_backward(int B, int T, Pass pass);
+  // The embedding's weight gradient (wte, wpe) of the current slot: from dres (kAll) or the
+  // gradient B kept (kWeights); then the tied-gradient hook where wte is tied.
+  template <class A> void embedding_weight_grad(int B, int T, Pass pass);
   template <class A> void run_backward(float loss_scale, const float* doutput, Pass pass);
   template <class A> void to_boundary(float* out, const A* x, size_t n);
   template <class A> void from_boundary(A* out, const float* x, size_t n);
@@ -269,6 +279,7 @@ class Gpt {
   std::vector<SlotState> slot_state_;
   int slot_ = 0;
   std::function<void(size_t, size_t)> grad_ready_;
+  std::function<void()> tied_grad_;
   std::function<void(size_t, size_t)> params_needed_;
   // The current slot's state (saved to / loaded from slot_state_ by set_slot()).
   int B_ = 0, T_ = 0;

@@ -1,7 +1,8 @@
 // Gpt's backward over a stage: the head, the blocks from the last (each replayed first when
 // the activation policy dropped some of its activations), the embedding. One pass (Pass::kAll)
 // or, split for a zero-bubble schedule, B (kInput) now and W (kWeights) later; the GEMM
-// weight gradients and the embedding's are W, the rest B (gpt.hpp: ActivationPolicy).
+// weight gradients and the embedding's are W, the rest B (gpt.hpp: ActivationPolicy). W runs
+// the embedding's first, so a tied embedding's share is final before the blocks' W.
 #include <fmt/format.h>
 
 #include <stdexcept>
@@ -104,13 +105,20 @@ void Gpt::head_backward(float loss_scale, int B, int T, Pass pass) {
   }
   // The final norm, an untied head and a tied copy of the embedding are final; a whole
   // model's tied embedding waits for the embedding backward.
-  if (pass != Pass::kInput) grad_ready(w, layout_.size());
+  if (pass != Pass::kInput) {
+    grad_ready(w, layout_.size());
+    if (head.tied_copy && tied_grad_) tied_grad_();
+  }
 }
 
 template <class A>
 void Gpt::stage_backward(int B, int T, Pass pass) {
   const Shared<A> s = shared<A>();
   const size_t NC = static_cast<size_t>(B) * T * cfg_.hidden;
+  // W: the embedding's gradient (from the input gradient B kept) first, so that a tied
+  // embedding's sum can leave while the blocks' W runs (set_tied_grad_hook); it adds into
+  // wte and wpe alone, so every sum keeps its order.
+  if (cfg_.has_embedding && pass == Pass::kWeights) embedding_weight_grad<A>(B, T, pass);
   for (int l = cfg_.num_stage_layers() - 1; l >= 0; --l) {
     const A* x = l == 0 ? s.encoded : layer_acts<A>(l - 1).res3;
     // B reads what the policy dropped; W reads the GEMM inputs among them (the norms' and
@@ -126,16 +134,23 @@ void Gpt::stage_backward(int B, int T, Pass pass) {
       keep_grad(s.dencoded, s.dres, NC);
       return;
     }
-    const RoleNames names = role_names(cfg_);
-    const size_t wte = layout_.at(names.embedding).offset;
-    float* dwpe = cfg_.is_llama() ? nullptr : grads_.data() + layout_.at(names.positions).offset;
-    const int* tok = token_store_.data() + slot_ * static_cast<size_t>(max_B_) * max_T_;
-    k_.embedding_backward(grads_.data() + wte, dwpe, pass == Pass::kWeights ? s.dencoded : s.dres, tok, B, T,
-                          cfg_.hidden, cfg_.vocab_begin(), cfg_.local_vocab());
-    grad_ready(0, embedding_end());
+    if (pass == Pass::kAll) embedding_weight_grad<A>(B, T, pass);
+    grad_ready(0, embedding_end());  // ranges still arrive in descending order
   } else if constexpr (!std::is_same_v<A, float>) {
     if (pass != Pass::kWeights) to_boundary(s.grad32, s.dres, NC);
   }
+}
+
+template <class A>
+void Gpt::embedding_weight_grad(int B, int T, Pass pass) {
+  const Shared<A> s = shared<A>();
+  const RoleNames names = role_names(cfg_);
+  const ParamTensor& emb = layout_.at(names.embedding);
+  float* dwpe = cfg_.is_llama() ? nullptr : grads_.data() + layout_.at(names.positions).offset;
+  const int* tok = token_store_.data() + slot_ * static_cast<size_t>(max_B_) * max_T_;
+  k_.embedding_backward(grads_.data() + emb.offset, dwpe, pass == Pass::kWeights ? s.dencoded : s.dres, tok, B, T,
+                        cfg_.hidden, cfg_.vocab_begin(), cfg_.local_vocab());
+  if (emb.tied_embedding && tied_grad_) tied_grad_();
 }
 
 // Used by the blocks (gpt_block.cpp, llama_block.cpp).

@@ -118,24 +118,35 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, ParallelGroups& groups, size_t buc
     dp_ = true;
     scattered_.resize(nb);
     gathered_.resize(nb);
-    gpt_.set_grad_ready_hook([this](size_t begin, size_t end) { on_grads_ready(begin, end); });
     gpt_.set_params_needed_hook([this](size_t begin, size_t end) { on_params_needed(begin, end); });
   }
+  if (groups_.embedding().size() > 1) tied_ = tied_embedding(gpt.layout());
+  if (tied_) {
+    tied_counts_ = !tied_->tied_copy;
+    for (size_t k = 0; k < nb; ++k)
+      if (buckets_[k].embedding) tied_bucket_ = k;
+    gpt_.set_tied_grad_hook([this] { on_tied_grad(); });
+  }
+  if (dp_ || tied_) gpt_.set_grad_ready_hook([this](size_t begin, size_t end) { on_grads_ready(begin, end); });
 }
 
 DistOptimizer::~DistOptimizer() {
-  if (dp_) groups_.dp().abandon();  // nothing beside the compute outlives the buffers it uses
+  // Nothing beside the compute outlives the buffers it uses.
+  if (dp_) groups_.dp().abandon();
+  if (tied_) groups_.embedding().abandon();
   gpt_.set_grad_ready_hook({});
   gpt_.set_params_needed_hook({});
+  gpt_.set_tied_grad_hook({});
 }
 
 void DistOptimizer::arm() {
-  if (!dp_) return;
+  if (!dp_ && !tied_) return;
   armed_ = true;
   overlapped_ = 0;
   next_ = 0;
   ready_floor_ = gpt_.num_params();
-  std::fill(scattered_.begin(), scattered_.end(), Work{});
+  tied_post_ = {};
+  if (dp_) std::fill(scattered_.begin(), scattered_.end(), Work{});
 }
 
 void DistOptimizer::on_grads_ready(size_t begin, size_t end) {
@@ -144,11 +155,50 @@ void DistOptimizer::on_grads_ready(size_t begin, size_t end) {
     throw std::logic_error(fmt::format("DistOptimizer: gradient range [{}, {}) reported while [{}, ...) is final; "
                                        "backward must finish the buffer from its end", begin, end, ready_floor_));
   ready_floor_ = begin;
+  if (!dp_) return;
   for (; next_ < buckets_.size() && buckets_[next_].begin >= ready_floor_; ++next_) {
-    if (buckets_[next_].embedding && groups_.embedding().size() > 1) continue;  // after the embedding sum
+    if (tied_ && next_ == tied_bucket_) continue;  // after the embedding sum
     submit(next_);
     ++overlapped_;
   }
+}
+
+void DistOptimizer::on_tied_grad() {
+  // Every micro-batch's backward reports; the armed one, the step's last, completes the sum.
+  if (!armed_ || tied_sum_.pending()) return;
+  // A device group queues it on the side queue, where it would hold up the reduce-scatters
+  // the rest of this backward posts: finish_grads queues it behind them.
+  if (dp_ && groups_.embedding().mode() == Group::Mode::kDevice) return;
+  post_tied(true);
+}
+
+void DistOptimizer::post_tied(bool in_backward) {
+  size_t ahead = 0;
+  if (in_backward) {  // the gradients below ready_floor_ are still to come, the tied range aside
+    const size_t end = std::min(tied_->offset + tied_->numel, ready_floor_);
+    ahead = ready_floor_ - (end > tied_->offset ? end - tied_->offset : 0);
+  }
+  tied_post_ = {.posted = true, .in_backward = in_backward, .ahead = ahead};
+  // Megatron's embedding group: the first stage's wte and the last stage's copy both get the
+  // sum of the two gradients, so the copies stay equal after the update.
+  tied_sum_ = groups_.embedding().all_reduce_beside(Buf::f32(gpt_.grads() + tied_->offset, tied_->numel),
+                                                    comm::ReduceOp::kSum);
+}
+
+void DistOptimizer::land_tied() {
+  if (!tied_sum_.pending()) return;
+  tied_sum_.land();  // rethrows a failed sum
+  tied_sum_ = Work{};
+  if (!dp_) return;
+  submit(tied_bucket_);
+  land_scattered(tied_bucket_);
+}
+
+void DistOptimizer::land_scattered(size_t k) {
+  scattered_[k].land();
+  scattered_[k] = Work{};
+  backend_.kernels->scale_forward(reduced_.data() + reduced_off_[k], 1.0f / static_cast<float>(dp_size_),
+                                  buckets_[k].chunk);
 }
 
 void DistOptimizer::submit(size_t k) {
@@ -159,23 +209,16 @@ void DistOptimizer::submit(size_t k) {
 }
 
 void DistOptimizer::finish_grads() {
-  // Megatron's embedding group: the first stage's wte and the last stage's copy both get
-  // the sum of the two gradients, so the copies stay equal after the update.
-  if (groups_.embedding().size() > 1) {
-    if (const model::ParamTensor* wte = tied_embedding(gpt_.layout()))
-      groups_.embedding().all_reduce(Buf::f32(gpt_.grads() + wte->offset, wte->numel), comm::ReduceOp::kSum);
-  }
-  if (!dp_) return;
+  // Not posted during backward: a device group, or a step whose last backward was not armed.
+  if (tied_ && !tied_sum_.pending()) post_tied(false);
   armed_ = false;
+  if (!dp_) return;
+  const auto tied = [&](size_t k) { return tied_ && k == tied_bucket_; };  // after the embedding sum
   for (size_t k = 0; k < buckets_.size(); ++k)
-    if (!scattered_[k].pending()) submit(k);
+    if (!tied(k) && !scattered_[k].pending()) submit(k);
   // Every bucket's sum has landed, then the average, on the compute queue.
-  for (size_t k = 0; k < buckets_.size(); ++k) {
-    scattered_[k].land();
-    scattered_[k] = Work{};
-    backend_.kernels->scale_forward(reduced_.data() + reduced_off_[k], 1.0f / static_cast<float>(dp_size_),
-                                    buckets_[k].chunk);
-  }
+  for (size_t k = 0; k < buckets_.size(); ++k)
+    if (!tied(k)) land_scattered(k);
 }
 
 const float* DistOptimizer::owned_grads(size_t k) const {
@@ -184,8 +227,14 @@ const float* DistOptimizer::owned_grads(size_t k) const {
 
 void DistOptimizer::add_owned_grad_sq(std::vector<double>& by_unit) {
   sq_.zero();
-  for (const NormRange& r : norm_)
-    backend_.kernels->sum_squares_forward(sq_.data() + r.unit, owned_grads(r.bucket) + r.begin, r.end - r.begin);
+  // A tied wte's squares last, after its sum over the embedding group lands: it is unit 0's
+  // only tensor, so every unit's sum keeps its order.
+  for (const bool tied_part : {false, true}) {
+    if (tied_part && tied_counts_) land_tied();
+    for (const NormRange& r : norm_)
+      if ((tied_ && r.bucket == tied_bucket_) == tied_part)
+        backend_.kernels->sum_squares_forward(sq_.data() + r.unit, owned_grads(r.bucket) + r.begin, r.end - r.begin);
+  }
   std::vector<double> host(sq_.size());
   sq_.download(host);
   for (size_t u = 0; u < host.size(); ++u) by_unit.at(u) += host[u];
@@ -193,12 +242,20 @@ void DistOptimizer::add_owned_grad_sq(std::vector<double>& by_unit) {
 
 void DistOptimizer::update(const AdamWHyper& h, int64_t t, float grad_scale) {
   params_ready();  // a step whose forward did not run (a failure) may have left gathers
-  for (size_t k = 0; k < buckets_.size(); ++k) {
+  auto adamw = [&](size_t k) {
     const GradBucket& b = buckets_[k];
     const size_t n = b.own_end - b.own_begin;
-    if (n == 0) continue;
+    if (n == 0) return;
     adamw_update(*backend_.kernels, gpt_.params() + b.own_begin, owned_grads(k), m_.data() + pack_off_[k],
                  v_.data() + pack_off_[k], 0, n, decay_[k], h, t, grad_scale);
+  };
+  // A last stage's tied copy (the norm does not count it) is the one gradient read here first:
+  // its sum over the embedding group lands after every other bucket's update.
+  for (size_t k = 0; k < buckets_.size(); ++k)
+    if (!tied_ || k != tied_bucket_) adamw(k);
+  if (tied_) {
+    land_tied();
+    adamw(tied_bucket_);
   }
   if (dp_) {
     // In forward order, so the next forward's first layers find theirs first. Each rank gives

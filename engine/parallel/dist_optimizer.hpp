@@ -13,7 +13,16 @@
 // side queue, staging through host memory) is the data-parallel group's (group.hpp).
 //
 // The tied embedding: wte (first stage) and its copy (last stage) each get a bucket of
-// their own, held back until their gradients are summed over the embedding group.
+// their own, held back until their gradients are summed over the embedding group. That sum
+// (Megatron's embedding group) runs beside the compute: each side posts it as soon as the
+// model reports its share final in the step's last backward (a last stage after the head's
+// weight gradient of its last micro-batch, a first stage after the embedding's, which a W pass
+// runs before the blocks' W), and waits for it only where the sum is read: the first stage
+// before the gradient norm's squares of wte (after every other unit's), the last stage, whose
+// copy the norm does not count, in update() after the other buckets' AdamW. The two members'
+// sum is a + b either way, so the bits are those of a sum at the end of backward. On a device
+// group (which shares the side queue with the data-parallel reduce-scatters) it is queued in
+// finish_grads(), behind them.
 #pragma once
 
 #include <cstdint>
@@ -60,8 +69,9 @@ class DistOptimizer {
   // Call before the step's last backward: from then on every bucket is reduce-scattered as
   // soon as the model reports its gradients final.
   void arm();
-  // After the whole backward: the tied-embedding sum, the buckets not yet sent, then the
-  // wait for all of them. Afterwards the owned gradients are final (averaged over dp).
+  // After the whole backward: the buckets not yet sent, then the wait for all of them (but a
+  // tied embedding's, see the header). Afterwards the owned gradients are final (averaged over
+  // dp), a tied embedding's once add_owned_grad_sq() (first stage) or update() (last) ran.
   void finish_grads();
   // Sums of squares of the owned gradients by norm unit (norm_unit), added into by_unit
   // ([norm_units(L)]); each element of the global model is counted once over all ranks
@@ -88,10 +98,22 @@ class DistOptimizer {
   const std::vector<GradBucket>& buckets() const { return buckets_; }
   // Buckets whose reduce-scatter the last step submitted while backward still ran.
   int overlapped() const { return overlapped_; }
+  // Where the last step posted the sum of a tied embedding over the embedding group:
+  // in_backward (from the model's tied-gradient hook; else in finish_grads) and `ahead`, the
+  // floats of the other gradients that backward reported after the post (tests).
+  struct TiedPost {
+    bool posted = false, in_backward = false;
+    size_t ahead = 0;
+  };
+  const TiedPost& tied_post() const { return tied_post_; }
 
  private:
   void on_grads_ready(size_t begin, size_t end);
+  void on_tied_grad();
+  void post_tied(bool in_backward);  // the tied embedding's sum over the embedding group
+  void land_tied();  // waits for it; with dp, then reduce-scatters its bucket
   void submit(size_t k);  // bucket k's reduce-scatter
+  void land_scattered(size_t k);  // waits for bucket k's reduce-scatter, then averages it
   const float* owned_grads(size_t k) const;
   void on_params_needed(size_t begin, size_t end);
   void land(size_t k);  // bucket k's deferred all-gather, then its bf16 copy
@@ -120,6 +142,13 @@ class DistOptimizer {
   bool armed_ = false;
   int overlapped_ = 0;
   bool dp_ = false;  // dp_size > 1: gradients are reduce-scattered, parameters all-gathered
+  // The tied embedding (or its copy) summed over an embedding group of two, else null; its
+  // bucket, whether the norm counts it (first stage), the sum in flight.
+  const model::ParamTensor* tied_ = nullptr;
+  size_t tied_bucket_ = 0;
+  bool tied_counts_ = false;
+  Work tied_sum_;
+  TiedPost tied_post_;
   // Deferred all-gathers, landed in forward order (bucket index descending); gather_next_
   // counts the buckets landed, from the last index.
   std::vector<Work> gathered_;

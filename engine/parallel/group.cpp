@@ -151,6 +151,27 @@ void Group::check_beside(const char* op, std::initializer_list<Buf> bufs) const 
   }
 }
 
+Work Group::all_reduce_beside(Buf data, comm::ReduceOp op) {
+  check_beside("all_reduce_beside", {data});
+  if (mode_ == Mode::kDevice) {
+    void* side = mem_->side_stream();
+    mem_->order(mem_->stream(), side);  // after the kernels that wrote `data`
+    device_->all_reduce(data.data, data.count, data.dtype, op, {.stream = side});
+    Work w;
+    w.s_ = std::make_shared<Work::State>();
+    w.s_->group = this;
+    w.s_->fence = mem_->fence_on(side);
+    return w;
+  }
+  // Staged: `data` is read (downloaded now) and written (uploaded when landed), two slots;
+  // on host memory both are `data` itself. The host group sums as all_reduce's does.
+  const size_t n = data.count;
+  return beside({data, data}, {false, true}, [this, n, op](std::vector<void*> p, auto) {
+    if (p[1] != p[0]) std::memcpy(p[1], p[0], n * sizeof(float));
+    host_->all_reduce({static_cast<float*>(p[1]), n}, op);
+  });
+}
+
 Work Group::reduce_scatter(Buf out, Buf in, comm::ReduceOp op) {
   check_beside("reduce_scatter", {out, in});
   const size_t chunk = out.count, n = in.count, padded = chunk * static_cast<size_t>(size());

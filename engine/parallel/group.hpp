@@ -14,7 +14,8 @@
 //            thread, or at once for a collective in the compute order), and results go back by
 //            copies queued when they land. The one staging path: every operation takes it.
 // Callers say only what must be ordered: all_reduce runs in the compute order (the host and
-// the compute queue see its result afterwards); reduce_scatter, all_gather and send_recv run
+// the compute queue see its result afterwards); all_reduce_beside, reduce_scatter, all_gather
+// and send_recv run
 // beside the compute, starting after what the compute queue holds, and return a Work that is
 // landed before the results are read.
 //
@@ -109,6 +110,10 @@ class Group {
   // summed by NCCL as NCCL does; elsewhere widened to fp32, summed in the host group's order
   // and rounded once (the same bits under every plan).
   void all_reduce(Buf data, comm::ReduceOp op);
+  // Beside the compute, in place (fp32): every member's `data` becomes the sum (or max), the
+  // same bits as all_reduce. Nothing may read or write `data` until the Work lands. On a
+  // device group it is queued on the side queue behind what was posted there before.
+  Work all_reduce_beside(Buf data, comm::ReduceOp op);
   // Beside the compute. out <- chunk rank() of the sum of every member's `in`, where in is
   // zero-padded to size() x out.count (so a bucket dp does not divide needs no copy).
   Work reduce_scatter(Buf out, Buf in, comm::ReduceOp op);

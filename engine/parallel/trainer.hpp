@@ -9,7 +9,8 @@
 //       train.recompute leaves (model/gpt.hpp: Recompute);
 //   DP  the distributed optimizer (dist_optimizer.hpp): bucketed reduce-scatter overlapped
 //       with the last micro-batch's backward, sharded AdamW, all-gather of parameters;
-//   the tied wte gradient summed over the embedding group before its DP reduction;
+//   the tied wte gradient summed over the embedding group beside the compute, posted when
+//   each end's share is final and landed where it is read, before its DP reduction;
 //   one global gradient norm (owned squares summed over dp, tp, pp) and one loss (last
 //   stage's mean, averaged over dp), identical on every rank.
 // Every run (single process, each rank of a job, bench) trains through this one class.
@@ -131,6 +132,7 @@ class Trainer final : public StepRunner {
   model::Gpt& chunk(int c) { return *chunks_.at(c); }
   ParallelGroups& groups() { return *groups_; }
   const DistOptimizer& optimizer() const { return *optimizer_; }
+  const DistOptimizer& optimizer(int chunk) const { return *optimizers_.at(chunk); }
 
  private:
   bool counts_loss() const { return c_.pp_stage == c_.pp_size - 1 && c_.tp_rank == 0; }

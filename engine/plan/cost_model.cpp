@@ -174,9 +174,18 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   const double covering = t.compute_s * cpu_share;
   t.rs_exposed_s = std::max(0.0, rs - (covering + waits) * 2.0 / 3.0);
   t.ag_exposed_s = std::max(0.0, ag - (covering + waits) / 3.0);
-  if (first != last && m.tie_embeddings) {  // the embedding group's sum of the tied head
-    double tied = double(padded_vocab(m.vocab, tp)) * m.hidden / tp * w.grad_bytes();
-    t.tied_s = ring_all_reduce_s(emb_link, 2, tied);
+  // The embedding group's sum of the tied head runs beside the compute (DistOptimizer): each
+  // end posts its share when it is final. The last stage posts after its last head W and
+  // reads the sum only in the update, after the norm's all-reduce, which waits for the first
+  // stage anyway: it exposes nothing of its own. The first stage posts after its last
+  // embedding W (zb-h1: before that pass's blocks' W, which then cover it at the quota's
+  // share; 1f1b, interleaved: at the end of its last backward) and reads the sum for the
+  // norm; it flies beside the reduce-scatter's exposed tail (another group), so only what
+  // outlasts both is exposed.
+  if (first && !last && m.tie_embeddings) {
+    const double tied = double(padded_vocab(m.vocab, tp)) * m.hidden / tp * w.grad_bytes();
+    const double cover = (w.activation.split_backward ? t.weights_s * cpu_share : 0.0) + t.rs_exposed_s;
+    t.tied_s = std::max(0.0, ring_all_reduce_s(emb_link, 2, tied) - cover);
   }
   t.dp_s = t.rs_exposed_s + t.ag_exposed_s + t.tied_s;
   return t;

@@ -80,7 +80,8 @@ struct StageTime {
   double dp_s = 0;       // per step, exposed: rs_exposed_s + ag_exposed_s + tied_s
   // Its parts: the gradients' reduce-scatter beyond what the stage's last backward (and its
   // drain waits) covers, the parameters' all-gather beyond the next step's first forward (and
-  // its fill waits), the tied embedding's sum (first and last stage).
+  // its fill waits), the tied embedding's sum beyond what covers it (first stage; the last
+  // stage's waits for nothing the step does not wait for anyway).
   double rs_exposed_s = 0, ag_exposed_s = 0, tied_s = 0;
   double update_s = 0;   // per step: optimizer update and other host work
   // Sends run on the communication thread beside the next pass: in the 1F1B steady state a

@@ -98,6 +98,11 @@ struct RankRun {
   long device_spans = 0;       // Grid::device_groups: spans of the compute queue timed by the device
   std::map<std::string, std::vector<float>> by_name;  // final weights of every chunk, by tensor name
   int chunks = 1;                                     // model chunks of the stage (interleaved: V)
+  // The chunk holding a tied embedding summed over the embedding group (-1: none), where the
+  // last step posted that sum (DistOptimizer::tied_post), and that chunk's layout.
+  int tied_chunk = -1;
+  DistOptimizer::TiedPost tied_post;
+  model::ParamLayout tied_layout;
   std::string numerics;                               // Trainer::numerics()
 };
 
@@ -275,6 +280,12 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
         r.by_name[tensor.name + (tensor.tied_copy ? " (head copy)" : "")].assign(
             w.begin() + tensor.offset, w.begin() + tensor.offset + tensor.numel);
     }
+    for (int c = 0; c < trainer.chunk_count(); ++c)
+      if (trainer.optimizer(c).tied_post().posted) {
+        r.tied_chunk = c;
+        r.tied_post = trainer.optimizer(c).tied_post();
+        r.tied_layout = trainer.chunk(c).layout();
+      }
     if (trainer.chunk_count() > 1) return;  // interleaved: no one-shard view (Trainer::shard_state)
     ShardState st = trainer.shard_state();
     r.params.assign(st.params, st.params + st.layout->size());
@@ -298,6 +309,7 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
       };
       expect(device.dp, "reduce_scatter", side, "the side queue");
       expect(device.dp, "all_gather", side, "the side queue");
+      expect(device.embedding, "all_reduce", side, "the side queue");  // the tied embedding's sum
       expect(device.tp, "all_reduce", compute, "the compute queue");
       expect(device.pp, "send_recv", compute, "the compute queue");
       // Each reduce-scatter and each all-gather starts after what the compute queue holds;
@@ -307,22 +319,24 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
         return grp ? static_cast<DeviceOnlyGroup&>(*grp).count(op) : 0L;
       };
       const long scatters = count(device.dp, "reduce_scatter"), gathers = count(device.dp, "all_gather");
+      const long sums = count(device.embedding, "all_reduce"), side_ops = scatters + gathers + sums;
       const long updates = device.dp ? spec.train.steps : 0;
       if (scatters != updates * static_cast<long>(r.bucket_count) || gathers != scatters)
         r.queue_problems += fmt::format("{} reduce-scatters and {} all-gathers in {} steps of {} buckets; ", scatters,
                                         gathers, updates, r.bucket_count);
-      if (mem.orders_to_side() != scatters + gathers)
+      if (device.embedding && sums != spec.train.steps)
+        r.queue_problems += fmt::format("{} tied-embedding sums in {} steps; ", sums, spec.train.steps);
+      if (mem.orders_to_side() != side_ops)
         r.queue_problems += fmt::format("{} orders before {} operations on the side queue; ", mem.orders_to_side(),
-                                        scatters + gathers);
+                                        side_ops);
       const long lands = mem.holds(mem.side_stream(), mem.stream());
-      if (lands != scatters + gathers)
+      if (lands != side_ops)
         r.queue_problems += fmt::format("{} fences of the side queue held the compute queue, for {} operations; ", lands,
-                                        scatters + gathers);
+                                        side_ops);
       r.queue_orders = mem.orders_to_side() + mem.orders_to_compute();
       // Every operation queued on the compute queue, and every wait of that queue for the
       // side queue, is timed by the device: two timed fences each.
-      const long spans = count(device.tp, "all_reduce") + count(device.pp, "send_recv") +
-                         count(device.embedding, "all_reduce") + lands;
+      const long spans = count(device.tp, "all_reduce") + count(device.pp, "send_recv") + lands;
       if (mem.timed_fences() != 2 * spans)
         r.queue_problems += fmt::format("{} timed fences for {} spans on the compute queue; ", mem.timed_fences(), spans);
       r.device_spans = spans;

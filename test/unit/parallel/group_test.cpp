@@ -107,6 +107,18 @@ TEST_CASE("Group: all_reduce, reduce_scatter and all_gather give the sums every 
         Work ag = g.all_gather(Buf::f32(whole.data(), 7), Buf::f32(mine.data(), n));
         ag.land();
         CHECK(read(whole) == std::vector<float>{1, 2, 3, 11, 12, 13, 21});
+        // An all-reduce beside the compute (the tied embedding's sum): the same bits as in the
+        // compute order, on values whose sum rounds.
+        std::vector<float> vals(5);
+        for (size_t i = 0; i < vals.size(); ++i) vals[i] = 0.1f * float(i + 1) / float(rank + 3) + 1e-7f * float(rank);
+        device::DeviceArray<float> a(*m->mem, 5), b(*m->mem, 5);
+        a.upload(vals);
+        b.upload(vals);
+        Work ar = g.all_reduce_beside(Buf::f32(a.data(), 5), comm::ReduceOp::kSum);
+        g.all_reduce(Buf::f32(b.data(), 5), comm::ReduceOp::kSum);
+        ar.land();
+        CHECK(read(a) == read(b));
+        CHECK(read(a) != vals);
         g.drain();
       });
     }

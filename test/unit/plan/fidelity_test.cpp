@@ -504,3 +504,36 @@ TEST_CASE("a node declared slower under a smaller quota is not held back twice b
   CHECK(f.nodes[1].cpu_tflops == Approx(0.06));
   CHECK(f.nodes[1].tflops == Approx(0.75 * f.nodes[0].tflops));  // the wall rate keeps the ratio
 }
+
+TEST_CASE("the tied embedding's sum is exposed only on the first stage, beyond its reduce-scatter tail and last W",
+          "[cost_model][fidelity]") {
+  // The sum over the embedding group runs beside the compute (DistOptimizer): the last stage
+  // posts it after its last head W and reads it after the norm's all-reduce (no exposure of
+  // its own); the first stage posts it when its embedding gradient is final and reads it for
+  // the norm, so it flies beside the exposed reduce-scatter and, under zb-h1, the blocks' W
+  // of the last W pass. Priced serially on both ends before.
+  hp::Workload w = workload(false);
+  w.shape.vocab = 50000;  // a large tied head over a slow link: the sum outlasts its cover
+  hp::StageCost s0 = dp_stage(0, 2, 0.05), s1 = dp_stage(1, 2, 0.05);
+  hp::LinkCost eth;
+  eth.kind = hp::LinkKind::kEthernet;
+  eth.gbps_per_rank = 0.3;
+  eth.latency_s = 100e-6;
+  s0.emb_link = s1.emb_link = eth;
+  const double sum = hp::ring_all_reduce_s(eth, 2, double(hp::padded_vocab(50000, 1)) * w.shape.hidden * 4);
+  const hp::StageTime a0 = s0.time(w, 4), a1 = s1.time(w, 4);
+  CHECK(a1.tied_s == 0);
+  REQUIRE(sum > a0.rs_exposed_s);
+  CHECK(a0.tied_s == Approx(sum - a0.rs_exposed_s));
+  CHECK(a0.rs_exposed_s + a0.tied_s == Approx(std::max(sum, a0.rs_exposed_s)));
+  // zb-h1: the last W pass's blocks cover it too, at the quota's share.
+  w.activation.split_backward = true;
+  s0.cpu_share = 0.5;
+  const hp::StageTime z0 = s0.time(w, 4);
+  REQUIRE(z0.weights_s > 0);
+  CHECK(z0.tied_s == Approx(std::max(0.0, sum - z0.rs_exposed_s - 0.5 * z0.weights_s)));
+  CHECK(z0.tied_s < a0.tied_s);
+  // A fast link: nothing exposed.
+  s0.emb_link.gbps_per_rank = 1e4;
+  CHECK(s0.time(w, 4).tied_s == 0);
+}
