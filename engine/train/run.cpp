@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 
 #include "engine/plan/plan.hpp"
@@ -185,25 +186,41 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   double first_loss = NAN, last_loss = NAN, comm_ms = 0, total_ms = 0;
   parallel::OuterTimes outer;  // this rank's outer syncs (diloco), summed for its last line
   JobFigures figures;
+  // diloco replicas train apart between outer syncs: a job-wide reduction on every log line
+  // would make each replica wait for the slowest over the slow links at every line (in the
+  // lab's pods scenario, logging every step: 40-60 ms of each ~140 ms step, which step_ms did
+  // not show). Their job-wide figures are reduced on the first log line of each outer period
+  // (one reduction per inner_steps steps at most; periods counted from the steps where an
+  // exchange lands, outer_overlap steps after it was sent, where the replicas meet anyway and
+  // the slow link is free of it), the first and the last line and when stopping; the lines
+  // between carry rank 0's own figures.
+  const bool diloco = spec.parallel.diloco();
+  const int64_t period = diloco ? std::max(1, spec.parallel.inner_steps) : 1;
+  const int64_t lands = diloco ? spec.parallel.outer_overlap : 0;
+  auto period_of = [&](int64_t done) { return (done - lands) / period; };
+  int64_t reduced_in = std::numeric_limits<int64_t>::min();  // the period of the last reduction
   // A step's agreed stats, in step order: its log line and metrics row. Each rank's largest
-  // memory and communication share since the last log line (its own share, so at most 100%)
-  // and its stop signal are reduced over the job in one collective only on log steps and when
-  // stopping (returned then): the world group crosses the slow links, so it carries nothing
-  // every step.
+  // memory and communication share since the last reduction (its own share, so at most 100%)
+  // and its stop signal are reduced over the job in one collective only on log steps (above)
+  // and when stopping (returned then): the world group crosses the slow links, so it carries
+  // nothing every step.
   auto report = [&](const parallel::StepStats& s, bool stopping) {
     const int64_t done = s.step + 1;
     if (s.step == start) first_loss = s.loss;
     last_loss = s.loss;
     figures.note(rss_mb(), s.step_ms, s.comm_ms);
     const bool log_step = done == start + 1 || done % interval == 0 || done == t.steps;
+    const bool reduce =
+        stopping || (log_step && (done == start + 1 || done == t.steps || period_of(done) > reduced_in));
     std::vector<double> job;
-    if (log_step || stopping) {
+    if (reduce) {
       job = max_over_ranks(figures.packed(ctx.rank, ctx.world, launch::stop_signal()));
       figures = {};
+      reduced_in = period_of(done);
     }
     std::optional<JobMaxima> maxima;
     if (!job.empty()) maxima = JobMaxima{job[0], job[1], std::vector<double>(job.begin() + 3, job.end())};
-    if (log) log->step(s, trainer, maxima);
+    if (log) log->step(s, trainer, log_step || stopping, maxima);
     return job;
   };
   // A step trained whose job-wide loss and stop flags are still crossing the replicas.

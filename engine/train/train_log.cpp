@@ -47,7 +47,8 @@ void TrainLog::header(const parallel::StepRunner& trainer, const std::string& da
   std::fflush(stdout);
 }
 
-void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& trainer, const std::optional<JobMaxima>& job) {
+void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& trainer, bool line,
+                    const std::optional<JobMaxima>& job) {
   const int64_t done = s.step + 1, total = spec_.train.steps;
   // The whole job's model FLOPs in this step (every rank's share), over rank 0's step time.
   const double job_flops = trainer.flops_per_token() * static_cast<double>(trainer.tokens_per_step());
@@ -79,15 +80,17 @@ void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& tr
   if (job && !job->comm_share_ranks.empty()) arrays.emplace_back("comm_share_ranks", job->comm_share_ranks);
   metrics_.write(row, arrays);
   smoothed_ms_ = smoothed_ms_ == 0 ? s.step_ms : 0.9 * smoothed_ms_ + 0.1 * s.step_ms;
-  if (job) {
-    // Multi-process: the share of the step rank 0 and the most-waiting rank spent in communication.
-    const std::string comm = job->comm_share > 0
-                                 ? fmt::format(" | comm {:.0f}% (max rank {:.0f}%)", 100.0 * share, 100.0 * job->comm_share)
-                                 : "";
+  if (line) {
+    // Multi-process: the share of the step rank 0 and the most-waiting rank spent in communication
+    // (rank 0's alone on a line without the job's maxima).
+    const std::string comm =
+        job && job->comm_share > 0 ? fmt::format(" | comm {:.0f}% (max rank {:.0f}%)", 100.0 * share, 100.0 * job->comm_share)
+        : !job && s.comm_ms > 0    ? fmt::format(" | comm {:.0f}% (rank 0)", 100.0 * share)
+                                   : "";
     fmt::print("step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.4f} | {:.1f} ms | {} tok/s | {:.3f} TFLOP/s | "
                "MFU {:.1f}% | rss {:.0f} MiB{}{}\n",
                done, fmt::formatted_size("{}", total), total, s.loss, s.lr, s.grad_norm, s.step_ms,
-               human_count(s.tokens_per_s), tflops, mfu, job->rss_mb,
+               human_count(s.tokens_per_s), tflops, mfu, job ? job->rss_mb : rss_mb(),
                device_mb > 0 ? fmt::format(" | gpu {:.0f} MiB", device_mb) : "", comm);
   }
   if (!s.outer.empty())

@@ -35,11 +35,13 @@ class TrainLog {
            std::optional<double> entropy_floor, bool append_metrics = false);
 
   void header(const parallel::StepRunner& trainer, const std::string& data_description) const;
-  // Every step goes to metrics.jsonl with rank 0's own figures; a log step (`job` set: every
-  // log.interval steps, the first and the last) is also printed, with the job's maxima (also
-  // in its metrics row as rss_mb_max and comm_share_max). A progress line with the ETA
-  // follows every ~10% of the run.
-  void step(const parallel::StepStats& s, const parallel::StepRunner& trainer, const std::optional<JobMaxima>& job);
+  // Every step goes to metrics.jsonl with rank 0's own figures; a log step (`line`: every
+  // log.interval steps, the first and the last) is also printed, with the job's maxima when
+  // they were reduced for it (`job`; also in its metrics row as rss_mb_max, comm_share_max
+  // and comm_share_ranks), else rank 0's own. A progress line with the ETA follows every ~10%
+  // of the run.
+  void step(const parallel::StepStats& s, const parallel::StepRunner& trainer, bool line,
+            const std::optional<JobMaxima>& job);
   void validation(int64_t steps_done, double val_loss);
   void footer(double first_loss, double last_loss, const std::string& model_path);
 

@@ -35,6 +35,12 @@ grep -q "parallel.outer.*diloco needs parallel.replicas >= 2" "$tmp/bad.log" || 
 run "$tmp/ref" "$steps" "${job[@]}"
 [ "$rc" -eq 0 ] || { bad "uninterrupted run: exit $rc" "$tmp/ref.log"; exit 1; }
 grep -q "outer '" "$tmp/ref.log" || bad "no outer group in the start-up log" "$tmp/ref.log"
+# The replicas meet over the slow links only at outer syncs: the job-wide log figures (a
+# reduction over every rank) come on the first line, the line of each outer sync (after steps
+# 4, 8, 12) and the last; the other lines (every step is one) are printed with rank 0's own.
+got=$(python3 -c 'import json, sys; print(" ".join(str(r["step"]) for r in map(json.loads, open(sys.argv[1])) if "comm_share_ranks" in r))' "$tmp/ref/metrics.jsonl")
+[ "$got" = "1 4 8 12 16" ] || bad "job-wide log figures at steps '$got', expected '1 4 8 12 16'" "$tmp/ref.log"
+[ "$(grep -c '\] step *[0-9]*/16 ' "$tmp/ref.log")" -eq 16 ] || bad "not every step has its log line" "$tmp/ref.log"
 
 # 2. Killed between two outer syncs.
 HOLMES_TEST_SIGNAL_AFTER_STEP=10:KILL run "$tmp/between" "$steps" "${job[@]}"

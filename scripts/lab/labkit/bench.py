@@ -124,10 +124,21 @@ def same_plans(sc, runs):
     return {case: [c for c in sc.cases if sig[c] == sig[case]] for case in sc.cases}
 
 
+def window_step_s(res, steps):
+    """Rank 0's mean step time over the steps between two readings taken when `steps` = [first,
+    last] steps were logged (steps first + 1 .. last); the median steady step if the log lacks
+    them."""
+    first, last = steps
+    ms = res["step_ms"][first:last]
+    return statistics.mean(ms) / 1e3 if ms and len(ms) == last - first else res["step_s"]
+
+
 def cpu_figures(sc, runs):
     """Per case, median over its rounds (None without cpu.json): the largest share of CFS periods
     a node cgroup ended throttled, its throttled ms per step, and the least and most any rank
-    used of its quota over the step (CPU seconds per step / (quota cores x step time))."""
+    used of its quota over the step (CPU seconds per step / (quota cores x the mean step time of
+    the window the CPU seconds were read over: a diloco window holds an outer sync, whose long
+    step the median step time leaves out))."""
     out = {}
     for case in sc.cases:
         share, thr, use_lo, use_hi = [], [], [], []
@@ -138,10 +149,11 @@ def cpu_figures(sc, runs):
             share.append(max(n["throttled"] / n["periods"] if n["periods"] else 0.0 for n in c["nodes"].values()))
             thr.append(max(n["throttled_s"] for n in c["nodes"].values()) * 1e3)
             use = []
+            step_s = window_step_s(res, c["steps"])
             for rank, cpu_s in c["rank_cpu_s"].items():
                 node = sc.order[int(rank) // sc.workers_per_node]
                 if sc.quota_cores(node) > 0:
-                    use.append(cpu_s / (sc.quota_cores(node) * res["step_s"]))
+                    use.append(cpu_s / (sc.quota_cores(node) * step_s))
             if use:
                 use_lo.append(min(use))
                 use_hi.append(max(use))

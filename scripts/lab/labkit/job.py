@@ -209,6 +209,7 @@ class EthernetMeter(threading.Thread):
         self.cluster, self.metrics, self.window = cluster, metrics, window
         self.lag, self.total = lag, total
         self.snaps = []  # (steps logged, bytes, read after the workers exited)
+        self.times = []  # time.monotonic() of each reading
         self.pids = {}  # rank -> pid, filled by launch
         self.cpu = []  # per reading: (node cgroups' cpu.stat, rank -> CPU seconds)
         self.done = threading.Event()
@@ -231,6 +232,7 @@ class EthernetMeter(threading.Thread):
                 if self.lag and steps:
                     steps = steps if steps >= self.total else steps + self.lag
                 if steps >= self.window[len(self.snaps)]:
+                    self.times.append(time.monotonic())
                     self.snaps.append((steps, self.cluster.ethernet_bytes(), exited))
                     self.cpu.append((self.cluster.cpu_stat(), {r: rank_cpu_s(p) for r, p in self.pids.items()}))
             if exited:
@@ -239,13 +241,16 @@ class EthernetMeter(threading.Thread):
 
     def result(self):
         """{'bytes_per_step' (first to last reading), 'steps': the steps logged at each reading,
-        'bytes': at each reading from the first, 'late'} or None when the run ended first."""
+        'bytes': at each reading from the first, 'late', 'wall_s_per_step': the wall-clock time
+        between the first and the last reading per step (to compare with the steps' logged
+        step_ms)} or None when the run ended first."""
         if len(self.snaps) < len(self.window) or self.snaps[-1][0] <= self.snaps[0][0]:
             return None
         (s0, b0, _), (s1, b1, late) = self.snaps[0], self.snaps[-1]
         # late: read after the workers exited, so the end-of-run traffic is in it too.
         return {"bytes_per_step": (b1 - b0) / (s1 - s0), "steps": [s for s, _, _ in self.snaps],
-                "bytes": [b - b0 for _, b, _ in self.snaps], "late": late}
+                "bytes": [b - b0 for _, b, _ in self.snaps], "late": late,
+                "wall_s_per_step": (self.times[-1] - self.times[0]) / (s1 - s0)}
 
 
     def cpu_result(self):
