@@ -93,13 +93,25 @@ double small_all_reduce_bytes(double floats, int members) {
 
 double late_sum_s(double ring_s, double window_s) { return std::max(0.0, ring_s - window_s) + kLateSumHostS; }
 
+namespace {
+
+// Steps per job-wide reduction of the log figures: every log line, but in a diloco job once per
+// outer period at most (engine/train/run.cpp: the replicas meet over the slow links only there).
+int log_reduction_steps(const spec::JobSpec& spec, spec::OuterMode mode) {
+  const int interval = std::max(1, spec.log.interval);
+  const bool diloco = mode == spec::OuterMode::kDiloco && spec.parallel.replicas > 1;
+  return diloco ? std::max(interval, std::max(1, spec.parallel.inner_steps)) : interval;
+}
+
+}  // namespace
+
 double small_ethernet_bytes_per_step(const spec::JobSpec& spec, const Plan& plan) {
   double bytes = 0;
   for (const Group& g : plan.groups) {
     const int m = static_cast<int>(g.ranks.size());
     if (m < 2 || g.link != LinkKind::kEthernet) continue;
     if (g.kind == GroupKind::kOuter) bytes += small_all_reduce_bytes(4, m);
-    if (g.kind == GroupKind::kWorld) bytes += small_all_reduce_bytes(3 + m, m) / std::max(1, spec.log.interval);
+    if (g.kind == GroupKind::kWorld) bytes += small_all_reduce_bytes(3 + m, m) / log_reduction_steps(spec, plan.replicas.outer);
   }
   return bytes;
 }
@@ -350,9 +362,9 @@ Plan replica_core(const spec::JobSpec& spec, const topo::ClusterTopology& topolo
   const Group& w = plan.groups.back();
   // The small messages beside the payloads: their bytes over Ethernet (headers included) and
   // the log steps' job-wide maximum, a ring all-reduce of a few floats over the world group
-  // (latency), every log.interval steps.
+  // (latency), every log.interval steps (diloco: once per outer period at most).
   rep.small_bytes = small_ethernet_bytes_per_step(spec, plan);
-  rep.log_s = 2.0 * (w.ranks.size() - 1) * w.latency_s / std::max(1, spec.log.interval);
+  rep.log_s = 2.0 * (w.ranks.size() - 1) * w.latency_s / log_reduction_steps(spec, mode);
   Estimate& e = plan.estimate;
   e.bytes_per_step[static_cast<int>(LinkKind::kEthernet)] += rep.small_bytes;
   // estimate_step priced the exchange over the world group of the plan it scored: the whole

@@ -61,7 +61,7 @@ double small_all_reduce_bytes(double floats, int members);
 // The small messages a replica job (parallel.replicas > 1) sends over Ethernet per step,
 // amortized: with diloco every step's [loss, stop] sum (2 doubles, sent as 4 floats) over each
 // outer group, and in both modes the job-wide maximum (3 + world floats) over the world group
-// every log.interval steps; each counted whole when its group runs over Ethernet (a group that
+// every log.interval steps (diloco: once per inner_steps at most); each counted whole when its group runs over Ethernet (a group that
 // crosses islands binds the Ethernet interface, so its pairs inside an island use it too).
 double small_ethernet_bytes_per_step(const spec::JobSpec& spec, const Plan& plan);
 
