@@ -157,11 +157,7 @@ Work Group::all_reduce_beside(Buf data, comm::ReduceOp op) {
     void* side = mem_->side_stream();
     mem_->order(mem_->stream(), side);  // after the kernels that wrote `data`
     device_->all_reduce(data.data, data.count, data.dtype, op, {.stream = side});
-    Work w;
-    w.s_ = std::make_shared<Work::State>();
-    w.s_->group = this;
-    w.s_->fence = mem_->fence_on(side);
-    return w;
+    return side_queued(side);
   }
   // Staged: `data` is read (downloaded now) and written (uploaded when landed), two slots;
   // on host memory both are `data` itself. The host group sums as all_reduce's does.
@@ -316,11 +312,7 @@ Work Group::device_reduce_scatter(Buf out, Buf in, comm::ReduceOp op) {
     src = s;
   }
   device_->reduce_scatter({static_cast<float*>(out.data), chunk}, {src, padded}, op, {.stream = side});
-  Work w;
-  w.s_ = std::make_shared<Work::State>();
-  w.s_->group = this;
-  w.s_->fence = mem_->fence_on(side);
-  return w;
+  return side_queued(side);
 }
 
 Work Group::device_all_gather(Buf out, Buf in) {
@@ -335,6 +327,10 @@ Work Group::device_all_gather(Buf out, Buf in) {
                                  : static_cast<float*>(device_scratch(1, whole * sizeof(float)));
   device_->all_gather({dst, whole}, {src, chunk}, {.stream = side});
   if (dst != out.data) mem_->copy_on(side, out.data, dst, out.count * sizeof(float));
+  return side_queued(side);
+}
+
+Work Group::side_queued(void* side) {
   Work w;
   w.s_ = std::make_shared<Work::State>();
   w.s_->group = this;

@@ -166,6 +166,7 @@ class Group {
   void staged_all_reduce(Buf data, comm::ReduceOp op);
   Work device_reduce_scatter(Buf out, Buf in, comm::ReduceOp op);
   Work device_all_gather(Buf out, Buf in);
+  Work side_queued(void* side);  // a Work landed once what the device's side queue holds has run
   // Staged and host operations beside the compute: `run` gets host pointers of `bufs` (the
   // buffers themselves, or their pinned copies: inputs downloaded first) on the thread, and
   // for point-to-point batches what to call once the receives hold their data.
