@@ -256,38 +256,40 @@ def outer_sync_parts(runs):
     return out
 
 
-def period_step_s(sc, case, res):
-    """A diloco case's step time as the plan prices it, the outer sync amortized: the mean step
-    over whole inner_steps periods of the Ethernet window (from tau steps after its first step,
-    so each period holds one exchange sent and one landed). The median step of the other cases
-    would leave the sync out (one step in H). None without a window."""
+def period_window(sc, case, res):
+    """The rows a diloco case's step time is measured on, as a slice: whole inner_steps periods
+    of the Ethernet window, from tau steps after its first step (so each period holds one
+    exchange sent and one landed): steps first + 1 .. last. None without a window."""
     e = res.get("ethernet")
     if not e:
         return None
     tau = job.overlap(sc, scenario.case_net(sc, case))
-    first, last = e["steps"][0] + tau, e["steps"][-1]
-    window = res["step_ms"][first:last]  # steps first + 1 .. last
+    return slice(e["steps"][0] + tau, e["steps"][-1])
+
+
+def period_step_s(sc, case, res):
+    """A diloco case's step time as the plan prices it, the outer sync amortized: the mean step
+    over period_window. The median step of the other cases would leave the sync out (one step
+    in H). None without a window."""
+    rows = period_window(sc, case, res)
+    window = res["step_ms"][rows] if rows else None
     return statistics.mean(window) / 1e3 if window else None
 
 
 def between_figures(sc, runs):
     """Per case and round: rank 0's mean wall time between its steps (metrics.jsonl between_ms:
     the loop's own work outside step_ms, the job-wide log figures' exchange every step with the
-    lab's log.interval 1) over the steps the case's step time is measured on (diloco cases: the
-    outer periods of period_step_s; the others: every step after warm-up). Measured, never
-    predicted against: the plan prices the exchange as log_s. None for runs of binaries without
-    the key (docs/diloco.md, "Eighth pass")."""
+    lab's log.interval 1) over the steps the case's step time is measured on (diloco cases:
+    period_window; the others: every step after warm-up). Measured, never predicted against:
+    the plan prices the exchange as log_s. None for runs of binaries without the key
+    (docs/diloco.md, "Eighth pass")."""
     out = {}
     for case in sc.cases:
         got = []
-        for run_dir, res in runs[case]:
-            rows = [json.loads(line) for line in open(os.path.join(run_dir, "out", "metrics.jsonl")) if '"loss"' in line]
-            window = rows[job.WARMUP_STEPS:]
-            e = res.get("ethernet")
-            if case.startswith("diloco") and e:
-                first = e["steps"][0] + job.overlap(sc, scenario.case_net(sc, case))
-                window = rows[first:e["steps"][-1]]
-            between = [r["between_ms"] for r in window if "between_ms" in r]
+        for _, res in runs[case]:
+            rows = period_window(sc, case, res) if case.startswith("diloco") else None
+            window = res["between_ms"][rows] if rows else res["between_ms"][job.WARMUP_STEPS:]
+            between = [x for x in window if x is not None]
             got.append(statistics.mean(between) if between and len(between) == len(window) else None)
         if any(x is not None for x in got):
             out[case] = got

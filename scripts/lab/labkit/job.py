@@ -149,8 +149,9 @@ def launch(sc, cluster, binary, run_dir, pids=None):
 
 
 def results(run_dir):
-    """Losses (exact, as logged), the steady step time (median after warm-up), the plan, and the
-    bytes sent over Ethernet per step in the window of ethernet_window (None if not measured)."""
+    """Losses (exact, as logged), each step's step_ms and between_ms (None from binaries without
+    it), the steady step time (median after warm-up), the plan, and the bytes sent over
+    Ethernet per step in the window of ethernet_window (None if not measured)."""
     rows = [json.loads(line) for line in open(os.path.join(run_dir, "out", "metrics.jsonl")) if '"loss"' in line]
     steady = [r["step_ms"] for r in rows[WARMUP_STEPS:]] or [r["step_ms"] for r in rows]
     log = open(os.path.join(run_dir, "rank-0.log")).read().splitlines()
@@ -167,6 +168,7 @@ def results(run_dir):
              if r.get("comm_share_ranks")]
     return {"cpu": json.load(open(cpu)) if os.path.exists(cpu) else None,
             "losses": [r["loss"] for r in rows], "step_ms": [r["step_ms"] for r in rows],
+            "between_ms": [r.get("between_ms") for r in rows],
             "step_s": statistics.median(steady) / 1e3, "plan_text": "\n".join(plan[start:end + 1]),
             "wait_s": statistics.median(waits) / 1e3 if waits else None,
             "degrees": degrees, "ethernet": json.load(open(eth)) if os.path.exists(eth) else None}
