@@ -5,6 +5,7 @@
 //   format: holmes-calibration/1
 //   source: "job 'lab-holmes', 4 ranks, plan 9cdb1db7c7f65831"
 //   compute: {device_tflops: 0.0187, declared_tflops: 0.025, update_ns_per_param: 12.5,
+//             cpu_tflops: 0.06, cpu_tensor: 1, host_comm_ns_per_byte: 3.1,
 //             stages: [{stage: 0, layers: 4, tflops: 0.019}, ...]}
 //   links:
 //     ethernet: {efficiency: 0.81, latency_us: 250, gbps_per_rank: 0.162, declared_gbps_per_rank: 0.2, groups: 2,
@@ -14,7 +15,8 @@
 //
 // The planner uses compute.device_tflops (the slowest stage's rate), compute.cpu_tflops (CPU
 // devices: the passes' FLOPs per CPU second of the whole worker, what a CPU quota bounds),
-// compute.update_ns_per_param
+// compute.host_comm_ns_per_byte (CPU devices: the host communication path's CPU per byte sent,
+// what the quota bound adds for a worker's host-group traffic), compute.update_ns_per_param
 // (host time per step outside the passes and communication, per parameter a rank holds) and,
 // per link class, efficiency (measured bandwidth
 // over the bandwidth the plan declared), its efficiency by message size when measured, and
@@ -76,6 +78,15 @@ struct Calibration {
   // CPU seconds include that plan's tensor-parallel sums (hundreds a step, each copying and
   // adding in the worker), so the figure bounds only plans of that degree.
   int cpu_tensor = 0;
+  // CPU devices: CPU nanoseconds the host communication path (the communication thread and
+  // Gloo's I/O threads) spends per byte a rank sends over a host (Gloo) group, receiving as
+  // many bytes included (every host transfer the planner prices is symmetric: ring steps, a
+  // pipeline stage's sends and receives, the outer exchange's halves). Measured by the link
+  // probe (process CPU time over its pipeline and data-parallel transfers, train::probe_links);
+  // a CPU quota caps these threads too, so plan::quota_bound_s adds a worker's host bytes per
+  // step times this to its CPU seconds. 0 = not measured (files of older binaries): the bound
+  // then counts the training thread's CPU alone, as before.
+  double host_comm_ns_per_byte = 0;
   std::vector<StageCalibration> stages;
   std::map<std::string, LinkCalibration> links;  // by link class: intra-node, ib, roce, ethernet
   OuterCalibration outer;

@@ -13,6 +13,7 @@
 #include "common/format.hpp"
 #include "engine/plan/model_size.hpp"
 #include "common/errors.hpp"
+#include "engine/parallel/cpu_clock.hpp"
 #include "engine/parallel/trainer.hpp"
 
 namespace holmes::train {
@@ -26,8 +27,8 @@ constexpr uint32_t kProbeTag = 0xC0000000u;           // above every pipeline ta
 constexpr int kSampleFloats = 8;
 constexpr int kSlots = 3;                             // tp, pp, dp samples per rank
 // stage, flops per step, steady steps, host seconds, params held, outer wire seconds, bytes, exchanges,
-// CPU seconds of the whole process per step
-constexpr int kComputeFloats = 9;
+// CPU seconds of the whole process per step, the probe's host communication CPU seconds and bytes
+constexpr int kComputeFloats = 11;
 
 // Times of `reps` runs of op, sorted. Latency takes the fastest (a preempted process only adds
 // to it), bandwidth the median.
@@ -62,24 +63,28 @@ double gbps_of(double seconds, double steps, double latency_s, double wire) {
 }
 
 // tp (all-reduce) and dp (reduce-scatter) groups: ring formulas of docs/cost-model.md.
-LinkSample sample_collective(comm::ProcessGroup& g, const plan::Group& pg, bool all_reduce, size_t floats) {
+// `host`: the process's CPU over the big operations and the bytes this rank sent in them.
+LinkSample sample_collective(comm::ProcessGroup& g, const plan::Group& pg, bool all_reduce, size_t floats,
+                             HostComm* host = nullptr) {
   const int d = g.size();
   floats = std::max<size_t>(d, std::min(floats, kMaxProbeFloats) / d * d);
   std::vector<float> one(1, 1.0f), in(floats, 1e-3f), out(floats / d);
   const double tiny = sorted_seconds(kTinyReps, [&] { g.all_reduce(one, comm::ReduceOp::kSum); }).front();
   const double latency = tiny / (2.0 * (d - 1));
+  const double cpu0 = parallel::process_cpu_ms();
   const double big = sorted_seconds(kBigReps, [&] {
     if (all_reduce) g.all_reduce(in, comm::ReduceOp::kSum);
     else g.reduce_scatter(out, in, comm::ReduceOp::kSum);
   })[kBigReps / 2];
   const double steps = all_reduce ? 2.0 * (d - 1) : d - 1.0;
   const double wire = steps * floats * sizeof(float) / d;
+  if (host) host->cpu_s += 1e-3 * (parallel::process_cpu_ms() - cpu0), host->bytes += kBigReps * wire;
   return {static_cast<int>(pg.link), latency, gbps_of(big, steps, latency, wire), pg.latency_s, pg.gbps_per_rank,
           double(floats * sizeof(float) / d)};
 }
 
 // One pipeline hop, both directions at once as in the steady 1F1B phase.
-LinkSample sample_hop(comm::ProcessGroup& pp, int peer, size_t floats, const plan::LinkCost& declared) {
+LinkSample sample_hop(comm::ProcessGroup& pp, int peer, size_t floats, const plan::LinkCost& declared, HostComm* host) {
   floats = std::max<size_t>(1, std::min(floats, kMaxProbeFloats));
   std::vector<float> send(floats, 1.0f), recv(floats);
   auto exchange = [&](size_t n) {
@@ -88,7 +93,9 @@ LinkSample sample_hop(comm::ProcessGroup& pp, int peer, size_t floats, const pla
     pp.send_recv(ops);
   };
   const double latency = sorted_seconds(kTinyReps, [&] { exchange(1); }).front();
+  const double cpu0 = parallel::process_cpu_ms();
   const double big = sorted_seconds(kBigReps, [&] { exchange(floats); })[kBigReps / 2];
+  if (host) host->cpu_s += 1e-3 * (parallel::process_cpu_ms() - cpu0), host->bytes += kBigReps * floats * sizeof(float);
   return {static_cast<int>(declared.kind), latency, gbps_of(big, 1, latency, floats * sizeof(float)),
           declared.latency_s, declared.gbps_per_rank, double(floats * sizeof(float))};
 }
@@ -108,7 +115,7 @@ std::vector<float> pack(const std::vector<LinkSample>& samples, const float comp
 
 }  // namespace
 
-std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& spec) {
+std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& spec, HostComm* host) {
   const plan::Plan& p = rt.plan;
   const plan::RankInfo& me = p.ranks.at(rt.rank);
   const size_t act = size_t(spec.train.micro_batch) * spec.train.seq_len * spec.model.hidden;
@@ -126,14 +133,14 @@ std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& s
     const auto& ranks = group_of(p, plan::GroupKind::kPp, rt.rank).ranks;
     if (lower)
       out.push_back(sample_hop(*rt.pp, me.pp + 1, act / p.tp,
-                               plan::rank_link(spec, rt.topology, p, rt.rank, ranks.at(me.pp + 1))));
+                               plan::rank_link(spec, rt.topology, p, rt.rank, ranks.at(me.pp + 1)), host));
     else if (upper)
-      sample_hop(*rt.pp, me.pp - 1, act / p.tp, plan::LinkCost{});  // the lower end records the hop
+      sample_hop(*rt.pp, me.pp - 1, act / p.tp, plan::LinkCost{}, host);  // the lower end records the hop
     world.barrier();
   }
   if (rt.dp) {
     const size_t params = static_cast<size_t>(p.memory.at(rt.rank).grads / sizeof(float));  // fp32 gradients
-    LinkSample s = sample_collective(*rt.dp, group_of(p, plan::GroupKind::kDp, rt.rank), false, params);
+    LinkSample s = sample_collective(*rt.dp, group_of(p, plan::GroupKind::kDp, rt.rank), false, params, host);
     if (me.dp == 0) out.push_back(s);
   }
   world.barrier();
@@ -197,6 +204,13 @@ double outer_efficiency(const std::vector<OuterWire>& ranks, int members, double
   return median(eff);
 }
 
+double host_comm_ns_per_byte(const std::vector<HostComm>& ranks) {
+  std::vector<double> ns;
+  for (const HostComm& h : ranks)
+    if (h.bytes > 0 && h.cpu_s > 0) ns.push_back(h.cpu_s / h.bytes * 1e9);
+  return median(ns);
+}
+
 double slowest_device_tflops(const std::vector<double>& measured, const std::vector<double>& planned) {
   double ratio = -1, slowest = -1;
   for (size_t i = 0; i < measured.size() && i < planned.size(); ++i) {
@@ -223,6 +237,7 @@ struct Gathered {
   std::vector<double> stage_cpu_s;  // per stage, the largest CPU seconds per step of its ranks
   double host_s = 0, params = 0;
   std::vector<OuterWire> outer;  // per rank
+  std::vector<HostComm> host;    // per rank, the probe's
 };
 
 Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vector<float>& per_step, int world,
@@ -246,6 +261,7 @@ Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vecto
     g.host_s += c[3];
     g.params += c[4];
     g.outer.push_back({c[5], c[6], static_cast<int>(c[7])});
+    g.host.push_back({c[9], c[10]});
   }
   for (int st = 0; st < stages; ++st)
     for (float t : slowest[st]) g.stage_seconds[st] += double(t) / double(steps);
@@ -280,6 +296,10 @@ void calibrate_compute(const plan::Plan& p, const Gathered& g, topo::Calibration
     if (cal.cpu_tflops > 0)
       fmt::print("calibration: {:.4g} TFLOP/s per CPU second of a worker (its passes' FLOPs over all the CPU time "
                  "its step took)\n", cal.cpu_tflops);
+    cal.host_comm_ns_per_byte = host_comm_ns_per_byte(g.host);
+    if (cal.host_comm_ns_per_byte > 0)
+      fmt::print("calibration: host communication {:.3g} ns of CPU per byte sent over a host group (the probe's "
+                 "pipeline and data-parallel transfers, every thread of the process)\n", cal.host_comm_ns_per_byte);
   }
   fmt::print("calibration: host work per step outside the passes and communication: {:.3g} ns per parameter "
              "held\n", cal.update_ns_per_param);
@@ -319,7 +339,7 @@ void write_calibration(const std::string& file, const topo::Calibration& cal) {
 }  // namespace
 
 void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const std::vector<LinkSample>& mine,
-                        const StepShare& times) {
+                        const StepShare& times, const HostComm& host) {
   const plan::Plan& p = rt.plan;
   const plan::RankInfo& me = p.ranks.at(rt.rank);
   const plan::Stage& stage = p.stages.at(me.pp);
@@ -338,7 +358,8 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
                                          float(steps),          float(times.host_s),
                                          float(params),         float(times.outer_wire_s),
                                          float(times.outer_wire_bytes), float(times.outer_exchanges),
-                                         float(times.cpu_s)};
+                                         float(times.cpu_s),    float(host.cpu_s),
+                                         float(host.bytes)};
   // Tensor-parallel sums are priced from what they cost in the steps, not at the idle probe.
   std::vector<LinkSample> samples = mine;
   const size_t act = size_t(spec.train.micro_batch) * spec.train.seq_len * spec.model.hidden;

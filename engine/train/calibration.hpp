@@ -40,9 +40,21 @@ struct LinkSample {
   bool tp_sum = false;  // the sample of a tensor-parallel group (not packed)
 };
 
+// The CPU seconds this process spent over the probe's pipeline and data-parallel transfers
+// (every thread: the caller's and Gloo's I/O threads, which a CPU quota caps alike) and the
+// bytes this rank sent in them, receiving as many (a hop's exchange both ways, a ring's
+// steps): topo::Calibration::host_comm_ns_per_byte. Not the tensor-parallel probe: in the
+// steps the training thread calls those sums itself (its CPU is in cpu_tflops).
+struct HostComm {
+  double cpu_s = 0, bytes = 0;
+};
 // The probe of this rank (collective over the job; call right after start-up). Samples of
-// this rank's groups; a group is sampled by one member so that each counts once.
-std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& spec);
+// this rank's groups; a group is sampled by one member so that each counts once. `host`,
+// when given, gets this rank's HostComm (each member measures its own process).
+std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& spec, HostComm* host = nullptr);
+// The calibration's host_comm_ns_per_byte from every rank's HostComm: the median over the
+// ranks that moved bytes of their CPU nanoseconds per byte sent; 0 when none did.
+double host_comm_ns_per_byte(const std::vector<HostComm>& ranks);
 
 // A tensor-parallel group's sample priced from what its sums cost inside the steps: at the
 // start-up probe every member is idle and a sum takes tens of microseconds between CPU
@@ -91,6 +103,6 @@ struct OuterWire {
 double outer_efficiency(const std::vector<OuterWire>& ranks, int members, double latency_s, double group_gbps,
                         double previous_efficiency);
 void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const std::vector<LinkSample>& mine,
-                        const StepShare& times);
+                        const StepShare& times, const HostComm& host = {});
 
 }  // namespace holmes::train

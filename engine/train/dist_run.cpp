@@ -46,7 +46,8 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
 
   // cluster.calibrate: the link probe runs before training so the steps see no probe traffic.
   const bool calibrate = !spec.cluster.calibrate.empty();
-  const std::vector<LinkSample> links = calibrate ? probe_links(rt, spec) : std::vector<LinkSample>{};
+  HostComm host_comm;
+  const std::vector<LinkSample> links = calibrate ? probe_links(rt, spec, &host_comm) : std::vector<LinkSample>{};
   auto data = data::DataSet::open(spec);
   model::Backend backend = make_training_backend(spec, rt.local_rank);
   // After the backend (it chose this process's GPU), before the trainer; both outlive it.
@@ -77,7 +78,7 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
       share.outer_wire_bytes = outer->wire().bytes;
       share.outer_exchanges = outer->wire().exchanges;
     }
-    finish_calibration(rt, spec, links, share);
+    finish_calibration(rt, spec, links, share, host_comm);
   }
   // Finished or stopped by a signal: leave a file:// rendezvous directory empty for the next
   // run (a resubmitted job included). Every member first, then rank 0 drops the token.

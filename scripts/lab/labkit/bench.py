@@ -30,6 +30,10 @@ def merge_calibrations(paths, cases):
         compute["cpu_tflops"] = statistics.median(c for t, c in cpu if t == tensor)
         if tensor:
             compute["cpu_tensor"] = tensor
+    # The host communication path's CPU per byte (files of older binaries lack it: not merged).
+    host = [d["compute"]["host_comm_ns_per_byte"] for d in docs if (d.get("compute") or {}).get("host_comm_ns_per_byte")]
+    if host:
+        compute["host_comm_ns_per_byte"] = statistics.median(host)
     if compute:
         out["compute"] = compute
     links = {}

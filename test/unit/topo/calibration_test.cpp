@@ -29,6 +29,7 @@ TEST_CASE("a calibration round-trips through its file format") {
   c.update_ns_per_param = 4.25;
   c.cpu_tflops = 0.0612;
   c.cpu_tensor = 2;
+  c.host_comm_ns_per_byte = 3.25;
   c.stages = {{0, 8, 0.0448}, {1, 8, 0.0484}};
   c.links["ethernet"] = {0.62, 121.5, 0.155, 0.25, 2};
   c.links["ib"] = {0.94, 57, 1.88, 2, 1};
@@ -38,6 +39,7 @@ TEST_CASE("a calibration round-trips through its file format") {
   CHECK(back.update_ns_per_param == c.update_ns_per_param);
   CHECK(back.cpu_tflops == c.cpu_tflops);
   CHECK(back.cpu_tensor == 2);
+  CHECK(back.host_comm_ns_per_byte == 3.25);
   REQUIRE(back.stages.size() == 2);
   CHECK(back.stages[1].tflops == c.stages[1].tflops);
   REQUIRE(back.links.size() == 2);
@@ -55,6 +57,19 @@ TEST_CASE("a calibration round-trips through its file format") {
   CHECK(o.outer.syncs == 16);
   CHECK_FALSE(o.empty());
   CHECK(topo::parse_calibration_yaml("format: holmes-calibration/1\n", "mem").empty());
+}
+
+TEST_CASE("a calibration of an older binary (no host_comm_ns_per_byte) reads as not measured") {
+  // Files written before the probe measured the host communication path's CPU per byte: the
+  // figure is 0 (the quota bound counts the training thread alone, as those binaries did).
+  const topo::Calibration c = topo::parse_calibration_yaml(
+      "format: holmes-calibration/1\ncompute: {device_tflops: 0.0118, cpu_tflops: 0.0523, cpu_tensor: 1}\n", "old");
+  CHECK(c.cpu_tflops == 0.0523);
+  CHECK(c.host_comm_ns_per_byte == 0);
+  CHECK(topo::format_calibration_yaml(c).find("host_comm") == std::string::npos);  // not measured: not written
+  const std::string e = error_of("format: holmes-calibration/1\ncompute: {host_comm_ns_per_byte: -1}\n");
+  CHECK(e.find("compute.host_comm_ns_per_byte") != std::string::npos);
+  CHECK(e.find(">= 0") != std::string::npos);
 }
 
 TEST_CASE("bad calibration files name the file, the line and the key") {

@@ -130,3 +130,11 @@ TEST_CASE("diloco's outer exchange is calibrated at the rate it moved inside the
   CHECK(train::outer_efficiency(ranks, 4, latency, 0.0495, 0.99) == Approx(0.7));  // the median of 0.5, 0.7, 0.8
   CHECK(train::outer_efficiency({{0, 0, 0}}, 4, latency, 0.0495, 0.99) == 0);
 }
+
+TEST_CASE("the host communication path's CPU per byte is the median over the ranks that moved bytes") {
+  // Each rank's process CPU over its probe transfers (every thread) and the bytes it sent.
+  const std::vector<train::HostComm> ranks = {{0.030, 1e7}, {0.025, 1e7}, {0.040, 1e7}, {0, 0}};
+  CHECK(train::host_comm_ns_per_byte(ranks) == Approx(3.0));  // 3.0, 2.5 and 4.0 ns: the median
+  CHECK(train::host_comm_ns_per_byte({{0, 0}}) == 0);           // a single process: nothing moved
+  CHECK(train::host_comm_ns_per_byte({}) == 0);
+}
