@@ -56,6 +56,7 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
         if (nf.cpu_tflops > 0 && (nf.cpu_tensor == 0 || nf.cpu_tensor == tp) &&
             (sc.cpu_tflops <= 0 || nf.cpu_tflops < sc.cpu_tflops))
           sc.cpu_tflops = nf.cpu_tflops;
+        sc.host_comm_s_per_byte = std::max(sc.host_comm_s_per_byte, nf.host_comm_s_per_byte);
         double cap = nf.memory_bytes * kUsableMemoryFraction;
         if (cap > 0 && (sc.capacity <= 0 || cap < sc.capacity)) sc.capacity = cap;
         if (s + 1 < pp) keep_worse(sc.next_link, link_between(f, n, node(t, s + 1, r)));
@@ -386,19 +387,47 @@ std::vector<int> coupled_partition(const Workload& w, const std::vector<StageCos
   return best.second;
 }
 
-double quota_bound_s(const std::vector<StageCost>& stages, const std::vector<StageTime>& times, int micro_batches) {
+StageCost::Bytes StageCost::bytes_per_step(const Workload& w, int layers) const {
+  Bytes b;
+  const int m = w.micro_batches;
+  const double tokens = double(w.micro_batch) * w.seq_len;
+  const double act = tokens * w.shape.hidden * w.act_bytes();
+  if (tp > 1) b.tp = m * (4.0 * layers + first + last) * 2.0 * (tp - 1) / tp * tokens * w.shape.hidden * w.tp_wire_bytes();
+  if (const auto [link, n] = hop_next(w.activation.chunks); link) b.next = n * m * act / tp;
+  if (const auto [link, n] = hop_prev(w.activation.chunks); link) b.prev = n * m * act / tp;
+  const double params = params_per_rank(w, layers);
+  if (dp > 1) b.dp = (dp - 1.0) / dp * params * (w.grad_bytes() + w.gather_bytes());
+  if (first != last && w.shape.tie_embeddings)
+    b.emb = double(padded_vocab(w.shape.vocab, tp)) * w.shape.hidden / tp * w.grad_bytes();
+  return b;
+}
+
+double quota_bound_s(const Workload& w, const std::vector<StageCost>& stages, const std::vector<int>& layers,
+                     const std::vector<StageTime>& times, Estimate* keep) {
   // A worker under a CPU quota runs at most cpu_share of the wall time, over the step as a
   // whole (CFS hands out the quota per period; a wait does not bank what it leaves unspent).
-  // Its CPU seconds per step, from its passes' FLOPs at the calibrated FLOPs per CPU second of a
-  // whole worker (compute, communication thread and host work together), bound the step
-  // however well the pipeline overlaps: CPU seconds / cpu_share.
+  // Its CPU seconds per step bound the step however well the pipeline overlaps: CPU seconds /
+  // cpu_share. They are its passes' FLOPs at the calibrated FLOPs per CPU second of its
+  // training thread (compute, host work, the tensor-parallel sums it calls) and the host
+  // communication path's CPU for the bytes its other groups move (the cgroup caps every
+  // thread: on the lab's pods 7-13 ms a step beside 18-28 ms of the training thread's).
+  if (keep) keep->quota_cpu_s.clear(), keep->quota_share.clear();
   double bound = 0;
   for (size_t s = 0; s < stages.size(); ++s) {
     const StageCost& sc = stages[s];
-    if (sc.cpu_share >= 1 || sc.cpu_tflops <= 0 || sc.tflops <= 0) continue;
-    const double cpu_s = micro_batches * times[s].compute_s * sc.tflops / sc.cpu_tflops;
-    bound = std::max(bound, cpu_s / sc.cpu_share);
+    const bool held = sc.cpu_share < 1 && sc.cpu_tflops > 0 && sc.tflops > 0;
+    const double comm_s = StageCost::host_bytes(sc.bytes_per_step(w, layers[s])) * sc.host_comm_s_per_byte;
+    const double cpu_s = held ? w.micro_batches * times[s].compute_s * sc.tflops / sc.cpu_tflops + comm_s : 0.0;
+    if (keep) keep->quota_cpu_s.push_back(cpu_s), keep->quota_share.push_back(held ? sc.cpu_share : 1.0);
+    if (held) bound = std::max(bound, cpu_s / sc.cpu_share);
   }
+  return bound;
+}
+
+double quota_bound_s(const Estimate& e) {
+  double bound = 0;
+  for (size_t s = 0; s < e.quota_cpu_s.size() && s < e.quota_share.size(); ++s)
+    if (e.quota_share[s] < 1) bound = std::max(bound, e.quota_cpu_s[s] / e.quota_share[s]);
   return bound;
 }
 
@@ -424,7 +453,7 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
   e.update_s = c.update;
   e.log_s = w.log_s;
   e.step_time_s = e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s + e.log_s;
-  e.quota_s = std::max(0.0, quota_bound_s(stages, times, m) - e.step_time_s);
+  e.quota_s = std::max(0.0, quota_bound_s(w, stages, layers, times, &e) - e.step_time_s);
   e.step_time_s += e.quota_s;
   double tokens = double(w.global_batch) * w.seq_len;
   e.tokens_per_s = e.step_time_s > 0 ? tokens / e.step_time_s : 0;
@@ -433,19 +462,14 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
   // Bytes sent per step, all ranks together, by the class of the link each group uses.
   for (int s = 0; s < p; ++s) {
     const StageCost& sc = stages[s];
-    double ranks = double(sc.tp) * sc.dp;
-    double act = double(w.micro_batch) * w.seq_len * w.shape.hidden * w.act_bytes();
-    auto add = [&](const LinkCost& l, double bytes) { e.bytes_per_step[static_cast<int>(l.kind)] += bytes; };
-    const double tp_act = double(w.micro_batch) * w.seq_len * w.shape.hidden * w.tp_wire_bytes();
-    if (sc.tp > 1)
-      add(sc.tp_link, m * (4.0 * layers[s] + sc.first + sc.last) * 2.0 * (sc.tp - 1) / sc.tp * tp_act * ranks);
-    for (const auto& [link, n] : {sc.hop_next(w.activation.chunks), sc.hop_prev(w.activation.chunks)})
-      if (link) add(*link, n * m * act / sc.tp * ranks);
-    double params = sc.params_per_rank(w, layers[s]);
-    if (sc.dp > 1)
-      add(sc.dp_link, (sc.dp - 1.0) / sc.dp * params * (w.grad_bytes() + w.gather_bytes()) * ranks);
-    if (sc.first != sc.last && w.shape.tie_embeddings)
-      add(sc.emb_link, double(padded_vocab(w.shape.vocab, sc.tp)) * w.shape.hidden / sc.tp * w.grad_bytes() * ranks);
+    const double ranks = double(sc.tp) * sc.dp;
+    const StageCost::Bytes sent = sc.bytes_per_step(w, layers[s]);
+    auto add = [&](const LinkCost& l, double bytes) { e.bytes_per_step[static_cast<int>(l.kind)] += bytes * ranks; };
+    if (sent.tp > 0) add(sc.tp_link, sent.tp);
+    if (sent.next > 0) add(*sc.hop_next(w.activation.chunks).first, sent.next);
+    if (sent.prev > 0) add(*sc.hop_prev(w.activation.chunks).first, sent.prev);
+    if (sent.dp > 0) add(sc.dp_link, sent.dp);
+    if (sent.emb > 0) add(sc.emb_link, sent.emb);
   }
   return e;
 }

@@ -130,6 +130,7 @@ struct StageCost {
   double tflops = 0;           // slowest device of the stage, sustained
   double cpu_share = 1;        // smallest NodeFacts::cpu_share of the stage's nodes
   double cpu_tflops = 0;       // smallest NodeFacts::cpu_tflops of the stage's nodes (0 = unknown)
+  double host_comm_s_per_byte = 0;  // largest NodeFacts::host_comm_s_per_byte of the stage's nodes
   // The smaller cpu_share of the two ends of hop_next's and hop_prev's hops (this stage's and
   // the neighbour's): a send's bytes move at that share of the probed rate (time()).
   double next_share = 1, prev_share = 1;
@@ -144,6 +145,20 @@ struct StageCost {
   std::pair<const LinkCost*, int> hop_next(int chunks) const;
   std::pair<const LinkCost*, int> hop_prev(int chunks) const;
   StageTime time(const Workload& w, int layers) const;
+  // Bytes one rank of the stage sends per step over each of its groups, receiving as many
+  // (ring steps, a send and a receive per micro-batch each way, the tied sum over two ends):
+  // the tensor-parallel sums (tp_link), the activations and gradients to the next and previous
+  // stage (hop_next / hop_prev), the data-parallel reduce-scatter and all-gather (dp_link),
+  // the tied embedding's sum (emb_link). estimate_step's bytes_per_step and the quota bound.
+  struct Bytes {
+    double tp = 0, next = 0, prev = 0, dp = 0, emb = 0;
+  };
+  Bytes bytes_per_step(const Workload& w, int layers) const;
+  // What of it the host communication path moves beside the training thread (the
+  // communication thread and Gloo's I/O threads): every group but the tensor-parallel sums,
+  // which the training thread calls itself (their CPU is in cpu_tflops, measured at the same
+  // tensor-parallel degree). On CPU devices every group is Gloo.
+  static double host_bytes(const Bytes& b) { return b.next + b.prev + b.dp + b.emb; }
   // m t_s(n) + bubble_s(n) + 2 (p - 1) max(send) + dp_s(n) + update_s(n): what the partition
   // balances (the fill and drain priced as if every hop were as slow as this stage's worst).
   double objective(const Workload& w, int pipeline, int layers) const;
@@ -176,9 +191,15 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
                        int world);
 
 // The longest a stage's worker under a CPU quota needs per step: its CPU seconds per step (its
-// passes at StageCost::cpu_tflops) / cpu_share, the largest over the stages; 0 without quotas
-// or a CPU-time calibration. `times`: the stages' StageTime, m micro-batches.
-double quota_bound_s(const std::vector<StageCost>& stages, const std::vector<StageTime>& times, int micro_batches);
+// passes at StageCost::cpu_tflops, plus its host bytes per step x host_comm_s_per_byte: the
+// cgroup caps the communication threads too) / cpu_share, the largest over the stages; 0
+// without quotas or a CPU-time calibration. `times`: the stages' StageTime, `layers` theirs.
+// Estimate::quota_cpu_s / quota_share keep each stage's figures (share 1: not held; replicas.cpp
+// adds the overlapped outer exchange's CPU to them).
+double quota_bound_s(const Workload& w, const std::vector<StageCost>& stages, const std::vector<int>& layers,
+                     const std::vector<StageTime>& times, Estimate* keep = nullptr);
+// The largest quota_cpu_s / quota_share of an Estimate's stages under a quota (0 without).
+double quota_bound_s(const Estimate& e);
 
 // The auto partition, coupled: estimate_step's step is a sum of maxima over the stages (the
 // pipelined part, the exposed reduce-scatter, the all-gather, the update), which the greedy

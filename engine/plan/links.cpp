@@ -146,11 +146,13 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
     nf.intra_latency_s = !nf.cuda && intra_latency_default ? kDefaultIntraLatencyUsCpuProcesses * 1e-6
                                                             : f.latency_s[static_cast<int>(LinkKind::kIntraNode)];
   }
-  calibrate_compute(spec, topo.calibration.device_tflops, f, topo.calibration.cpu_tflops, topo.calibration.cpu_tensor);
+  calibrate_compute(spec, topo.calibration.device_tflops, f, topo.calibration.cpu_tflops, topo.calibration.cpu_tensor,
+                    topo.calibration.host_comm_ns_per_byte);
   return f;
 }
 
-void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, double calibrated_cpu, int cpu_tensor) {
+void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, double calibrated_cpu, int cpu_tensor,
+                       double host_comm_ns_per_byte) {
   // A calibration measures one rate, the slowest stage's: that of the slowest kind of device
   // (a stage runs at its slowest device). Nodes declared faster keep their declared ratio to
   // it, so an older island beside a newer one stays slower after calibration. The CPU-time
@@ -161,6 +163,8 @@ void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, d
   if (calibrated_cpu > 0)
     for (NodeFacts& n : f.nodes)
       if (!n.cuda) n.cpu_tflops = calibrated_cpu, n.cpu_tensor = cpu_tensor;
+  for (NodeFacts& n : f.nodes)  // a GPU's groups (NCCL, or staged without a quota) are not priced so
+    if (!n.cuda) n.host_comm_s_per_byte = host_comm_ns_per_byte * 1e-9;
   if (calibrated <= 0 || spec.cluster.device_tflops > 0) return;
   double slowest = -1;
   for (const NodeFacts& n : f.nodes)

@@ -55,6 +55,9 @@ struct NodeFacts {
   // cpu_share < 1 its CPU seconds per step bound the step (estimate_step's quota wait).
   double cpu_tflops = 0;
   int cpu_tensor = 0;  // the tensor-parallel degree cpu_tflops holds for (0 = any)
+  // CPU seconds the host communication path spends per byte a worker sends over a host group
+  // (calibrated, CPU devices; 0 = unknown): under a quota those threads' CPU counts too.
+  double host_comm_s_per_byte = 0;
   double memory_bytes = 0;  // per device; 0 = unknown (no fit check)
   double rdma_gbps = 0;     // aggregate per node
   double ethernet_gbps = 0;
@@ -112,9 +115,10 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
 // With a calibrated device rate (the slowest stage's, TFLOP/s; 0 = none) and no explicit
 // cluster.device_tflops: the slowest declared node gets the calibrated rate and every other node
 // its declared multiple of it (collect_facts calls this last).
-// calibrated_cpu (topo::Calibration::cpu_tflops, 0 = none) is every CPU node's NodeFacts::cpu_tflops.
+// calibrated_cpu (topo::Calibration::cpu_tflops, 0 = none) is every CPU node's NodeFacts::cpu_tflops,
+// host_comm_ns_per_byte (topo::Calibration, 0 = none) its NodeFacts::host_comm_s_per_byte.
 void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, double calibrated_cpu = 0,
-                       int cpu_tensor = 0);
+                       int cpu_tensor = 0, double host_comm_ns_per_byte = 0);
 
 // The link between the nodes of two ranks (a == b is intra-node).
 LinkCost link_between(const Facts& f, int node_a, int node_b);

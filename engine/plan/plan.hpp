@@ -94,6 +94,10 @@ struct Estimate {
   // What a CPU quota adds: the largest CPU seconds per step of a stage's worker over its quota
   // share, less the rest of the step (0 when the step is longer; cost_model.cpp quota_bound_s).
   double quota_s = 0;
+  // Per stage: the CPU seconds per step of its worker (training thread + host communication)
+  // and its quota share, for the stages under a quota with a CPU-time calibration (others: 0
+  // and 1). quota_bound_s(Estimate).
+  std::vector<double> quota_cpu_s, quota_share;
   int bottleneck_stage = 0;
   double tokens_per_s = 0;
   double tflops_per_device = 0;   // model FLOPs / step time / devices

@@ -10,6 +10,7 @@
 
 #include "common/errors.hpp"
 #include "common/format.hpp"
+#include "engine/plan/cost_model.hpp"
 #include "engine/plan/groups.hpp"
 #include "engine/plan/links.hpp"
 #include "engine/plan/nccl.hpp"
@@ -179,6 +180,24 @@ void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
     if (g.kind == GroupKind::kDp && !dp_link.count(plan.ranks[g.ranks[0]].pp) && replica_of[g.ranks[0]] == 0)
       dp_link[plan.ranks[g.ranks[0]].pp] = link_of(g);
   double worst = 0, exposed = 0, bytes = 0;
+  // Overlapped (outer_overlap > 0): the exchange runs on the communication thread beside the
+  // inner steps, so under a CPU quota its CPU (the bytes a member sends per sync, receiving as
+  // many, x the calibrated CPU per byte, amortized over the period) takes from the quota the
+  // steps run on. A blocking exchange is not added: its own time, calibrated inside the steps
+  // (topo::OuterCalibration), already ran at the quota's share.
+  if (rep.overlap > 0 && !cuda && plan.device_kind != "cuda") {
+    Estimate& e = plan.estimate;
+    const double per_byte = topology.calibration.host_comm_ns_per_byte * 1e-9;
+    for (size_t s = 0; s < e.quota_cpu_s.size() && s < stage_params.size(); ++s)
+      if (e.quota_share[s] < 1)
+        e.quota_cpu_s[s] += outer_exchange_bytes(rep.dtype, std::ceil(stage_params[s] / plan.dp), n) /
+                            std::max(1, rep.inner_steps) * per_byte;
+    const double rest = e.step_time_s - e.quota_s;
+    const double quota = std::max(0.0, quota_bound_s(e) - rest);
+    if (e.step_time_s > 0) e.tflops_per_device *= e.step_time_s / (rest + quota);
+    e.step_time_s = rest + quota;
+    e.quota_s = quota;
+  }
   // A replica's step, before the outer sync and without the log steps' exchange (the job's is
   // priced once, over its whole world, in replica_core).
   const double step = plan.estimate.step_time_s - plan.estimate.log_s;

@@ -489,6 +489,43 @@ TEST_CASE("under a CPU quota a worker's CPU seconds per step bound the step", "[
   CHECK(hp::make_plan(spec, topo).estimate.quota_s == 0);
 }
 
+TEST_CASE("under a CPU quota the host communication threads' CPU counts in the quota bound", "[cost_model][fidelity]") {
+  // The cgroup caps every thread of a worker, not only the training thread that cpu_tflops
+  // measures: the communication thread and Gloo's I/O threads move the pipeline's activations
+  // and gradients, the data-parallel buckets and the tied embedding's sum (lab pods: 7-13 ms of
+  // CPU a step beside 18-28 ms of the training thread's, 2.5-3.9 ns per byte). With the
+  // calibrated CPU per byte the bound adds each worker's host bytes per step.
+  auto spec = pair_spec();
+  auto topo = cpu_pair(0.5, 0.5);
+  topo.calibration.device_tflops = 0.05;
+  topo.calibration.cpu_tflops = 0.06;
+  const hp::Plan thread_only = hp::make_plan(spec, topo);
+  REQUIRE(thread_only.estimate.quota_s > 0);
+  topo.calibration.host_comm_ns_per_byte = 3.0;
+  const hp::Plan all = hp::make_plan(spec, topo);
+  // Each stage's rank sends its m activations (or gradients) over Ethernet and its half of the
+  // tied head's sum: half of what both send per step; it receives as much.
+  const double per_rank = all.estimate.bytes_per_step[static_cast<int>(hp::LinkKind::kEthernet)] / 2;
+  REQUIRE(per_rank > 0);
+  const double cpu_s = thread_only.estimate.compute_s * (0.05 / 0.06) + per_rank * 3e-9;
+  CHECK(all.estimate.step_time_s == Approx(cpu_s / 0.5));
+  REQUIRE(all.estimate.quota_cpu_s.size() == 2);  // the bottleneck (last) stage's: the head's FLOPs
+  CHECK(all.estimate.quota_cpu_s[1] == Approx(cpu_s));
+  CHECK(all.estimate.quota_share[1] == 0.5);
+  CHECK(all.estimate.step_time_s - thread_only.estimate.step_time_s == Approx(per_rank * 3e-9 / 0.5));
+  // No quota: no bound, however much CPU the threads spend.
+  auto free = cpu_pair(0, 0);
+  free.calibration = topo.calibration;
+  CHECK(hp::make_plan(spec, free).estimate.quota_s == 0);
+  // Tensor-parallel sums are the training thread's own calls (in cpu_tflops): not added again.
+  hp::Workload w = workload(false);
+  hp::StageCost tp2 = dp_stage(0, 1, 0.05);
+  tp2.tp = 2;
+  const auto sent = tp2.bytes_per_step(w, 4);
+  CHECK(sent.tp > 0);
+  CHECK(hp::StageCost::host_bytes(sent) == Approx(sent.next + sent.prev + sent.dp + sent.emb));
+}
+
 TEST_CASE("a node declared slower under a smaller quota is not held back twice by the quota bound",
           "[cost_model][fidelity][calibration]") {
   // Lab gen-3: nodes of speed 0.75 declare 0.75 of the peak and get 0.75 of the others' quota

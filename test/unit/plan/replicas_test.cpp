@@ -27,6 +27,34 @@ holmes::spec::JobSpec pod_spec(OuterMode outer, int replicas = 4) {
   return s;
 }
 
+// The lab's pods (scripts/lab/scenarios/pods.yaml): four pods of two single-worker CPU nodes,
+// every node under a 0.25-core quota, a calibration that measured the workers' CPU time.
+holmes::topo::ClusterTopology cpu_pods(double host_comm_ns_per_byte) {
+  hp::testing::IslandSpec pod{NicKind::kRoce, 2, 1, 2, 0.05};
+  auto t = hp::testing::make_cluster({pod, pod, pod, pod});
+  for (auto& n : t.nodes) {
+    n.devices.kind = "cpu";
+    n.devices.cores = 1;
+    n.devices.cpu_quota_cores = 0.25;
+    n.devices.peak_tflops = 0.05;
+  }
+  t.calibration.device_tflops = 0.03;  // the passes' wall rate: faster than the quota lets them run
+  t.calibration.cpu_tflops = 0.052;
+  t.calibration.cpu_tensor = 1;
+  t.calibration.host_comm_ns_per_byte = host_comm_ns_per_byte;
+  return t;
+}
+
+holmes::spec::JobSpec cpu_pod_spec(int overlap) {
+  auto s = hp::testing::make_spec(4, 128, 4, 1, 1, 2, 2, 32, 64);
+  s.model.vocab_size = 257;
+  s.parallel.replicas = 4;
+  s.parallel.outer = OuterMode::kDiloco;
+  s.parallel.inner_steps = 20;
+  s.parallel.outer_overlap = overlap;
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("replicas: split island by island into whole nodes", "[replicas]") {
@@ -276,4 +304,31 @@ TEST_CASE("replicas: the outer exchange is priced at the rate a calibration meas
   t.calibration.outer = {"ethernet", 0.5, 0, 1};
   CHECK(hp::make_plan(pod_spec(OuterMode::kDiloco), t).replicas.sync_s == Approx(cal.replicas.sync_s));
   CHECK(probed.replicas.sync_s == Approx(6 * alpha + bytes_s / 0.9));
+}
+
+TEST_CASE("replicas: under a CPU quota the host bytes' CPU joins the bound, the overlapped exchange's amortized",
+          "[replicas][cost_model]") {
+  // Each replica is data 2 inside its pod: every worker's communication thread reduce-scatters
+  // and all-gathers its gradients and parameters each step, and with outer_overlap the outer
+  // exchange runs beside the inner steps on that thread too. The quota caps those threads:
+  // their bytes x the calibrated CPU per byte add to the worker's CPU seconds. A blocking
+  // exchange is priced at its own measured rate (already under the quota): not added.
+  for (int overlap : {0, 5}) {
+    const hp::Plan base = hp::make_plan(cpu_pod_spec(overlap), cpu_pods(0));
+    const hp::Plan with = hp::make_plan(cpu_pod_spec(overlap), cpu_pods(3.0));
+    REQUIRE(base.estimate.quota_s > 0);  // the lab's pods are held by the quota
+    REQUIRE(with.estimate.quota_cpu_s.size() == 1);
+    const double params = base.memory.at(0).grads / 4;
+    const double dp_bytes = 0.5 * params * 8;  // (d - 1) / d of the fp32 gradients and weights
+    const double outer = overlap ? hp::outer_exchange_bytes(OuterDtype::kFp32, std::ceil(params / 2), 4) / 20 : 0;
+    const double more_cpu = (dp_bytes + outer) * 3e-9;
+    CHECK(with.estimate.quota_cpu_s[0] - base.estimate.quota_cpu_s[0] == Approx(more_cpu));
+    CHECK(with.estimate.quota_share[0] == 0.25);
+    // The inner step is bound by the quota in both: it grows by the added CPU over the share
+    // (the overlapped exchange's exposure follows the longer step).
+    const double inner_base = base.estimate.step_time_s - base.replicas.per_step_s - base.replicas.log_s;
+    const double inner_with = with.estimate.step_time_s - with.replicas.per_step_s - with.replicas.log_s;
+    CHECK(inner_with - inner_base == Approx(more_cpu / 0.25));
+    CHECK(with.replicas.sync_bytes == base.replicas.sync_bytes);
+  }
 }
