@@ -85,24 +85,6 @@ void ParallelGroups::sum_over_job(std::span<double> values) { sum_doubles({dp_.g
 
 void ParallelGroups::sum_over_replicas(std::span<double> values) { sum_doubles({outer_.get()}, values); }
 
-ReplicaSum ParallelGroups::post_sum_over_replicas(std::span<const double> values) {
-  ReplicaSum r;
-  r.wire_ = std::make_shared<std::vector<float>>(2 * values.size());
-  to_wire(values, *r.wire_);
-  // The host group's all-reduce on the same floats as all_reduce() sums: the same bits.
-  if (outer_->size() > 1)
-    r.work_ = outer_->run_host([wire = r.wire_](comm::ProcessGroup& pg) { pg.all_reduce(*wire, comm::ReduceOp::kSum); });
-  return r;
-}
-
-std::vector<double> ReplicaSum::land() {
-  if (!wire_) throw std::logic_error("ReplicaSum::land: nothing was posted");
-  work_.land();
-  std::vector<double> values(wire_->size() / 2);
-  from_wire(*wire_, values);
-  return values;
-}
-
 std::vector<std::string> ParallelGroups::describe() const {
   std::vector<std::string> out;
   for (const auto& [name, g] : {std::pair{"tp", tp_.get()}, {"pp", pp_.get()}, {"dp", dp_.get()},

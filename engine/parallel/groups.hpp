@@ -33,22 +33,6 @@ struct Coords {
   int data_size() const { return replicas * dp_size; }
 };
 
-// A sum over the replicas posted beside the compute (ParallelGroups::post_sum_over_replicas):
-// land() waits for it (the wait counts as communication) and returns the sums, the same bits
-// as sum_over_replicas would have given; it rethrows the operation's failure (a CommError
-// naming the member). Landing twice returns the same values.
-class ReplicaSum {
- public:
-  ReplicaSum() = default;  // nothing posted
-  bool posted() const { return wire_ != nullptr; }
-  std::vector<double> land();
-
- private:
-  friend class ParallelGroups;
-  std::shared_ptr<std::vector<float>> wire_;  // two floats a value; the thread sums in place
-  Work work_;
-};
-
 class ParallelGroups {
  public:
   // The communicators of one axis each: null for an axis of one member; `embedding` (the first
@@ -81,7 +65,8 @@ class ParallelGroups {
   Group& embedding() { return *embedding_; }
   Group& outer() { return *outer_; }
   // The outer exchange beside the inner steps (parallel.outer_overlap > 0): the outer group's
-  // members on a communicator of their own, so each step's loss sum over outer() goes on.
+  // members on a communicator of their own, so what else runs on outer() (the sums across the
+  // replicas of a validation or of agreeing the loss) is not queued behind it.
   Group& outer_side() { return *outer_side_; }
   // The time this rank waited on communication (all groups).
   CommClock& clock() { return clock_; }
@@ -93,12 +78,6 @@ class ParallelGroups {
   void sum_over_job(std::span<double> values);
   // The same over the outer group (diloco replicas; nothing with one replica).
   void sum_over_replicas(std::span<double> values);
-  // The same beside the compute: posted now on the outer group's communication thread, in
-  // the order of the outer group's other operations, and read with land() (diloco's per-step
-  // [loss, stop] sum: its trip over the slow link runs while the next step computes). With
-  // one replica it is summed at once.
-  ReplicaSum post_sum_over_replicas(std::span<const double> values);
-
   // One line per axis of more than one member: how its buffers travel (for the start-up log).
   std::vector<std::string> describe() const;
 

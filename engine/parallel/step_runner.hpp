@@ -32,21 +32,31 @@ struct StepStats {
   // checkpoints, validation), outside step_ms. Set by the training loop; 0 for its first step.
   double between_ms = 0;
   int stop_ranks = 0;  // ranks whose stop_requested was true: summed with the step's loss and norm
-  // Whether loss and stop_ranks are the job's. A step trained with Agreement::kLate may return
-  // before its replicas' sum of them arrived (false: both unknown until StepRunner::agree).
+  // Whether loss and stop_ranks are the job's. A step trained with Agreement::kAtSyncs between
+  // two outer syncs returns false: then loss and stop_ranks are those of this rank's replica
+  // (`replica`) alone, until StepRunner::agree makes them the job's.
   bool agreed = true;
+  int replica = -1;  // agreed false: the replica whose loss `loss` is (this rank's)
   // diloco: where this rank's outer sync after the step spent its time (empty: none).
   OuterTimes outer;
 };
 
 // When a step's job-wide loss and stop flags are known. With diloco replicas (parallel.outer:
-// diloco) their sum across the replicas crosses the slow link every step:
-//   kNow   train_step waits for it (every rank returns the agreed stats);
-//   kLate  train_step posts it beside the next step and returns the stats unagreed; the next
-//          train_step lands it (its trip hides behind that step's compute) and agree() reads
-//          it. Every rank learns a stop request one step later than kNow, still all at the same
-//          step. Without replicas there is nothing to hide: kLate agrees at once.
-enum class Agreement { kNow, kLate };
+// diloco) their sum across the replicas crosses the slow link, and each such sum makes every
+// replica wait for the slowest:
+//   kNow      every step: train_step sums them across the replicas and returns the job's.
+//   kAtSyncs  only where the replicas meet anyway: train_step sums them across the replicas
+//             (blocking, before the optimizer update) on the steps after which an outer
+//             exchange starts (OuterSync::due), and returns the job's stats there; on the
+//             steps between, the stats of the rank's replica (its loss over its own ranks,
+//             its ranks' stop requests) with agreed false, which agree() turns into the job's
+//             with a sum of its own (what the run does where it needs them: its last step, a
+//             validation, a checkpoint). So a stop request reaches every rank at the same
+//             step, at the next outer sync at the latest (inner_steps / fragments steps), and
+//             a non-finite loss of any replica since the previous sum stops every rank there,
+//             before its weights leave it in an outer exchange.
+// Without replicas both agree every step.
+enum class Agreement { kNow, kAtSyncs };
 
 
 class StepRunner {
@@ -55,17 +65,18 @@ class StepRunner {
   // One optimizer step (0-based `step`); every rank returns the same loss, lr, grad_norm and
   // stop_ranks. stop_requested (this rank received a stop signal) travels in the step's own
   // job-wide sum, so stopping costs no collective of its own and every rank learns it at the
-  // same step. Throws std::runtime_error when the (agreed) loss is not finite. With kLate the
-  // stats may come back with agreed false (see Agreement).
+  // same step. Throws std::runtime_error when the (agreed) loss is not finite. With kAtSyncs
+  // the stats may come back with agreed false (see Agreement).
   virtual StepStats train_step(int64_t step, bool stop_requested = false, Agreement agreement = Agreement::kNow) = 0;
-  // Completes `s`, stats of the last step or the one before it that train_step returned with
-  // agreed false: fills in its loss and stop_ranks, waiting for their sum if it is still in
-  // flight (what the run must do after its last step, before a stop or a validation). The same
-  // on every rank; throws std::runtime_error when the loss is not finite, std::logic_error
-  // for stats of another step.
+  // Makes `s`, the stats of the last step that train_step returned with agreed false, the
+  // job's: sums its replica's loss and stop flags across the replicas now (a collective: every
+  // rank calls it at the same step). Throws std::runtime_error naming the replica and step when
+  // a replica's loss was not finite, std::logic_error for stats of another step.
   virtual void agree(StepStats& s) {
-    if (!s.agreed) throw std::logic_error("StepRunner::agree: this runner does not agree late");
+    if (!s.agreed) throw std::logic_error("StepRunner::agree: this runner does not agree later");
   }
+  // How many sums across the replicas agree() and train_step made so far (0 without replicas).
+  virtual int replica_agreements() const { return 0; }
   // Mean validation loss over train.eval_steps global batches (the same sequences under every
   // parallel plan), identical on every rank; NaN when there is no validation data.
   virtual double evaluate() = 0;

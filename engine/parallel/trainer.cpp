@@ -121,6 +121,12 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const data:
                                                      p.outer_dtype, p.outer_overlap},
                                          groups_->outer(), groups_->dp(), gpt_->num_params(), &groups_->outer_side());
     reset_outer();
+    // Test hook (docs/launch.md): HOLMES_TEST_NAN_LOSS="STEP:REPLICA" makes that replica's
+    // loss of step STEP (1-based) NaN on its ranks, as a diverged replica's would be.
+    if (const char* hook = std::getenv("HOLMES_TEST_NAN_LOSS")) {
+      long long at = -1, replica = -1;
+      if (std::sscanf(hook, "%lld:%lld", &at, &replica) == 2 && replica == c_.replica) test_nan_step_ = at;
+    }
   }
 }
 
@@ -232,19 +238,37 @@ double Trainer::flops_per_token() const {
   return model::Gpt::flops_per_step(full, t.micro_batch, t.seq_len) / (static_cast<double>(t.micro_batch) * t.seq_len);
 }
 
-void Trainer::land_late() {
-  if (!late_.sum.posted()) return;
-  const std::vector<double> v = late_.sum.land();  // rethrows a failure: the CommError names the member
-  agreed_ = {late_.step, v[0], v[1]};
-  late_ = {};
-}
-
 void Trainer::agree(StepStats& s) {
   if (s.agreed) return;
-  if (late_.sum.posted() && late_.step == s.step) land_late();
-  if (agreed_.step != s.step)
-    throw std::logic_error(fmt::format("Trainer::agree: stats of step {}, the sums at hand are of step {}", s.step,
-                                       agreed_.step));
+  if (s.step != local_.step)
+    throw std::logic_error(fmt::format("Trainer::agree: stats of step {}, the replica's figures at hand are of step {}",
+                                       s.step, local_.step));
+  agree_replicas(s);
+}
+
+void Trainer::agree_replicas(StepStats& s) {
+  // [loss sum, stop flags, one slot per replica: its first step with a non-finite loss + 1 (0:
+  // none)]; each replica fills its own slot, so the sum gathers every replica's.
+  const int n = c_.replicas;
+  std::vector<double> v(2 + static_cast<size_t>(n), 0.0);
+  v[0] = local_.loss_sum;
+  v[1] = local_.stops;
+  if (first_bad_ >= 0) v[2 + static_cast<size_t>(c_.replica)] = static_cast<double>(first_bad_ + 1);
+  groups_->sum_over_replicas(v);
+  ++agreements_;
+  std::string bad;
+  int64_t first = -1;
+  for (int r = 0; r < n; ++r) {
+    const int64_t at = std::llround(v[2 + static_cast<size_t>(r)]) - 1;
+    if (at < 0) continue;
+    bad += fmt::format("{}replica {} at step {}", bad.empty() ? "" : ", ", r, at + 1);
+    first = first < 0 ? at : std::min(first, at);
+  }
+  if (first >= 0)
+    throw std::runtime_error(fmt::format("training loss is not finite on {}: the run diverged (try a lower train.lr or "
+                                         "train.grad_clip); every replica stops after step {}, before those weights "
+                                         "reach an outer sync", bad, s.step + 1));
+  agreed_ = {s.step, v[0], v[1]};
   fill_agreed(s);
 }
 
@@ -252,6 +276,7 @@ void Trainer::fill_agreed(StepStats& s) const {
   s.loss = agreed_.loss_sum / c_.data_size();
   s.stop_ranks = static_cast<int>(std::lround(agreed_.stops));
   s.agreed = true;
+  s.replica = -1;
   if (!std::isfinite(s.loss))
     throw std::runtime_error(fmt::format("training loss is {} at step {}: the run diverged (try a lower train.lr "
                                          "or train.grad_clip)", s.loss, s.step + 1));
@@ -293,13 +318,13 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   sums[units] = counts_loss() ? loss_sum / micro_batches_ : 0.0;
   sums[units + 1] = stop_requested ? 1.0 : 0.0;
   groups_->sum_over_job(sums);
+  if (step + 1 == test_nan_step_) sums[units] = std::nan("");
   // The replicas' norms stay their own (each clips its own step); the loss and the stop flags
-  // are the job's, so that every replica stops at the same step: summed over the outer group,
-  // at once (kNow) or beside the next step (kLate, posted below). The previous step's sum,
-  // posted at its end, has had this step's compute to cross the slow link: it lands here.
-  const bool late = c_.replicas > 1 && agreement == Agreement::kLate;
-  land_late();
-  if (c_.replicas > 1 && !late) {
+  // are the job's, so that every replica stops at the same step: summed over the outer group
+  // every step (kNow) or only before an outer exchange starts and where agree() asks
+  // (kAtSyncs: the replicas meet there anyway; Agreement in step_runner.hpp).
+  const bool at_syncs = c_.replicas > 1 && agreement == Agreement::kAtSyncs;
+  if (c_.replicas > 1 && !at_syncs) {
     std::span<double> job(sums.data() + units, 2);
     groups_->sum_over_replicas(job);
   }
@@ -307,9 +332,15 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   for (int u = 0; u < units; ++u) grad_sq += sums[u];
   StepStats s;
   s.step = step;
-  if (late) {
+  if (at_syncs) {
+    local_ = {step, sums[units], std::max(local_.stops, sums[units + 1])};  // stop flags stay set
     s.agreed = false;
-    s.loss = std::nan("");
+    s.replica = c_.replica;
+    s.loss = local_.loss_sum / c_.dp_size;
+    s.stop_ranks = static_cast<int>(std::lround(local_.stops));
+    if (!std::isfinite(s.loss) && first_bad_ < 0) first_bad_ = step;
+    // Before the exchange that starts after this step reads the weights (outer_step below).
+    if (!outer_->due(step + 1).empty()) agree_replicas(s);
   } else {
     agreed_ = {step, sums[units], sums[units + 1]};
     fill_agreed(s);
@@ -324,9 +355,6 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
     outer_step(step + 1);
     s.outer = outer_->take_times();
   }
-  // After the outer step: a synchronous exchange (outer_overlap 0) on the outer group is not
-  // queued behind it. [loss sum, stop flags] of this replica.
-  if (late) late_ = {step, groups_->post_sum_over_replicas(std::span<const double>(sums.data() + units, 2))};
   s.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   s.tokens_per_s = static_cast<double>(tokens_per_step()) / (s.step_ms / 1e3);
   s.flops = 0;

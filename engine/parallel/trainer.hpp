@@ -86,6 +86,7 @@ class Trainer final : public StepRunner {
 
   StepStats train_step(int64_t step, bool stop_requested = false, Agreement agreement = Agreement::kNow) override;
   void agree(StepStats& s) override;
+  int replica_agreements() const override { return agreements_; }
   double evaluate() override;
   checkpoint::ShardState shard_state() override;  // one chunk only (else std::logic_error)
   std::vector<checkpoint::ShardState> shard_states() override;
@@ -157,17 +158,22 @@ class Trainer final : public StepRunner {
   void reset_outer();                          // anchor <- the weights
   void outer_step(int64_t done);               // the fragments due after step `done`
   std::vector<float>& outer_host();            // a device's: host_[0].params as the outer sync's copy
-  // Agreement::kLate: the [loss sum, stop flags] of step `step` crossing the replicas (posted,
-  // landed by the next step or agree()), and the last landed (or summed at once) sums.
-  struct Late {
+  // Agreement::kAtSyncs: this replica's figures of the last step (its loss sum over its
+  // data-parallel ranks, its ranks' stop requests, the most seen since the start), the first
+  // step whose replica loss was not finite (-1: none; reported at the next sum across the
+  // replicas), and the last sums the job agreed on (or summed at once, kNow).
+  struct Local {
     int64_t step = -1;
-    ReplicaSum sum;
-  } late_;
+    double loss_sum = 0, stops = 0;
+  } local_;
+  int64_t first_bad_ = -1;
+  int64_t test_nan_step_ = -1;  // HOLMES_TEST_NAN_LOSS on this rank's replica (1-based; -1: none)
   struct Agreed {
     int64_t step = -1;
     double loss_sum = 0, stops = 0;
   } agreed_;
-  void land_late();                            // late_ -> agreed_
+  int agreements_ = 0;
+  void agree_replicas(StepStats& s);           // local_ summed across the replicas -> agreed_, s
   void fill_agreed(StepStats& s) const;        // s's loss and stop_ranks from agreed_ (its step)
   LrConfig lr_;
   AdamWHyper hyper_;

@@ -116,7 +116,9 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   StageTime t;
   t.recompute_s = layers * recompute_flops_per_token(m, w.seq_len, tp, w.act_bytes(), w.activation) * tokens /
                   (tflops * 1e12);
-  t.compute_s = stage_train_flops(m, layers, last, tp, w.seq_len, tokens) / (tflops * 1e12) + t.recompute_s;
+  const double train_s = stage_train_flops(m, layers, last, tp, w.seq_len, tokens) / (tflops * 1e12);
+  t.compute_s = train_s + t.recompute_s;
+  t.forward_s = train_s / 3;  // the forward's FLOPs are a third of training's; replays run in B and W
   // zb-h1: the W passes (and a full replay's second run before them) are what moves.
   if (w.activation.split_backward)
     t.weights_s = stage_weight_grad_flops(m, layers, last, tp, w.seq_len, tokens) / (tflops * 1e12) + t.recompute_s / 2;

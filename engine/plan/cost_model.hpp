@@ -72,6 +72,7 @@ struct StageTime {
   double compute_s = 0;  // forward + backward (+ the replay of recomputation)
   double recompute_s = 0;  // of which the replay
   double weights_s = 0;  // of which the W passes a zero-bubble schedule moves (0 under 1f1b)
+  double forward_s = 0;  // of which the forward pass (F; zb-h1's bubble needs it, bubble_s)
   double tp_s = 0;
   double pp_s = 0;       // the pipeline sends of one micro-batch: send_next_s + send_prev_s
   // Activation to the next stage, gradient to the previous. Interleaved: once per chunk, and
@@ -97,11 +98,24 @@ struct StageTime {
   // in each direction).
   double pp_fill_s() const { return send_next_s + send_prev_s; }
   // The idle slots of the fill and drain over p stages: (p - 1) micro-batch slots under 1F1B;
-  // under zb-h1 the held-back W passes fill two W lengths of each (Qi et al. 2023:
-  // (p - 1)(F + B - W)). weights_s is 0 under 1f1b.
+  // under zb-h1 the held-back W passes fill the slots, a W and as much again of each, but no
+  // more than the shorter of the slot's F and B: (p - 1)(F + B - min(F, B, W)), the tables'
+  // timing with free links (engine/parallel/schedule.hpp; schedule_test). With W <= F, B this
+  // is the paper's (p - 1)(F + B - W); a W longer than F (full recomputation replays the
+  // forward before each W) leaves (p - 1) B. weights_s is 0 under 1f1b.
   // Interleaved with V chunks per stage: a slot is a chunk's pass, 1/V of the stage's, so the
   // fill and drain idle (p - 1) / V micro-batch slots (Narayanan et al. 2021).
-  double bubble_s(int p) const { return (p - 1) * std::max(0.0, per_micro_batch() - 2 * weights_s) / chunks; }
+  double bubble_s(int p) const {
+    return (p - 1) * std::max(0.0, per_micro_batch() - weights_s - weights_hidden_s()) / chunks;
+  }
+  // Of a slot, what the held-back W passes hide besides their own length: min(F, B, W), with
+  // the slot's sums and exposed sends split evenly between F and B (a forward and a backward
+  // each carry half the tensor-parallel sums; each pass waits for one of the two sends).
+  double weights_hidden_s() const {
+    const double rest = (per_micro_batch() - compute_s) / 2;
+    const double f = forward_s + rest, b = per_micro_batch() - weights_s - f;
+    return std::max(0.0, std::min({weights_s, f, b}));
+  }
   int chunks = 1;  // model chunks per stage (interleaved), else 1
 };
 

@@ -173,12 +173,12 @@ struct Replicas {
   // the bytes all members send over their outer groups; of sync_s, what the steps wait for
   // (with overlap: max(0, exchange - overlap x step) per fragment, plus the data-parallel
   // all-gather); per step, what the estimate adds: exposed_s / inner_steps + agree_s, where
-  // agree_s is what the per-step [loss, stop] sum across the replicas costs the step (it runs
-  // beside the next step: replicas.hpp late_sum_s).
+  // agree_s is what the [loss, stop] sums across the replicas before the exchanges cost, per
+  // step (replicas.hpp agree_per_step_s).
   int overlap = 0;  // parallel.outer_overlap (tau)
   double sync_s = 0, sync_bytes = 0, exposed_s = 0, per_step_s = 0, agree_s = 0;
   // Per step, amortized: the small messages that cross Ethernet beside the payloads (diloco's
-  // [loss, stop] sum over the outer groups, the log steps' job-wide maximum over the world
+  // [loss, stop] sums over the outer groups, the log steps' job-wide maximum over the world
   // group; headers included, replicas.hpp) and the time the log steps' maximum takes.
   double small_bytes = 0, log_s = 0;
   std::vector<AcrossMode> across;  // pipeline, sync, diloco

@@ -92,7 +92,11 @@ double small_all_reduce_bytes(double floats, int members) {
   return 2.0 * (members - 1) * (4 * floats + messages * kSmallMessageOverhead);
 }
 
-double late_sum_s(double ring_s, double window_s) { return std::max(0.0, ring_s - window_s) + kLateSumHostS; }
+double agreement_floats(int replicas) { return 2.0 * (2 + replicas); }
+
+double agree_per_step_s(double ring_s, int inner_steps, int fragments) {
+  return ring_s * std::max(1, fragments) / std::max(1, inner_steps);
+}
 
 namespace {
 
@@ -111,7 +115,9 @@ double small_ethernet_bytes_per_step(const spec::JobSpec& spec, const Plan& plan
   for (const Group& g : plan.groups) {
     const int m = static_cast<int>(g.ranks.size());
     if (m < 2 || g.link != LinkKind::kEthernet) continue;
-    if (g.kind == GroupKind::kOuter) bytes += small_all_reduce_bytes(4, m);
+    if (g.kind == GroupKind::kOuter)
+      bytes += small_all_reduce_bytes(agreement_floats(m), m) * std::max(1, spec.parallel.fragments) /
+               std::max(1, spec.parallel.inner_steps);
     if (g.kind == GroupKind::kWorld) bytes += small_all_reduce_bytes(3 + m, m) / log_reduction_steps(spec, plan.replicas.outer);
   }
   return bytes;
@@ -233,13 +239,13 @@ void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
   rep.sync_s = worst;
   rep.exposed_s = exposed;
   rep.sync_bytes = bytes;
-  // Every step each rank also sums [loss, stop flag] (a few bytes: latency) over its outer
-  // group, so that a stop signal reaches every replica at the same step: beside the next step,
-  // which hides it up to its optimizer update (late_sum_s).
+  // Before each fragment's exchange each rank also sums [loss, stop flags, replicas' slots]
+  // (a few bytes: latency) over its outer group, so that a stop signal reaches every replica at
+  // the same step and no replica's non-finite loss reaches an exchange (agree_per_step_s).
   const Group* first = nullptr;
   for (const Group& g : plan.groups)
     if (g.kind == GroupKind::kOuter) first = first ? first : &g;
-  rep.agree_s = first ? late_sum_s(2.0 * (n - 1) * first->latency_s, step - plan.estimate.update_s) : 0;
+  rep.agree_s = first ? agree_per_step_s(2.0 * (n - 1) * first->latency_s, rep.inner_steps, frags) : 0;
   rep.per_step_s = exposed / rep.inner_steps + rep.agree_s;
   for (int k = 0; k < kLinkKinds; ++k) plan.estimate.bytes_per_step[k] += by_link[k] / rep.inner_steps;
 }

@@ -59,21 +59,21 @@ inline constexpr double kSmallMessageOverhead = 3 * (48 + 66) + 66;
 // all-gather): 2 (members - 1) (4 floats + non-empty segments x kSmallMessageOverhead).
 double small_all_reduce_bytes(double floats, int members);
 // The small messages a replica job (parallel.replicas > 1) sends over Ethernet per step,
-// amortized: with diloco every step's [loss, stop] sum (2 doubles, sent as 4 floats) over each
-// outer group, and in both modes the job-wide maximum (3 + world floats) over the world group
+// amortized: with diloco the [loss, stop, replicas' slots] sum (agreement_floats) over each
+// outer group before each fragment's exchange (fragments / inner_steps a step), and in both modes the job-wide maximum (3 + world floats) over the world group
 // every log.interval steps (diloco: once per inner_steps at most); each counted whole when its group runs over Ethernet (a group that
 // crosses islands binds the Ethernet interface, so its pairs inside an island use it too).
 double small_ethernet_bytes_per_step(const spec::JobSpec& spec, const Plan& plan);
 
-// diloco's per-step [loss, stop] sum over an outer group (a ring all-reduce of a few floats:
-// 2 (N - 1) latencies) is posted on the communication thread after the step and landed by the
-// next step before its optimizer update (Agreement::kLate, engine/parallel/step_runner.hpp):
-// the next step pays what of the ring's `ring_s` its `window_s` (its time before the update)
-// does not cover, plus the host's hand-off of the sum to that thread and back (two thread
-// wake-ups; the round trip measured 4 us median, 7 us p99 on the loaded 2-core test host,
-// docs/diloco.md). The communication thread's CPU time for the ring's messages is not priced.
-inline constexpr double kLateSumHostS = 10e-6;
-double late_sum_s(double ring_s, double window_s);
+// diloco's sum of [loss, stop flags, one slot per replica] across the replicas
+// (Agreement::kAtSyncs, engine/parallel/step_runner.hpp): 2 + N doubles (4 + 2 N floats) in a
+// ring all-reduce over each outer group (2 (N - 1) latencies, `ring_s`), on the training thread
+// before each fragment's exchange starts, so `fragments` of them every inner_steps steps.
+// Per step: ring_s x fragments / inner_steps. The extra sums at a validation, a checkpoint and
+// the last step (where the replicas meet anyway) are not priced; nor is the wait for the
+// slowest replica at each sum (the plan prices every replica's step alike).
+double agreement_floats(int replicas);
+double agree_per_step_s(double ring_s, int inner_steps, int fragments);
 
 // The three ways of spanning the islands, priced side by side for --plan-only (and filled in
 // Plan::across when replicas > 1): pipeline across islands (one plan, pipeline degree

@@ -6,6 +6,7 @@
 // is missing; only a folder that is no run at all is an error. docs/pictures.md.
 #pragma once
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@ struct MetricRow {
   double step = 0;
   double loss = 0, val_loss = 0, step_ms = 0, tokens_per_s = 0, mfu = 0, comm_share = 0, comm_share_max = 0;
   double entropy_floor = 0;
+  // A diloco step between outer syncs: the replica whose loss `loss` is (NaN: the job's).
+  double loss_replica = NAN;
   std::vector<double> comm_share_ranks;  // log rows of multi-process jobs (index = rank)
 };
 

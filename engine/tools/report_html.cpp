@@ -33,14 +33,20 @@ double tokens_per_step(const RunFiles& f) {
 
 std::string loss_charts(const RunFiles& f) {
   html::Series loss{"loss", "#1f77b4", {}, {}}, val{"validation loss", "#d62728", {}, {}, true};
-  html::Series loss_t = loss, val_t = val;
+  // A diloco run's steps between outer syncs carry one replica's loss (loss_replica), not the
+  // job's: their own curve, so the job's curve joins only the steps that have the job's.
+  html::Series local{"", "#aec7e8", {}, {}};
+  html::Series loss_t = loss, val_t = val, local_t = local;
   const double tps = tokens_per_step(f);
   double floor = NAN;
   for (const MetricRow& r : f.rows) {
     if (std::isfinite(r.entropy_floor)) floor = r.entropy_floor;
     if (std::isfinite(r.loss)) {
-      loss.x.push_back(r.step), loss.y.push_back(r.loss);
-      loss_t.x.push_back(r.step * tps), loss_t.y.push_back(r.loss);
+      const bool own = std::isfinite(r.loss_replica);
+      if (own) local.name = local_t.name = fmt::format("loss of replica {:g} alone", r.loss_replica);
+      html::Series &s = own ? local : loss, &t = own ? local_t : loss_t;
+      s.x.push_back(r.step), s.y.push_back(r.loss);
+      t.x.push_back(r.step * tps), t.y.push_back(r.loss);
     }
     if (std::isfinite(r.val_loss)) {
       val.x.push_back(r.step), val.y.push_back(r.val_loss);
@@ -49,6 +55,7 @@ std::string loss_charts(const RunFiles& f) {
   }
   html::LineChart by_step{"loss-steps", "Loss against steps", "step", "loss (nats/token)", {loss}};
   html::LineChart by_tokens{"loss-tokens", "Loss against tokens", "tokens", "loss (nats/token)", {loss_t}};
+  if (!local.x.empty()) by_step.series.push_back(local), by_tokens.series.push_back(local_t);
   if (!val.x.empty()) by_step.series.push_back(val), by_tokens.series.push_back(val_t);
   for (html::LineChart* c : {&by_step, &by_tokens})
     if (std::isfinite(floor)) {

@@ -263,7 +263,7 @@ CheckpointSaver::~CheckpointSaver() {
 
 void CheckpointSaver::after_step(parallel::StepRunner& runner, int64_t done, bool last) {
   if (pending_) finish();
-  if (spec_.checkpoint.interval <= 0 || done % spec_.checkpoint.interval != 0) return;
+  if (!due(done)) return;
   // After the last step no step follows to hide a background write behind: save() writes the
   // live buffers now (no copy), as the end of every run does.
   if (spec_.checkpoint.background_write && !last) start(runner, done);

@@ -97,6 +97,8 @@ class CheckpointSaver {
   // when checkpoint.interval divides `done` (checkpoint.background_write false, or `last`:
   // the run ends after this step, saves now).
   void after_step(parallel::StepRunner& runner, int64_t done, bool last);
+  // Whether after_step(done) starts a save (checkpoint.interval divides `done`).
+  bool due(int64_t done) const { return spec_.checkpoint.interval > 0 && done % spec_.checkpoint.interval == 0; }
   // Saves `done` now from the live buffers and commits it (the end of the run, a stop
   // signal). Collective.
   void save(parallel::StepRunner& runner, int64_t done);

@@ -184,6 +184,7 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   const TestSignal test_signal = TestSignal::from_environment(ctx.rank);
   const int interval = std::max(1, spec.log.interval);
   double first_loss = NAN, last_loss = NAN, comm_ms = 0, total_ms = 0;
+  std::string first_label;
   parallel::OuterTimes outer;  // this rank's outer syncs (diloco), summed for its last line
   JobFigures figures;
   // diloco replicas train apart between outer syncs: a job-wide reduction on every log line
@@ -206,7 +207,7 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   // nothing every step.
   auto report = [&](const parallel::StepStats& s, bool stopping) {
     const int64_t done = s.step + 1;
-    if (s.step == start) first_loss = s.loss;
+    if (s.step == start) first_loss = s.loss, first_label = loss_label(s);
     last_loss = s.loss;
     figures.note(rss_mb(), s.step_ms, s.comm_ms);
     const bool log_step = done == start + 1 || done % interval == 0 || done == t.steps;
@@ -223,47 +224,36 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
     if (log) log->step(s, trainer, log_step || stopping, maxima);
     return job;
   };
-  // A step trained whose job-wide loss and stop flags are still crossing the replicas.
-  std::optional<parallel::StepStats> held;
   std::optional<std::chrono::steady_clock::time_point> last_end;  // of the previous step (between_ms)
   for (int64_t step = start; step < t.steps; ++step) {
     const int64_t done = step + 1;
     test_signal.raise_if(done, /*before_sums=*/true);
     const auto step_start = std::chrono::steady_clock::now();
     // A stop signal rides the step's own job-wide sums. With diloco replicas their sum across
-    // the replicas runs beside the next step (Agreement::kLate: its trip over the slow link
-    // hides behind that step's compute), so every rank learns of it one step later, all at the
-    // same step; otherwise at this step.
-    parallel::StepStats s = trainer.train_step(step, launch::stop_requested(), parallel::Agreement::kLate);
+    // the replicas runs only where the replicas meet anyway (Agreement::kAtSyncs: before each
+    // outer exchange, and below), so every rank learns of it at the same step, at most one
+    // outer period (inner_steps / fragments steps) later; otherwise at this step.
+    parallel::StepStats s = trainer.train_step(step, launch::stop_requested(), parallel::Agreement::kAtSyncs);
     if (last_end) s.between_ms = std::chrono::duration<double, std::milli>(step_start - *last_end).count();
     last_end = std::chrono::steady_clock::now();
     comm_ms += s.comm_ms;
     total_ms += s.step_ms;
     outer += s.outer;
-    bool stopping = false;
-    if (held) {  // its sums landed during this step: its row before this step's checkpoint commits one
-      trainer.agree(*held);
-      report(*held, false);
-      stopping = held->stop_ranks > 0 && done < t.steps;
-      held.reset();
-    }
     const bool validating = t.eval_interval > 0 && (done % t.eval_interval == 0 || done == t.steps);
-    // This step's own sums are waited for when the run stops or ends after it (nothing is left
-    // in flight) or validates (its row before the validation line); the same steps on every rank.
-    if (!s.agreed && (stopping || done == t.steps || validating)) trainer.agree(s);
-    if (s.agreed)
-      stopping = stopping || (s.stop_ranks > 0 && done < t.steps);
-    else
-      held = s;
+    // A step whose loss and stop flags are its replica's alone gets the job's where the run
+    // needs them and the replicas meet anyway: its last step, a validation (its row before the
+    // validation line), a checkpoint (every rank commits it together; no checkpoint holds a
+    // replica whose loss went non-finite unnoticed); the same steps on every rank.
+    if (!s.agreed && (done == t.steps || validating || saver.due(done))) trainer.agree(s);
+    // Every rank stops after this same step; after the last one the run simply ends.
+    const bool stopping = s.agreed && s.stop_ranks > 0 && done < t.steps;
     saver.after_step(trainer, done, /*last=*/stopping || done == t.steps);
     test_signal.raise_if(done, /*before_sums=*/false);
-    std::vector<double> job;
-    if (s.agreed) job = report(s, stopping);
+    const std::vector<double> job = report(s, stopping);
     if (validating) {
       double v = trainer.evaluate();
       if (log && std::isfinite(v)) log->validation(done, v);
     }
-    // Every rank stops after this same step; after the last one the run simply ends.
     if (stopping) {
       const int sig = static_cast<int>(job[2]);
       saver.save(trainer, done);
@@ -279,8 +269,11 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
                total_ms / 1e3, comm_ms / 1e3, total_ms > 0 ? 100.0 * comm_ms / total_ms : 0.0);
   if (outer.syncs > 0)
     fmt::print("rank {}: {} outer sync(s), in all {}\n", ctx.rank, outer.syncs, outer.describe());
+  if (trainer.replica_agreements() > 0)
+    fmt::print("rank {}: {} sum(s) of the loss and stop flags across the replicas in {} step(s)\n", ctx.rank,
+               trainer.replica_agreements(), t.steps - start);
   const std::string weights = write_final_weights(spec, trainer, logger);
-  if (log) log->footer(first_loss, last_loss, weights);
+  if (log) log->footer(first_loss, last_loss, weights, first_label);
   return 0;
 }
 

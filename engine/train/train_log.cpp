@@ -61,6 +61,9 @@ void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& tr
       {"tflops", tflops},                  {"mfu", mfu},             {"rss_mb", rss_mb()},
       {"comm_ms", s.comm_ms},              {"comm_share", share},    {"cpu_ms", s.cpu_ms},
       {"between_ms", s.between_ms}};
+  // A diloco step between two outer syncs: `loss` is rank 0's replica's alone (StepStats::agreed);
+  // rows without this field carry the job's.
+  if (!s.agreed) row.emplace_back("loss_replica", s.replica);
   const double device_mb = trainer.device_mb();
   if (device_mb > 0) row.emplace_back("device_mb", device_mb);
   if (!s.outer.empty()) {  // this rank's outer sync after the step (diloco)
@@ -87,9 +90,9 @@ void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& tr
         job && job->comm_share > 0 ? fmt::format(" | comm {:.0f}% (max rank {:.0f}%)", 100.0 * share, 100.0 * job->comm_share)
         : !job && s.comm_ms > 0    ? fmt::format(" | comm {:.0f}% (rank 0)", 100.0 * share)
                                    : "";
-    fmt::print("step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.4f} | {:.1f} ms | {} tok/s | {:.3f} TFLOP/s | "
+    fmt::print("step {:>{}}/{} | loss {:.4f}{} | lr {:.3e} | grad_norm {:.4f} | {:.1f} ms | {} tok/s | {:.3f} TFLOP/s | "
                "MFU {:.1f}% | rss {:.0f} MiB{}{}\n",
-               done, fmt::formatted_size("{}", total), total, s.loss, s.lr, s.grad_norm, s.step_ms,
+               done, fmt::formatted_size("{}", total), total, s.loss, loss_label(s), s.lr, s.grad_norm, s.step_ms,
                human_count(s.tokens_per_s), tflops, mfu, job ? job->rss_mb : rss_mb(),
                device_mb > 0 ? fmt::format(" | gpu {:.0f} MiB", device_mb) : "", comm);
   }
@@ -122,11 +125,15 @@ void TrainLog::validation(int64_t steps_done, double val_loss) {
   std::fflush(stdout);
 }
 
-void TrainLog::footer(double first_loss, double last_loss, const std::string& model_path) {
+std::string loss_label(const parallel::StepStats& s) {
+  return s.agreed ? "" : fmt::format(" (replica {})", s.replica);
+}
+
+void TrainLog::footer(double first_loss, double last_loss, const std::string& model_path, const std::string& first_label) {
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   // A run resumed from a checkpoint already at train.steps takes no step: no losses to show.
   const std::string losses = std::isfinite(first_loss)
-                                 ? fmt::format("loss {:.4f} -> {:.4f}", first_loss, last_loss)
+                                 ? fmt::format("loss {:.4f}{} -> {:.4f}", first_loss, first_label, last_loss)
                                  : std::string("no step taken (the checkpoint was already at train.steps)");
   fmt::print("done: {} steps in {}, {}, peak rss {:.0f} MiB; weights in {}\n", spec_.train.steps,
              format_duration(elapsed), losses, peak_rss_mb(), model_path);

@@ -27,6 +27,10 @@ struct JobMaxima {
 };
 inline constexpr int kRankFiguresMax = 256;
 
+// "" for a step with the job's loss, " (replica R)" for one whose loss is its replica's alone
+// (a diloco step between outer syncs: StepStats::agreed false).
+std::string loss_label(const parallel::StepStats& s);
+
 class TrainLog {
  public:
   // peak_gflops: the device's peak for MFU; peak_source says where it came from.
@@ -39,11 +43,13 @@ class TrainLog {
   // log.interval steps, the first and the last) is also printed, with the job's maxima when
   // they were reduced for it (`job`; also in its metrics row as rss_mb_max, comm_share_max
   // and comm_share_ranks), else rank 0's own. A progress line with the ETA follows every ~10%
-  // of the run.
+  // of the run. A loss that is rank 0's replica's alone is labelled so on the line and the
+  // row carries loss_replica (loss_label).
   void step(const parallel::StepStats& s, const parallel::StepRunner& trainer, bool line,
             const std::optional<JobMaxima>& job);
   void validation(int64_t steps_done, double val_loss);
-  void footer(double first_loss, double last_loss, const std::string& model_path);
+  // first_label: loss_label of the first step's stats (the last step's loss is always the job's).
+  void footer(double first_loss, double last_loss, const std::string& model_path, const std::string& first_label = "");
 
  private:
   const spec::JobSpec& spec_;

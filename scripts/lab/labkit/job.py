@@ -202,14 +202,13 @@ class EthernetMeter(threading.Thread):
     """Reads the cluster's Ethernet byte counters (and, for cpu_result, the node cgroups' CFS
     counters and each worker's CPU time) when rank 0 has trained each step of `window`
     (metrics.jsonl, polled every 10 ms: a read may come a little after the step ended, so each
-    reading records how many steps were trained when it was taken). `lag`: a replica job agrees
-    its per-step loss and stop flags one step late, so step k's row is written once step k + 1
-    has trained (the last step's at once): then `lag` = 1 and `total` its step count."""
+    reading records how many steps were trained when it was taken). Every step's row is written
+    when the step has trained (a diloco job's too: the rows between its outer syncs carry the
+    replica's loss, loss_replica, instead of waiting for the job's)."""
 
-    def __init__(self, cluster, metrics, window, lag=0, total=0):
+    def __init__(self, cluster, metrics, window):
         super().__init__(daemon=True)
         self.cluster, self.metrics, self.window = cluster, metrics, window
-        self.lag, self.total = lag, total
         self.snaps = []  # (steps logged, bytes, read after the workers exited)
         self.times = []  # time.monotonic() of each reading
         self.pids = {}  # rank -> pid, filled by launch
@@ -231,8 +230,6 @@ class EthernetMeter(threading.Thread):
             if now != size:
                 size = now
                 steps = self._steps_logged()
-                if self.lag and steps:
-                    steps = steps if steps >= self.total else steps + self.lag
                 if steps >= self.window[len(self.snaps)]:
                     self.times.append(time.monotonic())
                     self.snaps.append((steps, self.cluster.ethernet_bytes(), exited))
@@ -288,10 +285,7 @@ def run_case(sc, net, binary, run_dir, calibrate=True):
         with open(os.path.join(run_dir, "topology.yaml"), "w") as f:
             f.write(cluster.topology_yaml(sc.workers_per_node, sc.threads_per_worker))
         window = ethernet_window(sc, net)
-        # diloco replicas write a step's row after the next step (its loss and stop agreement lands then)
-        lag = 1 if net.case in ("diloco", "diloco-overlap") else 0
-        meter = (EthernetMeter(cluster, os.path.join(run_dir, "out", "metrics.jsonl"), window, lag, sc.train["steps"])
-                 if window else None)
+        meter = EthernetMeter(cluster, os.path.join(run_dir, "out", "metrics.jsonl"), window) if window else None
         if meter:
             meter.start()
         try:

@@ -573,7 +573,7 @@ TEST_CASE("The cost model's zb-h1 against the tables' timing", "[train][schedule
       const double sim_zb = async_makespan(make_table(stages, m, PipeSchedule::kZbH1), m, 1, 1, 1, 0.0);
       holmes::plan::StageTime f, z;
       f.compute_s = z.compute_s = 3;
-      z.weights_s = 1;
+      z.weights_s = z.forward_s = 1;
       CHECK(m * f.per_micro_batch() + f.bubble_s(stages) == Approx(sim_1f1b));
       CHECK(m * z.per_micro_batch() + z.bubble_s(stages) == Approx(sim_zb));
       for (double latency : {0.5, 1.0, 2.0}) {
@@ -582,6 +582,34 @@ TEST_CASE("The cost model's zb-h1 against the tables' timing", "[train][schedule
               async_makespan(make_table(stages, m), m, 1, 2, 0, latency));
       }
     }
+}
+
+TEST_CASE("The cost model's zb-h1 bubble is the tables' timing for unequal F, B and W", "[train][schedule]") {
+  // The held-back W passes fill each of the p - 1 slots of the fill and drain by a W and as much
+  // again, but a stage can hide no more than the shorter of its F and B: with free links the
+  // tables take m (F + B + W) + (p - 1)(F + B - min(F, B, W)), the paper's (p - 1)(F + B - W)
+  // only while W <= F, B. Under full recomputation each W pass replays the forward first
+  // (recompute_flops_per_token: the replay runs before B and again before W), so W > F and the
+  // paper's bubble is short by (p - 1)(W - F): the placement priced was not the one run.
+  struct Passes {
+    double f, b, w;
+  };
+  for (const Passes& t : {Passes{1, 1, 1}, Passes{1, 1.3, 0.8}, Passes{1, 1.6, 0.5}, Passes{0.7, 1.2, 1.1},
+                          Passes{1, 2.2, 1.9}, Passes{1, 0.8, 1.2}, Passes{1.5, 0.6, 0.9}})
+    for (int stages = 2; stages <= 6; ++stages)
+      for (int m : {stages, stages + 1, 2 * stages, 4 * stages}) {
+        INFO("F " << t.f << " B " << t.b << " W " << t.w << " stages " << stages << " micro-batches " << m);
+        holmes::plan::StageTime zb, f1b;
+        zb.compute_s = f1b.compute_s = t.f + t.b + t.w;
+        zb.weights_s = t.w;
+        zb.forward_s = t.f;
+        f1b.forward_s = t.f;
+        const double tables = async_makespan(make_table(stages, m, PipeSchedule::kZbH1), m, t.f, t.b, t.w, 0.0);
+        CHECK(m * zb.per_micro_batch() + zb.bubble_s(stages) == Approx(tables));
+        CHECK(tables == Approx(m * (t.f + t.b + t.w) + (stages - 1) * (t.f + t.b - std::min({t.f, t.b, t.w}))));
+        CHECK(m * f1b.per_micro_batch() + f1b.bubble_s(stages) ==
+              Approx(async_makespan(make_table(stages, m), m, t.f, t.b + t.w, 0.0, 0.0)));
+      }
 }
 
 namespace {

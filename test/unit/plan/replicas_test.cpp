@@ -178,7 +178,7 @@ TEST_CASE("replicas: an overlapped outer exchange is priced as what tau inner st
   const hp::Plan plain = hp::make_plan(s, pods());
   CHECK(plain.replicas.overlap == 0);
   CHECK(plain.replicas.exposed_s == Approx(plain.replicas.sync_s));  // data 1: no all-gather of slices
-  const double sum_s = plain.replicas.per_step_s - plain.replicas.sync_s / 20;  // the per-step loss sum
+  const double sum_s = plain.replicas.per_step_s - plain.replicas.sync_s / 20;  // the loss sums, per step
   // A replica's step alone (without the log steps' job-wide maximum, replicas.log_s).
   const double step = plain.estimate.step_time_s - plain.replicas.per_step_s - plain.replicas.log_s;
   for (int tau : {1, 2, 19}) {
@@ -210,8 +210,9 @@ TEST_CASE("replicas: the small per-step messages over Ethernet are priced, heade
   const hp::Plan p = hp::make_plan(s, pods());
   // Gloo's ring: 2 x members segments, each non-empty one forwarded members - 1 times per half,
   // 408 B of notices, preambles, headers and ACK per message.
-  // [loss, stop] as 4 floats over 4: 8 segments of 1 float, 4 non-empty.
-  const double outer_sum = 16 * (2 * 3) * (4 * 4 + 4 * 408.0);
+  // [loss, stop, 4 replicas' slots] as 12 floats over 4: 8 segments of 2 floats, 6 non-empty;
+  // once before each outer exchange (inner_steps 20, one fragment), not every step.
+  const double outer_sum = 16 * (2 * 3) * (4 * 12 + 6 * 408.0) / 20;
   // 3 + 64 floats over 64 ranks: 128 segments of 1 float, 67 non-empty. The world group
   // crosses islands, so it binds Ethernet: its pairs inside a pod use Ethernet too.
   const double world_max = (2 * 63) * (4 * 67 + 67 * 408.0);
@@ -246,11 +247,13 @@ TEST_CASE("replicas: the small per-step messages over Ethernet are priced, heade
   CHECK(across[2].ethernet_bytes_per_step == Approx(q.replicas.sync_bytes / 20 + outer_sum + world_max / 20));
 }
 
-TEST_CASE("replicas: diloco's per-step loss and stop sum runs beside the next step, priced as what it leaves",
+TEST_CASE("replicas: diloco's loss and stop sum across the replicas is priced once per fragment's exchange",
           "[replicas]") {
-  // The sum is posted after a step and landed by the next one before its optimizer update
-  // (engine/parallel/step_runner.hpp Agreement::kLate): its ring of 2 (N - 1) latencies costs
-  // the step only what that window does not cover, plus the hand-off to the thread and back.
+  // The sum runs on the training thread before each fragment's exchange starts
+  // (engine/parallel/step_runner.hpp Agreement::kAtSyncs), not every step: its ring of
+  // 2 (N - 1) latencies of the outer group is paid fragments times per inner_steps steps.
+  // (The old pricing, a per-step sum beside the next step, charged 10 us a step however
+  // long the period.)
   auto s = pod_spec(OuterMode::kDiloco);
   auto outer_latency = [](const hp::Plan& p) {
     for (const auto& g : p.groups)
@@ -260,22 +263,27 @@ TEST_CASE("replicas: diloco's per-step loss and stop sum runs beside the next st
   const hp::Plan p = hp::make_plan(s, pods());
   const double ring = 2 * 3 * outer_latency(p);
   REQUIRE(ring > 0);
-  // A replica's step alone (no outer sync, no log steps' maximum).
+  CHECK(p.replicas.agree_s == Approx(ring / 20).epsilon(1e-9));
+  CHECK(p.replicas.per_step_s == Approx(p.replicas.exposed_s / 20 + ring / 20).epsilon(1e-9));
+  // A longer period pays it less often; fragments more often.
+  s.parallel.inner_steps = 40;
+  const hp::Plan p40 = hp::make_plan(s, pods());
+  CHECK(p40.replicas.agree_s == Approx(ring / 40).epsilon(1e-9));
+  s.parallel.fragments = 4;
+  const hp::Plan f4 = hp::make_plan(s, pods());
+  CHECK(f4.replicas.agree_s == Approx(4 * ring / 40).epsilon(1e-9));
+  // A link whose latency makes the ring outlast a step: still paid whole, once per exchange
+  // (it blocks the step before the exchange; nothing hides it).
+  s = pod_spec(OuterMode::kDiloco);
   const double step = p.estimate.step_time_s - p.replicas.per_step_s - p.replicas.log_s;
-  REQUIRE(ring < step - p.estimate.update_s);  // the default Ethernet latency hides behind a step
-  CHECK(p.replicas.agree_s == Approx(hp::kLateSumHostS));
-  CHECK(p.replicas.per_step_s == Approx(p.replicas.sync_s / 20 + hp::kLateSumHostS));
-  CHECK(p.replicas.per_step_s < p.replicas.sync_s / 20 + ring);  // the blocking sum's price is gone
-  // A link whose latency makes the ring outlast the step: the rest of it is paid.
   s.cluster.ethernet.latency_us = step / 3 * 1e6;  // ring = 2 steps
   const hp::Plan slow = hp::make_plan(s, pods());
-  const double slow_step = slow.estimate.step_time_s - slow.replicas.per_step_s - slow.replicas.log_s;
-  CHECK(slow_step == Approx(step));  // nothing of a replica's own step crosses Ethernet
   const double slow_ring = 2 * 3 * outer_latency(slow);
   CHECK(slow_ring == Approx(2 * step));
-  CHECK(slow.replicas.agree_s == Approx(slow_ring - (slow_step - slow.estimate.update_s) + hp::kLateSumHostS));
-  CHECK(hp::late_sum_s(0.5, 2.0) == hp::kLateSumHostS);
-  CHECK(hp::late_sum_s(3.0, 2.0) == Approx(1.0 + hp::kLateSumHostS));
+  CHECK(slow.replicas.agree_s == Approx(slow_ring / 20).epsilon(1e-9));
+  CHECK(hp::agree_per_step_s(0.5, 20, 1) == Approx(0.025));
+  CHECK(hp::agree_per_step_s(0.5, 20, 4) == Approx(0.1));
+  CHECK(hp::agreement_floats(4) == 12);
 }
 
 TEST_CASE("replicas: the outer exchange is priced at the rate a calibration measured it at inside the steps",

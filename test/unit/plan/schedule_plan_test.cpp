@@ -23,7 +23,7 @@ holmes::spec::JobSpec two_islands() { return hp::testing::make_spec(24, 2048, 16
 
 TEST_CASE("schedule: zb-h1's estimate has the smaller bubble, sends price as under 1f1b", "[plan][schedule]") {
   hp::StageTime t;  // F = B = W = 1
-  t.compute_s = 3, t.weights_s = 1, t.send_next_s = 0.5;
+  t.compute_s = 3, t.weights_s = t.forward_s = 1, t.send_next_s = 0.5;
   CHECK(t.pp_exposed_s() == 0);  // the send runs beside the stage's own passes
   CHECK(t.per_micro_batch() == 3);
   CHECK(t.bubble_s(4) == Approx(3 * (3 - 2)));  // (p - 1)(F + B - W)
@@ -35,6 +35,35 @@ TEST_CASE("schedule: zb-h1's estimate has the smaller bubble, sends price as und
   CHECK(f.per_micro_batch() == Approx(4.5));
   CHECK(f.bubble_s(4) == Approx(3 * 4.5));
   CHECK(f.bubble_s(4) - t.bubble_s(4) == Approx(3 * 2 * t.weights_s));  // what zb-h1 saves
+}
+
+TEST_CASE("schedule: under full recomputation zb-h1's W passes outlast the forwards and hide less bubble",
+          "[plan][schedule]") {
+  // Each W pass replays the block's forward before its GEMMs (recompute_flops_per_token counts
+  // the replay twice with a split backward), so W > F and the tables hide only F of each
+  // fill-and-drain slot besides W: (p - 1)(F + B - F) = (p - 1) B, not the paper's (p - 1)(F +
+  // B - W) (the tables' timing: schedule_test, "... unequal F, B and W").
+  hp::Workload w;
+  w.shape = hp::GptShape{4, 256, 8, 1000, 128};
+  w.seq_len = 128;
+  w.micro_batch = 2;
+  hp::StageCost mid;
+  mid.tflops = 100;
+  w.activation = hp::ActivationMode::of(Recompute::kNone, Schedule::kZbH1);
+  const hp::StageTime none = mid.time(w, 2);
+  REQUIRE(none.weights_s < none.forward_s);  // the GEMMs' weight gradients, no attention
+  CHECK(none.forward_s == Approx((none.compute_s - none.recompute_s) / 3));
+  CHECK(none.bubble_s(4) == Approx(3 * (none.per_micro_batch() - 2 * none.weights_s)));  // the paper's
+  w.activation = hp::ActivationMode::of(Recompute::kFull, Schedule::kZbH1);
+  const hp::StageTime full = mid.time(w, 2);
+  REQUIRE(full.weights_s > full.forward_s);
+  CHECK(full.forward_s == Approx(none.forward_s));  // the replays run in B and W, not in F
+  const double b = full.compute_s - full.forward_s - full.weights_s;
+  CHECK(full.bubble_s(4) == Approx(3 * b));
+  CHECK(full.bubble_s(4) > 3 * (full.per_micro_batch() - 2 * full.weights_s));
+  // 1f1b's bubble is the whole slot either way.
+  w.activation = hp::ActivationMode::of(Recompute::kFull, Schedule::k1f1b);
+  CHECK(mid.time(w, 2).bubble_s(4) == Approx(3 * mid.time(w, 2).per_micro_batch()));
 }
 
 TEST_CASE("schedule: auto picks zb-h1 across islands, 1f1b is the runner-up, both shown", "[plan][schedule]") {

@@ -137,3 +137,18 @@ TEST_CASE("a run with a plan, per-rank figures and a floor draws them all", "[re
   CHECK(page.find("data-chart=\"step-measured-planned\"") != std::string::npos);
   CHECK(count(page, "<tr class=\"stage\"") == 2);
 }
+
+TEST_CASE("a diloco run's replica-local losses get a curve of their own", "[report]") {
+  // Steps 1-3 and 5 carry replica 0's loss (loss_replica), 4 and 6 the job's (outer syncs).
+  TempDir d;
+  std::string m;
+  for (int s = 1; s <= 6; ++s) {
+    std::string r = row(s, 6.0 - s * 0.25);
+    if (s % 2 == 1 || s == 2) r.insert(r.size() - 2, ", \"loss_replica\": 0");
+    m += r;
+  }
+  d.write("metrics.jsonl", m);
+  const std::string page = ht::format_report_html(ht::read_run_files(d.path.string()));
+  CHECK(count(page, "data-series=\"loss\" data-points=\"2\"") == 2);  // steps 4 and 6, by steps and tokens
+  CHECK(count(page, "data-series=\"loss of replica 0 alone\" data-points=\"4\"") == 2);
+}
