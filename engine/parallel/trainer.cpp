@@ -370,6 +370,8 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   if (steps_ >= kWarmupSteps) {
     if (compute_per_step_.size() == kKeptSteps) compute_per_step_.erase(compute_per_step_.begin());
     compute_per_step_.push_back(static_cast<float>(compute_s));
+    if (other_cpu_per_step_.size() == kKeptSteps) other_cpu_per_step_.erase(other_cpu_per_step_.begin());
+    other_cpu_per_step_.push_back(static_cast<float>(std::max(0.0, s.cpu_ms / 1e3 - cpu_s)));
   }
   ++steps_;
   return s;

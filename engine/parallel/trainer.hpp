@@ -118,6 +118,10 @@ class Trainer final : public StepRunner {
   // calibration that takes, step by step, the slowest rank of a stage.
   static constexpr size_t kKeptSteps = 1024;
   const std::vector<float>& compute_per_step() const { return compute_per_step_; }
+  // The process's CPU seconds of each of those steps beyond the training thread's (every other
+  // thread: communication, Gloo's I/O, the data loader), for the calibration's in-step figure
+  // of the host communication path's CPU per byte.
+  const std::vector<float>& other_cpu_per_step() const { return other_cpu_per_step_; }
 
   // diloco: the outer sync of this rank (null without replicas).
   const OuterSync* outer() const { return outer_.get(); }
@@ -184,7 +188,7 @@ class Trainer final : public StepRunner {
   checkpoint::ShardState chunk_shape(size_t c) const;  // chunk c's layout, config and owned ranges, no buffers
   StepTimes all_, steady_;  // summed over all steps / after warm-up
   int steps_ = 0;
-  std::vector<float> compute_per_step_;
+  std::vector<float> compute_per_step_, other_cpu_per_step_;
 };
 
 }  // namespace holmes::parallel

@@ -464,6 +464,7 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
     const StageCost& sc = stages[s];
     const double ranks = double(sc.tp) * sc.dp;
     const StageCost::Bytes sent = sc.bytes_per_step(w, layers[s]);
+    e.host_bytes.push_back(StageCost::host_bytes(sent));
     auto add = [&](const LinkCost& l, double bytes) { e.bytes_per_step[static_cast<int>(l.kind)] += bytes * ranks; };
     if (sent.tp > 0) add(sc.tp_link, sent.tp);
     if (sent.next > 0) add(*sc.hop_next(w.activation.chunks).first, sent.next);

@@ -98,6 +98,10 @@ struct Estimate {
   // and its quota share, for the stages under a quota with a CPU-time calibration (others: 0
   // and 1). quota_bound_s(Estimate).
   std::vector<double> quota_cpu_s, quota_share;
+  // Per stage: the bytes one of its ranks sends per step over its groups other than the
+  // tensor-parallel sums (StageCost::host_bytes; on CPU devices all Gloo), the outer exchange
+  // aside. The calibration divides the steps' communication CPU by it.
+  std::vector<double> host_bytes;
   int bottleneck_stage = 0;
   double tokens_per_s = 0;
   double tflops_per_device = 0;   // model FLOPs / step time / devices

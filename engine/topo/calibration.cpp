@@ -26,7 +26,7 @@ double non_negative(const YAML::Node& n, const char* key, const Ctx& ctx, const 
 
 void parse_compute(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
   check_keys(n, ctx, {"device_tflops", "declared_tflops", "update_ns_per_param", "cpu_tflops", "cpu_tensor", "host_comm_ns_per_byte",
-                     "stages"});
+                     "host_comm_steps_ns_per_byte", "stages"});
   c.device_tflops = non_negative(n, "device_tflops", ctx, "a number of TFLOP/s");
   c.declared_tflops = non_negative(n, "declared_tflops", ctx, "a number of TFLOP/s");
   c.update_ns_per_param = non_negative(n, "update_ns_per_param", ctx, "a number of nanoseconds");
@@ -35,6 +35,7 @@ void parse_compute(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
   if (c.cpu_tensor < 0)
     ctx.at("cpu_tensor").fail(n["cpu_tensor"], fmt::format("expected a tensor-parallel degree >= 1, found {}", c.cpu_tensor));
   c.host_comm_ns_per_byte = non_negative(n, "host_comm_ns_per_byte", ctx, "a number of nanoseconds per byte");
+  c.host_comm_steps_ns_per_byte = non_negative(n, "host_comm_steps_ns_per_byte", ctx, "a number of nanoseconds per byte");
   const YAML::Node stages = n["stages"];
   if (!stages.IsDefined() || stages.IsNull()) return;
   if (!stages.IsSequence()) ctx.at("stages").fail(stages, fmt::format("expected a list, found {}", describe(stages)));
@@ -162,6 +163,8 @@ std::string format_calibration_yaml(const Calibration& c) {
   if (c.cpu_tflops > 0) out += fmt::format("  cpu_tflops: {}\n", c.cpu_tflops);
   if (c.cpu_tflops > 0 && c.cpu_tensor > 0) out += fmt::format("  cpu_tensor: {}\n", c.cpu_tensor);
   if (c.host_comm_ns_per_byte > 0) out += fmt::format("  host_comm_ns_per_byte: {}\n", c.host_comm_ns_per_byte);
+  if (c.host_comm_steps_ns_per_byte > 0)
+    out += fmt::format("  host_comm_steps_ns_per_byte: {}\n", c.host_comm_steps_ns_per_byte);
   out += fmt::format("  stages:{}\n", c.stages.empty() ? " []" : "");
   for (const auto& s : c.stages)
     out += fmt::format("    - {{stage: {}, layers: {}, tflops: {}}}\n", s.stage, s.layers, s.tflops);

@@ -87,6 +87,9 @@ struct Calibration {
   // step times this to its CPU seconds. 0 = not measured (files of older binaries): the bound
   // then counts the training thread's CPU alone, as before.
   double host_comm_ns_per_byte = 0;
+  // The same, as the steps spent it (train::host_comm_steps_ns_per_byte): for people, beside
+  // the probe's figure (the lab's pods: 1.8-3.1 in the steps where the idle probe read 1.3-1.6).
+  double host_comm_steps_ns_per_byte = 0;
   std::vector<StageCalibration> stages;
   std::map<std::string, LinkCalibration> links;  // by link class: intra-node, ib, roce, ethernet
   OuterCalibration outer;

@@ -27,8 +27,9 @@ constexpr uint32_t kProbeTag = 0xC0000000u;           // above every pipeline ta
 constexpr int kSampleFloats = 8;
 constexpr int kSlots = 3;                             // tp, pp, dp samples per rank
 // stage, flops per step, steady steps, host seconds, params held, outer wire seconds, bytes, exchanges,
-// CPU seconds of the whole process per step, the probe's host communication CPU seconds and bytes
-constexpr int kComputeFloats = 11;
+// CPU seconds of the training thread per step, the probe's host communication CPU seconds and bytes,
+// the process's CPU seconds beyond the training thread's in the median step
+constexpr int kComputeFloats = 12;
 
 // Times of `reps` runs of op, sorted. Latency takes the fastest (a preempted process only adds
 // to it), bandwidth the median.
@@ -211,6 +212,13 @@ double host_comm_ns_per_byte(const std::vector<HostComm>& ranks) {
   return median(ns);
 }
 
+double host_comm_steps_ns_per_byte(const std::vector<double>& other_cpu_s, const std::vector<double>& host_bytes) {
+  std::vector<double> ns;
+  for (size_t r = 0; r < other_cpu_s.size() && r < host_bytes.size(); ++r)
+    if (host_bytes[r] > 0 && other_cpu_s[r] > 0) ns.push_back(other_cpu_s[r] / host_bytes[r] * 1e9);
+  return median(ns);
+}
+
 double slowest_device_tflops(const std::vector<double>& measured, const std::vector<double>& planned) {
   double ratio = -1, slowest = -1;
   for (size_t i = 0; i < measured.size() && i < planned.size(); ++i) {
@@ -238,6 +246,8 @@ struct Gathered {
   double host_s = 0, params = 0;
   std::vector<OuterWire> outer;  // per rank
   std::vector<HostComm> host;    // per rank, the probe's
+  std::vector<int> stage;        // per rank
+  std::vector<double> other_cpu;  // per rank, StepShare::other_cpu_s
 };
 
 Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vector<float>& per_step, int world,
@@ -262,6 +272,8 @@ Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vecto
     g.params += c[4];
     g.outer.push_back({c[5], c[6], static_cast<int>(c[7])});
     g.host.push_back({c[9], c[10]});
+    g.stage.push_back(st);
+    g.other_cpu.push_back(c[11]);
   }
   for (int st = 0; st < stages; ++st)
     for (float t : slowest[st]) g.stage_seconds[st] += double(t) / double(steps);
@@ -297,9 +309,16 @@ void calibrate_compute(const plan::Plan& p, const Gathered& g, topo::Calibration
       fmt::print("calibration: {:.4g} TFLOP/s per CPU second of a worker (its passes' FLOPs over all the CPU time "
                  "its step took)\n", cal.cpu_tflops);
     cal.host_comm_ns_per_byte = host_comm_ns_per_byte(g.host);
+    std::vector<double> bytes;
+    for (int st : g.stage) bytes.push_back(st < int(p.estimate.host_bytes.size()) ? p.estimate.host_bytes[st] : 0.0);
+    cal.host_comm_steps_ns_per_byte = host_comm_steps_ns_per_byte(g.other_cpu, bytes);
     if (cal.host_comm_ns_per_byte > 0)
       fmt::print("calibration: host communication {:.3g} ns of CPU per byte sent over a host group (the probe's "
-                 "pipeline and data-parallel transfers, every thread of the process)\n", cal.host_comm_ns_per_byte);
+                 "pipeline and data-parallel transfers, every thread of the process){}\n", cal.host_comm_ns_per_byte,
+                 cal.host_comm_steps_ns_per_byte > 0
+                     ? fmt::format("; in the steps {:.3g} (the process's CPU beyond the training thread over the "
+                                   "plan's bytes, for people)", cal.host_comm_steps_ns_per_byte)
+                     : "");
   }
   fmt::print("calibration: host work per step outside the passes and communication: {:.3g} ns per parameter "
              "held\n", cal.update_ns_per_param);
@@ -359,7 +378,7 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
                                          float(params),         float(times.outer_wire_s),
                                          float(times.outer_wire_bytes), float(times.outer_exchanges),
                                          float(times.cpu_s),    float(host.cpu_s),
-                                         float(host.bytes)};
+                                         float(host.bytes),     float(times.other_cpu_s)};
   // Tensor-parallel sums are priced from what they cost in the steps, not at the idle probe.
   std::vector<LinkSample> samples = mine;
   const size_t act = size_t(spec.train.micro_batch) * spec.train.seq_len * spec.model.hidden;

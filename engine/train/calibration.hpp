@@ -55,6 +55,13 @@ std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& s
 // The calibration's host_comm_ns_per_byte from every rank's HostComm: the median over the
 // ranks that moved bytes of their CPU nanoseconds per byte sent; 0 when none did.
 double host_comm_ns_per_byte(const std::vector<HostComm>& ranks);
+// The same path's CPU per byte as the steps spent it, for people beside the probe's
+// (topo::Calibration::host_comm_steps_ns_per_byte): per rank, its process's CPU beyond the
+// training thread per step (`other_cpu_s`) over the bytes the plan says it sends per step
+// (`host_bytes`, plan::Estimate::host_bytes of its stage); the median over the ranks that send
+// any. It counts every other thread (the data loader, the per-step sums' small messages), so it
+// reads high where the plan moves few bytes. 0 when none.
+double host_comm_steps_ns_per_byte(const std::vector<double>& other_cpu_s, const std::vector<double>& host_bytes);
 
 // A tensor-parallel group's sample priced from what its sums cost inside the steps: at the
 // start-up probe every member is idle and a sum takes tens of microseconds between CPU
@@ -84,7 +91,10 @@ double slowest_device_tflops(const std::vector<double>& measured, const std::vec
 // comparison and writes spec.cluster.calibrate.
 struct StepShare {
   double host_s = 0;                   // per step, this rank
-  double cpu_s = 0;                    // CPU seconds of the whole process per step, this rank
+  double cpu_s = 0;                    // CPU seconds of the training thread per step, this rank
+  // The median steady step's CPU seconds of this process beyond the training thread's
+  // (Trainer::other_cpu_per_step): the in-step figure beside the probe's HostComm.
+  double other_cpu_s = 0;
   std::vector<float> compute_per_step;  // seconds of each steady step, this rank (same count on all)
   std::map<size_t, parallel::Group::SumTally> tp_sums;  // this rank's tp sums in the steady steps
   // diloco: this rank's outer exchanges over the wire (OuterSync::wire()): their halves' wall

@@ -512,6 +512,9 @@ TEST_CASE("under a CPU quota the host communication threads' CPU counts in the q
   REQUIRE(all.estimate.quota_cpu_s.size() == 2);  // the bottleneck (last) stage's: the head's FLOPs
   CHECK(all.estimate.quota_cpu_s[1] == Approx(cpu_s));
   CHECK(all.estimate.quota_share[1] == 0.5);
+  REQUIRE(all.estimate.host_bytes.size() == 2);  // what the calibration divides the steps' CPU by
+  CHECK(all.estimate.host_bytes[0] == Approx(per_rank));
+  CHECK(all.estimate.host_bytes[1] == Approx(per_rank));
   CHECK(all.estimate.step_time_s - thread_only.estimate.step_time_s == Approx(per_rank * 3e-9 / 0.5));
   // No quota: no bound, however much CPU the threads spend.
   auto free = cpu_pair(0, 0);

@@ -138,3 +138,11 @@ TEST_CASE("the host communication path's CPU per byte is the median over the ran
   CHECK(train::host_comm_ns_per_byte({{0, 0}}) == 0);           // a single process: nothing moved
   CHECK(train::host_comm_ns_per_byte({}) == 0);
 }
+
+TEST_CASE("the host communication path's CPU per byte in the steps is each rank's other threads' CPU over its bytes") {
+  // Per rank: the process's CPU beyond the training thread in the median step, over the bytes
+  // the plan says its stage's rank sends per step; a rank that sends none (a stage alone) is out.
+  CHECK(train::host_comm_steps_ns_per_byte({0.006, 0.009, 0.012, 0.001}, {3e6, 3e6, 3e6, 0}) == Approx(3.0));
+  CHECK(train::host_comm_steps_ns_per_byte({0.006}, {0}) == 0);
+  CHECK(train::host_comm_steps_ns_per_byte({}, {}) == 0);
+}
