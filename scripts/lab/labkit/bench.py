@@ -419,8 +419,10 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
             small = eth_predicted[case] - sync_predicted[case] / sc.parallel.get("inner_steps", 20)
             print(f"lab: {case} outer exchange: {split['per_sync'] / 1e6:.3f} MB per outer sync measured, the plan says "
                   f"{sync_predicted[case] / 1e6:.3f} MB; besides it {split['per_step'] / 1e3:.1f} kB per step "
-                  f"(steps {split['quiet'][0] + 1}..{split['quiet'][1]}: per-step loss/stop sums, job-wide log figures), "
-                  f"the plan says {small / 1e3:.1f} kB")
+                  f"(steps {split['quiet'][0] + 1}..{split['quiet'][1]}, between the syncs); the plan's small messages "
+                  f"{small / 1e3:.1f} kB a step amortized (loss/stop sums across the replicas and job-wide log "
+                  f"figures: binaries since 2026-11-27 send both at the outer syncs, so inside the per-sync figure, "
+                  f"older ones every step)")
     outer_parts = {}
     for case in sc.cases:  # where rank 0's outer syncs spent their time (docs/diloco.md)
         parts = outer_sync_parts(runs[case])
