@@ -147,7 +147,7 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
                                                             : f.latency_s[static_cast<int>(LinkKind::kIntraNode)];
   }
   calibrate_compute(spec, topo.calibration.device_tflops, f, topo.calibration.cpu_tflops, topo.calibration.cpu_tensor,
-                    topo.calibration.host_comm_ns_per_byte);
+                    topo.calibration.host_comm_ns());
   return f;
 }
 

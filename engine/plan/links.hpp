@@ -116,7 +116,7 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
 // cluster.device_tflops: the slowest declared node gets the calibrated rate and every other node
 // its declared multiple of it (collect_facts calls this last).
 // calibrated_cpu (topo::Calibration::cpu_tflops, 0 = none) is every CPU node's NodeFacts::cpu_tflops,
-// host_comm_ns_per_byte (topo::Calibration, 0 = none) its NodeFacts::host_comm_s_per_byte.
+// host_comm_ns_per_byte (topo::Calibration::host_comm_ns(), 0 = none) its NodeFacts::host_comm_s_per_byte.
 void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, double calibrated_cpu = 0,
                        int cpu_tensor = 0, double host_comm_ns_per_byte = 0);
 

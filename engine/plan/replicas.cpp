@@ -193,7 +193,7 @@ void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
   // (topo::OuterCalibration), already ran at the quota's share.
   if (rep.overlap > 0 && !cuda && plan.device_kind != "cuda") {
     Estimate& e = plan.estimate;
-    const double per_byte = topology.calibration.host_comm_ns_per_byte * 1e-9;
+    const double per_byte = topology.calibration.host_comm_ns() * 1e-9;
     for (size_t s = 0; s < e.quota_cpu_s.size() && s < stage_params.size(); ++s)
       if (e.quota_share[s] < 1)
         e.quota_cpu_s[s] += outer_exchange_bytes(rep.dtype, std::ceil(stage_params[s] / plan.dp), n) /

@@ -87,9 +87,17 @@ struct Calibration {
   // step times this to its CPU seconds. 0 = not measured (files of older binaries): the bound
   // then counts the training thread's CPU alone, as before.
   double host_comm_ns_per_byte = 0;
-  // The same, as the steps spent it (train::host_comm_steps_ns_per_byte): for people, beside
-  // the probe's figure (the lab's pods: 1.8-3.1 in the steps where the idle probe read 1.3-1.6).
+  // The same, as the steps spent it (train::host_comm_steps_ns_per_byte; the lab's pods:
+  // 1.8-3.1 in the steps where the idle probe read 1.3-1.6: a worker held by its quota pays
+  // more wake-ups per byte than an idle one). 0 = not measured (older files, or ranks that moved
+  // too few bytes a step for the figure to mean anything).
   double host_comm_steps_ns_per_byte = 0;
+  // What the planner prices a host byte's CPU at: the steps' figure where there is one (it is
+  // what the quota charged while training, as the outer exchange is priced from the steps),
+  // else the probe's.
+  double host_comm_ns() const {
+    return host_comm_steps_ns_per_byte > 0 ? host_comm_steps_ns_per_byte : host_comm_ns_per_byte;
+  }
   std::vector<StageCalibration> stages;
   std::map<std::string, LinkCalibration> links;  // by link class: intra-node, ib, roce, ethernet
   OuterCalibration outer;

@@ -215,7 +215,7 @@ double host_comm_ns_per_byte(const std::vector<HostComm>& ranks) {
 double host_comm_steps_ns_per_byte(const std::vector<double>& other_cpu_s, const std::vector<double>& host_bytes) {
   std::vector<double> ns;
   for (size_t r = 0; r < other_cpu_s.size() && r < host_bytes.size(); ++r)
-    if (host_bytes[r] > 0 && other_cpu_s[r] > 0) ns.push_back(other_cpu_s[r] / host_bytes[r] * 1e9);
+    if (host_bytes[r] >= kMinStepsHostBytes && other_cpu_s[r] > 0) ns.push_back(other_cpu_s[r] / host_bytes[r] * 1e9);
   return median(ns);
 }
 

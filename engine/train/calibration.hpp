@@ -55,12 +55,14 @@ std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& s
 // The calibration's host_comm_ns_per_byte from every rank's HostComm: the median over the
 // ranks that moved bytes of their CPU nanoseconds per byte sent; 0 when none did.
 double host_comm_ns_per_byte(const std::vector<HostComm>& ranks);
-// The same path's CPU per byte as the steps spent it, for people beside the probe's
-// (topo::Calibration::host_comm_steps_ns_per_byte): per rank, its process's CPU beyond the
-// training thread per step (`other_cpu_s`) over the bytes the plan says it sends per step
-// (`host_bytes`, plan::Estimate::host_bytes of its stage); the median over the ranks that send
-// any. It counts every other thread (the data loader, the per-step sums' small messages), so it
-// reads high where the plan moves few bytes. 0 when none.
+// The same path's CPU per byte as the steps spent it (topo::Calibration::host_comm_steps_ns_per_byte,
+// which the planner prefers to the probe's): per rank, its process's CPU beyond the training
+// thread per step (`other_cpu_s`) over the bytes the plan says it sends per step (`host_bytes`,
+// plan::Estimate::host_bytes of its stage); the median over the ranks that send at least
+// kMinStepsHostBytes a step. It counts every other thread (the data loader, the per-step sums'
+// small messages), which would read as a high price per byte where the plan moves few bytes:
+// those ranks are left out. 0 when none is left.
+inline constexpr double kMinStepsHostBytes = 1 << 20;
 double host_comm_steps_ns_per_byte(const std::vector<double>& other_cpu_s, const std::vector<double>& host_bytes);
 
 // A tensor-parallel group's sample priced from what its sums cost inside the steps: at the

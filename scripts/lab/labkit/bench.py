@@ -30,10 +30,12 @@ def merge_calibrations(paths, cases):
         compute["cpu_tflops"] = statistics.median(c for t, c in cpu if t == tensor)
         if tensor:
             compute["cpu_tensor"] = tensor
-    # The host communication path's CPU per byte (files of older binaries lack it: not merged).
-    host = [d["compute"]["host_comm_ns_per_byte"] for d in docs if (d.get("compute") or {}).get("host_comm_ns_per_byte")]
-    if host:
-        compute["host_comm_ns_per_byte"] = statistics.median(host)
+    # The host communication path's CPU per byte, the probe's and the steps' (the planner prefers
+    # the latter; files of older binaries lack them: not merged).
+    for key in ("host_comm_ns_per_byte", "host_comm_steps_ns_per_byte"):
+        host = [d["compute"][key] for d in docs if (d.get("compute") or {}).get(key)]
+        if host:
+            compute[key] = statistics.median(host)
     if compute:
         out["compute"] = compute
     links = {}

@@ -516,6 +516,12 @@ TEST_CASE("under a CPU quota the host communication threads' CPU counts in the q
   CHECK(all.estimate.host_bytes[0] == Approx(per_rank));
   CHECK(all.estimate.host_bytes[1] == Approx(per_rank));
   CHECK(all.estimate.step_time_s - thread_only.estimate.step_time_s == Approx(per_rank * 3e-9 / 0.5));
+  // The steps' own figure, where the calibration has one, wins over the idle probe's: it is what
+  // the quota charged while training (a held worker pays more wake-ups per byte).
+  topo.calibration.host_comm_steps_ns_per_byte = 5.0;
+  const hp::Plan steps = hp::make_plan(spec, topo);
+  CHECK(steps.estimate.step_time_s - thread_only.estimate.step_time_s == Approx(per_rank * 5e-9 / 0.5));
+  topo.calibration.host_comm_steps_ns_per_byte = 0;
   // No quota: no bound, however much CPU the threads spend.
   auto free = cpu_pair(0, 0);
   free.calibration = topo.calibration;

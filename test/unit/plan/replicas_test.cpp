@@ -338,5 +338,11 @@ TEST_CASE("replicas: under a CPU quota the host bytes' CPU joins the bound, the 
     const double inner_with = with.estimate.step_time_s - with.replicas.per_step_s - with.replicas.log_s;
     CHECK(inner_with - inner_base == Approx(more_cpu / 0.25));
     CHECK(with.replicas.sync_bytes == base.replicas.sync_bytes);
+    // The steps' own figure wins over the probe's where the calibration has both (the overlapped
+    // exchange's CPU too).
+    auto both = cpu_pods(3.0);
+    both.calibration.host_comm_steps_ns_per_byte = 4.5;
+    const hp::Plan steps = hp::make_plan(cpu_pod_spec(overlap), both);
+    CHECK(steps.estimate.quota_cpu_s[0] - base.estimate.quota_cpu_s[0] == Approx(more_cpu * 1.5));
   }
 }

@@ -144,5 +144,9 @@ TEST_CASE("the host communication path's CPU per byte in the steps is each rank'
   // the plan says its stage's rank sends per step; a rank that sends none (a stage alone) is out.
   CHECK(train::host_comm_steps_ns_per_byte({0.006, 0.009, 0.012, 0.001}, {3e6, 3e6, 3e6, 0}) == Approx(3.0));
   CHECK(train::host_comm_steps_ns_per_byte({0.006}, {0}) == 0);
+  // A rank that moves less than a MiB a step is out: its data loader and small sums would read
+  // as a high price per byte (1 ms over 100 kB: 10 ns/B).
+  CHECK(train::host_comm_steps_ns_per_byte({0.001, 0.006}, {1e5, 3e6}) == Approx(2.0));
+  CHECK(train::host_comm_steps_ns_per_byte({0.001}, {1e5}) == 0);
   CHECK(train::host_comm_steps_ns_per_byte({}, {}) == 0);
 }
