@@ -247,7 +247,7 @@ struct Gathered {
   std::vector<OuterWire> outer;  // per rank
   std::vector<HostComm> host;    // per rank, the probe's
   std::vector<int> stage;        // per rank
-  std::vector<double> other_cpu;  // per rank, StepShare::other_cpu_s
+  std::vector<double> other_cpu;  // per rank, the median of StepShare::other_cpu_per_step
 };
 
 Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vector<float>& per_step, int world,
@@ -317,7 +317,7 @@ void calibrate_compute(const plan::Plan& p, const Gathered& g, topo::Calibration
                  "pipeline and data-parallel transfers, every thread of the process){}\n", cal.host_comm_ns_per_byte,
                  cal.host_comm_steps_ns_per_byte > 0
                      ? fmt::format("; in the steps {:.3g} (the process's CPU beyond the training thread over the "
-                                   "plan's bytes, for people)", cal.host_comm_steps_ns_per_byte)
+                                   "plan's bytes; the planner prices with this one)", cal.host_comm_steps_ns_per_byte)
                      : "");
   }
   fmt::print("calibration: host work per step outside the passes and communication: {:.3g} ns per parameter "
@@ -378,7 +378,8 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
                                          float(params),         float(times.outer_wire_s),
                                          float(times.outer_wire_bytes), float(times.outer_exchanges),
                                          float(times.cpu_s),    float(host.cpu_s),
-                                         float(host.bytes),     float(times.other_cpu_s)};
+                                         float(host.bytes),
+                                         float(median({times.other_cpu_per_step.begin(), times.other_cpu_per_step.end()}))};
   // Tensor-parallel sums are priced from what they cost in the steps, not at the idle probe.
   std::vector<LinkSample> samples = mine;
   const size_t act = size_t(spec.train.micro_batch) * spec.train.seq_len * spec.model.hidden;

@@ -94,10 +94,10 @@ double slowest_device_tflops(const std::vector<double>& measured, const std::vec
 struct StepShare {
   double host_s = 0;                   // per step, this rank
   double cpu_s = 0;                    // CPU seconds of the training thread per step, this rank
-  // The median steady step's CPU seconds of this process beyond the training thread's
-  // (Trainer::other_cpu_per_step): the in-step figure beside the probe's HostComm.
-  double other_cpu_s = 0;
   std::vector<float> compute_per_step;  // seconds of each steady step, this rank (same count on all)
+  // CPU seconds of this process beyond the training thread's in each steady step
+  // (Trainer::other_cpu_per_step): their median is the in-step figure beside the probe's HostComm.
+  std::vector<float> other_cpu_per_step;
   std::map<size_t, parallel::Group::SumTally> tp_sums;  // this rank's tp sums in the steady steps
   // diloco: this rank's outer exchanges over the wire (OuterSync::wire()): their halves' wall
   // seconds and bytes summed, and how many; the calibration's `outer` figure.

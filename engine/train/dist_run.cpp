@@ -72,11 +72,8 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   const int code = run_loop(spec, trainer, *data, ctx);
   if (calibrate && code == 0) {
     const parallel::Trainer::StepTimes t = trainer.step_times();
-    StepShare share{t.host_s, t.cpu_s, 0.0, trainer.compute_per_step(), trainer.groups().tp().sums()};
-    if (std::vector<float> other = trainer.other_cpu_per_step(); !other.empty()) {
-      std::nth_element(other.begin(), other.begin() + other.size() / 2, other.end());
-      share.other_cpu_s = other[other.size() / 2];
-    }
+    StepShare share{t.host_s, t.cpu_s, trainer.compute_per_step(), trainer.other_cpu_per_step(),
+                    trainer.groups().tp().sums()};
     if (const parallel::OuterSync* outer = trainer.outer()) {
       share.outer_wire_s = outer->wire().seconds;
       share.outer_wire_bytes = outer->wire().bytes;
