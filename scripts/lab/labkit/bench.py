@@ -170,6 +170,29 @@ def cpu_figures(sc, runs):
     return out
 
 
+def thread_figures(sc, runs):
+    """Per case, median over its rounds of cpu.json's per-thread split (runs that recorded it),
+    ms per step, each the mean over the ranks: the training (main) thread's user and system
+    time, the other threads' CPU (communication, Gloo's I/O), and the whole host's softirq time
+    (ticks that landed in one, any task or idle)."""
+    out = {}
+    for case in sc.cases:
+        got = []
+        for _, res in runs[case]:
+            c = res.get("cpu")
+            if not c or not c.get("rank_threads_s"):
+                continue
+            ranks = list(c["rank_threads_s"].values())
+            got.append([statistics.mean(t["main"]["user"] for t in ranks),
+                        statistics.mean(t["main"]["system"] for t in ranks),
+                        statistics.mean(t.get("others", {}).get("run", 0.0) for t in ranks),
+                        c["host_s"]["softirq"]])
+        if got:
+            out[case] = dict(zip(("main_user_ms", "main_system_ms", "others_ms", "host_softirq_ms"),
+                                 (statistics.median(col) * 1e3 for col in zip(*got))))
+    return out
+
+
 def first_difference(a, b):
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
@@ -419,12 +442,20 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
               + "; ".join(f"{case} throttled {f['throttled_share'] * 100:.0f}% of periods, {f['throttled_ms']:.0f} ms/step"
                           + (f", ranks used {f['quota_used_min'] * 100:.0f}-{f['quota_used_max'] * 100:.0f}% of quota"
                              if f["quota_used_min"] is not None else "") for case, f in cpu.items()))
+    threads = thread_figures(sc, runs)
+    if threads:
+        # Without CONFIG_IRQ_TIME_ACCOUNTING a softirq is charged to the task it interrupts
+        # (docs/cost-model.md, "gen-4's holmes plan"): the training thread's system time shows it.
+        print("CPU by thread (ms a step, mean over ranks, median over rounds; training thread user + system, "
+              "other threads; the host's softirq): "
+              + "; ".join(f"{case} {f['main_user_ms']:.0f} + {f['main_system_ms']:.1f}, {f['others_ms']:.0f}; "
+                          f"{f['host_softirq_ms']:.0f}" for case, f in threads.items()))
     waits = wait_split(sc, runs)
     if waits:
         print("where the step went (ms; wait: the ranks' mean time waiting on communication, median step; "
               "busy: the step less it, compute and host work, which moves with the machine):")
         for case, w in waits.items():
-            print(f"  {case:<16}wait {' '.join(f'{x * 1e3:.0f}' for x in w['wait_s']):<12}"
+            print(f"  {case:<16}wait {' '.join(f'{x * 1e3:.0f}' for x in w['wait_s']):<12} "
                   f"busy {' '.join(f'{x * 1e3:.0f}' for x in w['busy_s'])}")
     between = between_figures(sc, runs)
     if between:
@@ -470,7 +501,7 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
               "placements": {case: str(scenario.case_net(sc, case).placement) for case in sc.cases},
               "scenario": f"{sc.path}: {rounds} round(s), {len(sc.order)} nodes x {sc.workers_per_node} worker(s)",
               "summary": line, "path": sc.path, "rounds": rounds, "spreads": spreads, "degrees": degrees,
-              "same_plan": {case: same[case] for case in sc.cases if len(same[case]) > 1}, "cpu": cpu,
+              "same_plan": {case: same[case] for case in sc.cases if len(same[case]) > 1}, "cpu": cpu, "cpu_threads": threads,
               "waits": waits, "between_ms": between, "loop": loops}
     with open(os.path.join(out_dir, "bench.json"), "w") as f:
         json.dump(result, f, indent=1)

@@ -99,6 +99,73 @@ def rank_cpu_s(pid):
     return total / 1e9
 
 
+CLK_TCK = os.sysconf("SC_CLK_TCK")  # the unit of /proc's utime, stime and /proc/stat
+
+
+SWITCHES = ("se.nr_migrations", "nr_voluntary_switches", "nr_involuntary_switches")
+
+
+def rank_threads(pid):
+    """Per thread of a worker: (utime, stime, run) in seconds and (migrations, voluntary,
+    involuntary switches). utime and stime are the kernel's tick-sampled split of the thread's
+    run time (/proc/<pid>/task/<tid>/stat, fields 14-15); run is its schedstat run time (ns);
+    the counts are its /proc/<pid>/task/<tid>/sched lines (zeros where the kernel has no such
+    file). Without CONFIG_IRQ_TIME_ACCOUNTING a softirq that runs while the thread is on the
+    CPU counts in its stime and run time. {} once it is gone."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()  # after the comm, which may hold spaces
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                run = int(f.read().split()[0]) / 1e9
+            counts = dict.fromkeys(SWITCHES, 0)
+            try:
+                with open(f"/proc/{pid}/task/{tid}/sched") as f:
+                    for line in f:
+                        key, _, value = line.partition(":")
+                        if key.strip() in counts:
+                            counts[key.strip()] = int(float(value))
+            except OSError:
+                pass  # no CONFIG_SCHED_DEBUG
+            out[tid] = (int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK, run, tuple(counts.values()))
+        except (OSError, ValueError, IndexError):
+            pass  # a thread that ended between the listing and the read
+    return out
+
+
+def host_kernel():
+    """The whole VM's CPU time by kind so far (/proc/stat's first line, seconds: user, nice,
+    system, irq, softirq, idle, steal), its NET_RX and NET_TX softirqs raised, and the CPU
+    seconds of the ksoftirqd threads (softirq work deferred out of whichever task was on the
+    CPU: charged to no worker)."""
+    with open("/proc/stat") as f:
+        v = [int(x) / CLK_TCK for x in f.readline().split()[1:9]]
+    out = dict(zip(("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"), v))
+    with open("/proc/softirqs") as f:
+        for line in f:
+            name, *counts = line.split()
+            if name in ("NET_RX:", "NET_TX:"):
+                out[name[:-1].lower()] = sum(int(c) for c in counts)
+    ksoft = 0.0
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/comm") as f:
+                    if not f.read().startswith("ksoftirqd/"):
+                        continue
+                with open(f"/proc/{pid}/schedstat") as f:
+                    ksoft += int(f.read().split()[0]) / 1e9
+            except (OSError, ValueError, IndexError):
+                pass
+    out["ksoftirqd"] = ksoft
+    return out
+
+
 def launch(sc, cluster, binary, run_dir, pids=None):
     """Starts every worker in its node's namespace, node by node in launch order; waits.
     `pids` (a dict) gets rank -> pid as each worker starts (the meter reads their CPU time)."""
@@ -257,7 +324,8 @@ class EthernetMeter(threading.Thread):
                 if steps >= self.window[len(self.snaps)]:
                     self.times.append(time.monotonic())
                     self.snaps.append((steps, self.cluster.ethernet_bytes(), exited))
-                    self.cpu.append((self.cluster.cpu_stat(), {r: rank_cpu_s(p) for r, p in self.pids.items()}))
+                    self.cpu.append((self.cluster.cpu_stat(), {r: rank_cpu_s(p) for r, p in self.pids.items()},
+                                     {r: rank_threads(p) for r, p in self.pids.items()}, host_kernel()))
             if exited:
                 break
             self.done.wait(0.01)
@@ -283,14 +351,37 @@ class EthernetMeter(threading.Thread):
         if len(self.snaps) < len(self.window) or self.snaps[-1][0] <= self.snaps[0][0] or self.snaps[-1][2]:
             return None
         steps = self.snaps[-1][0] - self.snaps[0][0]
-        (stat0, cpu0), (stat1, cpu1) = self.cpu[0], self.cpu[-1]
+        (stat0, cpu0, thr0, host0), (stat1, cpu1, thr1, host1) = self.cpu[0], self.cpu[-1]
         nodes = {node: {k: (stat1[node][k] - stat0[node][k]) / steps for k in ("periods", "throttled", "throttled_s")}
                  for node in stat1 if node in stat0}
         ranks = {str(r): (cpu1[r] - cpu0[r]) / steps for r in cpu1
                  if cpu1[r] is not None and cpu0.get(r) is not None}
         if not nodes and not ranks:
             return None
-        return {"steps": [self.snaps[0][0], self.snaps[-1][0]], "nodes": nodes, "rank_cpu_s": ranks}
+        return {"steps": [self.snaps[0][0], self.snaps[-1][0]], "nodes": nodes, "rank_cpu_s": ranks,
+                "rank_threads_s": {str(r): thread_split(self.pids[r], thr0.get(r, {}), thr1.get(r, {}), steps)
+                                   for r in thr1 if thr1[r]},
+                "host_s": {k: (host1[k] - host0[k]) / steps for k in host1},
+                "pids": {str(r): p for r, p in self.pids.items()}}
+
+
+def thread_split(pid, before, after, steps):
+    """A rank's per-step figures by thread kind: the main thread (it trains) and all the others
+    (communication thread, Gloo's I/O threads): CPU seconds as user, system (ticks' split) and
+    run (schedstat), and the times its threads moved to another CPU, gave the CPU up (waits)
+    and were preempted; threads that started inside the window count from zero."""
+    out = {}
+    names = ("migrations", "voluntary", "involuntary")
+    for tid, (u1, s1, r1, n1) in after.items():
+        u0, s0, r0, n0 = before.get(tid, (0.0, 0.0, 0.0, (0, 0, 0)))
+        kind = out.setdefault("main" if tid == str(pid) else "others",
+                              {"user": 0.0, "system": 0.0, "run": 0.0, **dict.fromkeys(names, 0.0)})
+        kind["user"] += (u1 - u0) / steps
+        kind["system"] += (s1 - s0) / steps
+        kind["run"] += (r1 - r0) / steps
+        for name, a, b in zip(names, n0, n1):
+            kind[name] += (b - a) / steps
+    return out
 
 
 def run_case(sc, net, binary, run_dir, calibrate=True):
