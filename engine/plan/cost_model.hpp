@@ -44,7 +44,8 @@ struct Workload {
   enum class Staging { kNone, kEthernet, kAll };
   Staging staging = Staging::kNone;
   // The log steps' job-wide maximum over the world group, per step amortized (log_exchange_s,
-  // groups.hpp): every plan pays it, whatever its layout.
+  // groups.hpp): what the loop blocks on, so a diloco plan's only (elsewhere it runs in the
+  // background: 0), whatever its layout.
   double log_s = 0;
   // Device memory the CUDA runtime and the libraries take on each GPU beside the job's buffers
   // (kCudaRuntimeBytes on a CUDA plan, 0 on the CPU): counted in every rank's memory.

@@ -44,7 +44,8 @@ LinkCost slowest_hop(const Facts& f, const std::vector<int>& nodes, bool ring);
 // The log steps' job-wide maximum (memory, communication share, stop signal and a slot per
 // rank, a few floats) is a ring all-reduce over the world group (ranks 0..W-1, `node_of` their
 // nodes) every `log_interval` steps: 2 (W - 1) latencies of its slowest hop, per step
-// amortized. The same for every layout of one cluster (the world group is in rank order).
+// amortized. The same for every layout of one cluster (the world group is in rank order). The
+// loop blocks on it only in diloco jobs (engine/train/run.cpp); callers price it there only.
 double log_exchange_s(const Facts& f, const std::vector<int>& node_of, int log_interval);
 
 }  // namespace holmes::plan

@@ -387,9 +387,12 @@ Plan replica_core(const spec::JobSpec& spec, const topo::ClusterTopology& topolo
   const Group& w = plan.groups.back();
   // The small messages beside the payloads: their bytes over Ethernet (headers included) and
   // the log steps' job-wide maximum, a ring all-reduce of a few floats over the world group
-  // (latency), every log.interval steps (diloco: once per outer period at most).
+  // (latency), every log.interval steps (diloco: once per outer period at most, blocking).
   rep.small_bytes = small_ethernet_bytes_per_step(spec, plan);
-  rep.log_s = 2.0 * (w.ranks.size() - 1) * w.latency_s / log_reduction_steps(spec, mode);
+  // Its latency blocks the loop only in a diloco job; sync's runs in the background
+  // (engine/train/job_figures.hpp), so only its bytes count.
+  const bool blocking = mode == spec::OuterMode::kDiloco && spec.parallel.replicas > 1;
+  rep.log_s = blocking ? 2.0 * (w.ranks.size() - 1) * w.latency_s / log_reduction_steps(spec, mode) : 0;
   Estimate& e = plan.estimate;
   e.bytes_per_step[static_cast<int>(LinkKind::kEthernet)] += rep.small_bytes;
   // estimate_step priced the exchange over the world group of the plan it scored: the whole

@@ -109,7 +109,9 @@ Evaluated score(const SearchInput& in, const Facts& facts, const Degrees& deg, L
                     : !in.nccl                                              ? Staging::kAll
                     : s.parallel.cross_island == spec::CrossIsland::kGloo ? Staging::kEthernet
                                                                             : Staging::kNone;
-  ev.work.log_s = log_exchange_s(facts, in.table.node_of, s.log.interval);
+  // Blocking only in a diloco job (engine/train/run.cpp): elsewhere the loop runs it in the
+  // background and no step waits for it (its bytes are still counted, replicas.cpp).
+  ev.work.log_s = s.parallel.diloco() ? log_exchange_s(facts, in.table.node_of, s.log.interval) : 0;
   ev.work.runtime_bytes = in.cuda ? kCudaRuntimeBytes : 0;
   ev.stages = stage_costs(facts, in.table, layout);
   ev.layout = std::move(layout);
