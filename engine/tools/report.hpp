@@ -24,6 +24,8 @@ struct MetricRow {
   // A diloco step between outer syncs: the replica whose loss `loss` is (NaN: the job's).
   double loss_replica = NAN;
   std::vector<double> comm_share_ranks;  // log rows of multi-process jobs (index = rank)
+  // The step comm_share_max and comm_share_ranks end at (figures_step; older runs: `step`).
+  double figures_step = 0;
 };
 
 // What a run folder holds, as read (nothing here throws once the folder is known to be a run).

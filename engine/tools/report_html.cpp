@@ -80,7 +80,8 @@ std::string speed_charts(const RunFiles& f) {
   return "<div class=\"charts\">" + html::line_chart(a) + html::line_chart(b) + html::line_chart(c) + "</div>\n";
 }
 
-// Each rank's share of its steps spent waiting on communication (log rows), and its average
+// Each rank's share of its steps spent waiting on communication (log rows, drawn at the step
+// their figures end at: figures_step), and its average
 // split of the median step into compute and waiting.
 std::string comm_section(const RunFiles& f) {
   size_t ranks = 0;
@@ -99,7 +100,7 @@ std::string comm_section(const RunFiles& f) {
                  : f.plan   ? html::stage_colour(stage, f.plan->pp)
                             : html::stage_colour(int(k), int(ranks));
       for (const MetricRow& r : f.rows)
-        if (k < r.comm_share_ranks.size()) s.x.push_back(r.step), s.y.push_back(100 * r.comm_share_ranks[k]);
+        if (k < r.comm_share_ranks.size()) s.x.push_back(r.figures_step), s.y.push_back(100 * r.comm_share_ranks[k]);
       chart.series.push_back(std::move(s));
     }
     if (ranks > 8) note = "<p>One line per rank, coloured by its pipeline stage (a line's tooltip names it).</p>\n";
@@ -107,7 +108,7 @@ std::string comm_section(const RunFiles& f) {
     html::Series r0{"rank 0", "#1f77b4", {}, {}}, mx{"most-waiting rank", "#d62728", {}, {}, true};
     for (const MetricRow& r : f.rows) {
       if (std::isfinite(r.comm_share)) r0.x.push_back(r.step), r0.y.push_back(100 * r.comm_share);
-      if (std::isfinite(r.comm_share_max)) mx.x.push_back(r.step), mx.y.push_back(100 * r.comm_share_max);
+      if (std::isfinite(r.comm_share_max)) mx.x.push_back(r.figures_step), mx.y.push_back(100 * r.comm_share_max);
     }
     chart.series.push_back(r0);
     if (!mx.x.empty()) chart.series.push_back(mx);

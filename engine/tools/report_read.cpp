@@ -73,6 +73,7 @@ void read_metrics(const std::string& path, RunFiles& f) {
     r.tokens_per_s = num(row, "tokens_per_s"), r.mfu = num(row, "mfu"), r.comm_share = num(row, "comm_share");
     r.comm_share_max = num(row, "comm_share_max"), r.entropy_floor = num(row, "entropy_floor");
     r.loss_replica = num(row, "loss_replica");
+    r.figures_step = row.contains("figures_step") ? num(row, "figures_step") : r.step;
     if (const auto it = row.find("comm_share_ranks"); it != row.end() && it->is_array())
       for (const json& v : *it) r.comm_share_ranks.push_back(v.is_number() ? v.get<double>() : NAN);
     f.rows.push_back(std::move(r));

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <thread>
 
@@ -65,6 +66,11 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   comm::ProcessGroup* world = rt.world_group.get();
   ctx.nodes = static_cast<int>(rt.topology.nodes.size());
   ctx.max_over_ranks = [world](std::vector<double> v) { return max_over(*world, std::move(v)); };
+  // A thread per background reduction (one per log line at most); the loop waits for each
+  // before it starts the next or uses the world group otherwise.
+  ctx.start_max_over_ranks = [world](std::vector<double> v) {
+    return std::async(std::launch::async, [world, v = std::move(v)]() mutable { return max_over(*world, std::move(v)); });
+  };
   ctx.store = rt.store;
   ctx.plan_text = plan_text;
   ctx.plan_hash = rt.plan_hash;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,9 +20,13 @@ struct LoopContext {
   int world = 1;
   int nodes = 1;
   // Collective over all ranks: the element-wise maximum of `v` (identity when empty = single
-  // process). The loop calls it once per step on every rank with the step's job-wide figures
-  // packed together (memory, communication share, stop signal).
+  // process). The loop calls it on every rank at the same steps with the job-wide figures
+  // packed together (memory, communication share, stop signal; job_figures.hpp).
   std::function<std::vector<double>(std::vector<double>)> max_over_ranks;
+  // The same collective started on a thread of its own (its future holds the result), for
+  // the log lines whose figures need not block the loop; empty: every reduction blocks. The
+  // loop waits for it before any other use of the group (FigureExchange).
+  std::function<std::future<std::vector<double>>(std::vector<double>)> start_max_over_ranks;
   std::shared_ptr<comm::Store> store;  // job store for coordination (checkpoints); null when single
   std::string plan_text;               // what the run runs under (for checkpoint manifests)
   uint64_t plan_hash = 0;

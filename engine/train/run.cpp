@@ -20,6 +20,7 @@
 #include "engine/topo/gpu_peaks.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/train/checkpoint_loop.hpp"
+#include "engine/train/job_figures.hpp"
 #include "engine/train/run_tokenizer.hpp"
 #include "engine/runtime/cluster_view.hpp"
 #include "engine/train/metrics.hpp"
@@ -70,29 +71,6 @@ void write_plan_json(const spec::JobSpec& spec, const std::string& json) {
   }
   std::filesystem::rename(tmp, paths.plan);
 }
-
-// Each rank's largest figures since the last reduction (JobMaxima before the reduction).
-struct JobFigures {
-  double rss_mb = 0, comm_share = 0;
-  double comm_ms = 0, step_ms = 0;  // summed, for this rank's share since the last log line
-  void note(double rss, double step, double comm) {
-    rss_mb = std::max(rss_mb, rss);
-    comm_share = std::max(comm_share, step > 0 ? comm / step : 0.0);
-    comm_ms += comm;
-    step_ms += step;
-  }
-  // The vector the job reduces with a maximum: the maxima, the stop signal and, in jobs of
-  // up to kRankFiguresMax ranks, one slot per rank holding its own share (zeros elsewhere, so
-  // the maximum gathers every rank's) in the same collective.
-  std::vector<double> packed(int rank, int world, int stop_signal) const {
-    std::vector<double> v = {rss_mb, comm_share, static_cast<double>(stop_signal)};
-    if (world > 1 && world <= kRankFiguresMax) {
-      v.resize(3 + world, 0.0);
-      v[3 + rank] = step_ms > 0 ? comm_ms / step_ms : 0.0;
-    }
-    return v;
-  }
-};
 
 // Rank 0's log into `log`; a resumed run continues metrics.jsonl.
 void open_log(std::optional<TrainLog>& log, const spec::JobSpec& spec, const parallel::StepRunner& trainer,
@@ -172,9 +150,6 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   const int64_t start = load_resume_point(spec, output.resume, trainer, ctx);
   load_init_from(spec, output.resume, trainer, ctx);
   CheckpointSaver saver(spec, ctx, output.run_id, run_tokenizer_of(data));
-  auto max_over_ranks = [&](std::vector<double> v) {
-    return ctx.max_over_ranks ? ctx.max_over_ranks(std::move(v)) : v;
-  };
   std::optional<TrainLog> log;
   if (logger) open_log(log, spec, trainer, data, start, ctx);
   // After the checkpoint loaded: a refused resume leaves the folder as it was.
@@ -186,41 +161,45 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   double first_loss = NAN, last_loss = NAN, comm_ms = 0, total_ms = 0;
   std::string first_label;
   parallel::OuterTimes outer;  // this rank's outer syncs (diloco), summed for its last line
-  JobFigures figures;
-  // diloco replicas train apart between outer syncs: a job-wide reduction on every log line
-  // would make each replica wait for the slowest over the slow links at every line (in the
-  // lab's pods scenario, logging every step: 40-60 ms of each ~140 ms step, which step_ms did
-  // not show). Their job-wide figures are reduced on the first log line of each outer period
-  // (one reduction per inner_steps steps at most; periods counted from the steps where an
-  // exchange lands, outer_overlap steps after it was sent, where the replicas meet anyway and
-  // the slow link is free of it), the first and the last line and when stopping; the lines
-  // between carry rank 0's own figures.
+  // The job-wide figures (largest memory and communication share, each rank's share, the
+  // stop signal's number) are reduced over the world group, which crosses the slow links,
+  // on log steps only, and never every step in the steps' way:
+  // - without diloco, in the background (figures.later: a log line shows the figures of the
+  //   steps up to the previous log line, reduced while this step trained); before, a blocking
+  //   reduction after every log step cost each step of the lab's generated scenarios 5-12%
+  //   outside step_ms (rank 0's between_ms), mostly the ring's hops through ranks held by
+  //   their CPU quota or queued behind the step's own Ethernet traffic;
+  // - with diloco, blocking, but only on the first log line of each outer period (one
+  //   reduction per inner_steps steps at most; periods counted from the steps where an
+  //   exchange lands, outer_overlap steps after it was sent, where the replicas meet anyway
+  //   and the slow link is free of it): a reduction on every line made each replica wait for
+  //   the slowest over the slow links (in the lab's pods scenario, logging every step, 40-60
+  //   ms of each ~140 ms step); the lines between carry rank 0's own figures;
+  // - blocking on the first and the last line and when stopping (the signal's number).
   const bool diloco = spec.parallel.diloco();
+  FigureExchange figures(ctx.rank, ctx.world, ctx.max_over_ranks, diloco ? nullptr : ctx.start_max_over_ranks);
   const int64_t period = diloco ? std::max(1, spec.parallel.inner_steps) : 1;
   const int64_t lands = diloco ? spec.parallel.outer_overlap : 0;
   auto period_of = [&](int64_t done) { return (done - lands) / period; };
   int64_t reduced_in = std::numeric_limits<int64_t>::min();  // the period of the last reduction
-  // A step's agreed stats, in step order: its log line and metrics row. Each rank's largest
-  // memory and communication share since the last reduction (its own share, so at most 100%)
-  // and its stop signal are reduced over the job in one collective only on log steps (above)
-  // and when stopping (returned then): the world group crosses the slow links, so it carries
-  // nothing every step.
+  // A step's agreed stats, in step order: its log line and metrics row; returns the reduced
+  // figures when they were reduced now (always when stopping).
   auto report = [&](const parallel::StepStats& s, bool stopping) {
     const int64_t done = s.step + 1;
     if (s.step == start) first_loss = s.loss, first_label = loss_label(s);
     last_loss = s.loss;
     figures.note(rss_mb(), s.step_ms, s.comm_ms);
     const bool log_step = done == start + 1 || done % interval == 0 || done == t.steps;
-    const bool reduce =
-        stopping || (log_step && (done == start + 1 || done == t.steps || period_of(done) > reduced_in));
+    const bool edge = stopping || (log_step && (done == start + 1 || done == t.steps));
     std::vector<double> job;
-    if (reduce) {
-      job = max_over_ranks(figures.packed(ctx.rank, ctx.world, launch::stop_signal()));
-      figures = {};
-      reduced_in = period_of(done);
-    }
     std::optional<JobMaxima> maxima;
-    if (!job.empty()) maxima = JobMaxima{job[0], job[1], std::vector<double>(job.begin() + 3, job.end())};
+    if (edge || (log_step && !figures.background() && period_of(done) > reduced_in)) {
+      job = figures.now(done, launch::stop_signal());
+      reduced_in = period_of(done);
+      maxima = maxima_of(job, done);
+    } else if (log_step && figures.background()) {
+      maxima = figures.later(done);
+    }
     if (log) log->step(s, trainer, log_step || stopping, maxima);
     return job;
   };

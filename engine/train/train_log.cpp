@@ -75,6 +75,7 @@ void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& tr
   if (job) {
     row.emplace_back("rss_mb_max", job->rss_mb);
     row.emplace_back("comm_share_max", job->comm_share);
+    row.emplace_back("figures_step", static_cast<double>(job->through));
   }
   // The floor once per start of the process (a resumed run repeats it), for the run report.
   if (floor_ && !floor_written_) row.emplace_back("entropy_floor", *floor_);
@@ -86,8 +87,10 @@ void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& tr
   if (line) {
     // Multi-process: the share of the step rank 0 and the most-waiting rank spent in communication
     // (rank 0's alone on a line without the job's maxima).
+    // The job's figures reduced in the background cover the steps up to an earlier one.
+    const std::string upto = job && job->through != done ? fmt::format(" to step {}", job->through) : "";
     const std::string comm =
-        job && job->comm_share > 0 ? fmt::format(" | comm {:.0f}% (max rank {:.0f}%)", 100.0 * share, 100.0 * job->comm_share)
+        job && job->comm_share > 0 ? fmt::format(" | comm {:.0f}% (max rank {:.0f}%{})", 100.0 * share, 100.0 * job->comm_share, upto)
         : !job && s.comm_ms > 0    ? fmt::format(" | comm {:.0f}% (rank 0)", 100.0 * share)
                                    : "";
     fmt::print("step {:>{}}/{} | loss {:.4f}{} | lr {:.3e} | grad_norm {:.4f} | {:.1f} ms | {} tok/s | {:.3f} TFLOP/s | "

@@ -15,15 +15,17 @@
 
 namespace holmes::train {
 
-// The largest figures of any rank since the previous log line (run_loop reduces them over the
-// job only on log steps).
+// The largest figures of any rank over the steps after those the previous figures covered, up
+// to `through` (run_loop reduces them over the job on log steps only: job_figures.hpp).
 struct JobMaxima {
   double rss_mb = 0;      // resident memory, MiB
   double comm_share = 0;  // share of a step spent blocked on communication, 0..1
-  // Each rank's share of its steps since the previous log line spent blocked on
-  // communication (index = rank); empty in a single process and in jobs of more than
+  // Each rank's share of those steps spent blocked on communication (index = rank); empty in a single process and in jobs of more than
   // kRankFiguresMax ranks. metrics.jsonl: comm_share_ranks (the run report draws it).
   std::vector<double> comm_share_ranks;
+  // The last step (1-based) these figures cover: the row's own step, or an earlier one when
+  // they were reduced in the background (docs/training.md, "Log"). metrics.jsonl: figures_step.
+  int64_t through = 0;
 };
 inline constexpr int kRankFiguresMax = 256;
 

@@ -9,7 +9,9 @@
 #     as input and an empty input;
 #   - SIGHUP saves a checkpoint and exits 129, alone and through the launcher;
 #   - MFU and communication shares stay within 100% and the header says where the peak
-#     comes from; the plan and the log print the same parameter count.
+#     comes from; the job-wide figures between the first and the last log line arrive one
+#     line later (reduced in the background) and cover every step once; the plan and the
+#     log print the same parameter count.
 # Usage: early_checks.sh <holmes-train> <source dir>
 set -u
 bin=$(readlink -f "$1")
@@ -105,15 +107,29 @@ python3 - "$out/metrics.jsonl" <<'PY' || bad "figures above 100%"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"step_ms"' in l]
 assert len(rows) == 8, len(rows)
+# The job-wide figures: blocking on the first and the last line, in the background on the
+# others, so a middle row shows the previous step's (figures_step) and the second row none;
+# each row's figures cover the steps after those of the previous row with figures.
+assert [r.get("figures_step") for r in rows] == [1, None, 2, 3, 4, 5, 6, 8], [r.get("figures_step") for r in rows]
+covered_to = 0
 for r in rows:
     assert 0 < r["mfu"] <= 100, r
-    # comm_share_max went through a float all-reduce: equal to within float rounding
-    assert 0 <= r["comm_share"] <= r["comm_share_max"] * (1 + 1e-6) and r["comm_share_max"] <= 1, r
+    if "figures_step" not in r:
+        assert "comm_share_max" not in r and "comm_share_ranks" not in r, r
+    else:
+        steps = rows[covered_to:r["figures_step"]]
+        covered_to = r["figures_step"]
+        # comm_share_max went through a float all-reduce: equal to within float rounding
+        assert max(c["comm_share"] for c in steps) <= r["comm_share_max"] * (1 + 1e-6) <= 1 + 1e-6, r
+        # rank 0's slot: its share of those steps (written with 4 digits)
+        share = sum(c["comm_ms"] for c in steps) / sum(c["step_ms"] for c in steps)
+        assert abs(r["comm_share_ranks"][0] - share) <= 1e-3 * share + 1e-6, (r, share)
+        assert len(r["comm_share_ranks"]) == 4 and max(r["comm_share_ranks"]) <= r["comm_share_max"] * (1 + 1e-3), r
     # The step's CPU (every thread of rank 0) and the loop's time before it (0 for the first
     # step; after it, the previous row and the log figures' exchange over the world group).
     assert r["cpu_ms"] > 0 and (r["between_ms"] == 0) == (r["step"] == 1) and r["between_ms"] >= 0, r
 print("mfu max %.1f%%, comm_share_max max %.0f%%" % (max(r["mfu"] for r in rows),
-                                                      100 * max(r["comm_share_max"] for r in rows)))
+                                                      100 * max(r.get("comm_share_max", 0) for r in rows)))
 PY
 # One parameter count: the plan's and the log's are the same text.
 "$bin" "${tiny[@]}" --plan-only >"$tmp/plan.log" 2>&1 || bad "--plan-only" "$tmp/plan.log"

@@ -66,7 +66,19 @@ for d in sys.argv[2:4]:
     r = job.results(d)
     if r["wait_s"] is None or not 0 < r["wait_s"] < r["step_s"]:
         sys.exit(f"FAIL {d}: wait {r['wait_s']} s is not a part of the step {r['step_s']} s")
-print("wait on communication: a part of every step")
+    # The loop period: every step after the first, step_ms and the loop's time before it.
+    if r["loop_ms"][0] is not None or not all(l is not None and l >= s for l, s in zip(r["loop_ms"][1:], r["step_ms"][1:])):
+        sys.exit(f"FAIL {d}: loop periods {r['loop_ms']} against steps {r['step_ms']}")
+print("wait on communication: a part of every step; loop periods from the second step")
+# Per-rank shares reduced in the background cover the steps up to figures_step: priced at
+# those steps' step_ms (a row carrying the previous step's shares, then the last two steps').
+rows = [{"step": 1, "step_ms": 100, "comm_share_ranks": [0.5, 0.5], "figures_step": 1},
+        {"step": 2, "step_ms": 200},
+        {"step": 3, "step_ms": 300, "comm_share_ranks": [0.1, 0.3], "figures_step": 2},
+        {"step": 4, "step_ms": 500, "comm_share_ranks": [0.5, 0.5], "figures_step": 4}]
+got = job.rank_waits(rows)
+if got != [(1, 50.0), (2, 40.0), (3, 200.0)]:
+    sys.exit(f"FAIL rank_waits {got}")
 PY
 
 # Stop signals (a longer run of the same scenario, started in the background as a script does:

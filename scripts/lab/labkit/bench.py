@@ -310,8 +310,9 @@ def period_step_s(sc, case, res):
 
 def between_figures(sc, runs):
     """Per case and round: rank 0's mean wall time between its steps (metrics.jsonl between_ms:
-    the loop's own work outside step_ms, the job-wide log figures' exchange every step with the
-    lab's log.interval 1) over the steps the case's step time is measured on (diloco cases:
+    the loop's own work outside step_ms: with the lab's log.interval 1, binaries before
+    2026-11-27 blocked on the job-wide log figures' exchange after every step; later ones run
+    it in the background, docs/training.md "Log") over the steps the case's step time is measured on (diloco cases:
     period_window; the others: every step after warm-up). Measured, never predicted against:
     the plan prices the exchange as log_s. None for runs of binaries without the key
     (docs/diloco.md, "Eighth pass")."""
@@ -325,6 +326,30 @@ def between_figures(sc, runs):
             got.append(statistics.mean(between) if between and len(between) == len(window) else None)
         if any(x is not None for x in got):
             out[case] = got
+    return out
+
+
+def loop_figures(sc, runs):
+    """Per case: rank 0's loop period per step (s), step_ms and the loop's time before the step
+    outside it (between_ms), taken over the same steps and in the same way as the case's
+    measured step (the median after warm-up; diloco cases: the mean over period_window), median
+    over the rounds; with it each round's. What a user's tokens per second see; the measured
+    step (step_ms) is what the prediction error is computed against (docs/lab.md, "Rank 0's
+    time between steps"). Cases with a run of a binary without between_ms are left out."""
+    out = {}
+    for case in sc.cases:
+        got = []
+        for _, res in runs[case]:
+            loop = res.get("loop_ms") or []
+            if case.startswith("diloco"):
+                rows = period_window(sc, case, res)
+                window = loop[rows] if rows else []
+                got.append(statistics.mean(window) / 1e3 if window and None not in window else None)
+            else:
+                window = [x for x in loop[job.WARMUP_STEPS:] if x is not None]
+                got.append(statistics.median(window) / 1e3 if window else None)
+        if got and None not in got:
+            out[case] = {"loop_s": statistics.median(got), "rounds_s": got}
     return out
 
 
@@ -390,8 +415,9 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
             got = [splits[case]["amortized"]] if splits[case] else []
         if got:
             eth_measured[case] = statistics.median(got)
+    loops = loop_figures(sc, runs)
     print(f"{'case':<16}{'placement':<10}{'schedule':<9}{'degrees':>9}{'measured ms':>12}{'predicted ms':>14}"
-          f"{'error':>8}{'spread':>8}{'eth MB/step':>12}{'predicted':>10}  per-round ms")
+          f"{'error':>8}{'spread':>8}{'loop ms':>9}{'eth MB/step':>12}{'predicted':>10}  per-round ms")
     for case in sc.cases:
         placement = scenario.case_net(sc, case).placement
         d = degrees[case]
@@ -400,11 +426,14 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
         rounds_ms = " ".join(f"{res['step_s'] * 1e3:.0f}" for _, res in runs[case])
         eth = f"{eth_measured[case] / 1e6:12.3f}" if case in eth_measured else f"{'-':>12}"
         eth += f"{eth_predicted[case] / 1e6:10.3f}" if case in eth_predicted else f"{'-':>10}"
+        loop = f"{loops[case]['loop_s'] * 1e3:9.1f}" if case in loops else f"{'-':>9}"
         print(f"{case:<16}{placement:<10}{schedules.get(case, '-'):<9}{deg:>9}{measured[case] * 1e3:12.1f}{pred}"
-              f"{spreads[case] * 100:7.1f}%{eth}  {rounds_ms}")
-    if any(case.startswith("diloco") for case in sc.cases):
-        print("(measured: the median step after warm-up; diloco cases: the mean step over whole outer periods, "
-              "the sync amortized as the plan prices it)")
+              f"{spreads[case] * 100:7.1f}%{loop}{eth}  {rounds_ms}")
+    print("(measured: rank 0's step_ms, the median step after warm-up"
+          + ("; diloco cases: the mean step over whole outer periods, the sync amortized as the plan prices it"
+             if any(case.startswith("diloco") for case in sc.cases) else "")
+          + "; the error is against it. loop: rank 0's loop period per step, step_ms + between_ms, taken the same "
+          "way: what tokens per second see)")
     for case in sc.cases:
         if same[case][0] == case and len(same[case]) > 1:
             print(f"same plan: {', '.join(same[case])} (ranks, stages, groups, schedule): their spread is over all "
@@ -433,8 +462,8 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
                   f"busy {' '.join(f'{x * 1e3:.0f}' for x in w['busy_s'])}")
     between = between_figures(sc, runs)
     if between:
-        print("rank 0's time between steps (ms, between_ms: the loop outside step_ms, mostly the job-wide log exchange; "
-              "per round, over the measured steps; not in the measured step): "
+        print("rank 0's time between steps (ms, between_ms: the loop outside step_ms, in binaries before 2026-11-27 "
+              "mostly the job-wide log exchange; per round, over the measured steps; not in the measured step, in the loop column): "
               + "; ".join(f"{case} {' '.join('-' if x is None else f'{x:.0f}' for x in got)}" for case, got in between.items()))
     ref = runs[sc.cases[0]][0][1]
     print(f"losses: {'bit-identical in every run' if not mismatches else 'DIFFER: ' + '; '.join(mismatches)} "
@@ -476,7 +505,7 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
               "scenario": f"{sc.path}: {rounds} round(s), {len(sc.order)} nodes x {sc.workers_per_node} worker(s)",
               "summary": line, "path": sc.path, "rounds": rounds, "spreads": spreads, "degrees": degrees,
               "same_plan": {case: same[case] for case in sc.cases if len(same[case]) > 1}, "cpu": cpu, "cpu_threads": threads,
-              "waits": waits, "between_ms": between}
+              "waits": waits, "between_ms": between, "loop": loops}
     with open(os.path.join(out_dir, "bench.json"), "w") as f:
         json.dump(result, f, indent=1)
     print(f"lab: wrote {bench_html.write(os.path.join(out_dir, 'bench.json'))}")

@@ -215,9 +215,33 @@ def launch(sc, cluster, binary, run_dir, pids=None):
                         f"log {run_dir}/rank-{rank}.log:\n    " + "\n    ".join(tail))
 
 
+def rank_waits(rows):
+    """(first step covered, the ranks' mean wait in ms per step) for each row with per-rank
+    shares: the shares cover the steps after those of the previous such row up to its
+    figures_step (binaries since 2026-11-27 reduce them in the background, so a row carries the
+    previous step's; older ones: the row's own step), priced at those steps' mean step_ms."""
+    by_step = {r["step"]: r for r in rows}
+    out, covered = [], 0
+    for r in rows:
+        if not r.get("comm_share_ranks"):
+            continue
+        through = r.get("figures_step", r["step"])
+        steps = [by_step[s]["step_ms"] for s in range(covered + 1, through + 1) if s in by_step] or [r["step_ms"]]
+        out.append((covered + 1, statistics.mean(r["comm_share_ranks"]) * statistics.mean(steps)))
+        covered = through
+    return out
+
+
+def loop_ms(rows):
+    """Each step's loop period on rank 0 (ms): step_ms and the time the loop spent before it
+    outside step_ms (between_ms; None for binaries without it, and for a process's first step,
+    where between_ms is 0 and the period has no start)."""
+    return [r["step_ms"] + r["between_ms"] if r.get("between_ms") and i > 0 else None for i, r in enumerate(rows)]
+
+
 def results(run_dir):
-    """Losses (exact, as logged), each step's step_ms and between_ms (None from binaries without
-    it), the steady step time (median after warm-up), the plan, and the bytes sent over
+    """Losses (exact, as logged), each step's step_ms, between_ms and loop_ms (None from binaries
+    without between_ms), the steady step time (median after warm-up), the plan, and the bytes sent over
     Ethernet per step in the window of ethernet_window (None if not measured)."""
     rows = [json.loads(line) for line in open(os.path.join(run_dir, "out", "metrics.jsonl")) if '"loss"' in line]
     steady = [r["step_ms"] for r in rows[WARMUP_STEPS:]] or [r["step_ms"] for r in rows]
@@ -231,11 +255,11 @@ def results(run_dir):
     # The ranks' mean time waiting on communication per step (comm_share_ranks of the log
     # steps), median over the steps after warm-up: what the plan and the network decide; the
     # rest of the step is compute and host work, which moves with the machine (docs/lab.md).
-    waits = [statistics.mean(r["comm_share_ranks"]) * r["step_ms"] for r in rows[WARMUP_STEPS:]
-             if r.get("comm_share_ranks")]
+    waits = [w for first, w in rank_waits(rows) if first > WARMUP_STEPS]
     return {"cpu": json.load(open(cpu)) if os.path.exists(cpu) else None,
             "losses": [r["loss"] for r in rows], "step_ms": [r["step_ms"] for r in rows],
             "between_ms": [r.get("between_ms") for r in rows],
+            "loop_ms": loop_ms(rows),
             "step_s": statistics.median(steady) / 1e3, "plan_text": "\n".join(plan[start:end + 1]),
             "wait_s": statistics.median(waits) / 1e3 if waits else None,
             "degrees": degrees, "ethernet": json.load(open(eth)) if os.path.exists(eth) else None}

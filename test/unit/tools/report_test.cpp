@@ -152,3 +152,17 @@ TEST_CASE("a diloco run's replica-local losses get a curve of their own", "[repo
   CHECK(count(page, "data-series=\"loss\" data-points=\"2\"") == 2);  // steps 4 and 6, by steps and tokens
   CHECK(count(page, "data-series=\"loss of replica 0 alone\" data-points=\"4\"") == 2);
 }
+
+TEST_CASE("per-rank figures reduced in the background are read at the step they end at", "[report]") {
+  TempDir d;
+  // Row 3 carries the figures of step 2 (figures_step); a row without the key, its own step's.
+  d.write("metrics.jsonl",
+          "{\"step\": 1, \"loss\": 5, \"step_ms\": 20, \"comm_share\": 0.2, \"comm_share_max\": 0.3, \"comm_share_ranks\": [0.2, 0.3]}\n"
+          "{\"step\": 2, \"loss\": 4.9, \"step_ms\": 20, \"comm_share\": 0.2}\n"
+          "{\"step\": 3, \"loss\": 4.8, \"step_ms\": 20, \"comm_share\": 0.2, \"comm_share_max\": 0.4, \"figures_step\": 2, "
+          "\"comm_share_ranks\": [0.2, 0.4]}\n");
+  const ht::RunFiles f = ht::read_run_files(d.path.string());
+  REQUIRE(f.rows.size() == 3);
+  CHECK(f.rows[0].figures_step == 1);
+  CHECK(f.rows[2].figures_step == 2);
+}

@@ -1,0 +1,61 @@
+#include "engine/train/job_figures.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace holmes::train {
+
+void JobFigures::note(double rss, double step, double comm) {
+  rss_mb = std::max(rss_mb, rss);
+  comm_share = std::max(comm_share, step > 0 ? comm / step : 0.0);
+  comm_ms += comm;
+  step_ms += step;
+}
+
+std::vector<double> JobFigures::packed(int rank, int world, int stop_signal) const {
+  std::vector<double> v = {rss_mb, comm_share, static_cast<double>(stop_signal)};
+  if (world > 1 && world <= kRankFiguresMax) {
+    v.resize(3 + static_cast<size_t>(world), 0.0);
+    v[3 + static_cast<size_t>(rank)] = step_ms > 0 ? comm_ms / step_ms : 0.0;
+  }
+  return v;
+}
+
+JobMaxima maxima_of(const std::vector<double>& job, int64_t through) {
+  return JobMaxima{job.at(0), job.at(1), std::vector<double>(job.begin() + 3, job.end()), through};
+}
+
+FigureExchange::FigureExchange(int rank, int world, Reduce reduce, Start start)
+    : rank_(rank), world_(world), reduce_(std::move(reduce)), start_(std::move(start)) {}
+
+void FigureExchange::note(double rss_mb, double step_ms, double comm_ms) {
+  unsent_.note(rss_mb, step_ms, comm_ms);
+  unshown_.note(rss_mb, step_ms, comm_ms);
+}
+
+void FigureExchange::finish() {
+  if (pending_.valid()) pending_.get();
+}
+
+std::vector<double> FigureExchange::now(int64_t, int stop_signal) {
+  finish();  // its steps are in unshown_: reduced again below
+  std::vector<double> v = unshown_.packed(rank_, world_, stop_signal);
+  if (reduce_) v = reduce_(std::move(v));
+  unsent_ = {};
+  unshown_ = {};
+  return v;
+}
+
+std::optional<JobMaxima> FigureExchange::later(int64_t done) {
+  std::optional<JobMaxima> taken;
+  if (pending_.valid()) {
+    taken = maxima_of(pending_.get(), pending_through_);
+    unshown_ = unsent_;  // the steps after those the taken figures cover
+  }
+  pending_ = start_(unsent_.packed(rank_, world_, 0));
+  pending_through_ = done;
+  unsent_ = {};
+  return taken;
+}
+
+}  // namespace holmes::train
