@@ -340,7 +340,12 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
     s.stop_ranks = static_cast<int>(std::lround(local_.stops));
     if (!std::isfinite(s.loss) && first_bad_ < 0) first_bad_ = step;
     // Before the exchange that starts after this step reads the weights (outer_step below).
-    if (!outer_->due(step + 1).empty()) agree_replicas(s);
+    if (!outer_->due(step + 1).empty()) {
+      const auto a0 = std::chrono::steady_clock::now();
+      agree_replicas(s);
+      presync_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - a0).count();
+      ++presync_.count;
+    }
   } else {
     agreed_ = {step, sums[units], sums[units + 1]};
     fill_agreed(s);

@@ -87,6 +87,15 @@ class Trainer final : public StepRunner {
   StepStats train_step(int64_t step, bool stop_requested = false, Agreement agreement = Agreement::kNow) override;
   void agree(StepStats& s) override;
   int replica_agreements() const override { return agreements_; }
+  // The sums across the replicas made before an outer exchange: how many and their wall seconds
+  // in all. The replicas last met there one outer period (inner_steps / fragments steps) before,
+  // so a sum waits for the replica whose steps took longest since (the calibration's
+  // `outer: drift_ms`, docs/cost-model.md).
+  struct PresyncSums {
+    int count = 0;
+    double seconds = 0;
+  };
+  const PresyncSums& presync_sums() const { return presync_; }
   double evaluate() override;
   checkpoint::ShardState shard_state() override;  // one chunk only (else std::logic_error)
   std::vector<checkpoint::ShardState> shard_states() override;
@@ -173,6 +182,7 @@ class Trainer final : public StepRunner {
     double loss_sum = 0, stops = 0;
   } agreed_;
   int agreements_ = 0;
+  PresyncSums presync_;
   void agree_replicas(StepStats& s);           // local_ summed across the replicas -> agreed_, s
   void fill_agreed(StepStats& s) const;        // s's loss and stop_ranks from agreed_ (its step)
   LrConfig lr_;

@@ -129,7 +129,8 @@ void append_calibration(std::string& out, const topo::Calibration& c) {
   }
   out += "}";
   if (c.outer.efficiency > 0)  // diloco's exchange as it ran in the steps; absent otherwise (plan_hash as before)
-    out += fmt::format(", \"outer\": {{\"link\": {}, \"efficiency\": {}}}", quote(c.outer.link), num(c.outer.efficiency));
+    out += fmt::format(", \"outer\": {{\"link\": {}, \"efficiency\": {}{}}}", quote(c.outer.link), num(c.outer.efficiency),
+                       c.outer.drift_ms > 0 ? fmt::format(", \"drift_ms\": {}", num(c.outer.drift_ms)) : "");
   out += "},\n";
 }
 
@@ -141,6 +142,7 @@ void append_replicas(std::string& out, const Replicas& r) {
                      r.count, r.outer, r.inner_steps, r.fragments, r.dtype, r.overlap, num(r.sync_s), num(r.exposed_s),
                      bytes(r.sync_bytes), num(r.per_step_s));
   array(out, r.nodes, [&](const std::vector<int>& n) { out += fmt::format("[{}]", fmt::join(n, ", ")); }, ", ");
+  if (r.drift_s > 0) out += fmt::format(", \"drift_s\": {}", num(r.drift_s));  // absent: plan_hash as before
   out += ", \"across\": ";
   array(out, r.across, [&](const AcrossMode& m) {
     out += fmt::format("{{\"mode\": \"{}\", \"degrees\": {}, \"feasible\": {}, \"why\": {}, \"step_time_s\": {}, "

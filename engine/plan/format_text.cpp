@@ -180,6 +180,9 @@ void append_replicas(std::string& out, const Plan& p) {
                                                    r.overlap == 1 ? "" : "s", r.exposed_s)
                                      : "",
                        r.per_step_s);
+  if (r.outer == spec::OuterMode::kDiloco && r.drift_s > 0)
+    out += fmt::format(" (of which {:.4g} s waiting at the sums across the replicas for the slowest, the calibration's "
+                       "drift)", r.drift_s);
   else
     out += " (one data-parallel all-reduce spans the replicas every step)";
   out += "\n";

@@ -172,11 +172,13 @@ struct Replicas {
   // diloco: per outer sync (all fragments), the bottleneck member's exchange (seconds) and
   // the bytes all members send over their outer groups; of sync_s, what the steps wait for
   // (with overlap: max(0, exchange - overlap x step) per fragment, plus the data-parallel
-  // all-gather); per step, what the estimate adds: exposed_s / inner_steps + agree_s, where
+  // all-gather); per step, what the estimate adds: exposed_s / inner_steps + agree_s + drift_s, where
   // agree_s is what the [loss, stop] sums across the replicas before the exchanges cost, per
-  // step (replicas.hpp agree_per_step_s).
+  // step (replicas.hpp agree_per_step_s), and drift_s the wait at those sums for the replica
+  // whose steps since the last took longest, per step (drift_per_step_s; 0 without a
+  // calibration's outer.drift_ms).
   int overlap = 0;  // parallel.outer_overlap (tau)
-  double sync_s = 0, sync_bytes = 0, exposed_s = 0, per_step_s = 0, agree_s = 0;
+  double sync_s = 0, sync_bytes = 0, exposed_s = 0, per_step_s = 0, agree_s = 0, drift_s = 0;
   // Per step, amortized: the small messages that cross Ethernet beside the payloads (diloco's
   // [loss, stop] sums over the outer groups, the log steps' job-wide maximum over the world
   // group; headers included, replicas.hpp) and the time the log steps' maximum takes.

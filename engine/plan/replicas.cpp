@@ -98,6 +98,27 @@ double agree_per_step_s(double ring_s, int inner_steps, int fragments) {
   return ring_s * std::max(1, fragments) / std::max(1, inner_steps);
 }
 
+double expected_max_normal(int n) {
+  if (n <= 1) return 0;
+  // Simpson's rule over [-9, 9] (the density beyond is below 1e-17).
+  constexpr int kIntervals = 3600;
+  constexpr double kLo = -9, kHi = 9, kH = (kHi - kLo) / kIntervals;
+  auto f = [n](double x) {
+    const double phi = std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+    return x * n * phi * std::pow(0.5 * std::erfc(-x / std::sqrt(2.0)), n - 1);
+  };
+  double sum = f(kLo) + f(kHi);
+  for (int i = 1; i < kIntervals; ++i) sum += (i % 2 ? 4 : 2) * f(kLo + i * kH);
+  return sum * kH / 3;
+}
+
+double drift_per_step_s(double drift_s, int replicas, int inner_steps, int fragments) {
+  const int frags = std::max(1, fragments), steps = std::max(1, inner_steps);
+  if (drift_s <= 0 || replicas < 2) return 0;
+  const double between = static_cast<double>(steps) / frags;  // steps between two sums
+  return expected_max_normal(replicas) * drift_s * std::sqrt(between) * frags / steps;
+}
+
 namespace {
 
 // Steps per job-wide reduction of the log figures: every log line, but in a diloco job once per
@@ -246,7 +267,9 @@ void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
   for (const Group& g : plan.groups)
     if (g.kind == GroupKind::kOuter) first = first ? first : &g;
   rep.agree_s = first ? agree_per_step_s(2.0 * (n - 1) * first->latency_s, rep.inner_steps, frags) : 0;
-  rep.per_step_s = exposed / rep.inner_steps + rep.agree_s;
+  // ... and waits there for the replica whose steps since the last sum took longest.
+  rep.drift_s = drift_per_step_s(topology.calibration.outer.drift_ms * 1e-3, n, rep.inner_steps, frags);
+  rep.per_step_s = exposed / rep.inner_steps + rep.agree_s + rep.drift_s;
   for (int k = 0; k < kLinkKinds; ++k) plan.estimate.bytes_per_step[k] += by_link[k] / rep.inner_steps;
 }
 

@@ -70,10 +70,23 @@ double small_ethernet_bytes_per_step(const spec::JobSpec& spec, const Plan& plan
 // ring all-reduce over each outer group (2 (N - 1) latencies, `ring_s`), on the training thread
 // before each fragment's exchange starts, so `fragments` of them every inner_steps steps.
 // Per step: ring_s x fragments / inner_steps. The extra sums at a validation, a checkpoint and
-// the last step (where the replicas meet anyway) are not priced; nor is the wait for the
-// slowest replica at each sum (the plan prices every replica's step alike).
+// the last step (where the replicas meet anyway) are not priced; the wait for the slowest
+// replica at each sum is drift_per_step_s (below).
 double agreement_floats(int replicas);
 double agree_per_step_s(double ring_s, int inner_steps, int fragments);
+
+// The expected maximum of n independent standard normal variables (0 for n <= 1; 0.5642 for
+// 2, 1.0294 for 4), by numerical integration of x n phi(x) Phi(x)^(n-1).
+double expected_max_normal(int n);
+// The replicas' drift, per step: between two sums across the replicas (inner_steps /
+// fragments steps apart) each replica runs its steps alone, and at the sum every replica waits
+// for the one whose steps took longest. With a step's time scattered by `drift_s` (the
+// calibration's outer.drift_ms: the standard deviation of one step's time, as the waits a job
+// measured at its sums imply) independently from step to step and replica to replica, a
+// replica's time over k steps scatters by drift_s sqrt(k), and the slowest of N is
+// expected_max_normal(N) drift_s sqrt(k) behind the mean replica: the wait at each sum, which
+// the plan adds to the mean step it prices. Per step: that x fragments / inner_steps.
+double drift_per_step_s(double drift_s, int replicas, int inner_steps, int fragments);
 
 // The three ways of spanning the islands, priced side by side for --plan-only (and filled in
 // Plan::across when replicas > 1): pipeline across islands (one plan, pipeline degree

@@ -99,7 +99,7 @@ void parse_links(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
 }
 
 void parse_outer(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
-  check_keys(n, ctx, {"link", "efficiency", "exchange_ms", "syncs"});
+  check_keys(n, ctx, {"link", "efficiency", "exchange_ms", "syncs", "drift_ms"});
   OuterCalibration& o = c.outer;
   o.link = get<std::string>(n, "link", ctx, "", "a link class");
   if (std::find(std::begin(kCalibratedLinks), std::end(kCalibratedLinks), o.link) == std::end(kCalibratedLinks))
@@ -109,6 +109,7 @@ void parse_outer(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
     ctx.at("efficiency").fail(n["efficiency"], fmt::format("expected a number > 0, found {}", o.efficiency));
   o.exchange_ms = non_negative(n, "exchange_ms", ctx, "a number of milliseconds");
   o.syncs = get<int>(n, "syncs", ctx, 0, "a number of exchanges");
+  o.drift_ms = non_negative(n, "drift_ms", ctx, "a number of milliseconds");
 }
 
 }  // namespace
@@ -179,8 +180,8 @@ std::string format_calibration_yaml(const Calibration& c) {
   }
   const OuterCalibration& o = c.outer;
   if (o.efficiency > 0)
-    out += fmt::format("outer: {{link: {}, efficiency: {}, exchange_ms: {}, syncs: {}}}\n", o.link, o.efficiency,
-                       o.exchange_ms, o.syncs);
+    out += fmt::format("outer: {{link: {}, efficiency: {}, exchange_ms: {}, syncs: {}{}}}\n", o.link, o.efficiency,
+                       o.exchange_ms, o.syncs, o.drift_ms > 0 ? fmt::format(", drift_ms: {}", o.drift_ms) : "");
   return out;
 }
 

@@ -11,7 +11,7 @@
 //     ethernet: {efficiency: 0.81, latency_us: 250, gbps_per_rank: 0.162, declared_gbps_per_rank: 0.2, groups: 2,
 //                sizes: [[65536, 1.3], [3276800, 0.78]]}
 //     intra-node: {efficiency: 0.0031, latency_us: 36, ..., tp_sum_ms: 4.9}
-//   outer: {link: ethernet, efficiency: 0.72, exchange_ms: 570, syncs: 16}
+//   outer: {link: ethernet, efficiency: 0.72, exchange_ms: 570, syncs: 16, drift_ms: 40}
 //
 // The planner uses compute.device_tflops (the slowest stage's rate), compute.cpu_tflops (CPU
 // devices: the passes' FLOPs per CPU second of the whole worker, what a CPU quota bounds),
@@ -56,6 +56,14 @@ struct OuterCalibration {
   double efficiency = 0;   // measured per-member rate of the exchange / declared rate of the link
   double exchange_ms = 0;  // mean wall time of one exchange's two halves (for people)
   int syncs = 0;           // exchanges the figures come from (every rank's)
+  // The replicas' drift: milliseconds per square root of a step. Between two meetings (the sums
+  // across the replicas before each exchange) every replica runs its steps alone; at the sum
+  // each waits for the one whose steps took longest. Measured as the ranks' mean wall time in
+  // those sums over sqrt(steps between them) x the expected maximum of N standard normals
+  // (plan::expected_max_normal): the standard deviation of one step's time, were the steps
+  // independent, that would make that wait. The planner prices the wait at every meeting from
+  // it (plan::drift_per_step_s). 0 = not measured.
+  double drift_ms = 0;
 };
 
 struct StageCalibration {

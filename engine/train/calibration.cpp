@@ -12,6 +12,7 @@
 
 #include "common/format.hpp"
 #include "engine/plan/model_size.hpp"
+#include "engine/plan/replicas.hpp"
 #include "common/errors.hpp"
 #include "engine/parallel/cpu_clock.hpp"
 #include "engine/parallel/trainer.hpp"
@@ -28,8 +29,9 @@ constexpr int kSampleFloats = 8;
 constexpr int kSlots = 3;                             // tp, pp, dp samples per rank
 // stage, flops per step, steady steps, host seconds, params held, outer wire seconds, bytes, exchanges,
 // CPU seconds of the training thread per step, the probe's host communication CPU seconds and bytes,
-// the process's CPU seconds beyond the training thread's in the median step
-constexpr int kComputeFloats = 12;
+// the process's CPU seconds beyond the training thread's in the median step, the sums across the
+// replicas before the exchanges (wall seconds in all, how many)
+constexpr int kComputeFloats = 14;
 
 // Times of `reps` runs of op, sorted. Latency takes the fastest (a preempted process only adds
 // to it), bandwidth the median.
@@ -248,6 +250,7 @@ struct Gathered {
   std::vector<HostComm> host;    // per rank, the probe's
   std::vector<int> stage;        // per rank
   std::vector<double> other_cpu;  // per rank, the median of StepShare::other_cpu_per_step
+  std::vector<PresyncWait> presync;  // per rank
 };
 
 Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vector<float>& per_step, int world,
@@ -274,6 +277,7 @@ Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vecto
     g.host.push_back({c[9], c[10]});
     g.stage.push_back(st);
     g.other_cpu.push_back(c[11]);
+    g.presync.push_back({c[12], static_cast<int>(c[13])});
   }
   for (int st = 0; st < stages; ++st)
     for (float t : slowest[st]) g.stage_seconds[st] += double(t) / double(steps);
@@ -340,11 +344,32 @@ void calibrate_outer(const plan::Plan& p, const Gathered& g, const topo::Calibra
   int syncs = 0;
   for (const OuterWire& w : g.outer)
     if (w.exchanges > 0) ms.push_back(1e3 * w.seconds / w.exchanges), syncs += w.exchanges;
-  cal.outer = {kind, eff, median(ms), syncs};
+  const int frags = std::max(1, p.replicas.fragments);
+  const double between = static_cast<double>(std::max(1, p.replicas.inner_steps)) / frags;
+  const double drift = replica_drift_ms(g.presync, members, between, 2.0 * (members - 1) * outer->latency_s);
+  cal.outer = {kind, eff, median(ms), syncs, drift};
   fmt::print("calibration: outer exchange over {}: {:.1f} ms each, {:.4g} Gb/s per member (x{:.2f} of the declared "
              "rate, where the plan priced it at x{:.2f}), {} exchanges: priced from the steps\n", kind,
              cal.outer.exchange_ms, eff * outer->gbps_per_rank / prev_eff, eff, prev_eff, syncs);
+  if (drift > 0)
+    fmt::print("calibration: replicas' drift {:.3g} ms per sqrt(step) (the ranks' mean wait at the sums across the "
+               "replicas every {:.4g} steps: {:.1f} ms)\n", drift, between,
+               drift * std::sqrt(between) * plan::expected_max_normal(members));
 }
+
+}  // namespace
+
+double replica_drift_ms(const std::vector<PresyncWait>& ranks, int replicas, double steps_between, double ring_s) {
+  const double e = plan::expected_max_normal(replicas);
+  double wait = 0;
+  int n = 0;
+  for (const PresyncWait& r : ranks)
+    if (r.sums > 0) wait += std::max(0.0, r.seconds / r.sums - ring_s), ++n;
+  if (n == 0 || e <= 0 || steps_between <= 0) return 0;
+  return 1e3 * wait / n / (std::sqrt(steps_between) * e);
+}
+
+namespace {
 
 void write_calibration(const std::string& file, const topo::Calibration& cal) {
   const std::filesystem::path path(file);
@@ -379,7 +404,8 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
                                          float(times.outer_wire_bytes), float(times.outer_exchanges),
                                          float(times.cpu_s),    float(host.cpu_s),
                                          float(host.bytes),
-                                         float(median({times.other_cpu_per_step.begin(), times.other_cpu_per_step.end()}))};
+                                         float(median({times.other_cpu_per_step.begin(), times.other_cpu_per_step.end()})),
+                                         float(times.presync_s), float(times.presync_sums)};
   // Tensor-parallel sums are priced from what they cost in the steps, not at the idle probe.
   std::vector<LinkSample> samples = mine;
   const size_t act = size_t(spec.train.micro_batch) * spec.train.seq_len * spec.model.hidden;

@@ -103,7 +103,23 @@ struct StepShare {
   // seconds and bytes summed, and how many; the calibration's `outer` figure.
   double outer_wire_s = 0, outer_wire_bytes = 0;
   int outer_exchanges = 0;
+  // diloco: this rank's sums across the replicas before an exchange (Trainer::presync_sums):
+  // their wall seconds in all and how many; the calibration's `outer: drift_ms`.
+  double presync_s = 0;
+  int presync_sums = 0;
 };
+// The replicas' drift (topo::OuterCalibration::drift_ms) from every rank's sums before the
+// exchanges (`seconds` in all over `sums` of them; ranks without any left out): the mean over
+// the ranks of a sum's wall time less the ring's own (`ring_s`, 2 (N - 1) latencies), over
+// sqrt(steps between two sums) x plan::expected_max_normal(replicas). A rank's wait there is
+// the slowest replica's time since the last sum less its own replica's, so its mean over the
+// replicas is what the slowest is behind the mean one, which plan::drift_per_step_s turns back
+// into a wait for any number of replicas and steps. 0 when no rank summed.
+struct PresyncWait {
+  double seconds = 0;
+  int sums = 0;
+};
+double replica_drift_ms(const std::vector<PresyncWait>& ranks, int replicas, double steps_between, double ring_s);
 // The outer exchange's efficiency (topo::OuterCalibration): per rank that exchanged, the bytes
 // it sent over its wall time less the ring's 2 (N - 1) latencies per exchange, over the outer
 // group's declared rate (`group_gbps` / `previous_efficiency`, the class efficiency the plan

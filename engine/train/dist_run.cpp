@@ -84,6 +84,8 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
       share.outer_wire_s = outer->wire().seconds;
       share.outer_wire_bytes = outer->wire().bytes;
       share.outer_exchanges = outer->wire().exchanges;
+      share.presync_s = trainer.presync_sums().seconds;
+      share.presync_sums = trainer.presync_sums().count;
     }
     finish_calibration(rt, spec, links, share, host_comm);
   }

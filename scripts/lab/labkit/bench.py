@@ -49,6 +49,9 @@ def merge_calibrations(paths, cases):
         out["outer"] = {"link": outer[0]["link"], "efficiency": statistics.median(o["efficiency"] for o in outer),
                         "exchange_ms": statistics.median(o.get("exchange_ms", 0) for o in outer),
                         "syncs": sum(o.get("syncs", 0) for o in outer)}
+        drift = [o["drift_ms"] for o in outer if o.get("drift_ms")]
+        if drift:  # the replicas' drift at their sums (files of older binaries lack it: not merged)
+            out["outer"]["drift_ms"] = statistics.median(drift)
     for kind, got in links.items():  # efficiency by message size: the median at each size measured
         by_size = {}
         for link in got:

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -287,6 +288,54 @@ TEST_CASE("replicas: diloco's loss and stop sum across the replicas is priced on
   CHECK(hp::agree_per_step_s(0.5, 20, 1) == Approx(0.025));
   CHECK(hp::agree_per_step_s(0.5, 20, 4) == Approx(0.1));
   CHECK(hp::agreement_floats(4) == 12);
+}
+
+TEST_CASE("replicas: the expected maximum of N standard normals", "[replicas]") {
+  CHECK(hp::expected_max_normal(0) == 0);
+  CHECK(hp::expected_max_normal(1) == 0);
+  CHECK(hp::expected_max_normal(2) == Approx(1 / std::sqrt(M_PI)).epsilon(1e-9));  // closed form
+  CHECK(hp::expected_max_normal(3) == Approx(1.5 / std::sqrt(M_PI)).epsilon(1e-9));
+  CHECK(hp::expected_max_normal(4) == Approx(1.0293754).epsilon(1e-6));  // tables of normal order statistics
+  CHECK(hp::expected_max_normal(8) == Approx(1.4236003).epsilon(1e-6));
+  CHECK(hp::expected_max_normal(5) > hp::expected_max_normal(4));
+}
+
+TEST_CASE("replicas: the wait at each sum across the replicas for the slowest is priced from the calibration's drift",
+          "[replicas]") {
+  // The lab's pods (docs/diloco.md, "Twelfth pass"): the replicas meet only at the sum before
+  // each exchange; between two sums each runs inner_steps / fragments steps alone and at the sum
+  // all wait for the slowest. A step's time scattered by drift_ms per step (independent steps)
+  // puts the slowest of N replicas expected_max_normal(N) drift sqrt(k) behind the mean one.
+  auto t = pods();
+  auto s = pod_spec(OuterMode::kDiloco);
+  const hp::Plan plain = hp::make_plan(s, t);
+  CHECK(plain.replicas.drift_s == 0);  // not measured: not priced
+  t.calibration.outer = {"ethernet", 0.7, 500, 8, 40};  // 40 ms per sqrt(step)
+  const hp::Plan p = hp::make_plan(s, t);
+  const double wait = hp::expected_max_normal(4) * 0.040 * std::sqrt(20.0);  // at each sum, 20 steps apart
+  CHECK(p.replicas.drift_s == Approx(wait / 20).epsilon(1e-9));
+  CHECK(p.replicas.per_step_s == Approx(p.replicas.exposed_s / 20 + p.replicas.agree_s + wait / 20).epsilon(1e-9));
+  t.calibration.outer.drift_ms = 0;
+  const hp::Plan same_rate = hp::make_plan(s, t);  // the same exchange rate, no drift
+  CHECK(p.estimate.step_time_s - same_rate.estimate.step_time_s == Approx(wait / 20).epsilon(1e-9));
+  t.calibration.outer.drift_ms = 40;
+  // Fragments meet more often over shorter spells: F sums of sqrt(H / F) each per H steps.
+  s.parallel.inner_steps = 40;
+  s.parallel.fragments = 4;
+  CHECK(hp::make_plan(s, t).replicas.drift_s ==
+        Approx(4 * hp::expected_max_normal(4) * 0.040 * std::sqrt(10.0) / 40).epsilon(1e-9));
+  // Overlap does not change where the replicas meet.
+  s = pod_spec(OuterMode::kDiloco);
+  s.parallel.outer_overlap = 5;
+  CHECK(hp::make_plan(s, t).replicas.drift_s == Approx(wait / 20).epsilon(1e-9));
+  // Two replicas wait less for the slower than four for the slowest.
+  CHECK(hp::drift_per_step_s(0.04, 2, 20, 1) < hp::drift_per_step_s(0.04, 4, 20, 1));
+  CHECK(hp::drift_per_step_s(0.04, 1, 20, 1) == 0);
+  // sync meets every step in its all-reduce (priced as such): no drift term.
+  const hp::Plan sync = hp::make_plan(pod_spec(OuterMode::kSync), t);
+  t.calibration.outer.drift_ms = 0;
+  CHECK(sync.estimate.step_time_s == hp::make_plan(pod_spec(OuterMode::kSync), t).estimate.step_time_s);
+  CHECK(sync.replicas.drift_s == 0);
 }
 
 TEST_CASE("replicas: the outer exchange is priced at the rate a calibration measured it at inside the steps",

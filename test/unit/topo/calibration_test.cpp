@@ -57,7 +57,13 @@ TEST_CASE("a calibration round-trips through its file format") {
   CHECK(o.outer.efficiency == 0.72);
   CHECK(o.outer.exchange_ms == 571.5);
   CHECK(o.outer.syncs == 16);
+  CHECK(o.outer.drift_ms == 0);  // not measured
+  CHECK(topo::format_calibration_yaml(outer_only).find("drift_ms") == std::string::npos);  // not written
   CHECK_FALSE(o.empty());
+  outer_only.outer.drift_ms = 41.5;
+  CHECK(topo::parse_calibration_yaml(topo::format_calibration_yaml(outer_only), "mem").outer.drift_ms == 41.5);
+  const std::string bad = error_of("format: holmes-calibration/1\nouter: {link: ethernet, efficiency: 0.7, drift_ms: -3}\n");
+  CHECK(bad.find("outer.drift_ms") != std::string::npos);
   CHECK(topo::parse_calibration_yaml("format: holmes-calibration/1\n", "mem").empty());
 }
 

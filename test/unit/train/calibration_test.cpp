@@ -1,7 +1,10 @@
 // Link samples of a calibration probe, summarized per link class.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "engine/plan/links.hpp"
+#include "engine/plan/replicas.hpp"
 #include "engine/train/calibration.hpp"
 
 using namespace holmes;
@@ -129,6 +132,22 @@ TEST_CASE("diloco's outer exchange is calibrated at the rate it moved inside the
                                       {0, 0, 0}};                                // no exchange: left out
   CHECK(train::outer_efficiency(ranks, 4, latency, 0.0495, 0.99) == Approx(0.7));  // the median of 0.5, 0.7, 0.8
   CHECK(train::outer_efficiency({{0, 0, 0}}, 4, latency, 0.0495, 0.99) == 0);
+}
+
+TEST_CASE("the replicas' drift is the ranks' mean wait at the sums before the exchanges, per sqrt(step)") {
+  // Each rank's sums before an exchange: wall seconds in all and how many. The ring's own
+  // 2 (N - 1) latencies are not waiting; ranks that made none are left out.
+  const double ring = 0.001, e4 = holmes::plan::expected_max_normal(4);
+  const std::vector<train::PresyncWait> ranks{{0.300, 2}, {0.100, 1}, {0, 0}};
+  const double mean_wait = ((0.150 - ring) + (0.100 - ring)) / 2;
+  CHECK(train::replica_drift_ms(ranks, 4, 20, ring) == Approx(1e3 * mean_wait / (std::sqrt(20.0) * e4)));
+  // What plan::drift_per_step_s prices back at the same period: the mean wait once per 20 steps.
+  CHECK(holmes::plan::drift_per_step_s(train::replica_drift_ms(ranks, 4, 20, ring) * 1e-3, 4, 20, 1) ==
+        Approx(mean_wait / 20));
+  // A sum faster than the ring (clock granularity) counts as no wait; nothing summed: not measured.
+  CHECK(train::replica_drift_ms({{0.0005, 1}}, 4, 20, ring) == 0);
+  CHECK(train::replica_drift_ms({{0, 0}}, 4, 20, ring) == 0);
+  CHECK(train::replica_drift_ms({{0.3, 1}}, 1, 20, ring) == 0);  // one replica: nobody to wait for
 }
 
 TEST_CASE("the host communication path's CPU per byte is the median over the ranks that moved bytes") {
