@@ -431,6 +431,23 @@ double quota_bound_s(const Estimate& e) {
   return bound;
 }
 
+double quota_throttle_s(const Estimate& e, double step) {
+  double wait = 0;
+  if (step <= 0) return 0;
+  for (size_t s = 0; s < e.quota_cpu_s.size() && s < e.quota_share.size(); ++s) {
+    const double share = e.quota_share[s];
+    if (share >= 1 || share <= 0 || e.quota_cpu_s[s] <= 0) continue;
+    const double throttled = std::min(1.0, e.quota_cpu_s[s] / share / step);
+    wait = std::max(wait, throttled * (1 - share) * kCfsPeriodS / 2);
+  }
+  return wait;
+}
+
+double quota_wait_s(const Estimate& e, double rest) {
+  const double bound = quota_bound_s(e);
+  return std::max(0.0, bound - rest) + quota_throttle_s(e, std::max(bound, rest));
+}
+
 Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, const std::vector<int>& layers,
                        int world) {
   int p = static_cast<int>(stages.size());
@@ -453,7 +470,8 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
   e.update_s = c.update;
   e.log_s = w.log_s;
   e.step_time_s = e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s + e.log_s;
-  e.quota_s = std::max(0.0, quota_bound_s(w, stages, layers, times, &e) - e.step_time_s);
+  quota_bound_s(w, stages, layers, times, &e);
+  e.quota_s = quota_wait_s(e, e.step_time_s);
   e.step_time_s += e.quota_s;
   double tokens = double(w.global_batch) * w.seq_len;
   e.tokens_per_s = e.step_time_s > 0 ? tokens / e.step_time_s : 0;

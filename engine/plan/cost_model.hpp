@@ -202,6 +202,21 @@ double quota_bound_s(const Workload& w, const std::vector<StageCost>& stages, co
 // The largest quota_cpu_s / quota_share of an Estimate's stages under a quota (0 without).
 double quota_bound_s(const Estimate& e);
 
+// The kernel's default CFS period (cpu.cfs_period_us, cgroup v2 cpu.max): a cgroup's quota is
+// handed out per period of this length. The lab's node cgroups use it (scripts/lab, netlab.py).
+inline constexpr double kCfsPeriodS = 0.1;
+// What a held worker's throttling adds to a step of `step` seconds (the path or the quota bound,
+// whichever is longer): the step's messages cross its rank, and one that reaches it while its
+// cgroup has spent the period's quota waits for the next period: on average half the throttled
+// part, (1 - share) P / 2, P = kCfsPeriodS. It meets a throttled rank in the fraction of the
+// periods the rank spends its quota in, min(1, quota_cpu_s / share / step). The largest over the
+// stages under a quota; 0 without. The path prices a held rank's compute at its share of the
+// wall time as if it ran evenly and the bound is a max(): neither prices this wait.
+double quota_throttle_s(const Estimate& e, double step);
+// The quota's part of a step whose other parts sum to `rest`: max(0, quota_bound_s(e) - rest)
+// plus quota_throttle_s at the longer of the two (Estimate::quota_s).
+double quota_wait_s(const Estimate& e, double rest);
+
 // The auto partition, coupled: estimate_step's step is a sum of maxima over the stages (the
 // pipelined part, the exposed reduce-scatter, the all-gather, the update), which the greedy
 // balanced_partition of StageCost::objective (each stage on its own timeline) does not

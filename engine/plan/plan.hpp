@@ -92,7 +92,8 @@ struct Estimate {
   double update_s = 0;            // optimizer and host work per step (calibrated; 0 without)
   double log_s = 0;               // the log steps' job-wide maximum, per step (groups.hpp log_exchange_s)
   // What a CPU quota adds: the largest CPU seconds per step of a stage's worker over its quota
-  // share, less the rest of the step (0 when the step is longer; cost_model.cpp quota_bound_s).
+  // share, less the rest of the step (0 when the step is longer; cost_model.cpp quota_bound_s),
+  // plus the expected wait for a throttled rank's next CFS period (quota_throttle_s).
   double quota_s = 0;
   // Per stage: the CPU seconds per step of its worker (training thread + host communication)
   // and its quota share, for the stages under a quota with a CPU-time calibration (others: 0

@@ -220,7 +220,7 @@ void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
         e.quota_cpu_s[s] += outer_exchange_bytes(rep.dtype, std::ceil(stage_params[s] / plan.dp), n) /
                             std::max(1, rep.inner_steps) * per_byte;
     const double rest = e.step_time_s - e.quota_s;
-    const double quota = std::max(0.0, quota_bound_s(e) - rest);
+    const double quota = quota_wait_s(e, rest);
     if (e.step_time_s > 0) e.tflops_per_device *= e.step_time_s / (rest + quota);
     e.step_time_s = rest + quota;
     e.quota_s = quota;

@@ -471,11 +471,14 @@ TEST_CASE("under a CPU quota a worker's CPU seconds per step bound the step", "[
   // The bottleneck stage's CPU seconds: its compute at the wall rate x 0.05 / 0.06, over 0.5.
   const double cpu_bound = e.compute_s * (0.05 / 0.06) / 0.5;
   REQUIRE(cpu_bound > rate_only.estimate.step_time_s);
-  CHECK(e.step_time_s == Approx(cpu_bound));
-  CHECK(e.quota_s == Approx(cpu_bound - rate_only.estimate.step_time_s));
+  // Held all step, it is throttled in every period: plus half the throttled part of one
+  // (quota_throttle_s; its own test below).
+  const double throttle = 0.5 * hp::kCfsPeriodS / 2;
+  CHECK(e.step_time_s == Approx(cpu_bound + throttle));
+  CHECK(e.quota_s == Approx(cpu_bound + throttle - rate_only.estimate.step_time_s));
   CHECK(e.step_time_s == Approx(e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s +
                                 e.log_s + e.quota_s));
-  for (const auto& b : e.baselines) CHECK(b.step_time_s >= cpu_bound * (1 - 1e-9));
+  for (const auto& b : e.baselines) CHECK(b.step_time_s >= (cpu_bound + throttle) * (1 - 1e-9));
   // Without a quota the worker may use its whole core: no bound.
   auto free = cpu_pair(0, 0);
   free.calibration = topo.calibration;
@@ -485,10 +488,47 @@ TEST_CASE("under a CPU quota a worker's CPU seconds per step bound the step", "[
   topo.calibration.cpu_tensor = 2;
   CHECK(hp::make_plan(spec, topo).estimate.quota_s == 0);
   topo.calibration.cpu_tensor = 1;  // the plan's own degree: bound as before
-  CHECK(hp::make_plan(spec, topo).estimate.step_time_s == Approx(cpu_bound));
-  // A quota the step leaves room under: no wait.
+  CHECK(hp::make_plan(spec, topo).estimate.step_time_s == Approx(cpu_bound + throttle));
+  // A quota the step leaves room under: the bound adds nothing, the throttling its expected wait
+  // in the periods the worker spends its quota in (its CPU over its share, of the step).
   topo.calibration.cpu_tflops = 0.5;
-  CHECK(hp::make_plan(spec, topo).estimate.quota_s == 0);
+  const hp::Plan roomy = hp::make_plan(spec, topo);
+  REQUIRE(hp::quota_bound_s(roomy.estimate) < roomy.estimate.step_time_s - roomy.estimate.quota_s);
+  CHECK(roomy.estimate.quota_s == Approx(hp::quota_throttle_s(roomy.estimate, roomy.estimate.step_time_s - roomy.estimate.quota_s)));
+  CHECK(roomy.estimate.quota_s < throttle);
+}
+
+TEST_CASE("a message that reaches a throttled rank waits for its next CFS period", "[cost_model][fidelity]") {
+  // Lab gen-1, case holmes (twelfth run, docs/cost-model.md "Ninth round"): stage 0's worker
+  // needs 80 ms of CPU a step at a 0.185 share, stage 1's 136 ms at 0.308; the path is 489 ms,
+  // the bound 442 ms, so the max() priced 489 ms; rank 0's loop period measured 552 ms, with
+  // 2.2-2.7 of 4.9 periods a step throttled on the held nodes. A rank that spent its period's
+  // quota sleeps to the period's end; a message that needs it waits on average half of that.
+  hp::Estimate e;
+  e.quota_cpu_s = {0.0800049, 0.135989};
+  e.quota_share = {0.184615, 0.307692};
+  const double path = 0.489184;
+  REQUIRE(hp::quota_bound_s(e) == Approx(0.441965).epsilon(1e-5));
+  // Stage 0 spends its quota in 0.433 / 0.489 of the periods and sleeps 0.815 of each such one.
+  const double s0 = (0.0800049 / 0.184615 / path) * (1 - 0.184615) * hp::kCfsPeriodS / 2;
+  const double s1 = (0.135989 / 0.307692 / path) * (1 - 0.307692) * hp::kCfsPeriodS / 2;
+  CHECK(hp::quota_throttle_s(e, path) == Approx(std::max(s0, s1)));
+  CHECK(hp::quota_throttle_s(e, path) == Approx(0.0361).epsilon(1e-2));
+  CHECK(hp::quota_wait_s(e, path) == Approx(hp::quota_throttle_s(e, path)));  // the bound is shorter
+  // Quota-bound (the path shorter than the bound): the step is the bound, stage 1 throttled in
+  // every period of it, stage 0 in 0.433 / 0.442 of them; the larger wait counts.
+  const double bound = hp::quota_bound_s(e);
+  const double b0 = (0.0800049 / 0.184615 / bound) * (1 - 0.184615) * hp::kCfsPeriodS / 2;
+  const double b1 = (1 - 0.307692) * hp::kCfsPeriodS / 2;
+  CHECK(hp::quota_wait_s(e, 0.3) == Approx(bound - 0.3 + std::max(b0, b1)));
+  // A longer step leaves the quota unspent in more periods: the wait shrinks with the load.
+  CHECK(hp::quota_throttle_s(e, 2 * path) == Approx(std::max(s0, s1) / 2));
+  // Not held (share 1), or no CPU figure: nothing.
+  hp::Estimate free;
+  free.quota_cpu_s = {0, 0};
+  free.quota_share = {1, 1};
+  CHECK(hp::quota_wait_s(free, path) == 0);
+  CHECK(hp::quota_wait_s(hp::Estimate{}, path) == 0);
 }
 
 TEST_CASE("under a CPU quota the host communication threads' CPU counts in the quota bound", "[cost_model][fidelity]") {
@@ -510,7 +550,7 @@ TEST_CASE("under a CPU quota the host communication threads' CPU counts in the q
   const double per_rank = all.estimate.bytes_per_step[static_cast<int>(hp::LinkKind::kEthernet)] / 2;
   REQUIRE(per_rank > 0);
   const double cpu_s = thread_only.estimate.compute_s * (0.05 / 0.06) + per_rank * 3e-9;
-  CHECK(all.estimate.step_time_s == Approx(cpu_s / 0.5));
+  CHECK(all.estimate.step_time_s == Approx(cpu_s / 0.5 + 0.5 * hp::kCfsPeriodS / 2));
   REQUIRE(all.estimate.quota_cpu_s.size() == 2);  // the bottleneck (last) stage's: the head's FLOPs
   CHECK(all.estimate.quota_cpu_s[1] == Approx(cpu_s));
   CHECK(all.estimate.quota_share[1] == 0.5);
