@@ -433,7 +433,9 @@ double quota_bound_s(const Estimate& e) {
 
 double quota_throttle_s(const Estimate& e, double step) {
   double wait = 0;
-  if (step <= 0) return 0;
+  // One stage: its ranks are data-parallel peers of the same passes and quota, who meet at
+  // every step's sync and spend their quota in step; none is throttled while another waits on it.
+  if (step <= 0 || e.quota_cpu_s.size() < 2) return 0;
   for (size_t s = 0; s < e.quota_cpu_s.size() && s < e.quota_share.size(); ++s) {
     const double share = e.quota_share[s];
     if (share >= 1 || share <= 0 || e.quota_cpu_s[s] <= 0) continue;

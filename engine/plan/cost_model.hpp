@@ -210,8 +210,14 @@ inline constexpr double kCfsPeriodS = 0.1;
 // cgroup has spent the period's quota waits for the next period: on average half the throttled
 // part, (1 - share) P / 2, P = kCfsPeriodS. It meets a throttled rank in the fraction of the
 // periods the rank spends its quota in, min(1, quota_cpu_s / share / step). The largest over the
-// stages under a quota; 0 without. The path prices a held rank's compute at its share of the
-// wall time as if it ran evenly and the bound is a max(): neither prices this wait.
+// stages under a quota; 0 without, and 0 for a plan of one stage: its ranks (data-parallel
+// peers of the same passes under the same share) meet at every step's sync and are throttled
+// together, so none waits on a throttled peer while it has quota left (the lab's pods, 1x1x2
+// replicas: +12..+23% with the wait, -13..-4% without, docs/cost-model.md "Ninth round"). A
+// pipeline's stages run different passes at different times (warm-up, cool-down, other layer
+// counts and shares): one's throttled stretch falls in another's working time. The path
+// prices a held rank's compute at its share of the wall time as if it ran evenly and the
+// bound is a max(): neither prices this wait.
 double quota_throttle_s(const Estimate& e, double step);
 // The quota's part of a step whose other parts sum to `rest`: max(0, quota_bound_s(e) - rest)
 // plus quota_throttle_s at the longer of the two (Estimate::quota_s).

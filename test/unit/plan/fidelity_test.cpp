@@ -529,6 +529,13 @@ TEST_CASE("a message that reaches a throttled rank waits for its next CFS period
   free.quota_share = {1, 1};
   CHECK(hp::quota_wait_s(free, path) == 0);
   CHECK(hp::quota_wait_s(hp::Estimate{}, path) == 0);
+  // One stage (data-parallel peers of the same passes and share, throttled together): the bound
+  // alone (the lab's pods, docs/cost-model.md "Ninth round").
+  hp::Estimate one;
+  one.quota_cpu_s = {0.135989};
+  one.quota_share = {0.307692};
+  CHECK(hp::quota_throttle_s(one, path) == 0);
+  CHECK(hp::quota_wait_s(one, 0.3) == Approx(0.135989 / 0.307692 - 0.3));
 }
 
 TEST_CASE("under a CPU quota the host communication threads' CPU counts in the quota bound", "[cost_model][fidelity]") {

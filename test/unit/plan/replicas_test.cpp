@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/errors.hpp"
+#include "engine/plan/cost_model.hpp"
 #include "engine/plan/replicas.hpp"
 #include "test/support/cluster_gen.hpp"
 
@@ -390,6 +391,10 @@ TEST_CASE("replicas: under a CPU quota the host bytes' CPU joins the bound, the 
     const double inner_with = with.estimate.step_time_s - with.replicas.per_step_s - with.replicas.log_s;
     CHECK(inner_with - inner_base == Approx(more_cpu / 0.25));
     CHECK(with.replicas.sync_bytes == base.replicas.sync_bytes);
+    // One stage: the pod's two data-parallel peers spend their quota in step, so no expected
+    // wait for a throttled peer's next CFS period (quota_throttle_s) joins the bound.
+    CHECK(hp::quota_throttle_s(with.estimate, inner_with) == 0);
+    CHECK(hp::quota_throttle_s(base.estimate, inner_base) == 0);
     // The steps' own figure wins over the probe's where the calibration has both (the overlapped
     // exchange's CPU too).
     auto both = cpu_pods(3.0);
