@@ -82,23 +82,6 @@ def _before_exec(cgroup):
     return run
 
 
-def rank_cpu_s(pid):
-    """CPU seconds a worker's threads have run so far (the first field of each thread's
-    /proc/<pid>/task/<tid>/schedstat, in ns); None once the process is gone. `ip netns exec`
-    and `nice` exec the binary, so a launched pid is the worker's own."""
-    total = 0
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                    total += int(f.read().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass  # a thread that ended between the listing and the read
-    except OSError:
-        return None
-    return total / 1e9
-
-
 CLK_TCK = os.sysconf("SC_CLK_TCK")  # the unit of /proc's utime, stime and /proc/stat
 
 
@@ -111,7 +94,8 @@ def rank_threads(pid):
     run time (/proc/<pid>/task/<tid>/stat, fields 14-15); run is its schedstat run time (ns);
     the counts are its /proc/<pid>/task/<tid>/sched lines (zeros where the kernel has no such
     file). Without CONFIG_IRQ_TIME_ACCOUNTING a softirq that runs while the thread is on the
-    CPU counts in its stime and run time. {} once it is gone."""
+    CPU counts in its stime and run time. {} once it is gone. `ip netns exec` and `nice` exec
+    the binary, so a launched pid is the worker's own."""
     out = {}
     try:
         tids = os.listdir(f"/proc/{pid}/task")
@@ -303,7 +287,7 @@ class EthernetMeter(threading.Thread):
         self.snaps = []  # (steps logged, bytes, read after the workers exited)
         self.times = []  # time.monotonic() of each reading
         self.pids = {}  # rank -> pid, filled by launch
-        self.cpu = []  # per reading: (node cgroups' cpu.stat, rank -> CPU seconds)
+        self.cpu = []  # per reading: (node cgroups' cpu.stat, rank -> CPU seconds, rank -> rank_threads, host_kernel)
         self.done = threading.Event()
 
     def _steps_logged(self):
@@ -324,8 +308,11 @@ class EthernetMeter(threading.Thread):
                 if steps >= self.window[len(self.snaps)]:
                     self.times.append(time.monotonic())
                     self.snaps.append((steps, self.cluster.ethernet_bytes(), exited))
-                    self.cpu.append((self.cluster.cpu_stat(), {r: rank_cpu_s(p) for r, p in self.pids.items()},
-                                     {r: rank_threads(p) for r, p in self.pids.items()}, host_kernel()))
+                    threads = {r: rank_threads(p) for r, p in self.pids.items()}
+                    # A rank's CPU seconds: its threads' run times of the same reading (None once it is gone).
+                    self.cpu.append((self.cluster.cpu_stat(),
+                                     {r: sum(t[2] for t in th.values()) if th else None for r, th in threads.items()},
+                                     threads, host_kernel()))
             if exited:
                 break
             self.done.wait(0.01)
