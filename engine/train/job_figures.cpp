@@ -37,7 +37,7 @@ void FigureExchange::finish() {
   if (pending_.valid()) pending_.get();
 }
 
-std::vector<double> FigureExchange::now(int64_t, int stop_signal) {
+std::vector<double> FigureExchange::now(int stop_signal) {
   finish();  // its steps are in unshown_: reduced again below
   std::vector<double> v = unshown_.packed(rank_, world_, stop_signal);
   if (reduce_) v = reduce_(std::move(v));

@@ -46,11 +46,11 @@ class FigureExchange {
   void note(double rss_mb, double step_ms, double comm_ms);
   // Whether later() can run in the background.
   bool background() const { return static_cast<bool>(start_); }
-  // Blocking, after step `done` (1-based): the figures of every step that no shown
-  // reduction covered yet, reduced now, with this rank's stop signal. A background reduction
+  // Blocking, after a step: the figures of every step that no shown reduction covered yet,
+  // reduced now, with this rank's stop signal. A background reduction
   // still running is waited for first (what it covers is covered again here, so its result
   // is dropped). Returns the reduced vector ([2] is the largest stop signal).
-  std::vector<double> now(int64_t done, int stop_signal);
+  std::vector<double> now(int stop_signal);
   // Background, after step `done` (needs background()): takes the reduction started at the
   // previous call (waiting for it if it has not finished: normally it had a step's time)
   // and starts one with the steps since. The figures a call returns cover the steps up to

@@ -194,7 +194,7 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
     std::vector<double> job;
     std::optional<JobMaxima> maxima;
     if (edge || (log_step && !figures.background() && period_of(done) > reduced_in)) {
-      job = figures.now(done, launch::stop_signal());
+      job = figures.now(launch::stop_signal());
       reduced_in = period_of(done);
       maxima = maxima_of(job, done);
     } else if (log_step && figures.background()) {

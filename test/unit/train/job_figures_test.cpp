@@ -48,7 +48,7 @@ TEST_CASE("background figures: each log line shows the steps up to the previous 
   REQUIRE(ex.background());
   // Step 1 (the first line): blocking, its own figures.
   ex.note(10, 100, 50);
-  std::vector<double> job = ex.now(1, 0);
+  std::vector<double> job = ex.now(0);
   REQUIRE(rec.blocking.size() == 1);
   CHECK(train::maxima_of(job, 1).rss_mb == 15);
   CHECK(train::maxima_of(job, 1).comm_share_ranks == std::vector<double>{0.5, 0.25});
@@ -72,7 +72,7 @@ TEST_CASE("background figures: each log line shows the steps up to the previous 
   CHECK(rec.blocking.size() == 1);             // no blocking reduction between the first and the last line
   // Step 4 (the last line): blocking, covering steps 3 and 4 (step 3's reduction was not shown).
   ex.note(11, 300, 0);
-  job = ex.now(4, 0);
+  job = ex.now(0);
   REQUIRE(rec.blocking.size() == 2);
   CHECK(rec.blocking[1][0] == 12);                     // the larger RSS of steps 3 and 4
   CHECK(rec.blocking[1][1] == Approx(0.9));            // step 3's share, the largest
@@ -85,7 +85,7 @@ TEST_CASE("blocking figures without a background start: every reduction now, a s
   FigureExchange ex = rec.exchange(1, 3, false);
   CHECK_FALSE(ex.background());
   ex.note(10, 10, 5);
-  std::vector<double> job = ex.now(1, 15);
+  std::vector<double> job = ex.now(15);
   REQUIRE(rec.blocking.size() == 1);
   CHECK(job.size() == 3 + 3);
   CHECK(job[2] == 15);
@@ -94,7 +94,7 @@ TEST_CASE("blocking figures without a background start: every reduction now, a s
   // One process (no reduction at all): its own figures.
   FigureExchange alone(0, 1, nullptr, nullptr);
   alone.note(7, 10, 0);
-  CHECK(alone.now(1, 0) == std::vector<double>{7, 0, 0});
+  CHECK(alone.now(0) == std::vector<double>{7, 0, 0});
 }
 
 TEST_CASE("a failed background reduction is reported at the next use") {
@@ -136,7 +136,7 @@ TEST_CASE("ranks as threads: background reductions over a real world group agree
         // Rank r's RSS at step s: 10 s + r (the largest: rank 2's).
         ex.note(10.0 * done + r, 100, 10.0 * r);
         if (done == 1 || done == kSteps) {
-          const std::vector<double> job = ex.now(done, 0);
+          const std::vector<double> job = ex.now(0);
           shown[r].push_back(train::maxima_of(job, done));
           if (done == kSteps) last[r] = job;
         } else {
