@@ -106,8 +106,14 @@ struct StageTime {
   // forward before each W) leaves (p - 1) B. weights_s is 0 under 1f1b.
   // Interleaved with V chunks per stage: a slot is a chunk's pass, 1/V of the stage's, so the
   // fill and drain idle (p - 1) / V micro-batch slots (Narayanan et al. 2021).
+  // Under a CPU quota the fill and drain's passes run faster than the steady state's: the
+  // stages that run them have neighbours idle (a quota the idle left unspent, a core nobody
+  // else wants), so their compute goes at the rate of a CPU second (burst_rate, below), the
+  // slot's sums and exposed sends as priced.
   double bubble_s(int p) const {
-    return (p - 1) * std::max(0.0, per_micro_batch() - weights_s - weights_hidden_s()) / chunks;
+    const double slot = per_micro_batch();
+    const double burst = slot > 0 ? 1 - (1 - burst_rate) * std::min(1.0, compute_s / slot) : 1.0;
+    return (p - 1) * std::max(0.0, slot - weights_s - weights_hidden_s()) / chunks * burst;
   }
   // Of a slot, what the held-back W passes hide besides their own length: min(F, B, W), with
   // the slot's sums and exposed sends split evenly between F and B (a forward and a backward
@@ -118,6 +124,11 @@ struct StageTime {
     return std::max(0.0, std::min({weights_s, f, b}));
   }
   int chunks = 1;  // model chunks per stage (interleaved), else 1
+  // The fill and drain's compute time over the steady state's: 1, or for a stage under a CPU
+  // quota with a CPU-time calibration its wall rate over its rate per CPU second
+  // (StageCost::tflops / cpu_tflops, at most 1): what a pass takes at a whole core against
+  // what it takes throttled (StageCost::time; docs/cost-model.md, "Eleventh round").
+  double burst_rate = 1;
 };
 
 // The pipelined part of stage s's step: m t_s + bubble_s + 2 (p - 1) max(send) (objective
