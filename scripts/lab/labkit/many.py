@@ -13,10 +13,23 @@ def load_average():
         return f.read().split()[0]
 
 
-def row(summary, load_before, load_after):
+def recorded_loads(out_root):
+    """The load column of the runs an earlier bench-many left in out_root (bench-many.json), by
+    scenario file stem: what --reuse shows, since the runs were measured then, not now. {} when
+    there is none (runs of an older lab, or benched one scenario at a time)."""
+    try:
+        with open(os.path.join(out_root, "bench-many.json")) as f:
+            rows = json.load(f).get("rows") or []
+    except (OSError, ValueError):
+        return {}
+    return {os.path.splitext(os.path.basename(r.get("scenario", "")))[0]: r.get("load") for r in rows if r.get("load")}
+
+
+def row(summary, load_before, load_after, load=None):
     """The figures of one scenario's bench: speed-ups (b's step time over a's), the worst
     prediction error and spread, and whether holmes lost to naive or auto to holmes by more
-    than the rounds' spread."""
+    than the rounds' spread. `load`: the load column as given (reused runs), else
+    load_before-load_after."""
     m, sp = summary["measured_s"], summary["spreads"]
 
     def over(a, b):
@@ -35,7 +48,7 @@ def row(summary, load_before, load_after):
             "holmes_loses_to_naive": beyond_spread("holmes", "naive"),
             "auto_loses_to_holmes": beyond_spread("auto", "holmes"),
             "errors": errs, "spreads": sp, "max_error": max((abs(e) for e in errs.values()), default=None),
-            "max_spread": max(sp.values(), default=None), "load": f"{load_before}-{load_after}",
+            "max_spread": max(sp.values(), default=None), "load": load or f"{load_before}-{load_after}",
             "losses_identical": summary["losses_identical"]}
 
 
@@ -86,12 +99,20 @@ def run(paths, exe, out_root, rounds, budget_s, reuse_runs=False):
         for case in sc.cases:
             scenario.case_net(sc, case)
     start, rows, skipped, code = time.monotonic(), [], [], 0
+    recorded = recorded_loads(out_root) if reuse_runs else {}
     for sc in scenarios:
         elapsed = time.monotonic() - start
         if budget_s and elapsed > budget_s:
             skipped.append((sc.path, f"the time budget of {budget_s:g} s was spent ({elapsed:.0f} s)"))
             continue
         stem = os.path.splitext(os.path.basename(sc.path))[0]
+        if reuse_runs:  # the runs were measured earlier: the load then, not this machine's now
+            print(f"lab-many: {sc.path} (the runs in {os.path.join(out_root, stem)}, load then "
+                  f"{recorded.get(stem) or 'not recorded'})", flush=True)
+            rc, summary = bench.run(sc, exe, os.path.join(out_root, stem), rounds or sc.rounds, reuse_runs)
+            code = max(code, rc)
+            rows.append(row(summary, None, None, load=recorded.get(stem) or "-"))
+            continue
         before = load_average()
         print(f"lab-many: {sc.path} (load average {before}, {elapsed:.0f} s into the budget)", flush=True)
         rc, summary = bench.run(sc, exe, os.path.join(out_root, stem), rounds or sc.rounds, reuse_runs)
