@@ -44,6 +44,7 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
     sc.dp = dp;
     sc.tflops = -1;
     sc.update_s_per_param = f.update_s_per_param;
+    bool held_period = false;
     for (int r = 0; r < dp; ++r) {
       ring.clear();
       for (int t = 0; t < tp; ++t) {
@@ -52,6 +53,8 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
         const NodeFacts& nf = f.nodes[n];
         if (sc.tflops < 0 || nf.tflops < sc.tflops) sc.tflops = nf.tflops;
         sc.cpu_share = std::min(sc.cpu_share, nf.cpu_share);
+        if (nf.cpu_share < 1) sc.cpu_period_s = held_period ? std::max(sc.cpu_period_s, nf.cpu_period_s) : nf.cpu_period_s,
+                              held_period = true;
         // A CPU-time rate measured with other tensor-parallel sums in the step does not carry.
         if (nf.cpu_tflops > 0 && (nf.cpu_tensor == 0 || nf.cpu_tensor == tp) &&
             (sc.cpu_tflops <= 0 || nf.cpu_tflops < sc.cpu_tflops))
@@ -414,14 +417,16 @@ double quota_bound_s(const Workload& w, const std::vector<StageCost>& stages, co
   // training thread (compute, host work, the tensor-parallel sums it calls) and the host
   // communication path's CPU for the bytes its other groups move (the cgroup caps every
   // thread: on the lab's pods 7-13 ms a step beside 18-28 ms of the training thread's).
-  if (keep) keep->quota_cpu_s.clear(), keep->quota_share.clear();
+  if (keep) keep->quota_cpu_s.clear(), keep->quota_share.clear(), keep->quota_period_s.clear();
   double bound = 0;
   for (size_t s = 0; s < stages.size(); ++s) {
     const StageCost& sc = stages[s];
     const bool held = sc.cpu_share < 1 && sc.cpu_tflops > 0 && sc.tflops > 0;
     const double comm_s = StageCost::host_bytes(sc.bytes_per_step(w, layers[s])) * sc.host_comm_s_per_byte;
     const double cpu_s = held ? w.micro_batches * times[s].compute_s * sc.tflops / sc.cpu_tflops + comm_s : 0.0;
-    if (keep) keep->quota_cpu_s.push_back(cpu_s), keep->quota_share.push_back(held ? sc.cpu_share : 1.0);
+    if (keep)
+      keep->quota_cpu_s.push_back(cpu_s), keep->quota_share.push_back(held ? sc.cpu_share : 1.0),
+          keep->quota_period_s.push_back(held ? sc.cpu_period_s : kCfsPeriodS);
     if (held) bound = std::max(bound, cpu_s / sc.cpu_share);
   }
   return bound;
@@ -443,7 +448,8 @@ double quota_throttle_s(const Estimate& e, double step) {
     const double share = e.quota_share[s];
     if (share >= 1 || share <= 0 || e.quota_cpu_s[s] <= 0) continue;
     const double throttled = std::min(1.0, e.quota_cpu_s[s] / share / step);
-    wait = std::max(wait, throttled * (1 - share) * kCfsPeriodS / 2);
+    const double period = s < e.quota_period_s.size() ? e.quota_period_s[s] : kCfsPeriodS;
+    wait = std::max(wait, throttled * (1 - share) * period / 2);
   }
   return wait;
 }

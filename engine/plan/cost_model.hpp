@@ -135,12 +135,18 @@ struct StageTime {
 // without the sync and the update).
 double pipelined_s(const StageTime& t, int micro_batches, int pipeline);
 
+// The kernel's default CFS period (cpu.cfs_period_us, cgroup v2 cpu.max): a cgroup's quota is
+// handed out per period of this length. A topology's cpu_quota_period_ms says another (the lab
+// writes the period its node cgroups use: scripts/lab, netlab.py).
+inline constexpr double kCfsPeriodS = 0.1;
+
 struct StageCost {
   int stage = 0;
   bool first = false, last = false;
   int tp = 1, dp = 1;
   double tflops = 0;           // slowest device of the stage, sustained
   double cpu_share = 1;        // smallest NodeFacts::cpu_share of the stage's nodes
+  double cpu_period_s = kCfsPeriodS;  // longest NodeFacts::cpu_period_s of its held nodes
   double cpu_tflops = 0;       // smallest NodeFacts::cpu_tflops of the stage's nodes (0 = unknown)
   double host_comm_s_per_byte = 0;  // largest NodeFacts::host_comm_s_per_byte of the stage's nodes
   // The smaller cpu_share of the two ends of hop_next's and hop_prev's hops (this stage's and
@@ -213,13 +219,11 @@ double quota_bound_s(const Workload& w, const std::vector<StageCost>& stages, co
 // The largest quota_cpu_s / quota_share of an Estimate's stages under a quota (0 without).
 double quota_bound_s(const Estimate& e);
 
-// The kernel's default CFS period (cpu.cfs_period_us, cgroup v2 cpu.max): a cgroup's quota is
-// handed out per period of this length. The lab's node cgroups use it (scripts/lab, netlab.py).
-inline constexpr double kCfsPeriodS = 0.1;
 // What a held worker's throttling adds to a step of `step` seconds (the path or the quota bound,
 // whichever is longer): the step's messages cross its rank, and one that reaches it while its
 // cgroup has spent the period's quota waits for the next period: on average half the throttled
-// part, (1 - share) P / 2, P = kCfsPeriodS. It meets a throttled rank in the fraction of the
+// part, (1 - share) P / 2, P the stage's period (Estimate::quota_period_s, from the topology's
+// cpu_quota_period_ms; kCfsPeriodS by default). It meets a throttled rank in the fraction of the
 // periods the rank spends its quota in, min(1, quota_cpu_s / share / step). The largest over the
 // stages under a quota; 0 without, and 0 for a plan of one stage: its ranks (data-parallel
 // peers of the same passes under the same share) meet at every step's sync and are throttled

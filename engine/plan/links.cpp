@@ -131,6 +131,7 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
     nf.tflops = sustained_tflops(spec, rep.devices, nf.cuda);
     if (!nf.cuda && rep.devices.cpu_quota_cores > 0)
       nf.cpu_share = std::min(1.0, rep.devices.cpu_quota_cores / std::max(1, rep.devices.cores));
+    nf.cpu_period_s = rep.devices.cpu_quota_period_ms * 1e-3;
     nf.memory_bytes = rep.devices.memory_gb * double(1 << 30);
     pick_ethernet(topo, i, nf);
     if (c.ethernet.bandwidth_gbps > 0) nf.ethernet_gbps = c.ethernet.bandwidth_gbps;

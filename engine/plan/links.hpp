@@ -51,6 +51,7 @@ struct NodeFacts {
   // Share of the wall time a CPU worker runs while it computes under a quota: quota cores /
   // the cores it computes on, at most 1 (1 without a quota, and for GPUs).
   double cpu_share = 1;
+  double cpu_period_s = 0.1;  // the quota's CFS period (topology cpu_quota_period_ms)
   // FLOPs per CPU second of a worker's whole step (calibrated, CPU devices; 0 = unknown): with
   // cpu_share < 1 its CPU seconds per step bound the step (estimate_step's quota wait).
   double cpu_tflops = 0;

@@ -99,6 +99,7 @@ struct Estimate {
   // and its quota share, for the stages under a quota with a CPU-time calibration (others: 0
   // and 1). quota_bound_s(Estimate).
   std::vector<double> quota_cpu_s, quota_share;
+  std::vector<double> quota_period_s;  // per stage: its quota's CFS period (kCfsPeriodS when not held)
   // Per stage: the bytes one of its ranks sends per step over its groups other than the
   // tensor-parallel sums (StageCost::host_bytes; on CPU devices all Gloo), the outer exchange
   // aside. The calibration divides the steps' communication CPU by it.

@@ -44,6 +44,10 @@ struct Devices {
   // CPU time a worker may use, in cores (a CPU quota: cgroup cpu.max over its period); 0 = no
   // quota. docs/topology.md; the cost model's overlap of communication with compute.
   double cpu_quota_cores = 0;
+  // The quota's period (cpu.max's second figure, cfs_period_us) in ms: the quota is handed out
+  // per period, and a worker that spent it sleeps to the period's end. The kernel's default,
+  // 100 ms, unless the file says otherwise (the lab writes its own).
+  double cpu_quota_period_ms = 100;
   // cuda kind only: libnccl can be loaded on the node (assumed unless discovery or the
   // topology file's `nccl: false` says not), and how many worker processes share one GPU
   // (HOLMES_WORKERS_PER_GPU). The plan reads both to decide whether device buffers go over

@@ -120,7 +120,7 @@ T number(const YAML::Node& map, const char* key, const Ctx& ctx, T fallback, con
 
 Devices parse_devices(const YAML::Node& n, const Ctx& ctx) {
   Devices d;
-  if (!check_keys(n, ctx, {"kind", "count", "name", "memory_gb", "peak_tflops", "cores", "cpu_quota_cores", "nccl", "per_gpu"})) return d;
+  if (!check_keys(n, ctx, {"kind", "count", "name", "memory_gb", "peak_tflops", "cores", "cpu_quota_cores", "cpu_quota_period_ms", "nccl", "per_gpu"})) return d;
   d.kind = get<std::string>(n, "kind", ctx, "cpu", "'cuda' or 'cpu'");
   if (d.kind != "cuda" && d.kind != "cpu") {
     ctx.at("kind").fail(n["kind"], fmt::format("expected 'cuda' or 'cpu', found '{}'", d.kind));
@@ -132,6 +132,8 @@ Devices parse_devices(const YAML::Node& n, const Ctx& ctx) {
   d.peak_tflops = number<double>(n, "peak_tflops", ctx, 0.0, "a number of TFLOP/s", {0});
   d.cores = number<int>(n, "cores", ctx, 0, "a whole number", {0});
   d.cpu_quota_cores = number<double>(n, "cpu_quota_cores", ctx, 0.0, "a number of cores (0 = no quota)", {0});
+  // cgroup v2 accepts periods of 1 ms to 1 s.
+  d.cpu_quota_period_ms = number<double>(n, "cpu_quota_period_ms", ctx, 100.0, "a period in ms", {1, 1000});
   // GPU nodes of a cluster are assumed to have NCCL unless the file says not.
   d.nccl = get<bool>(n, "nccl", ctx, true, "true or false");
   d.per_gpu = number<int>(n, "per_gpu", ctx, 1, "a whole number of workers per GPU", {1, 64});

@@ -251,10 +251,13 @@ class Cluster:
             # ratios between nodes are what matter; a calibration scales them all alike).
             peak = (f", peak_tflops: {CPU_PEAK_TFLOPS_PER_CORE * threads * self.sc.speed.get(node, 1.0):.6g}"
                     if self.sc.cpu_cores > 0 else "")
-            # The quota each worker runs under (docs/topology.md `cpu_quota_cores`): the cost
-            # model's overlap of communication with compute depends on it.
+            # The quota each worker runs under and its period (docs/topology.md
+            # `cpu_quota_cores`, `cpu_quota_period_ms`): the cost model's overlap of
+            # communication with compute, its quota bound and its CFS-period wait depend on them.
             if self.sc.cpu_cores > 0:
                 peak += f", cpu_quota_cores: {self.sc.quota_cores(node):.6g}"
+                if quota_period_us() != 100_000:  # the kernel's default is the planner's too
+                    peak += f", cpu_quota_period_ms: {quota_period_us() / 1000:g}"
             lines += [f"  - names: {node}",
                       f"    devices: {{kind: cpu, count: {workers}, name: lab-cpu, memory_gb: 4, cores: {threads}{peak}}}",
                       "    nics:",

@@ -541,6 +541,31 @@ TEST_CASE("under a CPU quota the pipeline's fill and drain run at a whole core",
   CHECK(hp::make_plan(spec, topo).estimate.bubble_s == Approx(a.bubble_s));
 }
 
+TEST_CASE("the CFS-period wait follows the topology's quota period", "[cost_model][fidelity]") {
+  // The lab's HOLMES_LAB_QUOTA_PERIOD_US (netlab.py) or a site's cpu.max with another period:
+  // a throttled rank sleeps to the end of that period, so the expected wait scales with it.
+  auto spec = pair_spec();
+  auto topo = cpu_pair(0.5, 0.5);
+  topo.calibration.device_tflops = 0.05;
+  topo.calibration.cpu_tflops = 0.06;
+  const hp::Plan p100 = hp::make_plan(spec, topo);
+  for (auto& n : topo.nodes) n.devices.cpu_quota_period_ms = 20;
+  const hp::Plan p20 = hp::make_plan(spec, topo);
+  REQUIRE(p100.estimate.quota_period_s.size() == 2);
+  CHECK(p100.estimate.quota_period_s[0] == Approx(hp::kCfsPeriodS));
+  CHECK(p20.estimate.quota_period_s[1] == Approx(0.02));
+  // Quota-bound either way (the same CPU seconds over the same share), throttled in every period.
+  const double bound = hp::quota_bound_s(p100.estimate);
+  REQUIRE(bound == Approx(hp::quota_bound_s(p20.estimate)));
+  CHECK(p100.estimate.step_time_s == Approx(bound + 0.5 * 0.1 / 2));
+  CHECK(p20.estimate.step_time_s == Approx(bound + 0.5 * 0.02 / 2));
+  // Nodes without a quota: their period is not read.
+  auto free = cpu_pair(0, 0);
+  free.calibration = topo.calibration;
+  for (auto& n : free.nodes) n.devices.cpu_quota_period_ms = 20;
+  CHECK(hp::make_plan(spec, free).estimate.quota_s == 0);
+}
+
 TEST_CASE("a message that reaches a throttled rank waits for its next CFS period", "[cost_model][fidelity]") {
   // Lab gen-1, case holmes (twelfth run, docs/cost-model.md "Ninth round"): stage 0's worker
   // needs 80 ms of CPU a step at a 0.185 share, stage 1's 136 ms at 0.308; the path is 489 ms,

@@ -77,6 +77,13 @@ nodes:
   CHECK(n[5].name == "ethernet0");
   CHECK_FALSE(n[5].rate_gbps.has_value());
   CHECK(nodes[0].devices.peak_tflops == 989);
+  CHECK(nodes[0].devices.cpu_quota_period_ms == 100);  // the kernel's default CFS period
+  auto held = topo::parse_topology_yaml(
+      "nodes:\n  - names: c1\n    devices: {kind: cpu, cores: 2, cpu_quota_cores: 0.5, cpu_quota_period_ms: 20}\n",
+      "t.yaml");
+  REQUIRE(held.size() == 1);
+  CHECK(held[0].devices.cpu_quota_cores == 0.5);
+  CHECK(held[0].devices.cpu_quota_period_ms == 20);
 }
 
 TEST_CASE("the example topology files build sane clusters", "[unit][topo]") {
@@ -117,6 +124,9 @@ TEST_CASE("topology file mistakes name the file, key and line", "[unit][topo]") 
              Catch::Contains("addresses belong to one host"));
   CHECK_THAT(error_of("nodes:\n  - names: a\n    devices: {kind: cpu, memory_gb: .nan}\n"),
              Catch::Contains("devices.memory_gb") && Catch::Contains("'.nan'"));
+  CHECK_THAT(error_of("nodes:\n  - names: a\n    devices: {kind: cpu, cpu_quota_period_ms: 2000}\n"),
+             Catch::Contains("t.yaml:3") && Catch::Contains("devices.cpu_quota_period_ms") &&
+                 Catch::Contains("found 2000"));
   CHECK_THAT(error_of("nodes: [\n"), Catch::Contains("t.yaml:") && Catch::Contains("not valid YAML"));
   CHECK_THAT(error_of(""), Catch::Contains("expected a mapping"));
   CHECK_THAT(error_of("hosts: []\n"), Catch::Contains("key 'hosts'") && Catch::Contains("accepted: nodes"));
