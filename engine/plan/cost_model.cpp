@@ -44,7 +44,7 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
     sc.dp = dp;
     sc.tflops = -1;
     sc.update_s_per_param = f.update_s_per_param;
-    bool held_period = false;
+    double held_period = 0;  // the longest CFS period of the stage's held nodes (0: none held)
     for (int r = 0; r < dp; ++r) {
       ring.clear();
       for (int t = 0; t < tp; ++t) {
@@ -53,8 +53,7 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
         const NodeFacts& nf = f.nodes[n];
         if (sc.tflops < 0 || nf.tflops < sc.tflops) sc.tflops = nf.tflops;
         sc.cpu_share = std::min(sc.cpu_share, nf.cpu_share);
-        if (nf.cpu_share < 1) sc.cpu_period_s = held_period ? std::max(sc.cpu_period_s, nf.cpu_period_s) : nf.cpu_period_s,
-                              held_period = true;
+        if (nf.cpu_share < 1) held_period = std::max(held_period, nf.cpu_period_s);
         // A CPU-time rate measured with other tensor-parallel sums in the step does not carry.
         if (nf.cpu_tflops > 0 && (nf.cpu_tensor == 0 || nf.cpu_tensor == tp) &&
             (sc.cpu_tflops <= 0 || nf.cpu_tflops < sc.cpu_tflops))
@@ -68,6 +67,7 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
       }
       if (tp > 1) keep_worse(sc.tp_link, ring_bottleneck(f, ring));
     }
+    if (held_period > 0) sc.cpu_period_s = held_period;
     if (dp > 1)
       for (int t = 0; t < tp; ++t) {
         ring.clear();

@@ -135,11 +135,6 @@ struct StageTime {
 // without the sync and the update).
 double pipelined_s(const StageTime& t, int micro_batches, int pipeline);
 
-// The kernel's default CFS period (cpu.cfs_period_us, cgroup v2 cpu.max): a cgroup's quota is
-// handed out per period of this length. A topology's cpu_quota_period_ms says another (the lab
-// writes the period its node cgroups use: scripts/lab, netlab.py).
-inline constexpr double kCfsPeriodS = 0.1;
-
 struct StageCost {
   int stage = 0;
   bool first = false, last = false;

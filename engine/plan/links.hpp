@@ -41,6 +41,11 @@ inline constexpr double kDefaultPeakTflopsCuda = 100;  // per GPU when the topol
 inline constexpr double kFp32PeakFractionCuda = 1.0 / 15;
 inline constexpr double kDefaultPeakTflopsCpuCore = 0.05;
 
+// The kernel's default CFS period (cpu.cfs_period_us, cgroup v2 cpu.max): a cgroup's quota is
+// handed out per period of this length. A topology's cpu_quota_period_ms says another (the lab
+// writes the period its node cgroups use: scripts/lab, netlab.py).
+inline constexpr double kCfsPeriodS = 0.1;
+
 // What the plan needs to know about one node.
 struct NodeFacts {
   int island = 0;
@@ -51,7 +56,7 @@ struct NodeFacts {
   // Share of the wall time a CPU worker runs while it computes under a quota: quota cores /
   // the cores it computes on, at most 1 (1 without a quota, and for GPUs).
   double cpu_share = 1;
-  double cpu_period_s = 0.1;  // the quota's CFS period (topology cpu_quota_period_ms)
+  double cpu_period_s = kCfsPeriodS;  // the quota's CFS period (topology cpu_quota_period_ms)
   // FLOPs per CPU second of a worker's whole step (calibrated, CPU devices; 0 = unknown): with
   // cpu_share < 1 its CPU seconds per step bound the step (estimate_step's quota wait).
   double cpu_tflops = 0;

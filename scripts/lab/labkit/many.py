@@ -25,11 +25,11 @@ def recorded_loads(out_root):
     return {os.path.splitext(os.path.basename(r.get("scenario", "")))[0]: r.get("load") for r in rows if r.get("load")}
 
 
-def row(summary, load_before, load_after, load=None):
+def row(summary, load):
     """The figures of one scenario's bench: speed-ups (b's step time over a's), the worst
     prediction error and spread, and whether holmes lost to naive or auto to holmes by more
-    than the rounds' spread. `load`: the load column as given (reused runs), else
-    load_before-load_after."""
+    than the rounds' spread. `load`: the load column's text (the load average before-after the
+    bench, or as recorded with reused runs)."""
     m, sp = summary["measured_s"], summary["spreads"]
 
     def over(a, b):
@@ -48,7 +48,7 @@ def row(summary, load_before, load_after, load=None):
             "holmes_loses_to_naive": beyond_spread("holmes", "naive"),
             "auto_loses_to_holmes": beyond_spread("auto", "holmes"),
             "errors": errs, "spreads": sp, "max_error": max((abs(e) for e in errs.values()), default=None),
-            "max_spread": max(sp.values(), default=None), "load": load or f"{load_before}-{load_after}",
+            "max_spread": max(sp.values(), default=None), "load": load,
             "losses_identical": summary["losses_identical"]}
 
 
@@ -109,15 +109,12 @@ def run(paths, exe, out_root, rounds, budget_s, reuse_runs=False):
         if reuse_runs:  # the runs were measured earlier: the load then, not this machine's now
             print(f"lab-many: {sc.path} (the runs in {os.path.join(out_root, stem)}, load then "
                   f"{recorded.get(stem) or 'not recorded'})", flush=True)
-            rc, summary = bench.run(sc, exe, os.path.join(out_root, stem), rounds or sc.rounds, reuse_runs)
-            code = max(code, rc)
-            rows.append(row(summary, None, None, load=recorded.get(stem) or "-"))
-            continue
-        before = load_average()
-        print(f"lab-many: {sc.path} (load average {before}, {elapsed:.0f} s into the budget)", flush=True)
+        else:
+            before = load_average()
+            print(f"lab-many: {sc.path} (load average {before}, {elapsed:.0f} s into the budget)", flush=True)
         rc, summary = bench.run(sc, exe, os.path.join(out_root, stem), rounds or sc.rounds, reuse_runs)
         code = max(code, rc)
-        rows.append(row(summary, before, load_average()))
+        rows.append(row(summary, (recorded.get(stem) or "-") if reuse_runs else f"{before}-{load_average()}"))
     print_table(rows, skipped)
     line = summary_line(rows)
     print(line)

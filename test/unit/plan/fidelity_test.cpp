@@ -308,6 +308,15 @@ holmes::topo::ClusterTopology cpu_pair(double quota0, double quota1) {
   return t;
 }
 
+// cpu_pair with both nodes under a 0.5-core quota and a calibration that knows the passes' wall
+// rate (0.05 TFLOP/s) and the rate per CPU second (0.06).
+holmes::topo::ClusterTopology held_pair() {
+  auto t = cpu_pair(0.5, 0.5);
+  t.calibration.device_tflops = 0.05;
+  t.calibration.cpu_tflops = 0.06;
+  return t;
+}
+
 holmes::spec::JobSpec pair_spec() {
   auto s = hp::testing::make_spec(4, 128, 4, 1, 2, 1, 2, 16, 64);
   s.model.vocab_size = 257;
@@ -545,9 +554,7 @@ TEST_CASE("the CFS-period wait follows the topology's quota period", "[cost_mode
   // The lab's HOLMES_LAB_QUOTA_PERIOD_US (netlab.py) or a site's cpu.max with another period:
   // a throttled rank sleeps to the end of that period, so the expected wait scales with it.
   auto spec = pair_spec();
-  auto topo = cpu_pair(0.5, 0.5);
-  topo.calibration.device_tflops = 0.05;
-  topo.calibration.cpu_tflops = 0.06;
+  auto topo = held_pair();
   const hp::Plan p100 = hp::make_plan(spec, topo);
   for (auto& n : topo.nodes) n.devices.cpu_quota_period_ms = 20;
   const hp::Plan p20 = hp::make_plan(spec, topo);
@@ -613,9 +620,7 @@ TEST_CASE("under a CPU quota the host communication threads' CPU counts in the q
   // CPU a step beside 18-28 ms of the training thread's, 2.5-3.9 ns per byte). With the
   // calibrated CPU per byte the bound adds each worker's host bytes per step.
   auto spec = pair_spec();
-  auto topo = cpu_pair(0.5, 0.5);
-  topo.calibration.device_tflops = 0.05;
-  topo.calibration.cpu_tflops = 0.06;
+  auto topo = held_pair();
   const hp::Plan thread_only = hp::make_plan(spec, topo);
   REQUIRE(thread_only.estimate.quota_s > 0);
   topo.calibration.host_comm_ns_per_byte = 3.0;
