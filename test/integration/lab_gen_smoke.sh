@@ -24,6 +24,19 @@ diff -r "$tmp/a" "$tmp/b" >/dev/null || bad "gen.py is not deterministic by seed
 /usr/bin/python3 "$gen" --seed -1 >"$tmp/neg.log" 2>&1
 [ $? -eq 2 ] && grep -q "seed -1 --count 1 is not accepted" "$tmp/neg.log" || bad "a negative seed should be exit 2" "$tmp/neg.log"
 
+# holmes-uniform (docs/lab.md, "The cases"): holmes's placement and schedule, the even partition.
+sed 's/^cases: .*/cases: [holmes, holmes-uniform]/' "$tmp/a/gen-1.yaml" >"$tmp/uniform.yaml"
+PYTHONPATH=$src/scripts/lab /usr/bin/python3 - "$tmp/uniform.yaml" >"$tmp/uniform.log" 2>&1 <<'PY' || bad "holmes-uniform's job" "$tmp/uniform.log"
+import sys
+from labkit import job, scenario
+sc = scenario.load(sys.argv[1])
+lines = {c: [l for l in job.job_yaml(sc, scenario.case_net(sc, c), "/r", None).splitlines() if l.startswith("parallel:")][0]
+         for c in sc.cases}
+print(lines)
+assert "partition: uniform" in lines["holmes-uniform"] and "placement: holmes" in lines["holmes-uniform"], lines
+assert "partition" not in lines["holmes"], lines
+assert lines["holmes"].replace(" partition: uniform,", "") == lines["holmes-uniform"].replace(" partition: uniform,", ""), lines
+PY
 [ "$(id -u)" -eq 0 ] || { echo "HOLMES_SKIP: the lab needs root (network namespaces, tc, cgroups)"; exit "$fail"; }
 command -v ip >/dev/null && command -v tc >/dev/null || { echo "HOLMES_SKIP: iproute2 is missing"; exit "$fail"; }
 [ -d /sys/fs/cgroup/cpu ] || { echo "HOLMES_SKIP: no cgroup v1 cpu controller for the node speeds"; exit "$fail"; }

@@ -32,13 +32,14 @@ def job_yaml(sc, net, run_dir, calibrate):
         outer = f", replicas: {p['replicas']}, outer: {mode}, inner_steps: {p.get('inner_steps', 20)}"
         if net.case == "diloco-overlap":
             outer += f", outer_overlap: {overlap(sc, net)}"
+    partition = f", partition: {net.partition}" if net.partition != "auto" else ""
     return f"""# written by scripts/lab for case '{net.case}' of {sc.path}
 job: {{name: lab-{net.case}, seed: 1234, output_dir: {run_dir}/out}}
 model: {{layers: {m['layers']}, hidden: {m['hidden']}, heads: {m['heads']}, max_seq_len: {t['seq_len']}{model}}}
 data: {{source: synthetic, synthetic: {{tokens: {tokens}}}}}
 train: {{steps: {t['steps']}, micro_batch: {t['micro_batch']}, global_batch: {t['global_batch']}, seq_len: {t['seq_len']},
          warmup_steps: 2, eval_interval: 0}}
-parallel: {{{degrees}, placement: {net.placement}, schedule: {net.schedule}{outer}}}
+parallel: {{{degrees}, placement: {net.placement}{partition}, schedule: {net.schedule}{outer}}}
 cluster: {{topology: topology.yaml, timeout_s: 120{cal}}}
 log: {{interval: 1}}
 """

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-CASES = ("holmes", "holmes-1f1b", "holmes-interleaved", "megatron", "naive", "fast", "slow", "sync", "diloco", "diloco-overlap", "auto")
+CASES = ("holmes", "holmes-1f1b", "holmes-interleaved", "holmes-uniform", "megatron", "naive", "fast", "slow", "sync", "diloco", "diloco-overlap", "auto")
 REPLICA_CASES = ("sync", "diloco", "diloco-overlap")
 ISLAND_KINDS = ("ib", "roce", "ethernet")
 MAX_NODES = 250  # one /24 per network
@@ -73,6 +73,7 @@ class CaseNet:
     node_island: dict  # node -> island name
     ethernet_mbps: float
     schedule: str = "auto"  # parallel.schedule: the planner's (auto), 1f1b for holmes-1f1b, interleaved for holmes-interleaved
+    partition: str = "auto"  # parallel.partition: the planner's (auto), uniform for holmes-uniform
 
     def island_of(self, node):
         return self.islands[self.node_island[node]]
@@ -181,10 +182,11 @@ def load(path):
         # would, instead of lending its core to the other stages (docs/lab.md, "CPU quotas").
         sc.cpu_cores = float(os.cpu_count() or 1)
         sc.cpu_cores_default = True
-    # auto and holmes-interleaved are asked for by name (a scenario's or a generated file's
-    # cases), never by default (interleaved needs micro-batches in groups of the pipeline degree).
+    # auto, holmes-interleaved and holmes-uniform are asked for by name (a scenario's or a
+    # generated file's cases), never by default (interleaved needs micro-batches in groups of the
+    # pipeline degree; holmes-uniform is a question about the partition, not a baseline).
     default = ["sync", "diloco"] if doc["parallel"].get("replicas", 1) > 1 else \
-        [x for x in CASES if x not in REPLICA_CASES and x not in ("auto", "holmes-interleaved")]
+        [x for x in CASES if x not in REPLICA_CASES and x not in ("auto", "holmes-interleaved", "holmes-uniform")]
     cases = doc.get("cases", default)
     if not isinstance(cases, list) or not cases or any(x not in CASES for x in cases) or len(set(cases)) != len(cases):
         c.fail("cases", cases, f"a list of distinct cases from {', '.join(CASES)}")
@@ -281,8 +283,9 @@ def case_net(sc, case):
     fastest island's kind and rate, the Ethernet at that rate too. slow is the homogeneous
     Ethernet cluster: no RDMA anywhere, every node on the Ethernet alone. The others run on the
     scenario's network as declared; holmes-1f1b is holmes with parallel.schedule 1f1b,
-    holmes-interleaved holmes with parallel.schedule interleaved (virtual_stages: the planner's);
-    the others let the planner choose the schedule."""
+    holmes-interleaved holmes with parallel.schedule interleaved (virtual_stages: the planner's),
+    holmes-uniform holmes with parallel.partition uniform (its placement without its partition);
+    the others let the planner choose the schedule and the partition."""
     if case not in CASES:
         raise LabError(f"case '{case}' is not accepted; expected one of {', '.join(CASES)}")
     rdma = [i for i in sc.islands.values() if i.kind != "ethernet"]
@@ -301,4 +304,5 @@ def case_net(sc, case):
                        sc.ethernet_mbps)
     islands = {n: Island(i.name, i.kind, i.rate_mbps) for n, i in sc.islands.items()}
     return CaseNet(case, placement, islands, dict(sc.nodes), sc.ethernet_mbps,
-                   {"holmes-1f1b": "1f1b", "holmes-interleaved": "interleaved"}.get(case, "auto"))
+                   {"holmes-1f1b": "1f1b", "holmes-interleaved": "interleaved"}.get(case, "auto"),
+                   "uniform" if case == "holmes-uniform" else "auto")
