@@ -176,9 +176,15 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   // while it computes and is throttled the rest; the communication thread, which must run at
   // every ring step (receive, add, send the next chunk), is throttled with it, so compute
   // covers the sync only at that share. The waits are idle: they cover it whole.
+  //
+  // zb-h1 (split backward) moves W passes into the drain: stage s ends with s held-back W's
+  // (schedule.cpp build_1f1b, lag s), run while the last gradient crosses the stages before
+  // it, so its idle wait at the end is their B passes alone, half of each backward slot (1F1B:
+  // B and W). The start's wait (the first forward) is the same in both.
   const double waits = stage * t.per_micro_batch() / v;  // interleaved: chunk slots
+  const double end_waits = w.activation.split_backward ? waits / 2 : waits;
   const double covering = t.compute_s * cpu_share;
-  t.rs_exposed_s = std::max(0.0, rs - (covering + waits) * 2.0 / 3.0);
+  t.rs_exposed_s = std::max(0.0, rs - (covering + end_waits) * 2.0 / 3.0);
   t.ag_exposed_s = std::max(0.0, ag - (covering + waits) / 3.0);
   // The embedding group's sum of the tied head runs beside the compute (DistOptimizer): each
   // end posts its share when it is final. The last stage posts after its last head W and
