@@ -177,14 +177,17 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   // every ring step (receive, add, send the next chunk), is throttled with it, so compute
   // covers the sync only at that share. The waits are idle: they cover it whole.
   //
-  // zb-h1 (split backward) moves W passes into the drain: stage s ends with s held-back W's
-  // (schedule.cpp build_1f1b, lag s), run while the last gradient crosses the stages before
-  // it, so its idle wait at the end is their B passes alone, half of each backward slot (1F1B:
-  // B and W). The start's wait (the first forward) is the same in both.
+  // zb-h1 (split backward) holds W passes back into the drain: a bucket is final only in the
+  // last W pass, which alone covers the reduce-scatter (at the quota's share), and stage s's
+  // held-back W's run while the last gradient's B passes cross the stages before it, so it
+  // idles only s (B - min(F, B, W)) at the end (StageTime::drain_wait_s; the tables' timing
+  // with free links, as bubble_s). The start's wait (the first forward) is 1F1B's.
   const double waits = stage * t.per_micro_batch() / v;  // interleaved: chunk slots
-  const double end_waits = w.activation.split_backward ? waits / 2 : waits;
   const double covering = t.compute_s * cpu_share;
-  t.rs_exposed_s = std::max(0.0, rs - (covering + end_waits) * 2.0 / 3.0);
+  const double end_cover = w.activation.split_backward
+                               ? t.weights_s * cpu_share + stage * t.drain_wait_s()
+                               : (covering + waits) * 2.0 / 3.0;
+  t.rs_exposed_s = std::max(0.0, rs - end_cover);
   t.ag_exposed_s = std::max(0.0, ag - (covering + waits) / 3.0);
   // The embedding group's sum of the tied head runs beside the compute (DistOptimizer): each
   // end posts its share when it is final. The last stage posts after its last head W and

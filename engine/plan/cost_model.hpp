@@ -123,6 +123,13 @@ struct StageTime {
     const double f = forward_s + rest, b = per_micro_batch() - weights_s - f;
     return std::max(0.0, std::min({weights_s, f, b}));
   }
+  // zb-h1: what a later stage idles at the end of a step per stage before it, B - min(F, B, W)
+  // (the same split of a slot as weights_hidden_s): the gradient's B passes through the
+  // earlier stages less what this stage's held-back W's fill of them (cost_model.cpp, the sync).
+  double drain_wait_s() const {
+    const double rest = (per_micro_batch() - compute_s) / 2;
+    return std::max(0.0, per_micro_batch() - weights_s - (forward_s + rest) - weights_hidden_s());
+  }
   int chunks = 1;  // model chunks per stage (interleaved), else 1
   // The fill and drain's compute time over the steady state's: 1, or for a stage under a CPU
   // quota with a CPU-time calibration its wall rate over its rate per CPU second

@@ -85,14 +85,13 @@ TEST_CASE("a later pipeline stage hides its data-parallel sync in the 1F1B waits
   CHECK(late.time(w, 2).dp_s == 0);
 }
 
-TEST_CASE("under zb-h1 a later stage's drain wait holds its held-back W passes: only the B part hides the sync",
+TEST_CASE("under zb-h1 the reduce-scatter hides only behind the last W pass and the drain's B passes",
           "[cost_model][fidelity]") {
-  // zb-h1 ends stage s with s held-back W passes, run while the last gradient crosses the
-  // stages before it: of the s backward slots 1F1B leaves idle at the end, only the B passes'
-  // half is idle, and only that hides the reduce-scatter. The first forward's wait (the
-  // all-gather's) is the same as 1F1B's. Lab gen-3: the last stage's sync priced as hidden
-  // behind a whole slot made holmes's 3/5 partition 8% faster than naive's 4/4 against a
-  // measured tie over nine rounds.
+  // zb-h1 holds W passes back: a gradient bucket is final only in the last W pass, and stage
+  // s's held-back W's run while the last gradient's B passes cross the s stages before it, so
+  // it idles s (B - min(F, B, W)) at the end, not 1F1B's s backward slots. The start's wait
+  // (the all-gather's) is 1F1B's. Re-priced on five kept bench-many runs (195 cases) the
+  // zb-h1 runs' |error| went from mean 5.3% to 4.4% (docs/cost-model.md, twelfth round).
   hp::Workload w = workload(false);
   const double tflops = 0.5;
   hp::StageCost s2 = dp_stage(2, 4, tflops);
@@ -100,22 +99,22 @@ TEST_CASE("under zb-h1 a later stage's drain wait holds its held-back W passes: 
   w.activation.split_backward = true;
   const hp::StageTime z = s2.time(w, 2);
   REQUIRE(z.compute_s == Approx(a.compute_s));
+  REQUIRE(z.weights_s > 0);
   const double params = s2.params_per_rank(w, 2);
   const double rs = hp::ring_reduce_scatter_s(s2.dp_link, 2, params * 4);
-  const double ag = hp::ring_all_gather_s(s2.dp_link, 2, params * 4);
   const double slot = z.per_micro_batch();
   REQUIRE(rs > 2.0 / 3.0 * (z.compute_s + 2 * slot));  // exposed under either schedule
-  REQUIRE(ag > 1.0 / 3.0 * (z.compute_s + 2 * slot));
   CHECK(a.rs_exposed_s == Approx(rs - 2.0 / 3.0 * (a.compute_s + 2 * slot)));
-  CHECK(z.rs_exposed_s == Approx(rs - 2.0 / 3.0 * (z.compute_s + slot)));
+  // No sends or sums here: F, B and W are the forward, the input and the weight gradients.
+  const double f = z.forward_s, wt = z.weights_s, b = z.compute_s - f - wt;
+  CHECK(z.drain_wait_s() == Approx(std::max(0.0, b - std::min({f, b, wt}))));
+  CHECK(z.rs_exposed_s == Approx(rs - wt - 2 * z.drain_wait_s()));
+  CHECK(z.rs_exposed_s > a.rs_exposed_s + slot);  // far less hidden than under 1F1B
   CHECK(z.ag_exposed_s == Approx(a.ag_exposed_s));
-  CHECK(z.dp_s == Approx(a.dp_s + 2.0 / 3.0 * slot));
-  // Stage 0 waits for nothing at either end: the schedules price its sync alike.
-  hp::StageCost s0 = dp_stage(0, 4, tflops);
-  w.activation.split_backward = false;
-  const double one = s0.time(w, 2).dp_s;
-  w.activation.split_backward = true;
-  CHECK(s0.time(w, 2).dp_s == Approx(one));
+  // Under a quota the last W covers at its share; the drain's wait is idle, whole.
+  s2.cpu_share = 0.5;
+  const hp::StageTime q = s2.time(w, 2);
+  CHECK(q.rs_exposed_s == Approx(rs - 0.5 * q.weights_s - 2 * q.drain_wait_s()));
 }
 
 TEST_CASE("a faster stage's data-parallel sync starts at the pipeline's end, not at its own", "[cost_model][fidelity]") {
