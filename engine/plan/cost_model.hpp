@@ -8,8 +8,8 @@
 #pragma once
 
 #include <algorithm>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "engine/plan/links.hpp"
 #include "engine/plan/model_size.hpp"
@@ -115,21 +115,22 @@ struct StageTime {
     const double burst = slot > 0 ? 1 - (1 - burst_rate) * std::min(1.0, compute_s / slot) : 1.0;
     return (p - 1) * std::max(0.0, slot - weights_s - weights_hidden_s()) / chunks * burst;
   }
-  // Of a slot, what the held-back W passes hide besides their own length: min(F, B, W), with
-  // the slot's sums and exposed sends split evenly between F and B (a forward and a backward
-  // each carry half the tensor-parallel sums; each pass waits for one of the two sends).
+  // A slot's F and B beside its W (weights_s): the slot's sums and exposed sends split evenly
+  // between F and B (a forward and a backward each carry half the tensor-parallel sums; each
+  // pass waits for one of the two sends).
+  std::pair<double, double> forward_backward_s() const {
+    const double f = forward_s + (per_micro_batch() - compute_s) / 2;
+    return {f, per_micro_batch() - weights_s - f};
+  }
+  // Of a slot, what the held-back W passes hide besides their own length: min(F, B, W).
   double weights_hidden_s() const {
-    const double rest = (per_micro_batch() - compute_s) / 2;
-    const double f = forward_s + rest, b = per_micro_batch() - weights_s - f;
+    const auto [f, b] = forward_backward_s();
     return std::max(0.0, std::min({weights_s, f, b}));
   }
-  // zb-h1: what a later stage idles at the end of a step per stage before it, B - min(F, B, W)
-  // (the same split of a slot as weights_hidden_s): the gradient's B passes through the
-  // earlier stages less what this stage's held-back W's fill of them (cost_model.cpp, the sync).
-  double drain_wait_s() const {
-    const double rest = (per_micro_batch() - compute_s) / 2;
-    return std::max(0.0, per_micro_batch() - weights_s - (forward_s + rest) - weights_hidden_s());
-  }
+  // zb-h1: what a later stage idles at the end of a step per stage before it, B - min(F, B, W):
+  // the gradient's B passes through the earlier stages less what this stage's held-back W's
+  // fill of them (cost_model.cpp, the sync).
+  double drain_wait_s() const { return std::max(0.0, forward_backward_s().second - weights_hidden_s()); }
   int chunks = 1;  // model chunks per stage (interleaved), else 1
   // The fill and drain's compute time over the steady state's: 1, or for a stage under a CPU
   // quota with a CPU-time calibration its wall rate over its rate per CPU second

@@ -91,7 +91,7 @@ TEST_CASE("under zb-h1 the reduce-scatter hides only behind the last W pass and 
   // s's held-back W's run while the last gradient's B passes cross the s stages before it, so
   // it idles s (B - min(F, B, W)) at the end, not 1F1B's s backward slots. The start's wait
   // (the all-gather's) is 1F1B's. Re-priced on five kept bench-many runs (195 cases) the
-  // zb-h1 runs' |error| went from mean 5.3% to 4.4% (docs/cost-model.md, twelfth round).
+  // cases' |error| went from mean 5.3% to 4.5% (docs/cost-model.md, twelfth round).
   hp::Workload w = workload(false);
   const double tflops = 0.5;
   hp::StageCost s2 = dp_stage(2, 4, tflops);
