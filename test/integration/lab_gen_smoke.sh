@@ -37,6 +37,16 @@ assert "partition: uniform" in lines["holmes-uniform"] and "placement: holmes" i
 assert "partition" not in lines["holmes"], lines
 assert lines["holmes"].replace(" partition: uniform,", "") == lines["holmes-uniform"].replace(" partition: uniform,", ""), lines
 PY
+# bench-many's second line (docs/lab.md, "Own-calibration error"): the errors with each round's own
+# calibration, median and max over every case of every scenario; no line from rows of an older lab.
+PYTHONPATH=$src/scripts/lab /usr/bin/python3 - >"$tmp/own.log" 2>&1 <<'PY' || bad "bench-many's own-calibration line" "$tmp/own.log"
+from labkit import many
+rows = [{"own_errors": {"holmes": 0.02, "megatron": -0.09}}, {"own_errors": {"holmes": -0.04}}, {}]
+line = many.own_line(rows)
+print(line)
+assert line.endswith("prediction error median 4% max 9%"), line
+assert many.own_line([{}, {"own_errors": {}}]) is None
+PY
 [ "$(id -u)" -eq 0 ] || { echo "HOLMES_SKIP: the lab needs root (network namespaces, tc, cgroups)"; exit "$fail"; }
 command -v ip >/dev/null && command -v tc >/dev/null || { echo "HOLMES_SKIP: iproute2 is missing"; exit "$fail"; }
 [ -d /sys/fs/cgroup/cpu ] || { echo "HOLMES_SKIP: no cgroup v1 cpu controller for the node speeds"; exit "$fail"; }
@@ -52,8 +62,10 @@ HOLMES_BIN=$bin timeout 500 "$src/scripts/lab/bench_many.sh" "$sc" --out "$tmp/m
   || bad "bench-many: exit $?" "$tmp/many.log"
 grep -Eq "^lab-many: scenarios 1, holmes/megatron min n/a median n/a, holmes/naive min n/a, prediction error median [0-9]+% max [0-9]+%$" "$tmp/many.log" \
   || bad "bench-many: no summary line" "$tmp/many.log"
+grep -Eq "^lab-many: with each run's own calibration \(the model without the machine's drift between runs\): prediction error median [0-9]+% max [0-9]+%$" "$tmp/many.log" \
+  || bad "bench-many: no own-calibration line" "$tmp/many.log"
 grep -Eq "^gen-$seed +2x2x1 +[0-9]x[0-9]x[0-9] " "$tmp/many.log" || bad "bench-many: no table row for gen-$seed" "$tmp/many.log"
-grep -Eq "^auto +holmes +(1f1b|zb-h1) +[0-9]x[0-9]x[0-9] +[0-9.]+ +[0-9.]+ +[-+][0-9.]+% +[0-9.]+%" "$tmp/many.log" \
+grep -Eq "^auto +holmes +(1f1b|zb-h1) +[0-9]x[0-9]x[0-9] +[0-9.]+ +[0-9.]+ +[-+][0-9.]+% +[0-9.]+% +[-+][0-9.]+%" "$tmp/many.log" \
   || bad "bench: no predicted row for the auto case" "$tmp/many.log"
 grep -q "peak_tflops" "$tmp/many/gen-$seed/holmes-r1/topology.yaml" || bad "the topology does not declare the node speeds"
 # What this run built (other lab runs on the machine are not ours to judge).

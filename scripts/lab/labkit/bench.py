@@ -368,6 +368,26 @@ def wait_split(sc, runs):
     return out
 
 
+def own_errors(sc, exe, runs):
+    """Each round priced with the calibration that round wrote itself, against that round's
+    step: the model without the machine's drift between runs (CPU per FLOP, link rates), which
+    a prediction made beforehand cannot know. Median over the rounds per case (docs/lab.md,
+    "Own-calibration error"). A diagnostic beside the error, never instead of it: a run's own
+    figures are what a prediction is tested against."""
+    out = {}
+    for case in sc.cases:
+        got = []
+        for run_dir, res in runs[case]:
+            if not res["calibration"] or not res["step_s"]:
+                continue
+            step = predict(exe, run_dir, sc, res["calibration"], res["degrees"] if case == "auto" else None,
+                           run_partition(res["plan_text"]), run_activation(res["plan_text"]))[0]
+            got.append(step / res["step_s"] - 1)
+        if got:
+            out[case] = statistics.median(got)
+    return out
+
+
 def run(sc, exe, out_dir, rounds, reuse_runs=False):
     """Runs the bench (or, reuse_runs, takes an earlier one's runs); prints its table and line;
     returns (exit code, summary dict)."""
@@ -401,6 +421,7 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
             exe, runs[case][0][0], sc, merged, degrees[case] if case == "auto" else None,
             run_partition(runs[case][0][1]["plan_text"]), run_activation(runs[case][0][1]["plan_text"]))
         errors[case] = predicted[case] / measured[case] - 1
+    own = own_errors(sc, exe, runs)
 
     print(f"\nlab: {sc.path}: {rounds} round(s), {len(sc.order)} nodes x {sc.workers_per_node} worker(s), "
           f"tensor {sc.parallel['tensor']} x pipeline {sc.parallel['pipeline']} x data {sc.parallel['data']}")
@@ -417,7 +438,7 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
             eth_measured[case] = statistics.median(got)
     loops = loop_figures(sc, runs)
     print(f"{'case':<16}{'placement':<10}{'schedule':<9}{'degrees':>9}{'measured ms':>12}{'predicted ms':>14}"
-          f"{'error':>8}{'spread':>8}{'loop ms':>9}{'eth MB/step':>12}{'predicted':>10}  per-round ms")
+          f"{'error':>8}{'spread':>8}{'own cal':>8}{'loop ms':>9}{'eth MB/step':>12}{'predicted':>10}  per-round ms")
     for case in sc.cases:
         placement = scenario.case_net(sc, case).placement
         d = degrees[case]
@@ -427,13 +448,15 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
         eth = f"{eth_measured[case] / 1e6:12.3f}" if case in eth_measured else f"{'-':>12}"
         eth += f"{eth_predicted[case] / 1e6:10.3f}" if case in eth_predicted else f"{'-':>10}"
         loop = f"{loops[case]['loop_s'] * 1e3:9.1f}" if case in loops else f"{'-':>9}"
+        mine = f"{own[case] * 100:+7.1f}%" if case in own else f"{'-':>8}"
         print(f"{case:<16}{placement:<10}{schedules.get(case, '-'):<9}{deg:>9}{measured[case] * 1e3:12.1f}{pred}"
-              f"{spreads[case] * 100:7.1f}%{loop}{eth}  {rounds_ms}")
+              f"{spreads[case] * 100:7.1f}%{mine}{loop}{eth}  {rounds_ms}")
     print("(measured: rank 0's step_ms, the median step after warm-up"
           + ("; diloco cases: the mean step over whole outer periods, the sync amortized as the plan prices it"
              if any(case.startswith("diloco") for case in sc.cases) else "")
-          + "; the error is against it. loop: rank 0's loop period per step, step_ms + between_ms, taken the same "
-          "way: what tokens per second see)")
+          + "; the error is against it. own cal: each round priced with the calibration it wrote itself against "
+          "its own step, median over rounds: the model without the machine's drift between runs. loop: rank 0's "
+          "loop period per step, step_ms + between_ms, taken the same way: what tokens per second see)")
     for case in sc.cases:
         if same[case][0] == case and len(same[case]) > 1:
             print(f"same plan: {', '.join(same[case])} (ranks, stages, groups, schedule): their spread is over all "
@@ -498,7 +521,7 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
     windows = {case: [res["ethernet"] for _, res in runs[case]] for case in sc.cases}  # per round: steps, bytes, late
     result = {"ethernet_bytes_per_step": eth_measured, "ethernet_predicted": eth_predicted,
               "outer_bytes": splits, "outer_sync_parts": outer_parts, "outer_bytes_predicted": {c: sync_predicted.get(c) for c in splits},
-              "ethernet_windows": windows,"measured_s": measured, "predicted_s": predicted, "errors": errors, "schedules": schedules,
+              "ethernet_windows": windows,"measured_s": measured, "predicted_s": predicted, "errors": errors, "own_errors": own, "schedules": schedules,
               "losses_identical": not mismatches,
               "rounds_s": {case: [res["step_s"] for _, res in runs[case]] for case in sc.cases},
               "placements": {case: str(scenario.case_net(sc, case).placement) for case in sc.cases},

@@ -41,6 +41,7 @@ def row(summary, load):
         return m[slow] > m[fast] * (1 + max(sp[slow], sp[fast]))
 
     errs = summary["errors"]
+    own = summary.get("own_errors") or {}  # runs benched by an older lab: none
     same = summary.get("same_plan") or {}
     return {"same_plan": sorted({" = ".join(v) for v in same.values()}),"scenario": summary["path"], "degrees": summary["degrees"],
             "holmes_megatron": over("holmes", "megatron"), "holmes_naive": over("holmes", "naive"),
@@ -48,6 +49,7 @@ def row(summary, load):
             "holmes_loses_to_naive": beyond_spread("holmes", "naive"),
             "auto_loses_to_holmes": beyond_spread("auto", "holmes"),
             "errors": errs, "spreads": sp, "max_error": max((abs(e) for e in errs.values()), default=None),
+            "own_errors": own, "max_own_error": max((abs(e) for e in own.values()), default=None),
             "max_spread": max(sp.values(), default=None), "load": load,
             "losses_identical": summary["losses_identical"]}
 
@@ -58,9 +60,10 @@ def fmt(x, pattern="{:.2f}"):
 
 def print_table(rows, skipped):
     print("\nlab-many: one row per scenario (a/b: b's measured step time over a's; error: the largest "
-          "|predicted/measured - 1| of its cases; spread: the largest (slowest - fastest)/median of a case's rounds)")
+          "|predicted/measured - 1| of its cases; spread: the largest (slowest - fastest)/median of a case's rounds; "
+          "own: the largest error of its cases with each round's own calibration)")
     print(f"{'scenario':<28}{'degrees':>8}{'auto':>8}{'h/meg':>7}{'h/naive':>8}{'h/fast':>7}{'h/auto':>7}"
-          f"{'error':>7}{'spread':>7}  {'load 1m':<10} notes")
+          f"{'error':>7}{'spread':>7}{'own':>7}  {'load 1m':<10} notes")
     for r in rows:
         d = r["degrees"].get("holmes") or next(iter(r["degrees"].values()), {})
         a = r["degrees"].get("auto") or {}
@@ -76,7 +79,8 @@ def print_table(rows, skipped):
         name = os.path.splitext(os.path.basename(r["scenario"]))[0]
         print(f"{name:<28}{deg(d):>8}{deg(a):>8}{fmt(r['holmes_megatron']):>7}{fmt(r['holmes_naive']):>8}"
               f"{fmt(r['holmes_fast']):>7}{fmt(r['auto_holmes']):>7}{fmt(r['max_error'] and r['max_error'] * 100, '{:.1f}%'):>7}"
-              f"{fmt(r['max_spread'] and r['max_spread'] * 100, '{:.1f}%'):>7}  {r['load']:<10} {'; '.join(notes)}")
+              f"{fmt(r['max_spread'] and r['max_spread'] * 100, '{:.1f}%'):>7}"
+              f"{fmt(r.get('max_own_error') and r['max_own_error'] * 100, '{:.1f}%'):>7}  {r['load']:<10} {'; '.join(notes)}")
     for path, why in skipped:
         print(f"{os.path.basename(path):<28} skipped: {why}")
 
@@ -89,6 +93,17 @@ def summary_line(rows):
     p = lambda xs, g: f"{g(xs) * 100:.0f}%" if xs else "n/a"  # noqa: E731
     return (f"lab-many: scenarios {len(rows)}, holmes/megatron min {f(hm, min)} median {f(hm, statistics.median)}, "
             f"holmes/naive min {f(hn, min)}, prediction error median {p(errs, statistics.median)} max {p(errs, max)}")
+
+
+def own_line(rows):
+    """The same errors with each round priced from the calibration it wrote itself (bench.own_errors):
+    what of the error is the model's, and what the machine's drift between runs; None when no
+    row has them."""
+    errs = [abs(e) for r in rows for e in (r.get("own_errors") or {}).values()]
+    if not errs:
+        return None
+    return (f"lab-many: with each run's own calibration (the model without the machine's drift between runs): "
+            f"prediction error median {statistics.median(errs) * 100:.0f}% max {max(errs) * 100:.0f}%")
 
 
 def run(paths, exe, out_root, rounds, budget_s, reuse_runs=False):
@@ -118,6 +133,9 @@ def run(paths, exe, out_root, rounds, budget_s, reuse_runs=False):
     print_table(rows, skipped)
     line = summary_line(rows)
     print(line)
+    own = own_line(rows)
+    if own:
+        print(own)
     with open(os.path.join(out_root, "bench-many.json"), "w") as f:
-        json.dump({"rows": rows, "skipped": skipped, "line": line}, f, indent=1)
+        json.dump({"rows": rows, "skipped": skipped, "line": line, "own_line": own}, f, indent=1)
     return code
