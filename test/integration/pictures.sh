@@ -110,12 +110,13 @@ render "$tmp/partial/report.html" report-partial.png --curve "loss=2"
 # 5. The lab's bench.html from a bench.json (scripts/lab/labkit/bench_html.py).
 cat >"$tmp/bench.json" <<'JSON'
 {"measured_s": {"holmes": 0.21, "megatron": 0.52, "naive": 0.40}, "predicted_s": {"holmes": 0.23, "megatron": 0.47},
- "errors": {"holmes": 0.095, "megatron": -0.096}, "losses_identical": true,
+ "errors": {"holmes": 0.095, "megatron": -0.096}, "own_errors": {"holmes": 0.0314}, "losses_identical": true,
  "rounds_s": {"holmes": [0.21, 0.22, 0.20], "megatron": [0.52, 0.55, 0.50], "naive": [0.40, 0.41, 0.39]},
  "placements": {"holmes": "holmes", "megatron": "megatron", "naive": "naive<script>"}}
 JSON
 /usr/bin/python3 "$src/scripts/lab/labkit/bench_html.py" "$tmp/bench.json" >/dev/null || bad "bench_html.py"
 grep -q "<script" "$tmp/bench.html" && bad "bench.html: a name is not escaped"
+grep -q '<td class="n">+3.1%</td>' "$tmp/bench.html" || bad "bench.html: holmes's error with its own calibration (+3.1%) is not in the table"
 render "$tmp/bench.html" bench-fixture.png --cases 3
 
 [ "$have_browser" = 1 ] || [ "$fail" != 0 ] || echo "HOLMES_SKIP: no chromium (scripts/setup.sh installs it): the pages were made and checked as text, not rendered"

@@ -80,6 +80,7 @@ def render(bench, title="holmes-train lab bench"):
     measured = bench.get("measured_s", {})
     predicted = bench.get("predicted_s", {})
     errors = bench.get("errors", {})
+    own = bench.get("own_errors") or {}  # each round priced with its own calibration (bench.own_errors)
     rounds = bench.get("rounds_s") or {c: [v] for c, v in measured.items()}
     cases = list(rounds) or list(measured)
     rounds_ms = {c: [v * 1e3 for v in rounds.get(c, [])] for c in cases}
@@ -99,15 +100,17 @@ def render(bench, title="holmes-train lab bench"):
                                                  for n, c in legend) + "</div>")
     body.append(bars_svg(cases, rounds_ms, predicted_ms))
     body.append("<h2>Table</h2><table><tr><th>case</th><th>placement</th><th>measured ms (median)</th>"
-                "<th>predicted ms</th><th>error</th><th>per-round ms</th></tr>")
+                "<th>predicted ms</th><th>error</th><th>error with its own calibration</th><th>per-round ms</th></tr>")
     placements = bench.get("placements", {})
     for c in cases:
         pred = f"{predicted_ms[c]:.1f}" if c in predicted_ms else "-"
         err = f"{errors[c] * 100:+.1f}%" if c in errors else "-"
+        mine = f"{own[c] * 100:+.1f}%" if c in own else "-"
         per = " ".join(f"{v:.0f}" for v in rounds_ms.get(c, []))
         m = f"{measured[c] * 1e3:.1f}" if c in measured else "-"
         body.append(f'<tr class="case-row" data-case="{esc(c)}"><td>{esc(c)}</td><td>{esc(placements.get(c, ""))}</td>'
-                    f'<td class="n">{m}</td><td class="n">{pred}</td><td class="n">{err}</td><td>{per}</td></tr>')
+                    f'<td class="n">{m}</td><td class="n">{pred}</td><td class="n">{err}</td><td class="n">{mine}</td>'
+                    f'<td>{per}</td></tr>')
     body.append("</table>")
     if bench.get("summary"):
         body.append(f"<p>{esc(bench['summary'])}</p>")
