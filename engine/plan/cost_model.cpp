@@ -205,7 +205,10 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   t.dp_s = t.rs_exposed_s + t.ag_exposed_s + t.tied_s;
   // The bubble's passes at a whole core (StageTime::bubble_s): the calibrated wall rate, which
   // the steady state's throttling holds down, over the rate per CPU second, where both are known.
-  if (cpu_share < 1 && cpu_tflops > 0 && tflops > 0) t.burst_rate = std::min(1.0, tflops / cpu_tflops);
+  if (cpu_share < 1 && cpu_tflops > 0 && tflops > 0) {
+    t.burst_rate = std::min(1.0, tflops / cpu_tflops);
+    t.burst_cap_s = (1 - cpu_share) * cpu_period_s;
+  }
   return t;
 }
 

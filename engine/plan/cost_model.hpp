@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -110,10 +111,14 @@ struct StageTime {
   // stages that run them have neighbours idle (a quota the idle left unspent, a core nobody
   // else wants), so their compute goes at the rate of a CPU second (burst_rate, below), the
   // slot's sums and exposed sends as priced.
+  // A burst lasts one CFS period's quota: a pass longer than that is throttled like the steady
+  // state's for the rest, so each of the fill's forwards and the drain's backwards on the
+  // bubble's path saves at most the period's throttled part (burst_cap_s).
   double bubble_s(int p) const {
     const double slot = per_micro_batch();
     const double burst = slot > 0 ? 1 - (1 - burst_rate) * std::min(1.0, compute_s / slot) : 1.0;
-    return (p - 1) * std::max(0.0, slot - weights_s - weights_hidden_s()) / chunks * burst;
+    const double idle = (p - 1) * std::max(0.0, slot - weights_s - weights_hidden_s()) / chunks;
+    return idle - std::min(idle * (1 - burst), (p - 1) * burst_cap_s);
   }
   // A slot's F and B beside its W (weights_s): the slot's sums and exposed sends split evenly
   // between F and B (a forward and a backward each carry half the tensor-parallel sums; each
@@ -137,6 +142,9 @@ struct StageTime {
   // (StageCost::tflops / cpu_tflops, at most 1): what a pass takes at a whole core against
   // what it takes throttled (StageCost::time; docs/cost-model.md, "Eleventh round").
   double burst_rate = 1;
+  // The most one burst saves against the steady state's wall rate: the throttled part of the
+  // quota's period, (1 - share) P (unbounded without a quota).
+  double burst_cap_s = std::numeric_limits<double>::infinity();
 };
 
 // The pipelined part of stage s's step: m t_s + bubble_s + 2 (p - 1) max(send) (objective
