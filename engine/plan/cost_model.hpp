@@ -112,8 +112,8 @@ struct StageTime {
   // else wants), so their compute goes at the rate of a CPU second (burst_rate, below), the
   // slot's sums and exposed sends as priced.
   // A burst lasts one CFS period's quota: a pass longer than that is throttled like the steady
-  // state's for the rest, so each of the fill's forwards and the drain's backwards on the
-  // bubble's path saves at most the period's throttled part (burst_cap_s).
+  // state's for the rest, so each of the bubble's p - 1 idle slots saves at most the period's
+  // throttled part (burst_cap_s).
   double bubble_s(int p) const {
     const double slot = per_micro_batch();
     const double burst = slot > 0 ? 1 - (1 - burst_rate) * std::min(1.0, compute_s / slot) : 1.0;

@@ -87,6 +87,13 @@ def predict(exe, run_dir, sc, calibration, degrees=None, partition=None, activat
             (plan.get("replicas") or {}).get("sync_bytes"))
 
 
+def predict_as_ran(exe, sc, case, run_dir, res, calibration):
+    """predict() for one run of `case` with `calibration`, pinned to what that run had: the
+    degrees an `auto` run chose, its layers per stage, its schedule and recomputation."""
+    return predict(exe, run_dir, sc, calibration, res["degrees"] if case == "auto" else None,
+                   run_partition(res["plan_text"]), run_activation(res["plan_text"]))
+
+
 def run_partition(plan_text):
     """Layers per stage of a run's plan (its `Stages:` lines), None when the stages hold
     interleaved chunks (more stage lines than the pipeline degree) or none are listed."""
@@ -380,8 +387,7 @@ def own_errors(sc, exe, runs):
         for run_dir, res in runs[case]:
             if not res["calibration"] or not res["step_s"]:
                 continue
-            step = predict(exe, run_dir, sc, res["calibration"], res["degrees"] if case == "auto" else None,
-                           run_partition(res["plan_text"]), run_activation(res["plan_text"]))[0]
+            step = predict_as_ran(exe, sc, case, run_dir, res, res["calibration"])[0]
             got.append(step / res["step_s"] - 1)
         if got:
             out[case] = statistics.median(got)
@@ -417,9 +423,8 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
         merged = os.path.join(out_dir, f"calibration-for-{case}.yaml")
         with open(merged, "w") as f:
             yaml.safe_dump(merge_calibrations(others, [c for c in sc.cases if c != case]), f, sort_keys=False)
-        predicted[case], schedules[case], eth_predicted[case], sync_predicted[case] = predict(
-            exe, runs[case][0][0], sc, merged, degrees[case] if case == "auto" else None,
-            run_partition(runs[case][0][1]["plan_text"]), run_activation(runs[case][0][1]["plan_text"]))
+        predicted[case], schedules[case], eth_predicted[case], sync_predicted[case] = predict_as_ran(
+            exe, sc, case, *runs[case][0], merged)
         errors[case] = predicted[case] / measured[case] - 1
     own = own_errors(sc, exe, runs)
 
