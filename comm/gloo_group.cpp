@@ -5,18 +5,19 @@
 #include <net/if.h>
 #include <signal.h>
 
-#include <gloo/allreduce.h>
-#include <gloo/barrier.h>
-#include <gloo/broadcast.h>
-#include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
+#include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <list>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 #include <type_traits>
 
 #include "comm/errors.hpp"
@@ -32,10 +33,99 @@ namespace {
 constexpr uint8_t kReduceScatterPrefix = 0x40;
 constexpr uint8_t kSendRecvPrefix = 0x41;
 constexpr uint8_t kAllGatherPrefix = 0x42;
+constexpr uint8_t kBroadcastPrefix = 0x43;
+// A slot nobody sends on: each member keeps one receive posted there from each peer (the
+// connection's health buffer, see WaitWatch).
+constexpr uint64_t kHealthSlot = static_cast<uint64_t>(0x44) << 56;
 
 uint64_t slot(uint8_t prefix, uint32_t tag, uint32_t step = 0) {
   return (static_cast<uint64_t>(prefix) << 56) | (static_cast<uint64_t>(tag) << 24) | (step & 0xffffff);
 }
+
+
+// Gloo's TCP connection fails the waits it knows about when it breaks (end of file, reset),
+// but not a send it has already queued for its socket: an unbound send whose first write
+// found the peer just dead stays in that queue, and its wait lasts the whole time-out
+// (cluster.timeout_s, minutes) although the connection is known to be gone. A rank of a
+// job whose neighbour was killed hung that way. So every wait of these groups is watched.
+// Each member keeps a receive posted from every peer on a slot nobody sends on (the
+// connection's health buffer): a broken connection fails it with the connection's error
+// like every other receive it holds. Every kPeriod this thread looks at the health buffer
+// of each wait older than that (abort first, then wait: a wait that was aborted returns at
+// once, or rethrows the error it was failed with; Gloo has no other way to ask) and aborts
+// the wait of a broken connection; the waiter then throws that error. One thread per
+// process, started on first use.
+class WaitWatch {
+ public:
+  static constexpr auto kPeriod = std::chrono::milliseconds(100);
+  struct Wait {
+    gloo::transport::UnboundBuffer* buf;
+    gloo::transport::UnboundBuffer* health;  // the health buffer of the connection waited on
+    bool send;
+    std::chrono::steady_clock::time_point since;
+    std::string failed;  // the connection's error, once this thread aborted the wait
+  };
+  using Handle = std::list<Wait>::iterator;
+
+  static WaitWatch& instance() {
+    static const bool hooked = [] {
+      // A forked child has no watch thread and may hold a copy of the lock taken: it starts
+      // afresh (the old instance is left as it is).
+      ::pthread_atfork(nullptr, nullptr, [] { current_.store(new WaitWatch); });
+      current_.store(new WaitWatch);
+      return true;
+    }();
+    (void)hooked;
+    return *current_.load();
+  }
+
+  Handle add(gloo::transport::UnboundBuffer* buf, gloo::transport::UnboundBuffer* health, bool send) {
+    std::lock_guard<std::mutex> lock(m_);
+    if (!started_) {
+      std::thread([this] { run(); }).detach();  // never joined: the instance is never destroyed
+      started_ = true;
+    }
+    waits_.push_back({buf, health, send, std::chrono::steady_clock::now(), {}});
+    cv_.notify_one();
+    return std::prev(waits_.end());
+  }
+  // The connection's error when the wait was aborted, "" otherwise.
+  std::string remove(Handle h) {
+    std::lock_guard<std::mutex> lock(m_);
+    std::string failed = std::move(h->failed);
+    waits_.erase(h);
+    return failed;
+  }
+
+ private:
+  WaitWatch() = default;
+  void run() {
+    std::unique_lock<std::mutex> lock(m_);
+    for (;;) {
+      cv_.wait(lock, [&] { return !waits_.empty(); });
+      cv_.wait_for(lock, kPeriod);
+      const auto now = std::chrono::steady_clock::now();
+      for (Wait& w : waits_) {
+        if (!w.failed.empty() || now - w.since < kPeriod) continue;
+        try {
+          w.health->abortWaitRecv();
+          w.health->waitRecv(nullptr, std::chrono::hours(1));  // returns at once: aborted
+        } catch (const std::exception& e) {
+          w.failed = e.what();
+          if (w.failed.empty()) w.failed = "connection failed";
+          if (w.send) w.buf->abortWaitSend();
+          else w.buf->abortWaitRecv();
+        }
+      }
+    }
+  }
+
+  static inline std::atomic<WaitWatch*> current_{nullptr};
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::list<Wait> waits_;
+  bool started_ = false;
+};
 
 class GlooGroup : public ProcessGroup {
  public:
@@ -52,17 +142,7 @@ class GlooGroup : public ProcessGroup {
 
   using ProcessGroup::all_reduce;
   void all_reduce(std::span<float> data, ReduceOp op, const OpOptions& o) override {
-    run("all_reduce", -1, o, [&](Millis t, uint32_t tag) {
-      if (data.empty() || size() == 1) return;
-      gloo::AllreduceOptions opts(ctx_);
-      opts.setOutput(data.data(), data.size());
-      using Fn = void (*)(void*, const void*, const void*, size_t);
-      opts.setReduceFunction(op == ReduceOp::kSum ? static_cast<Fn>(&gloo::sum<float>)
-                                                  : static_cast<Fn>(&gloo::max<float>));
-      opts.setTag(tag);
-      opts.setTimeout(t);
-      gloo::allreduce(opts);
-    });
+    run("all_reduce", -1, o, [&](Millis t, uint32_t tag) { ring_all_reduce(data, op, t, tag); });
   }
 
   void reduce_scatter(std::span<float> out, std::span<const float> in, ReduceOp op, const OpOptions& o) override {
@@ -75,27 +155,36 @@ class GlooGroup : public ProcessGroup {
     run("all_gather", -1, o, [&](Millis t, uint32_t tag) { ring_all_gather(out, in, t, tag); });
   }
 
+  // The root sends the whole buffer to every member itself (one buffer per member, so that
+  // each wait is for one connection).
   void broadcast(std::span<float> data, int root, const OpOptions& o) override {
     if (root < 0 || root >= size())
       throw std::invalid_argument(fmt::format("broadcast on group '{}': root {} out of range", name(), root));
     run("broadcast", root == rank_ ? -1 : root, o, [&](Millis t, uint32_t tag) {
       if (data.empty() || size() == 1) return;
-      gloo::BroadcastOptions opts(ctx_);
-      opts.setOutput(data.data(), data.size());
-      opts.setRoot(root);
-      opts.setTag(tag);
-      opts.setTimeout(t);
-      gloo::broadcast(opts);
+      const uint64_t s = slot(kBroadcastPrefix, tag);
+      if (rank_ != root) {
+        auto buf = ctx_->createUnboundBuffer(data.data(), data.size_bytes());
+        buf->recv(root, s);
+        wait(*buf, root, false, t);
+        return;
+      }
+      std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs(size());
+      for (int q = 0; q < size(); ++q) {
+        if (q == root) continue;
+        bufs[q] = ctx_->createUnboundBuffer(data.data(), data.size_bytes());
+        bufs[q]->send(q, s);
+      }
+      for (int q = 0; q < size(); ++q)
+        if (q != root) wait(*bufs[q], q, true, t);
     });
   }
 
+  // An all-reduce of one number: no member can have its result before every member entered.
   void barrier(const OpOptions& o) override {
     run("barrier", -1, o, [&](Millis t, uint32_t tag) {
-      if (size() == 1) return;
-      gloo::BarrierOptions opts(ctx_);
-      opts.setTag(tag);
-      opts.setTimeout(t);
-      gloo::barrier(opts);
+      float x = 0;
+      ring_all_reduce({&x, 1}, ReduceOp::kMax, t, tag);
     });
   }
 
@@ -117,8 +206,7 @@ class GlooGroup : public ProcessGroup {
           blame = ops[i].peer;
           auto left =
               std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now()));
-          if (kind == P2POp::kSend) bufs[i]->waitSend(left);
-          else bufs[i]->waitRecv(left);
+          wait(*bufs[i], ops[i].peer, kind == P2POp::kSend, left);
         }
         if (kind == P2POp::kRecv && o.on_received) o.on_received();
       }
@@ -128,8 +216,23 @@ class GlooGroup : public ProcessGroup {
  private:
   void connect(const GlooNet& net);
   void wait_all_connected();
+  void ring_all_reduce(std::span<float> data, ReduceOp op, Millis t, uint32_t tag);
   void ring_reduce_scatter(std::span<float> out, std::span<const float> in, ReduceOp op, Millis t, uint32_t tag);
   void ring_all_gather(std::span<float> out, std::span<const float> in, Millis t, uint32_t tag);
+
+  // Waits for one send (or receive) of `buf` with group member `peer`, watched by WaitWatch:
+  // throws the connection's error when the watch found it broken.
+  void wait(gloo::transport::UnboundBuffer& buf, int peer, bool send, Millis t) {
+    WaitWatch& watch = WaitWatch::instance();
+    const WaitWatch::Handle h = watch.add(&buf, health_.at(peer).get(), send);
+    try {
+      send ? buf.waitSend(t) : buf.waitRecv(t);
+    } catch (...) {
+      watch.remove(h);
+      throw;
+    }
+    if (std::string failed = watch.remove(h); !failed.empty()) throw std::runtime_error(failed);
+  }
 
   // Runs one operation; on failure marks the group broken and throws CommError with the
   // peer found by diagnose(). Collectives draw a tag from a counter every member advances
@@ -155,9 +258,14 @@ class GlooGroup : public ProcessGroup {
 
   std::shared_ptr<Store> store_;  // this group's prefix of the job store
   std::shared_ptr<gloo::rendezvous::Context> ctx_;
+  // Per peer: a receive posted on kHealthSlot, which only a broken connection completes (with
+  // its error); null for this member.
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> health_;
   uint32_t next_tag_ = 1;
   std::string broken_;
   std::vector<float> scratch_;  // reduce_scatter: 2 receive + 2 work chunks
+  std::vector<float> padded_;   // all_reduce: a copy padded to a multiple of the size
+  std::vector<float> chunk_;    // all_reduce: this member's reduced chunk
   std::string transport_;
 };
 
@@ -215,6 +323,13 @@ void GlooGroup::connect(const GlooNet& net) {
     throw CommError(where("connect", absent.empty() ? -1 : absent.front()), fmt::format("{}; {}", who, e.what()));
   }
   wait_all_connected();
+  static char health_byte = 0;  // never written: nobody sends on kHealthSlot
+  health_.resize(static_cast<size_t>(size()));
+  for (int q = 0; q < size(); ++q) {
+    if (q == rank_) continue;
+    health_[q] = ctx_->createUnboundBuffer(&health_byte, 1);
+    health_[q]->recv(q, kHealthSlot);
+  }
 }
 
 // connectFullMesh returns on a member once ITS pairs are connected, while a peer may still be
@@ -238,6 +353,28 @@ void GlooGroup::wait_all_connected() {
                     fmt::format("member(s) [{}] did not finish connecting within {} ms; {}", fmt::join(absent, ","),
                                 spec_.timeout.count(), e.what()));
   }
+}
+
+// Ring all-reduce: the reduce-scatter below into this member's chunk of ceil(n / p), then the
+// all-gather of the chunks back into place (a length that p does not divide goes through a
+// copy padded with zeros, which no member reads back). Our own rather than Gloo's, so that
+// every wait is one WaitWatch sees.
+void GlooGroup::ring_all_reduce(std::span<float> data, ReduceOp op, Millis t, uint32_t tag) {
+  const int p = size();
+  const size_t n = data.size();
+  if (p == 1 || n == 0) return;
+  const size_t m = (n + static_cast<size_t>(p) - 1) / static_cast<size_t>(p);
+  std::span<float> whole = data;
+  if (m * static_cast<size_t>(p) != n) {
+    padded_.assign(m * static_cast<size_t>(p), 0.f);
+    std::copy(data.begin(), data.end(), padded_.begin());
+    whole = padded_;
+  }
+  if (chunk_.size() < m) chunk_.resize(m);
+  const std::span<float> mine(chunk_.data(), m);
+  ring_reduce_scatter(mine, whole, op, t, tag);
+  ring_all_gather(whole, mine, t, tag);
+  if (whole.data() != data.data()) std::copy_n(whole.begin(), n, data.begin());
 }
 
 // Ring reduce-scatter over unbound buffers (Gloo's own one has no per-op time-out).
@@ -270,10 +407,10 @@ void GlooGroup::ring_reduce_scatter(std::span<float> out, std::span<const float>
   for (int s = 0; s < p - 1; ++s) {
     const bool last = s == p - 2;
     if (!last) inc_buf[(s + 1) % 2]->recv(prev, slot(kReduceScatterPrefix, tag, s + 1));
-    inc_buf[s % 2]->waitRecv(t);
+    wait(*inc_buf[s % 2], prev, false, t);
     // work[s % 2] was last sent at step s - 1: that send must be done before we overwrite it.
     if (s >= 1 && in_flight[(s - 1) % 2]) {
-      in_flight[(s - 1) % 2]->waitSend(t);
+      wait(*in_flight[(s - 1) % 2], next, true, t);
       in_flight[(s - 1) % 2] = nullptr;
     }
     float* dst = last ? out.data() : work[s % 2];
@@ -289,7 +426,7 @@ void GlooGroup::ring_reduce_scatter(std::span<float> out, std::span<const float>
     }
   }
   for (auto* b : in_flight)
-    if (b) b->waitSend(t);
+    if (b) wait(*b, next, true, t);
 }
 
 // Ring all-gather over unbound buffers, straight into `out`: at step s (0 .. p-2) rank r sends
@@ -307,8 +444,8 @@ void GlooGroup::ring_all_gather(std::span<float> out, std::span<const float> in,
   for (int s = 0; s < p - 1; ++s) {
     buf->recv(prev, slot(kAllGatherPrefix, tag, s), chunk(s + 1) * bytes, bytes);
     buf->send(next, slot(kAllGatherPrefix, tag, s), chunk(s) * bytes, bytes);
-    buf->waitRecv(t);
-    buf->waitSend(t);
+    wait(*buf, prev, false, t);
+    wait(*buf, next, true, t);
   }
 }
 

@@ -129,6 +129,18 @@ if [ -z "$rank2" ]; then
 else
   t0=$(date +%s%N)
   kill -KILL "$rank2"
+  # Bounded here rather than by srun's time limit, so that a hang says where each rank is.
+  if ! wait_for '! kill -0 "$srun_pid" 2>/dev/null' 30; then
+    echo "killed: srun still running 30 s after task 2 was killed; its tasks:"
+    for pid in $(pgrep -f "$marker"); do
+      task=$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ" | grep "^SLURM_PROCID=") || continue
+      echo "  pid $pid $task, state $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)"
+      command -v gdb >/dev/null &&
+        timeout 30 gdb -p "$pid" -batch -ex 'thread apply all bt' 2>/dev/null | grep -E '^#[0-9]+ .* in (holmes|gloo)::' |
+        cut -c1-200 | head -20 | sed 's/^/    /'
+    done
+    kill "$srun_pid"
+  fi
   wait "$srun_pid"
   rc=$?
   took=$(ms_since "$t0")

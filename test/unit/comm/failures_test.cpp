@@ -11,6 +11,7 @@
 #include <chrono>
 #include <latch>
 #include <optional>
+#include <thread>
 
 #include "comm/errors.hpp"
 #include "comm/socket.hpp"
@@ -235,4 +236,57 @@ TEST_CASE("killing the process that hosts the store still names it", "[comm]") {
     CHECK(out[r].error->where().peer == 0);
     CHECK(out[r].took < milliseconds(3000 + 5500));
   }
+}
+
+// Gloo queues a large send for its socket while the peer's receive buffer is full; when the
+// peer then dies, the reset connection fails every receive and pending send Gloo knows of,
+// but not that queued send: its wait used to last the whole time-out (a job's rank hung
+// minutes that way after a neighbour was killed). The peer here posts its receive, stops
+// itself so the send fills the sockets and queues, and is killed: the send must fail within
+// seconds, naming it, under a time-out of a minute.
+TEST_CASE("a send queued to a peer that dies fails at once, not after the time-out", "[comm]") {
+  uint16_t port;
+  {
+    auto probe = net::listen_on(0);
+    port = net::local_port(probe.get());
+  }
+  constexpr size_t kFloats = size_t{16} << 20;  // 64 MiB: more than both socket buffers hold
+  pid_t child = ::fork();
+  if (child == 0) {
+    try {
+      auto store = TcpStore::connect({"127.0.0.1", port, "tok", std::chrono::seconds(10)});
+      auto pg = make_gloo_group(store, {"pair", {0, 1}, 1, milliseconds(60000)}, GlooNet{"", "127.0.0.1"});
+      std::vector<float> in(kFloats);
+      std::thread receiver([&] {
+        try {
+          pg->recv(in, 0, 7);
+        } catch (...) {
+        }
+      });
+      std::this_thread::sleep_for(milliseconds(300));  // the receive is posted and announced
+      ::kill(::getpid(), SIGSTOP);
+      receiver.join();
+    } catch (...) {
+    }
+    ::_exit(3);
+  }
+  REQUIRE(child > 0);
+  auto store = TcpStore::host({"", port, "tok", std::chrono::seconds(10)});
+  auto pg = make_gloo_group(store, {"pair", {0, 1}, 0, milliseconds(60000)}, GlooNet{"", "127.0.0.1"});
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, WUNTRACED) == child);
+  REQUIRE(WIFSTOPPED(status));
+  std::vector<float> out(kFloats, 1.f);
+  Outcome sent;
+  std::thread sender([&] { record(sent, [&] { pg->send(out, 1, 7); }); });
+  std::this_thread::sleep_for(milliseconds(300));  // the send fills the sockets, the rest queues
+  ::kill(child, SIGKILL);
+  const auto killed = Clock::now();
+  sender.join();
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  const auto after_kill = std::chrono::duration_cast<milliseconds>(Clock::now() - killed);
+  REQUIRE(sent.error.has_value());
+  CHECK(sent.error->where().peer == 1);
+  CHECK(after_kill < milliseconds(5000));
 }
