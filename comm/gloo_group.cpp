@@ -85,8 +85,8 @@ class WaitWatch {
       std::thread([this] { run(); }).detach();  // never joined: the instance is never destroyed
       started_ = true;
     }
+    if (waits_.empty()) cv_.notify_one();  // the thread sleeps only while there is no wait
     waits_.push_back({buf, health, send, std::chrono::steady_clock::now(), {}});
-    cv_.notify_one();
     return std::prev(waits_.end());
   }
   // The connection's error when the wait was aborted, "" otherwise.
@@ -103,7 +103,7 @@ class WaitWatch {
     std::unique_lock<std::mutex> lock(m_);
     for (;;) {
       cv_.wait(lock, [&] { return !waits_.empty(); });
-      cv_.wait_for(lock, kPeriod);
+      cv_.wait_for(lock, kPeriod);  // add() notifies only an empty watch: this sleeps the period
       const auto now = std::chrono::steady_clock::now();
       for (Wait& w : waits_) {
         if (!w.failed.empty() || now - w.since < kPeriod) continue;
