@@ -150,12 +150,18 @@ void TcpStoreServer::run() {
     if (fds[0].revents) return;
     if (fds[1].revents & POLLIN) {
       int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd >= 0) conns[fd].fd = net::Fd(fd);
+      if (fd >= 0) {
+        conns[fd].fd = net::Fd(fd);
+        clients_.store(static_cast<int>(conns.size()));
+      }
     }
     for (size_t i = 2; i < fds.size(); ++i) {
       if (!fds[i].revents) continue;
       auto it = conns.find(fds[i].fd);
-      if (!pump(it->second, kv, token_)) conns.erase(it);
+      if (!pump(it->second, kv, token_)) {
+        conns.erase(it);
+        clients_.store(static_cast<int>(conns.size()));
+      }
     }
   }
 }

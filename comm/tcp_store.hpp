@@ -4,6 +4,7 @@
 // process of another job on the same port) is refused with a clear StoreError.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,8 @@ class TcpStoreServer {
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
 
   uint16_t port() const { return port_; }
+  // Client connections open now (the hosting rank's own included).
+  int clients() const { return clients_.load(); }
 
  private:
   void run();
@@ -39,6 +42,7 @@ class TcpStoreServer {
   net::Fd listen_;
   net::Fd wake_read_, wake_write_;  // a pipe that ends the poll loop on destruction
   uint16_t port_ = 0;
+  std::atomic<int> clients_{0};
   std::thread thread_;
 };
 
@@ -58,6 +62,9 @@ class TcpStore : public Store {
   std::string describe() const override;
 
   uint16_t port() const { return options_.port; }
+  // On the hosting rank: the client connections open now, its own included (a process that
+  // exited has closed its own). -1 on the others.
+  int connected_clients() const { return server_ ? server_->clients() : -1; }
 
  private:
   explicit TcpStore(TcpStoreOptions options) : options_(std::move(options)) {}

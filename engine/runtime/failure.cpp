@@ -1,6 +1,8 @@
 // The one place that turns a failure of any rank into this rank's exit message.
 #include "engine/runtime/failure.hpp"
 
+#include "comm/tcp_store.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -64,13 +66,17 @@ int blame_failed_rank(comm::Store& store, int rank, int world, int own_peer, dou
 }
 
 // Rank 0 hosts the store the others decide with: it keeps it up until every other live
-// rank has decided, or cluster.timeout_s.
+// rank has decided, or no other process is connected to it any more (a TCP store: two ranks
+// died, or one exited without deciding), or cluster.timeout_s.
 void linger_as_store_host(comm::Store& store, int world, double timeout_s) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  const auto* tcp = dynamic_cast<const comm::TcpStore*>(&store);
   try {
     // A rank that died never decides: world - 1 is everyone that can.
-    while (store.add("job/decided", 0) < world - 1 && std::chrono::steady_clock::now() < deadline)
+    while (store.add("job/decided", 0) < world - 1 && std::chrono::steady_clock::now() < deadline) {
+      if (tcp != nullptr && tcp->connected_clients() == 1) break;  // only this rank's own connection
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   } catch (const std::exception&) {
   }
 }

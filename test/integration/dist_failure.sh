@@ -2,7 +2,8 @@
 # Failure of one worker mid-run. (1) The four ranks of a job are started by hand with
 # torchrun-style variables; rank 2 is killed with SIGKILL after a few steps: every other rank
 # exits non-zero within cluster.timeout_s (plus start-up slack), its stderr naming rank 2, and
-# no process is left. (2) The same through the local launcher: it exits 128+9 naming rank 2.
+# no process is left; with ranks 2 and 3 killed together under a 30 s time-out, ranks 0 and 1
+# exit within 20 s. (2) The same through the local launcher: it exits 128+9 naming rank 2.
 # (3) Rank 2 hangs (SIGSTOP) instead: the others give up after cluster.timeout_s (plus the
 # seconds the groups take to find whom to blame), naming rank 2.
 # Usage: dist_failure.sh <holmes-train> <source dir>
@@ -50,6 +51,39 @@ env_case() {
 }
 env_case killed KILL 5
 env_case stopped STOP 8
+
+# 1b. Two ranks killed at once, under a long time-out: the survivors see both at once, and
+# rank 0, which hosts the store the ranks decide with, leaves once no other process is
+# connected to it, not after cluster.timeout_s waiting for a verdict from a dead rank.
+two_killed() {
+  local port pids=() r code took victims=() killed_at long=60
+  port=$(free_port)
+  for r in 0 1 2 3; do
+    RANK=$r WORLD_SIZE=4 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOLMES_JOB_TOKEN=failure-two \
+      timeout 120 "$exe" "${long_job[@]}" --set cluster.timeout_s=$long --set job.output_dir="$tmp/two" \
+      >"$tmp/two.$r.out" 2>"$tmp/two.$r.err" &
+    pids+=($!)
+  done
+  if ! wait_for "steps_logged $tmp/two/metrics.jsonl 3" 60; then
+    bad "two: no 3 steps within 60 s" "$tmp/two.0.err"
+  else
+    victims=("$(pgrep -P "${pids[2]}" -f "$marker")" "$(pgrep -P "${pids[3]}" -f "$marker")")
+    kill -KILL "${victims[@]}"
+    killed_at=$(date +%s)
+    for r in 0 1; do
+      wait "${pids[$r]}"
+      code=$?
+      took=$(( $(date +%s) - killed_at ))
+      [ "$code" -ne 0 ] && [ "$code" -ne 124 ] || bad "two: rank $r exit $code" "$tmp/two.$r.err"
+      [ "$took" -le 20 ] || bad "two: rank $r took $took s to exit (cluster.timeout_s=$long)" "$tmp/two.$r.err"
+    done
+    wait "${pids[2]}" "${pids[3]}" 2>/dev/null
+    echo "two: ranks 0 and 1 stopped within $took s after ranks 2 and 3 were killed:"
+    grep -h "holmes-train: rank" "$tmp"/two.*.err | cut -c1-240
+  fi
+  no_leftovers "two"
+}
+two_killed
 
 # 2. The local launcher with a killed worker.
 timeout 120 "$exe" "${long_job[@]}" --set job.output_dir="$tmp/local" --nproc-per-node 4 >"$tmp/local.out" 2>&1 &
