@@ -53,16 +53,23 @@ uint64_t slot(uint8_t prefix, uint32_t tag, uint32_t step = 0) {
 // like every other receive it holds. Every kPeriod this thread looks at the health buffer
 // of each wait older than that (abort first, then wait: a wait that was aborted returns at
 // once, or rethrows the error it was failed with; Gloo has no other way to ask) and aborts
-// the wait of a broken connection; the waiter then throws that error. One thread per
-// process, started on first use.
+// the wait of a connection still broken kConfirm later; the waiter then throws that error.
+// Not at once: a peer that sends its last message and closes (the end of a job) breaks the
+// connection right after the wait completed, and Gloo's abort wins over a completion the
+// waiter has not returned with yet; a wait still there kConfirm after the break (the waiter
+// leaves within microseconds of its completion, or one CPU-quota period when throttled) is
+// one that never completed. One thread per process, started on first use.
 class WaitWatch {
  public:
   static constexpr auto kPeriod = std::chrono::milliseconds(100);
+  static constexpr auto kConfirm = std::chrono::milliseconds(300);
   struct Wait {
     gloo::transport::UnboundBuffer* buf;
     gloo::transport::UnboundBuffer* health;  // the health buffer of the connection waited on
     bool send;
     std::chrono::steady_clock::time_point since;
+    std::string error;                               // the connection's, once seen broken
+    std::chrono::steady_clock::time_point broken{};  // when it was first seen broken
     std::string failed;  // the connection's error, once this thread aborted the wait
   };
   using Handle = std::list<Wait>::iterator;
@@ -86,7 +93,7 @@ class WaitWatch {
       started_ = true;
     }
     if (waits_.empty()) cv_.notify_one();  // the thread sleeps only while there is no wait
-    waits_.push_back({buf, health, send, std::chrono::steady_clock::now(), {}});
+    waits_.push_back({buf, health, send, std::chrono::steady_clock::now(), {}, {}, {}});
     return std::prev(waits_.end());
   }
   // The connection's error when the wait was aborted, "" otherwise.
@@ -107,12 +114,17 @@ class WaitWatch {
       const auto now = std::chrono::steady_clock::now();
       for (Wait& w : waits_) {
         if (!w.failed.empty() || now - w.since < kPeriod) continue;
-        try {
-          w.health->abortWaitRecv();
-          w.health->waitRecv(nullptr, std::chrono::hours(1));  // returns at once: aborted
-        } catch (const std::exception& e) {
-          w.failed = e.what();
-          if (w.failed.empty()) w.failed = "connection failed";
+        if (w.error.empty()) {
+          try {
+            w.health->abortWaitRecv();
+            w.health->waitRecv(nullptr, std::chrono::hours(1));  // returns at once: aborted
+          } catch (const std::exception& e) {
+            w.error = *e.what() ? e.what() : "connection failed";
+            w.broken = now;
+          }
+        }
+        if (!w.error.empty() && now - w.broken >= kConfirm) {  // broken, and the wait still there
+          w.failed = w.error;
           if (w.send) w.buf->abortWaitSend();
           else w.buf->abortWaitRecv();
         }
