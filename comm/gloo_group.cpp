@@ -70,7 +70,7 @@ class WaitWatch {
     std::chrono::steady_clock::time_point since;
     std::string error;                               // the connection's, once seen broken
     std::chrono::steady_clock::time_point broken{};  // when it was first seen broken
-    std::string failed;  // the connection's error, once this thread aborted the wait
+    bool aborted = false;                            // this thread aborted the wait
   };
   using Handle = std::list<Wait>::iterator;
 
@@ -93,13 +93,13 @@ class WaitWatch {
       started_ = true;
     }
     if (waits_.empty()) cv_.notify_one();  // the thread sleeps only while there is no wait
-    waits_.push_back({buf, health, send, std::chrono::steady_clock::now(), {}, {}, {}});
+    waits_.push_back({buf, health, send, std::chrono::steady_clock::now(), {}, {}, false});
     return std::prev(waits_.end());
   }
   // The connection's error when the wait was aborted, "" otherwise.
   std::string remove(Handle h) {
     std::lock_guard<std::mutex> lock(m_);
-    std::string failed = std::move(h->failed);
+    std::string failed = h->aborted ? std::move(h->error) : std::string();
     waits_.erase(h);
     return failed;
   }
@@ -113,7 +113,7 @@ class WaitWatch {
       cv_.wait_for(lock, kPeriod);  // add() notifies only an empty watch: this sleeps the period
       const auto now = std::chrono::steady_clock::now();
       for (Wait& w : waits_) {
-        if (!w.failed.empty() || now - w.since < kPeriod) continue;
+        if (w.aborted || now - w.since < kPeriod) continue;
         if (w.error.empty()) {
           try {
             w.health->abortWaitRecv();
@@ -124,7 +124,7 @@ class WaitWatch {
           }
         }
         if (!w.error.empty() && now - w.broken >= kConfirm) {  // broken, and the wait still there
-          w.failed = w.error;
+          w.aborted = true;
           if (w.send) w.buf->abortWaitSend();
           else w.buf->abortWaitRecv();
         }

@@ -1,8 +1,6 @@
 // The one place that turns a failure of any rank into this rank's exit message.
 #include "engine/runtime/failure.hpp"
 
-#include "comm/tcp_store.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,6 +11,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "comm/tcp_store.hpp"
 
 namespace holmes::runtime {
 

@@ -2,7 +2,7 @@
 # Failure of one worker mid-run. (1) The four ranks of a job are started by hand with
 # torchrun-style variables; rank 2 is killed with SIGKILL after a few steps: every other rank
 # exits non-zero within cluster.timeout_s (plus start-up slack), its stderr naming rank 2, and
-# no process is left; with ranks 2 and 3 killed together under a 30 s time-out, ranks 0 and 1
+# no process is left; with ranks 2 and 3 killed together under a 60 s time-out, ranks 0 and 1
 # exit within 20 s. (2) The same through the local launcher: it exits 128+9 naming rank 2.
 # (3) Rank 2 hangs (SIGSTOP) instead: the others give up after cluster.timeout_s (plus the
 # seconds the groups take to find whom to blame), naming rank 2.
