@@ -72,14 +72,18 @@ std::optional<std::vector<int>> members_not_failing(Store& store, const std::vec
 
 }  // namespace
 
-Suspect diagnose_gloo_failure(gloo::Context& ctx, Store& store, int rank, int peer_hint, const char* op,
-                              uint32_t tag, Millis timeout) {
-  // Say we failed before anything else: peers that probe us after we close must be able
-  // to tell a member that gave up (marker set) from one that died (none).
+void mark_gave_up(Store& store, int rank) noexcept {
   try {
     store.set(marker(rank), {'1'});
   } catch (const std::exception&) {
   }
+}
+
+Suspect diagnose_gloo_failure(gloo::Context& ctx, Store& store, int rank, int peer_hint, const char* op,
+                              uint32_t tag, Millis timeout) {
+  // Say we failed before anything else: peers that probe us after we close must be able
+  // to tell a member that gave up (marker set) from one that died (none).
+  mark_gave_up(store, rank);
   auto closed = closed_peers(ctx, rank);
   if (!closed.empty()) {
     // A survivor whose own operation timed out closes all its connections too (Gloo does

@@ -26,4 +26,7 @@ struct Suspect {
 Suspect diagnose_gloo_failure(gloo::Context& ctx, Store& store, int rank, int peer_hint, const char* op,
                               uint32_t tag, Millis timeout);
 
+// Step 0 alone: member `rank` gave up (GlooGroup::abort). Never throws.
+void mark_gave_up(Store& store, int rank) noexcept;
+
 }  // namespace holmes::comm

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <list>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <type_traits>
@@ -59,14 +60,18 @@ uint64_t slot(uint8_t prefix, uint32_t tag, uint32_t step = 0) {
 // waiter has not returned with yet; a wait still there kConfirm after the break (the waiter
 // leaves within microseconds of its completion, or one CPU-quota period when throttled) is
 // one that never completed. One thread per process, started on first use.
+// The same list serves GlooGroup::abort: it fails every wait of that group at once, and every
+// wait the group starts afterwards.
 class WaitWatch {
  public:
   static constexpr auto kPeriod = std::chrono::milliseconds(100);
   static constexpr auto kConfirm = std::chrono::milliseconds(300);
+  static constexpr const char* kAborted = "aborted: this process is stopping after a failure elsewhere";
   struct Wait {
     gloo::transport::UnboundBuffer* buf;
     gloo::transport::UnboundBuffer* health;  // the health buffer of the connection waited on
     bool send;
+    const void* owner;  // the group
     std::chrono::steady_clock::time_point since;
     std::string error;                               // the connection's, once seen broken
     std::chrono::steady_clock::time_point broken{};  // when it was first seen broken
@@ -86,15 +91,29 @@ class WaitWatch {
     return *current_.load();
   }
 
-  Handle add(gloo::transport::UnboundBuffer* buf, gloo::transport::UnboundBuffer* health, bool send) {
+  Handle add(gloo::transport::UnboundBuffer* buf, gloo::transport::UnboundBuffer* health, bool send,
+             const void* owner) {
     std::lock_guard<std::mutex> lock(m_);
     if (!started_) {
       std::thread([this] { run(); }).detach();  // never joined: the instance is never destroyed
       started_ = true;
     }
     if (waits_.empty()) cv_.notify_one();  // the thread sleeps only while there is no wait
-    waits_.push_back({buf, health, send, std::chrono::steady_clock::now(), {}, {}, false});
+    waits_.push_back({buf, health, send, owner, std::chrono::steady_clock::now(), {}, {}, false});
+    if (aborted_.count(owner)) abort(waits_.back(), kAborted);  // the wait returns at once
     return std::prev(waits_.end());
+  }
+  // Fails every wait of `owner`, now and from now on (until forget).
+  void abort_owner(const void* owner) {
+    std::lock_guard<std::mutex> lock(m_);
+    aborted_.insert(owner);
+    for (Wait& w : waits_)
+      if (w.owner == owner && !w.aborted) abort(w, kAborted);
+  }
+  // `owner` is gone (its address may be reused).
+  void forget(const void* owner) {
+    std::lock_guard<std::mutex> lock(m_);
+    aborted_.erase(owner);
   }
   // The connection's error when the wait was aborted, "" otherwise.
   std::string remove(Handle h) {
@@ -106,6 +125,13 @@ class WaitWatch {
 
  private:
   WaitWatch() = default;
+  // Under m_. Gloo keeps the abort until the buffer's next wait, which returns at once.
+  static void abort(Wait& w, std::string error) {
+    w.error = std::move(error);
+    w.aborted = true;
+    if (w.send) w.buf->abortWaitSend();
+    else w.buf->abortWaitRecv();
+  }
   void run() {
     std::unique_lock<std::mutex> lock(m_);
     for (;;) {
@@ -123,11 +149,8 @@ class WaitWatch {
             w.broken = now;
           }
         }
-        if (!w.error.empty() && now - w.broken >= kConfirm) {  // broken, and the wait still there
-          w.aborted = true;
-          if (w.send) w.buf->abortWaitSend();
-          else w.buf->abortWaitRecv();
-        }
+        if (!w.error.empty() && now - w.broken >= kConfirm)  // broken, and the wait still there
+          abort(w, std::move(w.error));
       }
     }
   }
@@ -136,6 +159,7 @@ class WaitWatch {
   std::mutex m_;
   std::condition_variable cv_;
   std::list<Wait> waits_;
+  std::set<const void*> aborted_;
   bool started_ = false;
 };
 
@@ -148,6 +172,17 @@ class GlooGroup : public ProcessGroup {
 
   ~GlooGroup() override {
     if (ctx_) ctx_->closeConnections();
+    WaitWatch::instance().forget(this);
+  }
+
+  // Fails the operation another thread of this process runs on the group (a background
+  // reduction the failing thread would otherwise wait for up to the time-out), and every
+  // later one, at once. Says "gave up" in the group's store, as a failed member does, so that
+  // the peers blame the real cause, not this member's closing connections.
+  void abort() noexcept override {
+    if (aborted_.exchange(true)) return;
+    WaitWatch::instance().abort_owner(this);
+    mark_gave_up(*store_, rank_);
   }
 
   std::string transport() const override { return transport_; }
@@ -236,7 +271,7 @@ class GlooGroup : public ProcessGroup {
   // throws the connection's error when the watch found it broken.
   void wait(gloo::transport::UnboundBuffer& buf, int peer, bool send, Millis t) {
     WaitWatch& watch = WaitWatch::instance();
-    const WaitWatch::Handle h = watch.add(&buf, health_.at(peer).get(), send);
+    const WaitWatch::Handle h = watch.add(&buf, health_.at(peer).get(), send, this);
     try {
       send ? buf.waitSend(t) : buf.waitRecv(t);
     } catch (...) {
@@ -258,6 +293,10 @@ class GlooGroup : public ProcessGroup {
       if constexpr (std::is_invocable_v<Fn, Millis, uint32_t, int&>) fn(timeout_of(o), tag, peer);
       else fn(timeout_of(o), tag);
     } catch (const std::exception& e) {
+      if (aborted_) {  // no peer to find: this process gave up
+        broken_ = fmt::format("{} #{} at rank {} (aborted)", op, tag, rank_);
+        throw CommError(where(op, -1), e.what());
+      }
       Suspect s = diagnose_gloo_failure(*ctx_, *store_, rank_, peer, op, tag, timeout_of(o));
       broken_ = fmt::format("{} #{} at rank {}", op, tag, rank_);
       throw CommError(where(op, s.peer), fmt::format("{}; {}", s.reason, e.what()));
@@ -275,6 +314,7 @@ class GlooGroup : public ProcessGroup {
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> health_;
   uint32_t next_tag_ = 1;
   std::string broken_;
+  std::atomic<bool> aborted_{false};
   std::vector<float> scratch_;  // reduce_scatter: 2 receive + 2 work chunks
   std::vector<float> padded_;   // all_reduce: a copy padded to a multiple of the size
   std::vector<float> chunk_;    // all_reduce: this member's reduced chunk

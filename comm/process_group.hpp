@@ -106,8 +106,9 @@ class ProcessGroup {
   virtual void barrier(const OpOptions& o = {}) = 0;
   // After a failure elsewhere in this process: stops whatever the group still runs for this
   // rank (an NCCL group aborts its communicator, so its kernels stop spinning against a dead
-  // peer and freeing device memory no longer waits for them). The group is broken afterwards.
-  // Host groups, whose calls complete before they return, have nothing to stop.
+  // peer and freeing device memory no longer waits for them; a Gloo group fails the wait of
+  // an operation another thread runs on it at once). The group is broken afterwards. Safe to
+  // call from any thread, also while an operation runs. The in-process group has nothing to stop.
   virtual void abort() noexcept {}
 
  protected:

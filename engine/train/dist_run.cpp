@@ -71,6 +71,7 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   ctx.start_max_over_ranks = [world](std::vector<double> v) {
     return std::async(std::launch::async, [world, v = std::move(v)]() mutable { return max_over(*world, std::move(v)); });
   };
+  ctx.abort_max_over_ranks = [world] { world->abort(); };
   ctx.store = rt.store;
   ctx.plan_text = plan_text;
   ctx.plan_hash = rt.plan_hash;

@@ -1,6 +1,7 @@
 #include "engine/train/job_figures.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 namespace holmes::train {
@@ -25,8 +26,18 @@ JobMaxima maxima_of(const std::vector<double>& job, int64_t through) {
   return JobMaxima{job.at(0), job.at(1), std::vector<double>(job.begin() + 3, job.end()), through};
 }
 
-FigureExchange::FigureExchange(int rank, int world, Reduce reduce, Start start)
-    : rank_(rank), world_(world), reduce_(std::move(reduce)), start_(std::move(start)) {}
+FigureExchange::FigureExchange(int rank, int world, Reduce reduce, Start start, Abort abort)
+    : rank_(rank),
+      world_(world),
+      reduce_(std::move(reduce)),
+      start_(std::move(start)),
+      abort_(std::move(abort)),
+      unwinding_(std::uncaught_exceptions()) {}
+
+FigureExchange::~FigureExchange() {
+  if (!pending_.valid() || !abort_ || std::uncaught_exceptions() <= unwinding_) return;
+  if (pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) abort_();
+}
 
 void FigureExchange::note(double rss_mb, double step_ms, double comm_ms) {
   unsent_.note(rss_mb, step_ms, comm_ms);

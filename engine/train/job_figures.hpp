@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <future>
 #include <optional>
@@ -40,8 +41,15 @@ class FigureExchange {
   // every reduction blocks. Nothing else may use the reduction's group before the future is
   // ready (this class waits for it before any other reduction).
   using Start = std::function<std::future<std::vector<double>>(std::vector<double>)>;
+  // Fails a started reduction at once (the group's abort): called when the loop is left by an
+  // exception with one still running, whose peers may never take part (one died, or is itself
+  // stuck waiting for this rank); the destructor then waits only for it to fail. Null: the
+  // destructor waits for the reduction however long it takes (up to the group's time-out).
+  using Abort = std::function<void()>;
 
-  FigureExchange(int rank, int world, Reduce reduce, Start start);
+  FigureExchange(int rank, int world, Reduce reduce, Start start, Abort abort = nullptr);
+  ~FigureExchange();
+  FigureExchange(FigureExchange&&) = default;
   // After each step, on every rank.
   void note(double rss_mb, double step_ms, double comm_ms);
   // Whether later() can run in the background.
@@ -64,6 +72,8 @@ class FigureExchange {
   int rank_, world_;
   Reduce reduce_;
   Start start_;
+  Abort abort_;
+  int unwinding_;  // std::uncaught_exceptions() at construction
   JobFigures unsent_;   // the steps since the last reduction started
   JobFigures unshown_;  // the steps after those the last shown reduction covered
   std::future<std::vector<double>> pending_;

@@ -27,6 +27,9 @@ struct LoopContext {
   // the log lines whose figures need not block the loop; empty: every reduction blocks. The
   // loop waits for it before any other use of the group (FigureExchange).
   std::function<std::future<std::vector<double>>(std::vector<double>)> start_max_over_ranks;
+  // Fails a reduction start_max_over_ranks started, at once (the world group's abort): the
+  // loop calls it when it is left by an exception with one still running.
+  std::function<void()> abort_max_over_ranks;
   std::shared_ptr<comm::Store> store;  // job store for coordination (checkpoints); null when single
   std::string plan_text;               // what the run runs under (for checkpoint manifests)
   uint64_t plan_hash = 0;

@@ -177,7 +177,8 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   //   ms of each ~140 ms step); the lines between carry rank 0's own figures;
   // - blocking on the first and the last line and when stopping (the signal's number).
   const bool diloco = spec.parallel.diloco();
-  FigureExchange figures(ctx.rank, ctx.world, ctx.max_over_ranks, diloco ? nullptr : ctx.start_max_over_ranks);
+  FigureExchange figures(ctx.rank, ctx.world, ctx.max_over_ranks, diloco ? nullptr : ctx.start_max_over_ranks,
+                         ctx.abort_max_over_ranks);
   const int64_t period = diloco ? std::max(1, spec.parallel.inner_steps) : 1;
   const int64_t lands = diloco ? spec.parallel.outer_overlap : 0;
   auto period_of = [&](int64_t done) { return (done - lands) / period; };

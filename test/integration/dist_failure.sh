@@ -16,24 +16,35 @@ long_job=("${tiny_job[@]}" --set train.steps=100000 --set cluster.timeout_s=$tim
   --set parallel.tensor=2 --set parallel.pipeline=2 --set parallel.data=1)
 steps_logged() { [ -s "$1" ] && [ "$(grep -c '"loss"' "$1")" -ge "$2" ]; }
 
+# start_ranks NAME TOKEN [--set ...]: the four ranks of one job, started by hand with
+# torchrun-style variables, each under `timeout 120` (their pids, the `timeout`s', in ranks[]),
+# writing to $tmp/NAME and logging to $tmp/NAME.RANK.{out,err}.
+start_ranks() {
+  local name=$1 token=$2 port r
+  shift 2
+  port=$(free_port)
+  ranks=()
+  for r in 0 1 2 3; do
+    RANK=$r WORLD_SIZE=4 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOLMES_JOB_TOKEN=$token \
+      timeout 120 "$exe" "${long_job[@]}" "$@" --set job.output_dir="$tmp/$name" \
+      >"$tmp/$name.$r.out" 2>"$tmp/$name.$r.err" &
+    ranks+=($!)
+  done
+}
+
 # 1. torchrun-style ranks; 3: the same with rank 2 stopped instead of killed.
 # env_case NAME SIGNAL SLACK_S
 env_case() {
-  local name=$1 sig=$2 slack=$3 port pids=() r code took victim killed_at
-  port=$(free_port)
-  for r in 0 1 2 3; do
-    RANK=$r WORLD_SIZE=4 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOLMES_JOB_TOKEN=failure-test \
-      timeout 120 "$exe" "${long_job[@]}" --set job.output_dir="$tmp/$name" >"$tmp/$name.$r.out" 2>"$tmp/$name.$r.err" &
-    pids+=($!)
-  done
+  local name=$1 sig=$2 slack=$3 r code took victim killed_at
+  start_ranks "$name" failure-test
   if ! wait_for "steps_logged $tmp/$name/metrics.jsonl 3" 60; then
     bad "$name: no 3 steps within 60 s" "$tmp/$name.0.err"
   else
-    victim=$(pgrep -P "${pids[2]}" -f "$marker")  # rank 2's holmes-train (child of its `timeout`)
+    victim=$(pgrep -P "${ranks[2]}" -f "$marker")  # rank 2's holmes-train (child of its `timeout`)
     kill "-$sig" "$victim"
     killed_at=$(date +%s)
     for r in 0 1 3; do
-      wait "${pids[$r]}"
+      wait "${ranks[$r]}"
       code=$?
       took=$(( $(date +%s) - killed_at ))
       [ "$code" -ne 0 ] || bad "$name: rank $r exited 0 after rank 2 got SIG$sig" "$tmp/$name.$r.err"
@@ -43,7 +54,7 @@ env_case() {
         bad "$name: rank $r does not name rank 2" "$tmp/$name.$r.err"
     done
     kill -KILL "$victim" 2>/dev/null
-    wait "${pids[2]}" 2>/dev/null
+    wait "${ranks[2]}" 2>/dev/null
     echo "$name: ranks 0, 1, 3 stopped after rank 2 got SIG$sig:"
     grep -h "holmes-train: rank" "$tmp/$name".*.err | cut -c1-240
   fi
@@ -56,28 +67,22 @@ env_case stopped STOP 8
 # rank 0, which hosts the store the ranks decide with, leaves once no other process is
 # connected to it, not after cluster.timeout_s waiting for a verdict from a dead rank.
 two_killed() {
-  local port pids=() r code took victims=() killed_at long=60
-  port=$(free_port)
-  for r in 0 1 2 3; do
-    RANK=$r WORLD_SIZE=4 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOLMES_JOB_TOKEN=failure-two \
-      timeout 120 "$exe" "${long_job[@]}" --set cluster.timeout_s=$long --set job.output_dir="$tmp/two" \
-      >"$tmp/two.$r.out" 2>"$tmp/two.$r.err" &
-    pids+=($!)
-  done
+  local r code took victims=() killed_at long=60
+  start_ranks two failure-two --set cluster.timeout_s=$long
   if ! wait_for "steps_logged $tmp/two/metrics.jsonl 3" 60; then
     bad "two: no 3 steps within 60 s" "$tmp/two.0.err"
   else
-    victims=("$(pgrep -P "${pids[2]}" -f "$marker")" "$(pgrep -P "${pids[3]}" -f "$marker")")
+    victims=("$(pgrep -P "${ranks[2]}" -f "$marker")" "$(pgrep -P "${ranks[3]}" -f "$marker")")
     kill -KILL "${victims[@]}"
     killed_at=$(date +%s)
     for r in 0 1; do
-      wait "${pids[$r]}"
+      wait "${ranks[$r]}"
       code=$?
       took=$(( $(date +%s) - killed_at ))
       [ "$code" -ne 0 ] && [ "$code" -ne 124 ] || bad "two: rank $r exit $code" "$tmp/two.$r.err"
       [ "$took" -le 20 ] || bad "two: rank $r took $took s to exit (cluster.timeout_s=$long)" "$tmp/two.$r.err"
     done
-    wait "${pids[2]}" "${pids[3]}" 2>/dev/null
+    wait "${ranks[2]}" "${ranks[3]}" 2>/dev/null
     echo "two: ranks 0 and 1 stopped within $took s after ranks 2 and 3 were killed:"
     grep -h "holmes-train: rank" "$tmp"/two.*.err | cut -c1-240
   fi

@@ -292,3 +292,34 @@ TEST_CASE("a send queued to a peer that dies fails at once, not after the time-o
   CHECK(sent.error->where().peer == 1);
   CHECK(after_kill < milliseconds(5000));
 }
+
+TEST_CASE("abort fails an operation another thread waits in at once, and every later one", "[comm]") {
+  // Rank 0 waits in an all-reduce on a thread of its own (the loop's background reduction)
+  // that rank 1, alive and connected, never enters; the failing main thread aborts the group.
+  Job job(Impl::kGloo, 2);
+  Outcome waited;
+  std::latch done(1);
+  milliseconds after_abort{0};
+  run_ranks(2, [&](int r) {
+    auto store = job.store_for(r);
+    auto pg = job.group(store, "world", job.all_ranks(), r, milliseconds(60000));
+    pg->barrier();
+    if (r == 1) {
+      done.wait();
+      return;
+    }
+    std::vector<float> x(64, 1.f);
+    std::thread background([&] { record(waited, [&] { pg->all_reduce(x, ReduceOp::kMax); }); });
+    std::this_thread::sleep_for(milliseconds(300));  // the all-reduce waits on rank 1
+    const auto aborted = Clock::now();
+    pg->abort();
+    background.join();
+    after_abort = std::chrono::duration_cast<milliseconds>(Clock::now() - aborted);
+    CHECK_THROWS_WITH(pg->barrier(), Contains("broken"));  // and later calls fail at once
+    done.count_down();
+  });
+  REQUIRE(waited.error.has_value());
+  CHECK_THAT(waited.error->what(), Contains("all_reduce") && Contains("aborted"));
+  CHECK(waited.error->where().peer == -1);  // nobody to blame: this process gave up
+  CHECK(after_abort < milliseconds(20000));  // not the 60 s time-out
+}

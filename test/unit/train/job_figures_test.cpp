@@ -3,7 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <future>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -160,5 +164,61 @@ TEST_CASE("ranks as threads: background reductions over a real world group agree
     }
     CHECK(shown[r][kSteps - 1]->through == kSteps);
     CHECK(last[r][0] == 10.0 * kSteps + 2);
+  }
+}
+
+TEST_CASE("leaving by an exception aborts a background reduction still running, not otherwise") {
+  // The reduction waits for peers that never come until the group is aborted (bounded here
+  // by 20 s, so that a missing abort fails the test instead of hanging it).
+  struct Fake {
+    std::mutex m;
+    std::condition_variable cv;
+    int aborts = 0;
+    std::vector<double> reduce(std::vector<double> v) {
+      std::unique_lock<std::mutex> lock(m);
+      if (!cv.wait_for(lock, std::chrono::seconds(20), [&] { return aborts > 0; })) return v;
+      throw std::runtime_error("aborted");
+    }
+  };
+  for (const bool failing : {true, false}) {
+    CAPTURE(failing);
+    Fake fake;
+    std::thread releaser;
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      std::optional<FigureExchange> ex;
+      ex.emplace(0, 2, [](std::vector<double> v) { return v; },
+                 [&](std::vector<double> v) { return std::async(std::launch::async, &Fake::reduce, &fake, v); },
+                 [&] {
+                   std::lock_guard<std::mutex> lock(fake.m);
+                   ++fake.aborts;
+                   fake.cv.notify_all();
+                 });
+      ex->note(1, 1, 0);
+      CHECK_FALSE(ex->later(2).has_value());  // started, now waiting
+      if (failing) {
+        CHECK_THROWS_WITH(([&] {
+                            const std::optional<FigureExchange> unwound = std::move(ex);
+                            throw std::runtime_error("the step failed");
+                          }()),
+                          "the step failed");
+      } else {
+        // Not unwinding: the destructor waits for the reduction as it is.
+        releaser = std::thread([&] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          std::lock_guard<std::mutex> lock(fake.m);
+          fake.aborts = 100;  // lets it end; an abort would add one
+          fake.cv.notify_all();
+        });
+      }
+    }
+    if (releaser.joinable()) releaser.join();
+    const auto took = std::chrono::steady_clock::now() - t0;
+    if (failing) {
+      CHECK(fake.aborts == 1);
+      CHECK(took < std::chrono::seconds(15));
+    } else {
+      CHECK(fake.aborts == 100);
+    }
   }
 }
