@@ -62,6 +62,20 @@ def merge_calibrations(paths, cases):
     return out
 
 
+def calibration_sources(cases, runs, degrees, case):
+    """The cases whose runs calibrate `case`'s prediction: the other cases that ran its tensor
+    degree, or every other case when none did. A calibration holds for jobs of the tensor
+    degree it was measured at: the per-device compute rate, the CPU per FLOP, the host path's
+    CPU per byte and the in-step tensor sums' link figures all move with it, and a median over
+    files of two degrees is a figure of neither (docs/lab.md, the twenty-fifth run: auto's
+    tp1 runs, whose intra-node samples are 6.5 MB data-parallel sums with 1-1.7 ms latencies,
+    moved the class latency to 0.73 ms for the tp2 cases' 128 KB tensor sums, 0.07 ms in
+    megatron's own runs: two of those cases were predicted 11-18% too slow)."""
+    others = [c for c in cases if c != case and runs[c]]
+    same = [c for c in others if degrees[c].get("tensor") == degrees[case].get("tensor")]
+    return same or others
+
+
 def predict(exe, run_dir, sc, calibration, degrees=None, partition=None, activation=None):
     """The planner's step time for a run's job with `calibration`; `degrees` pins the degrees an
     `auto` run chose, `partition` the layers per stage the run had and `activation` its schedule
@@ -417,12 +431,13 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
     degrees = {case: runs[case][0][1]["degrees"] for case in sc.cases}
     predicted, errors, schedules, eth_predicted, sync_predicted = {}, {}, {}, {}, {}
     for case in sc.cases:
-        others = [res["calibration"] for c in sc.cases if c != case for _, res in runs[c] if res["calibration"]]
+        sources = calibration_sources(sc.cases, runs, degrees, case)
+        others = [res["calibration"] for c in sources for _, res in runs[c] if res["calibration"]]
         if not others:
             continue
         merged = os.path.join(out_dir, f"calibration-for-{case}.yaml")
         with open(merged, "w") as f:
-            yaml.safe_dump(merge_calibrations(others, [c for c in sc.cases if c != case]), f, sort_keys=False)
+            yaml.safe_dump(merge_calibrations(others, sources), f, sort_keys=False)
         predicted[case], schedules[case], eth_predicted[case], sync_predicted[case] = predict_as_ran(
             exe, sc, case, *runs[case][0], merged)
         errors[case] = predicted[case] / measured[case] - 1
