@@ -430,8 +430,12 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
     spreads = {case: spread([res["step_s"] for c in same[case] for _, res in runs[c]]) for case in sc.cases}
     degrees = {case: runs[case][0][1]["degrees"] for case in sc.cases}
     predicted, errors, schedules, eth_predicted, sync_predicted = {}, {}, {}, {}, {}
+    across = {}  # case -> the tensor degrees of the files that priced it, when not its own
     for case in sc.cases:
         sources = calibration_sources(sc.cases, runs, degrees, case)
+        tensors = sorted({degrees[c].get("tensor") for c in sources}, key=str)
+        if sources and degrees[case].get("tensor") not in tensors:
+            across[case] = f"tp{degrees[case].get('tensor')} from tp{'/'.join(map(str, tensors))} files"
         others = [res["calibration"] for c in sources for _, res in runs[c] if res["calibration"]]
         if not others:
             continue
@@ -481,6 +485,10 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
         if same[case][0] == case and len(same[case]) > 1:
             print(f"same plan: {', '.join(same[case])} (ranks, stages, groups, schedule): their spread is over all "
                   "their rounds, what the machine's noise alone moves one job by")
+    if across:
+        print("priced across tensor degrees (no other case ran theirs; the calibration's compute, CPU and "
+              "tensor-sum figures are another degree's, docs/lab.md): "
+              + "; ".join(f"{case} {what}" for case, what in across.items()))
     cpu = cpu_figures(sc, runs)
     if cpu:
         # CFS bandwidth control: a node cgroup that spent its quota waits for the next period.
@@ -547,7 +555,8 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
               "placements": {case: str(scenario.case_net(sc, case).placement) for case in sc.cases},
               "scenario": f"{sc.path}: {rounds} round(s), {len(sc.order)} nodes x {sc.workers_per_node} worker(s)",
               "summary": line, "path": sc.path, "rounds": rounds, "spreads": spreads, "degrees": degrees,
-              "same_plan": {case: same[case] for case in sc.cases if len(same[case]) > 1}, "cpu": cpu, "cpu_threads": threads,
+              "same_plan": {case: same[case] for case in sc.cases if len(same[case]) > 1},
+              "priced_across_tensor": across, "cpu": cpu, "cpu_threads": threads,
               "waits": waits, "between_ms": between, "loop": loops}
     with open(os.path.join(out_dir, "bench.json"), "w") as f:
         json.dump(result, f, indent=1)

@@ -43,7 +43,8 @@ def row(summary, load):
     errs = summary["errors"]
     own = summary.get("own_errors") or {}  # runs benched by an older lab: none
     same = summary.get("same_plan") or {}
-    return {"same_plan": sorted({" = ".join(v) for v in same.values()}),"scenario": summary["path"], "degrees": summary["degrees"],
+    return {"same_plan": sorted({" = ".join(v) for v in same.values()}),
+            "across": summary.get("priced_across_tensor") or {}, "scenario": summary["path"], "degrees": summary["degrees"],
             "holmes_megatron": over("holmes", "megatron"), "holmes_naive": over("holmes", "naive"),
             "holmes_fast": over("holmes", "fast"), "auto_holmes": over("auto", "holmes"),
             "holmes_loses_to_naive": beyond_spread("holmes", "naive"),
@@ -74,6 +75,7 @@ def print_table(rows, skipped):
         if r["auto_loses_to_holmes"]:
             notes.append("auto slower than holmes beyond spread")
         notes += [f"same plan: {s}" for s in r.get("same_plan", [])]
+        notes += [f"{case} priced {what}" for case, what in (r.get("across") or {}).items()]
         if not r["losses_identical"]:
             notes.append("LOSSES DIFFER")
         name = os.path.splitext(os.path.basename(r["scenario"]))[0]
