@@ -424,9 +424,10 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
         if case.startswith("diloco"):
             for _, res in runs[case]:
                 res["step_s"] = period_step_s(sc, case, res) or res["step_s"]
-    measured = {case: statistics.median(res["step_s"] for _, res in runs[case]) for case in sc.cases}
-    # Cases that run one plan are rounds of one job: their spread is taken over all their rounds.
+    # Cases that run one plan are rounds of one job: their measured step (the median) and their
+    # spread are taken over all their rounds (docs/lab.md, "same plan").
     same = same_plans(sc, runs)
+    measured = {case: statistics.median(res["step_s"] for c in same[case] for _, res in runs[c]) for case in sc.cases}
     spreads = {case: spread([res["step_s"] for c in same[case] for _, res in runs[c]]) for case in sc.cases}
     degrees = {case: runs[case][0][1]["degrees"] for case in sc.cases}
     predicted, errors, schedules, eth_predicted, sync_predicted = {}, {}, {}, {}, {}
@@ -483,8 +484,9 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
           "loop period per step, step_ms + between_ms, taken the same way: what tokens per second see)")
     for case in sc.cases:
         if same[case][0] == case and len(same[case]) > 1:
-            print(f"same plan: {', '.join(same[case])} (ranks, stages, groups, schedule): their spread is over all "
-                  "their rounds, what the machine's noise alone moves one job by")
+            print(f"same plan: {', '.join(same[case])} (ranks, stages, groups, schedule): their measured step "
+                  "and their spread are over all their rounds; the spread is what the machine's noise alone moves "
+                  "one job by")
     if across:
         print("priced across tensor degrees (no other case ran theirs; the calibration's compute, CPU and "
               "tensor-sum figures are another degree's, docs/lab.md): "
