@@ -4,6 +4,7 @@ the *other* cases' runs, and the one-line summary (docs/lab.md)."""
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 
@@ -416,6 +417,9 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
         for case in sc.cases:
             run_dir = os.path.join(out_dir, f"{case}-r{r + 1}")
             res = job.run_case(sc, scenario.case_net(sc, case), exe, run_dir)
+            # Nothing the bench reads is in a run's checkpoints (metrics, calibration, logs
+            # stay); kept, a bench-many's filled gigabytes of disk.
+            shutil.rmtree(os.path.join(run_dir, "out", "checkpoints"), ignore_errors=True)
             runs[case].append((run_dir, res))
             print(f"lab: round {r + 1}/{rounds} {case:<8} {res['step_s'] * 1e3:8.1f} ms per step", flush=True)
 
