@@ -431,8 +431,9 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
     # Cases that run one plan are rounds of one job: their measured step (the median) and their
     # spread are taken over all their rounds (docs/lab.md, "same plan").
     same = same_plans(sc, runs)
-    measured = {case: statistics.median(res["step_s"] for c in same[case] for _, res in runs[c]) for case in sc.cases}
-    spreads = {case: spread([res["step_s"] for c in same[case] for _, res in runs[c]]) for case in sc.cases}
+    pooled = {case: [res["step_s"] for c in same[case] for _, res in runs[c]] for case in sc.cases}
+    measured = {case: statistics.median(steps) for case, steps in pooled.items()}
+    spreads = {case: spread(steps) for case, steps in pooled.items()}
     degrees = {case: runs[case][0][1]["degrees"] for case in sc.cases}
     predicted, errors, schedules, eth_predicted, sync_predicted = {}, {}, {}, {}, {}
     across = {}  # case -> the tensor degrees of the files that priced it, when not its own
