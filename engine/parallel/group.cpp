@@ -7,6 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "engine/parallel/cpu_clock.hpp"
 #include "model/bf16.hpp"
 
 namespace holmes::parallel {
@@ -115,11 +116,14 @@ void Group::all_reduce(Buf data, comm::ReduceOp op) {
     return;
   }
   if (thread_) clock_->time([&] { thread_->drain(); });  // the host group is this thread's again
+  const double thread0 = thread_cpu_s(), process0 = process_cpu_ms();
   const double seconds = on_device(data.data) ? clock_->time([&] { staged_all_reduce(data, op); })
                                               : clock_->time([&] { host_all_reduce(data, op); });
   SumTally& t = sums_[data.count * sizeof(float)];  // the host group sums fp32
   ++t.calls;
   t.seconds += seconds;
+  t.thread_cpu_s += thread_cpu_s() - thread0;
+  t.process_cpu_s += 1e-3 * (process_cpu_ms() - process0);
 }
 
 void Group::staged_all_reduce(Buf data, comm::ReduceOp op) {

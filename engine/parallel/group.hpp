@@ -139,10 +139,13 @@ class Group {
   // took, waiting for the other members included. In a step every member must reach a sum after
   // its own compute, so this is what a tensor-parallel sum really costs the step, not what an
   // idle probe sees (calibration: cluster.calibrate). Sums on a device group are queued, not
-  // timed on the host: not counted.
+  // timed on the host: not counted. thread_cpu_s: the calling (training) thread's CPU inside
+  // them; process_cpu_s: the whole process's (Gloo's I/O threads serving the sum, and whatever
+  // else ran meanwhile): what a CPU quota charges the sums, apart from the passes' CPU.
   struct SumTally {
     int64_t calls = 0;
     double seconds = 0;
+    double thread_cpu_s = 0, process_cpu_s = 0;
   };
   const std::map<size_t, SumTally>& sums() const { return sums_; }
   void reset_sums() { sums_.clear(); }

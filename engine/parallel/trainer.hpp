@@ -123,6 +123,9 @@ class Trainer final : public StepRunner {
     double compute_s = 0, host_s = 0, cpu_s = 0;
   };
   StepTimes step_times() const;
+  // How many steps step_times() averages over (and the tensor-parallel group's sums() tally:
+  // reset when the warm-up ends).
+  int timed_steps() const { return steps_ > kWarmupSteps ? steps_ - kWarmupSteps : steps_; }
   // Compute seconds of each step after the warm-up (the last kKeptSteps of them), for a
   // calibration that takes, step by step, the slowest rank of a stage.
   static constexpr size_t kKeptSteps = 1024;

@@ -54,11 +54,15 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
         if (sc.tflops < 0 || nf.tflops < sc.tflops) sc.tflops = nf.tflops;
         sc.cpu_share = std::min(sc.cpu_share, nf.cpu_share);
         if (nf.cpu_share < 1) held_period = std::max(held_period, nf.cpu_period_s);
-        // A CPU-time rate measured with other tensor-parallel sums in the step does not carry.
-        if (nf.cpu_tflops > 0 && (nf.cpu_tensor == 0 || nf.cpu_tensor == tp) &&
+        // A CPU-time rate that counts the tensor-parallel sums of its step holds for that
+        // degree only; one measured apart from them (a calibration that prices the sums' CPU,
+        // tp_comm_s_per_byte) holds for every degree. A degree-1 rate has no sums to price a
+        // tp > 1 plan's with.
+        if (nf.cpu_tflops > 0 && (nf.cpu_tensor == 0 || nf.cpu_tensor == tp || nf.tp_comm_s_per_byte > 0) &&
             (sc.cpu_tflops <= 0 || nf.cpu_tflops < sc.cpu_tflops))
           sc.cpu_tflops = nf.cpu_tflops;
         sc.host_comm_s_per_byte = std::max(sc.host_comm_s_per_byte, nf.host_comm_s_per_byte);
+        sc.tp_comm_s_per_byte = std::max(sc.tp_comm_s_per_byte, nf.tp_comm_s_per_byte);
         double cap = nf.memory_bytes * kUsableMemoryFraction;
         if (cap > 0 && (sc.capacity <= 0 || cap < sc.capacity)) sc.capacity = cap;
         if (s + 1 < pp) keep_worse(sc.next_link, link_between(f, n, node(t, s + 1, r)));
@@ -426,15 +430,17 @@ double quota_bound_s(const Workload& w, const std::vector<StageCost>& stages, co
   // whole (CFS hands out the quota per period; a wait does not bank what it leaves unspent).
   // Its CPU seconds per step bound the step however well the pipeline overlaps: CPU seconds /
   // cpu_share. They are its passes' FLOPs at the calibrated FLOPs per CPU second of its
-  // training thread (compute, host work, the tensor-parallel sums it calls) and the host
-  // communication path's CPU for the bytes its other groups move (the cgroup caps every
-  // thread: on the lab's pods 7-13 ms a step beside 18-28 ms of the training thread's).
+  // training thread (compute and host work; the tensor-parallel sums too where the calibration
+  // did not price them apart), the tensor-parallel sums' CPU (every thread) for their bytes,
+  // and the host communication path's CPU for the bytes its other groups move (the cgroup caps
+  // every thread: on the lab's pods 7-13 ms a step beside 18-28 ms of the training thread's).
   if (keep) keep->quota_cpu_s.clear(), keep->quota_share.clear(), keep->quota_period_s.clear();
   double bound = 0;
   for (size_t s = 0; s < stages.size(); ++s) {
     const StageCost& sc = stages[s];
     const bool held = sc.cpu_share < 1 && sc.cpu_tflops > 0 && sc.tflops > 0;
-    const double comm_s = StageCost::host_bytes(sc.bytes_per_step(w, layers[s])) * sc.host_comm_s_per_byte;
+    const StageCost::Bytes bytes = sc.bytes_per_step(w, layers[s]);
+    const double comm_s = StageCost::host_bytes(bytes) * sc.host_comm_s_per_byte + bytes.tp * sc.tp_comm_s_per_byte;
     const double cpu_s = held ? w.micro_batches * times[s].compute_s * sc.tflops / sc.cpu_tflops + comm_s : 0.0;
     if (keep)
       keep->quota_cpu_s.push_back(cpu_s), keep->quota_share.push_back(held ? sc.cpu_share : 1.0),
@@ -506,6 +512,7 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
     const double ranks = double(sc.tp) * sc.dp;
     const StageCost::Bytes sent = sc.bytes_per_step(w, layers[s]);
     e.host_bytes.push_back(StageCost::host_bytes(sent));
+    e.tp_bytes.push_back(sent.tp);
     auto add = [&](const LinkCost& l, double bytes) { e.bytes_per_step[static_cast<int>(l.kind)] += bytes * ranks; };
     if (sent.tp > 0) add(sc.tp_link, sent.tp);
     if (sent.next > 0) add(*sc.hop_next(w.activation.chunks).first, sent.next);

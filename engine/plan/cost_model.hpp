@@ -160,6 +160,7 @@ struct StageCost {
   double cpu_period_s = kCfsPeriodS;  // longest NodeFacts::cpu_period_s of its held nodes
   double cpu_tflops = 0;       // smallest NodeFacts::cpu_tflops of the stage's nodes (0 = unknown)
   double host_comm_s_per_byte = 0;  // largest NodeFacts::host_comm_s_per_byte of the stage's nodes
+  double tp_comm_s_per_byte = 0;    // largest NodeFacts::tp_comm_s_per_byte of the stage's nodes
   // The smaller cpu_share of the two ends of hop_next's and hop_prev's hops (this stage's and
   // the neighbour's): a send's bytes move at that share of the probed rate (time()).
   double next_share = 1, prev_share = 1;
@@ -185,8 +186,9 @@ struct StageCost {
   Bytes bytes_per_step(const Workload& w, int layers) const;
   // What of it the host communication path moves beside the training thread (the
   // communication thread and Gloo's I/O threads): every group but the tensor-parallel sums,
-  // which the training thread calls itself (their CPU is in cpu_tflops, measured at the same
-  // tensor-parallel degree). On CPU devices every group is Gloo.
+  // which the training thread calls itself (their CPU is priced apart, tp_comm_s_per_byte, or,
+  // with older calibrations, in cpu_tflops measured at the same degree). On CPU devices every
+  // group is Gloo.
   static double host_bytes(const Bytes& b) { return b.next + b.prev + b.dp + b.emb; }
   // m t_s(n) + bubble_s(n) + 2 (p - 1) max(send) + dp_s(n) + update_s(n): what the partition
   // balances (the fill and drain priced as if every hop were as slow as this stage's worst).
@@ -220,7 +222,8 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
                        int world);
 
 // The longest a stage's worker under a CPU quota needs per step: its CPU seconds per step (its
-// passes at StageCost::cpu_tflops, plus its host bytes per step x host_comm_s_per_byte: the
+// passes at StageCost::cpu_tflops, plus its host bytes per step x host_comm_s_per_byte and its
+// tensor-parallel sums' bytes x tp_comm_s_per_byte: the
 // cgroup caps the communication threads too) / cpu_share, the largest over the stages; 0
 // without quotas or a CPU-time calibration. `times`: the stages' StageTime, `layers` theirs.
 // Estimate::quota_cpu_s / quota_share keep each stage's figures (share 1: not held; replicas.cpp

@@ -21,10 +21,11 @@ const char* to_string(LinkKind kind) {
 
 double LinkCost::gbps_for(double message_bytes) const {
   if (size_factor.empty()) return gbps_per_rank;
-  topo::LinkCalibration curve;
-  curve.efficiency = 1;
-  curve.sizes = size_factor;
-  return gbps_per_rank * topo::efficiency_at(curve, message_bytes);
+  const double eff = efficiency > 0 ? efficiency : 1.0;
+  topo::LinkCalibration curve;  // in efficiencies over the declared rate, as measured
+  curve.efficiency = eff;
+  for (const auto& [bytes, factor] : size_factor) curve.sizes.emplace_back(bytes, factor * eff);
+  return gbps_per_rank / eff * topo::efficiency_at(curve, message_bytes);
 }
 
 double LinkCost::transfer_s(double bytes) const {
@@ -148,12 +149,12 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
                                                             : f.latency_s[static_cast<int>(LinkKind::kIntraNode)];
   }
   calibrate_compute(spec, topo.calibration.device_tflops, f, topo.calibration.cpu_tflops, topo.calibration.cpu_tensor,
-                    topo.calibration.host_comm_ns());
+                    topo.calibration.host_comm_ns(), topo.calibration.host_comm_tp_ns_per_byte);
   return f;
 }
 
 void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, double calibrated_cpu, int cpu_tensor,
-                       double host_comm_ns_per_byte) {
+                       double host_comm_ns_per_byte, double tp_comm_ns_per_byte) {
   // A calibration measures one rate, the slowest stage's: that of the slowest kind of device
   // (a stage runs at its slowest device). Nodes declared faster keep their declared ratio to
   // it, so an older island beside a newer one stays slower after calibration. The CPU-time
@@ -165,7 +166,7 @@ void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, d
     for (NodeFacts& n : f.nodes)
       if (!n.cuda) n.cpu_tflops = calibrated_cpu, n.cpu_tensor = cpu_tensor;
   for (NodeFacts& n : f.nodes)  // a GPU's groups (NCCL, or staged without a quota) are not priced so
-    if (!n.cuda) n.host_comm_s_per_byte = host_comm_ns_per_byte * 1e-9;
+    if (!n.cuda) n.host_comm_s_per_byte = host_comm_ns_per_byte * 1e-9, n.tp_comm_s_per_byte = tp_comm_ns_per_byte * 1e-9;
   if (calibrated <= 0 || spec.cluster.device_tflops > 0) return;
   double slowest = -1;
   for (const NodeFacts& n : f.nodes)
@@ -191,6 +192,7 @@ LinkCost link_between(const Facts& f, int a, int b) {
   }
   l.latency_s = a == b ? na.intra_latency_s : f.latency_s[static_cast<int>(l.kind)];
   l.gbps_per_rank *= f.efficiency[static_cast<int>(l.kind)];
+  l.efficiency = f.efficiency[static_cast<int>(l.kind)];
   l.size_factor = f.size_factor[static_cast<int>(l.kind)];
   return l;
 }

@@ -64,6 +64,11 @@ struct NodeFacts {
   // CPU seconds the host communication path spends per byte a worker sends over a host group
   // (calibrated, CPU devices; 0 = unknown): under a quota those threads' CPU counts too.
   double host_comm_s_per_byte = 0;
+  // CPU seconds a worker's tensor-parallel sums cost per byte it sends in them, every thread
+  // of the process (calibrated at tp > 1, CPU devices; 0 = unknown). Where known, cpu_tflops
+  // excludes the sums (measured apart in the steps) and holds for every tensor degree; the
+  // quota bound adds the sums at this price.
+  double tp_comm_s_per_byte = 0;
   double memory_bytes = 0;  // per device; 0 = unknown (no fit check)
   double rdma_gbps = 0;     // aggregate per node
   double ethernet_gbps = 0;
@@ -87,8 +92,12 @@ struct LinkCost {
   // The calibration's efficiency by message size over the class's one figure (which
   // gbps_per_rank already carries): (message bytes, factor), ascending; empty = 1 at every size.
   std::vector<std::pair<double, double>> size_factor = {};
+  // The class efficiency gbps_per_rank carries (measured over declared; 1 when not measured):
+  // beyond the largest measured size a message's further bytes go at the declared rate,
+  // gbps_per_rank / efficiency (topo::efficiency_at).
+  double efficiency = 1;
   // Per-rank Gb/s for messages of `bytes` (gbps_per_rank x the size factor, interpolated in log
-  // bytes, flat beyond the measured sizes).
+  // bytes, flat below the measured sizes, tending to the declared rate beyond them).
   double gbps_for(double message_bytes) const;
   // Seconds to move `bytes` once over this link: alpha + bytes / beta(bytes).
   double transfer_s(double bytes) const;
@@ -122,9 +131,10 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
 // cluster.device_tflops: the slowest declared node gets the calibrated rate and every other node
 // its declared multiple of it (collect_facts calls this last).
 // calibrated_cpu (topo::Calibration::cpu_tflops, 0 = none) is every CPU node's NodeFacts::cpu_tflops,
-// host_comm_ns_per_byte (topo::Calibration::host_comm_ns(), 0 = none) its NodeFacts::host_comm_s_per_byte.
+// host_comm_ns_per_byte (topo::Calibration::host_comm_ns(), 0 = none) its NodeFacts::host_comm_s_per_byte,
+// tp_comm_ns_per_byte (topo::Calibration::host_comm_tp_ns_per_byte) its NodeFacts::tp_comm_s_per_byte.
 void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, double calibrated_cpu = 0,
-                       int cpu_tensor = 0, double host_comm_ns_per_byte = 0);
+                       int cpu_tensor = 0, double host_comm_ns_per_byte = 0, double tp_comm_ns_per_byte = 0);
 
 // The link between the nodes of two ranks (a == b is intra-node).
 LinkCost link_between(const Facts& f, int node_a, int node_b);

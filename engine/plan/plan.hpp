@@ -104,6 +104,9 @@ struct Estimate {
   // tensor-parallel sums (StageCost::host_bytes; on CPU devices all Gloo), the outer exchange
   // aside. The calibration divides the steps' communication CPU by it.
   std::vector<double> host_bytes;
+  // Per stage: the bytes one of its ranks sends per step in the tensor-parallel sums
+  // (StageCost::Bytes::tp): the calibration divides the sums' CPU by it.
+  std::vector<double> tp_bytes;
   int bottleneck_stage = 0;
   double tokens_per_s = 0;
   double tflops_per_device = 0;   // model FLOPs / step time / devices

@@ -26,7 +26,7 @@ double non_negative(const YAML::Node& n, const char* key, const Ctx& ctx, const 
 
 void parse_compute(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
   check_keys(n, ctx, {"device_tflops", "declared_tflops", "update_ns_per_param", "cpu_tflops", "cpu_tensor", "host_comm_ns_per_byte",
-                     "host_comm_steps_ns_per_byte", "stages"});
+                     "host_comm_steps_ns_per_byte", "host_comm_tp_ns_per_byte", "stages"});
   c.device_tflops = non_negative(n, "device_tflops", ctx, "a number of TFLOP/s");
   c.declared_tflops = non_negative(n, "declared_tflops", ctx, "a number of TFLOP/s");
   c.update_ns_per_param = non_negative(n, "update_ns_per_param", ctx, "a number of nanoseconds");
@@ -36,6 +36,7 @@ void parse_compute(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
     ctx.at("cpu_tensor").fail(n["cpu_tensor"], fmt::format("expected a tensor-parallel degree >= 1, found {}", c.cpu_tensor));
   c.host_comm_ns_per_byte = non_negative(n, "host_comm_ns_per_byte", ctx, "a number of nanoseconds per byte");
   c.host_comm_steps_ns_per_byte = non_negative(n, "host_comm_steps_ns_per_byte", ctx, "a number of nanoseconds per byte");
+  c.host_comm_tp_ns_per_byte = non_negative(n, "host_comm_tp_ns_per_byte", ctx, "a number of nanoseconds per byte");
   const YAML::Node stages = n["stages"];
   if (!stages.IsDefined() || stages.IsNull()) return;
   if (!stages.IsSequence()) ctx.at("stages").fail(stages, fmt::format("expected a list, found {}", describe(stages)));
@@ -118,7 +119,16 @@ double efficiency_at(const LinkCalibration& l, double bytes) {
   const auto& pts = l.sizes;
   if (pts.empty() || bytes <= 0) return l.efficiency;
   if (bytes <= pts.front().first) return pts.front().second;
-  if (bytes >= pts.back().first) return pts.back().second;
+  if (bytes >= pts.back().first) {
+    // Beyond the largest size measured: that message's time, and the bytes beyond it at the
+    // declared rate (efficiency 1). What made the largest message slower or faster than the
+    // rate is per message (a wait to be scheduled, a token bucket's burst), so a larger one
+    // tends to the rate the link was declared at; holding the efficiency flat priced a 6.5 MB
+    // data-parallel sum at a 128 KB tensor sum's in-step 0.17 (docs/cost-model.md, "Corrections").
+    const auto& [b1, e1] = pts.back();
+    if (e1 <= 0) return e1;
+    return bytes / (b1 / e1 + (bytes - b1));
+  }
   size_t i = 1;
   while (pts[i].first < bytes) ++i;
   const auto& [b0, e0] = pts[i - 1];
@@ -166,6 +176,7 @@ std::string format_calibration_yaml(const Calibration& c) {
   if (c.host_comm_ns_per_byte > 0) out += fmt::format("  host_comm_ns_per_byte: {}\n", c.host_comm_ns_per_byte);
   if (c.host_comm_steps_ns_per_byte > 0)
     out += fmt::format("  host_comm_steps_ns_per_byte: {}\n", c.host_comm_steps_ns_per_byte);
+  if (c.host_comm_tp_ns_per_byte > 0) out += fmt::format("  host_comm_tp_ns_per_byte: {}\n", c.host_comm_tp_ns_per_byte);
   out += fmt::format("  stages:{}\n", c.stages.empty() ? " []" : "");
   for (const auto& s : c.stages)
     out += fmt::format("    - {{stage: {}, layers: {}, tflops: {}}}\n", s.stage, s.layers, s.tflops);

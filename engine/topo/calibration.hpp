@@ -78,7 +78,8 @@ struct Calibration {
   double declared_tflops = 0;  // what the plan assumed when it was measured
   double update_ns_per_param = 0;  // optimizer and other host work per step and held parameter
   // CPU devices: the passes' FLOPs per CPU second the worker's training thread spent in the
-  // step (its compute, host work and tensor-parallel sums), the least of the stages, for every
+  // step (its compute, host work, and its tensor-parallel sums unless host_comm_tp_ns_per_byte
+  // prices them apart), the least of the stages, for every
   // CPU node alike; 0 = not measured. Unlike device_tflops it does not count the time a
   // quota held the worker back, so plan::estimate_step can bound the step by the quota.
   double cpu_tflops = 0;
@@ -100,6 +101,13 @@ struct Calibration {
   // more wake-ups per byte than an idle one). 0 = not measured (older files, or ranks that moved
   // too few bytes a step for the figure to mean anything).
   double host_comm_steps_ns_per_byte = 0;
+  // CPU devices, tp > 1: the tensor-parallel sums' CPU in the steps (every thread of the
+  // process while the training thread was in a sum: its own copies and adds, Gloo's I/O
+  // threads) per byte a rank sends in them (train::calibrate_compute). Where it is given,
+  // cpu_tflops and host_comm_steps_ns_per_byte leave the sums out, and the planner prices them
+  // with this at any tensor degree: the rate then holds for plans of every degree (cpu_tensor
+  // says which one it was measured at). 0 = not measured (tp 1, or files of older binaries).
+  double host_comm_tp_ns_per_byte = 0;
   // What the planner prices a host byte's CPU at: the steps' figure where there is one (it is
   // what the quota charged while training, as the outer exchange is priced from the steps),
   // else the probe's.
@@ -114,7 +122,9 @@ struct Calibration {
 };
 
 // A class's efficiency for messages of `bytes`: its size curve interpolated linearly in
-// log(bytes) and held flat beyond the end points, or its one efficiency without a curve.
+// log(bytes), held flat below the smallest size; beyond the largest (S1, E1) the message takes
+// S1's time and its further bytes go at the declared rate, bytes / (S1 / E1 + bytes - S1),
+// which tends to 1; its one efficiency without a curve.
 double efficiency_at(const LinkCalibration& l, double bytes);
 
 // The link classes a calibration may name (the cost model's, plan::LinkKind).

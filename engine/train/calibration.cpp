@@ -30,8 +30,9 @@ constexpr int kSlots = 3;                             // tp, pp, dp samples per 
 // stage, flops per step, steady steps, host seconds, params held, outer wire seconds, bytes, exchanges,
 // CPU seconds of the training thread per step, the probe's host communication CPU seconds and bytes,
 // the process's CPU seconds beyond the training thread's in the median step, the sums across the
-// replicas before the exchanges (wall seconds in all, how many)
-constexpr int kComputeFloats = 14;
+// replicas before the exchanges (wall seconds in all, how many), the tensor-parallel sums' CPU
+// seconds per step (the training thread's, the process's)
+constexpr int kComputeFloats = 16;
 
 // Times of `reps` runs of op, sorted. Latency takes the fastest (a preempted process only adds
 // to it), bandwidth the median.
@@ -221,6 +222,28 @@ double host_comm_steps_ns_per_byte(const std::vector<double>& other_cpu_s, const
   return median(ns);
 }
 
+double tp_sums_ns_per_byte(const std::vector<double>& tp_cpu_s, const std::vector<double>& other_cpu_s,
+                           const std::vector<double>& host_bytes, double host_ns_per_byte,
+                           const std::vector<double>& tp_bytes) {
+  std::vector<double> ns;
+  for (size_t r = 0; r < tp_cpu_s.size() && r < tp_bytes.size(); ++r) {
+    if (tp_bytes[r] <= 0 || tp_cpu_s[r] <= 0) continue;
+    const double other = r < other_cpu_s.size() ? other_cpu_s[r] : 0.0;
+    const double host = r < host_bytes.size() ? host_bytes[r] * host_ns_per_byte * 1e-9 : 0.0;
+    ns.push_back((tp_cpu_s[r] + std::max(0.0, other - host)) / tp_bytes[r] * 1e9);
+  }
+  return median(ns);
+}
+
+TpSumsCpu tp_sums_cpu_per_step(const std::map<size_t, parallel::Group::SumTally>& sums, int steps) {
+  TpSumsCpu out;
+  if (steps <= 0) return out;
+  for (const auto& [bytes, t] : sums) out.thread_s += t.thread_cpu_s, out.process_s += t.process_cpu_s;
+  out.thread_s /= steps;
+  out.process_s = std::max(out.process_s, out.thread_s * steps) / steps;  // the process's includes the thread's
+  return out;
+}
+
 double slowest_device_tflops(const std::vector<double>& measured, const std::vector<double>& planned) {
   double ratio = -1, slowest = -1;
   for (size_t i = 0; i < measured.size() && i < planned.size(); ++i) {
@@ -244,13 +267,16 @@ namespace {
 struct Gathered {
   std::vector<LinkSample> samples;
   std::vector<double> stage_flops, stage_seconds;
-  std::vector<double> stage_cpu_s;  // per stage, the largest CPU seconds per step of its ranks
+  // per stage, the largest CPU seconds per step of its ranks' training threads, outside the
+  // tensor-parallel sums
+  std::vector<double> stage_cpu_s;
   double host_s = 0, params = 0;
   std::vector<OuterWire> outer;  // per rank
   std::vector<HostComm> host;    // per rank, the probe's
   std::vector<int> stage;        // per rank
   std::vector<double> other_cpu;  // per rank, the median of StepShare::other_cpu_per_step
   std::vector<PresyncWait> presync;  // per rank
+  std::vector<double> tp_cpu;  // per rank, the process's CPU seconds per step in tp sums
 };
 
 Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vector<float>& per_step, int world,
@@ -269,15 +295,18 @@ Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vecto
     const float* c = v + kSlots * kSampleFloats;
     const int st = static_cast<int>(c[0]);
     g.stage_flops[st] = c[1];
-    g.stage_cpu_s[st] = std::max(g.stage_cpu_s[st], double(c[8]));
+    g.stage_cpu_s[st] = std::max(g.stage_cpu_s[st], std::max(0.0, double(c[8]) - double(c[14])));
     for (size_t i = 0; i < steps; ++i) slowest[st][i] = std::max(slowest[st][i], per_step[r * steps + i]);
     g.host_s += c[3];
     g.params += c[4];
     g.outer.push_back({c[5], c[6], static_cast<int>(c[7])});
     g.host.push_back({c[9], c[10]});
     g.stage.push_back(st);
-    g.other_cpu.push_back(c[11]);
+    // Beyond the training thread and outside the tensor-parallel sums (the I/O threads' CPU
+    // while the training thread was in one is the sums').
+    g.other_cpu.push_back(std::max(0.0, double(c[11]) - std::max(0.0, double(c[15]) - double(c[14]))));
     g.presync.push_back({c[12], static_cast<int>(c[13])});
+    g.tp_cpu.push_back(c[15]);
   }
   for (int st = 0; st < stages; ++st)
     for (float t : slowest[st]) g.stage_seconds[st] += double(t) / double(steps);
@@ -309,13 +338,22 @@ void calibrate_compute(const plan::Plan& p, const Gathered& g, topo::Calibration
     for (double c : cpu_all)
       if (c > 0 && (cal.cpu_tflops <= 0 || c < cal.cpu_tflops)) cal.cpu_tflops = c;
     if (cal.cpu_tflops > 0) cal.cpu_tensor = p.tp;
-    if (cal.cpu_tflops > 0)
-      fmt::print("calibration: {:.4g} TFLOP/s per CPU second of a worker (its passes' FLOPs over all the CPU time "
-                 "its step took)\n", cal.cpu_tflops);
     cal.host_comm_ns_per_byte = host_comm_ns_per_byte(g.host);
-    std::vector<double> bytes;
+    std::vector<double> bytes, tp_bytes;
     for (int st : g.stage) bytes.push_back(st < int(p.estimate.host_bytes.size()) ? p.estimate.host_bytes[st] : 0.0);
-    cal.host_comm_steps_ns_per_byte = host_comm_steps_ns_per_byte(g.other_cpu, bytes);
+    for (int st : g.stage) tp_bytes.push_back(st < int(p.estimate.tp_bytes.size()) ? p.estimate.tp_bytes[st] : 0.0);
+    if (p.tp > 1)  // the other threads' CPU is mostly the sums': no steps' figure for the rest
+      cal.host_comm_tp_ns_per_byte = tp_sums_ns_per_byte(g.tp_cpu, g.other_cpu, bytes, cal.host_comm_ns_per_byte, tp_bytes);
+    else
+      cal.host_comm_steps_ns_per_byte = host_comm_steps_ns_per_byte(g.other_cpu, bytes);
+    if (cal.cpu_tflops > 0)
+      fmt::print("calibration: {:.4g} TFLOP/s per CPU second of a worker (its passes' FLOPs over the CPU time of its "
+                 "training thread in the step{})\n", cal.cpu_tflops,
+                 cal.host_comm_tp_ns_per_byte > 0 ? ", its tensor-parallel sums apart" : "");
+    if (cal.host_comm_tp_ns_per_byte > 0)
+      fmt::print("calibration: tensor-parallel sums {:.3g} ns of CPU per byte sent in them (every thread of the "
+                 "process while the training thread was in one, and the other threads' CPU beyond the probe's price "
+                 "of the other groups' bytes)\n", cal.host_comm_tp_ns_per_byte);
     if (cal.host_comm_ns_per_byte > 0)
       fmt::print("calibration: host communication {:.3g} ns of CPU per byte sent over a host group (the probe's "
                  "pipeline and data-parallel transfers, every thread of the process){}\n", cal.host_comm_ns_per_byte,
@@ -398,6 +436,7 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
       plan::stage_train_flops(shape, stage.num_layers, stage.lm_head, p.tp, spec.train.seq_len, tokens) + replay;
   const double params = p.memory.at(rt.rank).grads / sizeof(float);  // one fp32 gradient per parameter held
   const size_t steps = times.compute_per_step.size();
+  const TpSumsCpu tp_cpu = tp_sums_cpu_per_step(times.tp_sums, times.tp_sum_steps);
   const float compute[kComputeFloats] = {float(me.pp),          float(flops),
                                          float(steps),          float(times.host_s),
                                          float(params),         float(times.outer_wire_s),
@@ -405,7 +444,8 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
                                          float(times.cpu_s),    float(host.cpu_s),
                                          float(host.bytes),
                                          float(median({times.other_cpu_per_step.begin(), times.other_cpu_per_step.end()})),
-                                         float(times.presync_s), float(times.presync_sums)};
+                                         float(times.presync_s), float(times.presync_sums),
+                                         float(tp_cpu.thread_s),  float(tp_cpu.process_s)};
   // Tensor-parallel sums are priced from what they cost in the steps, not at the idle probe.
   std::vector<LinkSample> samples = mine;
   const size_t act = size_t(spec.train.micro_batch) * spec.train.seq_len * spec.model.hidden;

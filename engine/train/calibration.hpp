@@ -64,6 +64,28 @@ double host_comm_ns_per_byte(const std::vector<HostComm>& ranks);
 // those ranks are left out. 0 when none is left.
 inline constexpr double kMinStepsHostBytes = 1 << 20;
 double host_comm_steps_ns_per_byte(const std::vector<double>& other_cpu_s, const std::vector<double>& host_bytes);
+// The tensor-parallel sums' CPU per step of one rank, from its tp group's tally over `steps`
+// steps (parallel::Group::SumTally): the training thread's inside the sums, and the whole
+// process's meanwhile (at least the thread's). Zeros without steps.
+struct TpSumsCpu {
+  double thread_s = 0, process_s = 0;
+};
+TpSumsCpu tp_sums_cpu_per_step(const std::map<size_t, parallel::Group::SumTally>& sums, int steps);
+// topo::Calibration::host_comm_tp_ns_per_byte: per rank, the process's CPU seconds per step in
+// the tensor-parallel sums (`tp_cpu_s`: every thread while the training thread was in one),
+// plus its other threads' CPU outside them (`other_cpu_s`) beyond what its pipeline and
+// data-parallel bytes cost at the probe's price (`host_bytes` x `host_ns_per_byte`), over the
+// bytes the plan says it sends in the sums per step (plan::Estimate::tp_bytes of its stage);
+// the median over the ranks with both. 0 when none. Gloo's I/O threads take in a peer's part
+// of a sum as soon as it arrives, before this rank's training thread enters the sum when the
+// peer is ahead: a window around the call misses that CPU (lab gen-6, tp2: 24 ms a step left
+// outside the windows for 2 MB of pipeline bytes, 12 ns/B where the tp1 plan spends 1.5). A
+// tp > 1 calibration therefore writes no steps' figure for the other bytes (the planner uses
+// the probe's for them). The training thread's share leaves cpu_tflops: each CPU second is
+// priced once.
+double tp_sums_ns_per_byte(const std::vector<double>& tp_cpu_s, const std::vector<double>& other_cpu_s,
+                           const std::vector<double>& host_bytes, double host_ns_per_byte,
+                           const std::vector<double>& tp_bytes);
 
 // A tensor-parallel group's sample priced from what its sums cost inside the steps: at the
 // start-up probe every member is idle and a sum takes tens of microseconds between CPU
@@ -99,6 +121,7 @@ struct StepShare {
   // (Trainer::other_cpu_per_step): their median is the in-step figure beside the probe's HostComm.
   std::vector<float> other_cpu_per_step;
   std::map<size_t, parallel::Group::SumTally> tp_sums;  // this rank's tp sums in the steady steps
+  int tp_sum_steps = 0;  // the steps tp_sums covers (Trainer::timed_steps)
   // diloco: this rank's outer exchanges over the wire (OuterSync::wire()): their halves' wall
   // seconds and bytes summed, and how many; the calibration's `outer` figure.
   double outer_wire_s = 0, outer_wire_bytes = 0;

@@ -38,6 +38,12 @@ timeout 120 "$exe" "${tp_job[@]}" --set cluster.calibrate="$tmp/tp.yaml" --nproc
 grep -Eq "^\[rank 0\] calibration: intra-node tensor-parallel sums in the steps: [0-9.e+-]+ ms each .*priced from the steps" \
   "$tmp/tp.log" || bad "no in-step tp sum line" "$tmp/tp.log"
 grep -Eq "intra-node: \{efficiency: .*tp_sum_ms: [0-9.e+-]+\}" "$tmp/tp.yaml" || bad "no tp_sum_ms" "$tmp/tp.yaml"
+# The sums' CPU priced apart (its own figure; no steps' figure for the other bytes, which the
+# sums' I/O would swamp): the CPU-time rate then holds for plans of every tensor degree.
+grep -Eq "^  host_comm_tp_ns_per_byte: [0-9.e+-]+$" "$tmp/tp.yaml" || bad "no host_comm_tp_ns_per_byte" "$tmp/tp.yaml"
+grep -q "host_comm_steps_ns_per_byte" "$tmp/tp.yaml" && bad "a tp2 file wrote a steps' host figure" "$tmp/tp.yaml"
+grep -Eq "^\[rank 0\] calibration: tensor-parallel sums [0-9.e+-]+ ns of CPU per byte" "$tmp/tp.log" \
+  || bad "no tp sums CPU line" "$tmp/tp.log"
 "$exe" "${tiny_job[@]}" --set cluster.calibrate="$tmp/x.yaml" --set job.output_dir="$tmp/single" >"$tmp/single.log" 2>&1
 code=$?
 [ "$code" -eq 2 ] && grep -q "cluster.calibrate" "$tmp/single.log" || bad "single process: exit $code" "$tmp/single.log"

@@ -22,18 +22,23 @@ def merge_calibrations(paths, cases):
         got = [d["compute"][key] for d in docs if (d.get("compute") or {}).get(key)]
         if got:
             compute[key] = statistics.median(got)
-    # The CPU-time rate holds for the tensor-parallel degree it was measured at (cpu_tensor):
-    # the median over the files of the degree most of them ran.
-    cpu = [(d["compute"].get("cpu_tensor", 0), d["compute"]["cpu_tflops"]) for d in docs
-           if (d.get("compute") or {}).get("cpu_tflops")]
+    # The CPU-time rate: measured apart from the tensor-parallel sums (their CPU priced on its
+    # own, host_comm_tp_ns_per_byte, or a degree-1 plan without sums) it holds for every degree
+    # and every such file counts; a rate that counts its plan's sums (files of older binaries)
+    # holds for the degree it was measured at (cpu_tensor): then the median over the files of
+    # the degree most of them ran.
+    cpu = [(d["compute"].get("cpu_tensor", 0), d["compute"]["cpu_tflops"],
+            bool(d["compute"].get("host_comm_tp_ns_per_byte")) or d["compute"].get("cpu_tensor", 0) == 1)
+           for d in docs if (d.get("compute") or {}).get("cpu_tflops")]
     if cpu:
-        tensor = statistics.mode(t for t, _ in cpu)
-        compute["cpu_tflops"] = statistics.median(c for t, c in cpu if t == tensor)
+        tensor = statistics.mode(t for t, _, _ in cpu)
+        apart = all(a for _, _, a in cpu)
+        compute["cpu_tflops"] = statistics.median(c for t, c, _ in cpu if apart or t == tensor)
         if tensor:
             compute["cpu_tensor"] = tensor
     # The host communication path's CPU per byte, the probe's and the steps' (the planner prefers
     # the latter; files of older binaries lack them: not merged).
-    for key in ("host_comm_ns_per_byte", "host_comm_steps_ns_per_byte"):
+    for key in ("host_comm_ns_per_byte", "host_comm_steps_ns_per_byte", "host_comm_tp_ns_per_byte"):
         host = [d["compute"][key] for d in docs if (d.get("compute") or {}).get(key)]
         if host:
             compute[key] = statistics.median(host)

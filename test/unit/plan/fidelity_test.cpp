@@ -230,7 +230,14 @@ TEST_CASE("a link class is priced at the efficiency the probe measured for each 
         eth.sizes);
   CHECK(holmes::topo::efficiency_at(eth, 1000) == Approx(1.4));     // flat below the smallest size
   CHECK(holmes::topo::efficiency_at(eth, 1048576) == Approx(1.05));  // halfway in log(bytes)
-  CHECK(holmes::topo::efficiency_at(eth, 1e9) == Approx(0.7));
+  CHECK(holmes::topo::efficiency_at(eth, 4194304) == Approx(0.7));
+  // Beyond the largest size: 4 MB's time (4 MB / 0.7), the next 4 MB at the declared rate.
+  CHECK(holmes::topo::efficiency_at(eth, 8388608) == Approx(8388608 / (4194304 / 0.7 + 4194304)));
+  CHECK(holmes::topo::efficiency_at(eth, 1e12) == Approx(1.0).epsilon(0.001));
+  // A curve measured above the rate (a token bucket's burst) tends to it from above.
+  const auto burst = holmes::topo::parse_calibration_yaml(
+      "format: holmes-calibration/1\nlinks:\n  ethernet: {efficiency: 3, sizes: [[131072, 3.0]]}\n", "burst.yaml");
+  CHECK(holmes::topo::efficiency_at(burst.links.at("ethernet"), 262144) == Approx(262144 / (131072 / 3.0 + 131072)));
   CHECK_THROWS_WITH(holmes::topo::parse_calibration_yaml(
                         "format: holmes-calibration/1\nlinks:\n  ethernet: {efficiency: 1, sizes: [[0, 1]]}\n", "bad.yaml"),
                     Catch::Contains("links.ethernet.sizes[0]") && Catch::Contains("[message bytes, efficiency]"));
@@ -245,6 +252,8 @@ TEST_CASE("a link class is priced at the efficiency the probe measured for each 
   CHECK(l.gbps_per_rank == Approx(1.0));
   CHECK(l.transfer_s(262144) == Approx(100e-6 + 262144 * 8 / 1.4e9));
   CHECK(hp::ring_reduce_scatter_s(l, 2, 2 * 4194304.0) == Approx(100e-6 + 4194304 * 8 / 0.7e9));
+  // 8 MB: 4 MB's time, the rest at the declared 1 Gb/s (flat, it was 8 MB at 0.7 x).
+  CHECK(l.transfer_s(8388608) == Approx(100e-6 + (4194304 / 0.7 + 4194304) * 8 / 1e9));
   // Without a curve, one efficiency for every size.
   t.calibration.links["ethernet"].sizes.clear();
   const hp::LinkCost flat = hp::link_between(hp::collect_facts(spec, t), 0, 1);
@@ -534,6 +543,14 @@ TEST_CASE("under a CPU quota a worker's CPU seconds per step bound the step", "[
   CHECK(hp::make_plan(spec, topo).estimate.quota_s == 0);
   topo.calibration.cpu_tensor = 1;  // the plan's own degree: bound as before
   CHECK(hp::make_plan(spec, topo).estimate.step_time_s == Approx(cpu_bound + throttle));
+  // Measured on a tp2 plan with its sums' CPU priced apart (host_comm_tp_ns_per_byte): the rate
+  // is the passes' alone and holds for this tp1 plan too (lab gen-6, issue 27: auto's tp1 plan
+  // priced from the tp2 cases' files had no bound and came out 15-24% off either way).
+  topo.calibration.cpu_tensor = 2;
+  topo.calibration.host_comm_tp_ns_per_byte = 12;
+  CHECK(hp::make_plan(spec, topo).estimate.step_time_s == Approx(cpu_bound + throttle));
+  topo.calibration.host_comm_tp_ns_per_byte = 0;
+  topo.calibration.cpu_tensor = 1;
   // A quota the step leaves room under: the bound adds nothing, the throttling its expected wait
   // in the periods the worker spends its quota in (its CPU over its share, of the step).
   topo.calibration.cpu_tflops = 0.5;
@@ -716,6 +733,17 @@ TEST_CASE("under a CPU quota the host communication threads' CPU counts in the q
   const auto sent = tp2.bytes_per_step(w, 4);
   CHECK(sent.tp > 0);
   CHECK(hp::StageCost::host_bytes(sent) == Approx(sent.next + sent.prev + sent.dp + sent.emb));
+  // A calibration that measured the sums' CPU apart (host_comm_tp_ns_per_byte): the bound adds
+  // their bytes at that price, every thread's CPU in them (the training thread's copies and
+  // adds, Gloo's I/O threads'), which the rate per FLOP then leaves out.
+  tp2.cpu_share = 0.5;
+  tp2.cpu_tflops = 0.06;
+  tp2.host_comm_s_per_byte = 3e-9;
+  const std::vector<hp::StageTime> times{tp2.time(w, 4)};
+  const double without = hp::quota_bound_s(w, {tp2}, {4}, times, nullptr);
+  REQUIRE(without > 0);
+  tp2.tp_comm_s_per_byte = 12e-9;
+  CHECK(hp::quota_bound_s(w, {tp2}, {4}, times, nullptr) == Approx(without + sent.tp * 12e-9 / 0.5));
 }
 
 TEST_CASE("a node declared slower under a smaller quota is not held back twice by the quota bound",

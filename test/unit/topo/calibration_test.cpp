@@ -31,6 +31,7 @@ TEST_CASE("a calibration round-trips through its file format") {
   c.cpu_tensor = 2;
   c.host_comm_ns_per_byte = 3.25;
   c.host_comm_steps_ns_per_byte = 4.5;
+  c.host_comm_tp_ns_per_byte = 11.5;
   c.stages = {{0, 8, 0.0448}, {1, 8, 0.0484}};
   c.links["ethernet"] = {0.62, 121.5, 0.155, 0.25, 2};
   c.links["ib"] = {0.94, 57, 1.88, 2, 1};
@@ -42,6 +43,7 @@ TEST_CASE("a calibration round-trips through its file format") {
   CHECK(back.cpu_tensor == 2);
   CHECK(back.host_comm_ns_per_byte == 3.25);
   CHECK(back.host_comm_steps_ns_per_byte == 4.5);
+  CHECK(back.host_comm_tp_ns_per_byte == 11.5);
   REQUIRE(back.stages.size() == 2);
   CHECK(back.stages[1].tflops == c.stages[1].tflops);
   REQUIRE(back.links.size() == 2);

@@ -158,6 +158,34 @@ TEST_CASE("the host communication path's CPU per byte is the median over the ran
   CHECK(train::host_comm_ns_per_byte({}) == 0);
 }
 
+TEST_CASE("the tensor-parallel sums' CPU is priced per byte apart from the passes") {
+  // A rank's tp group tally over 4 steps: two message sizes, the training thread's CPU inside
+  // the sums and the process's meanwhile (Gloo's I/O threads serving them).
+  std::map<size_t, holmes::parallel::Group::SumTally> sums;
+  sums[131072] = {64, 0.4, 0.08, 0.8};
+  sums[4] = {8, 0.01, 0.004, 0.006};
+  const train::TpSumsCpu t = train::tp_sums_cpu_per_step(sums, 4);
+  CHECK(t.thread_s == Approx(0.084 / 4));
+  CHECK(t.process_s == Approx(0.806 / 4));
+  CHECK(train::tp_sums_cpu_per_step(sums, 0).process_s == 0);
+  // The process's clock includes the thread's: never below it (two clocks read apart).
+  sums[4] = {8, 0.01, 0.004, 0.0};
+  sums[131072] = {64, 0.4, 0.08, 0.07};
+  CHECK(train::tp_sums_cpu_per_step(sums, 2).process_s == Approx(0.084 / 2));
+  // Per rank: CPU seconds per step in the sums over the plan's tp bytes per step; the median.
+  const std::vector<double> none(3, 0.0);
+  CHECK(train::tp_sums_ns_per_byte({0.2, 0.3, 0.25}, none, none, 1.5, {2e7, 2e7, 2e7}) == Approx(12.5));
+  // A rank without tp bytes is out.
+  CHECK(train::tp_sums_ns_per_byte({0.2, 0.1}, {0, 0}, {0, 0}, 1.5, {2e7, 0}) == Approx(10.0));
+  CHECK(train::tp_sums_ns_per_byte({}, {}, {}, 1.5, {}) == 0);
+  // The other threads' CPU outside the sums beyond the probe's price of the rank's pipeline and
+  // data-parallel bytes is the sums' too (Gloo's I/O threads took in the peer's part early):
+  // 24 ms for 2 MB at 1.5 ns/B leaves 21 ms to the sums.
+  CHECK(train::tp_sums_ns_per_byte({0.2}, {0.024}, {2e6}, 1.5, {2e7}) == Approx((0.2 + 0.021) / 2e7 * 1e9));
+  // Never less than the windows' own: other threads that spent less than the probe's price.
+  CHECK(train::tp_sums_ns_per_byte({0.2}, {0.001}, {2e6}, 1.5, {2e7}) == Approx(10.0));
+}
+
 TEST_CASE("the host communication path's CPU per byte in the steps is each rank's other threads' CPU over its bytes") {
   // Per rank: the process's CPU beyond the training thread in the median step, over the bytes
   // the plan says its stage's rank sends per step; a rank that sends none (a stage alone) is out.
