@@ -385,7 +385,7 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
 Trainer::StepTimes Trainer::step_times() const {
   const bool steady = steps_ > kWarmupSteps;
   const StepTimes& sum = steady ? steady_ : all_;
-  const int n = steady ? steps_ - kWarmupSteps : steps_;
+  const int n = timed_steps();
   return n > 0 ? StepTimes{sum.compute_s / n, sum.host_s / n, sum.cpu_s / n} : StepTimes{};
 }
 

@@ -239,8 +239,8 @@ TpSumsCpu tp_sums_cpu_per_step(const std::map<size_t, parallel::Group::SumTally>
   TpSumsCpu out;
   if (steps <= 0) return out;
   for (const auto& [bytes, t] : sums) out.thread_s += t.thread_cpu_s, out.process_s += t.process_cpu_s;
+  out.process_s = std::max(out.process_s, out.thread_s) / steps;  // the process's includes the thread's
   out.thread_s /= steps;
-  out.process_s = std::max(out.process_s, out.thread_s * steps) / steps;  // the process's includes the thread's
   return out;
 }
 
@@ -339,9 +339,11 @@ void calibrate_compute(const plan::Plan& p, const Gathered& g, topo::Calibration
       if (c > 0 && (cal.cpu_tflops <= 0 || c < cal.cpu_tflops)) cal.cpu_tflops = c;
     if (cal.cpu_tflops > 0) cal.cpu_tensor = p.tp;
     cal.host_comm_ns_per_byte = host_comm_ns_per_byte(g.host);
-    std::vector<double> bytes, tp_bytes;
-    for (int st : g.stage) bytes.push_back(st < int(p.estimate.host_bytes.size()) ? p.estimate.host_bytes[st] : 0.0);
-    for (int st : g.stage) tp_bytes.push_back(st < int(p.estimate.tp_bytes.size()) ? p.estimate.tp_bytes[st] : 0.0);
+    std::vector<double> bytes, tp_bytes;  // per rank, its stage's
+    for (int st : g.stage) {
+      bytes.push_back(st < int(p.estimate.host_bytes.size()) ? p.estimate.host_bytes[st] : 0.0);
+      tp_bytes.push_back(st < int(p.estimate.tp_bytes.size()) ? p.estimate.tp_bytes[st] : 0.0);
+    }
     if (p.tp > 1)  // the other threads' CPU is mostly the sums': no steps' figure for the rest
       cal.host_comm_tp_ns_per_byte = tp_sums_ns_per_byte(g.tp_cpu, g.other_cpu, bytes, cal.host_comm_ns_per_byte, tp_bytes);
     else
