@@ -22,14 +22,29 @@ namespace {
 // ("job/failed/<rank>" = peer, -1 when none). A rank that died or hangs never records
 // anything, while a rank that only gave up because of it does: so the culprit is a blamed
 // rank without a record of its own (the most blamed one when several). Waits up to
-// `grace_s` until every rank has either reported or is such a culprit. Never throws: with
-// the store gone (rank 0 died) the rank's own peer is all we know.
-int blame_failed_rank(comm::Store& store, int rank, int world, int own_peer, double grace_s) {
+// `grace_s` until every rank has either reported or is such a culprit. Never throws. Rank 0
+// hosts the store and keeps it up until the others have decided, so a store this rank cannot
+// even write its report to after a communication failure means rank 0 is gone: it is the
+// culprit (its neighbours see its connections close; the ranks further away only see a
+// neighbour that gave up). After a failure of this rank's own (peer_failure false) the store
+// is no evidence, and its own peer is all we know.
+struct Verdict {
+  int peer = -1;
+  bool store_host_gone = false;
+};
+
+Verdict blame_failed_rank(comm::Store& store, int rank, int world, int own_peer, bool peer_failure,
+                          double grace_s) {
   std::vector<std::string> keys;
   for (int r = 0; r < world; ++r) keys.push_back(fmt::format("job/failed/{}", r));
   int pick = -1;
   try {
     comm::set_string(store, keys[rank], std::to_string(own_peer));
+  } catch (const std::exception&) {
+    if (peer_failure && rank != 0) return {0, true};
+    return {own_peer, false};
+  }
+  try {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
     int last_reporters = -1;
     auto settled_at = deadline;
@@ -62,7 +77,7 @@ int blame_failed_rank(comm::Store& store, int rank, int world, int own_peer, dou
     store.add("job/decided", 1);
   } catch (const std::exception&) {
   }
-  return pick >= 0 ? pick : own_peer;
+  return {pick >= 0 ? pick : own_peer, false};
 }
 
 // Rank 0 hosts the store the others decide with: it keeps it up until every other live
@@ -85,16 +100,21 @@ void linger_as_store_host(comm::Store& store, int world, double timeout_s) {
 
 // A worker owns no children, so it may end at once. The destructors of the unwound Trainer
 // already left the groups idle.
-[[noreturn]] void fail_rank(Runtime& rt, int rank, const std::string& what, int own_peer, double timeout_s) {
+[[noreturn]] void fail_rank(Runtime& rt, int rank, const std::string& what, int own_peer, bool peer_failure,
+                            double timeout_s) {
   rt.tp.reset();
   rt.pp.reset();
   rt.dp.reset();
   rt.embedding.reset();
   rt.world_group.reset();
-  const int peer = rt.store ? blame_failed_rank(*rt.store, rank, rt.world, own_peer, std::min(timeout_s, 5.0))
-                            : own_peer;
+  const Verdict v = rt.store ? blame_failed_rank(*rt.store, rank, rt.world, own_peer, peer_failure,
+                                                 std::min(timeout_s, 5.0))
+                             : Verdict{own_peer, false};
   std::fflush(stdout);
-  if (peer >= 0) std::fprintf(stderr, "holmes-train: rank %d: %s, peer rank %d\n", rank, what.c_str(), peer);
+  if (v.store_host_gone)
+    std::fprintf(stderr, "holmes-train: rank %d: %s, peer rank %d (it hosts the job's store, which is gone too)\n",
+                 rank, what.c_str(), v.peer);
+  else if (v.peer >= 0) std::fprintf(stderr, "holmes-train: rank %d: %s, peer rank %d\n", rank, what.c_str(), v.peer);
   else std::fprintf(stderr, "holmes-train: rank %d: %s\n", rank, what.c_str());
   std::fflush(stderr);
   if (rt.store && rank == 0) linger_as_store_host(*rt.store, rt.world, timeout_s);

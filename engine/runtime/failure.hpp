@@ -10,10 +10,12 @@
 namespace holmes::runtime {
 
 // Prints "holmes-train: rank R: <what>, peer rank P" (P: the rank the reports single out,
-// else own_peer; nothing when unknown) and ends the process with exit code 1 at once. First
+// else own_peer; rank 0 when the store it hosts is gone after a communication failure
+// (peer_failure); nothing when unknown) and ends the process with exit code 1 at once. First
 // closes this rank's groups, so that peers blocked on it fail now rather than at their
 // time-out; rank 0, which hosts the store, keeps it up until the others have decided (at
 // most timeout_s).
-[[noreturn]] void fail_rank(Runtime& rt, int rank, const std::string& what, int own_peer, double timeout_s);
+[[noreturn]] void fail_rank(Runtime& rt, int rank, const std::string& what, int own_peer, bool peer_failure,
+                            double timeout_s);
 
 }  // namespace holmes::runtime

@@ -142,9 +142,9 @@ int run_job(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   } catch (const UserError&) {
     throw;
   } catch (const comm::CommError& e) {
-    fail_rank(rt, env.rank, e.what(), e.where().peer_global, spec.cluster.timeout_s);
+    fail_rank(rt, env.rank, e.what(), e.where().peer_global, true, spec.cluster.timeout_s);
   } catch (const std::exception& e) {
-    fail_rank(rt, env.rank, e.what(), -1, spec.cluster.timeout_s);
+    fail_rank(rt, env.rank, e.what(), -1, false, spec.cluster.timeout_s);
   }
 }
 

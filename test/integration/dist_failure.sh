@@ -3,7 +3,8 @@
 # torchrun-style variables; rank 2 is killed with SIGKILL after a few steps: every other rank
 # exits non-zero within cluster.timeout_s (plus start-up slack), its stderr naming rank 2, and
 # no process is left; with ranks 2 and 3 killed together under a 60 s time-out, ranks 0 and 1
-# exit within 20 s. (2) The same through the local launcher: it exits 128+9 naming rank 2.
+# exit within 20 s; with rank 0 (the store host) killed, the others name rank 0. (2) The same
+# through the local launcher: it exits 128+9 naming rank 2.
 # (3) Rank 2 hangs (SIGSTOP) instead: the others give up after cluster.timeout_s (plus the
 # seconds the groups take to find whom to blame), naming rank 2.
 # Usage: dist_failure.sh <holmes-train> <source dir>
@@ -89,6 +90,36 @@ two_killed() {
   no_leftovers "two"
 }
 two_killed
+
+# 1c. Rank 0 killed: it hosts the store the ranks decide with, so the survivors cannot compare
+# reports; the ranks next to it see its connections close, the others only a neighbour that
+# gave up. Every survivor names rank 0: a store gone after a communication failure means its
+# host is.
+store_host_killed() {
+  local r code took victim killed_at
+  start_ranks host failure-host
+  if ! wait_for "steps_logged $tmp/host/metrics.jsonl 3" 60; then
+    bad "host: no 3 steps within 60 s" "$tmp/host.0.err"
+  else
+    victim=$(pgrep -P "${ranks[0]}" -f "$marker")
+    kill -KILL "$victim"
+    killed_at=$(date +%s)
+    for r in 1 2 3; do
+      wait "${ranks[$r]}"
+      code=$?
+      took=$(( $(date +%s) - killed_at ))
+      [ "$code" -ne 0 ] && [ "$code" -ne 124 ] || bad "host: rank $r exit $code" "$tmp/host.$r.err"
+      [ "$took" -le $(( timeout_s + 8 )) ] || bad "host: rank $r took $took s to exit (cluster.timeout_s=$timeout_s)"
+      grep -q "holmes-train: rank $r: .*peer rank 0" "$tmp/host.$r.err" ||
+        bad "host: rank $r does not name rank 0" "$tmp/host.$r.err"
+    done
+    wait "${ranks[0]}" 2>/dev/null
+    echo "host: ranks 1, 2, 3 stopped after rank 0 (the store host) was killed:"
+    grep -h "holmes-train: rank" "$tmp"/host.*.err | cut -c1-240
+  fi
+  no_leftovers "host"
+}
+store_host_killed
 
 # 2. The local launcher with a killed worker.
 timeout 120 "$exe" "${long_job[@]}" --set job.output_dir="$tmp/local" --nproc-per-node 4 >"$tmp/local.out" 2>&1 &
