@@ -358,6 +358,13 @@ holmes::topo::ClusterTopology held_pair() {
   return t;
 }
 
+// The pair's step (about 0.1 s) holds its CPU within one 100 ms period's quota, where no period's
+// quota is ever spent (quota_throttle_s): tests of the throttled wait give the nodes a 20 ms period.
+constexpr double kShortPeriodS = 0.02;
+void short_periods(holmes::topo::ClusterTopology& t) {
+  for (auto& n : t.nodes) n.devices.cpu_quota_period_ms = kShortPeriodS * 1e3;
+}
+
 holmes::spec::JobSpec pair_spec() {
   auto s = hp::testing::make_spec(4, 128, 4, 1, 2, 1, 2, 16, 64);
   s.model.vocab_size = 257;
@@ -512,6 +519,7 @@ TEST_CASE("under a CPU quota a worker's CPU seconds per step bound the step", "[
   // With the calibrated FLOPs per CPU second of a whole worker the planner prices that bound.
   auto spec = pair_spec();
   auto topo = cpu_pair(0.5, 0.5);
+  short_periods(topo);
   topo.calibration.device_tflops = 0.05;  // the passes' wall rate, a waiting stage's (burst)
   const hp::Plan rate_only = hp::make_plan(spec, topo);
   CHECK(rate_only.estimate.quota_s == 0);  // no CPU-time figure: nothing to bound with
@@ -523,7 +531,7 @@ TEST_CASE("under a CPU quota a worker's CPU seconds per step bound the step", "[
   REQUIRE(cpu_bound > rate_only.estimate.step_time_s);
   // Held all step, it is throttled in every period: plus half the throttled part of one
   // (quota_throttle_s; its own test below).
-  const double throttle = 0.5 * hp::kCfsPeriodS / 2;
+  const double throttle = 0.5 * kShortPeriodS / 2;
   CHECK(e.step_time_s == Approx(cpu_bound + throttle));
   // The rest of the step is the rate-only path but for the bubble, whose passes run at a whole
   // core with a CPU-time figure (its own test below).
@@ -535,6 +543,7 @@ TEST_CASE("under a CPU quota a worker's CPU seconds per step bound the step", "[
   for (const auto& b : e.baselines) CHECK(b.step_time_s >= (cpu_bound + throttle) * (1 - 1e-9));
   // Without a quota the worker may use its whole core: no bound.
   auto free = cpu_pair(0, 0);
+  short_periods(free);
   free.calibration = topo.calibration;
   CHECK(hp::make_plan(spec, free).estimate.quota_s == 0);
   // Measured on a plan of another tensor-parallel degree (its sums' CPU in each second): no
@@ -636,14 +645,20 @@ TEST_CASE("the CFS-period wait follows the topology's quota period", "[cost_mode
   const hp::Plan p100 = hp::make_plan(spec, topo);
   for (auto& n : topo.nodes) n.devices.cpu_quota_period_ms = 20;
   const hp::Plan p20 = hp::make_plan(spec, topo);
+  for (auto& n : topo.nodes) n.devices.cpu_quota_period_ms = 10;
+  const hp::Plan p10 = hp::make_plan(spec, topo);
   REQUIRE(p100.estimate.quota_period_s.size() == 2);
   CHECK(p100.estimate.quota_period_s[0] == Approx(hp::kCfsPeriodS));
   CHECK(p20.estimate.quota_period_s[1] == Approx(0.02));
-  // Quota-bound either way (the same CPU seconds over the same share), throttled in every period.
+  // Quota-bound each way (the same CPU seconds over the same share). The step's CPU fills
+  // about five 20 ms periods' quota and ten 10 ms ones': throttled in every period.
   const double bound = hp::quota_bound_s(p100.estimate);
   REQUIRE(bound == Approx(hp::quota_bound_s(p20.estimate)));
-  CHECK(p100.estimate.step_time_s == Approx(bound + 0.5 * 0.1 / 2));
   CHECK(p20.estimate.step_time_s == Approx(bound + 0.5 * 0.02 / 2));
+  CHECK(p10.estimate.step_time_s == Approx(bound + 0.5 * 0.01 / 2));
+  // Under 100 ms periods the step (shorter than one) takes a period's quota at most: none is
+  // ever spent before the period's end, and no message waits for the next one.
+  CHECK(p100.estimate.step_time_s == Approx(bound));
   // Nodes without a quota: their period is not read.
   auto free = cpu_pair(0, 0);
   free.calibration = topo.calibration;
@@ -676,6 +691,21 @@ TEST_CASE("a message that reaches a throttled rank waits for its next CFS period
   CHECK(hp::quota_wait_s(e, 0.3) == Approx(bound - 0.3 + std::max(b0, b1)));
   // A longer step leaves the quota unspent in more periods: the wait shrinks with the load.
   CHECK(hp::quota_throttle_s(e, 2 * path) == Approx(std::max(s0, s1) / 2));
+  // A step whose CPU fits in one period's quota never spends one (lab gen-23 of seed 21,
+  // 2026-11-28: 3 stages at a 0.667 share, 46-58 ms of CPU in steps of 90-110 ms, no throttled
+  // period in any of its 36 node-runs; the wait priced it 13-17% too slow). Shorter steps
+  // than a period count the period's steps: their load, below one.
+  hp::Estimate small;
+  small.quota_cpu_s = {0.052, 0.055};
+  small.quota_share = {0.667, 0.667};
+  CHECK(hp::quota_throttle_s(small, 0.11) == 0);
+  CHECK(hp::quota_throttle_s(small, 0.09) == 0);
+  // From one period's quota to two the wait grows to the load's: half way at one and a half.
+  small.quota_cpu_s = {0.075, 0.075};
+  small.quota_share = {0.5, 0.5};
+  CHECK(hp::quota_throttle_s(small, 0.25) == Approx(0.5 * (0.075 / 0.5 / 0.25) * 0.5 * hp::kCfsPeriodS / 2));
+  small.quota_cpu_s = {0.05, 0.1};
+  CHECK(hp::quota_throttle_s(small, 0.25) == Approx(0.8 * 0.5 * hp::kCfsPeriodS / 2));
   // Not held (share 1), or no CPU figure: nothing.
   hp::Estimate free;
   free.quota_cpu_s = {0, 0};
@@ -699,6 +729,7 @@ TEST_CASE("under a CPU quota the host communication threads' CPU counts in the q
   // calibrated CPU per byte the bound adds each worker's host bytes per step.
   auto spec = pair_spec();
   auto topo = held_pair();
+  short_periods(topo);
   const hp::Plan thread_only = hp::make_plan(spec, topo);
   REQUIRE(thread_only.estimate.quota_s > 0);
   topo.calibration.host_comm_ns_per_byte = 3.0;
@@ -708,7 +739,7 @@ TEST_CASE("under a CPU quota the host communication threads' CPU counts in the q
   const double per_rank = all.estimate.bytes_per_step[static_cast<int>(hp::LinkKind::kEthernet)] / 2;
   REQUIRE(per_rank > 0);
   const double cpu_s = thread_only.estimate.compute_s * (0.05 / 0.06) + per_rank * 3e-9;
-  CHECK(all.estimate.step_time_s == Approx(cpu_s / 0.5 + 0.5 * hp::kCfsPeriodS / 2));
+  CHECK(all.estimate.step_time_s == Approx(cpu_s / 0.5 + 0.5 * kShortPeriodS / 2));
   REQUIRE(all.estimate.quota_cpu_s.size() == 2);  // the bottleneck (last) stage's: the head's FLOPs
   CHECK(all.estimate.quota_cpu_s[1] == Approx(cpu_s));
   CHECK(all.estimate.quota_share[1] == 0.5);
