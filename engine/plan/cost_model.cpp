@@ -34,7 +34,7 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
   int tp = g.degree(kTp), pp = g.degree(kPp), dp = g.degree(kDp);
   auto node = [&](int t, int s, int r) { return d.node_of[lay.rank(Coords{t, s, r})]; };
   std::vector<StageCost> out(pp);
-  std::vector<int> ring;
+  std::vector<int> ring, path;
   for (int s = 0; s < pp; ++s) {
     StageCost& sc = out[s];
     sc.stage = s;
@@ -49,6 +49,8 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
       ring.clear();
       for (int t = 0; t < tp; ++t) {
         int n = node(t, s, r);
+        path.clear();  // the pipeline group of this tensor rank and replica: its hops share a transport
+        for (int q = 0; q < pp; ++q) path.push_back(node(t, q, r));
         ring.push_back(n);
         const NodeFacts& nf = f.nodes[n];
         if (sc.tflops < 0 || nf.tflops < sc.tflops) sc.tflops = nf.tflops;
@@ -65,8 +67,8 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
         sc.tp_comm_s_per_byte = std::max(sc.tp_comm_s_per_byte, nf.tp_comm_s_per_byte);
         double cap = nf.memory_bytes * kUsableMemoryFraction;
         if (cap > 0 && (sc.capacity <= 0 || cap < sc.capacity)) sc.capacity = cap;
-        if (s + 1 < pp) keep_worse(sc.next_link, link_between(f, n, node(t, s + 1, r)));
-        if (s > 0) keep_worse(sc.prev_link, link_between(f, n, node(t, s - 1, r)));
+        if (s + 1 < pp) keep_worse(sc.next_link, link_in_group(f, path, false, n, node(t, s + 1, r)));
+        if (s > 0) keep_worse(sc.prev_link, link_in_group(f, path, false, n, node(t, s - 1, r)));
         if (pp > 1 && (sc.first || sc.last)) keep_worse(sc.emb_link, link_between(f, n, node(t, pp - 1 - s, r)));
       }
       if (tp > 1) keep_worse(sc.tp_link, ring_bottleneck(f, ring));

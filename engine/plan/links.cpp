@@ -174,14 +174,17 @@ void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, d
   for (NodeFacts& n : f.nodes) n.tflops = slowest > 0 ? calibrated * n.tflops / slowest : calibrated;
 }
 
-LinkCost link_between(const Facts& f, int a, int b) {
+namespace {
+
+// The link between two nodes, over Ethernet where `ethernet` even inside one RDMA island.
+LinkCost link_of_pair(const Facts& f, int a, int b, bool ethernet) {
   const NodeFacts& na = f.nodes[a];
   const NodeFacts& nb = f.nodes[b];
   LinkCost l;
   if (a == b) {
     l.kind = LinkKind::kIntraNode;
     l.gbps_per_rank = na.intra_gbps;
-  } else if (na.island == nb.island && na.island_link != LinkKind::kEthernet && !f.ethernet_only &&
+  } else if (!ethernet && na.island == nb.island && na.island_link != LinkKind::kEthernet && !f.ethernet_only &&
              (!f.tcp_groups || (na.island_tcp && nb.island_tcp))) {
     l.kind = na.island_link;
     l.gbps_per_rank = std::min(na.rdma_gbps / na.devices, nb.rdma_gbps / nb.devices);
@@ -197,12 +200,24 @@ LinkCost link_between(const Facts& f, int a, int b) {
   return l;
 }
 
+}  // namespace
+
+LinkCost link_between(const Facts& f, int a, int b) { return link_of_pair(f, a, b, false); }
+
+LinkCost link_in_group(const Facts& f, const std::vector<int>& nodes, bool ring, int a, int b) {
+  bool ethernet = false;
+  const size_t hops = nodes.size() < 2 ? 0 : ring ? nodes.size() : nodes.size() - 1;
+  for (size_t i = 0; i < hops && !ethernet; ++i)
+    ethernet = link_between(f, nodes[i], nodes[(i + 1) % nodes.size()]).kind == LinkKind::kEthernet;
+  return link_of_pair(f, a, b, ethernet);
+}
+
 LinkCost ring_bottleneck(const Facts& f, const std::vector<int>& nodes) {
   LinkCost worst;
   if (nodes.size() < 2) return worst;  // intra-node, zero bandwidth = zero cost
   worst.gbps_per_rank = -1;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    LinkCost l = link_between(f, nodes[i], nodes[(i + 1) % nodes.size()]);
+    LinkCost l = link_in_group(f, nodes, true, nodes[i], nodes[(i + 1) % nodes.size()]);
     bool slower = worst.gbps_per_rank < 0 || l.gbps_per_rank < worst.gbps_per_rank ||
                   (l.gbps_per_rank == worst.gbps_per_rank && l.latency_s > worst.latency_s);
     bool crosses = worst.crosses_island || l.crosses_island;

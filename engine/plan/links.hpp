@@ -138,8 +138,13 @@ void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, d
 
 // The link between the nodes of two ranks (a == b is intra-node).
 LinkCost link_between(const Facts& f, int node_a, int node_b);
-// The slowest link a ring over `nodes` (in ring order) uses; a single member is intra-node
-// with zero cost.
+// The link that a group over `nodes` (in ring or path order) carries between two of them: a
+// group runs on one transport (groups.cpp, choose_transport: its slowest kind of hop), so in a
+// group with a hop over Ethernet (across islands) every hop between two nodes takes Ethernet,
+// also inside one RDMA island; a hop inside a node stays intra-node.
+LinkCost link_in_group(const Facts& f, const std::vector<int>& nodes, bool ring, int node_a, int node_b);
+// The slowest link a ring over `nodes` (in ring order) uses (link_in_group); a single member
+// is intra-node with zero cost.
 LinkCost ring_bottleneck(const Facts& f, const std::vector<int>& nodes);
 
 // Ring collectives over d ranks of `bytes` each (the full buffer size per rank):

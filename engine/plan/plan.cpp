@@ -8,6 +8,7 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "engine/plan/groups.hpp"
@@ -223,6 +224,15 @@ std::string stage_layers(const Stage& s) {
 LinkCost rank_link(const spec::JobSpec& spec, const topo::ClusterTopology& topology, const Plan& plan, int a, int b) {
   Facts f = facts_of(spec, topology, plan.device_kind == "cuda", uses_nccl(plan));
   f.ethernet_only = plan.placement == spec::Placement::kMegatron;
+  // The pipeline group both ranks are in carries the hop on its one transport.
+  for (const Group& g : plan.groups) {
+    if (g.kind != GroupKind::kPp) continue;
+    const auto has = [&](int r) { return std::find(g.ranks.begin(), g.ranks.end(), r) != g.ranks.end(); };
+    if (!has(a) || !has(b)) continue;
+    std::vector<int> nodes;
+    for (int r : g.ranks) nodes.push_back(plan.ranks.at(r).node);
+    return link_in_group(f, nodes, false, plan.ranks.at(a).node, plan.ranks.at(b).node);
+  }
   return link_between(f, plan.ranks.at(a).node, plan.ranks.at(b).node);
 }
 

@@ -231,8 +231,9 @@ struct Plan {
 Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology);
 
 // The cost model's link between the nodes of ranks a and b of `plan` (made from this spec and
-// topology) as its estimate used it: calibrated, and Ethernet between nodes under megatron.
-// For measuring a calibration hop by hop.
+// topology) as its estimate used it: calibrated, Ethernet between nodes under megatron, and
+// as the pipeline group holding both carries it (link_in_group: Ethernet for every hop of a
+// group that crosses islands). For measuring a calibration hop by hop.
 LinkCost rank_link(const spec::JobSpec& spec, const topo::ClusterTopology& topology, const Plan& plan, int a, int b);
 uint64_t plan_hash(const Plan& plan);
 

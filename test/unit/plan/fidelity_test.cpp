@@ -260,6 +260,44 @@ TEST_CASE("a link class is priced at the efficiency the probe measured for each 
   CHECK(flat.transfer_s(262144) == Approx(100e-6 + 262144 * 8 / 1.0e9));
 }
 
+TEST_CASE("a group that crosses islands carries every hop over Ethernet, also inside an island", "[cost_model][fidelity]") {
+  // A group runs on one transport (Gloo: one device bound to one interface; NCCL: one network
+  // for the communicator), so a pipeline over two islands sends between two nodes of one
+  // island over Ethernet too. Lab seed 21's gen-23 (a RoCE node, then two of another RoCE
+  // island, pp3) measured that hop at 0.05 of the RoCE rate, the Ethernet's, and its gen-28
+  // priced a data-parallel ring over Ethernet at a RoCE hop's rate, its bytes as RoCE's.
+  // Ethernet faster than the RDMA fabric, so that a rate-only choice of the slowest hop would
+  // pick the RoCE one.
+  auto t = hp::testing::make_cluster({{NicKind::kRoce, 1, 1, 100, 200}, {NicKind::kRoce, 2, 1, 100, 200}});
+  auto spec = hp::testing::make_spec(12, 256, 4, 1, 3, 1, 2, 8, 64);
+  const hp::Facts f = hp::collect_facts(spec, t);
+  REQUIRE(hp::link_between(f, 1, 2).kind == hp::LinkKind::kRoce);  // the pair alone
+  const hp::LinkCost hop = hp::link_in_group(f, {0, 1, 2}, false, 1, 2);
+  CHECK(hop.kind == hp::LinkKind::kEthernet);
+  CHECK(hop.gbps_per_rank == Approx(200));
+  CHECK_FALSE(hop.crosses_island);
+  CHECK(hp::link_in_group(f, {1, 2}, false, 1, 2).kind == hp::LinkKind::kRoce);  // a group inside the island
+  CHECK(hp::link_in_group(f, {0, 1, 2}, false, 1, 1).kind == hp::LinkKind::kIntraNode);
+  const hp::LinkCost ring = hp::ring_bottleneck(f, {0, 1, 2});
+  CHECK(ring.kind == hp::LinkKind::kEthernet);
+  CHECK(ring.gbps_per_rank == Approx(200));
+  CHECK(hp::ring_bottleneck(f, {1, 2}).kind == hp::LinkKind::kRoce);
+
+  // The plan: the pipeline group crosses islands, so every activation goes over Ethernet.
+  const hp::Plan plan = hp::make_plan(spec, t);
+  const hp::Group* pp = nullptr;
+  for (const auto& g : plan.groups)
+    if (g.kind == hp::GroupKind::kPp) pp = &g;
+  REQUIRE(pp != nullptr);
+  REQUIRE(pp->link == hp::LinkKind::kEthernet);
+  CHECK(plan.estimate.bytes_per_step[static_cast<int>(hp::LinkKind::kRoce)] == 0);
+  CHECK(plan.estimate.bytes_per_step[static_cast<int>(hp::LinkKind::kEthernet)] > 0);
+  // The calibration measures each hop as that class (rank_link): the hop inside the second
+  // island is an Ethernet sample, not a RoCE one at a fifth of the rate.
+  for (size_t i = 0; i + 1 < pp->ranks.size(); ++i)
+    CHECK(hp::rank_link(spec, t, plan, pp->ranks[i], pp->ranks[i + 1]).kind == hp::LinkKind::kEthernet);
+}
+
 TEST_CASE("two CPU processes of a node pay a scheduling wait at every tensor-parallel sum", "[cost_model][fidelity]") {
   // Issue 27's gen-5: three CPU nodes of two workers each (IB, RoCE, IB islands, a thin
   // Ethernet between them). Priced as shared memory (100 Gb/s, 3 us), tp2 x pp3 looked 11%
