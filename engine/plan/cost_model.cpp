@@ -152,8 +152,9 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   t.chunks = v;
   // Under a CPU quota a send's bytes move only while both ends' communication threads run
   // (the sender writing as the socket drains, the receiver's Gloo loop reading), and in the
-  // steps each end's cgroup runs `share` of the wall time: the per-byte time scales with
-  // 1 / share, the latency does not. The calibration probe that measured the link's rate ran
+  // steps each end's cgroup runs a part of the wall time, `share` (its cpu_share where it is
+  // held at its quota all step; the search sets it from the step's load, share_sends_at_load):
+  // the per-byte time scales with 1 / share, the latency does not. The calibration probe that measured the link's rate ran
   // before the first step, when the workers' quotas were not spent (unthrottled), so the
   // calibrated rate is the unthrottled one and this is not counted twice.
   auto hop_s = [&](const LinkCost& link, double bytes, double share) {
@@ -486,6 +487,12 @@ double quota_wait_s(const Estimate& e, double rest) {
   return std::max(0.0, bound - rest) + quota_throttle_s(e, std::max(bound, rest));
 }
 
+double throttled_share(double load) {
+  const double u = std::clamp(load, 0.0, 1.0);
+  const double u2 = u * u, u4 = u2 * u2;
+  return u4 * u4 * u4;  // u^12
+}
+
 Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, const std::vector<int>& layers,
                        int world) {
   int p = static_cast<int>(stages.size());
@@ -530,6 +537,27 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
     if (sent.emb > 0) add(sc.emb_link, sent.emb);
   }
   return e;
+}
+
+
+void share_sends_at_load(std::vector<StageCost>& stages, const Estimate& e) {
+  // A pipeline send moves only while both ends' cgroups run (StageCost::time). A cgroup under
+  // a quota stands throttled for a part of the wall time that grows with its load: the whole
+  // unused share, 1 - share, only where it is held at its quota all step. A stage without a
+  // CPU-time figure keeps its share.
+  const int p = static_cast<int>(stages.size());
+  std::vector<double> run(p, 1.0);
+  for (int s = 0; s < p; ++s) {
+    const double share = stages[s].cpu_share;
+    if (share >= 1) continue;
+    const double cpu = s < static_cast<int>(e.quota_cpu_s.size()) ? e.quota_cpu_s[s] : 0.0;
+    run[s] = cpu > 0 && e.step_time_s > 0 ? 1 - (1 - share) * throttled_share(cpu / share / e.step_time_s) : share;
+  }
+  for (int s = 0; s < p; ++s) {
+    StageCost& sc = stages[s];
+    sc.next_share = std::min(run[s], run[sc.last ? 0 : s + 1]);
+    sc.prev_share = std::min(run[s], run[sc.first ? p - 1 : s - 1]);
+  }
 }
 
 }  // namespace holmes::plan

@@ -221,6 +221,18 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
 Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, const std::vector<int>& layers,
                        int world);
 
+// The part of its unused share, 1 - share, that a cgroup under a CPU quota stands throttled
+// for at `load` (its CPU seconds over its share of the step): the lab's node cgroups
+// (cpu.stat's throttled time, 1668 node-runs of seeds 1-8, 21-28 and 41-48, 2026-11-28) stood
+// 3-10% of it below a 0.9 load, 34% at 0.9-1 and 70% at the bound; load^12.
+double throttled_share(double load);
+// Sets each stage's next_share and prev_share, the part of the wall time both ends of its
+// pipeline hops run, from the loads of `e` (an estimate priced with these stages): 1 minus
+// the unused share times throttled_share(CPU seconds over the share of the step); a stage
+// without a CPU-time figure keeps its cpu_share. The search prices a held layout with free
+// sends first, then twice with the shares of the estimate before (search.cpp, score).
+void share_sends_at_load(std::vector<StageCost>& stages, const Estimate& e);
+
 // The longest a stage's worker under a CPU quota needs per step: its CPU seconds per step (its
 // passes at StageCost::cpu_tflops, plus its host bytes per step x host_comm_s_per_byte and its
 // tensor-parallel sums' bytes x tp_comm_s_per_byte: the

@@ -116,15 +116,30 @@ Evaluated score(const SearchInput& in, const Facts& facts, const Degrees& deg, L
   ev.stages = stage_costs(facts, in.table, layout);
   ev.layout = std::move(layout);
   int L = s.model.layers, p = deg.pp;
-  if (partition == spec::PartitionKind::kList) ev.layers = s.parallel.partition.layers;
-  else if (partition == spec::PartitionKind::kUniform) ev.layers = uniform_partition(L, p);
-  else
-    ev.layers = coupled_partition(ev.work, ev.stages,
-                                  balanced_partition(
-                                      L, p, [&](int st, int n) { return ev.stages[st].objective(ev.work, p, n); },
-                                      mode.chunks),
-                                  mode.chunks);
-  ev.estimate = estimate_step(ev.work, ev.stages, ev.layers, in.world);
+  auto place = [&] {
+    if (partition == spec::PartitionKind::kList) ev.layers = s.parallel.partition.layers;
+    else if (partition == spec::PartitionKind::kUniform) ev.layers = uniform_partition(L, p);
+    else
+      ev.layers = coupled_partition(ev.work, ev.stages,
+                                    balanced_partition(
+                                        L, p, [&](int st, int n) { return ev.stages[st].objective(ev.work, p, n); },
+                                        mode.chunks),
+                                    mode.chunks);
+    ev.estimate = estimate_step(ev.work, ev.stages, ev.layers, in.world);
+  };
+  // Under CPU quotas the pipeline sends move at the part of the wall time their ends' cgroups
+  // run, which follows the step's load (share_sends_at_load): the step and the shares are
+  // found together, from free sends, then twice with the shares of the step before.
+  const bool held = p > 1 && std::any_of(ev.stages.begin(), ev.stages.end(), [](const StageCost& c) {
+    return c.cpu_share < 1;
+  });
+  if (held)
+    for (StageCost& c : ev.stages) c.next_share = c.prev_share = 1;
+  place();
+  for (int pass = 0; held && pass < 2; ++pass) {
+    share_sends_at_load(ev.stages, ev.estimate);
+    place();
+  }
   double worst_ratio = -1;
   for (int st = 0; st < p; ++st) {
     RankMemory mem = ev.stages[st].memory(ev.work, p, ev.layers[st]);
