@@ -22,6 +22,17 @@ void keep_worse(LinkCost& worst, const LinkCost& l) {
   worst.crosses_island = crosses;
 }
 
+// Each stage's next_share and prev_share: the smaller of its hops' two ends' `run` (the part of
+// the wall time each stage's cgroup runs; hop_next of the last stage wraps to 0).
+void set_hop_shares(std::vector<StageCost>& stages, const std::vector<double>& run) {
+  const int p = static_cast<int>(stages.size());
+  for (int s = 0; s < p; ++s) {
+    StageCost& sc = stages[s];
+    sc.next_share = std::min(run[s], run[sc.last ? 0 : s + 1]);
+    sc.prev_share = std::min(run[s], run[sc.first ? p - 1 : s - 1]);
+  }
+}
+
 }  // namespace
 
 double ethernet_transfer_s(Transport t, double bytes, const LinkCost& link) {
@@ -35,6 +46,15 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
   auto node = [&](int t, int s, int r) { return d.node_of[lay.rank(Coords{t, s, r})]; };
   std::vector<StageCost> out(pp);
   std::vector<int> ring, path;
+  // Whether the pipeline group of each tensor rank and replica runs on Ethernet: its hops
+  // share that transport.
+  std::vector<char> pp_ethernet(static_cast<size_t>(tp) * dp);
+  for (int r = 0; r < dp; ++r)
+    for (int t = 0; t < tp; ++t) {
+      path.clear();
+      for (int q = 0; q < pp; ++q) path.push_back(node(t, q, r));
+      pp_ethernet[static_cast<size_t>(r) * tp + t] = group_on_ethernet(f, path, false);
+    }
   for (int s = 0; s < pp; ++s) {
     StageCost& sc = out[s];
     sc.stage = s;
@@ -49,8 +69,7 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
       ring.clear();
       for (int t = 0; t < tp; ++t) {
         int n = node(t, s, r);
-        path.clear();  // the pipeline group of this tensor rank and replica: its hops share a transport
-        for (int q = 0; q < pp; ++q) path.push_back(node(t, q, r));
+        const bool pp_on_ethernet = pp_ethernet[static_cast<size_t>(r) * tp + t];
         ring.push_back(n);
         const NodeFacts& nf = f.nodes[n];
         if (sc.tflops < 0 || nf.tflops < sc.tflops) sc.tflops = nf.tflops;
@@ -67,8 +86,8 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
         sc.tp_comm_s_per_byte = std::max(sc.tp_comm_s_per_byte, nf.tp_comm_s_per_byte);
         double cap = nf.memory_bytes * kUsableMemoryFraction;
         if (cap > 0 && (sc.capacity <= 0 || cap < sc.capacity)) sc.capacity = cap;
-        if (s + 1 < pp) keep_worse(sc.next_link, link_in_group(f, path, false, n, node(t, s + 1, r)));
-        if (s > 0) keep_worse(sc.prev_link, link_in_group(f, path, false, n, node(t, s - 1, r)));
+        if (s + 1 < pp) keep_worse(sc.next_link, link_between(f, n, node(t, s + 1, r), pp_on_ethernet));
+        if (s > 0) keep_worse(sc.prev_link, link_between(f, n, node(t, s - 1, r), pp_on_ethernet));
         if (pp > 1 && (sc.first || sc.last)) keep_worse(sc.emb_link, link_between(f, n, node(t, pp - 1 - s, r)));
       }
       if (tp > 1) keep_worse(sc.tp_link, ring_bottleneck(f, ring));
@@ -81,11 +100,9 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
         keep_worse(sc.dp_link, ring_bottleneck(f, ring));
       }
   }
-  for (int s = 0; s < pp; ++s) {  // the hops' two ends (hop_next of the last stage wraps to 0)
-    StageCost& sc = out[s];
-    sc.next_share = std::min(sc.cpu_share, out[sc.last ? 0 : s + 1].cpu_share);
-    sc.prev_share = std::min(sc.cpu_share, out[sc.first ? pp - 1 : s - 1].cpu_share);
-  }
+  std::vector<double> shares(pp);
+  for (int s = 0; s < pp; ++s) shares[s] = out[s].cpu_share;
+  set_hop_shares(out, shares);
   return out;
 }
 
@@ -553,11 +570,7 @@ void share_sends_at_load(std::vector<StageCost>& stages, const Estimate& e) {
     const double cpu = s < static_cast<int>(e.quota_cpu_s.size()) ? e.quota_cpu_s[s] : 0.0;
     run[s] = cpu > 0 && e.step_time_s > 0 ? 1 - (1 - share) * throttled_share(cpu / share / e.step_time_s) : share;
   }
-  for (int s = 0; s < p; ++s) {
-    StageCost& sc = stages[s];
-    sc.next_share = std::min(run[s], run[sc.last ? 0 : s + 1]);
-    sc.prev_share = std::min(run[s], run[sc.first ? p - 1 : s - 1]);
-  }
+  set_hop_shares(stages, run);
 }
 
 }  // namespace holmes::plan

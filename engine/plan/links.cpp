@@ -174,17 +174,14 @@ void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, d
   for (NodeFacts& n : f.nodes) n.tflops = slowest > 0 ? calibrated * n.tflops / slowest : calibrated;
 }
 
-namespace {
-
-// The link between two nodes, over Ethernet where `ethernet` even inside one RDMA island.
-LinkCost link_of_pair(const Facts& f, int a, int b, bool ethernet) {
+LinkCost link_between(const Facts& f, int a, int b, bool over_ethernet) {
   const NodeFacts& na = f.nodes[a];
   const NodeFacts& nb = f.nodes[b];
   LinkCost l;
   if (a == b) {
     l.kind = LinkKind::kIntraNode;
     l.gbps_per_rank = na.intra_gbps;
-  } else if (!ethernet && na.island == nb.island && na.island_link != LinkKind::kEthernet && !f.ethernet_only &&
+  } else if (!over_ethernet && na.island == nb.island && na.island_link != LinkKind::kEthernet && !f.ethernet_only &&
              (!f.tcp_groups || (na.island_tcp && nb.island_tcp))) {
     l.kind = na.island_link;
     l.gbps_per_rank = std::min(na.rdma_gbps / na.devices, nb.rdma_gbps / nb.devices);
@@ -200,24 +197,24 @@ LinkCost link_of_pair(const Facts& f, int a, int b, bool ethernet) {
   return l;
 }
 
-}  // namespace
-
-LinkCost link_between(const Facts& f, int a, int b) { return link_of_pair(f, a, b, false); }
+bool group_on_ethernet(const Facts& f, const std::vector<int>& nodes, bool ring) {
+  const size_t hops = nodes.size() < 2 ? 0 : ring ? nodes.size() : nodes.size() - 1;
+  for (size_t i = 0; i < hops; ++i)
+    if (link_between(f, nodes[i], nodes[(i + 1) % nodes.size()]).kind == LinkKind::kEthernet) return true;
+  return false;
+}
 
 LinkCost link_in_group(const Facts& f, const std::vector<int>& nodes, bool ring, int a, int b) {
-  bool ethernet = false;
-  const size_t hops = nodes.size() < 2 ? 0 : ring ? nodes.size() : nodes.size() - 1;
-  for (size_t i = 0; i < hops && !ethernet; ++i)
-    ethernet = link_between(f, nodes[i], nodes[(i + 1) % nodes.size()]).kind == LinkKind::kEthernet;
-  return link_of_pair(f, a, b, ethernet);
+  return link_between(f, a, b, group_on_ethernet(f, nodes, ring));
 }
 
 LinkCost ring_bottleneck(const Facts& f, const std::vector<int>& nodes) {
   LinkCost worst;
   if (nodes.size() < 2) return worst;  // intra-node, zero bandwidth = zero cost
   worst.gbps_per_rank = -1;
+  const bool ethernet = group_on_ethernet(f, nodes, true);
   for (size_t i = 0; i < nodes.size(); ++i) {
-    LinkCost l = link_in_group(f, nodes, true, nodes[i], nodes[(i + 1) % nodes.size()]);
+    LinkCost l = link_between(f, nodes[i], nodes[(i + 1) % nodes.size()], ethernet);
     bool slower = worst.gbps_per_rank < 0 || l.gbps_per_rank < worst.gbps_per_rank ||
                   (l.gbps_per_rank == worst.gbps_per_rank && l.latency_s > worst.latency_s);
     bool crosses = worst.crosses_island || l.crosses_island;

@@ -136,12 +136,16 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
 void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, double calibrated_cpu = 0,
                        int cpu_tensor = 0, double host_comm_ns_per_byte = 0, double tp_comm_ns_per_byte = 0);
 
-// The link between the nodes of two ranks (a == b is intra-node).
-LinkCost link_between(const Facts& f, int node_a, int node_b);
-// The link that a group over `nodes` (in ring or path order) carries between two of them: a
-// group runs on one transport (groups.cpp, choose_transport: its slowest kind of hop), so in a
-// group with a hop over Ethernet (across islands) every hop between two nodes takes Ethernet,
-// also inside one RDMA island; a hop inside a node stays intra-node.
+// The link between the nodes of two ranks (a == b is intra-node); over Ethernet also inside
+// one RDMA island where `over_ethernet` (a hop of a group on Ethernet, group_on_ethernet).
+LinkCost link_between(const Facts& f, int node_a, int node_b, bool over_ethernet = false);
+// Whether a group over `nodes` (in ring or path order) runs on Ethernet: a group runs on one
+// transport (groups.cpp, choose_transport: its slowest kind of hop), so one hop over Ethernet
+// (across islands) puts every hop between two nodes on it, also inside one RDMA island; a hop
+// inside a node stays intra-node.
+bool group_on_ethernet(const Facts& f, const std::vector<int>& nodes, bool ring);
+// The link such a group carries between two of its nodes: link_between(f, a, b,
+// group_on_ethernet(f, nodes, ring)).
 LinkCost link_in_group(const Facts& f, const std::vector<int>& nodes, bool ring, int node_a, int node_b);
 // The slowest link a ring over `nodes` (in ring order) uses (link_in_group); a single member
 // is intra-node with zero cost.
