@@ -45,16 +45,31 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
   int tp = g.degree(kTp), pp = g.degree(kPp), dp = g.degree(kDp);
   auto node = [&](int t, int s, int r) { return d.node_of[lay.rank(Coords{t, s, r})]; };
   std::vector<StageCost> out(pp);
-  std::vector<int> ring, path;
-  // Whether the pipeline group of each tensor rank and replica runs on Ethernet: its hops
-  // share that transport.
-  std::vector<char> pp_ethernet(static_cast<size_t>(tp) * dp);
+  std::vector<int> ring;
+  // Every group of each kind by its members' nodes: whether each pipeline runs on Ethernet
+  // (its hops share that transport) and how many ranks of a node use its ports at once in
+  // each kind of group (NicUse).
+  std::vector<std::vector<int>> pipes, tps, dps, embs;
   for (int r = 0; r < dp; ++r)
     for (int t = 0; t < tp; ++t) {
-      path.clear();
-      for (int q = 0; q < pp; ++q) path.push_back(node(t, q, r));
-      pp_ethernet[static_cast<size_t>(r) * tp + t] = group_on_ethernet(f, path, false);
+      pipes.emplace_back();
+      for (int q = 0; q < pp; ++q) pipes.back().push_back(node(t, q, r));
+      if (pp > 1) embs.push_back({node(t, 0, r), node(t, pp - 1, r)});
     }
+  for (int q = 0; q < pp; ++q) {
+    for (int r = 0; r < dp; ++r) {
+      tps.emplace_back();
+      for (int t = 0; t < tp; ++t) tps.back().push_back(node(t, q, r));
+    }
+    for (int t = 0; t < tp; ++t) {
+      dps.emplace_back();
+      for (int r = 0; r < dp; ++r) dps.back().push_back(node(t, q, r));
+    }
+  }
+  std::vector<char> pp_ethernet(pipes.size());
+  for (size_t i = 0; i < pipes.size(); ++i) pp_ethernet[i] = group_on_ethernet(f, pipes[i], false);
+  const NicUse pp_use = nic_use(f, pipes, false), tp_use = nic_use(f, tps, true), dp_use = nic_use(f, dps, true),
+               emb_use = nic_use(f, embs, false);
   for (int s = 0; s < pp; ++s) {
     StageCost& sc = out[s];
     sc.stage = s;
@@ -86,18 +101,19 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
         sc.tp_comm_s_per_byte = std::max(sc.tp_comm_s_per_byte, nf.tp_comm_s_per_byte);
         double cap = nf.memory_bytes * kUsableMemoryFraction;
         if (cap > 0 && (sc.capacity <= 0 || cap < sc.capacity)) sc.capacity = cap;
-        if (s + 1 < pp) keep_worse(sc.next_link, link_between(f, n, node(t, s + 1, r), pp_on_ethernet));
-        if (s > 0) keep_worse(sc.prev_link, link_between(f, n, node(t, s - 1, r), pp_on_ethernet));
-        if (pp > 1 && (sc.first || sc.last)) keep_worse(sc.emb_link, link_between(f, n, node(t, pp - 1 - s, r)));
+        if (s + 1 < pp) keep_worse(sc.next_link, link_between(f, n, node(t, s + 1, r), pp_on_ethernet, &pp_use));
+        if (s > 0) keep_worse(sc.prev_link, link_between(f, n, node(t, s - 1, r), pp_on_ethernet, &pp_use));
+        if (pp > 1 && (sc.first || sc.last))
+          keep_worse(sc.emb_link, link_between(f, n, node(t, pp - 1 - s, r), false, &emb_use));
       }
-      if (tp > 1) keep_worse(sc.tp_link, ring_bottleneck(f, ring));
+      if (tp > 1) keep_worse(sc.tp_link, ring_bottleneck(f, ring, &tp_use));
     }
     if (held_period > 0) sc.cpu_period_s = held_period;
     if (dp > 1)
       for (int t = 0; t < tp; ++t) {
         ring.clear();
         for (int r = 0; r < dp; ++r) ring.push_back(node(t, s, r));
-        keep_worse(sc.dp_link, ring_bottleneck(f, ring));
+        keep_worse(sc.dp_link, ring_bottleneck(f, ring, &dp_use));
       }
   }
   std::vector<double> shares(pp);

@@ -25,12 +25,12 @@ Transport ethernet_transport(const EthernetChoice& choice, const LinkCost& link)
   return gloo < nccl ? Transport::kGlooTcp : Transport::kNcclSocket;
 }
 
-LinkCost slowest_hop(const Facts& f, const std::vector<int>& nodes, bool ring) {
+LinkCost slowest_hop(const Facts& f, const std::vector<int>& nodes, bool ring, const NicUse* use) {
   // The ring wraps around, a pipeline is a path.
   LinkCost worst;
   const size_t hops = ring ? nodes.size() : nodes.size() - 1;
   for (size_t i = 0; i < hops && nodes.size() > 1; ++i) {
-    LinkCost l = link_between(f, nodes[i], nodes[(i + 1) % nodes.size()]);
+    LinkCost l = link_between(f, nodes[i], nodes[(i + 1) % nodes.size()], false, use);
     const bool slower = i == 0 || static_cast<int>(l.kind) > static_cast<int>(worst.kind) ||
                         (l.kind == worst.kind && l.gbps_per_rank < worst.gbps_per_rank);
     if (slower) worst = l;
@@ -44,14 +44,14 @@ double log_exchange_s(const Facts& f, const std::vector<int>& node_of, int log_i
 }
 
 void choose_transport(const Facts& f, const std::vector<int>& nodes, bool cuda, bool ring, Group& g,
-                      const EthernetChoice& ethernet) {
+                      const EthernetChoice& ethernet, const NicUse* use) {
   g.crosses_nodes = false;
   g.crosses_islands = false;
   for (int n : nodes) {
     g.crosses_nodes |= n != nodes[0];
     g.crosses_islands |= f.nodes[n].island != f.nodes[nodes[0]].island;
   }
-  const LinkCost worst = slowest_hop(f, nodes, ring);
+  const LinkCost worst = slowest_hop(f, nodes, ring, use);
   g.link = worst.kind;
   g.gbps_per_rank = worst.gbps_per_rank;
   g.latency_s = worst.latency_s;
@@ -91,34 +91,42 @@ void choose_transport(const Facts& f, const std::vector<int>& nodes, bool cuda, 
 std::vector<Group> build_groups(const Facts& f, const DeviceTable& d, const Layout& lay, bool cuda,
                                 const EthernetChoice& ethernet) {
   std::vector<Group> out;
-  std::vector<int> nodes;
-  auto add = [&](GroupKind kind, int index, std::vector<int> ranks, bool ring) {
-    Group g;
-    g.kind = kind;
-    g.index = index;
-    g.ranks = std::move(ranks);
-    nodes.clear();
-    for (int r : g.ranks) nodes.push_back(d.node_of[r]);
-    choose_transport(f, nodes, cuda, ring, g, ethernet);
-    out.push_back(std::move(g));
-  };
-  auto to_ranks = [&](std::vector<int> idx) {
-    for (int& v : idx) v = lay.rank_at[v];
-    return idx;
+  // Every group of a kind at once: its members' NIC use is the kind's (nic_use).
+  auto add_all = [&](GroupKind kind, const std::vector<std::vector<int>>& groups, bool ring) {
+    std::vector<std::vector<int>> nodes(groups.size());
+    for (size_t i = 0; i < groups.size(); ++i)
+      for (int r : groups[i]) nodes[i].push_back(d.node_of[r]);
+    const NicUse use = nic_use(f, nodes, ring);
+    for (size_t i = 0; i < groups.size(); ++i) {
+      Group g;
+      g.kind = kind;
+      g.index = static_cast<int>(i);
+      g.ranks = groups[i];
+      choose_transport(f, nodes[i], cuda, ring, g, ethernet, kind == GroupKind::kWorld ? nullptr : &use);
+      out.push_back(std::move(g));
+    }
   };
   const RankGrid& grid = lay.grid;
-  for (int g = 0; g < grid.group_count(kTp); ++g) add(GroupKind::kTp, g, to_ranks(grid.group(kTp, g)), true);
-  for (int g = 0; g < grid.group_count(kPp); ++g) add(GroupKind::kPp, g, to_ranks(grid.group(kPp, g)), false);
-  for (int g = 0; g < grid.group_count(kDp); ++g) add(GroupKind::kDp, g, to_ranks(grid.group(kDp, g)), true);
-  int pp = grid.degree(kPp);
-  if (pp > 1)
-    for (int g = 0; g < grid.group_count(kPp); ++g) {
-      auto members = to_ranks(grid.group(kPp, g));
-      add(GroupKind::kEmbedding, g, {members.front(), members.back()}, false);
+  auto groups_of = [&](int dim) {
+    std::vector<std::vector<int>> all(grid.group_count(dim));
+    for (int g = 0; g < grid.group_count(dim); ++g) {
+      all[g] = grid.group(dim, g);
+      for (int& v : all[g]) v = lay.rank_at[v];
     }
+    return all;
+  };
+  add_all(GroupKind::kTp, groups_of(kTp), true);
+  const std::vector<std::vector<int>> pipes = groups_of(kPp);
+  add_all(GroupKind::kPp, pipes, false);
+  add_all(GroupKind::kDp, groups_of(kDp), true);
+  if (grid.degree(kPp) > 1) {
+    std::vector<std::vector<int>> ends;
+    for (const auto& members : pipes) ends.push_back({members.front(), members.back()});
+    add_all(GroupKind::kEmbedding, ends, false);
+  }
   std::vector<int> all(d.node_of.size());
   for (int r = 0; r < static_cast<int>(all.size()); ++r) all[r] = r;
-  add(GroupKind::kWorld, 0, std::move(all), true);
+  add_all(GroupKind::kWorld, {all}, true);
   return out;
 }
 

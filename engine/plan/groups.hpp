@@ -34,12 +34,13 @@ std::vector<Group> build_groups(const Facts& f, const DeviceTable& d, const Layo
 // Chooses the transport of a group from its members' nodes (ring order); fills transport,
 // link, interface, hcas, gid_index and the crossing flags.
 void choose_transport(const Facts& f, const std::vector<int>& nodes, bool cuda, bool ring, Group& g,
-                      const EthernetChoice& ethernet = {});
+                      const EthernetChoice& ethernet = {}, const NicUse* use = nullptr);
 
 // The slowest hop of a group over `nodes` (ring order; `ring` false: a path): the hop of the
 // highest link class (Ethernet over RDMA over intra-node), the slowest of that class. The
-// group's link, bandwidth and latency (choose_transport) are this hop's.
-LinkCost slowest_hop(const Facts& f, const std::vector<int>& nodes, bool ring);
+// group's link, bandwidth and latency (choose_transport) are this hop's; its ends' ports are
+// shared as `use` says (the group's kind, nic_use), by all of the node's ranks without it.
+LinkCost slowest_hop(const Facts& f, const std::vector<int>& nodes, bool ring, const NicUse* use = nullptr);
 
 // The log steps' job-wide maximum (memory, communication share, stop signal and a slot per
 // rank, a few floats) is a ring all-reduce over the world group (ranks 0..W-1, `node_of` their

@@ -174,9 +174,36 @@ void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, d
   for (NodeFacts& n : f.nodes) n.tflops = slowest > 0 ? calibrated * n.tflops / slowest : calibrated;
 }
 
-LinkCost link_between(const Facts& f, int a, int b, bool over_ethernet) {
+int NicUse::sharing(const Facts& f, int node, LinkKind kind) const {
+  const std::vector<int>& count = kind == LinkKind::kEthernet ? ethernet : island;
+  if (node < 0 || node >= static_cast<int>(count.size())) return std::max(1, f.nodes[node].devices);
+  return std::max(1, count[node]);
+}
+
+NicUse nic_use(const Facts& f, const std::vector<std::vector<int>>& groups, bool ring) {
+  NicUse use;
+  use.ethernet.assign(f.nodes.size(), 0);
+  use.island.assign(f.nodes.size(), 0);
+  for (const std::vector<int>& nodes : groups) {
+    const int n = static_cast<int>(nodes.size());
+    if (n < 2) continue;
+    const bool ethernet = group_on_ethernet(f, nodes, ring);
+    for (int i = 0; i < n; ++i) {
+      const int next = ring ? nodes[(i + 1) % n] : i + 1 < n ? nodes[i + 1] : nodes[i];
+      const int prev = ring || i == 0 ? nodes[i] : nodes[i - 1];
+      const int away = next != nodes[i] ? next : prev != nodes[i] ? prev : -1;
+      if (away < 0) continue;  // every hop of this member stays on its node
+      const bool over_ethernet = link_between(f, nodes[i], away, ethernet).kind == LinkKind::kEthernet;
+      ++(over_ethernet ? use.ethernet : use.island)[nodes[i]];
+    }
+  }
+  return use;
+}
+
+LinkCost link_between(const Facts& f, int a, int b, bool over_ethernet, const NicUse* use) {
   const NodeFacts& na = f.nodes[a];
   const NodeFacts& nb = f.nodes[b];
+  auto sharing = [&](int node, LinkKind kind) { return use ? use->sharing(f, node, kind) : f.nodes[node].devices; };
   LinkCost l;
   if (a == b) {
     l.kind = LinkKind::kIntraNode;
@@ -184,10 +211,10 @@ LinkCost link_between(const Facts& f, int a, int b, bool over_ethernet) {
   } else if (!over_ethernet && na.island == nb.island && na.island_link != LinkKind::kEthernet && !f.ethernet_only &&
              (!f.tcp_groups || (na.island_tcp && nb.island_tcp))) {
     l.kind = na.island_link;
-    l.gbps_per_rank = std::min(na.rdma_gbps / na.devices, nb.rdma_gbps / nb.devices);
+    l.gbps_per_rank = std::min(na.rdma_gbps / sharing(a, l.kind), nb.rdma_gbps / sharing(b, l.kind));
   } else {
     l.kind = LinkKind::kEthernet;
-    l.gbps_per_rank = std::min(na.ethernet_gbps / na.devices, nb.ethernet_gbps / nb.devices);
+    l.gbps_per_rank = std::min(na.ethernet_gbps / sharing(a, l.kind), nb.ethernet_gbps / sharing(b, l.kind));
     l.crosses_island = na.island != nb.island;
   }
   l.latency_s = a == b ? na.intra_latency_s : f.latency_s[static_cast<int>(l.kind)];
@@ -204,17 +231,17 @@ bool group_on_ethernet(const Facts& f, const std::vector<int>& nodes, bool ring)
   return false;
 }
 
-LinkCost link_in_group(const Facts& f, const std::vector<int>& nodes, bool ring, int a, int b) {
-  return link_between(f, a, b, group_on_ethernet(f, nodes, ring));
+LinkCost link_in_group(const Facts& f, const std::vector<int>& nodes, bool ring, int a, int b, const NicUse* use) {
+  return link_between(f, a, b, group_on_ethernet(f, nodes, ring), use);
 }
 
-LinkCost ring_bottleneck(const Facts& f, const std::vector<int>& nodes) {
+LinkCost ring_bottleneck(const Facts& f, const std::vector<int>& nodes, const NicUse* use) {
   LinkCost worst;
   if (nodes.size() < 2) return worst;  // intra-node, zero bandwidth = zero cost
   worst.gbps_per_rank = -1;
   const bool ethernet = group_on_ethernet(f, nodes, true);
   for (size_t i = 0; i < nodes.size(); ++i) {
-    LinkCost l = link_between(f, nodes[i], nodes[(i + 1) % nodes.size()], ethernet);
+    LinkCost l = link_between(f, nodes[i], nodes[(i + 1) % nodes.size()], ethernet, use);
     bool slower = worst.gbps_per_rank < 0 || l.gbps_per_rank < worst.gbps_per_rank ||
                   (l.gbps_per_rank == worst.gbps_per_rank && l.latency_s > worst.latency_s);
     bool crosses = worst.crosses_island || l.crosses_island;

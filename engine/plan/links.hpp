@@ -136,9 +136,28 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
 void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, double calibrated_cpu = 0,
                        int cpu_tensor = 0, double host_comm_ns_per_byte = 0, double tp_comm_ns_per_byte = 0);
 
+// How many of each node's ranks send off the node over its Ethernet port and over its
+// island's RDMA port in one kind of group (by node; nic_use). The groups of a kind talk in the
+// same phase of the step (the tensor sums, the pipeline's sends, the data-parallel sync), so
+// a hop of such a group gets each end's port over its node's count, not over every rank the
+// node has: where two stages of a pipeline share a node and talk inside it, only one of them
+// sends off the node, and it has the port to itself.
+struct NicUse {
+  std::vector<int> ethernet, island;
+  // The ranks of `node` sharing the port a hop of `kind` leaves it by: at least 1; the node's
+  // ranks (every one of them at once) where the count is not known.
+  int sharing(const Facts& f, int node, LinkKind kind) const;
+};
+// The NIC use of one kind of group: `groups` lists each group's members' nodes (ring or path
+// order). A member uses a port where one of its hops (ring: to the next member; path: to
+// either neighbour) leaves its node, over the transport its group runs on (group_on_ethernet).
+NicUse nic_use(const Facts& f, const std::vector<std::vector<int>>& groups, bool ring);
+
 // The link between the nodes of two ranks (a == b is intra-node); over Ethernet also inside
 // one RDMA island where `over_ethernet` (a hop of a group on Ethernet, group_on_ethernet).
-LinkCost link_between(const Facts& f, int node_a, int node_b, bool over_ethernet = false);
+// Each end's port is shared by the node's ranks that `use` counts for it (NicUse), by all of
+// its ranks without it.
+LinkCost link_between(const Facts& f, int node_a, int node_b, bool over_ethernet = false, const NicUse* use = nullptr);
 // Whether a group over `nodes` (in ring or path order) runs on Ethernet: a group runs on one
 // transport (groups.cpp, choose_transport: its slowest kind of hop), so one hop over Ethernet
 // (across islands) puts every hop between two nodes on it, also inside one RDMA island; a hop
@@ -146,10 +165,11 @@ LinkCost link_between(const Facts& f, int node_a, int node_b, bool over_ethernet
 bool group_on_ethernet(const Facts& f, const std::vector<int>& nodes, bool ring);
 // The link such a group carries between two of its nodes: link_between(f, a, b,
 // group_on_ethernet(f, nodes, ring)).
-LinkCost link_in_group(const Facts& f, const std::vector<int>& nodes, bool ring, int node_a, int node_b);
-// The slowest link a ring over `nodes` (in ring order) uses (link_in_group); a single member
-// is intra-node with zero cost.
-LinkCost ring_bottleneck(const Facts& f, const std::vector<int>& nodes);
+LinkCost link_in_group(const Facts& f, const std::vector<int>& nodes, bool ring, int node_a, int node_b,
+                       const NicUse* use = nullptr);
+// The slowest link a ring over `nodes` (in ring order) uses (link_in_group, ports shared as
+// `use` says); a single member is intra-node with zero cost.
+LinkCost ring_bottleneck(const Facts& f, const std::vector<int>& nodes, const NicUse* use = nullptr);
 
 // Ring collectives over d ranks of `bytes` each (the full buffer size per rank):
 // all-reduce 2(d-1)(alpha + bytes/(d beta)), reduce-scatter and all-gather half of that; beta

@@ -224,16 +224,21 @@ std::string stage_layers(const Stage& s) {
 LinkCost rank_link(const spec::JobSpec& spec, const topo::ClusterTopology& topology, const Plan& plan, int a, int b) {
   Facts f = facts_of(spec, topology, plan.device_kind == "cuda", uses_nccl(plan));
   f.ethernet_only = plan.placement == spec::Placement::kMegatron;
-  // The pipeline group both ranks are in carries the hop on its one transport.
+  // The pipeline group both ranks are in carries the hop on its one transport; the node's
+  // ports are shared by the ranks every pipeline group sends off it (nic_use), as the plan
+  // priced the hop (stage_costs).
+  std::vector<std::vector<int>> pipes;
+  int mine = -1;
   for (const Group& g : plan.groups) {
     if (g.kind != GroupKind::kPp) continue;
     const auto has = [&](int r) { return std::find(g.ranks.begin(), g.ranks.end(), r) != g.ranks.end(); };
-    if (!has(a) || !has(b)) continue;
-    std::vector<int> nodes;
-    for (int r : g.ranks) nodes.push_back(plan.ranks.at(r).node);
-    return link_in_group(f, nodes, false, plan.ranks.at(a).node, plan.ranks.at(b).node);
+    if (has(a) && has(b)) mine = static_cast<int>(pipes.size());
+    pipes.emplace_back();
+    for (int r : g.ranks) pipes.back().push_back(plan.ranks.at(r).node);
   }
-  return link_between(f, plan.ranks.at(a).node, plan.ranks.at(b).node);
+  if (mine < 0) return link_between(f, plan.ranks.at(a).node, plan.ranks.at(b).node);
+  const NicUse use = nic_use(f, pipes, false);
+  return link_in_group(f, pipes[mine], false, plan.ranks.at(a).node, plan.ranks.at(b).node, &use);
 }
 
 Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology) {

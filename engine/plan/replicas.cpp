@@ -230,15 +230,23 @@ void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
   const double step = plan.estimate.step_time_s - plan.estimate.log_s;
   const int frags = std::max(1, rep.fragments);
   double by_link[kLinkKinds] = {};
+  // Every outer group exchanges at once: a node's ports are shared by its ranks that every
+  // group sends off it (nic_use).
+  std::vector<std::vector<int>> outer_nodes;
   for (auto& [coord, ranks] : by_coord) {
     std::sort(ranks.begin(), ranks.end(), [&](int a, int b) { return replica_of[a] < replica_of[b]; });
+    outer_nodes.emplace_back();
+    for (int r : ranks) outer_nodes.back().push_back(plan.ranks[r].node);
+  }
+  const NicUse use = nic_use(f, outer_nodes, true);
+  for (auto& [coord, ranks] : by_coord) {
     Group g;
     g.kind = GroupKind::kOuter;
     g.index = index++;
     g.ranks = ranks;
     std::vector<int> nodes;
     for (int r : ranks) nodes.push_back(plan.ranks[r].node);
-    choose_transport(f, nodes, cuda, true, g);
+    choose_transport(f, nodes, cuda, true, g, {}, &use);
     // The outer exchange works on host copies of the weights: Gloo, whatever the link.
     g.transport = Transport::kGlooTcp;
     if (!g.crosses_nodes) g.interface = "lo";

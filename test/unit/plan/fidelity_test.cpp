@@ -44,6 +44,14 @@ hp::StageCost dp_stage(int stage, int pp, double tflops) {
   return s;
 }
 
+// The plan's last group of `kind` (nullptr when it has none).
+const hp::Group* last_group(const hp::Plan& plan, hp::GroupKind kind) {
+  const hp::Group* out = nullptr;
+  for (const auto& g : plan.groups)
+    if (g.kind == kind) out = &g;
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("the optimizer's all-gather moves fp32 master weights, also in bf16 jobs", "[cost_model][fidelity]") {
@@ -286,9 +294,7 @@ TEST_CASE("a group that crosses islands carries every hop over Ethernet, also in
 
   // The plan: the pipeline group crosses islands, so every activation goes over Ethernet.
   const hp::Plan plan = hp::make_plan(spec, t);
-  const hp::Group* pp = nullptr;
-  for (const auto& g : plan.groups)
-    if (g.kind == hp::GroupKind::kPp) pp = &g;
+  const hp::Group* pp = last_group(plan, hp::GroupKind::kPp);
   REQUIRE(pp != nullptr);
   REQUIRE(pp->link == hp::LinkKind::kEthernet);
   CHECK(plan.estimate.bytes_per_step[static_cast<int>(hp::LinkKind::kRoce)] == 0);
@@ -297,6 +303,43 @@ TEST_CASE("a group that crosses islands carries every hop over Ethernet, also in
   // island is an Ethernet sample, not a RoCE one at a fifth of the rate.
   for (size_t i = 0; i + 1 < pp->ranks.size(); ++i)
     CHECK(hp::rank_link(spec, t, plan, pp->ranks[i], pp->ranks[i + 1]).kind == hp::LinkKind::kEthernet);
+}
+
+TEST_CASE("a node's port is shared by the ranks that send off the node in a kind of group, not by all of them",
+          "[cost_model][fidelity]") {
+  // Lab seed 61's gen-68 (three nodes of two workers, pp2 x dp3): each rank was priced at its
+  // node's port over two, also where one rank of the node sends off it; the calibration's
+  // Ethernet efficiency then read 1.8-6.1x in the holmes and auto runs and about 1 in
+  // megatron's, and the bench's merge carried one plan's sharing to the others (+17% megatron,
+  // +19% naive). A group's members talk in one phase of the step with the groups of their kind.
+  auto t = hp::testing::make_cluster({{NicKind::kEthernet, 2, 2, 0, 10}});
+  const hp::Facts f = hp::collect_facts(hp::testing::make_spec(8, 256, 4, 1, 4, 1, 1, 8, 64), t);
+  REQUIRE(hp::link_between(f, 0, 1).gbps_per_rank == Approx(5));  // without a count: every rank of the node
+  // A pipeline whose two stages on a node talk inside it: one rank of each node sends off it.
+  const hp::NicUse path = hp::nic_use(f, {{0, 0, 1, 1}}, false);
+  CHECK(path.ethernet == std::vector<int>{1, 1});
+  CHECK(hp::link_between(f, 0, 1, false, &path).gbps_per_rank == Approx(10));
+  // Stages dealt across the nodes: every rank sends off its node.
+  const hp::NicUse dealt = hp::nic_use(f, {{0, 1, 0, 1}}, false);
+  CHECK(dealt.ethernet == std::vector<int>{2, 2});
+  CHECK(hp::link_between(f, 0, 1, false, &dealt).gbps_per_rank == Approx(5));
+  // A ring of four over the two nodes leaves each node once; two such rings twice.
+  const hp::NicUse one = hp::nic_use(f, {{0, 0, 1, 1}}, true), two = hp::nic_use(f, {{0, 0, 1, 1}, {0, 0, 1, 1}}, true);
+  CHECK(hp::ring_bottleneck(f, {0, 0, 1, 1}, &one).gbps_per_rank == Approx(10));
+  CHECK(hp::ring_bottleneck(f, {0, 0, 1, 1}, &two).gbps_per_rank == Approx(5));
+  CHECK(one.island == std::vector<int>{0, 0});  // nothing on an RDMA port
+
+  // The plan: pp4 over the four ranks in node order prices the middle hop, the calibration's
+  // probe declares it (rank_link) and the group reports it at the whole port.
+  auto spec = hp::testing::make_spec(8, 256, 4, 1, 4, 1, 1, 8, 64);
+  spec.parallel.placement = holmes::spec::Placement::kNaive;
+  const hp::Plan plan = hp::make_plan(spec, t);
+  const hp::Group* pp = last_group(plan, hp::GroupKind::kPp);
+  REQUIRE(pp != nullptr);
+  REQUIRE(pp->link == hp::LinkKind::kEthernet);
+  CHECK(pp->gbps_per_rank == Approx(10));
+  CHECK(hp::rank_link(spec, t, plan, pp->ranks[1], pp->ranks[2]).gbps_per_rank == Approx(10));
+  CHECK(hp::rank_link(spec, t, plan, pp->ranks[0], pp->ranks[1]).kind == hp::LinkKind::kIntraNode);
 }
 
 TEST_CASE("two CPU processes of a node pay a scheduling wait at every tensor-parallel sum", "[cost_model][fidelity]") {
