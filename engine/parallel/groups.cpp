@@ -29,7 +29,8 @@ std::unique_ptr<Group> axis(const char* what, comm::ProcessGroup* host, comm::Pr
 
 ParallelGroups::ParallelGroups()
     : tp_(std::make_unique<Group>()), pp_(std::make_unique<Group>()), dp_(std::make_unique<Group>()),
-      embedding_(std::make_unique<Group>()), outer_(std::make_unique<Group>()), outer_side_(std::make_unique<Group>()) {}
+      embedding_(std::make_unique<Group>()), outer_(std::make_unique<Group>()), outer_side_(std::make_unique<Group>()),
+      pp_prev_(std::make_unique<Group>()), pp_next_(std::make_unique<Group>()) {}
 
 ParallelGroups::ParallelGroups(const Coords& c, Comms host, Comms device, device::DeviceMemory& mem,
                                Group::Options o)
@@ -51,6 +52,30 @@ ParallelGroups::ParallelGroups(const Coords& c, Comms host, Comms device, device
   } else {
     embedding_ = std::make_unique<Group>();
   }
+  // The pp-hop groups: two members, the lower stage first.
+  auto hop = [&](comm::ProcessGroup* g, int neighbour, int want) {
+    if (g == nullptr) return std::make_unique<Group>();
+    if (neighbour < 0 || neighbour >= c.pp_size || g->size() != 2 || g->rank() != want)
+      throw std::invalid_argument(fmt::format("ParallelGroups: stage {} of {}: hop group '{}' to stage {} is rank {} "
+                                              "of {}, needs rank {} of 2",
+                                              c.pp_stage, c.pp_size, g->name(), neighbour, g->rank(), g->size(), want));
+    return std::make_unique<Group>(*g, nullptr, mem, clock_, o);
+  };
+  pp_prev_ = hop(host.pp_prev, c.pp_stage - 1, 1);
+  pp_next_ = hop(host.pp_next, c.pp_stage + 1, 0);
+}
+
+std::pair<Group*, int> ParallelGroups::pp_route(int peer_stage) {
+  if (peer_stage == coords_.pp_stage - 1 && pp_prev_->size() > 1) return {pp_prev_.get(), 0};
+  if (peer_stage == coords_.pp_stage + 1 && pp_next_->size() > 1) return {pp_next_.get(), 1};
+  return {pp_.get(), peer_stage};
+}
+
+std::vector<Group*> ParallelGroups::pp_groups() {
+  std::vector<Group*> out{pp_.get()};
+  for (Group* g : {pp_prev_.get(), pp_next_.get()})
+    if (g->size() > 1) out.push_back(g);
+  return out;
 }
 
 namespace {
@@ -89,7 +114,8 @@ std::vector<std::string> ParallelGroups::describe() const {
   std::vector<std::string> out;
   for (const auto& [name, g] : {std::pair{"tp", tp_.get()}, {"pp", pp_.get()}, {"dp", dp_.get()},
                                 {"embedding", embedding_.get()}, {"outer", outer_.get()},
-                                {"outer side", outer_side_.get()}})
+                                {"outer side", outer_side_.get()}, {"pp hop to the stage before", pp_prev_.get()},
+                                {"pp hop to the stage after", pp_next_.get()}})
     if (g->size() > 1)
       out.push_back(fmt::format("groups: {} '{}' ({} members): {}", name, g->name(), g->size(), g->transport()));
   return out;

@@ -45,6 +45,10 @@ class ParallelGroups {
     comm::ProcessGroup* embedding = nullptr;
     comm::ProcessGroup* outer = nullptr;  // host only: this coordinate in every replica
     comm::ProcessGroup* outer_side = nullptr;  // host only: the same members again (outer_overlap)
+    // host only: the plan's pp-hop groups to the stage before (this rank is member 1) and
+    // after (member 0), where a hop of a pipeline on Ethernet stays inside an RDMA island.
+    comm::ProcessGroup* pp_prev = nullptr;
+    comm::ProcessGroup* pp_next = nullptr;
   };
 
   // One process alone: every axis a group of one.
@@ -61,6 +65,12 @@ class ParallelGroups {
   const Coords& coords() const { return coords_; }
   Group& tp() { return *tp_; }
   Group& pp() { return *pp_; }
+  // The group that carries this stage's transfers to `peer_stage`, and the peer's rank in it:
+  // the pp-hop group to a neighbouring stage where the plan gives one, else pp() (group rank =
+  // stage).
+  std::pair<Group*, int> pp_route(int peer_stage);
+  // pp() and the hop groups: every group a pipeline transfer may take (drain, abandon).
+  std::vector<Group*> pp_groups();
   Group& dp() { return *dp_; }
   Group& embedding() { return *embedding_; }
   Group& outer() { return *outer_; }
@@ -84,7 +94,7 @@ class ParallelGroups {
  private:
   Coords coords_;
   CommClock clock_;
-  std::unique_ptr<Group> tp_, pp_, dp_, embedding_, outer_, outer_side_;
+  std::unique_ptr<Group> tp_, pp_, dp_, embedding_, outer_, outer_side_, pp_prev_, pp_next_;
 };
 
 // The model's tensor-parallel sums (model/tp_comm.hpp) over the tp group, in the compute order.

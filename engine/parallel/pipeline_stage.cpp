@@ -44,7 +44,7 @@ PipelineStage::PipelineStage(std::vector<model::Gpt*> chunks, ParallelGroups& gr
 void PipelineStage::reset() {
   // A step that failed half-way (a CommError) may have left transfers queued and buffers and
   // slots taken.
-  groups_.pp().abandon();
+  for (Group* g : groups_.pp_groups()) g->abandon();
   receiving_.clear();
   for (auto& [key, buf] : live_) free_.push_back(std::move(buf));
   live_.clear();
@@ -132,7 +132,7 @@ double PipelineStage::run_forward(int count, const FetchFn& fetch) {
 }
 
 void PipelineStage::finish_transfers() {
-  groups_.pp().drain();
+  for (Group* g : groups_.pp_groups()) g->drain();
   if (!receiving_.empty())  // a schedule that never reads a received tensor is a bug
     throw std::logic_error(fmt::format("PipelineStage: stage {} ended the step with {} receives never read", stage_,
                                        receiving_.size()));
@@ -214,35 +214,49 @@ Route route_of(P2PKind kind) {
 
 void PipelineStage::exchange(const std::vector<PipeTransfer>& transfers) {
   if (transfers.empty()) return;
-  std::vector<Transfer> ops;
-  std::vector<Key> sent;
-  std::vector<const float*> received;
+  // One batch per group the transfers take (pp, or a pp-hop group to a neighbour: pp_route),
+  // in the order of their first transfer. Each hop group has two members that post their
+  // transfers to each other in schedule order, on a communication thread of its own, so the
+  // pipeline group's batches keep the schedule's order among themselves and no batch waits
+  // for another group's.
+  struct Batch {
+    Group* group;
+    std::vector<Transfer> ops;
+    std::vector<Key> sent;
+    std::vector<const float*> received;
+  };
+  std::vector<Batch> batches;
   reclaim(false);
   for (const PipeTransfer& t : transfers) {
     const Route r = route_of(t.kind);
     const bool send = r.op == comm::P2POp::kSend;
     const Key key{r.buf, t.chunk, t.micro};
     device::DeviceArray<float>& data = send ? held(key) : acquire(key);
-    ops.push_back({send ? Transfer::kSend : Transfer::kRecv, Buf::f32(data.data(), data.size()), t.peer_stage,
-                   p2p_tag(r.tag_kind, t.micro, link_chunk(stage_, t))});
-    if (send) sent.push_back(key);
-    else received.push_back(data.data());
+    const auto [group, peer] = groups_.pp_route(t.peer_stage);
+    auto b = std::find_if(batches.begin(), batches.end(), [g = group](const Batch& x) { return x.group == g; });
+    if (b == batches.end()) b = batches.insert(batches.end(), Batch{group, {}, {}, {}});
+    b->ops.push_back({send ? Transfer::kSend : Transfer::kRecv, Buf::f32(data.data(), data.size()), peer,
+                      p2p_tag(r.tag_kind, t.micro, link_chunk(stage_, t))});
+    if (send) b->sent.push_back(key);
+    else b->received.push_back(data.data());
   }
-  Work work = groups_.pp().send_recv(ops);
-  for (const float* p : received) {
-    if (receiving_.count(p))
-      throw std::logic_error("PipelineStage: a second receive into a buffer whose receive was not read");
-    receiving_[p] = work;
-  }
-  const std::shared_future<void> done = work.inputs_free();
-  for (const Key& key : sent) {
-    if (!done.valid()) {  // later writes to the buffer queue behind the send
-      release(key);
-      continue;
+  for (Batch& b : batches) {
+    Work work = b.group->send_recv(b.ops);
+    for (const float* p : b.received) {
+      if (receiving_.count(p))
+        throw std::logic_error("PipelineStage: a second receive into a buffer whose receive was not read");
+      receiving_[p] = work;
     }
-    auto it = live_.find(key);
-    sending_.emplace_back(done, std::move(it->second));
-    live_.erase(it);
+    const std::shared_future<void> done = work.inputs_free();
+    for (const Key& key : b.sent) {
+      if (!done.valid()) {  // later writes to the buffer queue behind the send
+        release(key);
+        continue;
+      }
+      auto it = live_.find(key);
+      sending_.emplace_back(done, std::move(it->second));
+      live_.erase(it);
+    }
   }
 }
 

@@ -66,9 +66,10 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
       for (int r = 0; r < dp; ++r) dps.back().push_back(node(t, q, r));
     }
   }
+  const bool own_links = pipelines_on_own_links(f);
   std::vector<char> pp_ethernet(pipes.size());
-  for (size_t i = 0; i < pipes.size(); ++i) pp_ethernet[i] = group_on_ethernet(f, pipes[i], false);
-  const NicUse pp_use = nic_use(f, pipes, false), tp_use = nic_use(f, tps, true), dp_use = nic_use(f, dps, true),
+  for (size_t i = 0; i < pipes.size(); ++i) pp_ethernet[i] = !own_links && group_on_ethernet(f, pipes[i], false);
+  const NicUse pp_use = nic_use(f, pipes, false, own_links), tp_use = nic_use(f, tps, true), dp_use = nic_use(f, dps, true),
                emb_use = nic_use(f, embs, false);
   for (int s = 0; s < pp; ++s) {
     StageCost& sc = out[s];

@@ -203,15 +203,19 @@ std::string topology_svg(const View& v) {
   // that crosses islands, summarised per pair of islands in the gap between their bands.
   std::map<std::pair<int, int>, NodeEdge> node_edges;
   std::map<std::pair<int, int>, std::map<std::tuple<int, Transport, LinkKind>, int>> island_edges;
+  std::map<std::pair<int, int>, LinkKind> hop_link;  // pipeline hops on a pp-hop group: its link
+  for (const Group& g : p.groups)
+    if (g.kind == GroupKind::kPpHop && g.ranks.size() == 2) hop_link[{g.ranks[0], g.ranks[1]}] = g.link;
   for (const Group& g : p.groups) {
-    if (g.ranks.size() < 2 || g.kind == GroupKind::kWorld) continue;
+    if (g.ranks.size() < 2 || g.kind == GroupKind::kWorld || g.kind == GroupKind::kPpHop) continue;
     for (size_t i = 0; i + 1 < g.ranks.size(); ++i) {
       const int a = v.node_of(g.ranks[i]), b = v.node_of(g.ranks[i + 1]);
       if (a == b) continue;
       if (g.kind == GroupKind::kPp) {
         NodeEdge& e = node_edges[{std::min(a, b), std::max(a, b)}];
         e.count++;
-        e.link = g.link;
+        const auto hop = hop_link.find({g.ranks[i], g.ranks[i + 1]});
+        e.link = hop != hop_link.end() ? hop->second : g.link;
       }
       const int ia = size_t(a) < v.island_of_node.size() ? v.island_of_node[a] : 0;
       const int ib = size_t(b) < v.island_of_node.size() ? v.island_of_node[b] : 0;

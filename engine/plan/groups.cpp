@@ -92,11 +92,11 @@ std::vector<Group> build_groups(const Facts& f, const DeviceTable& d, const Layo
                                 const EthernetChoice& ethernet) {
   std::vector<Group> out;
   // Every group of a kind at once: its members' NIC use is the kind's (nic_use).
-  auto add_all = [&](GroupKind kind, const std::vector<std::vector<int>>& groups, bool ring) {
+  auto add_all = [&](GroupKind kind, const std::vector<std::vector<int>>& groups, bool ring, bool own_links = false) {
     std::vector<std::vector<int>> nodes(groups.size());
     for (size_t i = 0; i < groups.size(); ++i)
       for (int r : groups[i]) nodes[i].push_back(d.node_of[r]);
-    const NicUse use = nic_use(f, nodes, ring);
+    const NicUse use = nic_use(f, nodes, ring, own_links);
     for (size_t i = 0; i < groups.size(); ++i) {
       Group g;
       g.kind = kind;
@@ -117,12 +117,30 @@ std::vector<Group> build_groups(const Facts& f, const DeviceTable& d, const Layo
   };
   add_all(GroupKind::kTp, groups_of(kTp), true);
   const std::vector<std::vector<int>> pipes = groups_of(kPp);
-  add_all(GroupKind::kPp, pipes, false);
+  // The pipelines' ports as their hops use them (the hop groups below carry the island hops).
+  add_all(GroupKind::kPp, pipes, false, pipelines_on_own_links(f));
   add_all(GroupKind::kDp, groups_of(kDp), true);
   if (grid.degree(kPp) > 1) {
     std::vector<std::vector<int>> ends;
     for (const auto& members : pipes) ends.push_back({members.front(), members.back()});
     add_all(GroupKind::kEmbedding, ends, false);
+  }
+  // A pipeline group that crosses islands runs on Ethernet (one Gloo device, bound to one
+  // interface); a TCP plan gives each of its hops between two nodes of one RDMA island a group
+  // of its own over the island (pipelines_on_own_links), so that the activations between two
+  // stages of one island do not take the slow link. Lower stage first.
+  if (pipelines_on_own_links(f)) {
+    std::vector<std::vector<int>> hops;
+    std::vector<int> nodes;
+    for (const auto& members : pipes) {
+      nodes.clear();
+      for (int r : members) nodes.push_back(d.node_of[r]);
+      if (!group_on_ethernet(f, nodes, false)) continue;
+      for (size_t s = 0; s + 1 < members.size(); ++s)
+        if (nodes[s] != nodes[s + 1] && link_between(f, nodes[s], nodes[s + 1]).kind != LinkKind::kEthernet)
+          hops.push_back({members[s], members[s + 1]});
+    }
+    add_all(GroupKind::kPpHop, hops, false);
   }
   std::vector<int> all(d.node_of.size());
   for (int r = 0; r < static_cast<int>(all.size()); ++r) all[r] = r;

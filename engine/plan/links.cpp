@@ -180,21 +180,22 @@ int NicUse::sharing(const Facts& f, int node, LinkKind kind) const {
   return std::max(1, count[node]);
 }
 
-NicUse nic_use(const Facts& f, const std::vector<std::vector<int>>& groups, bool ring) {
+NicUse nic_use(const Facts& f, const std::vector<std::vector<int>>& groups, bool ring, bool own_links) {
   NicUse use;
   use.ethernet.assign(f.nodes.size(), 0);
   use.island.assign(f.nodes.size(), 0);
   for (const std::vector<int>& nodes : groups) {
     const int n = static_cast<int>(nodes.size());
     if (n < 2) continue;
-    const bool ethernet = group_on_ethernet(f, nodes, ring);
+    const bool ethernet = !own_links && group_on_ethernet(f, nodes, ring);
     for (int i = 0; i < n; ++i) {
       const int next = ring ? nodes[(i + 1) % n] : i + 1 < n ? nodes[i + 1] : nodes[i];
       const int prev = ring || i == 0 ? nodes[i] : nodes[i - 1];
-      const int away = next != nodes[i] ? next : prev != nodes[i] ? prev : -1;
-      if (away < 0) continue;  // every hop of this member stays on its node
-      const bool over_ethernet = link_between(f, nodes[i], away, ethernet).kind == LinkKind::kEthernet;
-      ++(over_ethernet ? use.ethernet : use.island)[nodes[i]];
+      bool on[2] = {false, false};  // this member on the Ethernet port, on the island's
+      for (int peer : {next, prev})
+        if (peer != nodes[i]) on[link_between(f, nodes[i], peer, ethernet).kind == LinkKind::kEthernet ? 0 : 1] = true;
+      use.ethernet[nodes[i]] += on[0];
+      use.island[nodes[i]] += on[1];
     }
   }
   return use;
@@ -233,6 +234,10 @@ bool group_on_ethernet(const Facts& f, const std::vector<int>& nodes, bool ring)
 
 LinkCost link_in_group(const Facts& f, const std::vector<int>& nodes, bool ring, int a, int b, const NicUse* use) {
   return link_between(f, a, b, group_on_ethernet(f, nodes, ring), use);
+}
+
+LinkCost pipeline_hop(const Facts& f, const std::vector<int>& nodes, int a, int b, const NicUse* use) {
+  return link_between(f, a, b, !pipelines_on_own_links(f) && group_on_ethernet(f, nodes, false), use);
 }
 
 LinkCost ring_bottleneck(const Facts& f, const std::vector<int>& nodes, const NicUse* use) {

@@ -150,8 +150,19 @@ struct NicUse {
 };
 // The NIC use of one kind of group: `groups` lists each group's members' nodes (ring or path
 // order). A member uses a port where one of its hops (ring: to the next member; path: to
-// either neighbour) leaves its node, over the transport its group runs on (group_on_ethernet).
-NicUse nic_use(const Facts& f, const std::vector<std::vector<int>>& groups, bool ring);
+// either neighbour) leaves its node, over the transport its group runs on (group_on_ethernet),
+// or with `own_links` over each hop's own link (pipelines_on_own_links).
+NicUse nic_use(const Facts& f, const std::vector<std::vector<int>>& groups, bool ring, bool own_links = false);
+
+// Whether each hop of a pipeline takes its own link rather than the pipeline group's one
+// transport: in a plan of TCP groups a pipeline that runs on Ethernet gives each hop between
+// two nodes of one RDMA island a group of its own over the island (GroupKind::kPpHop,
+// build_groups); NCCL plans keep one communicator, and its one transport, per pipeline.
+inline bool pipelines_on_own_links(const Facts& f) { return f.tcp_groups; }
+// The link one hop of a pipeline over `nodes` (stage order) carries between two of its nodes:
+// its own link where pipelines_on_own_links, else link_in_group's.
+LinkCost pipeline_hop(const Facts& f, const std::vector<int>& nodes, int node_a, int node_b,
+                      const NicUse* use = nullptr);
 
 // The link between the nodes of two ranks (a == b is intra-node); over Ethernet also inside
 // one RDMA island where `over_ethernet` (a hop of a group on Ethernet, group_on_ethernet).

@@ -30,6 +30,7 @@ const char* to_string(GroupKind kind) {
     case GroupKind::kEmbedding: return "embedding";
     case GroupKind::kWorld: return "world";
     case GroupKind::kOuter: return "outer";
+    case GroupKind::kPpHop: return "pp-hop";
   }
   return "?";
 }
@@ -224,7 +225,8 @@ std::string stage_layers(const Stage& s) {
 LinkCost rank_link(const spec::JobSpec& spec, const topo::ClusterTopology& topology, const Plan& plan, int a, int b) {
   Facts f = facts_of(spec, topology, plan.device_kind == "cuda", uses_nccl(plan));
   f.ethernet_only = plan.placement == spec::Placement::kMegatron;
-  // The pipeline group both ranks are in carries the hop on its one transport; the node's
+  // The pipeline group both ranks are in carries the hop (on its one transport, or on a hop
+  // group of its own: pipeline_hop); the node's
   // ports are shared by the ranks every pipeline group sends off it (nic_use), as the plan
   // priced the hop (stage_costs).
   std::vector<std::vector<int>> pipes;
@@ -237,8 +239,8 @@ LinkCost rank_link(const spec::JobSpec& spec, const topo::ClusterTopology& topol
     for (int r : g.ranks) pipes.back().push_back(plan.ranks.at(r).node);
   }
   if (mine < 0) return link_between(f, plan.ranks.at(a).node, plan.ranks.at(b).node);
-  const NicUse use = nic_use(f, pipes, false);
-  return link_in_group(f, pipes[mine], false, plan.ranks.at(a).node, plan.ranks.at(b).node, &use);
+  const NicUse use = nic_use(f, pipes, false, pipelines_on_own_links(f));
+  return pipeline_hop(f, pipes[mine], plan.ranks.at(a).node, plan.ranks.at(b).node, &use);
 }
 
 Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology) {

@@ -15,9 +15,13 @@
 
 namespace holmes::plan {
 
-enum class GroupKind { kTp, kPp, kDp, kEmbedding, kWorld, kOuter };
+// kPpHop: one hop of a pipeline that runs on Ethernet, between two nodes of one RDMA island,
+// in a plan of TCP groups (build_groups): {the lower stage's rank, the upper's}.
+enum class GroupKind { kTp, kPp, kDp, kEmbedding, kWorld, kOuter, kPpHop };
+inline constexpr int kGroupKinds = 7;
 enum class Transport { kNcclIb, kNcclRoce, kIntraNode, kNcclSocket, kGlooTcp };
-const char* to_string(GroupKind kind);   // "tp", "pp", "dp", "embedding", "world", "outer"
+inline constexpr int kTransports = 5;
+const char* to_string(GroupKind kind);   // "tp", "pp", "dp", "embedding", "world", "outer", "pp-hop"
 const char* to_string(Transport kind);   // "nccl-ib", "nccl-roce", "intra-node", "nccl-socket", "gloo-tcp"
 
 // Global rank r runs on node `node`, device `local_rank`; ranks are numbered node by node

@@ -104,6 +104,8 @@ void linger_as_store_host(comm::Store& store, int world, double timeout_s) {
                             double timeout_s) {
   rt.tp.reset();
   rt.pp.reset();
+  rt.pp_prev.reset();
+  rt.pp_next.reset();
   rt.dp.reset();
   rt.embedding.reset();
   rt.world_group.reset();

@@ -49,14 +49,15 @@ topo::NodeReport discover_this_node(const spec::JobSpec& spec, int local_world, 
   return report;
 }
 
-std::unique_ptr<comm::ProcessGroup>* slot_of(Runtime& rt, plan::GroupKind kind) {
-  switch (kind) {
+std::unique_ptr<comm::ProcessGroup>* slot_of(Runtime& rt, const plan::Group& g) {
+  switch (g.kind) {
     case plan::GroupKind::kTp: return &rt.tp;
     case plan::GroupKind::kPp: return &rt.pp;
     case plan::GroupKind::kDp: return &rt.dp;
     case plan::GroupKind::kEmbedding: return &rt.embedding;
     case plan::GroupKind::kWorld: return &rt.world_group;
     case plan::GroupKind::kOuter: return &rt.outer;
+    case plan::GroupKind::kPpHop: return g.ranks.front() == rt.rank ? &rt.pp_next : &rt.pp_prev;
   }
   return nullptr;
 }
@@ -79,7 +80,7 @@ void create_groups(Runtime& rt, const spec::JobSpec& spec) {
     if (group->rank() != want)
       throw std::logic_error(fmt::format("group {}: rank {} has group rank {} but its {} coordinate is {}", gs.name,
                                          rt.rank, group->rank(), plan::to_string(g.kind), want));
-    *slot_of(rt, g.kind) = std::move(group);
+    *slot_of(rt, g) = std::move(group);
     if (g.kind == plan::GroupKind::kOuter && spec.parallel.outer_overlap > 0) {
       gs.name += "-side";
       rt.outer_side = comm::make_gloo_group(rt.store, gs, group_net(g, single_machine));
@@ -118,6 +119,7 @@ int expected_group_rank(const plan::Group& g, const plan::RankInfo& me) {
     case plan::GroupKind::kEmbedding: return me.pp == 0 ? 0 : 1;
     case plan::GroupKind::kWorld: return me.rank;
     case plan::GroupKind::kOuter: return me.replica;
+    case plan::GroupKind::kPpHop: return g.ranks.front() == me.rank ? 0 : 1;
   }
   return -1;
 }
@@ -310,7 +312,8 @@ DeviceComms connect_device_groups(Runtime& rt, const spec::JobSpec& spec) {
       case plan::GroupKind::kDp: target = &d.dp; break;
       case plan::GroupKind::kEmbedding: target = &d.embedding; break;
       case plan::GroupKind::kWorld:
-      case plan::GroupKind::kOuter: break;  // host values only: Gloo
+      case plan::GroupKind::kOuter:
+      case plan::GroupKind::kPpHop: break;  // host values only / TCP plans only: Gloo
     }
     if (target == nullptr) continue;
     comm::GroupSpec gs;

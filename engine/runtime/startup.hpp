@@ -43,6 +43,9 @@ struct Runtime {
   // This rank's groups of the plan; null for a group of one member (a degree of 1) and, for
   // `embedding`, when there is no pipeline. Group rank == this rank's coordinate (checked).
   std::unique_ptr<comm::ProcessGroup> tp, pp, dp, embedding;
+  // The plan's pp-hop groups of this rank (GroupKind::kPpHop): to the stage before (this rank
+  // is member 1) and to the stage after (member 0); null where the hop goes over `pp`.
+  std::unique_ptr<comm::ProcessGroup> pp_prev, pp_next;
   std::unique_ptr<comm::ProcessGroup> world_group;  // every rank, for job-wide reductions
   // parallel.outer diloco: this rank's coordinate in every replica (group rank = replica).
   std::unique_ptr<comm::ProcessGroup> outer;

@@ -108,9 +108,9 @@ plan::Plan read(const json& j) {
   }
   for (const json& g : array(j, "groups")) {
     plan::Group grp;
-    grp.kind = enum_named<plan::GroupKind, 5>(text(g, "kind"), plan::to_string, "groups.kind");
+    grp.kind = enum_named<plan::GroupKind, plan::kGroupKinds>(text(g, "kind"), plan::to_string, "groups.kind");
     grp.index = integer(g, "index");
-    grp.transport = enum_named<plan::Transport, 5>(text(g, "transport"), plan::to_string, "groups.transport");
+    grp.transport = enum_named<plan::Transport, plan::kTransports>(text(g, "transport"), plan::to_string, "groups.transport");
     grp.link = enum_named<plan::LinkKind, plan::kLinkKinds>(text(g, "link"), plan::to_string, "groups.link");
     grp.interface = text(g, "interface");
     grp.gid_index = integer(g, "gid_index");

@@ -135,11 +135,12 @@ std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& s
   for (int parity = 0; parity < 2 && rt.pp; ++parity) {
     const bool lower = me.pp % 2 == parity && me.pp + 1 < p.pp, upper = me.pp % 2 != parity && me.pp > 0;
     const auto& ranks = group_of(p, plan::GroupKind::kPp, rt.rank).ranks;
+    // Over the group the steps send the hop on: its pp-hop group where the plan gives one.
     if (lower)
-      out.push_back(sample_hop(*rt.pp, me.pp + 1, act / p.tp,
+      out.push_back(sample_hop(rt.pp_next ? *rt.pp_next : *rt.pp, rt.pp_next ? 1 : me.pp + 1, act / p.tp,
                                plan::rank_link(spec, rt.topology, p, rt.rank, ranks.at(me.pp + 1)), host));
-    else if (upper)
-      sample_hop(*rt.pp, me.pp - 1, act / p.tp, plan::LinkCost{}, host);  // the lower end records the hop
+    else if (upper)  // the lower end records the hop
+      sample_hop(rt.pp_prev ? *rt.pp_prev : *rt.pp, rt.pp_prev ? 0 : me.pp - 1, act / p.tp, plan::LinkCost{}, host);
     world.barrier();
   }
   if (rt.dp) {

@@ -119,7 +119,7 @@ std::unique_ptr<parallel::ParallelGroups> parallel_groups(const runtime::Runtime
                            .replicas = diloco ? rt.plan.replicas.count : 1};
   return std::make_unique<parallel::ParallelGroups>(
       c, parallel::ParallelGroups::Comms{rt.tp.get(), rt.pp.get(), rt.dp.get(), rt.embedding.get(), rt.outer.get(),
-                                       rt.outer_side.get()},
+                                       rt.outer_side.get(), rt.pp_prev.get(), rt.pp_next.get()},
       parallel::ParallelGroups::Comms{device.tp.get(), device.pp.get(), device.dp.get(), device.embedding.get()}, mem);
 }
 

@@ -10,19 +10,10 @@
 set -u
 bin=$1
 src=$2
-skip() { echo "HOLMES_SKIP: $1"; exit 0; }
-[ "$(id -u)" -eq 0 ] || skip "the lab needs root (network namespaces, tc)"
-command -v ip >/dev/null && command -v tc >/dev/null || skip "iproute2 is missing"
-/usr/bin/python3 -c "import yaml" 2>/dev/null || skip "python3-yaml is missing"
-ip netns add "hlabprobe$$" 2>/dev/null || skip "network namespaces cannot be created here"
-ip netns del "hlabprobe$$"
-tmp=$(mktemp -d)
-fail=0
+source "$(dirname "$0")/lab_common.bash"
 stale="hlab$$-n0"  # named for this shell, which is no lab run: what a crashed run leaves
 cleanup() { ip netns del "$stale" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
-bad() { echo "FAIL $1"; [ -n "${2:-}" ] && sed 's/^/    /' "$2" | tail -30; fail=1; }
-export HOLMES_BIN=$bin
 sc=$src/scripts/lab/scenarios/smoke.yaml
 tag_of() { sed -n 's/.*emulated cluster in namespaces \(hlab[0-9]*\)-\*.*/\1/p' "$1" | head -1; }
 gone() { ! ip netns list | grep -q "^$1-"; }
@@ -49,13 +40,7 @@ h=$(eth_of "$tmp/holmes.log") m=$(eth_of "$tmp/megatron.log")
 grep -Eq "^  dp +2 x 2 +gloo-tcp over ethernet, crosses islands \[eth0\]" "$tmp/megatron.log" \
   && ! grep -Eq "gloo-tcp over (ib|roce)" "$tmp/megatron.log" \
   || bad "megatron: every group should run over Ethernet" "$tmp/megatron.log"
-/usr/bin/python3 - "$tmp/holmes/out/metrics.jsonl" "$tmp/megatron/out/metrics.jsonl" <<'PY' || fail=1
-import json, sys
-a, b = ([r["loss"] for r in map(json.loads, open(p)) if "loss" in r] for p in sys.argv[1:3])
-if len(a) != 12 or a != b:
-    sys.exit(f"FAIL losses differ: holmes {a}, megatron {b}")
-print(f"holmes and megatron: {len(a)} bit-identical losses, last {a[-1]!r}")
-PY
+same_losses holmes megatron 12
 # The bench's split of a step (docs/lab.md "bench"): the ranks' wait on communication is measured
 # and a part of the median step, and megatron's groups over Ethernet make it wait at all. The
 # split is approximate by construction (each rank's share of its own step, averaged over the

@@ -3,6 +3,7 @@
 // its correction.
 #include <cmath>
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <functional>
 #include <numeric>
@@ -340,6 +341,61 @@ TEST_CASE("a node's port is shared by the ranks that send off the node in a kind
   CHECK(pp->gbps_per_rank == Approx(10));
   CHECK(hp::rank_link(spec, t, plan, pp->ranks[1], pp->ranks[2]).gbps_per_rank == Approx(10));
   CHECK(hp::rank_link(spec, t, plan, pp->ranks[0], pp->ranks[1]).kind == hp::LinkKind::kIntraNode);
+}
+
+TEST_CASE("a TCP plan sends a pipeline's hop inside an RDMA island over the island, on a group of its own",
+          "[cost_model][fidelity][placement]") {
+  // Two IB nodes and a RoCE node, pp3: the pipeline crosses islands, so its group runs on
+  // Ethernet (one Gloo device per group). Before, the activations between the two IB stages took
+  // the slow link too (seed 41's gen-46: four of a pp5's hops inside islands, at the Ethernet's
+  // 100 Mb/s); now that hop has a pp-hop group over IPoIB and is priced and probed as IB.
+  // One CPU worker per node, a 0.1 Gb/s Ethernet and a 2 Gb/s fabric, as the lab writes them.
+  auto node = [](int i, const std::string& name, const std::string& fabric) {
+    return fmt::format("  - names: {}\n    devices: {{kind: cpu, count: 1, name: lab-cpu, memory_gb: 4, cores: 1, "
+                       "peak_tflops: 0.05}}\n    nics:\n      - {{kind: ethernet, name: eth0, rate_gbps: 0.1, "
+                       "addresses: [10.200.0.{}/24]}}\n{}",
+                       name, i + 1, fabric);
+  };
+  const std::string ib = "      - {kind: ib, name: mlx5_0, rate_gbps: 2, fabric: ib-a}\n";
+  auto t = holmes::topo::build_cluster(holmes::topo::parse_topology_yaml(
+      "nodes:\n" + node(0, "ib0", ib + "      - {kind: ipoib, name: ib0, rate_gbps: 2, addresses: [10.201.0.1/24]}\n") +
+          node(1, "ib1", ib + "      - {kind: ipoib, name: ib0, rate_gbps: 2, addresses: [10.201.0.2/24]}\n") +
+          node(2, "roce0", "      - {kind: roce, name: mlx5_0, rate_gbps: 2, fabric: roce-b, netdev: ens1f0, gid_index: 3, "
+                           "addresses: [10.201.1.3/24]}\n"),
+      "hop/topology.yaml"));
+  auto spec = hp::testing::make_spec(12, 192, 4, 1, 3, 1, 2, 16, 64);
+  spec.model.vocab_size = 257;
+  const hp::Plan plan = hp::make_plan(spec, t);
+  const hp::Group* pp = last_group(plan, hp::GroupKind::kPp);
+  const hp::Group* hop = last_group(plan, hp::GroupKind::kPpHop);
+  REQUIRE(pp != nullptr);
+  CHECK(pp->link == hp::LinkKind::kEthernet);
+  REQUIRE(hop != nullptr);
+  int hops = 0;
+  for (const auto& g : plan.groups) hops += g.kind == hp::GroupKind::kPpHop;
+  CHECK(hops == 1);
+  CHECK(hop->link == hp::LinkKind::kIb);
+  CHECK(hop->transport == hp::Transport::kGlooTcp);
+  CHECK(hop->interface == "ib0");
+  // The hop's two members: neighbouring stages of the pipeline, the lower first, on the IB nodes.
+  REQUIRE(hop->ranks.size() == 2);
+  const auto at = std::find(pp->ranks.begin(), pp->ranks.end(), hop->ranks[0]);
+  REQUIRE(at + 1 < pp->ranks.end());
+  CHECK(*(at + 1) == hop->ranks[1]);
+  for (int r : hop->ranks) CHECK(t.islands[t.island_of[plan.ranks.at(r).node]].kind == NicKind::kIb);
+  // Priced and probed as IB; its bytes counted there.
+  CHECK(hp::rank_link(spec, t, plan, hop->ranks[0], hop->ranks[1]).kind == hp::LinkKind::kIb);
+  CHECK(plan.estimate.bytes_per_step[static_cast<int>(hp::LinkKind::kIb)] > 0);
+  // The same job with the pipeline group's one transport for every hop costs more: the hop at
+  // the Ethernet's 0.1 Gb/s, not IPoIB's 2.
+  const hp::Facts f = hp::collect_facts(spec, t);
+  std::vector<int> nodes;
+  for (int r : pp->ranks) nodes.push_back(plan.ranks.at(r).node);
+  const int a = plan.ranks.at(hop->ranks[0]).node, b = plan.ranks.at(hop->ranks[1]).node;
+  CHECK(hp::link_in_group(f, nodes, false, a, b).kind == hp::LinkKind::kEthernet);  // NCCL plans
+  hp::Facts tcp = f;
+  tcp.tcp_groups = true;
+  CHECK(hp::pipeline_hop(tcp, nodes, a, b).kind == hp::LinkKind::kIb);
 }
 
 TEST_CASE("two CPU processes of a node pay a scheduling wait at every tensor-parallel sum", "[cost_model][fidelity]") {

@@ -32,6 +32,10 @@ void check_invariants(const hp::Plan& p, const holmes::topo::ClusterTopology& t,
       if (g.kind == hp::GroupKind::kTp) REQUIRE((r.pp == r0.pp && r.dp == r0.dp && r.tp == int(i)));
       if (g.kind == hp::GroupKind::kDp) REQUIRE((r.pp == r0.pp && r.tp == r0.tp && r.dp == int(i)));
       if (g.kind == hp::GroupKind::kPp) REQUIRE((r.tp == r0.tp && r.dp == r0.dp && r.pp == int(i)));
+      // A hop of one pipeline, the lower stage first, between two nodes of one island.
+      if (g.kind == hp::GroupKind::kPpHop)
+        REQUIRE((g.ranks.size() == 2 && r.tp == r0.tp && r.dp == r0.dp && r.pp == r0.pp + int(i) &&
+                 r.node != r0.node && t.island_of[r.node] == t.island_of[r0.node]));
     }
     if (perfect && (g.kind == hp::GroupKind::kTp || g.kind == hp::GroupKind::kDp)) REQUIRE_FALSE(g.crosses_islands);
     if (perfect && g.kind == hp::GroupKind::kTp) REQUIRE_FALSE(g.crosses_nodes);
