@@ -23,3 +23,7 @@ if len(a) != int(sys.argv[5]) or a != b:
 print(f"{sys.argv[3]} and {sys.argv[4]}: {len(a)} bit-identical losses, last {a[-1]!r}")
 PY
 }
+# tag_of LOG: the namespace prefix of the lab run that wrote LOG; gone TAG: none of its
+# namespaces is left (other tests' lab runs may be up at the same time: check only one's own).
+tag_of() { sed -n 's/.*emulated cluster in namespaces \(hlab[0-9]*\)-\*.*/\1/p' "$1" | head -1; }
+gone() { ! ip netns list | grep -q "^$1-"; }

@@ -34,6 +34,9 @@ awk -v h="$h" -v m="$m" -v p="$p" -v ib="$ib" 'BEGIN {
   exit !(h > 0 && ib > 0 && h < m && h - p < ib / 2 && p - h < ib / 2) }' \
   || bad "Ethernet bytes per step: holmes '$h' MB (plan '$p' MB, '$ib' MB over IB), megatron '$m' MB" "$tmp/holmes.log"
 same_losses holmes megatron 12
-ip netns list | grep -q "^hlab" && bad "namespaces left behind: $(ip netns list | grep '^hlab' | tr '\n' ' ')"
+for case in holmes megatron; do
+  tag=$(tag_of "$tmp/$case.log")
+  [ -n "$tag" ] && gone "$tag" || bad "$case: namespaces ${tag:-?}-* left behind" "$tmp/$case.log"
+done
 [ "$fail" -eq 0 ] && echo "lab_hop: ok"
 exit "$fail"

@@ -15,8 +15,6 @@ stale="hlab$$-n0"  # named for this shell, which is no lab run: what a crashed r
 cleanup() { ip netns del "$stale" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 sc=$src/scripts/lab/scenarios/smoke.yaml
-tag_of() { sed -n 's/.*emulated cluster in namespaces \(hlab[0-9]*\)-\*.*/\1/p' "$1" | head -1; }
-gone() { ! ip netns list | grep -q "^$1-"; }
 
 ip netns add "$stale"
 for case in holmes megatron; do
