@@ -176,8 +176,8 @@ void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, d
 
 int NicUse::sharing(const Facts& f, int node, LinkKind kind) const {
   const std::vector<int>& count = kind == LinkKind::kEthernet ? ethernet : island;
-  if (node < 0 || node >= static_cast<int>(count.size())) return std::max(1, f.nodes[node].devices);
-  return std::max(1, count[node]);
+  if (count.empty()) return std::max(1, f.nodes[node].devices);  // not counted: every rank of the node
+  return std::max(1, count.at(node));
 }
 
 NicUse nic_use(const Facts& f, const std::vector<std::vector<int>>& groups, bool ring, bool own_links) {

@@ -226,9 +226,8 @@ LinkCost rank_link(const spec::JobSpec& spec, const topo::ClusterTopology& topol
   Facts f = facts_of(spec, topology, plan.device_kind == "cuda", uses_nccl(plan));
   f.ethernet_only = plan.placement == spec::Placement::kMegatron;
   // The pipeline group both ranks are in carries the hop (on its one transport, or on a hop
-  // group of its own: pipeline_hop); the node's
-  // ports are shared by the ranks every pipeline group sends off it (nic_use), as the plan
-  // priced the hop (stage_costs).
+  // group of its own: pipeline_hop); the nodes' ports are shared by the ranks every pipeline
+  // group sends off them (nic_use), as the plan priced the hop (stage_costs).
   std::vector<std::vector<int>> pipes;
   int mine = -1;
   for (const Group& g : plan.groups) {
