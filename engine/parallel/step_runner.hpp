@@ -31,6 +31,13 @@ struct StepStats {
   // loop's own work (the previous rows, the job-wide log figures' exchange on log steps,
   // checkpoints, validation), outside step_ms. Set by the training loop; 0 for its first step.
   double between_ms = 0;
+  // Where step_ms went on this rank, in the order the step runs them (as Megatron-LM's timers):
+  // the pipeline's passes with their sends and waits (on host groups also the previous step's
+  // parameter all-gathers that land in them), the wait for the gradient reductions still
+  // running after the last backward, the job-wide sum of the gradient norm, loss and stop
+  // flags, and the optimizer step (clipping, update, launching the next all-gathers). They add
+  // up to step_ms but for the outer sync (diloco) and a few microseconds of bookkeeping.
+  double pipeline_ms = 0, grad_sync_ms = 0, job_sum_ms = 0, update_ms = 0;
   int stop_ranks = 0;  // ranks whose stop_requested was true: summed with the step's loss and norm
   // Whether loss and stop_ranks are the job's. A step trained with Agreement::kAtSyncs between
   // two outer syncs returns false: then loss and stop_ranks are those of this rank's replica

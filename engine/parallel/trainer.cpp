@@ -302,12 +302,18 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
     data_.train().fill_batch(c, inputs, targets);
   };
   std::vector<int> passes(chunks_.size(), 0);
+  using Clock = std::chrono::steady_clock;
+  const auto ms_since = [](Clock::time_point a) { return std::chrono::duration<double, std::milli>(Clock::now() - a).count(); };
   const double loss_sum = stage_->run_step(fetch, [&](int chunk, int) {
     // A chunk's last backward (its W pass under zb-h1) finishes its gradients: overlap its DP
     // reduction with it.
     if (++passes.at(chunk) == micro_batches_) optimizers_[chunk]->arm();
   });
+  const double pipeline_ms = ms_since(t0);
+  const auto t_grads = Clock::now();
   for (auto& o : optimizers_) o->finish_grads();
+  const double grad_sync_ms = ms_since(t_grads);
+  const auto t_sums = Clock::now();
   // [grad sq by norm unit..., loss, stop flags]: the loss comes from one rank per pipeline
   // (last stage, tp rank 0); every rank counts its own stop request. Each unit's sum lives on
   // one stage, so the pipeline sum adds zeros to it, exactly; the units are then added in unit
@@ -332,6 +338,9 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   for (int u = 0; u < units; ++u) grad_sq += sums[u];
   StepStats s;
   s.step = step;
+  s.pipeline_ms = pipeline_ms;
+  s.grad_sync_ms = grad_sync_ms;
+  s.job_sum_ms = ms_since(t_sums);
   if (at_syncs) {
     local_ = {step, sums[units], std::max(local_.stops, sums[units + 1])};  // stop flags stay set
     s.agreed = false;
@@ -354,8 +363,10 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   s.lr = lr_at(lr_, step);
   AdamWHyper h = hyper_;
   h.lr = static_cast<float>(s.lr);
+  const auto t_update = Clock::now();
   // Refreshes the bf16 weights itself; on host groups its all-gathers land during the next forward.
   for (auto& o : optimizers_) o->update(h, step + 1, clip_scale(s.grad_norm, t.grad_clip));
+  s.update_ms = ms_since(t_update);
   if (outer_) {
     outer_step(step + 1);
     s.outer = outer_->take_times();

@@ -161,6 +161,9 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   double first_loss = NAN, last_loss = NAN, comm_ms = 0, total_ms = 0;
   std::string first_label;
   parallel::OuterTimes outer;  // this rank's outer syncs (diloco), summed for its last line
+  // Where this rank's steps after the first went (StepStats' phases), summed for its last line.
+  double phase_ms[4] = {0, 0, 0, 0};
+  int64_t phase_steps = 0;
   // The job-wide figures (largest memory and communication share, each rank's share, the
   // stop signal's number) are reduced over the world group, which crosses the slow links,
   // on log steps only, and never every step in the steps' way:
@@ -218,6 +221,11 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
     last_end = std::chrono::steady_clock::now();
     comm_ms += s.comm_ms;
     total_ms += s.step_ms;
+    if (step > start) {
+      const double got[4] = {s.pipeline_ms, s.grad_sync_ms, s.job_sum_ms, s.update_ms};
+      for (int i = 0; i < 4; ++i) phase_ms[i] += got[i];
+      ++phase_steps;
+    }
     outer += s.outer;
     const bool validating = t.eval_interval > 0 && (done % t.eval_interval == 0 || done == t.steps);
     // A step whose loss and stop flags are its replica's alone gets the job's where the run
@@ -247,6 +255,11 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   if (ctx.world > 1)
     fmt::print("rank {}: {:.1f} s in steps, of which {:.1f} s ({:.0f}%) waiting on communication\n", ctx.rank,
                total_ms / 1e3, comm_ms / 1e3, total_ms > 0 ? 100.0 * comm_ms / total_ms : 0.0);
+  if (ctx.world > 1 && phase_steps > 0) {
+    const double n = static_cast<double>(phase_steps);
+    fmt::print("rank {}: a step after the first, mean ms: pipeline {:.1f}, gradient sync wait {:.1f}, job sums {:.1f}, "
+               "optimizer {:.1f}\n", ctx.rank, phase_ms[0] / n, phase_ms[1] / n, phase_ms[2] / n, phase_ms[3] / n);
+  }
   if (outer.syncs > 0)
     fmt::print("rank {}: {} outer sync(s), in all {}\n", ctx.rank, outer.syncs, outer.describe());
   if (trainer.replica_agreements() > 0)

@@ -60,7 +60,8 @@ void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& tr
       {"grad_norm", s.grad_norm},          {"step_ms", s.step_ms},   {"tokens_per_s", s.tokens_per_s},
       {"tflops", tflops},                  {"mfu", mfu},             {"rss_mb", rss_mb()},
       {"comm_ms", s.comm_ms},              {"comm_share", share},    {"cpu_ms", s.cpu_ms},
-      {"between_ms", s.between_ms}};
+      {"between_ms", s.between_ms},        {"pipeline_ms", s.pipeline_ms}, {"grad_sync_ms", s.grad_sync_ms},
+      {"job_sum_ms", s.job_sum_ms},        {"update_ms", s.update_ms}};
   // A diloco step between two outer syncs: `loss` is rank 0's replica's alone (StepStats::agreed);
   // rows without this field carry the job's.
   if (!s.agreed) row.emplace_back("loss_replica", s.replica);

@@ -128,6 +128,9 @@ for r in rows:
     # The step's CPU (every thread of rank 0) and the loop's time before it (0 for the first
     # step; after it, the previous row and the log figures' exchange over the world group).
     assert r["cpu_ms"] > 0 and (r["between_ms"] == 0) == (r["step"] == 1) and r["between_ms"] >= 0, r
+    # Where the step went: disjoint spans of it, each written.
+    phases = [r[k] for k in ("pipeline_ms", "grad_sync_ms", "job_sum_ms", "update_ms")]
+    assert min(phases) >= 0 and r["pipeline_ms"] > 0 and sum(phases) <= r["step_ms"] * (1 + 1e-9), r
 print("mfu max %.1f%%, comm_share_max max %.0f%%" % (max(r["mfu"] for r in rows),
                                                       100 * max(r.get("comm_share_max", 0) for r in rows)))
 PY

@@ -62,6 +62,14 @@ void check_run(const holmes::spec::JobSpec& spec, const Grid& g) {
       CHECK(r.steps[s].loss == runs[0].steps[s].loss);
       CHECK(r.steps[s].grad_norm == runs[0].steps[s].grad_norm);
       if (g.world() > 1) CHECK(r.steps[s].comm_ms > 0);
+      // The phases are disjoint spans of the step, one after another: each is there, and
+      // together they fit in it (a phase timed twice or outside the step would not).
+      const StepStats& st = r.steps[s];
+      CHECK(st.pipeline_ms > 0);
+      CHECK(st.grad_sync_ms >= 0);
+      CHECK(st.job_sum_ms >= 0);
+      CHECK(st.update_ms > 0);
+      CHECK(st.pipeline_ms + st.grad_sync_ms + st.job_sum_ms + st.update_ms <= st.step_ms);
     }
     CHECK(rel(r.eval, ref.eval) < 1e-5);
     CHECK(r.eval == runs[0].eval);
