@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "engine/parallel/schedule.hpp"
+#include "engine/parallel/schedule_timing.hpp"
 #include "engine/plan/partition.hpp"
 
 namespace holmes::plan {
@@ -80,6 +81,7 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
     sc.dp = dp;
     sc.tflops = -1;
     sc.update_s_per_param = f.update_s_per_param;
+    sc.job_sum_hop_s = f.job_sum_hop_s;
     double held_period = 0;  // the longest CFS period of the stage's held nodes (0: none held)
     for (int r = 0; r < dp; ++r) {
       ring.clear();
@@ -527,6 +529,80 @@ double throttled_share(double load) {
   return u4 * u4 * u4;  // u^12
 }
 
+namespace {
+
+// The step's job-wide sum (the gradient norm, the loss and the stop flags, a few doubles) after
+// the reduce-scatter: a ring all-reduce over the data-, tensor- and pipeline-parallel groups
+// in turn (parallel::ParallelGroups::sum_over_job), 2 (g - 1) hops each, every hop the
+// slowest latency of the group's links or, where a calibration measured it in the steps, that
+// hop (Facts::job_sum_hop_s) when it is longer. Every rank waits for it before its update.
+double job_sums_s(const std::vector<StageCost>& stages) {
+  double dp = 0, tp = 0, pp = 0, measured = 0;
+  for (const StageCost& s : stages) {
+    dp = std::max(dp, s.dp_link.latency_s);
+    tp = std::max(tp, s.tp_link.latency_s);
+    if (!s.last) pp = std::max(pp, s.next_link.latency_s);
+    measured = std::max(measured, s.job_sum_hop_s);
+  }
+  const StageCost& any = stages.front();
+  const int p = static_cast<int>(stages.size());
+  return 2.0 * (any.dp - 1) * std::max(dp, measured) + 2.0 * (any.tp - 1) * std::max(tp, measured) +
+         2.0 * (p - 1) * std::max(pp, measured);
+}
+
+// The pipeline's loop: what each message's latency costs where neighbouring stages wait on each
+// other every micro-batch. In 1F1B's steady state a stage's next forward needs its
+// neighbour's backward and forward in between, so a message's latency lies on the loop of two
+// adjacent stages, once per micro-batch, however idle the link (zb-h1's held-back W passes
+// cover part of it). The schedule's tables time it (parallel::pipeline_makespan): the step's
+// extra time with every hop a message's latency over the same tables without. A hop's latency
+// is its link's alpha, or the job-wide sum's hop as the steps ran it where a calibration
+// measured that and it is longer: on busy hosts a message waits for its threads' wake-ups,
+// which the probe's idle messages do not (the lab's faster machine: 0.7-1.1 ms a hop against
+// 0.09-0.13, docs/cost-model.md "Seventeenth round"). Only the latency: the lab's pipelines
+// whose messages take milliseconds of bandwidth did not pay those on the loop (gen-2: 3
+// stages, 196 KB over 200 Mb/s, measured where the model without any loop put it), those are
+// priced as the link's bottleneck and the fill and drain (pp_exposed_s, pp_fill_s). Interleaved
+// plans: 0 (not modelled).
+double pipeline_loop_s(const Workload& w, const std::vector<StageCost>& stages, const std::vector<StageTime>& times) {
+  const int p = static_cast<int>(times.size());
+  const spec::Schedule kind = w.activation.schedule;
+  if (p < 2 || kind == spec::Schedule::kInterleaved) return 0;
+  std::vector<parallel::HopTimes> hops(p - 1);
+  bool any = false;
+  for (int s = 0; s + 1 < p; ++s) {
+    const LinkCost* next = stages[s].hop_next(1).first;
+    const LinkCost* prev = stages[s + 1].hop_prev(1).first;
+    const double measured = std::max(stages[s].job_sum_hop_s, stages[s + 1].job_sum_hop_s);
+    hops[s] = {std::max(next ? next->latency_s : 0.0, measured), std::max(prev ? prev->latency_s : 0.0, measured)};
+    any = any || hops[s].activation_s > 0 || hops[s].gradient_s > 0;
+  }
+  if (!any) return 0;
+  // A micro-batch's passes as the stage runs them, its tensor-parallel sums spread over them.
+  std::vector<parallel::PassTimes> passes(p);
+  for (int s = 0; s < p; ++s) {
+    const StageTime& t = times[s];
+    const double scale = t.compute_s > 0 ? (t.compute_s + t.tp_s) / t.compute_s : 1.0;
+    const double weights = t.weights_s, forward = std::min(t.forward_s, t.compute_s - weights);
+    passes[s] = {forward * scale, (t.compute_s - forward - weights) * scale, weights * scale};
+  }
+  const parallel::PipeSchedule table =
+      kind == spec::Schedule::kZbH1 ? parallel::PipeSchedule::kZbH1 : parallel::PipeSchedule::k1f1b;
+  const std::vector<parallel::HopTimes> free(p - 1);
+  auto extra = [&](int m) {
+    return parallel::pipeline_makespan(table, p, m, 1, passes, hops) -
+           parallel::pipeline_makespan(table, p, m, 1, passes, free);
+  };
+  // Past the warm-up the extra time grows by the same amount every two micro-batches (the loop
+  // spans two): long steps are timed at two shorter lengths and extended along that line.
+  const int m = w.micro_batches, cap = std::max(16, 4 * p);
+  if (m <= cap + 2 * p) return extra(m);
+  const double e1 = extra(cap), e2 = extra(cap + 2 * p);
+  return e1 + (m - cap) * (e2 - e1) / (2 * p);
+}
+
+}  // namespace
+
 Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, const std::vector<int>& layers,
                        int world) {
   int p = static_cast<int>(stages.size());
@@ -544,11 +620,15 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
   // Steady state: what the links add to each slot; fill and drain: every hop's transfer once
   // in each direction, on the critical path.
   e.pp_comm_s = m * t.pp_exposed_s() + c.fill;
+  // The loop's latency beyond what the sends above already wait for (pipeline_loop_s).
+  e.pp_loop_s = std::max(0.0, pipeline_loop_s(w, stages, times) - e.pp_comm_s);
+  e.pp_comm_s += e.pp_loop_s;
   e.bubble_s = t.bubble_s(p);
   e.dp_comm_s = c.sync_rs + c.sync_ag;
   e.update_s = c.update;
   e.log_s = w.log_s;
-  e.step_time_s = e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s + e.log_s;
+  e.sums_s = job_sums_s(stages);
+  e.step_time_s = e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s + e.log_s + e.sums_s;
   quota_bound_s(w, stages, layers, times, &e);
   e.quota_s = quota_wait_s(e, e.step_time_s);
   e.step_time_s += e.quota_s;

@@ -369,6 +369,7 @@ std::string estimate_bars(const Plan& p) {
                    {"data-parallel sync", "#55a868", e.dp_comm_s},
                    {"update", "#937860", e.update_s},
                    {"log exchange", "#8172b2", e.log_s},
+                   {"job sums", "#64b5cd", e.sums_s},
                    {"CPU quota wait", "#da8bc3", e.quota_s}};
   mine.note = fmt::format("{:.4g} s per step, {} tokens/s", e.step_time_s, human_count(e.tokens_per_s));
   rows.push_back(mine);

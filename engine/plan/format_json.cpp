@@ -79,11 +79,11 @@ void append_estimate(std::string& out, const Plan& p) {
   double speedup = e.step_time_s > 0 ? e.naive_step_time_s / e.step_time_s : 0;
   out += fmt::format(
       "  \"estimate\": {{\"step_time_s\": {}, \"compute_s\": {}, \"recompute_s\": {}, \"tp_comm_s\": {}, "
-      "\"pp_comm_s\": {}, \"bubble_s\": {}, \"dp_comm_s\": {}, \"update_s\": {}, \"log_s\": {}, \"quota_s\": {}, \"bottleneck_stage\": {}, "
+      "\"pp_comm_s\": {}, \"pp_loop_s\": {}, \"bubble_s\": {}, \"dp_comm_s\": {}, \"update_s\": {}, \"log_s\": {}, \"sums_s\": {}, \"quota_s\": {}, \"bottleneck_stage\": {}, "
       "\"tokens_per_s\": {}, \"tflops_per_device\": {}, \"naive_step_time_s\": {}, \"speedup_over_naive\": {}, "
       "\"bytes_per_step\": {{",
-      num(e.step_time_s), num(e.compute_s), num(e.recompute_s), num(e.tp_comm_s), num(e.pp_comm_s), num(e.bubble_s), num(e.dp_comm_s),
-      num(e.update_s), num(e.log_s), num(e.quota_s), e.bottleneck_stage, num(e.tokens_per_s), num(e.tflops_per_device), num(e.naive_step_time_s), num(speedup));
+      num(e.step_time_s), num(e.compute_s), num(e.recompute_s), num(e.tp_comm_s), num(e.pp_comm_s), num(e.pp_loop_s), num(e.bubble_s), num(e.dp_comm_s),
+      num(e.update_s), num(e.log_s), num(e.sums_s), num(e.quota_s), e.bottleneck_stage, num(e.tokens_per_s), num(e.tflops_per_device), num(e.naive_step_time_s), num(speedup));
   for (int k = 0; k < kLinkKinds; ++k)
     out += fmt::format("{}\"{}\": {}", k ? ", " : "", to_string(LinkKind(k)), bytes(e.bytes_per_step[k]));
   out += "}, \"baselines\": {";

@@ -96,11 +96,15 @@ void append_estimate(std::string& out, const Plan& p) {
   const Estimate& e = p.estimate;
   out += fmt::format("Estimate per step ({} micro-batches of {} x {} tokens per data-parallel rank):\n",
                      p.micro_batches, p.micro_batch, p.seq_len);
-  out += fmt::format("  step time {:.4g} s = compute {:.4g} + tensor comm {:.4g} + pipeline comm {:.4g} + bubble "
-                     "{:.4g} + data-parallel sync {:.4g}{}{}{} (bottleneck stage {})\n",
-                     e.step_time_s, e.compute_s, e.tp_comm_s, e.pp_comm_s, e.bubble_s, e.dp_comm_s,
+  out += fmt::format("  step time {:.4g} s = compute {:.4g} + tensor comm {:.4g} + pipeline comm {} + bubble "
+                     "{:.4g} + data-parallel sync {:.4g}{}{}{}{} (bottleneck stage {})\n",
+                     e.step_time_s, e.compute_s, e.tp_comm_s,
+                     e.pp_loop_s > 0 ? fmt::format("{:.4g} (of which the stages' loop {:.4g})", e.pp_comm_s, e.pp_loop_s)
+                                     : fmt::format("{:.4g}", e.pp_comm_s),
+                     e.bubble_s, e.dp_comm_s,
                      e.update_s > 0 ? fmt::format(" + update {:.4g}", e.update_s) : "",
                      e.log_s > 0 ? fmt::format(" + log exchange {:.4g}", e.log_s) : "",
+                     e.sums_s > 0 ? fmt::format(" + job sums {:.4g}", e.sums_s) : "",
                      e.quota_s > 0 ? fmt::format(" + CPU quota wait {:.4g}", e.quota_s) : "", e.bottleneck_stage);
   if (p.replicas.count > 1 && p.replicas.outer == spec::OuterMode::kDiloco)
     out += fmt::format("  + outer sync {:.4g} s per step (one sync every {} steps, amortized)\n", p.replicas.per_step_s,

@@ -113,6 +113,9 @@ struct Facts {
   // Host time per step and parameter a rank holds: optimizer update, gradient zeroing, norms
   // (topology calibration; 0 when not measured).
   double update_s_per_param = 0;
+  // One hop of the step's job-wide sum as the steps ran it (topology calibration
+  // job_sum_hop_us; 0 when not measured: each hop is its link's latency).
+  double job_sum_hop_s = 0;
   int islands = 0;
   // Groups are TCP (Gloo, CPU jobs): inside an island they need island_tcp on both ends.
   bool tcp_groups = false;

@@ -91,10 +91,14 @@ struct Estimate {
   double recompute_s = 0;         // of compute_s: the replay of train.recompute
   double tp_comm_s = 0;
   double pp_comm_s = 0;
+  // Of pp_comm_s: the pipeline's loop, neighbouring stages waiting for each other's messages'
+  // latency every micro-batch (cost_model.cpp pipeline_loop_s).
+  double pp_loop_s = 0;
   double bubble_s = 0;
   double dp_comm_s = 0;
   double update_s = 0;            // optimizer and host work per step (calibrated; 0 without)
   double log_s = 0;               // the log steps' job-wide maximum, per step (groups.hpp log_exchange_s)
+  double sums_s = 0;              // the step's job-wide sum of norm, loss and stop flags (cost_model.cpp job_sums_s)
   // What a CPU quota adds: the largest CPU seconds per step of a stage's worker over its quota
   // share, less the rest of the step (0 when the step is longer; cost_model.cpp quota_bound_s),
   // plus the expected wait for a throttled rank's next CFS period (quota_throttle_s).

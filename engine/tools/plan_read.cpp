@@ -54,10 +54,12 @@ void read_estimate(const json& j, plan::Plan& p) {
   e.recompute_s = number(j, "recompute_s");
   e.tp_comm_s = number(j, "tp_comm_s");
   e.pp_comm_s = number(j, "pp_comm_s");
+  e.pp_loop_s = number(j, "pp_loop_s");
   e.bubble_s = number(j, "bubble_s");
   e.dp_comm_s = number(j, "dp_comm_s");
   e.update_s = number(j, "update_s");
   e.log_s = number(j, "log_s");
+  e.sums_s = number(j, "sums_s");
   e.quota_s = number(j, "quota_s");
   e.bottleneck_stage = integer(j, "bottleneck_stage");
   e.tokens_per_s = number(j, "tokens_per_s");

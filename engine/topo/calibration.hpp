@@ -77,6 +77,12 @@ struct Calibration {
   double device_tflops = 0;    // sustained per device over the whole job; 0 = not measured
   double declared_tflops = 0;  // what the plan assumed when it was measured
   double update_ns_per_param = 0;  // optimizer and other host work per step and held parameter
+  // One hop of the step's job-wide sum (the gradient norm, loss and stop flags: a small ring
+  // all-reduce over the data-, tensor- and pipeline-parallel groups in turn) as it ran in the
+  // steps, microseconds: the least a rank waited there per step over the ring's hops. The
+  // probe's latency_us is one idle message; in the steps a hop also pays the ranks' wake-ups
+  // on busy hosts (the lab: 0.7-1.1 ms a hop against a probe's 0.09-0.13). 0 = not measured.
+  double job_sum_hop_us = 0;
   // CPU devices: the passes' FLOPs per CPU second the worker's training thread spent in the
   // step (its compute, host work, and its tensor-parallel sums unless host_comm_tp_ns_per_byte
   // prices them apart), the least of the stages, for every

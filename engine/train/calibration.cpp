@@ -31,8 +31,8 @@ constexpr int kSlots = 3;                             // tp, pp, dp samples per 
 // CPU seconds of the training thread per step, the probe's host communication CPU seconds and bytes,
 // the process's CPU seconds beyond the training thread's in the median step, the sums across the
 // replicas before the exchanges (wall seconds in all, how many), the tensor-parallel sums' CPU
-// seconds per step (the training thread's, the process's)
-constexpr int kComputeFloats = 16;
+// seconds per step (the training thread's, the process's), the job-wide sum's seconds per step
+constexpr int kComputeFloats = 17;
 
 // Times of `reps` runs of op, sorted. Latency takes the fastest (a preempted process only adds
 // to it), bandwidth the median.
@@ -278,6 +278,7 @@ struct Gathered {
   std::vector<double> other_cpu;  // per rank, the median of StepShare::other_cpu_per_step
   std::vector<PresyncWait> presync;  // per rank
   std::vector<double> tp_cpu;  // per rank, the process's CPU seconds per step in tp sums
+  std::vector<double> job_sum_s;  // per rank, its job-wide sum's seconds per step
 };
 
 Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vector<float>& per_step, int world,
@@ -308,10 +309,25 @@ Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vecto
     g.other_cpu.push_back(std::max(0.0, double(c[11]) - std::max(0.0, double(c[15]) - double(c[14]))));
     g.presync.push_back({c[12], static_cast<int>(c[13])});
     g.tp_cpu.push_back(c[15]);
+    g.job_sum_s.push_back(c[16]);
   }
   for (int st = 0; st < stages; ++st)
     for (float t : slowest[st]) g.stage_seconds[st] += double(t) / double(steps);
   return g;
+}
+
+// The job-wide sum's hop as the steps ran it: the rank that waited least there per step (the
+// last to arrive waits for the ring alone, the others also for it) over the ring's hops,
+// 2 (d - 1) + 2 (t - 1) + 2 (p - 1) (ParallelGroups::sum_over_job: data-, tensor- and
+// pipeline-parallel groups in turn).
+void calibrate_job_sum(const plan::Plan& p, const Gathered& g, topo::Calibration& cal) {
+  const int hops = 2 * (p.dp - 1) + 2 * (p.tp - 1) + 2 * (p.pp - 1);
+  if (hops <= 0 || g.job_sum_s.empty()) return;
+  const double least = *std::min_element(g.job_sum_s.begin(), g.job_sum_s.end());
+  if (least <= 0) return;
+  cal.job_sum_hop_us = least / hops * 1e6;
+  fmt::print("calibration: the step's job-wide sum: {:.3g} ms at the rank that waited least, {:.3g} us per hop of "
+             "its {} ring hops\n", least * 1e3, cal.job_sum_hop_us, hops);
 }
 
 // Per stage measured against planned; the device rate is the slowest device's (below).
@@ -367,6 +383,7 @@ void calibrate_compute(const plan::Plan& p, const Gathered& g, topo::Calibration
   }
   fmt::print("calibration: host work per step outside the passes and communication: {:.3g} ns per parameter "
              "held\n", cal.update_ns_per_param);
+  calibrate_job_sum(p, g, cal);
 }
 
 // diloco: the outer exchange's rate inside the steps (topo::OuterCalibration).
@@ -448,7 +465,8 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
                                          float(host.bytes),
                                          float(median({times.other_cpu_per_step.begin(), times.other_cpu_per_step.end()})),
                                          float(times.presync_s), float(times.presync_sums),
-                                         float(tp_cpu.thread_s),  float(tp_cpu.process_s)};
+                                         float(tp_cpu.thread_s),  float(tp_cpu.process_s),
+                                         float(times.job_sum_s)};
   // Tensor-parallel sums are priced from what they cost in the steps, not at the idle probe.
   std::vector<LinkSample> samples = mine;
   const size_t act = size_t(spec.train.micro_batch) * spec.train.seq_len * spec.model.hidden;

@@ -130,6 +130,7 @@ struct StepShare {
   // their wall seconds in all and how many; the calibration's `outer: drift_ms`.
   double presync_s = 0;
   int presync_sums = 0;
+  double job_sum_s = 0;  // per step, this rank's job-wide sum (Trainer::StepTimes::job_sum_s)
 };
 // The replicas' drift (topo::OuterCalibration::drift_ms) from every rank's sums before the
 // exchanges (`seconds` in all over `sums` of them; ranks without any left out): the mean over

@@ -52,7 +52,7 @@ if all(d % (tp * dp) == 0 for d in devices):
     for g in plan["groups"]:
         need(not (g["kind"] in ("tp", "dp") and g["crosses_islands"]), f"{g['kind']} group {g['index']} crosses islands")
 e = plan["estimate"]
-parts = e["compute_s"] + e["tp_comm_s"] + e["pp_comm_s"] + e["bubble_s"] + e["dp_comm_s"] + e["update_s"] + e["log_s"] + e["quota_s"]
+parts = e["compute_s"] + e["tp_comm_s"] + e["pp_comm_s"] + e["bubble_s"] + e["dp_comm_s"] + e["update_s"] + e["log_s"] + e["sums_s"] + e["quota_s"]
 need(abs(parts - e["step_time_s"]) <= 1e-6 * e["step_time_s"], f"estimate parts {parts} != step {e['step_time_s']}")
 need(e["step_time_s"] > 0 and e["tokens_per_s"] > 0 and e["naive_step_time_s"] > 0, "non-positive estimate")
 b = e["baselines"]

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/parallel/schedule.hpp"
+#include "engine/parallel/schedule_timing.hpp"
 #include "engine/plan/cost_model.hpp"
 
 using namespace holmes::parallel;
@@ -292,56 +293,19 @@ Table split_batches(const Table& table) {
   return out;
 }
 
-// The runner's timing (pipeline_stage.hpp): each stage's comm steps go, in list order, to a
-// comm thread that starts a batch once it is posted and the previous batch ended; a batch ends
-// when every op's peer has started the batch holding the matching op, plus `latency`. Compute
-// never waits for a send, only for the data it reads: F(j) for rA(j), B(j) for rG(j). Times
-// are the greatest fixed point of these equations (iterated from "never"); the makespan is
-// when the last stage's last step ends, infinity if some step never can.
+// The runner's timing (pipeline_stage.hpp) of `table`, one of make_table's, with every stage's
+// passes and every hop alike: parallel::pipeline_makespan (engine/parallel/schedule_timing.hpp,
+// which the planner prices the pipeline's loop with; the tests below pin it to closed forms).
 double async_makespan(const Table& table, int m, double t_fwd, double t_bwd, double t_w, double latency = 0) {
-  constexpr double kNever = std::numeric_limits<double>::infinity();
-  const int stages = static_cast<int>(table.size());
-  const int chunks = chunks_of(table), last = stages * chunks - 1;
-  // [stage][op_key] -> index of the comm step holding that op.
-  std::vector<std::vector<int>> step_of(stages, std::vector<int>(4 * chunks * m, -1));
-  for (int s = 0; s < stages; ++s)
-    for (size_t i = 0; i < table[s].size(); ++i)
-      for (const PipeTransfer& t : table[s][i].transfers) step_of[s][op_key(s, t, chunks, m)] = int(i);
-  std::vector<std::vector<double>> start(stages), end(stages);
-  for (int s = 0; s < stages; ++s) start[s].assign(table[s].size(), kNever), end[s].assign(table[s].size(), kNever);
-  double makespan = kNever;
-  for (bool changed = true; changed;) {
-    changed = false;
-    makespan = 0;
-    for (int s = 0; s < stages; ++s) {
-      double clock = 0, comm_free = 0;
-      for (size_t i = 0; i < table[s].size(); ++i) {
-        const PipeStep& st = table[s][i];
-        if (st.kind == PipeOpKind::kComm) {
-          const double b = std::max(clock, comm_free);
-          double e = b;
-          for (const PipeTransfer& t : st.transfers) {
-            const int j = step_of[t.peer_stage][peer_key(s, t, chunks, m)];
-            e = std::max(e, j < 0 ? kNever : start[t.peer_stage][j] + latency);
-          }
-          changed = changed || b != start[s][i] || e != end[s][i];
-          start[s][i] = b, end[s][i] = e, comm_free = e;
-          continue;
-        }
-        const int v = virtual_stage(stages, s, st.chunk);
-        const bool reads = (st.kind == PipeOpKind::kForward && v > 0) || (st.kind == PipeOpKind::kBackward && v < last);
-        if (reads) {
-          const P2PKind k = st.kind == PipeOpKind::kForward ? P2PKind::kRecvActivation : P2PKind::kRecvGrad;
-          const PipeTransfer t{k, st.micro, -1, st.chunk};
-          const int j = step_of[s][op_key(s, t, chunks, m)];
-          clock = std::max(clock, j < 0 ? kNever : end[s][j]);
-        }
-        clock += st.kind == PipeOpKind::kForward ? t_fwd : st.kind == PipeOpKind::kBackward ? t_bwd : t_w;
-      }
-      makespan = std::max({makespan, clock, comm_free});
-    }
-  }
-  return makespan;
+  const int stages = static_cast<int>(table.size()), chunks = chunks_of(table);
+  bool weights = false;
+  for (const auto& steps : table)
+    for (const PipeStep& st : steps) weights = weights || st.kind == PipeOpKind::kWeights;
+  const PipeSchedule kind = chunks > 1 ? PipeSchedule::kInterleaved : weights ? PipeSchedule::kZbH1 : PipeSchedule::k1f1b;
+  REQUIRE(table == make_table(stages, m, kind, chunks));
+  const std::vector<PassTimes> passes(stages, PassTimes{t_fwd, t_bwd, t_w});
+  const std::vector<HopTimes> hops(stages * chunks - 1, HopTimes{latency, latency});
+  return pipeline_makespan(kind, stages, m, chunks, passes, hops);
 }
 
 }  // namespace
@@ -805,4 +769,20 @@ TEST_CASE("1F1B with slow sends: the cost model against the tables' timing", "[t
         CHECK(model <= sim + 1e-9);
         CHECK(model >= (m + stages - 1) * 3.0);  // never below the free-link pipeline
       }
+}
+
+TEST_CASE("pipeline_makespan: hops and stages of their own", "[train][schedule]") {
+  // One slow hop costs more than the same time spread over every hop, a slower stage sets the
+  // pace, and the sizes must match the stages.
+  std::vector<PassTimes> passes(4, PassTimes{1, 2, 0});
+  std::vector<HopTimes> one(3, HopTimes{0, 0}), spread(3, HopTimes{0.5, 0.5});
+  one[1] = {1.5, 1.5};
+  CHECK(pipeline_makespan(PipeSchedule::k1f1b, 4, 16, 1, passes, one) >
+        pipeline_makespan(PipeSchedule::k1f1b, 4, 16, 1, passes, spread));
+  passes[2] = {1.5, 3, 0};
+  const double paced = pipeline_makespan(PipeSchedule::k1f1b, 4, 16, 1, passes, std::vector<HopTimes>(3));
+  CHECK(paced >= 16 * 4.5);
+  CHECK(paced < 16 * 4.5 + 3 * 4.5);  // the fill and drain pass the faster stages
+  CHECK_THROWS_AS(pipeline_makespan(PipeSchedule::k1f1b, 4, 16, 1, passes, std::vector<HopTimes>(2)),
+                  std::invalid_argument);
 }

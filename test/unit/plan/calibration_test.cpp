@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "engine/plan/plan.hpp"
+#include "engine/topo/calibration.hpp"
 #include "test/support/cluster_gen.hpp"
 
 namespace hp = holmes::plan;
@@ -46,7 +47,7 @@ TEST_CASE("a calibration's device rate, link efficiency and latency feed the est
   CHECK(dp_ib.latency_s == Approx(40e-6));
   CHECK(cal.estimate.update_s > 0);
   CHECK(cal.estimate.step_time_s == Approx(cal.estimate.compute_s + cal.estimate.tp_comm_s + cal.estimate.pp_comm_s +
-                                           cal.estimate.bubble_s + cal.estimate.dp_comm_s + cal.estimate.update_s + cal.estimate.log_s + cal.estimate.quota_s));
+                                           cal.estimate.bubble_s + cal.estimate.dp_comm_s + cal.estimate.update_s + cal.estimate.log_s + cal.estimate.sums_s + cal.estimate.quota_s));
   CHECK(hp::format_plan_text(cal).find("Calibration") != std::string::npos);
   CHECK(hp::format_plan_json(cal).find("\"calibration\": {\"source\"") != std::string::npos);
   CHECK(hp::format_plan_json(nominal).find("\"calibration\": null") != std::string::npos);
@@ -68,4 +69,33 @@ TEST_CASE("the spec's explicit figures win over a calibration", "[calibration]")
   CHECK(p.stages[0].tflops == Approx(7));
   CHECK(group(p, hp::GroupKind::kDp).latency_s == Approx(9e-6));
   CHECK(group(p, hp::GroupKind::kDp).gbps_per_rank == Approx(100));  // efficiency still scales the rate
+}
+
+TEST_CASE("the step's job-wide sum: its ring hops at the links' latency, or at the hop the steps measured", "[calibration]") {
+  // pipeline 2 x data 2: the sum crosses the data-parallel group (2 hops) and the pipeline
+  // group (2 hops), one after the other, before every rank's update.
+  auto t = two_islands();
+  const hp::Plan nominal = hp::make_plan(job(), t);
+  double dp = 0, pp = 0;  // each ring's slowest hop: the groups' largest latency
+  for (const auto& g : nominal.groups) {
+    if (g.kind == hp::GroupKind::kDp) dp = std::max(dp, g.latency_s);
+    if (g.kind == hp::GroupKind::kPp) pp = std::max(pp, g.latency_s);
+  }
+  REQUIRE(dp > 0);
+  REQUIRE(pp > 0);
+  CHECK(nominal.estimate.sums_s == Approx(2 * dp + 2 * pp));
+  // Measured in the steps at 1 ms a hop (the lab's wake-ups): every hop costs that.
+  t.calibration.job_sum_hop_us = 1000;
+  const hp::Plan cal = hp::make_plan(job(), t);
+  CHECK(cal.estimate.sums_s == Approx(4 * 1e-3));
+  // The pipeline's messages wait as long on the loop of its two stages (pipeline_loop_s); the
+  // rest of the step is the same.
+  CHECK(cal.estimate.pp_loop_s > nominal.estimate.pp_loop_s + 1e-3);
+  CHECK(cal.estimate.step_time_s - cal.estimate.sums_s - cal.estimate.pp_loop_s ==
+        Approx(nominal.estimate.step_time_s - nominal.estimate.sums_s - nominal.estimate.pp_loop_s));
+  CHECK(hp::format_plan_text(cal).find("+ job sums 0.004") != std::string::npos);
+  CHECK(hp::format_plan_json(cal).find("\"sums_s\": 0.004") != std::string::npos);
+  // Written and read back with the calibration.
+  const auto back = holmes::topo::parse_calibration_yaml(holmes::topo::format_calibration_yaml(t.calibration), "cal.yaml");
+  CHECK(back.job_sum_hop_us == 1000);
 }

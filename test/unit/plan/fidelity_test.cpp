@@ -144,7 +144,7 @@ TEST_CASE("a faster stage's data-parallel sync starts at the pipeline's end, not
   CHECK(e.bottleneck_stage == 1);
   CHECK(e.dp_comm_s == Approx(std::max(t0.rs_exposed_s + t0.tied_s, t1.rs_exposed_s + t1.tied_s) +
                               std::max(t0.ag_exposed_s, t1.ag_exposed_s)));
-  CHECK(e.step_time_s == Approx(pipe1 + e.dp_comm_s).epsilon(1e-9));
+  CHECK(e.step_time_s == Approx(pipe1 + e.dp_comm_s + e.sums_s).epsilon(1e-9));
   // More than either stage's own timeline: the old max over stages.
   CHECK(e.step_time_s > std::max(s0.objective(w, 2, 4), s1.objective(w, 2, 4)) * 1.01);
 }
@@ -218,7 +218,7 @@ TEST_CASE("pipeline sends cost a slot only where the link is the bottleneck", "[
   last.last = true;
   const hp::Estimate e = hp::estimate_step(w, {first, mid, last}, {2, 2, 4}, 3);
   CHECK(e.pp_comm_s == Approx(4 * send));
-  CHECK(e.step_time_s == Approx(e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s));
+  CHECK(e.step_time_s == Approx(e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s + e.sums_s));
   // A link slower than the pass sets the pace: a slot is the send.
   mid.next_link.gbps_per_rank = 0.01;
   t = mid.time(w, 2);
@@ -732,7 +732,7 @@ TEST_CASE("under a CPU quota a worker's CPU seconds per step bound the step", "[
   CHECK(e.step_time_s - e.quota_s <=
         (rate_only.estimate.step_time_s - rate_only.estimate.bubble_s + e.bubble_s) * (1 + 1e-9));
   CHECK(e.step_time_s == Approx(e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s +
-                                e.log_s + e.quota_s));
+                                e.log_s + e.sums_s + e.quota_s));
   for (const auto& b : e.baselines) CHECK(b.step_time_s >= (cpu_bound + throttle) * (1 - 1e-9));
   // Without a quota the worker may use its whole core: no bound.
   auto free = cpu_pair(0, 0);

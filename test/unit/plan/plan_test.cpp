@@ -97,7 +97,7 @@ TEST_CASE("closed form: a 4-stage pipeline on one IB island", "[cost_model]") {
   CHECK(e.pp_comm_s == Approx(2 * (stages - 1) * recv_grad_send));
   CHECK(e.bubble_s == Approx((stages - 1) * compute));
   CHECK(e.dp_comm_s == Approx(tie));
-  CHECK(e.step_time_s == Approx(e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s + e.log_s + e.quota_s));
+  CHECK(e.step_time_s == Approx(e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s + e.log_s + e.sums_s + e.quota_s));
   // 1F1B bubble fraction (p-1)/(m+p-1) of the pipelined part.
   double pipelined = e.compute_s + e.tp_comm_s + e.bubble_s;
   CHECK(e.bubble_s / pipelined == Approx(double(stages - 1) / (m + stages - 1)));
@@ -208,7 +208,7 @@ TEST_CASE("auto degrees on three islands: fits, invariants, parts add up, hash s
   hp::Plan p = hp::make_plan(spec, topo);
   CHECK(p.tp * p.pp * p.dp == 128);
   const auto& e = p.estimate;
-  CHECK(e.step_time_s == Approx(e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s + e.log_s + e.quota_s));
+  CHECK(e.step_time_s == Approx(e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s + e.log_s + e.sums_s + e.quota_s));
   CHECK(e.naive_step_time_s >= e.step_time_s * 0.999);
   for (const auto& g : p.groups)
     if (g.kind == hp::GroupKind::kDp || g.kind == hp::GroupKind::kTp) CHECK_FALSE(g.crosses_islands);

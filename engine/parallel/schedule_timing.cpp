@@ -1,0 +1,91 @@
+#include "engine/parallel/schedule_timing.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace holmes::parallel {
+
+namespace {
+
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
+// The boundary a transfer of `stage` crosses, as the virtual stage on its lower side, and its
+// direction (0: activation, 1: gradient). Both ends compute the same.
+struct Boundary {
+  int direction, lower;
+};
+
+Boundary boundary_of(int stage, int stages, const PipeTransfer& t) {
+  const bool activation = t.kind == P2PKind::kSendActivation || t.kind == P2PKind::kRecvActivation;
+  const bool toward_next = t.kind == P2PKind::kSendActivation || t.kind == P2PKind::kRecvGrad;
+  const int lower_stage = toward_next ? stage : (stage + stages - 1) % stages;
+  return {activation ? 0 : 1, link_chunk(stage, t) * stages + lower_stage};
+}
+
+}  // namespace
+
+double pipeline_makespan(PipeSchedule kind, int stages, int m, int chunks, std::span<const PassTimes> passes,
+                         std::span<const HopTimes> hops) {
+  if (kind != PipeSchedule::kInterleaved) chunks = 1;
+  const int virtual_stages = stages * chunks;
+  if (static_cast<int>(passes.size()) != stages || static_cast<int>(hops.size()) != virtual_stages - 1)
+    throw std::invalid_argument("pipeline_makespan: " + std::to_string(passes.size()) + " stages' passes and " +
+                                std::to_string(hops.size()) + " hops for " + std::to_string(stages) + " stages of " +
+                                std::to_string(chunks) + " chunk(s)");
+  std::vector<std::vector<PipeStep>> table(stages);
+  for (int s = 0; s < stages; ++s) table[s] = schedule_steps(kind, stages, s, m, chunks);
+  // [stage][(direction * virtual_stages + lower) * m + micro] -> the comm step holding it.
+  const auto key = [&](int direction, int lower, int micro) { return (direction * virtual_stages + lower) * m + micro; };
+  std::vector<std::vector<int>> step_of(stages, std::vector<int>(2 * virtual_stages * m, -1));
+  for (int s = 0; s < stages; ++s)
+    for (size_t i = 0; i < table[s].size(); ++i)
+      for (const PipeTransfer& t : table[s][i].transfers) {
+        const Boundary b = boundary_of(s, stages, t);
+        step_of[s][key(b.direction, b.lower, t.micro)] = static_cast<int>(i);
+      }
+  std::vector<std::vector<double>> start(stages), end(stages);
+  for (int s = 0; s < stages; ++s) start[s].assign(table[s].size(), kNever), end[s].assign(table[s].size(), kNever);
+  double makespan = kNever;
+  // Each pass settles at least one more step of the longest chain of waits.
+  size_t passes_left = 2;
+  for (const auto& steps : table) passes_left += steps.size();
+  for (bool changed = true; changed; --passes_left) {
+    if (passes_left == 0) throw std::logic_error("pipeline_makespan: the times did not settle");
+    changed = false;
+    makespan = 0;
+    for (int s = 0; s < stages; ++s) {
+      double clock = 0, comm_free = 0;
+      for (size_t i = 0; i < table[s].size(); ++i) {
+        const PipeStep& st = table[s][i];
+        if (st.kind == PipeOpKind::kComm) {
+          const double b = std::max(clock, comm_free);
+          double e = b;
+          for (const PipeTransfer& t : st.transfers) {
+            const Boundary bd = boundary_of(s, stages, t);
+            const int j = step_of[t.peer_stage][key(bd.direction, bd.lower, t.micro)];
+            const HopTimes& h = hops[bd.lower];
+            e = std::max(e, j < 0 ? kNever : start[t.peer_stage][j] + (bd.direction == 0 ? h.activation_s : h.gradient_s));
+          }
+          changed = changed || b != start[s][i] || e != end[s][i];
+          start[s][i] = b, end[s][i] = e, comm_free = e;
+          continue;
+        }
+        const int v = st.chunk * stages + s;
+        const bool forward = st.kind == PipeOpKind::kForward;
+        if ((forward && v > 0) || (st.kind == PipeOpKind::kBackward && v < virtual_stages - 1)) {
+          const int j = step_of[s][forward ? key(0, v - 1, st.micro) : key(1, v, st.micro)];
+          clock = std::max(clock, j < 0 ? kNever : end[s][j]);
+        }
+        const PassTimes& p = passes[s];
+        clock += forward ? p.forward_s : st.kind == PipeOpKind::kBackward ? p.backward_s : p.weights_s;
+      }
+      makespan = std::max({makespan, clock, comm_free});
+    }
+  }
+  return makespan;
+}
+
+}  // namespace holmes::parallel

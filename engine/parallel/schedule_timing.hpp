@@ -1,0 +1,37 @@
+// The runner's timing of one step's pipeline tables (schedule.hpp), as pipeline_stage.cpp
+// walks them: the planner prices the pipeline's per-message waits with it (docs/cost-model.md,
+// "Seventeenth round": the pipeline's loop).
+//
+// Each stage runs its list in order. A compute step starts when the stage is free and, for a
+// forward (backward) of a virtual stage that has one before (after) it, when the receive of
+// its input (output gradient) has ended. A comm step is posted when the stage reaches it and
+// goes to the stage's communication thread, which starts it once the previous batch ended;
+// the batch ends when every op's peer has started the batch holding the matching op, plus the
+// transfer's time over that hop. Compute never waits for a send, only for what it reads.
+// Times are the greatest fixed point of these equations (iterated from "never").
+#pragma once
+
+#include <span>
+
+#include "engine/parallel/schedule.hpp"
+
+namespace holmes::parallel {
+
+// One micro-batch's passes on a stage (a chunk's under the interleaved schedule), seconds.
+struct PassTimes {
+  double forward_s = 0, backward_s = 0, weights_s = 0;  // weights_s: kWeights steps (zb-h1)
+};
+
+// The transfers over the boundary after virtual stage v: its activation to v + 1 and the
+// gradient coming back, seconds each.
+struct HopTimes {
+  double activation_s = 0, gradient_s = 0;
+};
+
+// When the last stage's last step ends, from 0. `passes` has one entry per stage, `hops`
+// one per boundary (stages * chunks - 1). Throws std::invalid_argument for sizes that do not
+// match, and for the arguments schedule_steps refuses.
+double pipeline_makespan(PipeSchedule kind, int stages, int micro_batches, int chunks, std::span<const PassTimes> passes,
+                         std::span<const HopTimes> hops);
+
+}  // namespace holmes::parallel
