@@ -104,7 +104,7 @@ def predict(exe, run_dir, sc, calibration, degrees=None, partition=None, activat
     plan = json.loads(r.stdout)
     est = plan["estimate"]
     return (est["step_time_s"], plan["activation"]["plan"]["schedule"], est["bytes_per_step"]["ethernet"],
-            (plan.get("replicas") or {}).get("sync_bytes"))
+            (plan.get("replicas") or {}).get("sync_bytes"), est)
 
 
 def predict_as_ran(exe, sc, case, run_dir, res, calibration):
@@ -395,6 +395,22 @@ def wait_split(sc, runs):
     return out
 
 
+def phase_figures(sc, runs):
+    """Per case, the trainer's phase timers (job.phases): rank 0's medians, median over the rounds,
+    and the lowest and highest rank mean of each phase over every round; cases whose runs lack
+    them are left out."""
+    out = {}
+    for case in sc.cases:
+        got = [res["phases"] for _, res in runs[case] if res.get("phases")]
+        if not got or len(got) != len(runs[case]):
+            continue
+        ranks = [r for g in got for r in g["ranks"].values()] or [g["rank0"] for g in got]
+        out[case] = {"rank0": {k: statistics.median(g["rank0"][k] for g in got) for k in job.PHASES},
+                     "lo": {k: min(r[k] for r in ranks) for k in job.PHASES},
+                     "hi": {k: max(r[k] for r in ranks) for k in job.PHASES}}
+    return out
+
+
 def own_errors(sc, exe, runs):
     """Each round priced with the calibration that round wrote itself, against that round's
     step: the model without the machine's drift between runs (CPU per FLOP, link rates), which
@@ -440,7 +456,7 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
     measured = {case: statistics.median(steps) for case, steps in pooled.items()}
     spreads = {case: spread(steps) for case, steps in pooled.items()}
     degrees = {case: runs[case][0][1]["degrees"] for case in sc.cases}
-    predicted, errors, schedules, eth_predicted, sync_predicted = {}, {}, {}, {}, {}
+    predicted, errors, schedules, eth_predicted, sync_predicted, priced = {}, {}, {}, {}, {}, {}
     across = {}  # case -> the tensor degrees of the files that priced it, when not its own
     for case in sc.cases:
         sources = calibration_sources(sc.cases, runs, degrees, case)
@@ -453,7 +469,7 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
         merged = os.path.join(out_dir, f"calibration-for-{case}.yaml")
         with open(merged, "w") as f:
             yaml.safe_dump(merge_calibrations(others, sources), f, sort_keys=False)
-        predicted[case], schedules[case], eth_predicted[case], sync_predicted[case] = predict_as_ran(
+        predicted[case], schedules[case], eth_predicted[case], sync_predicted[case], priced[case] = predict_as_ran(
             exe, sc, case, *runs[case][0], merged)
         errors[case] = predicted[case] / measured[case] - 1
     own = own_errors(sc, exe, runs)
@@ -523,6 +539,18 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
         for case, w in waits.items():
             print(f"  {case:<16}wait {' '.join(f'{x * 1e3:.0f}' for x in w['wait_s']):<12} "
                   f"busy {' '.join(f'{x * 1e3:.0f}' for x in w['busy_s'])}")
+    phase = phase_figures(sc, runs)
+    if phase:
+        # The trainer's phase timers beside the priced parts (docs/cost-model.md, "Step time and
+        # its parts"): what of a prediction's error is which part.
+        print("phases (ms; measured: rank 0's median step, median over rounds, and the ranks' range of their means; "
+              "priced: the plan's parts with the calibration that priced the case):")
+        for case, f in phase.items():
+            e = priced.get(case) or {}
+            parts_text = " ".join(f"{k} {e.get(k + '_s', 0) * 1e3:.1f}" for k in
+                              ("compute", "tp_comm", "pp_comm", "bubble", "dp_comm", "update", "sums", "quota") if e.get(k + "_s"))
+            print(f"  {case:<16}" + ", ".join(f"{k} {f['rank0'][k]:.1f} ({f['lo'][k]:.1f}-{f['hi'][k]:.1f})" for k in job.PHASES)
+                  + (f"; priced: {parts_text}" if parts_text else ""))
     between = between_figures(sc, runs)
     if between:
         print("rank 0's time between steps (ms, between_ms: the loop outside step_ms, in binaries before 2026-11-27 "
@@ -569,7 +597,9 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
               "summary": line, "path": sc.path, "rounds": rounds, "spreads": spreads, "degrees": degrees,
               "same_plan": {case: same[case] for case in sc.cases if len(same[case]) > 1},
               "priced_across_tensor": across, "cpu": cpu, "cpu_threads": threads,
-              "waits": waits, "between_ms": between, "loop": loops}
+              "waits": waits, "between_ms": between, "loop": loops, "phases": phase,
+              "priced_parts": {c: {k: v for k, v in e.items() if k.endswith("_s") and isinstance(v, (int, float))}
+                               for c, e in priced.items()}}
     with open(os.path.join(out_dir, "bench.json"), "w") as f:
         json.dump(result, f, indent=1)
     print(f"lab: wrote {bench_html.write(os.path.join(out_dir, 'bench.json'))}")

@@ -241,13 +241,36 @@ def results(run_dir):
     # steps), median over the steps after warm-up: what the plan and the network decide; the
     # rest of the step is compute and host work, which moves with the machine (docs/lab.md).
     waits = [w for first, w in rank_waits(rows) if first > WARMUP_STEPS]
-    return {"cpu": json.load(open(cpu)) if os.path.exists(cpu) else None,
+    return {"phases": phases(run_dir, rows),"cpu": json.load(open(cpu)) if os.path.exists(cpu) else None,
             "losses": [r["loss"] for r in rows], "step_ms": [r["step_ms"] for r in rows],
             "between_ms": [r.get("between_ms") for r in rows],
             "loop_ms": loop_ms(rows),
             "step_s": statistics.median(steady) / 1e3, "plan_text": "\n".join(plan[start:end + 1]),
             "wait_s": statistics.median(waits) / 1e3 if waits else None,
             "degrees": degrees, "ethernet": json.load(open(eth)) if os.path.exists(eth) else None}
+
+
+PHASES = ("pipeline", "grad_sync", "job_sum", "update")
+RANK_PHASES = re.compile(r"^rank (\d+): a step after the first, mean ms: pipeline ([\d.]+), gradient sync wait "
+                         r"([\d.]+), job sums ([\d.]+), optimizer ([\d.]+)")
+
+
+def phases(run_dir, rows):
+    """Where the steps went (the trainer's phase timers, docs/training.md "Log"): rank 0's median
+    over the steps after warm-up of each phase, and every rank's means from its last line;
+    None from binaries without them."""
+    steady = rows[WARMUP_STEPS:] or rows
+    if not steady or any(f"{k}_ms" not in steady[0] for k in PHASES):
+        return None
+    out = {"rank0": {k: statistics.median(r[f"{k}_ms"] for r in steady) for k in PHASES}, "ranks": {}}
+    for name in sorted(os.listdir(run_dir)):
+        if not (name.startswith("rank-") and name.endswith(".log")):
+            continue
+        for line in open(os.path.join(run_dir, name)):
+            m = RANK_PHASES.match(line.removeprefix(f"[rank {name[5:-4]}] "))
+            if m:
+                out["ranks"][int(m.group(1))] = dict(zip(PHASES, map(float, m.groups()[1:])))
+    return out
 
 
 def ethernet_window(sc, net):
