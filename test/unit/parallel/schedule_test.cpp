@@ -514,9 +514,9 @@ TEST_CASE("ZB-H1: the first stage joins each B but the last with its W, no later
         CHECK(joined == (s == 0 ? m - 1 : 0));
         for (size_t i = 0; i < f1b.size(); ++i) CHECK_FALSE(joins_weights(f1b, i, m));
       }
-  const std::vector<PipeStep> hand = {{PipeOpKind::kBackward, 0}, {PipeOpKind::kWeights, 1},
-                                      {PipeOpKind::kBackward, 1}, {PipeOpKind::kWeights, 1},
-                                      {PipeOpKind::kBackward, 1}, {PipeOpKind::kWeights, 1, {}, 1}};
+  const std::vector<PipeStep> hand = {{PipeOpKind::kBackward, 0, {}}, {PipeOpKind::kWeights, 1, {}},
+                                      {PipeOpKind::kBackward, 1, {}}, {PipeOpKind::kWeights, 1, {}},
+                                      {PipeOpKind::kBackward, 1, {}}, {PipeOpKind::kWeights, 1, {}, 1}};
   CHECK_FALSE(joins_weights(hand, 4, 3));  // another chunk's W
   CHECK(joins_weights(hand, 2, 3));
   CHECK_FALSE(joins_weights(hand, 2, 2));  // the last micro-batch's
