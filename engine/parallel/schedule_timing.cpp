@@ -46,45 +46,49 @@ double pipeline_makespan(PipeSchedule kind, int stages, int m, int chunks, std::
         const Boundary b = boundary_of(s, stages, t);
         step_of[s][key(b.direction, b.lower, t.micro)] = static_cast<int>(i);
       }
+  // Each step's time once the times it waits for are known, the stages walked in turn: a stage
+  // goes on until it reaches a batch whose peers have not yet posted theirs (its end, and so
+  // every later step, needs their start) or a compute step whose receive has not ended. Each
+  // step is settled once.
   std::vector<std::vector<double>> start(stages), end(stages);
   for (int s = 0; s < stages; ++s) start[s].assign(table[s].size(), kNever), end[s].assign(table[s].size(), kNever);
-  double makespan = kNever;
-  // Each pass settles at least one more step of the longest chain of waits.
-  size_t passes_left = 2;
-  for (const auto& steps : table) passes_left += steps.size();
-  for (bool changed = true; changed; --passes_left) {
-    if (passes_left == 0) throw std::logic_error("pipeline_makespan: the times did not settle");
-    changed = false;
-    makespan = 0;
+  std::vector<size_t> next(stages, 0);
+  std::vector<double> clock(stages, 0), comm_free(stages, 0);
+  for (bool moved = true; moved;) {
+    moved = false;
     for (int s = 0; s < stages; ++s) {
-      double clock = 0, comm_free = 0;
-      for (size_t i = 0; i < table[s].size(); ++i) {
+      for (; next[s] < table[s].size(); ++next[s], moved = true) {
+        const size_t i = next[s];
         const PipeStep& st = table[s][i];
         if (st.kind == PipeOpKind::kComm) {
-          const double b = std::max(clock, comm_free);
-          double e = b;
+          if (start[s][i] == kNever) start[s][i] = std::max(clock[s], comm_free[s]);  // posted
+          double e = start[s][i];
           for (const PipeTransfer& t : st.transfers) {
             const Boundary bd = boundary_of(s, stages, t);
             const int j = step_of[t.peer_stage][key(bd.direction, bd.lower, t.micro)];
+            const double peer = j < 0 ? kNever : start[t.peer_stage][j];
             const HopTimes& h = hops[bd.lower];
-            e = std::max(e, j < 0 ? kNever : start[t.peer_stage][j] + (bd.direction == 0 ? h.activation_s : h.gradient_s));
+            e = std::max(e, peer + (bd.direction == 0 ? h.activation_s : h.gradient_s));
           }
-          changed = changed || b != start[s][i] || e != end[s][i];
-          start[s][i] = b, end[s][i] = e, comm_free = e;
+          if (e == kNever) break;
+          end[s][i] = comm_free[s] = e;
           continue;
         }
         const int v = st.chunk * stages + s;
         const bool forward = st.kind == PipeOpKind::kForward;
         if ((forward && v > 0) || (st.kind == PipeOpKind::kBackward && v < virtual_stages - 1)) {
           const int j = step_of[s][forward ? key(0, v - 1, st.micro) : key(1, v, st.micro)];
-          clock = std::max(clock, j < 0 ? kNever : end[s][j]);
+          if (j < 0 || end[s][j] == kNever) break;
+          clock[s] = std::max(clock[s], end[s][j]);
         }
         const PassTimes& p = passes[s];
-        clock += forward ? p.forward_s : st.kind == PipeOpKind::kBackward ? p.backward_s : p.weights_s;
+        clock[s] += forward ? p.forward_s : st.kind == PipeOpKind::kBackward ? p.backward_s : p.weights_s;
       }
-      makespan = std::max({makespan, clock, comm_free});
     }
   }
+  double makespan = 0;  // a stage that never finished (no table does): never
+  for (int s = 0; s < stages; ++s)
+    makespan = next[s] < table[s].size() ? kNever : std::max({makespan, clock[s], comm_free[s]});
   return makespan;
 }
 

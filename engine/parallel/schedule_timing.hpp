@@ -8,7 +8,7 @@
 // goes to the stage's communication thread, which starts it once the previous batch ended;
 // the batch ends when every op's peer has started the batch holding the matching op, plus the
 // transfer's time over that hop. Compute never waits for a send, only for what it reads.
-// Times are the greatest fixed point of these equations (iterated from "never").
+// Each step's time is settled once, when the times it waits for are (linear in the steps).
 #pragma once
 
 #include <span>
