@@ -383,7 +383,6 @@ void calibrate_compute(const plan::Plan& p, const Gathered& g, topo::Calibration
   }
   fmt::print("calibration: host work per step outside the passes and communication: {:.3g} ns per parameter "
              "held\n", cal.update_ns_per_param);
-  calibrate_job_sum(p, g, cal);
 }
 
 // diloco: the outer exchange's rate inside the steps (topo::OuterCalibration).
@@ -485,7 +484,10 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
   cal.source = fmt::format("job '{}', {}, {} plan {:016x}", spec.job.name, count_of(rt.world, "rank"), p.placement,
                            rt.plan_hash);
   const Gathered g = unpack(all, packed.size(), per_step, rt.world, p.pp, steps);
-  if (steps > 0) calibrate_compute(p, g, cal);
+  if (steps > 0) {
+    calibrate_compute(p, g, cal);
+    calibrate_job_sum(p, g, cal);
+  }
   else fmt::print("calibration: no step after the first {} to time; compute not measured\n", parallel::Trainer::kWarmupSteps);
   summarize_links(g.samples, rt.topology.calibration, cal);
   calibrate_outer(p, g, rt.topology.calibration, cal);
