@@ -241,7 +241,7 @@ def results(run_dir):
     # steps), median over the steps after warm-up: what the plan and the network decide; the
     # rest of the step is compute and host work, which moves with the machine (docs/lab.md).
     waits = [w for first, w in rank_waits(rows) if first > WARMUP_STEPS]
-    return {"phases": phases(run_dir, rows),"cpu": json.load(open(cpu)) if os.path.exists(cpu) else None,
+    return {"cpu": json.load(open(cpu)) if os.path.exists(cpu) else None, "phases": phases(run_dir, rows),
             "losses": [r["loss"] for r in rows], "step_ms": [r["step_ms"] for r in rows],
             "between_ms": [r.get("between_ms") for r in rows],
             "loop_ms": loop_ms(rows),
