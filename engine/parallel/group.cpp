@@ -41,6 +41,8 @@ void Work::land() {
   if (s_ && !s_->landed) s_->group->land(*s_);
 }
 
+bool Work::ready() const { return !s_ || s_->landed || parallel::ready(s_->results); }
+
 std::shared_future<void> Work::inputs_free() const { return s_ ? s_->inputs : std::shared_future<void>{}; }
 
 const char* to_string(Group::Mode mode) {

@@ -77,6 +77,8 @@ class Work {
   // an invalid future means at once (device and staged groups: later writes queue behind).
   std::shared_future<void> inputs_free() const;
   bool pending() const { return s_ != nullptr; }
+  // The results are there (or nothing is pending): land() will not block.
+  bool ready() const;
 
  private:
   friend class Group;

@@ -54,20 +54,23 @@ void PipelineStage::reset() {
   if (holds_last()) chunks_.back()->take_loss_sum();  // drops what a failed step left
   loss_sum_ = 0;
   compute_s_ = 0;
+  pass_s_ = 0;
+  receive_wait_s_ = 0;
 }
 
 namespace {
 
 // Adds the seconds `op` took to `seconds`, less what it spent blocked in communication on
 // `clock` (tensor-parallel sums, parameter all-gathers landing inside a forward): compute
-// alone, which is what a calibration divides the FLOPs by.
+// alone, which is what a calibration divides the FLOPs by; `wall` gets the whole time.
 template <class F>
-void timed(double& seconds, const CommClock& clock, F&& op) {
+void timed(double& seconds, double& wall, const CommClock& clock, F&& op) {
   const auto t0 = std::chrono::steady_clock::now();
   const double comm0 = clock.ms();
   op();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   seconds += std::max(0.0, s - (clock.ms() - comm0) / 1e3);
+  wall += s;
 }
 
 }  // namespace
@@ -102,7 +105,7 @@ double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(in
   finish_transfers();
   // On a GPU the last backward's kernels are still queued: wait for them inside the compute
   // time, so it measures the device's work (a no-op on the CPU).
-  timed(compute_s_, groups_.clock(), [&] { gpt_.backend().memory->synchronize(); });
+  timed(compute_s_, pass_s_, groups_.clock(), [&] { gpt_.backend().memory->synchronize(); });
   // Communication the device ran on the compute stream (NCCL groups) is in the passes' time:
   // it was not compute.
   compute_s_ = std::max(0.0, compute_s_ - groups_.clock().settle() / 1e3);
@@ -161,7 +164,7 @@ void PipelineStage::forward(int chunk, int micro, const FetchFn& fetch) {
   use_slot(chunk, micro, SlotUse::kTake);
   const float* input = first_v ? nullptr : held({kActIn, chunk, micro}).data();
   if (input != nullptr) await(input);
-  timed(compute_s_, groups_.clock(), [&] {
+  timed(compute_s_, pass_s_, groups_.clock(), [&] {
     gpt.forward_stage(first_v ? inputs_.data() : nullptr, input, last_v ? targets_.data() : nullptr, B_, T_);
   });
   if (!first_v) release({kActIn, chunk, micro});  // the model copied it into the slot
@@ -173,11 +176,11 @@ void PipelineStage::backward(int chunk, int micro, model::Pass pass) {
   // B alone keeps the slot (its W reads it later).
   use_slot(chunk, micro, pass == model::Pass::kInput ? SlotUse::kSelect : SlotUse::kFree);
   if (last(chunk)) {
-    timed(compute_s_, groups_.clock(), [&] { gpt.backward(1.0f / static_cast<float>(micro_batches_), pass); });  // mean over micro-batches
+    timed(compute_s_, pass_s_, groups_.clock(), [&] { gpt.backward(1.0f / static_cast<float>(micro_batches_), pass); });  // mean over micro-batches
   } else {
     const float* grad = held({kGradIn, chunk, micro}).data();
     await(grad);
-    timed(compute_s_, groups_.clock(), [&] { gpt.backward_stage(grad, pass); });
+    timed(compute_s_, pass_s_, groups_.clock(), [&] { gpt.backward_stage(grad, pass); });
     release({kGradIn, chunk, micro});
   }
   if (!first(chunk))
@@ -186,7 +189,7 @@ void PipelineStage::backward(int chunk, int micro, model::Pass pass) {
 
 void PipelineStage::weights(int chunk, int micro) {
   use_slot(chunk, micro, SlotUse::kFree);
-  timed(compute_s_, groups_.clock(), [&] { chunks_.at(chunk)->backward_weights(); });
+  timed(compute_s_, pass_s_, groups_.clock(), [&] { chunks_.at(chunk)->backward_weights(); });
 }
 
 namespace {
@@ -265,7 +268,10 @@ void PipelineStage::await(const float* data) {
   if (it == receiving_.end()) return;
   Work work = it->second;
   receiving_.erase(it);
+  const bool waits = !work.ready();
+  const auto t0 = std::chrono::steady_clock::now();
   work.land();  // waits (counted as communication) and rethrows the transfer's failure
+  if (waits) receive_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void PipelineStage::reclaim(bool wait_oldest) {

@@ -60,6 +60,12 @@ class PipelineStage {
   // Seconds the last run_step / run_forward spent computing (the model's forward and backward
   // passes, without waiting on communication): what a calibration divides the FLOPs by.
   double compute_s() const { return compute_s_; }
+  // Seconds the last run_step's passes took, with what they waited for inside (tensor-parallel
+  // sums, the parameters' all-gathers landing in a forward), and spent blocked on the
+  // pipeline's receives (a received tensor that had not arrived when a pass needed it): the
+  // pipeline phase is these two and the stage's own copies and posts.
+  double pass_s() const { return pass_s_; }
+  double receive_wait_s() const { return receive_wait_s_; }
 
  private:
   void reset();
@@ -106,6 +112,8 @@ class PipelineStage {
   std::map<const float*, Work> receiving_;  // received into, not yet landed
   double loss_sum_ = 0;
   double compute_s_ = 0;
+  double receive_wait_s_ = 0;
+  double pass_s_ = 0;
 };
 
 }  // namespace holmes::parallel

@@ -38,6 +38,11 @@ struct StepStats {
   // flags, and the optimizer step (clipping, update, launching the next all-gathers). They add
   // up to step_ms but for the outer sync (diloco) and a few microseconds of bookkeeping.
   double pipeline_ms = 0, grad_sync_ms = 0, job_sum_ms = 0, update_ms = 0;
+  // Inside pipeline_ms: the passes (their compute and what they waited for inside: tensor-parallel
+  // sums, all-gathers landing in a forward) and the waits for a neighbouring stage's activation
+  // or gradient that had not arrived when a pass needed it (0 without pipeline parallelism).
+  // The rest of pipeline_ms is the stage's own copies, posts and sends' buffer waits.
+  double passes_ms = 0, pipeline_wait_ms = 0;
   int stop_ranks = 0;  // ranks whose stop_requested was true: summed with the step's loss and norm
   // Whether loss and stop_ranks are the job's. A step trained with Agreement::kAtSyncs between
   // two outer syncs returns false: then loss and stop_ranks are those of this rank's replica

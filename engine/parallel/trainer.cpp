@@ -339,6 +339,8 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   StepStats s;
   s.step = step;
   s.pipeline_ms = pipeline_ms;
+  s.passes_ms = stage_->pass_s() * 1e3;
+  s.pipeline_wait_ms = stage_->receive_wait_s() * 1e3;
   s.grad_sync_ms = grad_sync_ms;
   s.job_sum_ms = ms_since(t_sums);
   if (at_syncs) {

@@ -162,7 +162,7 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   std::string first_label;
   parallel::OuterTimes outer;  // this rank's outer syncs (diloco), summed for its last line
   // Where this rank's steps after the first went (StepStats' phases), summed for its last line.
-  double phase_ms[4] = {0, 0, 0, 0};
+  double phase_ms[6] = {0, 0, 0, 0, 0, 0};  // StepStats pipeline, grad sync, job sums, update, passes, pipeline wait
   int64_t phase_steps = 0;
   // The job-wide figures (largest memory and communication share, each rank's share, the
   // stop signal's number) are reduced over the world group, which crosses the slow links,
@@ -222,8 +222,8 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
     comm_ms += s.comm_ms;
     total_ms += s.step_ms;
     if (step > start) {
-      const double got[4] = {s.pipeline_ms, s.grad_sync_ms, s.job_sum_ms, s.update_ms};
-      for (int i = 0; i < 4; ++i) phase_ms[i] += got[i];
+      const double got[6] = {s.pipeline_ms, s.grad_sync_ms, s.job_sum_ms, s.update_ms, s.passes_ms, s.pipeline_wait_ms};
+      for (int i = 0; i < 6; ++i) phase_ms[i] += got[i];
       ++phase_steps;
     }
     outer += s.outer;
@@ -257,8 +257,9 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
                total_ms / 1e3, comm_ms / 1e3, total_ms > 0 ? 100.0 * comm_ms / total_ms : 0.0);
   if (ctx.world > 1 && phase_steps > 0) {
     const double n = static_cast<double>(phase_steps);
-    fmt::print("rank {}: a step after the first, mean ms: pipeline {:.1f}, gradient sync wait {:.1f}, job sums {:.1f}, "
-               "optimizer {:.1f}\n", ctx.rank, phase_ms[0] / n, phase_ms[1] / n, phase_ms[2] / n, phase_ms[3] / n);
+    fmt::print("rank {}: a step after the first, mean ms: pipeline {:.1f} (passes {:.1f}, waiting for neighbouring "
+               "stages {:.1f}), gradient sync wait {:.1f}, job sums {:.1f}, optimizer {:.1f}\n", ctx.rank, phase_ms[0] / n,
+               phase_ms[4] / n, phase_ms[5] / n, phase_ms[1] / n, phase_ms[2] / n, phase_ms[3] / n);
   }
   if (outer.syncs > 0)
     fmt::print("rank {}: {} outer sync(s), in all {}\n", ctx.rank, outer.syncs, outer.describe());

@@ -61,7 +61,8 @@ void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& tr
       {"tflops", tflops},                  {"mfu", mfu},             {"rss_mb", rss_mb()},
       {"comm_ms", s.comm_ms},              {"comm_share", share},    {"cpu_ms", s.cpu_ms},
       {"between_ms", s.between_ms},        {"pipeline_ms", s.pipeline_ms}, {"grad_sync_ms", s.grad_sync_ms},
-      {"job_sum_ms", s.job_sum_ms},        {"update_ms", s.update_ms}};
+      {"job_sum_ms", s.job_sum_ms},        {"update_ms", s.update_ms},   {"passes_ms", s.passes_ms},
+      {"pipeline_wait_ms", s.pipeline_wait_ms}};
   // A diloco step between two outer syncs: `loss` is rank 0's replica's alone (StepStats::agreed);
   // rows without this field carry the job's.
   if (!s.agreed) row.emplace_back("loss_replica", s.replica);

@@ -131,6 +131,9 @@ for r in rows:
     # Where the step went: disjoint spans of it, each written.
     phases = [r[k] for k in ("pipeline_ms", "grad_sync_ms", "job_sum_ms", "update_ms")]
     assert min(phases) >= 0 and r["pipeline_ms"] > 0 and sum(phases) <= r["step_ms"] * (1 + 1e-9), r
+    # Inside the pipeline phase: its passes and its waits for the neighbouring stages.
+    assert r["passes_ms"] > 0 and r["pipeline_wait_ms"] >= 0, r
+    assert r["passes_ms"] + r["pipeline_wait_ms"] <= r["pipeline_ms"] * (1 + 1e-9), r
 print("mfu max %.1f%%, comm_share_max max %.0f%%" % (max(r["mfu"] for r in rows),
                                                       100 * max(r.get("comm_share_max", 0) for r in rows)))
 PY

@@ -405,9 +405,12 @@ def phase_figures(sc, runs):
         if not got or len(got) != len(runs[case]):
             continue
         ranks = [r for g in got for r in g["ranks"].values()] or [g["rank0"] for g in got]
-        out[case] = {"rank0": {k: statistics.median(g["rank0"][k] for g in got) for k in job.PHASES},
-                     "lo": {k: min(r[k] for r in ranks) for k in job.PHASES},
-                     "hi": {k: max(r[k] for r in ranks) for k in job.PHASES}}
+        # The pipeline's parts where every run and rank has them (job.PIPELINE_PARTS).
+        keys = [k for k in job.PHASES + job.PIPELINE_PARTS
+                if all(k in g["rank0"] for g in got) and all(k in r for r in ranks)]
+        out[case] = {"rank0": {k: statistics.median(g["rank0"][k] for g in got) for k in keys},
+                     "lo": {k: min(r[k] for r in ranks) for k in keys},
+                     "hi": {k: max(r[k] for r in ranks) for k in keys}}
     return out
 
 
@@ -549,7 +552,7 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
             e = priced.get(case) or {}
             parts_text = " ".join(f"{k} {e.get(k + '_s', 0) * 1e3:.1f}" for k in
                               ("compute", "tp_comm", "pp_comm", "bubble", "dp_comm", "update", "sums", "quota") if e.get(k + "_s"))
-            print(f"  {case:<16}" + ", ".join(f"{k} {f['rank0'][k]:.1f} ({f['lo'][k]:.1f}-{f['hi'][k]:.1f})" for k in job.PHASES)
+            print(f"  {case:<16}" + ", ".join(f"{k} {f['rank0'][k]:.1f} ({f['lo'][k]:.1f}-{f['hi'][k]:.1f})" for k in f["rank0"])
                   + (f"; priced: {parts_text}" if parts_text else ""))
     between = between_figures(sc, runs)
     if between:

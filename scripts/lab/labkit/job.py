@@ -251,7 +251,11 @@ def results(run_dir):
 
 
 PHASES = ("pipeline", "grad_sync", "job_sum", "update")
-RANK_PHASES = re.compile(r"^rank (\d+): a step after the first, mean ms: pipeline ([\d.]+), gradient sync wait "
+# Inside the pipeline phase: its passes and its waits for the neighbouring stages (binaries
+# from 2026-11-28 on).
+PIPELINE_PARTS = ("passes", "pipeline_wait")
+RANK_PHASES = re.compile(r"^rank (\d+): a step after the first, mean ms: pipeline ([\d.]+)"
+                         r"(?: \(passes ([\d.]+), waiting for neighbouring stages ([\d.]+)\))?, gradient sync wait "
                          r"([\d.]+), job sums ([\d.]+), optimizer ([\d.]+)")
 
 
@@ -262,14 +266,19 @@ def phases(run_dir, rows):
     steady = rows[WARMUP_STEPS:] or rows
     if not steady or any(f"{k}_ms" not in steady[0] for k in PHASES):
         return None
-    out = {"rank0": {k: statistics.median(r[f"{k}_ms"] for r in steady) for k in PHASES}, "ranks": {}}
+    keys = PHASES + tuple(k for k in PIPELINE_PARTS if f"{k}_ms" in steady[0])
+    out = {"rank0": {k: statistics.median(r[f"{k}_ms"] for r in steady) for k in keys}, "ranks": {}}
     for name in sorted(os.listdir(run_dir)):
         if not (name.startswith("rank-") and name.endswith(".log")):
             continue
         for line in open(os.path.join(run_dir, name)):
             m = RANK_PHASES.match(line.removeprefix(f"[rank {name[5:-4]}] "))
             if m:
-                out["ranks"][int(m.group(1))] = dict(zip(PHASES, map(float, m.groups()[1:])))
+                g = m.groups()
+                got = dict(zip(PHASES, map(float, (g[1], g[4], g[5], g[6]))))
+                if g[2] is not None:
+                    got.update(zip(PIPELINE_PARTS, map(float, g[2:4])))
+                out["ranks"][int(m.group(1))] = got
     return out
 
 

@@ -70,6 +70,11 @@ void check_run(const holmes::spec::JobSpec& spec, const Grid& g) {
       CHECK(st.job_sum_ms >= 0);
       CHECK(st.update_ms > 0);
       CHECK(st.pipeline_ms + st.grad_sync_ms + st.job_sum_ms + st.update_ms <= st.step_ms);
+      // Inside the pipeline phase, apart: the passes and the waits for the neighbouring stages.
+      CHECK(st.passes_ms > 0);
+      CHECK(st.pipeline_wait_ms >= 0);
+      if (g.pp == 1) CHECK(st.pipeline_wait_ms == 0);
+      CHECK(st.passes_ms + st.pipeline_wait_ms <= st.pipeline_ms);
     }
     CHECK(rel(r.eval, ref.eval) < 1e-5);
     CHECK(r.eval == runs[0].eval);
