@@ -102,6 +102,7 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
           sc.cpu_tflops = nf.cpu_tflops;
         sc.host_comm_s_per_byte = std::max(sc.host_comm_s_per_byte, nf.host_comm_s_per_byte);
         sc.tp_comm_s_per_byte = std::max(sc.tp_comm_s_per_byte, nf.tp_comm_s_per_byte);
+        sc.host_comm_s_per_message = std::max(sc.host_comm_s_per_message, nf.host_comm_s_per_message);
         double cap = nf.memory_bytes * kUsableMemoryFraction;
         if (cap > 0 && (sc.capacity <= 0 || cap < sc.capacity)) sc.capacity = cap;
         if (s + 1 < pp) keep_worse(sc.next_link, link_between(f, n, node(t, s + 1, r), pp_on_ethernet, &pp_use));
@@ -454,8 +455,8 @@ StageCost::Bytes StageCost::bytes_per_step(const Workload& w, int layers) const 
   const double tokens = double(w.micro_batch) * w.seq_len;
   const double act = tokens * w.shape.hidden * w.act_bytes();
   if (tp > 1) b.tp = m * (4.0 * layers + first + last) * 2.0 * (tp - 1) / tp * tokens * w.shape.hidden * w.tp_wire_bytes();
-  if (const auto [link, n] = hop_next(w.activation.chunks); link) b.next = n * m * act / tp;
-  if (const auto [link, n] = hop_prev(w.activation.chunks); link) b.prev = n * m * act / tp;
+  if (const auto [link, n] = hop_next(w.activation.chunks); link) b.next = n * m * act / tp, b.messages += 2.0 * n * m;
+  if (const auto [link, n] = hop_prev(w.activation.chunks); link) b.prev = n * m * act / tp, b.messages += 2.0 * n * m;
   const double params = params_per_rank(w, layers);
   if (dp > 1) b.dp = (dp - 1.0) / dp * params * (w.grad_bytes() + w.gather_bytes());
   if (first != last && w.shape.tie_embeddings)
@@ -479,7 +480,8 @@ double quota_bound_s(const Workload& w, const std::vector<StageCost>& stages, co
     const StageCost& sc = stages[s];
     const bool held = sc.cpu_share < 1 && sc.cpu_tflops > 0 && sc.tflops > 0;
     const StageCost::Bytes bytes = sc.bytes_per_step(w, layers[s]);
-    const double comm_s = StageCost::host_bytes(bytes) * sc.host_comm_s_per_byte + bytes.tp * sc.tp_comm_s_per_byte;
+    const double comm_s = StageCost::host_bytes(bytes) * sc.host_comm_s_per_byte + bytes.tp * sc.tp_comm_s_per_byte +
+                          bytes.messages * sc.host_comm_s_per_message;
     const double cpu_s = held ? w.micro_batches * times[s].compute_s * sc.tflops / sc.cpu_tflops + comm_s : 0.0;
     if (keep)
       keep->quota_cpu_s.push_back(cpu_s), keep->quota_share.push_back(held ? sc.cpu_share : 1.0),
@@ -642,6 +644,7 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
     const double ranks = double(sc.tp) * sc.dp;
     const StageCost::Bytes sent = sc.bytes_per_step(w, layers[s]);
     e.host_bytes.push_back(StageCost::host_bytes(sent));
+    e.host_messages.push_back(sent.messages);
     e.tp_bytes.push_back(sent.tp);
     auto add = [&](const LinkCost& l, double bytes) { e.bytes_per_step[static_cast<int>(l.kind)] += bytes * ranks; };
     if (sent.tp > 0) add(sc.tp_link, sent.tp);

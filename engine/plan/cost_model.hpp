@@ -161,6 +161,7 @@ struct StageCost {
   double cpu_tflops = 0;       // smallest NodeFacts::cpu_tflops of the stage's nodes (0 = unknown)
   double host_comm_s_per_byte = 0;  // largest NodeFacts::host_comm_s_per_byte of the stage's nodes
   double tp_comm_s_per_byte = 0;    // largest NodeFacts::tp_comm_s_per_byte of the stage's nodes
+  double host_comm_s_per_message = 0;  // largest NodeFacts::host_comm_s_per_message of the stage's nodes
   // The smaller cpu_share of the two ends of hop_next's and hop_prev's hops (this stage's and
   // the neighbour's): a send's bytes move at that share of the probed rate (time()).
   double next_share = 1, prev_share = 1;
@@ -183,6 +184,9 @@ struct StageCost {
   // the tied embedding's sum (emb_link). estimate_step's bytes_per_step and the quota bound.
   struct Bytes {
     double tp = 0, next = 0, prev = 0, dp = 0, emb = 0;
+    // The pipeline's sends and receives (each hop crossing: the activation one way, its
+    // gradient the other): what host_comm_s_per_message prices beside the bytes.
+    double messages = 0;
   };
   Bytes bytes_per_step(const Workload& w, int layers) const;
   // What of it the host communication path moves beside the training thread (the

@@ -150,12 +150,13 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
                                                             : f.latency_s[static_cast<int>(LinkKind::kIntraNode)];
   }
   calibrate_compute(spec, topo.calibration.device_tflops, f, topo.calibration.cpu_tflops, topo.calibration.cpu_tensor,
-                    topo.calibration.host_comm_ns(), topo.calibration.host_comm_tp_ns_per_byte);
+                    topo.calibration.host_comm_ns(), topo.calibration.host_comm_tp_ns_per_byte,
+                    topo.calibration.host_comm_us_per_message);
   return f;
 }
 
 void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, double calibrated_cpu, int cpu_tensor,
-                       double host_comm_ns_per_byte, double tp_comm_ns_per_byte) {
+                       double host_comm_ns_per_byte, double tp_comm_ns_per_byte, double host_comm_us_per_message) {
   // A calibration measures one rate, the slowest stage's: that of the slowest kind of device
   // (a stage runs at its slowest device). Nodes declared faster keep their declared ratio to
   // it, so an older island beside a newer one stays slower after calibration. The CPU-time
@@ -167,7 +168,9 @@ void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, d
     for (NodeFacts& n : f.nodes)
       if (!n.cuda) n.cpu_tflops = calibrated_cpu, n.cpu_tensor = cpu_tensor;
   for (NodeFacts& n : f.nodes)  // a GPU's groups (NCCL, or staged without a quota) are not priced so
-    if (!n.cuda) n.host_comm_s_per_byte = host_comm_ns_per_byte * 1e-9, n.tp_comm_s_per_byte = tp_comm_ns_per_byte * 1e-9;
+    if (!n.cuda)
+      n.host_comm_s_per_byte = host_comm_ns_per_byte * 1e-9, n.tp_comm_s_per_byte = tp_comm_ns_per_byte * 1e-9,
+      n.host_comm_s_per_message = host_comm_us_per_message * 1e-6;
   if (calibrated <= 0 || spec.cluster.device_tflops > 0) return;
   double slowest = -1;
   for (const NodeFacts& n : f.nodes)

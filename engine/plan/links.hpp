@@ -69,6 +69,9 @@ struct NodeFacts {
   // excludes the sums (measured apart in the steps) and holds for every tensor degree; the
   // quota bound adds the sums at this price.
   double tp_comm_s_per_byte = 0;
+  // CPU seconds of the host communication path per pipeline send or receive beside its bytes
+  // (calibrated, CPU devices; 0 = unknown): the quota bound adds them.
+  double host_comm_s_per_message = 0;
   double memory_bytes = 0;  // per device; 0 = unknown (no fit check)
   double rdma_gbps = 0;     // aggregate per node
   double ethernet_gbps = 0;
@@ -135,9 +138,11 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
 // its declared multiple of it (collect_facts calls this last).
 // calibrated_cpu (topo::Calibration::cpu_tflops, 0 = none) is every CPU node's NodeFacts::cpu_tflops,
 // host_comm_ns_per_byte (topo::Calibration::host_comm_ns(), 0 = none) its NodeFacts::host_comm_s_per_byte,
-// tp_comm_ns_per_byte (topo::Calibration::host_comm_tp_ns_per_byte) its NodeFacts::tp_comm_s_per_byte.
+// tp_comm_ns_per_byte (topo::Calibration::host_comm_tp_ns_per_byte) its NodeFacts::tp_comm_s_per_byte,
+// host_comm_us_per_message (topo::Calibration) its NodeFacts::host_comm_s_per_message.
 void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, double calibrated_cpu = 0,
-                       int cpu_tensor = 0, double host_comm_ns_per_byte = 0, double tp_comm_ns_per_byte = 0);
+                       int cpu_tensor = 0, double host_comm_ns_per_byte = 0, double tp_comm_ns_per_byte = 0,
+                       double host_comm_us_per_message = 0);
 
 // How many of each node's ranks send off the node over its Ethernet port and over its
 // island's RDMA port in one kind of group (by node; nic_use). The groups of a kind talk in the

@@ -112,6 +112,9 @@ struct Estimate {
   // tensor-parallel sums (StageCost::host_bytes; on CPU devices all Gloo), the outer exchange
   // aside. The calibration divides the steps' communication CPU by it.
   std::vector<double> host_bytes;
+  // Per stage: the pipeline's sends and receives one of its ranks makes per step
+  // (StageCost::Bytes::messages): the calibration takes their CPU out of the steps' per-byte figure.
+  std::vector<double> host_messages;
   // Per stage: the bytes one of its ranks sends per step in the tensor-parallel sums
   // (StageCost::Bytes::tp): the calibration divides the sums' CPU by it.
   std::vector<double> tp_bytes;

@@ -5,7 +5,7 @@
 //   format: holmes-calibration/1
 //   source: "job 'lab-holmes', 4 ranks, plan 9cdb1db7c7f65831"
 //   compute: {device_tflops: 0.0187, declared_tflops: 0.025, update_ns_per_param: 12.5,
-//             cpu_tflops: 0.06, cpu_tensor: 1, host_comm_ns_per_byte: 3.1,
+//             cpu_tflops: 0.06, cpu_tensor: 1, host_comm_ns_per_byte: 3.1, host_comm_us_per_message: 120,
 //             stages: [{stage: 0, layers: 4, tflops: 0.019}, ...]}
 //   links:
 //     ethernet: {efficiency: 0.81, latency_us: 250, gbps_per_rank: 0.162, declared_gbps_per_rank: 0.2, groups: 2,
@@ -15,8 +15,9 @@
 //
 // The planner uses compute.device_tflops (the slowest stage's rate), compute.cpu_tflops (CPU
 // devices: the passes' FLOPs per CPU second of the whole worker, what a CPU quota bounds),
-// compute.host_comm_ns_per_byte (CPU devices: the host communication path's CPU per byte sent,
-// what the quota bound adds for a worker's host-group traffic), compute.update_ns_per_param
+// compute.host_comm_ns_per_byte and host_comm_us_per_message (CPU devices: the host
+// communication path's CPU per byte sent and per pipeline send or receive, what the quota bound
+// adds for a worker's host-group traffic), compute.update_ns_per_param
 // (host time per step outside the passes and communication, per parameter a rank holds) and,
 // per link class, efficiency (measured bandwidth
 // over the bandwidth the plan declared), its efficiency by message size when measured, and
@@ -114,6 +115,15 @@ struct Calibration {
   // with this at any tensor degree: the rate then holds for plans of every degree (cpu_tensor
   // says which one it was measured at). 0 = not measured (tp 1, or files of older binaries).
   double host_comm_tp_ns_per_byte = 0;
+  // CPU devices: the host communication path's CPU per pipeline send or receive beside its
+  // bytes, microseconds (the probe's one-float exchanges, train::host_comm_us_per_message):
+  // each op wakes the communication and I/O threads of both ends, which costs the same for a
+  // small message as for a large one. A pipeline of many small messages spends more CPU on
+  // them than on its bytes (the lab's four-stage pipeline of 64 kB messages: 8-15 ms a step
+  // per worker beside the training thread, where its bytes priced 2); the quota bound adds a
+  // worker's sends and receives per step times this, and the steps' figure per byte is what is
+  // left of their CPU beyond it. 0 = not measured (files of older binaries).
+  double host_comm_us_per_message = 0;
   // What the planner prices a host byte's CPU at: the steps' figure where there is one (it is
   // what the quota charged while training, as the outer exchange is priced from the steps),
   // else the probe's.

@@ -31,8 +31,9 @@ constexpr int kSlots = 3;                             // tp, pp, dp samples per 
 // CPU seconds of the training thread per step, the probe's host communication CPU seconds and bytes,
 // the process's CPU seconds beyond the training thread's in the median step, the sums across the
 // replicas before the exchanges (wall seconds in all, how many), the tensor-parallel sums' CPU
-// seconds per step (the training thread's, the process's), the job-wide sum's seconds per step
-constexpr int kComputeFloats = 17;
+// seconds per step (the training thread's, the process's), the job-wide sum's seconds per step,
+// the probe's one-float exchanges' CPU seconds and sends and receives
+constexpr int kComputeFloats = 19;
 
 // Times of `reps` runs of op, sorted. Latency takes the fastest (a preempted process only adds
 // to it), bandwidth the median.
@@ -96,7 +97,9 @@ LinkSample sample_hop(comm::ProcessGroup& pp, int peer, size_t floats, const pla
                                {comm::P2POp::kRecv, {recv.data(), n}, peer, kProbeTag}};
     pp.send_recv(ops);
   };
+  const double tiny0 = parallel::process_cpu_ms();
   const double latency = sorted_seconds(kTinyReps, [&] { exchange(1); }).front();
+  if (host) host->message_cpu_s += 1e-3 * (parallel::process_cpu_ms() - tiny0), host->messages += 2.0 * kTinyReps;
   const double cpu0 = parallel::process_cpu_ms();
   const double big = sorted_seconds(kBigReps, [&] { exchange(floats); })[kBigReps / 2];
   if (host) host->cpu_s += 1e-3 * (parallel::process_cpu_ms() - cpu0), host->bytes += kBigReps * floats * sizeof(float);
@@ -216,6 +219,13 @@ double host_comm_ns_per_byte(const std::vector<HostComm>& ranks) {
   return median(ns);
 }
 
+double host_comm_us_per_message(const std::vector<HostComm>& ranks) {
+  std::vector<double> us;
+  for (const HostComm& h : ranks)
+    if (h.messages > 0 && h.message_cpu_s > 0) us.push_back(h.message_cpu_s / h.messages * 1e6);
+  return median(us);
+}
+
 double host_comm_steps_ns_per_byte(const std::vector<double>& other_cpu_s, const std::vector<double>& host_bytes) {
   std::vector<double> ns;
   for (size_t r = 0; r < other_cpu_s.size() && r < host_bytes.size(); ++r)
@@ -302,7 +312,7 @@ Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vecto
     g.host_s += c[3];
     g.params += c[4];
     g.outer.push_back({c[5], c[6], static_cast<int>(c[7])});
-    g.host.push_back({c[9], c[10]});
+    g.host.push_back({c[9], c[10], c[17], c[18]});
     g.stage.push_back(st);
     // Beyond the training thread and outside the tensor-parallel sums (the I/O threads' CPU
     // while the training thread was in one is the sums').
@@ -356,15 +366,19 @@ void calibrate_compute(const plan::Plan& p, const Gathered& g, topo::Calibration
       if (c > 0 && (cal.cpu_tflops <= 0 || c < cal.cpu_tflops)) cal.cpu_tflops = c;
     if (cal.cpu_tflops > 0) cal.cpu_tensor = p.tp;
     cal.host_comm_ns_per_byte = host_comm_ns_per_byte(g.host);
-    std::vector<double> bytes, tp_bytes;  // per rank, its stage's
-    for (int st : g.stage) {
+    cal.host_comm_us_per_message = host_comm_us_per_message(g.host);
+    std::vector<double> bytes, tp_bytes, beyond_messages;  // per rank, its stage's; its other CPU less its messages'
+    for (size_t r = 0; r < g.stage.size(); ++r) {
+      const int st = g.stage[r];
       bytes.push_back(st < int(p.estimate.host_bytes.size()) ? p.estimate.host_bytes[st] : 0.0);
       tp_bytes.push_back(st < int(p.estimate.tp_bytes.size()) ? p.estimate.tp_bytes[st] : 0.0);
+      const double messages = st < int(p.estimate.host_messages.size()) ? p.estimate.host_messages[st] : 0.0;
+      beyond_messages.push_back(std::max(0.0, g.other_cpu[r] - messages * cal.host_comm_us_per_message * 1e-6));
     }
     if (p.tp > 1)  // the other threads' CPU is mostly the sums': no steps' figure for the rest
-      cal.host_comm_tp_ns_per_byte = tp_sums_ns_per_byte(g.tp_cpu, g.other_cpu, bytes, cal.host_comm_ns_per_byte, tp_bytes);
+      cal.host_comm_tp_ns_per_byte = tp_sums_ns_per_byte(g.tp_cpu, beyond_messages, bytes, cal.host_comm_ns_per_byte, tp_bytes);
     else
-      cal.host_comm_steps_ns_per_byte = host_comm_steps_ns_per_byte(g.other_cpu, bytes);
+      cal.host_comm_steps_ns_per_byte = host_comm_steps_ns_per_byte(beyond_messages, bytes);
     if (cal.cpu_tflops > 0)
       fmt::print("calibration: {:.4g} TFLOP/s per CPU second of a worker (its passes' FLOPs over the CPU time of its "
                  "training thread in the step{})\n", cal.cpu_tflops,
@@ -377,9 +391,13 @@ void calibrate_compute(const plan::Plan& p, const Gathered& g, topo::Calibration
       fmt::print("calibration: host communication {:.3g} ns of CPU per byte sent over a host group (the probe's "
                  "pipeline and data-parallel transfers, every thread of the process){}\n", cal.host_comm_ns_per_byte,
                  cal.host_comm_steps_ns_per_byte > 0
-                     ? fmt::format("; in the steps {:.3g} (the process's CPU beyond the training thread over the "
-                                   "plan's bytes; the planner prices with this one)", cal.host_comm_steps_ns_per_byte)
+                     ? fmt::format("; in the steps {:.3g} (the process's CPU beyond the training thread and its "
+                                   "messages' over the plan's bytes; the planner prices with this one)",
+                                   cal.host_comm_steps_ns_per_byte)
                      : "");
+    if (cal.host_comm_us_per_message > 0)
+      fmt::print("calibration: host communication {:.3g} us of CPU per pipeline send or receive besides its bytes "
+                 "(the probe's one-float exchanges, every thread of the process)\n", cal.host_comm_us_per_message);
   }
   fmt::print("calibration: host work per step outside the passes and communication: {:.3g} ns per parameter "
              "held\n", cal.update_ns_per_param);
@@ -465,7 +483,8 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
                                          float(median({times.other_cpu_per_step.begin(), times.other_cpu_per_step.end()})),
                                          float(times.presync_s), float(times.presync_sums),
                                          float(tp_cpu.thread_s),  float(tp_cpu.process_s),
-                                         float(times.job_sum_s)};
+                                         float(times.job_sum_s), float(host.message_cpu_s),
+                                         float(host.messages)};
   // Tensor-parallel sums are priced from what they cost in the steps, not at the idle probe.
   std::vector<LinkSample> samples = mine;
   const size_t act = size_t(spec.train.micro_batch) * spec.train.seq_len * spec.model.hidden;

@@ -47,6 +47,9 @@ struct LinkSample {
 // steps the training thread calls those sums itself (its CPU is in cpu_tflops).
 struct HostComm {
   double cpu_s = 0, bytes = 0;
+  // The probe's one-float pipeline exchanges: the process's CPU over them and how many sends
+  // and receives this rank made (their bytes are nothing: each op's own cost).
+  double message_cpu_s = 0, messages = 0;
 };
 // The probe of this rank (collective over the job; call right after start-up). Samples of
 // this rank's groups; a group is sampled by one member so that each counts once. `host`,
@@ -55,6 +58,9 @@ std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& s
 // The calibration's host_comm_ns_per_byte from every rank's HostComm: the median over the
 // ranks that moved bytes of their CPU nanoseconds per byte sent; 0 when none did.
 double host_comm_ns_per_byte(const std::vector<HostComm>& ranks);
+// The calibration's host_comm_us_per_message: the median over the ranks that sent and received
+// the probe's one-float exchanges of their CPU microseconds per send or receive; 0 when none did.
+double host_comm_us_per_message(const std::vector<HostComm>& ranks);
 // The same path's CPU per byte as the steps spent it (topo::Calibration::host_comm_steps_ns_per_byte,
 // which the planner prefers to the probe's): per rank, its process's CPU beyond the training
 // thread per step (`other_cpu_s`) over the bytes the plan says it sends per step (`host_bytes`,

@@ -38,7 +38,8 @@ def merge_calibrations(paths, cases):
             compute["cpu_tensor"] = tensor
     # The host communication path's CPU per byte, the probe's and the steps' (the planner prefers
     # the latter; files of older binaries lack them: not merged).
-    for key in ("host_comm_ns_per_byte", "host_comm_steps_ns_per_byte", "host_comm_tp_ns_per_byte"):
+    for key in ("host_comm_ns_per_byte", "host_comm_steps_ns_per_byte", "host_comm_tp_ns_per_byte",
+                "host_comm_us_per_message"):
         host = [d["compute"][key] for d in docs if (d.get("compute") or {}).get(key)]
         if host:
             compute[key] = statistics.median(host)

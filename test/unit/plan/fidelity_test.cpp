@@ -971,6 +971,42 @@ TEST_CASE("under a CPU quota the host communication threads' CPU counts in the q
   CHECK(hp::quota_bound_s(w, {tp2}, {4}, times, nullptr) == Approx(without + sent.tp * 12e-9 / 0.5));
 }
 
+TEST_CASE("under a CPU quota each pipeline send and receive costs its own CPU beside its bytes", "[cost_model][fidelity]") {
+  // Lab gen-7's four-stage pipeline of 64 kB messages: its workers' other threads spent 8-15 ms
+  // a step where its bytes at the steps' price per byte came to 2; each op wakes the
+  // communication and I/O threads of both ends (the probe's one-float exchanges: 73 us of CPU a
+  // send or receive). With the calibration's figure the bound adds every stage's sends and receives.
+  auto spec = pair_spec();
+  auto topo = held_pair();
+  short_periods(topo);
+  topo.calibration.host_comm_ns_per_byte = 3.0;
+  const hp::Plan bytes_only = hp::make_plan(spec, topo);
+  REQUIRE(bytes_only.estimate.quota_s > 0);
+  topo.calibration.host_comm_us_per_message = 100;
+  const hp::Plan with = hp::make_plan(spec, topo);
+  // Two stages: each rank sends its m activations (or gradients) and receives as many back.
+  const int m = with.micro_batches;
+  REQUIRE(with.estimate.host_messages.size() == 2);
+  CHECK(with.estimate.host_messages[0] == Approx(2.0 * m));
+  CHECK(with.estimate.host_messages[1] == Approx(2.0 * m));
+  REQUIRE(with.estimate.quota_cpu_s.size() == 2);
+  CHECK(with.estimate.quota_cpu_s[1] == Approx(bytes_only.estimate.quota_cpu_s[1] + 2.0 * m * 100e-6));
+  CHECK(with.estimate.step_time_s - bytes_only.estimate.step_time_s == Approx(2.0 * m * 100e-6 / 0.5));
+  // A middle stage has two neighbours: twice the ops; one stage alone has none.
+  hp::Workload w = workload(false);
+  hp::StageCost middle = dp_stage(1, 1, 0.05), alone = dp_stage(0, 1, 0.05);
+  hp::LinkCost eth;
+  eth.kind = hp::LinkKind::kEthernet;
+  middle.first = middle.last = false;
+  middle.next_link = middle.prev_link = eth;
+  alone.first = alone.last = true;
+  CHECK(middle.bytes_per_step(w, 2).messages == Approx(4.0 * w.micro_batches));
+  CHECK(alone.bytes_per_step(w, 2).messages == 0);
+  // Written and read back with the calibration.
+  const auto back = holmes::topo::parse_calibration_yaml(holmes::topo::format_calibration_yaml(topo.calibration), "cal.yaml");
+  CHECK(back.host_comm_us_per_message == 100);
+}
+
 TEST_CASE("a node declared slower under a smaller quota is not held back twice by the quota bound",
           "[cost_model][fidelity][calibration]") {
   // Lab gen-3: nodes of speed 0.75 declare 0.75 of the peak and get 0.75 of the others' quota

@@ -156,6 +156,10 @@ TEST_CASE("the host communication path's CPU per byte is the median over the ran
   CHECK(train::host_comm_ns_per_byte(ranks) == Approx(3.0));  // 3.0, 2.5 and 4.0 ns: the median
   CHECK(train::host_comm_ns_per_byte({{0, 0}}) == 0);           // a single process: nothing moved
   CHECK(train::host_comm_ns_per_byte({}) == 0);
+  // Per send or receive of the probe's one-float exchanges: the median over the ranks that made any.
+  const std::vector<train::HostComm> ops{{0, 0, 14e-3, 140}, {0, 0, 7e-3, 140}, {0, 0, 21e-3, 140}, {0, 0, 0, 0}};
+  CHECK(train::host_comm_us_per_message(ops) == Approx(100));
+  CHECK(train::host_comm_us_per_message({{0.01, 1e6}}) == 0);
 }
 
 TEST_CASE("the tensor-parallel sums' CPU is priced per byte apart from the passes") {
