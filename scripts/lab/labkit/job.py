@@ -200,11 +200,12 @@ def launch(sc, cluster, binary, run_dir, pids=None):
                         f"log {run_dir}/rank-{rank}.log:\n    " + "\n    ".join(tail))
 
 
-def rank_waits(rows):
-    """(first step covered, the ranks' mean wait in ms per step) for each row with per-rank
-    shares: the shares cover the steps after those of the previous such row up to its
-    figures_step (binaries since 2026-11-27 reduce them in the background, so a row carries the
-    previous step's; older ones: the row's own step), priced at those steps' mean step_ms."""
+def rank_wait_windows(rows):
+    """(first step covered, the ranks' mean wait in ms per step, those steps' mean step_ms) for
+    each row with per-rank shares: the shares cover the steps after those of the previous such
+    row up to its figures_step (binaries since 2026-11-27 reduce them in the background, so a
+    row carries the previous step's; older ones: the row's own step), priced at those steps'
+    mean step_ms. A share is at most 1, so each window's wait is at most its mean step."""
     by_step = {r["step"]: r for r in rows}
     out, covered = [], 0
     for r in rows:
@@ -212,9 +213,15 @@ def rank_waits(rows):
             continue
         through = r.get("figures_step", r["step"])
         steps = [by_step[s]["step_ms"] for s in range(covered + 1, through + 1) if s in by_step] or [r["step_ms"]]
-        out.append((covered + 1, statistics.mean(r["comm_share_ranks"]) * statistics.mean(steps)))
+        step = statistics.mean(steps)
+        out.append((covered + 1, statistics.mean(r["comm_share_ranks"]) * step, step))
         covered = through
     return out
+
+
+def rank_waits(rows):
+    """(first step covered, the ranks' mean wait in ms per step) of rank_wait_windows."""
+    return [(first, wait) for first, wait, _ in rank_wait_windows(rows)]
 
 
 def loop_ms(rows):
@@ -240,13 +247,15 @@ def results(run_dir):
     # The ranks' mean time waiting on communication per step (comm_share_ranks of the log
     # steps), median over the steps after warm-up: what the plan and the network decide; the
     # rest of the step is compute and host work, which moves with the machine (docs/lab.md).
-    waits = [w for first, w in rank_waits(rows) if first > WARMUP_STEPS]
+    windows = [(w, s) for first, w, s in rank_wait_windows(rows) if first > WARMUP_STEPS]
+    waits = [w for w, _ in windows]
     return {"cpu": json.load(open(cpu)) if os.path.exists(cpu) else None, "phases": phases(run_dir, rows),
             "losses": [r["loss"] for r in rows], "step_ms": [r["step_ms"] for r in rows],
             "between_ms": [r.get("between_ms") for r in rows],
             "loop_ms": loop_ms(rows),
             "step_s": statistics.median(steady) / 1e3, "plan_text": "\n".join(plan[start:end + 1]),
             "wait_s": statistics.median(waits) / 1e3 if waits else None,
+            "wait_windows_ms": windows,
             "degrees": degrees, "ethernet": json.load(open(eth)) if os.path.exists(eth) else None}
 
 
