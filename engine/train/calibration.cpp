@@ -212,18 +212,25 @@ double outer_efficiency(const std::vector<OuterWire>& ranks, int members, double
   return median(eff);
 }
 
-double host_comm_ns_per_byte(const std::vector<HostComm>& ranks) {
-  std::vector<double> ns;
+namespace {
+
+// The median over the ranks that spent CPU on some of `count` of their CPU seconds per unit, in `scale`ths.
+double median_cpu_per(const std::vector<HostComm>& ranks, double HostComm::*cpu_s, double HostComm::*count,
+                      double scale) {
+  std::vector<double> per;
   for (const HostComm& h : ranks)
-    if (h.bytes > 0 && h.cpu_s > 0) ns.push_back(h.cpu_s / h.bytes * 1e9);
-  return median(ns);
+    if (h.*count > 0 && h.*cpu_s > 0) per.push_back(h.*cpu_s / h.*count * scale);
+  return median(per);
+}
+
+}  // namespace
+
+double host_comm_ns_per_byte(const std::vector<HostComm>& ranks) {
+  return median_cpu_per(ranks, &HostComm::cpu_s, &HostComm::bytes, 1e9);
 }
 
 double host_comm_us_per_message(const std::vector<HostComm>& ranks) {
-  std::vector<double> us;
-  for (const HostComm& h : ranks)
-    if (h.messages > 0 && h.message_cpu_s > 0) us.push_back(h.message_cpu_s / h.messages * 1e6);
-  return median(us);
+  return median_cpu_per(ranks, &HostComm::message_cpu_s, &HostComm::messages, 1e6);
 }
 
 double host_comm_steps_ns_per_byte(const std::vector<double>& other_cpu_s, const std::vector<double>& host_bytes) {

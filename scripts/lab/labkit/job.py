@@ -263,9 +263,9 @@ PHASES = ("pipeline", "grad_sync", "job_sum", "update")
 # Inside the pipeline phase: its passes and its waits for the neighbouring stages (binaries
 # from 2026-11-28 on).
 PIPELINE_PARTS = ("passes", "pipeline_wait")
-RANK_PHASES = re.compile(r"^rank (\d+): a step after the first, mean ms: pipeline ([\d.]+)"
-                         r"(?: \(passes ([\d.]+), waiting for neighbouring stages ([\d.]+)\))?, gradient sync wait "
-                         r"([\d.]+), job sums ([\d.]+), optimizer ([\d.]+)")
+RANK_PHASES = re.compile(r"^rank (?P<rank>\d+): a step after the first, mean ms: pipeline (?P<pipeline>[\d.]+)"
+                         r"(?: \(passes (?P<passes>[\d.]+), waiting for neighbouring stages (?P<pipeline_wait>[\d.]+)\))?"
+                         r", gradient sync wait (?P<grad_sync>[\d.]+), job sums (?P<job_sum>[\d.]+), optimizer (?P<update>[\d.]+)")
 
 
 def phases(run_dir, rows):
@@ -282,12 +282,8 @@ def phases(run_dir, rows):
             continue
         for line in open(os.path.join(run_dir, name)):
             m = RANK_PHASES.match(line.removeprefix(f"[rank {name[5:-4]}] "))
-            if m:
-                g = m.groups()
-                got = dict(zip(PHASES, map(float, (g[1], g[4], g[5], g[6]))))
-                if g[2] is not None:
-                    got.update(zip(PIPELINE_PARTS, map(float, g[2:4])))
-                out["ranks"][int(m.group(1))] = got
+            if m:  # the pipeline's parts only where the binary printed them
+                out["ranks"][int(m["rank"])] = {k: float(m[k]) for k in PHASES + PIPELINE_PARTS if m[k] is not None}
     return out
 
 
