@@ -384,7 +384,9 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   const double cpu_s = thread_cpu_s() - cpu0;
   s.cpu_ms = process_cpu_ms() - process_cpu0;
   for (StepTimes* st : {&all_, steps_ >= kWarmupSteps ? &steady_ : nullptr})
-    if (st) st->compute_s += compute_s, st->host_s += host_s, st->cpu_s += cpu_s, st->job_sum_s += s.job_sum_ms / 1e3;
+    if (st)
+      st->compute_s += compute_s, st->host_s += host_s, st->cpu_s += cpu_s, st->job_sum_s += s.job_sum_ms / 1e3,
+          st->update_s += s.update_ms / 1e3;
   if (steps_ >= kWarmupSteps) {
     if (compute_per_step_.size() == kKeptSteps) compute_per_step_.erase(compute_per_step_.begin());
     compute_per_step_.push_back(static_cast<float>(compute_s));
@@ -399,7 +401,8 @@ Trainer::StepTimes Trainer::step_times() const {
   const bool steady = steps_ > kWarmupSteps;
   const StepTimes& sum = steady ? steady_ : all_;
   const int n = timed_steps();
-  return n > 0 ? StepTimes{sum.compute_s / n, sum.host_s / n, sum.cpu_s / n, sum.job_sum_s / n} : StepTimes{};
+  return n > 0 ? StepTimes{sum.compute_s / n, sum.host_s / n, sum.cpu_s / n, sum.job_sum_s / n, sum.update_s / n}
+               : StepTimes{};
 }
 
 double Trainer::evaluate() {

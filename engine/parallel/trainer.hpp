@@ -122,6 +122,7 @@ class Trainer final : public StepRunner {
   struct StepTimes {
     double compute_s = 0, host_s = 0, cpu_s = 0;
     double job_sum_s = 0;  // the step's job-wide sum (StepStats::job_sum_ms)
+    double update_s = 0;   // the optimizer's update (StepStats::update_ms), a part of host_s
   };
   StepTimes step_times() const;
   // How many steps step_times() averages over (and the tensor-parallel group's sums() tally:

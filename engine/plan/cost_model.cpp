@@ -81,6 +81,7 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
     sc.dp = dp;
     sc.tflops = -1;
     sc.update_s_per_param = f.update_s_per_param;
+    sc.host_s_per_step = f.host_s_per_step;
     sc.job_sum_hop_s = f.job_sum_hop_s;
     double held_period = 0;  // the longest CFS period of the stage's held nodes (0: none held)
     for (int r = 0; r < dp; ++r) {
@@ -202,7 +203,8 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   if (const auto [link, n] = hop_prev(v); link) t.send_prev_s = n * hop_s(*link, act / tp, prev_share);
   t.pp_s = t.send_next_s + t.send_prev_s;
   double params = params_per_rank(w, layers);
-  t.update_s = params * update_s_per_param;
+  // The optimizer per parameter held, and the rank's other host work per step (calibrated).
+  t.update_s = params * update_s_per_param + host_s_per_step;
   double rs = 0, ag = 0;
   if (dp > 1) {
     rs = ring_reduce_scatter_s(dp_link, dp, params * w.grad_bytes()) + copies_s(params * w.grad_bytes());

@@ -168,6 +168,7 @@ struct StageCost {
   LinkCost tp_link, dp_link, emb_link, next_link, prev_link;
   double capacity = 0;         // smallest usable device memory of the stage (0 = unknown)
   double update_s_per_param = 0;  // Facts::update_s_per_param
+  double host_s_per_step = 0;     // Facts::host_s_per_step
   double job_sum_hop_s = 0;       // Facts::job_sum_hop_s
 
   // The link a micro-batch's activations leave this stage over, and how many times per

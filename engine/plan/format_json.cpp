@@ -119,8 +119,9 @@ void append_calibration(std::string& out, const topo::Calibration& c) {
     out += "null,\n";
     return;
   }
-  out += fmt::format("{{\"source\": {}, \"device_tflops\": {}, \"update_ns_per_param\": {}, \"links\": {{",
-                     quote(c.source), num(c.device_tflops), num(c.update_ns_per_param));
+  out += fmt::format("{{\"source\": {}, \"device_tflops\": {}, \"update_ns_per_param\": {}, \"host_us_per_step\": {}, "
+                     "\"links\": {{",
+                     quote(c.source), num(c.device_tflops), num(c.update_ns_per_param), num(c.host_us_per_step));
   bool first = true;
   for (const auto& [kind, l] : c.links) {
     out += fmt::format("{}\"{}\": {{\"efficiency\": {}, \"latency_us\": {}}}", first ? "" : ", ", kind,

@@ -150,6 +150,7 @@ void append_calibration(std::string& out, const topo::Calibration& c) {
   out += fmt::format("Calibration ({}):", c.source.empty() ? "measured" : c.source);
   if (c.device_tflops > 0) out += fmt::format(" device {:.4g} TFLOP/s;", c.device_tflops);
   if (c.update_ns_per_param > 0) out += fmt::format(" update {:.3g} ns per parameter;", c.update_ns_per_param);
+  if (c.host_us_per_step > 0) out += fmt::format(" other host work {:.3g} ms a rank per step;", c.host_us_per_step / 1e3);
   for (const auto& [kind, l] : c.links)
     out += fmt::format(" {} x{:.2f} bandwidth, {:.0f} us;", kind, l.efficiency, l.latency_us);
   if (c.outer.efficiency > 0) out += fmt::format(" outer exchange over {} x{:.2f};", c.outer.link, c.outer.efficiency);

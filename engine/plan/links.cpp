@@ -115,6 +115,7 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
     }
   }
   f.update_s_per_param = topo.calibration.update_ns_per_param * 1e-9;
+  f.host_s_per_step = topo.calibration.host_us_per_step * 1e-6;
   f.job_sum_hop_s = topo.calibration.job_sum_hop_us * 1e-6;
   f.nodes.resize(n);
   for (int i = 0; i < n; ++i) {

@@ -116,6 +116,9 @@ struct Facts {
   // Host time per step and parameter a rank holds: optimizer update, gradient zeroing, norms
   // (topology calibration; 0 when not measured).
   double update_s_per_param = 0;
+  // Host time per step and rank beside the update (topology calibration host_us_per_step; 0
+  // when not measured, or in an older calibration where update_s_per_param carries it).
+  double host_s_per_step = 0;
   // One hop of the step's job-wide sum as the steps ran it (topology calibration
   // job_sum_hop_us; 0 when not measured: each hop is its link's latency).
   double job_sum_hop_s = 0;

@@ -138,6 +138,7 @@ plan::Plan read(const json& j) {
     p.calibration.source = text(*c, "source");
     p.calibration.device_tflops = number(*c, "device_tflops");
     p.calibration.update_ns_per_param = number(*c, "update_ns_per_param");
+    p.calibration.host_us_per_step = number(*c, "host_us_per_step");
     if (const auto l = c->find("links"); l != c->end() && l->is_object())
       for (const auto& [kind, v] : l->items())
         p.calibration.links[kind] = {number(v, "efficiency"), number(v, "latency_us")};

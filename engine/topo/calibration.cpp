@@ -26,7 +26,8 @@ double non_negative(const YAML::Node& n, const char* key, const Ctx& ctx, const 
 
 void parse_compute(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
   check_keys(n, ctx, {"device_tflops", "declared_tflops", "update_ns_per_param", "cpu_tflops", "cpu_tensor", "host_comm_ns_per_byte",
-                     "host_comm_steps_ns_per_byte", "host_comm_tp_ns_per_byte", "host_comm_us_per_message", "job_sum_hop_us", "stages"});
+                     "host_comm_steps_ns_per_byte", "host_comm_tp_ns_per_byte", "host_comm_us_per_message", "job_sum_hop_us", "host_us_per_step",
+                     "stages"});
   c.device_tflops = non_negative(n, "device_tflops", ctx, "a number of TFLOP/s");
   c.declared_tflops = non_negative(n, "declared_tflops", ctx, "a number of TFLOP/s");
   c.update_ns_per_param = non_negative(n, "update_ns_per_param", ctx, "a number of nanoseconds");
@@ -38,6 +39,7 @@ void parse_compute(const YAML::Node& n, const Ctx& ctx, Calibration& c) {
   c.host_comm_steps_ns_per_byte = non_negative(n, "host_comm_steps_ns_per_byte", ctx, "a number of nanoseconds per byte");
   c.host_comm_tp_ns_per_byte = non_negative(n, "host_comm_tp_ns_per_byte", ctx, "a number of nanoseconds per byte");
   c.job_sum_hop_us = non_negative(n, "job_sum_hop_us", ctx, "a number of microseconds");
+  c.host_us_per_step = non_negative(n, "host_us_per_step", ctx, "a number of microseconds");
   c.host_comm_us_per_message = non_negative(n, "host_comm_us_per_message", ctx, "a number of microseconds");
   const YAML::Node stages = n["stages"];
   if (!stages.IsDefined() || stages.IsNull()) return;
@@ -180,6 +182,7 @@ std::string format_calibration_yaml(const Calibration& c) {
     out += fmt::format("  host_comm_steps_ns_per_byte: {}\n", c.host_comm_steps_ns_per_byte);
   if (c.host_comm_tp_ns_per_byte > 0) out += fmt::format("  host_comm_tp_ns_per_byte: {}\n", c.host_comm_tp_ns_per_byte);
   if (c.job_sum_hop_us > 0) out += fmt::format("  job_sum_hop_us: {}\n", c.job_sum_hop_us);
+  if (c.host_us_per_step > 0) out += fmt::format("  host_us_per_step: {}\n", c.host_us_per_step);
   if (c.host_comm_us_per_message > 0) out += fmt::format("  host_comm_us_per_message: {}\n", c.host_comm_us_per_message);
   out += fmt::format("  stages:{}\n", c.stages.empty() ? " []" : "");
   for (const auto& s : c.stages)

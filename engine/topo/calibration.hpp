@@ -17,8 +17,10 @@
 // devices: the passes' FLOPs per CPU second of the whole worker, what a CPU quota bounds),
 // compute.host_comm_ns_per_byte and host_comm_us_per_message (CPU devices: the host
 // communication path's CPU per byte sent and per pipeline send or receive, what the quota bound
-// adds for a worker's host-group traffic), compute.update_ns_per_param
-// (host time per step outside the passes and communication, per parameter a rank holds) and,
+// adds for a worker's host-group traffic), compute.update_ns_per_param (the optimizer's
+// update per step, per parameter a rank holds; where host_us_per_step is absent, an older
+// calibration's, all host time per step outside the passes and communication),
+// compute.host_us_per_step (that other host time, per rank and step) and,
 // per link class, efficiency (measured bandwidth
 // over the bandwidth the plan declared), its efficiency by message size when measured, and
 // latency_us, and with diloco outer.efficiency for the outer exchange; the rest is what was measured, kept
@@ -77,7 +79,12 @@ struct Calibration {
   std::string source;          // where it was measured (free text)
   double device_tflops = 0;    // sustained per device over the whole job; 0 = not measured
   double declared_tflops = 0;  // what the plan assumed when it was measured
-  double update_ns_per_param = 0;  // optimizer and other host work per step and held parameter
+  // The optimizer's update per step and held parameter; without host_us_per_step (older
+  // calibrations) all host work outside the passes and communication per step and parameter.
+  double update_ns_per_param = 0;
+  // The rest of that host work (posting the passes and messages, the loss, the loader, the
+  // step's bookkeeping), microseconds per rank and step, the ranks' mean; 0 = not measured.
+  double host_us_per_step = 0;
   // One hop of the step's job-wide sum (the gradient norm, loss and stop flags: a small ring
   // all-reduce over the data-, tensor- and pipeline-parallel groups in turn) as it ran in the
   // steps, microseconds: the least a rank waited there per step over the ring's hops. The

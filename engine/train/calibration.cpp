@@ -32,8 +32,9 @@ constexpr int kSlots = 3;                             // tp, pp, dp samples per 
 // the process's CPU seconds beyond the training thread's in the median step, the sums across the
 // replicas before the exchanges (wall seconds in all, how many), the tensor-parallel sums' CPU
 // seconds per step (the training thread's, the process's), the job-wide sum's seconds per step,
-// the probe's one-float exchanges' CPU seconds and sends and receives
-constexpr int kComputeFloats = 19;
+// the probe's one-float exchanges' CPU seconds and sends and receives, the optimizer update's seconds
+// per step (a part of the host seconds)
+constexpr int kComputeFloats = 20;
 
 // Times of `reps` runs of op, sorted. Latency takes the fastest (a preempted process only adds
 // to it), bandwidth the median.
@@ -296,6 +297,7 @@ struct Gathered {
   std::vector<PresyncWait> presync;  // per rank
   std::vector<double> tp_cpu;  // per rank, the process's CPU seconds per step in tp sums
   std::vector<double> job_sum_s;  // per rank, its job-wide sum's seconds per step
+  std::vector<HostWork> host_work;  // per rank
 };
 
 Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vector<float>& per_step, int world,
@@ -327,6 +329,7 @@ Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vecto
     g.presync.push_back({c[12], static_cast<int>(c[13])});
     g.tp_cpu.push_back(c[15]);
     g.job_sum_s.push_back(c[16]);
+    g.host_work.push_back({c[3], c[19], c[4]});
   }
   for (int st = 0; st < stages; ++st)
     for (float t : slowest[st]) g.stage_seconds[st] += double(t) / double(steps);
@@ -349,7 +352,7 @@ void calibrate_job_sum(const plan::Plan& p, const Gathered& g, topo::Calibration
 
 // Per stage measured against planned; the device rate is the slowest device's (below).
 void calibrate_compute(const plan::Plan& p, const Gathered& g, topo::Calibration& cal) {
-  cal.update_ns_per_param = g.params > 0 ? g.host_s / g.params * 1e9 : 0;
+  calibrate_host_work(g.host_work, cal);
   std::vector<double> measured_all, planned_all, cpu_all;
   for (const auto& s : p.stages) {
     const double cpu = g.stage_cpu_s[s.stage];
@@ -406,8 +409,12 @@ void calibrate_compute(const plan::Plan& p, const Gathered& g, topo::Calibration
       fmt::print("calibration: host communication {:.3g} us of CPU per pipeline send or receive besides its bytes "
                  "(the probe's one-float exchanges, every thread of the process)\n", cal.host_comm_us_per_message);
   }
-  fmt::print("calibration: host work per step outside the passes and communication: {:.3g} ns per parameter "
-             "held\n", cal.update_ns_per_param);
+  if (cal.host_us_per_step > 0)
+    fmt::print("calibration: the optimizer's update {:.3g} ns per parameter held; other host work outside the passes "
+               "and communication {:.3g} ms a rank per step\n", cal.update_ns_per_param, cal.host_us_per_step / 1e3);
+  else
+    fmt::print("calibration: host work per step outside the passes and communication: {:.3g} ns per parameter "
+               "held\n", cal.update_ns_per_param);
 }
 
 // diloco: the outer exchange's rate inside the steps (topo::OuterCalibration).
@@ -440,6 +447,20 @@ void calibrate_outer(const plan::Plan& p, const Gathered& g, const topo::Calibra
 }
 
 }  // namespace
+
+void calibrate_host_work(const std::vector<HostWork>& ranks, topo::Calibration& cal) {
+  double host = 0, update = 0, params = 0, rest = 0;
+  for (const HostWork& r : ranks) host += r.host_s, update += r.update_s, params += r.params;
+  cal.update_ns_per_param = cal.host_us_per_step = 0;
+  if (params <= 0) return;
+  if (update <= 0) {  // the update not timed apart: all of it per parameter
+    cal.update_ns_per_param = host / params * 1e9;
+    return;
+  }
+  cal.update_ns_per_param = update / params * 1e9;
+  for (const HostWork& r : ranks) rest += std::max(0.0, r.host_s - r.update_s);
+  cal.host_us_per_step = rest / double(ranks.size()) * 1e6;
+}
 
 double replica_drift_ms(const std::vector<PresyncWait>& ranks, int replicas, double steps_between, double ring_s) {
   const double e = plan::expected_max_normal(replicas);
@@ -491,7 +512,7 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
                                          float(times.presync_s), float(times.presync_sums),
                                          float(tp_cpu.thread_s),  float(tp_cpu.process_s),
                                          float(times.job_sum_s), float(host.message_cpu_s),
-                                         float(host.messages)};
+                                         float(host.messages),  float(times.update_s)};
   // Tensor-parallel sums are priced from what they cost in the steps, not at the idle probe.
   std::vector<LinkSample> samples = mine;
   const size_t act = size_t(spec.train.micro_batch) * spec.train.seq_len * spec.model.hidden;

@@ -58,6 +58,21 @@ std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& s
 // The calibration's host_comm_ns_per_byte from every rank's HostComm: the median over the
 // ranks that moved bytes of their CPU nanoseconds per byte sent; 0 when none did.
 double host_comm_ns_per_byte(const std::vector<HostComm>& ranks);
+// One rank's host time per step (the step less its compute and its communication waits), the
+// optimizer update's part of it (StepStats::update_ms) and the parameters it holds.
+struct HostWork {
+  double host_s = 0, update_s = 0, params = 0;
+};
+// compute.update_ns_per_param: the updates' seconds over the parameters the ranks hold; and
+// compute.host_us_per_step: the rest of the host time, the ranks' mean per step. That rest
+// (posting the passes and their messages, the loss, the loader, the step's bookkeeping) does
+// not follow the parameters nor the micro-batches: in each of the lab's generated scenarios it
+// was about the same a rank across its plans (gen-7: 7.3 ms in the four-stage plan of 16
+// micro-batches, 6.7-9.3 in the two-stage ones of 8; docs/cost-model.md, nineteenth round).
+// Priced per parameter it sat on the stage holding the embedding (gen-83: 17 ms priced for an
+// update that took 1-5). Ranks that did not time the update apart (update_s 0 everywhere):
+// everything per parameter, host_us_per_step 0.
+void calibrate_host_work(const std::vector<HostWork>& ranks, topo::Calibration& cal);
 // The calibration's host_comm_us_per_message: the median over the ranks that sent and received
 // the probe's one-float exchanges of their CPU microseconds per send or receive; 0 when none did.
 double host_comm_us_per_message(const std::vector<HostComm>& ranks);
@@ -137,6 +152,7 @@ struct StepShare {
   double presync_s = 0;
   int presync_sums = 0;
   double job_sum_s = 0;  // per step, this rank's job-wide sum (Trainer::StepTimes::job_sum_s)
+  double update_s = 0;   // per step, this rank's optimizer update, a part of host_s (Trainer::StepTimes::update_s)
 };
 // The replicas' drift (topo::OuterCalibration::drift_ms) from every rank's sums before the
 // exchanges (`seconds` in all over `sums` of them; ranks without any left out): the mean over

@@ -82,6 +82,7 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
     StepShare share{t.host_s, t.cpu_s, trainer.compute_per_step(), trainer.other_cpu_per_step(),
                     trainer.groups().tp().sums(), trainer.timed_steps()};
     share.job_sum_s = t.job_sum_s;
+    share.update_s = t.update_s;
     if (const parallel::OuterSync* outer = trainer.outer()) {
       share.outer_wire_s = outer->wire().seconds;
       share.outer_wire_bytes = outer->wire().bytes;

@@ -18,7 +18,7 @@ def merge_calibrations(paths, cases):
     docs = [yaml.safe_load(open(p)) for p in paths]
     out = {"format": "holmes-calibration/1", "source": f"median of {len(docs)} runs of the cases {', '.join(cases)}"}
     compute = {}
-    for key in ("device_tflops", "update_ns_per_param", "job_sum_hop_us"):
+    for key in ("device_tflops", "update_ns_per_param", "job_sum_hop_us", "host_us_per_step"):
         got = [d["compute"][key] for d in docs if (d.get("compute") or {}).get(key)]
         if got:
             compute[key] = statistics.median(got)

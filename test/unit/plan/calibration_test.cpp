@@ -99,3 +99,21 @@ TEST_CASE("the step's job-wide sum: its ring hops at the links' latency, or at t
   const auto back = holmes::topo::parse_calibration_yaml(holmes::topo::format_calibration_yaml(t.calibration), "cal.yaml");
   CHECK(back.job_sum_hop_us == 1000);
 }
+
+TEST_CASE("the host work beside the update costs every rank the same, whatever parameters it holds", "[calibration]") {
+  auto t = two_islands();
+  t.calibration.update_ns_per_param = 1;
+  const hp::Plan update_only = hp::make_plan(job(), t);
+  // The update of the rank that holds the most parameters (the embedding's stage): its part.
+  REQUIRE(update_only.estimate.update_s > 0);
+  t.calibration.host_us_per_step = 7000;
+  const hp::Plan both = hp::make_plan(job(), t);
+  // 7 ms on every stage's update, added once: not scaled by the parameters a rank holds.
+  CHECK(both.estimate.update_s == Approx(update_only.estimate.update_s + 7e-3));
+  CHECK(both.estimate.step_time_s == Approx(update_only.estimate.step_time_s + 7e-3));
+  CHECK(hp::format_plan_text(both).find("other host work 7 ms a rank per step") != std::string::npos);
+  CHECK(hp::format_plan_json(both).find("\"host_us_per_step\": 7000") != std::string::npos);
+  // Written and read back with the calibration.
+  const auto back = holmes::topo::parse_calibration_yaml(holmes::topo::format_calibration_yaml(t.calibration), "cal.yaml");
+  CHECK(back.host_us_per_step == 7000);
+}

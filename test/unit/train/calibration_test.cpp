@@ -201,3 +201,22 @@ TEST_CASE("the host communication path's CPU per byte in the steps is each rank'
   CHECK(train::host_comm_steps_ns_per_byte({0.001}, {1e5}) == 0);
   CHECK(train::host_comm_steps_ns_per_byte({}, {}) == 0);
 }
+
+TEST_CASE("the optimizer's update is priced per parameter and the rest of the host time per rank") {
+  // Two ranks: one holds the embedding (9 M parameters), one does not (1 M); both spent 8 ms a
+  // step outside their passes and waits, of which the update 1.8 and 0.2 ms.
+  topo::Calibration cal;
+  train::calibrate_host_work({{8e-3, 1.8e-3, 9e6}, {8e-3, 0.2e-3, 1e6}}, cal);
+  CHECK(cal.update_ns_per_param == Approx(2e-3 / 10e6 * 1e9));  // 0.2 ns
+  CHECK(cal.host_us_per_step == Approx((6.2e-3 + 7.8e-3) / 2 * 1e6));  // 7 ms a rank
+  // Ranks of an older trainer, without the update timed apart: all of it per parameter.
+  topo::Calibration old;
+  train::calibrate_host_work({{8e-3, 0, 9e6}, {8e-3, 0, 1e6}}, old);
+  CHECK(old.update_ns_per_param == Approx(16e-3 / 10e6 * 1e9));
+  CHECK(old.host_us_per_step == 0);
+  // An update that took longer than the rest of the host time measured (clock noise) leaves none.
+  topo::Calibration tight;
+  train::calibrate_host_work({{1e-3, 2e-3, 1e6}}, tight);
+  CHECK(tight.host_us_per_step == 0);
+  CHECK(tight.update_ns_per_param == Approx(2e-3 / 1e6 * 1e9));
+}
