@@ -524,7 +524,7 @@ double quota_throttle_s(const Estimate& e, double step) {
 
 double quota_wait_s(const Estimate& e, double rest) {
   const double bound = quota_bound_s(e);
-  return std::max(0.0, bound - rest) + quota_throttle_s(e, std::max(bound, rest));
+  return std::max(bound, rest + quota_throttle_s(e, std::max(bound, rest))) - rest;
 }
 
 double throttled_share(double load) {

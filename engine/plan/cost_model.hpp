@@ -266,8 +266,14 @@ double quota_bound_s(const Estimate& e);
 // prices a held rank's compute at its share of the wall time as if it ran evenly and the
 // bound is a max(): neither prices this wait.
 double quota_throttle_s(const Estimate& e, double step);
-// The quota's part of a step whose other parts sum to `rest`: max(0, quota_bound_s(e) - rest)
-// plus quota_throttle_s at the longer of the two (Estimate::quota_s).
+// The quota's part of a step whose other parts sum to `rest` (Estimate::quota_s): the step is
+// the longer of the bound and the path with its throttled waits, max(quota_bound_s(e), rest +
+// quota_throttle_s at the longer of the two), less rest. Where the bound holds the step, the
+// throttled periods are how the quota holds it there, not time beside it: the lab's gen-88
+// auto case (2026-11-28, seed 81: 4 stages, 60-68 ms of CPU a rank at a 0.34 share, 65% of
+// periods throttled) measured 189 ms against a bound of 190 and a path of 160, where the bound
+// plus the wait priced 217; re-pricing four bench runs so took the error median from 4-6% to
+// 2-4% (docs/cost-model.md, nineteenth round).
 double quota_wait_s(const Estimate& e, double rest);
 
 // The auto partition, coupled: estimate_step's step is a sum of maxima over the stages (the
