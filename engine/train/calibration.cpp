@@ -282,14 +282,13 @@ double slowest_device_tflops(const std::vector<double>& measured, const std::vec
 namespace {
 
 // What rank 0 gathered: every rank's link samples, per stage its FLOPs per step and, step by
-// step, the compute time of its slowest rank; the host time and parameters of all ranks.
+// step, the compute time of its slowest rank; every rank's host time, update and parameters.
 struct Gathered {
   std::vector<LinkSample> samples;
   std::vector<double> stage_flops, stage_seconds;
   // per stage, the largest CPU seconds per step of its ranks' training threads, outside the
   // tensor-parallel sums
   std::vector<double> stage_cpu_s;
-  double host_s = 0, params = 0;
   std::vector<OuterWire> outer;  // per rank
   std::vector<HostComm> host;    // per rank, the probe's
   std::vector<int> stage;        // per rank
@@ -318,8 +317,6 @@ Gathered unpack(const std::vector<float>& all, size_t per_rank, const std::vecto
     g.stage_flops[st] = c[1];
     g.stage_cpu_s[st] = std::max(g.stage_cpu_s[st], std::max(0.0, double(c[8]) - double(c[14])));
     for (size_t i = 0; i < steps; ++i) slowest[st][i] = std::max(slowest[st][i], per_step[r * steps + i]);
-    g.host_s += c[3];
-    g.params += c[4];
     g.outer.push_back({c[5], c[6], static_cast<int>(c[7])});
     g.host.push_back({c[9], c[10], c[17], c[18]});
     g.stage.push_back(st);

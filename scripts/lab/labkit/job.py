@@ -219,11 +219,6 @@ def rank_wait_windows(rows):
     return out
 
 
-def rank_waits(rows):
-    """(first step covered, the ranks' mean wait in ms per step) of rank_wait_windows."""
-    return [(first, wait) for first, wait, _ in rank_wait_windows(rows)]
-
-
 def loop_ms(rows):
     """Each step's loop period on rank 0 (ms): step_ms and the time the loop spent before it
     outside step_ms (between_ms; None for binaries without it, and for a process's first step,
