@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -28,7 +29,7 @@ Boundary boundary_of(int stage, int stages, const PipeTransfer& t) {
 }  // namespace
 
 double pipeline_makespan(PipeSchedule kind, int stages, int m, int chunks, std::span<const PassTimes> passes,
-                         std::span<const HopTimes> hops) {
+                         std::span<const HopTimes> hops, const MessageDelay& delay) {
   if (kind != PipeSchedule::kInterleaved) chunks = 1;
   const int virtual_stages = stages * chunks;
   if (static_cast<int>(passes.size()) != stages || static_cast<int>(hops.size()) != virtual_stages - 1)
@@ -39,6 +40,11 @@ double pipeline_makespan(PipeSchedule kind, int stages, int m, int chunks, std::
   for (int s = 0; s < stages; ++s) table[s] = schedule_steps(kind, stages, s, m, chunks);
   // [stage][(direction * virtual_stages + lower) * m + micro] -> the comm step holding it.
   const auto key = [&](int direction, int lower, int micro) { return (direction * virtual_stages + lower) * m + micro; };
+  std::vector<double> waits(delay ? 2 * virtual_stages * m : 0, 0.0);  // by key: each message's own delay
+  if (delay)
+    for (int d = 0; d < 2; ++d)
+      for (int b = 0; b + 1 < virtual_stages; ++b)
+        for (int i = 0; i < m; ++i) waits[key(d, b, i)] = delay(d, b, i);
   std::vector<std::vector<int>> step_of(stages, std::vector<int>(2 * virtual_stages * m, -1));
   for (int s = 0; s < stages; ++s)
     for (size_t i = 0; i < table[s].size(); ++i)
@@ -68,7 +74,8 @@ double pipeline_makespan(PipeSchedule kind, int stages, int m, int chunks, std::
             const int j = step_of[t.peer_stage][key(bd.direction, bd.lower, t.micro)];
             const double peer = j < 0 ? kNever : start[t.peer_stage][j];
             const HopTimes& h = hops[bd.lower];
-            e = std::max(e, peer + (bd.direction == 0 ? h.activation_s : h.gradient_s));
+            const double own = waits.empty() ? 0.0 : waits[key(bd.direction, bd.lower, t.micro)];
+            e = std::max(e, peer + (bd.direction == 0 ? h.activation_s : h.gradient_s) + own);
           }
           if (e == kNever) break;
           end[s][i] = comm_free[s] = e;
@@ -90,6 +97,26 @@ double pipeline_makespan(PipeSchedule kind, int stages, int m, int chunks, std::
   for (int s = 0; s < stages; ++s)
     makespan = next[s] < table[s].size() ? kNever : std::max({makespan, clock[s], comm_free[s]});
   return makespan;
+}
+
+double expected_pipeline_makespan(PipeSchedule kind, int stages, int m, int chunks, std::span<const PassTimes> passes,
+                                  std::span<const HopTimes> hops, std::span<const double> delay_s, int samples,
+                                  unsigned seed) {
+  if (kind != PipeSchedule::kInterleaved) chunks = 1;
+  if (static_cast<int>(delay_s.size()) != stages * chunks - 1)
+    throw std::invalid_argument("expected_pipeline_makespan: " + std::to_string(delay_s.size()) + " delays for " +
+                                std::to_string(stages * chunks - 1) + " boundaries");
+  const bool any = std::any_of(delay_s.begin(), delay_s.end(), [](double d) { return d > 0; });
+  if (!any || samples < 1) return pipeline_makespan(kind, stages, m, chunks, passes, hops);
+  std::mt19937_64 rng(seed);
+  std::exponential_distribution<double> unit(1.0);  // scaled by each boundary's mean
+  const MessageDelay draw = [&](int, int boundary, int) {
+    const double mean = delay_s[boundary];
+    return mean > 0 ? mean * unit(rng) : 0.0;
+  };
+  double sum = 0;
+  for (int k = 0; k < samples; ++k) sum += pipeline_makespan(kind, stages, m, chunks, passes, hops, draw);
+  return sum / samples;
 }
 
 }  // namespace holmes::parallel

@@ -559,27 +559,42 @@ double job_sums_s(const std::vector<StageCost>& stages) {
 // neighbour's backward and forward in between, so a message's latency lies on the loop of two
 // adjacent stages, once per micro-batch, however idle the link (zb-h1's held-back W passes
 // cover part of it). The schedule's tables time it (parallel::pipeline_makespan): the step's
-// extra time with every hop a message's latency over the same tables without. A hop's latency
-// is its link's alpha, or the job-wide sum's hop as the steps ran it where a calibration
-// measured that and it is longer: on busy hosts a message waits for its threads' wake-ups,
-// which the probe's idle messages do not (the lab's faster machine: 0.7-1.1 ms a hop against
-// 0.09-0.13, docs/cost-model.md "Seventeenth round"). Only the latency: the lab's pipelines
-// whose messages take milliseconds of bandwidth did not pay those on the loop (gen-2: 3
-// stages, 196 KB over 200 Mb/s, measured where the model without any loop put it), those are
-// priced as the link's bottleneck and the fill and drain (pp_exposed_s, pp_fill_s). Interleaved
-// plans: 0 (not modelled).
-double pipeline_loop_s(const Workload& w, const std::vector<StageCost>& stages, const std::vector<StageTime>& times) {
+// extra time with every message's latency over the same tables without. Only the latency: the
+// lab's pipelines whose messages take milliseconds of bandwidth did not pay those on the loop
+// (gen-2: 3 stages, 196 KB over 200 Mb/s, measured where the model without any loop put it),
+// those are priced as the link's bottleneck and the fill and drain (pp_exposed_s, pp_fill_s).
+// Interleaved plans: 0 (not modelled).
+//
+// A message's latency is its link's alpha and, where a calibration measured the job-wide sum's
+// hop in the steps (job_sum_hop_s) and it is longer, a delay of that mean beyond it: on busy
+// hosts a message waits for its threads' wake-ups, which the probe's idle messages do not
+// (docs/cost-model.md, "Seventeenth round"). The delays are each message's own: on the lab's
+// machine most messages crossed in 0.1-0.2 ms and one in four waited 1-15 ms (timed at both
+// ends, "Twentieth round"), and a step waits for the latest of the paths its messages lie on,
+// which a delay on any of them lengthens: the loop is the mean over steps whose messages draw
+// exponential delays of the measured mean (expected_pipeline_makespan; the exponential is the
+// lab's lighter bound: its delays' spread was 1.6-2.4 times their mean, the exponential's 1).
+//
+// The stages' passes as the bottleneck stage sets the pace: it runs at the calibrated wall
+// rate; a stage under a CPU quota that waits for it has quota to spare and runs its passes at
+// a whole core's rate (StageTime::burst_rate, as in the bubble): the gradient's way back
+// through it is that much shorter (gen-83, 2026-11-29: half-speed stages beside a full-speed
+// bottleneck ran their passes at 0.10-0.12 TFLOP/s, the bottleneck at 0.077).
+double pipeline_loop_s(const Workload& w, const std::vector<StageCost>& stages, const std::vector<StageTime>& times,
+                       int bottleneck) {
   const int p = static_cast<int>(times.size());
   const spec::Schedule kind = w.activation.schedule;
   if (p < 2 || kind == spec::Schedule::kInterleaved) return 0;
   std::vector<parallel::HopTimes> hops(p - 1);
+  std::vector<double> delays(p - 1, 0.0);
   bool any = false;
   for (int s = 0; s + 1 < p; ++s) {
     const LinkCost* next = stages[s].hop_next(1).first;
     const LinkCost* prev = stages[s + 1].hop_prev(1).first;
     const double measured = std::max(stages[s].job_sum_hop_s, stages[s + 1].job_sum_hop_s);
-    hops[s] = {std::max(next ? next->latency_s : 0.0, measured), std::max(prev ? prev->latency_s : 0.0, measured)};
-    any = any || hops[s].activation_s > 0 || hops[s].gradient_s > 0;
+    hops[s] = {next ? next->latency_s : 0.0, prev ? prev->latency_s : 0.0};
+    delays[s] = std::max(0.0, measured - std::max(hops[s].activation_s, hops[s].gradient_s));
+    any = any || hops[s].activation_s > 0 || hops[s].gradient_s > 0 || delays[s] > 0;
   }
   if (!any) return 0;
   // A micro-batch's passes as the stage runs them, its tensor-parallel sums spread over them.
@@ -587,14 +602,15 @@ double pipeline_loop_s(const Workload& w, const std::vector<StageCost>& stages, 
   for (int s = 0; s < p; ++s) {
     const StageTime& t = times[s];
     const double scale = t.compute_s > 0 ? (t.compute_s + t.tp_s) / t.compute_s : 1.0;
+    const double rate = s == bottleneck ? 1.0 : t.burst_rate;
     const double weights = t.weights_s, forward = std::min(t.forward_s, t.compute_s - weights);
-    passes[s] = {forward * scale, (t.compute_s - forward - weights) * scale, weights * scale};
+    passes[s] = {forward * scale * rate, (t.compute_s - forward - weights) * scale * rate, weights * scale * rate};
   }
   const parallel::PipeSchedule table =
       kind == spec::Schedule::kZbH1 ? parallel::PipeSchedule::kZbH1 : parallel::PipeSchedule::k1f1b;
   const std::vector<parallel::HopTimes> free(p - 1);
   auto extra = [&](int m) {
-    return parallel::pipeline_makespan(table, p, m, 1, passes, hops) -
+    return parallel::expected_pipeline_makespan(table, p, m, 1, passes, hops, delays, kLoopSamples, kLoopSeed) -
            parallel::pipeline_makespan(table, p, m, 1, passes, free);
   };
   // Past the warm-up the extra time grows by the same amount every two micro-batches (the loop
@@ -625,7 +641,7 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
   // in each direction, on the critical path.
   e.pp_comm_s = m * t.pp_exposed_s() + c.fill;
   // The loop's latency beyond what the sends above already wait for (pipeline_loop_s).
-  e.pp_loop_s = std::max(0.0, pipeline_loop_s(w, stages, times) - e.pp_comm_s);
+  e.pp_loop_s = std::max(0.0, pipeline_loop_s(w, stages, times, e.bottleneck_stage) - e.pp_comm_s);
   e.pp_comm_s += e.pp_loop_s;
   e.bubble_s = t.bubble_s(p);
   e.dp_comm_s = c.sync_rs + c.sync_ag;

@@ -147,6 +147,11 @@ struct StageTime {
   double burst_cap_s = std::numeric_limits<double>::infinity();
 };
 
+// The pipeline loop's pricing (cost_model.cpp, pipeline_loop_s): the steps whose messages draw
+// their delays, and the draws' seed (every estimate the same draws: layouts compare on them).
+inline constexpr int kLoopSamples = 32;
+inline constexpr unsigned kLoopSeed = 20261129;
+
 // The pipelined part of stage s's step: m t_s + bubble_s + 2 (p - 1) max(send) (objective
 // without the sync and the update).
 double pipelined_s(const StageTime& t, int micro_batches, int pipeline);

@@ -786,3 +786,30 @@ TEST_CASE("pipeline_makespan: hops and stages of their own", "[train][schedule]"
   CHECK_THROWS_AS(pipeline_makespan(PipeSchedule::k1f1b, 4, 16, 1, passes, std::vector<HopTimes>(2)),
                   std::invalid_argument);
 }
+
+TEST_CASE("pipeline_makespan: a message's own delay, and the mean over drawn delays", "[train][schedule]") {
+  std::vector<PassTimes> passes(4, PassTimes{1, 2, 0});
+  const std::vector<HopTimes> hops(3, HopTimes{0.1, 0.1});
+  const double base = pipeline_makespan(PipeSchedule::k1f1b, 4, 16, 1, passes, hops);
+  // The first activation over the first boundary lies on every path of the fill: a delay there
+  // moves the whole step; no delay is the same as none given.
+  const MessageDelay first = [](int d, int b, int i) { return d == 0 && b == 0 && i == 0 ? 5.0 : 0.0; };
+  CHECK(pipeline_makespan(PipeSchedule::k1f1b, 4, 16, 1, passes, hops, first) == Approx(base + 5));
+  CHECK(pipeline_makespan(PipeSchedule::k1f1b, 4, 16, 1, passes, hops, [](int, int, int) { return 0.0; }) == base);
+  // Each message asked once: 2 directions x 3 boundaries x 16 micro-batches.
+  int asked = 0;
+  pipeline_makespan(PipeSchedule::k1f1b, 4, 16, 1, passes, hops, [&](int, int, int) { return ++asked, 0.0; });
+  CHECK(asked == 2 * 3 * 16);
+  // Drawn delays of mean 1: above the step at every message's mean (the step waits for the
+  // latest of its paths), below every message at a long tail; the same draws at every call.
+  const std::vector<double> mean(3, 1.0);
+  const double expected = expected_pipeline_makespan(PipeSchedule::k1f1b, 4, 16, 1, passes, hops, mean, 32, 7);
+  const double at_mean = pipeline_makespan(PipeSchedule::k1f1b, 4, 16, 1, passes, std::vector<HopTimes>(3, HopTimes{1.1, 1.1}));
+  CHECK(expected > at_mean + 2);
+  CHECK(expected < pipeline_makespan(PipeSchedule::k1f1b, 4, 16, 1, passes, std::vector<HopTimes>(3, HopTimes{3.1, 3.1})));
+  CHECK(expected_pipeline_makespan(PipeSchedule::k1f1b, 4, 16, 1, passes, hops, mean, 32, 7) == expected);
+  // No delay: the plain makespan; sizes must match the boundaries.
+  CHECK(expected_pipeline_makespan(PipeSchedule::k1f1b, 4, 16, 1, passes, hops, std::vector<double>(3), 32, 7) == base);
+  CHECK_THROWS_AS(expected_pipeline_makespan(PipeSchedule::k1f1b, 4, 16, 1, passes, hops, std::vector<double>(2), 32, 7),
+                  std::invalid_argument);
+}
