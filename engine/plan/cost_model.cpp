@@ -93,6 +93,7 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
         const NodeFacts& nf = f.nodes[n];
         if (sc.tflops < 0 || nf.tflops < sc.tflops) sc.tflops = nf.tflops;
         sc.cpu_share = std::min(sc.cpu_share, nf.cpu_share);
+        if (sc.machine < 0 && nf.machine >= 0) sc.machine = nf.machine, sc.machine_cores = nf.machine_cores;
         if (nf.cpu_share < 1) held_period = std::max(held_period, nf.cpu_period_s);
         // A CPU-time rate that counts the tensor-parallel sums of its step holds for that
         // degree only; one measured apart from them (a calibration that prices the sums' CPU,
@@ -576,10 +577,13 @@ double job_sums_s(const std::vector<StageCost>& stages) {
 // lab's lighter bound: its delays' spread was 1.6-2.4 times their mean, the exponential's 1).
 //
 // The stages' passes as the bottleneck stage sets the pace: it runs at the calibrated wall
-// rate; a stage under a CPU quota that waits for it has quota to spare and runs its passes at
-// a whole core's rate (StageTime::burst_rate, as in the bubble): the gradient's way back
-// through it is that much shorter (gen-83, 2026-11-29: half-speed stages beside a full-speed
-// bottleneck ran their passes at 0.10-0.12 TFLOP/s, the bottleneck at 0.077).
+// rate; a stage under a CPU quota that waits for it has quota to spare and runs its passes
+// faster, up to a whole core's rate (StageTime::burst_rate, as in the bubble): the gradient's
+// way back through it is that much shorter (gen-83, 2026-11-29: half-speed stages beside a
+// full-speed bottleneck ran their passes at 0.10-0.12 TFLOP/s, the bottleneck at 0.077). On a
+// machine several nodes share (topology `machine`, the lab's namespaces) a core is whole only
+// when the others leave one: gen-7 auto's waiting stages, four workers on two cores, ran at
+// 52 ms of passes where a whole core takes 43 and the wall rate 62.
 double pipeline_loop_s(const Workload& w, const std::vector<StageCost>& stages, const std::vector<StageTime>& times,
                        int bottleneck) {
   const int p = static_cast<int>(times.size());
@@ -599,23 +603,53 @@ double pipeline_loop_s(const Workload& w, const std::vector<StageCost>& stages, 
   if (!any) return 0;
   // A micro-batch's passes as the stage runs them, its tensor-parallel sums spread over them.
   std::vector<parallel::PassTimes> passes(p);
+  std::vector<double> per_micro(p);
   for (int s = 0; s < p; ++s) {
     const StageTime& t = times[s];
     const double scale = t.compute_s > 0 ? (t.compute_s + t.tp_s) / t.compute_s : 1.0;
-    const double rate = s == bottleneck ? 1.0 : t.burst_rate;
     const double weights = t.weights_s, forward = std::min(t.forward_s, t.compute_s - weights);
-    passes[s] = {forward * scale * rate, (t.compute_s - forward - weights) * scale * rate, weights * scale * rate};
+    passes[s] = {forward * scale, (t.compute_s - forward - weights) * scale, weights * scale};
+    per_micro[s] = t.compute_s * scale;
   }
   const parallel::PipeSchedule table =
       kind == spec::Schedule::kZbH1 ? parallel::PipeSchedule::kZbH1 : parallel::PipeSchedule::k1f1b;
   const std::vector<parallel::HopTimes> free(p - 1);
+  const int m_all = w.micro_batches, cap = std::max(16, 4 * p);
+  const int m_span = std::min(m_all, cap + 2 * p);
+  // On a machine its nodes share (topology `machine`), a waiting stage's pass meets the other
+  // ranks' at random: each is on a core the part of the step its CPU seconds take (its passes at
+  // the rate per CPU second, burst_rate, over the step the loop gives at the priced rates), and
+  // the pass gets the machine's cores over it and those busy with it, at most a whole one.
+  bool shared = false;
+  for (int s = 0; s < p; ++s) shared = shared || (s != bottleneck && stages[s].machine >= 0);
+  const double span = shared ? parallel::expected_pipeline_makespan(table, p, m_span, 1, passes, hops, delays,
+                                                                    kLoopSamples, kLoopSeed)
+                             : 0.0;
+  std::vector<parallel::PassTimes> run = passes;
+  for (int s = 0; s < p; ++s) {
+    if (s == bottleneck) continue;
+    const StageTime& t = times[s];
+    double share = 1;  // of a core, while its pass runs
+    if (stages[s].machine >= 0 && span > 0) {
+      double others = 0;  // the machine's other ranks on a core at the same moment, on average
+      for (int n = 0; n < p; ++n) {
+        if (stages[n].machine != stages[s].machine) continue;
+        const double ranks = double(stages[n].tp) * stages[n].dp - (n == s ? 1 : 0);
+        others += ranks * std::min(1.0, m_span * per_micro[n] * times[n].burst_rate / span);
+      }
+      share = std::min(1.0, stages[s].machine_cores / (1 + others));
+    }
+    const double rate = std::clamp(t.burst_rate / share, t.burst_rate, 1.0);
+    run[s] = {passes[s].forward_s * rate, passes[s].backward_s * rate, passes[s].weights_s * rate};
+  }
+  passes = run;
   auto extra = [&](int m) {
     return parallel::expected_pipeline_makespan(table, p, m, 1, passes, hops, delays, kLoopSamples, kLoopSeed) -
            parallel::pipeline_makespan(table, p, m, 1, passes, free);
   };
   // Past the warm-up the extra time grows by the same amount every two micro-batches (the loop
   // spans two): long steps are timed at two shorter lengths and extended along that line.
-  const int m = w.micro_batches, cap = std::max(16, 4 * p);
+  const int m = m_all;
   if (m <= cap + 2 * p) return extra(m);
   const double e1 = extra(cap), e2 = extra(cap + 2 * p);
   return e1 + (m - cap) * (e2 - e1) / (2 * p);

@@ -163,6 +163,10 @@ struct StageCost {
   double tflops = 0;           // slowest device of the stage, sustained
   double cpu_share = 1;        // smallest NodeFacts::cpu_share of the stage's nodes
   double cpu_period_s = kCfsPeriodS;  // longest NodeFacts::cpu_period_s of its held nodes
+  // The machine its nodes share with other stages' (NodeFacts::machine of its first node; -1:
+  // machines of their own) and that machine's cores.
+  int machine = -1;
+  double machine_cores = 0;
   double cpu_tflops = 0;       // smallest NodeFacts::cpu_tflops of the stage's nodes (0 = unknown)
   double host_comm_s_per_byte = 0;  // largest NodeFacts::host_comm_s_per_byte of the stage's nodes
   double tp_comm_s_per_byte = 0;    // largest NodeFacts::tp_comm_s_per_byte of the stage's nodes

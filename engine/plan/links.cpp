@@ -135,6 +135,11 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
     if (!nf.cuda && rep.devices.cpu_quota_cores > 0)
       nf.cpu_share = std::min(1.0, rep.devices.cpu_quota_cores / std::max(1, rep.devices.cores));
     nf.cpu_period_s = rep.devices.cpu_quota_period_ms * 1e-3;
+    if (!rep.devices.machine.empty()) {
+      nf.machine = 0;
+      for (int k = 0; k < i && topo.nodes[k].devices.machine != rep.devices.machine; ++k) ++nf.machine;
+      nf.machine_cores = rep.devices.machine_cores;
+    }
     nf.memory_bytes = rep.devices.memory_gb * double(1 << 30);
     pick_ethernet(topo, i, nf);
     if (c.ethernet.bandwidth_gbps > 0) nf.ethernet_gbps = c.ethernet.bandwidth_gbps;

@@ -57,6 +57,10 @@ struct NodeFacts {
   // the cores it computes on, at most 1 (1 without a quota, and for GPUs).
   double cpu_share = 1;
   double cpu_period_s = kCfsPeriodS;  // the quota's CFS period (topology cpu_quota_period_ms)
+  // The machine the node shares with other nodes (topology `machine`: the index of the first
+  // node naming it; -1 for a node that is a machine of its own) and its cores.
+  int machine = -1;
+  double machine_cores = 0;
   // FLOPs per CPU second of a worker's whole step (calibrated, CPU devices; 0 = unknown): with
   // cpu_share < 1 its CPU seconds per step bound the step (estimate_step's quota wait).
   double cpu_tflops = 0;

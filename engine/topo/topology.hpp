@@ -48,6 +48,12 @@ struct Devices {
   // per period, and a worker that spent it sleeps to the period's end. The kernel's default,
   // 100 ms, unless the file says otherwise (the lab writes its own).
   double cpu_quota_period_ms = 100;
+  // Emulated clusters (the lab's namespaces, containers on one box): the machine whose cores this
+  // node's workers share with every node that names the same `machine`, and its cores. Empty /
+  // 0: the node is a machine of its own. docs/topology.md; the cost model's pipeline loop
+  // (a stage waiting for the bottleneck runs at a whole core only where the others leave one).
+  std::string machine;
+  double machine_cores = 0;
   // cuda kind only: libnccl can be loaded on the node (assumed unless discovery or the
   // topology file's `nccl: false` says not), and how many worker processes share one GPU
   // (HOLMES_WORKERS_PER_GPU). The plan reads both to decide whether device buffers go over

@@ -120,7 +120,7 @@ T number(const YAML::Node& map, const char* key, const Ctx& ctx, T fallback, con
 
 Devices parse_devices(const YAML::Node& n, const Ctx& ctx) {
   Devices d;
-  if (!check_keys(n, ctx, {"kind", "count", "name", "memory_gb", "peak_tflops", "cores", "cpu_quota_cores", "cpu_quota_period_ms", "nccl", "per_gpu"})) return d;
+  if (!check_keys(n, ctx, {"kind", "count", "name", "memory_gb", "peak_tflops", "cores", "cpu_quota_cores", "cpu_quota_period_ms", "machine", "machine_cores", "nccl", "per_gpu"})) return d;
   d.kind = get<std::string>(n, "kind", ctx, "cpu", "'cuda' or 'cpu'");
   if (d.kind != "cuda" && d.kind != "cpu") {
     ctx.at("kind").fail(n["kind"], fmt::format("expected 'cuda' or 'cpu', found '{}'", d.kind));
@@ -134,6 +134,13 @@ Devices parse_devices(const YAML::Node& n, const Ctx& ctx) {
   d.cpu_quota_cores = number<double>(n, "cpu_quota_cores", ctx, 0.0, "a number of cores (0 = no quota)", {0});
   // cgroup v2 accepts periods of 1 ms to 1 s.
   d.cpu_quota_period_ms = number<double>(n, "cpu_quota_period_ms", ctx, 100.0, "a period in ms", {1, 1000});
+  d.machine = get<std::string>(n, "machine", ctx, "", "a text naming the machine");
+  d.machine_cores = number<double>(n, "machine_cores", ctx, 0.0, "a number of cores", {0, kNoUpper, true});
+  if (!d.machine.empty() && !n["machine_cores"].IsDefined())
+    ctx.at("machine").fail(n["machine"], fmt::format("machine '{}' needs machine_cores (its cores, > 0) beside it",
+                                                     d.machine));
+  if (d.machine.empty() && n["machine_cores"].IsDefined())
+    ctx.at("machine_cores").fail(n["machine_cores"], "machine_cores needs machine (the machine's name) beside it");
   // GPU nodes of a cluster are assumed to have NCCL unless the file says not.
   d.nccl = get<bool>(n, "nccl", ctx, true, "true or false");
   d.per_gpu = number<int>(n, "per_gpu", ctx, 1, "a whole number of workers per GPU", {1, 64});
@@ -300,6 +307,21 @@ std::vector<NodeReport> parse_topology_yaml(const std::string& text, const std::
                                  out[i].hostname, describe(names))
                    : fmt::format("host '{}' is named by more than one node entry (nodes[{}] and nodes[{}]); accepted: "
                                  "each host in one entry", out[i].hostname, first->second, entry_of[i]));
+  }
+  // Nodes that name one machine share its cores: one figure for it.
+  std::map<std::string, size_t> machine_first;  // machine -> the first node that names it
+  for (size_t i = 0; i < out.size(); ++i) {
+    const Devices& d = out[i].devices;
+    if (d.machine.empty()) continue;
+    const auto [first, fresh] = machine_first.emplace(d.machine, i);
+    const Devices& f = out[first->second].devices;
+    if (!fresh && f.machine_cores != d.machine_cores && f.machine_cores > 0 && d.machine_cores > 0) {
+      const YAML::Node dev = nodes[entry_of[i]]["devices"];
+      ctx.at("nodes").item(entry_of[i]).at("devices").at("machine_cores").fail(
+          dev["machine_cores"], fmt::format("machine '{}' has {:g} cores here and {:g} at host '{}'; accepted: one "
+                                            "figure per machine", d.machine, d.machine_cores, f.machine_cores,
+                                            out[first->second].hostname));
+    }
   }
   if (!issues.empty()) throw refuse();
   return out;

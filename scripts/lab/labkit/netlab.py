@@ -258,6 +258,9 @@ class Cluster:
                 peak += f", cpu_quota_cores: {self.sc.quota_cores(node):.6g}"
                 if quota_period_us() != 100_000:  # the kernel's default is the planner's too
                     peak += f", cpu_quota_period_ms: {quota_period_us() / 1000:g}"
+            # Every emulated node runs on this machine's cores (docs/topology.md `machine`): the
+            # cost model's pipeline loop gives a waiting stage the cores the others leave.
+            peak += f", machine: lab, machine_cores: {len(os.sched_getaffinity(0))}"
             lines += [f"  - names: {node}",
                       f"    devices: {{kind: cpu, count: {workers}, name: lab-cpu, memory_gb: 4, cores: {threads}{peak}}}",
                       "    nics:",

@@ -1166,3 +1166,47 @@ TEST_CASE("the pipeline's loop runs the stages that wait for the bottleneck at a
   // The bottleneck itself runs at its calibrated rate: its compute as before.
   CHECK(burst.compute_s == Approx(wall.compute_s));
 }
+
+TEST_CASE("on a machine several nodes share, a waiting stage runs at a whole core only where the others leave one",
+          "[cost_model][fidelity]") {
+  // Lab gen-7, case auto (2026-11-29): four stages under half-core quotas on a machine of two
+  // cores. Its waiting stages ran at 52 ms of passes where a whole core takes 43 and the wall
+  // rate 62: the other three workers were on a core 40% of the step each, and a pass that meets
+  // two of them shares the two cores. Each waiting stage gets the machine's cores over itself
+  // and the ranks busy with it on average (their passes at a core's rate over the step).
+  hp::Workload w = workload(false);
+  w.micro_batches = 16;
+  const std::vector<int> layers{2, 2, 2, 2};
+  auto stages = loop_stages(4, 0.05, 1.5e-3);
+  for (auto& s : stages) s.cpu_share = 0.5, s.cpu_tflops = 0.1;  // a whole core: twice the wall rate
+  const hp::Estimate own = hp::estimate_step(w, stages, layers, 4);  // machines of their own
+  REQUIRE(own.pp_loop_s > 0);
+  auto on = [&](double cores) {
+    auto st = stages;
+    for (auto& s : st) s.machine = 0, s.machine_cores = cores;
+    return hp::estimate_step(w, st, layers, 4);
+  };
+  // The waiting stages' passes here take about a quarter of the step at a whole core: on two
+  // cores the other three leave one nearly always, on one core often not.
+  const hp::Estimate two = on(2), one = on(1), many = on(64);
+  CHECK(one.pp_loop_s > 1.05 * own.pp_loop_s);  // slower waiting stages: a longer way back
+  CHECK(two.pp_loop_s >= own.pp_loop_s * (1 - 1e-9));
+  CHECK(two.pp_loop_s < one.pp_loop_s);
+  CHECK(many.pp_loop_s == Approx(own.pp_loop_s));  // cores for everyone: whole cores
+  CHECK(one.compute_s == Approx(own.compute_s));   // the bottleneck's compute as priced
+  // Never slower than the wall rate: however few the cores, the loop at most as if no stage ran
+  // faster than the calibrated rate.
+  auto wall = stages;
+  for (auto& s : wall) s.cpu_tflops = 0;  // no CPU-time figure: every stage at the wall rate
+  const double at_wall = hp::estimate_step(w, wall, layers, 4).pp_loop_s;
+  CHECK(on(0.1).pp_loop_s == Approx(at_wall));
+  CHECK(one.pp_loop_s <= at_wall * (1 + 1e-9));
+  // More cores, never a longer loop.
+  double before = at_wall;
+  for (double c : {0.5, 1.0, 1.1, 1.2, 1.5, 2.0, 3.0}) {
+    const double loop = on(c).pp_loop_s;
+    CHECK(loop <= before * (1 + 1e-9));
+    CHECK(loop >= own.pp_loop_s * (1 - 1e-9));
+    before = loop;
+  }
+}

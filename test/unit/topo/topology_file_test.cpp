@@ -84,6 +84,28 @@ nodes:
   REQUIRE(held.size() == 1);
   CHECK(held[0].devices.cpu_quota_cores == 0.5);
   CHECK(held[0].devices.cpu_quota_period_ms == 20);
+  CHECK(held[0].devices.machine.empty());  // a machine of its own
+  // Emulated nodes that share one machine's cores.
+  auto shared = topo::parse_topology_yaml(
+      "nodes:\n  - names: a[1-2]\n    devices: {kind: cpu, cores: 1, machine: box, machine_cores: 2}\n",
+      "t.yaml");
+  REQUIRE(shared.size() == 2);
+  CHECK(shared[1].devices.machine == "box");
+  CHECK(shared[1].devices.machine_cores == 2);
+}
+
+TEST_CASE("a machine several nodes share: named with its cores, one figure for it", "[unit][topo]") {
+  CHECK_THAT(error_of("nodes:\n  - names: a\n    devices: {kind: cpu, machine: box}\n"),
+             Catch::Contains("t.yaml:3") && Catch::Contains("devices.machine") && Catch::Contains("machine_cores"));
+  CHECK_THAT(error_of("nodes:\n  - names: a\n    devices: {kind: cpu, machine_cores: 2}\n"),
+             Catch::Contains("devices.machine_cores") && Catch::Contains("needs machine"));
+  CHECK_THAT(error_of("nodes:\n  - names: a\n    devices: {kind: cpu, machine: box, machine_cores: 0}\n"),
+             Catch::Contains("devices.machine_cores") && Catch::Contains("found 0"));
+  CHECK_THAT(error_of("nodes:\n  - names: a\n    devices: {kind: cpu, machine: box, machine_cores: 2}\n"
+                      "  - names: b\n    devices: {kind: cpu, machine: box, machine_cores: 4}\n"),
+             Catch::Contains("machine 'box' has 4 cores here and 2 at host 'a'"));
+  CHECK(error_of("nodes:\n  - names: a\n    devices: {kind: cpu, machine: box, machine_cores: 2}\n"
+                 "  - names: b\n    devices: {kind: cpu, machine: other, machine_cores: 4}\n") == "no error");
 }
 
 TEST_CASE("the example topology files build sane clusters", "[unit][topo]") {
