@@ -614,8 +614,8 @@ double pipeline_loop_s(const Workload& w, const std::vector<StageCost>& stages, 
   const parallel::PipeSchedule table =
       kind == spec::Schedule::kZbH1 ? parallel::PipeSchedule::kZbH1 : parallel::PipeSchedule::k1f1b;
   const std::vector<parallel::HopTimes> free(p - 1);
-  const int m_all = w.micro_batches, cap = std::max(16, 4 * p);
-  const int m_span = std::min(m_all, cap + 2 * p);
+  const int m = w.micro_batches, cap = std::max(16, 4 * p);
+  const int m_span = std::min(m, cap + 2 * p);
   // On a machine its nodes share (topology `machine`), a waiting stage's pass meets the other
   // ranks' at random: each is on a core the part of the step its CPU seconds take (its passes at
   // the rate per CPU second, burst_rate, over the step the loop gives at the priced rates), and
@@ -625,8 +625,7 @@ double pipeline_loop_s(const Workload& w, const std::vector<StageCost>& stages, 
   const double span = shared ? parallel::expected_pipeline_makespan(table, p, m_span, 1, passes, hops, delays,
                                                                     kLoopSamples, kLoopSeed)
                              : 0.0;
-  std::vector<parallel::PassTimes> run = passes;
-  for (int s = 0; s < p; ++s) {
+  for (int s = 0; s < p; ++s) {  // in place: the others' busy parts read per_micro, the unscaled passes
     if (s == bottleneck) continue;
     const StageTime& t = times[s];
     double share = 1;  // of a core, while its pass runs
@@ -640,16 +639,14 @@ double pipeline_loop_s(const Workload& w, const std::vector<StageCost>& stages, 
       share = std::min(1.0, stages[s].machine_cores / (1 + others));
     }
     const double rate = std::clamp(t.burst_rate / share, t.burst_rate, 1.0);
-    run[s] = {passes[s].forward_s * rate, passes[s].backward_s * rate, passes[s].weights_s * rate};
+    passes[s] = {passes[s].forward_s * rate, passes[s].backward_s * rate, passes[s].weights_s * rate};
   }
-  passes = run;
   auto extra = [&](int m) {
     return parallel::expected_pipeline_makespan(table, p, m, 1, passes, hops, delays, kLoopSamples, kLoopSeed) -
            parallel::pipeline_makespan(table, p, m, 1, passes, free);
   };
   // Past the warm-up the extra time grows by the same amount every two micro-batches (the loop
   // spans two): long steps are timed at two shorter lengths and extended along that line.
-  const int m = m_all;
   if (m <= cap + 2 * p) return extra(m);
   const double e1 = extra(cap), e2 = extra(cap + 2 * p);
   return e1 + (m - cap) * (e2 - e1) / (2 * p);
