@@ -96,6 +96,10 @@ void Gpt::plan_activations() {
   target_store_ = device::DeviceArray<int>(mem_, slots() * N);
   token_store_.zero();
   target_store_.zero();
+  if (policy_.document_mask) {
+    position_store_ = device::DeviceArray<int>(mem_, slots() * N);
+    position_store_.zero();
+  }
 }
 
 size_t Gpt::layer_slot_bytes() const { return off_->layer_bytes; }

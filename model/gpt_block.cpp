@@ -18,7 +18,7 @@ void Gpt::block_forward(int l, const A* x, int B, int T) {
   const bool rank0 = cfg_.tp_rank == 0;  // row-parallel biases are added once, before the sum
   k_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, N, C);
   k_.matmul_forward(a.qkv, a.ln1, p.qkvw, p.qkvb, N, C, 3 * Cl);
-  k_.attention_forward(a.atty, a.att, a.qkv, B, T, Cl, cfg_.local_heads(), cfg_.local_kv_heads());
+  k_.attention_forward(a.atty, a.att, a.qkv, doc_pos(), B, T, Cl, cfg_.local_heads(), cfg_.local_kv_heads());
   k_.matmul_forward(s.scratch, a.atty, p.attprojw, rank0 ? p.attprojb : nullptr, N, Cl, C);
   tp_sum(s.scratch, NC);
   k_.residual_forward(a.res2, x, s.scratch, NC);
@@ -50,7 +50,7 @@ void Gpt::block_recompute(int l, const A* x, int B, int T) {
   k_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, N, C);
   if (full) k_.matmul_forward(a.qkv, a.ln1, p.qkvw, p.qkvb, N, C, 3 * Cl);
   if (full || attention_.probabilities)
-    k_.attention_forward(a.atty, a.att, a.qkv, B, T, Cl, cfg_.local_heads(), cfg_.local_kv_heads());
+    k_.attention_forward(a.atty, a.att, a.qkv, doc_pos(), B, T, Cl, cfg_.local_heads(), cfg_.local_kv_heads());
   if (full) {
     k_.matmul_forward(s.scratch, a.atty, p.attprojw, rank0 ? p.attprojb : nullptr, N, Cl, C);
     tp_sum(s.scratch, NC);
@@ -91,7 +91,7 @@ void Gpt::block_backward(int l, const A* x, int B, int T, Pass pass) {
   }
   gemm_backward<A>(pass, s.datty, g.attprojw, g.attprojb, d.res2, a.atty, p.attprojw, N, Cl, C);
   if (input)
-    k_.attention_backward(d.qkv, s.datt, s.datty, a.qkv, a.atty, a.att, B, T, Cl, cfg_.local_heads(),
+    k_.attention_backward(d.qkv, s.datt, s.datty, a.qkv, a.atty, a.att, doc_pos(), B, T, Cl, cfg_.local_heads(),
                           cfg_.local_kv_heads());
   gemm_backward<A>(pass, s.dln, g.qkvw, g.qkvb, d.qkv, a.ln1, p.qkvw, N, C, 3 * Cl);
   if (input) {

@@ -54,8 +54,8 @@ void Gpt::llama_block_forward(int l, const A* x, int B, int T) {
   k_.rmsnorm_forward(a.ln1, a.ln1_rstd, x, p.rn1w, N, C, cfg_.norm_eps);
   k_.matmul_forward(a.qkv, a.ln1, p.qkvw, nullptr, N, C, QKV);
   // q and k heads are the first NHl + KVHl heads of each qkv row: rotated in place.
-  k_.rope_forward(a.qkv, a.qkv, rope_.data(), B, T, NHl + KVHl, cfg_.head_size(), QKV);
-  k_.attention_forward(a.atty, a.att, a.qkv, B, T, Cl, NHl, KVHl);
+  k_.rope_forward(a.qkv, a.qkv, rope_.data(), doc_pos(), B, T, NHl + KVHl, cfg_.head_size(), QKV);
+  k_.attention_forward(a.atty, a.att, a.qkv, doc_pos(), B, T, Cl, NHl, KVHl);
   k_.matmul_forward(s.scratch, a.atty, p.ow, nullptr, N, Cl, C);
   tp_sum(s.scratch, NC);
   k_.residual_forward(a.res2, x, s.scratch, NC);
@@ -80,9 +80,9 @@ void Gpt::llama_block_recompute(int l, const A* x, int B, int T) {
   k_.rmsnorm_forward(a.ln1, a.ln1_rstd, x, p.rn1w, N, C, cfg_.norm_eps);
   if (full) {
     k_.matmul_forward(a.qkv, a.ln1, p.qkvw, nullptr, N, C, QKV);
-    k_.rope_forward(a.qkv, a.qkv, rope_.data(), B, T, NHl + KVHl, cfg_.head_size(), QKV);
+    k_.rope_forward(a.qkv, a.qkv, rope_.data(), doc_pos(), B, T, NHl + KVHl, cfg_.head_size(), QKV);
   }
-  if (full || attention_.probabilities) k_.attention_forward(a.atty, a.att, a.qkv, B, T, Cl, NHl, KVHl);
+  if (full || attention_.probabilities) k_.attention_forward(a.atty, a.att, a.qkv, doc_pos(), B, T, Cl, NHl, KVHl);
   if (full) {
     k_.matmul_forward(s.scratch, a.atty, p.ow, nullptr, N, Cl, C);
     tp_sum(s.scratch, NC);
@@ -118,8 +118,8 @@ void Gpt::llama_block_backward(int l, const A* x, int B, int T, Pass pass) {
   }
   gemm_backward<A>(pass, s.datty, g.ow, nullptr, d.res2, a.atty, p.ow, N, Cl, C);
   if (input) {
-    k_.attention_backward(d.qkv, s.datt, s.datty, a.qkv, a.atty, a.att, B, T, Cl, NHl, KVHl);
-    k_.rope_backward(d.qkv, d.qkv, rope_.data(), B, T, NHl + KVHl, cfg_.head_size(), QKV);
+    k_.attention_backward(d.qkv, s.datt, s.datty, a.qkv, a.atty, a.att, doc_pos(), B, T, Cl, NHl, KVHl);
+    k_.rope_backward(d.qkv, d.qkv, rope_.data(), doc_pos(), B, T, NHl + KVHl, cfg_.head_size(), QKV);
   }
   gemm_backward<A>(pass, s.dln, g.qkvw, nullptr, d.qkv, a.ln1, p.qkvw, N, C, QKV);
   if (input) {

@@ -138,7 +138,8 @@ struct Run {
     ++res.documents;
     tokenizer::encode_document(
         enc, [&](char* buf, size_t n) { return in.read(buf, n); }, r.window,
-        [&](std::span<const uint32_t> tokens, size_t) {
+        [&](std::span<const uint32_t> tokens, size_t bytes) {
+          res.text_bytes += static_cast<int64_t>(bytes);
           out.append(tokens);
           tick(in.file_bytes_read());
         });
@@ -178,6 +179,7 @@ struct Run {
       }
       b->text.append(line.text);
       b->ends.push_back(b->text.size());
+      res.text_bytes += static_cast<int64_t>(line.text.size());
     }
     return true;
   }
