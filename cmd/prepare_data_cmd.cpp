@@ -71,7 +71,8 @@ Action add_prepare_data(CLI::App& parent) {
                   "Megatron dataset PREFIX.bin + PREFIX.idx; the tokenizer goes beside the data file in "
                   "DATA.tokenizer")
       ->required()->option_text("FILE");
-  sub->add_option("--format", *format, "Output format: auto (megatron when --out ends in .idx, else llmc), llmc, megatron")
+  sub->add_option("--format", *format,
+                  "Output format: auto (megatron when --out ends in .idx, else llmc), llmc, megatron")
       ->check(one_of({"auto", "llmc", "megatron"}))->capture_default_str();
   sub->add_option("--input-format", *input_format,
                   "What the inputs hold: auto (JSON Lines when named .jsonl, .ndjson or .json, each possibly with .gz "

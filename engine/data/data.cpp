@@ -182,8 +182,9 @@ std::unique_ptr<DataSet> DataSet::open(const spec::JobSpec& spec) {
     spec::JobSpec held = spec;
     held.data.valid.clear();  // the synthetic data always holds out its tail
     d->build(held);
-    d->description_ = fmt::format("data: {} (seed {}); {} train / {} validation tokens", describe_synthetic(grammar, stats),
-                                  data.synthetic.seed, d->train_tokens_, d->valid_tokens_);
+    d->description_ = fmt::format("data: {} (seed {}); {} train / {} validation tokens",
+                                  describe_synthetic(grammar, stats), data.synthetic.seed, d->train_tokens_,
+                                  d->valid_tokens_);
   } else if (data.source == spec::DataSource::kFiles) {
     if (data.train.empty())
       throw UserError("data.train: no token files given (data.source is 'files'; list one or more files made by "
@@ -222,7 +223,8 @@ std::unique_ptr<DataSet> DataSet::open(const spec::JobSpec& spec) {
   if (const char* dir = std::getenv("HOLMES_TEST_DATA_TRACE"); dir && *dir) {
     const std::string path = fmt::format("{}/trace-{}.txt", dir, ::getpid());
     d->trace_ = std::fopen(path.c_str(), "a");
-    if (!d->trace_) throw UserError(fmt::format("HOLMES_TEST_DATA_TRACE: cannot write {}: {}", path, std::strerror(errno)));
+    if (!d->trace_)
+      throw UserError(fmt::format("HOLMES_TEST_DATA_TRACE: cannot write {}: {}", path, std::strerror(errno)));
     d->train_->set_trace(d->trace_);
   }
   return d;

@@ -438,7 +438,8 @@ double Trainer::evaluate() {
     double mean[1] = {counts_loss() ? sum / count : 0.0};
     groups_->sum_over_job(mean);
     groups_->sum_over_replicas(mean);
-    only = mean[0] / c_.data_size() * loss_factor(one, 0, static_cast<int64_t>(std::max(1, t.eval_steps)) * t.global_batch);
+    const int64_t sequences = static_cast<int64_t>(std::max(1, t.eval_steps)) * t.global_batch;
+    only = mean[0] / c_.data_size() * loss_factor(one, 0, sequences);
     source_losses_.emplace_back(source.name, only);
     weighted += source.weight * only;
     weights += source.weight;

@@ -3,7 +3,8 @@
 # its two JSON Lines sources (gzip and zstd) from this machine's text and tokenizes them into a
 # Megatron dataset and an llm.c file; the config then trains (a few steps here) on their 70/30
 # mixture with document masking, logs the validation loss of each source (val_loss/prose,
-# val_loss/code in metrics.jsonl) and the report page draws them.
+# val_loss/code in metrics.jsonl) and the report page draws them. The same job on a 2-stage
+# pipeline (the later stage needs the documents' positions too) gives the same losses.
 # Usage: config_mixture.sh <holmes-train> <source dir>
 set -u
 bin=$(readlink -f "$1")
@@ -40,5 +41,20 @@ print("validation by source:", rows[-1])
 PY
 "$bin" report "$tmp/runs/llama-tiny-mixture" --out "$tmp/report.html" >"$tmp/report.log" 2>&1 || bad "report" "$tmp/report.log"
 grep -q 'data-series="validation loss, code"' "$tmp/report.html" || bad "the report page has no curve of the code source"
+# Two pipeline stages: every stage reads the micro-batch's positions; losses as in one process.
+timeout 300 "$bin" --config "$src/configs/llama-tiny-mixture.yaml" --set train.steps=4 --set train.eval_interval=2 \
+  --set train.eval_steps=1 --set train.seq_len=64 --set cluster.device_tflops=1 --set job.output_dir=pp2 \
+  --set parallel.pipeline=2 --set parallel.tensor=1 --set parallel.data=1 --nproc-per-node 2 >"$tmp/pp2.log" 2>&1 ||
+  bad "the config on 2 pipeline stages" "$tmp/pp2.log"
+/usr/bin/python3 - "$tmp/runs/llama-tiny-mixture/metrics.jsonl" "$tmp/pp2/metrics.jsonl" <<'PY' || fail=1
+import json, sys
+def losses(p):
+    return [(r["step"], r.get("loss", r.get("val_loss"))) for r in map(json.loads, open(p)) if "loss" in r or "val_loss" in r]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+assert [s for s, _ in a] == [s for s, _ in b], f"FAIL rows {a} vs {b}"
+worst = max(abs(x - y) / abs(x) for (_, x), (_, y) in zip(a, b))
+assert worst < 1e-5, f"FAIL 2 pipeline stages: largest relative loss difference {worst:.2e}"
+print(f"2 pipeline stages: losses within {worst:.1e} of one process")
+PY
 [ "$fail" -eq 0 ] && echo PASS
 exit "$fail"
