@@ -63,7 +63,7 @@ void expect_sequence(const Docs& d, int64_t offset, int T, const int32_t* positi
 
 }  // namespace
 
-TEST_CASE("positions restart at each document token of an llm.c file; starts' targets masked") {
+TEST_CASE("positions restart at each document token of an llm.c file, starts' targets masked") {
   const Docs d = make_docs(400, 1, 256);
   std::vector<uint16_t> ids(d.flat.begin(), d.flat.end());
   const int T = 32;
