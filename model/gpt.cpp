@@ -334,16 +334,6 @@ std::vector<float> Gpt::read_params() const {
   return host;
 }
 
-double Gpt::flops_per_step(const GptConfig& cfg, int B, int T) {
-  const double N = static_cast<double>(B) * T, C = cfg.hidden;
-  const double Cl = cfg.local_channels(), Fl = cfg.local_mlp();
-  // qkv, attention output, MLP (gpt2: fc, proj; llama: gate, up, down).
-  const double layer_weights = cfg.local_qkv() * C + Cl * C + (cfg.is_llama() ? 3 : 2) * Fl * C;
-  double fwd = cfg.num_stage_layers() * (2 * N * layer_weights + 4.0 * B * T * T * Cl);
-  if (cfg.has_head) fwd += 2 * N * C * cfg.local_vocab();
-  return 3 * fwd;  // backward costs twice the forward
-}
-
 // Used by the block and backward files too.
 template void Gpt::tp_sum<float>(float*, size_t);
 template void Gpt::tp_sum<bf16>(bf16*, size_t);

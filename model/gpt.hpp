@@ -36,42 +36,15 @@
 #include <string>
 #include <vector>
 
+#include "model/activation_policy.hpp"
 #include "model/backend.hpp"
 #include "model/bf16.hpp"
+#include "model/counts.hpp"
 #include "model/gpt_config.hpp"
 #include "model/param_layout.hpp"
 #include "model/tp_comm.hpp"
 
 namespace holmes::model {
-
-// What a block keeps for its backward (train.recompute; docs/training.md has the memory per mode):
-//   kNone       every activation of every layer, per micro-batch in flight;
-//   kSelective  the GEMM outputs (qkv, the MLP's pre-activation), the residual stream (res2,
-//               res3) and, for a fused attention (no probabilities kept), its output and state.
-//               The norms, the MLP's activation function and an unfused attention's softmax are
-//               replayed from those before the layer's backward (Korthikanti et al. 2022);
-//   kFull       the layer's output only (the next layer's input): the layer's forward is replayed
-//               before its backward, all but its last GEMM, which the backward does not read.
-// What is replayed goes into one layer's buffers that every layer and slot share, so memory
-// no longer grows with layers x micro-batches for them. The replay runs the forward's own
-// kernels on the same inputs, so its values are the forward's bit for bit (deterministic
-// kernels; the TP sums a full replay repeats are too).
-enum class Recompute { kNone, kSelective, kFull };
-const char* recompute_name(Recompute r);  // "none", "selective", "full"
-
-struct ActivationPolicy {
-  Recompute recompute = Recompute::kNone;
-  // The backward of a micro-batch runs as two passes a schedule may separate (zero-bubble,
-  // arXiv 2401.10241): B (backward with Pass::kInput: every input gradient, the norms' weight
-  // gradients) and W (backward_weights: the GEMMs' weight gradients and the embedding's).
-  // Each layer then keeps the gradients of its GEMM outputs from B to W in its slot. Such a
-  // model still runs a whole backward (Pass::kAll) as one pass, for a W that would follow its
-  // B at once.
-  bool split_backward = false;
-};
-
-// Which part of a micro-batch's backward a call runs: both, or B / W of split_backward.
-enum class Pass { kAll, kInput, kWeights };
 
 class Gpt {
  public:
@@ -185,10 +158,9 @@ class Gpt {
   // Of those, the bytes one layer keeps per slot (the memory model's per-layer figure).
   size_t layer_slot_bytes() const;
   Backend& backend() const { return backend_; }
-  // Model FLOPs of one forward+backward over B*T tokens on this shard (matmuls+attention).
-  double flops_per_step(int B, int T) const { return flops_per_step(cfg_, B, T); }
-  // The same for any (finalized) shard config, e.g. the whole model's.
-  static double flops_per_step(const GptConfig& cfg, int B, int T);
+  // Model FLOPs of one forward+backward over B*T tokens on this shard (matmuls+attention;
+  // model::shard_train_flops).
+  double flops_per_step(int B, int T) const { return shard_train_flops(cfg_, B, T); }
 
  private:
   template <class A> struct LayerParams;  // pointers into a flat buffer for one GPT-2 layer

@@ -143,16 +143,4 @@ int64_t ParamLayout::shard_offset(const ParamTensor& t, int64_t full_index) {
   return static_cast<int64_t>(t.offset) + local;
 }
 
-int64_t full_model_params(const GptConfig& cfg) {
-  const int64_t C = cfg.hidden, L = cfg.layers, V = cfg.vocab;
-  if (cfg.is_llama()) {
-    // q, o C^2 each; k, v C KV each; gate, up, down C F each; 2 RMSNorm weights C.
-    const int64_t KV = int64_t{cfg.kv_heads} * cfg.head_size(), F = cfg.ffn_hidden;
-    const int64_t per_layer = 2 * C * C + 2 * C * KV + 3 * C * F + 2 * C;
-    return V * C * (cfg.tie_embeddings ? 1 : 2) + L * per_layer + C;
-  }
-  const int64_t per_layer = 12 * C * C + 13 * C;  // qkv 3C^2+3C, proj C^2+C, fc 4C^2+4C, proj 4C^2+C, 2 LN 4C
-  return V * C + static_cast<int64_t>(cfg.max_seq_len) * C + L * per_layer + 2 * C;
-}
-
 }  // namespace holmes::model

@@ -110,8 +110,4 @@ struct RoleNames {
 };
 RoleNames role_names(const GptConfig& cfg);
 
-// Parameter count of the full model (unpadded vocabulary, a tied head counted once), for
-// reporting.
-int64_t full_model_params(const GptConfig& cfg);
-
 }  // namespace holmes::model

@@ -272,8 +272,8 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
   plan.device_kind = in.cuda ? "cuda" : "cpu";
   plan.params_total = total_params(best.work.shape, plan.tp);
   plan.params_model = model_params(best.work.shape);
-  if (best.work.shape.llama()) {
-    const GptShape& m = best.work.shape;
+  if (best.work.shape.is_llama()) {
+    const model::GptConfig& m = best.work.shape;
     plan.model = fmt::format("llama L={} C={} NH={}/KVH={} F={} V={}{}", m.layers, m.hidden, m.heads, m.kv_heads,
                              m.ffn_hidden, m.vocab, m.tie_embeddings ? " tied head" : "");
   }

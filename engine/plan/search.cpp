@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "common/format.hpp"
+#include "engine/spec/model_config.hpp"
 #include "engine/plan/groups.hpp"
 #include "engine/plan/partition.hpp"
 #include "common/errors.hpp"
@@ -38,7 +39,7 @@ std::string describe(int value) { return value == spec::kAuto ? "auto" : std::to
       "must equal {}, and train.global_batch = {} must be divisible by train.micro_batch = {} x data",
       describe(p.tensor), describe(p.pipeline), describe(p.data), in.world, s.model.heads,
       s.model.is_llama() ? fmt::format(", model.kv_heads = {} and model.ffn_hidden = {}", s.model.resolved_kv_heads(),
-                                       shape_of(s.model).ffn_hidden)
+                                       spec::model_config(s.model).ffn_hidden)
                          : "",
       s.model.layers, in.world, s.train.global_batch, describe(s.train.micro_batch)));
 }
@@ -48,8 +49,8 @@ std::string describe(int value) { return value == spec::kAuto ? "auto" : std::to
 bool tp_divides_model(const spec::ModelSection& m, int t) {
   if (m.heads % t != 0) return false;
   if (!m.is_llama()) return true;
-  const GptShape shape = shape_of(m);
-  return shape.kv_heads % t == 0 && shape.ffn_hidden % t == 0;
+  const model::GptConfig c = spec::model_config(m);
+  return c.kv_heads % t == 0 && c.ffn_hidden % t == 0;
 }
 
 std::vector<int> micro_batch_options(const spec::JobSpec& s, int dp) {
@@ -98,7 +99,7 @@ Evaluated score(const SearchInput& in, const Facts& facts, const Degrees& deg, L
   Evaluated ev;
   ev.deg = deg;
   ev.work.activation = mode;
-  ev.work.shape = shape_of(s.model);
+  ev.work.shape = spec::model_config(s.model);
   ev.work.seq_len = s.train.seq_len;
   ev.work.micro_batch = deg.micro_batch;
   ev.work.global_batch = s.train.global_batch;

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/errors.hpp"
+#include "model/counts.hpp"
 #include "model/gpt_config.hpp"
 #include "model/param_layout.hpp"
 
@@ -18,7 +19,7 @@ TEST_CASE("vocabulary padding: multiple of 128, or of 64*tp when larger", "[mode
 TEST_CASE("GPT-2 124M layout: sizes, names, decay flags", "[model][layout]") {
   const GptConfig cfg = GptConfig::gpt2(12, 768, 12, 50257, 1024);
   const ParamLayout layout(cfg);
-  CHECK(full_model_params(cfg) == 124439808);
+  CHECK(model_params(cfg) == 124439808);
   CHECK(layout.size() == static_cast<size_t>(124439808 + (50304 - 50257) * 768));
   CHECK(layout.tensors().size() == 2 + 12 * 12 + 2);
   CHECK(layout.tensors().front().name == "wte");

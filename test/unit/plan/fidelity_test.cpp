@@ -24,7 +24,7 @@ namespace {
 
 hp::Workload workload(bool bf16) {
   hp::Workload w;
-  w.shape = hp::GptShape{8, 256, 8, 1000, 128};
+  w.shape = holmes::model::GptConfig::gpt2(8, 256, 8, 1000, 128);
   w.seq_len = 128;
   w.micro_batch = 2;
   w.micro_batches = 4;
