@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "model/architecture.hpp"
+
 namespace holmes::model {
 
 bool kept_in_slot(const LayerBuffer& b, const ActivationPolicy& policy, bool attention_probabilities) {
@@ -16,50 +18,17 @@ bool kept_in_slot(const LayerBuffer& b, const ActivationPolicy& policy, bool att
   return true;
 }
 
-namespace {
-
-// GPT-2 and Llama blocks: pre-norm, fused q/k/v GEMM, attention, output GEMM; pre-norm, MLP
-// in (gpt2 c_fc of Fl; llama gate | up, 2 Fl), activation, MLP out. Their per-layer buffers in
-// the order the blocks index them (model/gpt_buffers.hpp LayerBuf).
-BlockCounts decoder_block_counts(const GptConfig& c) {
-  const int64_t C = c.hidden, Cl = c.local_channels(), Fl = c.local_mlp(), QKV = c.local_qkv();
-  const bool llama = c.is_llama();
-  BlockCounts b;
-  // gpt2: ln1 2C, qkv 3Cl C + 3Cl, proj C Cl + C, ln2 2C, fc Fl C + Fl, fc-proj C Fl + C;
-  // llama: two RMSNorms C, q k v (Cl + 2 KVl) C, o C Cl, gate and up 2 Fl C, down C Fl.
-  b.params = llama ? 2 * C + QKV * C + C * Cl + 3 * Fl * C : 4 * C + QKV * C + QKV + C * Cl + C + 2 * Fl * C + Fl + C;
-  b.gemm_weights = QKV * C + Cl * C + (llama ? 3 : 2) * Fl * C;
-  b.replay_skipped = C * Fl;  // the MLP's last GEMM: the backward never reads its output
-  b.attention_channels = Cl;
-  b.tp_sums = 4;  // attention out and MLP out forward, the two norms' input gradients backward
-  return b;
-}
-
-std::vector<LayerBuffer> decoder_layer_buffers(const GptConfig& c, int64_t N, const AttentionPlan& att) {
-  const int64_t C = c.hidden, Cl = c.local_channels(), Fl = c.local_mlp(), QKV = c.local_qkv();
-  const bool llama = c.is_llama();
-  const int64_t means = llama ? 0 : N, mlp_in = llama ? 2 * Fl : Fl;
-  using K = Keep;
-  return {{N * C, false, K::kReplayed},       {means, true, K::kReplayed},          {N, true, K::kReplayed},
-          {N * QKV, false, K::kSelective},    {N * Cl, false, K::kAttention},
-          {static_cast<int64_t>(att.state_floats), true, K::kAttention},          {N * C, false, K::kSelective},
-          {N * C, false, K::kReplayed},       {means, true, K::kReplayed},          {N, true, K::kReplayed},
-          {N * mlp_in, false, K::kSelective}, {N * Fl, false, K::kReplayed},       {N * C, false, K::kOutput},
-          {N * C, false, K::kWeightGrad, true}, {N * mlp_in, false, K::kWeightGrad}, {N * C, false, K::kWeightGrad, true},
-          {N * QKV, false, K::kWeightGrad}};
-}
-
-}  // namespace
-
-BlockCounts block_counts(const GptConfig& cfg) { return decoder_block_counts(cfg); }
+BlockCounts block_counts(const GptConfig& cfg) { return cfg.architecture().block_counts(cfg); }
 
 std::vector<LayerBuffer> layer_buffers(const GptConfig& cfg, int64_t N, const AttentionPlan& att) {
-  return decoder_layer_buffers(cfg, N, att);
+  return cfg.architecture().layer_buffers(cfg, N, att);
 }
 
-int64_t position_params(const GptConfig& cfg) { return cfg.is_llama() ? 0 : int64_t{cfg.max_seq_len} * cfg.hidden; }
+int64_t position_params(const GptConfig& cfg) {
+  return cfg.architecture().role_names(cfg).positions.empty() ? 0 : int64_t{cfg.max_seq_len} * cfg.hidden;
+}
 
-NormKind final_norm(const GptConfig& cfg) { return cfg.is_llama() ? NormKind::kRmsNorm : NormKind::kLayerNorm; }
+NormKind final_norm(const GptConfig& cfg) { return cfg.architecture().final_norm(); }
 
 int64_t padded_vocab(int64_t vocab, int tp) {
   const int64_t multiple = std::max<int64_t>(128, int64_t{64} * tp);

@@ -58,7 +58,7 @@ struct LayerBuffer {
 // working buffer every layer shares holds it: replayed before the backward, or unused).
 bool kept_in_slot(const LayerBuffer& b, const ActivationPolicy& policy, bool attention_probabilities);
 
-// ---- what the architecture says (model.arch) ----
+// ---- what the architecture says (model.arch; architecture.hpp) ----
 BlockCounts block_counts(const GptConfig& cfg);  // of cfg's shard
 // The per-layer buffers of cfg's shard for a micro-batch of N rows and attention `att`
 // (Kernels::plan_attention), in the order the architecture's block indexes them.

@@ -1,5 +1,7 @@
-// The model a job spec describes: model.* as a finalized model::GptConfig (the whole model:
-// tp = 1, one stage). The planner counts it (model/counts.hpp), the trainer shards it.
+// The model a job spec describes: model.* as a model::GptConfig (the whole model: tp = 1, one
+// stage) of its architecture, with the options that architecture reads (model::ConfigOption)
+// taken from the spec and the others left at the model's defaults. The planner counts it
+// (model/counts.hpp), the trainer shards it.
 #pragma once
 
 #include "engine/spec/job_spec.hpp"
@@ -7,8 +9,10 @@
 
 namespace holmes::spec {
 
-// Throws holmes::UserError (model config: KEY = VALUE is invalid; expected ...) for a model
-// the architecture does not run; a validated spec (validate.hpp) gives none.
+// Finalized. Throws holmes::UserError (model config: KEY = VALUE is invalid; expected ...) for a
+// model the architecture does not run; a validated spec (validate.hpp) gives none.
 model::GptConfig model_config(const ModelSection& m);
+// The same before finalize(): sizes as the spec gives them (0 left open), for validation.
+model::GptConfig raw_model_config(const ModelSection& m);
 
 }  // namespace holmes::spec

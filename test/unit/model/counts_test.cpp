@@ -9,6 +9,8 @@
 #include "model/counts.hpp"
 #include "model/gpt_config.hpp"
 #include "model/param_layout.hpp"
+#include "model/gpt2/gpt2.hpp"
+#include "model/llama/llama.hpp"
 
 using namespace holmes::model;
 
@@ -73,7 +75,7 @@ TEST_CASE("counts: gpt2's equal its layout for a grid of shapes and tensor-paral
     for (int hidden : {64, 96, 768})
       for (int vocab : {257, 1000, 50257})
         for (int tp : {1, 2, 4}) {
-          check_counts(GptConfig::gpt2(layers, hidden, 4, vocab, 128), tp);
+          check_counts(gpt2::config(layers, hidden, 4, vocab, 128), tp);
           ++checked;
         }
   CHECK(checked == 81);
@@ -88,7 +90,7 @@ TEST_CASE("counts: llama's equal its layout (grouped-query heads, derived MLP wi
         for (bool tied : {false, true})
           for (int tp : {1, 2}) {
             if (kv % tp != 0) continue;
-            GptConfig c = GptConfig::llama(layers, hidden, heads, kv, ffn, 1000, 128);
+            GptConfig c = llama::config(layers, hidden, heads, kv, ffn, 1000, 128);
             c.tie_embeddings = tied;
             c.finalize();
             check_counts(c, tp);
@@ -98,9 +100,9 @@ TEST_CASE("counts: llama's equal its layout (grouped-query heads, derived MLP wi
 }
 
 TEST_CASE("counts: GPT-2 124M and Llama 3 8B as published", "[model][counts]") {
-  CHECK(model_params(GptConfig::gpt2(12, 768, 12, 50257, 1024)) == 124'439'808);
-  CHECK(model_params(GptConfig::llama(32, 4096, 32, 8, 14336, 128256, 8192)) == 8'030'261'248);
+  CHECK(model_params(gpt2::config(12, 768, 12, 50257, 1024)) == 124'439'808);
+  CHECK(model_params(llama::config(32, 4096, 32, 8, 14336, 128256, 8192)) == 8'030'261'248);
   // Llama 2 7B: ffn_hidden 0 gives 11008 (2/3 x 4 x 4096 = 10922.7, rounded up to 256).
-  CHECK(GptConfig::llama(32, 4096, 32, 32, 0, 32000, 4096).ffn_hidden == 11008);
-  CHECK(model_params(GptConfig::llama(32, 4096, 32, 32, 0, 32000, 4096)) == 6'738'415'616);
+  CHECK(llama::config(32, 4096, 32, 32, 0, 32000, 4096).ffn_hidden == 11008);
+  CHECK(model_params(llama::config(32, 4096, 32, 32, 0, 32000, 4096)) == 6'738'415'616);
 }

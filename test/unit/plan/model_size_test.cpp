@@ -12,6 +12,8 @@
 #include "model/cpu/host_memory.hpp"
 #include "model/gpt.hpp"
 #include "model/gpt_config.hpp"
+#include "model/gpt2/gpt2.hpp"
+#include "model/llama/llama.hpp"
 
 using namespace holmes;
 
@@ -40,8 +42,8 @@ TEST_CASE("model size: the activation bytes per layer, per slot and replayed are
   const std::pair<R, model::Recompute> modes[] = {{R::kNone, model::Recompute::kNone},
                                                   {R::kSelective, model::Recompute::kSelective},
                                                   {R::kFull, model::Recompute::kFull}};
-  const model::GptConfig llama = model::GptConfig::llama(4, 64, 4, 2, 96, 300, 64);
-  const model::GptConfig gpt2 = model::GptConfig::gpt2(4, 64, 4, 300, 64);
+  const model::GptConfig llama = model::llama::config(4, 64, 4, 2, 96, 300, 64);
+  const model::GptConfig gpt2 = model::gpt2::config(4, 64, 4, 300, 64);
   for (const model::GptConfig& config : {llama, gpt2})
     for (int tp : {1, 2})
       for (const auto& [spec_mode, model_mode] : modes)
