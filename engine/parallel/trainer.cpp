@@ -14,29 +14,11 @@
 
 #include "common/errors.hpp"
 #include "engine/parallel/cpu_clock.hpp"
+#include "engine/spec/model_config.hpp"
 
 namespace holmes::parallel {
 
-model::GptConfig gpt_config_of(const spec::JobSpec& spec) {
-  const auto& m = spec.model;
-  model::GptConfig cfg;
-  if (m.is_llama()) {
-    cfg.arch = model::Arch::kLlama;
-    cfg.kv_heads = m.kv_heads;
-    cfg.ffn_hidden = m.ffn_hidden;
-    cfg.ffn_multiple = m.ffn_multiple;
-    cfg.rope_theta = m.rope_theta;
-    cfg.norm_eps = static_cast<float>(m.norm_eps);
-    cfg.tie_embeddings = m.tie_embeddings;
-  }
-  cfg.layers = m.layers;
-  cfg.hidden = m.hidden;
-  cfg.heads = m.heads;
-  cfg.vocab = m.vocab_size;
-  cfg.max_seq_len = m.max_seq_len;
-  cfg.finalize();
-  return cfg;
-}
+model::GptConfig gpt_config_of(const spec::JobSpec& spec) { return spec::model_config(spec.model); }
 
 LrConfig lr_config_of(const spec::JobSpec& spec) {
   const auto& t = spec.train;
@@ -238,7 +220,7 @@ std::string Trainer::numerics() const {
 double Trainer::flops_per_token() const {
   const auto& t = spec_.train;
   const model::GptConfig full = gpt_config_of(spec_);
-  return model::Gpt::flops_per_step(full, t.micro_batch, t.seq_len) / (static_cast<double>(t.micro_batch) * t.seq_len);
+  return model::shard_train_flops(full, t.micro_batch, t.seq_len) / (static_cast<double>(t.micro_batch) * t.seq_len);
 }
 
 void Trainer::agree(StepStats& s) {

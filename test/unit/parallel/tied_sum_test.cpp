@@ -13,6 +13,7 @@
 #include "engine/parallel/dist_optimizer.hpp"
 #include "test/support/dist_test_util.hpp"
 #include "test/support/same_runs.hpp"
+#include "model/gpt2/gpt2.hpp"
 
 using namespace holmes;
 using namespace holmes::parallel;
@@ -21,7 +22,7 @@ using holmes::spec::Schedule;
 
 namespace {
 
-model::GptConfig four_layers() { return model::GptConfig::gpt2(4, 32, 4, 97, 16); }
+model::GptConfig four_layers() { return model::gpt2::config(4, 32, 4, 97, 16); }
 
 std::vector<int> ids(int n, int V, int salt) {
   std::vector<int> v(n);
