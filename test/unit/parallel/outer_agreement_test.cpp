@@ -41,6 +41,11 @@ class ThreadRecordingGroup final : public comm::ProcessGroup {
   }
   void broadcast(std::span<float> d, int root, const comm::OpOptions& o = {}) override { inner_->broadcast(d, root, o); }
   void send_recv(std::span<const comm::P2POp> ops, const comm::OpOptions& o = {}) override { inner_->send_recv(ops, o); }
+  using comm::ProcessGroup::all_to_all_v;
+  void all_to_all_v(void* out, std::span<const size_t> out_counts, const void* in, std::span<const size_t> in_counts,
+                    comm::DType dtype, const comm::OpOptions& o = {}) override {
+    inner_->all_to_all_v(out, out_counts, in, in_counts, dtype, o);
+  }
   void barrier(const comm::OpOptions& o = {}) override { inner_->barrier(o); }
   std::vector<std::thread::id> threads() {
     std::lock_guard<std::mutex> lock(mutex_);

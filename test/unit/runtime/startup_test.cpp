@@ -284,6 +284,9 @@ class AbortRecorder final : public comm::ProcessGroup {
   void all_gather(std::span<float>, std::span<const float>, const comm::OpOptions&) override {}
   void broadcast(std::span<float>, int, const comm::OpOptions&) override {}
   void send_recv(std::span<const comm::P2POp>, const comm::OpOptions&) override {}
+  using comm::ProcessGroup::all_to_all_v;
+  void all_to_all_v(void*, std::span<const size_t>, const void*, std::span<const size_t>, comm::DType,
+                    const comm::OpOptions&) override {}
   void barrier(const comm::OpOptions&) override {}
   void abort() noexcept override { ++aborts_; }
 
