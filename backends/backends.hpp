@@ -20,6 +20,7 @@ struct GpuSummary {
   int count = 0;
   std::string name;        // of GPU 0
   double memory_gb = 0;    // of GPU 0
+  int cc_major = 0, cc_minor = 0;  // compute capability of GPU 0
 };
 GpuSummary local_gpus(std::string* why = nullptr);
 

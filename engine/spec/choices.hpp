@@ -20,7 +20,7 @@ enum class ModelArch { kGpt2, kLlama };                   // model.arch (model/g
 enum class DataSource { kSynthetic, kFiles };             // data.source
 enum class DataFormat { kAuto, kLlmc, kRawUint16, kMegatron };  // data.format
 enum class LrSchedule { kCosine, kLinear, kConstant };    // train.lr_schedule
-enum class Precision { kAuto, kBf16, kFp32 };             // train.precision
+enum class Precision { kAuto, kBf16, kFp32, kFp8 };      // train.precision
 enum class Placement { kHolmes, kNaive, kMegatron };      // parallel.placement
 enum class PartitionKind { kAuto, kUniform, kList };      // parallel.partition
 enum class Schedule { kAuto, k1f1b, kZbH1, kInterleaved };  // parallel.schedule
@@ -50,7 +50,8 @@ HOLMES_CHOICES(DataFormat, {DataFormat::kAuto, "auto"}, {DataFormat::kLlmc, "llm
                {DataFormat::kRawUint16, "raw-uint16"}, {DataFormat::kMegatron, "megatron"})
 HOLMES_CHOICES(LrSchedule, {LrSchedule::kCosine, "cosine"}, {LrSchedule::kLinear, "linear"},
                {LrSchedule::kConstant, "constant"})
-HOLMES_CHOICES(Precision, {Precision::kAuto, "auto"}, {Precision::kBf16, "bf16"}, {Precision::kFp32, "fp32"})
+HOLMES_CHOICES(Precision, {Precision::kAuto, "auto"}, {Precision::kBf16, "bf16"}, {Precision::kFp32, "fp32"},
+               {Precision::kFp8, "fp8"})
 HOLMES_CHOICES(Placement, {Placement::kHolmes, "holmes"}, {Placement::kNaive, "naive"},
                {Placement::kMegatron, "megatron"})
 HOLMES_CHOICES(PartitionKind, {PartitionKind::kAuto, "auto"}, {PartitionKind::kUniform, "uniform"},

@@ -281,7 +281,9 @@ std::vector<Field> make_schema() {
                    "Clip the global gradient norm to this; 0 disables."));
   f.push_back(choice("train.precision", HOLMES_REF(train.precision),
                      "Weights copy and activations: bf16 (fp32 master weights, gradients, AdamW moments and "
-                     "accumulation) or fp32; auto is bf16 on GPUs, fp32 on CPUs."));
+                     "accumulation), fp32, or fp8: bf16 with the linear layers' GEMMs in FP8 (E4M3 weights and "
+                     "activations, E5M2 gradients, per-tensor current scaling) on GPUs of compute capability 8.9 or "
+                     "newer; auto is bf16 on GPUs, fp32 on CPUs."));
   f.push_back(choice("train.recompute", HOLMES_REF(train.recompute),
                      "What a transformer block keeps for its backward: none (every activation), selective (the "
                      "GEMM outputs and residual stream; norms, the MLP activation and an unfused attention's "
