@@ -43,7 +43,7 @@ double ethernet_transfer_s(Transport t, double bytes, const LinkCost& link) {
 
 std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const Layout& lay) {
   const RankGrid& g = lay.grid;
-  int tp = g.degree(kTp), pp = g.degree(kPp), dp = g.degree(kDp);
+  int tp = g.degree(Axis::kTp), pp = g.degree(Axis::kPp), dp = g.degree(Axis::kDp);
   auto node = [&](int t, int s, int r) { return d.node_of[lay.rank(Coords{t, s, r})]; };
   std::vector<StageCost> out(pp);
   std::vector<int> ring;

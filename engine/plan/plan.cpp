@@ -23,19 +23,6 @@
 
 namespace holmes::plan {
 
-const char* to_string(GroupKind kind) {
-  switch (kind) {
-    case GroupKind::kTp: return "tp";
-    case GroupKind::kPp: return "pp";
-    case GroupKind::kDp: return "dp";
-    case GroupKind::kEmbedding: return "embedding";
-    case GroupKind::kWorld: return "world";
-    case GroupKind::kOuter: return "outer";
-    case GroupKind::kPpHop: return "pp-hop";
-  }
-  return "?";
-}
-
 const char* to_string(Transport kind) {
   switch (kind) {
     case Transport::kNcclIb: return "nccl-ib";
@@ -87,13 +74,13 @@ void add_crossing_warnings(const Plan& plan, std::vector<std::string>& out) {
   constexpr int kListed = 8;
   int listed = 0, total = 0;
   for (const auto& g : plan.groups) {
-    bool bad = (g.kind == GroupKind::kTp && g.crosses_nodes) || (g.kind == GroupKind::kDp && g.crosses_islands);
+    bool bad = (g.kind == kTpGroup && g.crosses_nodes) || (g.kind == kDpGroup && g.crosses_islands);
     if (!bad) continue;
     ++total;
     if (listed++ < kListed)
       out.push_back(fmt::format("{} group {} (ranks {}..{}, {} members) crosses {} over {}", to_string(g.kind),
                                 g.index, g.ranks.front(), g.ranks.back(), g.ranks.size(),
-                                g.kind == GroupKind::kTp ? "nodes" : "islands", to_string(g.link)));
+                                g.kind == kTpGroup ? "nodes" : "islands", to_string(g.link)));
   }
   if (total > kListed) out.push_back(fmt::format("... and {} more groups that cross slow links", total - kListed));
 }
@@ -170,7 +157,7 @@ void fill_memory(const SearchInput& in, const Evaluated& best, Plan& plan) {
   std::vector<RankMemory> per_stage;
   for (int s = 0; s < plan.pp; ++s) per_stage.push_back(best.stages[s].memory(best.work, plan.pp, best.layers[s]));
   for (int r = 0; r < in.world; ++r) {
-    RankMemory m = per_stage[plan.ranks[r].pp];
+    RankMemory m = per_stage[plan.ranks[r].at[Axis::kPp]];
     m.rank = r;
     m.capacity = in.facts.nodes[in.table.node_of[r]].memory_bytes * kUsableMemoryFraction;
     plan.memory.push_back(m);
@@ -245,7 +232,7 @@ LinkCost rank_link(const spec::JobSpec& spec, const topo::ClusterTopology& topol
   std::vector<std::vector<int>> pipes;
   int mine = -1;
   for (const Group& g : plan.groups) {
-    if (g.kind != GroupKind::kPp) continue;
+    if (g.kind != kPpGroup) continue;
     const auto has = [&](int r) { return std::find(g.ranks.begin(), g.ranks.end(), r) != g.ranks.end(); };
     if (has(a) && has(b)) mine = static_cast<int>(pipes.size());
     pipes.emplace_back();
@@ -291,8 +278,7 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
   plan.island_order = best.layout.island_order;
   fill_islands(in, topology, plan);
   for (int r = 0; r < in.world; ++r) {
-    Coords c = best.layout.coords(r);
-    plan.ranks.push_back(RankInfo{r, in.table.node_of[r], in.table.local_of[r], c.tp, c.pp, c.dp});
+    plan.ranks.push_back(RankInfo{r, in.table.node_of[r], in.table.local_of[r], best.layout.coords(r)});
   }
   fill_stages(in, best, plan);
   // auto chooses for the pipeline's message: a micro-batch's fp32 activations (B x T x C).

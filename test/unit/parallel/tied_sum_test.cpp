@@ -119,7 +119,7 @@ TEST_CASE("tied embedding: the last stage gets through its gradient norm before 
   run_threads(2, [&](int p) {
     RankGroups groups = groups_for(job, g, 0, 0, p);
     auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
-    ParallelGroups pg(coords_of(g, 0, 0, p), comms_of(groups), {}, *backend.memory);
+    ParallelGroups pg(place_of(g, 0, 0, p), comms_of(groups), *backend.memory);
     model::Gpt gpt(full.shard(1, 0, 2 * p, 2), backend, B, T);
     gpt.init_weights(11 + p);
     DistOptimizer opt(gpt, pg);

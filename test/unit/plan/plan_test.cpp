@@ -212,7 +212,7 @@ TEST_CASE("auto degrees on three islands: fits, invariants, parts add up, hash s
   CHECK(e.step_time_s == Approx(e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s + e.log_s + e.sums_s + e.quota_s));
   CHECK(e.naive_step_time_s >= e.step_time_s * 0.999);
   for (const auto& g : p.groups)
-    if (g.kind == hp::GroupKind::kDp || g.kind == hp::GroupKind::kTp) CHECK_FALSE(g.crosses_islands);
+    if (g.kind == hp::kDpGroup || g.kind == hp::kTpGroup) CHECK_FALSE(g.crosses_islands);
   CHECK(hp::plan_hash(p) == hp::plan_hash(hp::make_plan(spec, topo)));
   spec.parallel.tensor = p.tp == 8 ? 4 : 8;
   CHECK(hp::plan_hash(p) != hp::plan_hash(hp::make_plan(spec, topo)));
