@@ -16,7 +16,7 @@ using gpt_detail::at;
 using gpt_detail::Carver;
 
 Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelComm* comm, int slots,
-         Precision precision, ActivationPolicy policy)
+         DType precision, ActivationPolicy policy)
     : cfg_(cfg),
       arch_(cfg_.architecture()),
       backend_(backend),
@@ -29,8 +29,11 @@ Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelCo
       policy_(policy),
       env_{k_, mem_, *comm_, cfg_, policy_, attention_} {
   if (slots < 1) throw std::invalid_argument(fmt::format("Gpt: {} activation slots; need at least 1", slots));
+  if (precision != DType::kF32 && precision != DType::kBf16)
+    throw std::invalid_argument(fmt::format("Gpt: {} activations are not supported (accepted: fp32, bf16; FP8 runs "
+                                            "the GEMMs alone, model/fp8_recipe.hpp)", dtype_name(precision)));
   if (!k_.supports(precision))
-    throw std::invalid_argument(fmt::format("Gpt: backend {} has no {} kernels", k_.name(), precision_name(precision)));
+    throw std::invalid_argument(fmt::format("Gpt: backend {} has no {} kernels", k_.name(), dtype_name(precision)));
   slot_state_.resize(slots);
   cfg_.finalize();
   if (comm_->size() != cfg_.tp_size || comm_->rank() != cfg_.tp_rank) {

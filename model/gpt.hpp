@@ -20,7 +20,7 @@
 // in-flight micro-batch, chosen with set_slot(); the gradient scratch is shared), and a
 // grad-ready hook tells the distributed optimizer which gradient ranges are final.
 //
-// Precision (model/bf16.hpp): fp32 computes everything in fp32. bf16 keeps fp32 master
+// Precision (a DType, common/dtype.hpp): fp32 computes everything in fp32. bf16 keeps fp32 master
 // weights (params()) and fp32 gradients (grads()), a bf16 copy of the weights that the
 // kernels read (refreshed by params_updated() after every change of params()), and bf16
 // activations with fp32 LayerNorm statistics, losses and softmax statistics. The stage
@@ -60,7 +60,7 @@ class Gpt {
   // backend whose kernels support it (std::invalid_argument otherwise).
   // policy: what the activation slots keep and whether backward splits (above).
   Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelComm* comm = nullptr, int slots = 1,
-      Precision precision = Precision::kFp32, ActivationPolicy policy = {});
+      DType precision = DType::kF32, ActivationPolicy policy = {});
   ~Gpt();
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
@@ -140,7 +140,7 @@ class Gpt {
   void params_updated();
   // The same for the range [begin, end) of params() alone.
   void params_updated(size_t begin, size_t end);
-  Precision precision() const { return precision_; }
+  DType precision() const { return precision_; }  // of the activations and the weights copy
   // How attention is computed here (Kernels::plan_attention), for the start-up log.
   const std::string& attention_method() const { return attention_.method; }
 
@@ -202,7 +202,7 @@ class Gpt {
   size_t layer_first_tensor(int local_layer) const;
   size_t embedding_end() const;  // end of the embedding's tensors in the flat buffer (0: none)
   std::pair<size_t, size_t> layer_range(int local_layer) const;
-  bool is_bf16() const { return precision_ == Precision::kBf16; }
+  bool is_bf16() const { return precision_ == DType::kBf16; }
 
   // What a slot remembers between its forward and backward besides its activations.
   struct SlotState {
@@ -220,7 +220,7 @@ class Gpt {
   NoTensorParallel no_comm_;
   TensorParallelComm* comm_;
   int max_B_, max_T_;
-  Precision precision_;
+  DType precision_;
   ActivationPolicy policy_;
   AttentionPlan attention_;
   BlockEnv env_;  // what every block call gets (block.hpp)

@@ -154,19 +154,19 @@ void Trainer::outer_step(int64_t done) {
   gpt_->load_params(host);
 }
 
-model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& backend) {
+DType precision_of(const spec::JobSpec& spec, const model::Backend& backend) {
   // The rule is the spec's (JobSpec::trains_bf16, which the planner prices): a backend with bf16
   // kernels is a GPU.
-  const bool has_bf16 = backend.kernels->supports(model::Precision::kBf16);
+  const bool has_bf16 = backend.kernels->supports(DType::kBf16);
   if (spec.trains_fp8())
     throw UserError("train.precision: 'fp8': the model does not run its linear layers in FP8 yet (the FP8 casts, "
                     "GEMMs and their CPU twins exist; the wiring is the next step); accepted here: auto, bf16, fp32");
-  if (!spec.trains_bf16(has_bf16)) return model::Precision::kFp32;
+  if (!spec.trains_bf16(has_bf16)) return DType::kF32;
   if (!has_bf16)
     throw UserError(fmt::format("train.precision: 'bf16' needs bf16 kernels, and the {} backend ({} kernels) computes "
                                 "in fp32 (accepted here: auto, fp32; bf16 trains with job.device: cuda)",
                                 backend.device, backend.kernels->name()));
-  return model::Precision::kBf16;
+  return DType::kBf16;
 }
 
 std::vector<std::pair<int, int>> stage_chunks(const spec::JobSpec& spec, const ParallelContext& ctx, int pp_size,
@@ -212,7 +212,7 @@ model::ActivationPolicy activation_policy(const spec::JobSpec& spec, const Paral
 }
 
 std::string Trainer::numerics() const {
-  return fmt::format("{}, attention: {}, recompute: {}, schedule: {}", model::precision_name(gpt_->precision()),
+  return fmt::format("{}, attention: {}, recompute: {}, schedule: {}", dtype_name(gpt_->precision()),
                      gpt_->attention_method(), model::recompute_name(gpt_->policy().recompute),
                      schedule::pipe_schedule_name(schedule_));
 }

@@ -37,7 +37,7 @@ namespace holmes::parallel {
 model::GptConfig gpt_config_of(const spec::JobSpec& spec);
 // train.precision on this backend: auto is bf16 where the backend has bf16 kernels (a GPU),
 // fp32 elsewhere. UserError (exit 2) for bf16 on a backend without bf16 kernels.
-model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& backend);
+DType precision_of(const spec::JobSpec& spec, const model::Backend& backend);
 // The learning-rate schedule and AdamW settings of spec.train.
 LrConfig lr_config_of(const spec::JobSpec& spec);
 AdamWHyper adamw_hyper_of(const spec::JobSpec& spec);
