@@ -48,8 +48,8 @@ class Attention {
   // precision; shapes up to (B, T) may follow. document_mask: micro-batches may carry document
   // positions; auto then takes the fallback method, whose softmax kernel masks per document
   // (the cuDNN graph here has no per-token mask), and a forced cudnn is refused.
-  model::AttentionPlan plan(model::Precision p, int B, int T, int C, int NH, int KVH, bool document_mask = false);
-  Method method(model::Precision p) const;  // kAuto until plan() ran for p
+  model::AttentionPlan plan(DType p, int B, int T, int C, int NH, int KVH, bool document_mask = false);
+  Method method(DType p) const;  // kAuto until plan() ran for p
 
   // The contracts of model::Kernels::attention_forward / attention_backward; pos (B,T) the
   // document positions of the document-masked ops (null: causal over the whole sequence).

@@ -21,10 +21,12 @@
 #include "cuda_test_util.hpp"
 #include "model/cpu/cpu_ops.hpp"
 #include "model/gpt.hpp"
+#include "model/gpt2/gpt2.hpp"
+#include "model/llama/llama.hpp"
 
 using namespace holmes::cuda;
 using namespace holmes::cuda::test;
-using holmes::model::Precision;
+using holmes::DType;
 
 namespace {
 
@@ -71,10 +73,10 @@ struct Shape {
   int B, T, C, NH, KVH;
 };
 
-void check_masked_attention(Attention::Method method, Precision p, const Shape& s) {
-  const bool is_bf16 = p == Precision::kBf16;
+void check_masked_attention(Attention::Method method, DType p, const Shape& s) {
+  const bool is_bf16 = p == DType::kBf16;
   const int HS = s.C / s.NH, W = (s.NH + 2 * s.KVH) * HS;
-  INFO(attention_method_name(method) << " " << holmes::model::precision_name(p) << " B=" << s.B << " T=" << s.T
+  INFO(attention_method_name(method) << " " << holmes::dtype_name(p) << " B=" << s.B << " T=" << s.T
                                      << " C=" << s.C << " NH=" << s.NH << " KVH=" << s.KVH);
   const std::size_t n_qkv = std::size_t(s.B) * s.T * W, n_out = std::size_t(s.B) * s.T * s.C;
   const std::size_t n_att = std::size_t(s.B) * s.NH * s.T * s.T;
@@ -126,16 +128,16 @@ void check_masked_attention(Attention::Method method, Precision p, const Shape& 
 TEST_CASE("document-masked attention on the GPU equals the CPU twin", "[cuda][attention]") {
   if (!gpu_or_skip()) return;
   for (const Shape& s : {Shape{3, 37, 80, 5, 5}, Shape{2, 64, 128, 4, 2}, Shape{2, 256, 512, 8, 2}}) {
-    check_masked_attention(Attention::Method::kFallback, Precision::kFp32, s);
-    check_masked_attention(Attention::Method::kExact, Precision::kFp32, s);
-    check_masked_attention(Attention::Method::kFallback, Precision::kBf16, s);
+    check_masked_attention(Attention::Method::kFallback, DType::kF32, s);
+    check_masked_attention(Attention::Method::kExact, DType::kF32, s);
+    check_masked_attention(Attention::Method::kFallback, DType::kBf16, s);
   }
   // A masked model never gets the fused cuDNN method: auto takes the fallback, a forced one is refused.
   Attention automatic(nullptr);
-  automatic.plan(Precision::kBf16, 2, 128, 128, 2, 2, true);
-  CHECK(automatic.method(Precision::kBf16) == Attention::Method::kFallback);
+  automatic.plan(DType::kBf16, 2, 128, 128, 2, 2, true);
+  CHECK(automatic.method(DType::kBf16) == Attention::Method::kFallback);
   Attention forced(nullptr, Attention::Method::kCudnn);
-  CHECK_THROWS_AS(forced.plan(Precision::kBf16, 2, 128, 128, 2, 2, true), holmes::UserError);
+  CHECK_THROWS_AS(forced.plan(DType::kBf16, 2, 128, 128, 2, 2, true), holmes::UserError);
 }
 
 TEST_CASE("document positions on the GPU: rotary, learned positions and loss masks equal the CPU twins",
@@ -196,14 +198,14 @@ TEST_CASE("document positions on the GPU: rotary, learned positions and loss mas
 TEST_CASE("a document-masked model on the GPU equals it on the CPU (fp32)", "[cuda][model]") {
   if (!gpu_or_skip()) return;
   using namespace holmes::model;
-  for (const GptConfig& cfg : {GptConfig::gpt2(2, 64, 4, 97, 64), GptConfig::llama(2, 64, 4, 2, 96, 97, 64)}) {
-    INFO((cfg.is_llama() ? "llama" : "gpt2"));
+  for (const GptConfig& cfg : {gpt2::config(2, 64, 4, 97, 64), llama::config(2, 64, 4, 2, 96, 97, 64)}) {
+    INFO(cfg.arch);
     const int B = 2, T = 48;
     ActivationPolicy policy;
     policy.document_mask = true;
     auto cpu = holmes::backends::make_backend(holmes::backends::Device::kCpu);
     auto gpu = holmes::backends::make_backend(holmes::backends::Device::kCuda);
-    Gpt a(cfg, cpu, B, T, nullptr, 1, Precision::kFp32, policy), g(cfg, gpu, B, T, nullptr, 1, Precision::kFp32, policy);
+    Gpt a(cfg, cpu, B, T, nullptr, 1, DType::kF32, policy), g(cfg, gpu, B, T, nullptr, 1, DType::kF32, policy);
     a.init_weights(11);
     g.load_params(a.read_params());
     const auto tokens = random_ints(B * T, cfg.vocab, 12);

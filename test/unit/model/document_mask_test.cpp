@@ -10,6 +10,8 @@
 #include <numeric>
 
 #include "backends/backends.hpp"
+#include "model/gpt2/gpt2.hpp"
+#include "model/llama/llama.hpp"
 #include "test/unit/model/check_util.hpp"
 #include "test/unit/model/model_test_util.hpp"
 
@@ -158,7 +160,7 @@ void check_documents_alone(const GptConfig& cfg, const std::vector<std::vector<i
   auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   ActivationPolicy masked_policy;
   masked_policy.document_mask = true;
-  Gpt packed(cfg, backend, B, T, nullptr, 1, Precision::kFp32, masked_policy);
+  Gpt packed(cfg, backend, B, T, nullptr, 1, holmes::DType::kF32, masked_policy);
   Gpt alone(cfg, backend, 1, T);
   test::init_generic(packed, 5);
   alone.load_params(packed.read_params());
@@ -208,11 +210,11 @@ void check_documents_alone(const GptConfig& cfg, const std::vector<std::vector<i
 TEST_CASE("documents packed with the document mask train as each document alone (GPT-2, Llama)", "[model]") {
   const std::vector<std::vector<int>> docs = {{3, 6, 4}, {1, 8, 4}, {13}};
   SECTION("gpt2: learned positions") {
-    check_documents_alone(GptConfig::gpt2(2, 24, 3, 37, 16), docs, false);
-    check_documents_alone(GptConfig::gpt2(2, 24, 3, 37, 16), docs, true);
+    check_documents_alone(gpt2::config(2, 24, 3, 37, 16), docs, false);
+    check_documents_alone(gpt2::config(2, 24, 3, 37, 16), docs, true);
   }
   SECTION("llama: rotary positions, grouped-query heads") {
-    const GptConfig cfg = GptConfig::llama(2, 32, 4, 2, 48, 37, 16);
+    const GptConfig cfg = llama::config(2, 32, 4, 2, 48, 37, 16);
     check_documents_alone(cfg, docs, false);
     check_documents_alone(cfg, docs, true);
   }
@@ -221,7 +223,7 @@ TEST_CASE("documents packed with the document mask train as each document alone 
 TEST_CASE("without the document mask, packed documents see each other (the test above can fail)", "[model]") {
   // The same packed batch without positions: logits past the first document differ from the
   // document alone's, so equality above is the mask's doing.
-  const GptConfig cfg = GptConfig::gpt2(1, 16, 2, 37, 8);
+  const GptConfig cfg = gpt2::config(1, 16, 2, 37, 8);
   auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   Gpt packed(cfg, backend, 1, 8), alone(cfg, backend, 1, 8);
   test::init_generic(packed, 5);

@@ -136,7 +136,7 @@ TEST_CASE("train.precision: auto and fp32 train in fp32 on the CPU, bf16 is refu
   spec::JobSpec spec = small_job();
   for (const auto p : {holmes::spec::Precision::kAuto, holmes::spec::Precision::kFp32}) {
     spec.train.precision = p;
-    CHECK(precision_of(spec, backend) == holmes::model::Precision::kFp32);
+    CHECK(precision_of(spec, backend) == holmes::DType::kF32);
   }
   spec.train.precision = holmes::spec::Precision::kBf16;
   auto data = DataSet::open(small_job());
@@ -255,7 +255,7 @@ TEST_CASE("document-start targets left out: the step's loss is the mean over the
                            in.data(), tg.data(), pos.data());
   model::ActivationPolicy policy;
   policy.document_mask = true;
-  model::Gpt ref(gpt_config_of(masked), backend, B, T, nullptr, 1, model::Precision::kFp32, policy);
+  model::Gpt ref(gpt_config_of(masked), backend, B, T, nullptr, 1, DType::kF32, policy);
   ref.load_params(trainer.model().read_params());
   std::vector<int32_t> plain = tg;
   int counted = 0, boundaries = 0;
