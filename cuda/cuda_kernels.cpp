@@ -7,6 +7,7 @@
 #include "cuda/pointwise.hpp"
 #include "cuda/layernorm.hpp"
 #include "cuda/matmul.hpp"
+#include "cuda/matmul_fp8.hpp"
 #include "cuda/attention.hpp"
 #include "cuda/rmsnorm.hpp"
 #include "cuda/rope.hpp"
@@ -17,6 +18,19 @@
 namespace holmes::cuda {
 
 namespace {
+
+// FP8 tensor cores: compute capability 8.9 (Ada) and newer. The current GPU (the backend's,
+// when its kernels are made); false when it cannot be asked.
+bool current_gpu_has_fp8() {
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return major > 8 || (major == 8 && minor >= 9);
+}
 
 bool gelu_fusion_enabled() {
   const char* v = std::getenv("HOLMES_GELU_FUSION");
@@ -32,7 +46,7 @@ class CudaKernels final : public model::Kernels {
  public:
   explicit CudaKernels(cudaStream_t stream) : stream_(stream), attention_(stream) {}
   const char* name() const override { return "cuda"; }
-  bool supports(model::Precision) const override { return true; }
+  bool supports(model::Precision p) const override { return p != model::Precision::kFp8 || has_fp8_; }
 
   void embedding_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B,
                          int T, int C, int vb, int Vl) override {
@@ -176,6 +190,14 @@ class CudaKernels final : public model::Kernels {
     cuda::matmul_dgelu_backward(gemm_, dpre, dw, db, dout, inp, w, pre, N, C, OC, DType::kBf16, DType::kF32,
                                 fuse_gelu_, stream_);
   }
+  void matmul_forward_fp8(model::bf16* out, const model::bf16* inp, const model::bf16* w, const model::bf16* b,
+                          int N, int C, int OC, const model::Fp8Recipe& recipe) override {
+    cuda::fp8_matmul_forward(gemm_, dev(out), dev(inp), dev(w), dev(b), N, C, OC, recipe, stream_);
+  }
+  void matmul_backward_fp8(model::bf16* dinp, float* dw, float* db, const model::bf16* dout, const model::bf16* inp,
+                           const model::bf16* w, int N, int C, int OC, const model::Fp8Recipe& recipe) override {
+    cuda::fp8_matmul_backward(gemm_, dev(dinp), dw, db, dev(dout), dev(inp), dev(w), N, C, OC, recipe, stream_);
+  }
   void attention_forward(model::bf16* out, float* att, const model::bf16* qkv, int B, int T, int C, int NH,
                          int KVH) override {
     attention_.forward(dev(out), att, dev(qkv), B, T, C, NH, KVH);
@@ -259,6 +281,7 @@ class CudaKernels final : public model::Kernels {
   // GELU fused into the GEMMs as cuBLASLt epilogues where cuBLASLt offers them;
   // HOLMES_GELU_FUSION=0 turns it off (separate kernels), e.g. to compare.
   bool fuse_gelu_ = gelu_fusion_enabled();
+  bool has_fp8_ = current_gpu_has_fp8();
 };
 
 }  // namespace

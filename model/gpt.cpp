@@ -16,7 +16,7 @@ using gpt_detail::at;
 using gpt_detail::Carver;
 
 Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelComm* comm, int slots,
-         Precision precision, ActivationPolicy policy)
+         Precision precision, ActivationPolicy policy, const Fp8Recipe& fp8)
     : cfg_(cfg),
       backend_(backend),
       k_(*backend.kernels),
@@ -25,6 +25,7 @@ Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelCo
       max_B_(max_B),
       max_T_(max_T),
       precision_(precision),
+      fp8_(fp8),
       policy_(policy) {
   if (slots < 1) throw std::invalid_argument(fmt::format("Gpt: {} activation slots; need at least 1", slots));
   if (!k_.supports(precision))
@@ -47,7 +48,7 @@ Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelCo
   params_.zero();
   grads_.zero();
   params16_.zero();
-  attention_ = k_.plan_attention(precision_, max_B, max_T, cfg_.local_channels(), cfg_.local_heads(),
+  attention_ = k_.plan_attention(storage_of(precision_), max_B, max_T, cfg_.local_channels(), cfg_.local_heads(),
                                  cfg_.local_kv_heads());
   plan_activations();
   if (cfg_.is_llama()) make_rope_table();
@@ -290,7 +291,7 @@ void Gpt::head_forward(const int* targets, int B, int T) {
   else
     k_.layernorm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, x, norm_w, W + layout_.at(names.final_norm_bias).offset, N,
                          C);
-  k_.matmul_forward(s.logits, s.lnf, W + layout_.at(names.head).offset, nullptr, N, C, Vl);
+  linear_forward<A>(s.logits, s.lnf, W + layout_.at(names.head).offset, nullptr, N, C, Vl, /*head=*/true);
   if (targets == nullptr) return;
   check_ids(targets, N, cfg_.vocab, "target");
   int* tgt = target_store_.data() + slot_ * static_cast<size_t>(max_B_) * max_T_;

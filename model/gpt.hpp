@@ -17,7 +17,9 @@
 // in-flight micro-batch, chosen with set_slot(); the gradient scratch is shared), and a
 // grad-ready hook tells the distributed optimizer which gradient ranges are final.
 //
-// Precision (model/bf16.hpp): fp32 computes everything in fp32. bf16 keeps fp32 master
+// Precision (model/bf16.hpp): fp32 computes everything in fp32. fp8 is bf16 below with the
+// linear layers' GEMMs in FP8 (the blocks' QKV, attention output and MLP layers, and the LM
+// head when the recipe says so; model/fp8_recipe.hpp). bf16 keeps fp32 master
 // weights (params()) and fp32 gradients (grads()), a bf16 copy of the weights that the
 // kernels read (refreshed by params_updated() after every change of params()), and bf16
 // activations with fp32 LayerNorm statistics, losses and softmax statistics. The stage
@@ -38,6 +40,7 @@
 
 #include "model/backend.hpp"
 #include "model/bf16.hpp"
+#include "model/fp8_recipe.hpp"
 #include "model/gpt_config.hpp"
 #include "model/param_layout.hpp"
 #include "model/tp_comm.hpp"
@@ -80,9 +83,10 @@ class Gpt {
   // slots: activation sets for micro-batches in flight at once (pipeline 1F1B); forward and
   // backward of one micro-batch must use the same slot. precision: see above; bf16 needs a
   // backend whose kernels support it (std::invalid_argument otherwise).
-  // policy: what the activation slots keep and whether backward splits (above).
+  // policy: what the activation slots keep and whether backward splits (above). fp8: the
+  // recipe of the FP8 GEMMs (read with Precision::kFp8 only).
   Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelComm* comm = nullptr, int slots = 1,
-      Precision precision = Precision::kFp32, ActivationPolicy policy = {});
+      Precision precision = Precision::kFp32, ActivationPolicy policy = {}, const Fp8Recipe& fp8 = {});
   ~Gpt();
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
@@ -163,6 +167,7 @@ class Gpt {
   // The same for the range [begin, end) of params() alone.
   void params_updated(size_t begin, size_t end);
   Precision precision() const { return precision_; }
+  const Fp8Recipe& fp8_recipe() const { return fp8_; }
   // How attention is computed here (Kernels::plan_attention), for the start-up log.
   const std::string& attention_method() const { return attention_.method; }
 
@@ -217,9 +222,20 @@ class Gpt {
   template <class A> void llama_block_forward(int l, const A* x, int B, int T);
   template <class A> void llama_block_recompute(int l, const A* x, int B, int T);
   template <class A> void llama_block_backward(int l, const A* x, int B, int T, Pass pass);
+  // The linear layers (gpt_linear.cpp): the kernels' matmul ops of the activation type, or
+  // their FP8 GEMMs under Precision::kFp8 (the LM head, `head`, only when the recipe says).
+  template <class A> void linear_forward(A* out, const A* inp, const A* weight, const A* bias, int N, int C, int OC,
+                                         bool head = false);
+  // GPT-2's MLP input layer and its GELU (Kernels::matmul_gelu_forward; FP8: the GEMM, then GELU).
+  template <class A> void linear_gelu_forward(A* out, A* pre, const A* inp, const A* weight, const A* bias, int N,
+                                              int C, int OC);
+  // The backward of a linear layer whose input is gelu(pre) (Kernels::matmul_dgelu_backward).
+  template <class A> void linear_dgelu_backward(A* dpre, float* dweight, float* dbias, const A* dout, const A* inp,
+                                                const A* weight, const A* pre, int N, int C, int OC);
+  bool fp8_gemms(bool head) const { return precision_ == Precision::kFp8 && (!head || fp8_.lm_head); }
   // A GEMM's backward, the part `pass` asks for: kInput dinp, kWeights dweight + dbias.
   template <class A> void gemm_backward(Pass pass, A* dinp, float* dweight, float* dbias, const A* dout, const A* inp,
-                                        const A* weight, int N, int C, int OC);
+                                        const A* weight, int N, int C, int OC, bool head = false);
   // dst = src (N*C values) where a split backward keeps a gradient for W; nothing when they alias.
   template <class A> void keep_grad(A* dst, const A* src, size_t n);
   void make_rope_table();
@@ -246,7 +262,7 @@ class Gpt {
   size_t layer_first_tensor(int local_layer) const;
   size_t embedding_end() const;  // end of the embedding's tensors in the flat buffer (0: none)
   std::pair<size_t, size_t> layer_range(int local_layer) const;
-  bool is_bf16() const { return precision_ == Precision::kBf16; }
+  bool is_bf16() const { return storage_of(precision_) == Precision::kBf16; }  // bf16 storage (fp8 too)
 
   // What a slot remembers between its forward and backward besides its activations.
   struct SlotState {
@@ -264,6 +280,7 @@ class Gpt {
   TensorParallelComm* comm_;
   int max_B_, max_T_;
   Precision precision_;
+  Fp8Recipe fp8_;
   ActivationPolicy policy_;
   AttentionPlan attention_;
   ParamLayout layout_;

@@ -67,9 +67,12 @@ void Gpt::run_backward(float loss_scale, const float* doutput, Pass pass) {
 
 template <class A>
 void Gpt::gemm_backward(Pass pass, A* dinp, float* dweight, float* dbias, const A* dout, const A* inp, const A* weight,
-                        int N, int C, int OC) {
+                        int N, int C, int OC, bool head) {
   if (pass == Pass::kInput) dweight = dbias = nullptr;
   if (pass == Pass::kWeights) dinp = nullptr;
+  if constexpr (std::is_same_v<A, bf16>) {
+    if (fp8_gemms(head)) return k_.matmul_backward_fp8(dinp, dweight, dbias, dout, inp, weight, N, C, OC, fp8_);
+  }
   k_.matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
 }
 
@@ -91,7 +94,7 @@ void Gpt::head_backward(float loss_scale, int B, int T, Pass pass) {
   // The logits' gradient overwrites them in this slot, where W finds it.
   if (input) k_.crossentropy_backward(s.logits, s.logits, s.row_max, s.ce_stats, tgt, dloss, N, Vl, vb, cfg_.vocab);
   gemm_backward<A>(pass, s.dln, grads_.data() + head.offset, nullptr, s.logits, s.lnf, weights<A>() + head.offset, N,
-                   C, Vl);
+                   C, Vl, /*head=*/true);
   if (input) {
     tp_sum(s.dln, static_cast<size_t>(N) * C);  // each shard saw Vl of the Vp columns
     mem_.zero(s.dres, static_cast<size_t>(N) * C * sizeof(A));
@@ -155,9 +158,9 @@ void Gpt::embedding_weight_grad(int B, int T, Pass pass) {
 
 // Used by the blocks (gpt_block.cpp, llama_block.cpp).
 template void Gpt::gemm_backward<float>(Pass, float*, float*, float*, const float*, const float*, const float*, int,
-                                        int, int);
+                                        int, int, bool);
 template void Gpt::gemm_backward<bf16>(Pass, bf16*, float*, float*, const bf16*, const bf16*, const bf16*, int, int,
-                                       int);
+                                       int, bool);
 template void Gpt::keep_grad<float>(float*, const float*, size_t);
 template void Gpt::keep_grad<bf16>(bf16*, const bf16*, size_t);
 

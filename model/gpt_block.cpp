@@ -17,21 +17,21 @@ void Gpt::block_forward(int l, const A* x, int B, int T) {
   const size_t NC = static_cast<size_t>(N) * C;
   const bool rank0 = cfg_.tp_rank == 0;  // row-parallel biases are added once, before the sum
   k_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, N, C);
-  k_.matmul_forward(a.qkv, a.ln1, p.qkvw, p.qkvb, N, C, 3 * Cl);
+  linear_forward<A>(a.qkv, a.ln1, p.qkvw, p.qkvb, N, C, 3 * Cl);
   k_.attention_forward(a.atty, a.att, a.qkv, B, T, Cl, cfg_.local_heads(), cfg_.local_kv_heads());
-  k_.matmul_forward(s.scratch, a.atty, p.attprojw, rank0 ? p.attprojb : nullptr, N, Cl, C);
+  linear_forward<A>(s.scratch, a.atty, p.attprojw, rank0 ? p.attprojb : nullptr, N, Cl, C);
   tp_sum(s.scratch, NC);
   k_.residual_forward(a.res2, x, s.scratch, NC);
   k_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, N, C);
   if (policy_.recompute == Recompute::kSelective) {
     // The replay computes GELU alone (block_recompute): so must the forward, or a backend
     // whose GEMM epilogue rounds GELU differently would replay other values.
-    k_.matmul_forward(a.fch, a.ln2, p.fcw, p.fcb, N, C, Fl);
+    linear_forward<A>(a.fch, a.ln2, p.fcw, p.fcb, N, C, Fl);
     k_.gelu_forward(a.fch_gelu, a.fch, static_cast<size_t>(N) * Fl);
   } else {
-    k_.matmul_gelu_forward(a.fch_gelu, a.fch, a.ln2, p.fcw, p.fcb, N, C, Fl);
+    linear_gelu_forward<A>(a.fch_gelu, a.fch, a.ln2, p.fcw, p.fcb, N, C, Fl);
   }
-  k_.matmul_forward(s.scratch, a.fch_gelu, p.fcprojw, rank0 ? p.fcprojb : nullptr, N, Fl, C);
+  linear_forward<A>(s.scratch, a.fch_gelu, p.fcprojw, rank0 ? p.fcprojb : nullptr, N, Fl, C);
   tp_sum(s.scratch, NC);
   k_.residual_forward(a.res3, a.res2, s.scratch, NC);
 }
@@ -48,17 +48,17 @@ void Gpt::block_recompute(int l, const A* x, int B, int T) {
   const bool full = policy_.recompute == Recompute::kFull;
   // block_forward's ops on the same inputs; selective skips those whose outputs it kept.
   k_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, N, C);
-  if (full) k_.matmul_forward(a.qkv, a.ln1, p.qkvw, p.qkvb, N, C, 3 * Cl);
+  if (full) linear_forward<A>(a.qkv, a.ln1, p.qkvw, p.qkvb, N, C, 3 * Cl);
   if (full || attention_.probabilities)
     k_.attention_forward(a.atty, a.att, a.qkv, B, T, Cl, cfg_.local_heads(), cfg_.local_kv_heads());
   if (full) {
-    k_.matmul_forward(s.scratch, a.atty, p.attprojw, rank0 ? p.attprojb : nullptr, N, Cl, C);
+    linear_forward<A>(s.scratch, a.atty, p.attprojw, rank0 ? p.attprojb : nullptr, N, Cl, C);
     tp_sum(s.scratch, NC);
     k_.residual_forward(a.res2, x, s.scratch, NC);
   }
   k_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, N, C);
   if (full)
-    k_.matmul_gelu_forward(a.fch_gelu, a.fch, a.ln2, p.fcw, p.fcb, N, C, Fl);
+    linear_gelu_forward<A>(a.fch_gelu, a.fch, a.ln2, p.fcw, p.fcb, N, C, Fl);
   else
     k_.gelu_forward(a.fch_gelu, a.fch, static_cast<size_t>(N) * Fl);
   // The last GEMM and residual are not replayed: the backward reads neither output.
@@ -80,8 +80,8 @@ void Gpt::block_backward(int l, const A* x, int B, int T, Pass pass) {
   if (pass == Pass::kWeights)
     gemm_backward<A>(pass, nullptr, g.fcprojw, g.fcprojb, d.res3, a.fch_gelu, p.fcprojw, N, Fl, C);
   else
-    k_.matmul_dgelu_backward(d.fch, pass == Pass::kAll ? g.fcprojw : nullptr, pass == Pass::kAll ? g.fcprojb : nullptr,
-                             d.res3, a.fch_gelu, p.fcprojw, a.fch, N, Fl, C);
+    linear_dgelu_backward<A>(d.fch, pass == Pass::kAll ? g.fcprojw : nullptr, pass == Pass::kAll ? g.fcprojb : nullptr,
+                          d.res3, a.fch_gelu, p.fcprojw, a.fch, N, Fl, C);
   gemm_backward<A>(pass, s.dln, g.fcw, g.fcb, d.fch, a.ln2, p.fcw, N, C, Fl);
   if (input) {
     tp_sum(s.dln, NC);  // column-parallel input gradient is partial per shard

@@ -131,4 +131,12 @@ void Kernels::crossentropy_backward(bf16*, const bf16*, const float*, const floa
   unsupported("crossentropy_backward", kB);
 }
 
+void Kernels::matmul_forward_fp8(bf16*, const bf16*, const bf16*, const bf16*, int, int, int, const Fp8Recipe&) {
+  unsupported("matmul_forward", Precision::kFp8);
+}
+void Kernels::matmul_backward_fp8(bf16*, float*, float*, const bf16*, const bf16*, const bf16*, int, int, int,
+                                  const Fp8Recipe&) {
+  unsupported("matmul_backward", Precision::kFp8);
+}
+
 }  // namespace holmes::model

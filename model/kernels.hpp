@@ -16,6 +16,7 @@
 #include <string>
 
 #include "model/bf16.hpp"
+#include "model/fp8_recipe.hpp"
 
 namespace holmes::model {
 
@@ -235,6 +236,18 @@ class Kernels {
   virtual void crossentropy_backward(bf16* dlogits, const bf16* logits, const float* row_max,
                                      const float* stats, const int* targets, float dloss, int N,
                                      int Vl, int vocab_begin, int V);
+
+  // ---- FP8 linear layers (Precision::kFp8) ----
+  // matmul_forward / matmul_backward of the bf16 overloads (same contracts, bf16 activations
+  // and weights, fp32 weight and bias gradients) with the GEMMs in FP8 as `recipe` says: each
+  // operand cast with the power-of-two scale of its own amax (inp and weight in
+  // recipe.forward, dout in recipe.backward), fp32 accumulation, the bias gradient from the
+  // bf16 dout; a GEMM whose shape the FP8 kernels cannot take (model::fp8_gemm_fits) runs in
+  // bf16. model/cpu/fp8_ops.hpp is the host twin. Defaults throw (supports(kFp8) false).
+  virtual void matmul_forward_fp8(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int N, int C,
+                                  int OC, const Fp8Recipe& recipe);
+  virtual void matmul_backward_fp8(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                                   const bf16* weight, int N, int C, int OC, const Fp8Recipe& recipe);
 
  protected:
   // Throws std::logic_error: this backend has no `op` in precision p.

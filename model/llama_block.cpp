@@ -52,17 +52,17 @@ void Gpt::llama_block_forward(int l, const A* x, int B, int T) {
   const int QKV = cfg_.local_qkv(), NHl = cfg_.local_heads(), KVHl = cfg_.local_kv_heads();
   const size_t NC = static_cast<size_t>(N) * C;
   k_.rmsnorm_forward(a.ln1, a.ln1_rstd, x, p.rn1w, N, C, cfg_.norm_eps);
-  k_.matmul_forward(a.qkv, a.ln1, p.qkvw, nullptr, N, C, QKV);
+  linear_forward<A>(a.qkv, a.ln1, p.qkvw, nullptr, N, C, QKV);
   // q and k heads are the first NHl + KVHl heads of each qkv row: rotated in place.
   k_.rope_forward(a.qkv, a.qkv, rope_.data(), B, T, NHl + KVHl, cfg_.head_size(), QKV);
   k_.attention_forward(a.atty, a.att, a.qkv, B, T, Cl, NHl, KVHl);
-  k_.matmul_forward(s.scratch, a.atty, p.ow, nullptr, N, Cl, C);
+  linear_forward<A>(s.scratch, a.atty, p.ow, nullptr, N, Cl, C);
   tp_sum(s.scratch, NC);
   k_.residual_forward(a.res2, x, s.scratch, NC);
   k_.rmsnorm_forward(a.ln2, a.ln2_rstd, a.res2, p.rn2w, N, C, cfg_.norm_eps);
-  k_.matmul_forward(a.fch, a.ln2, p.guw, nullptr, N, C, 2 * Fl);  // [gate | up]
+  linear_forward<A>(a.fch, a.ln2, p.guw, nullptr, N, C, 2 * Fl);  // [gate | up]
   k_.swiglu_forward(a.fch_gelu, a.fch, N, Fl);
-  k_.matmul_forward(s.scratch, a.fch_gelu, p.downw, nullptr, N, Fl, C);
+  linear_forward<A>(s.scratch, a.fch_gelu, p.downw, nullptr, N, Fl, C);
   tp_sum(s.scratch, NC);
   k_.residual_forward(a.res3, a.res2, s.scratch, NC);
 }
@@ -79,17 +79,17 @@ void Gpt::llama_block_recompute(int l, const A* x, int B, int T) {
   // llama_block_forward's ops on the same inputs; selective skips those whose outputs it kept.
   k_.rmsnorm_forward(a.ln1, a.ln1_rstd, x, p.rn1w, N, C, cfg_.norm_eps);
   if (full) {
-    k_.matmul_forward(a.qkv, a.ln1, p.qkvw, nullptr, N, C, QKV);
+    linear_forward<A>(a.qkv, a.ln1, p.qkvw, nullptr, N, C, QKV);
     k_.rope_forward(a.qkv, a.qkv, rope_.data(), B, T, NHl + KVHl, cfg_.head_size(), QKV);
   }
   if (full || attention_.probabilities) k_.attention_forward(a.atty, a.att, a.qkv, B, T, Cl, NHl, KVHl);
   if (full) {
-    k_.matmul_forward(s.scratch, a.atty, p.ow, nullptr, N, Cl, C);
+    linear_forward<A>(s.scratch, a.atty, p.ow, nullptr, N, Cl, C);
     tp_sum(s.scratch, NC);
     k_.residual_forward(a.res2, x, s.scratch, NC);
   }
   k_.rmsnorm_forward(a.ln2, a.ln2_rstd, a.res2, p.rn2w, N, C, cfg_.norm_eps);
-  if (full) k_.matmul_forward(a.fch, a.ln2, p.guw, nullptr, N, C, 2 * Fl);
+  if (full) linear_forward<A>(a.fch, a.ln2, p.guw, nullptr, N, C, 2 * Fl);
   k_.swiglu_forward(a.fch_gelu, a.fch, N, Fl);
   // The down projection and residual are not replayed: the backward reads neither output.
 }
