@@ -38,6 +38,8 @@ model::GptConfig gpt_config_of(const spec::JobSpec& spec);
 // train.precision on this backend: auto is bf16 where the backend has bf16 kernels (a GPU),
 // fp32 elsewhere. UserError (exit 2) for bf16 on a backend without bf16 kernels.
 model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& backend);
+// The FP8 recipe of spec.train (read when the precision is fp8).
+model::Fp8Recipe fp8_recipe_of(const spec::JobSpec& spec);
 // The learning-rate schedule and AdamW settings of spec.train.
 LrConfig lr_config_of(const spec::JobSpec& spec);
 AdamWHyper adamw_hyper_of(const spec::JobSpec& spec);
@@ -110,6 +112,7 @@ class Trainer final : public StepRunner {
   const char* backend_name() const override { return gpt_->backend().device.c_str(); }
   const char* kernels_name() const override { return gpt_->backend().kernels->name(); }
   std::string numerics() const override;
+  std::string precision_record() const override;
   double device_mb() const override { return gpt_->backend().memory->device_used_mb(); }
 
   // Where this rank's steps went, in seconds per step, averaged over the steps after the

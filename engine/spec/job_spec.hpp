@@ -70,6 +70,7 @@ struct TrainSection {
   double eps = 1e-8;
   double grad_clip = 1.0;  // global grad-norm clip; 0 disables
   Precision precision = Precision::kAuto;  // auto: bf16 on GPUs, fp32 on CPUs (resolved by the plan)
+  bool fp8_lm_head = false;  // precision fp8: the LM head's GEMMs in FP8 too
   Recompute recompute = Recompute::kAuto;  // auto: the planner's cheapest that fits (plan.recompute)
   int64_t eval_interval = 0;  // steps; 0 disables validation
   int eval_steps = 10;        // micro-batches per validation

@@ -283,6 +283,9 @@ std::vector<Field> make_schema() {
                      "accumulation), fp32, or fp8: bf16 with the linear layers' GEMMs in FP8 (E4M3 weights and "
                      "activations, E5M2 gradients, per-tensor current scaling) on GPUs of compute capability 8.9 or "
                      "newer; auto is bf16 on GPUs, fp32 on CPUs."));
+  f.push_back(boolean("train.fp8_lm_head", HOLMES_REF(train.fp8_lm_head), "false",
+                      "With precision fp8: run the LM head's GEMMs in FP8 too (else bf16; the head's logits are the "
+                      "most sensitive to rounding)."));
   f.push_back(choice("train.recompute", HOLMES_REF(train.recompute),
                      "What a transformer block keeps for its backward: none (every activation), selective (the "
                      "GEMM outputs and residual stream; norms, the MLP activation and an unfused attention's "
