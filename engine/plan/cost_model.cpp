@@ -4,8 +4,8 @@
 #include <map>
 #include <numeric>
 
-#include "engine/parallel/schedule.hpp"
-#include "engine/parallel/schedule_timing.hpp"
+#include "engine/schedule/schedule.hpp"
+#include "engine/schedule/timing.hpp"
 #include "engine/plan/partition.hpp"
 
 namespace holmes::plan {
@@ -133,9 +133,9 @@ int in_flight_micro_batches(spec::Schedule schedule, int micro_batches, int pipe
 }
 
 std::vector<int> chunk_slots(int micro_batches, int pipeline, int stage, int chunks) {
-  const std::vector<parallel::PipeStep> steps = parallel::interleaved_1f1b(pipeline, stage, micro_batches, chunks);
+  const std::vector<schedule::PipeStep> steps = schedule::interleaved_1f1b(pipeline, stage, micro_batches, chunks);
   std::vector<int> out(chunks);
-  for (int c = 0; c < chunks; ++c) out[c] = parallel::max_in_flight(steps, c);
+  for (int c = 0; c < chunks; ++c) out[c] = schedule::max_in_flight(steps, c);
   return out;
 }
 
@@ -559,7 +559,7 @@ double job_sums_s(const std::vector<StageCost>& stages) {
 // other every micro-batch. In 1F1B's steady state a stage's next forward needs its
 // neighbour's backward and forward in between, so a message's latency lies on the loop of two
 // adjacent stages, once per micro-batch, however idle the link (zb-h1's held-back W passes
-// cover part of it). The schedule's tables time it (parallel::pipeline_makespan): the step's
+// cover part of it). The schedule's tables time it (schedule::pipeline_makespan): the step's
 // extra time with every message's latency over the same tables without. Only the latency: the
 // lab's pipelines whose messages take milliseconds of bandwidth did not pay those on the loop
 // (gen-2: 3 stages, 196 KB over 200 Mb/s, measured where the model without any loop put it),
@@ -589,7 +589,7 @@ double pipeline_loop_s(const Workload& w, const std::vector<StageCost>& stages, 
   const int p = static_cast<int>(times.size());
   const spec::Schedule kind = w.activation.schedule;
   if (p < 2 || kind == spec::Schedule::kInterleaved) return 0;
-  std::vector<parallel::HopTimes> hops(p - 1);
+  std::vector<schedule::HopTimes> hops(p - 1);
   std::vector<double> delays(p - 1, 0.0);
   bool any = false;
   for (int s = 0; s + 1 < p; ++s) {
@@ -602,7 +602,7 @@ double pipeline_loop_s(const Workload& w, const std::vector<StageCost>& stages, 
   }
   if (!any) return 0;
   // A micro-batch's passes as the stage runs them, its tensor-parallel sums spread over them.
-  std::vector<parallel::PassTimes> passes(p);
+  std::vector<schedule::PassTimes> passes(p);
   std::vector<double> per_micro(p);
   for (int s = 0; s < p; ++s) {
     const StageTime& t = times[s];
@@ -611,9 +611,9 @@ double pipeline_loop_s(const Workload& w, const std::vector<StageCost>& stages, 
     passes[s] = {forward * scale, (t.compute_s - forward - weights) * scale, weights * scale};
     per_micro[s] = t.compute_s * scale;
   }
-  const parallel::PipeSchedule table =
-      kind == spec::Schedule::kZbH1 ? parallel::PipeSchedule::kZbH1 : parallel::PipeSchedule::k1f1b;
-  const std::vector<parallel::HopTimes> free(p - 1);
+  const schedule::PipeSchedule table =
+      kind == spec::Schedule::kZbH1 ? schedule::PipeSchedule::kZbH1 : schedule::PipeSchedule::k1f1b;
+  const std::vector<schedule::HopTimes> free(p - 1);
   const int m = w.micro_batches, cap = std::max(16, 4 * p);
   const int m_span = std::min(m, cap + 2 * p);
   // On a machine its nodes share (topology `machine`), a waiting stage's pass meets the other
@@ -622,7 +622,7 @@ double pipeline_loop_s(const Workload& w, const std::vector<StageCost>& stages, 
   // the pass gets the machine's cores over it and those busy with it, at most a whole one.
   bool shared = false;
   for (int s = 0; s < p; ++s) shared = shared || (s != bottleneck && stages[s].machine >= 0);
-  const double span = shared ? parallel::expected_pipeline_makespan(table, p, m_span, 1, passes, hops, delays,
+  const double span = shared ? schedule::expected_pipeline_makespan(table, p, m_span, 1, passes, hops, delays,
                                                                     kLoopSamples, kLoopSeed)
                              : 0.0;
   for (int s = 0; s < p; ++s) {  // in place: the others' busy parts read per_micro, the unscaled passes
@@ -642,8 +642,8 @@ double pipeline_loop_s(const Workload& w, const std::vector<StageCost>& stages, 
     passes[s] = {passes[s].forward_s * rate, passes[s].backward_s * rate, passes[s].weights_s * rate};
   }
   auto extra = [&](int m) {
-    return parallel::expected_pipeline_makespan(table, p, m, 1, passes, hops, delays, kLoopSamples, kLoopSeed) -
-           parallel::pipeline_makespan(table, p, m, 1, passes, free);
+    return schedule::expected_pipeline_makespan(table, p, m, 1, passes, hops, delays, kLoopSamples, kLoopSeed) -
+           schedule::pipeline_makespan(table, p, m, 1, passes, free);
   };
   // Past the warm-up the extra time grows by the same amount every two micro-batches (the loop
   // spans two): long steps are timed at two shorter lengths and extended along that line.

@@ -254,7 +254,8 @@ std::vector<Field> make_schema() {
                     "Training token files (prepare-data's or llm.c's .bin, 16 or 32 bit; raw uint16)."));
   f.push_back(paths("data.valid", HOLMES_REF(data.valid), "Validation token files; empty = held-out tail."));
   f.push_back(choice("data.format", HOLMES_REF(data.format),
-                     "Token file format; auto reads the llm.c header when present."));
+                     "Token file format; auto takes a path with PREFIX.bin beside PREFIX.idx for a Megatron "
+                     "dataset, else reads the llm.c header when present."));
   f.push_back(integer("data.synthetic.tokens", HOLMES_REF(data.synthetic.tokens), "2000000", 1024, M,
                       "Length of the generated corpus."));
   f.push_back(integer("data.synthetic.seed", HOLMES_REF(data.synthetic.seed), "7", 0, M,
