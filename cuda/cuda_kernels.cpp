@@ -7,6 +7,7 @@
 #include "cuda/pointwise.hpp"
 #include "cuda/layernorm.hpp"
 #include "cuda/matmul.hpp"
+#include "cuda/fp8_cast.hpp"
 #include "cuda/matmul_fp8.hpp"
 #include "cuda/attention.hpp"
 #include "cuda/rmsnorm.hpp"
@@ -30,6 +31,17 @@ bool current_gpu_has_fp8() {
     return false;
   }
   return major > 8 || (major == 8 && minor >= 9);
+}
+
+// The pipeline boundary in FP8 (model::Kernels::fp8_pack): [amax, 1/scale, codes].
+template <class T>
+void fp8_pack_on(float* packed, const T* x, size_t n, model::Fp8Format f, cudaStream_t stream) {
+  amax_forward(packed, x, n, stream);
+  cast_to_fp8(reinterpret_cast<std::uint8_t*>(packed + 2), packed + 1, x, n, packed, f, stream);
+}
+template <class T>
+void fp8_unpack_on(T* x, const float* packed, size_t n, model::Fp8Format f, cudaStream_t stream) {
+  cast_from_fp8(x, reinterpret_cast<const std::uint8_t*>(packed + 2), n, packed + 1, f, stream);
 }
 
 bool gelu_fusion_enabled() {
@@ -189,6 +201,18 @@ class CudaKernels final : public model::Kernels {
                              int OC) override {
     cuda::matmul_dgelu_backward(gemm_, dpre, dw, db, dout, inp, w, pre, N, C, OC, DType::kBf16, DType::kF32,
                                 fuse_gelu_, stream_);
+  }
+  void fp8_pack(float* packed, const float* x, size_t n, model::Fp8Format f) override {
+    fp8_pack_on(packed, x, n, f, stream_);
+  }
+  void fp8_pack(float* packed, const model::bf16* x, size_t n, model::Fp8Format f) override {
+    fp8_pack_on(packed, dev(x), n, f, stream_);
+  }
+  void fp8_unpack(float* x, const float* packed, size_t n, model::Fp8Format f) override {
+    fp8_unpack_on(x, packed, n, f, stream_);
+  }
+  void fp8_unpack(model::bf16* x, const float* packed, size_t n, model::Fp8Format f) override {
+    fp8_unpack_on(dev(x), packed, n, f, stream_);
   }
   void matmul_forward_fp8(model::bf16* out, const model::bf16* inp, const model::bf16* w, const model::bf16* b,
                           int N, int C, int OC, const model::Fp8Recipe& recipe) override {

@@ -23,6 +23,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -55,20 +56,6 @@ constexpr std::uint8_t kFp8NaN = 0x7F;  // the canonical NaN code of both format
 
 // ---- the codes (host) ----
 
-namespace detail {
-
-// q rounded to the nearest integer, ties to even; q >= 0 and exact (a double holding a float
-// times a power of two).
-inline double round_half_even(double q) {
-  const double whole = std::floor(q);
-  const double frac = q - whole;  // exact: q has at most 24 significant bits
-  if (frac > 0.5) return whole + 1;
-  if (frac < 0.5) return whole;
-  return std::fmod(whole, 2.0) == 0 ? whole : whole + 1;
-}
-
-}  // namespace detail
-
 inline float fp8_decode(std::uint8_t code, Fp8Format f) {
   const Fp8Spec s = fp8_spec(f);
   const bool negative = (code & 0x80) != 0;
@@ -90,31 +77,44 @@ inline float fp8_decode(std::uint8_t code, Fp8Format f) {
   return negative ? -value : value;
 }
 
+// On the float's bits (a few integer operations, no floating-point rounding mode involved).
 inline std::uint8_t fp8_encode(float x, Fp8Format f) {
-  if (std::isnan(x)) return kFp8NaN;
   const Fp8Spec s = fp8_spec(f);
-  const std::uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
-  const double a = std::fabs(static_cast<double>(x));
-  if (a >= s.max_finite) return sign | s.max_code;  // saturate (infinities too)
+  std::uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  const std::uint8_t sign = static_cast<std::uint8_t>((u >> 24) & 0x80);
+  const std::uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return kFp8NaN;
+  std::uint32_t max_bits;
+  std::memcpy(&max_bits, &s.max_finite, sizeof max_bits);
+  if (a >= max_bits) return sign | s.max_code;  // saturate (infinities too)
+  const int M = s.mantissa_bits;
+  const int e = static_cast<int>(a >> 23) - 127;  // floor(log2 |x|) for normal floats
   const int min_normal_exp = 1 - s.bias;
-  int exp2 = 0;
-  std::frexp(a, &exp2);  // a = m * 2^exp2, m in [0.5, 1): floor(log2 a) = exp2 - 1
-  const int e = exp2 - 1;
   std::uint32_t code;
-  if (a == 0 || e < min_normal_exp) {
-    // Subnormal range: a in units of the smallest subnormal, rounded; a result of 2^M is the
-    // smallest normal, whose code is exactly 2^M as well.
-    code = static_cast<std::uint32_t>(detail::round_half_even(std::ldexp(a, s.bias - 1 + s.mantissa_bits)));
+  if (e >= min_normal_exp) {
+    // Keep M of the 23 mantissa bits, rounding to nearest even on the bits (a carry moves
+    // into the exponent by itself), then re-bias the exponent from 127 to the format's.
+    const int drop = 23 - M;
+    const std::uint32_t rounded = a + ((1u << (drop - 1)) - 1) + ((a >> drop) & 1u);
+    code = (rounded >> drop) - (static_cast<std::uint32_t>(127 - s.bias) << M);
   } else {
-    // a = q * 2^(e - M) with q in [2^M, 2^(M+1)); rounding q up to 2^(M+1) carries into the
-    // exponent field by itself.
-    const double q = detail::round_half_even(std::ldexp(a, s.mantissa_bits - e));
-    code = (static_cast<std::uint32_t>(e + s.bias) << s.mantissa_bits) +
-           static_cast<std::uint32_t>(q) - (1u << s.mantissa_bits);
+    // Below the smallest normal: |x| in units of the smallest subnormal 2^(min_normal_exp - M),
+    // q = m * 2^(e - 23 - min_normal_exp + M) with the implicit bit; rounded to nearest even.
+    // (A float subnormal or a value under half the smallest subnormal gives 0; a q of 2^M is
+    // the smallest normal, whose code is 2^M too.)
+    const int shift = 23 + min_normal_exp - M - e;
+    if (shift > 25 || (a >> 23) == 0) return sign;
+    const std::uint32_t m = (a & 0x7FFFFFu) | 0x800000u;
+    code = (m + ((1u << (shift - 1)) - 1) + ((m >> shift) & 1u)) >> shift;
   }
-  // a < max_finite, and max_finite is a code, so rounding to nearest never passes it.
+  // |x| < max_finite, and max_finite is a code, so rounding to nearest never passes it.
   return static_cast<std::uint8_t>(sign | code);
 }
+
+// The floats of a tensor of n values in the FP8 wire format of the pipeline boundary
+// (Kernels::fp8_pack): [amax, 1/scale, the n codes four to a float].
+inline std::size_t fp8_boundary_floats(std::size_t n) { return 2 + (n + 3) / 4; }
 
 // ---- the scale (host and device) ----
 

@@ -119,19 +119,23 @@ void Gpt::tp_sum(A* x, size_t n) {
   }
 }
 
-// The boundary holds the activation type's bytes (bf16: two values per float): a copy.
+// The boundary holds the activation type's bytes (bf16: two values per float): a copy; or
+// with fp8_boundary the FP8 codes of x and their scale (Kernels::fp8_pack).
 template <class A>
-void Gpt::to_boundary(float* out, const A* x, size_t n) {
+void Gpt::to_boundary(float* out, const A* x, size_t n, Fp8Format f) {
+  if (policy_.fp8_boundary) return k_.fp8_pack(out, x, n, f);
   if (static_cast<const void*>(out) != static_cast<const void*>(x)) mem_.copy(out, x, n * sizeof(A));
 }
 
 template <class A>
-void Gpt::from_boundary(A* out, const float* x, size_t n) {
+void Gpt::from_boundary(A* out, const float* x, size_t n, Fp8Format f) {
+  if (policy_.fp8_boundary) return k_.fp8_unpack(out, x, n, f);
   mem_.copy(out, x, n * sizeof(A));
 }
 
 size_t Gpt::boundary_floats(int B, int T) const {
   const size_t n = static_cast<size_t>(B) * T * cfg_.hidden;
+  if (policy_.fp8_boundary) return fp8_boundary_floats(n);
   return is_bf16() ? (n + 1) / 2 : n;
 }
 
@@ -164,12 +168,12 @@ const A* Gpt::stage_out() const {
 
 const float* Gpt::output() const {
   if (is_bf16()) return shared<bf16>().out32;
-  return stage_out<float>();
+  return policy_.fp8_boundary ? shared<float>().out32 : stage_out<float>();
 }
 
 const float* Gpt::input_grad() const {
   if (is_bf16()) return shared<bf16>().grad32;
-  return shared<float>().dres;
+  return policy_.fp8_boundary ? shared<float>().grad32 : shared<float>().dres;
 }
 
 const float* Gpt::losses() const {
@@ -259,7 +263,7 @@ void Gpt::forward_t(const int* tokens, const float* input, const int* targets, i
                          cfg_.vocab_begin(), cfg_.local_vocab());
     tp_sum(s.encoded, N * C);
   } else {
-    from_boundary(s.encoded, input, N * C);
+    from_boundary(s.encoded, input, N * C, Fp8Format::kE4M3);
   }
   const A* x = s.encoded;
   for (int l = 0; l < cfg_.num_stage_layers(); ++l) {
@@ -274,8 +278,8 @@ void Gpt::forward_t(const int* tokens, const float* input, const int* targets, i
     params_needed(layout_.at(role_names(cfg_).final_norm_weight).offset, layout_.size());
     head_forward<A>(targets, B, T);
   }
-  else if constexpr (!std::is_same_v<A, float>)
-    to_boundary(s.out32, x, N * C);
+  else if (packed_boundary())
+    to_boundary(s.out32, x, N * C, Fp8Format::kE4M3);
 }
 
 template <class A>
@@ -348,9 +352,10 @@ double Gpt::flops_per_step(const GptConfig& cfg, int B, int T) {
 // Used by the block and backward files too.
 template void Gpt::tp_sum<float>(float*, size_t);
 template void Gpt::tp_sum<bf16>(bf16*, size_t);
-template void Gpt::to_boundary<bf16>(float*, const bf16*, size_t);
-template void Gpt::from_boundary<float>(float*, const float*, size_t);
-template void Gpt::from_boundary<bf16>(bf16*, const float*, size_t);
+template void Gpt::to_boundary<float>(float*, const float*, size_t, Fp8Format);
+template void Gpt::to_boundary<bf16>(float*, const bf16*, size_t, Fp8Format);
+template void Gpt::from_boundary<float>(float*, const float*, size_t, Fp8Format);
+template void Gpt::from_boundary<bf16>(bf16*, const float*, size_t, Fp8Format);
 template const float* Gpt::stage_out<float>() const;
 template const bf16* Gpt::stage_out<bf16>() const;
 

@@ -71,6 +71,11 @@ struct ActivationPolicy {
   // model still runs a whole backward (Pass::kAll) as one pass, for a W that would follow its
   // B at once.
   bool split_backward = false;
+  // The stage boundary (output(), input_grad(), forward_stage's input, backward_stage's
+  // gradient) in FP8 (parallel.pipe_fp8): each tensor cast with its own current scale, E4M3
+  // for activations, E5M2 for gradients, packed as model::fp8_boundary_floats (a quarter of
+  // fp32's bytes, half of bf16's, plus two floats). Else the activation type's bytes.
+  bool fp8_boundary = false;
 };
 
 // Which part of a micro-batch's backward a call runs: both, or B / W of split_backward.
@@ -158,7 +163,8 @@ class Gpt {
   void read_logits(size_t row, std::span<float> host) const;
   const float* output() const;  // (B,T,C) stage output (non-last stage), boundary format
   const float* input_grad() const;  // (B,T,C) after backward (non-first stage), boundary format
-  // Floats of a (B,T,C) boundary tensor: B*T*C in fp32, ceil(B*T*C / 2) in bf16.
+  // Floats of a (B,T,C) boundary tensor: B*T*C in fp32, ceil(B*T*C / 2) in bf16,
+  // fp8_boundary_floats(B*T*C) with ActivationPolicy::fp8_boundary.
   size_t boundary_floats(int B, int T) const;
 
   // After anything wrote params() (an optimizer step; load_params and init_weights do it
@@ -246,8 +252,11 @@ class Gpt {
   // gradient B kept (kWeights); then the tied-gradient hook where wte is tied.
   template <class A> void embedding_weight_grad(int B, int T, Pass pass);
   template <class A> void run_backward(float loss_scale, const float* doutput, Pass pass);
-  template <class A> void to_boundary(float* out, const A* x, size_t n);
-  template <class A> void from_boundary(A* out, const float* x, size_t n);
+  // f: the FP8 format of a fp8_boundary (E4M3 activations, E5M2 gradients).
+  template <class A> void to_boundary(float* out, const A* x, size_t n, Fp8Format f);
+  template <class A> void from_boundary(A* out, const float* x, size_t n, Fp8Format f);
+  // The boundary is a buffer of its own (bf16 pairs or FP8), not the fp32 activations.
+  bool packed_boundary() const { return is_bf16() || policy_.fp8_boundary; }
   void plan_activations();
   void check_shape(int B, int T) const;
   std::byte* slot_base(int slot) const;

@@ -64,7 +64,7 @@ void Gpt::plan_activations() {
   // A slot: the stage input, every layer's kept activations and the head's.
   Carver slot;
   o->encoded = slot.take(N * C, a);
-  if (is_bf16() && !cfg_.has_head) o->out32 = slot.take((N * C + 1) / 2, f);  // bf16 pairs
+  if (packed_boundary() && !cfg_.has_head) o->out32 = slot.take(boundary_floats(max_B_, max_T_), f);
   if (split && cfg_.has_embedding) o->dencoded = slot.take(N * C, a);         // the embedding's W reads it
   o->layers = slot.take(cfg_.num_stage_layers() * o->layer_bytes, 1);
   if (cfg_.has_head) {
@@ -87,7 +87,7 @@ void Gpt::plan_activations() {
   o->dfch = all.take(split ? 0 : N * mlp_in, a);
   o->dmlp = all.take(llama ? N * Fl : 0, a);
   o->datt = all.take(attention_.scratch_floats, f);
-  if (is_bf16() && !cfg_.has_embedding) o->grad32 = all.take((N * C + 1) / 2, f);  // bf16 pairs
+  if (packed_boundary() && !cfg_.has_embedding) o->grad32 = all.take(boundary_floats(max_B_, max_T_), f);
   o->total = all.bytes;
   off_ = std::move(o);
   acts_ = device::DeviceArray<std::byte>(mem_, off_->total);

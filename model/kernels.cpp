@@ -138,5 +138,9 @@ void Kernels::matmul_backward_fp8(bf16*, float*, float*, const bf16*, const bf16
                                   const Fp8Recipe&) {
   unsupported("matmul_backward", Precision::kFp8);
 }
+void Kernels::fp8_pack(float*, const float*, size_t, Fp8Format) { unsupported("fp8_pack", Precision::kFp32); }
+void Kernels::fp8_pack(float*, const bf16*, size_t, Fp8Format) { unsupported("fp8_pack", kB); }
+void Kernels::fp8_unpack(float*, const float*, size_t, Fp8Format) { unsupported("fp8_unpack", Precision::kFp32); }
+void Kernels::fp8_unpack(bf16*, const float*, size_t, Fp8Format) { unsupported("fp8_unpack", kB); }
 
 }  // namespace holmes::model

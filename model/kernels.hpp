@@ -248,6 +248,14 @@ class Kernels {
                                   int OC, const Fp8Recipe& recipe);
   virtual void matmul_backward_fp8(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                                    const bf16* weight, int N, int C, int OC, const Fp8Recipe& recipe);
+  // The pipeline boundary in FP8 (ActivationPolicy::fp8_boundary), for fp32 and bf16
+  // activations: packed (model::fp8_boundary_floats(n)) writes [amax of x, 1/scale, the n
+  // codes of x cast in format f with its current scale, four to a float]; fp8_unpack writes
+  // x (n) back from packed (decode times 1/scale: exact). Defaults throw.
+  virtual void fp8_pack(float* packed, const float* x, size_t n, Fp8Format f);
+  virtual void fp8_pack(float* packed, const bf16* x, size_t n, Fp8Format f);
+  virtual void fp8_unpack(float* x, const float* packed, size_t n, Fp8Format f);
+  virtual void fp8_unpack(bf16* x, const float* packed, size_t n, Fp8Format f);
 
  protected:
   // Throws std::logic_error: this backend has no `op` in precision p.

@@ -232,6 +232,7 @@ model::ActivationPolicy activation_policy(const spec::JobSpec& spec, const Paral
   const spec::Recompute r = ctx.recompute != spec::Recompute::kAuto ? ctx.recompute : spec.train.recompute;
   model::ActivationPolicy p;
   p.split_backward = pipe_schedule(spec, ctx) == schedule::PipeSchedule::kZbH1;
+  p.fp8_boundary = ctx.pipe_fp8.value_or(spec.parallel.pipe_fp8 == spec::PipeFp8::kOn);
   switch (r) {
     case spec::Recompute::kAuto:
     case spec::Recompute::kNone: p.recompute = model::Recompute::kNone; break;
@@ -244,9 +245,10 @@ model::ActivationPolicy activation_policy(const spec::JobSpec& spec, const Paral
 std::string Trainer::numerics() const {
   const std::string precision = gpt_->precision() == model::Precision::kFp8 ? model::describe(gpt_->fp8_recipe())
                                                                             : model::precision_name(gpt_->precision());
-  return fmt::format("{}, attention: {}, recompute: {}, schedule: {}", precision,
+  return fmt::format("{}, attention: {}, recompute: {}, schedule: {}{}", precision,
                      gpt_->attention_method(), model::recompute_name(gpt_->policy().recompute),
-                     schedule::pipe_schedule_name(schedule_));
+                     schedule::pipe_schedule_name(schedule_),
+                     gpt_->policy().fp8_boundary ? ", pipeline sends: fp8 (e4m3 activations, e5m2 gradients)" : "");
 }
 
 std::string Trainer::precision_record() const {

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "engine/spec/job_spec.hpp"
@@ -63,6 +64,9 @@ struct ParallelContext {
   // c x pp + stage (plan.stages[s].chunks); empty = the layers cut evenly over pp x V virtual
   // stages, V = parallel.virtual_stages (auto: 2). Other schedules: unused.
   std::vector<std::pair<int, int>> chunks = {};
+  // parallel.pipe_fp8 as the plan resolved it (plan.pipe_fp8); nullopt = the spec's, where
+  // auto without a plan means off.
+  std::optional<bool> pipe_fp8 = std::nullopt;
 };
 
 // The model chunks of this stage under the interleaved schedule (ParallelContext::chunks, or

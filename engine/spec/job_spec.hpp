@@ -95,6 +95,7 @@ struct ParallelSection {
   // stage); kAuto = the planner picks. Other schedules: kAuto or 1.
   int virtual_stages = kAuto;
   CrossIsland cross_island = CrossIsland::kAuto;  // CUDA groups over Ethernet
+  PipeFp8 pipe_fp8 = PipeFp8::kOff;  // pipeline sends in FP8 (on; auto: where the planner finds it pays)
   NcclMode nccl = NcclMode::kAuto;  // device buffers on NCCL groups (docs/comm.md)
   // Replicas (docs/diloco.md): the world split into `replicas` copies of one tensor x pipeline
   // x data plan. outer sync: one data-parallel all-reduce spans them (data degree x replicas);

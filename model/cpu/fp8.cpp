@@ -44,18 +44,48 @@ void check_formats(Fp8Format af, Fp8Format bf) {
     throw std::invalid_argument("fp8_gemm: e5m2 x e5m2 has no FP8 GEMM; accepted: at least one e4m3 operand");
 }
 
-}  // namespace
+float widen(bf16 x) { return bf16_to_float(x); }
+float widen(float x) { return x; }
 
-void amax_forward(float* amax, const bf16* x, size_t n) {
+template <class T>
+void amax_of(float* amax, const T* x, size_t n) {
   std::uint32_t best = 0;
-  for (size_t i = 0; i < n; ++i) best = std::max(best, fp8_magnitude_bits(bf16_to_float(x[i])));
+  for (size_t i = 0; i < n; ++i) best = std::max(best, fp8_magnitude_bits(widen(x[i])));
   *amax = fp8_bits_float(best);
 }
 
-void cast_to_fp8(std::uint8_t* out, float* scale_inv, const bf16* inp, size_t n, const float* amax, Fp8Format f) {
+template <class T>
+void cast_of(std::uint8_t* out, float* scale_inv, const T* inp, size_t n, const float* amax, Fp8Format f) {
   const float scale = fp8_scale(*amax, f);
-  for (size_t i = 0; i < n; ++i) out[i] = fp8_encode(bf16_to_float(inp[i]) * scale, f);
+  for (size_t i = 0; i < n; ++i) out[i] = fp8_encode(widen(inp[i]) * scale, f);
   if (scale_inv) *scale_inv = fp8_scale_inv(*amax, f);
+}
+
+template <class T>
+void pack_of(float* packed, const T* x, size_t n, Fp8Format f) {
+  amax_of(packed, x, n);
+  cast_of(reinterpret_cast<std::uint8_t*>(packed + 2), packed + 1, x, n, packed, f);
+}
+
+}  // namespace
+
+void amax_forward(float* amax, const bf16* x, size_t n) { amax_of(amax, x, n); }
+void amax_forward(float* amax, const float* x, size_t n) { amax_of(amax, x, n); }
+
+void cast_to_fp8(std::uint8_t* out, float* scale_inv, const bf16* inp, size_t n, const float* amax, Fp8Format f) {
+  cast_of(out, scale_inv, inp, n, amax, f);
+}
+void cast_to_fp8(std::uint8_t* out, float* scale_inv, const float* inp, size_t n, const float* amax, Fp8Format f) {
+  cast_of(out, scale_inv, inp, n, amax, f);
+}
+
+void fp8_pack(float* packed, const float* x, size_t n, Fp8Format f) { pack_of(packed, x, n, f); }
+void fp8_pack(float* packed, const bf16* x, size_t n, Fp8Format f) { pack_of(packed, x, n, f); }
+void fp8_unpack(float* x, const float* packed, size_t n, Fp8Format f) {
+  cast_from_fp8(x, reinterpret_cast<const std::uint8_t*>(packed + 2), n, packed + 1, f);
+}
+void fp8_unpack(bf16* x, const float* packed, size_t n, Fp8Format f) {
+  cast_from_fp8(x, reinterpret_cast<const std::uint8_t*>(packed + 2), n, packed + 1, f);
 }
 
 void cast_transpose_to_fp8(std::uint8_t* out, std::uint8_t* out_t, float* scale_inv, const bf16* inp, int rows,
@@ -73,6 +103,10 @@ void cast_transpose_to_fp8(std::uint8_t* out, std::uint8_t* out_t, float* scale_
 void cast_from_fp8(bf16* out, const std::uint8_t* inp, size_t n, const float* scale_inv, Fp8Format f) {
   const auto& t = decode_table(f);
   for (size_t i = 0; i < n; ++i) out[i] = float_to_bf16(t[inp[i]] * *scale_inv);
+}
+void cast_from_fp8(float* out, const std::uint8_t* inp, size_t n, const float* scale_inv, Fp8Format f) {
+  const auto& t = decode_table(f);
+  for (size_t i = 0; i < n; ++i) out[i] = t[inp[i]] * *scale_inv;
 }
 
 void fp8_gemm(bf16* c, const std::uint8_t* a, Fp8Format af, float a_scale_inv, const std::uint8_t* b, Fp8Format bf,

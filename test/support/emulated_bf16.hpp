@@ -277,7 +277,17 @@ class EmulatedBf16 final : public Kernels {
     narrow(dlogits, l);
   }
 
-  // FP8: the host twins of the GPU's FP8 linear layer.
+  // FP8: the host twins of the GPU's FP8 linear layer and boundary casts.
+  void fp8_pack(float* packed, const float* x, size_t n, Fp8Format f) override { k_.fp8_pack(packed, x, n, f); }
+  void fp8_unpack(float* x, const float* packed, size_t n, Fp8Format f) override { k_.fp8_unpack(x, packed, n, f); }
+  void fp8_pack(float* packed, const bf16* x, size_t n, Fp8Format f) override {
+    ++bf16_calls;
+    cpu::fp8_pack(packed, x, n, f);
+  }
+  void fp8_unpack(bf16* x, const float* packed, size_t n, Fp8Format f) override {
+    ++bf16_calls;
+    cpu::fp8_unpack(x, packed, n, f);
+  }
   void matmul_forward_fp8(bf16* out, const bf16* inp, const bf16* w, const bf16* b, int N, int C, int OC,
                           const Fp8Recipe& r) override {
     ++fp8_calls;

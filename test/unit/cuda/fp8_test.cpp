@@ -19,6 +19,7 @@
 #include <random>
 
 #include "cuda/check.hpp"
+#include "cuda/cuda_kernels.hpp"
 #include "cuda/fp8_cast.hpp"
 #include "cuda/gemm.hpp"
 #include "cuda/matmul_fp8.hpp"
@@ -448,6 +449,69 @@ TEST_CASE("fp8 linear layer matches the CPU twin and repeats bit for bit", "[cud
       }
       t.add({"fp8_matmul twice", "e4m3/e5m2", shape, "all bits", bits[0] == bits[1] ? 0.0 : 1.0, 0, ""});
     });
+  }
+  t.print();
+  for (const Row& r : t.rows()) {
+    INFO(format_row(r));
+    CHECK(r.ok());
+  }
+}
+
+namespace {
+
+// The header (amax, 1/scale) and the n code bytes of a packed boundary (the rest of its last
+// float is padding nothing reads).
+std::vector<std::uint8_t> packed_bytes(const std::vector<float>& packed, std::size_t n) {
+  std::vector<std::uint8_t> b(8 + n);
+  std::memcpy(b.data(), packed.data(), b.size());
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("fp8 pipeline boundary: pack and unpack through the CUDA kernels match the CPU twin, fp32 and bf16",
+          "[cuda][fp8]") {
+  if (!gpu_or_skip()) return;
+  Table t;
+  auto kernels = cuda::make_cuda_kernels(nullptr);
+  for (std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(1000), std::size_t(4099)}) {
+    const std::string shape = "n" + std::to_string(n);
+    auto x = cuda::test::random_floats(n, unsigned(n), -5, 5);
+    const auto x16 = store_as<model::bf16>(x);
+    for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
+      const std::string p = model::fp8_format_name(f);
+      const std::size_t floats = model::fp8_boundary_floats(n);
+      run_case(t, "fp8_pack fp32", p, shape, [&] {
+        std::vector<float> want(floats), back(n);
+        model::cpu::fp8_pack(want.data(), x.data(), n, f);
+        model::cpu::fp8_unpack(back.data(), want.data(), n, f);
+        Guarded<float> g_x(x);
+        auto g_p = Guarded<float>::poisoned(floats);
+        auto g_back = Guarded<float>::poisoned(n);
+        kernels->fp8_pack(g_p.dev(), g_x.dev(), n, f);
+        kernels->fp8_unpack(g_back.dev(), g_p.dev(), n, f);
+        exact_row(t, "fp8_pack fp32", p, shape, "packed", packed_bytes(g_p.download(), n), packed_bytes(want, n),
+                  g_p.guards());
+        exact_float_row(t, "fp8_unpack fp32", p, shape, "x", g_back.download(), back, g_back.guards());
+      });
+      run_case(t, "fp8_pack bf16", p, shape, [&] {
+        std::vector<float> want(floats);
+        std::vector<model::bf16> back(n);
+        model::cpu::fp8_pack(want.data(), x16.data(), n, f);
+        model::cpu::fp8_unpack(back.data(), want.data(), n, f);
+        Guarded<model::bf16> g_x(x16);
+        auto g_p = Guarded<float>::poisoned(floats);
+        auto g_back = Guarded<model::bf16>::poisoned(n);
+        kernels->fp8_pack(g_p.dev(), reinterpret_cast<const model::bf16*>(g_x.dev()), n, f);
+        kernels->fp8_unpack(reinterpret_cast<model::bf16*>(g_back.dev()), g_p.dev(), n, f);
+        exact_row(t, "fp8_pack bf16", p, shape, "packed", packed_bytes(g_p.download(), n), packed_bytes(want, n),
+                  g_p.guards());
+        std::vector<float> got(n), w(n);
+        const auto gb = g_back.download();
+        for (std::size_t i = 0; i < n; ++i) got[i] = model::bf16_to_float(gb[i]), w[i] = model::bf16_to_float(back[i]);
+        exact_float_row(t, "fp8_unpack bf16", p, shape, "x", got, w, g_back.guards());
+      });
+    }
   }
   t.print();
   for (const Row& r : t.rows()) {

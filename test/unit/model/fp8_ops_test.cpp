@@ -278,3 +278,34 @@ TEST_CASE("fp8 recipe: text round trip; unknown or unsupported recipes refused",
                           "e4m3/e5m2/current/head=fp16", "e4m3/e5m2/current/head=bf16/x"})
     CHECK_FALSE(parse_fp8_recipe(bad).has_value());
 }
+
+TEST_CASE("fp8 boundary pack: [amax, 1/scale, codes], unpacks to the cast values exactly", "[model][fp8]") {
+  for (size_t n : {size_t(1), size_t(7), size_t(64), size_t(1001)}) {
+    INFO("n " << n);
+    std::vector<float> x(n);
+    std::mt19937 gen{static_cast<unsigned>(n)};
+    std::normal_distribution<float> d(0.0f, 3.0f);
+    for (auto& v : x) v = d(gen);
+    const auto x16 = random_bf16(n, unsigned(n) + 1);
+    for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
+      std::vector<float> packed(fp8_boundary_floats(n), NAN), back(n, NAN), packed16(fp8_boundary_floats(n), NAN);
+      cpu::fp8_pack(packed.data(), x.data(), n, f);
+      cpu::fp8_unpack(back.data(), packed.data(), n, f);
+      float amax = 0;
+      cpu::amax_forward(&amax, x.data(), n);
+      CHECK(packed[0] == amax);
+      CHECK(packed[1] == fp8_scale_inv(amax, f));
+      const auto* codes = reinterpret_cast<const std::uint8_t*>(packed.data() + 2);
+      for (size_t i = 0; i < n; ++i) {
+        REQUIRE(codes[i] == fp8_encode(x[i] * fp8_scale(amax, f), f));
+        REQUIRE(back[i] == fp8_decode(codes[i], f) * packed[1]);
+        REQUIRE(std::fabs(back[i] - x[i]) <= half_step(x[i] / packed[1], f) * packed[1]);
+      }
+      std::vector<bf16> back16(n);
+      cpu::fp8_pack(packed16.data(), x16.data(), n, f);
+      cpu::fp8_unpack(back16.data(), packed16.data(), n, f);
+      const auto* codes16 = reinterpret_cast<const std::uint8_t*>(packed16.data() + 2);
+      for (size_t i = 0; i < n; ++i) REQUIRE(bf16_to_float(back16[i]) == fp8_decode(codes16[i], f) * packed16[1]);
+    }
+  }
+}
