@@ -14,8 +14,8 @@ PipelineStage::PipelineStage(model::Gpt& gpt, ParallelGroups& groups, int micro_
 
 PipelineStage::PipelineStage(std::vector<model::Gpt*> chunks, ParallelGroups& groups, int micro_batches, int B,
                              int T, schedule::PipeSchedule schedule)
-    : chunks_(std::move(chunks)), gpt_(*chunks_.at(0)), groups_(groups), stage_(groups.coords().pp_stage),
-      pp_size_(groups.coords().pp_size), micro_batches_(micro_batches), B_(B), T_(T) {
+    : chunks_(std::move(chunks)), gpt_(*chunks_.at(0)), groups_(groups), stage_(groups.place()[schedule::Axis::kPp]),
+      pp_size_(groups.place().degree(schedule::Axis::kPp)), micro_batches_(micro_batches), B_(B), T_(T) {
   const int pp = pp_size_, v = static_cast<int>(chunks_.size());
   if ((schedule == schedule::PipeSchedule::kInterleaved) != (v > 1))
     throw std::logic_error(fmt::format("PipelineStage: {} model chunks under schedule {}", v,

@@ -161,13 +161,13 @@ class Trainer final : public StepRunner {
   const DistOptimizer& optimizer(int chunk) const { return *optimizers_.at(chunk); }
 
  private:
-  bool counts_loss() const { return c_.pp_stage == c_.pp_size - 1 && c_.tp_rank == 0; }
+  bool counts_loss() const { return c_[schedule::Axis::kPp] == c_.degree(schedule::Axis::kPp) - 1 && c_[schedule::Axis::kTp] == 0; }
 
   const spec::JobSpec& spec_;
   const data::DataSet& data_;
   std::unique_ptr<ParallelGroups> own_groups_;  // one process alone
   ParallelGroups* groups_;
-  const Coords c_;
+  const schedule::Place c_;
   std::unique_ptr<GroupTensorParallel> tp_comm_;
   std::vector<std::unique_ptr<model::Gpt>> chunks_;  // model chunk c of the stage (one but interleaved)
   model::Gpt* gpt_ = nullptr;                          // chunks_[0]

@@ -39,7 +39,7 @@ double ethernet_transfer_s(Transport t, double bytes, const LinkCost& link);
 
 // What one step does, independent of placement.
 struct Workload {
-  GptShape shape;
+  model::GptConfig shape;  // the whole model (spec::model_config); model/counts.hpp counts it
   int seq_len = 0;       // T
   int micro_batch = 1;   // B per DP rank
   int micro_batches = 1; // m

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/spec/choices.hpp"
+#include "model/gpt_config.hpp"
 
 namespace holmes::spec {
 
@@ -24,13 +25,14 @@ struct JobSection {
 
 // Model architecture (dimension legend in model/gpt_config.hpp).
 struct ModelSection {
-  ModelArch arch = ModelArch::kGpt2;
+  std::string arch = model::kDefaultArch;  // a registered architecture (model/architecture.hpp)
   int layers = 0;        // L
   int hidden = 0;        // C
   int heads = 0;         // NH
   int vocab_size = 257;  // V before padding (257 = bytes + end-of-text)
   int max_seq_len = 1024;  // gpt2: learned position embeddings (n_positions); llama: rotary table
-  // llama only (validation refuses them on gpt2):
+  // Options an architecture may read (model::ConfigOption; validation refuses them, set, on
+  // an architecture that does not):
   int kv_heads = 0;             // KVH, grouped-query attention; 0 = heads
   int ffn_hidden = 0;           // F; 0 = 2/3 * 4C rounded up to ffn_multiple
   int ffn_multiple = 256;
@@ -38,7 +40,6 @@ struct ModelSection {
   double norm_eps = 1e-5;       // RMSNorm epsilon
   bool tie_embeddings = false;  // LM head = token embedding
 
-  bool is_llama() const { return arch == ModelArch::kLlama; }
   int resolved_kv_heads() const { return kv_heads == 0 ? heads : kv_heads; }
 };
 
