@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "model/gpt.hpp"
+#include "model/gpt2/gpt2.hpp"
+#include "model/llama/llama.hpp"
 #include "backends/backends.hpp"
 #include "model_test_util.hpp"
 #include "test/support/emulated_bf16.hpp"
@@ -65,8 +67,8 @@ void init(Gpt& g, uint64_t seed) {
 }
 
 // Shapes where every block GEMM fits FP8 (C, 3C, 4C multiples of 16; N = B*T = 64).
-GptConfig gpt2_cfg() { return GptConfig::gpt2(2, 32, 4, 101, 16); }
-GptConfig llama_cfg() { return GptConfig::llama(2, 32, 4, 2, 64, 101, 16); }  // 2 kv heads, F 64
+GptConfig gpt2_cfg() { return gpt2::config(2, 32, 4, 101, 16); }
+GptConfig llama_cfg() { return llama::config(2, 32, 4, 2, 64, 101, 16); }  // 2 kv heads, F 64
 
 }  // namespace
 
@@ -195,7 +197,7 @@ TEST_CASE("fp8 needs a backend with FP8 kernels", "[model][fp8]") {
 
 TEST_CASE("fp8 stage boundary: two stages through FP8 sends track one stage, fp32 and bf16", "[model][fp8][pp]") {
   const int B = 2, T = 8;
-  const GptConfig cfg = GptConfig::gpt2(3, 32, 4, 61, 8);
+  const GptConfig cfg = gpt2::config(3, 32, 4, 61, 8);
   const test::Batch b = test::make_batch(B, T, cfg.vocab, 31);
   for (Precision p : {Precision::kFp32, Precision::kBf16}) {
     INFO(precision_name(p));

@@ -60,7 +60,7 @@ SaveContext save_context(const spec::JobSpec& s, const Trainer& t, int64_t step)
 
 }  // namespace
 
-TEST_CASE("fp8 trainer: losses track bf16; the checkpoint records the recipe and resumes bit for bit",
+TEST_CASE("fp8 trainer: losses track bf16, the checkpoint records the recipe and resumes bit for bit",
           "[train][fp8]") {
   const spec::JobSpec f8 = job(spec::Precision::kFp8), b16 = job(spec::Precision::kBf16);
   auto data = DataSet::open(f8);

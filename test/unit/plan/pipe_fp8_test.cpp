@@ -46,7 +46,7 @@ TEST_CASE("pipe_fp8 on: the closed form with a byte per value on the links and t
   CHECK(off.estimate.bytes_per_step[ib] - on.estimate.bytes_per_step[ib] == Approx(pipe_bf16 / 2));
 }
 
-TEST_CASE("pipe_fp8 auto: on where the pipeline crosses a slow link, with the saving in the plan; off proposes it",
+TEST_CASE("pipe_fp8 auto: on where the pipeline crosses a slow link, with the saving in the plan, and off proposes it",
           "[plan][fp8]") {
   // The closed form's IB pipeline: FP8 saves well under kPipeFp8MinGain there, so auto keeps
   // the sends in bf16 and the plan proposes nothing.
