@@ -35,12 +35,12 @@ bool current_gpu_has_fp8() {
 
 // The pipeline boundary in FP8 (model::Kernels::fp8_pack): [amax, 1/scale, codes].
 template <class T>
-void fp8_pack_on(float* packed, const T* x, size_t n, model::Fp8Format f, cudaStream_t stream) {
+void fp8_pack_on(float* packed, const T* x, size_t n, DType f, cudaStream_t stream) {
   amax_forward(packed, x, n, stream);
   cast_to_fp8(reinterpret_cast<std::uint8_t*>(packed + 2), packed + 1, x, n, packed, f, stream);
 }
 template <class T>
-void fp8_unpack_on(T* x, const float* packed, size_t n, model::Fp8Format f, cudaStream_t stream) {
+void fp8_unpack_on(T* x, const float* packed, size_t n, DType f, cudaStream_t stream) {
   cast_from_fp8(x, reinterpret_cast<const std::uint8_t*>(packed + 2), n, packed + 1, f, stream);
 }
 
@@ -58,7 +58,8 @@ class CudaKernels final : public model::Kernels {
  public:
   explicit CudaKernels(cudaStream_t stream) : stream_(stream), attention_(stream) {}
   const char* name() const override { return "cuda"; }
-  bool supports(model::Precision p) const override { return p != model::Precision::kFp8 || has_fp8_; }
+  // FP8: the GEMM operand types of the FP8 linear layers, on GPUs with FP8 tensor cores.
+  bool supports(DType p) const override { return p == DType::kF32 || p == DType::kBf16 || (is_fp8(p) && has_fp8_); }
 
   void embedding_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B,
                          int T, int C, int vb, int Vl) override {
@@ -94,11 +95,11 @@ class CudaKernels final : public model::Kernels {
     cuda::matmul_dgelu_backward(gemm_, dpre, dw, db, dout, inp, w, pre, N, C, OC, DType::kF32, DType::kF32,
                                 fuse_gelu_, stream_);
   }
-  model::AttentionPlan plan_attention(model::Precision p, int B, int T, int C, int NH, int KVH) override {
+  model::AttentionPlan plan_attention(DType p, int B, int T, int C, int NH, int KVH) override {
     return attention_.plan(p, B, T, C, NH, KVH);
   }
   // fp32 attention before any plan (op-level callers) is the exact method.
-  bool fp32_planned() const { return attention_.method(model::Precision::kFp32) != Attention::Method::kAuto; }
+  bool fp32_planned() const { return attention_.method(DType::kF32) != Attention::Method::kAuto; }
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH,
                          int KVH) override {
     if (fp32_planned())
@@ -202,16 +203,16 @@ class CudaKernels final : public model::Kernels {
     cuda::matmul_dgelu_backward(gemm_, dpre, dw, db, dout, inp, w, pre, N, C, OC, DType::kBf16, DType::kF32,
                                 fuse_gelu_, stream_);
   }
-  void fp8_pack(float* packed, const float* x, size_t n, model::Fp8Format f) override {
+  void fp8_pack(float* packed, const float* x, size_t n, DType f) override {
     fp8_pack_on(packed, x, n, f, stream_);
   }
-  void fp8_pack(float* packed, const model::bf16* x, size_t n, model::Fp8Format f) override {
+  void fp8_pack(float* packed, const model::bf16* x, size_t n, DType f) override {
     fp8_pack_on(packed, dev(x), n, f, stream_);
   }
-  void fp8_unpack(float* x, const float* packed, size_t n, model::Fp8Format f) override {
+  void fp8_unpack(float* x, const float* packed, size_t n, DType f) override {
     fp8_unpack_on(x, packed, n, f, stream_);
   }
-  void fp8_unpack(model::bf16* x, const float* packed, size_t n, model::Fp8Format f) override {
+  void fp8_unpack(model::bf16* x, const float* packed, size_t n, DType f) override {
     fp8_unpack_on(dev(x), packed, n, f, stream_);
   }
   void matmul_forward_fp8(model::bf16* out, const model::bf16* inp, const model::bf16* w, const model::bf16* b,

@@ -31,8 +31,8 @@ int grid_for(std::size_t items) {
 __device__ __forceinline__ std::size_t thread_index() { return blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; }
 __device__ __forceinline__ std::size_t thread_count() { return std::size_t{gridDim.x} * blockDim.x; }
 
-__device__ __forceinline__ __nv_fp8_interpretation_t kind_of(Fp8Format f) {
-  return f == Fp8Format::kE4M3 ? __NV_E4M3 : __NV_E5M2;
+__device__ __forceinline__ __nv_fp8_interpretation_t kind_of(DType f) {
+  return f == DType::kE4M3 ? __NV_E4M3 : __NV_E5M2;
 }
 
 __device__ __forceinline__ std::uint8_t encode(float x, float scale, __nv_fp8_interpretation_t kind) {
@@ -69,7 +69,7 @@ __global__ void amax_kernel(unsigned int* amax_bits, const T* x, std::size_t n) 
 }
 
 // Every thread derives the scale from the amax; block 0's first thread writes its inverse.
-__device__ __forceinline__ float scale_from(const float* amax, float* scale_inv, Fp8Format f) {
+__device__ __forceinline__ float scale_from(const float* amax, float* scale_inv, DType f) {
   const float a = *amax;
   if (scale_inv != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0)
     *scale_inv = model::fp8_scale_inv(a, f);
@@ -83,7 +83,7 @@ using CodeWord = std::conditional_t<kW == 8, uint2, std::uint32_t>;
 // kW = kPack<T>: inp 16-byte and out kW-byte aligned, kW codes stored as one word.
 template <int kW, class T>
 __global__ void cast_kernel(std::uint8_t* out, float* scale_inv, const T* inp, std::size_t n, const float* amax,
-                            Fp8Format f) {
+                            DType f) {
   const float scale = scale_from(amax, scale_inv, f);
   const __nv_fp8_interpretation_t kind = kind_of(f);
   const std::size_t packs = n / kW;
@@ -110,7 +110,7 @@ constexpr int kTile = 32, kTileRows = 8;  // a 32 x 32 tile, 32 x 8 threads, 4 r
 // writes of out, keep the codes in shared memory, write out_t's 32 rows of the tile's
 // columns from there.
 __global__ void cast_transpose_kernel(std::uint8_t* out, std::uint8_t* out_t, float* scale_inv, const bf16* inp,
-                                      int rows, int cols, const float* amax, Fp8Format f) {
+                                      int rows, int cols, const float* amax, DType f) {
   __shared__ std::uint8_t tile[kTile][kTile + 4];
   const float scale = scale_from(amax, scale_inv, f);
   const __nv_fp8_interpretation_t kind = kind_of(f);
@@ -133,7 +133,7 @@ __global__ void cast_transpose_kernel(std::uint8_t* out, std::uint8_t* out_t, fl
 }
 
 template <class T>
-__global__ void cast_from_kernel(T* out, const std::uint8_t* inp, std::size_t n, const float* scale_inv, Fp8Format f) {
+__global__ void cast_from_kernel(T* out, const std::uint8_t* inp, std::size_t n, const float* scale_inv, DType f) {
   const float s = *scale_inv;
   const __nv_fp8_interpretation_t kind = kind_of(f);
   for (std::size_t i = thread_index(); i < n; i += thread_count()) out[i] = narrow<T>(decode(inp[i], kind) * s);
@@ -156,7 +156,7 @@ void amax_of(float* amax, const T* x, std::size_t n, cudaStream_t stream) {
 }
 
 template <class T>
-void cast_of(std::uint8_t* out, float* scale_inv, const T* inp, std::size_t n, const float* amax, Fp8Format f,
+void cast_of(std::uint8_t* out, float* scale_inv, const T* inp, std::size_t n, const float* amax, DType f,
              cudaStream_t stream) {
   if (n == 0 && scale_inv == nullptr) return;
   constexpr int kW = kPack<T>;
@@ -168,7 +168,7 @@ void cast_of(std::uint8_t* out, float* scale_inv, const T* inp, std::size_t n, c
 }
 
 template <class T>
-void cast_from_of(T* out, const std::uint8_t* inp, std::size_t n, const float* scale_inv, Fp8Format f,
+void cast_from_of(T* out, const std::uint8_t* inp, std::size_t n, const float* scale_inv, DType f,
                   cudaStream_t stream) {
   if (n == 0) return;
   cast_from_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, inp, n, scale_inv, f);
@@ -180,26 +180,26 @@ void cast_from_of(T* out, const std::uint8_t* inp, std::size_t n, const float* s
 void amax_forward(float* amax, const bf16* x, std::size_t n, cudaStream_t stream) { amax_of(amax, x, n, stream); }
 void amax_forward(float* amax, const float* x, std::size_t n, cudaStream_t stream) { amax_of(amax, x, n, stream); }
 
-void cast_to_fp8(std::uint8_t* out, float* scale_inv, const bf16* inp, std::size_t n, const float* amax, Fp8Format f,
+void cast_to_fp8(std::uint8_t* out, float* scale_inv, const bf16* inp, std::size_t n, const float* amax, DType f,
                  cudaStream_t stream) {
   cast_of(out, scale_inv, inp, n, amax, f, stream);
 }
 void cast_to_fp8(std::uint8_t* out, float* scale_inv, const float* inp, std::size_t n, const float* amax,
-                 Fp8Format f, cudaStream_t stream) {
+                 DType f, cudaStream_t stream) {
   cast_of(out, scale_inv, inp, n, amax, f, stream);
 }
 
-void cast_from_fp8(bf16* out, const std::uint8_t* inp, std::size_t n, const float* scale_inv, Fp8Format f,
+void cast_from_fp8(bf16* out, const std::uint8_t* inp, std::size_t n, const float* scale_inv, DType f,
                    cudaStream_t stream) {
   cast_from_of(out, inp, n, scale_inv, f, stream);
 }
-void cast_from_fp8(float* out, const std::uint8_t* inp, std::size_t n, const float* scale_inv, Fp8Format f,
+void cast_from_fp8(float* out, const std::uint8_t* inp, std::size_t n, const float* scale_inv, DType f,
                    cudaStream_t stream) {
   cast_from_of(out, inp, n, scale_inv, f, stream);
 }
 
 void cast_transpose_to_fp8(std::uint8_t* out, std::uint8_t* out_t, float* scale_inv, const bf16* inp, int rows,
-                           int cols, const float* amax, Fp8Format f, cudaStream_t stream) {
+                           int cols, const float* amax, DType f, cudaStream_t stream) {
   if (rows < 0 || cols < 0 || (out == nullptr && out_t == nullptr))
     throw std::invalid_argument("cast_transpose_to_fp8: rows and cols >= 0 and at least one output");
   const long long col_tiles = (static_cast<long long>(cols) + kTile - 1) / kTile;

@@ -32,16 +32,4 @@ inline bf16 float_to_bf16(float f) {
   return bf16{static_cast<std::uint16_t>(u >> 16)};
 }
 
-// The precision of a model's weights copy and activations. Master weights, their gradients
-// and the optimizer state are fp32 in all (docs/cost-model.md, docs/cuda.md). kFp8 stores
-// like kBf16 and runs the linear layers' GEMMs in FP8 (model/fp8_recipe.hpp): their operands
-// are cast to FP8 inside the GEMM ops, nothing is stored in FP8.
-enum class Precision { kFp32, kBf16, kFp8 };
-
-inline const char* precision_name(Precision p) {
-  return p == Precision::kBf16 ? "bf16" : p == Precision::kFp8 ? "fp8" : "fp32";
-}
-// What activations and the weights copy are stored in: bf16 for kFp8.
-inline Precision storage_of(Precision p) { return p == Precision::kFp8 ? Precision::kBf16 : p; }
-
 }  // namespace holmes::model

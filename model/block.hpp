@@ -46,7 +46,7 @@ struct BlockEnv {
   const GptConfig& cfg;  // the shard
   const ActivationPolicy& policy;
   const AttentionPlan& attention;  // Kernels::plan_attention for this shard
-  // Precision::kFp8: the recipe of the linear layers' FP8 GEMMs (linear_forward and
+  // train.precision fp8: the recipe of the linear layers' FP8 GEMMs (linear_forward and
   // gemm_backward below); null in fp32 and bf16.
   const Fp8Recipe* fp8 = nullptr;
 };
@@ -86,7 +86,7 @@ void tp_sum(const BlockEnv& e, A* x, size_t n) {
 }
 
 // The linear layers: the kernels' matmul ops of the activation type, or their FP8 GEMMs when
-// the env carries a recipe (Precision::kFp8; bf16 activations). The one place that decides
+// the env carries a recipe (Gpt's fp8 recipe; bf16 activations). The one place that decides
 // which GEMMs run in FP8: every block's layers, and the LM head (`head`) only when the recipe
 // says so (model::Gpt's head calls these too).
 inline bool fp8_gemms(const BlockEnv& e, bool head) { return e.fp8 != nullptr && (!head || e.fp8->lm_head); }

@@ -27,6 +27,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/dtype.hpp"
+
 #if defined(__CUDACC__)
 #define HOLMES_FP8_HD __host__ __device__
 #else
@@ -35,9 +37,8 @@
 
 namespace holmes::model {
 
-enum class Fp8Format : std::uint8_t { kE4M3, kE5M2 };
-
-inline const char* fp8_format_name(Fp8Format f) { return f == Fp8Format::kE4M3 ? "e4m3" : "e5m2"; }
+// The formats are the FP8 values of holmes::DType (common/dtype.hpp): every `DType f` below
+// is DType::kE4M3 or DType::kE5M2 (is_fp8(f)); any other reads as E5M2.
 
 // The facts of one format that encoding, decoding and scaling need.
 struct Fp8Spec {
@@ -46,17 +47,17 @@ struct Fp8Spec {
   std::uint8_t max_code;  // the largest finite magnitude's code (sign bit clear)
 };
 
-HOLMES_FP8_HD inline Fp8Spec fp8_spec(Fp8Format f) {
-  return f == Fp8Format::kE4M3 ? Fp8Spec{4, 3, 7, 448.0f, 0x7E} : Fp8Spec{5, 2, 15, 57344.0f, 0x7B};
+HOLMES_FP8_HD inline Fp8Spec fp8_spec(DType f) {
+  return f == DType::kE4M3 ? Fp8Spec{4, 3, 7, 448.0f, 0x7E} : Fp8Spec{5, 2, 15, 57344.0f, 0x7B};
 }
 
-HOLMES_FP8_HD inline float fp8_max(Fp8Format f) { return fp8_spec(f).max_finite; }
+HOLMES_FP8_HD inline float fp8_max(DType f) { return fp8_spec(f).max_finite; }
 
 constexpr std::uint8_t kFp8NaN = 0x7F;  // the canonical NaN code of both formats
 
 // ---- the codes (host) ----
 
-inline float fp8_decode(std::uint8_t code, Fp8Format f) {
+inline float fp8_decode(std::uint8_t code, DType f) {
   const Fp8Spec s = fp8_spec(f);
   const bool negative = (code & 0x80) != 0;
   const int magnitude = code & 0x7F;
@@ -64,9 +65,9 @@ inline float fp8_decode(std::uint8_t code, Fp8Format f) {
   const int mantissa = magnitude & ((1 << s.mantissa_bits) - 1);
   const int top = (1 << s.exponent_bits) - 1;
   float value;
-  if (f == Fp8Format::kE4M3 && magnitude == 0x7F) {
+  if (f == DType::kE4M3 && magnitude == 0x7F) {
     return NAN;
-  } else if (f == Fp8Format::kE5M2 && exponent == top) {
+  } else if (f == DType::kE5M2 && exponent == top) {
     if (mantissa != 0) return NAN;
     value = INFINITY;
   } else if (exponent == 0) {  // subnormal: mantissa * 2^(1 - bias - M)
@@ -78,7 +79,7 @@ inline float fp8_decode(std::uint8_t code, Fp8Format f) {
 }
 
 // On the float's bits (a few integer operations, no floating-point rounding mode involved).
-inline std::uint8_t fp8_encode(float x, Fp8Format f) {
+inline std::uint8_t fp8_encode(float x, DType f) {
   const Fp8Spec s = fp8_spec(f);
   std::uint32_t u;
   std::memcpy(&u, &x, sizeof u);
@@ -138,7 +139,7 @@ constexpr int kFp8MaxScaleExponent = 126;
 // with amax * 2^e <= fp8_max(f), clamped to +-kFp8MaxScaleExponent; 0 for amax == 0.
 // Computed on the bits (no log2), so the host and the device agree exactly. amax must be
 // finite and >= 0 (fp8_scale handles the rest).
-HOLMES_FP8_HD inline int fp8_scale_exponent(float amax, Fp8Format f) {
+HOLMES_FP8_HD inline int fp8_scale_exponent(float amax, DType f) {
   if (amax == 0.0f) return 0;
   const std::uint32_t a = fp8_float_bits(amax), m = fp8_float_bits(fp8_max(f));
   const int max_exp = static_cast<int>((m >> 23) & 0xFF) - 127;
@@ -158,11 +159,11 @@ HOLMES_FP8_HD inline int fp8_scale_exponent(float amax, Fp8Format f) {
 // and its inverse, by which the GEMM multiplies its product. A non-finite amax (the tensor
 // holds an infinity or a NaN) gives a NaN scale: the whole tensor then casts to NaN, so the
 // step's loss turns NaN as it would in bf16 rather than the saturating cast hiding it.
-HOLMES_FP8_HD inline float fp8_scale(float amax, Fp8Format f) {
+HOLMES_FP8_HD inline float fp8_scale(float amax, DType f) {
   if (!(amax <= FLT_MAX)) return fp8_bits_float(0x7FC00000u);
   return fp8_bits_float(static_cast<std::uint32_t>(fp8_scale_exponent(amax, f) + 127) << 23);
 }
-HOLMES_FP8_HD inline float fp8_scale_inv(float amax, Fp8Format f) {
+HOLMES_FP8_HD inline float fp8_scale_inv(float amax, DType f) {
   if (!(amax <= FLT_MAX)) return fp8_bits_float(0x7FC00000u);
   return fp8_bits_float(static_cast<std::uint32_t>(127 - fp8_scale_exponent(amax, f)) << 23);
 }

@@ -20,11 +20,12 @@
 namespace holmes::model {
 
 struct Fp8Recipe {
-  // Weights and the GEMMs' input activations: E4M3 (the backward GEMMs multiply gradients by
-  // these, and E5M2 x E5M2 has no FP8 GEMM).
-  Fp8Format forward = Fp8Format::kE4M3;
-  Fp8Format backward = Fp8Format::kE5M2;  // the gradients of the GEMMs' outputs
-  bool lm_head = false;                   // the LM head's GEMMs in FP8 too (else bf16)
+  // The GEMM operand types (FP8 DType values, common/dtype.hpp). Weights and the GEMMs' input
+  // activations: E4M3 (the backward GEMMs multiply gradients by these, and E5M2 x E5M2 has no
+  // FP8 GEMM).
+  DType forward = DType::kE4M3;
+  DType backward = DType::kE5M2;  // the gradients of the GEMMs' outputs
+  bool lm_head = false;           // the LM head's GEMMs in FP8 too (else bf16)
 };
 // (By hand: model/kernels.hpp, which includes this, is also compiled as C++17 by nvcc.)
 inline bool operator==(const Fp8Recipe& a, const Fp8Recipe& b) {

@@ -16,7 +16,7 @@ using gpt_detail::at;
 using gpt_detail::Carver;
 
 Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelComm* comm, int slots,
-         Precision precision, ActivationPolicy policy, const Fp8Recipe& fp8)
+         DType precision, ActivationPolicy policy, std::optional<Fp8Recipe> fp8)
     : cfg_(cfg),
       arch_(cfg_.architecture()),
       backend_(backend),
@@ -28,10 +28,22 @@ Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelCo
       precision_(precision),
       fp8_(fp8),
       policy_(policy),
-      env_{k_, mem_, *comm_, cfg_, policy_, attention_, precision == Precision::kFp8 ? &fp8_ : nullptr} {
+      env_{k_, mem_, *comm_, cfg_, policy_, attention_, fp8_ ? &*fp8_ : nullptr} {
   if (slots < 1) throw std::invalid_argument(fmt::format("Gpt: {} activation slots; need at least 1", slots));
+  if (precision != DType::kF32 && precision != DType::kBf16)
+    throw std::invalid_argument(fmt::format("Gpt: {} activations are not supported (accepted: fp32, bf16; FP8 runs "
+                                            "the GEMMs alone, model/fp8_recipe.hpp)", dtype_name(precision)));
   if (!k_.supports(precision))
-    throw std::invalid_argument(fmt::format("Gpt: backend {} has no {} kernels", k_.name(), precision_name(precision)));
+    throw std::invalid_argument(fmt::format("Gpt: backend {} has no {} kernels", k_.name(), dtype_name(precision)));
+  if (fp8_) {
+    if (precision != DType::kBf16)
+      throw std::invalid_argument(fmt::format("Gpt: FP8 GEMMs ({}) need bf16 activations, not {}",
+                                              recipe_text(*fp8_), dtype_name(precision)));
+    for (DType t : {fp8_->forward, fp8_->backward})
+      if (!k_.supports(t))
+        throw std::invalid_argument(fmt::format("Gpt: backend {} has no {} GEMM kernels (FP8 recipe {})", k_.name(),
+                                                dtype_name(t), recipe_text(*fp8_)));
+  }
   slot_state_.resize(slots);
   cfg_.finalize();
   if (comm_->size() != cfg_.tp_size || comm_->rank() != cfg_.tp_rank) {
@@ -50,7 +62,7 @@ Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelCo
   params_.zero();
   grads_.zero();
   params16_.zero();
-  attention_ = k_.plan_attention(storage_of(precision_), max_B, max_T, cfg_.local_channels(), cfg_.local_heads(),
+  attention_ = k_.plan_attention(precision_, max_B, max_T, cfg_.local_channels(), cfg_.local_heads(),
                                  cfg_.local_kv_heads());
   plan_activations();
   blocks_ = arch_.make_blocks(cfg_, mem_, max_T_);
@@ -113,13 +125,13 @@ std::pair<size_t, size_t> Gpt::layer_range(int local_layer) const {
 // The boundary holds the activation type's bytes (bf16: two values per float): a copy; or
 // with fp8_boundary the FP8 codes of x and their scale (Kernels::fp8_pack).
 template <class A>
-void Gpt::to_boundary(float* out, const A* x, size_t n, Fp8Format f) {
+void Gpt::to_boundary(float* out, const A* x, size_t n, DType f) {
   if (policy_.fp8_boundary) return k_.fp8_pack(out, x, n, f);
   if (static_cast<const void*>(out) != static_cast<const void*>(x)) mem_.copy(out, x, n * sizeof(A));
 }
 
 template <class A>
-void Gpt::from_boundary(A* out, const float* x, size_t n, Fp8Format f) {
+void Gpt::from_boundary(A* out, const float* x, size_t n, DType f) {
   if (policy_.fp8_boundary) return k_.fp8_unpack(out, x, n, f);
   mem_.copy(out, x, n * sizeof(A));
 }
@@ -254,7 +266,7 @@ void Gpt::forward_t(const int* tokens, const float* input, const int* targets, i
                          cfg_.vocab_begin(), cfg_.local_vocab());
     tp_sum(env_, s.encoded, N * C);
   } else {
-    from_boundary(s.encoded, input, N * C, Fp8Format::kE4M3);
+    from_boundary(s.encoded, input, N * C, DType::kE4M3);
   }
   const A* x = s.encoded;
   for (int l = 0; l < cfg_.num_stage_layers(); ++l) {
@@ -270,7 +282,7 @@ void Gpt::forward_t(const int* tokens, const float* input, const int* targets, i
     head_forward<A>(targets, B, T);
   }
   else if (packed_boundary())
-    to_boundary(s.out32, x, N * C, Fp8Format::kE4M3);
+    to_boundary(s.out32, x, N * C, DType::kE4M3);
 }
 
 template <class A>
@@ -333,10 +345,10 @@ std::vector<float> Gpt::read_params() const {
 }
 
 // Used by the backward file too.
-template void Gpt::to_boundary<float>(float*, const float*, size_t, Fp8Format);
-template void Gpt::to_boundary<bf16>(float*, const bf16*, size_t, Fp8Format);
-template void Gpt::from_boundary<float>(float*, const float*, size_t, Fp8Format);
-template void Gpt::from_boundary<bf16>(bf16*, const float*, size_t, Fp8Format);
+template void Gpt::to_boundary<float>(float*, const float*, size_t, DType);
+template void Gpt::to_boundary<bf16>(float*, const bf16*, size_t, DType);
+template void Gpt::from_boundary<float>(float*, const float*, size_t, DType);
+template void Gpt::from_boundary<bf16>(bf16*, const float*, size_t, DType);
 template const float* Gpt::stage_out<float>() const;
 template const bf16* Gpt::stage_out<bf16>() const;
 

@@ -20,9 +20,7 @@
 // in-flight micro-batch, chosen with set_slot(); the gradient scratch is shared), and a
 // grad-ready hook tells the distributed optimizer which gradient ranges are final.
 //
-// Precision (model/bf16.hpp): fp32 computes everything in fp32. fp8 is bf16 below with the
-// linear layers' GEMMs in FP8 (the blocks' QKV, attention output and MLP layers, and the LM
-// head when the recipe says so; model/fp8_recipe.hpp, block.hpp's linear_forward). bf16 keeps fp32 master
+// Precision (a DType, common/dtype.hpp): fp32 computes everything in fp32. bf16 keeps fp32 master
 // weights (params()) and fp32 gradients (grads()), a bf16 copy of the weights that the
 // kernels read (refreshed by params_updated() after every change of params()), and bf16
 // activations with fp32 LayerNorm statistics, losses and softmax statistics. The stage
@@ -32,12 +30,18 @@
 // their gradients are bf16 on both sides already, so a bf16 boundary is exact and halves what
 // a pipeline sends between stages. With ActivationPolicy::fp8_boundary the boundary is FP8
 // instead (activation_policy.hpp), in either precision.
+//
+// FP8 (train.precision fp8) is bf16 above plus an Fp8Recipe (model/fp8_recipe.hpp): the linear
+// layers' GEMMs (every block's QKV, attention output and MLP layers, and the LM head when the
+// recipe says so; block.hpp's linear_forward) take their operands in the recipe's FP8 DTypes,
+// cast with a per-tensor scale inside the GEMM ops. Nothing is stored in FP8.
 #pragma once
 
 #include <cstdint>
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -63,9 +67,10 @@ class Gpt {
   // backward of one micro-batch must use the same slot. precision: see above; bf16 needs a
   // backend whose kernels support it (std::invalid_argument otherwise).
   // policy: what the activation slots keep and whether backward splits (above). fp8: the
-  // recipe of the FP8 GEMMs (read with Precision::kFp8 only).
+  // recipe of the FP8 GEMMs (above); it needs bf16 activations and a backend whose kernels
+  // support the recipe's FP8 types (std::invalid_argument otherwise).
   Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelComm* comm = nullptr, int slots = 1,
-      Precision precision = Precision::kFp32, ActivationPolicy policy = {}, const Fp8Recipe& fp8 = {});
+      DType precision = DType::kF32, ActivationPolicy policy = {}, std::optional<Fp8Recipe> fp8 = std::nullopt);
   ~Gpt();
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
@@ -146,8 +151,8 @@ class Gpt {
   void params_updated();
   // The same for the range [begin, end) of params() alone.
   void params_updated(size_t begin, size_t end);
-  Precision precision() const { return precision_; }
-  const Fp8Recipe& fp8_recipe() const { return fp8_; }
+  DType precision() const { return precision_; }  // of the activations and the weights copy
+  const std::optional<Fp8Recipe>& fp8_recipe() const { return fp8_; }  // nullopt: no FP8 GEMMs
   // How attention is computed here (Kernels::plan_attention), for the start-up log.
   const std::string& attention_method() const { return attention_.method; }
 
@@ -192,8 +197,8 @@ class Gpt {
   template <class A> void embedding_weight_grad(int B, int T, Pass pass);
   template <class A> void run_backward(float loss_scale, const float* doutput, Pass pass);
   // f: the FP8 format of a fp8_boundary (E4M3 activations, E5M2 gradients).
-  template <class A> void to_boundary(float* out, const A* x, size_t n, Fp8Format f);
-  template <class A> void from_boundary(A* out, const float* x, size_t n, Fp8Format f);
+  template <class A> void to_boundary(float* out, const A* x, size_t n, DType f);
+  template <class A> void from_boundary(A* out, const float* x, size_t n, DType f);
   // The boundary is a buffer of its own (bf16 pairs or FP8), not the fp32 activations.
   bool packed_boundary() const { return is_bf16() || policy_.fp8_boundary; }
   void plan_activations();
@@ -212,7 +217,7 @@ class Gpt {
   size_t layer_first_tensor(int local_layer) const;
   size_t embedding_end() const;  // end of the embedding's tensors in the flat buffer (0: none)
   std::pair<size_t, size_t> layer_range(int local_layer) const;
-  bool is_bf16() const { return storage_of(precision_) == Precision::kBf16; }  // bf16 storage (fp8 too)
+  bool is_bf16() const { return precision_ == DType::kBf16; }
 
   // What a slot remembers between its forward and backward besides its activations.
   struct SlotState {
@@ -230,8 +235,8 @@ class Gpt {
   NoTensorParallel no_comm_;
   TensorParallelComm* comm_;
   int max_B_, max_T_;
-  Precision precision_;
-  Fp8Recipe fp8_;
+  DType precision_;
+  std::optional<Fp8Recipe> fp8_;
   ActivationPolicy policy_;
   AttentionPlan attention_;
   BlockEnv env_;  // what every block call gets (block.hpp)

@@ -61,7 +61,7 @@ void Gpt::run_backward(float loss_scale, const float* doutput, Pass pass) {
   if (cfg_.has_head)
     head_backward<A>(loss_scale, B_, T_, pass);
   else if (pass != Pass::kWeights)
-    from_boundary(shared<A>().dres, doutput, static_cast<size_t>(B_) * T_ * cfg_.hidden, Fp8Format::kE5M2);
+    from_boundary(shared<A>().dres, doutput, static_cast<size_t>(B_) * T_ * cfg_.hidden, DType::kE5M2);
   stage_backward<A>(B_, T_, pass);
 }
 
@@ -129,7 +129,7 @@ void Gpt::stage_backward(int B, int T, Pass pass) {
     if (pass == Pass::kAll) embedding_weight_grad<A>(B, T, pass);
     grad_ready(0, embedding_end());  // ranges still arrive in descending order
   } else if (packed_boundary()) {
-    if (pass != Pass::kWeights) to_boundary(s.grad32, s.dres, NC, Fp8Format::kE5M2);
+    if (pass != Pass::kWeights) to_boundary(s.grad32, s.dres, NC, DType::kE5M2);
   }
 }
 

@@ -6,11 +6,11 @@
 
 namespace holmes::model {
 
-void Kernels::unsupported(const char* op, Precision p) const {
-  throw std::logic_error(fmt::format("backend {} has no {} {} kernel", name(), precision_name(p), op));
+void Kernels::unsupported(const char* op, DType p) const {
+  throw std::logic_error(fmt::format("backend {} has no {} {} kernel", name(), dtype_name(p), op));
 }
 
-AttentionPlan Kernels::plan_attention(Precision p, int B, int T, int /*C*/, int NH, int /*KVH*/) {
+AttentionPlan Kernels::plan_attention(DType p, int B, int T, int /*C*/, int NH, int /*KVH*/) {
   if (!supports(p)) unsupported("attention", p);
   const size_t probs = static_cast<size_t>(B) * NH * T * T;
   return {probs, probs, "exact softmax, probabilities kept (B,NH,T,T)", true};
@@ -59,7 +59,7 @@ void Kernels::crossentropy_fused_forward(float* row_max, float* stats, const flo
 }
 
 // ---- bf16: absent unless a backend overrides them ----
-constexpr Precision kB = Precision::kBf16;
+constexpr DType kB = DType::kBf16;
 
 void Kernels::convert(bf16*, const float*, size_t) { unsupported("convert", kB); }
 void Kernels::convert(float*, const bf16*, size_t) { unsupported("convert", kB); }
@@ -131,16 +131,16 @@ void Kernels::crossentropy_backward(bf16*, const bf16*, const float*, const floa
   unsupported("crossentropy_backward", kB);
 }
 
-void Kernels::matmul_forward_fp8(bf16*, const bf16*, const bf16*, const bf16*, int, int, int, const Fp8Recipe&) {
-  unsupported("matmul_forward", Precision::kFp8);
+void Kernels::matmul_forward_fp8(bf16*, const bf16*, const bf16*, const bf16*, int, int, int, const Fp8Recipe& r) {
+  unsupported("matmul_forward", r.forward);
 }
 void Kernels::matmul_backward_fp8(bf16*, float*, float*, const bf16*, const bf16*, const bf16*, int, int, int,
-                                  const Fp8Recipe&) {
-  unsupported("matmul_backward", Precision::kFp8);
+                                  const Fp8Recipe& r) {
+  unsupported("matmul_backward", r.backward);
 }
-void Kernels::fp8_pack(float*, const float*, size_t, Fp8Format) { unsupported("fp8_pack", Precision::kFp32); }
-void Kernels::fp8_pack(float*, const bf16*, size_t, Fp8Format) { unsupported("fp8_pack", kB); }
-void Kernels::fp8_unpack(float*, const float*, size_t, Fp8Format) { unsupported("fp8_unpack", Precision::kFp32); }
-void Kernels::fp8_unpack(bf16*, const float*, size_t, Fp8Format) { unsupported("fp8_unpack", kB); }
+void Kernels::fp8_pack(float*, const float*, size_t, DType) { unsupported("fp8_pack", DType::kF32); }
+void Kernels::fp8_pack(float*, const bf16*, size_t, DType) { unsupported("fp8_pack", kB); }
+void Kernels::fp8_unpack(float*, const float*, size_t, DType) { unsupported("fp8_unpack", DType::kF32); }
+void Kernels::fp8_unpack(bf16*, const float*, size_t, DType) { unsupported("fp8_unpack", kB); }
 
 }  // namespace holmes::model

@@ -9,12 +9,15 @@
 //     the class) take bf16 activations and a bf16 copy of the weights, and still write fp32
 //     weight gradients, LayerNorm statistics, losses and softmax statistics, accumulating in
 //     fp32 throughout. A backend without bf16 kernels (the CPU) inherits the defaults, which
-//     throw std::logic_error; supports() says which precisions a backend has.
+//     throw std::logic_error; supports() says which precisions a backend has. The FP8
+//     types (DType::kE4M3, kE5M2) are GEMM operand types only: supports(kE4M3) says the
+//     backend has the FP8 linear-layer ops at the end of the class.
 #pragma once
 
 #include <cstddef>
 #include <string>
 
+#include "common/dtype.hpp"
 #include "model/bf16.hpp"
 #include "model/fp8_recipe.hpp"
 
@@ -46,14 +49,16 @@ class Kernels {
  public:
   virtual ~Kernels() = default;
   virtual const char* name() const = 0;
-  virtual bool supports(Precision p) const { return p == Precision::kFp32; }
+  // Whether the ops run with activations (and the weights copy) of type p: fp32 always, bf16
+  // where the backend has the overloads below.
+  virtual bool supports(DType p) const { return p == DType::kF32; }
 
   // Chooses the attention method for micro-batches up to (B, T) of this shard (C = NHl * HS
   // query channels, NH = NHl query heads, KVH = KVHl key/value heads) in precision p; later
   // calls with smaller B or T use the same method. The default is the exact form below: the
   // probabilities (B,NH,T,T) kept, the same again as workspace. Throws UserError when no
   // method exists for the shape.
-  virtual AttentionPlan plan_attention(Precision p, int B, int T, int C, int NH, int KVH);
+  virtual AttentionPlan plan_attention(DType p, int B, int T, int C, int NH, int KVH);
 
   // out (B,T,C) writes wte[tok - vocab_begin] for tokens in [vocab_begin, vocab_begin+Vl),
   // 0 for other tokens (another vocabulary shard holds them), plus wpe[t] when wpe != nullptr.
@@ -237,13 +242,13 @@ class Kernels {
                                      const float* stats, const int* targets, float dloss, int N,
                                      int Vl, int vocab_begin, int V);
 
-  // ---- FP8 linear layers (Precision::kFp8) ----
+  // ---- FP8 linear layers (an Fp8Recipe on bf16 activations: train.precision fp8) ----
   // matmul_forward / matmul_backward of the bf16 overloads (same contracts, bf16 activations
   // and weights, fp32 weight and bias gradients) with the GEMMs in FP8 as `recipe` says: each
   // operand cast with the power-of-two scale of its own amax (inp and weight in
   // recipe.forward, dout in recipe.backward), fp32 accumulation, the bias gradient from the
   // bf16 dout; a GEMM whose shape the FP8 kernels cannot take (model::fp8_gemm_fits) runs in
-  // bf16. model/cpu/fp8_ops.hpp is the host twin. Defaults throw (supports(kFp8) false).
+  // bf16. model/cpu/fp8_ops.hpp is the host twin. Defaults throw (supports(kE4M3) false).
   virtual void matmul_forward_fp8(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int N, int C,
                                   int OC, const Fp8Recipe& recipe);
   virtual void matmul_backward_fp8(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
@@ -252,14 +257,14 @@ class Kernels {
   // activations: packed (model::fp8_boundary_floats(n)) writes [amax of x, 1/scale, the n
   // codes of x cast in format f with its current scale, four to a float]; fp8_unpack writes
   // x (n) back from packed (decode times 1/scale: exact). Defaults throw.
-  virtual void fp8_pack(float* packed, const float* x, size_t n, Fp8Format f);
-  virtual void fp8_pack(float* packed, const bf16* x, size_t n, Fp8Format f);
-  virtual void fp8_unpack(float* x, const float* packed, size_t n, Fp8Format f);
-  virtual void fp8_unpack(bf16* x, const float* packed, size_t n, Fp8Format f);
+  virtual void fp8_pack(float* packed, const float* x, size_t n, DType f);
+  virtual void fp8_pack(float* packed, const bf16* x, size_t n, DType f);
+  virtual void fp8_unpack(float* x, const float* packed, size_t n, DType f);
+  virtual void fp8_unpack(bf16* x, const float* packed, size_t n, DType f);
 
  protected:
   // Throws std::logic_error: this backend has no `op` in precision p.
-  [[noreturn]] void unsupported(const char* op, Precision p) const;
+  [[noreturn]] void unsupported(const char* op, DType p) const;
 };
 
 }  // namespace holmes::model

@@ -85,7 +85,7 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const data:
     const model::GptConfig cfg = stage_config(spec, c_, ranges[k].first, ranges[k].second, k, v);
     chunks_.push_back(std::make_unique<model::Gpt>(cfg, backend, t.micro_batch, t.seq_len, tp_comm_.get(),
                                                    schedule::max_in_flight(steps, k), precision_of(spec, backend),
-                                                   activation_policy(spec, ctx), fp8_recipe_of(spec)));
+                                                   activation_policy(spec, ctx), fp8_recipe_of(spec, backend)));
     chunks_.back()->init_weights(spec.job.seed);
     models.push_back(chunks_.back().get());
   }
@@ -154,30 +154,31 @@ void Trainer::outer_step(int64_t done) {
   gpt_->load_params(host);
 }
 
-model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& backend) {
+DType precision_of(const spec::JobSpec& spec, const model::Backend& backend) {
   // The rule is the spec's (JobSpec::trains_bf16, which the planner prices): a backend with bf16
   // kernels is a GPU.
-  const bool has_bf16 = backend.kernels->supports(model::Precision::kBf16);
-  if (spec.trains_fp8()) {
-    // runtime::check_precision_device refused the CPU and older GPUs before any work; this
-    // is the backend's own word (a test vehicle may emulate FP8 on the host).
-    if (!backend.kernels->supports(model::Precision::kFp8))
-      throw UserError(fmt::format("train.precision: 'fp8' needs FP8 GEMM kernels, and the {} backend ({} kernels) has "
-                                  "none (accepted here: auto, bf16, fp32)",
-                                  backend.device, backend.kernels->name()));
-    return model::Precision::kFp8;
-  }
-  if (!spec.trains_bf16(has_bf16)) return model::Precision::kFp32;
+  // fp8 (bf16 activations under FP8 GEMMs) is refused first by what it needs most, naming fp8.
+  if (spec.trains_fp8()) (void)fp8_recipe_of(spec, backend);
+  const bool has_bf16 = backend.kernels->supports(DType::kBf16);
+  if (!spec.trains_bf16(has_bf16)) return DType::kF32;
   if (!has_bf16)
     throw UserError(fmt::format("train.precision: 'bf16' needs bf16 kernels, and the {} backend ({} kernels) computes "
                                 "in fp32 (accepted here: auto, fp32; bf16 trains with job.device: cuda)",
                                 backend.device, backend.kernels->name()));
-  return model::Precision::kBf16;
+  return DType::kBf16;
 }
 
-model::Fp8Recipe fp8_recipe_of(const spec::JobSpec& spec) {
+std::optional<model::Fp8Recipe> fp8_recipe_of(const spec::JobSpec& spec, const model::Backend& backend) {
+  if (!spec.trains_fp8()) return std::nullopt;
   model::Fp8Recipe r;
   r.lm_head = spec.train.fp8_lm_head;
+  // runtime::check_precision_device refused the CPU and older GPUs before any work; this is
+  // the backend's own word (a test vehicle may emulate FP8 on the host).
+  for (DType t : {r.forward, r.backward})
+    if (!backend.kernels->supports(t))
+      throw UserError(fmt::format("train.precision: 'fp8' needs FP8 GEMM kernels ({}), and the {} backend ({} "
+                                  "kernels) has none (accepted here: auto, bf16, fp32)",
+                                  dtype_name(t), backend.device, backend.kernels->name()));
   return r;
 }
 
@@ -225,8 +226,8 @@ model::ActivationPolicy activation_policy(const spec::JobSpec& spec, const Paral
 }
 
 std::string Trainer::numerics() const {
-  const std::string precision = gpt_->precision() == model::Precision::kFp8 ? model::describe(gpt_->fp8_recipe())
-                                                                            : model::precision_name(gpt_->precision());
+  const std::optional<model::Fp8Recipe>& fp8 = gpt_->fp8_recipe();
+  const std::string precision = fp8 ? model::describe(*fp8) : dtype_name(gpt_->precision());
   return fmt::format("{}, attention: {}, recompute: {}, schedule: {}{}", precision,
                      gpt_->attention_method(), model::recompute_name(gpt_->policy().recompute),
                      schedule::pipe_schedule_name(schedule_),
@@ -234,9 +235,8 @@ std::string Trainer::numerics() const {
 }
 
 std::string Trainer::precision_record() const {
-  const model::Precision p = gpt_->precision();
-  return p == model::Precision::kFp8 ? fmt::format("fp8 {}", model::recipe_text(gpt_->fp8_recipe()))
-                                     : std::string(model::precision_name(p));
+  const std::optional<model::Fp8Recipe>& fp8 = gpt_->fp8_recipe();
+  return fp8 ? fmt::format("fp8 {}", model::recipe_text(*fp8)) : std::string(dtype_name(gpt_->precision()));
 }
 
 double Trainer::flops_per_token() const {

@@ -38,9 +38,11 @@ namespace holmes::parallel {
 model::GptConfig gpt_config_of(const spec::JobSpec& spec);
 // train.precision on this backend: auto is bf16 where the backend has bf16 kernels (a GPU),
 // fp32 elsewhere. UserError (exit 2) for bf16 on a backend without bf16 kernels.
-model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& backend);
-// The FP8 recipe of spec.train (read when the precision is fp8).
-model::Fp8Recipe fp8_recipe_of(const spec::JobSpec& spec);
+DType precision_of(const spec::JobSpec& spec, const model::Backend& backend);
+// train.precision fp8: the FP8 recipe of spec.train, whose GEMMs run on the bf16 activations
+// precision_of gives; nullopt for other precisions. UserError (exit 2) on a backend without
+// FP8 GEMM kernels.
+std::optional<model::Fp8Recipe> fp8_recipe_of(const spec::JobSpec& spec, const model::Backend& backend);
 // The learning-rate schedule and AdamW settings of spec.train.
 LrConfig lr_config_of(const spec::JobSpec& spec);
 AdamWHyper adamw_hyper_of(const spec::JobSpec& spec);

@@ -111,7 +111,7 @@ Evaluated score_with(const SearchInput& in, const Facts& facts, const Degrees& d
   ev.work.micro_batch = deg.micro_batch;
   ev.work.global_batch = s.train.global_batch;
   ev.work.micro_batches = s.train.global_batch / (deg.micro_batch * deg.dp);
-  ev.work.bf16 = s.trains_bf16(in.cuda);
+  ev.work.act_dtype = s.activation_dtype(in.cuda);
   using Staging = Workload::Staging;
   ev.work.staging = !in.cuda                                                ? Staging::kNone
                     : !in.nccl                                              ? Staging::kAll

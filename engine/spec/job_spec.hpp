@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype.hpp"
 #include "engine/spec/choices.hpp"
 #include "model/gpt_config.hpp"
 
@@ -183,6 +184,8 @@ struct JobSpec {
            (train.precision == Precision::kAuto && gpu);
   }
   bool trains_fp8() const { return train.precision == Precision::kFp8; }
+  // The activations' element type that rule gives (common/dtype.hpp).
+  DType activation_dtype(bool gpu) const { return trains_bf16(gpu) ? DType::kBf16 : DType::kF32; }
 };
 
 }  // namespace holmes::spec

@@ -98,8 +98,8 @@ class CpuKernels final : public Kernels {
     cpu::adamw_update(params, m, v, grads, n, s);
   }
   // The pipeline boundary in FP8 (fp32 activations; the casts of model/cpu/fp8.cpp).
-  void fp8_pack(float* packed, const float* x, size_t n, Fp8Format f) override { cpu::fp8_pack(packed, x, n, f); }
-  void fp8_unpack(float* x, const float* packed, size_t n, Fp8Format f) override { cpu::fp8_unpack(x, packed, n, f); }
+  void fp8_pack(float* packed, const float* x, size_t n, DType f) override { cpu::fp8_pack(packed, x, n, f); }
+  void fp8_unpack(float* x, const float* packed, size_t n, DType f) override { cpu::fp8_unpack(x, packed, n, f); }
 };
 
 }  // namespace

@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
     model::ActivationPolicy policy;
     policy.split_backward = v.schedule == schedule::PipeSchedule::kZbH1;
     v.gpt = std::make_unique<model::Gpt>(cfg, backend, B, T, nullptr, schedule::max_in_flight(v.steps),
-                                         model::Precision::kFp32, policy);
+                                         holmes::DType::kF32, policy);
     v.gpt->init_weights(1);
   }
   const Inputs in = make_inputs(B, T, C, V, M);

@@ -3,7 +3,7 @@
 // as the GPU stores). The model's and the trainer's bf16 bookkeeping (weight copy,
 // activation buffers, fp32 stage boundaries, optimizer refresh, checkpoints) then runs on a
 // machine without a GPU; the GPU's own bf16 kernels are checked against the CPU in
-// test/unit/cuda. The FP8 linear layers (Precision::kFp8) run the host twins of the GPU's
+// test/unit/cuda. The FP8 linear layers (an Fp8Recipe on bf16 activations) run the host twins of the GPU's
 // FP8 GEMMs (model/cpu/fp8_ops.hpp): the same casts, scales and fallbacks.
 #pragma once
 
@@ -39,7 +39,12 @@ class EmulatedBf16 final : public Kernels {
  public:
   explicit EmulatedBf16(std::unique_ptr<Kernels> fp32) : own_(std::move(fp32)), k_(*own_) {}
   const char* name() const override { return "cpu-bf16-emulation"; }
-  bool supports(Precision) const override { return true; }
+  // fp32, bf16, and the FP8 GEMM operand types (the host twins below) unless has_fp8 is
+  // cleared (a GPU without FP8 tensor cores, for tests of the refusal).
+  bool supports(holmes::DType p) const override {
+    return p == holmes::DType::kF32 || p == holmes::DType::kBf16 || (holmes::is_fp8(p) && has_fp8);
+  }
+  bool has_fp8 = true;
   int bf16_calls = 0;
   int fp8_calls = 0;  // FP8 GEMM ops (each a forward or a backward of one linear layer)
 
@@ -278,13 +283,13 @@ class EmulatedBf16 final : public Kernels {
   }
 
   // FP8: the host twins of the GPU's FP8 linear layer and boundary casts.
-  void fp8_pack(float* packed, const float* x, size_t n, Fp8Format f) override { k_.fp8_pack(packed, x, n, f); }
-  void fp8_unpack(float* x, const float* packed, size_t n, Fp8Format f) override { k_.fp8_unpack(x, packed, n, f); }
-  void fp8_pack(float* packed, const bf16* x, size_t n, Fp8Format f) override {
+  void fp8_pack(float* packed, const float* x, size_t n, DType f) override { k_.fp8_pack(packed, x, n, f); }
+  void fp8_unpack(float* x, const float* packed, size_t n, DType f) override { k_.fp8_unpack(x, packed, n, f); }
+  void fp8_pack(float* packed, const bf16* x, size_t n, DType f) override {
     ++bf16_calls;
     cpu::fp8_pack(packed, x, n, f);
   }
-  void fp8_unpack(bf16* x, const float* packed, size_t n, Fp8Format f) override {
+  void fp8_unpack(bf16* x, const float* packed, size_t n, DType f) override {
     ++bf16_calls;
     cpu::fp8_unpack(x, packed, n, f);
   }

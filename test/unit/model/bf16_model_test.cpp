@@ -57,8 +57,8 @@ TEST_CASE("bf16 model path: loss and gradients track fp32, weights are read from
   auto* counters = static_cast<EmulatedBf16*>(emu.kernels.get());
 
   Gpt full(cfg, cpu, B, T);
-  Gpt half(cfg, emu, B, T, nullptr, 1, Precision::kBf16);
-  REQUIRE(half.precision() == Precision::kBf16);
+  Gpt half(cfg, emu, B, T, nullptr, 1, holmes::DType::kBf16);
+  REQUIRE(half.precision() == holmes::DType::kBf16);
   full.init_weights(9);
   half.init_weights(9);
   REQUIRE(half.read_params() == full.read_params());  // fp32 master weights are the same
@@ -91,9 +91,9 @@ TEST_CASE("bf16 model path: two pipeline stages chained through bf16 boundaries 
   const GptConfig cfg = gpt2::config(3, 20, 4, 37, 9);
   const test::Batch b = test::make_batch(B, T, cfg.vocab, 22);
   Backend emu = emulated_bf16_backend();
-  Gpt whole(cfg, emu, B, T, nullptr, 1, Precision::kBf16);
-  Gpt s0(cfg.shard(1, 0, 0, 1), emu, B, T, nullptr, 1, Precision::kBf16);
-  Gpt s1(cfg.shard(1, 0, 1), emu, B, T, nullptr, 1, Precision::kBf16);
+  Gpt whole(cfg, emu, B, T, nullptr, 1, holmes::DType::kBf16);
+  Gpt s0(cfg.shard(1, 0, 0, 1), emu, B, T, nullptr, 1, holmes::DType::kBf16);
+  Gpt s1(cfg.shard(1, 0, 1), emu, B, T, nullptr, 1, holmes::DType::kBf16);
   whole.init_weights(4);
   s0.init_weights(4);
   s1.init_weights(4);
@@ -129,7 +129,7 @@ TEST_CASE("bf16 model path: two pipeline stages chained through bf16 boundaries 
 
 TEST_CASE("bf16 needs a backend with bf16 kernels", "[model][bf16]") {
   Backend cpu = holmes::backends::make_backend(holmes::backends::Device::kCpu);
-  CHECK_THROWS_WITH(Gpt(gpt2::config(1, 16, 2, 50, 8), cpu, 2, 4, nullptr, 1, Precision::kBf16),
+  CHECK_THROWS_WITH(Gpt(gpt2::config(1, 16, 2, 50, 8), cpu, 2, 4, nullptr, 1, holmes::DType::kBf16),
                     Catch::Contains("backend cpu has no bf16 kernels"));
 }
 

@@ -1,4 +1,4 @@
-// The model with its linear layers' GEMMs in FP8 (Precision::kFp8) on the CPU, through the
+// The model with its linear layers' GEMMs in FP8 (an Fp8Recipe on bf16 activations) on the CPU, through the
 // emulated kernels (test/support/emulated_bf16.hpp: bf16 storage, the host twins of the GPU's
 // FP8 GEMMs). What the GPU path does around its FP8 GEMMs is checked here without a GPU:
 //   - gradcheck: the FP8 model's gradients against the exact (fp32) model's, tensor by
@@ -21,6 +21,7 @@
 #include "test/support/emulated_bf16.hpp"
 
 using namespace holmes::model;
+using holmes::DType;
 using holmes::model::test::EmulatedBf16;
 using holmes::model::test::emulated_bf16_backend;
 
@@ -81,8 +82,8 @@ TEST_CASE("fp8 model gradcheck: gradients and loss track the exact model within 
     Backend emu = emulated_bf16_backend();
     auto* counters = static_cast<EmulatedBf16*>(emu.kernels.get());
     Gpt exact(cfg, cpu, B, T);
-    Gpt f8(cfg, emu, B, T, nullptr, 1, Precision::kFp8);
-    Gpt b16(cfg, emu, B, T, nullptr, 1, Precision::kBf16);
+    Gpt f8(cfg, emu, B, T, nullptr, 1, DType::kBf16, {}, Fp8Recipe{});
+    Gpt b16(cfg, emu, B, T, nullptr, 1, DType::kBf16);
     for (Gpt* g : {&exact, &f8, &b16}) init(*g, 9);
     const Out e = step(exact, b, B, T);
     const Out h = step(b16, b, B, T);
@@ -123,8 +124,8 @@ TEST_CASE("fp8 model: the LM head in FP8 only when the recipe says so", "[model]
   auto* counters = static_cast<EmulatedBf16*>(emu.kernels.get());
   Fp8Recipe with_head;
   with_head.lm_head = true;
-  Gpt plain(cfg, emu, B, T, nullptr, 1, Precision::kFp8);
-  Gpt head(cfg, emu, B, T, nullptr, 1, Precision::kFp8, {}, with_head);
+  Gpt plain(cfg, emu, B, T, nullptr, 1, DType::kBf16, {}, Fp8Recipe{});
+  Gpt head(cfg, emu, B, T, nullptr, 1, DType::kBf16, {}, with_head);
   plain.init_weights(2);
   head.init_weights(2);
   int before = counters->fp8_calls;
@@ -135,7 +136,8 @@ TEST_CASE("fp8 model: the LM head in FP8 only when the recipe says so", "[model]
   CHECK(counters->fp8_calls - before == 18);  // + the head's forward and backward
   CHECK(p.loss != h.loss);
   CHECK(std::fabs(p.loss - h.loss) / p.loss < 3e-2);
-  CHECK(head.fp8_recipe().lm_head);
+  CHECK(head.fp8_recipe()->lm_head);
+  CHECK_FALSE(plain.fp8_recipe()->lm_head);
 }
 
 TEST_CASE("fp8 model: deterministic across repeats, recompute policies, B/W split and pipeline stages",
@@ -145,7 +147,7 @@ TEST_CASE("fp8 model: deterministic across repeats, recompute policies, B/W spli
     INFO(cfg.describe());
     const test::Batch b = test::make_batch(B, T, cfg.vocab, 7);
     Backend emu = emulated_bf16_backend();
-    Gpt ref(cfg, emu, B, T, nullptr, 1, Precision::kFp8);
+    Gpt ref(cfg, emu, B, T, nullptr, 1, DType::kBf16, {}, Fp8Recipe{});
     init(ref, 4);
     const Out r = step(ref, b, B, T);
     const Out again = step(ref, b, B, T);
@@ -154,7 +156,7 @@ TEST_CASE("fp8 model: deterministic across repeats, recompute policies, B/W spli
     // Replaying dropped activations recasts the same bf16 values with the same scales: the
     // same FP8 codes, the same bits.
     for (Recompute rc : {Recompute::kSelective, Recompute::kFull}) {
-      Gpt g(cfg, emu, B, T, nullptr, 1, Precision::kFp8, ActivationPolicy{rc, false});
+      Gpt g(cfg, emu, B, T, nullptr, 1, DType::kBf16, ActivationPolicy{rc, false}, Fp8Recipe{});
       init(g, 4);
       const Out o = step(g, b, B, T);
       INFO("recompute " << recompute_name(rc));
@@ -162,14 +164,14 @@ TEST_CASE("fp8 model: deterministic across repeats, recompute policies, B/W spli
       CHECK(o.grads == r.grads);
     }
     // B then W recasts dout for each half: the halves are the whole backward's GEMMs.
-    Gpt split(cfg, emu, B, T, nullptr, 1, Precision::kFp8, ActivationPolicy{Recompute::kNone, true});
+    Gpt split(cfg, emu, B, T, nullptr, 1, DType::kBf16, ActivationPolicy{Recompute::kNone, true}, Fp8Recipe{});
     init(split, 4);
     const Out s = step(split, b, B, T, Pass::kInput);
     CHECK(s.loss == r.loss);
     CHECK(s.grads == r.grads);
     // Two stages through the bf16 boundary (the activations are bf16 on both sides).
-    Gpt s0(cfg.shard(1, 0, 0, 1), emu, B, T, nullptr, 1, Precision::kFp8);
-    Gpt s1(cfg.shard(1, 0, 1), emu, B, T, nullptr, 1, Precision::kFp8);
+    Gpt s0(cfg.shard(1, 0, 0, 1), emu, B, T, nullptr, 1, DType::kBf16, {}, Fp8Recipe{});
+    Gpt s1(cfg.shard(1, 0, 1), emu, B, T, nullptr, 1, DType::kBf16, {}, Fp8Recipe{});
     init(s0, 4);
     init(s1, 4);
     s0.zero_grad();
@@ -189,18 +191,33 @@ TEST_CASE("fp8 model: deterministic across repeats, recompute policies, B/W spli
 
 TEST_CASE("fp8 needs a backend with FP8 kernels", "[model][fp8]") {
   Backend cpu = holmes::backends::make_backend(holmes::backends::Device::kCpu);
-  CHECK_THROWS_WITH(Gpt(gpt2_cfg(), cpu, 2, 4, nullptr, 1, Precision::kFp8),
-                    Catch::Contains("backend cpu has no fp8 kernels"));
-  CHECK(storage_of(Precision::kFp8) == Precision::kBf16);
-  CHECK(std::string(precision_name(Precision::kFp8)) == "fp8");
+  Backend emu = emulated_bf16_backend();
+  REQUIRE(emu.kernels->supports(DType::kE4M3));
+  REQUIRE_FALSE(cpu.kernels->supports(DType::kE4M3));
+  // The CPU kernels have neither bf16 nor FP8: refused for bf16 first.
+  CHECK_THROWS_WITH(Gpt(gpt2_cfg(), cpu, 2, 4, nullptr, 1, DType::kBf16, {}, Fp8Recipe{}),
+                    Catch::Contains("backend cpu has no bf16 kernels"));
+  // FP8 GEMMs run on bf16 activations only.
+  CHECK_THROWS_WITH(Gpt(gpt2_cfg(), emu, 2, 4, nullptr, 1, DType::kF32, {}, Fp8Recipe{}),
+                    Catch::Contains("need bf16 activations, not fp32"));
+  // FP8 is a GEMM operand type, not an activation type.
+  CHECK_THROWS_WITH(Gpt(gpt2_cfg(), emu, 2, 4, nullptr, 1, DType::kE4M3),
+                    Catch::Contains("e4m3 activations are not supported"));
+  Gpt plain(gpt2_cfg(), emu, 2, 4, nullptr, 1, DType::kBf16);
+  CHECK_FALSE(plain.fp8_recipe().has_value());
+  // bf16 kernels without FP8 ones (a GPU older than compute capability 8.9).
+  static_cast<EmulatedBf16*>(emu.kernels.get())->has_fp8 = false;
+  CHECK_NOTHROW(Gpt(gpt2_cfg(), emu, 2, 4, nullptr, 1, DType::kBf16));
+  CHECK_THROWS_WITH(Gpt(gpt2_cfg(), emu, 2, 4, nullptr, 1, DType::kBf16, {}, Fp8Recipe{}),
+                    Catch::Contains("backend cpu-bf16-emulation has no e4m3 GEMM kernels"));
 }
 
 TEST_CASE("fp8 stage boundary: two stages through FP8 sends track one stage, fp32 and bf16", "[model][fp8][pp]") {
   const int B = 2, T = 8;
   const GptConfig cfg = gpt2::config(3, 32, 4, 61, 8);
   const test::Batch b = test::make_batch(B, T, cfg.vocab, 31);
-  for (Precision p : {Precision::kFp32, Precision::kBf16}) {
-    INFO(precision_name(p));
+  for (DType p : {DType::kF32, DType::kBf16}) {
+    INFO(dtype_name(p));
     Backend emu = emulated_bf16_backend();
     const ActivationPolicy fp8_sends{Recompute::kNone, false, true};
     Gpt whole(cfg, emu, B, T, nullptr, 1, p);
@@ -218,7 +235,7 @@ TEST_CASE("fp8 stage boundary: two stages through FP8 sends track one stage, fp3
     const float* packed = s0.output();
     const float amax = packed[0], scale_inv = packed[1];
     CHECK(amax > 0);
-    CHECK(scale_inv == fp8_scale_inv(amax, Fp8Format::kE4M3));
+    CHECK(scale_inv == fp8_scale_inv(amax, DType::kE4M3));
     s1.forward_stage(nullptr, s0.output(), b.targets.data(), B, T);
     const float loss = s1.loss();
     INFO("whole " << w.loss << ", through FP8 sends " << loss);
@@ -230,7 +247,7 @@ TEST_CASE("fp8 stage boundary: two stages through FP8 sends track one stage, fp3
     s1.backward();
     s0.backward_stage(s1.input_grad());
     const float* gpacked = s1.input_grad();
-    CHECK(gpacked[1] == fp8_scale_inv(gpacked[0], Fp8Format::kE5M2));
+    CHECK(gpacked[1] == fp8_scale_inv(gpacked[0], DType::kE5M2));
     // Stage 0's gradients came back through the E5M2 boundary: each tensor still points the
     // whole model's way.
     for (const ParamTensor& t : s0.layout().tensors()) {

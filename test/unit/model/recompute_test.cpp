@@ -35,7 +35,7 @@ TEST_CASE("recompute and split backward: a whole model gives none's losses and g
     CAPTURE(cfg.arch);
     check_policies([&](const ActivationPolicy& p) {
       std::vector<std::unique_ptr<Gpt>> v;
-      v.push_back(std::make_unique<Gpt>(cfg, backend, kB, kT, nullptr, kMicro, Precision::kFp32, p));
+      v.push_back(std::make_unique<Gpt>(cfg, backend, kB, kT, nullptr, kMicro, holmes::DType::kF32, p));
       return v;
     });
   }
@@ -48,8 +48,8 @@ TEST_CASE("recompute and split backward: two pipeline stages (embedding W on the
     CAPTURE(cfg.arch);
     check_policies([&](const ActivationPolicy& p) {
       std::vector<std::unique_ptr<Gpt>> v;
-      v.push_back(std::make_unique<Gpt>(cfg.shard(1, 0, 0, 1), backend, kB, kT, nullptr, kMicro, Precision::kFp32, p));
-      v.push_back(std::make_unique<Gpt>(cfg.shard(1, 0, 1), backend, kB, kT, nullptr, kMicro, Precision::kFp32, p));
+      v.push_back(std::make_unique<Gpt>(cfg.shard(1, 0, 0, 1), backend, kB, kT, nullptr, kMicro, holmes::DType::kF32, p));
+      v.push_back(std::make_unique<Gpt>(cfg.shard(1, 0, 1), backend, kB, kT, nullptr, kMicro, holmes::DType::kF32, p));
       return v;
     });
   }
@@ -61,8 +61,8 @@ TEST_CASE("recompute and split backward: emulated bf16 activations, GPT-2 and Ll
     CAPTURE(cfg.arch);
     check_policies([&](const ActivationPolicy& p) {
       std::vector<std::unique_ptr<Gpt>> v;
-      v.push_back(std::make_unique<Gpt>(cfg.shard(1, 0, 0, 2), backend, kB, kT, nullptr, kMicro, Precision::kBf16, p));
-      v.push_back(std::make_unique<Gpt>(cfg.shard(1, 0, 2), backend, kB, kT, nullptr, kMicro, Precision::kBf16, p));
+      v.push_back(std::make_unique<Gpt>(cfg.shard(1, 0, 0, 2), backend, kB, kT, nullptr, kMicro, holmes::DType::kBf16, p));
+      v.push_back(std::make_unique<Gpt>(cfg.shard(1, 0, 2), backend, kB, kT, nullptr, kMicro, holmes::DType::kBf16, p));
       return v;
     });
   }
@@ -82,7 +82,7 @@ TEST_CASE("recompute and split backward: tensor-parallel shards replay their sum
       for (int r = 0; r < tp; ++r)
         threads.emplace_back([&, r] {
           test::ThreadComm comm(group, r);
-          Gpt shard(cfg.shard(tp, r), backend, kB, kT, &comm, kMicro, Precision::kFp32, p);
+          Gpt shard(cfg.shard(tp, r), backend, kB, kT, &comm, kMicro, holmes::DType::kF32, p);
           got[r] = train({&shard}, p);
         });
       for (auto& t : threads) t.join();
@@ -100,7 +100,7 @@ TEST_CASE("recompute: what a layer keeps per slot shrinks from none to selective
   for (const GptConfig& cfg : {gpt2_config(), llama_config()}) {
     CAPTURE(cfg.arch);
     auto layer = [&](Recompute r, bool split) {
-      return Gpt(cfg, backend, kB, kT, nullptr, 1, Precision::kFp32, {r, split}).layer_slot_bytes();
+      return Gpt(cfg, backend, kB, kT, nullptr, 1, holmes::DType::kF32, {r, split}).layer_slot_bytes();
     };
     const size_t N = size_t(kB) * kT, C = cfg.hidden;
     auto rounded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
@@ -127,7 +127,7 @@ TEST_CASE("split backward: misuse is a logic error, and gradients are reported f
   CHECK_THROWS_AS(one.backward(1.0f, Pass::kInput), std::logic_error);  // not built to split
   CHECK_THROWS_AS(one.backward_weights(), std::logic_error);
 
-  Gpt split(cfg, backend, kB, kT, nullptr, 1, Precision::kFp32, {Recompute::kFull, true});
+  Gpt split(cfg, backend, kB, kT, nullptr, 1, holmes::DType::kF32, {Recompute::kFull, true});
   std::vector<std::pair<size_t, size_t>> ranges;
   split.set_grad_ready_hook([&](size_t lo, size_t hi) { ranges.emplace_back(lo, hi); });
   split.forward(b.tokens.data(), b.targets.data(), kB, kT);

@@ -14,6 +14,7 @@
 
 #include <unistd.h>
 
+#include "common/errors.hpp"
 #include "engine/checkpoint/checkpoint.hpp"
 #include "test/support/dist_test_util.hpp"
 
@@ -69,6 +70,18 @@ TEST_CASE("fp8 trainer: losses track bf16, the checkpoint records the recipe and
   Trainer t(f8, emu, *data);
   CHECK(t.numerics().rfind("fp8 e4m3 weights/activations, e5m2 gradients", 0) == 0);
   CHECK(t.precision_record() == "fp8 e4m3/e5m2/current/head=bf16");
+  // fp8 is bf16 activations under an FP8 recipe.
+  CHECK(precision_of(f8, emu) == DType::kBf16);
+  REQUIRE(fp8_recipe_of(f8, emu).has_value());
+  CHECK_FALSE(fp8_recipe_of(b16, emu).has_value());
+  {
+    // bf16 kernels without FP8 ones (a GPU before compute capability 8.9): exit 2 naming fp8.
+    model::Backend no_fp8 = model::test::emulated_bf16_backend();
+    static_cast<model::test::EmulatedBf16*>(no_fp8.kernels.get())->has_fp8 = false;
+    CHECK(precision_of(b16, no_fp8) == DType::kBf16);
+    CHECK_THROWS_WITH(precision_of(f8, no_fp8), Catch::Contains("train.precision: 'fp8' needs FP8 GEMM kernels"));
+    CHECK_THROWS_AS(Trainer(f8, no_fp8, *data), UserError);
+  }
   const auto* kernels = static_cast<const model::test::EmulatedBf16*>(emu.kernels.get());
   const std::string root = temp_root("holmes_fp8_trainer");
   std::filesystem::remove_all(root);

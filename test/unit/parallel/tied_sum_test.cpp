@@ -73,7 +73,7 @@ TEST_CASE("Gpt reports a tied embedding's share before the blocks' W in a W pass
       const model::GptConfig cfg = four_layers().shard(1, 0, first, 2);
       model::ActivationPolicy policy;
       policy.split_backward = split;
-      model::Gpt gpt(cfg, backend, B, T, nullptr, 1, model::Precision::kFp32, policy);
+      model::Gpt gpt(cfg, backend, B, T, nullptr, 1, holmes::DType::kF32, policy);
       gpt.init_weights(3);
       std::vector<std::pair<size_t, size_t>> trace;
       gpt.set_grad_ready_hook([&](size_t b, size_t e) { trace.emplace_back(b, e); });

@@ -29,7 +29,7 @@ hp::Workload workload(bool bf16) {
   w.seq_len = 128;
   w.micro_batch = 2;
   w.micro_batches = 4;
-  w.bf16 = bf16;
+  w.act_dtype = bf16 ? holmes::DType::kBf16 : holmes::DType::kF32;
   return w;
 }
 

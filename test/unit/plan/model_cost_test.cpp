@@ -92,7 +92,7 @@ holmes::plan::Workload small_workload(bool cuda) {
   w.shape = holmes::model::gpt2::config(4, 256, 8, 1000, 128);
   w.seq_len = 128;
   w.micro_batch = 2;
-  w.bf16 = cuda;
+  w.act_dtype = cuda ? holmes::DType::kBf16 : holmes::DType::kF32;
   return w;
 }
 
@@ -136,7 +136,7 @@ TEST_CASE("tensor-parallel sums and pipeline sends are priced in the activation 
   const holmes::plan::LinkCost link = link_of(holmes::plan::LinkKind::kIntraNode, 400, 5e-6);
   mid.tp_link = mid.next_link = mid.prev_link = link;
   const auto fp32 = mid.time(w, 2);
-  w.bf16 = true;
+  w.act_dtype = holmes::DType::kBf16;
   const auto bf16 = mid.time(w, 2);
   const int sums = 4 * 2;  // a middle stage of 2 layers: 4 sums per layer
   const double hop = link.latency_s * 2 * (mid.tp - 1);  // a ring all-reduce's latency part

@@ -54,15 +54,15 @@ TEST_CASE("model size: the activation bytes per layer, per slot and replayed are
           const plan::ActivationMode mode{spec_mode, split};
           // Per layer: the slot's share of one layer.
           const model::GptConfig mid = config.shard(tp, 0, 1, 2);
-          model::Gpt g(mid, backend, B, T, &comm, 1, model::Precision::kFp32, policy);
+          model::Gpt g(mid, backend, B, T, &comm, 1, holmes::DType::kF32, policy);
           const double formula = plan::block_activation_bytes(config, T, B, tp, 4, mode);
           CHECK(double(g.layer_slot_bytes()) >= formula);
           CHECK(double(g.layer_slot_bytes()) <= formula + 17 * 256);
           // Per slot, with the head and embedding: two slots minus one.
           for (const auto& [first, last] : {std::pair{true, false}, std::pair{false, true}}) {
             const model::GptConfig c = first ? config.shard(tp, 0, 0, 2) : config.shard(tp, 0, 2);
-            model::Gpt one(c, backend, B, T, &comm, 1, model::Precision::kFp32, policy);
-            model::Gpt two(c, backend, B, T, &comm, 2, model::Precision::kFp32, policy);
+            model::Gpt one(c, backend, B, T, &comm, 1, holmes::DType::kF32, policy);
+            model::Gpt two(c, backend, B, T, &comm, 2, holmes::DType::kF32, policy);
             const double slot = double(two.activation_bytes()) - double(one.activation_bytes());
             const double want = 2 * plan::block_activation_bytes(config, T, B, tp, 4, mode) +
                                 plan::stage_extra_activation_bytes(config, T, B, tp, 4, mode, first, last);
@@ -71,7 +71,7 @@ TEST_CASE("model size: the activation bytes per layer, per slot and replayed are
           }
           // The replayed layer: what the one-slot model holds beyond its slot and the scratch of
           // a model that replays nothing.
-          model::Gpt none(mid, backend, B, T, &comm, 1, model::Precision::kFp32, {model::Recompute::kNone, split});
+          model::Gpt none(mid, backend, B, T, &comm, 1, holmes::DType::kF32, {model::Recompute::kNone, split});
           const double work = double(g.activation_bytes()) - 2 * double(g.layer_slot_bytes()) -
                               (double(none.activation_bytes()) - 2 * double(none.layer_slot_bytes()));
           const double want_work = plan::recompute_work_bytes(config, T, B, tp, 4, mode);
