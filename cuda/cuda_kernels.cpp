@@ -7,6 +7,8 @@
 #include "cuda/pointwise.hpp"
 #include "cuda/layernorm.hpp"
 #include "cuda/matmul.hpp"
+#include "cuda/fp8_cast.hpp"
+#include "cuda/matmul_fp8.hpp"
 #include "cuda/attention.hpp"
 #include "cuda/rmsnorm.hpp"
 #include "cuda/loss_mask.hpp"
@@ -18,6 +20,30 @@
 namespace holmes::cuda {
 
 namespace {
+
+// FP8 tensor cores: compute capability 8.9 (Ada) and newer. The current GPU (the backend's,
+// when its kernels are made); false when it cannot be asked.
+bool current_gpu_has_fp8() {
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return major > 8 || (major == 8 && minor >= 9);
+}
+
+// The pipeline boundary in FP8 (model::Kernels::fp8_pack): [amax, 1/scale, codes].
+template <class T>
+void fp8_pack_on(float* packed, const T* x, size_t n, DType f, cudaStream_t stream) {
+  amax_forward(packed, x, n, stream);
+  cast_to_fp8(reinterpret_cast<std::uint8_t*>(packed + 2), packed + 1, x, n, packed, f, stream);
+}
+template <class T>
+void fp8_unpack_on(T* x, const float* packed, size_t n, DType f, cudaStream_t stream) {
+  cast_from_fp8(x, reinterpret_cast<const std::uint8_t*>(packed + 2), n, packed + 1, f, stream);
+}
 
 bool gelu_fusion_enabled() {
   const char* v = std::getenv("HOLMES_GELU_FUSION");
@@ -33,7 +59,8 @@ class CudaKernels final : public model::Kernels {
  public:
   explicit CudaKernels(cudaStream_t stream) : stream_(stream), attention_(stream) {}
   const char* name() const override { return "cuda"; }
-  bool supports(DType p) const override { return p == DType::kF32 || p == DType::kBf16; }
+  // FP8: the GEMM operand types of the FP8 linear layers, on GPUs with FP8 tensor cores.
+  bool supports(DType p) const override { return p == DType::kF32 || p == DType::kBf16 || (is_fp8(p) && has_fp8_); }
 
   void embedding_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B,
                          int T, int C, int vb, int Vl) override {
@@ -248,6 +275,26 @@ class CudaKernels final : public model::Kernels {
     cuda::matmul_dgelu_backward(gemm_, dpre, dw, db, dout, inp, w, pre, N, C, OC, DType::kBf16, DType::kF32,
                                 fuse_gelu_, stream_);
   }
+  void fp8_pack(float* packed, const float* x, size_t n, DType f) override {
+    fp8_pack_on(packed, x, n, f, stream_);
+  }
+  void fp8_pack(float* packed, const model::bf16* x, size_t n, DType f) override {
+    fp8_pack_on(packed, dev(x), n, f, stream_);
+  }
+  void fp8_unpack(float* x, const float* packed, size_t n, DType f) override {
+    fp8_unpack_on(x, packed, n, f, stream_);
+  }
+  void fp8_unpack(model::bf16* x, const float* packed, size_t n, DType f) override {
+    fp8_unpack_on(dev(x), packed, n, f, stream_);
+  }
+  void matmul_forward_fp8(model::bf16* out, const model::bf16* inp, const model::bf16* w, const model::bf16* b,
+                          int N, int C, int OC, const model::Fp8Recipe& recipe) override {
+    cuda::fp8_matmul_forward(gemm_, dev(out), dev(inp), dev(w), dev(b), N, C, OC, recipe, stream_);
+  }
+  void matmul_backward_fp8(model::bf16* dinp, float* dw, float* db, const model::bf16* dout, const model::bf16* inp,
+                           const model::bf16* w, int N, int C, int OC, const model::Fp8Recipe& recipe) override {
+    cuda::fp8_matmul_backward(gemm_, dev(dinp), dw, db, dev(dout), dev(inp), dev(w), N, C, OC, recipe, stream_);
+  }
   void attention_forward(model::bf16* out, float* att, const model::bf16* qkv, int B, int T, int C, int NH,
                          int KVH) override {
     attention_.forward(dev(out), att, dev(qkv), B, T, C, NH, KVH);
@@ -331,6 +378,7 @@ class CudaKernels final : public model::Kernels {
   // GELU fused into the GEMMs as cuBLASLt epilogues where cuBLASLt offers them;
   // HOLMES_GELU_FUSION=0 turns it off (separate kernels), e.g. to compare.
   bool fuse_gelu_ = gelu_fusion_enabled();
+  bool has_fp8_ = current_gpu_has_fp8();
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cuda_fp8.h>
 
 #include <stdexcept>
+#include <type_traits>
 
 #include "cuda/check.hpp"
 #include "cuda/fp8_cast.hpp"
@@ -21,7 +22,6 @@ namespace holmes::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kPackBf16 = 8;  // bf16 values in 16 bytes
 
 int grid_for(std::size_t items) {
   const std::size_t blocks = (items + kThreads - 1) / kThreads;
@@ -31,8 +31,8 @@ int grid_for(std::size_t items) {
 __device__ __forceinline__ std::size_t thread_index() { return blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; }
 __device__ __forceinline__ std::size_t thread_count() { return std::size_t{gridDim.x} * blockDim.x; }
 
-__device__ __forceinline__ __nv_fp8_interpretation_t kind_of(Fp8Format f) {
-  return f == Fp8Format::kE4M3 ? __NV_E4M3 : __NV_E5M2;
+__device__ __forceinline__ __nv_fp8_interpretation_t kind_of(DType f) {
+  return f == DType::kE4M3 ? __NV_E4M3 : __NV_E5M2;
 }
 
 __device__ __forceinline__ std::uint8_t encode(float x, float scale, __nv_fp8_interpretation_t kind) {
@@ -44,9 +44,9 @@ __device__ __forceinline__ float decode(std::uint8_t q, __nv_fp8_interpretation_
   return __half2float(__half(h));
 }
 
-// kW = 8: 16-byte packs (x aligned), then the n % 8 tail; kW = 1: element by element.
-template <int kW>
-__global__ void amax_kernel(unsigned int* amax_bits, const bf16* x, std::size_t n) {
+// kW = kPack<T>: 16-byte packs (x aligned), then the n % kW tail; kW = 1: element by element.
+template <int kW, class T>
+__global__ void amax_kernel(unsigned int* amax_bits, const T* x, std::size_t n) {
   unsigned int best = 0;
   const std::size_t packs = n / kW;
   for (std::size_t q = thread_index(); q < packs; q += thread_count()) {
@@ -56,7 +56,7 @@ __global__ void amax_kernel(unsigned int* amax_bits, const bf16* x, std::size_t 
     for (int k = 0; k < kW; ++k) best = max(best, model::fp8_magnitude_bits(v[k]));
   }
   for (std::size_t i = packs * kW + thread_index(); i < n; i += thread_count())
-    best = max(best, model::fp8_magnitude_bits(__bfloat162float(x[i])));
+    best = max(best, model::fp8_magnitude_bits(widen(x[i])));
   best = __reduce_max_sync(0xffffffffu, best);
   __shared__ unsigned int warp_best[kThreads / 32];
   if (threadIdx.x % 32 == 0) warp_best[threadIdx.x / 32] = best;
@@ -69,17 +69,21 @@ __global__ void amax_kernel(unsigned int* amax_bits, const bf16* x, std::size_t 
 }
 
 // Every thread derives the scale from the amax; block 0's first thread writes its inverse.
-__device__ __forceinline__ float scale_from(const float* amax, float* scale_inv, Fp8Format f) {
+__device__ __forceinline__ float scale_from(const float* amax, float* scale_inv, DType f) {
   const float a = *amax;
   if (scale_inv != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0)
     *scale_inv = model::fp8_scale_inv(a, f);
   return model::fp8_scale(a, f);
 }
 
-// kW = 8: inp 16-byte and out 8-byte aligned, 8 codes stored as one 8-byte word.
+// The kW codes of one 16-byte pack of inputs as one store: 8 bytes (bf16) or 4 (fp32).
 template <int kW>
-__global__ void cast_kernel(std::uint8_t* out, float* scale_inv, const bf16* inp, std::size_t n, const float* amax,
-                            Fp8Format f) {
+using CodeWord = std::conditional_t<kW == 8, uint2, std::uint32_t>;
+
+// kW = kPack<T>: inp 16-byte and out kW-byte aligned, kW codes stored as one word.
+template <int kW, class T>
+__global__ void cast_kernel(std::uint8_t* out, float* scale_inv, const T* inp, std::size_t n, const float* amax,
+                            DType f) {
   const float scale = scale_from(amax, scale_inv, f);
   const __nv_fp8_interpretation_t kind = kind_of(f);
   const std::size_t packs = n / kW;
@@ -89,15 +93,15 @@ __global__ void cast_kernel(std::uint8_t* out, float* scale_inv, const bf16* inp
     if constexpr (kW == 1) {
       out[q] = encode(v[0], scale, kind);
     } else {
-      uint2 word;
+      CodeWord<kW> word;
       std::uint8_t* b = reinterpret_cast<std::uint8_t*>(&word);
 #pragma unroll
       for (int k = 0; k < kW; ++k) b[k] = encode(v[k], scale, kind);
-      *reinterpret_cast<uint2*>(out + q * kW) = word;
+      *reinterpret_cast<CodeWord<kW>*>(out + q * kW) = word;
     }
   }
   for (std::size_t i = packs * kW + thread_index(); i < n; i += thread_count())
-    out[i] = encode(__bfloat162float(inp[i]), scale, kind);
+    out[i] = encode(widen(inp[i]), scale, kind);
 }
 
 constexpr int kTile = 32, kTileRows = 8;  // a 32 x 32 tile, 32 x 8 threads, 4 rows each
@@ -106,7 +110,7 @@ constexpr int kTile = 32, kTileRows = 8;  // a 32 x 32 tile, 32 x 8 threads, 4 r
 // writes of out, keep the codes in shared memory, write out_t's 32 rows of the tile's
 // columns from there.
 __global__ void cast_transpose_kernel(std::uint8_t* out, std::uint8_t* out_t, float* scale_inv, const bf16* inp,
-                                      int rows, int cols, const float* amax, Fp8Format f) {
+                                      int rows, int cols, const float* amax, DType f) {
   __shared__ std::uint8_t tile[kTile][kTile + 4];
   const float scale = scale_from(amax, scale_inv, f);
   const __nv_fp8_interpretation_t kind = kind_of(f);
@@ -128,42 +132,74 @@ __global__ void cast_transpose_kernel(std::uint8_t* out, std::uint8_t* out_t, fl
   }
 }
 
-__global__ void cast_from_kernel(bf16* out, const std::uint8_t* inp, std::size_t n, const float* scale_inv,
-                                 Fp8Format f) {
+template <class T>
+__global__ void cast_from_kernel(T* out, const std::uint8_t* inp, std::size_t n, const float* scale_inv, DType f) {
   const float s = *scale_inv;
   const __nv_fp8_interpretation_t kind = kind_of(f);
-  for (std::size_t i = thread_index(); i < n; i += thread_count())
-    out[i] = __float2bfloat16_rn(decode(inp[i], kind) * s);
+  for (std::size_t i = thread_index(); i < n; i += thread_count()) out[i] = narrow<T>(decode(inp[i], kind) * s);
 }
 
 bool aligned(const void* p, unsigned bytes) { return (reinterpret_cast<std::uintptr_t>(p) % bytes) == 0; }
 
-}  // namespace
-
-void amax_forward(float* amax, const bf16* x, std::size_t n, cudaStream_t stream) {
+template <class T>
+void amax_of(float* amax, const T* x, std::size_t n, cudaStream_t stream) {
   static_assert(sizeof(float) == sizeof(unsigned int), "amax is folded as the float's bits");
   HOLMES_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
   if (n == 0) return;
   auto* bits = reinterpret_cast<unsigned int*>(amax);
+  constexpr int kW = kPack<T>;
   if (is_aligned16(x))
-    amax_kernel<kPackBf16><<<grid_for(n / kPackBf16 + 1), kThreads, 0, stream>>>(bits, x, n);
+    amax_kernel<kW><<<grid_for(n / kW + 1), kThreads, 0, stream>>>(bits, x, n);
   else
     amax_kernel<1><<<grid_for(n), kThreads, 0, stream>>>(bits, x, n);
   HOLMES_CUDA_CHECK(cudaGetLastError());
 }
 
-void cast_to_fp8(std::uint8_t* out, float* scale_inv, const bf16* inp, std::size_t n, const float* amax, Fp8Format f,
-                 cudaStream_t stream) {
+template <class T>
+void cast_of(std::uint8_t* out, float* scale_inv, const T* inp, std::size_t n, const float* amax, DType f,
+             cudaStream_t stream) {
   if (n == 0 && scale_inv == nullptr) return;
-  if (is_aligned16(inp) && aligned(out, 8))
-    cast_kernel<kPackBf16><<<grid_for(n / kPackBf16 + 1), kThreads, 0, stream>>>(out, scale_inv, inp, n, amax, f);
+  constexpr int kW = kPack<T>;
+  if (is_aligned16(inp) && aligned(out, kW))
+    cast_kernel<kW><<<grid_for(n / kW + 1), kThreads, 0, stream>>>(out, scale_inv, inp, n, amax, f);
   else
     cast_kernel<1><<<grid_for(n), kThreads, 0, stream>>>(out, scale_inv, inp, n, amax, f);
   HOLMES_CUDA_CHECK(cudaGetLastError());
 }
 
+template <class T>
+void cast_from_of(T* out, const std::uint8_t* inp, std::size_t n, const float* scale_inv, DType f,
+                  cudaStream_t stream) {
+  if (n == 0) return;
+  cast_from_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, inp, n, scale_inv, f);
+  HOLMES_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void amax_forward(float* amax, const bf16* x, std::size_t n, cudaStream_t stream) { amax_of(amax, x, n, stream); }
+void amax_forward(float* amax, const float* x, std::size_t n, cudaStream_t stream) { amax_of(amax, x, n, stream); }
+
+void cast_to_fp8(std::uint8_t* out, float* scale_inv, const bf16* inp, std::size_t n, const float* amax, DType f,
+                 cudaStream_t stream) {
+  cast_of(out, scale_inv, inp, n, amax, f, stream);
+}
+void cast_to_fp8(std::uint8_t* out, float* scale_inv, const float* inp, std::size_t n, const float* amax,
+                 DType f, cudaStream_t stream) {
+  cast_of(out, scale_inv, inp, n, amax, f, stream);
+}
+
+void cast_from_fp8(bf16* out, const std::uint8_t* inp, std::size_t n, const float* scale_inv, DType f,
+                   cudaStream_t stream) {
+  cast_from_of(out, inp, n, scale_inv, f, stream);
+}
+void cast_from_fp8(float* out, const std::uint8_t* inp, std::size_t n, const float* scale_inv, DType f,
+                   cudaStream_t stream) {
+  cast_from_of(out, inp, n, scale_inv, f, stream);
+}
+
 void cast_transpose_to_fp8(std::uint8_t* out, std::uint8_t* out_t, float* scale_inv, const bf16* inp, int rows,
-                           int cols, const float* amax, Fp8Format f, cudaStream_t stream) {
+                           int cols, const float* amax, DType f, cudaStream_t stream) {
   if (rows < 0 || cols < 0 || (out == nullptr && out_t == nullptr))
     throw std::invalid_argument("cast_transpose_to_fp8: rows and cols >= 0 and at least one output");
   const long long col_tiles = (static_cast<long long>(cols) + kTile - 1) / kTile;
@@ -176,13 +212,6 @@ void cast_transpose_to_fp8(std::uint8_t* out, std::uint8_t* out_t, float* scale_
   }
   const dim3 grid(static_cast<unsigned>((rows + kTile - 1) / kTile), static_cast<unsigned>(col_tiles));
   cast_transpose_kernel<<<grid, dim3(kTile, kTileRows), 0, stream>>>(out, out_t, scale_inv, inp, rows, cols, amax, f);
-  HOLMES_CUDA_CHECK(cudaGetLastError());
-}
-
-void cast_from_fp8(bf16* out, const std::uint8_t* inp, std::size_t n, const float* scale_inv, Fp8Format f,
-                   cudaStream_t stream) {
-  if (n == 0) return;
-  cast_from_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, inp, n, scale_inv, f);
   HOLMES_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -8,18 +8,16 @@ namespace holmes::cuda {
 
 namespace {
 
-DType dtype_of(model::Fp8Format f) { return f == model::Fp8Format::kE4M3 ? DType::kE4M3 : DType::kE5M2; }
-
 // C[m,n] = A[m,k] B[n,k]^T with FP8 operands: the only layout Hopper's FP8 GEMMs take.
-GemmShape fp8_shape(int m, int n, int k, model::Fp8Format a, model::Fp8Format b, DType c, bool bias) {
+GemmShape fp8_shape(int m, int n, int k, DType a, DType b, DType c, bool bias) {
   GemmShape s;
   s.m = m;
   s.n = n;
   s.k = k;
   s.trans_a = false;
   s.trans_b = true;
-  s.ab_type = dtype_of(a);
-  s.b_type = dtype_of(b);
+  s.ab_type = a;
+  s.b_type = b;
   s.c_type = c;
   s.bias = bias;
   return s;

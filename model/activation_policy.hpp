@@ -32,6 +32,11 @@ struct ActivationPolicy {
   // Micro-batches may carry document positions (data.document_mask): the attention method is
   // chosen to mask (Kernels::plan_attention) and a position buffer is kept per slot.
   bool document_mask = false;
+  // The stage boundary (output(), input_grad(), forward_stage's input, backward_stage's
+  // gradient) in FP8 (parallel.pipe_fp8): each tensor cast with its own current scale, E4M3
+  // for activations, E5M2 for gradients, packed as model::fp8_boundary_floats (a quarter of
+  // fp32's bytes, half of bf16's, plus two floats). Else the activation type's bytes.
+  bool fp8_boundary = false;
 };
 
 // Which part of a micro-batch's backward a call runs: both, or B / W of split_backward.

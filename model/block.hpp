@@ -46,6 +46,9 @@ struct BlockEnv {
   const GptConfig& cfg;  // the shard
   const ActivationPolicy& policy;
   const AttentionPlan& attention;  // Kernels::plan_attention for this shard
+  // train.precision fp8: the recipe of the linear layers' FP8 GEMMs (linear_forward and
+  // gemm_backward below); null in fp32 and bf16.
+  const Fp8Recipe* fp8 = nullptr;
 };
 
 // One layer of one micro-batch. Pointers are backend memory; shapes in the legend of
@@ -83,13 +86,52 @@ void tp_sum(const BlockEnv& e, A* x, size_t n) {
   }
 }
 
+// The linear layers: the kernels' matmul ops of the activation type, or their FP8 GEMMs when
+// the env carries a recipe (Gpt's fp8 recipe; bf16 activations). The one place that decides
+// which GEMMs run in FP8: every block's layers, and the LM head (`head`) only when the recipe
+// says so (model::Gpt's head calls these too).
+inline bool fp8_gemms(const BlockEnv& e, bool head) { return e.fp8 != nullptr && (!head || e.fp8->lm_head); }
+
+// out (N,OC) = inp (N,C) weight (OC,C)^T + bias (Kernels::matmul_forward).
+template <class A>
+void linear_forward(const BlockEnv& e, A* out, const A* inp, const A* weight, std::type_identity_t<const A*> bias,
+                    int N, int C, int OC, bool head = false) {
+  if constexpr (std::is_same_v<A, bf16>) {
+    if (fp8_gemms(e, head)) return e.k.matmul_forward_fp8(out, inp, weight, bias, N, C, OC, *e.fp8);
+  }
+  e.k.matmul_forward(out, inp, weight, bias, N, C, OC);
+}
+
+// GPT-2's MLP input layer and its GELU (Kernels::matmul_gelu_forward; FP8: the GEMM, then GELU
+// as its own op: no GELU epilogue on FP8 GEMMs here).
+template <class A>
+void linear_gelu_forward(const BlockEnv& e, A* out, A* pre, const A* inp, const A* weight,
+                         std::type_identity_t<const A*> bias, int N, int C, int OC) {
+  if (!fp8_gemms(e, false)) return e.k.matmul_gelu_forward(out, pre, inp, weight, bias, N, C, OC);
+  linear_forward(e, pre, inp, weight, bias, N, C, OC);
+  e.k.gelu_forward(out, pre, static_cast<size_t>(N) * OC);
+}
+
 // A GEMM's backward, the part `pass` asks for: kInput dinp, kWeights dweight + dbias, kAll all.
 template <class A>
 void gemm_backward(const BlockEnv& e, Pass pass, A* dinp, float* dweight, float* dbias, const A* dout, const A* inp,
-                   const A* weight, int N, int C, int OC) {
+                   const A* weight, int N, int C, int OC, bool head = false) {
   if (pass == Pass::kInput) dweight = dbias = nullptr;
   if (pass == Pass::kWeights) dinp = nullptr;
+  if constexpr (std::is_same_v<A, bf16>) {
+    if (fp8_gemms(e, head)) return e.k.matmul_backward_fp8(dinp, dweight, dbias, dout, inp, weight, N, C, OC, *e.fp8);
+  }
   e.k.matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+}
+
+// The backward of a linear layer whose input is gelu(pre) (Kernels::matmul_dgelu_backward):
+// dpre (N,C) writes gelu'(pre) * (dout @ weight); dweight, dbias as in matmul_backward.
+template <class A>
+void linear_dgelu_backward(const BlockEnv& e, A* dpre, float* dweight, float* dbias, const A* dout, const A* inp,
+                           const A* weight, const A* pre, int N, int C, int OC) {
+  if (!fp8_gemms(e, false)) return e.k.matmul_dgelu_backward(dpre, dweight, dbias, dout, inp, weight, pre, N, C, OC);
+  gemm_backward(e, Pass::kAll, dpre, dweight, dbias, dout, inp, weight, N, C, OC);
+  e.k.gelu_backward(dpre, pre, dpre, static_cast<size_t>(N) * C);
 }
 
 // dst = src (n values) where a split backward keeps a gradient for W; nothing when they alias.

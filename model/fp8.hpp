@@ -23,8 +23,11 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+
+#include "common/dtype.hpp"
 
 #if defined(__CUDACC__)
 #define HOLMES_FP8_HD __host__ __device__
@@ -34,9 +37,8 @@
 
 namespace holmes::model {
 
-enum class Fp8Format : std::uint8_t { kE4M3, kE5M2 };
-
-inline const char* fp8_format_name(Fp8Format f) { return f == Fp8Format::kE4M3 ? "e4m3" : "e5m2"; }
+// The formats are the FP8 values of holmes::DType (common/dtype.hpp): every `DType f` below
+// is DType::kE4M3 or DType::kE5M2 (is_fp8(f)); any other reads as E5M2.
 
 // The facts of one format that encoding, decoding and scaling need.
 struct Fp8Spec {
@@ -45,31 +47,17 @@ struct Fp8Spec {
   std::uint8_t max_code;  // the largest finite magnitude's code (sign bit clear)
 };
 
-HOLMES_FP8_HD inline Fp8Spec fp8_spec(Fp8Format f) {
-  return f == Fp8Format::kE4M3 ? Fp8Spec{4, 3, 7, 448.0f, 0x7E} : Fp8Spec{5, 2, 15, 57344.0f, 0x7B};
+HOLMES_FP8_HD inline Fp8Spec fp8_spec(DType f) {
+  return f == DType::kE4M3 ? Fp8Spec{4, 3, 7, 448.0f, 0x7E} : Fp8Spec{5, 2, 15, 57344.0f, 0x7B};
 }
 
-HOLMES_FP8_HD inline float fp8_max(Fp8Format f) { return fp8_spec(f).max_finite; }
+HOLMES_FP8_HD inline float fp8_max(DType f) { return fp8_spec(f).max_finite; }
 
 constexpr std::uint8_t kFp8NaN = 0x7F;  // the canonical NaN code of both formats
 
 // ---- the codes (host) ----
 
-namespace detail {
-
-// q rounded to the nearest integer, ties to even; q >= 0 and exact (a double holding a float
-// times a power of two).
-inline double round_half_even(double q) {
-  const double whole = std::floor(q);
-  const double frac = q - whole;  // exact: q has at most 24 significant bits
-  if (frac > 0.5) return whole + 1;
-  if (frac < 0.5) return whole;
-  return std::fmod(whole, 2.0) == 0 ? whole : whole + 1;
-}
-
-}  // namespace detail
-
-inline float fp8_decode(std::uint8_t code, Fp8Format f) {
+inline float fp8_decode(std::uint8_t code, DType f) {
   const Fp8Spec s = fp8_spec(f);
   const bool negative = (code & 0x80) != 0;
   const int magnitude = code & 0x7F;
@@ -77,9 +65,9 @@ inline float fp8_decode(std::uint8_t code, Fp8Format f) {
   const int mantissa = magnitude & ((1 << s.mantissa_bits) - 1);
   const int top = (1 << s.exponent_bits) - 1;
   float value;
-  if (f == Fp8Format::kE4M3 && magnitude == 0x7F) {
+  if (f == DType::kE4M3 && magnitude == 0x7F) {
     return NAN;
-  } else if (f == Fp8Format::kE5M2 && exponent == top) {
+  } else if (f == DType::kE5M2 && exponent == top) {
     if (mantissa != 0) return NAN;
     value = INFINITY;
   } else if (exponent == 0) {  // subnormal: mantissa * 2^(1 - bias - M)
@@ -90,31 +78,44 @@ inline float fp8_decode(std::uint8_t code, Fp8Format f) {
   return negative ? -value : value;
 }
 
-inline std::uint8_t fp8_encode(float x, Fp8Format f) {
-  if (std::isnan(x)) return kFp8NaN;
+// On the float's bits (a few integer operations, no floating-point rounding mode involved).
+inline std::uint8_t fp8_encode(float x, DType f) {
   const Fp8Spec s = fp8_spec(f);
-  const std::uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
-  const double a = std::fabs(static_cast<double>(x));
-  if (a >= s.max_finite) return sign | s.max_code;  // saturate (infinities too)
+  std::uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  const std::uint8_t sign = static_cast<std::uint8_t>((u >> 24) & 0x80);
+  const std::uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return kFp8NaN;
+  std::uint32_t max_bits;
+  std::memcpy(&max_bits, &s.max_finite, sizeof max_bits);
+  if (a >= max_bits) return sign | s.max_code;  // saturate (infinities too)
+  const int M = s.mantissa_bits;
+  const int e = static_cast<int>(a >> 23) - 127;  // floor(log2 |x|) for normal floats
   const int min_normal_exp = 1 - s.bias;
-  int exp2 = 0;
-  std::frexp(a, &exp2);  // a = m * 2^exp2, m in [0.5, 1): floor(log2 a) = exp2 - 1
-  const int e = exp2 - 1;
   std::uint32_t code;
-  if (a == 0 || e < min_normal_exp) {
-    // Subnormal range: a in units of the smallest subnormal, rounded; a result of 2^M is the
-    // smallest normal, whose code is exactly 2^M as well.
-    code = static_cast<std::uint32_t>(detail::round_half_even(std::ldexp(a, s.bias - 1 + s.mantissa_bits)));
+  if (e >= min_normal_exp) {
+    // Keep M of the 23 mantissa bits, rounding to nearest even on the bits (a carry moves
+    // into the exponent by itself), then re-bias the exponent from 127 to the format's.
+    const int drop = 23 - M;
+    const std::uint32_t rounded = a + ((1u << (drop - 1)) - 1) + ((a >> drop) & 1u);
+    code = (rounded >> drop) - (static_cast<std::uint32_t>(127 - s.bias) << M);
   } else {
-    // a = q * 2^(e - M) with q in [2^M, 2^(M+1)); rounding q up to 2^(M+1) carries into the
-    // exponent field by itself.
-    const double q = detail::round_half_even(std::ldexp(a, s.mantissa_bits - e));
-    code = (static_cast<std::uint32_t>(e + s.bias) << s.mantissa_bits) +
-           static_cast<std::uint32_t>(q) - (1u << s.mantissa_bits);
+    // Below the smallest normal: |x| in units of the smallest subnormal 2^(min_normal_exp - M),
+    // q = m * 2^(e - 23 - min_normal_exp + M) with the implicit bit; rounded to nearest even.
+    // (A float subnormal or a value under half the smallest subnormal gives 0; a q of 2^M is
+    // the smallest normal, whose code is 2^M too.)
+    const int shift = 23 + min_normal_exp - M - e;
+    if (shift > 25 || (a >> 23) == 0) return sign;
+    const std::uint32_t m = (a & 0x7FFFFFu) | 0x800000u;
+    code = (m + ((1u << (shift - 1)) - 1) + ((m >> shift) & 1u)) >> shift;
   }
-  // a < max_finite, and max_finite is a code, so rounding to nearest never passes it.
+  // |x| < max_finite, and max_finite is a code, so rounding to nearest never passes it.
   return static_cast<std::uint8_t>(sign | code);
 }
+
+// The floats of a tensor of n values in the FP8 wire format of the pipeline boundary
+// (Kernels::fp8_pack): [amax, 1/scale, the n codes four to a float].
+inline std::size_t fp8_boundary_floats(std::size_t n) { return 2 + (n + 3) / 4; }
 
 // ---- the scale (host and device) ----
 
@@ -138,7 +139,7 @@ constexpr int kFp8MaxScaleExponent = 126;
 // with amax * 2^e <= fp8_max(f), clamped to +-kFp8MaxScaleExponent; 0 for amax == 0.
 // Computed on the bits (no log2), so the host and the device agree exactly. amax must be
 // finite and >= 0 (fp8_scale handles the rest).
-HOLMES_FP8_HD inline int fp8_scale_exponent(float amax, Fp8Format f) {
+HOLMES_FP8_HD inline int fp8_scale_exponent(float amax, DType f) {
   if (amax == 0.0f) return 0;
   const std::uint32_t a = fp8_float_bits(amax), m = fp8_float_bits(fp8_max(f));
   const int max_exp = static_cast<int>((m >> 23) & 0xFF) - 127;
@@ -158,11 +159,11 @@ HOLMES_FP8_HD inline int fp8_scale_exponent(float amax, Fp8Format f) {
 // and its inverse, by which the GEMM multiplies its product. A non-finite amax (the tensor
 // holds an infinity or a NaN) gives a NaN scale: the whole tensor then casts to NaN, so the
 // step's loss turns NaN as it would in bf16 rather than the saturating cast hiding it.
-HOLMES_FP8_HD inline float fp8_scale(float amax, Fp8Format f) {
+HOLMES_FP8_HD inline float fp8_scale(float amax, DType f) {
   if (!(amax <= FLT_MAX)) return fp8_bits_float(0x7FC00000u);
   return fp8_bits_float(static_cast<std::uint32_t>(fp8_scale_exponent(amax, f) + 127) << 23);
 }
-HOLMES_FP8_HD inline float fp8_scale_inv(float amax, Fp8Format f) {
+HOLMES_FP8_HD inline float fp8_scale_inv(float amax, DType f) {
   if (!(amax <= FLT_MAX)) return fp8_bits_float(0x7FC00000u);
   return fp8_bits_float(static_cast<std::uint32_t>(127 - fp8_scale_exponent(amax, f)) << 23);
 }

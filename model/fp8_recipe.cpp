@@ -6,9 +6,9 @@ namespace holmes::model {
 
 namespace {
 
-std::optional<Fp8Format> format_named(std::string_view name) {
-  if (name == "e4m3") return Fp8Format::kE4M3;
-  if (name == "e5m2") return Fp8Format::kE5M2;
+std::optional<DType> format_named(std::string_view name) {
+  if (name == "e4m3") return DType::kE4M3;
+  if (name == "e5m2") return DType::kE5M2;
   return std::nullopt;
 }
 
@@ -16,11 +16,11 @@ std::optional<Fp8Format> format_named(std::string_view name) {
 
 std::string describe(const Fp8Recipe& r) {
   return fmt::format("fp8 {} weights/activations, {} gradients, current per-tensor power-of-two scaling, LM head {}",
-                     fp8_format_name(r.forward), fp8_format_name(r.backward), r.lm_head ? "fp8" : "bf16");
+                     dtype_name(r.forward), dtype_name(r.backward), r.lm_head ? "fp8" : "bf16");
 }
 
 std::string recipe_text(const Fp8Recipe& r) {
-  return fmt::format("{}/{}/current/head={}", fp8_format_name(r.forward), fp8_format_name(r.backward),
+  return fmt::format("{}/{}/current/head={}", dtype_name(r.forward), dtype_name(r.backward),
                      r.lm_head ? "fp8" : "bf16");
 }
 
@@ -35,7 +35,7 @@ std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view text) {
   }
   const auto forward = format_named(fields[0]), backward = format_named(fields[1]);
   // E5M2 x E5M2 has no FP8 GEMM (cuBLASLt), so the forward operands are E4M3.
-  if (forward != Fp8Format::kE4M3 || !backward || fields[2] != "current") return std::nullopt;
+  if (forward != DType::kE4M3 || !backward || fields[2] != "current") return std::nullopt;
   Fp8Recipe r;
   r.forward = *forward;
   r.backward = *backward;

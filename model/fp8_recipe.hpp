@@ -11,7 +11,6 @@
 // recipe in the checkpoint.
 #pragma once
 
-#include <compare>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,14 +20,18 @@
 namespace holmes::model {
 
 struct Fp8Recipe {
-  // Weights and the GEMMs' input activations: E4M3 (the backward GEMMs multiply gradients by
-  // these, and E5M2 x E5M2 has no FP8 GEMM).
-  Fp8Format forward = Fp8Format::kE4M3;
-  Fp8Format backward = Fp8Format::kE5M2;  // the gradients of the GEMMs' outputs
-  bool lm_head = false;                   // the LM head's GEMMs in FP8 too (else bf16)
-
-  auto operator<=>(const Fp8Recipe&) const = default;
+  // The GEMM operand types (FP8 DType values, common/dtype.hpp). Weights and the GEMMs' input
+  // activations: E4M3 (the backward GEMMs multiply gradients by these, and E5M2 x E5M2 has no
+  // FP8 GEMM).
+  DType forward = DType::kE4M3;
+  DType backward = DType::kE5M2;  // the gradients of the GEMMs' outputs
+  bool lm_head = false;           // the LM head's GEMMs in FP8 too (else bf16)
 };
+// (By hand: model/kernels.hpp, which includes this, is also compiled as C++17 by nvcc.)
+inline bool operator==(const Fp8Recipe& a, const Fp8Recipe& b) {
+  return a.forward == b.forward && a.backward == b.backward && a.lm_head == b.lm_head;
+}
+inline bool operator!=(const Fp8Recipe& a, const Fp8Recipe& b) { return !(a == b); }
 
 // One line for logs: "fp8 e4m3 weights/activations, e5m2 gradients, current per-tensor
 // power-of-two scaling, LM head bf16".

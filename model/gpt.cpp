@@ -16,7 +16,7 @@ using gpt_detail::at;
 using gpt_detail::Carver;
 
 Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelComm* comm, int slots,
-         DType precision, ActivationPolicy policy)
+         DType precision, ActivationPolicy policy, std::optional<Fp8Recipe> fp8)
     : cfg_(cfg),
       arch_(cfg_.architecture()),
       backend_(backend),
@@ -26,14 +26,24 @@ Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelCo
       max_B_(max_B),
       max_T_(max_T),
       precision_(precision),
+      fp8_(fp8),
       policy_(policy),
-      env_{k_, mem_, *comm_, cfg_, policy_, attention_} {
+      env_{k_, mem_, *comm_, cfg_, policy_, attention_, fp8_ ? &*fp8_ : nullptr} {
   if (slots < 1) throw std::invalid_argument(fmt::format("Gpt: {} activation slots; need at least 1", slots));
   if (precision != DType::kF32 && precision != DType::kBf16)
     throw std::invalid_argument(fmt::format("Gpt: {} activations are not supported (accepted: fp32, bf16; FP8 runs "
                                             "the GEMMs alone, model/fp8_recipe.hpp)", dtype_name(precision)));
   if (!k_.supports(precision))
     throw std::invalid_argument(fmt::format("Gpt: backend {} has no {} kernels", k_.name(), dtype_name(precision)));
+  if (fp8_) {
+    if (precision != DType::kBf16)
+      throw std::invalid_argument(fmt::format("Gpt: FP8 GEMMs ({}) need bf16 activations, not {}",
+                                              recipe_text(*fp8_), dtype_name(precision)));
+    for (DType t : {fp8_->forward, fp8_->backward})
+      if (!k_.supports(t))
+        throw std::invalid_argument(fmt::format("Gpt: backend {} has no {} GEMM kernels (FP8 recipe {})", k_.name(),
+                                                dtype_name(t), recipe_text(*fp8_)));
+  }
   slot_state_.resize(slots);
   cfg_.finalize();
   if (comm_->size() != cfg_.tp_size || comm_->rank() != cfg_.tp_rank) {
@@ -117,19 +127,23 @@ std::pair<size_t, size_t> Gpt::layer_range(int local_layer) const {
   return {lo.offset, hi.offset + hi.numel};
 }
 
-// The boundary holds the activation type's bytes (bf16: two values per float): a copy.
+// The boundary holds the activation type's bytes (bf16: two values per float): a copy; or
+// with fp8_boundary the FP8 codes of x and their scale (Kernels::fp8_pack).
 template <class A>
-void Gpt::to_boundary(float* out, const A* x, size_t n) {
+void Gpt::to_boundary(float* out, const A* x, size_t n, DType f) {
+  if (policy_.fp8_boundary) return k_.fp8_pack(out, x, n, f);
   if (static_cast<const void*>(out) != static_cast<const void*>(x)) mem_.copy(out, x, n * sizeof(A));
 }
 
 template <class A>
-void Gpt::from_boundary(A* out, const float* x, size_t n) {
+void Gpt::from_boundary(A* out, const float* x, size_t n, DType f) {
+  if (policy_.fp8_boundary) return k_.fp8_unpack(out, x, n, f);
   mem_.copy(out, x, n * sizeof(A));
 }
 
 size_t Gpt::boundary_floats(int B, int T) const {
   const size_t n = static_cast<size_t>(B) * T * cfg_.hidden;
+  if (policy_.fp8_boundary) return fp8_boundary_floats(n);
   return is_bf16() ? (n + 1) / 2 : n;
 }
 
@@ -174,12 +188,12 @@ const A* Gpt::stage_out() const {
 
 const float* Gpt::output() const {
   if (is_bf16()) return shared<bf16>().out32;
-  return stage_out<float>();
+  return policy_.fp8_boundary ? shared<float>().out32 : stage_out<float>();
 }
 
 const float* Gpt::input_grad() const {
   if (is_bf16()) return shared<bf16>().grad32;
-  return shared<float>().dres;
+  return policy_.fp8_boundary ? shared<float>().grad32 : shared<float>().dres;
 }
 
 const float* Gpt::losses() const {
@@ -282,7 +296,7 @@ void Gpt::forward_t(const int* tokens, const float* input, const int* targets, i
                          cfg_.vocab_begin(), cfg_.local_vocab());
     tp_sum(env_, s.encoded, N * C);
   } else {
-    from_boundary(s.encoded, input, N * C);
+    from_boundary(s.encoded, input, N * C, DType::kE4M3);
   }
   const A* x = s.encoded;
   for (int l = 0; l < cfg_.num_stage_layers(); ++l) {
@@ -297,8 +311,8 @@ void Gpt::forward_t(const int* tokens, const float* input, const int* targets, i
     params_needed(layout_.at(arch_.role_names(cfg_).final_norm_weight).offset, layout_.size());
     head_forward<A>(targets, B, T);
   }
-  else if constexpr (!std::is_same_v<A, float>)
-    to_boundary(s.out32, x, N * C);
+  else if (packed_boundary())
+    to_boundary(s.out32, x, N * C, DType::kE4M3);
 }
 
 template <class A>
@@ -316,7 +330,7 @@ void Gpt::head_forward(const int* targets, int B, int T) {
       break;
     case NormKind::kRmsNorm: k_.rmsnorm_forward(s.lnf, s.lnf_rstd, x, norm_w, N, C, cfg_.norm_eps); break;
   }
-  k_.matmul_forward(s.logits, s.lnf, W + layout_.at(names.head).offset, nullptr, N, C, Vl);
+  linear_forward<A>(env_, s.logits, s.lnf, W + layout_.at(names.head).offset, nullptr, N, C, Vl, /*head=*/true);
   if (targets == nullptr) return;
   check_ids(targets, N, cfg_.vocab, "target", -1);
   masked_ = std::any_of(targets, targets + N, [](int t) { return t < 0; });
@@ -363,9 +377,10 @@ std::vector<float> Gpt::read_params() const {
 }
 
 // Used by the backward file too.
-template void Gpt::to_boundary<bf16>(float*, const bf16*, size_t);
-template void Gpt::from_boundary<float>(float*, const float*, size_t);
-template void Gpt::from_boundary<bf16>(bf16*, const float*, size_t);
+template void Gpt::to_boundary<float>(float*, const float*, size_t, DType);
+template void Gpt::to_boundary<bf16>(float*, const bf16*, size_t, DType);
+template void Gpt::from_boundary<float>(float*, const float*, size_t, DType);
+template void Gpt::from_boundary<bf16>(bf16*, const float*, size_t, DType);
 template const float* Gpt::stage_out<float>() const;
 template const bf16* Gpt::stage_out<bf16>() const;
 

@@ -28,13 +28,20 @@
 // the activation precision, as boundary_floats() floats: fp32 values, or for bf16 the bf16
 // values' bits two per float (the last half unused when B*T*C is odd). The activations and
 // their gradients are bf16 on both sides already, so a bf16 boundary is exact and halves what
-// a pipeline sends between stages.
+// a pipeline sends between stages. With ActivationPolicy::fp8_boundary the boundary is FP8
+// instead (activation_policy.hpp), in either precision.
+//
+// FP8 (train.precision fp8) is bf16 above plus an Fp8Recipe (model/fp8_recipe.hpp): the linear
+// layers' GEMMs (every block's QKV, attention output and MLP layers, and the LM head when the
+// recipe says so; block.hpp's linear_forward) take their operands in the recipe's FP8 DTypes,
+// cast with a per-tensor scale inside the GEMM ops. Nothing is stored in FP8.
 #pragma once
 
 #include <cstdint>
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -44,6 +51,7 @@
 #include "model/backend.hpp"
 #include "model/block.hpp"
 #include "model/bf16.hpp"
+#include "model/fp8_recipe.hpp"
 #include "model/counts.hpp"
 #include "model/gpt_config.hpp"
 #include "model/param_layout.hpp"
@@ -58,9 +66,11 @@ class Gpt {
   // slots: activation sets for micro-batches in flight at once (pipeline 1F1B); forward and
   // backward of one micro-batch must use the same slot. precision: see above; bf16 needs a
   // backend whose kernels support it (std::invalid_argument otherwise).
-  // policy: what the activation slots keep and whether backward splits (above).
+  // policy: what the activation slots keep and whether backward splits (above). fp8: the
+  // recipe of the FP8 GEMMs (above); it needs bf16 activations and a backend whose kernels
+  // support the recipe's FP8 types (std::invalid_argument otherwise).
   Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelComm* comm = nullptr, int slots = 1,
-      DType precision = DType::kF32, ActivationPolicy policy = {});
+      DType precision = DType::kF32, ActivationPolicy policy = {}, std::optional<Fp8Recipe> fp8 = std::nullopt);
   ~Gpt();
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
@@ -137,7 +147,8 @@ class Gpt {
   void read_logits(size_t row, std::span<float> host) const;
   const float* output() const;  // (B,T,C) stage output (non-last stage), boundary format
   const float* input_grad() const;  // (B,T,C) after backward (non-first stage), boundary format
-  // Floats of a (B,T,C) boundary tensor: B*T*C in fp32, ceil(B*T*C / 2) in bf16.
+  // Floats of a (B,T,C) boundary tensor: B*T*C in fp32, ceil(B*T*C / 2) in bf16,
+  // fp8_boundary_floats(B*T*C) with ActivationPolicy::fp8_boundary.
   size_t boundary_floats(int B, int T) const;
 
   // After anything wrote params() (an optimizer step; load_params and init_weights do it
@@ -146,6 +157,7 @@ class Gpt {
   // The same for the range [begin, end) of params() alone.
   void params_updated(size_t begin, size_t end);
   DType precision() const { return precision_; }  // of the activations and the weights copy
+  const std::optional<Fp8Recipe>& fp8_recipe() const { return fp8_; }  // nullopt: no FP8 GEMMs
   // How attention is computed here (Kernels::plan_attention), for the start-up log.
   const std::string& attention_method() const { return attention_.method; }
 
@@ -189,8 +201,11 @@ class Gpt {
   // gradient B kept (kWeights); then the tied-gradient hook where wte is tied.
   template <class A> void embedding_weight_grad(int B, int T, Pass pass);
   template <class A> void run_backward(float loss_scale, const float* doutput, Pass pass);
-  template <class A> void to_boundary(float* out, const A* x, size_t n);
-  template <class A> void from_boundary(A* out, const float* x, size_t n);
+  // f: the FP8 format of a fp8_boundary (E4M3 activations, E5M2 gradients).
+  template <class A> void to_boundary(float* out, const A* x, size_t n, DType f);
+  template <class A> void from_boundary(A* out, const float* x, size_t n, DType f);
+  // The boundary is a buffer of its own (bf16 pairs or FP8), not the fp32 activations.
+  bool packed_boundary() const { return is_bf16() || policy_.fp8_boundary; }
   void plan_activations();
   // The block output of local layer l in the current slot (its Keep::kOutput buffer).
   template <class A> A* layer_output(int local_layer) const;
@@ -227,6 +242,7 @@ class Gpt {
   TensorParallelComm* comm_;
   int max_B_, max_T_;
   DType precision_;
+  std::optional<Fp8Recipe> fp8_;
   ActivationPolicy policy_;
   AttentionPlan attention_;
   BlockEnv env_;  // what every block call gets (block.hpp)

@@ -52,7 +52,7 @@ void Gpt::plan_activations() {
   const size_t means = norm_stats(arch_.final_norm()) == 2 ? N : 0;  // LayerNorm keeps its mean too
   Carver slot;
   o->encoded = slot.take(N * C, a);
-  if (is_bf16() && !cfg_.has_head) o->out32 = slot.take((N * C + 1) / 2, f);  // bf16 pairs
+  if (packed_boundary() && !cfg_.has_head) o->out32 = slot.take(boundary_floats(max_B_, max_T_), f);
   if (split && cfg_.has_embedding) o->dencoded = slot.take(N * C, a);         // the embedding's W reads it
   o->layers = slot.take(cfg_.num_stage_layers() * o->layer_bytes, 1);
   if (cfg_.has_head) {
@@ -77,7 +77,7 @@ void Gpt::plan_activations() {
       o->shared_grad[b] = all.take(static_cast<size_t>(buffers_[b].elems), a);
   for (int64_t n : scratch) o->arch_scratch.push_back(all.take(static_cast<size_t>(n), a));
   o->datt = all.take(attention_.scratch_floats, f);
-  if (is_bf16() && !cfg_.has_embedding) o->grad32 = all.take((N * C + 1) / 2, f);  // bf16 pairs
+  if (packed_boundary() && !cfg_.has_embedding) o->grad32 = all.take(boundary_floats(max_B_, max_T_), f);
   o->total = all.bytes;
   off_ = std::move(o);
   acts_ = device::DeviceArray<std::byte>(mem_, off_->total);

@@ -61,7 +61,7 @@ void Gpt::run_backward(float loss_scale, const float* doutput, Pass pass) {
   if (cfg_.has_head)
     head_backward<A>(loss_scale, B_, T_, pass);
   else if (pass != Pass::kWeights)
-    from_boundary(shared<A>().dres, doutput, static_cast<size_t>(B_) * T_ * cfg_.hidden);
+    from_boundary(shared<A>().dres, doutput, static_cast<size_t>(B_) * T_ * cfg_.hidden, DType::kE5M2);
   stage_backward<A>(B_, T_, pass);
 }
 
@@ -79,7 +79,7 @@ void Gpt::head_backward(float loss_scale, int B, int T, Pass pass) {
   if (input) k_.crossentropy_backward(s.logits, s.logits, s.row_max, s.ce_stats, tgt, dloss, N, Vl, vb, cfg_.vocab);
   if (input && masked_) k_.mask_rows(s.logits, tgt, N, Vl);  // -1 targets: no gradient
   gemm_backward<A>(env_, pass, s.dln, grads_.data() + head.offset, nullptr, s.logits, s.lnf, weights<A>() + head.offset,
-                   N, C, Vl);
+                   N, C, Vl, /*head=*/true);
   if (input) {
     tp_sum(env_, s.dln, static_cast<size_t>(N) * C);  // each shard saw Vl of the Vp columns
     mem_.zero(s.dres, static_cast<size_t>(N) * C * sizeof(A));
@@ -129,8 +129,8 @@ void Gpt::stage_backward(int B, int T, Pass pass) {
     }
     if (pass == Pass::kAll) embedding_weight_grad<A>(B, T, pass);
     grad_ready(0, embedding_end());  // ranges still arrive in descending order
-  } else if constexpr (!std::is_same_v<A, float>) {
-    if (pass != Pass::kWeights) to_boundary(s.grad32, s.dres, NC);
+  } else if (packed_boundary()) {
+    if (pass != Pass::kWeights) to_boundary(s.grad32, s.dres, NC, DType::kE5M2);
   }
 }
 

@@ -207,4 +207,16 @@ void Kernels::mask_losses(float*, const int*, int) { no_document_op(*this, "mask
 void Kernels::mask_rows(float*, const int*, int, int) { no_document_op(*this, "mask_rows"); }
 void Kernels::mask_rows(bf16*, const int*, int, int) { no_document_op(*this, "mask_rows"); }
 
+void Kernels::matmul_forward_fp8(bf16*, const bf16*, const bf16*, const bf16*, int, int, int, const Fp8Recipe& r) {
+  unsupported("matmul_forward", r.forward);
+}
+void Kernels::matmul_backward_fp8(bf16*, float*, float*, const bf16*, const bf16*, const bf16*, int, int, int,
+                                  const Fp8Recipe& r) {
+  unsupported("matmul_backward", r.backward);
+}
+void Kernels::fp8_pack(float*, const float*, size_t, DType) { unsupported("fp8_pack", DType::kF32); }
+void Kernels::fp8_pack(float*, const bf16*, size_t, DType) { unsupported("fp8_pack", kB); }
+void Kernels::fp8_unpack(float*, const float*, size_t, DType) { unsupported("fp8_unpack", DType::kF32); }
+void Kernels::fp8_unpack(bf16*, const float*, size_t, DType) { unsupported("fp8_unpack", kB); }
+
 }  // namespace holmes::model

@@ -9,7 +9,9 @@
 //     the class) take bf16 activations and a bf16 copy of the weights, and still write fp32
 //     weight gradients, LayerNorm statistics, losses and softmax statistics, accumulating in
 //     fp32 throughout. A backend without bf16 kernels (the CPU) inherits the defaults, which
-//     throw std::logic_error; supports() says which precisions a backend has.
+//     throw std::logic_error; supports() says which precisions a backend has. The FP8
+//     types (DType::kE4M3, kE5M2) are GEMM operand types only: supports(kE4M3) says the
+//     backend has the FP8 linear-layer ops at the end of the class.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +19,7 @@
 
 #include "common/dtype.hpp"
 #include "model/bf16.hpp"
+#include "model/fp8_recipe.hpp"
 
 namespace holmes::model {
 
@@ -281,6 +284,26 @@ class Kernels {
   virtual void crossentropy_backward(bf16* dlogits, const bf16* logits, const float* row_max,
                                      const float* stats, const int* targets, float dloss, int N,
                                      int Vl, int vocab_begin, int V);
+
+  // ---- FP8 linear layers (an Fp8Recipe on bf16 activations: train.precision fp8) ----
+  // matmul_forward / matmul_backward of the bf16 overloads (same contracts, bf16 activations
+  // and weights, fp32 weight and bias gradients) with the GEMMs in FP8 as `recipe` says: each
+  // operand cast with the power-of-two scale of its own amax (inp and weight in
+  // recipe.forward, dout in recipe.backward), fp32 accumulation, the bias gradient from the
+  // bf16 dout; a GEMM whose shape the FP8 kernels cannot take (model::fp8_gemm_fits) runs in
+  // bf16. model/cpu/fp8_ops.hpp is the host twin. Defaults throw (supports(kE4M3) false).
+  virtual void matmul_forward_fp8(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int N, int C,
+                                  int OC, const Fp8Recipe& recipe);
+  virtual void matmul_backward_fp8(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                                   const bf16* weight, int N, int C, int OC, const Fp8Recipe& recipe);
+  // The pipeline boundary in FP8 (ActivationPolicy::fp8_boundary), for fp32 and bf16
+  // activations: packed (model::fp8_boundary_floats(n)) writes [amax of x, 1/scale, the n
+  // codes of x cast in format f with its current scale, four to a float]; fp8_unpack writes
+  // x (n) back from packed (decode times 1/scale: exact). Defaults throw.
+  virtual void fp8_pack(float* packed, const float* x, size_t n, DType f);
+  virtual void fp8_pack(float* packed, const bf16* x, size_t n, DType f);
+  virtual void fp8_unpack(float* x, const float* packed, size_t n, DType f);
+  virtual void fp8_unpack(bf16* x, const float* packed, size_t n, DType f);
 
  protected:
   // Throws std::logic_error: this backend has no `op` in precision p.

@@ -17,6 +17,17 @@
 #   scripts/gpu_check.sh profile [DIR]  there: the kernels of one 124M bf16 step, each timed by
 #                                       Nsight Compute, summed per kernel name, largest first
 #
+#   scripts/gpu_check.sh fp8 [DIR]      there: the rows of issue 51 (FP8): the FP8 parity tables
+#                                       (casts, GEMMs, the linear layer against the CPU twins);
+#                                       a 1.24B Llama trained in bf16 and in fp8 for the same
+#                                       steps on real text (the bundle's corpus, byte tokens):
+#                                       tokens/s ratio and validation losses; the bench of GPT-2
+#                                       124M / 350M in bf16 and fp8 (MFU by the project's formula
+#                                       and llm.c's 6N + 6LTC); then the ncu profile of the 124M
+#                                       bf16 step (and nsys's, where the image has a working one).
+#                                       Each row skipped once HOLMES_CHECK_BUDGET_S (default 480)
+#                                       have passed; HOLMES_FP8_STEPS (default 150) sets the runs
+#
 #   scripts/gpu_check.sh extra [DIR]    there: the rows of issues 26 and 28 (device memory per
 #                                       recompute mode against the plan; zb-h1 and interleaved
 #                                       on layouts sharing the GPU; diloco against the CPU; the
@@ -50,10 +61,47 @@ bundle() {
       cp -L -n "$path" "$dir/lib/$name"
     done
   done
+  text_corpus "$dir/data"
   local size
   size=$(du -sm "$dir" | cut -f1)
   echo "gpu_check: bundle $dir: $(ls "$dir/lib" | wc -l) libraries, ${size} MiB"
   [ "$size" -lt 64 ] || { echo "gpu_check: the bundle is ${size} MiB, over the 64 MiB that can travel" >&2; exit 1; }
+}
+
+# The real text of the FP8 rows, into $1: the distinct text files of this machine's licenses
+# and package documentation (READMEs, NEWS, changelogs, copyright files; gzip'ed ones
+# unpacked; binary files and duplicates skipped), in path order, up to 8 MB; the last 5% held
+# out for validation. Carried gzip'ed (the GPU machine reaches no corpus) and tokenized there
+# as bytes (prepare-data --tokenizer bytes).
+text_corpus() {
+  mkdir -p "$1"
+  python3 - "$1" <<'PY'
+import gzip, hashlib, os, re, sys
+out, limit, seen, parts, size = sys.argv[1], 8_000_000, set(), [], 0
+name = re.compile(r"(\.txt|\.md|^README.*|^NEWS.*|^changelog.*|^copyright)(\.gz)?$")
+paths = sorted(os.path.join(d, f) for root in ("/usr/share/common-licenses", "/usr/share/doc")
+               for d, _, files in os.walk(root) for f in files if name.search(f))
+for p in paths:
+    if size >= limit:
+        break
+    try:
+        data = gzip.open(p).read() if p.endswith(".gz") else open(p, "rb").read()
+    except OSError:
+        continue
+    digest = hashlib.md5(data).digest()
+    if b"\0" in data or digest in seen:  # binary, or a copy of a file already taken
+        continue
+    seen.add(digest)
+    parts.append(data)
+    size += len(data)
+text = b"".join(parts)[:limit]
+cut = len(text) * 95 // 100
+for fname, chunk in (("train.txt.gz", text[:cut]), ("valid.txt.gz", text[cut:])):
+    with gzip.open(os.path.join(out, fname), "wb", compresslevel=9) as f:
+        f.write(chunk)
+print(f"gpu_check: text corpus {len(text) // 1000} kB from {len(parts)} distinct files, "
+      f"{cut // 1000} kB for training, {(len(text) - cut) // 1000} kB held out")
+PY
 }
 
 # The directory of the first file called $1 under the places a CUDA image keeps libraries
@@ -223,6 +271,110 @@ for name, ms in sorted(total.items(), key=lambda kv: -kv[1])[:40]:
 PY
   if [ -n "${OUT:-}" ]; then
     tar -C "$logs" -czf "$OUT/gpu_profile.tar.gz" . || true
+  fi
+}
+
+# ---- the rows of issue 51 (FP8) ------------------------------------------------------------
+
+# A 1.24B Llama (bench_llama_row's shape, B=4 T=2048) trained on the bundle's text for
+# HOLMES_FP8_STEPS steps in precision $1, validated at the end (16 batches of the held-out
+# text); the run folder is $logs/text-$1.
+llama_text_run() {
+  local precision=$1 steps=${HOLMES_FP8_STEPS:-150}
+  timeout 420 "$dir/bin/holmes-train" --set job.device=cuda --set train.precision="$precision" \
+    --set model.arch=llama --set model.layers=16 --set model.hidden=2048 --set model.heads=32 --set model.kv_heads=8 \
+    --set model.ffn_hidden=8192 --set model.tie_embeddings=true --set model.vocab_size=128256 \
+    --set model.max_seq_len=2048 --set train.micro_batch=4 --set train.global_batch=4 --set train.seq_len=2048 \
+    --set data.source=files --set data.train="$logs/text/train.bin" --set data.valid="$logs/text/valid.bin" \
+    --set train.steps="$steps" --set train.warmup_steps=20 --set train.lr=3e-4 --set train.min_lr=3e-5 \
+    --set train.eval_interval="$steps" --set train.eval_steps=16 --set log.interval=10 \
+    --set job.output_dir="$logs/text-$precision" >"$logs/text-$precision.log" 2>&1
+}
+
+# The bf16 and fp8 runs of llama_text_run compared: tokens/s (median of the logged steps after
+# the first 20) and the validation loss; pass when fp8 is at least 1.3x bf16's tokens/s and its
+# validation loss within 1.5% of bf16's (issue 51).
+fp8_text_row() {
+  mkdir -p "$logs/text"
+  gzip -dc "$dir/data/train.txt.gz" >"$logs/text/train.txt" && gzip -dc "$dir/data/valid.txt.gz" >"$logs/text/valid.txt" ||
+    { echo "FAIL: the bundle has no text corpus ($dir/data)"; return; }
+  "$dir/bin/holmes-train" prepare-data --input "$logs/text/train.txt" --out "$logs/text/train.bin" --tokenizer bytes \
+    >"$logs/text/prepare.log" 2>&1 &&
+    "$dir/bin/holmes-train" prepare-data --input "$logs/text/valid.txt" --out "$logs/text/valid.bin" --tokenizer bytes \
+      >>"$logs/text/prepare.log" 2>&1 || { echo "FAIL: prepare-data (text/prepare.log)"; return; }
+  llama_text_run bf16 || { echo "FAIL: bf16 run exit $? (text-bf16.log)"; return; }
+  llama_text_run fp8 || { echo "FAIL: fp8 run exit $? (text-fp8.log)"; return; }
+  python3 - "$logs/text-bf16/metrics.jsonl" "$logs/text-fp8/metrics.jsonl" <<'PY'
+import json, statistics, sys
+def read(path):
+    rows = [json.loads(l) for l in open(path)]
+    tps = [r["tokens_per_s"] for r in rows if "tokens_per_s" in r and r.get("step", 0) > 20]
+    val = [r["val_loss"] for r in rows if "val_loss" in r]
+    loss = [r["loss"] for r in rows if "loss" in r]
+    return statistics.median(tps) if tps else float("nan"), val[-1] if val else float("nan"), loss[-1] if loss else float("nan")
+(tb, vb, lb), (tf, vf, lf) = read(sys.argv[1]), read(sys.argv[2])
+ratio, dv = tf / tb, abs(vf - vb) / vb
+ok = ratio >= 1.3 and dv <= 0.015
+print(("pass: " if ok else "FAIL: ") + f"fp8 {tf:,.0f} tok/s vs bf16 {tb:,.0f} ({ratio:.2f}x, target 1.3x); "
+      f"val loss fp8 {vf:.4f} bf16 {vb:.4f} ({100 * dv:.2f}%, target 1.5%); last train loss {lf:.4f} / {lb:.4f}")
+PY
+}
+
+# The FP8 parity tables of test_cuda "[fp8]" (fp8_test.cpp), into $logs/fp8_parity.txt.
+fp8_parity_row() {
+  local ok=pass
+  timeout 300 "$dir/bin/test_cuda" "[fp8]" >"$logs/fp8_tests.log" 2>&1 || ok=FAIL
+  grep -q HOLMES_SKIP "$logs/fp8_tests.log" && ok=FAIL
+  grep -E '^\| ' "$logs/fp8_tests.log" | grep -vE '^\| (op|---) ' >"$logs/fp8_parity.txt" || true
+  echo "$ok: $(wc -l <"$logs/fp8_parity.txt") parity rows, $(grep -c '| FAIL |' "$logs/fp8_parity.txt" || true) failing; $(grep -E '^(All tests passed|test cases:)' "$logs/fp8_tests.log" | tail -1)"
+}
+
+# nsys on the 124M bf16 step, where the image has an nsys that makes a report (KINDS.md saw
+# one write only a .qdstrm): the CUDA API and kernel summary, else why not.
+nsys_row() {
+  local nsys
+  nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys 2>/dev/null || true)
+  [ -n "$nsys" ] || { echo "skipped: no nsys on the PATH or in /usr/local/cuda/bin"; return; }
+  timeout 240 "$nsys" profile -o "$logs/nsys-124M" --force-overwrite true -t cuda "$dir/bin/holmes-train" bench \
+    --steps 3 --set job.device=cuda --set train.precision=bf16 --set model.layers=12 --set model.hidden=768 \
+    --set model.heads=12 --set model.vocab_size=50257 --set model.max_seq_len=1024 --set train.micro_batch=16 \
+    --set train.global_batch=16 --set train.seq_len=1024 >"$logs/nsys.log" 2>&1 || { echo "FAIL: nsys exit $? (nsys.log)"; return; }
+  "$nsys" stats -r cuda_gpu_kern_sum,cuda_api_sum "$logs/nsys-124M.nsys-rep" >"$logs/nsys_stats.txt" 2>&1 ||
+    { echo "FAIL: nsys stats (nsys_stats.txt)"; return; }
+  echo "pass: kernel and API summaries in nsys_stats.txt"
+}
+
+fp8_checks() {
+  [ -x "$dir/bin/holmes-train" ] || { echo "gpu_check: $dir/bin/holmes-train missing; run 'bundle' first" >&2; exit 2; }
+  logs=$(mktemp -d)
+  library_path
+  local budget=${HOLMES_CHECK_BUDGET_S:-480} rows=() r
+  row() {  # row NAME FUNCTION ARGS...: its last line, or a skip once the budget is spent
+    local name=$1
+    shift
+    if [ "$SECONDS" -lt "$budget" ]; then r=$("$@" 2>&1 | tail -1 || true); else r="skipped: the $budget s budget was spent"; fi
+    rows+=("$(printf '%-26s %s' "$name" "$r")")
+    echo "${rows[-1]}"
+  }
+  row "fp8 parity (test_cuda)" fp8_parity_row
+  row "llama 1.24B text fp8/bf16" fp8_text_row
+  local b
+  for b in "124M bf16 12 768 12" "124M fp8 12 768 12" "350M bf16 24 1024 16" "350M fp8 24 1024 16"; do
+    # shellcheck disable=SC2086
+    row "bench $(cut -d' ' -f1-2 <<<"$b")" bench_row $b
+  done
+  row "bench llama-1B fp8" bench_llama_row fp8
+  if [ "$SECONDS" -lt "$budget" ]; then (profile) >"$logs/ncu_profile.txt" 2>&1 || true; fi
+  row "ncu profile 124M bf16" bash -c "grep -m1 -e '^kernels per step' -e 'gpu_check:' '$logs/ncu_profile.txt' || echo 'not run (budget) or failed: see ncu_profile.txt'"
+  row "nsys 124M bf16" nsys_row
+  echo
+  echo "gpu_check fp8 on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1) (${SECONDS} s)"
+  printf '%s\n' "${rows[@]}"
+  echo "fp8 parity rows (failures first):"
+  { grep '| FAIL |' "$logs/fp8_parity.txt" || true; grep -v '| FAIL |' "$logs/fp8_parity.txt" || true; } | head -40
+  if [ -n "${OUT:-}" ]; then
+    tar -C "$logs" --exclude=checkpoints --exclude=final --exclude='*.bin' --exclude='*.txt.gz' --exclude=text \
+      -czf "$OUT/gpu_fp8_logs.tar.gz" . || true
   fi
 }
 
@@ -480,5 +632,6 @@ case "$mode" in
   run) run_checks ;;
   profile) profile ;;
   extra) extra_checks ;;
-  *) echo "usage: scripts/gpu_check.sh bundle|run|extra|profile [DIR]" >&2; exit 2 ;;
+  fp8) fp8_checks ;;
+  *) echo "usage: scripts/gpu_check.sh bundle|run|extra|fp8|profile [DIR]" >&2; exit 2 ;;
 esac

@@ -76,6 +76,7 @@ struct CheckpointInfo {
   std::string job_spec_text, plan_text;
   uint64_t plan_hash = 0;
   RunTokenizer tokenizer;  // hash 0: not recorded (synthetic-free old runs, llm.c data)
+  std::string precision;   // SaveContext::precision; "" when not recorded (older checkpoints)
   std::vector<CheckpointFile> files;
 };
 
@@ -155,6 +156,10 @@ struct SaveContext {
   std::string job_spec_text, plan_text;
   uint64_t plan_hash = 0;
   RunTokenizer tokenizer;
+  // The numerics the run trained in (StepRunner::precision_record): "fp32", "bf16", or "fp8"
+  // with its recipe. A record only: master weights and moments are fp32 in all, so any run
+  // resumes any of them. "" writes none.
+  std::string precision;
   int keep = 0;  // > 0: rank 0 keeps the newest `keep` complete checkpoints of run_id after the commit
   double timeout_s = 3600;  // longest wait for the other ranks (a dead rank must not hang the job)
 };

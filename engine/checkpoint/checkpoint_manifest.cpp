@@ -117,6 +117,11 @@ std::string manifest_json(const SaveContext& c, const std::vector<std::string>& 
   out += fmt::format("  \"world\": {},\n  \"plan_hash\": \"{:016x}\",\n", c.world, c.plan_hash);
   out += fmt::format("  \"plan\": {},\n  \"job_spec\": {},\n", json_quote(c.plan_text),
                      json_quote(c.job_spec_text));
+  // FP8 under current scaling keeps no scaling state between steps (model/fp8_recipe.hpp):
+  // the recipe is all there is to record.
+  if (!c.precision.empty())
+    out += fmt::format("  \"numerics\": {{\"precision\": {}, \"scaling_state\": \"none\"}},\n",
+                       json_quote(c.precision));
   if (c.tokenizer.hash != 0)
     out += fmt::format("  \"tokenizer\": {{\"hash\": \"{:016x}\", \"name\": {}, \"ids\": {}}},\n", c.tokenizer.hash,
                        json_quote(c.tokenizer.name), c.tokenizer.ids);
@@ -159,6 +164,8 @@ CheckpointInfo parse_manifest(const std::string& dir) {
   info.plan_hash = parse_hex(need<std::string>(root, "plan_hash", file), "plan_hash", file);
   info.plan_text = need<std::string>(root, "plan", file);
   info.job_spec_text = need<std::string>(root, "job_spec", file);
+  if (const YAML::Node n = root["numerics"])  // absent before runs recorded it
+    info.precision = need<std::string>(n, "precision", file);
   if (const YAML::Node t = root["tokenizer"]) {  // absent before runs recorded their tokenizer
     info.tokenizer.hash = parse_hex(need<std::string>(t, "hash", file), "tokenizer.hash", file);
     info.tokenizer.name = need<std::string>(t, "name", file);

@@ -133,6 +133,9 @@ class StepRunner {
   // The storage precision and the attention method, for the start-up line ("bf16, attention
   // cudnn ...").
   virtual std::string numerics() const = 0;
+  // The precision for checkpoints (checkpoint::SaveContext::precision): "fp32", "bf16" or
+  // "fp8 <recipe_text>" (model/fp8_recipe.hpp).
+  virtual std::string precision_record() const { return ""; }
   // MiB of device memory in use on this rank's GPU (0 on the CPU), for the log.
   virtual double device_mb() const { return 0; }
   virtual const model::GptConfig& shard_config() const = 0;

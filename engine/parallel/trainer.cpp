@@ -86,7 +86,7 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const data:
     const model::GptConfig cfg = stage_config(spec, c_, ranges[k].first, ranges[k].second, k, v);
     chunks_.push_back(std::make_unique<model::Gpt>(cfg, backend, t.micro_batch, t.seq_len, tp_comm_.get(),
                                                    schedule::max_in_flight(steps, k), precision_of(spec, backend),
-                                                   activation_policy(spec, ctx)));
+                                                   activation_policy(spec, ctx), fp8_recipe_of(spec, backend)));
     chunks_.back()->init_weights(spec.job.seed);
     models.push_back(chunks_.back().get());
   }
@@ -158,16 +158,29 @@ void Trainer::outer_step(int64_t done) {
 DType precision_of(const spec::JobSpec& spec, const model::Backend& backend) {
   // The rule is the spec's (JobSpec::trains_bf16, which the planner prices): a backend with bf16
   // kernels is a GPU.
+  // fp8 (bf16 activations under FP8 GEMMs) is refused first by what it needs most, naming fp8.
+  if (spec.trains_fp8()) (void)fp8_recipe_of(spec, backend);
   const bool has_bf16 = backend.kernels->supports(DType::kBf16);
-  if (spec.trains_fp8())
-    throw UserError("train.precision: 'fp8': the model does not run its linear layers in FP8 yet (the FP8 casts, "
-                    "GEMMs and their CPU twins exist; the wiring is the next step); accepted here: auto, bf16, fp32");
   if (!spec.trains_bf16(has_bf16)) return DType::kF32;
   if (!has_bf16)
     throw UserError(fmt::format("train.precision: 'bf16' needs bf16 kernels, and the {} backend ({} kernels) computes "
                                 "in fp32 (accepted here: auto, fp32; bf16 trains with job.device: cuda)",
                                 backend.device, backend.kernels->name()));
   return DType::kBf16;
+}
+
+std::optional<model::Fp8Recipe> fp8_recipe_of(const spec::JobSpec& spec, const model::Backend& backend) {
+  if (!spec.trains_fp8()) return std::nullopt;
+  model::Fp8Recipe r;
+  r.lm_head = spec.train.fp8_lm_head;
+  // runtime::check_precision_device refused the CPU and older GPUs before any work; this is
+  // the backend's own word (a test vehicle may emulate FP8 on the host).
+  for (DType t : {r.forward, r.backward})
+    if (!backend.kernels->supports(t))
+      throw UserError(fmt::format("train.precision: 'fp8' needs FP8 GEMM kernels ({}), and the {} backend ({} "
+                                  "kernels) has none (accepted here: auto, bf16, fp32)",
+                                  dtype_name(t), backend.device, backend.kernels->name()));
+  return r;
 }
 
 std::vector<std::pair<int, int>> stage_chunks(const spec::JobSpec& spec, const ParallelContext& ctx, int pp_size,
@@ -204,6 +217,7 @@ model::ActivationPolicy activation_policy(const spec::JobSpec& spec, const Paral
   model::ActivationPolicy p;
   p.split_backward = pipe_schedule(spec, ctx) == schedule::PipeSchedule::kZbH1;
   p.document_mask = spec.data.document_mask;
+  p.fp8_boundary = ctx.pipe_fp8.value_or(spec.parallel.pipe_fp8 == spec::PipeFp8::kOn);
   switch (r) {
     case spec::Recompute::kAuto:
     case spec::Recompute::kNone: p.recompute = model::Recompute::kNone; break;
@@ -214,9 +228,17 @@ model::ActivationPolicy activation_policy(const spec::JobSpec& spec, const Paral
 }
 
 std::string Trainer::numerics() const {
-  return fmt::format("{}, attention: {}, recompute: {}, schedule: {}", dtype_name(gpt_->precision()),
+  const std::optional<model::Fp8Recipe>& fp8 = gpt_->fp8_recipe();
+  const std::string precision = fp8 ? model::describe(*fp8) : dtype_name(gpt_->precision());
+  return fmt::format("{}, attention: {}, recompute: {}, schedule: {}{}", precision,
                      gpt_->attention_method(), model::recompute_name(gpt_->policy().recompute),
-                     schedule::pipe_schedule_name(schedule_));
+                     schedule::pipe_schedule_name(schedule_),
+                     gpt_->policy().fp8_boundary ? ", pipeline sends: fp8 (e4m3 activations, e5m2 gradients)" : "");
+}
+
+std::string Trainer::precision_record() const {
+  const std::optional<model::Fp8Recipe>& fp8 = gpt_->fp8_recipe();
+  return fp8 ? fmt::format("fp8 {}", model::recipe_text(*fp8)) : std::string(dtype_name(gpt_->precision()));
 }
 
 double Trainer::flops_per_token() const {

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "engine/spec/job_spec.hpp"
@@ -38,6 +39,10 @@ model::GptConfig gpt_config_of(const spec::JobSpec& spec);
 // train.precision on this backend: auto is bf16 where the backend has bf16 kernels (a GPU),
 // fp32 elsewhere. UserError (exit 2) for bf16 on a backend without bf16 kernels.
 DType precision_of(const spec::JobSpec& spec, const model::Backend& backend);
+// train.precision fp8: the FP8 recipe of spec.train, whose GEMMs run on the bf16 activations
+// precision_of gives; nullopt for other precisions. UserError (exit 2) on a backend without
+// FP8 GEMM kernels.
+std::optional<model::Fp8Recipe> fp8_recipe_of(const spec::JobSpec& spec, const model::Backend& backend);
 // The learning-rate schedule and AdamW settings of spec.train.
 LrConfig lr_config_of(const spec::JobSpec& spec);
 AdamWHyper adamw_hyper_of(const spec::JobSpec& spec);
@@ -61,6 +66,9 @@ struct ParallelContext {
   // c x pp + stage (plan.stages[s].chunks); empty = the layers cut evenly over pp x V virtual
   // stages, V = parallel.virtual_stages (auto: 2). Other schedules: unused.
   std::vector<std::pair<int, int>> chunks = {};
+  // parallel.pipe_fp8 as the plan resolved it (plan.pipe_fp8); nullopt = the spec's, where
+  // auto without a plan means off.
+  std::optional<bool> pipe_fp8 = std::nullopt;
 };
 
 // The model chunks of this stage under the interleaved schedule (ParallelContext::chunks, or
@@ -115,6 +123,7 @@ class Trainer final : public StepRunner {
   const char* backend_name() const override { return gpt_->backend().device.c_str(); }
   const char* kernels_name() const override { return gpt_->backend().kernels->name(); }
   std::string numerics() const override;
+  std::string precision_record() const override;
   double device_mb() const override { return gpt_->backend().memory->device_used_mb(); }
 
   // Where this rank's steps went, in seconds per step, averaged over the steps after the

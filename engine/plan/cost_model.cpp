@@ -170,9 +170,9 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   // zb-h1: the W passes (and a full replay's second run before them) are what moves.
   if (w.activation.split_backward)
     t.weights_s = stage_weight_grad_flops(m, layers, last, tp, w.seq_len, tokens) / (tflops * 1e12) + t.recompute_s / 2;
-  // Activation tensor [B, T, C] that pipeline sends and tensor-parallel all-reduces carry
-  // (tp_wire_bytes: fp32 when Gloo sums them).
-  double act = tokens * m.hidden * w.act_bytes();
+  // Activation tensor [B, T, C] that pipeline sends carry (boundary_bytes: FP8 with
+  // parallel.pipe_fp8); tensor-parallel all-reduces carry tp_wire_bytes (fp32 when Gloo sums them).
+  double act = tokens * m.hidden * w.boundary_bytes();
   int all_reduces = model::block_counts(m).tp_sums * layers + (first ? 1 : 0) + (last ? 1 : 0);
   const double tp_act = tokens * m.hidden * w.tp_wire_bytes();
   // Staged through host memory: each transfer's bytes go down and back up (two host copies).
@@ -203,6 +203,11 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   if (const auto [link, n] = hop_next(v); link) t.send_next_s = n * hop_s(*link, act / tp, next_share);
   if (const auto [link, n] = hop_prev(v); link) t.send_prev_s = n * hop_s(*link, act / tp, prev_share);
   t.pp_s = t.send_next_s + t.send_prev_s;
+  // FP8 sends: each hop's activation packed here and unpacked there, its gradient the other
+  // way: a pack and an unpack per value and direction, on the stages' compute.
+  if (w.pipe_fp8) {
+    t.compute_s += (hop_next(v).second + hop_prev(v).second) * tokens * m.hidden * w.cast_s_per_value;
+  }
   double params = params_per_rank(w, layers);
   // The optimizer per parameter held, and the rank's other host work per step (calibrated).
   t.update_s = params * update_s_per_param + host_s_per_step;
@@ -456,7 +461,7 @@ StageCost::Bytes StageCost::bytes_per_step(const Workload& w, int layers) const 
   Bytes b;
   const int m = w.micro_batches;
   const double tokens = double(w.micro_batch) * w.seq_len;
-  const double act = tokens * w.shape.hidden * w.act_bytes();
+  const double act = tokens * w.shape.hidden * w.boundary_bytes();
   if (tp > 1) b.tp = m * (double(model::block_counts(w.shape).tp_sums) * layers + first + last) * 2.0 * (tp - 1) / tp * tokens * w.shape.hidden * w.tp_wire_bytes();
   if (const auto [link, n] = hop_next(w.activation.chunks); link) b.next = n * m * act / tp, b.messages += 2.0 * n * m;
   if (const auto [link, n] = hop_prev(w.activation.chunks); link) b.prev = n * m * act / tp, b.messages += 2.0 * n * m;

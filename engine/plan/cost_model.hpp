@@ -27,6 +27,15 @@ namespace holmes::plan {
 // uploads it, adding two host copies at kHostCopyGBps. (Used to choose the transport of
 // parallel.cross_island: auto; docs/cost-model.md.)
 inline constexpr double kHostCopyGBps = 12.0;  // pageable cudaMemcpy over PCIe 4.0 x16, GB/s
+// Seconds per value of one FP8 pack and one unpack of a pipeline boundary (parallel.pipe_fp8):
+// on a GPU about 8 bytes of device memory traffic per value (the amax read, the cast's read
+// and 1-byte write, the unpack's read and 2-byte write) at an effective 2 TB/s; on the CPU as
+// measured for model/cpu/fp8.cpp on one core of the development VM: 4.9 ns (docs/cuda.md).
+inline constexpr double kFp8CastSPerValueGpu = 8.0 / 2e12;
+inline constexpr double kFp8CastSPerValueCpu = 5e-9;
+// FP8 sends change the numbers a run computes: parallel.pipe_fp8 auto takes them, and a plan
+// without them proposes them, only when the estimated step is at least this much faster.
+inline constexpr double kPipeFp8MinGain = 0.02;
 double ethernet_transfer_s(Transport t, double bytes, const LinkCost& link);
 
 // What one step does, independent of placement.
@@ -53,6 +62,12 @@ struct Workload {
   // (kCudaRuntimeBytes on a CUDA plan, 0 on the CPU): counted in every rank's memory.
   double runtime_bytes = 0;
   int act_bytes() const { return static_cast<int>(dtype_bytes(act_dtype)); }
+  // Pipeline sends in FP8 (parallel.pipe_fp8): a byte per value on the links (E4M3
+  // activations, E5M2 gradients) instead of act_bytes(), and a pack and an unpack of every
+  // sent value, cast_s_per_value each pair.
+  bool pipe_fp8 = false;
+  double cast_s_per_value = 0;
+  int boundary_bytes() const { return pipe_fp8 ? static_cast<int>(dtype_bytes(DType::kE4M3)) : act_bytes(); }
   // TP sums travel in the activation precision where NCCL sums them, as fp32 through Gloo.
   int tp_wire_bytes() const { return staging != Staging::kAll ? act_bytes() : 4; }
   // Weights a rank holds for its whole shard: the fp32 parameters (the optimizer updates them

@@ -93,6 +93,8 @@ void append_estimate(std::string& out, const Plan& p) {
                        num(b.step_time_s), num(e.step_time_s > 0 ? b.step_time_s / e.step_time_s : 0));
   }
   out += "}},\n";
+  out += fmt::format("  \"pipe_fp8\": {{\"on\": {}, \"other_step_time_s\": {}}},\n", p.pipe_fp8 ? "true" : "false",
+                     num(p.pipe_fp8_other_step_s));
 }
 
 std::string activation_json(const ActivationChoice& a) {

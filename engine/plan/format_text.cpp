@@ -8,6 +8,7 @@
 #include <string>
 #include <tuple>
 
+#include "engine/plan/cost_model.hpp"
 #include "engine/plan/nccl.hpp"
 #include "engine/plan/plan.hpp"
 
@@ -120,6 +121,16 @@ void append_estimate(std::string& out, const Plan& p) {
   out += "  bytes sent per step:";
   for (int k = 0; k < kLinkKinds; ++k)
     out += fmt::format(" {} {}{}", to_string(LinkKind(k)), human_bytes(e.bytes_per_step[k]), k + 1 < kLinkKinds ? "," : "\n");
+  // parallel.pipe_fp8: what the other choice would give, so off proposes FP8 where it pays.
+  if (p.pipe_fp8_other_step_s > 0) {
+    const double other = p.pipe_fp8_other_step_s;
+    if (p.pipe_fp8)
+      out += fmt::format("  pipeline sends in FP8 (parallel.pipe_fp8): {:.4g} s per step in the activation precision\n",
+                         other);
+    else if (other < (1 - kPipeFp8MinGain) * e.step_time_s)
+      out += fmt::format("  pipeline sends in FP8 would take the step to {:.4g} s ({:.1f}% faster): parallel.pipe_fp8: on "
+                         "or auto\n", other, 100 * (e.step_time_s / other - 1));
+  }
 }
 
 std::string activation_text(const ActivationChoice& a) {

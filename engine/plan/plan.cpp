@@ -301,6 +301,10 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
   }
   fill_baselines(in, best, plan);
   fill_memory(in, best, plan);
+  plan.pipe_fp8 = best.work.pipe_fp8;
+  if (best.deg.pp > 1)
+    plan.pipe_fp8_other_step_s = with_pipe_fp8(in, best, spec.parallel.placement, spec.parallel.partition.kind,
+                                               !best.work.pipe_fp8).estimate.step_time_s;
   plan.calibration = topology.calibration;
   plan.warnings = topology.warnings;
   warn_island_tcp(in, topology, plan.warnings);

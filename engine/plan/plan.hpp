@@ -238,6 +238,10 @@ struct Plan {
   bool has_one_f_one_b = false;
   ActivationChoice one_f_one_b;
   std::vector<RankMemory> memory;
+  // parallel.pipe_fp8 as resolved: the pipeline's sends in FP8; and the estimated step with
+  // the other choice (0 without a pipeline), so the plan can say what FP8 saves or costs.
+  bool pipe_fp8 = false;
+  double pipe_fp8_other_step_s = 0;
   std::vector<std::string> warnings;  // groups that cross slow links, assumptions made
   topo::Calibration calibration;      // the measured figures the estimate used (empty: none)
   Replicas replicas;                  // count 1: none

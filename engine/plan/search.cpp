@@ -97,10 +97,13 @@ std::vector<Degrees> degree_candidates(const SearchInput& in) {
 
 namespace {
 
-Evaluated score(const SearchInput& in, const Facts& facts, const Degrees& deg, Layout layout,
-                spec::PartitionKind partition, ActivationMode mode) {
+// One candidate priced with the pipeline's sends in FP8 (pipe_fp8) or not.
+Evaluated score_with(const SearchInput& in, const Facts& facts, const Degrees& deg, Layout layout,
+                     spec::PartitionKind partition, ActivationMode mode, bool pipe_fp8) {
   const auto& s = *in.spec;
   Evaluated ev;
+  ev.work.pipe_fp8 = pipe_fp8;
+  ev.work.cast_s_per_value = in.cuda ? kFp8CastSPerValueGpu : kFp8CastSPerValueCpu;
   ev.deg = deg;
   ev.work.activation = mode;
   ev.work.activation.document_mask = s.data.document_mask;
@@ -158,6 +161,18 @@ Evaluated score(const SearchInput& in, const Facts& facts, const Degrees& deg, L
     }
   }
   return ev;
+}
+
+// parallel.pipe_fp8 on one candidate: as given, or (auto, with a pipeline) FP8 where the
+// estimate is kPipeFp8MinGain faster with it.
+Evaluated score(const SearchInput& in, const Facts& facts, const Degrees& deg, Layout layout,
+                spec::PartitionKind partition, ActivationMode mode) {
+  const spec::PipeFp8 choice = in.spec->parallel.pipe_fp8;
+  if (choice != spec::PipeFp8::kAuto || deg.pp < 2)
+    return score_with(in, facts, deg, std::move(layout), partition, mode, choice == spec::PipeFp8::kOn);
+  Evaluated plain = score_with(in, facts, deg, layout, partition, mode, false);
+  Evaluated fp8 = score_with(in, facts, deg, std::move(layout), partition, mode, true);
+  return fp8.fits && fp8.estimate.step_time_s < (1 - kPipeFp8MinGain) * plain.estimate.step_time_s ? fp8 : plain;
 }
 
 double memory_ratio(const Evaluated& ev) {
@@ -233,6 +248,12 @@ std::string out_of_memory_message(const SearchInput& in, const Evaluated& best, 
 }
 
 }  // namespace
+
+Evaluated with_pipe_fp8(const SearchInput& in, const Evaluated& ev, spec::Placement placement,
+                        spec::PartitionKind partition, bool on) {
+  return score_with(in, in.facts_for(placement), ev.deg, ev.layout, partition_for(placement, partition),
+                    ev.work.activation, on);
+}
 
 spec::PartitionKind partition_for(spec::Placement placement, spec::PartitionKind partition) {
   return placement != spec::Placement::kHolmes && partition == spec::PartitionKind::kAuto ? spec::PartitionKind::kUniform

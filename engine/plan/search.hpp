@@ -59,6 +59,10 @@ std::vector<Degrees> degree_candidates(const SearchInput& in);
 // `mode`: what blocks keep for backward (train.recompute resolved).
 Evaluated evaluate(const SearchInput& in, const Degrees& deg, spec::Placement placement,
                    spec::PartitionKind partition, ActivationMode mode = {});
+// The candidate `ev` (its degrees, layout and activation mode) priced again with the
+// pipeline's sends in FP8 (on) or in the activation precision: what parallel.pipe_fp8 changes.
+Evaluated with_pipe_fp8(const SearchInput& in, const Evaluated& ev, spec::Placement placement,
+                        spec::PartitionKind partition, bool on);
 
 // The modes train.recompute x parallel.schedule let the search try: the spec's, or for auto
 // none, selective and full x 1f1b and zb-h1 (in that order: on equal estimates the one that

@@ -25,6 +25,7 @@ enum class PartitionKind { kAuto, kUniform, kList };      // parallel.partition
 enum class Schedule { kAuto, k1f1b, kZbH1, kInterleaved };  // parallel.schedule
 enum class Recompute { kAuto, kNone, kSelective, kFull }; // train.recompute
 enum class CrossIsland { kAuto, kNcclSocket, kGloo };     // parallel.cross_island
+enum class PipeFp8 { kOff, kOn, kAuto };                  // parallel.pipe_fp8
 enum class NcclMode { kOff, kAuto, kOn };                 // parallel.nccl
 enum class OuterMode { kSync, kDiloco };                  // parallel.outer
 enum class OuterDtype { kFp32, kBf16, kInt8 };            // parallel.outer_dtype
@@ -60,6 +61,7 @@ HOLMES_CHOICES(Recompute, {Recompute::kAuto, "auto"}, {Recompute::kNone, "none"}
                {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"})
 HOLMES_CHOICES(CrossIsland, {CrossIsland::kAuto, "auto"}, {CrossIsland::kNcclSocket, "nccl-socket"},
                {CrossIsland::kGloo, "gloo"})
+HOLMES_CHOICES(PipeFp8, {PipeFp8::kOff, "off"}, {PipeFp8::kOn, "on"}, {PipeFp8::kAuto, "auto"})
 HOLMES_CHOICES(NcclMode, {NcclMode::kAuto, "auto"}, {NcclMode::kOff, "off"}, {NcclMode::kOn, "on"})
 HOLMES_CHOICES(OuterMode, {OuterMode::kSync, "sync"}, {OuterMode::kDiloco, "diloco"})
 HOLMES_CHOICES(OuterDtype, {OuterDtype::kFp32, "fp32"}, {OuterDtype::kBf16, "bf16"}, {OuterDtype::kInt8, "int8"})

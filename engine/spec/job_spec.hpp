@@ -90,6 +90,7 @@ struct TrainSection {
   double eps = 1e-8;
   double grad_clip = 1.0;  // global grad-norm clip; 0 disables
   Precision precision = Precision::kAuto;  // auto: bf16 on GPUs, fp32 on CPUs (resolved by the plan)
+  bool fp8_lm_head = false;  // precision fp8: the LM head's GEMMs in FP8 too
   Recompute recompute = Recompute::kAuto;  // auto: the planner's cheapest that fits (plan.recompute)
   int64_t eval_interval = 0;  // steps; 0 disables validation
   int eval_steps = 10;        // micro-batches per validation
@@ -114,6 +115,7 @@ struct ParallelSection {
   // stage); kAuto = the planner picks. Other schedules: kAuto or 1.
   int virtual_stages = kAuto;
   CrossIsland cross_island = CrossIsland::kAuto;  // CUDA groups over Ethernet
+  PipeFp8 pipe_fp8 = PipeFp8::kOff;  // pipeline sends in FP8 (on; auto: where the planner finds it pays)
   NcclMode nccl = NcclMode::kAuto;  // device buffers on NCCL groups (docs/comm.md)
   // Replicas (docs/diloco.md): the world split into `replicas` copies of one tensor x pipeline
   // x data plan. outer sync: one data-parallel all-reduce spans them (data degree x replicas);

@@ -320,6 +320,9 @@ std::vector<Field> make_schema() {
                      "accumulation), fp32, or fp8: bf16 with the linear layers' GEMMs in FP8 (E4M3 weights and "
                      "activations, E5M2 gradients, per-tensor current scaling) on GPUs of compute capability 8.9 or "
                      "newer; auto is bf16 on GPUs, fp32 on CPUs."));
+  f.push_back(boolean("train.fp8_lm_head", HOLMES_REF(train.fp8_lm_head), "false",
+                      "With precision fp8: run the LM head's GEMMs in FP8 too (else bf16; the head's logits are the "
+                      "most sensitive to rounding)."));
   f.push_back(choice("train.recompute", HOLMES_REF(train.recompute),
                      "What a transformer block keeps for its backward: none (every activation), selective (the "
                      "GEMM outputs and residual stream; norms, the MLP activation and an unfused attention's "
@@ -357,6 +360,11 @@ std::vector<Field> make_schema() {
                      "Transport of a GPU job's groups over Ethernet (across islands, or between nodes without "
                      "RDMA): nccl-socket (NCCL's socket transport from device buffers), gloo (Gloo TCP from host "
                      "copies), auto (the faster for the pipeline's message in the cost model)."));
+  f.push_back(choice("parallel.pipe_fp8", HOLMES_REF(parallel.pipe_fp8),
+                     "The pipeline's activation and gradient sends in FP8 (E4M3 activations, E5M2 gradients, one "
+                     "scale per tensor: a quarter of fp32's bytes, half of bf16's): off; on; auto (on where the "
+                     "planner prices the step faster with it: slow links between stages). Off, the plan says "
+                     "what it would save."));
   f.push_back(choice("parallel.nccl", HOLMES_REF(parallel.nccl),
                      "GPU jobs: put device buffers on NCCL groups (docs/comm.md). off: every group stages them "
                      "through pinned host memory into Gloo; auto: NCCL for each group whose members all have "

@@ -235,6 +235,9 @@ int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, 
   const DataResume data = data_resume_of(info, spec.train.seq_len);
   runner.set_data_origin(info.step, data.sequences);
   if (log && !data.note.empty()) fmt::print("resume: {}\n", data.note);
+  if (log && !info.precision.empty() && info.precision != runner.precision_record())
+    fmt::print("resume: {} was saved by a {} run, this one trains in {}: the fp32 master weights and AdamW moments "
+               "carry over as saved\n", dir, info.precision, runner.precision_record());
   if (log)
     fmt::print("resume: continuing from {}{} at step {} ({} tokens seen; saved by {} rank{}{}; loaded in {:.2f} s)\n",
                dir, via, info.step, info.tokens_seen, info.world, info.world == 1 ? "" : "s",
@@ -313,6 +316,7 @@ checkpoint::SaveContext save_context_of(const spec::JobSpec& spec, const LoopCon
   c.plan_text = ctx.plan_text.empty() ? "single process: tp1 x pp1 x dp1" : ctx.plan_text;
   c.plan_hash = ctx.plan_hash;
   c.tokenizer = tokenizer;
+  c.precision = runner.precision_record();
   c.keep = spec.checkpoint.keep;
   // Ranks reach a commit within a step of each other; the collective time-out bounds the wait.
   c.timeout_s = std::max(spec.cluster.timeout_s, 60.0);

@@ -134,7 +134,8 @@ std::unique_ptr<parallel::ParallelGroups> parallel_groups(const runtime::Runtime
 parallel::ParallelContext parallel_context(const runtime::Runtime& rt, parallel::ParallelGroups& groups) {
   const plan::Stage& stage = rt.plan.stages.at(rt.plan.ranks.at(rt.rank).at[schedule::Axis::kPp]);
   parallel::ParallelContext ctx{.groups = &groups, .first_layer = stage.first_layer, .num_layers = stage.num_layers,
-                                .recompute = rt.plan.activation.recompute, .schedule = rt.plan.activation.schedule};
+                                .recompute = rt.plan.activation.recompute, .schedule = rt.plan.activation.schedule,
+                                .pipe_fp8 = rt.plan.pipe_fp8};
   for (const plan::LayerRange& r : stage.chunks) ctx.chunks.emplace_back(r.first_layer, r.num_layers);
   return ctx;
 }

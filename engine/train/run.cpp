@@ -287,7 +287,8 @@ int run_training(const spec::JobSpec& spec) {
   auto data = data::DataSet::open(spec);
   model::Backend backend = make_training_backend(spec);
   parallel::Trainer trainer(spec, backend, *data, parallel::ParallelContext{.recompute = plan.activation.recompute,
-                                                                           .schedule = plan.activation.schedule});
+                                                                           .schedule = plan.activation.schedule,
+                                                                           .pipe_fp8 = plan.pipe_fp8});
   LoopContext ctx;
   ctx.plan_json = plan::format_plan_json(plan);
   return run_loop(spec, trainer, *data, ctx);

@@ -2,6 +2,7 @@
 
 #include "model/cpu/blas_core.hpp"
 #include "model/cpu/cpu_ops.hpp"
+#include "model/cpu/fp8_ops.hpp"
 
 namespace holmes::model::cpu {
 namespace {
@@ -126,6 +127,9 @@ class CpuKernels final : public Kernels {
   void adamw_update(float* params, float* m, float* v, const float* grads, size_t n, const AdamWStep& s) override {
     cpu::adamw_update(params, m, v, grads, n, s);
   }
+  // The pipeline boundary in FP8 (fp32 activations; the casts of model/cpu/fp8.cpp).
+  void fp8_pack(float* packed, const float* x, size_t n, DType f) override { cpu::fp8_pack(packed, x, n, f); }
+  void fp8_unpack(float* x, const float* packed, size_t n, DType f) override { cpu::fp8_unpack(x, packed, n, f); }
 };
 
 }  // namespace

@@ -13,17 +13,17 @@ namespace holmes::model::cpu {
 namespace {
 
 // Decoded values of the 256 codes of f, built once.
-const std::array<float, 256>& decode_table(Fp8Format f) {
-  static const auto make = [](Fp8Format g) {
+const std::array<float, 256>& decode_table(DType f) {
+  static const auto make = [](DType g) {
     std::array<float, 256> t{};
     for (int c = 0; c < 256; ++c) t[c] = fp8_decode(static_cast<std::uint8_t>(c), g);
     return t;
   };
-  static const std::array<float, 256> e4m3 = make(Fp8Format::kE4M3), e5m2 = make(Fp8Format::kE5M2);
-  return f == Fp8Format::kE4M3 ? e4m3 : e5m2;
+  static const std::array<float, 256> e4m3 = make(DType::kE4M3), e5m2 = make(DType::kE5M2);
+  return f == DType::kE4M3 ? e4m3 : e5m2;
 }
 
-std::vector<float> decoded(const std::uint8_t* codes, size_t n, Fp8Format f) {
+std::vector<float> decoded(const std::uint8_t* codes, size_t n, DType f) {
   const auto& t = decode_table(f);
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = t[codes[i]];
@@ -31,7 +31,7 @@ std::vector<float> decoded(const std::uint8_t* codes, size_t n, Fp8Format f) {
 }
 
 // p[m,n] = a[m,k] b[n,k]^T in fp32 (the decoded values' products are exact in fp32).
-std::vector<float> product(const std::uint8_t* a, Fp8Format af, const std::uint8_t* b, Fp8Format bf, int m, int n,
+std::vector<float> product(const std::uint8_t* a, DType af, const std::uint8_t* b, DType bf, int m, int n,
                            int k) {
   const auto av = decoded(a, size_t(m) * k, af), bv = decoded(b, size_t(n) * k, bf);
   std::vector<float> p(size_t(m) * n);
@@ -39,27 +39,57 @@ std::vector<float> product(const std::uint8_t* a, Fp8Format af, const std::uint8
   return p;
 }
 
-void check_formats(Fp8Format af, Fp8Format bf) {
-  if (af == Fp8Format::kE5M2 && bf == Fp8Format::kE5M2)
+void check_formats(DType af, DType bf) {
+  if (af == DType::kE5M2 && bf == DType::kE5M2)
     throw std::invalid_argument("fp8_gemm: e5m2 x e5m2 has no FP8 GEMM; accepted: at least one e4m3 operand");
+}
+
+float widen(bf16 x) { return bf16_to_float(x); }
+float widen(float x) { return x; }
+
+template <class T>
+void amax_of(float* amax, const T* x, size_t n) {
+  std::uint32_t best = 0;
+  for (size_t i = 0; i < n; ++i) best = std::max(best, fp8_magnitude_bits(widen(x[i])));
+  *amax = fp8_bits_float(best);
+}
+
+template <class T>
+void cast_of(std::uint8_t* out, float* scale_inv, const T* inp, size_t n, const float* amax, DType f) {
+  const float scale = fp8_scale(*amax, f);
+  for (size_t i = 0; i < n; ++i) out[i] = fp8_encode(widen(inp[i]) * scale, f);
+  if (scale_inv) *scale_inv = fp8_scale_inv(*amax, f);
+}
+
+template <class T>
+void pack_of(float* packed, const T* x, size_t n, DType f) {
+  amax_of(packed, x, n);
+  cast_of(reinterpret_cast<std::uint8_t*>(packed + 2), packed + 1, x, n, packed, f);
 }
 
 }  // namespace
 
-void amax_forward(float* amax, const bf16* x, size_t n) {
-  std::uint32_t best = 0;
-  for (size_t i = 0; i < n; ++i) best = std::max(best, fp8_magnitude_bits(bf16_to_float(x[i])));
-  *amax = fp8_bits_float(best);
+void amax_forward(float* amax, const bf16* x, size_t n) { amax_of(amax, x, n); }
+void amax_forward(float* amax, const float* x, size_t n) { amax_of(amax, x, n); }
+
+void cast_to_fp8(std::uint8_t* out, float* scale_inv, const bf16* inp, size_t n, const float* amax, DType f) {
+  cast_of(out, scale_inv, inp, n, amax, f);
+}
+void cast_to_fp8(std::uint8_t* out, float* scale_inv, const float* inp, size_t n, const float* amax, DType f) {
+  cast_of(out, scale_inv, inp, n, amax, f);
 }
 
-void cast_to_fp8(std::uint8_t* out, float* scale_inv, const bf16* inp, size_t n, const float* amax, Fp8Format f) {
-  const float scale = fp8_scale(*amax, f);
-  for (size_t i = 0; i < n; ++i) out[i] = fp8_encode(bf16_to_float(inp[i]) * scale, f);
-  if (scale_inv) *scale_inv = fp8_scale_inv(*amax, f);
+void fp8_pack(float* packed, const float* x, size_t n, DType f) { pack_of(packed, x, n, f); }
+void fp8_pack(float* packed, const bf16* x, size_t n, DType f) { pack_of(packed, x, n, f); }
+void fp8_unpack(float* x, const float* packed, size_t n, DType f) {
+  cast_from_fp8(x, reinterpret_cast<const std::uint8_t*>(packed + 2), n, packed + 1, f);
+}
+void fp8_unpack(bf16* x, const float* packed, size_t n, DType f) {
+  cast_from_fp8(x, reinterpret_cast<const std::uint8_t*>(packed + 2), n, packed + 1, f);
 }
 
 void cast_transpose_to_fp8(std::uint8_t* out, std::uint8_t* out_t, float* scale_inv, const bf16* inp, int rows,
-                           int cols, const float* amax, Fp8Format f) {
+                           int cols, const float* amax, DType f) {
   const float scale = fp8_scale(*amax, f);
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) {
@@ -70,12 +100,16 @@ void cast_transpose_to_fp8(std::uint8_t* out, std::uint8_t* out_t, float* scale_
   if (scale_inv) *scale_inv = fp8_scale_inv(*amax, f);
 }
 
-void cast_from_fp8(bf16* out, const std::uint8_t* inp, size_t n, const float* scale_inv, Fp8Format f) {
+void cast_from_fp8(bf16* out, const std::uint8_t* inp, size_t n, const float* scale_inv, DType f) {
   const auto& t = decode_table(f);
   for (size_t i = 0; i < n; ++i) out[i] = float_to_bf16(t[inp[i]] * *scale_inv);
 }
+void cast_from_fp8(float* out, const std::uint8_t* inp, size_t n, const float* scale_inv, DType f) {
+  const auto& t = decode_table(f);
+  for (size_t i = 0; i < n; ++i) out[i] = t[inp[i]] * *scale_inv;
+}
 
-void fp8_gemm(bf16* c, const std::uint8_t* a, Fp8Format af, float a_scale_inv, const std::uint8_t* b, Fp8Format bf,
+void fp8_gemm(bf16* c, const std::uint8_t* a, DType af, float a_scale_inv, const std::uint8_t* b, DType bf,
               float b_scale_inv, const bf16* bias, int m, int n, int k, float alpha) {
   check_formats(af, bf);
   const auto p = product(a, af, b, bf, m, n, k);
@@ -90,7 +124,7 @@ void fp8_gemm(bf16* c, const std::uint8_t* a, Fp8Format af, float a_scale_inv, c
     }
 }
 
-void fp8_gemm(float* c, const std::uint8_t* a, Fp8Format af, float a_scale_inv, const std::uint8_t* b, Fp8Format bf,
+void fp8_gemm(float* c, const std::uint8_t* a, DType af, float a_scale_inv, const std::uint8_t* b, DType bf,
               float b_scale_inv, int m, int n, int k, float alpha, float beta) {
   check_formats(af, bf);
   const auto p = product(a, af, b, bf, m, n, k);

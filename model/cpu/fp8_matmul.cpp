@@ -23,7 +23,7 @@ struct Quantized {
   float scale_inv = 1.0f;
 };
 
-Quantized quantize(const bf16* x, int rows, int cols, Fp8Format f, bool stored, bool transposed) {
+Quantized quantize(const bf16* x, int rows, int cols, DType f, bool stored, bool transposed) {
   Quantized q;
   float amax = 0;
   amax_forward(&amax, x, size_t(rows) * cols);

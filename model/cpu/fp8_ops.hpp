@@ -20,28 +20,40 @@ namespace holmes::model::cpu {
 // amax (1) writes the largest |x| of x (n): the largest fp8_magnitude_bits, so a NaN wins;
 // 0 for n == 0.
 void amax_forward(float* amax, const bf16* x, size_t n);
+void amax_forward(float* amax, const float* x, size_t n);
 
 // out (n) writes fp8_encode(inp * scale, f) with scale = fp8_scale(*amax, f); scale_inv (1;
 // nullptr = skip) writes fp8_scale_inv(*amax, f), the factor that undoes it.
-void cast_to_fp8(std::uint8_t* out, float* scale_inv, const bf16* inp, size_t n, const float* amax, Fp8Format f);
+void cast_to_fp8(std::uint8_t* out, float* scale_inv, const bf16* inp, size_t n, const float* amax, DType f);
+void cast_to_fp8(std::uint8_t* out, float* scale_inv, const float* inp, size_t n, const float* amax, DType f);
 
 // The same cast of inp (rows, cols): out (rows, cols) as stored, out_t (cols, rows) its
 // transpose; either may be nullptr. (Hopper's FP8 GEMMs read both operands with k
 // contiguous, so the backward needs some inputs transposed.)
 void cast_transpose_to_fp8(std::uint8_t* out, std::uint8_t* out_t, float* scale_inv, const bf16* inp, int rows,
-                           int cols, const float* amax, Fp8Format f);
+                           int cols, const float* amax, DType f);
 
 // out (n) writes bf16(fp8_decode(inp) * *scale_inv): exact (an FP8 value times a power of
 // two is a bf16 value).
-void cast_from_fp8(bf16* out, const std::uint8_t* inp, size_t n, const float* scale_inv, Fp8Format f);
+void cast_from_fp8(bf16* out, const std::uint8_t* inp, size_t n, const float* scale_inv, DType f);
+void cast_from_fp8(float* out, const std::uint8_t* inp, size_t n, const float* scale_inv, DType f);
+
+// The pipeline boundary in FP8 (model::Kernels::fp8_pack): packed (fp8_boundary_floats(n))
+// writes [amax of x, 1/scale, the n codes of x cast with its current scale, 4 to a float];
+// fp8_unpack writes x (n) back from it: decode * 1/scale, exact (and rounded to nothing
+// further for bf16 or fp32 x).
+void fp8_pack(float* packed, const float* x, size_t n, DType f);
+void fp8_pack(float* packed, const bf16* x, size_t n, DType f);
+void fp8_unpack(float* x, const float* packed, size_t n, DType f);
+void fp8_unpack(bf16* x, const float* packed, size_t n, DType f);
 
 // The FP8 GEMM: c[m,n] = alpha * a_scale_inv * b_scale_inv * (a[m,k] b[n,k]^T) + beta c
 // (+ bias[n]), a and b FP8 codes (formats af, bf), both stored with k contiguous.
 // bf16 c: beta 0 only (as the model uses it), bias optional; fp32 c: no bias, any beta (the
 // weight gradient accumulates with beta 1).
-void fp8_gemm(bf16* c, const std::uint8_t* a, Fp8Format af, float a_scale_inv, const std::uint8_t* b, Fp8Format bf,
+void fp8_gemm(bf16* c, const std::uint8_t* a, DType af, float a_scale_inv, const std::uint8_t* b, DType bf,
               float b_scale_inv, const bf16* bias, int m, int n, int k, float alpha);
-void fp8_gemm(float* c, const std::uint8_t* a, Fp8Format af, float a_scale_inv, const std::uint8_t* b, Fp8Format bf,
+void fp8_gemm(float* c, const std::uint8_t* a, DType af, float a_scale_inv, const std::uint8_t* b, DType bf,
               float b_scale_inv, int m, int n, int k, float alpha, float beta);
 
 // The linear layer with its three GEMMs in FP8 (model/kernels.hpp's matmul contract, bf16

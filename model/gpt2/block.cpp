@@ -14,22 +14,22 @@ void Block::forward(const BlockEnv& e, const BlockIo<A>& io) {
   const size_t NC = static_cast<size_t>(N) * C;
   const bool rank0 = e.cfg.tp_rank == 0;  // row-parallel biases are added once, before the sum
   k.layernorm_forward(io.act(kLn1), io.f32(kLn1Mean), io.f32(kLn1Rstd), io.x, w[kLn1W], w[kLn1B], N, C);
-  k.matmul_forward(io.act(kQkv), io.act(kLn1), w[kQkvW], w[kQkvB], N, C, 3 * Cl);
+  linear_forward(e, io.act(kQkv), io.act(kLn1), w[kQkvW], w[kQkvB], N, C, 3 * Cl);
   k.attention_forward(io.act(kAtty), io.f32(kAtt), io.act(kQkv), io.pos, io.B, io.T, Cl, e.cfg.local_heads(),
                       e.cfg.local_kv_heads());
-  k.matmul_forward(io.out, io.act(kAtty), w[kAttProjW], rank0 ? w[kAttProjB] : nullptr, N, Cl, C);
+  linear_forward(e, io.out, io.act(kAtty), w[kAttProjW], rank0 ? w[kAttProjB] : nullptr, N, Cl, C);
   tp_sum(e, io.out, NC);
   k.residual_forward(io.act(kRes2), io.x, io.out, NC);
   k.layernorm_forward(io.act(kLn2), io.f32(kLn2Mean), io.f32(kLn2Rstd), io.act(kRes2), w[kLn2W], w[kLn2B], N, C);
   if (e.policy.recompute == Recompute::kSelective) {
     // The replay computes GELU alone (recompute): so must the forward, or a backend whose
     // GEMM epilogue rounds GELU differently would replay other values.
-    k.matmul_forward(io.act(kFch), io.act(kLn2), w[kFcW], w[kFcB], N, C, Fl);
+    linear_forward(e, io.act(kFch), io.act(kLn2), w[kFcW], w[kFcB], N, C, Fl);
     k.gelu_forward(io.act(kFchGelu), io.act(kFch), static_cast<size_t>(N) * Fl);
   } else {
-    k.matmul_gelu_forward(io.act(kFchGelu), io.act(kFch), io.act(kLn2), w[kFcW], w[kFcB], N, C, Fl);
+    linear_gelu_forward(e, io.act(kFchGelu), io.act(kFch), io.act(kLn2), w[kFcW], w[kFcB], N, C, Fl);
   }
-  k.matmul_forward(io.out, io.act(kFchGelu), w[kFcProjW], rank0 ? w[kFcProjB] : nullptr, N, Fl, C);
+  linear_forward(e, io.out, io.act(kFchGelu), w[kFcProjW], rank0 ? w[kFcProjB] : nullptr, N, Fl, C);
   tp_sum(e, io.out, NC);
   k.residual_forward(io.act(kRes3), io.act(kRes2), io.out, NC);
 }
@@ -44,18 +44,18 @@ void Block::recompute(const BlockEnv& e, const BlockIo<A>& io) {
   const bool full = e.policy.recompute == Recompute::kFull;
   // forward's ops on the same inputs; selective skips those whose outputs it kept.
   k.layernorm_forward(io.act(kLn1), io.f32(kLn1Mean), io.f32(kLn1Rstd), io.x, w[kLn1W], w[kLn1B], N, C);
-  if (full) k.matmul_forward(io.act(kQkv), io.act(kLn1), w[kQkvW], w[kQkvB], N, C, 3 * Cl);
+  if (full) linear_forward(e, io.act(kQkv), io.act(kLn1), w[kQkvW], w[kQkvB], N, C, 3 * Cl);
   if (full || e.attention.probabilities)
     k.attention_forward(io.act(kAtty), io.f32(kAtt), io.act(kQkv), io.pos, io.B, io.T, Cl, e.cfg.local_heads(),
                         e.cfg.local_kv_heads());
   if (full) {
-    k.matmul_forward(io.out, io.act(kAtty), w[kAttProjW], rank0 ? w[kAttProjB] : nullptr, N, Cl, C);
+    linear_forward(e, io.out, io.act(kAtty), w[kAttProjW], rank0 ? w[kAttProjB] : nullptr, N, Cl, C);
     tp_sum(e, io.out, NC);
     k.residual_forward(io.act(kRes2), io.x, io.out, NC);
   }
   k.layernorm_forward(io.act(kLn2), io.f32(kLn2Mean), io.f32(kLn2Rstd), io.act(kRes2), w[kLn2W], w[kLn2B], N, C);
   if (full)
-    k.matmul_gelu_forward(io.act(kFchGelu), io.act(kFch), io.act(kLn2), w[kFcW], w[kFcB], N, C, Fl);
+    linear_gelu_forward(e, io.act(kFchGelu), io.act(kFch), io.act(kLn2), w[kFcW], w[kFcB], N, C, Fl);
   else
     k.gelu_forward(io.act(kFchGelu), io.act(kFch), static_cast<size_t>(N) * Fl);
   // The last GEMM and residual are not replayed: the backward reads neither output.
@@ -76,9 +76,9 @@ void Block::backward(const BlockEnv& e, const BlockIo<A>& io, Pass pass) {
     gemm_backward(e, pass, static_cast<A*>(nullptr), g[kFcProjW], g[kFcProjB], io.act(kGradRes3), io.act(kFchGelu),
                   w[kFcProjW], N, Fl, C);
   else
-    k.matmul_dgelu_backward(io.act(kGradFch), pass == Pass::kAll ? g[kFcProjW] : nullptr,
-                            pass == Pass::kAll ? g[kFcProjB] : nullptr, io.act(kGradRes3), io.act(kFchGelu),
-                            w[kFcProjW], io.act(kFch), N, Fl, C);
+    linear_dgelu_backward(e, io.act(kGradFch), pass == Pass::kAll ? g[kFcProjW] : nullptr,
+                          pass == Pass::kAll ? g[kFcProjB] : nullptr, io.act(kGradRes3), io.act(kFchGelu),
+                          w[kFcProjW], io.act(kFch), N, Fl, C);
   gemm_backward(e, pass, io.dln, g[kFcW], g[kFcB], io.act(kGradFch), io.act(kLn2), w[kFcW], N, C, Fl);
   if (input) {
     tp_sum(e, io.dln, NC);  // column-parallel input gradient is partial per shard

@@ -19,17 +19,17 @@ void Block::forward(const BlockEnv& e, const BlockIo<A>& io) {
   const int QKV = c.local_qkv(), NHl = c.local_heads(), KVHl = c.local_kv_heads();
   const size_t NC = static_cast<size_t>(N) * C;
   k.rmsnorm_forward(io.act(kNorm1), io.f32(kNorm1Rstd), io.x, w[kNorm1W], N, C, c.norm_eps);
-  k.matmul_forward(io.act(kQkv), io.act(kNorm1), w[kQ], nullptr, N, C, QKV);
+  linear_forward(e, io.act(kQkv), io.act(kNorm1), w[kQ], nullptr, N, C, QKV);
   // q and k heads are the first NHl + KVHl heads of each qkv row: rotated in place.
   k.rope_forward(io.act(kQkv), io.act(kQkv), rope_.data(), io.pos, io.B, io.T, NHl + KVHl, c.head_size(), QKV);
   k.attention_forward(io.act(kAtty), io.f32(kAtt), io.act(kQkv), io.pos, io.B, io.T, Cl, NHl, KVHl);
-  k.matmul_forward(io.out, io.act(kAtty), w[kO], nullptr, N, Cl, C);
+  linear_forward(e, io.out, io.act(kAtty), w[kO], nullptr, N, Cl, C);
   tp_sum(e, io.out, NC);
   k.residual_forward(io.act(kRes2), io.x, io.out, NC);
   k.rmsnorm_forward(io.act(kNorm2), io.f32(kNorm2Rstd), io.act(kRes2), w[kNorm2W], N, C, c.norm_eps);
-  k.matmul_forward(io.act(kGateUp), io.act(kNorm2), w[kGate], nullptr, N, C, 2 * Fl);  // [gate | up]
+  linear_forward(e, io.act(kGateUp), io.act(kNorm2), w[kGate], nullptr, N, C, 2 * Fl);  // [gate | up]
   k.swiglu_forward(io.act(kSwiglu), io.act(kGateUp), N, Fl);
-  k.matmul_forward(io.out, io.act(kSwiglu), w[kDown], nullptr, N, Fl, C);
+  linear_forward(e, io.out, io.act(kSwiglu), w[kDown], nullptr, N, Fl, C);
   tp_sum(e, io.out, NC);
   k.residual_forward(io.act(kRes3), io.act(kRes2), io.out, NC);
 }
@@ -46,18 +46,18 @@ void Block::recompute(const BlockEnv& e, const BlockIo<A>& io) {
   // forward's ops on the same inputs; selective skips those whose outputs it kept.
   k.rmsnorm_forward(io.act(kNorm1), io.f32(kNorm1Rstd), io.x, w[kNorm1W], N, C, c.norm_eps);
   if (full) {
-    k.matmul_forward(io.act(kQkv), io.act(kNorm1), w[kQ], nullptr, N, C, QKV);
+    linear_forward(e, io.act(kQkv), io.act(kNorm1), w[kQ], nullptr, N, C, QKV);
     k.rope_forward(io.act(kQkv), io.act(kQkv), rope_.data(), io.pos, io.B, io.T, NHl + KVHl, c.head_size(), QKV);
   }
   if (full || e.attention.probabilities)
     k.attention_forward(io.act(kAtty), io.f32(kAtt), io.act(kQkv), io.pos, io.B, io.T, Cl, NHl, KVHl);
   if (full) {
-    k.matmul_forward(io.out, io.act(kAtty), w[kO], nullptr, N, Cl, C);
+    linear_forward(e, io.out, io.act(kAtty), w[kO], nullptr, N, Cl, C);
     tp_sum(e, io.out, NC);
     k.residual_forward(io.act(kRes2), io.x, io.out, NC);
   }
   k.rmsnorm_forward(io.act(kNorm2), io.f32(kNorm2Rstd), io.act(kRes2), w[kNorm2W], N, C, c.norm_eps);
-  if (full) k.matmul_forward(io.act(kGateUp), io.act(kNorm2), w[kGate], nullptr, N, C, 2 * Fl);
+  if (full) linear_forward(e, io.act(kGateUp), io.act(kNorm2), w[kGate], nullptr, N, C, 2 * Fl);
   k.swiglu_forward(io.act(kSwiglu), io.act(kGateUp), N, Fl);
   // The down projection and residual are not replayed: the backward reads neither output.
 }

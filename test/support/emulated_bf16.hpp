@@ -3,7 +3,8 @@
 // as the GPU stores). The model's and the trainer's bf16 bookkeeping (weight copy,
 // activation buffers, fp32 stage boundaries, optimizer refresh, checkpoints) then runs on a
 // machine without a GPU; the GPU's own bf16 kernels are checked against the CPU in
-// test/unit/cuda.
+// test/unit/cuda. The FP8 linear layers (an Fp8Recipe on bf16 activations) run the host twins of the GPU's
+// FP8 GEMMs (model/cpu/fp8_ops.hpp): the same casts, scales and fallbacks.
 #pragma once
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 
 #include "model/backend.hpp"
 #include "model/bf16.hpp"
+#include "model/cpu/fp8_ops.hpp"
 #include "backends/backends.hpp"
 
 namespace holmes::model::test {
@@ -37,8 +39,14 @@ class EmulatedBf16 final : public Kernels {
  public:
   explicit EmulatedBf16(std::unique_ptr<Kernels> fp32) : own_(std::move(fp32)), k_(*own_) {}
   const char* name() const override { return "cpu-bf16-emulation"; }
-  bool supports(holmes::DType p) const override { return p == holmes::DType::kF32 || p == holmes::DType::kBf16; }
+  // fp32, bf16, and the FP8 GEMM operand types (the host twins below) unless has_fp8 is
+  // cleared (a GPU without FP8 tensor cores, for tests of the refusal).
+  bool supports(holmes::DType p) const override {
+    return p == holmes::DType::kF32 || p == holmes::DType::kBf16 || (holmes::is_fp8(p) && has_fp8);
+  }
+  bool has_fp8 = true;
   int bf16_calls = 0;
+  int fp8_calls = 0;  // FP8 GEMM ops (each a forward or a backward of one linear layer)
 
   // fp32: the CPU kernels.
   void embedding_forward(float* o, const int* t, const float* w, const float* p, int B, int T, int C, int vb, int Vl) override {
@@ -274,12 +282,34 @@ class EmulatedBf16 final : public Kernels {
     narrow(dlogits, l);
   }
 
+  // FP8: the host twins of the GPU's FP8 linear layer and boundary casts.
+  void fp8_pack(float* packed, const float* x, size_t n, DType f) override { k_.fp8_pack(packed, x, n, f); }
+  void fp8_unpack(float* x, const float* packed, size_t n, DType f) override { k_.fp8_unpack(x, packed, n, f); }
+  void fp8_pack(float* packed, const bf16* x, size_t n, DType f) override {
+    ++bf16_calls;
+    cpu::fp8_pack(packed, x, n, f);
+  }
+  void fp8_unpack(bf16* x, const float* packed, size_t n, DType f) override {
+    ++bf16_calls;
+    cpu::fp8_unpack(x, packed, n, f);
+  }
+  void matmul_forward_fp8(bf16* out, const bf16* inp, const bf16* w, const bf16* b, int N, int C, int OC,
+                          const Fp8Recipe& r) override {
+    ++fp8_calls;
+    cpu::fp8_matmul_forward(out, inp, w, b, N, C, OC, r);
+  }
+  void matmul_backward_fp8(bf16* dinp, float* dw, float* db, const bf16* dout, const bf16* inp, const bf16* w, int N,
+                           int C, int OC, const Fp8Recipe& r) override {
+    ++fp8_calls;
+    cpu::fp8_matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC, r);
+  }
+
  private:
   std::unique_ptr<Kernels> own_;
   Kernels& k_;
 };
 
-// The CPU backend with kernels that emulate bf16 storage.
+// The CPU backend with kernels that emulate bf16 storage (and FP8 GEMMs).
 inline Backend emulated_bf16_backend() {
   Backend b = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   b.kernels = std::make_unique<EmulatedBf16>(std::move(b.kernels));

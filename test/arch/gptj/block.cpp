@@ -1,5 +1,7 @@
 // gptj's block: forward, replay and backward mirrored op by op from the Kernels ops GPT-2 and
-// Llama use. Shapes (legend of model/gpt_config.hpp): N = B*T, Cl = C/tp, Fl = 4C/tp.
+// Llama use; its linear layers through block.hpp's linear_forward / gemm_backward, so they run
+// in FP8 under a recipe as the other architectures' do. Shapes (legend of
+// model/gpt_config.hpp): N = B*T, Cl = C/tp, Fl = 4C/tp.
 #include "test/arch/gptj/block.hpp"
 
 #include "model/rope_table.hpp"
@@ -25,14 +27,15 @@ void Block::forward(const BlockEnv& e, const BlockIo<A>& io) {
   const size_t NC = static_cast<size_t>(N) * C;
   k.layernorm_forward(io.act(kLn), io.f32(kLnMean), io.f32(kLnRstd), io.x, w[kLnW], w[kLnB], N, C);
   // Attention branch: q, k rotated in place, then the output projection into io.out.
-  k.matmul_forward(io.act(kQkv), io.act(kLn), w[kQ], nullptr, N, C, 3 * Cl);
+  model::linear_forward(e, io.act(kQkv), io.act(kLn), w[kQ], nullptr, N, C, 3 * Cl);
   k.rope_forward(io.act(kQkv), io.act(kQkv), rope_.data(), io.pos, io.B, io.T, 2 * NHl, c.head_size(), 3 * Cl);
   k.attention_forward(io.act(kAtty), io.f32(kAtt), io.act(kQkv), io.pos, io.B, io.T, Cl, NHl, NHl);
-  k.matmul_forward(io.out, io.act(kAtty), w[kOut], nullptr, N, Cl, C);
+  model::linear_forward(e, io.out, io.act(kAtty), w[kOut], nullptr, N, Cl, C);
   // MLP branch from the same norm, its projection into the block output, the bias once.
-  k.matmul_forward(io.act(kFch), io.act(kLn), w[kFcInW], w[kFcInB], N, C, Fl);
+  model::linear_forward(e, io.act(kFch), io.act(kLn), w[kFcInW], w[kFcInB], N, C, Fl);
   k.gelu_forward(io.act(kFchGelu), io.act(kFch), static_cast<size_t>(N) * Fl);
-  k.matmul_forward(io.act(kOutput), io.act(kFchGelu), w[kFcOutW], c.tp_rank == 0 ? w[kFcOutB] : nullptr, N, Fl, C);
+  model::linear_forward(e, io.act(kOutput), io.act(kFchGelu), w[kFcOutW], c.tp_rank == 0 ? w[kFcOutB] : nullptr, N,
+                        Fl, C);
   // Both branches' partial sums added, summed over the tensor-parallel group once, plus x.
   k.residual_forward(io.act(kOutput), io.act(kOutput), io.out, NC);
   model::tp_sum(e, io.act(kOutput), NC);
@@ -50,12 +53,12 @@ void Block::recompute(const BlockEnv& e, const BlockIo<A>& io) {
   // neither's output); selective skips the GEMMs whose outputs it kept.
   k.layernorm_forward(io.act(kLn), io.f32(kLnMean), io.f32(kLnRstd), io.x, w[kLnW], w[kLnB], N, C);
   if (full) {
-    k.matmul_forward(io.act(kQkv), io.act(kLn), w[kQ], nullptr, N, C, 3 * Cl);
+    model::linear_forward(e, io.act(kQkv), io.act(kLn), w[kQ], nullptr, N, C, 3 * Cl);
     k.rope_forward(io.act(kQkv), io.act(kQkv), rope_.data(), io.pos, io.B, io.T, 2 * NHl, c.head_size(), 3 * Cl);
   }
   if (full || e.attention.probabilities)
     k.attention_forward(io.act(kAtty), io.f32(kAtt), io.act(kQkv), io.pos, io.B, io.T, Cl, NHl, NHl);
-  if (full) k.matmul_forward(io.act(kFch), io.act(kLn), w[kFcInW], w[kFcInB], N, C, Fl);
+  if (full) model::linear_forward(e, io.act(kFch), io.act(kLn), w[kFcInW], w[kFcInB], N, C, Fl);
   k.gelu_forward(io.act(kFchGelu), io.act(kFch), static_cast<size_t>(N) * Fl);
 }
 
@@ -77,9 +80,9 @@ void Block::backward(const BlockEnv& e, const BlockIo<A>& io, Pass pass) {
     model::gemm_backward(e, pass, static_cast<A*>(nullptr), g[kFcOutW], g[kFcOutB], io.act(kGradOut),
                          io.act(kFchGelu), w[kFcOutW], N, Fl, C);
   else
-    k.matmul_dgelu_backward(io.act(kGradFch), pass == Pass::kAll ? g[kFcOutW] : nullptr,
-                            pass == Pass::kAll ? g[kFcOutB] : nullptr, io.act(kGradOut), io.act(kFchGelu), w[kFcOutW],
-                            io.act(kFch), N, Fl, C);
+    model::linear_dgelu_backward(e, io.act(kGradFch), pass == Pass::kAll ? g[kFcOutW] : nullptr,
+                                 pass == Pass::kAll ? g[kFcOutB] : nullptr, io.act(kGradOut), io.act(kFchGelu),
+                                 w[kFcOutW], io.act(kFch), N, Fl, C);
   model::gemm_backward(e, pass, io.dln, g[kFcInW], g[kFcInB], io.act(kGradFch), io.act(kLn), w[kFcInW], N, C, Fl);
   // Attention branch: its part of d(ln_1) beside it.
   model::gemm_backward(e, pass, datty, g[kOut], nullptr, io.act(kGradOut), io.act(kAtty), w[kOut], N, Cl, C);

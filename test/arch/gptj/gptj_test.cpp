@@ -1,20 +1,23 @@
 // The test-only architecture gptj (gptj.hpp) through everything an architecture must pass, with
 // nothing outside this folder knowing it: the registry's counts agree with its tensors, its
 // gradients agree with finite differences, every activation policy and split backward gives
-// the gradients of keeping everything bit for bit, tensor-parallel shards give the single
-// model's, a job spec selects it (and refuses the keys it does not read), and the real
-// training loop trains it on the CPU, checkpoints it and resumes it bit for bit.
+// the gradients of keeping everything bit for bit, its linear layers run in FP8 under a recipe
+// through block.hpp's one path, tensor-parallel shards give the single model's, a job spec
+// selects it (and refuses the keys it does not read), and the real training loop trains it on
+// the CPU, checkpoints it and resumes it bit for bit.
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/errors.hpp"
@@ -28,6 +31,7 @@
 #include "model/counts.hpp"
 #include "model/param_layout.hpp"
 #include "test/arch/gptj/gptj.hpp"
+#include "test/support/emulated_bf16.hpp"
 #include "test/unit/model/model_checks.hpp"
 
 namespace fs = std::filesystem;
@@ -103,6 +107,42 @@ TEST_CASE("gptj: every recompute mode and the split backward give none's gradien
       return g;
     });
   }
+}
+
+TEST_CASE("gptj: its linear layers run in FP8 under a recipe, near bf16, the same bits under full recompute",
+          "[arch][gptj][fp8]") {
+  // Shapes where every block GEMM fits FP8 (C, 3C, 4C multiples of 16; N = B*T = 64), on the
+  // emulated kernels (bf16 storage, the host twins of the GPU's FP8 GEMMs).
+  const GptConfig cfg = holmes::test::gptj::config(2, 32, 4, 37, 16);
+  const int B = 4, T = 16;
+  const Batch b = make_batch(B, T, cfg.vocab, 11);
+  model::Backend emu = emulated_bf16_backend();
+  const auto* counters = static_cast<const EmulatedBf16*>(emu.kernels.get());
+  Gpt half(cfg, emu, B, T, nullptr, 1, DType::kBf16);
+  Gpt f8(cfg, emu, B, T, nullptr, 1, DType::kBf16, {}, Fp8Recipe{});
+  Gpt replayed(cfg, emu, B, T, nullptr, 1, DType::kBf16, {Recompute::kFull, false}, Fp8Recipe{});
+  for (Gpt* g : {&half, &f8, &replayed}) init_generic(*g, 5);
+  const auto step = [&](Gpt& g) {
+    g.zero_grad();
+    const float loss = g.forward(b.tokens.data(), b.targets.data(), B, T);
+    g.backward();
+    return std::pair{loss, std::vector<float>(g.grads(), g.grads() + g.num_params())};
+  };
+  const auto h = step(half);
+  const int before = counters->fp8_calls;
+  const auto f = step(f8);
+  // Its 4 linear layers (qkv, out, fc_in, fc_out), forward and backward, in 2 blocks; the head
+  // stays bf16.
+  CHECK(counters->fp8_calls - before == 2 * 4 * 2);
+  INFO("loss bf16 " << h.first << ", fp8 " << f.first);
+  CHECK(f.first != h.first);  // FP8 really ran
+  // One E4M3 rounding per GEMM operand (at most 2^-4 of a value) moves this loss well under 3%,
+  // as in test/unit/model/fp8_model_test.cpp; a wrong scale or transpose moves it by O(1).
+  CHECK(std::fabs(f.first - h.first) / h.first < 3e-2);
+  // The replay recasts the same bf16 inputs with the same scales: the same codes, the same bits.
+  const auto r = step(replayed);
+  CHECK(r.first == f.first);
+  CHECK(r.second == f.second);
 }
 
 TEST_CASE("gptj: tensor-parallel shards (one sum forward, one backward) match tp=1", "[arch][gptj][tp]") {

@@ -19,6 +19,7 @@
 #include <random>
 
 #include "cuda/check.hpp"
+#include "cuda/cuda_kernels.hpp"
 #include "cuda/fp8_cast.hpp"
 #include "cuda/gemm.hpp"
 #include "cuda/matmul_fp8.hpp"
@@ -30,11 +31,10 @@
 using namespace holmes;
 using namespace holmes::cuda::parity;
 using holmes::cuda::test::gpu_or_skip;
-using model::Fp8Format;
 
 namespace {
 
-__nv_fp8_interpretation_t kind_of(Fp8Format f) { return f == Fp8Format::kE4M3 ? __NV_E4M3 : __NV_E5M2; }
+__nv_fp8_interpretation_t kind_of(DType f) { return f == DType::kE4M3 ? __NV_E4M3 : __NV_E5M2; }
 
 float from_bits(std::uint32_t u) {
   float x;
@@ -45,8 +45,8 @@ float from_bits(std::uint32_t u) {
 }  // namespace
 
 TEST_CASE("fp8 host encoder and decoder match CUDA's conversions bit for bit", "[cuda][fp8]") {
-  for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
-    INFO(model::fp8_format_name(f));
+  for (DType f : {DType::kE4M3, DType::kE5M2}) {
+    INFO(holmes::dtype_name(f));
     for (int c = 0; c < 256; ++c) {
       const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(c), kind_of(f));
       const float want = __half2float(__half(h)), got = model::fp8_decode(std::uint8_t(c), f);
@@ -188,7 +188,7 @@ struct Tensor {
   int special;      // 0 none, 1 saturated (every value +-max/scale), 2 a NaN, 3 an infinity
 };
 
-std::vector<model::bf16> make_values(const Tensor& s, unsigned seed, Fp8Format f) {
+std::vector<model::bf16> make_values(const Tensor& s, unsigned seed, DType f) {
   std::mt19937 gen(seed);
   std::normal_distribution<float> d(0.0f, s.magnitude);
   std::vector<model::bf16> v(std::size_t(s.rows) * s.cols);
@@ -208,8 +208,8 @@ std::string label(const Tensor& s) {
   return std::string(s.name) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols);
 }
 
-void cast_rows(Table& t, const Tensor& s, Fp8Format f) {
-  const std::string p = model::fp8_format_name(f), shape = label(s);
+void cast_rows(Table& t, const Tensor& s, DType f) {
+  const std::string p = holmes::dtype_name(f), shape = label(s);
   const std::size_t n = std::size_t(s.rows) * s.cols;
   const auto x = make_values(s, 40 + s.rows, f);
   float amax = 0, inv = 0;
@@ -275,7 +275,7 @@ TEST_CASE("fp8 casts match the CPU twin bit for bit: aligned, odd, misaligned, s
       {"huge", 33, 40, 3e30f, 0},    {"tiny", 33, 40, 1e-37f, 0},  {"saturated", 16, 48, 1.0f, 1},
       {"nan", 31, 17, 1.0f, 2},      {"inf", 31, 17, 1.0f, 3},     {"tall", 1030, 7, 1.0f, 0},
   };
-  for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2})
+  for (DType f : {DType::kE4M3, DType::kE5M2})
     for (const Tensor& s : tensors) cast_rows(t, s, f);
   t.print();
   for (const Row& r : t.rows()) {
@@ -321,14 +321,14 @@ TEST_CASE("fp8 GEMM matches the CPU twin: formats, bf16 with bias, fp32 accumula
   cuda::GemmRunner runner;
   struct Case {
     int m, n, k;
-    Fp8Format a, b;
+    DType a, b;
   };
-  const std::vector<Case> cases = {{64, 128, 96, Fp8Format::kE4M3, Fp8Format::kE4M3},
-                                   {37, 24, 48, Fp8Format::kE5M2, Fp8Format::kE4M3},
-                                   {5, 8, 16, Fp8Format::kE4M3, Fp8Format::kE5M2},
-                                   {256, 64, 1024, Fp8Format::kE5M2, Fp8Format::kE4M3}};
+  const std::vector<Case> cases = {{64, 128, 96, DType::kE4M3, DType::kE4M3},
+                                   {37, 24, 48, DType::kE5M2, DType::kE4M3},
+                                   {5, 8, 16, DType::kE4M3, DType::kE5M2},
+                                   {256, 64, 1024, DType::kE5M2, DType::kE4M3}};
   for (const Case& c : cases) {
-    const std::string p = std::string(model::fp8_format_name(c.a)) + "x" + model::fp8_format_name(c.b);
+    const std::string p = std::string(holmes::dtype_name(c.a)) + "x" + holmes::dtype_name(c.b);
     const std::string shape = "m" + std::to_string(c.m) + " n" + std::to_string(c.n) + " k" + std::to_string(c.k);
     const auto a = random_codes(std::size_t(c.m) * c.k, c.m), b = random_codes(std::size_t(c.n) * c.k, c.n + 1);
     std::vector<float> bias_f = cuda::test::random_floats(c.n, 3);
@@ -345,8 +345,8 @@ TEST_CASE("fp8 GEMM matches the CPU twin: formats, bf16 with bias, fp32 accumula
     s.m = c.m;
     s.n = c.n;
     s.k = c.k;
-    s.ab_type = c.a == Fp8Format::kE4M3 ? DType::kE4M3 : DType::kE5M2;
-    s.b_type = c.b == Fp8Format::kE4M3 ? DType::kE4M3 : DType::kE5M2;
+    s.ab_type = c.a == DType::kE4M3 ? DType::kE4M3 : DType::kE5M2;
+    s.b_type = c.b == DType::kE4M3 ? DType::kE4M3 : DType::kE5M2;
     run_case(t, "fp8_gemm", p, shape + " bf16+bias", [&] {
       std::vector<model::bf16> want(std::size_t(c.m) * c.n);
       model::cpu::fp8_gemm(want.data(), a.data(), c.a, sa, b.data(), c.b, sb, bias.data(), c.m, c.n, c.k, 1.0f);
@@ -448,6 +448,69 @@ TEST_CASE("fp8 linear layer matches the CPU twin and repeats bit for bit", "[cud
       }
       t.add({"fp8_matmul twice", "e4m3/e5m2", shape, "all bits", bits[0] == bits[1] ? 0.0 : 1.0, 0, ""});
     });
+  }
+  t.print();
+  for (const Row& r : t.rows()) {
+    INFO(format_row(r));
+    CHECK(r.ok());
+  }
+}
+
+namespace {
+
+// The header (amax, 1/scale) and the n code bytes of a packed boundary (the rest of its last
+// float is padding nothing reads).
+std::vector<std::uint8_t> packed_bytes(const std::vector<float>& packed, std::size_t n) {
+  std::vector<std::uint8_t> b(8 + n);
+  std::memcpy(b.data(), packed.data(), b.size());
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("fp8 pipeline boundary: pack and unpack through the CUDA kernels match the CPU twin, fp32 and bf16",
+          "[cuda][fp8]") {
+  if (!gpu_or_skip()) return;
+  Table t;
+  auto kernels = cuda::make_cuda_kernels(nullptr);
+  for (std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(1000), std::size_t(4099)}) {
+    const std::string shape = "n" + std::to_string(n);
+    auto x = cuda::test::random_floats(n, unsigned(n), -5, 5);
+    const auto x16 = store_as<model::bf16>(x);
+    for (DType f : {DType::kE4M3, DType::kE5M2}) {
+      const std::string p = holmes::dtype_name(f);
+      const std::size_t floats = model::fp8_boundary_floats(n);
+      run_case(t, "fp8_pack fp32", p, shape, [&] {
+        std::vector<float> want(floats), back(n);
+        model::cpu::fp8_pack(want.data(), x.data(), n, f);
+        model::cpu::fp8_unpack(back.data(), want.data(), n, f);
+        Guarded<float> g_x(x);
+        auto g_p = Guarded<float>::poisoned(floats);
+        auto g_back = Guarded<float>::poisoned(n);
+        kernels->fp8_pack(g_p.dev(), g_x.dev(), n, f);
+        kernels->fp8_unpack(g_back.dev(), g_p.dev(), n, f);
+        exact_row(t, "fp8_pack fp32", p, shape, "packed", packed_bytes(g_p.download(), n), packed_bytes(want, n),
+                  g_p.guards());
+        exact_float_row(t, "fp8_unpack fp32", p, shape, "x", g_back.download(), back, g_back.guards());
+      });
+      run_case(t, "fp8_pack bf16", p, shape, [&] {
+        std::vector<float> want(floats);
+        std::vector<model::bf16> back(n);
+        model::cpu::fp8_pack(want.data(), x16.data(), n, f);
+        model::cpu::fp8_unpack(back.data(), want.data(), n, f);
+        Guarded<model::bf16> g_x(x16);
+        auto g_p = Guarded<float>::poisoned(floats);
+        auto g_back = Guarded<model::bf16>::poisoned(n);
+        kernels->fp8_pack(g_p.dev(), reinterpret_cast<const model::bf16*>(g_x.dev()), n, f);
+        kernels->fp8_unpack(reinterpret_cast<model::bf16*>(g_back.dev()), g_p.dev(), n, f);
+        exact_row(t, "fp8_pack bf16", p, shape, "packed", packed_bytes(g_p.download(), n), packed_bytes(want, n),
+                  g_p.guards());
+        std::vector<float> got(n), w(n);
+        const auto gb = g_back.download();
+        for (std::size_t i = 0; i < n; ++i) got[i] = model::bf16_to_float(gb[i]), w[i] = model::bf16_to_float(back[i]);
+        exact_float_row(t, "fp8_unpack bf16", p, shape, "x", got, w, g_back.guards());
+      });
+    }
   }
   t.print();
   for (const Row& r : t.rows()) {

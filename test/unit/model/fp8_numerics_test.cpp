@@ -14,10 +14,11 @@
 #include <vector>
 
 using namespace holmes::model;
+using holmes::DType;
 
 namespace {
 
-const Fp8Format kFormats[] = {Fp8Format::kE4M3, Fp8Format::kE5M2};
+const DType kFormats[] = {DType::kE4M3, DType::kE5M2};
 
 // The value of a code from the format's definition, written independently of fp8_decode:
 // (-1)^s * 2^(E - bias) * (1 + M / 2^m), or for E == 0 2^(1 - bias) * M / 2^m.
@@ -28,18 +29,18 @@ double definition_value(int code, int ebits, int mbits, int bias) {
   return s ? -v : v;
 }
 
-bool is_nan_code(int code, Fp8Format f) {
+bool is_nan_code(int code, DType f) {
   const int mag = code & 0x7F;
-  return f == Fp8Format::kE4M3 ? mag == 0x7F : (mag >> 2) == 0x1F && (mag & 3) != 0;
+  return f == DType::kE4M3 ? mag == 0x7F : (mag >> 2) == 0x1F && (mag & 3) != 0;
 }
-bool is_inf_code(int code, Fp8Format f) { return f == Fp8Format::kE5M2 && (code & 0x7F) == 0x7C; }
+bool is_inf_code(int code, DType f) { return f == DType::kE5M2 && (code & 0x7F) == 0x7C; }
 
 // The finite codes with their values.
 struct Entry {
   int code;
   double value;
 };
-std::vector<Entry> finite_codes(Fp8Format f) {
+std::vector<Entry> finite_codes(DType f) {
   std::vector<Entry> out;
   for (int c = 0; c < 256; ++c)
     if (!is_nan_code(c, f) && !is_inf_code(c, f)) out.push_back({c, double(fp8_decode(std::uint8_t(c), f))});
@@ -48,7 +49,7 @@ std::vector<Entry> finite_codes(Fp8Format f) {
 
 // The code nearest to x by a scan of every finite code: ties go to the code whose lowest
 // mantissa bit is 0; |x| beyond the largest finite value saturates to it; zero keeps x's sign.
-int brute_force_encode(float x, Fp8Format f) {
+int brute_force_encode(float x, DType f) {
   if (std::isnan(x)) return kFp8NaN;
   const double max = fp8_max(f);
   const double xd = x;
@@ -74,11 +75,11 @@ float from_bits(std::uint32_t u) {
 
 TEST_CASE("fp8 decode: every code against the format's definition", "[model][fp8]") {
   struct Def {
-    Fp8Format f;
+    DType f;
     int ebits, mbits, bias;
   };
-  for (const Def d : {Def{Fp8Format::kE4M3, 4, 3, 7}, Def{Fp8Format::kE5M2, 5, 2, 15}}) {
-    INFO(fp8_format_name(d.f));
+  for (const Def d : {Def{DType::kE4M3, 4, 3, 7}, Def{DType::kE5M2, 5, 2, 15}}) {
+    INFO(dtype_name(d.f));
     int nans = 0, infs = 0;
     for (int c = 0; c < 256; ++c) {
       INFO("code " << c);
@@ -96,20 +97,20 @@ TEST_CASE("fp8 decode: every code against the format's definition", "[model][fp8
       }
     }
     // E4M3 (fn): S.1111.111 only; E5M2: three NaN mantissas per sign, one infinity per sign.
-    CHECK(nans == (d.f == Fp8Format::kE4M3 ? 2 : 6));
-    CHECK(infs == (d.f == Fp8Format::kE4M3 ? 0 : 2));
+    CHECK(nans == (d.f == DType::kE4M3 ? 2 : 6));
+    CHECK(infs == (d.f == DType::kE4M3 ? 0 : 2));
   }
-  CHECK(fp8_decode(0x7E, Fp8Format::kE4M3) == 448.0f);
-  CHECK(fp8_decode(0x01, Fp8Format::kE4M3) == std::ldexp(1.0f, -9));
-  CHECK(fp8_decode(0x7B, Fp8Format::kE5M2) == 57344.0f);
-  CHECK(fp8_decode(0x01, Fp8Format::kE5M2) == std::ldexp(1.0f, -16));
-  CHECK(fp8_max(Fp8Format::kE4M3) == 448.0f);
-  CHECK(fp8_max(Fp8Format::kE5M2) == 57344.0f);
+  CHECK(fp8_decode(0x7E, DType::kE4M3) == 448.0f);
+  CHECK(fp8_decode(0x01, DType::kE4M3) == std::ldexp(1.0f, -9));
+  CHECK(fp8_decode(0x7B, DType::kE5M2) == 57344.0f);
+  CHECK(fp8_decode(0x01, DType::kE5M2) == std::ldexp(1.0f, -16));
+  CHECK(fp8_max(DType::kE4M3) == 448.0f);
+  CHECK(fp8_max(DType::kE5M2) == 57344.0f);
 }
 
 TEST_CASE("fp8 encode: codes round-trip, the largest finite value is the only saturation point", "[model][fp8]") {
-  for (Fp8Format f : kFormats) {
-    INFO(fp8_format_name(f));
+  for (DType f : kFormats) {
+    INFO(dtype_name(f));
     for (int c = 0; c < 256; ++c) {
       INFO("code " << c);
       const float v = fp8_decode(std::uint8_t(c), f);
@@ -129,8 +130,8 @@ TEST_CASE("fp8 encode: codes round-trip, the largest finite value is the only sa
 }
 
 TEST_CASE("fp8 encode: nearest code, ties to even, at every midpoint and its neighbours", "[model][fp8]") {
-  for (Fp8Format f : kFormats) {
-    INFO(fp8_format_name(f));
+  for (DType f : kFormats) {
+    INFO(dtype_name(f));
     std::vector<Entry> pos;
     for (const Entry& e : finite_codes(f))
       if (e.code < 0x80) pos.push_back(e);
@@ -168,16 +169,16 @@ TEST_CASE("fp8 encode: nearest code, ties to even, at every midpoint and its nei
   }
   // Ties: 2^-10 is half of E4M3's smallest subnormal (to +0), 464 half-way from 448 to 480
   // (480 would be NaN's code: saturates to 448), 1.0625 between 1 (even) and 1.125.
-  CHECK(fp8_encode(std::ldexp(1.0f, -10), Fp8Format::kE4M3) == 0x00);
-  CHECK(fp8_encode(-std::ldexp(1.0f, -10), Fp8Format::kE4M3) == 0x80);
-  CHECK(fp8_encode(464.0f, Fp8Format::kE4M3) == 0x7E);
-  CHECK(fp8_encode(1.0625f, Fp8Format::kE4M3) == 0x38);
-  CHECK(fp8_encode(1.1875f, Fp8Format::kE4M3) == 0x3A);  // between 1.125 (odd) and 1.25 (even)
+  CHECK(fp8_encode(std::ldexp(1.0f, -10), DType::kE4M3) == 0x00);
+  CHECK(fp8_encode(-std::ldexp(1.0f, -10), DType::kE4M3) == 0x80);
+  CHECK(fp8_encode(464.0f, DType::kE4M3) == 0x7E);
+  CHECK(fp8_encode(1.0625f, DType::kE4M3) == 0x38);
+  CHECK(fp8_encode(1.1875f, DType::kE4M3) == 0x3A);  // between 1.125 (odd) and 1.25 (even)
 }
 
 TEST_CASE("fp8 scale: the largest power of two keeping amax finite, clamped, NaN for non-finite amax",
           "[model][fp8]") {
-  auto brute = [](float amax, Fp8Format f) {
+  auto brute = [](float amax, DType f) {
     int best = -kFp8MaxScaleExponent;
     for (int e = -kFp8MaxScaleExponent; e <= kFp8MaxScaleExponent; ++e)
       if (std::ldexp(double(amax), e) <= double(fp8_max(f))) best = e;
@@ -185,8 +186,8 @@ TEST_CASE("fp8 scale: the largest power of two keeping amax finite, clamped, NaN
   };
   std::mt19937 gen(11);
   std::uniform_real_distribution<float> exponent(-140, 127), mantissa(1, 2);
-  for (Fp8Format f : kFormats) {
-    INFO(fp8_format_name(f));
+  for (DType f : kFormats) {
+    INFO(dtype_name(f));
     std::vector<float> amaxes = {1.0f, fp8_max(f), std::nextafter(fp8_max(f), INFINITY), std::nextafter(fp8_max(f), 0.f),
                                  fp8_max(f) / 2, 1e-30f, 1e-38f, from_bits(1), FLT_MAX, 3.0f, 0.875f};
     for (int i = 0; i < 5000; ++i) amaxes.push_back(std::ldexp(mantissa(gen), int(exponent(gen))));
@@ -210,10 +211,10 @@ TEST_CASE("fp8 scale: the largest power of two keeping amax finite, clamped, NaN
     CHECK(std::isnan(fp8_scale(NAN, f)));
     CHECK(std::isnan(fp8_scale_inv(INFINITY, f)));
   }
-  CHECK(fp8_scale(448.0f, Fp8Format::kE4M3) == 1.0f);
-  CHECK(fp8_scale(449.0f, Fp8Format::kE4M3) == 0.5f);
-  CHECK(fp8_scale(1.0f, Fp8Format::kE4M3) == 256.0f);  // 256 <= 448 < 512
-  CHECK(fp8_scale(1.0f, Fp8Format::kE5M2) == 32768.0f);
+  CHECK(fp8_scale(448.0f, DType::kE4M3) == 1.0f);
+  CHECK(fp8_scale(449.0f, DType::kE4M3) == 0.5f);
+  CHECK(fp8_scale(1.0f, DType::kE4M3) == 256.0f);  // 256 <= 448 < 512
+  CHECK(fp8_scale(1.0f, DType::kE5M2) == 32768.0f);
 }
 
 TEST_CASE("fp8 magnitude bits order values by |x| and put NaN above infinity", "[model][fp8]") {

@@ -13,6 +13,7 @@
 #include "model/cpu/fp8_ops.hpp"
 
 using namespace holmes::model;
+using holmes::DType;
 
 namespace {
 
@@ -42,7 +43,7 @@ std::vector<double> wide(const std::vector<bf16>& v) {
 
 // Half the distance between neighbouring codes around |x| (relative 2^-(M+1) for normal
 // values), in the scaled domain, plus half the smallest subnormal step.
-double half_step(double scaled, Fp8Format f) {
+double half_step(double scaled, DType f) {
   const int M = fp8_spec(f).mantissa_bits;
   return std::fabs(scaled) * std::ldexp(1.0, -(M + 1)) + std::ldexp(1.0, -fp8_spec(f).bias - M);
 }
@@ -68,11 +69,11 @@ TEST_CASE("fp8 amax: the largest magnitude, NaN wins, empty is 0", "[model][fp8]
 
 TEST_CASE("fp8 casts: within half a step, amax in the top binade, transposes, exact round trip",
           "[model][fp8]") {
-  for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
+  for (DType f : {DType::kE4M3, DType::kE5M2}) {
     // Ordinary, huge (scale < 1) and tiny (scale > 2^100) tensors; 37 x 53 is odd both ways.
     // 1e-37: the scale clamps at 2^126 and amax stays below the top binade.
     for (float magnitude : {1.0f, 3e30f, 1e-33f, 1e-37f}) {
-      INFO(fp8_format_name(f) << " magnitude " << magnitude);
+      INFO(dtype_name(f) << " magnitude " << magnitude);
       const int rows = 37, cols = 53;
       const auto x = random_bf16(size_t(rows) * cols, 2, magnitude);
       float amax = 0, scale_inv = 0, scale_inv_t = 0;
@@ -114,7 +115,7 @@ TEST_CASE("fp8 casts: a NaN or an infinity in the tensor makes every code NaN", 
     float amax = 0, scale_inv = 0;
     cpu::amax_forward(&amax, x.data(), x.size());
     std::vector<std::uint8_t> q(x.size());
-    cpu::cast_to_fp8(q.data(), &scale_inv, x.data(), x.size(), &amax, Fp8Format::kE4M3);
+    cpu::cast_to_fp8(q.data(), &scale_inv, x.data(), x.size(), &amax, DType::kE4M3);
     for (auto c : q) REQUIRE(c == kFp8NaN);
     CHECK(std::isnan(scale_inv));
   }
@@ -133,14 +134,14 @@ TEST_CASE("fp8 GEMM: decoded product in double, scales and bias applied", "[mode
   const float sa = 0.25f, sb = 1.0f / 1024;
   std::vector<bf16> c16(size_t(m) * n, float_to_bf16(NAN));
   std::vector<float> c32(size_t(m) * n, 1.5f);
-  cpu::fp8_gemm(c16.data(), a.data(), Fp8Format::kE4M3, sa, b.data(), Fp8Format::kE5M2, sb, bias.data(), m, n, k, 1.0f);
-  cpu::fp8_gemm(c32.data(), a.data(), Fp8Format::kE4M3, sa, b.data(), Fp8Format::kE5M2, sb, m, n, k, 2.0f, 1.0f);
+  cpu::fp8_gemm(c16.data(), a.data(), DType::kE4M3, sa, b.data(), DType::kE5M2, sb, bias.data(), m, n, k, 1.0f);
+  cpu::fp8_gemm(c32.data(), a.data(), DType::kE4M3, sa, b.data(), DType::kE5M2, sb, m, n, k, 2.0f, 1.0f);
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
       double sum = 0, mag = 0;
       for (int p = 0; p < k; ++p) {
-        const double t = double(fp8_decode(a[size_t(i) * k + p], Fp8Format::kE4M3)) *
-                         fp8_decode(b[size_t(j) * k + p], Fp8Format::kE5M2);
+        const double t = double(fp8_decode(a[size_t(i) * k + p], DType::kE4M3)) *
+                         fp8_decode(b[size_t(j) * k + p], DType::kE5M2);
         sum += t;
         mag += std::fabs(t);
       }
@@ -152,7 +153,7 @@ TEST_CASE("fp8 GEMM: decoded product in double, scales and bias applied", "[mode
       REQUIRE(std::fabs(got16 - want16) <= std::ldexp(std::fabs(want16), -8) + std::ldexp(mag * sa * sb, -18) + 1e-30);
       REQUIRE(std::fabs(got32 - want32) <= std::ldexp(2 * mag * sa * sb + 1.5, -18));
     }
-  CHECK_THROWS_AS(cpu::fp8_gemm(c32.data(), a.data(), Fp8Format::kE5M2, 1, b.data(), Fp8Format::kE5M2, 1, m, n, k, 1, 0),
+  CHECK_THROWS_AS(cpu::fp8_gemm(c32.data(), a.data(), DType::kE5M2, 1, b.data(), DType::kE5M2, 1, m, n, k, 1, 0),
                   std::invalid_argument);
 }
 
@@ -270,11 +271,42 @@ TEST_CASE("fp8 recipe: text round trip, unknown or unsupported recipes refused",
   Fp8Recipe r;
   CHECK(recipe_text(r) == "e4m3/e5m2/current/head=bf16");
   CHECK(parse_fp8_recipe(recipe_text(r)) == r);
-  r.backward = Fp8Format::kE4M3;
+  r.backward = DType::kE4M3;
   r.lm_head = true;
   CHECK(parse_fp8_recipe(recipe_text(r)) == r);
   CHECK(describe(r).find("LM head fp8") != std::string::npos);
   for (const char* bad : {"", "e4m3/e5m2/current", "e5m2/e5m2/current/head=bf16", "e4m3/e5m2/delayed/head=bf16",
                           "e4m3/e5m2/current/head=fp16", "e4m3/e5m2/current/head=bf16/x"})
     CHECK_FALSE(parse_fp8_recipe(bad).has_value());
+}
+
+TEST_CASE("fp8 boundary pack: [amax, 1/scale, codes], unpacks to the cast values exactly", "[model][fp8]") {
+  for (size_t n : {size_t(1), size_t(7), size_t(64), size_t(1001)}) {
+    INFO("n " << n);
+    std::vector<float> x(n);
+    std::mt19937 gen{static_cast<unsigned>(n)};
+    std::normal_distribution<float> d(0.0f, 3.0f);
+    for (auto& v : x) v = d(gen);
+    const auto x16 = random_bf16(n, unsigned(n) + 1);
+    for (DType f : {DType::kE4M3, DType::kE5M2}) {
+      std::vector<float> packed(fp8_boundary_floats(n), NAN), back(n, NAN), packed16(fp8_boundary_floats(n), NAN);
+      cpu::fp8_pack(packed.data(), x.data(), n, f);
+      cpu::fp8_unpack(back.data(), packed.data(), n, f);
+      float amax = 0;
+      cpu::amax_forward(&amax, x.data(), n);
+      CHECK(packed[0] == amax);
+      CHECK(packed[1] == fp8_scale_inv(amax, f));
+      const auto* codes = reinterpret_cast<const std::uint8_t*>(packed.data() + 2);
+      for (size_t i = 0; i < n; ++i) {
+        REQUIRE(codes[i] == fp8_encode(x[i] * fp8_scale(amax, f), f));
+        REQUIRE(back[i] == fp8_decode(codes[i], f) * packed[1]);
+        REQUIRE(std::fabs(back[i] - x[i]) <= half_step(x[i] / packed[1], f) * packed[1]);
+      }
+      std::vector<bf16> back16(n);
+      cpu::fp8_pack(packed16.data(), x16.data(), n, f);
+      cpu::fp8_unpack(back16.data(), packed16.data(), n, f);
+      const auto* codes16 = reinterpret_cast<const std::uint8_t*>(packed16.data() + 2);
+      for (size_t i = 0; i < n; ++i) REQUIRE(bf16_to_float(back16[i]) == fp8_decode(codes16[i], f) * packed16[1]);
+    }
+  }
 }
