@@ -255,6 +255,7 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
   plan.seq_len = spec.train.seq_len;
   plan.placement = spec.parallel.placement;
   plan.partition = partition_for(spec.parallel.placement, spec.parallel.partition.kind);
+  plan.precision = spec.train.precision;
   plan.order = best.layout.grid.order();
   plan.device_kind = in.cuda ? "cuda" : "cpu";
   plan.params_total = total_params(best.work.shape, plan.tp);

@@ -11,6 +11,7 @@
 
 #include "engine/plan/links.hpp"
 #include "engine/schedule/axes.hpp"
+#include "engine/schedule/rank_plan.hpp"
 #include "engine/spec/job_spec.hpp"
 #include "engine/topo/topology.hpp"
 
@@ -41,10 +42,7 @@ struct RankInfo {
 };
 
 // A run of consecutive layers: one model chunk of an interleaved stage.
-struct LayerRange {
-  int first_layer = 0;
-  int num_layers = 0;
-};
+using schedule::LayerRange;
 
 struct Stage {
   int stage = 0;
@@ -188,6 +186,7 @@ struct Replicas {
   spec::OuterMode outer = spec::OuterMode::kSync;
   int inner_steps = 1, fragments = 1;
   spec::OuterDtype dtype = spec::OuterDtype::kFp32;
+  double lr = 0.7, momentum = 0.9;      // the outer Nesterov step's (parallel.outer_lr, outer_momentum)
   std::vector<std::vector<int>> nodes;  // per replica, ascending
   // diloco: per outer sync (all fragments), the bottleneck member's exchange (seconds) and
   // the bytes all members send over their outer groups; of sync_s, what the steps wait for
@@ -216,6 +215,7 @@ struct Plan {
   int seq_len = 1;
   spec::Placement placement = spec::Placement::kHolmes;
   spec::PartitionKind partition = spec::PartitionKind::kAuto;
+  spec::Precision precision = spec::Precision::kAuto;  // train.precision (auto: the backend resolves it)
   std::string order;        // rank order the grid used (holmes always tp-dp-pp over islands)
   std::string device_kind;  // cuda | cpu
   int64_t params_total = 0;  // in memory, padded vocabulary rows included (model_size.hpp)

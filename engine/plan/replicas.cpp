@@ -374,6 +374,8 @@ Plan replica_core(const spec::JobSpec& spec, const topo::ClusterTopology& topolo
   rep.inner_steps = spec.parallel.inner_steps;
   rep.fragments = spec.parallel.fragments;
   rep.dtype = spec.parallel.outer_dtype;
+  rep.lr = spec.parallel.outer_lr;
+  rep.momentum = spec.parallel.outer_momentum;
   rep.overlap = spec.parallel.outer_overlap;
   for (const auto& parts : nodes) {
     rep.nodes.emplace_back();
