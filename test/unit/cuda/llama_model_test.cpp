@@ -15,9 +15,11 @@
 #include "engine/checkpoint/checkpoint.hpp"
 #include "engine/data/data.hpp"
 #include "engine/parallel/trainer.hpp"
+#include "test/support/rank_plans.hpp"
 
 using namespace holmes;
 using namespace holmes::parallel;
+using holmes::test::single_rank_plan;
 
 namespace {
 
