@@ -11,13 +11,11 @@ namespace holmes::comm {
 
 const char* to_string(ReduceOp op) { return op == ReduceOp::kSum ? "sum" : "max"; }
 
-const char* to_string(DType t) { return t == DType::kBf16 ? "bf16" : "fp32"; }
-size_t dtype_bytes(DType t) { return t == DType::kBf16 ? 2 : 4; }
 
 void ProcessGroup::all_reduce(void* data, size_t count, DType dtype, ReduceOp op, const OpOptions& o) {
   if (dtype != DType::kF32)
     throw std::invalid_argument(fmt::format("all_reduce on group '{}' ({}): {} elements are not summed here",
-                                            name(), transport(), to_string(dtype)));
+                                            name(), transport(), dtype_name(dtype)));
   all_reduce(std::span<float>(static_cast<float*>(data), count), op, o);
 }
 

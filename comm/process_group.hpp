@@ -23,16 +23,18 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype.hpp"
+
 namespace holmes::comm {
 
 enum class ReduceOp { kSum, kMax };
 const char* to_string(ReduceOp op);
 
-// Element types an operation may carry: fp32, or bf16 (2-byte storage; sums accumulate in the
-// group's own way: NCCL adds in fp32 and rounds at each hop).
-enum class DType { kF32, kBf16 };
-const char* to_string(DType t);
-size_t dtype_bytes(DType t);
+// Element types an operation may carry (common/dtype.hpp): fp32, or bf16 (2-byte storage;
+// sums accumulate in the group's own way: NCCL adds in fp32 and rounds at each hop).
+using holmes::DType;
+using holmes::dtype_bytes;
+using holmes::dtype_name;
 
 struct OpOptions {
   std::chrono::milliseconds timeout{0};  // 0: the group's default time-out

@@ -14,29 +14,11 @@
 
 #include "common/errors.hpp"
 #include "engine/parallel/cpu_clock.hpp"
+#include "engine/spec/model_config.hpp"
 
 namespace holmes::parallel {
 
-model::GptConfig gpt_config_of(const spec::JobSpec& spec) {
-  const auto& m = spec.model;
-  model::GptConfig cfg;
-  if (m.is_llama()) {
-    cfg.arch = model::Arch::kLlama;
-    cfg.kv_heads = m.kv_heads;
-    cfg.ffn_hidden = m.ffn_hidden;
-    cfg.ffn_multiple = m.ffn_multiple;
-    cfg.rope_theta = m.rope_theta;
-    cfg.norm_eps = static_cast<float>(m.norm_eps);
-    cfg.tie_embeddings = m.tie_embeddings;
-  }
-  cfg.layers = m.layers;
-  cfg.hidden = m.hidden;
-  cfg.heads = m.heads;
-  cfg.vocab = m.vocab_size;
-  cfg.max_seq_len = m.max_seq_len;
-  cfg.finalize();
-  return cfg;
-}
+model::GptConfig gpt_config_of(const spec::JobSpec& spec) { return spec::model_config(spec.model); }
 
 LrConfig lr_config_of(const spec::JobSpec& spec) {
   const auto& t = spec.train;
@@ -172,19 +154,19 @@ void Trainer::outer_step(int64_t done) {
   gpt_->load_params(host);
 }
 
-model::Precision precision_of(spec::Precision precision, const model::Backend& backend) {
+DType precision_of(spec::Precision precision, const model::Backend& backend) {
   // The rule is the spec's (spec::trains_bf16, which the planner prices): a backend with bf16
   // kernels is a GPU.
-  const bool has_bf16 = backend.kernels->supports(model::Precision::kBf16);
+  const bool has_bf16 = backend.kernels->supports(DType::kBf16);
   if (precision == spec::Precision::kFp8)
     throw UserError("train.precision: 'fp8': the model does not run its linear layers in FP8 yet (the FP8 casts, "
                     "GEMMs and their CPU twins exist; the wiring is the next step); accepted here: auto, bf16, fp32");
-  if (!spec::trains_bf16(precision, has_bf16)) return model::Precision::kFp32;
+  if (!spec::trains_bf16(precision, has_bf16)) return DType::kF32;
   if (!has_bf16)
     throw UserError(fmt::format("train.precision: 'bf16' needs bf16 kernels, and the {} backend ({} kernels) computes "
                                 "in fp32 (accepted here: auto, fp32; bf16 trains with job.device: cuda)",
                                 backend.device, backend.kernels->name()));
-  return model::Precision::kBf16;
+  return DType::kBf16;
 }
 
 model::ActivationPolicy activation_policy(const schedule::RankPlan& plan) {
@@ -201,7 +183,7 @@ model::ActivationPolicy activation_policy(const schedule::RankPlan& plan) {
 }
 
 std::string Trainer::numerics() const {
-  return fmt::format("{}, attention: {}, recompute: {}, schedule: {}", model::precision_name(gpt_->precision()),
+  return fmt::format("{}, attention: {}, recompute: {}, schedule: {}", dtype_name(gpt_->precision()),
                      gpt_->attention_method(), model::recompute_name(gpt_->policy().recompute),
                      schedule::pipe_schedule_name(plan_.schedule));
 }
@@ -209,7 +191,7 @@ std::string Trainer::numerics() const {
 double Trainer::flops_per_token() const {
   const model::GptConfig full = gpt_config_of(spec_);
   const int b = plan_.micro_batch, t = plan_.seq_len;
-  return model::Gpt::flops_per_step(full, b, t) / (static_cast<double>(b) * t);
+  return model::shard_train_flops(full, b, t) / (static_cast<double>(b) * t);
 }
 
 void Trainer::agree(StepStats& s) {

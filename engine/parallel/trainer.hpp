@@ -41,7 +41,7 @@ model::GptConfig gpt_config_of(const spec::JobSpec& spec);
 // A plan's train.precision on this backend: auto is bf16 where the backend has bf16 kernels
 // (a GPU), fp32 elsewhere. UserError (exit 2) for bf16 on a backend without bf16 kernels, and
 // for fp8 (not wired into the model yet).
-model::Precision precision_of(spec::Precision precision, const model::Backend& backend);
+DType precision_of(spec::Precision precision, const model::Backend& backend);
 // The learning-rate schedule and AdamW settings of spec.train.
 LrConfig lr_config_of(const spec::JobSpec& spec);
 AdamWHyper adamw_hyper_of(const spec::JobSpec& spec);

@@ -13,6 +13,7 @@
 
 #include "engine/plan/groups.hpp"
 #include "engine/plan/model_size.hpp"
+#include "model/architecture.hpp"
 #include "engine/plan/nccl.hpp"
 #include "engine/plan/partition.hpp"
 #include "engine/plan/replicas.hpp"
@@ -82,6 +83,19 @@ void add_crossing_warnings(const Plan& plan, std::vector<std::string>& out) {
                                 g.kind == kTpGroup ? "nodes" : "islands", to_string(g.link)));
   }
   if (total > kListed) out.push_back(fmt::format("... and {} more groups that cross slow links", total - kListed));
+}
+
+// The model line of a plan: "" for the default architecture (its plans, and so their hashes,
+// are as before there were others), else "ARCH L=.. C=.. NH=..[/KVH=..][ F=..] V=..[ tied
+// head]" with the options the architecture reads.
+std::string model_label(const model::GptConfig& m) {
+  if (m.arch == model::kDefaultArch) return "";
+  std::string out = fmt::format("{} L={} C={} NH={}", m.arch, m.layers, m.hidden, m.heads);
+  if (m.reads(model::kKvHeads)) out += fmt::format("/KVH={}", m.kv_heads);
+  if (m.reads(model::kFfnHidden)) out += fmt::format(" F={}", m.ffn_hidden);
+  out += fmt::format(" V={}", m.vocab);
+  if (m.reads(model::kTieEmbeddings) && m.tie_embeddings) out += " tied head";
+  return out;
 }
 
 void fill_islands(const SearchInput& in, const topo::ClusterTopology& topology, Plan& plan) {
@@ -260,11 +274,7 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
   plan.device_kind = in.cuda ? "cuda" : "cpu";
   plan.params_total = total_params(best.work.shape, plan.tp);
   plan.params_model = model_params(best.work.shape);
-  if (best.work.shape.llama()) {
-    const GptShape& m = best.work.shape;
-    plan.model = fmt::format("llama L={} C={} NH={}/KVH={} F={} V={}{}", m.layers, m.hidden, m.heads, m.kv_heads,
-                             m.ffn_hidden, m.vocab, m.tie_embeddings ? " tied head" : "");
-  }
+  plan.model = model_label(best.work.shape);
   plan.vocab_padded = padded_vocab(spec.model.vocab_size, plan.tp);
   plan.island_order = best.layout.island_order;
   fill_islands(in, topology, plan);

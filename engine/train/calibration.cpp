@@ -13,6 +13,7 @@
 #include "common/format.hpp"
 #include "engine/plan/model_size.hpp"
 #include "engine/plan/replicas.hpp"
+#include "engine/spec/model_config.hpp"
 #include "common/errors.hpp"
 #include "engine/parallel/cpu_clock.hpp"
 #include "engine/parallel/trainer.hpp"
@@ -492,10 +493,10 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
   const plan::Plan& p = rt.plan;
   const plan::RankInfo& me = p.ranks.at(rt.rank);
   const plan::Stage& stage = p.stages.at(me.at[schedule::Axis::kPp]);
-  const plan::GptShape shape = plan::shape_of(spec.model);
+  const model::GptConfig shape = spec::model_config(spec.model);
   const double tokens = double(spec.train.micro_batch) * spec.train.seq_len * p.micro_batches;
   // The passes' compute time includes the replay of train.recompute: count its FLOPs too.
-  const int act_bytes = spec.trains_bf16(p.device_kind == "cuda") ? 2 : 4;
+  const int act_bytes = static_cast<int>(dtype_bytes(spec.activation_dtype(p.device_kind == "cuda")));
   const double replay = stage.num_layers * tokens *
                         plan::recompute_flops_per_token(shape, spec.train.seq_len, p.tp, act_bytes,
                                                         plan::ActivationMode::of(p.activation.recompute, p.activation.schedule));

@@ -11,6 +11,7 @@
 #include "engine/parallel/dist_optimizer.hpp"
 #include "model/cpu/host_memory.hpp"
 #include "test/support/dist_test_util.hpp"
+#include "model/gpt2/gpt2.hpp"
 
 using namespace holmes;
 using namespace holmes::data;
@@ -19,7 +20,7 @@ using namespace holmes::test;
 
 namespace {
 
-model::GptConfig small_model() { return model::GptConfig::gpt2(3, 32, 4, 97, 16); }
+model::GptConfig small_model() { return model::gpt2::config(3, 32, 4, 97, 16); }
 
 std::vector<int> ids(int n, int V, int salt) {
   std::vector<int> v(n);

@@ -127,7 +127,7 @@ TEST_CASE("interleaved stage: 2 ranks x 3 chunks with 8 micro-batches and uneven
   for (bool llama : {false, true}) {
     INFO((llama ? "llama" : "gpt2"));
     if (llama) {
-      spec.model.arch = spec::ModelArch::kLlama;
+      spec.model.arch = "llama";
       spec.model.kv_heads = 2;
     }
     check_same(spec, 2, 3, {2, 1, 1, 1, 1, 1});

@@ -16,6 +16,7 @@
 #include "engine/topo/cluster.hpp"
 #include "engine/topo/topology_file.hpp"
 #include "test/support/cluster_gen.hpp"
+#include "model/gpt2/gpt2.hpp"
 
 namespace hp = holmes::plan;
 using holmes::topo::NicKind;
@@ -24,11 +25,11 @@ namespace {
 
 hp::Workload workload(bool bf16) {
   hp::Workload w;
-  w.shape = hp::GptShape{8, 256, 8, 1000, 128};
+  w.shape = holmes::model::gpt2::config(8, 256, 8, 1000, 128);
   w.seq_len = 128;
   w.micro_batch = 2;
   w.micro_batches = 4;
-  w.bf16 = bf16;
+  w.act_dtype = bf16 ? holmes::DType::kBf16 : holmes::DType::kF32;
   return w;
 }
 

@@ -6,6 +6,7 @@
 #include "engine/plan/plan.hpp"
 #include "common/errors.hpp"
 #include "test/support/cluster_gen.hpp"
+#include "model/gpt2/gpt2.hpp"
 
 namespace hp = holmes::plan;
 using holmes::topo::NicKind;
@@ -56,7 +57,7 @@ TEST_CASE("a single CPU device gives a trivial plan", "[plan]") {
   CHECK(p.memory.size() == 1);
   CHECK(p.memory[0].capacity == 0);
   // fp32 on CPU: weights 4 + grads 4 + Adam m, v 8 bytes per parameter.
-  double params = double(hp::total_params(hp::GptShape{4, 128, 4, 257, 64}, 1));
+  double params = double(hp::total_params(holmes::model::gpt2::config(4, 128, 4, 257, 64), 1));
   CHECK(p.memory[0].params + p.memory[0].grads + p.memory[0].optimizer == Approx(16 * params));
 }
 
@@ -130,7 +131,7 @@ TEST_CASE("the reduce-scatter hides behind backward and the all-gather behind th
   spec.cluster.device_tflops = 100;
   auto fast = hp::make_plan(spec, hp::testing::make_cluster({{NicKind::kIb, 2, 1, 4000}}));
   auto slow = hp::make_plan(spec, hp::testing::make_cluster({{NicKind::kRoce, 2, 1, 1}}));
-  double params = double(hp::total_params(hp::GptShape{4, 512, 8, 50257, 256}, 1));
+  double params = double(hp::total_params(holmes::model::gpt2::config(4, 512, 8, 50257, 256), 1));
   const double fast_ag = 5e-6 + params * 4 / 2 * 8 / 4000e9;  // IB: 5 us; fp32 master weights
   const double fast_compute = fast.estimate.compute_s / fast.micro_batches;
   REQUIRE(fast_ag < fast_compute / 3);
