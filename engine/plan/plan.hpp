@@ -244,6 +244,10 @@ struct Plan {
 };
 
 Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology);
+// The plan of a job of one replica (parallel.replicas 1): the search, spelled out rank by rank.
+// make_plan for such a job; make_replica_plan (replicas.hpp) plans each replica and the whole
+// cluster with it, never through make_plan. std::invalid_argument for a spec of replicas.
+Plan plan_one_replica(const spec::JobSpec& spec, const topo::ClusterTopology& topology);
 
 // The cost model's link between the nodes of ranks a and b of `plan` (made from this spec and
 // topology) as its estimate used it: calibrated, Ethernet between nodes under megatron, and
