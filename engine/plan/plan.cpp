@@ -188,7 +188,7 @@ ActivationChoice activation_choice(const Evaluated& ev) {
   const RankMemory& m = ev.worst_memory;
   return ActivationChoice{ev.work.activation.recompute, ev.work.activation.schedule, ev.estimate.bubble_s,
                           ev.estimate.step_time_s, ev.estimate.recompute_s, m.activations, m.total(), m.capacity,
-                          ev.fits, ev.work.activation.chunks};
+                          ev.fits, ev.work.activation.chunks, ev.work.activation.document_mask};
 }
 
 void fill_baselines(const SearchInput& in, const Evaluated& best, Plan& plan) {

@@ -154,6 +154,7 @@ struct ActivationChoice {
   double capacity = 0;      // its usable device memory (0 = unknown)
   bool fits = true;
   int virtual_stages = 1;   // interleaved: model chunks per stage (resolved: never auto); else 1
+  bool document_mask = false;  // data.document_mask, as the memory model priced the attention
 };
 
 struct NodeNet {

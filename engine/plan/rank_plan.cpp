@@ -47,6 +47,7 @@ schedule::RankPlan rank_plan(const Plan& plan, int rank) {
                                       static_cast<int>(rp.chunks.size()));
   rp.precision = plan.precision;
   rp.recompute = plan.activation.recompute;
+  rp.document_mask = plan.activation.document_mask;
   return rp;
 }
 

@@ -54,6 +54,9 @@ struct RankPlan {
   // train.precision as given: auto is resolved by the backend (bf16 where it has bf16 kernels).
   spec::Precision precision = spec::Precision::kAuto;
   spec::Recompute recompute = spec::Recompute::kNone;  // resolved: never auto
+  // data.document_mask: attention and positions follow each micro-batch's documents (the
+  // trainer fetches their positions; the planner priced the attention that can mask).
+  bool document_mask = false;
   size_t bucket_floats = kDefaultBucketFloats;
   OuterConfig outer;  // place.degree(Axis::kReplica) > 1 only
 

@@ -56,6 +56,7 @@ void check_rank_plans(const Plan& plan, int layers) {
     CHECK(rp.seq_len == plan.seq_len);
     CHECK(rp.recompute == plan.activation.recompute);
     CHECK(rp.recompute != spec::Recompute::kAuto);
+    CHECK(rp.document_mask == plan.activation.document_mask);
     CHECK(rp.schedule == holmes::plan::pipe_schedule(plan.activation.schedule));
     CHECK(rp.steps == holmes::schedule::schedule_steps(rp.schedule, plan.pp, rp.place[Axis::kPp], rp.micro_batches,
                                                        static_cast<int>(rp.chunks.size())));
@@ -105,6 +106,17 @@ TEST_CASE("rank_plan: tp 2 x pp 2 x dp 2, each schedule, as the plan lays the ra
     check_rank_plans(plan, job.model.layers);
     const RankPlan last = holmes::plan::rank_plan(plan, 7);
     CHECK(last.chunks.size() == (s == spec::Schedule::kInterleaved ? 2u : 1u));
+  }
+}
+
+TEST_CASE("rank_plan: data.document_mask reaches every rank as the plan priced it", "[plan][rank_plan]") {
+  for (bool mask : {false, true}) {
+    spec::JobSpec job = small_spec();
+    job.data.document_mask = mask;
+    const Plan plan = holmes::test::test_plan(job, 1, 2, 2);
+    REQUIRE(plan.activation.document_mask == mask);
+    check_rank_plans(plan, job.model.layers);
+    CHECK(holmes::plan::rank_plan(plan, 3).document_mask == mask);
   }
 }
 
