@@ -69,8 +69,7 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, ParallelGroups& groups, size_t buc
     : gpt_(gpt), groups_(groups), dp_size_(groups.place().degree(schedule::Axis::kDp)), dp_rank_(groups.place()[schedule::Axis::kDp]),
       tp_rank_(groups.place()[schedule::Axis::kTp]), backend_(gpt.backend()) {
   device::DeviceMemory& mem = *backend_.memory;
-  const size_t floats = bucket_floats > 0 ? bucket_floats : kDefaultBucketMb * (size_t{1} << 20) / sizeof(float);
-  buckets_ = plan_buckets(gpt.layout(), floats, dp_size_, dp_rank_);
+  buckets_ = plan_buckets(gpt.layout(), bucket_floats, dp_size_, dp_rank_);
   const size_t nb = buckets_.size();
   pack_off_.assign(nb, 0);
   reduced_off_.assign(nb, 0);

@@ -36,8 +36,6 @@
 
 namespace holmes::parallel {
 
-inline constexpr int kDefaultBucketMb = 8;
-
 // The global gradient norm is summed by unit, in unit order, so that it is the same number under
 // every placement and partition: 0 wte, 1 wpe, 2 + l block l, 2 + L ln_f.
 int norm_unit(const model::ParamTensor& t, int total_layers);
@@ -61,9 +59,9 @@ std::vector<GradBucket> plan_buckets(const model::ParamLayout& layout, size_t bu
 
 class DistOptimizer {
  public:
-  // bucket_floats: the gradient bucket size (floats; 0 = kDefaultBucketMb). gpt and groups
-  // outlive the optimizer.
-  DistOptimizer(model::Gpt& gpt, ParallelGroups& groups, size_t bucket_floats = 0);
+  // bucket_floats: the gradient bucket size (floats; the rank plan's, by default
+  // schedule::kDefaultBucketFloats). gpt and groups outlive the optimizer.
+  DistOptimizer(model::Gpt& gpt, ParallelGroups& groups, size_t bucket_floats);
   ~DistOptimizer();
 
   // Call before the step's last backward: from then on every bucket is reduce-scattered as

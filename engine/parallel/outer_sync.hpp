@@ -52,17 +52,14 @@
 #include "engine/parallel/group.hpp"
 #include "engine/parallel/outer_times.hpp"
 #include "engine/schedule/outer_payload.hpp"
+#include "engine/schedule/rank_plan.hpp"
 #include "engine/spec/choices.hpp"
 
 namespace holmes::parallel {
 
-struct OuterConfig {
-  int inner_steps = 20;  // H
-  int fragments = 1;     // F
-  double lr = 0.7, momentum = 0.9;
-  spec::OuterDtype dtype = spec::OuterDtype::kFp32;
-  int overlap = 0;  // tau: inner steps the exchange runs beside (0 = the next step waits)
-};
+// H, F, the Nesterov step's lr and momentum, outer_dtype and tau: the rank plan's
+// (engine/schedule/rank_plan.hpp).
+using schedule::OuterConfig;
 
 // The payload codec, public for tests. encode: n values -> schedule::outer_payload_size(dtype,
 // n) bytes (engine/schedule/outer_payload.hpp); decode_add: out[i] += decoded[i] for the n

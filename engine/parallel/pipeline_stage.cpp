@@ -8,20 +8,19 @@
 
 namespace holmes::parallel {
 
-PipelineStage::PipelineStage(model::Gpt& gpt, ParallelGroups& groups, int micro_batches, int B, int T,
-                             schedule::PipeSchedule schedule)
-    : PipelineStage(std::vector<model::Gpt*>{&gpt}, groups, micro_batches, B, T, schedule) {}
-
-PipelineStage::PipelineStage(std::vector<model::Gpt*> chunks, ParallelGroups& groups, int micro_batches, int B,
-                             int T, schedule::PipeSchedule schedule)
-    : chunks_(std::move(chunks)), gpt_(*chunks_.at(0)), groups_(groups), stage_(groups.place()[schedule::Axis::kPp]),
-      pp_size_(groups.place().degree(schedule::Axis::kPp)), micro_batches_(micro_batches), B_(B), T_(T) {
+PipelineStage::PipelineStage(std::vector<model::Gpt*> chunks, ParallelGroups& groups, const schedule::RankPlan& plan)
+    : chunks_(std::move(chunks)), gpt_(*chunks_.at(0)), groups_(groups), stage_(plan.place[schedule::Axis::kPp]),
+      pp_size_(plan.place.degree(schedule::Axis::kPp)), micro_batches_(plan.micro_batches), B_(plan.micro_batch),
+      T_(plan.seq_len), steps_(plan.steps) {
   const int pp = pp_size_, v = static_cast<int>(chunks_.size());
-  if ((schedule == schedule::PipeSchedule::kInterleaved) != (v > 1))
-    throw std::logic_error(fmt::format("PipelineStage: {} model chunks under schedule {}", v,
-                                       schedule::pipe_schedule_name(schedule)));
-  steps_ = schedule::schedule_steps(schedule, pp, stage_, micro_batches, v);
-  split_ = std::any_of(steps_.begin(), steps_.end(), [](const schedule::PipeStep& s) { return s.kind == schedule::PipeOpKind::kWeights; });
+  const schedule::PipeSchedule schedule = plan.schedule;
+  if (v != static_cast<int>(plan.chunks.size()) || (schedule == schedule::PipeSchedule::kInterleaved) != (v > 1))
+    throw std::logic_error(fmt::format("PipelineStage: {} model chunks under schedule {} with {} planned", v,
+                                       schedule::pipe_schedule_name(schedule), plan.chunks.size()));
+  if (groups.place().at != plan.place.at)
+    throw std::logic_error(fmt::format("PipelineStage: the groups and the plan of rank {} disagree on its place",
+                                       plan.rank));
+  split_ = plan.split_backward();
   slot_micro_.resize(v);
   for (int c = 0; c < v; ++c) {
     const model::Gpt& gpt = *chunks_[c];
@@ -37,7 +36,7 @@ PipelineStage::PipelineStage(std::vector<model::Gpt*> chunks, ParallelGroups& gr
     slot_micro_[c].assign(slots, -1);
   }
   max_sending_ = static_cast<size_t>(std::max(schedule::max_in_flight(steps_), 2));
-  inputs_.resize(static_cast<size_t>(B) * T);
+  inputs_.resize(static_cast<size_t>(B_) * T_);
   targets_.resize(inputs_.size());
   if (chunks_.front()->policy().document_mask) positions_.resize(inputs_.size());
 }

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "engine/parallel/groups.hpp"
+#include "engine/schedule/rank_plan.hpp"
 #include "engine/schedule/schedule.hpp"
 #include "model/gpt.hpp"
 
@@ -39,15 +40,13 @@ class PipelineStage {
   // gradient, input gradient to send.
   enum Tensor { kActIn, kActOut, kGradIn, kGradOut };
 
-  // gpt must have max_in_flight(schedule, pp_size, pp_stage, micro_batches) slots and split its
-  // backward exactly when the schedule has W passes (zb-h1); groups outlive the stage.
-  PipelineStage(model::Gpt& gpt, ParallelGroups& groups, int micro_batches, int B, int T,
-                schedule::PipeSchedule schedule = schedule::PipeSchedule::k1f1b);
-  // The interleaved schedule: chunks[c] is model chunk c of this stage (virtual stage
-  // c * pp_size + pp_stage; embedding only in virtual stage 0, head only in the last), with
-  // max_in_flight(steps, c) slots each. One chunk: as above.
-  PipelineStage(std::vector<model::Gpt*> chunks, ParallelGroups& groups, int micro_batches, int B, int T,
-                schedule::PipeSchedule schedule);
+  // chunks[c] is model chunk c of this stage as the plan lays them out (one, or V under the
+  // interleaved schedule: virtual stage c * pp_size + pp_stage; embedding only in virtual stage
+  // 0, head only in the last), with max_in_flight(plan.steps, c) slots each and a backward
+  // split exactly when the plan's table has W passes. The stage runs plan.steps over
+  // plan.micro_batches micro-batches of (plan.micro_batch, plan.seq_len). groups and plan
+  // outlive the stage.
+  PipelineStage(std::vector<model::Gpt*> chunks, ParallelGroups& groups, const schedule::RankPlan& plan);
 
   // The step's forward and backward passes of every micro-batch (gradients accumulate in
   // each chunk's grads(), each micro-batch's loss scaled by 1/micro_batches).
@@ -105,7 +104,7 @@ class PipelineStage {
   const int stage_, pp_size_;
   int micro_batches_, B_, T_;
   bool split_ = false;  // the schedule has W passes: backward runs B, a later step W
-  std::vector<schedule::PipeStep> steps_;
+  const std::vector<schedule::PipeStep>& steps_;  // the plan's table
   std::vector<std::vector<int>> slot_micro_;  // [chunk][slot]: micro-batch occupying it, -1 = free
   std::vector<int32_t> inputs_, targets_, positions_;
   float loss_scale_ = 1.0f;

@@ -32,10 +32,11 @@ AdamWHyper adamw_hyper_of(const spec::JobSpec& spec) {
           .eps = static_cast<float>(t.eps), .weight_decay = static_cast<float>(t.weight_decay)};
 }
 
-data::BatchCoord validation_coord(const spec::JobSpec& spec, int index, int micro_batches, int dp_rank, int dp_size) {
-  return data::BatchCoord{.step = index / micro_batches, .micro = index % micro_batches, .dp_rank = dp_rank,
-                          .dp_size = dp_size, .micro_batch = spec.train.micro_batch,
-                          .global_batch = spec.train.global_batch, .origin = {}};
+data::BatchCoord validation_coord(const schedule::RankPlan& plan, int index) {
+  const int m = plan.micro_batches;
+  return data::BatchCoord{.step = index / m, .micro = index % m, .dp_rank = plan.place.data_rank(),
+                          .dp_size = plan.place.data_size(), .micro_batch = plan.micro_batch,
+                          .global_batch = plan.global_batch, .origin = {}};
 }
 
 namespace {
@@ -62,47 +63,46 @@ model::GptConfig stage_config(const spec::JobSpec& spec, const schedule::Place& 
 
 }  // namespace
 
-Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const data::DataSet& data, ParallelContext ctx)
-    : spec_(spec), data_(data), own_groups_(ctx.groups ? nullptr : std::make_unique<ParallelGroups>()),
-      groups_(ctx.groups ? ctx.groups : own_groups_.get()), c_(groups_->place()) {
-  const auto& t = spec.train;
-  if (!spec.global_batch_ok(c_.data_size()))  // spec::cross_field_problems and the plan keep this from users
-    throw std::invalid_argument(fmt::format("Trainer: train.global_batch {} is not a multiple of train.micro_batch "
-                                            "{} x data-parallel degree {}", t.global_batch, t.micro_batch,
-                                            c_.data_size()));
-  micro_batches_ = spec.micro_batches_per_step(c_.data_size());
-  if (c_.degree(schedule::Axis::kTp) > 1) tp_comm_ = std::make_unique<GroupTensorParallel>(groups_->group(schedule::Axis::kTp));
-  const schedule::PipeSchedule schedule = schedule_ = pipe_schedule(spec, ctx);
-  const std::vector<std::pair<int, int>> ranges = stage_chunks(spec, ctx, c_.degree(schedule::Axis::kPp), c_[schedule::Axis::kPp]);
-  const int v = static_cast<int>(ranges.size());
-  if (schedule == schedule::PipeSchedule::kInterleaved && (c_.degree(schedule::Axis::kPp) < 2 || micro_batches_ % c_.degree(schedule::Axis::kPp) != 0))
-    throw std::invalid_argument(fmt::format("Trainer: interleaved needs pp >= 2 and micro-batches a multiple of it, "
-                                            "got pp {} and {} micro-batches", c_.degree(schedule::Axis::kPp), micro_batches_));
-  if (v > 1 && c_.degree(schedule::Axis::kReplica) > 1)  // spec::cross_field_problems refuses diloco + interleaved
+Trainer::Trainer(const spec::JobSpec& spec, const schedule::RankPlan& plan, model::Backend& backend,
+                 const data::DataSet& data, ParallelGroups* groups)
+    : spec_(spec), plan_(plan), data_(data), own_groups_(groups ? nullptr : std::make_unique<ParallelGroups>()),
+      groups_(groups ? groups : own_groups_.get()), c_(plan_.place) {
+  using schedule::Axis;
+  // Start-up and the tests make both from one plan; a mismatch is a wiring error.
+  for (Axis a : schedule::kAllAxes)
+    if (groups_->group(a).size() != c_.degree(a) || groups_->group(a).rank() != c_[a])
+      throw std::invalid_argument(fmt::format("Trainer: the plan puts rank {} at {} {} of {}, its groups at {} of {}",
+                                              plan_.rank, schedule::axis_name(a), c_[a], c_.degree(a),
+                                              groups_->group(a).rank(), groups_->group(a).size()));
+  if (c_.degree(Axis::kTp) > 1) tp_comm_ = std::make_unique<GroupTensorParallel>(groups_->group(Axis::kTp));
+  const int v = static_cast<int>(plan_.chunks.size());
+  if (v < 1 || (plan_.schedule == schedule::PipeSchedule::kInterleaved) != (v > 1))
+    throw std::invalid_argument(fmt::format("Trainer: {} model chunks under schedule {}", v,
+                                            schedule::pipe_schedule_name(plan_.schedule)));
+  if (v > 1 && c_.degree(Axis::kReplica) > 1)  // spec::cross_field_problems refuses diloco + interleaved
     throw std::invalid_argument("Trainer: diloco replicas with model chunks (interleaved)");
-  const auto steps = schedule::schedule_steps(schedule, c_.degree(schedule::Axis::kPp), c_[schedule::Axis::kPp], micro_batches_, v);
   std::vector<model::Gpt*> models;
   for (int k = 0; k < v; ++k) {
-    const model::GptConfig cfg = stage_config(spec, c_, ranges[k].first, ranges[k].second, k, v);
-    chunks_.push_back(std::make_unique<model::Gpt>(cfg, backend, t.micro_batch, t.seq_len, tp_comm_.get(),
-                                                   schedule::max_in_flight(steps, k), precision_of(spec, backend),
-                                                   activation_policy(spec, ctx), fp8_recipe_of(spec, backend)));
+    const schedule::LayerRange& r = plan_.chunks[k];
+    const model::GptConfig cfg = stage_config(spec, c_, r.first_layer, r.num_layers, k, v);
+    chunks_.push_back(std::make_unique<model::Gpt>(cfg, backend, plan_.micro_batch, plan_.seq_len, tp_comm_.get(),
+                                                   schedule::max_in_flight(plan_.steps, k),
+                                                   precision_of(plan_.precision, backend), activation_policy(plan_),
+                                                   fp8_recipe_of(plan_, backend)));
     chunks_.back()->init_weights(spec.job.seed);
     models.push_back(chunks_.back().get());
   }
   gpt_ = chunks_.front().get();
-  stage_ = v > 1 ? std::make_unique<PipelineStage>(models, *groups_, micro_batches_, t.micro_batch, t.seq_len, schedule)
-                 : std::make_unique<PipelineStage>(*gpt_, *groups_, micro_batches_, t.micro_batch, t.seq_len, schedule);
+  stage_ = std::make_unique<PipelineStage>(models, *groups_, plan_);
   for (int k = 0; k < v; ++k)
-    optimizers_.push_back(std::make_unique<DistOptimizer>(*chunks_[k], *groups_, ctx.bucket_floats));
+    optimizers_.push_back(std::make_unique<DistOptimizer>(*chunks_[k], *groups_, plan_.bucket_floats));
   optimizer_ = optimizers_.front().get();
   lr_ = lr_config_of(spec);
   hyper_ = adamw_hyper_of(spec);
-  if (c_.degree(schedule::Axis::kReplica) > 1) {
-    const auto& p = spec.parallel;
-    outer_ = std::make_unique<OuterSync>(OuterConfig{p.inner_steps, p.fragments, p.outer_lr, p.outer_momentum,
-                                                     p.outer_dtype, p.outer_overlap},
-                                         groups_->group(schedule::Axis::kReplica), groups_->group(schedule::Axis::kDp), gpt_->num_params(), &groups_->group(schedule::GroupKind{schedule::Axis::kReplica, schedule::Purpose::kSide}));
+  if (c_.degree(Axis::kReplica) > 1) {
+    outer_ = std::make_unique<OuterSync>(
+        plan_.outer, groups_->group(Axis::kReplica), groups_->group(Axis::kDp), gpt_->num_params(),
+        &groups_->group(schedule::GroupKind{Axis::kReplica, schedule::Purpose::kSide}));
     reset_outer();
     // Test hook (docs/launch.md): HOLMES_TEST_NAN_LOSS="STEP:REPLICA" makes that replica's
     // loss of step STEP (1-based) NaN on its ranks, as a diverged replica's would be.
@@ -155,13 +155,29 @@ void Trainer::outer_step(int64_t done) {
   gpt_->load_params(host);
 }
 
-DType precision_of(const spec::JobSpec& spec, const model::Backend& backend) {
-  // The rule is the spec's (JobSpec::trains_bf16, which the planner prices): a backend with bf16
+namespace {
+
+// runtime::check_precision_device refused the CPU and older GPUs before any work; this is the
+// backend's own word (a test vehicle may emulate FP8 on the host).
+void require_fp8_kernels(const model::Backend& backend) {
+  const model::Fp8Recipe r;
+  for (DType t : {r.forward, r.backward})
+    if (!backend.kernels->supports(t))
+      throw UserError(fmt::format("train.precision: 'fp8' needs FP8 GEMM kernels ({}), and the {} backend ({} "
+                                  "kernels) has none (accepted here: auto, bf16, fp32)",
+                                  dtype_name(t), backend.device, backend.kernels->name()));
+}
+
+}  // namespace
+
+DType precision_of(spec::Precision precision, const model::Backend& backend) {
+  // The rule is the spec's (spec::trains_bf16, which the planner prices): a backend with bf16
   // kernels is a GPU.
   // fp8 (bf16 activations under FP8 GEMMs) is refused first by what it needs most, naming fp8.
-  if (spec.trains_fp8()) (void)fp8_recipe_of(spec, backend);
+  // fp8 (bf16 activations under FP8 GEMMs) is refused first by what it needs most, naming fp8.
+  if (precision == spec::Precision::kFp8) require_fp8_kernels(backend);
   const bool has_bf16 = backend.kernels->supports(DType::kBf16);
-  if (!spec.trains_bf16(has_bf16)) return DType::kF32;
+  if (!spec::trains_bf16(precision, has_bf16)) return DType::kF32;
   if (!has_bf16)
     throw UserError(fmt::format("train.precision: 'bf16' needs bf16 kernels, and the {} backend ({} kernels) computes "
                                 "in fp32 (accepted here: auto, fp32; bf16 trains with job.device: cuda)",
@@ -169,57 +185,22 @@ DType precision_of(const spec::JobSpec& spec, const model::Backend& backend) {
   return DType::kBf16;
 }
 
-std::optional<model::Fp8Recipe> fp8_recipe_of(const spec::JobSpec& spec, const model::Backend& backend) {
-  if (!spec.trains_fp8()) return std::nullopt;
+std::optional<model::Fp8Recipe> fp8_recipe_of(const schedule::RankPlan& plan, const model::Backend& backend) {
+  if (plan.precision != spec::Precision::kFp8) return std::nullopt;
+  require_fp8_kernels(backend);
   model::Fp8Recipe r;
-  r.lm_head = spec.train.fp8_lm_head;
-  // runtime::check_precision_device refused the CPU and older GPUs before any work; this is
-  // the backend's own word (a test vehicle may emulate FP8 on the host).
-  for (DType t : {r.forward, r.backward})
-    if (!backend.kernels->supports(t))
-      throw UserError(fmt::format("train.precision: 'fp8' needs FP8 GEMM kernels ({}), and the {} backend ({} "
-                                  "kernels) has none (accepted here: auto, bf16, fp32)",
-                                  dtype_name(t), backend.device, backend.kernels->name()));
+  r.lm_head = plan.fp8_lm_head;
   return r;
 }
 
-std::vector<std::pair<int, int>> stage_chunks(const spec::JobSpec& spec, const ParallelContext& ctx, int pp_size,
-                                              int pp_stage) {
-  if (pipe_schedule(spec, ctx) != schedule::PipeSchedule::kInterleaved)
-    return {{ctx.first_layer, ctx.num_layers < 0 ? spec.model.layers - ctx.first_layer : ctx.num_layers}};
-  if (!ctx.chunks.empty()) return ctx.chunks;
-  // No plan's chunks (a trainer built without a plan, as unit tests do): the even cut over
-  // pp x V virtual stages, earlier ones taking the remainder. A plan cuts by time (chunk_cut).
-  const int v = spec.parallel.virtual_stages == spec::kAuto ? 2 : spec.parallel.virtual_stages;
-  const int n = pp_size * v, L = spec.model.layers;
-  std::vector<std::pair<int, int>> out;
-  for (int c = 0; c < v; ++c) {
-    const int vs = c * pp_size + pp_stage;
-    const int first = vs * (L / n) + std::min(vs, L % n);
-    out.emplace_back(first, L / n + (vs < L % n ? 1 : 0));
-  }
-  return out;
-}
-
-schedule::PipeSchedule pipe_schedule(const spec::JobSpec& spec, const ParallelContext& ctx) {
-  const spec::Schedule s = ctx.schedule != spec::Schedule::kAuto ? ctx.schedule : spec.parallel.schedule;
-  switch (s) {
-    case spec::Schedule::kZbH1: return schedule::PipeSchedule::kZbH1;
-    case spec::Schedule::kInterleaved: return schedule::PipeSchedule::kInterleaved;
-    case spec::Schedule::kAuto:
-    case spec::Schedule::k1f1b: break;
-  }
-  return schedule::PipeSchedule::k1f1b;
-}
-
-model::ActivationPolicy activation_policy(const spec::JobSpec& spec, const ParallelContext& ctx) {
-  const spec::Recompute r = ctx.recompute != spec::Recompute::kAuto ? ctx.recompute : spec.train.recompute;
+model::ActivationPolicy activation_policy(const schedule::RankPlan& plan) {
   model::ActivationPolicy p;
-  p.split_backward = pipe_schedule(spec, ctx) == schedule::PipeSchedule::kZbH1;
-  p.document_mask = spec.data.document_mask;
-  p.fp8_boundary = ctx.pipe_fp8.value_or(spec.parallel.pipe_fp8 == spec::PipeFp8::kOn);
-  switch (r) {
-    case spec::Recompute::kAuto:
+  p.split_backward = plan.split_backward();
+  p.document_mask = plan.document_mask;
+  p.fp8_boundary = plan.pipe_fp8;
+  switch (plan.recompute) {
+    case spec::Recompute::kAuto:  // the planner resolves auto: a plan never carries it
+      throw std::invalid_argument("activation_policy: train.recompute auto is the planner's to resolve");
     case spec::Recompute::kNone: p.recompute = model::Recompute::kNone; break;
     case spec::Recompute::kSelective: p.recompute = model::Recompute::kSelective; break;
     case spec::Recompute::kFull: p.recompute = model::Recompute::kFull; break;
@@ -232,7 +213,7 @@ std::string Trainer::numerics() const {
   const std::string precision = fp8 ? model::describe(*fp8) : dtype_name(gpt_->precision());
   return fmt::format("{}, attention: {}, recompute: {}, schedule: {}{}", precision,
                      gpt_->attention_method(), model::recompute_name(gpt_->policy().recompute),
-                     schedule::pipe_schedule_name(schedule_),
+                     schedule::pipe_schedule_name(plan_.schedule),
                      gpt_->policy().fp8_boundary ? ", pipeline sends: fp8 (e4m3 activations, e5m2 gradients)" : "");
 }
 
@@ -242,9 +223,9 @@ std::string Trainer::precision_record() const {
 }
 
 double Trainer::flops_per_token() const {
-  const auto& t = spec_.train;
   const model::GptConfig full = gpt_config_of(spec_);
-  return model::shard_train_flops(full, t.micro_batch, t.seq_len) / (static_cast<double>(t.micro_batch) * t.seq_len);
+  const int b = plan_.micro_batch, t = plan_.seq_len;
+  return model::shard_train_flops(full, b, t) / (static_cast<double>(b) * t);
 }
 
 void Trainer::agree(StepStats& s) {
@@ -307,10 +288,10 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   for (auto& g : chunks_) g->zero_grad();
   auto fetch = [&](int micro, int32_t* inputs, int32_t* targets, int32_t* positions) {
     data::BatchCoord c{.step = step, .micro = micro, .dp_rank = c_.data_rank(), .dp_size = c_.data_size(),
-                       .micro_batch = t.micro_batch, .global_batch = t.global_batch, .origin = origin_};
+                       .micro_batch = plan_.micro_batch, .global_batch = plan_.global_batch, .origin = origin_};
     data_.train().fill_batch(c, inputs, targets, positions);
   };
-  const double factor = loss_factor(data_.train(), data_position(step), t.global_batch);
+  const double factor = loss_factor(data_.train(), data_position(step), plan_.global_batch);
   stage_->set_loss_scale(static_cast<float>(factor));
   std::vector<int> passes(chunks_.size(), 0);
   using Clock = std::chrono::steady_clock;
@@ -318,7 +299,7 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   const double loss_sum = stage_->run_step(fetch, [&](int chunk, int) {
     // A chunk's last backward (its W pass under zb-h1) finishes its gradients: overlap its DP
     // reduction with it.
-    if (++passes.at(chunk) == micro_batches_) optimizers_[chunk]->arm();
+    if (++passes.at(chunk) == plan_.micro_batches) optimizers_[chunk]->arm();
   });
   const double pipeline_ms = ms_since(t0);
   const auto t_grads = Clock::now();
@@ -332,7 +313,7 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   const int units = norm_units(spec_.model.layers);
   std::vector<double> sums(units + 2, 0.0);
   for (auto& o : optimizers_) o->add_owned_grad_sq(sums);  // units are layers: chunks add to theirs
-  sums[units] = counts_loss() ? loss_sum * factor / micro_batches_ : 0.0;
+  sums[units] = counts_loss() ? loss_sum * factor / plan_.micro_batches : 0.0;
   sums[units + 1] = stop_requested ? 1.0 : 0.0;
   groups_->sum_over_job(sums);
   if (step + 1 == test_nan_step_) sums[units] = std::nan("");
@@ -387,7 +368,7 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   s.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   s.tokens_per_s = static_cast<double>(tokens_per_step()) / (s.step_ms / 1e3);
   s.flops = 0;
-  for (const auto& g : chunks_) s.flops += g->flops_per_step(t.micro_batch, t.seq_len) * micro_batches_;
+  for (const auto& g : chunks_) s.flops += g->flops_per_step(plan_.micro_batch, plan_.seq_len) * plan_.micro_batches;
   groups_->clock().settle();  // the device's communication spans of this step (NCCL groups)
   s.comm_ms = groups_->clock().ms();
   const double compute_s = stage_->compute_s();
@@ -427,14 +408,14 @@ double Trainer::evaluate() {
   const auto& sources = data_.valid_sources();
   if (sources.empty()) return std::nan("");
   const auto& t = spec_.train;
-  const int count = std::max(1, t.eval_steps) * micro_batches_;
+  const int count = std::max(1, t.eval_steps) * plan_.micro_batches;
   double weighted = 0, weights = 0, only = 0;
   for (const auto& source : sources) {
     const data::SequenceStream one({source});
     auto fetch = [&](int e, int32_t* inputs, int32_t* targets, int32_t* positions) {
       // eval_steps global batches of the unshuffled sampler, this rank's micro-batches of each:
       // the same sequences every time and under every plan (as Trainer::evaluate).
-      one.fill_batch(validation_coord(spec_, e, micro_batches_, c_.data_rank(), c_.data_size()), inputs, targets,
+      one.fill_batch(validation_coord(plan_, e), inputs, targets,
                      positions);
     };
     stage_->set_loss_scale(1.0f);
@@ -442,7 +423,7 @@ double Trainer::evaluate() {
     double mean[1] = {counts_loss() ? sum / count : 0.0};
     groups_->sum_over_job(mean);
     groups_->sum_over_replicas(mean);
-    const int64_t sequences = static_cast<int64_t>(std::max(1, t.eval_steps)) * t.global_batch;
+    const int64_t sequences = static_cast<int64_t>(std::max(1, t.eval_steps)) * plan_.global_batch;
     only = mean[0] / c_.data_size() * loss_factor(one, 0, sequences);
     source_losses_.emplace_back(source.name, only);
     weighted += source.weight * only;

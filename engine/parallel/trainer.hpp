@@ -1,19 +1,21 @@
 // The trainer: one rank of a tensor x pipeline x data parallel job (Megatron-LM semantics),
-// and with the default ParallelContext (no groups: tp = pp = dp = 1) the single process:
+// run as its RankPlan (engine/schedule/rank_plan.hpp) says, and with a plan of one rank and no
+// groups the single process:
 //   TP  the model shard's all-reduces go over the tp group (GroupTensorParallel);
-//   PP  the step list of schedule.hpp that parallel.schedule names (1F1B, ZB-H1 with the
-//       model's backward split into B and W, or interleaved 1F1B over parallel.virtual_stages
-//       model chunks per stage: one Gpt and one DistOptimizer per chunk, virtual stage
-//       chunk x pp + stage; PipelineStage, pipeline_stage.hpp), one
-//       activation slot per micro-batch in flight on the stage, each keeping what
-//       train.recompute leaves (model/gpt.hpp: Recompute);
+//   PP  the plan's step table (1F1B, ZB-H1 with the model's backward split into B and W, or
+//       interleaved 1F1B over the plan's model chunks: one Gpt and one DistOptimizer per
+//       chunk, virtual stage chunk x pp + stage; PipelineStage, pipeline_stage.hpp), one
+//       activation slot per micro-batch in flight on the stage, each keeping what the plan's
+//       recompute mode leaves (model/gpt.hpp: Recompute);
 //   DP  the distributed optimizer (dist_optimizer.hpp): bucketed reduce-scatter overlapped
 //       with the last micro-batch's backward, sharded AdamW, all-gather of parameters;
 //   the tied wte gradient summed over the embedding group beside the compute, posted when
 //   each end's share is final and landed where it is read, before its DP reduction;
 //   one global gradient norm (owned squares summed over dp, tp, pp) and one loss (last
 //   stage's mean, averaged over dp), identical on every rank.
-// Every run (single process, each rank of a job, bench) trains through this one class.
+// Every run (single process, each rank of a job, bench) trains through this one class. What
+// it reads of the spec is the model, the seed, the optimizer's settings and validation's
+// length; every parallel and batch decision is the plan's.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +31,7 @@
 #include "engine/parallel/outer_sync.hpp"
 #include "engine/parallel/pipeline_stage.hpp"
 #include "engine/parallel/step_runner.hpp"
+#include "engine/schedule/rank_plan.hpp"
 #include "model/backend.hpp"
 #include "model/gpt.hpp"
 
@@ -36,59 +39,34 @@ namespace holmes::parallel {
 
 // GptConfig of spec.model (tp = 1, one stage; vocabulary padded by the model).
 model::GptConfig gpt_config_of(const spec::JobSpec& spec);
-// train.precision on this backend: auto is bf16 where the backend has bf16 kernels (a GPU),
-// fp32 elsewhere. UserError (exit 2) for bf16 on a backend without bf16 kernels.
-DType precision_of(const spec::JobSpec& spec, const model::Backend& backend);
-// train.precision fp8: the FP8 recipe of spec.train, whose GEMMs run on the bf16 activations
+// A plan's train.precision on this backend: auto is bf16 where the backend has bf16 kernels
+// (a GPU), fp32 elsewhere; fp8 is bf16 activations under FP8 GEMMs. UserError (exit 2) for
+// bf16 on a backend without bf16 kernels, for fp8 on one without FP8 GEMM kernels.
+DType precision_of(spec::Precision precision, const model::Backend& backend);
+// A plan's train.precision fp8: the FP8 recipe whose GEMMs run on the bf16 activations
 // precision_of gives; nullopt for other precisions. UserError (exit 2) on a backend without
 // FP8 GEMM kernels.
-std::optional<model::Fp8Recipe> fp8_recipe_of(const spec::JobSpec& spec, const model::Backend& backend);
+std::optional<model::Fp8Recipe> fp8_recipe_of(const schedule::RankPlan& plan, const model::Backend& backend);
 // The learning-rate schedule and AdamW settings of spec.train.
 LrConfig lr_config_of(const spec::JobSpec& spec);
 AdamWHyper adamw_hyper_of(const spec::JobSpec& spec);
 // Validation reads train.eval_steps global batches of the unshuffled validation sampler (as
 // Megatron-LM's --eval-iters), so the validation loss is the same under every parallel plan.
-// Micro-batch `index` (0 .. eval_steps * micro_batches - 1) of data-parallel rank dp_rank:
-data::BatchCoord validation_coord(const spec::JobSpec& spec, int index, int micro_batches, int dp_rank, int dp_size);
-
-// Where this rank's share of the job is.
-struct ParallelContext {
-  ParallelGroups* groups = nullptr;     // null: one process alone
-  int first_layer = 0, num_layers = -1;  // this stage's layers (the plan's partition); -1 = the rest
-  size_t bucket_floats = 0;              // DP gradient bucket (floats); 0 = kDefaultBucketMb
-  // train.recompute as the plan resolved it (plan.activation); auto = the spec's, where auto
-  // without a plan (bench, tests) means none.
-  spec::Recompute recompute = spec::Recompute::kAuto;
-  // parallel.schedule as the plan resolved it (plan.activation); auto = the spec's, where auto
-  // without a plan means 1f1b.
-  spec::Schedule schedule = spec::Schedule::kAuto;
-  // interleaved: (first layer, layers) of each model chunk, chunk c = virtual stage
-  // c x pp + stage (plan.stages[s].chunks); empty = the layers cut evenly over pp x V virtual
-  // stages, V = parallel.virtual_stages (auto: 2). Other schedules: unused.
-  std::vector<std::pair<int, int>> chunks = {};
-  // parallel.pipe_fp8 as the plan resolved it (plan.pipe_fp8); nullopt = the spec's, where
-  // auto without a plan means off.
-  std::optional<bool> pipe_fp8 = std::nullopt;
-};
-
-// The model chunks of this stage under the interleaved schedule (ParallelContext::chunks, or
-// the even cut); one chunk (first_layer, num_layers) under the others.
-std::vector<std::pair<int, int>> stage_chunks(const spec::JobSpec& spec, const ParallelContext& ctx, int pp_size,
-                                              int pp_stage);
-
-// The pipeline schedule a stage runs: the context's, else the spec's (auto: 1f1b).
-schedule::PipeSchedule pipe_schedule(const spec::JobSpec& spec, const ParallelContext& ctx);
-// What the model keeps for backward: the context's recompute mode, else the spec's; the
-// backward split into B and W where the schedule places W passes (zb-h1).
-model::ActivationPolicy activation_policy(const spec::JobSpec& spec, const ParallelContext& ctx);
+// Micro-batch `index` (0 .. eval_steps * micro_batches - 1) of this rank's data rank:
+data::BatchCoord validation_coord(const schedule::RankPlan& plan, int index);
+// What the model keeps for backward: the plan's recompute mode, and the backward split into
+// B and W where its table places W passes (zb-h1).
+model::ActivationPolicy activation_policy(const schedule::RankPlan& plan);
 
 class Trainer final : public StepRunner {
  public:
-  // spec, backend, data and the groups in ctx must outlive the trainer. Throws UserError
-  // for bf16 on a backend without bf16 kernels, std::invalid_argument when ctx does not fit
-  // the job (a wiring error: the spec's rules and the plan keep users from it). Every
-  // CommError of a group propagates out of the calls below.
-  Trainer(const spec::JobSpec& spec, model::Backend& backend, const data::DataSet& data, ParallelContext ctx = {});
+  // spec, backend, data and groups must outlive the trainer; groups null: one process alone
+  // (a plan of one rank). Throws UserError for bf16 on a backend without bf16 kernels,
+  // std::invalid_argument when the plan does not fit the groups or the model (a wiring error:
+  // the spec's rules and the planner keep users from it). Every CommError of a group
+  // propagates out of the calls below.
+  Trainer(const spec::JobSpec& spec, const schedule::RankPlan& plan, model::Backend& backend,
+          const data::DataSet& data, ParallelGroups* groups = nullptr);
   Trainer(const Trainer&) = delete;  // its parts hold references to the groups and the model
   Trainer& operator=(const Trainer&) = delete;
 
@@ -108,17 +86,16 @@ class Trainer final : public StepRunner {
   std::vector<std::pair<std::string, double>> source_losses() const override { return source_losses_; }
   void set_data_origin(int64_t step, int64_t sequence) override { origin_ = {step, sequence}; }
   int64_t data_position(int64_t done) const override {
-    return origin_.sequence + (done - origin_.step) * spec_.train.global_batch;
+    return origin_.sequence + (done - origin_.step) * plan_.global_batch;
   }
   checkpoint::ShardState shard_state() override;  // one chunk only (else std::logic_error)
   std::vector<checkpoint::ShardState> shard_states() override;
   std::vector<checkpoint::ShardState> shard_shapes() override;
   void upload_shard_state() override;
   const model::GptConfig& shard_config() const override { return gpt_->config(); }  // chunk 0's
-  int micro_batches() const override { return micro_batches_; }
-  int64_t tokens_per_step() const override {
-    return spec_.train.global_batch * static_cast<int64_t>(spec_.train.seq_len);
-  }
+  int micro_batches() const override { return plan_.micro_batches; }
+  int64_t tokens_per_step() const override { return plan_.global_batch * static_cast<int64_t>(plan_.seq_len); }
+  const schedule::RankPlan& plan() const { return plan_; }
   double flops_per_token() const override;
   const char* backend_name() const override { return gpt_->backend().device.c_str(); }
   const char* kernels_name() const override { return gpt_->backend().kernels->name(); }
@@ -168,9 +145,10 @@ class Trainer final : public StepRunner {
   const DistOptimizer& optimizer(int chunk) const { return *optimizers_.at(chunk); }
 
  private:
-  bool counts_loss() const { return c_[schedule::Axis::kPp] == c_.degree(schedule::Axis::kPp) - 1 && c_[schedule::Axis::kTp] == 0; }
+  bool counts_loss() const { return c_.last(schedule::Axis::kPp) && c_.first(schedule::Axis::kTp); }
 
   const spec::JobSpec& spec_;
+  const schedule::RankPlan plan_;
   const data::DataSet& data_;
   data::StreamOrigin origin_;  // where the data stream stood at a step (set_data_origin)
   std::vector<std::pair<std::string, double>> source_losses_;
@@ -179,7 +157,7 @@ class Trainer final : public StepRunner {
   double loss_factor(const data::SequenceStream& s, int64_t first, int64_t count) const;
   std::unique_ptr<ParallelGroups> own_groups_;  // one process alone
   ParallelGroups* groups_;
-  const schedule::Place c_;
+  const schedule::Place& c_;  // plan_.place
   std::unique_ptr<GroupTensorParallel> tp_comm_;
   std::vector<std::unique_ptr<model::Gpt>> chunks_;  // model chunk c of the stage (one but interleaved)
   model::Gpt* gpt_ = nullptr;                          // chunks_[0]
@@ -211,8 +189,6 @@ class Trainer final : public StepRunner {
   void fill_agreed(StepStats& s) const;        // s's loss and stop_ranks from agreed_ (its step)
   LrConfig lr_;
   AdamWHyper hyper_;
-  int micro_batches_ = 1;
-  schedule::PipeSchedule schedule_ = schedule::PipeSchedule::k1f1b;
   // Host copies of params and moments behind shard_states() on a device backend, per chunk.
   struct HostCopy {
     std::vector<float> params, m, v;

@@ -1,5 +1,5 @@
-// make_plan: validate what the planner relies on, search, then spell the winner out rank by
-// rank and group by group.
+// make_plan: validate what the planner relies on, then plan_one_replica (search, then spell the
+// winner out rank by rank and group by group) or, for replicas, make_replica_plan (replicas.hpp).
 #include "common/format.hpp"
 #include "common/hash.hpp"
 #include "engine/plan/plan.hpp"
@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <stdexcept>
 
 #include "engine/plan/groups.hpp"
 #include "engine/plan/model_size.hpp"
@@ -187,7 +188,7 @@ ActivationChoice activation_choice(const Evaluated& ev) {
   const RankMemory& m = ev.worst_memory;
   return ActivationChoice{ev.work.activation.recompute, ev.work.activation.schedule, ev.estimate.bubble_s,
                           ev.estimate.step_time_s, ev.estimate.recompute_s, m.activations, m.total(), m.capacity,
-                          ev.fits, ev.work.activation.chunks};
+                          ev.fits, ev.work.activation.chunks, ev.work.activation.document_mask};
 }
 
 void fill_baselines(const SearchInput& in, const Evaluated& best, Plan& plan) {
@@ -244,8 +245,16 @@ LinkCost rank_link(const spec::JobSpec& spec, const topo::ClusterTopology& topol
 }
 
 Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology) {
+  if (spec.parallel.replicas <= 1) return plan_one_replica(spec, topology);
   check_spec(spec);
-  if (spec.parallel.replicas > 1) return make_replica_plan(spec, topology);
+  return make_replica_plan(spec, topology);
+}
+
+Plan plan_one_replica(const spec::JobSpec& spec, const topo::ClusterTopology& topology) {
+  check_spec(spec);
+  if (spec.parallel.replicas > 1)
+    throw std::invalid_argument(fmt::format("plan_one_replica: a spec of {} replicas (make_plan plans those)",
+                                            spec.parallel.replicas));
   SearchInput in;
   in.spec = &spec;
   in.cuda = cuda_devices(spec, topology);
@@ -269,6 +278,8 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
   plan.seq_len = spec.train.seq_len;
   plan.placement = spec.parallel.placement;
   plan.partition = partition_for(spec.parallel.placement, spec.parallel.partition.kind);
+  plan.precision = spec.train.precision;
+  plan.fp8_lm_head = spec.train.fp8_lm_head;
   plan.order = best.layout.grid.order();
   plan.device_kind = in.cuda ? "cuda" : "cpu";
   plan.params_total = total_params(best.work.shape, plan.tp);

@@ -11,6 +11,7 @@
 
 #include "engine/plan/links.hpp"
 #include "engine/schedule/axes.hpp"
+#include "engine/schedule/rank_plan.hpp"
 #include "engine/spec/job_spec.hpp"
 #include "engine/topo/topology.hpp"
 
@@ -41,10 +42,7 @@ struct RankInfo {
 };
 
 // A run of consecutive layers: one model chunk of an interleaved stage.
-struct LayerRange {
-  int first_layer = 0;
-  int num_layers = 0;
-};
+using schedule::LayerRange;
 
 struct Stage {
   int stage = 0;
@@ -156,6 +154,7 @@ struct ActivationChoice {
   double capacity = 0;      // its usable device memory (0 = unknown)
   bool fits = true;
   int virtual_stages = 1;   // interleaved: model chunks per stage (resolved: never auto); else 1
+  bool document_mask = false;  // data.document_mask, as the memory model priced the attention
 };
 
 struct NodeNet {
@@ -188,6 +187,7 @@ struct Replicas {
   spec::OuterMode outer = spec::OuterMode::kSync;
   int inner_steps = 1, fragments = 1;
   spec::OuterDtype dtype = spec::OuterDtype::kFp32;
+  double lr = 0.7, momentum = 0.9;      // the outer Nesterov step's (parallel.outer_lr, outer_momentum)
   std::vector<std::vector<int>> nodes;  // per replica, ascending
   // diloco: per outer sync (all fragments), the bottleneck member's exchange (seconds) and
   // the bytes all members send over their outer groups; of sync_s, what the steps wait for
@@ -216,6 +216,8 @@ struct Plan {
   int seq_len = 1;
   spec::Placement placement = spec::Placement::kHolmes;
   spec::PartitionKind partition = spec::PartitionKind::kAuto;
+  spec::Precision precision = spec::Precision::kAuto;  // train.precision (auto: the backend resolves it)
+  bool fp8_lm_head = false;                            // train.fp8_lm_head (precision fp8)
   std::string order;        // rank order the grid used (holmes always tp-dp-pp over islands)
   std::string device_kind;  // cuda | cpu
   int64_t params_total = 0;  // in memory, padded vocabulary rows included (model_size.hpp)
@@ -248,6 +250,10 @@ struct Plan {
 };
 
 Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology);
+// The plan of a job of one replica (parallel.replicas 1): the search, spelled out rank by rank.
+// make_plan for such a job; make_replica_plan (replicas.hpp) plans each replica and the whole
+// cluster with it, never through make_plan. std::invalid_argument for a spec of replicas.
+Plan plan_one_replica(const spec::JobSpec& spec, const topo::ClusterTopology& topology);
 
 // The cost model's link between the nodes of ranks a and b of `plan` (made from this spec and
 // topology) as its estimate used it: calibrated, Ethernet between nodes under megatron, and

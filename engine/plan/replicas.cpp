@@ -151,7 +151,7 @@ Plan plan_replica(const spec::JobSpec& spec, const topo::ClusterTopology& topolo
     s.train.micro_batch = first->micro_batch;
   }
   try {
-    return make_plan(s, sub_topology(topology, parts));
+    return plan_one_replica(s, sub_topology(topology, parts));
   } catch (const UserError& e) {
     throw UserError(fmt::format("parallel.replicas = {}: replica {} (nodes {}..{}): {}", spec.parallel.replicas,
                                 index, parts.front().node, parts.back().node, e.what()));
@@ -360,7 +360,7 @@ Plan sync_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
   s.parallel.pipeline = first.pp;
   s.parallel.data = first.dp * spec.parallel.replicas;
   s.train.micro_batch = first.micro_batch;
-  Plan plan = make_plan(s, topology);
+  Plan plan = plan_one_replica(s, topology);
   for (RankInfo& r : plan.ranks) r.at[Axis::kReplica] = r.at[Axis::kDp] / first.dp;
   return plan;
 }
@@ -374,6 +374,8 @@ Plan replica_core(const spec::JobSpec& spec, const topo::ClusterTopology& topolo
   rep.inner_steps = spec.parallel.inner_steps;
   rep.fragments = spec.parallel.fragments;
   rep.dtype = spec.parallel.outer_dtype;
+  rep.lr = spec.parallel.outer_lr;
+  rep.momentum = spec.parallel.outer_momentum;
   rep.overlap = spec.parallel.outer_overlap;
   for (const auto& parts : nodes) {
     rep.nodes.emplace_back();
@@ -448,7 +450,7 @@ std::vector<AcrossMode> price_across(const spec::JobSpec& spec, const topo::Clus
   s.parallel.data = sync.dp / n;
   s.train.micro_batch = sync.micro_batch;
   try {
-    out.push_back(priced("pipeline", make_plan(s, topology)));
+    out.push_back(priced("pipeline", plan_one_replica(s, topology)));
   } catch (const UserError& e) {
     out.push_back(AcrossMode{"pipeline", fmt::format("tensor {} x pipeline {} x data {}", sync.tp, sync.pp * n,
                                                      sync.dp / n), false, e.what(), 0, 0});

@@ -30,7 +30,8 @@ std::vector<std::vector<ReplicaPart>> split_replicas(const topo::ClusterTopology
 // The topology of those devices alone (islands renumbered in order of first appearance).
 topo::ClusterTopology sub_topology(const topo::ClusterTopology& topology, const std::vector<ReplicaPart>& parts);
 
-// make_plan for parallel.replicas > 1 (make_plan calls it).
+// make_plan for parallel.replicas > 1 (make_plan calls it): each replica and the variants it
+// prices are planned by plan_one_replica on specs of one replica with the degrees fixed.
 Plan make_replica_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology);
 
 // Small messages (a few floats) cost more in headers than in payload. Gloo sends an unbound

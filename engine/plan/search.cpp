@@ -42,7 +42,7 @@ std::string tp_divisors_text(const spec::ModelSection& m) {
     throw UserError(fmt::format("parallel.tensor = {} does not divide the cluster's {}", p.tensor,
                                 count_of(in.world, "device")));
   if (p.data != spec::kAuto && s.train.micro_batch != spec::kAuto &&
-      s.train.global_batch % (s.train.micro_batch * p.data) != 0)
+      spec::micro_batches(s.train.global_batch, s.train.micro_batch, p.data) == 0)
     throw UserError(fmt::format("train.global_batch = {} is not divisible by train.micro_batch x parallel.data = "
                                 "{} x {}", s.train.global_batch, s.train.micro_batch, p.data));
   throw UserError(fmt::format(
@@ -61,7 +61,7 @@ std::vector<int> micro_batch_options(const spec::JobSpec& s, int dp) {
   if (s.train.micro_batch != spec::kAuto) return {s.train.micro_batch};
   std::vector<int> out;
   for (int mb = 1; mb <= kMaxAutoMicroBatch; ++mb)
-    if (s.train.global_batch % (mb * dp) == 0) out.push_back(mb);
+    if (spec::micro_batches(s.train.global_batch, mb, dp) > 0) out.push_back(mb);
   return out;
 }
 
@@ -89,7 +89,7 @@ std::vector<Degrees> degree_candidates(const SearchInput& in) {
       int dp = in.world / (t * q);
       if (p.data != spec::kAuto && dp != p.data) continue;
       for (int mb : micro_batch_options(s, dp))
-        if (mb > 0 && s.train.global_batch % (mb * dp) == 0) out.push_back(Degrees{t, q, dp, mb});
+        if (spec::micro_batches(s.train.global_batch, mb, dp) > 0) out.push_back(Degrees{t, q, dp, mb});
     }
   if (out.empty()) explain_no_candidate(in);
   return out;
@@ -111,7 +111,7 @@ Evaluated score_with(const SearchInput& in, const Facts& facts, const Degrees& d
   ev.work.seq_len = s.train.seq_len;
   ev.work.micro_batch = deg.micro_batch;
   ev.work.global_batch = s.train.global_batch;
-  ev.work.micro_batches = s.train.global_batch / (deg.micro_batch * deg.dp);
+  ev.work.micro_batches = spec::micro_batches(s.train.global_batch, deg.micro_batch, deg.dp);
   ev.work.act_dtype = s.activation_dtype(in.cuda);
   using Staging = Workload::Staging;
   ev.work.staging = !in.cuda                                                ? Staging::kNone
@@ -313,7 +313,7 @@ namespace {
 // degrees): two stages or more, micro-batches in groups of pp, a layer per model chunk.
 bool applies(const ActivationMode& mode, const Degrees& deg, const spec::JobSpec& spec) {
   if (mode.schedule == spec::Schedule::kInterleaved) {
-    const int m = spec.train.global_batch / (deg.micro_batch * deg.dp);
+    const int m = spec::micro_batches(spec.train.global_batch, deg.micro_batch, deg.dp);
     return deg.pp > 1 && m % deg.pp == 0 && spec.model.layers >= deg.pp * mode.chunks;
   }
   return deg.pp > 1 || mode.schedule == spec::Schedule::k1f1b || spec.parallel.schedule != spec::Schedule::kAuto;

@@ -302,6 +302,7 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
     lines.push_back(to_text(b));
   all_have_read(boot, "agree", env.rank, env.world_size, timeout);
   check_agreement(lines);
+  rt.rank_plan = plan::rank_plan(rt.plan, rt.rank);
 
   create_groups(rt, spec);
   return rt;
@@ -342,6 +343,14 @@ DeviceComms connect_device_groups(Runtime& rt, const spec::JobSpec& spec) {
     d.comms.push_back({c.group, g.kind, std::move(group)});
   }
   return d;
+}
+
+std::unique_ptr<parallel::ParallelGroups> executor_groups(const Runtime& rt, const DeviceComms& device,
+                                                          device::DeviceMemory& mem) {
+  std::vector<parallel::GroupComms> comms;
+  for (const RankComm& c : rt.comms)
+    if (c.kind != plan::kWorldGroup) comms.push_back({c.kind, c.group.get(), device.group(c.kind)});
+  return std::make_unique<parallel::ParallelGroups>(rt.rank_plan.place, comms, mem);
 }
 
 }  // namespace holmes::runtime

@@ -11,7 +11,9 @@
 //      every rank, so creation cannot deadlock);
 //   5. once the backend chose this process's GPU (connect_device_groups): the NCCL
 //      communicators the plan lists for this rank, if any. Whether device buffers use NCCL is
-//      the plan's choice (parallel.nccl), so every rank already agrees: no further vote.
+//      the plan's choice (parallel.nccl), so every rank already agrees: no further vote;
+//      then the executor's groups over both (executor_groups).
+// Start-up hands the trainer this rank's RankPlan (plan::rank_plan, phase 3) and its groups.
 // Every wait ends after cluster.timeout_s with a message naming the ranks that are missing.
 #pragma once
 
@@ -25,7 +27,9 @@
 #include "comm/process_group.hpp"
 #include "comm/store.hpp"
 #include "engine/launch/launch_env.hpp"
+#include "engine/parallel/groups.hpp"
 #include "engine/plan/plan.hpp"
+#include "engine/plan/rank_plan.hpp"
 #include "engine/spec/job_spec.hpp"
 #include "engine/topo/topology.hpp"
 
@@ -49,6 +53,7 @@ struct Runtime {
   topo::ClusterTopology topology;
   plan::Plan plan;
   uint64_t plan_hash = 0;
+  schedule::RankPlan rank_plan;  // this rank's slice of the plan: what its trainer runs
   // This rank's Gloo groups, one per group of the plan it is in that has more than one member
   // (group rank == this rank's coordinate: checked), in plan order; after the outer group a
   // side group of the same members when parallel.outer_overlap > 0 (named "<outer>-side"),
@@ -99,6 +104,12 @@ class AbortOnUnwind {
   int unwinding_ = std::uncaught_exceptions();
 };
 DeviceComms connect_device_groups(Runtime& rt, const spec::JobSpec& spec);
+
+// Then the executor's groups of this rank, in one loop over its communicators: each with the
+// NCCL group phase 5 made for the same plan group, if any (the world group stays the loop's:
+// host values only). The communicators and `mem` (the backend's memory) outlive them.
+std::unique_ptr<parallel::ParallelGroups> executor_groups(const Runtime& rt, const DeviceComms& device,
+                                                          device::DeviceMemory& mem);
 
 // ---- the pieces, exposed for tests ----
 

@@ -93,6 +93,7 @@ struct Place {
   // Where this rank's batches come from: its data-parallel rank among every replica's.
   int data_rank() const { return at[Axis::kReplica] * size[Axis::kDp] + at[Axis::kDp]; }
   int data_size() const { return size[Axis::kReplica] * size[Axis::kDp]; }
+  bool operator==(const Place&) const = default;
 };
 
 // A group's kind: the axes it spans and what it is for:

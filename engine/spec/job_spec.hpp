@@ -174,6 +174,22 @@ struct LogSection {
   std::string metrics = "metrics.jsonl";  // under job.output_dir; "" disables
 };
 
+// The micro-batch rule, written once: a step of `global_batch` sequences over `data_ranks`
+// data-parallel ranks (every replica's) in micro-batches of `micro_batch` sequences runs
+// global_batch / (micro_batch x data_ranks) micro-batches on each rank; 0 when that does not
+// divide evenly or a size is not positive. The planner, the spec's checks and the rank plan
+// the executor runs all count with it.
+inline int micro_batches(int global_batch, int micro_batch, int data_ranks) {
+  const long long rows = static_cast<long long>(micro_batch) * data_ranks;
+  return rows > 0 && global_batch > 0 && global_batch % rows == 0 ? static_cast<int>(global_batch / rows) : 0;
+}
+
+// train.precision `precision` on devices with (gpu) or without bf16 kernels: bf16 when asked
+// for (fp8 trains in bf16 around its FP8 GEMMs), or auto on a GPU; else fp32.
+inline bool trains_bf16(Precision precision, bool gpu) {
+  return precision == Precision::kBf16 || precision == Precision::kFp8 || (precision == Precision::kAuto && gpu);
+}
+
 struct JobSpec {
   JobSection job;
   ModelSection model;
@@ -187,20 +203,14 @@ struct JobSpec {
   // Derived, filled by validation.
   std::string source_file;  // the config file this came from ("" = embedded default)
   int micro_batches_per_step(int data_degree) const {
-    return global_batch_ok(data_degree) ? train.global_batch / (train.micro_batch * data_degree) : 0;
+    return micro_batches(train.global_batch, train.micro_batch, data_degree);
   }
-  bool global_batch_ok(int data_degree) const {
-    return data_degree > 0 && train.micro_batch > 0 &&
-           train.global_batch % (train.micro_batch * data_degree) == 0;
-  }
+  bool global_batch_ok(int data_degree) const { return micro_batches_per_step(data_degree) > 0; }
   // train.precision on devices with (gpu) or without bf16 kernels: bf16 when asked for, or auto
   // on a GPU; else fp32. The one rule: the planner prices what it gives, the trainer trains it
   // (and refuses bf16 on a backend without bf16 kernels). fp8 is bf16 mixed precision whose
   // linear layers' GEMMs run in FP8 (model/fp8_recipe.hpp): its activations are bf16 too.
-  bool trains_bf16(bool gpu) const {
-    return train.precision == Precision::kBf16 || train.precision == Precision::kFp8 ||
-           (train.precision == Precision::kAuto && gpu);
-  }
+  bool trains_bf16(bool gpu) const { return spec::trains_bf16(train.precision, gpu); }
   bool trains_fp8() const { return train.precision == Precision::kFp8; }
   // The activations' element type that rule gives (common/dtype.hpp).
   DType activation_dtype(bool gpu) const { return trains_bf16(gpu) ? DType::kBf16 : DType::kF32; }

@@ -104,15 +104,14 @@ void interleaved_problems(const JobSpec& s, Fail&& fail) {
                                           "interleaves model chunks across pipeline stages), got parallel.pipeline "
                                           "= {}; accepted: parallel.pipeline >= 2 or auto, or parallel.schedule = "
                                           "1f1b", p.pipeline));
-  const int rows = t.micro_batch * std::max(1, p.data) * std::max(1, p.replicas);
-  if (p.pipeline != kAuto && p.pipeline >= 2 && p.data != kAuto && rows > 0 && t.global_batch % rows == 0 &&
-      (t.global_batch / rows) % p.pipeline != 0)
+  const int m = micro_batches(t.global_batch, t.micro_batch, std::max(1, p.data) * std::max(1, p.replicas));
+  if (p.pipeline != kAuto && p.pipeline >= 2 && p.data != kAuto && m > 0 && m % p.pipeline != 0)
     fail("parallel.schedule",
          fmt::format("parallel.schedule = interleaved runs micro-batches in groups of parallel.pipeline = {}, but "
                      "train.global_batch / (train.micro_batch x parallel.data x parallel.replicas) = {} / ({} x {} "
                      "x {}) = {} micro-batches is not a multiple of {}; accepted: a train.global_batch giving a "
                      "multiple of {} micro-batches, or parallel.schedule = 1f1b",
-                     p.pipeline, t.global_batch, t.micro_batch, p.data, p.replicas, t.global_batch / rows,
+                     p.pipeline, t.global_batch, t.micro_batch, p.data, p.replicas, m,
                      p.pipeline, p.pipeline));
   if (p.pipeline != kAuto && p.pipeline >= 2 && s.model.layers < p.pipeline * std::max(2, v))
     fail("model.layers",
@@ -159,17 +158,17 @@ std::vector<Problem> cross_field_problems(const JobSpec& s) {
                                              fmt::join(l, ", ")));
   }
   if (t.micro_batch > 0 && p.data != kAuto && p.data > 0 && p.replicas > 1) {
-    if (t.global_batch % (t.micro_batch * p.data * p.replicas) != 0)
+    if (micro_batches(t.global_batch, t.micro_batch, p.data * p.replicas) == 0)
       fail("train.global_batch",
            fmt::format("train.global_batch = {} must be divisible by train.micro_batch x parallel.data x "
                        "parallel.replicas = {} x {} x {} = {} (every replica takes an equal share of each step)",
                        t.global_batch, t.micro_batch, p.data, p.replicas, t.micro_batch * p.data * p.replicas));
   } else if (t.micro_batch > 0 && p.data != kAuto && p.data > 0) {
-    if (t.global_batch % (t.micro_batch * p.data) != 0)
+    if (micro_batches(t.global_batch, t.micro_batch, p.data) == 0)
       fail("train.global_batch",
            fmt::format("train.global_batch = {} must be divisible by train.micro_batch x parallel.data = {} x {} = {}",
                        t.global_batch, t.micro_batch, p.data, t.micro_batch * p.data));
-  } else if (t.micro_batch > 0 && t.global_batch % t.micro_batch != 0) {
+  } else if (t.micro_batch > 0 && micro_batches(t.global_batch, t.micro_batch, 1) == 0) {
     fail("train.global_batch", fmt::format("train.global_batch = {} must be divisible by train.micro_batch = {}",
                                            t.global_batch, t.micro_batch));
   }

@@ -1,4 +1,5 @@
 #include "engine/plan/plan.hpp"
+#include "engine/plan/rank_plan.hpp"
 #include "engine/tools/bench.hpp"
 #include "model/counts.hpp"
 
@@ -24,10 +25,10 @@ BenchResult run_bench(const spec::JobSpec& spec, int steps, int warmup) {
   runtime::check_precision_device(spec);
   auto data = data::DataSet::open(spec);
   model::Backend backend = train::make_training_backend(spec);
-  parallel::Trainer trainer(spec, backend, *data);
+  parallel::Trainer trainer(spec, plan::rank_plan(train::single_process_plan(spec), 0), backend, *data);
   const auto& g = trainer.model().config();
   fmt::print("bench: {}, B={} T={} x {} micro-batch(es), {} warm-up + {} timed steps, {} kernels\n",
-             g.global().describe(), spec.train.micro_batch, spec.train.seq_len, trainer.micro_batches(), warmup, steps,
+             g.global().describe(), trainer.plan().micro_batch, trainer.plan().seq_len, trainer.micro_batches(), warmup, steps,
              backend.kernels->name());
   std::fflush(stdout);
   BenchResult r;

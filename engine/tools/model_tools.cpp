@@ -7,7 +7,6 @@
 
 #include "common/errors.hpp"
 #include "engine/data/batches.hpp"
-#include "engine/parallel/pipeline_stage.hpp"
 #include "engine/tools/export.hpp"
 #include "engine/data/token_file.hpp"
 #include "engine/tokenizer/file_text.hpp"
@@ -101,12 +100,15 @@ EvalResult evaluate_model(const EvalRequest& a) {
   fmt::print("eval: model {} (L={} C={} NH={} V={})\n", m.source, c.layers, c.hidden, c.heads, c.vocab);
   fmt::print("eval: {} ({} tokens): {} batches x {} sequences of {}+1 tokens, in order from the start\n", toks.what,
              tokens.size(), batches, B, T);
-  parallel::ParallelGroups alone;  // one stage, no groups
-  parallel::PipelineStage stage(lm.gpt, alone, 1, B, T);
-  const double sum = stage.run_forward(static_cast<int>(batches), [&](int k, int32_t* inputs, int32_t* targets, int32_t*) {
+  // The whole model on this process: each batch's forward with its targets adds its mean loss.
+  std::vector<int32_t> inputs(static_cast<size_t>(B) * T), targets(inputs.size());
+  for (int64_t k = 0; k < batches; ++k) {
     for (int b = 0; b < B; ++b)
-      sampler.fill_sequence(int64_t{k} * B + b, inputs + static_cast<size_t>(b) * T, targets + static_cast<size_t>(b) * T);
-  });
+      sampler.fill_sequence(k * B + b, inputs.data() + static_cast<size_t>(b) * T,
+                            targets.data() + static_cast<size_t>(b) * T);
+    lm.gpt.forward_stage(inputs.data(), nullptr, targets.data(), B, T);
+  }
+  const double sum = lm.gpt.take_loss_sum();
   // Equal-sized batches: the mean of the batch means is the mean over all targets.
   return {.loss = sum / static_cast<double>(batches), .batches = batches};
 }

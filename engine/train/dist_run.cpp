@@ -53,12 +53,12 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   model::Backend backend = make_training_backend(spec, rt.local_rank);
   // After the backend (it chose this process's GPU), before the trainer; both outlive it.
   const runtime::DeviceComms device = runtime::connect_device_groups(rt, spec);
-  const std::unique_ptr<parallel::ParallelGroups> groups = parallel_groups(rt, device, *backend.memory);
+  const std::unique_ptr<parallel::ParallelGroups> groups = runtime::executor_groups(rt, device, *backend.memory);
   for (const std::string& line : device.log) fmt::print("rank {}: {}\n", rt.rank, line);
   if (rt.rank == 0)
     for (const std::string& line : groups->describe()) fmt::print("rank 0: {}\n", line);
   std::fflush(stdout);
-  parallel::Trainer trainer(spec, backend, *data, parallel_context(rt, *groups));
+  parallel::Trainer trainer(spec, rt.rank_plan, backend, *data, groups.get());
   const runtime::AbortOnUnwind stop_nccl_first(device);  // destroyed before the trainer
   LoopContext ctx;
   ctx.rank = rt.rank;
@@ -110,34 +110,6 @@ int worker_threads(int local_world) {
     if (end && *end == '\0' && n > 0) return static_cast<int>(n);
   }
   return std::max(1, topo::detect_cpu_devices().cores / std::max(1, local_world));
-}
-
-std::unique_ptr<parallel::ParallelGroups> parallel_groups(const runtime::Runtime& rt, const runtime::DeviceComms& device,
-                                                          device::DeviceMemory& mem) {
-  const plan::RankInfo& me = rt.plan.ranks.at(rt.rank);
-  const bool diloco = rt.plan.replicas.outer == spec::OuterMode::kDiloco && rt.plan.replicas.count > 1;
-  schedule::Place place;
-  place.at = me.at;
-  place.size = schedule::AxisDegrees{{schedule::Axis::kTp, rt.plan.tp}, {schedule::Axis::kPp, rt.plan.pp},
-                                     {schedule::Axis::kDp, rt.plan.dp}};
-  // Sync replicas are part of the data-parallel degree: only diloco's train apart.
-  place.at[schedule::Axis::kReplica] = diloco ? me.at[schedule::Axis::kReplica] : 0;
-  place.size[schedule::Axis::kReplica] = diloco ? rt.plan.replicas.count : 1;
-  std::vector<parallel::GroupComms> comms;
-  for (const runtime::RankComm& c : rt.comms) {
-    if (c.kind == plan::kWorldGroup) continue;  // the loop's own, for host values
-    comms.push_back({c.kind, c.group.get(), device.group(c.kind)});
-  }
-  return std::make_unique<parallel::ParallelGroups>(place, comms, mem);
-}
-
-parallel::ParallelContext parallel_context(const runtime::Runtime& rt, parallel::ParallelGroups& groups) {
-  const plan::Stage& stage = rt.plan.stages.at(rt.plan.ranks.at(rt.rank).at[schedule::Axis::kPp]);
-  parallel::ParallelContext ctx{.groups = &groups, .first_layer = stage.first_layer, .num_layers = stage.num_layers,
-                                .recompute = rt.plan.activation.recompute, .schedule = rt.plan.activation.schedule,
-                                .pipe_fp8 = rt.plan.pipe_fp8};
-  for (const plan::LayerRange& r : stage.chunks) ctx.chunks.emplace_back(r.first_layer, r.num_layers);
-  return ctx;
 }
 
 int run_job(const spec::JobSpec& spec, const launch::LaunchEnv& env) {

@@ -1,17 +1,12 @@
 // Entry of a training worker: one process of a job (world size 1 runs the single-process
 // path). The multi-process path runs start_runtime (startup.hpp), builds the Trainer of
-// this rank's plan coordinate and drives it with run_loop (run.hpp).
+// this rank's RankPlan over the groups start-up made and drives it with run_loop (run.hpp).
 #pragma once
 
 #include <string>
 
 #include "engine/launch/launch_env.hpp"
 #include "engine/spec/job_spec.hpp"
-#include <memory>
-
-#include "engine/parallel/groups.hpp"
-#include "engine/parallel/trainer.hpp"
-#include "engine/runtime/startup.hpp"
 
 namespace holmes::train {
 
@@ -20,13 +15,6 @@ namespace holmes::train {
 // that died or hangs when the ranks' reports single it out), 128+N after a stop by signal. UserError
 // (bad spec or environment) propagates to main (exit 2).
 int run_job(const spec::JobSpec& spec, const launch::LaunchEnv& env);
-
-// This rank's parallel groups, made once: the runtime's Gloo groups and the NCCL groups of
-// phase 5 (connect_device_groups) over the backend's memory `mem`, which all outlive them.
-std::unique_ptr<parallel::ParallelGroups> parallel_groups(const runtime::Runtime& rt, const runtime::DeviceComms& device,
-                                                          device::DeviceMemory& mem);
-// The Trainer's view of a started runtime: its groups and this stage's layers.
-parallel::ParallelContext parallel_context(const runtime::Runtime& rt, parallel::ParallelGroups& groups);
 
 // OpenMP / OpenBLAS threads per worker: OMP_NUM_THREADS when set, else max(1, cores this
 // process may use / local_world), so that N workers on one machine do not oversubscribe it.

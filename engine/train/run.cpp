@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "engine/plan/plan.hpp"
+#include "engine/plan/rank_plan.hpp"
 #include "engine/spec/run_paths.hpp"
 #include "engine/launch/signals.hpp"
 #include "common/errors.hpp"
@@ -41,10 +42,7 @@ plan::Plan check_single_process(const spec::JobSpec& spec) {
   runtime::check_precision_device(spec);
   if (spec.train.steps < 1)
     throw UserError(fmt::format("train.steps: {} (training needs at least 1 step)", spec.train.steps));
-  // The plan of one worker, as a multi-process job plans its ranks: loads and checks
-  // cluster.topology and the memory model the same way in every mode.
-  plan::Plan plan = runtime::plan_local_job(
-      spec, spec.job.device == spec::Device::kCuda ? runtime::local_devices() : topo::detect_cpu_devices(), 1);
+  plan::Plan plan = single_process_plan(spec);
   if (!spec.cluster.calibrate.empty())
     throw UserError(fmt::format("cluster.calibrate: '{}': a calibration measures the links between the workers of a "
                                 "multi-process job; start one with --nproc-per-node N, srun or RANK/WORLD_SIZE",
@@ -272,6 +270,11 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   return 0;
 }
 
+plan::Plan single_process_plan(const spec::JobSpec& spec) {
+  return runtime::plan_local_job(
+      spec, spec.job.device == spec::Device::kCuda ? runtime::local_devices() : topo::detect_cpu_devices(), 1);
+}
+
 model::Backend make_training_backend(const spec::JobSpec& spec, int local_rank) {
   std::string note;
   const backends::Device device = runtime::training_device(spec.job.device, &note);
@@ -286,9 +289,7 @@ int run_training(const spec::JobSpec& spec) {
   const plan::Plan plan = check_single_process(spec);
   auto data = data::DataSet::open(spec);
   model::Backend backend = make_training_backend(spec);
-  parallel::Trainer trainer(spec, backend, *data, parallel::ParallelContext{.recompute = plan.activation.recompute,
-                                                                           .schedule = plan.activation.schedule,
-                                                                           .pipe_fp8 = plan.pipe_fp8});
+  parallel::Trainer trainer(spec, plan::rank_plan(plan, 0), backend, *data);
   LoopContext ctx;
   ctx.plan_json = plan::format_plan_json(plan);
   return run_loop(spec, trainer, *data, ctx);

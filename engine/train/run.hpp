@@ -14,6 +14,7 @@
 #include "engine/spec/job_spec.hpp"
 #include "engine/data/data.hpp"
 #include "engine/parallel/step_runner.hpp"
+#include "engine/plan/plan.hpp"
 #include "model/backend.hpp"
 
 namespace holmes::train {
@@ -31,6 +32,11 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
 // job.device auto falls back to the CPU it prints why, once per node (local_rank 0), after
 // the data and the plan were accepted: errors about them come first.
 model::Backend make_training_backend(const spec::JobSpec& spec, int local_rank = 0);
+
+// The plan of one process on this machine, as a multi-process job plans its ranks (the
+// cluster.topology overlay and the memory model checked the same way in every mode): what
+// single-process training and bench run, as plan::rank_plan(plan, 0).
+plan::Plan single_process_plan(const spec::JobSpec& spec);
 
 // Single-process training of `spec` (tp = pp = dp = 1) with logging, validation,
 // metrics.jsonl and the final weights in <output_dir>/final. Returns the exit code. Throws

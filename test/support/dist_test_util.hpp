@@ -28,9 +28,11 @@
 #include "backends/backends.hpp"
 #include "test/support/emulated_bf16.hpp"
 #include "test/support/host_as_device.hpp"
+#include "test/support/rank_plans.hpp"
 
 namespace holmes::test {
 
+namespace schedule = holmes::schedule;  // for test bodies that use namespace holmes::test
 using namespace holmes::backends;
 using namespace holmes::checkpoint;
 using namespace holmes::data;
@@ -61,8 +63,8 @@ inline spec::JobSpec tiny_job(int layers = 4) {
 
 struct Grid {
   int tp = 1, pp = 1, dp = 1;
-  std::vector<int> layers = {};  // per stage; empty = as even as possible
-  size_t bucket_floats = 0;  // 0 = default
+  std::vector<int> layers = {};  // per stage (parallel.partition list); empty = as even as possible
+  size_t bucket_floats = 0;  // 0 = the plan's
   comm::test::Impl impl = comm::test::Impl::kInProcess;
   bool device_memory = false;  // ranks on host_as_device_backend(): the GPU's staged paths
   bool device_groups = false;  // with device_memory: a second set of groups for device buffers
@@ -148,7 +150,7 @@ struct Reference {
 inline Reference run_reference(const spec::JobSpec& spec) {
   auto data = DataSet::open(spec);
   auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
-  Trainer trainer(spec, backend, *data);
+  Trainer trainer(spec, single_rank_plan(spec), backend, *data);
   Reference r;
   for (int64_t s = 0; s < spec.train.steps; ++s) r.steps.push_back(trainer.train_step(s));
   r.eval = trainer.evaluate();
@@ -215,12 +217,11 @@ inline schedule::Place place_of(const Grid& g, int t, int d, int p) {
   return place;
 }
 
-inline ParallelContext context_of(const Grid& g, ParallelGroups& groups, int p, int layers) {
-  std::vector<int> split = g.layers;
-  if (split.empty())
-    for (int i = 0; i < g.pp; ++i) split.push_back(layers / g.pp + (i < layers % g.pp ? 1 : 0));
-  return ParallelContext{.groups = &groups, .first_layer = std::accumulate(split.begin(), split.begin() + p, 0),
-                         .num_layers = split[p], .bucket_floats = g.bucket_floats};
+// The plan of rank `rank` of the grid (its layers and bucket size as the grid says).
+inline schedule::RankPlan grid_rank_plan(const spec::JobSpec& spec, const Grid& g, int rank) {
+  schedule::RankPlan rp = test_rank_plan(spec, g.tp, g.pp, g.dp, rank, g.layers);
+  if (g.bucket_floats > 0) rp.bucket_floats = g.bucket_floats;
+  return rp;
 }
 
 // The groups of one rank as ParallelGroups takes them: host groups and, where given, device
@@ -248,8 +249,11 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
     save_store = std::make_unique<comm::FileStore>(g.save_dir + "/.store", "grid", std::chrono::seconds(60));
   std::optional<CheckpointInfo> resume;
   if (!g.resume.empty()) resume = open_checkpoint(g.resume);
+  const plan::Plan job_plan = test_plan(spec, g.tp, g.pp, g.dp, g.layers);
   run_threads(g.world(), [&](int rank) {
     const int t = rank % g.tp, d = (rank / g.tp) % g.dp, p = rank / (g.tp * g.dp);
+    schedule::RankPlan rank_plan = plan::rank_plan(job_plan, rank);
+    if (g.bucket_floats > 0) rank_plan.bucket_floats = g.bucket_floats;
     RankGroups groups = groups_for(job, g, t, d, p);
     auto backend = g.device_memory ? host_as_device_backend()
                    : g.bf16        ? holmes::model::test::emulated_bf16_backend()
@@ -264,8 +268,8 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
       for (auto* grp : {&device.tp, &device.pp, &device.dp, &device.embedding})
         if (*grp) *grp = std::make_unique<DeviceOnlyGroup>(std::move(*grp), *backend.memory);
     }
-    ParallelGroups pg(place_of(g, t, d, p), comms_of(groups, device), *backend.memory);
-    Trainer trainer(spec, backend, *data, context_of(g, pg, p, spec.model.layers));
+    ParallelGroups pg(rank_plan.place, comms_of(groups, device), *backend.memory);
+    Trainer trainer(spec, rank_plan, backend, *data, &pg);
     RankRun& r = runs[rank];
     r.tp_rank = t;
     r.dp_rank = d;

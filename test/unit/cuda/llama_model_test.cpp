@@ -15,9 +15,11 @@
 #include "engine/checkpoint/checkpoint.hpp"
 #include "engine/data/data.hpp"
 #include "engine/parallel/trainer.hpp"
+#include "test/support/rank_plans.hpp"
 
 using namespace holmes;
 using namespace holmes::parallel;
+using holmes::test::single_rank_plan;
 
 namespace {
 
@@ -57,7 +59,7 @@ TEST_CASE("llama whole model: fp32 steps on the GPU match the CPU backend", "[cu
   const spec::JobSpec spec = llama_job();
   auto data = data::DataSet::open(spec);
   model::Backend cpu = backends::make_backend(backends::Device::kCpu), gpu = backends::make_backend(backends::Device::kCuda);
-  Trainer a(spec, cpu, *data), b(spec, gpu, *data);
+  Trainer a(spec, single_rank_plan(spec), cpu, *data), b(spec, single_rank_plan(spec), gpu, *data);
   for (int64_t s = 0; s < 10; ++s) {
     const StepStats sa = a.train_step(s), sb = b.train_step(s);
     INFO("step " << s << ": cpu loss " << sa.loss << " gpu " << sb.loss);
@@ -74,7 +76,7 @@ TEST_CASE("llama whole model: bf16 on the GPU tracks fp32 and resumes bit for bi
   bf16.train.precision = spec::Precision::kBf16;
   auto data = data::DataSet::open(fp32);
   model::Backend gpu = backends::make_backend(backends::Device::kCuda);
-  Trainer full(fp32, gpu, *data), half(bf16, gpu, *data);
+  Trainer full(fp32, single_rank_plan(fp32), gpu, *data), half(bf16, single_rank_plan(bf16), gpu, *data);
   std::printf("llama bf16 numerics: %s\n", half.numerics().c_str());
   const std::string root = (std::filesystem::temp_directory_path() / "holmes_gpu_llama_bf16").string();
   std::filesystem::remove_all(root);
@@ -96,7 +98,7 @@ TEST_CASE("llama whole model: bf16 on the GPU tracks fp32 and resumes bit for bi
     }
   }
   CHECK(rel(half.evaluate(), full.evaluate()) < 2e-2);
-  Trainer again(bf16, gpu, *data);
+  Trainer again(bf16, single_rank_plan(bf16), gpu, *data);
   checkpoint::ShardState st = again.shard_state();
   checkpoint::load_shard_state(checkpoint::open_checkpoint(at6), gpt_config_of(bf16), st, /*with_optimizer=*/true);
   again.upload_shard_state();

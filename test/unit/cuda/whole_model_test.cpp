@@ -12,12 +12,14 @@
 #include "engine/checkpoint/checkpoint.hpp"
 #include "engine/data/data.hpp"
 #include "engine/parallel/trainer.hpp"
+#include "test/support/rank_plans.hpp"
 #include "backends/backends.hpp"
 
 using namespace holmes;
 using namespace holmes::checkpoint;
 using namespace holmes::data;
 using namespace holmes::parallel;
+using holmes::test::single_rank_plan;
 
 namespace {
 
@@ -72,7 +74,7 @@ TEST_CASE("whole model: fp32 steps on the GPU match the CPU backend, and checkpo
   const spec::JobSpec spec = gpu_job();
   auto data = DataSet::open(spec);
   model::Backend cpu = holmes::backends::make_backend(holmes::backends::Device::kCpu), gpu = holmes::backends::make_backend(holmes::backends::Device::kCuda);
-  Trainer a(spec, cpu, *data), b(spec, gpu, *data);
+  Trainer a(spec, single_rank_plan(spec), cpu, *data), b(spec, single_rank_plan(spec), gpu, *data);
   for (int64_t s = 0; s < 10; ++s) {
     const StepStats sa = a.train_step(s), sb = b.train_step(s);
     INFO("step " << s << ": cpu loss " << sa.loss << " gpu " << sb.loss);
@@ -86,7 +88,7 @@ TEST_CASE("whole model: fp32 steps on the GPU match the CPU backend, and checkpo
   std::filesystem::remove_all(root);
   const std::string from_gpu = save(b, spec, 10, root + "/gpu");
   const std::string from_cpu = save(a, spec, 10, root + "/cpu");
-  Trainer c(spec, cpu, *data), d(spec, gpu, *data);
+  Trainer c(spec, single_rank_plan(spec), cpu, *data), d(spec, single_rank_plan(spec), gpu, *data);
   load(c, spec, from_gpu);
   load(d, spec, from_cpu);
   for (int64_t s = 10; s < 12; ++s) {
@@ -107,9 +109,9 @@ TEST_CASE("whole model: bf16 on the GPU tracks fp32, resumes bit for bit, and it
   bf16.train.precision = holmes::spec::Precision::kBf16;
   auto data = DataSet::open(fp32);
   model::Backend cpu = holmes::backends::make_backend(holmes::backends::Device::kCpu), gpu = holmes::backends::make_backend(holmes::backends::Device::kCuda);
-  REQUIRE(precision_of(bf16, gpu) == holmes::DType::kBf16);
-  REQUIRE(precision_of(gpu_job(), gpu) == holmes::DType::kF32);
-  Trainer full(fp32, gpu, *data), half(bf16, gpu, *data);
+  REQUIRE(precision_of(bf16.train.precision, gpu) == holmes::DType::kBf16);
+  REQUIRE(precision_of(gpu_job().train.precision, gpu) == holmes::DType::kF32);
+  Trainer full(fp32, single_rank_plan(fp32), gpu, *data), half(bf16, single_rank_plan(bf16), gpu, *data);
   std::vector<double> losses;
   const std::string root = (std::filesystem::temp_directory_path() / "holmes_gpu_bf16").string();
   std::filesystem::remove_all(root);
@@ -124,7 +126,7 @@ TEST_CASE("whole model: bf16 on the GPU tracks fp32, resumes bit for bit, and it
   CHECK(rel(half.evaluate(), full.evaluate()) < 2e-2);
 
   // Resume on the GPU from the step-6 checkpoint: the same losses, bit for bit.
-  Trainer again(bf16, gpu, *data);
+  Trainer again(bf16, single_rank_plan(bf16), gpu, *data);
   load(again, bf16, at6);
   for (int64_t s = 6; s < 10; ++s) {
     const StepStats sa = again.train_step(s);
@@ -135,8 +137,8 @@ TEST_CASE("whole model: bf16 on the GPU tracks fp32, resumes bit for bit, and it
   // The bf16 checkpoint (fp32 master weights and moments) continues on the CPU in fp32.
   spec::JobSpec on_cpu = bf16;
   on_cpu.train.precision = holmes::spec::Precision::kAuto;
-  REQUIRE(precision_of(on_cpu, cpu) == holmes::DType::kF32);
-  Trainer c(on_cpu, cpu, *data), g(bf16, gpu, *data);
+  REQUIRE(precision_of(on_cpu.train.precision, cpu) == holmes::DType::kF32);
+  Trainer c(on_cpu, single_rank_plan(on_cpu), cpu, *data), g(bf16, single_rank_plan(bf16), gpu, *data);
   load(c, on_cpu, at6);
   load(g, bf16, at6);
   for (int64_t s = 6; s < 8; ++s) {

@@ -12,6 +12,7 @@
 
 #include "engine/checkpoint/checkpoint.hpp"
 #include "test/support/dist_test_util.hpp"
+#include "test/support/rank_plans.hpp"
 
 using namespace holmes;
 using namespace holmes::checkpoint;
@@ -36,7 +37,7 @@ TEST_CASE("bf16 trainer: losses track fp32, and a checkpoint resumes bit for bit
   const Reference full = run_reference(tiny_job());
   auto data = DataSet::open(half);
   model::Backend emu = model::test::emulated_bf16_backend();
-  Trainer t(half, emu, *data);
+  Trainer t(half, single_rank_plan(half), emu, *data);
   CHECK(t.numerics().rfind("bf16", 0) == 0);
   std::vector<double> losses;
   // One folder per process: two suites running at once (two checkouts) must not share it.
@@ -61,7 +62,7 @@ TEST_CASE("bf16 trainer: losses track fp32, and a checkpoint resumes bit for bit
   // A fresh trainer loads step 3 (master weights and moments) and must refresh its bf16 copy
   // from them: the same losses, bit for bit.
   model::Backend emu2 = model::test::emulated_bf16_backend();
-  Trainer again(half, emu2, *data);
+  Trainer again(half, single_rank_plan(half), emu2, *data);
   ShardState st = again.shard_state();
   load_shard_state(open_checkpoint(checkpoint_step_dir(root, 3)), gpt_config_of(half), st, /*with_optimizer=*/true);
   again.upload_shard_state();
@@ -76,7 +77,7 @@ TEST_CASE("bf16 trainer: pp=2 x dp=2 tracks the single-process bf16 run", "[trai
   const spec::JobSpec half = bf16_job();
   auto data = DataSet::open(half);
   model::Backend emu = model::test::emulated_bf16_backend();
-  Trainer one(half, emu, *data);
+  Trainer one(half, single_rank_plan(half), emu, *data);
   std::vector<double> ref;
   for (int64_t s = 0; s < half.train.steps; ++s) ref.push_back(one.train_step(s).loss);
   const std::vector<RankRun> runs = run_grid(half, {.pp = 2, .dp = 2, .bucket_floats = 3000, .bf16 = true});
@@ -108,7 +109,7 @@ TEST_CASE("bf16 trainer: tp=2 (fp32 sums of the bf16 shards) and tp=2 x pp=2 tra
   const spec::JobSpec half = bf16_job();
   auto data = DataSet::open(half);
   model::Backend emu = model::test::emulated_bf16_backend();
-  Trainer one(half, emu, *data);
+  Trainer one(half, single_rank_plan(half), emu, *data);
   std::vector<double> ref, ref_norm;
   for (int64_t s = 0; s < half.train.steps; ++s) {
     const auto st = one.train_step(s);

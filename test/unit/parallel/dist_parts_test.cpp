@@ -185,8 +185,9 @@ TEST_CASE("owned ranges: the whole shard without data parallelism, a partition o
     run_threads(dp, [&](int d) {
       RankGroups groups = groups_for(job, g, 0, d, 0);
       auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
-      ParallelGroups pg(place_of(g, 0, d, 0), comms_of(groups), *backend.memory);
-      Trainer trainer(spec, backend, *data, context_of(g, pg, 0, spec.model.layers));
+      const schedule::RankPlan rp = grid_rank_plan(spec, g, g.rank(0, d, 0));
+      ParallelGroups pg(rp.place, comms_of(groups), *backend.memory);
+      Trainer trainer(spec, rp, backend, *data, &pg);
       owned[d] = trainer.shard_state().owned;
       n = trainer.model().num_params();
     });
@@ -217,8 +218,9 @@ TEST_CASE("a peer that leaves makes the others fail with CommError, not hang", "
       const int t = rank % g.tp, d = (rank / g.tp) % g.dp, p = rank / (g.tp * g.dp);
       RankGroups groups = groups_for(job, g, t, d, p, std::chrono::seconds(20));
       auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
-      ParallelGroups pg(place_of(g, t, d, p), comms_of(groups), *backend.memory);
-      Trainer trainer(spec, backend, *data, context_of(g, pg, p, spec.model.layers));
+      const schedule::RankPlan rp = grid_rank_plan(spec, g, g.rank(t, d, p));
+      ParallelGroups pg(rp.place, comms_of(groups), *backend.memory);
+      Trainer trainer(spec, rp, backend, *data, &pg);
       if (rank == 1) return;  // leaves: its groups go away
       try {
         trainer.train_step(0);

@@ -66,21 +66,22 @@ TEST_CASE("fp8 trainer: losses track bf16, the checkpoint records the recipe and
   const spec::JobSpec f8 = job(spec::Precision::kFp8), b16 = job(spec::Precision::kBf16);
   auto data = DataSet::open(f8);
   model::Backend emu_b = model::test::emulated_bf16_backend(), emu = model::test::emulated_bf16_backend();
-  Trainer half(b16, emu_b, *data);
-  Trainer t(f8, emu, *data);
+  Trainer half(b16, single_rank_plan(b16), emu_b, *data);
+  Trainer t(f8, single_rank_plan(f8), emu, *data);
   CHECK(t.numerics().rfind("fp8 e4m3 weights/activations, e5m2 gradients", 0) == 0);
   CHECK(t.precision_record() == "fp8 e4m3/e5m2/current/head=bf16");
   // fp8 is bf16 activations under an FP8 recipe.
-  CHECK(precision_of(f8, emu) == DType::kBf16);
-  REQUIRE(fp8_recipe_of(f8, emu).has_value());
-  CHECK_FALSE(fp8_recipe_of(b16, emu).has_value());
+  CHECK(precision_of(f8.train.precision, emu) == DType::kBf16);
+  REQUIRE(fp8_recipe_of(single_rank_plan(f8), emu).has_value());
+  CHECK_FALSE(fp8_recipe_of(single_rank_plan(b16), emu).has_value());
   {
     // bf16 kernels without FP8 ones (a GPU before compute capability 8.9): exit 2 naming fp8.
     model::Backend no_fp8 = model::test::emulated_bf16_backend();
     static_cast<model::test::EmulatedBf16*>(no_fp8.kernels.get())->has_fp8 = false;
-    CHECK(precision_of(b16, no_fp8) == DType::kBf16);
-    CHECK_THROWS_WITH(precision_of(f8, no_fp8), Catch::Contains("train.precision: 'fp8' needs FP8 GEMM kernels"));
-    CHECK_THROWS_AS(Trainer(f8, no_fp8, *data), UserError);
+    CHECK(precision_of(b16.train.precision, no_fp8) == DType::kBf16);
+    CHECK_THROWS_WITH(precision_of(f8.train.precision, no_fp8),
+                      Catch::Contains("train.precision: 'fp8' needs FP8 GEMM kernels"));
+    CHECK_THROWS_AS(Trainer(f8, single_rank_plan(f8), no_fp8, *data), UserError);
   }
   const auto* kernels = static_cast<const model::test::EmulatedBf16*>(emu.kernels.get());
   const std::string root = temp_root("holmes_fp8_trainer");
@@ -106,7 +107,7 @@ TEST_CASE("fp8 trainer: losses track bf16, the checkpoint records the recipe and
   const CheckpointInfo info = open_checkpoint(checkpoint_step_dir(root, 5));
   CHECK(info.precision == "fp8 e4m3/e5m2/current/head=bf16");
   model::Backend emu2 = model::test::emulated_bf16_backend();
-  Trainer again(f8, emu2, *data);
+  Trainer again(f8, single_rank_plan(f8), emu2, *data);
   ShardState st = again.shard_state();
   load_shard_state(info, gpt_config_of(f8), st, /*with_optimizer=*/true);
   again.upload_shard_state();
@@ -125,7 +126,7 @@ TEST_CASE("fp8 trainer: checkpoints move between fp8, bf16 and fp32 runs", "[tra
     auto data = DataSet::open(src);
     model::Backend b = from == spec::Precision::kFp32 ? backends::make_backend(backends::Device::kCpu)
                                                       : model::test::emulated_bf16_backend();
-    Trainer saver(src, b, *data);
+    Trainer saver(src, single_rank_plan(src), b, *data);
     for (int64_t s = 0; s < 3; ++s) saver.train_step(s);
     std::filesystem::remove_all(root);
     save_checkpoint(root, saver.shard_state(), save_context(src, saver, 3));
@@ -136,7 +137,7 @@ TEST_CASE("fp8 trainer: checkpoints move between fp8, bf16 and fp32 runs", "[tra
       INFO(info.precision << " -> " << spec::to_string(to));
       model::Backend b2 = to == spec::Precision::kFp32 ? backends::make_backend(backends::Device::kCpu)
                                                        : model::test::emulated_bf16_backend();
-      Trainer loader(dst, b2, *data);
+      Trainer loader(dst, single_rank_plan(dst), b2, *data);
       ShardState st = loader.shard_state();
       load_shard_state(info, gpt_config_of(dst), st, /*with_optimizer=*/true);
       loader.upload_shard_state();
@@ -163,7 +164,7 @@ TEST_CASE("fp8 trainer: tp=2 x pp=2 tracks the single-process fp8 run", "[train]
   f8.train.steps = 6;
   auto data = DataSet::open(f8);
   model::Backend emu = model::test::emulated_bf16_backend();
-  Trainer one(f8, emu, *data);
+  Trainer one(f8, single_rank_plan(f8), emu, *data);
   std::vector<double> ref;
   for (int64_t s = 0; s < f8.train.steps; ++s) ref.push_back(one.train_step(s).loss);
   const std::vector<RankRun> runs = run_grid(f8, {.tp = 2, .pp = 2, .bucket_floats = 3000, .bf16 = true});

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "test/support/dist_test_util.hpp"
+#include "test/support/rank_plans.hpp"
 
 using namespace holmes;
 using namespace holmes::parallel;
@@ -47,26 +48,34 @@ Grads run_pipeline(const spec::JobSpec& spec, const DataSet& data, int m, int p,
   const Grid grid{.pp = p};
   comm::test::Job job(grid.impl, p);
   std::vector<Grads> per_rank(p);
+  // The plan's table for this pipeline; the cut into chunks is the test's own.
+  spec::JobSpec job_spec = spec;
+  job_spec.parallel.schedule = v > 1 ? spec::Schedule::kInterleaved : spec::Schedule::k1f1b;
+  job_spec.parallel.virtual_stages = v > 1 ? v : spec::kAuto;
+  job_spec.train.recompute = spec::Recompute::kNone;
+  const plan::Plan plan = test_plan(job_spec, 1, p, 1, v > 1 ? std::vector<int>{} : layers);
   run_threads(p, [&](int s) {
     RankGroups groups = groups_for(job, grid, 0, 0, s);
     auto backend = backends::make_backend(backends::Device::kCpu);
-    ParallelGroups pg(place_of(grid, 0, 0, s), comms_of(groups), *backend.memory);
-    const schedule::PipeSchedule schedule = v > 1 ? schedule::PipeSchedule::kInterleaved : schedule::PipeSchedule::k1f1b;
-    const auto steps = schedule::schedule_steps(schedule, p, s, m, v);
+    schedule::RankPlan rp = plan::rank_plan(plan, s);
+    REQUIRE(rp.micro_batches == m);
+    ParallelGroups pg(rp.place, comms_of(groups), *backend.memory);
     std::vector<std::unique_ptr<model::Gpt>> chunks;
     std::vector<model::Gpt*> ptrs;
+    rp.chunks.clear();
     for (int c = 0; c < v; ++c) {
       const int vs = schedule::virtual_stage(p, s, c);
       int first = 0;
       for (int i = 0; i < vs; ++i) first += layers[i];
+      rp.chunks.push_back({first, layers[vs]});
       const model::GptConfig cfg = gpt_config_of(spec).shard(1, 0, first, layers[vs]);
-      chunks.push_back(std::make_unique<model::Gpt>(cfg, backend, spec.train.micro_batch, spec.train.seq_len,
-                                                    nullptr, schedule::max_in_flight(steps, c)));
+      chunks.push_back(std::make_unique<model::Gpt>(cfg, backend, rp.micro_batch, rp.seq_len, nullptr,
+                                                    schedule::max_in_flight(rp.steps, c)));
       chunks.back()->init_weights(spec.job.seed);
       chunks.back()->zero_grad();
       ptrs.push_back(chunks.back().get());
     }
-    PipelineStage stage(ptrs, pg, m, spec.train.micro_batch, spec.train.seq_len, schedule);
+    PipelineStage stage(ptrs, pg, rp);
     std::vector<int> next(v, 0);  // each chunk's gradient passes come in micro-batch order
     per_rank[s].loss_sum = stage.run_step([&](int j, int32_t* in, int32_t* tg, int32_t*) { fill(data, spec, j, in, tg); },
                                           [&](int c, int j) {

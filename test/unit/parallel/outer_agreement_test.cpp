@@ -19,14 +19,6 @@ using namespace holmes::test;
 
 namespace {
 
-// Replica `replica` of `replicas`, every other axis of degree 1.
-schedule::Place replica_place(int replica, int replicas) {
-  schedule::Place place;
-  place.at[schedule::Axis::kReplica] = replica;
-  place.size[schedule::Axis::kReplica] = replicas;
-  return place;
-}
-
 // Forwards to a group and remembers on which threads its all-reduces ran.
 class ThreadRecordingGroup final : public comm::ProcessGroup {
  public:
@@ -97,9 +89,10 @@ std::vector<ReplicaRun> run_replicas(Agreement agreement, int stopper = -1, int 
     auto outer = std::make_unique<ThreadRecordingGroup>(job.group(nullptr, "outer", job.all_ranks(), rank));
     ThreadRecordingGroup* recorder = outer.get();
     auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
+    const schedule::RankPlan rp = test_rank_plan(spec, 1, 1, 1, rank);
     const GroupComms comms[] = {{schedule::kOuterGroup, outer.get()}};
-    ParallelGroups pg(replica_place(rank, n), comms, *backend.memory);
-    Trainer trainer(spec, backend, *data, ParallelContext{.groups = &pg});
+    ParallelGroups pg(rp.place, comms, *backend.memory);
+    Trainer trainer(spec, rp, backend, *data, &pg);
     ReplicaRun& r = runs[rank];
     try {
       for (int64_t s = 0; s < spec.train.steps; ++s) {
@@ -200,9 +193,10 @@ TEST_CASE("diloco agreement at the outer syncs: stats of an earlier step are ref
   run_threads(3, [&](int rank) {
     auto outer = job.group(nullptr, "outer", job.all_ranks(), rank);
     auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
+    const schedule::RankPlan rp = test_rank_plan(spec, 1, 1, 1, rank);
     const GroupComms comms[] = {{schedule::kOuterGroup, outer.get()}};
-    ParallelGroups pg(replica_place(rank, 3), comms, *backend.memory);
-    Trainer trainer(spec, backend, *data, ParallelContext{.groups = &pg});
+    ParallelGroups pg(rp.place, comms, *backend.memory);
+    Trainer trainer(spec, rp, backend, *data, &pg);
     StepStats s0 = trainer.train_step(0, false, Agreement::kAtSyncs);
     StepStats s1 = trainer.train_step(1, false, Agreement::kAtSyncs);  // the sync after step 2: agreed
     StepStats s2 = trainer.train_step(2, false, Agreement::kAtSyncs);

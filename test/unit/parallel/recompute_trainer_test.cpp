@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "test/support/dist_test_util.hpp"
+#include "test/support/rank_plans.hpp"
 #include "test/support/same_runs.hpp"
 
 using namespace holmes::parallel;
@@ -39,12 +40,19 @@ TEST_CASE("recompute: a llama pipeline (pp=2 x dp=2) with full recomputation giv
   check_same_runs(run_grid(spec, g), ref);
 }
 
-TEST_CASE("recompute: the plan's choice overrides the spec's auto, and auto without a plan keeps everything",
+TEST_CASE("recompute: the rank plan carries the planner's resolved mode, and the model keeps what it says",
           "[train][recompute]") {
   auto spec = tiny_job();
   spec.train.recompute = Recompute::kAuto;
-  CHECK(activation_policy(spec, {}).recompute == holmes::model::Recompute::kNone);
-  CHECK(activation_policy(spec, {.recompute = Recompute::kFull}).recompute == holmes::model::Recompute::kFull);
+  const holmes::plan::Plan chosen = test_plan(spec, 1, 2, 1);
+  REQUIRE(chosen.activation.recompute != Recompute::kAuto);
+  const holmes::schedule::RankPlan rp = holmes::plan::rank_plan(chosen, 1);
+  CHECK(rp.recompute == chosen.activation.recompute);
   spec.train.recompute = Recompute::kSelective;
-  CHECK(activation_policy(spec, {}).recompute == holmes::model::Recompute::kSelective);
+  CHECK(activation_policy(single_rank_plan(spec)).recompute == holmes::model::Recompute::kSelective);
+  spec.train.recompute = Recompute::kFull;
+  CHECK(activation_policy(single_rank_plan(spec)).recompute == holmes::model::Recompute::kFull);
+  holmes::schedule::RankPlan unresolved = single_rank_plan(spec);
+  unresolved.recompute = Recompute::kAuto;  // no plan carries it: a wiring error
+  CHECK_THROWS_AS(activation_policy(unresolved), std::invalid_argument);
 }

@@ -9,6 +9,7 @@
 
 #include "engine/plan/cost_model.hpp"
 #include "test/support/dist_test_util.hpp"
+#include "test/support/rank_plans.hpp"
 #include "test/support/same_runs.hpp"
 
 using namespace holmes::parallel;
@@ -71,16 +72,23 @@ TEST_CASE("schedule: a llama pipeline (pp=2 x dp=2) under zb-h1 with full recomp
   check_same_runs(run_grid(spec, g), ref);
 }
 
-TEST_CASE("schedule: the plan's choice overrides the spec's auto, and zb-h1 splits the backward", "[train][schedule]") {
+TEST_CASE("schedule: the rank plan carries the resolved schedule and its table, and zb-h1 splits the backward",
+          "[train][schedule]") {
   auto spec = tiny_job();
   spec.parallel.schedule = Schedule::kAuto;
-  CHECK(pipe_schedule(spec, {}) == schedule::PipeSchedule::k1f1b);
-  CHECK_FALSE(activation_policy(spec, {}).split_backward);
-  CHECK(pipe_schedule(spec, {.schedule = Schedule::kZbH1}) == schedule::PipeSchedule::kZbH1);
-  CHECK(activation_policy(spec, {.schedule = Schedule::kZbH1}).split_backward);
+  const holmes::plan::Plan chosen = test_plan(spec, 1, 2, 1);
+  for (int rank = 0; rank < 2; ++rank) {
+    const holmes::schedule::RankPlan rp = holmes::plan::rank_plan(chosen, rank);
+    CHECK(rp.schedule == holmes::plan::pipe_schedule(chosen.activation.schedule));
+    CHECK(rp.steps == schedule::schedule_steps(rp.schedule, 2, rank, rp.micro_batches));  // the one table
+    CHECK(activation_policy(rp).split_backward == (rp.schedule == schedule::PipeSchedule::kZbH1));
+  }
   spec.parallel.schedule = Schedule::kZbH1;
-  CHECK(pipe_schedule(spec, {}) == schedule::PipeSchedule::kZbH1);
-  CHECK(pipe_schedule(spec, {.schedule = Schedule::k1f1b}) == schedule::PipeSchedule::k1f1b);
+  const holmes::schedule::RankPlan zb = test_rank_plan(spec, 1, 2, 1, 0);
+  CHECK(zb.schedule == schedule::PipeSchedule::kZbH1);
+  CHECK(activation_policy(zb).split_backward);
+  spec.parallel.schedule = Schedule::k1f1b;
+  CHECK_FALSE(activation_policy(test_rank_plan(spec, 1, 2, 1, 0)).split_backward);
 }
 
 TEST_CASE("schedule: the memory model's in-flight micro-batches are the step tables'", "[train][schedule]") {

@@ -122,7 +122,7 @@ TEST_CASE("tied embedding: the last stage gets through its gradient norm before 
     ParallelGroups pg(place_of(g, 0, 0, p), comms_of(groups), *backend.memory);
     model::Gpt gpt(full.shard(1, 0, 2 * p, 2), backend, B, T);
     gpt.init_weights(11 + p);
-    DistOptimizer opt(gpt, pg);
+    DistOptimizer opt(gpt, pg, schedule::kDefaultBucketFloats);
     const model::ParamTensor& wte = *gpt.layout().find("wte");
     const auto tok = ids(N, 97, 3), tgt = ids(N, 97, 4);
     std::vector<float> act(static_cast<size_t>(N) * full.hidden, 0.02f), dout(act.size(), 0.003f);

@@ -17,6 +17,7 @@
 #include "engine/checkpoint/model_file.hpp"
 #include "engine/parallel/trainer.hpp"
 #include "backends/backends.hpp"
+#include "test/support/rank_plans.hpp"
 
 namespace fs = std::filesystem;
 using namespace holmes;
@@ -24,6 +25,7 @@ using namespace holmes::checkpoint;
 using namespace holmes::data;
 using namespace holmes::parallel;
 using namespace holmes::tools;
+using holmes::test::single_rank_plan;
 
 namespace {
 
@@ -64,7 +66,7 @@ TEST_CASE("gradient accumulation over micro-batches gives the same steps as one 
   spec::JobSpec four = one;
   four.train.micro_batch = 2;       // four micro-batches of 2
   auto data = DataSet::open(one);
-  Trainer a(one, backend, *data), b(four, backend, *data);
+  Trainer a(one, single_rank_plan(one), backend, *data), b(four, single_rank_plan(four), backend, *data);
   REQUIRE(a.micro_batches() == 1);
   REQUIRE(b.micro_batches() == 4);
   for (int64_t step = 0; step < 4; ++step) {
@@ -85,7 +87,7 @@ TEST_CASE("training on the synthetic corpus lowers the training and validation l
   auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   spec::JobSpec spec = small_job();
   auto data = DataSet::open(spec);
-  Trainer t(spec, backend, *data);
+  Trainer t(spec, single_rank_plan(spec), backend, *data);
   const double val_before = t.evaluate();
   double first = 0, last = 0;
   for (int64_t step = 0; step < spec.train.steps; ++step) {
@@ -109,7 +111,7 @@ namespace {
 void refused(const spec::JobSpec& spec, holmes::model::Backend& backend, const DataSet& data,
              std::initializer_list<const char*> needles) {
   try {
-    Trainer t(spec, backend, data);
+    Trainer t(spec, single_rank_plan(spec), backend, data);
     FAIL("expected a UserError");
   } catch (const UserError& e) {
     const std::string what = e.what();
@@ -119,16 +121,18 @@ void refused(const spec::JobSpec& spec, holmes::model::Backend& backend, const D
 
 }  // namespace
 
-TEST_CASE("a batch that does not divide is the spec's rule, the trainer only asserts it", "[trainer]") {
-  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
+TEST_CASE("a batch that does not divide is the spec's rule, which the planner applies before any trainer", "[trainer]") {
   spec::JobSpec spec = small_job();
   spec.train.micro_batch = 3;  // 8 is not a multiple of 3
   const auto problems = spec::cross_field_problems(spec);
   REQUIRE(problems.size() == 1);
   CHECK(problems[0].key == "train.global_batch");
   CHECK_THAT(problems[0].message, Catch::Contains("train.micro_batch"));
-  auto data = DataSet::open(small_job());
-  CHECK_THROWS_AS(Trainer(spec, backend, *data), std::invalid_argument);
+  CHECK_THROWS_WITH(single_rank_plan(spec), Catch::Contains("train.global_batch"));
+  // A rank plan whose micro-batches do not make its global batch is a wiring error.
+  holmes::plan::Plan plan = holmes::test::test_plan(small_job(), 1, 1, 1);
+  plan.micro_batches += 1;
+  CHECK_THROWS_AS(holmes::plan::rank_plan(plan, 0), std::invalid_argument);
 }
 
 TEST_CASE("train.precision: auto and fp32 train in fp32 on the CPU, bf16 is refused naming the key", "[trainer]") {
@@ -136,7 +140,7 @@ TEST_CASE("train.precision: auto and fp32 train in fp32 on the CPU, bf16 is refu
   spec::JobSpec spec = small_job();
   for (const auto p : {holmes::spec::Precision::kAuto, holmes::spec::Precision::kFp32}) {
     spec.train.precision = p;
-    CHECK(precision_of(spec, backend) == holmes::DType::kF32);
+    CHECK(precision_of(spec.train.precision, backend) == holmes::DType::kF32);
   }
   spec.train.precision = holmes::spec::Precision::kBf16;
   auto data = DataSet::open(small_job());
@@ -147,7 +151,7 @@ TEST_CASE("shard_state of the single-process trainer owns the whole buffer", "[t
   auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   spec::JobSpec spec = small_job();
   auto data = DataSet::open(spec);
-  Trainer t(spec, backend, *data);
+  Trainer t(spec, single_rank_plan(spec), backend, *data);
   ShardState st = t.shard_state();
   REQUIRE(st.layout != nullptr);
   CHECK(st.layout->size() == t.model().num_params());
@@ -162,7 +166,7 @@ TEST_CASE("final weights reload bit for bit, a damaged file is refused naming it
   auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   spec::JobSpec spec = small_job();
   auto data = DataSet::open(spec);
-  Trainer t(spec, backend, *data);
+  Trainer t(spec, single_rank_plan(spec), backend, *data);
   t.train_step(0);
   const fs::path dir = temp_dir("weights");
   const std::string path = (dir / "model.bin").string();
@@ -246,7 +250,7 @@ TEST_CASE("document-start targets left out: the step's loss is the mean over the
   masked.data.document_mask = true;
   masked.train.micro_batch = 2;  // four micro-batches
   auto data = DataSet::open(masked);
-  Trainer trainer(masked, backend, *data);
+  Trainer trainer(masked, single_rank_plan(masked), backend, *data);
   const int B = 8, T = masked.train.seq_len;
   // The same 8 sequences through a plain model with the trainer's initial weights.
   std::vector<int32_t> in(B * T), tg(B * T), pos(B * T);

@@ -149,7 +149,7 @@ TEST_CASE("start_runtime: 4 ranks on threads get the plan's groups at their coor
     CHECK(device.comms.empty());
     CHECK(device.log.empty());
     auto mem = holmes::model::cpu::make_host_memory();
-    const auto groups = train::parallel_groups(rt, device, *mem);
+    const auto groups = runtime::executor_groups(rt, device, *mem);
     CHECK(groups->place().degree(Axis::kTp) == 2);
     CHECK(groups->place().degree(Axis::kPp) == 2);
     CHECK(groups->place().degree(Axis::kDp) == 1);
@@ -159,10 +159,13 @@ TEST_CASE("start_runtime: 4 ranks on threads get the plan's groups at their coor
     CHECK(groups->group(Axis::kDp).size() == 1);
     CHECK(groups->group(plan::kEmbeddingGroup).size() == 2);
     CHECK(groups->describe().size() == 3);  // tp, pp, embedding
-    const auto ctx = train::parallel_context(rt, *groups);
-    CHECK(ctx.groups == groups.get());
-    CHECK(ctx.first_layer == rt.plan.stages[me.at[Axis::kPp]].first_layer);
-    CHECK(ctx.num_layers == rt.plan.stages[me.at[Axis::kPp]].num_layers);
+    // And the rank plan its trainer runs: this stage's layers, as the plan cut them.
+    const schedule::RankPlan& rp = rt.rank_plan;
+    CHECK(rp.place == groups->place());
+    REQUIRE(rp.chunks.size() == 1);
+    CHECK(rp.chunks[0].first_layer == rt.plan.stages[me.at[Axis::kPp]].first_layer);
+    CHECK(rp.chunks[0].num_layers == rt.plan.stages[me.at[Axis::kPp]].num_layers);
+    CHECK(rp.micro_batches == rt.plan.micro_batches);
   }
   int layers = 0;
   for (const auto& st : rts[0].plan.stages) layers += st.num_layers;
