@@ -244,6 +244,8 @@ LinkCost rank_link(const spec::JobSpec& spec, const topo::ClusterTopology& topol
 
 Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology) {
   check_spec(spec);
+  // Figures measured on one kind of device are never applied to another (exit 2).
+  topo::check_device_kind(topology.calibration, cuda_devices(spec, topology) ? "cuda" : "cpu");
   if (spec.parallel.replicas > 1) return make_replica_plan(spec, topology);
   SearchInput in;
   in.spec = &spec;
@@ -307,6 +309,7 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
   fill_memory(in, best, plan);
   plan.calibration = topology.calibration;
   plan.warnings = topology.warnings;
+  plan.warnings.insert(plan.warnings.end(), in.facts.notes.begin(), in.facts.notes.end());
   warn_island_tcp(in, topology, plan.warnings);
   for (int n = 0; n < static_cast<int>(in.facts.nodes.size()) && in.facts.nodes.size() > 1; ++n)
     if (in.facts.nodes[n].ethernet_if == "lo")
