@@ -37,6 +37,8 @@ GpuSummary local_gpus(std::string* why) {
     g.name = gpus[0].name;
     g.memory_gb = static_cast<double>(gpus[0].memory_bytes) / (1024.0 * 1024.0 * 1024.0);
     g.nvlinks = cuda::active_nvlinks(0);
+    g.cc_major = gpus[0].cc_major;
+    g.cc_minor = gpus[0].cc_minor;
   } else if (why) {
     *why = "no CUDA GPU: " + none;
   }

@@ -21,6 +21,7 @@ struct GpuSummary {
   std::string name;        // of GPU 0
   double memory_gb = 0;    // of GPU 0
   int nvlinks = -1;        // GPU 0's active NVLinks as the driver says (-1: not known)
+  int cc_major = 0, cc_minor = 0;  // compute capability of GPU 0
 };
 GpuSummary local_gpus(std::string* why = nullptr);
 

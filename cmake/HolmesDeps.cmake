@@ -11,6 +11,10 @@ find_package(nlohmann_json REQUIRED)  # tokenizer.json, vocab.json (engine/token
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
+# prepare-data's inputs (engine/data): JSON Lines through simdjson, gzip through zlib, zstd.
+find_package(simdjson REQUIRED)
+find_package(ZLIB REQUIRED)
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 
 # OpenBLAS (OpenMP flavour). Debian installs it under an alternatives folder, so ask
 # CMake's FindBLAS for the OpenBLAS vendor and look for cblas.h beside it.

@@ -1,13 +1,9 @@
 # holmes_library(NAME DEPS ...): one static library per folder, its sources globbed from
 # that folder alone (a sub-folder that is a library of its own has its own CMakeLists).
 # A folder that has no sources yet becomes an INTERFACE library so dependents still link.
-# EXCLUDE names sources of the folder that another library of it builds.
 function(holmes_library name)
-  cmake_parse_arguments(ARG "" "" "DEPS;PRIVATE_DEPS;EXCLUDE" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "DEPS;PRIVATE_DEPS" ${ARGN})
   file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp ${CMAKE_CURRENT_SOURCE_DIR}/*.cu)
-  foreach(x IN LISTS ARG_EXCLUDE)
-    list(REMOVE_ITEM srcs ${CMAKE_CURRENT_SOURCE_DIR}/${x})
-  endforeach()
   if(srcs)
     add_library(${name} STATIC ${srcs})
     target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})

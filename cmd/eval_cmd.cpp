@@ -21,7 +21,7 @@ Action add_eval(CLI::App& parent) {
       ->option_text("FILE");
   sub->add_option("--tokenizer", a->tokenizer, "Tokenizer SPEC for --text instead of the one the run kept")
       ->option_text("SPEC");
-  sub->add_option("--format", a->format, "Token file format")->check(one_of({"auto", "llmc", "raw-uint16"}))
+  sub->add_option("--format", a->format, "Token file format")->check(one_of({"auto", "llmc", "raw-uint16", "megatron"}))
       ->capture_default_str();
   add_number(*sub, "--batch-size", a->batch_size, "Sequences per batch", 1);
   add_number(*sub, "--seq-len", a->seq_len, "Tokens per sequence (default: the model's max_seq_len)", 1);

@@ -15,10 +15,50 @@
 
 namespace holmes::cuda {
 
-std::size_t dtype_bytes(DType t) { return t == DType::kF32 ? 4 : 2; }
-const char* dtype_name(DType t) { return t == DType::kF32 ? "f32" : "bf16"; }
+std::size_t dtype_bytes(DType t) { return t == DType::kF32 ? 4 : t == DType::kBf16 ? 2 : 1; }
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kF32: return "f32";
+    case DType::kBf16: return "bf16";
+    case DType::kE4M3: return "e4m3";
+    case DType::kE5M2: return "e5m2";
+  }
+  return "?";
+}
+bool is_fp8(DType t) { return t == DType::kE4M3 || t == DType::kE5M2; }
+DType b_type_of(const GemmShape& s) { return s.b_type.value_or(s.ab_type); }
 
-static cudaDataType_t to_cuda(DType t) { return t == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF; }
+static cudaDataType_t to_cuda(DType t) {
+  switch (t) {
+    case DType::kF32: return CUDA_R_32F;
+    case DType::kBf16: return CUDA_R_16BF;
+    case DType::kE4M3: return CUDA_R_8F_E4M3;
+    case DType::kE5M2: return CUDA_R_8F_E5M2;
+  }
+  return CUDA_R_32F;
+}
+
+namespace {
+
+// The FP8 rules of cuBLASLt on Hopper (gemm.hpp). `bad` throws.
+template <class Bad>
+void validate_fp8(const GemmShape& s, Bad bad) {
+  const DType b = b_type_of(s);
+  if (!is_fp8(s.ab_type) || !is_fp8(b)) bad("an FP8 operand with a non-FP8 one", 1, "both A and B FP8, or neither");
+  if (s.ab_type == DType::kE5M2 && b == DType::kE5M2) bad("e5m2 x e5m2", 1, "at least one e4m3 operand");
+  if (s.trans_a || !s.trans_b)
+    bad("trans_a / trans_b with FP8", s.trans_a * 2 + s.trans_b, "A [m,k] and B [n,k] as stored (trans_a false, trans_b true)");
+  if (s.batch != 1) bad("batch with FP8", s.batch, "1");
+  if (s.epilogue != GemmEpilogue::kNone) bad("a GELU epilogue with FP8", 1, "none");
+  if (s.bias && s.c_type != DType::kBf16) bad("bias with FP8 and f32 C", 1, "a bias only with bf16 C");
+  if (s.k % 16 != 0) bad("k with FP8", s.k, "a multiple of 16");
+  if (effective_lda(s) % 16 != 0) bad("lda with FP8", effective_lda(s), "a multiple of 16");
+  if (effective_ldb(s) % 16 != 0) bad("ldb with FP8", effective_ldb(s), "a multiple of 16");
+  if (effective_ldc(s) * static_cast<std::int64_t>(dtype_bytes(s.c_type)) % 16 != 0)
+    bad("ldc with FP8", effective_ldc(s), "a multiple of 16 bytes of C");
+}
+
+}  // namespace
 
 void validate_gemm(const GemmShape& s) {
   auto bad = [&](const char* field, long long value, const char* accepted) {
@@ -32,11 +72,15 @@ void validate_gemm(const GemmShape& s) {
   if (s.bias && s.batch != 1) bad("batch (with bias)", s.batch, "1 when bias is set");
   if (s.epilogue != GemmEpilogue::kNone && s.batch != 1) bad("batch (with a GELU epilogue)", s.batch, "1");
   if (s.epilogue == GemmEpilogue::kDGelu && s.bias) bad("bias (with the dGELU epilogue)", 1, "none");
+  if (is_fp8(s.c_type)) bad("c_type FP8", 1, "f32 or bf16");
+  if (is_fp8(s.ab_type) || is_fp8(b_type_of(s))) validate_fp8(s, bad);
+  else if (b_type_of(s) != s.ab_type) bad("b_type different from ab_type", 1, "the same type unless both are FP8");
+  if (s.fp8_fast_accum && !is_fp8(s.ab_type)) bad("fp8_fast_accum without FP8", 1, "FP8 operands only");
   // cuBLASLt's fp32-compute GEMMs write bf16 only from bf16 inputs (it answers NOT_SUPPORTED).
   if (s.ab_type == DType::kF32 && s.c_type == DType::kBf16)
     bad("c_type bf16 with f32 inputs", 1, "f32 inputs write f32; bf16 inputs write bf16 or f32");
   if (s.fast_tf32 && s.ab_type != DType::kF32)
-    bad("fast_tf32 with bf16 inputs", 1, "f32 inputs only");
+    bad("fast_tf32 with non-f32 inputs", 1, "f32 inputs only");
   if (s.lda != 0 && s.lda < stored_cols_a(s)) bad("lda", s.lda, "0 (packed) or >= A's stored row length");
   if (s.ldb != 0 && s.ldb < stored_cols_b(s)) bad("ldb", s.ldb, "0 (packed) or >= B's stored row length");
   if (s.ldc != 0 && s.ldc < s.n) bad("ldc", s.ldc, "0 (packed) or >= n");
@@ -62,8 +106,10 @@ std::int64_t effective_ldc(const GemmShape& s) { return s.ldc ? s.ldc : s.n; }
 
 std::string describe(const GemmShape& s) {
   const char* epilogue = s.epilogue == GemmEpilogue::kGelu ? " +gelu" : s.epilogue == GemmEpilogue::kDGelu ? " *dgelu" : "";
+  const std::string ab = b_type_of(s) == s.ab_type ? dtype_name(s.ab_type)
+                                                    : fmt::format("{}x{}", dtype_name(s.ab_type), dtype_name(b_type_of(s)));
   return fmt::format("m={} n={} k={} {}{} {}->{}{}{}{}{}", s.m, s.n, s.k, s.trans_a ? "A^T" : "A",
-                     s.trans_b ? "B^T" : "B", dtype_name(s.ab_type), dtype_name(s.c_type),
+                     s.trans_b ? "B^T" : "B", ab, dtype_name(s.c_type),
                      s.bias ? " +bias" : "", epilogue, s.batch > 1 ? fmt::format(" batch={}", s.batch) : "",
                      (s.lda || s.ldb || s.ldc)
                          ? fmt::format(" ld={},{},{}", effective_lda(s), effective_ldb(s), effective_ldc(s))
@@ -154,10 +200,11 @@ struct GemmRunner::Impl {
     workspace = DeviceBuffer(workspace_bytes);
   }
 
-  std::unique_ptr<Plan> make_plan(const PlanKey& key, const void* bias, const void* aux);
+  std::unique_ptr<Plan> make_plan(const PlanKey& key, const void* bias, const void* aux, const GemmScales& scales);
 };
 
-std::unique_ptr<Plan> GemmRunner::Impl::make_plan(const PlanKey& key, const void* bias, const void* aux) {
+std::unique_ptr<Plan> GemmRunner::Impl::make_plan(const PlanKey& key, const void* bias, const void* aux,
+                                                  const GemmScales& scales) {
   const GemmShape& s = key.shape;
   auto plan = std::make_unique<Plan>();
   cublasComputeType_t compute = s.fast_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -179,7 +226,15 @@ std::unique_ptr<Plan> GemmRunner::Impl::make_plan(const PlanKey& key, const void
     // left NULL it would assume any alignment and may pick a kernel that faults on ours.
     set_op(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
   }
-  plan->lt_a = make_layout(s.ab_type, lt.lt_a, s.batch);
+  if (is_fp8(s.ab_type)) {
+    // cuBLASLt's A is our B: its A scale is our B's. The pointers are set again before every
+    // call (run_any); here they only make the descriptor complete for the heuristic.
+    set_op(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(scales.b));
+    set_op(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(scales.a));
+    const std::int8_t fast = s.fp8_fast_accum ? 1 : 0;
+    set_op(plan->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast);
+  }
+  plan->lt_a = make_layout(b_type_of(s), lt.lt_a, s.batch);
   plan->lt_b = make_layout(s.ab_type, lt.lt_b, s.batch);
   plan->lt_c = make_layout(s.c_type, lt.lt_c, s.batch);
 
@@ -240,7 +295,7 @@ bool GemmRunner::supports(const void* c, const void* a, const void* b, const voi
   if (impl_->plans.count(key)) return true;
   if (impl_->refused.count(key)) return false;
   try {
-    impl_->plans.emplace(key, impl_->make_plan(key, bias, aux));
+    impl_->plans.emplace(key, impl_->make_plan(key, bias, aux, GemmScales{}));
     return true;
   } catch (const CudaError& e) {
     if (e.code_name() != "CUBLAS_STATUS_NOT_SUPPORTED") throw;
@@ -251,6 +306,23 @@ bool GemmRunner::supports(const void* c, const void* a, const void* b, const voi
 
 void GemmRunner::run(void* c, const void* a, const void* b, const void* bias, void* aux, const GemmShape& s,
                      float alpha, float beta, cudaStream_t stream) {
+  if (is_fp8(s.ab_type))
+    throw std::invalid_argument(fmt::format("GEMM {}: FP8 operands need their scales: use run_fp8", describe(s)));
+  run_any(c, a, b, bias, aux, GemmScales{}, s, alpha, beta, stream);
+}
+
+void GemmRunner::run_fp8(void* c, const void* a, const void* b, const void* bias, const GemmScales& scales,
+                         const GemmShape& s, float alpha, float beta, cudaStream_t stream) {
+  if (!is_fp8(s.ab_type))
+    throw std::invalid_argument(fmt::format("GEMM {}: run_fp8 takes FP8 operands; accepted: e4m3, e5m2", describe(s)));
+  if (!scales.a || !scales.b)
+    throw std::invalid_argument(fmt::format("GEMM {}: null FP8 scale pointer (a={} b={})", describe(s),
+                                            static_cast<const void*>(scales.a), static_cast<const void*>(scales.b)));
+  run_any(c, a, b, bias, nullptr, scales, s, alpha, beta, stream);
+}
+
+void GemmRunner::run_any(void* c, const void* a, const void* b, const void* bias, void* aux, const GemmScales& scales,
+                         const GemmShape& s, float alpha, float beta, cudaStream_t stream) {
   validate_gemm(s);
   const bool needs_aux = s.epilogue != GemmEpilogue::kNone;
   if (!a || !b || !c || (s.bias && !bias) || (needs_aux && !aux))
@@ -259,11 +331,16 @@ void GemmRunner::run(void* c, const void* a, const void* b, const void* bias, vo
   impl_->ensure_ready();
   const PlanKey key = key_of(c, a, b, bias, aux, s);
   auto it = impl_->plans.find(key);
-  if (it == impl_->plans.end()) it = impl_->plans.emplace(key, impl_->make_plan(key, bias, aux)).first;
+  if (it == impl_->plans.end()) it = impl_->plans.emplace(key, impl_->make_plan(key, bias, aux, scales)).first;
   Plan& plan = *it->second;
-  // The bias pointer lives in the (shared, cached) descriptor: set it for this call.
+  // The bias, aux and scale pointers live in the (shared, cached) descriptor: set them for
+  // this call (cuBLASLt's A is our B).
   if (s.bias) set_op(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   if (needs_aux) set_op(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
+  if (is_fp8(s.ab_type)) {
+    set_op(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(scales.b));
+    set_op(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(scales.a));
+  }
   HOLMES_CUBLAS_CHECK(cublaslt().matmul(impl_->handle, plan.op, &alpha, b, plan.lt_a, a, plan.lt_b,
                                         &beta, c, plan.lt_c, c, plan.lt_c, &plan.algo,
                                         impl_->workspace.data(), impl_->workspace.bytes(), stream));

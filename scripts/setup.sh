@@ -12,6 +12,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libyaml-cpp-dev libcli11-dev libfmt-dev catch2 libgloo-dev libopenblas-openmp-dev
   libpcre2-dev libsentencepiece-dev nlohmann-json3-dev   # tokenizers (engine/tokenizer)
+  libsimdjson-dev libzstd-dev zlib1g-dev zstd   # prepare-data's JSON Lines, zstd and gzip (engine/data)
   python3 python3-torch python3-numpy   # golden and export tests compare against PyTorch
   iproute2 procps                        # network-namespace tests, process inspection
   python3-yaml                           # scripts/lab reads scenario files

@@ -17,6 +17,7 @@
 
 #include "engine/data/file_kind.hpp"
 #include "common/errors.hpp"
+#include "engine/tokenizer/saved.hpp"
 
 namespace holmes::data {
 
@@ -31,6 +32,7 @@ const char* token_format_name(TokenFormat format) {
     case TokenFormat::kAuto: return "auto";
     case TokenFormat::kLlmc: return "llmc";
     case TokenFormat::kRawUint16: return "raw-uint16";
+    case TokenFormat::kMegatron: return "megatron";
   }
   return "?";
 }
@@ -39,12 +41,12 @@ namespace {
 
 // "" when every token is < vocab_size, else the first bad one and the accepted ids.
 std::string token_range_problem(TokenSpan tokens, int vocab_size) {
-  // One pass for the maximum (vectorises); the slow search for the position runs only on failure.
-  if (tokens.empty() || tokens.max() < static_cast<uint32_t>(vocab_size)) return "";
+  // One pass for the extremes (vectorises); the slow search for the position runs only on failure.
+  if (tokens.empty() || (tokens.max() < vocab_size && tokens.min() >= 0)) return "";
   size_t i = 0;
-  while (tokens[i] < static_cast<uint32_t>(vocab_size)) ++i;
+  while (tokens.at(i) >= 0 && tokens.at(i) < vocab_size) ++i;
   return fmt::format("token id {} at position {} is outside the vocabulary (model.vocab_size = {}, so ids 0..{} "
-                     "are accepted)", tokens[i], i, vocab_size, vocab_size - 1);
+                     "are accepted)", tokens.at(i), i, vocab_size, vocab_size - 1);
 }
 
 std::string odd_size_problem(size_t size) {
@@ -83,8 +85,9 @@ TokenFormat detect_format(const std::string& path, const unsigned char* bytes, s
                               vocab_size);
   if (raw.empty()) return TokenFormat::kRawUint16;
   throw UserError(fmt::format("{}: format auto recognises no token format in this file; tried llmc: {}; tried "
-                              "raw-uint16: {}. Accepted: an llm.c token file or a raw uint16 array of token ids "
-                              "below {} (name the format, llmc or raw-uint16, to read it as one)",
+                              "raw-uint16: {}. Accepted: an llm.c token file, a raw uint16 array of token ids "
+                              "below {} (name the format, llmc or raw-uint16, to read it as one), or a Megatron dataset "
+                              "(PREFIX.bin beside PREFIX.idx)",
                               path, llmc_header_problem(bytes, size), raw, vocab_size));
 }
 
@@ -149,27 +152,66 @@ std::optional<TokenizerStamp> read_stamp(const unsigned char* bytes, size_t size
 
 }  // namespace
 
-TokenFile TokenFile::open(const std::string& path, TokenFormat format, int vocab_size) {
+namespace {
+
+// Maps `path` read-only (nullptr for an empty file); *bytes gets its size. UserError naming it.
+void* map_file(const std::string& path, size_t* bytes, const char* what) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw UserError(fmt::format("{}: cannot open token file: {}", path, std::strerror(errno)));
+  if (fd < 0) throw UserError(fmt::format("{}: cannot open {}: {}", path, what, std::strerror(errno)));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     throw UserError(fmt::format("{}: not a regular file", path));
   }
-  TokenFile f;
-  f.path_ = path;
-  f.map_bytes_ = static_cast<size_t>(st.st_size);
-  if (f.map_bytes_ > 0) {
-    void* p = ::mmap(nullptr, f.map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
+  *bytes = static_cast<size_t>(st.st_size);
+  void* p = nullptr;
+  if (*bytes > 0) {
+    p = ::mmap(nullptr, *bytes, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
-      int err = errno;
+      const int err = errno;
       ::close(fd);
-      throw UserError(fmt::format("{}: cannot memory-map the token file: {}", path, std::strerror(err)));
+      throw UserError(fmt::format("{}: cannot memory-map {}: {}", path, what, std::strerror(err)));
     }
-    f.map_ = p;
   }
   ::close(fd);  // the mapping keeps the file alive
+  return p;
+}
+
+}  // namespace
+
+TokenFile TokenFile::open_indexed(const IndexedFiles& files, int vocab_size) {
+  TokenFile f;
+  f.path_ = files.bin;
+  f.format_ = TokenFormat::kMegatron;
+  f.idx_map_ = map_file(files.idx, &f.idx_bytes_, "the Megatron index");
+  f.map_ = map_file(files.bin, &f.map_bytes_, "the Megatron data file");
+  f.index_ = parse_indexed_index(files.idx, static_cast<const unsigned char*>(f.idx_map_), f.idx_bytes_, f.map_bytes_);
+  if (f.index_->tokens == 0) throw UserError(fmt::format("{}: the Megatron dataset holds no tokens", files.bin));
+  f.tokens_ = TokenSpan(f.map_, f.index_->tokens, f.index_->type);
+  // Megatron's files have no room for a stamp: the tokenizer prepare-data saved beside them names it.
+  const std::string sidecar = files.bin + ".tokenizer";
+  if (tokenizer::is_saved_tokenizer(sidecar)) {
+    const auto info = tokenizer::read_saved_info(sidecar);
+    f.stamp_ = TokenizerStamp{info.hash, info.ids};
+    if (info.ids > static_cast<uint32_t>(vocab_size))
+      throw UserError(fmt::format("{}: made with a tokenizer of {} ids ({}), more than the model's vocabulary of {} "
+                                  "(model.vocab_size); accepted: model.vocab_size >= {}", files.bin, info.ids, sidecar,
+                                  vocab_size, info.ids));
+  }
+  check_token_range(f.tokens_, vocab_size, files.bin);
+  return f;
+}
+
+TokenFile TokenFile::open(const std::string& path, TokenFormat format, int vocab_size) {
+  if (format == TokenFormat::kMegatron || format == TokenFormat::kAuto) {
+    if (const auto files = indexed_dataset_files(path)) return open_indexed(*files, vocab_size);
+    if (format == TokenFormat::kMegatron)
+      throw UserError(fmt::format("{}: no Megatron dataset here: data.format megatron needs PREFIX.bin and PREFIX.idx "
+                                  "(name the prefix, its .bin or its .idx)", path));
+  }
+  TokenFile f;
+  f.path_ = path;
+  f.map_ = map_file(path, &f.map_bytes_, "the token file");
   auto* bytes = static_cast<const unsigned char*>(f.map_);
   if (format == TokenFormat::kRawUint16) refuse_non_token_file(path, bytes, f.map_bytes_);
   f.format_ = format == TokenFormat::kAuto ? detect_format(path, bytes, f.map_bytes_, vocab_size) : format;
@@ -202,6 +244,9 @@ TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
     format_ = o.format_;
     map_ = std::exchange(o.map_, nullptr);
     map_bytes_ = std::exchange(o.map_bytes_, 0);
+    idx_map_ = std::exchange(o.idx_map_, nullptr);
+    idx_bytes_ = std::exchange(o.idx_bytes_, 0);
+    index_ = std::exchange(o.index_, std::nullopt);
     tokens_ = std::exchange(o.tokens_, {});
     stamp_ = std::exchange(o.stamp_, std::nullopt);
   }
@@ -212,8 +257,10 @@ TokenFile::~TokenFile() { unmap(); }
 
 void TokenFile::unmap() {
   if (map_) ::munmap(map_, map_bytes_);
-  map_ = nullptr;
-  map_bytes_ = 0;
+  if (idx_map_) ::munmap(idx_map_, idx_bytes_);
+  map_ = idx_map_ = nullptr;
+  map_bytes_ = idx_bytes_ = 0;
+  index_.reset();
 }
 
 void write_llmc_tokens(const std::string& path, std::span<const uint16_t> tokens) {

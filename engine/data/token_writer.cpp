@@ -59,6 +59,10 @@ void TokenWriter::append(std::span<const uint32_t> tokens) {
                                 "into several prepare-data runs", path_, INT32_MAX));
 }
 
+std::string TokenWriter::described() const {
+  return fmt::format("{} (llm.c format, {}-bit ids)", path_, 8 * width_);
+}
+
 void TokenWriter::commit() {
   const auto h = header_of(width_, count_, stamp_);
   const bool ok = std::fseek(f_, 0, SEEK_SET) == 0 && std::fwrite(h.data(), sizeof(int32_t), h.size(), f_) == h.size() &&

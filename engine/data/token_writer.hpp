@@ -12,24 +12,27 @@
 #include <vector>
 
 #include "engine/data/token_file.hpp"
+#include "engine/data/token_output.hpp"
 
 namespace holmes::data {
 
-class TokenWriter {
+class TokenWriter final : public TokenOutput {
  public:
   // `id_count`: ids are < id_count (> 65536 selects 32-bit tokens). UserError naming `path`
   // when the temporary file cannot be created.
   TokenWriter(std::string path, uint32_t id_count, TokenizerStamp stamp);
-  ~TokenWriter();
+  ~TokenWriter() override;
   TokenWriter(const TokenWriter&) = delete;
   TokenWriter& operator=(const TokenWriter&) = delete;
 
-  void append(std::span<const uint32_t> tokens);
+  void begin_document() override {}  // llm.c files keep no document index
+  void append(std::span<const uint32_t> tokens) override;
   // Writes the header's count, flushes and renames into place. UserError when that fails.
-  void commit();
+  void commit() override;
 
-  int64_t count() const { return count_; }
-  int width_bytes() const { return width_; }
+  int64_t count() const override { return count_; }
+  int width_bytes() const override { return width_; }
+  std::string described() const override;
   const std::string& temp_path() const { return tmp_; }
 
  private:

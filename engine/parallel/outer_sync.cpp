@@ -11,13 +11,13 @@
 #include <utility>
 
 #include "engine/parallel/cpu_clock.hpp"
-#include "engine/plan/replicas.hpp"
+#include "engine/schedule/outer_payload.hpp"
 
 namespace holmes::parallel {
 
 namespace {
 
-constexpr size_t kChunk = plan::kOuterChunk;
+constexpr size_t kChunk = schedule::kOuterChunk;
 
 size_t chunks(size_t n) { return (n + kChunk - 1) / kChunk; }
 
@@ -40,13 +40,8 @@ float from_bf16(uint16_t h) {
 
 }  // namespace
 
-size_t outer_payload_size(spec::OuterDtype dtype, size_t n) {
-  const size_t raw = static_cast<size_t>(plan::outer_payload_bytes(dtype, static_cast<double>(n)));
-  return (raw + 3) / 4 * 4;
-}
-
 void outer_encode(spec::OuterDtype dtype, const float* x, size_t n, std::byte* out) {
-  std::memset(out, 0, outer_payload_size(dtype, n));
+  std::memset(out, 0, schedule::outer_payload_size(dtype, n));
   switch (dtype) {
     case spec::OuterDtype::kFp32: std::memcpy(out, x, n * 4); return;
     case spec::OuterDtype::kBf16:
@@ -149,7 +144,7 @@ size_t OuterSync::padded(int f) const {
 }
 
 size_t OuterSync::part(int f) const {
-  return static_cast<size_t>(plan::outer_part(static_cast<double>(padded(f)), n_));
+  return static_cast<size_t>(schedule::outer_part(static_cast<double>(padded(f)), n_));
 }
 
 std::pair<size_t, size_t> OuterSync::fragment(int f) const {
@@ -312,7 +307,7 @@ void OuterSync::prepare(int f, const float* params) {
   const spec::OuterDtype dtype = config_.dtype;
   cur_f_ = f;
   cur_p_ = p;
-  cur_words_ = outer_payload_size(dtype, p) / 4;  // one part's payload
+  cur_words_ = schedule::outer_payload_size(dtype, p) / 4;  // one part's payload
   // 1. The outer gradient of this slice (zero padding past its end), plus what the previous
   // payload's rounding left out; encoded part by part (each part its own int8 scales).
   delta_.assign(p * n_, 0.0f);

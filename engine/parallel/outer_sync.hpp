@@ -17,7 +17,7 @@
 //   3. owner k decodes the N payloads of its part (its own without the wire) and sums them in
 //      replica order, / N, encodes that average once and all-gathers it (N - 1 part payloads):
 //      every replica decodes the same bytes, so holds the same bits, whatever the dtype.
-//      Bytes a member sends: 2 (N - 1) part payloads (plan::outer_exchange_bytes), about
+//      Bytes a member sends: 2 (N - 1) part payloads (schedule::outer_exchange_bytes), about
 //      2 (N - 1) / N of the slice's payload where an all-gather of whole payloads sends N - 1.
 //      Error feedback (bf16, int8), at both roundings: each member adds to its outer gradient
 //      what its previous payloads of this slice left out (`residual`), and each owner adds to
@@ -51,6 +51,7 @@
 
 #include "engine/parallel/group.hpp"
 #include "engine/parallel/outer_times.hpp"
+#include "engine/schedule/outer_payload.hpp"
 #include "engine/spec/choices.hpp"
 
 namespace holmes::parallel {
@@ -63,9 +64,9 @@ struct OuterConfig {
   int overlap = 0;  // tau: inner steps the exchange runs beside (0 = the next step waits)
 };
 
-// The payload codec, public for tests. encode: n values -> bytes (a multiple of 4);
-// decode_add: out[i] += decoded[i] for the n values. Deterministic.
-size_t outer_payload_size(spec::OuterDtype dtype, size_t n);  // bytes, a multiple of 4
+// The payload codec, public for tests. encode: n values -> schedule::outer_payload_size(dtype,
+// n) bytes (engine/schedule/outer_payload.hpp); decode_add: out[i] += decoded[i] for the n
+// values. Deterministic.
 void outer_encode(spec::OuterDtype dtype, const float* x, size_t n, std::byte* out);
 void outer_decode_add(spec::OuterDtype dtype, const std::byte* in, size_t n, float* out);
 

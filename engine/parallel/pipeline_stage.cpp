@@ -9,34 +9,34 @@
 namespace holmes::parallel {
 
 PipelineStage::PipelineStage(model::Gpt& gpt, ParallelGroups& groups, int micro_batches, int B, int T,
-                             PipeSchedule schedule)
+                             schedule::PipeSchedule schedule)
     : PipelineStage(std::vector<model::Gpt*>{&gpt}, groups, micro_batches, B, T, schedule) {}
 
 PipelineStage::PipelineStage(std::vector<model::Gpt*> chunks, ParallelGroups& groups, int micro_batches, int B,
-                             int T, PipeSchedule schedule)
+                             int T, schedule::PipeSchedule schedule)
     : chunks_(std::move(chunks)), gpt_(*chunks_.at(0)), groups_(groups), stage_(groups.coords().pp_stage),
       pp_size_(groups.coords().pp_size), micro_batches_(micro_batches), B_(B), T_(T) {
   const int pp = pp_size_, v = static_cast<int>(chunks_.size());
-  if ((schedule == PipeSchedule::kInterleaved) != (v > 1))
+  if ((schedule == schedule::PipeSchedule::kInterleaved) != (v > 1))
     throw std::logic_error(fmt::format("PipelineStage: {} model chunks under schedule {}", v,
-                                       pipe_schedule_name(schedule)));
-  steps_ = schedule_steps(schedule, pp, stage_, micro_batches, v);
-  split_ = std::any_of(steps_.begin(), steps_.end(), [](const PipeStep& s) { return s.kind == PipeOpKind::kWeights; });
+                                       schedule::pipe_schedule_name(schedule)));
+  steps_ = schedule::schedule_steps(schedule, pp, stage_, micro_batches, v);
+  split_ = std::any_of(steps_.begin(), steps_.end(), [](const schedule::PipeStep& s) { return s.kind == schedule::PipeOpKind::kWeights; });
   slot_micro_.resize(v);
   for (int c = 0; c < v; ++c) {
     const model::Gpt& gpt = *chunks_[c];
-    const int slots = max_in_flight(steps_, c);
+    const int slots = schedule::max_in_flight(steps_, c);
     if (gpt.slots() != slots)
       throw std::logic_error(fmt::format("PipelineStage: chunk {} of the model has {} activation slots, stage {} of "
                                          "{} keeps {} micro-batches of it in flight under {}", c, gpt.slots(),
-                                         stage_, pp, slots, pipe_schedule_name(schedule)));
+                                         stage_, pp, slots, schedule::pipe_schedule_name(schedule)));
     if (gpt.policy().split_backward != split_)
       throw std::logic_error(fmt::format("PipelineStage: schedule {} {} a split backward, the model {}",
-                                         pipe_schedule_name(schedule), split_ ? "needs" : "does not run",
+                                         schedule::pipe_schedule_name(schedule), split_ ? "needs" : "does not run",
                                          gpt.policy().split_backward ? "splits" : "does not"));
     slot_micro_[c].assign(slots, -1);
   }
-  max_sending_ = static_cast<size_t>(std::max(max_in_flight(steps_), 2));
+  max_sending_ = static_cast<size_t>(std::max(schedule::max_in_flight(steps_), 2));
   inputs_.resize(static_cast<size_t>(B) * T);
   targets_.resize(inputs_.size());
 }
@@ -78,28 +78,28 @@ void timed(double& seconds, double& wall, const CommClock& clock, F&& op) {
 double PipelineStage::run_step(const FetchFn& fetch, const std::function<void(int chunk, int micro)>& before_grads) {
   reset();
   for (size_t i = 0; i < steps_.size(); ++i) {
-    const PipeStep& s = steps_[i];
-    if (s.kind == PipeOpKind::kComm) {
+    const schedule::PipeStep& s = steps_[i];
+    if (s.kind == schedule::PipeOpKind::kComm) {
       exchange(s.transfers);
       continue;
     }
     if (!s.transfers.empty())
       throw std::logic_error("PipelineStage: transfers belong to kComm steps of the schedule");
     switch (s.kind) {
-      case PipeOpKind::kForward: forward(s.chunk, s.micro, fetch); break;
-      case PipeOpKind::kBackward: {
+      case schedule::PipeOpKind::kForward: forward(s.chunk, s.micro, fetch); break;
+      case schedule::PipeOpKind::kBackward: {
         // A W right behind its own B runs with it, as one pass (joins_weights).
-        const bool whole = !split_ || joins_weights(steps_, i, micro_batches_);
+        const bool whole = !split_ || schedule::joins_weights(steps_, i, micro_batches_);
         if (whole) before_grads(s.chunk, s.micro);
         backward(s.chunk, s.micro, whole ? model::Pass::kAll : model::Pass::kInput);
         if (split_ && whole) ++i;
         break;
       }
-      case PipeOpKind::kWeights:
+      case schedule::PipeOpKind::kWeights:
         before_grads(s.chunk, s.micro);
         weights(s.chunk, s.micro);
         break;
-      case PipeOpKind::kComm: break;
+      case schedule::PipeOpKind::kComm: break;
     }
   }
   finish_transfers();
@@ -123,9 +123,9 @@ double PipelineStage::run_forward(int count, const FetchFn& fetch) {
   const int v = static_cast<int>(chunks_.size());
   for (int e = 0; e < count; ++e)
     for (int c = 0; c < v; ++c) {
-      if (!first(c)) exchange({{P2PKind::kRecvActivation, e, (stage_ + pp_size_ - 1) % pp_size_, c}});
+      if (!first(c)) exchange({{schedule::P2PKind::kRecvActivation, e, (stage_ + pp_size_ - 1) % pp_size_, c}});
       forward(c, e, fetch);
-      if (!last(c)) exchange({{P2PKind::kSendActivation, e, (stage_ + 1) % pp_size_, c}});
+      if (!last(c)) exchange({{schedule::P2PKind::kSendActivation, e, (stage_ + 1) % pp_size_, c}});
       slot_micro_[c][e % slot_micro_[c].size()] = -1;  // no backward follows
     }
   finish_transfers();
@@ -200,22 +200,22 @@ namespace {
 struct Route {
   PipelineStage::Tensor buf;
   comm::P2POp::Kind op;
-  P2PKind tag_kind;
+  schedule::P2PKind tag_kind;
 };
 
-Route route_of(P2PKind kind) {
+Route route_of(schedule::P2PKind kind) {
   switch (kind) {
-    case P2PKind::kSendActivation: return {PipelineStage::kActOut, comm::P2POp::kSend, P2PKind::kSendActivation};
-    case P2PKind::kRecvActivation: return {PipelineStage::kActIn, comm::P2POp::kRecv, P2PKind::kSendActivation};
-    case P2PKind::kSendGrad: return {PipelineStage::kGradOut, comm::P2POp::kSend, P2PKind::kSendGrad};
-    case P2PKind::kRecvGrad: return {PipelineStage::kGradIn, comm::P2POp::kRecv, P2PKind::kSendGrad};
+    case schedule::P2PKind::kSendActivation: return {PipelineStage::kActOut, comm::P2POp::kSend, schedule::P2PKind::kSendActivation};
+    case schedule::P2PKind::kRecvActivation: return {PipelineStage::kActIn, comm::P2POp::kRecv, schedule::P2PKind::kSendActivation};
+    case schedule::P2PKind::kSendGrad: return {PipelineStage::kGradOut, comm::P2POp::kSend, schedule::P2PKind::kSendGrad};
+    case schedule::P2PKind::kRecvGrad: return {PipelineStage::kGradIn, comm::P2POp::kRecv, schedule::P2PKind::kSendGrad};
   }
   throw std::logic_error("PipelineStage: unknown transfer kind");
 }
 
 }  // namespace
 
-void PipelineStage::exchange(const std::vector<PipeTransfer>& transfers) {
+void PipelineStage::exchange(const std::vector<schedule::PipeTransfer>& transfers) {
   if (transfers.empty()) return;
   // One batch per group the transfers take (pp, or a pp-hop group to a neighbour: pp_route),
   // in the order of their first transfer. Each hop group has two members that post their
@@ -230,7 +230,7 @@ void PipelineStage::exchange(const std::vector<PipeTransfer>& transfers) {
   };
   std::vector<Batch> batches;
   reclaim(false);
-  for (const PipeTransfer& t : transfers) {
+  for (const schedule::PipeTransfer& t : transfers) {
     const Route r = route_of(t.kind);
     const bool send = r.op == comm::P2POp::kSend;
     const Key key{r.buf, t.chunk, t.micro};
@@ -242,7 +242,7 @@ void PipelineStage::exchange(const std::vector<PipeTransfer>& transfers) {
     const size_t slice = slice_floats();
     float* at = data.data() + static_cast<size_t>(groups_.tp().rank()) * slice;
     b->ops.push_back({send ? Transfer::kSend : Transfer::kRecv, Buf::f32(at, slice), peer,
-                      p2p_tag(r.tag_kind, t.micro, link_chunk(stage_, t))});
+                      schedule::p2p_tag(r.tag_kind, t.micro, schedule::link_chunk(stage_, t))});
     if (send) b->sent.push_back(key);
     else b->received.push_back(data.data());
   }

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "engine/parallel/groups.hpp"
-#include "engine/parallel/schedule.hpp"
+#include "engine/schedule/schedule.hpp"
 #include "model/gpt.hpp"
 
 namespace holmes::parallel {
@@ -45,12 +45,12 @@ class PipelineStage {
   // gpt must have max_in_flight(schedule, pp_size, pp_stage, micro_batches) slots and split its
   // backward exactly when the schedule has W passes (zb-h1); groups outlive the stage.
   PipelineStage(model::Gpt& gpt, ParallelGroups& groups, int micro_batches, int B, int T,
-                PipeSchedule schedule = PipeSchedule::k1f1b);
+                schedule::PipeSchedule schedule = schedule::PipeSchedule::k1f1b);
   // The interleaved schedule: chunks[c] is model chunk c of this stage (virtual stage
   // c * pp_size + pp_stage; embedding only in virtual stage 0, head only in the last), with
   // max_in_flight(steps, c) slots each. One chunk: as above.
   PipelineStage(std::vector<model::Gpt*> chunks, ParallelGroups& groups, int micro_batches, int B, int T,
-                PipeSchedule schedule);
+                schedule::PipeSchedule schedule);
 
   // The step's forward and backward passes of every micro-batch (gradients accumulate in
   // each chunk's grads(), each micro-batch's loss scaled by 1/micro_batches).
@@ -78,7 +78,7 @@ class PipelineStage {
   // pass: kAll (the whole backward), or kInput (B of a split backward, whose W comes later).
   void backward(int chunk, int micro, model::Pass pass);
   void weights(int chunk, int micro);  // W of a split backward
-  void exchange(const std::vector<PipeTransfer>& transfers);
+  void exchange(const std::vector<schedule::PipeTransfer>& transfers);
   // Takes the slot of `micro` (forward), selects it (B of a split backward) or frees it.
   enum class SlotUse { kTake, kSelect, kFree };
   void use_slot(int chunk, int micro, SlotUse use);
@@ -109,7 +109,7 @@ class PipelineStage {
   const int stage_, pp_size_;
   int micro_batches_, B_, T_;
   bool split_ = false;  // the schedule has W passes: backward runs B, a later step W
-  std::vector<PipeStep> steps_;
+  std::vector<schedule::PipeStep> steps_;
   std::vector<std::vector<int>> slot_micro_;  // [chunk][slot]: micro-batch occupying it, -1 = free
   std::vector<int32_t> inputs_, targets_;
   // (Tensor, chunk, micro) -> (B,T,C) in the backend's memory, from a pool of free ones.

@@ -69,7 +69,7 @@ std::vector<std::pair<int, int>> stage_chunks(const spec::JobSpec& spec, const P
                                               int pp_stage);
 
 // The pipeline schedule a stage runs: the context's, else the spec's (auto: 1f1b).
-PipeSchedule pipe_schedule(const spec::JobSpec& spec, const ParallelContext& ctx);
+schedule::PipeSchedule pipe_schedule(const spec::JobSpec& spec, const ParallelContext& ctx);
 // What the model keeps for backward: the context's recompute mode, else the spec's; the
 // backward split into B and W where the schedule places W passes (zb-h1).
 model::ActivationPolicy activation_policy(const spec::JobSpec& spec, const ParallelContext& ctx);
@@ -193,7 +193,7 @@ class Trainer final : public StepRunner {
   LrConfig lr_;
   AdamWHyper hyper_;
   int micro_batches_ = 1;
-  PipeSchedule schedule_ = PipeSchedule::k1f1b;
+  schedule::PipeSchedule schedule_ = schedule::PipeSchedule::k1f1b;
   // Host copies of params and moments behind shard_states() on a device backend, per chunk.
   struct HostCopy {
     std::vector<float> params, m, v;

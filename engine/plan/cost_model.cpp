@@ -5,8 +5,8 @@
 #include <numeric>
 #include <optional>
 
-#include "engine/parallel/schedule.hpp"
-#include "engine/parallel/schedule_timing.hpp"
+#include "engine/schedule/schedule.hpp"
+#include "engine/schedule/timing.hpp"
 #include "engine/plan/partition.hpp"
 
 namespace holmes::plan {
@@ -125,9 +125,9 @@ int in_flight_micro_batches(spec::Schedule schedule, int micro_batches, int pipe
 }
 
 std::vector<int> chunk_slots(int micro_batches, int pipeline, int stage, int chunks) {
-  const std::vector<parallel::PipeStep> steps = parallel::interleaved_1f1b(pipeline, stage, micro_batches, chunks);
+  const std::vector<schedule::PipeStep> steps = schedule::interleaved_1f1b(pipeline, stage, micro_batches, chunks);
   std::vector<int> out(chunks);
-  for (int c = 0; c < chunks; ++c) out[c] = parallel::max_in_flight(steps, c);
+  for (int c = 0; c < chunks; ++c) out[c] = schedule::max_in_flight(steps, c);
   return out;
 }
 
@@ -504,7 +504,7 @@ double job_sums_s(const std::vector<StageCost>& stages) {
 // other every micro-batch. In 1F1B's steady state a stage's next forward needs its
 // neighbour's backward and forward in between, so a message's latency lies on the loop of two
 // adjacent stages, once per micro-batch, however idle the link (zb-h1's held-back W passes
-// cover part of it). The schedule's tables time it (parallel::pipeline_makespan): the step's
+// cover part of it). The schedule's tables time it (schedule::pipeline_makespan): the step's
 // extra time with every message's latency over the same tables without. Only the latency: a
 // message's bandwidth is priced as the link's bottleneck and the fill and drain (pp_exposed_s,
 // pp_fill_s). Interleaved plans: 0 (not modelled).
@@ -517,7 +517,7 @@ double pipeline_loop_s(const Workload& w, const std::vector<StageCost>& stages, 
   const int p = static_cast<int>(times.size());
   const spec::Schedule kind = w.activation.schedule;
   if (p < 2 || kind == spec::Schedule::kInterleaved) return 0;
-  std::vector<parallel::HopTimes> hops(p - 1);
+  std::vector<schedule::HopTimes> hops(p - 1);
   for (int s = 0; s + 1 < p; ++s) {
     const LinkCost* next = stages[s].hop_next(1).first;
     const LinkCost* prev = stages[s + 1].hop_prev(1).first;
@@ -528,7 +528,7 @@ double pipeline_loop_s(const Workload& w, const std::vector<StageCost>& stages, 
   for (int s = 0; s + 1 < p; ++s) any = any || hops[s].activation_s > 0 || hops[s].gradient_s > 0 || delays[s] > 0;
   if (!any) return 0;
   // A micro-batch's passes as the stage runs them, its tensor-parallel sums spread over them.
-  std::vector<parallel::PassTimes> passes(p);
+  std::vector<schedule::PassTimes> passes(p);
   std::vector<double> per_micro(p);
   for (int s = 0; s < p; ++s) {
     const StageTime& t = times[s];
@@ -537,17 +537,17 @@ double pipeline_loop_s(const Workload& w, const std::vector<StageCost>& stages, 
     passes[s] = {forward * scale, (t.compute_s - forward - weights) * scale, weights * scale};
     per_micro[s] = t.compute_s * scale;
   }
-  const parallel::PipeSchedule table =
-      kind == spec::Schedule::kZbH1 ? parallel::PipeSchedule::kZbH1 : parallel::PipeSchedule::k1f1b;
-  const std::vector<parallel::HopTimes> free(p - 1);
+  const schedule::PipeSchedule table =
+      kind == spec::Schedule::kZbH1 ? schedule::PipeSchedule::kZbH1 : schedule::PipeSchedule::k1f1b;
+  const std::vector<schedule::HopTimes> free(p - 1);
   const int m = w.micro_batches, cap = std::max(16, 4 * p);
   const int m_span = std::min(m, cap + 2 * p);
   run_waiting_stages(stages, times, bottleneck, m_span, per_micro, [&] {
-    return parallel::expected_pipeline_makespan(table, p, m_span, 1, passes, hops, delays, kLoopSamples, kLoopSeed);
+    return schedule::expected_pipeline_makespan(table, p, m_span, 1, passes, hops, delays, kLoopSamples, kLoopSeed);
   }, passes);
   auto extra = [&](int m) {
-    return parallel::expected_pipeline_makespan(table, p, m, 1, passes, hops, delays, kLoopSamples, kLoopSeed) -
-           parallel::pipeline_makespan(table, p, m, 1, passes, free);
+    return schedule::expected_pipeline_makespan(table, p, m, 1, passes, hops, delays, kLoopSamples, kLoopSeed) -
+           schedule::pipeline_makespan(table, p, m, 1, passes, free);
   };
   // Past the warm-up the extra time grows by the same amount every two micro-batches (the loop
   // spans two): long steps are timed at two shorter lengths and extended along that line.

@@ -107,7 +107,7 @@ struct StageTime {
   // The idle slots of the fill and drain over p stages: (p - 1) micro-batch slots under 1F1B;
   // under zb-h1 the held-back W passes fill the slots, a W and as much again of each, but no
   // more than the shorter of the slot's F and B: (p - 1)(F + B - min(F, B, W)), the tables'
-  // timing with free links (engine/parallel/schedule.hpp; schedule_test). With W <= F, B this
+  // timing with free links (engine/schedule/schedule.hpp; schedule_test). With W <= F, B this
   // is the paper's (p - 1)(F + B - W); a W longer than F (full recomputation replays the
   // forward before each W) leaves (p - 1) B. weights_s is 0 under 1f1b.
   // Interleaved with V chunks per stage: a slot is a chunk's pass, 1/V of the stage's, so the
@@ -198,11 +198,11 @@ struct StageCost {
 
 // Micro-batches whose activations stage `stage` of `pipeline` holds at its peak under
 // `schedule` with m micro-batches: min(m, p - s) under 1f1b, min(m, p) under zb-h1 (the
-// step tables' max_in_flight, engine/parallel/schedule.hpp; schedule_trainer_test ties them).
+// step tables' max_in_flight, engine/schedule/schedule.hpp; schedule_trainer_test ties them).
 // Not for interleaved: its chunks' slots come from the tables themselves (chunk_slots).
 int in_flight_micro_batches(spec::Schedule schedule, int micro_batches, int pipeline, int stage);
 // Interleaved: the activation slots each of the stage's `chunks` model chunks allocates, read
-// from the step table the stage runs (engine/parallel/schedule.hpp: max_in_flight per chunk).
+// from the step table the stage runs (engine/schedule/schedule.hpp: max_in_flight per chunk).
 // Their sum exceeds the live peak (Megatron's p + (p - 1) / V micro-batches on stage 0): each
 // chunk's model keeps its own slots.
 std::vector<int> chunk_slots(int micro_batches, int pipeline, int stage, int chunks);

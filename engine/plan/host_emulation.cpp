@@ -214,7 +214,7 @@ double job_sum_hop_s(const std::vector<StageCost>& stages) {
   return measured;
 }
 
-std::vector<double> message_delays(const std::vector<StageCost>& stages, std::span<const parallel::HopTimes> hops) {
+std::vector<double> message_delays(const std::vector<StageCost>& stages, std::span<const schedule::HopTimes> hops) {
   // On busy hosts a message waits for its threads' wake-ups, which the probe's idle messages do
   // not: each message's own delay, exponential of the measured mean beyond the link's alpha.
   std::vector<double> delays(hops.size(), 0.0);
@@ -227,7 +227,7 @@ std::vector<double> message_delays(const std::vector<StageCost>& stages, std::sp
 
 void run_waiting_stages(const std::vector<StageCost>& stages, const std::vector<StageTime>& times, int bottleneck,
                         int micro_batches, std::span<const double> per_micro,
-                        const std::function<double()>& span_at, std::vector<parallel::PassTimes>& passes) {
+                        const std::function<double()>& span_at, std::vector<schedule::PassTimes>& passes) {
   const int p = static_cast<int>(times.size());
   // On a machine its nodes share, a waiting stage's pass meets the other ranks' at random: each
   // is on a core the part of the step its CPU seconds take (its passes at the rate per CPU

@@ -29,7 +29,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/parallel/schedule_timing.hpp"
+#include "engine/schedule/timing.hpp"
 
 namespace holmes::topo {
 struct ClusterTopology;
@@ -156,7 +156,7 @@ double quota_s(const Workload& w, const std::vector<StageCost>& stages, const st
 double job_sum_hop_s(const std::vector<StageCost>& stages);
 // Per boundary of a one-chunk pipeline: the mean delay its messages wait beyond the hop's
 // latency (`hops`, the links' alphas): the measured hop of either end beyond the longer alpha.
-std::vector<double> message_delays(const std::vector<StageCost>& stages, std::span<const parallel::HopTimes> hops);
+std::vector<double> message_delays(const std::vector<StageCost>& stages, std::span<const schedule::HopTimes> hops);
 // The passes of the stages other than `bottleneck` as they run when they wait for it: a held
 // stage with a CPU-time figure has quota to spare and runs faster, up to a whole core
 // (burst_rate), or on a shared machine the cores the machine's other busy workers leave.
@@ -164,6 +164,6 @@ std::vector<double> message_delays(const std::vector<StageCost>& stages, std::sp
 // step's loop with the passes as given (the machine's busy parts are read from it).
 void run_waiting_stages(const std::vector<StageCost>& stages, const std::vector<StageTime>& times, int bottleneck,
                         int micro_batches, std::span<const double> per_micro,
-                        const std::function<double()>& span_at, std::vector<parallel::PassTimes>& passes);
+                        const std::function<double()>& span_at, std::vector<schedule::PassTimes>& passes);
 
 }  // namespace holmes::plan

@@ -70,21 +70,6 @@ topo::ClusterTopology sub_topology(const topo::ClusterTopology& t, const std::ve
   return sub;
 }
 
-double outer_payload_bytes(spec::OuterDtype dtype, double elements) {
-  switch (dtype) {
-    case spec::OuterDtype::kFp32: return 4 * elements;
-    case spec::OuterDtype::kBf16: return 2 * elements;
-    case spec::OuterDtype::kInt8: return elements + 4 * std::ceil(elements / kOuterChunk);
-  }
-  return 4 * elements;
-}
-
-double outer_part(double elements, int replicas) { return std::ceil(elements / std::max(1, replicas)); }
-
-double outer_exchange_bytes(spec::OuterDtype dtype, double elements, int replicas) {
-  return 2.0 * (replicas - 1) * outer_payload_bytes(dtype, outer_part(elements, replicas));
-}
-
 double small_all_reduce_bytes(double floats, int members) {
   if (members < 2 || floats <= 0) return 0;
   const double segment = std::ceil(floats / (2.0 * members));  // floats a segment
@@ -217,7 +202,7 @@ void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
     const double per_byte = topology.calibration.host_comm_ns() * 1e-9;
     for (size_t s = 0; s < e.quota_cpu_s.size() && s < stage_params.size(); ++s)
       if (e.quota_share[s] < 1)
-        e.quota_cpu_s[s] += outer_exchange_bytes(rep.dtype, std::ceil(stage_params[s] / plan.dp), n) /
+        e.quota_cpu_s[s] += schedule::outer_exchange_bytes(rep.dtype, std::ceil(stage_params[s] / plan.dp), n) /
                             std::max(1, rep.inner_steps) * per_byte;
     const double rest = e.step_time_s - e.quota_s;
     const double quota = quota_wait_s(e, rest);
@@ -254,15 +239,15 @@ void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
     const double slice = std::ceil(stage_params[stage] / plan.dp);
     // Owner-slice exchange: the parts to their owners, then the owners' averages to every
     // member; each half moves (N - 1) part payloads per member, as a ring all-gather of N parts.
-    const double part = outer_payload_bytes(rep.dtype, outer_part(slice, n));
+    const double part = schedule::outer_payload_bytes(rep.dtype, schedule::outer_part(slice, n));
     const double t_outer = 2 * ring_all_gather_s(exchange_link(topology, f, g), n, n * part);
     const double t_dp = plan.dp > 1 ? ring_all_gather_s(dp_link[stage], plan.dp, 4 * slice * plan.dp) : 0;
     worst = std::max(worst, t_outer + t_dp);
     // Overlapped (parallel.outer_overlap = tau): each fragment's exchange runs beside tau inner
     // steps; the steps wait for what is left of it, and for the data-parallel all-gather.
     exposed = std::max(exposed, frags * std::max(0.0, t_outer / frags - rep.overlap * step) + t_dp);
-    bytes += n * outer_exchange_bytes(rep.dtype, slice, n);
-    by_link[static_cast<int>(g.link)] += n * outer_exchange_bytes(rep.dtype, slice, n);
+    bytes += n * schedule::outer_exchange_bytes(rep.dtype, slice, n);
+    by_link[static_cast<int>(g.link)] += n * schedule::outer_exchange_bytes(rep.dtype, slice, n);
     plan.groups.push_back(std::move(g));
   }
   rep.sync_s = worst;

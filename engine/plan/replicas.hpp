@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/plan/plan.hpp"
+#include "engine/schedule/outer_payload.hpp"
 
 namespace holmes::plan {
 
@@ -31,21 +32,6 @@ topo::ClusterTopology sub_topology(const topo::ClusterTopology& topology, const 
 
 // make_plan for parallel.replicas > 1 (make_plan calls it).
 Plan make_replica_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology);
-
-// The payload of `elements` weights as outer_dtype: 4, 2 or 1 byte a weight (int8: plus one
-// fp32 scale per kOuterChunk values).
-inline constexpr int kOuterChunk = 256;
-double outer_payload_bytes(spec::OuterDtype dtype, double elements);
-// The owner-slice exchange of one member's slice of `elements` weights over `replicas`
-// members (engine/parallel/outer_sync.hpp): the slice is cut into N parts of
-// outer_part(elements, N) = ceil(elements / N) weights; each member sends every other part's
-// payload to its owner ((N - 1) part payloads), the owner averages and all-gathers its part's
-// payload ((N - 1) again). Bytes one member sends per outer sync:
-// 2 (N - 1) outer_payload_bytes(outer_part(elements, N)), about 2 (N - 1) / N of the slice's
-// payload. The runtime sends exactly this (each part payload rounded up to 4 bytes); a test
-// ties them.
-double outer_part(double elements, int replicas);
-double outer_exchange_bytes(spec::OuterDtype dtype, double elements, int replicas);
 
 // Small messages (a few floats) cost more in headers than in payload. Gloo sends an unbound
 // buffer in three operations, each a 48-byte preamble (six size_t) in its own TCP segment with

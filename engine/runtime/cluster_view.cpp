@@ -94,7 +94,34 @@ backends::Device training_device(spec::Device requested, std::string* note) {
   return backends::Device::kCpu;
 }
 
+std::string fp8_device_problem(backends::Device device, const backends::GpuSummary& gpu,
+                               const std::string& cpu_reason) {
+  constexpr int kMajor = 8, kMinor = 9;  // Ada's FP8 tensor cores; Hopper is 9.0
+  if (device == backends::Device::kCpu)
+    return fmt::format("train.precision: 'fp8' needs a GPU with FP8 tensor cores (compute capability {}.{} or newer: "
+                       "Ada, Hopper, Blackwell), and this job trains on the CPU ({}); accepted here: auto, fp32",
+                       kMajor, kMinor, cpu_reason);
+  if (gpu.cc_major > kMajor || (gpu.cc_major == kMajor && gpu.cc_minor >= kMinor)) return "";
+  return fmt::format("train.precision: 'fp8' needs a GPU with FP8 tensor cores (compute capability {}.{} or newer: "
+                     "Ada, Hopper, Blackwell), and this job's GPU is '{}' with compute capability {}.{}; accepted "
+                     "here: auto, bf16, fp32",
+                     kMajor, kMinor, gpu.name, gpu.cc_major, gpu.cc_minor);
+}
+
+void check_precision_device(const spec::JobSpec& spec) {
+  if (spec.train.precision != spec::Precision::kFp8) return;
+  std::string note;
+  const backends::Device device = training_device(spec.job.device, &note);
+  std::string cpu_reason = "job.device: cpu";
+  if (spec.job.device != spec::Device::kCpu) cpu_reason = note.empty() ? "no usable GPU" : note;
+  const std::string problem =
+      fp8_device_problem(device, device == backends::Device::kCuda ? backends::local_gpus() : backends::GpuSummary{},
+                         cpu_reason);
+  if (!problem.empty()) throw UserError(problem);
+}
+
 void check_worker_device(const spec::JobSpec& spec) {
+  check_precision_device(spec);
   if (spec.job.device != spec::Device::kCuda) return;
   // Refused before anything else about a multi-GPU job: it stays wrong once those run.
   refuse_nccl_overrides(launch::process_environment());

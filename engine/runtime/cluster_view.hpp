@@ -39,6 +39,17 @@ topo::ClusterTopology assemble_cluster(const spec::JobSpec& spec, std::vector<to
 // is usable, else cpu, and `note` (may be null) says why, for the one line a process prints.
 backends::Device training_device(spec::Device requested, std::string* note = nullptr);
 
+// train.precision: fp8 needs FP8 tensor cores: a GPU of compute capability 8.9 or newer (Ada,
+// Hopper, Blackwell). The problem with training fp8 on `device` ("" when there is none):
+// `gpu` describes the GPU when device is cuda, `cpu_reason` why the job trains on the CPU
+// otherwise (job.device cpu, or auto without a usable GPU). Pure.
+std::string fp8_device_problem(backends::Device device, const backends::GpuSummary& gpu,
+                               const std::string& cpu_reason);
+// The same for this machine and the job's train.precision and job.device: UserError (exit 2)
+// naming the device, what was seen and what is accepted, before any work starts. Called by a
+// single process, the launcher, each worker's start-up and bench.
+void check_precision_device(const spec::JobSpec& spec);
+
 // This machine's compute devices: its GPUs when the backend registry finds any, else the CPU;
 // `note` (may be null) says why no GPU was used.
 topo::Devices local_devices(std::string* note = nullptr);

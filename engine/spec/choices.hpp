@@ -18,9 +18,9 @@ namespace holmes::spec {
 enum class Device { kAuto, kCpu, kCuda };                 // job.device
 enum class ModelArch { kGpt2, kLlama };                   // model.arch (model/gpt_config.hpp)
 enum class DataSource { kSynthetic, kFiles };             // data.source
-enum class DataFormat { kAuto, kLlmc, kRawUint16 };       // data.format
+enum class DataFormat { kAuto, kLlmc, kRawUint16, kMegatron };  // data.format
 enum class LrSchedule { kCosine, kLinear, kConstant };    // train.lr_schedule
-enum class Precision { kAuto, kBf16, kFp32 };             // train.precision
+enum class Precision { kAuto, kBf16, kFp32, kFp8 };      // train.precision
 enum class Placement { kHolmes, kNaive, kMegatron };      // parallel.placement
 enum class PartitionKind { kAuto, kUniform, kList };      // parallel.partition
 enum class Schedule { kAuto, k1f1b, kZbH1, kInterleaved };  // parallel.schedule
@@ -47,10 +47,11 @@ HOLMES_CHOICES(Device, {Device::kAuto, "auto"}, {Device::kCpu, "cpu"}, {Device::
 HOLMES_CHOICES(ModelArch, {ModelArch::kGpt2, "gpt2"}, {ModelArch::kLlama, "llama"})
 HOLMES_CHOICES(DataSource, {DataSource::kSynthetic, "synthetic"}, {DataSource::kFiles, "files"})
 HOLMES_CHOICES(DataFormat, {DataFormat::kAuto, "auto"}, {DataFormat::kLlmc, "llmc"},
-               {DataFormat::kRawUint16, "raw-uint16"})
+               {DataFormat::kRawUint16, "raw-uint16"}, {DataFormat::kMegatron, "megatron"})
 HOLMES_CHOICES(LrSchedule, {LrSchedule::kCosine, "cosine"}, {LrSchedule::kLinear, "linear"},
                {LrSchedule::kConstant, "constant"})
-HOLMES_CHOICES(Precision, {Precision::kAuto, "auto"}, {Precision::kBf16, "bf16"}, {Precision::kFp32, "fp32"})
+HOLMES_CHOICES(Precision, {Precision::kAuto, "auto"}, {Precision::kBf16, "bf16"}, {Precision::kFp32, "fp32"},
+               {Precision::kFp8, "fp8"})
 HOLMES_CHOICES(Placement, {Placement::kHolmes, "holmes"}, {Placement::kNaive, "naive"},
                {Placement::kMegatron, "megatron"})
 HOLMES_CHOICES(PartitionKind, {PartitionKind::kAuto, "auto"}, {PartitionKind::kUniform, "uniform"},

@@ -173,10 +173,13 @@ struct JobSpec {
   }
   // train.precision on devices with (gpu) or without bf16 kernels: bf16 when asked for, or auto
   // on a GPU; else fp32. The one rule: the planner prices what it gives, the trainer trains it
-  // (and refuses bf16 on a backend without bf16 kernels).
+  // (and refuses bf16 on a backend without bf16 kernels). fp8 is bf16 mixed precision whose
+  // linear layers' GEMMs run in FP8 (model/fp8_recipe.hpp): its activations are bf16 too.
   bool trains_bf16(bool gpu) const {
-    return train.precision == Precision::kBf16 || (train.precision == Precision::kAuto && gpu);
+    return train.precision == Precision::kBf16 || train.precision == Precision::kFp8 ||
+           (train.precision == Precision::kAuto && gpu);
   }
+  bool trains_fp8() const { return train.precision == Precision::kFp8; }
 };
 
 }  // namespace holmes::spec

@@ -254,7 +254,8 @@ std::vector<Field> make_schema() {
                     "Training token files (prepare-data's or llm.c's .bin, 16 or 32 bit; raw uint16)."));
   f.push_back(paths("data.valid", HOLMES_REF(data.valid), "Validation token files; empty = held-out tail."));
   f.push_back(choice("data.format", HOLMES_REF(data.format),
-                     "Token file format; auto reads the llm.c header when present."));
+                     "Token file format; auto takes a path with PREFIX.bin beside PREFIX.idx for a Megatron "
+                     "dataset, else reads the llm.c header when present."));
   f.push_back(integer("data.synthetic.tokens", HOLMES_REF(data.synthetic.tokens), "2000000", 1024, M,
                       "Length of the generated corpus."));
   f.push_back(integer("data.synthetic.seed", HOLMES_REF(data.synthetic.seed), "7", 0, M,
@@ -280,7 +281,9 @@ std::vector<Field> make_schema() {
                    "Clip the global gradient norm to this; 0 disables."));
   f.push_back(choice("train.precision", HOLMES_REF(train.precision),
                      "Weights copy and activations: bf16 (fp32 master weights, gradients, AdamW moments and "
-                     "accumulation) or fp32; auto is bf16 on GPUs, fp32 on CPUs."));
+                     "accumulation), fp32, or fp8: bf16 with the linear layers' GEMMs in FP8 (E4M3 weights and "
+                     "activations, E5M2 gradients, per-tensor current scaling) on GPUs of compute capability 8.9 or "
+                     "newer; auto is bf16 on GPUs, fp32 on CPUs."));
   f.push_back(choice("train.recompute", HOLMES_REF(train.recompute),
                      "What a transformer block keeps for its backward: none (every activation), selective (the "
                      "GEMM outputs and residual stream; norms, the MLP activation and an unfused attention's "

@@ -94,6 +94,65 @@ size_t ParallelEncoder::stitch(std::string_view text, bool more, std::vector<Chu
   return pos;
 }
 
+void ParallelEncoder::encode_documents(std::span<const std::string_view> docs, std::vector<uint32_t>* out,
+                                       std::vector<size_t>* ends) {
+  ends->clear();
+  ends->reserve(docs.size());
+  size_t from = 0;
+  for (size_t k = 0; k <= docs.size(); ++k) {
+    if (k < docs.size() && docs[k].size() <= kLongDocument) continue;
+    // docs[from, k) are short: one batch over the threads; then the long one at k alone.
+    encode_short(docs.subspan(from, k - from), out, ends);
+    if (k == docs.size()) break;
+    encode(docs[k], false, out);
+    ends->push_back(out->size());
+    from = k + 1;
+  }
+}
+
+void ParallelEncoder::encode_short(std::span<const std::string_view> docs, std::vector<uint32_t>* out,
+                                   std::vector<size_t>* ends) {
+  if (docs.empty()) return;
+  size_t total = 0;
+  for (const auto& d : docs) total += d.size();
+  const size_t n = std::clamp<size_t>(total / min_chunk_, 1, std::min(encoders_.size(), docs.size()));
+  // Runs of documents [first[k], first[k+1]) of about total / n bytes each.
+  std::vector<size_t> first{0};
+  size_t bytes = 0;
+  for (size_t i = 0; i < docs.size() && first.size() < n; ++i) {
+    bytes += docs[i].size();
+    if (bytes >= total * first.size() / n) first.push_back(i + 1);
+  }
+  first.push_back(docs.size());
+  struct Run {
+    std::vector<uint32_t> tokens;
+    std::vector<size_t> ends;
+  };
+  std::vector<Run> runs(first.size() - 1);
+  std::vector<std::exception_ptr> errors(runs.size());
+  auto encode_run = [&](size_t k) {
+    try {
+      for (size_t i = first[k]; i < first[k + 1]; ++i) {
+        encoders_[k]->encode(docs[i], &runs[k].tokens);
+        runs[k].ends.push_back(runs[k].tokens.size());
+      }
+    } catch (...) {
+      errors[k] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t k = 1; k < runs.size(); ++k) pool.emplace_back(encode_run, k);
+  encode_run(0);
+  for (auto& th : pool) th.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  for (const Run& r : runs) {
+    const size_t base = out->size();
+    out->insert(out->end(), r.tokens.begin(), r.tokens.end());
+    for (size_t e : r.ends) ends->push_back(base + e);
+  }
+}
+
 void encode_document(ParallelEncoder& enc, const std::function<size_t(char* p, size_t n)>& read, size_t window,
                      const std::function<void(std::span<const uint32_t> tokens, size_t bytes)>& sink) {
   std::string buf;

@@ -34,6 +34,14 @@ class ParallelEncoder {
   // more is true (SentencePiece encodes whole documents).
   size_t encode(std::string_view text, bool more, std::vector<uint32_t>* out);
 
+  // Many whole documents (JSON Lines): each encoded alone, as encode(doc, false) would, spread
+  // over the threads in contiguous runs of about equal bytes; a document of more than
+  // kLongDocument bytes goes through encode() on its own, its pieces over every thread.
+  // Appends every document's tokens to `out` in order; ends[k] = out->size() after document
+  // k (ends is replaced).
+  static constexpr size_t kLongDocument = size_t{1} << 20;
+  void encode_documents(std::span<const std::string_view> docs, std::vector<uint32_t>* out, std::vector<size_t>* ends);
+
   int threads() const { return static_cast<int>(encoders_.size()); }
   bool splittable() const { return t_.splittable(); }
 
@@ -45,6 +53,8 @@ class ParallelEncoder {
     std::vector<Boundary> bounds;
   };
   size_t stitch(std::string_view text, bool more, std::vector<Chunk>& chunks, std::vector<uint32_t>* out);
+  // encode_documents over documents none of which is long.
+  void encode_short(std::span<const std::string_view> docs, std::vector<uint32_t>* out, std::vector<size_t>* ends);
 
   const Tokenizer& t_;
   std::vector<std::unique_ptr<Encoder>> encoders_;

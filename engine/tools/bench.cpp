@@ -8,6 +8,7 @@
 
 #include "common/errors.hpp"
 #include "engine/data/data.hpp"
+#include "engine/runtime/cluster_view.hpp"
 #include "engine/train/metrics.hpp"
 #include "engine/train/run.hpp"
 #include "engine/parallel/trainer.hpp"
@@ -19,6 +20,7 @@ namespace holmes::tools {
 BenchResult run_bench(const spec::JobSpec& spec, int steps, int warmup) {
   if (steps < 1) throw UserError(fmt::format("bench --steps: {} (at least 1 timed step)", steps));
   plan::check_degrees_fit(spec, 1, "bench times one process; train with --nproc-per-node N for a parallel layout");
+  runtime::check_precision_device(spec);
   auto data = data::DataSet::open(spec);
   model::Backend backend = train::make_training_backend(spec);
   parallel::Trainer trainer(spec, backend, *data);

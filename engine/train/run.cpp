@@ -38,6 +38,7 @@ namespace {
 plan::Plan check_single_process(const spec::JobSpec& spec) {
   plan::check_degrees_fit(spec, 1, "a single process; start more with --nproc-per-node N, srun or RANK/WORLD_SIZE");
   runtime::training_device(spec.job.device);
+  runtime::check_precision_device(spec);
   if (spec.train.steps < 1)
     throw UserError(fmt::format("train.steps: {} (training needs at least 1 step)", spec.train.steps));
   // The plan of one worker, as a multi-process job plans its ranks: loads and checks

@@ -1,6 +1,6 @@
 // CPU time of one pipeline stage's backward, fused (1F1B, Pass::kAll) against split into B and W
 // (ZB-H1, Pass::kInput + backward_weights), over the same micro-batches in each schedule's own
-// order (engine/parallel/schedule.hpp), on the thread that computes: CLOCK_THREAD_CPUTIME_ID,
+// order (engine/schedule/schedule.hpp), on the thread that computes: CLOCK_THREAD_CPUTIME_ID,
 // so time another process takes from this one on a loaded machine is not counted. Three
 // variants of the stage: 1f1b; zb-h1 as PipelineStage runs it (a W right behind its own B
 // joins it in one pass: joins_weights); zb-h1 with every B and W apart. They take turns step
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "backends/backends.hpp"
-#include "engine/parallel/schedule.hpp"
+#include "engine/schedule/schedule.hpp"
 #include "model/cpu/blas_core.hpp"
 #include "model/gpt.hpp"
 
@@ -47,9 +47,9 @@ struct StepTimes {
 
 struct Variant {
   const char* name;
-  parallel::PipeSchedule schedule;
+  schedule::PipeSchedule schedule;
   bool join_adjacent;  // run B + its W as one pass where joins_weights says so
-  std::vector<parallel::PipeStep> steps;
+  std::vector<schedule::PipeStep> steps;
   std::unique_ptr<model::Gpt> gpt;
   std::vector<StepTimes> times;
 };
@@ -78,18 +78,18 @@ void run_step(Variant& v, const Inputs& in) {
   g.zero_grad();
   StepTimes t;
   for (size_t i = 0; i < v.steps.size(); ++i) {
-    const parallel::PipeStep& st = v.steps[i];
-    if (st.kind == parallel::PipeOpKind::kComm) continue;
+    const schedule::PipeStep& st = v.steps[i];
+    if (st.kind == schedule::PipeOpKind::kComm) continue;
     const int m = st.micro;
     g.set_slot(m % g.slots());
     const double t0 = thread_cpu_ms();
-    if (st.kind == parallel::PipeOpKind::kForward) {
+    if (st.kind == schedule::PipeOpKind::kForward) {
       g.forward_stage(cfg.has_embedding ? in.tokens.data() + m * BT : nullptr,
                       cfg.has_embedding ? nullptr : in.acts.data() + m * BTC,
                       cfg.has_head ? in.targets.data() + m * BT : nullptr, in.B, in.T);
       t.forward += thread_cpu_ms() - t0;
-    } else if (st.kind == parallel::PipeOpKind::kBackward) {
-      const bool whole = !split || (v.join_adjacent && parallel::joins_weights(v.steps, i, in.micro));
+    } else if (st.kind == schedule::PipeOpKind::kBackward) {
+      const bool whole = !split || (v.join_adjacent && schedule::joins_weights(v.steps, i, in.micro));
       backward(g, in, m, whole ? model::Pass::kAll : model::Pass::kInput);
       if (split && whole) ++i;
       t.backward += thread_cpu_ms() - t0;
@@ -157,14 +157,14 @@ int main(int argc, char** argv) {
   const int first = stage * L / P, count = (stage + 1) * L / P - first;
   const model::GptConfig cfg = model::GptConfig::gpt2(L, C, NH, V, T).shard(1, 0, first, count);
 
-  Variant vs[3] = {{"1f1b", parallel::PipeSchedule::k1f1b, false, {}, nullptr, {}},
-                   {"zb-h1", parallel::PipeSchedule::kZbH1, true, {}, nullptr, {}},
-                   {"zb-h1 B|W", parallel::PipeSchedule::kZbH1, false, {}, nullptr, {}}};
+  Variant vs[3] = {{"1f1b", schedule::PipeSchedule::k1f1b, false, {}, nullptr, {}},
+                   {"zb-h1", schedule::PipeSchedule::kZbH1, true, {}, nullptr, {}},
+                   {"zb-h1 B|W", schedule::PipeSchedule::kZbH1, false, {}, nullptr, {}}};
   for (Variant& v : vs) {
-    v.steps = parallel::schedule_steps(v.schedule, P, stage, M);
+    v.steps = schedule::schedule_steps(v.schedule, P, stage, M);
     model::ActivationPolicy policy;
-    policy.split_backward = v.schedule == parallel::PipeSchedule::kZbH1;
-    v.gpt = std::make_unique<model::Gpt>(cfg, backend, B, T, nullptr, parallel::max_in_flight(v.steps),
+    policy.split_backward = v.schedule == schedule::PipeSchedule::kZbH1;
+    v.gpt = std::make_unique<model::Gpt>(cfg, backend, B, T, nullptr, schedule::max_in_flight(v.steps),
                                          model::Precision::kFp32, policy);
     v.gpt->init_weights(1);
   }

@@ -6,6 +6,7 @@
 
 #include "cuda/device.hpp"
 #include "cuda/gemm.hpp"
+#include "gemm_reference.hpp"
 
 using namespace holmes::cuda;
 
@@ -61,14 +62,7 @@ TEST_CASE("validate_gemm rejects impossible shapes naming the field", "[cuda]") 
   s.n = 5;
   s.k = 6;
   CHECK_NOTHROW(validate_gemm(s));
-  auto message_of = [](const GemmShape& bad) {
-    try {
-      validate_gemm(bad);
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  const auto message_of = test::validate_message;
   GemmShape zero_k = s;
   zero_k.k = 0;
   CHECK_THAT(message_of(zero_k), Catch::Contains("k = 0"));

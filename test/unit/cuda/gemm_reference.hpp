@@ -2,11 +2,23 @@
 // test and the GPU-free layout test.
 #pragma once
 
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "cuda/gemm.hpp"
 
 namespace holmes::cuda::test {
+
+// What validate_gemm says about s ("no error" when it accepts it).
+inline std::string validate_message(const GemmShape& s) {
+  try {
+    validate_gemm(s);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "no error";
+}
 
 // C (all batches, size >= batch stride * batch) = alpha op(A) op(B) + beta C0 (+ bias),
 // honouring the leading dimensions (lda, ldb, ldc; 0 = packed).

@@ -147,7 +147,9 @@ TEST_CASE("bad paths: refused naming the file, nothing written") {
   CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == "text");
   // A stop signal ends it with nothing written.
   int stopped = 0;
-  prepare_tokens({.inputs = {a}, .out = out}, {}, [] { return 2; }, &stopped);
+  PrepareHooks stop;
+  stop.stop_signal = [] { return 2; };
+  prepare_tokens({.inputs = {a}, .out = out}, stop, &stopped);
   CHECK(stopped == 2);
   CHECK_FALSE(fs::exists(out));
   for (const auto& e : fs::directory_iterator(d)) CHECK(e.path().filename().string().find(".tmp") == std::string::npos);

@@ -51,17 +51,17 @@ Grads run_pipeline(const spec::JobSpec& spec, const DataSet& data, int m, int p,
     RankGroups groups = groups_for(job, grid, 0, 0, s);
     auto backend = backends::make_backend(backends::Device::kCpu);
     ParallelGroups pg(coords_of(grid, 0, 0, s), comms_of(groups), {}, *backend.memory);
-    const PipeSchedule schedule = v > 1 ? PipeSchedule::kInterleaved : PipeSchedule::k1f1b;
-    const auto steps = schedule_steps(schedule, p, s, m, v);
+    const schedule::PipeSchedule schedule = v > 1 ? schedule::PipeSchedule::kInterleaved : schedule::PipeSchedule::k1f1b;
+    const auto steps = schedule::schedule_steps(schedule, p, s, m, v);
     std::vector<std::unique_ptr<model::Gpt>> chunks;
     std::vector<model::Gpt*> ptrs;
     for (int c = 0; c < v; ++c) {
-      const int vs = virtual_stage(p, s, c);
+      const int vs = schedule::virtual_stage(p, s, c);
       int first = 0;
       for (int i = 0; i < vs; ++i) first += layers[i];
       const model::GptConfig cfg = gpt_config_of(spec).shard(1, 0, first, layers[vs]);
       chunks.push_back(std::make_unique<model::Gpt>(cfg, backend, spec.train.micro_batch, spec.train.seq_len,
-                                                    nullptr, max_in_flight(steps, c)));
+                                                    nullptr, schedule::max_in_flight(steps, c)));
       chunks.back()->init_weights(spec.job.seed);
       chunks.back()->zero_grad();
       ptrs.push_back(chunks.back().get());

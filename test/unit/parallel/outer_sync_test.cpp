@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/parallel/outer_sync.hpp"
-#include "engine/plan/replicas.hpp"
+#include "engine/schedule/outer_payload.hpp"
 #include "model/cpu/host_memory.hpp"
 #include "test/support/dist_test_util.hpp"
 
@@ -27,7 +27,7 @@ std::vector<float> random_values(size_t n, uint32_t seed, float scale) {
 }
 
 std::vector<float> round_trip(OuterDtype dtype, const std::vector<float>& x) {
-  std::vector<std::byte> wire(outer_payload_size(dtype, x.size()));
+  std::vector<std::byte> wire(schedule::outer_payload_size(dtype, x.size()));
   outer_encode(dtype, x.data(), x.size(), wire.data());
   std::vector<float> out(x.size(), 0.0f);
   outer_decode_add(dtype, wire.data(), x.size(), out.data());
@@ -62,19 +62,19 @@ TEST_CASE("outer payload: fp32 exact, bf16 and int8 within their rounding, sizes
   for (size_t n : {size_t{1}, size_t{255}, size_t{256}, size_t{1000}, size_t{4099}}) {
     const auto x = random_values(n, static_cast<uint32_t>(n), 1e-3f);
     for (OuterDtype d : {OuterDtype::kFp32, OuterDtype::kBf16, OuterDtype::kInt8}) {
-      const size_t bytes = outer_payload_size(d, n);
+      const size_t bytes = schedule::outer_payload_size(d, n);
       CHECK(bytes % 4 == 0);
-      CHECK(bytes >= plan::outer_payload_bytes(d, static_cast<double>(n)));
-      CHECK(bytes < plan::outer_payload_bytes(d, static_cast<double>(n)) + 4);
+      CHECK(bytes >= schedule::outer_payload_bytes(d, static_cast<double>(n)));
+      CHECK(bytes < schedule::outer_payload_bytes(d, static_cast<double>(n)) + 4);
     }
     CHECK(round_trip(OuterDtype::kFp32, x) == x);
     const auto b = round_trip(OuterDtype::kBf16, x);
     for (size_t i = 0; i < n; ++i) CHECK(std::fabs(b[i] - x[i]) <= std::fabs(x[i]) * 0x1p-8f);
     const auto q = round_trip(OuterDtype::kInt8, x);
-    for (size_t c = 0; c < n; c += plan::kOuterChunk) {
+    for (size_t c = 0; c < n; c += schedule::kOuterChunk) {
       float amax = 0;
-      for (size_t i = c; i < std::min(n, c + plan::kOuterChunk); ++i) amax = std::max(amax, std::fabs(x[i]));
-      for (size_t i = c; i < std::min(n, c + plan::kOuterChunk); ++i)
+      for (size_t i = c; i < std::min(n, c + schedule::kOuterChunk); ++i) amax = std::max(amax, std::fabs(x[i]));
+      for (size_t i = c; i < std::min(n, c + schedule::kOuterChunk); ++i)
         CHECK(std::fabs(q[i] - x[i]) <= amax / 127 * 0.5001f);
     }
     CHECK(round_trip(OuterDtype::kInt8, x) == q);  // deterministic
@@ -112,8 +112,8 @@ TEST_CASE("outer schedule: each fragment once every H steps, fragments staggered
 // Independent of the codec: symmetric int8 per kOuterChunk values, as the formula says.
 std::vector<float> int8_rounded(const float* x, size_t n) {
   std::vector<float> out(n);
-  for (size_t b = 0; b < n; b += plan::kOuterChunk) {
-    const size_t e = std::min(n, b + plan::kOuterChunk);
+  for (size_t b = 0; b < n; b += schedule::kOuterChunk) {
+    const size_t e = std::min(n, b + schedule::kOuterChunk);
     float amax = 0;
     for (size_t i = b; i < e; ++i) amax = std::max(amax, std::fabs(x[i]));
     const float scale = amax / 127.0f;
@@ -155,8 +155,8 @@ TEST_CASE("outer step: 3 replicas x 2 data-parallel ranks take the Nesterov step
       for (int rank = 1; rank < kReplicas * kDp; ++rank) CHECK(after[rank] == after[0]);
       // Bytes: 2 (N - 1) part payloads a sync, as the planner prices (within the 4-byte words).
       const size_t slice = (kSize + kDp - 1) / kDp, part = (slice + kReplicas - 1) / kReplicas;
-      for (double b : sent) CHECK(b == kRounds * 2.0 * (kReplicas - 1) * outer_payload_size(dtype, part));
-      const double priced = plan::outer_exchange_bytes(dtype, static_cast<double>(slice), kReplicas);
+      for (double b : sent) CHECK(b == kRounds * 2.0 * (kReplicas - 1) * schedule::outer_payload_size(dtype, part));
+      const double priced = schedule::outer_exchange_bytes(dtype, static_cast<double>(slice), kReplicas);
       CHECK(sent[0] / kRounds >= priced);
       CHECK(sent[0] / kRounds < priced + 2 * (kReplicas - 1) * 4);
       // The reference, written from the formulas. Per slice of a data-parallel rank, padded to
@@ -311,7 +311,7 @@ TEST_CASE("outer sync times: each part of the exchange timed, reported with the 
     return times;
   };
   const size_t slice = (kSize + kDp - 1) / kDp, part = (slice + kReplicas - 1) / kReplicas;
-  const double bytes = 2.0 * (kReplicas - 1) * outer_payload_size(OuterDtype::kInt8, part);
+  const double bytes = 2.0 * (kReplicas - 1) * schedule::outer_payload_size(OuterDtype::kInt8, part);
   auto training_thread = [](const OuterTimes& t) { return t.encode_ms + t.wait_ms + t.outer_step_ms + t.dp_gather_ms; };
   SECTION("blocking: sent and applied after the same step, the parts inside its time") {
     const auto times = run(2, 0, 4);

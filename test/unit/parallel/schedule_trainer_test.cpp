@@ -1,5 +1,5 @@
 // parallel.schedule through the trainer: zb-h1 (each backward split into B and W, the W
-// passes held back into the bubbles, engine/parallel/schedule.hpp) runs the same forward and
+// passes held back into the bubbles, engine/schedule/schedule.hpp) runs the same forward and
 // backward arithmetic as 1f1b: every layer's input and weight gradients are the same
 // products, accumulated into grads() in micro-batch order whatever runs between B and W
 // (model/gpt.hpp backward_weights). So every rank's losses, gradient norms, validation loss
@@ -12,6 +12,7 @@
 #include "test/support/same_runs.hpp"
 
 using namespace holmes::parallel;
+namespace schedule = holmes::schedule;
 using namespace holmes::test;
 using holmes::spec::Recompute;
 using holmes::spec::Schedule;
@@ -73,13 +74,13 @@ TEST_CASE("schedule: a llama pipeline (pp=2 x dp=2) under zb-h1 with full recomp
 TEST_CASE("schedule: the plan's choice overrides the spec's auto, and zb-h1 splits the backward", "[train][schedule]") {
   auto spec = tiny_job();
   spec.parallel.schedule = Schedule::kAuto;
-  CHECK(pipe_schedule(spec, {}) == PipeSchedule::k1f1b);
+  CHECK(pipe_schedule(spec, {}) == schedule::PipeSchedule::k1f1b);
   CHECK_FALSE(activation_policy(spec, {}).split_backward);
-  CHECK(pipe_schedule(spec, {.schedule = Schedule::kZbH1}) == PipeSchedule::kZbH1);
+  CHECK(pipe_schedule(spec, {.schedule = Schedule::kZbH1}) == schedule::PipeSchedule::kZbH1);
   CHECK(activation_policy(spec, {.schedule = Schedule::kZbH1}).split_backward);
   spec.parallel.schedule = Schedule::kZbH1;
-  CHECK(pipe_schedule(spec, {}) == PipeSchedule::kZbH1);
-  CHECK(pipe_schedule(spec, {.schedule = Schedule::k1f1b}) == PipeSchedule::k1f1b);
+  CHECK(pipe_schedule(spec, {}) == schedule::PipeSchedule::kZbH1);
+  CHECK(pipe_schedule(spec, {.schedule = Schedule::k1f1b}) == schedule::PipeSchedule::k1f1b);
 }
 
 TEST_CASE("schedule: the memory model's in-flight micro-batches are the step tables'", "[train][schedule]") {
@@ -88,8 +89,8 @@ TEST_CASE("schedule: the memory model's in-flight micro-batches are the step tab
       for (int s = 0; s < p; ++s) {
         INFO("pipeline " << p << " micro-batches " << m << " stage " << s);
         CHECK(holmes::plan::in_flight_micro_batches(Schedule::k1f1b, m, p, s) ==
-              max_in_flight(PipeSchedule::k1f1b, p, s, m));
+              schedule::max_in_flight(schedule::PipeSchedule::k1f1b, p, s, m));
         CHECK(holmes::plan::in_flight_micro_batches(Schedule::kZbH1, m, p, s) ==
-              max_in_flight(PipeSchedule::kZbH1, p, s, m));
+              schedule::max_in_flight(schedule::PipeSchedule::kZbH1, p, s, m));
       }
 }

@@ -9,7 +9,7 @@
 #include <numeric>
 #include <random>
 
-#include "engine/parallel/schedule_timing.hpp"
+#include "engine/schedule/timing.hpp"
 #include "engine/plan/cost_model.hpp"
 #include "engine/plan/partition.hpp"
 #include "engine/plan/plan.hpp"

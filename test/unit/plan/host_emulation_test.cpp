@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
-#include "engine/parallel/schedule_timing.hpp"
+#include "engine/schedule/timing.hpp"
 #include "engine/plan/cost_model.hpp"
 #include "engine/plan/host_emulation.hpp"
 #include "engine/plan/plan.hpp"
@@ -474,16 +474,16 @@ std::vector<hp::StageCost> loop_stages(int p, double tflops, double hop_s) {
 double loop_at(const hp::Workload& w, const std::vector<hp::StageCost>& st, const std::vector<int>& layers,
                double hop_s) {
   const int p = static_cast<int>(st.size());
-  std::vector<holmes::parallel::PassTimes> passes(p);
+  std::vector<holmes::schedule::PassTimes> passes(p);
   for (int s = 0; s < p; ++s) {
     const hp::StageTime t = st[s].time(w, layers[s]);
     passes[s] = {t.forward_s, t.compute_s - t.forward_s, 0};
   }
-  using holmes::parallel::HopTimes;
-  const auto kind = holmes::parallel::PipeSchedule::k1f1b;
-  return holmes::parallel::pipeline_makespan(kind, p, w.micro_batches, 1, passes,
+  using holmes::schedule::HopTimes;
+  const auto kind = holmes::schedule::PipeSchedule::k1f1b;
+  return holmes::schedule::pipeline_makespan(kind, p, w.micro_batches, 1, passes,
                                              std::vector<HopTimes>(p - 1, HopTimes{hop_s, hop_s})) -
-         holmes::parallel::pipeline_makespan(kind, p, w.micro_batches, 1, passes, std::vector<HopTimes>(p - 1));
+         holmes::schedule::pipeline_makespan(kind, p, w.micro_batches, 1, passes, std::vector<HopTimes>(p - 1));
 }
 
 }  // namespace

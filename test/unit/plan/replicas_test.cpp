@@ -115,7 +115,7 @@ TEST_CASE("replicas: diloco lays one plan per pod and an outer group per coordin
   double stage_params = 0;
   for (const auto& m : p.memory) stage_params += m.grads / 4 / 4;  // every replica holds the model once
   CHECK(p.replicas.sync_bytes ==
-        Approx(4 * 2 * 3 * hp::outer_payload_bytes(OuterDtype::kFp32, stage_params / 4)).epsilon(1e-4));
+        Approx(4 * 2 * 3 * holmes::schedule::outer_payload_bytes(OuterDtype::kFp32, stage_params / 4)).epsilon(1e-4));
   CHECK(p.replicas.per_step_s > p.replicas.sync_s / 20);
   const std::string text = hp::format_plan_text(p);
   CHECK_THAT(text, Catch::Contains("Replicas: 4 x (tensor 8 x pipeline 2 x data 1), outer diloco every 20 steps"));
@@ -151,13 +151,13 @@ TEST_CASE("replicas: three ways across priced side by side, diloco proposed and 
 }
 
 TEST_CASE("replicas: int8 and bf16 payloads shrink the outer bytes", "[replicas]") {
-  CHECK(hp::outer_payload_bytes(OuterDtype::kFp32, 1000) == 4000);
-  CHECK(hp::outer_payload_bytes(OuterDtype::kBf16, 1000) == 2000);
-  CHECK(hp::outer_payload_bytes(OuterDtype::kInt8, 1000) == 1000 + 4 * 4);
+  CHECK(holmes::schedule::outer_payload_bytes(OuterDtype::kFp32, 1000) == 4000);
+  CHECK(holmes::schedule::outer_payload_bytes(OuterDtype::kBf16, 1000) == 2000);
+  CHECK(holmes::schedule::outer_payload_bytes(OuterDtype::kInt8, 1000) == 1000 + 4 * 4);
   // The owner-slice exchange: 2 (N - 1) parts of ceil(n / N), not (N - 1) whole payloads.
-  CHECK(hp::outer_exchange_bytes(OuterDtype::kFp32, 1000, 4) == 2 * 3 * 4 * 250);
-  CHECK(hp::outer_exchange_bytes(OuterDtype::kInt8, 1001, 4) == 2 * 3 * (251 + 4));
-  CHECK(hp::outer_exchange_bytes(OuterDtype::kFp32, 1000, 1) == 0);
+  CHECK(holmes::schedule::outer_exchange_bytes(OuterDtype::kFp32, 1000, 4) == 2 * 3 * 4 * 250);
+  CHECK(holmes::schedule::outer_exchange_bytes(OuterDtype::kInt8, 1001, 4) == 2 * 3 * (251 + 4));
+  CHECK(holmes::schedule::outer_exchange_bytes(OuterDtype::kFp32, 1000, 1) == 0);
   auto s = pod_spec(OuterMode::kDiloco);
   const double fp32 = hp::make_plan(s, pods()).replicas.sync_bytes;
   s.parallel.outer_dtype = OuterDtype::kInt8;
@@ -381,7 +381,7 @@ TEST_CASE("replicas: under a CPU quota the host bytes' CPU joins the bound, the 
     REQUIRE(with.estimate.quota_cpu_s.size() == 1);
     const double params = base.memory.at(0).grads / 4;
     const double dp_bytes = 0.5 * params * 8;  // (d - 1) / d of the fp32 gradients and weights
-    const double outer = overlap ? hp::outer_exchange_bytes(OuterDtype::kFp32, std::ceil(params / 2), 4) / 20 : 0;
+    const double outer = overlap ? holmes::schedule::outer_exchange_bytes(OuterDtype::kFp32, std::ceil(params / 2), 4) / 20 : 0;
     const double more_cpu = (dp_bytes + outer) * 3e-9;
     CHECK(with.estimate.quota_cpu_s[0] - base.estimate.quota_cpu_s[0] == Approx(more_cpu));
     CHECK(with.estimate.quota_share[0] == 0.25);

@@ -106,3 +106,32 @@ TEST_CASE("the hash follows the vocabulary and the rules, not the name") {
   CHECK(a->hash() == b->hash());
   CHECK(a->hash() != c->hash());
 }
+
+TEST_CASE("many documents on threads equal each document encoded alone, long ones too") {
+  const auto tok = trained_tokenizer("cl100k_base");
+  std::vector<std::string> texts;
+  std::mt19937 rng(3);
+  for (int d = 0; d < 200; ++d) texts.push_back(mixed_text(rng() % 700, static_cast<uint32_t>(d)));
+  texts[0] = "";
+  texts[120] = mixed_text(ParallelEncoder::kLongDocument + 1000, 9);  // encoded alone, its pieces on every thread
+  std::vector<std::string_view> docs(texts.begin(), texts.end());
+  std::vector<uint32_t> want;
+  std::vector<size_t> want_ends;
+  for (const auto& t : texts) {
+    const auto ids = tok->encode(t, true);
+    want.insert(want.end(), ids.begin(), ids.end());
+    want_ends.push_back(want.size());
+  }
+  for (int threads : {1, 2, 5})
+    for (size_t min_chunk : {size_t{1}, size_t{4096}, size_t{1} << 20}) {
+      INFO("threads " << threads << " min_chunk " << min_chunk);
+      ParallelEncoder enc(*tok, true, threads, min_chunk);
+      std::vector<uint32_t> out = {7};  // appended after what is there
+      std::vector<size_t> ends = {99};  // replaced
+      enc.encode_documents(docs, &out, &ends);
+      REQUIRE(out.size() == want.size() + 1);
+      CHECK(std::equal(want.begin(), want.end(), out.begin() + 1));
+      for (auto& e : ends) --e;
+      CHECK(ends == want_ends);
+    }
+}

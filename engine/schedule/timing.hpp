@@ -1,4 +1,4 @@
-// The runner's timing of one step's pipeline tables (schedule.hpp), as pipeline_stage.cpp
+// The runner's timing of one step's pipeline tables (schedule.hpp), as engine/parallel/pipeline_stage.cpp
 // walks them: the planner prices the pipeline's per-message waits with it (docs/cost-model.md,
 // "Seventeenth round": the pipeline's loop).
 //
@@ -14,9 +14,9 @@
 #include <functional>
 #include <span>
 
-#include "engine/parallel/schedule.hpp"
+#include "engine/schedule/schedule.hpp"
 
-namespace holmes::parallel {
+namespace holmes::schedule {
 
 // One micro-batch's passes on a stage (a chunk's under the interleaved schedule), seconds.
 struct PassTimes {
@@ -51,4 +51,4 @@ double expected_pipeline_makespan(PipeSchedule kind, int stages, int micro_batch
                                   std::span<const PassTimes> passes, std::span<const HopTimes> hops,
                                   std::span<const double> delay_s, int samples, unsigned seed);
 
-}  // namespace holmes::parallel
+}  // namespace holmes::schedule

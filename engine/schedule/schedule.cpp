@@ -64,7 +64,7 @@
 // steady phase's forward before its backward), each 1/V of the stage's layers: stage 0 holds
 // (p V + p - 1) / V = p + (p - 1) / V micro-batches' activations against 1F1B's p, the
 // (1 + (p - 1) / (p V)) factor of Megatron's formula; later stages less.
-#include "engine/parallel/schedule.hpp"
+#include "engine/schedule/schedule.hpp"
 
 #include <algorithm>
 #include <initializer_list>
@@ -72,7 +72,7 @@
 #include <string>
 #include <utility>
 
-namespace holmes::parallel {
+namespace holmes::schedule {
 namespace {
 
 void check_args(const char* fn, int stages, int stage, int micro_batches) {
@@ -391,4 +391,4 @@ std::string format_schedule(int stages, int micro_batches, PipeSchedule kind, in
   return out;
 }
 
-}  // namespace holmes::parallel
+}  // namespace holmes::schedule

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace holmes::parallel {
+namespace holmes::schedule {
 
 // kBackward is the whole backward of a micro-batch (1F1B) or, in a schedule that has kWeights
 // steps (zero-bubble), its B pass alone (input gradients); kWeights is its W pass (the GEMMs'
@@ -135,4 +135,4 @@ std::string to_string(const PipeStep& step);
 std::string format_schedule(int stages, int micro_batches, PipeSchedule kind = PipeSchedule::k1f1b,
                             int chunks = 1);
 
-}  // namespace holmes::parallel
+}  // namespace holmes::schedule

@@ -15,11 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/parallel/schedule.hpp"
-#include "engine/parallel/schedule_timing.hpp"
-#include "engine/plan/cost_model.hpp"
+#include "engine/schedule/schedule.hpp"
+#include "engine/schedule/timing.hpp"
 
-using namespace holmes::parallel;
+using namespace holmes::schedule;
 
 namespace {
 
@@ -294,7 +293,7 @@ Table split_batches(const Table& table) {
 }
 
 // The runner's timing (pipeline_stage.hpp) of `table`, one of make_table's, with every stage's
-// passes and every hop alike: parallel::pipeline_makespan (engine/parallel/schedule_timing.hpp,
+// passes and every hop alike: schedule::pipeline_makespan (engine/schedule/timing.hpp,
 // which the planner prices the pipeline's loop with; the tests below pin it to closed forms).
 double async_makespan(const Table& table, int m, double t_fwd, double t_bwd, double t_w, double latency = 0) {
   const int stages = static_cast<int>(table.size()), chunks = chunks_of(table);
@@ -524,58 +523,6 @@ TEST_CASE("ZB-H1: the first stage joins each B but the last with its W, no later
   CHECK_FALSE(joins_weights(hand, 3, 3));  // not a B
 }
 
-TEST_CASE("The cost model's zb-h1 against the tables' timing", "[train][schedule]") {
-  // F = B = W = 1 (1F1B's backward 2). With free links the cost model's step (m slots plus
-  // its bubble) is the tables' makespan exactly, for both schedules. With slow sends the
-  // tables still finish zb-h1 first; the cost model prices the steady state of both as the
-  // lab measured it (a send costs a slot only beyond the stage's work) and zb-h1's gain as
-  // its bubble (docs/cost-model.md, Schedules).
-  for (int stages : {2, 4})
-    for (int m : {8, 32}) {
-      INFO("stages " << stages << " micro-batches " << m);
-      const double sim_1f1b = async_makespan(make_table(stages, m), m, 1, 2, 0, 0.0);
-      const double sim_zb = async_makespan(make_table(stages, m, PipeSchedule::kZbH1), m, 1, 1, 1, 0.0);
-      holmes::plan::StageTime f, z;
-      f.compute_s = z.compute_s = 3;
-      z.weights_s = z.forward_s = 1;
-      CHECK(m * f.per_micro_batch() + f.bubble_s(stages) == Approx(sim_1f1b));
-      CHECK(m * z.per_micro_batch() + z.bubble_s(stages) == Approx(sim_zb));
-      for (double latency : {0.5, 1.0, 2.0}) {
-        INFO("latency " << latency);
-        CHECK(async_makespan(make_table(stages, m, PipeSchedule::kZbH1), m, 1, 1, 1, latency) <
-              async_makespan(make_table(stages, m), m, 1, 2, 0, latency));
-      }
-    }
-}
-
-TEST_CASE("The cost model's zb-h1 bubble is the tables' timing for unequal F, B and W", "[train][schedule]") {
-  // The held-back W passes fill each of the p - 1 slots of the fill and drain by a W and as much
-  // again, but a stage can hide no more than the shorter of its F and B: with free links the
-  // tables take m (F + B + W) + (p - 1)(F + B - min(F, B, W)), the paper's (p - 1)(F + B - W)
-  // only while W <= F, B. Under full recomputation each W pass replays the forward first
-  // (recompute_flops_per_token: the replay runs before B and again before W), so W > F and the
-  // paper's bubble is short by (p - 1)(W - F): the placement priced was not the one run.
-  struct Passes {
-    double f, b, w;
-  };
-  for (const Passes& t : {Passes{1, 1, 1}, Passes{1, 1.3, 0.8}, Passes{1, 1.6, 0.5}, Passes{0.7, 1.2, 1.1},
-                          Passes{1, 2.2, 1.9}, Passes{1, 0.8, 1.2}, Passes{1.5, 0.6, 0.9}})
-    for (int stages = 2; stages <= 6; ++stages)
-      for (int m : {stages, stages + 1, 2 * stages, 4 * stages}) {
-        INFO("F " << t.f << " B " << t.b << " W " << t.w << " stages " << stages << " micro-batches " << m);
-        holmes::plan::StageTime zb, f1b;
-        zb.compute_s = f1b.compute_s = t.f + t.b + t.w;
-        zb.weights_s = t.w;
-        zb.forward_s = t.f;
-        f1b.forward_s = t.f;
-        const double tables = async_makespan(make_table(stages, m, PipeSchedule::kZbH1), m, t.f, t.b, t.w, 0.0);
-        CHECK(m * zb.per_micro_batch() + zb.bubble_s(stages) == Approx(tables));
-        CHECK(tables == Approx(m * (t.f + t.b + t.w) + (stages - 1) * (t.f + t.b - std::min({t.f, t.b, t.w}))));
-        CHECK(m * f1b.per_micro_batch() + f1b.bubble_s(stages) ==
-              Approx(async_makespan(make_table(stages, m), m, t.f, t.b + t.w, 0.0, 0.0)));
-      }
-}
-
 namespace {
 
 // Interleaved 1F1B on `s` of `stages` with `chunks` chunks, independent of how the table is
@@ -737,37 +684,6 @@ TEST_CASE("Interleaved: bad arguments throw and tags tell the boundaries apart",
         const uint32_t tag = p2p_tag(k, j, link);
         CHECK(tag < 0x40000000u);
         CHECK(seen.insert(tag).second);
-      }
-}
-
-TEST_CASE("1F1B with slow sends: the cost model against the tables' timing", "[train][schedule]") {
-  // F = 1, B = 2, every hop a send of latency L. The runner's timing (async_makespan) has no
-  // slack in 1F1B's steady state: each receive is on the loop of two adjacent stages, and a
-  // middle stage's communication thread carries both directions one batch after the other.
-  // The cost model prices a send only beyond the stage's work (fitted in the lab, docs/cost-
-  // model.md "Corrections"), so it stays at or below the simulated tables, and equal with free
-  // links; a model that priced a middle stage's two directions one after the other on top of
-  // its work would be above the tables and fail here.
-  for (int stages : {2, 3, 4})
-    for (int m : {8, 16})
-      for (double latency : {0.0, 0.25, 1.0, 2.0, 4.0, 6.0}) {
-        INFO("stages " << stages << " micro-batches " << m << " latency " << latency);
-        const double sim = async_makespan(make_table(stages, m), m, 1, 2, 0, latency);
-        double model = 0;
-        std::vector<holmes::plan::StageTime> t(stages);
-        for (int s = 0; s < stages; ++s) {
-          t[s].compute_s = 3;
-          t[s].send_next_s = s + 1 < stages ? latency : 0;
-          t[s].send_prev_s = s > 0 ? latency : 0;
-        }
-        // estimate_step's parts: the bottleneck stage's slots and bubble, every hop's fill.
-        double worst = 0;
-        for (int s = 0; s < stages; ++s) worst = std::max(worst, m * t[s].per_micro_batch() + t[s].bubble_s(stages));
-        model = worst;
-        for (int s = 0; s < stages; ++s) model += t[s].pp_fill_s();
-        if (latency == 0) CHECK(model == Approx(sim));
-        CHECK(model <= sim + 1e-9);
-        CHECK(model >= (m + stages - 1) * 3.0);  // never below the free-link pipeline
       }
 }
 

@@ -1,4 +1,4 @@
-#include "engine/parallel/schedule_timing.hpp"
+#include "engine/schedule/timing.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace holmes::parallel {
+namespace holmes::schedule {
 
 namespace {
 
@@ -119,4 +119,4 @@ double expected_pipeline_makespan(PipeSchedule kind, int stages, int m, int chun
   return sum / samples;
 }
 
-}  // namespace holmes::parallel
+}  // namespace holmes::schedule
