@@ -536,7 +536,7 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
     threads = thread_figures(sc, runs)
     if threads:
         # Without CONFIG_IRQ_TIME_ACCOUNTING a softirq is charged to the task it interrupts
-        # (docs/cost-model.md, "gen-4's holmes plan"): the training thread's system time shows it.
+        # (docs/results/cost-model-history.md, "gen-4's holmes plan"): the training thread's system time shows it.
         print("CPU by thread (ms a step, mean over ranks, median over rounds; training thread user + system, "
               "other threads; the host's softirq): "
               + "; ".join(f"{case} {f['main_user_ms']:.0f} + {f['main_system_ms']:.1f}, {f['others_ms']:.0f}; "

@@ -1,5 +1,5 @@
 // The cost model's corrections from the lab's generated scenarios (issue 27,
-// docs/cost-model.md "Corrections from the generated scenarios"): each case fails without
+// docs/results/cost-model-history.md "Corrections from the generated scenarios"): each case fails without
 // its correction.
 #include <cmath>
 #include <catch2/catch.hpp>

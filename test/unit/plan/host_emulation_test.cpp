@@ -174,7 +174,7 @@ TEST_CASE("under a CPU quota a worker's CPU seconds per step bound the step", "[
 }
 
 TEST_CASE("under a CPU quota the pipeline's fill and drain run at a whole core", "[cost_model][fidelity]") {
-  // Lab paper scenario, 14th run (docs/cost-model.md "Eleventh round"): holmes-1f1b priced
+  // Lab paper scenario, 14th run (docs/results/cost-model-history.md "Eleventh round"): holmes-1f1b priced
   // 1435 ms, +9.3% (the 13th run: +20.6%), while zb-h1, whose W passes fill most of the
   // bubble, was -0.8%; over six runs measured 1f1b / zb-h1 0.98-1.14, priced 1.15-1.17. The
   // closed form prices 1f1b's (p - 1) slots of idle at the calibrated wall rate, which the
@@ -217,7 +217,7 @@ TEST_CASE("a burst lasts one period's quota: each idle slot of the fill and drai
           "[cost_model][fidelity]") {
   // A stage that idled finds its period's quota unspent once: a pass longer than that quota is
   // throttled like the steady state's for the rest. Lab paper scenario, eight kept benches
-  // priced with each round's own calibration (docs/cost-model.md, "Thirteenth round"):
+  // priced with each round's own calibration (docs/results/cost-model-history.md, "Thirteenth round"):
   // holmes-1f1b -5.4% to -8.8% with the burst unbounded, -4.4% to +0.1% with this cap.
   auto spec = pair_spec();
   spec.parallel.schedule = holmes::spec::Schedule::k1f1b;
@@ -279,7 +279,7 @@ TEST_CASE("the CFS-period wait follows the topology's quota period", "[cost_mode
 }
 
 TEST_CASE("a message that reaches a throttled rank waits for its next CFS period", "[cost_model][fidelity]") {
-  // Lab gen-1, case holmes (twelfth run, docs/cost-model.md "Ninth round"): stage 0's worker
+  // Lab gen-1, case holmes (twelfth run, docs/results/cost-model-history.md "Ninth round"): stage 0's worker
   // needs 80 ms of CPU a step at a 0.185 share, stage 1's 136 ms at 0.308; the path is 489 ms,
   // the bound 442 ms, so the max() priced 489 ms; rank 0's loop period measured 552 ms, with
   // 2.2-2.7 of 4.9 periods a step throttled on the held nodes. A rank that spent its period's
@@ -331,7 +331,7 @@ TEST_CASE("a message that reaches a throttled rank waits for its next CFS period
   CHECK(hp::quota_wait_s(free, path) == 0);
   CHECK(hp::quota_wait_s(hp::Estimate{}, path) == 0);
   // One stage (data-parallel peers of the same passes and share, throttled together): the bound
-  // alone (the lab's pods, docs/cost-model.md "Ninth round").
+  // alone (the lab's pods, docs/results/cost-model-history.md "Ninth round").
   hp::Estimate one;
   one.quota_cpu_s = {0.135989};
   one.quota_share = {0.307692};
@@ -490,7 +490,7 @@ double loop_at(const hp::Workload& w, const std::vector<hp::StageCost>& st, cons
 
 TEST_CASE("the pipeline's loop: each message waits its own delay, and the step the latest path's",
           "[cost_model][fidelity]") {
-  // Lab gen-7, case auto (2026-11-29, docs/cost-model.md "Twentieth round"): 4 stages of 2
+  // Lab gen-7, case auto (2026-11-29, docs/results/cost-model-history.md "Twentieth round"): 4 stages of 2
   // layers, 16 micro-batches, four workers on two cores: predicted 14-19% too fast over three
   // runs, -18% with its own runs' calibration. Its messages, timed at both ends, crossed in
   // 0.18 ms at the median and 0.89 ms on average (the job-wide sum's hop: 0.80-0.93), one in
