@@ -75,11 +75,7 @@ def cmd_run(args):
         print(f"lab: removed {len(left)} namespace(s) an earlier lab run left behind")
     out_dir = os.path.abspath(args.out or default_out(args.scenario, args.case))
     r = job.run_case(sc, net, exe, out_dir, calibrate=not args.no_calibrate)
-    plan = r["plan"]  # out/plan.json, as the binary wrote it
-    print(f"lab: case {args.case}: plan {plan['placement']} tensor {plan['tensor']} x pipeline {plan['pipeline']} x data "
-          f"{plan['data']}, layers {[s['num_layers'] for s in plan['stages']]}, "
-          f"{plan['activation']['plan']['schedule']}, recompute {plan['activation']['plan']['recompute']}, predicted "
-          f"{plan['estimate']['step_time_s'] * 1e3:.1f} ms per step (rank-0.log has the whole plan)")
+    print(r["plan_text"])
     print(f"lab: case {args.case}: {len(r['losses'])} steps, step time {r['step_s'] * 1e3:.1f} ms (median after "
           f"{job.WARMUP_STEPS} warm-up steps), loss {r['losses'][0]:.6f} -> {r['losses'][-1]:.6f}")
     e = r["ethernet"]

@@ -235,6 +235,10 @@ def results(run_dir):
     # The plan the run ran under, as the binary wrote it (out/plan.json: --plan-only --format json's text).
     plan = json.load(open(os.path.join(run_dir, "out", "plan.json")))
     degrees = {k: plan[k] for k in ("tensor", "pipeline", "data")}
+    # The plan as the log printed it, for people to read (nothing is parsed out of it).
+    log = [line.removeprefix("[rank 0] ") for line in open(os.path.join(run_dir, "rank-0.log")).read().splitlines()]
+    start = next((i for i, line in enumerate(log) if line.startswith("Plan: ")), 0)
+    end = next((i for i, line in enumerate(log) if line.startswith("plan hash")), start)
     eth, cpu = os.path.join(run_dir, "ethernet.json"), os.path.join(run_dir, "cpu.json")
     # The ranks' mean time waiting on communication per step (comm_share_ranks of the log
     # steps), median over the steps after warm-up: what the plan and the network decide; the
@@ -245,7 +249,7 @@ def results(run_dir):
             "losses": [r["loss"] for r in rows], "step_ms": [r["step_ms"] for r in rows],
             "between_ms": [r.get("between_ms") for r in rows],
             "loop_ms": loop_ms(rows),
-            "step_s": statistics.median(steady) / 1e3, "plan": plan,
+            "step_s": statistics.median(steady) / 1e3, "plan": plan, "plan_text": "\n".join(log[start:end + 1]),
             "wait_s": statistics.median(waits) / 1e3 if waits else None,
             "wait_windows_ms": windows,
             "degrees": degrees, "ethernet": json.load(open(eth)) if os.path.exists(eth) else None}
