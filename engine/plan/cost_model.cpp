@@ -106,6 +106,7 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
           keep_worse(sc.emb_link, link_between(f, n, node(t, pp - 1 - s, r), false, &emb_use));
       }
       if (tp > 1) keep_worse(sc.tp_link, ring_bottleneck(f, ring, &tp_use));
+      if (tp > 1 && r == 0) sc.tp_span = group_span(f, ring);
     }
     sc.emu = emu.finish();
     if (!every_table) sc.tables.clear();
@@ -114,6 +115,7 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
         ring.clear();
         for (int r = 0; r < dp; ++r) ring.push_back(node(t, s, r));
         keep_worse(sc.dp_link, ring_bottleneck(f, ring, &dp_use));
+        if (t == 0) sc.dp_span = group_span(f, ring);
       }
   }
   share_sends_at_quota(out);
@@ -195,7 +197,8 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   // Staged through host memory: each transfer's bytes go down and back up (two host copies).
   const bool staged = w.staging == Workload::Staging::kAll;
   auto copies_s = [&](double bytes) { return staged ? 2 * bytes / (kHostCopyGBps * 1e9) : 0.0; };
-  if (tp > 1) t.tp_s = all_reduces * (ring_all_reduce_s(tp_link, tp, tp_act) + copies_s(tokens * m.hidden * w.act_bytes()));
+  if (tp > 1)
+    t.tp_s = all_reduces * (group_all_reduce_s(tp_link, tp_span, tp, tp_act) + copies_s(tokens * m.hidden * w.act_bytes()));
   // Pipeline sends are split over the tensor ranks (scatter/gather), forward and backward.
   auto send_s = [&](const LinkCost& link, double bytes) {
     if (w.staging != Workload::Staging::kNone && link.kind == LinkKind::kEthernet && link.gbps_per_rank > 0)
@@ -219,8 +222,8 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   t.update_s = params * update_s_per_param + host_s_per_step;
   double rs = 0, ag = 0;
   if (dp > 1) {
-    rs = ring_reduce_scatter_s(dp_link, dp, params * w.grad_bytes()) + copies_s(params * w.grad_bytes());
-    ag = ring_all_gather_s(dp_link, dp, params * w.gather_bytes()) + copies_s(params * w.gather_bytes());
+    rs = group_reduce_scatter_s(dp_link, dp_span, dp, params * w.grad_bytes()) + copies_s(params * w.grad_bytes());
+    ag = group_all_gather_s(dp_link, dp_span, dp, params * w.gather_bytes()) + copies_s(params * w.gather_bytes());
   }
   // Reduce-scatter hides behind the last micro-batch's backward (2/3 of compute); the
   // parameter all-gather behind the next step's first forward (1/3), layer by layer

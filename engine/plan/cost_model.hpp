@@ -153,6 +153,7 @@ struct StageCost {
   std::vector<const topo::ComputeTable*> tables;
   StageEmulation emu;          // host emulation (host_emulation.hpp); the defaults on GPUs
   LinkCost tp_link, dp_link, emb_link, next_link, prev_link;
+  GroupSpan tp_span, dp_span;  // the hierarchical form of the tp and dp groups (NCCL plans; links.hpp)
   double capacity = 0;         // smallest usable device memory of the stage (0 = unknown)
   double update_s_per_param = 0;  // Facts::update_s_per_param
   bool update_from_table = false; // Facts::update_from_table

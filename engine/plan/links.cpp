@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
 
 #include "common/errors.hpp"
 #include "engine/topo/gpu_peaks.hpp"
@@ -323,6 +324,48 @@ double ring_all_gather_s(const LinkCost& l, int d, double bytes) {
   if (d < 2 || l.gbps_per_rank <= 0) return 0;
   if (const auto t = l.curves.seconds("all_gather", d, bytes)) return *t;
   return ring_steps_s(l, d, bytes);
+}
+
+double group_all_reduce_s(const LinkCost& ring, const GroupSpan& span, int d, double bytes) {
+  const double flat = ring_all_reduce_s(ring, d, bytes);
+  if (!span.hierarchical()) return flat;
+  const double hier = ring_reduce_scatter_s(span.intra, span.per_node, bytes) +
+                      ring_all_reduce_s(span.inter, span.nodes, bytes) +
+                      ring_all_gather_s(span.intra, span.per_node, bytes);
+  return std::min(flat, hier);
+}
+
+double group_reduce_scatter_s(const LinkCost& ring, const GroupSpan& span, int d, double bytes) {
+  const double flat = ring_reduce_scatter_s(ring, d, bytes);
+  if (!span.hierarchical()) return flat;
+  return std::min(flat, ring_reduce_scatter_s(span.intra, span.per_node, bytes) +
+                            ring_reduce_scatter_s(span.inter, span.nodes, bytes));
+}
+
+double group_all_gather_s(const LinkCost& ring, const GroupSpan& span, int d, double bytes) {
+  const double flat = ring_all_gather_s(ring, d, bytes);
+  if (!span.hierarchical()) return flat;
+  return std::min(flat, ring_all_gather_s(span.inter, span.nodes, bytes) +
+                            ring_all_gather_s(span.intra, span.per_node, bytes));
+}
+
+GroupSpan group_span(const Facts& f, const std::vector<int>& nodes) {
+  GroupSpan span;
+  if (f.tcp_groups || nodes.size() < 2) return span;
+  std::vector<int> distinct;
+  std::map<int, int> count;
+  for (int n : nodes)
+    if (count[n]++ == 0) distinct.push_back(n);
+  if (distinct.size() < 2) return span;
+  span.nodes = static_cast<int>(distinct.size());
+  for (const auto& [n, k] : count) span.per_node = std::max(span.per_node, k);
+  if (span.per_node < 2) return span;
+  span.intra = link_between(f, distinct.front(), distinct.front());
+  NicUse whole;  // every node's port to one of the local rings at a time: each carries its share
+  whole.ethernet.assign(f.nodes.size(), 1);
+  whole.island.assign(f.nodes.size(), 1);
+  span.inter = ring_bottleneck(f, distinct, &whole);
+  return span;
 }
 
 }  // namespace holmes::plan

@@ -194,4 +194,24 @@ double ring_all_reduce_s(const LinkCost& l, int d, double bytes);
 double ring_reduce_scatter_s(const LinkCost& l, int d, double bytes);
 double ring_all_gather_s(const LinkCost& l, int d, double bytes);
 
+// A group over several nodes with several of its ranks on each (`per_node` on each of `nodes`):
+// NCCL reduces inside each node first, then across the nodes (each local rank a ring of its own
+// carrying 1/per_node of the buffer over the node's port), then gathers inside the node. The
+// inter-node part over `inter` (the nodes' ring bottleneck with the port whole: the local rings
+// share it, each with its share of the bytes), the others over `intra` (the node's intra-node
+// link). Gloo's rings do not: TCP plans leave it empty.
+struct GroupSpan {
+  int nodes = 1, per_node = 1;
+  LinkCost intra, inter;
+  bool hierarchical() const { return nodes > 1 && per_node > 1; }
+};
+// The group's collective: the flat ring over `ring` (its bottleneck), or with a hierarchical
+// span the faster of that and the hierarchical form (NCCL picks its algorithm by size).
+double group_all_reduce_s(const LinkCost& ring, const GroupSpan& span, int d, double bytes);
+double group_reduce_scatter_s(const LinkCost& ring, const GroupSpan& span, int d, double bytes);
+double group_all_gather_s(const LinkCost& ring, const GroupSpan& span, int d, double bytes);
+// The span of a group whose members sit on `nodes` (one entry per member): empty (flat) for
+// TCP plans, for a group inside one node, and with one member per node.
+GroupSpan group_span(const Facts& f, const std::vector<int>& nodes);
+
 }  // namespace holmes::plan

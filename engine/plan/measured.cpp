@@ -82,13 +82,15 @@ std::optional<Pass3> edge_at(const std::vector<topo::EdgeTime>& edges, int tp, i
 
 // A GEMM of the table at this slice scaled to `rows` rows (a GEMM's time is linear in its rows
 // at the sizes a step has); nullopt when the table lacks it.
-std::optional<Pass3> gemm_at(const topo::ComputeTable& t, const std::string& name, int tp, double rows) {
+std::optional<Pass3> gemm_at(const topo::ComputeTable& t, const std::string& name, int tp, double rows,
+                             double* flops = nullptr) {
   const topo::GemmTime* best = nullptr;
   for (const auto& g : t.gemms)
     if (g.name == name && g.tp == tp && (!best || std::abs(std::log(g.m / rows)) < std::abs(std::log(best->m / rows))))
       best = &g;
   if (!best) return std::nullopt;
   const double s = rows / double(best->m);
+  if (flops) *flops += best->flops() * s;
   return Pass3{best->forward_ms * s, best->input_grad_ms * s, best->weight_grad_ms * s,
                (best->input_grad_ms + best->weight_grad_ms) * s};
 }
@@ -102,13 +104,11 @@ std::optional<Pass3> layer_from_gemms(const topo::ComputeTable& t, const GptShap
   Pass3 p;
   double gemm_flops = 0, gemm_ms = 0;
   for (const char* name : {"qkv", "attn_out", "mlp_in", "mlp_out"}) {
-    const auto g = gemm_at(t, name, tp, rows);
+    const auto g = gemm_at(t, name, tp, rows, &gemm_flops);
     if (!g) return std::nullopt;
     p.f += g->f, p.b += g->b, p.w += g->w;
     gemm_ms += g->f;
   }
-  for (const auto& g : t.gemms)
-    if (g.tp == tp && g.name != "head") gemm_flops += g.flops() * rows / double(g.m);
   bool interp = false;
   std::vector<const topo::AttentionTime*> att;
   for (const auto& a : t.attention)

@@ -132,17 +132,19 @@ topo::ComputeTable measure_compute(const spec::JobSpec& spec, model::Backend& ba
   table.model = plan::shape_key(plan::shape_of(spec.model));
   for (int tp : sweep.tp)
     for (int mb : sweep.micro_batches) {
-      // A layer: the difference of a middle stage of two layers and one of one (what a stage
-      // adds per layer, its boundary copies left out); the embedding and the head: a first and
-      // a last stage of one layer over the middle one. Models of fewer than 4 layers: a whole
-      // stage of every layer over the layers (the edges then go unmeasured).
-      const bool parts = L >= 4;
+      // A layer: a middle stage of up to four layers (no embedding, no head) over its layers,
+      // its boundary copies spread over them; the embedding and the head: a first and a last
+      // stage of one layer less a layer (at least 0). Models of fewer than 3 layers: a whole
+      // stage over its layers (the edges then go unmeasured).
+      const bool parts = L >= 3;
+      const int n_mid = std::min(4, L - 2);
       for (const std::string& mode : sweep.recompute) {
         const model::Recompute r = recompute_of(mode);
-        Passes layer, mid1;
+        Passes layer;
         if (parts) {
-          mid1 = time_stage(global.shard(tp, 0, 1, 1), Part::kMiddle, backend, mb, T, precision, r, sweep.reps);
-          layer = time_stage(global.shard(tp, 0, 1, 2), Part::kMiddle, backend, mb, T, precision, r, sweep.reps) - mid1;
+          const Passes mid = time_stage(global.shard(tp, 0, 1, n_mid), Part::kMiddle, backend, mb, T, precision, r,
+                                        sweep.reps);
+          layer = {mid.f / n_mid, mid.b / n_mid, mid.w / n_mid, mid.ball / n_mid};
         } else {
           const Passes whole = time_stage(global.shard(tp, 0, 0, -1), Part::kLast, backend, mb, T, precision, r,
                                           sweep.reps);
@@ -153,9 +155,9 @@ topo::ComputeTable measure_compute(const spec::JobSpec& spec, model::Backend& ba
                         "pass {:.4g} ms", tp, mb, T, mode, layer.f, layer.b, layer.w, layer.ball));
         if (!parts || mode != "none") continue;  // the edges are not recomputed
         const Passes first = time_stage(global.shard(tp, 0, 0, 1), Part::kFirst, backend, mb, T, precision, r,
-                                        sweep.reps) - mid1;
+                                        sweep.reps) - layer;
         const Passes last = time_stage(global.shard(tp, 0, L - 1, 1), Part::kLast, backend, mb, T, precision, r,
-                                       sweep.reps) - mid1;
+                                       sweep.reps) - layer;
         table.embedding.push_back({tp, mb, T, first.f, first.b, first.w});
         table.head.push_back({tp, mb, T, last.f, last.b, last.w});
         say(fmt::format("embedding tp {} micro-batch {}: F {:.4g} B {:.4g} W {:.4g} ms; head and loss: F {:.4g} B {:.4g} "

@@ -104,8 +104,12 @@ LinkSample sample_collective(parallel::Group& g, device::DeviceMemory& mem, cons
   const double big = sorted_seconds(kBigReps, [&] {
     ended(mem, [&] {
       if (all_reduce) g.all_reduce(parallel::Buf::f32(in.data(), floats), comm::ReduceOp::kSum);
-      else g.reduce_scatter(parallel::Buf::f32(out.data(), floats / d), parallel::Buf::f32(in.data(), floats),
-                            comm::ReduceOp::kSum).land();
+      else {
+        parallel::Work work = g.reduce_scatter(parallel::Buf::f32(out.data(), floats / d),
+                                               parallel::Buf::f32(in.data(), floats), comm::ReduceOp::kSum);
+        work.land();
+        if (const std::shared_future<void> read = work.inputs_free(); read.valid()) read.wait();
+      }
     });
   })[kBigReps / 2];
   const double steps = all_reduce ? 2.0 * (d - 1) : d - 1.0;
@@ -126,7 +130,10 @@ LinkSample sample_hop(parallel::ParallelGroups& groups, device::DeviceMemory& me
     ended(mem, [&] {
       const parallel::Transfer ops[] = {{parallel::Transfer::kSend, parallel::Buf::f32(send.data(), n), peer, kProbeTag},
                                         {parallel::Transfer::kRecv, parallel::Buf::f32(recv.data(), n), peer, kProbeTag}};
-      group->send_recv(ops).land();
+      // Ended: the receive landed and the send no longer reads its buffer (it goes out of scope).
+      parallel::Work work = group->send_recv(ops);
+      work.land();
+      if (const std::shared_future<void> sent = work.inputs_free(); sent.valid()) sent.wait();
     });
   };
   const double tiny0 = parallel::process_cpu_ms();

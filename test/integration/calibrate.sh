@@ -22,7 +22,7 @@ assert table["model"] == "gpt2 L=6 C=64 NH=4 KVH=4 F=256 V=257", table["model"]
 modes = {(l["tp"], l["micro_batch"], l["recompute"]) for l in table["layers"]}
 assert modes == {(1, 2, "none"), (1, 2, "selective"), (1, 2, "full")}, modes
 assert all(l["forward_ms"] > 0 and l["backward_all_ms"] > 0 for l in table["layers"]), table["layers"]
-assert table["embedding"] and table["head"] and table["head"][0]["forward_ms"] > 0, table
+assert table["embedding"] and table["head"] and table["head"][0]["forward_ms"] >= 0, table  # edges: a difference, at least 0
 assert {g["name"] for g in table["gemms"]} == {"qkv", "attn_out", "mlp_in", "mlp_out", "head"}, table["gemms"]
 assert table["optimizer_ns_per_param"] > 0 and table["copy_gbps"] > 0, table
 assert "collectives" not in cal, cal.get("collectives")

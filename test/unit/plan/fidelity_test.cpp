@@ -605,3 +605,42 @@ TEST_CASE("each node's intra-node class prices its own GPUs: an H200 island besi
   CHECK(hp::collect_facts(spec, said).nodes[1].intra_gbps == Approx(hp::kDefaultIntraGbpsCuda));
   CHECK(hp::make_plan(spec, said).estimate.step_time_s <= p.estimate.step_time_s);
 }
+
+TEST_CASE("a group over nodes with several ranks on each: NCCL's hierarchical form where it is faster, Gloo's ring",
+          "[cost_model]") {
+  // Two IB nodes of eight GPUs, a data-parallel group of all sixteen: inside each node first
+  // (NVLink), then the nodes (each local rank a ring carrying 1/8 of the buffer over the port),
+  // then inside again. The flat ring's one bottleneck hop prices every byte at a port shared by
+  // the node's ranks.
+  auto t = make_cluster({{NicKind::kIb, 2, 8, 200, 25, 989}});
+  auto spec = make_spec(8, 512, 8, 1, 1, 16, 1, 16, 256);
+  const hp::Facts f = hp::collect_facts(spec, t);
+  std::vector<int> nodes(16, 0);
+  for (int i = 8; i < 16; ++i) nodes[i] = 1;
+  const hp::GroupSpan span = hp::group_span(f, nodes);
+  REQUIRE(span.hierarchical());
+  CHECK(span.nodes == 2);
+  CHECK(span.per_node == 8);
+  CHECK(span.intra.kind == hp::LinkKind::kIntraNode);
+  CHECK(span.inter.kind == hp::LinkKind::kIb);
+  CHECK(span.inter.gbps_per_rank == Approx(200));  // the port whole: the local rings take turns with their shares
+  const hp::LinkCost ring = hp::ring_bottleneck(f, nodes);
+  for (double bytes : {4096.0, 1048576.0, 256.0 * (1 << 20)}) {
+    const double flat = hp::ring_reduce_scatter_s(ring, 16, bytes);
+    const double hier = hp::ring_reduce_scatter_s(span.intra, 8, bytes) + hp::ring_reduce_scatter_s(span.inter, 2, bytes);
+    CHECK(hp::group_reduce_scatter_s(ring, span, 16, bytes) == Approx(std::min(flat, hier)));
+    const double flat_ar = hp::ring_all_reduce_s(ring, 16, bytes);
+    const double hier_ar = hp::ring_reduce_scatter_s(span.intra, 8, bytes) + hp::ring_all_reduce_s(span.inter, 2, bytes) +
+                           hp::ring_all_gather_s(span.intra, 8, bytes);
+    CHECK(hp::group_all_reduce_s(ring, span, 16, bytes) == Approx(std::min(flat_ar, hier_ar)));
+  }
+  // Large buffers: the hierarchical form wins by far (the port is not split eight ways).
+  CHECK(hp::group_reduce_scatter_s(ring, span, 16, 256.0 * (1 << 20)) <
+        0.5 * hp::ring_reduce_scatter_s(ring, 16, 256.0 * (1 << 20)));
+  // TCP groups (Gloo's rings), one member per node, one node: flat.
+  hp::Facts tcp = f;
+  tcp.tcp_groups = true;
+  CHECK_FALSE(hp::group_span(tcp, nodes).hierarchical());
+  CHECK_FALSE(hp::group_span(f, {0, 1}).hierarchical());
+  CHECK_FALSE(hp::group_span(f, {0, 0, 0, 0}).hierarchical());
+}
