@@ -1,5 +1,5 @@
-// `holmes-train export`: a checkpoint or a run's final weights -> Hugging Face GPT-2
-// (model.safetensors + config.json). The conversion lives in engine/tools/export.hpp.
+// `holmes-train export`: a checkpoint or a run's final weights -> Hugging Face (the
+// architecture's map: GPT2LMHeadModel, LlamaForCausalLM; model.safetensors + config.json). The conversion lives in engine/tools/export.hpp.
 #include <fmt/format.h>
 
 #include <memory>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cmd/commands.hpp"
+#include "engine/checkpoint/hf_format.hpp"
 #include "engine/tools/export.hpp"
 #include "engine/tools/model_tokenizer.hpp"
 
@@ -22,12 +23,9 @@ int run_export(const std::string& checkpoint, const std::string& out) {
   const auto& c = m.config;
   if (r.replaced_previous) fmt::print("export: {} held a previous export; replaced it\n", out);
   fmt::print("export: read {} ({}, T={})\n", m.source, c.describe(), c.max_seq_len);
-  const char* head = !c.is_llama() ? "lm_head tied to transformer.wte.weight"
-                     : c.tie_embeddings ? "lm_head tied to model.embed_tokens.weight"
-                                        : "lm_head.weight untied";
   fmt::print("export: wrote {}/{} ({} tensors, {:.1f} MB, F32; {}) and {}/{} ({})\n", out, tools::kSafetensorsFile,
-             r.tensor_count, static_cast<double>(r.safetensors_bytes) / 1e6, head, out, tools::kHfConfigFile,
-             c.is_llama() ? "LlamaForCausalLM" : "GPT2LMHeadModel");
+             r.tensor_count, static_cast<double>(r.safetensors_bytes) / 1e6, checkpoint::hf_head_note(c), out,
+             tools::kHfConfigFile, checkpoint::hf_map(c).classes().front());
   fmt::print("export: tokenizer: {}\n", tools::export_tokenizer(tokenizer, out));
   return 0;
 }

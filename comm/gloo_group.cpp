@@ -35,6 +35,7 @@ constexpr uint8_t kReduceScatterPrefix = 0x40;
 constexpr uint8_t kSendRecvPrefix = 0x41;
 constexpr uint8_t kAllGatherPrefix = 0x42;
 constexpr uint8_t kBroadcastPrefix = 0x43;
+constexpr uint8_t kAllToAllPrefix = 0x45;
 // A slot nobody sends on: each member keeps one receive posted there from each peer (the
 // connection's health buffer, see WaitWatch).
 constexpr uint64_t kHealthSlot = static_cast<uint64_t>(0x44) << 56;
@@ -232,6 +233,46 @@ class GlooGroup : public ProcessGroup {
     run("barrier", -1, o, [&](Millis t, uint32_t tag) {
       float x = 0;
       ring_all_reduce({&x, 1}, ReduceOp::kMax, t, tag);
+    });
+  }
+
+  // Pairwise, all at once: one buffer per member each way (so that each wait is for one
+  // connection), every receive and send posted, then the receives waited for, then the sends.
+  // This member's own block is copied.
+  using ProcessGroup::all_to_all_v;
+  void all_to_all_v(void* out, std::span<const size_t> out_counts, const void* in, std::span<const size_t> in_counts,
+                    DType dtype, const OpOptions& o) override {
+    const std::vector<size_t> out_at = block_offsets("all_to_all_v", out_counts);
+    const std::vector<size_t> in_at = block_offsets("all_to_all_v", in_counts);
+    if (in_counts[rank_] != out_counts[rank_])
+      throw std::invalid_argument(fmt::format("all_to_all_v on group '{}': rank {} sends itself {} elements but "
+                                              "expects {}", name(), rank_, in_counts[rank_], out_counts[rank_]));
+    const size_t es = dtype_bytes(dtype);
+    auto* dst = static_cast<std::byte*>(out);
+    auto* src = static_cast<std::byte*>(const_cast<void*>(in));  // Gloo's buffers are mutable; sends only read
+    run("all_to_all_v", -1, o, [&](Millis t, uint32_t tag, int& blame) {
+      if (in_counts[rank_] > 0) std::memcpy(dst + out_at[rank_] * es, src + in_at[rank_] * es, in_counts[rank_] * es);
+      std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> recvs(size()), sends(size());
+      for (int q = 0; q < size(); ++q) {
+        if (q == rank_) continue;
+        if (out_counts[q] > 0) {
+          recvs[q] = ctx_->createUnboundBuffer(dst + out_at[q] * es, out_counts[q] * es);
+          recvs[q]->recv(q, slot(kAllToAllPrefix, tag));
+        }
+        if (in_counts[q] > 0) {
+          sends[q] = ctx_->createUnboundBuffer(src + in_at[q] * es, in_counts[q] * es);
+          sends[q]->send(q, slot(kAllToAllPrefix, tag));
+        }
+      }
+      const auto deadline = std::chrono::steady_clock::now() + t;
+      for (auto* bufs : {&recvs, &sends})
+        for (int q = 0; q < size(); ++q) {
+          if (!(*bufs)[q]) continue;
+          blame = q;
+          auto left =
+              std::max(Millis(1), std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now()));
+          wait(*(*bufs)[q], q, bufs == &sends, left);
+        }
     });
   }
 

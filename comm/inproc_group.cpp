@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <stdexcept>
 #include <tuple>
@@ -29,7 +30,8 @@ struct Letter {
 };
 
 struct InProcState {
-  explicit InProcState(int n) : size(n), present(n, false), left(n, false), in(n), in_n(n), op(n) {}
+  explicit InProcState(int n)
+      : size(n), present(n, false), left(n, false), in(n), in_n(n), op(n), raw(n), counts(n), out_counts(n) {}
 
   std::mutex m;
   std::condition_variable cv;
@@ -40,6 +42,9 @@ struct InProcState {
   std::vector<const float*> in;
   std::vector<size_t> in_n;
   std::vector<std::string> op;
+  std::vector<const std::byte*> raw;   // all_to_all_v: each member's input bytes
+  // and copies of its send and receive counts, [size] each (a member that fails leaves them)
+  std::vector<std::vector<size_t>> counts, out_counts;
   std::string broken;       // set once a member failed; later calls fail at once
   int broken_peer = -1;     // the member blamed for that failure
   std::map<std::tuple<int, int, uint32_t>, std::deque<Letter*>> mail;  // (src, dst, tag) -> posted sends
@@ -122,6 +127,47 @@ class InProcGroup : public ProcessGroup {
 
   void barrier(const OpOptions& o) override {
     collective("barrier", nullptr, 0, o, [](std::vector<float>&) {}, {});
+  }
+
+  // Every member posts its input and send counts (phase 1), each copies its blocks out of the
+  // others' inputs, then all meet again (phase 2) before anyone reuses its input.
+  using ProcessGroup::all_to_all_v;
+  void all_to_all_v(void* out, std::span<const size_t> out_counts, const void* in, std::span<const size_t> in_counts,
+                    DType dtype, const OpOptions& o) override {
+    const char* op = "all_to_all_v";
+    const std::vector<size_t> out_at = block_offsets(op, out_counts);
+    block_offsets(op, in_counts);  // one count per member
+    const size_t es = dtype_bytes(dtype);
+    const auto deadline = Clock::now() + timeout_of(o);
+    Lock lock(s_->m);
+    fail_if_broken(lock, op, -1);
+    s_->raw[rank_] = static_cast<const std::byte*>(in);
+    s_->counts[rank_].assign(in_counts.begin(), in_counts.end());
+    s_->out_counts[rank_].assign(out_counts.begin(), out_counts.end());
+    s_->in_n[rank_] = es;
+    s_->op[rank_] = op;
+    meet(lock, op, deadline, o);
+    for (int q = 0; q < size(); ++q)
+      if (s_->op[q] != op || s_->in_n[q] != es)
+        fail(lock, op, q, fmt::format("member {} called {} with {}-byte elements, this rank {} with {}", q, s_->op[q],
+                                      s_->in_n[q], op, es));
+    // Every member checks every pair, so all fail alike and none reads a failed one's input.
+    for (int q = 0; q < size(); ++q)
+      for (int r = 0; r < size(); ++r)
+        if (s_->counts[q][r] != s_->out_counts[r][q])
+          fail(lock, op, q == rank_ ? r : q, fmt::format("member {} sends {} elements to member {}, which expects {}",
+                                                         q, s_->counts[q][r], r, s_->out_counts[r][q]));
+    lock.unlock();
+    // Phase 1 is done: the inputs and counts stay unchanged until phase 2.
+    std::vector<std::byte> tmp(out_at.back() * es);
+    for (int q = 0; q < size(); ++q) {
+      size_t from = 0;
+      for (int r = 0; r < rank_; ++r) from += s_->counts[q][r];
+      std::copy_n(s_->raw[q] + from * es, out_counts[q] * es, tmp.data() + out_at[q] * es);
+    }
+    lock.lock();
+    meet(lock, op, deadline, o);
+    if (!tmp.empty()) std::memcpy(out, tmp.data(), tmp.size());
   }
 
   void send_recv(std::span<const P2POp> ops, const OpOptions& o) override {

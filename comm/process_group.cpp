@@ -11,13 +11,11 @@ namespace holmes::comm {
 
 const char* to_string(ReduceOp op) { return op == ReduceOp::kSum ? "sum" : "max"; }
 
-const char* to_string(DType t) { return t == DType::kBf16 ? "bf16" : "fp32"; }
-size_t dtype_bytes(DType t) { return t == DType::kBf16 ? 2 : 4; }
 
 void ProcessGroup::all_reduce(void* data, size_t count, DType dtype, ReduceOp op, const OpOptions& o) {
   if (dtype != DType::kF32)
     throw std::invalid_argument(fmt::format("all_reduce on group '{}' ({}): {} elements are not summed here",
-                                            name(), transport(), to_string(dtype)));
+                                            name(), transport(), dtype_name(dtype)));
   all_reduce(std::span<float>(static_cast<float*>(data), count), op, o);
 }
 
@@ -50,6 +48,35 @@ void ProcessGroup::send(std::span<const float> data, int peer, uint32_t tag, con
 void ProcessGroup::recv(std::span<float> data, int peer, uint32_t tag, const OpOptions& o) {
   P2POp op{P2POp::kRecv, data, peer, tag};
   send_recv({&op, 1}, o);
+}
+
+void ProcessGroup::all_to_all(std::span<float> out, std::span<const float> in, const OpOptions& o) {
+  const size_t p = static_cast<size_t>(size());
+  if (in.size() % p != 0 || out.size() != in.size())
+    throw std::invalid_argument(fmt::format("all_to_all on group '{}' (size {}): input {} and output {} elements; "
+                                            "expected equal sizes, a multiple of the group size",
+                                            name(), p, in.size(), out.size()));
+  const std::vector<size_t> counts(p, in.size() / p);
+  all_to_all_v(out.data(), counts, in.data(), counts, DType::kF32, o);
+}
+
+void ProcessGroup::all_to_all_v(std::span<float> out, std::span<const size_t> out_counts, std::span<const float> in,
+                                std::span<const size_t> in_counts, const OpOptions& o) {
+  const size_t want_out = block_offsets("all_to_all_v", out_counts).back();
+  const size_t want_in = block_offsets("all_to_all_v", in_counts).back();
+  if (want_out != out.size() || want_in != in.size())
+    throw std::invalid_argument(fmt::format("all_to_all_v on group '{}': input {} and output {} elements, the counts "
+                                            "add up to {} and {}", name(), in.size(), out.size(), want_in, want_out));
+  all_to_all_v(out.data(), out_counts, in.data(), in_counts, DType::kF32, o);
+}
+
+std::vector<size_t> ProcessGroup::block_offsets(const char* op, std::span<const size_t> counts) const {
+  if (counts.size() != static_cast<size_t>(size()))
+    throw std::invalid_argument(fmt::format("{} on group '{}': {} counts for a group of {} members", op, name(),
+                                            counts.size(), size()));
+  std::vector<size_t> at(counts.size() + 1, 0);
+  for (size_t q = 0; q < counts.size(); ++q) at[q + 1] = at[q] + counts[q];
+  return at;
 }
 
 void ProcessGroup::check_peer(const char* op, int peer) const {

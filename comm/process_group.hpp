@@ -23,16 +23,18 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype.hpp"
+
 namespace holmes::comm {
 
 enum class ReduceOp { kSum, kMax };
 const char* to_string(ReduceOp op);
 
-// Element types an operation may carry: fp32, or bf16 (2-byte storage; sums accumulate in the
-// group's own way: NCCL adds in fp32 and rounds at each hop).
-enum class DType { kF32, kBf16 };
-const char* to_string(DType t);
-size_t dtype_bytes(DType t);
+// Element types an operation may carry (common/dtype.hpp): fp32, or bf16 (2-byte storage;
+// sums accumulate in the group's own way: NCCL adds in fp32 and rounds at each hop).
+using holmes::DType;
+using holmes::dtype_bytes;
+using holmes::dtype_name;
 
 struct OpOptions {
   std::chrono::milliseconds timeout{0};  // 0: the group's default time-out
@@ -94,6 +96,22 @@ class ProcessGroup {
   virtual void all_gather(std::span<float> out, std::span<const float> in, const OpOptions& o = {}) = 0;
   // data <- data of member `root`. data: [n]
   virtual void broadcast(std::span<float> data, int root, const OpOptions& o = {}) = 0;
+  // All-to-all: block q of this member's `in` goes to member q, and block q of `out` comes
+  // from member q (its block rank()). in, out: [size() * n], block q at [q n, (q + 1) n).
+  // Not in place.
+  void all_to_all(std::span<float> out, std::span<const float> in, const OpOptions& o = {});
+  // The variable-size form (an expert-parallel token exchange): this member sends
+  // in_counts[q] elements to member q, the blocks one after another in member order in `in`,
+  // and receives out_counts[q] elements from member q, in member order in `out`; elements of
+  // `dtype` (bytes are only copied, so bf16 works on every group). in_counts and out_counts:
+  // [size()]; member q's in_counts[rank()] must equal this member's out_counts[q] (exchange
+  // the counts first, e.g. with all_to_all of one count per member): the in-process group
+  // checks it and throws CommError naming the member, Gloo fails that pair's transfer or times
+  // out, NCCL cannot tell. A zero count moves nothing. Not in place.
+  virtual void all_to_all_v(void* out, std::span<const size_t> out_counts, const void* in,
+                            std::span<const size_t> in_counts, DType dtype, const OpOptions& o = {}) = 0;
+  void all_to_all_v(std::span<float> out, std::span<const size_t> out_counts, std::span<const float> in,
+                    std::span<const size_t> in_counts, const OpOptions& o = {});
   // Tagged point-to-point with rendezvous semantics (as NCCL): a send completes only once
   // the peer has posted the matching recv, so two ranks that both send first deadlock
   // unless they post both halves together in one send_recv (like ncclGroupStart/End or
@@ -119,6 +137,9 @@ class ProcessGroup {
   // Throws std::invalid_argument when sizes break the contract above (a programming error).
   void check_sizes(const char* op, size_t out, size_t in, size_t expected_out) const;
   void check_peer(const char* op, int peer) const;
+  // all_to_all_v's counts: one per member each (std::invalid_argument otherwise); returns the
+  // element offset of each member's block, [size() + 1] (the last: the total), for `counts`.
+  std::vector<size_t> block_offsets(const char* op, std::span<const size_t> counts) const;
 
   GroupSpec spec_;
   int rank_;

@@ -46,8 +46,8 @@ class Attention {
 
   // See model::Kernels::plan_attention. Must be called before forward/backward in a
   // precision; shapes up to (B, T) may follow.
-  model::AttentionPlan plan(model::Precision p, int B, int T, int C, int NH, int KVH);
-  Method method(model::Precision p) const;  // kAuto until plan() ran for p
+  model::AttentionPlan plan(DType p, int B, int T, int C, int NH, int KVH);
+  Method method(DType p) const;  // kAuto until plan() ran for p
 
   // The contracts of model::Kernels::attention_forward / attention_backward.
   void forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH, int KVH);

@@ -18,8 +18,6 @@ namespace holmes::cuda {
 
 namespace {
 
-using model::Precision;
-
 template <class T>
 constexpr DType dtype_of() {
   return sizeof(T) == 4 ? DType::kF32 : DType::kBf16;
@@ -111,14 +109,14 @@ void fallback_backward(GemmRunner& gemm, T* dqkv, float* dp, T* ds, const T* dou
   }
 }
 
-std::string method_line(AttentionMethod m, Precision p, const std::string& why_not_cudnn) {
+std::string method_line(AttentionMethod m, DType p, const std::string& why_not_cudnn) {
   switch (m) {
     case AttentionMethod::kCudnn:
       return fmt::format("cudnn: cuDNN {} fused flash attention, {} (softmax statistics kept)",
                          cudnn_version(), cudnn_path());
     case AttentionMethod::kFallback:
       return fmt::format("fallback: cuBLASLt QK^T/PV + softmax kernel, {} probabilities kept{}",
-                         model::precision_name(p),
+                         dtype_name(p),
                          why_not_cudnn.empty() ? "" : " (cuDNN: " + why_not_cudnn + ")");
     default:
       return "exact: fp32 reference kernels, probabilities kept (B,NH,T,T)";
@@ -135,7 +133,7 @@ struct Attention::Impl {
   Method planned[2] = {Method::kAuto, Method::kAuto};  // by precision
   int max_B[2] = {0, 0}, max_T[2] = {0, 0};
 
-  Method& of(Precision p) { return planned[p == Precision::kBf16]; }
+  Method& of(DType p) { return planned[p == DType::kBf16]; }
 
   // "" when cuDNN serves both directions of this shape, else why not.
   std::string cudnn_reason(int B, int T, int C, int NH, int KVH) {
@@ -144,11 +142,11 @@ struct Attention::Impl {
     return why;
   }
 
-  void check_planned(Precision p, int B, int T, const char* op) {
-    const int i = p == Precision::kBf16;
+  void check_planned(DType p, int B, int T, const char* op) {
+    const int i = p == DType::kBf16;
     if (planned[i] == Method::kAuto)
       throw std::logic_error(fmt::format("Attention::{} in {} before plan() for that precision", op,
-                                         model::precision_name(p)));
+                                         dtype_name(p)));
     if (B > max_B[i] || T > max_T[i])
       throw std::logic_error(fmt::format("Attention::{}: B={} T={} exceeds the planned B={} T={}",
                                          op, B, T, max_B[i], max_T[i]));
@@ -162,11 +160,11 @@ Attention::Attention(cudaStream_t stream, Method force) : impl_(std::make_unique
 
 Attention::~Attention() = default;
 
-Attention::Method Attention::method(model::Precision p) const {
-  return impl_->planned[p == Precision::kBf16];
+Attention::Method Attention::method(DType p) const {
+  return impl_->planned[p == DType::kBf16];
 }
 
-model::AttentionPlan Attention::plan(model::Precision p, int B, int T, int C, int NH, int KVH) {
+model::AttentionPlan Attention::plan(DType p, int B, int T, int C, int NH, int KVH) {
   validate_attention_shape(B, T, C, NH, KVH);
   Method m = impl_->force;
   const char* source = "the caller";
@@ -179,12 +177,12 @@ model::AttentionPlan Attention::plan(model::Precision p, int B, int T, int C, in
   auto refuse = [&](const std::string& why) {
     throw UserError(fmt::format("attention method {} (forced by {}) cannot run {} B={} T={} C={} "
                                 "NH={} KVH={}: {}",
-                                attention_method_name(m), source, model::precision_name(p), B, T,
+                                attention_method_name(m), source, dtype_name(p), B, T,
                                 C, NH, KVH, why));
   };
   std::string why_not_cudnn;
   if (m == Method::kAuto) {
-    if (p == Precision::kFp32) {
+    if (p == DType::kF32) {
       // cuBLASLt's fp32 GEMMs instead of the exact kernels' one warp per query row: far
       // faster at T = 1024 (docs/cuda.md), within the same 1e-5 of the CPU twin.
       m = Method::kFallback;
@@ -193,29 +191,29 @@ model::AttentionPlan Attention::plan(model::Precision p, int B, int T, int C, in
       m = why_not_cudnn.empty() ? Method::kCudnn : Method::kFallback;
     }
   } else if (m == Method::kCudnn) {
-    if (p != Precision::kBf16) refuse("cuDNN fused attention is bf16 only; use fallback or exact");
+    if (p != DType::kBf16) refuse("cuDNN fused attention is bf16 only; use fallback or exact");
     if (std::string why = impl_->cudnn_reason(B, T, C, NH, KVH); !why.empty()) refuse(why);
-  } else if (m == Method::kExact && p != Precision::kFp32) {
+  } else if (m == Method::kExact && p != DType::kF32) {
     refuse("the exact kernels are fp32 only; use cudnn or fallback");
   }
   impl_->of(p) = m;
-  impl_->max_B[p == Precision::kBf16] = B;
-  impl_->max_T[p == Precision::kBf16] = T;
+  impl_->max_B[p == DType::kBf16] = B;
+  impl_->max_T[p == DType::kBf16] = T;
   const AttentionSizes sizes = attention_sizes(m, p, B, T, NH);
   return {sizes.state_floats, sizes.scratch_floats, method_line(m, p, why_not_cudnn), m != Method::kCudnn};
 }
 
 void Attention::forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH, int KVH) {
-  impl_->check_planned(Precision::kFp32, B, T, "forward");
-  if (impl_->of(Precision::kFp32) == Method::kFallback)
+  impl_->check_planned(DType::kF32, B, T, "forward");
+  if (impl_->of(DType::kF32) == Method::kFallback)
     fallback_forward(impl_->gemm, out, att, qkv, B, T, C, NH, KVH, impl_->stream);
   else
     attention_forward(out, att, qkv, B, T, C, NH, KVH, impl_->stream);
 }
 
 void Attention::forward(bf16* out, float* att, const bf16* qkv, int B, int T, int C, int NH, int KVH) {
-  impl_->check_planned(Precision::kBf16, B, T, "forward");
-  if (impl_->of(Precision::kBf16) == Method::kCudnn)
+  impl_->check_planned(DType::kBf16, B, T, "forward");
+  if (impl_->of(DType::kBf16) == Method::kCudnn)
     impl_->sdpa.forward(out, att, qkv, B, T, C, NH, KVH, impl_->stream);
   else
     fallback_forward(impl_->gemm, out, reinterpret_cast<bf16*>(att), qkv, B, T, C, NH, KVH,
@@ -224,8 +222,8 @@ void Attention::forward(bf16* out, float* att, const bf16* qkv, int B, int T, in
 
 void Attention::backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                          const float* /*out*/, const float* att, int B, int T, int C, int NH, int KVH) {
-  impl_->check_planned(Precision::kFp32, B, T, "backward");
-  if (impl_->of(Precision::kFp32) == Method::kFallback)
+  impl_->check_planned(DType::kF32, B, T, "backward");
+  if (impl_->of(DType::kF32) == Method::kFallback)
     fallback_backward(impl_->gemm, dqkv, scratch, scratch, dout, qkv, att, B, T, C, NH, KVH,
                       impl_->stream);
   else
@@ -234,8 +232,8 @@ void Attention::backward(float* dqkv, float* scratch, const float* dout, const f
 
 void Attention::backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
                          const bf16* out, const float* att, int B, int T, int C, int NH, int KVH) {
-  impl_->check_planned(Precision::kBf16, B, T, "backward");
-  if (impl_->of(Precision::kBf16) == Method::kCudnn) {
+  impl_->check_planned(DType::kBf16, B, T, "backward");
+  if (impl_->of(DType::kBf16) == Method::kCudnn) {
     impl_->sdpa.backward(dqkv, dout, qkv, out, att, B, T, C, NH, KVH, impl_->stream);
     return;
   }

@@ -82,14 +82,14 @@ std::string cudnn_attention_limits(long cudnn_version, int T, int HS) {
   return "";
 }
 
-AttentionSizes attention_sizes(AttentionMethod m, model::Precision p, int B, int T, int NH) {
+AttentionSizes attention_sizes(AttentionMethod m, DType p, int B, int T, int NH) {
   const std::size_t rows = std::size_t(B) * NH * T, probs = rows * T;
   const std::size_t half = (probs + 1) / 2;  // bf16 values packed two per float
   switch (m) {
     case AttentionMethod::kCudnn:
       return {rows, 0};
     case AttentionMethod::kFallback:
-      if (p == model::Precision::kBf16) return {half, probs + half};
+      if (p == DType::kBf16) return {half, probs + half};
       return {probs, probs};
     case AttentionMethod::kExact:
     case AttentionMethod::kAuto:

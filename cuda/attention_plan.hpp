@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "common/dtype.hpp"
 #include "model/bf16.hpp"
 
 namespace holmes::cuda {
@@ -55,6 +56,6 @@ std::string cudnn_attention_limits(long cudnn_version, int T, int HS);
 struct AttentionSizes {
   std::size_t state_floats = 0, scratch_floats = 0;
 };
-AttentionSizes attention_sizes(AttentionMethod m, model::Precision p, int B, int T, int NH);
+AttentionSizes attention_sizes(AttentionMethod m, DType p, int B, int T, int NH);
 
 }  // namespace holmes::cuda

@@ -32,7 +32,7 @@ class CudaKernels final : public model::Kernels {
  public:
   explicit CudaKernels(cudaStream_t stream) : stream_(stream), attention_(stream) {}
   const char* name() const override { return "cuda"; }
-  bool supports(model::Precision) const override { return true; }
+  bool supports(DType p) const override { return p == DType::kF32 || p == DType::kBf16; }
 
   void embedding_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B,
                          int T, int C, int vb, int Vl) override {
@@ -68,11 +68,11 @@ class CudaKernels final : public model::Kernels {
     cuda::matmul_dgelu_backward(gemm_, dpre, dw, db, dout, inp, w, pre, N, C, OC, DType::kF32, DType::kF32,
                                 fuse_gelu_, stream_);
   }
-  model::AttentionPlan plan_attention(model::Precision p, int B, int T, int C, int NH, int KVH) override {
+  model::AttentionPlan plan_attention(DType p, int B, int T, int C, int NH, int KVH) override {
     return attention_.plan(p, B, T, C, NH, KVH);
   }
   // fp32 attention before any plan (op-level callers) is the exact method.
-  bool fp32_planned() const { return attention_.method(model::Precision::kFp32) != Attention::Method::kAuto; }
+  bool fp32_planned() const { return attention_.method(DType::kF32) != Attention::Method::kAuto; }
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH,
                          int KVH) override {
     if (fp32_planned())

@@ -15,17 +15,6 @@
 
 namespace holmes::cuda {
 
-std::size_t dtype_bytes(DType t) { return t == DType::kF32 ? 4 : t == DType::kBf16 ? 2 : 1; }
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kBf16: return "bf16";
-    case DType::kE4M3: return "e4m3";
-    case DType::kE5M2: return "e5m2";
-  }
-  return "?";
-}
-bool is_fp8(DType t) { return t == DType::kE4M3 || t == DType::kE5M2; }
 DType b_type_of(const GemmShape& s) { return s.b_type.value_or(s.ab_type); }
 
 static cudaDataType_t to_cuda(DType t) {

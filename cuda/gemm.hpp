@@ -29,18 +29,20 @@
 #include <optional>
 #include <string>
 
+#include "common/dtype.hpp"
+
 namespace holmes::cuda {
 
-enum class DType : std::uint8_t { kF32, kBf16, kE4M3, kE5M2 };
+using holmes::DType;  // common/dtype.hpp: the operand types
+using holmes::dtype_bytes;
+using holmes::dtype_name;
+using holmes::is_fp8;
 // What cuBLASLt applies to the product before storing C (with beta == 0):
 //   kGelu   C = gelu(product + bias), and aux (same layout and type as C) = product + bias;
 //   kDGelu  C = product * gelu'(aux), aux the pre-activation the forward stored.
 // (GPT-2's tanh GELU in both.) cuBLASLt may offer no algorithm for an epilogue on some
 // shapes or GPUs: run() then throws CudaError, and callers fall back to separate kernels.
 enum class GemmEpilogue : std::uint8_t { kNone, kGelu, kDGelu };
-std::size_t dtype_bytes(DType t);
-const char* dtype_name(DType t);
-bool is_fp8(DType t);
 
 struct GemmShape {
   int m = 0, n = 0, k = 0;

@@ -32,10 +32,4 @@ inline bf16 float_to_bf16(float f) {
   return bf16{static_cast<std::uint16_t>(u >> 16)};
 }
 
-// The storage precision of a model's weights copy and activations. Master weights, their
-// gradients and the optimizer state are fp32 in both (docs/cost-model.md, docs/cuda.md).
-enum class Precision { kFp32, kBf16 };
-
-inline const char* precision_name(Precision p) { return p == Precision::kBf16 ? "bf16" : "fp32"; }
-
 }  // namespace holmes::model

@@ -16,8 +16,9 @@ using gpt_detail::at;
 using gpt_detail::Carver;
 
 Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelComm* comm, int slots,
-         Precision precision, ActivationPolicy policy)
+         DType precision, ActivationPolicy policy)
     : cfg_(cfg),
+      arch_(cfg_.architecture()),
       backend_(backend),
       k_(*backend.kernels),
       mem_(*backend.memory),
@@ -25,10 +26,14 @@ Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelCo
       max_B_(max_B),
       max_T_(max_T),
       precision_(precision),
-      policy_(policy) {
+      policy_(policy),
+      env_{k_, mem_, *comm_, cfg_, policy_, attention_} {
   if (slots < 1) throw std::invalid_argument(fmt::format("Gpt: {} activation slots; need at least 1", slots));
+  if (precision != DType::kF32 && precision != DType::kBf16)
+    throw std::invalid_argument(fmt::format("Gpt: {} activations are not supported (accepted: fp32, bf16; FP8 runs "
+                                            "the GEMMs alone, model/fp8_recipe.hpp)", dtype_name(precision)));
   if (!k_.supports(precision))
-    throw std::invalid_argument(fmt::format("Gpt: backend {} has no {} kernels", k_.name(), precision_name(precision)));
+    throw std::invalid_argument(fmt::format("Gpt: backend {} has no {} kernels", k_.name(), dtype_name(precision)));
   slot_state_.resize(slots);
   cfg_.finalize();
   if (comm_->size() != cfg_.tp_size || comm_->rank() != cfg_.tp_rank) {
@@ -50,7 +55,7 @@ Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelCo
   attention_ = k_.plan_attention(precision_, max_B, max_T, cfg_.local_channels(), cfg_.local_heads(),
                                  cfg_.local_kv_heads());
   plan_activations();
-  if (cfg_.is_llama()) make_rope_table();
+  blocks_ = arch_.make_blocks(cfg_, mem_, max_T_);
 }
 
 Gpt::~Gpt() = default;
@@ -107,17 +112,6 @@ std::pair<size_t, size_t> Gpt::layer_range(int local_layer) const {
   return {lo.offset, hi.offset + hi.numel};
 }
 
-template <class A>
-void Gpt::tp_sum(A* x, size_t n) {
-  if constexpr (std::is_same_v<A, float>) {
-    comm_->all_reduce_sum(x, n);
-  } else if (comm_->size() != 1) {
-    // bf16 in the activation precision: NCCL sums bf16 itself; a group over host memory widens
-    // the shards to fp32, sums and rounds once (engine/parallel/group.hpp).
-    comm_->all_reduce_sum_bf16(x, n);
-  }
-}
-
 // The boundary holds the activation type's bytes (bf16: two values per float): a copy.
 template <class A>
 void Gpt::to_boundary(float* out, const A* x, size_t n) {
@@ -158,7 +152,7 @@ void Gpt::check_shape(int B, int T) const {
 template <class A>
 const A* Gpt::stage_out() const {
   const int L = cfg_.num_stage_layers();
-  return L == 0 ? shared<A>().encoded : layer_acts<A>(L - 1).res3;
+  return L == 0 ? shared<A>().encoded : layer_output<A>(L - 1);
 }
 
 const float* Gpt::output() const {
@@ -250,13 +244,13 @@ void Gpt::forward_t(const int* tokens, const float* input, const int* targets, i
     int* tok = token_store_.data() + slot_ * static_cast<size_t>(max_B_) * max_T_;
     mem_.upload(tok, tokens, N * sizeof(int));
     // Vocabulary-parallel lookup: each shard fills the rows of its tokens, rank 0 adds the
-    // positions (gpt2; llama has none), the sum over TP is the full embedding.
+    // learned positions (where the architecture has them), the sum over TP is the full embedding.
     A* w = weights<A>();
-    const RoleNames names = role_names(cfg_);
-    const A* wpe = cfg_.tp_rank == 0 && !cfg_.is_llama() ? w + layout_.at(names.positions).offset : nullptr;
+    const RoleNames names = arch_.role_names(cfg_);
+    const A* wpe = cfg_.tp_rank == 0 && !names.positions.empty() ? w + layout_.at(names.positions).offset : nullptr;
     k_.embedding_forward(s.encoded, tok, w + layout_.at(names.embedding).offset, wpe, B, T, cfg_.hidden,
                          cfg_.vocab_begin(), cfg_.local_vocab());
-    tp_sum(s.encoded, N * C);
+    tp_sum(env_, s.encoded, N * C);
   } else {
     from_boundary(s.encoded, input, N * C);
   }
@@ -264,13 +258,13 @@ void Gpt::forward_t(const int* tokens, const float* input, const int* targets, i
   for (int l = 0; l < cfg_.num_stage_layers(); ++l) {
     const auto [lo, hi] = layer_range(l);
     params_needed(lo, hi);
-    block_forward<A>(l, x, B, T);
-    x = layer_acts<A>(l).res3;
+    blocks_->forward(env_, block_io<A>(l, x, B, T, Pass::kAll));
+    x = layer_output<A>(l);
   }
   have_targets_ = false;
   loss_id_ = -1;
   if (cfg_.has_head) {
-    params_needed(layout_.at(role_names(cfg_).final_norm_weight).offset, layout_.size());
+    params_needed(layout_.at(arch_.role_names(cfg_).final_norm_weight).offset, layout_.size());
     head_forward<A>(targets, B, T);
   }
   else if constexpr (!std::is_same_v<A, float>)
@@ -283,13 +277,15 @@ void Gpt::head_forward(const int* targets, int B, int T) {
   const Shared<A> s = shared<A>();
   const A* x = stage_out<A>();
   A* W = weights<A>();
-  const RoleNames names = role_names(cfg_);
+  const RoleNames names = arch_.role_names(cfg_);
   const A* norm_w = W + layout_.at(names.final_norm_weight).offset;
-  if (cfg_.is_llama())
-    k_.rmsnorm_forward(s.lnf, s.lnf_rstd, x, norm_w, N, C, cfg_.norm_eps);
-  else
-    k_.layernorm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, x, norm_w, W + layout_.at(names.final_norm_bias).offset, N,
-                         C);
+  switch (arch_.final_norm()) {
+    case NormKind::kLayerNorm:
+      k_.layernorm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, x, norm_w, W + layout_.at(names.final_norm_bias).offset, N,
+                           C);
+      break;
+    case NormKind::kRmsNorm: k_.rmsnorm_forward(s.lnf, s.lnf_rstd, x, norm_w, N, C, cfg_.norm_eps); break;
+  }
   k_.matmul_forward(s.logits, s.lnf, W + layout_.at(names.head).offset, nullptr, N, C, Vl);
   if (targets == nullptr) return;
   check_ids(targets, N, cfg_.vocab, "target");
@@ -334,19 +330,7 @@ std::vector<float> Gpt::read_params() const {
   return host;
 }
 
-double Gpt::flops_per_step(const GptConfig& cfg, int B, int T) {
-  const double N = static_cast<double>(B) * T, C = cfg.hidden;
-  const double Cl = cfg.local_channels(), Fl = cfg.local_mlp();
-  // qkv, attention output, MLP (gpt2: fc, proj; llama: gate, up, down).
-  const double layer_weights = cfg.local_qkv() * C + Cl * C + (cfg.is_llama() ? 3 : 2) * Fl * C;
-  double fwd = cfg.num_stage_layers() * (2 * N * layer_weights + 4.0 * B * T * T * Cl);
-  if (cfg.has_head) fwd += 2 * N * C * cfg.local_vocab();
-  return 3 * fwd;  // backward costs twice the forward
-}
-
-// Used by the block and backward files too.
-template void Gpt::tp_sum<float>(float*, size_t);
-template void Gpt::tp_sum<bf16>(bf16*, size_t);
+// Used by the backward file too.
 template void Gpt::to_boundary<bf16>(float*, const bf16*, size_t);
 template void Gpt::from_boundary<float>(float*, const float*, size_t);
 template void Gpt::from_boundary<bf16>(bf16*, const float*, size_t);

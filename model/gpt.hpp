@@ -1,5 +1,8 @@
-// GPT-2 and Llama (model/gpt_config.hpp: arch) forward and backward over one rank's shard (tensor-parallel slice of its pipeline
-// stage's layers). Owns the parameter, gradient and activation buffers, all in the memory of
+// A decoder model of any registered architecture (gpt_config.hpp: arch; architecture.hpp):
+// forward and backward over one rank's shard (tensor-parallel slice of its pipeline stage's
+// layers). The embedding, the final norm, the LM head with its vocabulary-parallel
+// cross-entropy, the activation slots and the pipeline boundary are the same for every
+// architecture and live here; the blocks are the architecture's (block.hpp). Owns the parameter, gradient and activation buffers, all in the memory of
 // its backend (model/backend.hpp: host memory on the CPU, device memory on a GPU); it moves
 // bytes only through the backend's DeviceMemory and computes only through its Kernels, so
 // the same code runs on either. Activations are sized once for (max_B, max_T) and reused, so
@@ -7,7 +10,7 @@
 // uploaded and downloaded at the edges.
 //
 // Single rank (tp = 1, one stage):
-//   Gpt gpt(GptConfig::gpt2(...), backend, B, T);  gpt.init_weights(seed);
+//   Gpt gpt(gpt2::config(...), backend, B, T);  gpt.init_weights(seed);
 //   gpt.zero_grad(); for each micro-batch { loss = gpt.forward(tok, tgt, B, T); gpt.backward(1.f/M); }
 //   optimizer over gpt.params() / gpt.grads() (gpt.layout() says which ranges decay).
 // Pipeline stages: forward_stage() takes tokens on the first stage or the previous stage's
@@ -17,7 +20,7 @@
 // in-flight micro-batch, chosen with set_slot(); the gradient scratch is shared), and a
 // grad-ready hook tells the distributed optimizer which gradient ranges are final.
 //
-// Precision (model/bf16.hpp): fp32 computes everything in fp32. bf16 keeps fp32 master
+// Precision (a DType, common/dtype.hpp): fp32 computes everything in fp32. bf16 keeps fp32 master
 // weights (params()) and fp32 gradients (grads()), a bf16 copy of the weights that the
 // kernels read (refreshed by params_updated() after every change of params()), and bf16
 // activations with fp32 LayerNorm statistics, losses and softmax statistics. The stage
@@ -36,42 +39,17 @@
 #include <string>
 #include <vector>
 
+#include "model/activation_policy.hpp"
+#include "model/architecture.hpp"
 #include "model/backend.hpp"
+#include "model/block.hpp"
 #include "model/bf16.hpp"
+#include "model/counts.hpp"
 #include "model/gpt_config.hpp"
 #include "model/param_layout.hpp"
 #include "model/tp_comm.hpp"
 
 namespace holmes::model {
-
-// What a block keeps for its backward (train.recompute; docs/training.md has the memory per mode):
-//   kNone       every activation of every layer, per micro-batch in flight;
-//   kSelective  the GEMM outputs (qkv, the MLP's pre-activation), the residual stream (res2,
-//               res3) and, for a fused attention (no probabilities kept), its output and state.
-//               The norms, the MLP's activation function and an unfused attention's softmax are
-//               replayed from those before the layer's backward (Korthikanti et al. 2022);
-//   kFull       the layer's output only (the next layer's input): the layer's forward is replayed
-//               before its backward, all but its last GEMM, which the backward does not read.
-// What is replayed goes into one layer's buffers that every layer and slot share, so memory
-// no longer grows with layers x micro-batches for them. The replay runs the forward's own
-// kernels on the same inputs, so its values are the forward's bit for bit (deterministic
-// kernels; the TP sums a full replay repeats are too).
-enum class Recompute { kNone, kSelective, kFull };
-const char* recompute_name(Recompute r);  // "none", "selective", "full"
-
-struct ActivationPolicy {
-  Recompute recompute = Recompute::kNone;
-  // The backward of a micro-batch runs as two passes a schedule may separate (zero-bubble,
-  // arXiv 2401.10241): B (backward with Pass::kInput: every input gradient, the norms' weight
-  // gradients) and W (backward_weights: the GEMMs' weight gradients and the embedding's).
-  // Each layer then keeps the gradients of its GEMM outputs from B to W in its slot. Such a
-  // model still runs a whole backward (Pass::kAll) as one pass, for a W that would follow its
-  // B at once.
-  bool split_backward = false;
-};
-
-// Which part of a micro-batch's backward a call runs: both, or B / W of split_backward.
-enum class Pass { kAll, kInput, kWeights };
 
 class Gpt {
  public:
@@ -82,14 +60,14 @@ class Gpt {
   // backend whose kernels support it (std::invalid_argument otherwise).
   // policy: what the activation slots keep and whether backward splits (above).
   Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelComm* comm = nullptr, int slots = 1,
-      Precision precision = Precision::kFp32, ActivationPolicy policy = {});
+      DType precision = DType::kF32, ActivationPolicy policy = {});
   ~Gpt();
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
 
-  // GPT-2 init: weights N(0, 0.02), c_proj weights N(0, 0.02/sqrt(2L)), biases 0, LN weight 1.
-  // Llama init (Hugging Face's): every matrix N(0, 0.02), RMSNorm weights 1.
-  // Every element is a pure function of (seed, tensor name, index in the full tensor), so
+  // Each tensor as the architecture's init_rule says (gpt2: N(0, 0.02), c_proj N(0,
+  // 0.02/sqrt(2L)), biases 0, LayerNorm weights 1; llama: every matrix N(0, 0.02), RMSNorm
+  // weights 1); padded vocabulary rows 0. Every element is a pure function of (seed, tensor name, index in the full tensor), so
   // any tp/pp sharding holds exactly the slices of the same global model.
   void init_weights(uint64_t seed);
 
@@ -162,7 +140,7 @@ class Gpt {
   void params_updated();
   // The same for the range [begin, end) of params() alone.
   void params_updated(size_t begin, size_t end);
-  Precision precision() const { return precision_; }
+  DType precision() const { return precision_; }  // of the activations and the weights copy
   // How attention is computed here (Kernels::plan_attention), for the start-up log.
   const std::string& attention_method() const { return attention_.method; }
 
@@ -185,44 +163,20 @@ class Gpt {
   // Of those, the bytes one layer keeps per slot (the memory model's per-layer figure).
   size_t layer_slot_bytes() const;
   Backend& backend() const { return backend_; }
-  // Model FLOPs of one forward+backward over B*T tokens on this shard (matmuls+attention).
-  double flops_per_step(int B, int T) const { return flops_per_step(cfg_, B, T); }
-  // The same for any (finalized) shard config, e.g. the whole model's.
-  static double flops_per_step(const GptConfig& cfg, int B, int T);
+  // Model FLOPs of one forward+backward over B*T tokens on this shard (matmuls+attention;
+  // model::shard_train_flops).
+  double flops_per_step(int B, int T) const { return shard_train_flops(cfg_, B, T); }
 
  private:
-  template <class A> struct LayerParams;  // pointers into a flat buffer for one GPT-2 layer
-  template <class A> struct LlamaLayerParams;  // the same for one Llama layer
-  template <class A> struct LayerActs;    // pointers into acts_ for one layer
-  template <class A> struct LayerGrads;   // its GEMM output gradients (slot in a split backward)
   template <class A> struct Shared;       // the current slot's head and the shared scratch
   struct Offsets;                         // byte offsets of every activation buffer
-  template <class A> LayerParams<A> layer_params(A* base, int local_layer) const;
-  template <class A> LlamaLayerParams<A> llama_layer_params(A* base, int local_layer) const;
-  template <class A> LayerActs<A> layer_acts(int local_layer) const;
-  // The slot's buffers for B and W of a split backward; for a whole pass (kAll) one set
-  // every layer reuses, even in a model that splits: nothing outlives the pass, and a reused
-  // set stays in cache.
-  template <class A> LayerGrads<A> layer_grads(int local_layer, Pass pass) const;
+  // What the block of local layer l sees for the current slot: its input x, weights,
+  // gradients and buffers (a split backward's GEMM output gradients as `pass` needs them).
+  template <class A> BlockIo<A> block_io(int local_layer, const A* x, int B, int T, Pass pass);
   template <class A> Shared<A> shared() const;
   template <class A> A* weights();  // what kernels read: params_ (fp32) or params16_ (bf16)
   template <class A> const A* stage_out() const;
-  template <class A> void tp_sum(A* x, size_t n);
   template <class A> void forward_t(const int* tokens, const float* input, const int* targets, int B, int T);
-  template <class A> void block_forward(int l, const A* x, int B, int T);
-  // What policy_.recompute dropped of layer l, replayed from what it kept (x: its input).
-  template <class A> void block_recompute(int l, const A* x, int B, int T);
-  template <class A> void block_backward(int l, const A* x, int B, int T, Pass pass);
-  // Llama's block (llama_block.cpp), mirrored op by op like GPT-2's.
-  template <class A> void llama_block_forward(int l, const A* x, int B, int T);
-  template <class A> void llama_block_recompute(int l, const A* x, int B, int T);
-  template <class A> void llama_block_backward(int l, const A* x, int B, int T, Pass pass);
-  // A GEMM's backward, the part `pass` asks for: kInput dinp, kWeights dweight + dbias.
-  template <class A> void gemm_backward(Pass pass, A* dinp, float* dweight, float* dbias, const A* dout, const A* inp,
-                                        const A* weight, int N, int C, int OC);
-  // dst = src (N*C values) where a split backward keeps a gradient for W; nothing when they alias.
-  template <class A> void keep_grad(A* dst, const A* src, size_t n);
-  void make_rope_table();
   template <class A> void head_forward(const int* targets, int B, int T);
   template <class A> void head_backward(float loss_scale, int B, int T, Pass pass);
   template <class A> void stage_backward(int B, int T, Pass pass);
@@ -233,6 +187,8 @@ class Gpt {
   template <class A> void to_boundary(float* out, const A* x, size_t n);
   template <class A> void from_boundary(A* out, const float* x, size_t n);
   void plan_activations();
+  // The block output of local layer l in the current slot (its Keep::kOutput buffer).
+  template <class A> A* layer_output(int local_layer) const;
   void check_shape(int B, int T) const;
   std::byte* slot_base(int slot) const;
   void grad_ready(size_t begin, size_t end) const {
@@ -246,7 +202,7 @@ class Gpt {
   size_t layer_first_tensor(int local_layer) const;
   size_t embedding_end() const;  // end of the embedding's tensors in the flat buffer (0: none)
   std::pair<size_t, size_t> layer_range(int local_layer) const;
-  bool is_bf16() const { return precision_ == Precision::kBf16; }
+  bool is_bf16() const { return precision_ == DType::kBf16; }
 
   // What a slot remembers between its forward and backward besides its activations.
   struct SlotState {
@@ -257,19 +213,23 @@ class Gpt {
   };
 
   GptConfig cfg_;
+  const Architecture& arch_;
   Backend& backend_;
   Kernels& k_;
   device::DeviceMemory& mem_;
   NoTensorParallel no_comm_;
   TensorParallelComm* comm_;
   int max_B_, max_T_;
-  Precision precision_;
+  DType precision_;
   ActivationPolicy policy_;
   AttentionPlan attention_;
+  BlockEnv env_;  // what every block call gets (block.hpp)
   ParamLayout layout_;
   device::DeviceArray<float> params_, grads_;
   device::DeviceArray<bf16> params16_;  // bf16 only: the weights the kernels read
-  device::DeviceArray<float> rope_;     // llama: (max_T, HS) rotary cos | sin per position
+  std::unique_ptr<Blocks> blocks_;      // the architecture's block (and its state)
+  std::vector<LayerBuffer> buffers_;    // the architecture's per-layer buffers (counts.hpp)
+  int output_buffer_ = -1;              // which of them is the block output (Keep::kOutput)
   // [slot 0 | slot 1 | ... | shared gradient scratch], carved by plan_activations().
   device::DeviceArray<std::byte> acts_;
   device::DeviceArray<int> token_store_, target_store_;  // (slots, max_B * max_T)

@@ -1,6 +1,7 @@
 // Where Gpt's activations live (gpt_buffers.hpp): the one allocation carved into slots, the
-// working layer and the shared gradient scratch, and the pointers a layer's kernels get. What
-// each layer keeps per slot follows the activation policy (gpt.hpp: Recompute, split_backward).
+// working layer and the shared gradient scratch, and the pointers a layer's block gets. What
+// each layer keeps per slot follows the activation policy (activation_policy.hpp) applied to
+// the architecture's buffer table (counts.hpp: kept_in_slot).
 #include <fmt/format.h>
 
 #include <stdexcept>
@@ -21,47 +22,34 @@ const char* recompute_name(Recompute r) {
   return "?";
 }
 
-namespace {
-
-// Whether layer buffer b stays in the slot from the forward to the backward (else the
-// working layer holds it: replayed before the backward, or unused).
-bool kept_in_slot(LayerBuf b, const ActivationPolicy& policy, bool attention_probabilities) {
-  if (b >= kGradRes3) return policy.split_backward;  // gradients B leaves for W
-  switch (policy.recompute) {
-    case Recompute::kNone: return true;
-    case Recompute::kFull: return b == kRes3;  // the next layer's input
-    case Recompute::kSelective:
-      if (b == kAtty || b == kAtt) return !attention_probabilities;  // a fused attention's small state stays
-      return b == kQkv || b == kRes2 || b == kFch || b == kRes3;
-  }
-  return true;
-}
-
-}  // namespace
-
 void Gpt::plan_activations() {
   const size_t N = static_cast<size_t>(max_B_) * max_T_;
-  const size_t C = cfg_.hidden, Cl = cfg_.local_channels(), Fl = cfg_.local_mlp(), QKV = cfg_.local_qkv();
-  const size_t Vl = cfg_.local_vocab();
+  const size_t C = cfg_.hidden, Vl = cfg_.local_vocab();
   const size_t a = is_bf16() ? sizeof(bf16) : sizeof(float), f = sizeof(float);
-  // Llama: RMSNorm keeps no mean; the MLP's first GEMM is gate and up together (2Fl).
-  const bool llama = cfg_.is_llama(), split = policy_.split_backward;
-  const size_t means = llama ? 0 : N, mlp_in = llama ? 2 * Fl : Fl, grads = split ? 1 : 0;
-  // Elements and element size of each layer buffer, in LayerBuf order.
-  const std::pair<size_t, size_t> sizes[kLayerBufs] = {
-      {N * C, a},      {means, f},       {N, f},         {N * QKV, a},          {N * Cl, a},
-      {attention_.state_floats, f},      {N * C, a},     {N * C, a},            {means, f},
-      {N, f},          {N * mlp_in, a},  {N * Fl, a},    {N * C, a},            {grads * N * C, a},
-      {grads * N * mlp_in, a},           {grads * N * C, a}, {grads * N * QKV, a}};
+  const bool split = policy_.split_backward;
+  buffers_ = arch_.layer_buffers(cfg_, static_cast<int64_t>(N), attention_);
+  const std::vector<int64_t> scratch = arch_.gradient_scratch(cfg_, static_cast<int64_t>(N));
+  if (buffers_.size() > static_cast<size_t>(kMaxLayerBuffers) || scratch.size() > static_cast<size_t>(kMaxScratch) ||
+      layout_.tensors_per_layer() > static_cast<size_t>(kMaxLayerTensors))
+    throw std::logic_error(fmt::format("Gpt: architecture {} has more per-layer buffers, scratch or tensors than "
+                                       "model/block.hpp holds", arch_.name()));
   auto o = std::make_unique<Offsets>();
+  o->layer_at.assign(buffers_.size(), 0);
+  o->shared_grad.assign(buffers_.size(), 0);
+  o->kept.assign(buffers_.size(), 0);
   Carver layer, work;
-  for (int b = 0; b < kLayerBufs; ++b) {
-    const auto buf = static_cast<LayerBuf>(b);
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    const LayerBuffer& buf = buffers_[b];
+    if (buf.keep == Keep::kOutput) output_buffer_ = static_cast<int>(b);
     o->kept[b] = kept_in_slot(buf, policy_, attention_.probabilities);
-    o->layer_at[b] = (o->kept[b] ? layer : work).take(sizes[b].first, sizes[b].second);
+    // A gradient W reads exists only in a split backward (in the slot); else it has no bytes.
+    const size_t elems = buf.keep == Keep::kWeightGrad && !split ? 0 : static_cast<size_t>(buf.elems);
+    o->layer_at[b] = (o->kept[b] ? layer : work).take(elems, buf.fp32 ? f : a);
   }
+  if (output_buffer_ < 0) throw std::logic_error(fmt::format("Gpt: architecture {} names no block output", arch_.name()));
   o->layer_bytes = layer.bytes;
   // A slot: the stage input, every layer's kept activations and the head's.
+  const size_t means = norm_stats(arch_.final_norm()) == 2 ? N : 0;  // LayerNorm keeps its mean too
   Carver slot;
   o->encoded = slot.take(N * C, a);
   if (is_bf16() && !cfg_.has_head) o->out32 = slot.take((N * C + 1) / 2, f);  // bf16 pairs
@@ -82,10 +70,12 @@ void Gpt::plan_activations() {
   o->scratch = all.take(N * C, a);
   o->dres = all.take(N * C, a);
   o->dln = all.take(N * C, a);
-  o->dqkv = all.take(split ? 0 : N * QKV, a);  // a split backward keeps them per layer
-  o->datty = all.take(N * Cl, a);
-  o->dfch = all.take(split ? 0 : N * mlp_in, a);
-  o->dmlp = all.take(llama ? N * Fl : 0, a);
+  // A whole backward of a model that does not split: one buffer per GEMM output gradient,
+  // every layer's (a split model's whole pass uses its slot's layer-0 buffers instead).
+  for (size_t b = 0; b < buffers_.size(); ++b)
+    if (buffers_[b].keep == Keep::kWeightGrad && !buffers_[b].residual_grad && !split)
+      o->shared_grad[b] = all.take(static_cast<size_t>(buffers_[b].elems), a);
+  for (int64_t n : scratch) o->arch_scratch.push_back(all.take(static_cast<size_t>(n), a));
   o->datt = all.take(attention_.scratch_floats, f);
   if (is_bf16() && !cfg_.has_embedding) o->grad32 = all.take((N * C + 1) / 2, f);  // bf16 pairs
   o->total = all.bytes;
@@ -125,46 +115,61 @@ Gpt::Shared<A> Gpt::shared() const {
   v.scratch = at<A>(g, o.scratch);
   v.dres = at<A>(g, o.dres);
   v.dln = at<A>(g, o.dln);
-  v.dqkv = at<A>(g, o.dqkv);
-  v.datty = at<A>(g, o.datty);
-  v.dfch = at<A>(g, o.dfch);
-  v.dmlp = at<A>(g, o.dmlp);
   v.datt = at<float>(g, o.datt);
   v.grad32 = at<float>(g, o.grad32);
   return v;
 }
 
 template <class A>
-Gpt::LayerActs<A> Gpt::layer_acts(int local_layer) const {
+A* Gpt::layer_output(int local_layer) const {
   const Offsets& o = *off_;
-  std::byte* kept = slot_base(slot_) + o.layers + local_layer * o.layer_bytes;
-  std::byte* work = const_cast<std::byte*>(acts_.data()) + o.work;
-  auto p = [&](LayerBuf b) { return (o.kept[b] ? kept : work) + o.layer_at[b]; };
-  return {at<A>(p(kLn1), 0),     at<float>(p(kLn1Mean), 0), at<float>(p(kLn1Rstd), 0), at<A>(p(kQkv), 0),
-          at<A>(p(kAtty), 0),    at<float>(p(kAtt), 0),     at<A>(p(kRes2), 0),        at<A>(p(kLn2), 0),
-          at<float>(p(kLn2Mean), 0), at<float>(p(kLn2Rstd), 0), at<A>(p(kFch), 0),     at<A>(p(kFchAct), 0),
-          at<A>(p(kRes3), 0)};
+  return at<A>(slot_base(slot_) + o.layers + local_layer * o.layer_bytes, o.layer_at[output_buffer_]);
 }
 
 template <class A>
-Gpt::LayerGrads<A> Gpt::layer_grads(int local_layer, Pass pass) const {
-  const Shared<A> s = shared<A>();
-  if (!policy_.split_backward) return {s.dres, s.dfch, s.dres, s.dqkv};
+BlockIo<A> Gpt::block_io(int local_layer, const A* x, int B, int T, Pass pass) {
   const Offsets& o = *off_;
-  // A whole pass of a split model: its slot's layer-0 buffers serve every layer, as the
-  // shared scratch does without a split (which such a model does not allocate). No W reads
+  const Shared<A> s = shared<A>();
+  std::byte* base = const_cast<std::byte*>(acts_.data());
+  std::byte* kept = slot_base(slot_) + o.layers + local_layer * o.layer_bytes;
+  std::byte* work = base + o.work;
+  // A whole pass of a split model: its slot's layer-0 gradient buffers serve every layer, as
+  // the shared ones do without a split (which such a model does not allocate). No W reads
   // them: the slot's micro-batch is the one this pass finishes.
-  if (pass == Pass::kAll) local_layer = 0;
-  std::byte* p = slot_base(slot_) + o.layers + local_layer * o.layer_bytes;
-  if (pass == Pass::kAll) return {s.dres, at<A>(p, o.layer_at[kGradFch]), s.dres, at<A>(p, o.layer_at[kGradQkv])};
-  return {at<A>(p, o.layer_at[kGradRes3]), at<A>(p, o.layer_at[kGradFch]), at<A>(p, o.layer_at[kGradRes2]),
-          at<A>(p, o.layer_at[kGradQkv])};
+  std::byte* whole = slot_base(slot_) + o.layers;
+  BlockIo<A> io;
+  io.B = B;
+  io.T = T;
+  io.x = x;
+  const size_t first = layer_first_tensor(local_layer);
+  A* w = weights<A>();
+  for (size_t j = 0; j < layout_.tensors_per_layer(); ++j) {
+    const size_t offset = layout_.tensors()[first + j].offset;
+    io.w[j] = w + offset;
+    io.g[j] = grads_.data() + offset;
+  }
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    std::byte* p = (o.kept[b] ? kept : work) + o.layer_at[b];
+    if (buffers_[b].keep == Keep::kWeightGrad && pass == Pass::kAll) {
+      if (buffers_[b].residual_grad)
+        p = reinterpret_cast<std::byte*>(s.dres);
+      else
+        p = policy_.split_backward ? whole + o.layer_at[b] : base + o.shared_grad[b];
+    }
+    io.buf[b] = p;
+  }
+  for (size_t i = 0; i < o.arch_scratch.size(); ++i) io.scratch[i] = at<A>(base, o.arch_scratch[i]);
+  io.out = s.scratch;
+  io.dres = s.dres;
+  io.dln = s.dln;
+  io.datt = s.datt;
+  return io;
 }
 
-template Gpt::LayerActs<float> Gpt::layer_acts<float>(int) const;
-template Gpt::LayerActs<bf16> Gpt::layer_acts<bf16>(int) const;
-template Gpt::LayerGrads<float> Gpt::layer_grads<float>(int, Pass) const;
-template Gpt::LayerGrads<bf16> Gpt::layer_grads<bf16>(int, Pass) const;
+template BlockIo<float> Gpt::block_io<float>(int, const float*, int, int, Pass);
+template BlockIo<bf16> Gpt::block_io<bf16>(int, const bf16*, int, int, Pass);
+template float* Gpt::layer_output<float>(int) const;
+template bf16* Gpt::layer_output<bf16>(int) const;
 template Gpt::Shared<float> Gpt::shared<float>() const;
 template Gpt::Shared<bf16> Gpt::shared<bf16>() const;
 

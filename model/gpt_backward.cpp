@@ -66,23 +66,10 @@ void Gpt::run_backward(float loss_scale, const float* doutput, Pass pass) {
 }
 
 template <class A>
-void Gpt::gemm_backward(Pass pass, A* dinp, float* dweight, float* dbias, const A* dout, const A* inp, const A* weight,
-                        int N, int C, int OC) {
-  if (pass == Pass::kInput) dweight = dbias = nullptr;
-  if (pass == Pass::kWeights) dinp = nullptr;
-  k_.matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
-}
-
-template <class A>
-void Gpt::keep_grad(A* dst, const A* src, size_t n) {
-  if (dst != src) mem_.copy(dst, src, n * sizeof(A));
-}
-
-template <class A>
 void Gpt::head_backward(float loss_scale, int B, int T, Pass pass) {
   const int N = B * T, C = cfg_.hidden, Vl = cfg_.local_vocab(), vb = cfg_.vocab_begin();
   const Shared<A> s = shared<A>();
-  const RoleNames names = role_names(cfg_);
+  const RoleNames names = arch_.role_names(cfg_);
   const ParamTensor& head = layout_.at(names.head);
   const size_t w = layout_.at(names.final_norm_weight).offset;
   const bool input = pass != Pass::kWeights;
@@ -90,17 +77,21 @@ void Gpt::head_backward(float loss_scale, int B, int T, Pass pass) {
   const float dloss = loss_scale / static_cast<float>(N);
   // The logits' gradient overwrites them in this slot, where W finds it.
   if (input) k_.crossentropy_backward(s.logits, s.logits, s.row_max, s.ce_stats, tgt, dloss, N, Vl, vb, cfg_.vocab);
-  gemm_backward<A>(pass, s.dln, grads_.data() + head.offset, nullptr, s.logits, s.lnf, weights<A>() + head.offset, N,
-                   C, Vl);
+  gemm_backward<A>(env_, pass, s.dln, grads_.data() + head.offset, nullptr, s.logits, s.lnf, weights<A>() + head.offset,
+                   N, C, Vl);
   if (input) {
-    tp_sum(s.dln, static_cast<size_t>(N) * C);  // each shard saw Vl of the Vp columns
+    tp_sum(env_, s.dln, static_cast<size_t>(N) * C);  // each shard saw Vl of the Vp columns
     mem_.zero(s.dres, static_cast<size_t>(N) * C * sizeof(A));
-    if (cfg_.is_llama()) {
-      k_.rmsnorm_backward(s.dres, grads_.data() + w, s.dln, stage_out<A>(), weights<A>() + w, s.lnf_rstd, N, C);
-    } else {
-      const size_t b = layout_.at(names.final_norm_bias).offset;
-      k_.layernorm_backward(s.dres, grads_.data() + w, grads_.data() + b, s.dln, stage_out<A>(), weights<A>() + w,
-                            s.lnf_mean, s.lnf_rstd, N, C);
+    switch (arch_.final_norm()) {
+      case NormKind::kLayerNorm: {
+        const size_t b = layout_.at(names.final_norm_bias).offset;
+        k_.layernorm_backward(s.dres, grads_.data() + w, grads_.data() + b, s.dln, stage_out<A>(), weights<A>() + w,
+                              s.lnf_mean, s.lnf_rstd, N, C);
+        break;
+      }
+      case NormKind::kRmsNorm:
+        k_.rmsnorm_backward(s.dres, grads_.data() + w, s.dln, stage_out<A>(), weights<A>() + w, s.lnf_rstd, N, C);
+        break;
     }
   }
   // The final norm, an untied head and a tied copy of the embedding are final; a whole
@@ -120,18 +111,19 @@ void Gpt::stage_backward(int B, int T, Pass pass) {
   // wte and wpe alone, so every sum keeps its order.
   if (cfg_.has_embedding && pass == Pass::kWeights) embedding_weight_grad<A>(B, T, pass);
   for (int l = cfg_.num_stage_layers() - 1; l >= 0; --l) {
-    const A* x = l == 0 ? s.encoded : layer_acts<A>(l - 1).res3;
+    const A* x = l == 0 ? s.encoded : layer_output<A>(l - 1);
+    const BlockIo<A> io = block_io<A>(l, x, B, T, pass);
     // B reads what the policy dropped; W reads the GEMM inputs among them (the norms' and
     // the activation function's outputs, attention's output).
-    if (policy_.recompute != Recompute::kNone) block_recompute<A>(l, x, B, T);
-    block_backward<A>(l, x, B, T, pass);
+    if (policy_.recompute != Recompute::kNone) blocks_->recompute(env_, io);
+    blocks_->backward(env_, io, pass);
     const auto [lo, hi] = layer_range(l);
     if (pass != Pass::kInput) grad_ready(lo, hi);
   }
   if (cfg_.has_embedding) {
     // The embedding's gradient is a weight gradient: W, from the input gradient B kept.
     if (pass == Pass::kInput) {
-      keep_grad(s.dencoded, s.dres, NC);
+      keep_grad(env_, s.dencoded, s.dres, NC);
       return;
     }
     if (pass == Pass::kAll) embedding_weight_grad<A>(B, T, pass);
@@ -144,21 +136,13 @@ void Gpt::stage_backward(int B, int T, Pass pass) {
 template <class A>
 void Gpt::embedding_weight_grad(int B, int T, Pass pass) {
   const Shared<A> s = shared<A>();
-  const RoleNames names = role_names(cfg_);
+  const RoleNames names = arch_.role_names(cfg_);
   const ParamTensor& emb = layout_.at(names.embedding);
-  float* dwpe = cfg_.is_llama() ? nullptr : grads_.data() + layout_.at(names.positions).offset;
+  float* dwpe = names.positions.empty() ? nullptr : grads_.data() + layout_.at(names.positions).offset;
   const int* tok = token_store_.data() + slot_ * static_cast<size_t>(max_B_) * max_T_;
   k_.embedding_backward(grads_.data() + emb.offset, dwpe, pass == Pass::kWeights ? s.dencoded : s.dres, tok, B, T,
                         cfg_.hidden, cfg_.vocab_begin(), cfg_.local_vocab());
   if (emb.tied_embedding && tied_grad_) tied_grad_();
 }
-
-// Used by the blocks (gpt_block.cpp, llama_block.cpp).
-template void Gpt::gemm_backward<float>(Pass, float*, float*, float*, const float*, const float*, const float*, int,
-                                        int, int);
-template void Gpt::gemm_backward<bf16>(Pass, bf16*, float*, float*, const bf16*, const bf16*, const bf16*, int, int,
-                                       int);
-template void Gpt::keep_grad<float>(float*, const float*, size_t);
-template void Gpt::keep_grad<bf16>(bf16*, const bf16*, size_t);
 
 }  // namespace holmes::model

@@ -1,22 +1,22 @@
-// Decoder model configuration (GPT-2 or Llama): the global model and the shard one rank holds.
+// Decoder model configuration (any registered architecture): the global model and the shard
+// one rank holds.
 //
 // Dimension legend (used in every shape comment under model/ and cuda/):
 //   B   sequences in a micro-batch            T   sequence length (T <= max_seq_len)
 //   N   = B * T, rows of a flattened activation
 //   C   hidden size (channels)                NH  attention heads, HS = C / NH head size
 //   KVH key/value heads (grouped-query attention; NH for GPT-2), KV = KVH * HS
-//   F   MLP hidden size (GPT-2: 4C; Llama: ffn_hidden)
+//   F   MLP hidden size (ffn_hidden; GPT-2: 4C)
 //   L   transformer layers (global)           V   vocabulary size, Vp padded vocabulary
 //   TP  tensor-parallel degree; a shard holds Cl = C/TP query channels (NHl = NH/TP heads),
 //       KVl = KV/TP key/value channels (KVHl = KVH/TP heads), Fl = F/TP MLP channels and
 //       Vl = Vp/TP vocabulary rows starting at vocab_begin.
-// With tp_size == 1 and one pipeline stage holding every layer this is a plain GPT-2 / Llama.
+// With tp_size == 1 and one pipeline stage holding every layer this is the plain model.
 //
-// Architectures (model.arch):
-//   gpt2:  learned positions, LayerNorm, GELU MLP of 4C, biases, multi-head attention, LM head
-//          tied to the token embedding.
-//   llama: rotary positions (rope_theta), RMSNorm (norm_eps), SwiGLU MLP of F, no biases,
-//          grouped-query attention (kv_heads), LM head untied unless tie_embeddings.
+// The architecture (model.arch) names an entry of the registry (architecture.hpp), which holds
+// its rules, tensors, counts and block: model/gpt2/ (learned positions, LayerNorm, GELU MLP of
+// 4C, biases, tied head), model/llama/ (rotary positions, RMSNorm, SwiGLU MLP of F, no biases,
+// grouped-query attention, untied head unless tie_embeddings).
 #pragma once
 
 #include <cstdint>
@@ -24,13 +24,16 @@
 
 namespace holmes::model {
 
-enum class Arch { kGpt2, kLlama };
-const char* arch_name(Arch a);  // "gpt2", "llama"
-// The Arch called `name`; throws UserError naming the value and the accepted ones.
-Arch parse_arch(const std::string& name);
+class Architecture;  // architecture.hpp
+
+inline constexpr const char* kDefaultArch = "gpt2";  // model.arch when a spec or a file names none
+
+// Throws holmes::UserError "model config: FIELD = VALUE is invalid; expected ACCEPTED" unless ok
+// (the rules of finalize and of each architecture).
+void require_config(bool ok, const std::string& field, long value, const std::string& accepted);
 
 struct GptConfig {
-  Arch arch = Arch::kGpt2;
+  std::string arch = kDefaultArch;  // a registered architecture (architecture.hpp)
   // Global model.
   int layers = 0;        // L
   int hidden = 0;        // C
@@ -38,13 +41,14 @@ struct GptConfig {
   int vocab = 0;         // V (real tokens)
   int padded_vocab = 0;  // Vp; 0 = derive with pad_vocab(vocab, tp_size) (finalize keeps a set value)
   int max_seq_len = 0;   // gpt2: rows of the learned position embedding; llama: of the rotary table
-  // Llama (gpt2 requires the values finalize() gives them: kv_heads = heads, ffn_hidden = 4C,
-  // norm_eps 1e-5, tied head).
+  // The options an architecture may read (Architecture::options; the others must keep the
+  // values its finalize() gives them, e.g. gpt2: kv_heads = heads, ffn_hidden = 4C, norm_eps
+  // 1e-5, tied head).
   int kv_heads = 0;             // KVH; 0 = heads
-  int ffn_hidden = 0;           // F; 0 = derive (gpt2 4C; llama default_ffn_hidden)
-  int ffn_multiple = 256;       // llama: the default F is rounded up to a multiple of this
-  double rope_theta = 500000.0;  // llama: rotary base
-  float norm_eps = 1e-5f;       // RMSNorm epsilon (GPT-2's LayerNorm uses 1e-5)
+  int ffn_hidden = 0;           // F; 0 = the architecture's rule (gpt2 4C; llama 2/3 x 4C rounded)
+  int ffn_multiple = 256;       // the derived F is rounded up to a multiple of this (llama)
+  double rope_theta = 500000.0;  // rotary base
+  float norm_eps = 1e-5f;       // the norms' epsilon (GPT-2's LayerNorm uses 1e-5)
   bool tie_embeddings = true;   // LM head = token embedding (gpt2 always; llama default false)
 
   // Tensor-parallel shard (Megatron-LM): column-parallel QKV and MLP-in, row-parallel
@@ -63,19 +67,12 @@ struct GptConfig {
 
   // Vp: a multiple of max(128, 64 * tp) at or above V, so GEMMs and vocabulary shards align.
   static int pad_vocab(int vocab, int tp);
-  // Llama's MLP width rule: 2/3 of 4C, rounded up to a multiple of `multiple`.
-  static int default_ffn_hidden(int hidden, int multiple);
-
-  // Resolves padded_vocab and stage_layers; throws holmes::UserError naming the field, the
-  // value seen and what is accepted when the configuration is not a valid GPT shard.
+  // Resolves padded_vocab, stage_layers and the architecture's derived sizes; throws
+  // holmes::UserError naming the field, the value seen and what is accepted when the
+  // configuration is not a valid shard of its architecture (or names none registered).
   void finalize();
-
-  // A plain single-rank GPT-2 of the given size (tp = 1, one stage).
-  static GptConfig gpt2(int layers, int hidden, int heads, int vocab, int max_seq_len);
-  // A plain single-rank Llama: kv_heads 0 = heads, ffn_hidden 0 = default_ffn_hidden; untied
-  // head, rope_theta 500000, norm_eps 1e-5 (change and finalize() again for others).
-  static GptConfig llama(int layers, int hidden, int heads, int kv_heads, int ffn_hidden, int vocab,
-                         int max_seq_len);
+  // Plain single-rank models of an architecture: model/gpt2/gpt2.hpp gpt2::config, model/llama/
+  // llama.hpp llama::config.
 
   // This (global) model's shard for one rank: TP rank `tp_rank` of `tp_size`, pipeline layers
   // [first_layer, first_layer + stage_layers) (stage_layers < 0: to the last layer), with
@@ -90,7 +87,9 @@ struct GptConfig {
   // as the job spec names them.
   std::string differences(const GptConfig& other) const;
 
-  bool is_llama() const { return arch == Arch::kLlama; }
+  // The registered architecture `arch` names (holmes::UserError when none).
+  const Architecture& architecture() const;
+  bool reads(unsigned option) const;  // whether the architecture reads that ConfigOption
   int head_size() const { return hidden / heads; }            // HS
   int local_heads() const { return heads / tp_size; }         // NHl
   int local_kv_heads() const { return kv_heads / tp_size; }   // KVHl
@@ -103,12 +102,10 @@ struct GptConfig {
   int num_stage_layers() const { return stage_layers < 0 ? layers - first_layer : stage_layers; }
 
   std::string to_string() const;
-  // The global model for logs: "GPT-2 L=12 C=768 NH=12 V=50257 (padded 50304)" or "Llama L=32
-  // C=4096 NH=32 KVH=8 F=14336 V=128256 (padded 128256), rope_theta 500000, untied head".
+  // The global model for logs (Architecture::describe): "GPT-2 L=12 C=768 NH=12 V=50257
+  // (padded 50304)" or "Llama L=32 C=4096 NH=32 KVH=8 F=14336 V=128256 (padded 128256),
+  // rope_theta 500000, untied head".
   std::string describe() const;
-
- private:
-  void finalize_arch();  // the per-arch defaults and rules of finalize()
 };
 
 }  // namespace holmes::model

@@ -1,9 +1,7 @@
 // Initialisation that does not depend on the sharding: every element is drawn from a
-// counter-based generator keyed by (seed, tensor name, index in the full tensor). GPT-2 as in
-// its paper (c_proj scaled by 1/sqrt(2L)); Llama as Hugging Face initialises it (every matrix
-// N(0, 0.02), norm weights 1).
+// counter-based generator keyed by (seed, tensor name, index in the full tensor), with the
+// distribution the architecture's init_rule gives each tensor.
 #include <cmath>
-#include <string_view>
 
 #include "common/hash.hpp"
 #include "model/gpt.hpp"
@@ -26,26 +24,19 @@ float normal_at(uint64_t key) {
   return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
 }
 
-bool ends_with(std::string_view s, std::string_view tail) {
-  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
-}
-
 }  // namespace
 
 void Gpt::init_weights(uint64_t seed) {
-  const float kStd = 0.02f;
-  const float proj_std = kStd / std::sqrt(2.0f * cfg_.layers);
   // Computed on the host (a pure function of seed, name and index), then uploaded once.
   std::vector<float> host(layout_.size(), 0.0f);
   for (const ParamTensor& t : layout_.tensors()) {
     float* dst = host.data();
-    const bool is_ln = t.name.find("ln_") != std::string::npos || t.name.find("norm.") != std::string::npos;
-    if (ends_with(t.name, ".bias") || is_ln) {
-      const float value = (is_ln && ends_with(t.name, ".weight")) ? 1.0f : 0.0f;
-      std::fill(dst + t.offset, dst + t.offset + t.numel, value);
+    const InitRule rule = arch_.init_rule(cfg_, t);
+    if (rule.kind != InitRule::kNormal) {
+      std::fill(dst + t.offset, dst + t.offset + t.numel, rule.kind == InitRule::kOne ? 1.0f : 0.0f);
       continue;
     }
-    const float std_dev = ends_with(t.name, "c_proj.weight") ? proj_std : kStd;
+    const float std_dev = rule.std;
     const uint64_t key = mix64(seed ^ fnv1a(t.name));
     int64_t full = 1;
     for (int64_t d : t.full_shape) full *= d;

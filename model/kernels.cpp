@@ -6,11 +6,11 @@
 
 namespace holmes::model {
 
-void Kernels::unsupported(const char* op, Precision p) const {
-  throw std::logic_error(fmt::format("backend {} has no {} {} kernel", name(), precision_name(p), op));
+void Kernels::unsupported(const char* op, DType p) const {
+  throw std::logic_error(fmt::format("backend {} has no {} {} kernel", name(), dtype_name(p), op));
 }
 
-AttentionPlan Kernels::plan_attention(Precision p, int B, int T, int /*C*/, int NH, int /*KVH*/) {
+AttentionPlan Kernels::plan_attention(DType p, int B, int T, int /*C*/, int NH, int /*KVH*/) {
   if (!supports(p)) unsupported("attention", p);
   const size_t probs = static_cast<size_t>(B) * NH * T * T;
   return {probs, probs, "exact softmax, probabilities kept (B,NH,T,T)", true};
@@ -59,7 +59,7 @@ void Kernels::crossentropy_fused_forward(float* row_max, float* stats, const flo
 }
 
 // ---- bf16: absent unless a backend overrides them ----
-constexpr Precision kB = Precision::kBf16;
+constexpr DType kB = DType::kBf16;
 
 void Kernels::convert(bf16*, const float*, size_t) { unsupported("convert", kB); }
 void Kernels::convert(float*, const bf16*, size_t) { unsupported("convert", kB); }

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <string>
 
+#include "common/dtype.hpp"
 #include "model/bf16.hpp"
 
 namespace holmes::model {
@@ -45,14 +46,16 @@ class Kernels {
  public:
   virtual ~Kernels() = default;
   virtual const char* name() const = 0;
-  virtual bool supports(Precision p) const { return p == Precision::kFp32; }
+  // Whether the ops run with activations (and the weights copy) of type p: fp32 always, bf16
+  // where the backend has the overloads below.
+  virtual bool supports(DType p) const { return p == DType::kF32; }
 
   // Chooses the attention method for micro-batches up to (B, T) of this shard (C = NHl * HS
   // query channels, NH = NHl query heads, KVH = KVHl key/value heads) in precision p; later
   // calls with smaller B or T use the same method. The default is the exact form below: the
   // probabilities (B,NH,T,T) kept, the same again as workspace. Throws UserError when no
   // method exists for the shape.
-  virtual AttentionPlan plan_attention(Precision p, int B, int T, int C, int NH, int KVH);
+  virtual AttentionPlan plan_attention(DType p, int B, int T, int C, int NH, int KVH);
 
   // out (B,T,C) writes wte[tok - vocab_begin] for tokens in [vocab_begin, vocab_begin+Vl),
   // 0 for other tokens (another vocabulary shard holds them), plus wpe[t] when wpe != nullptr.
@@ -238,7 +241,7 @@ class Kernels {
 
  protected:
   // Throws std::logic_error: this backend has no `op` in precision p.
-  [[noreturn]] void unsupported(const char* op, Precision p) const;
+  [[noreturn]] void unsupported(const char* op, DType p) const;
 };
 
 }  // namespace holmes::model

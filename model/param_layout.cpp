@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 
+#include "model/architecture.hpp"
+
 namespace holmes::model {
 
 void ParamLayout::add(const std::string& name, std::vector<int64_t> shape,
@@ -27,89 +29,37 @@ void ParamLayout::add(const std::string& name, std::vector<int64_t> shape,
 }
 
 ParamLayout::ParamLayout(const GptConfig& cfg) {
-  if (cfg.is_llama())
-    add_llama(cfg);
-  else
-    add_gpt2(cfg);
+  const Architecture& arch = cfg.architecture();
+  const RoleNames r = arch.role_names(cfg);
+  const int64_t C = cfg.hidden, Vp = cfg.padded_vocab, Vl = cfg.local_vocab();
+  if (cfg.has_embedding) {
+    add(r.embedding, {Vl, C}, {Vp, C}, true, 0, 1, cfg, -1);
+    if (!r.positions.empty()) add(r.positions, {cfg.max_seq_len, C}, {cfg.max_seq_len, C}, true, -1, 1, cfg, -1);
+  }
+  embedding_tensors_ = tensors_.size();
+  tensors_per_layer_ = arch.layer_tensors(cfg, cfg.first_layer).size();
+  for (int i = 0; i < cfg.num_stage_layers(); ++i) {
+    const int l = cfg.first_layer + i;
+    for (TensorSpec& t : arch.layer_tensors(cfg, l))
+      add(t.name, std::move(t.shape), std::move(t.full_shape), t.weight_decay, t.split_dim, t.split_parts, cfg, l);
+  }
+  if (cfg.has_head) {
+    add(r.final_norm_weight, {C}, {C}, false, -1, 1, cfg, -1);
+    if (!r.final_norm_bias.empty()) add(r.final_norm_bias, {C}, {C}, false, -1, 1, cfg, -1);
+    if (!cfg.tie_embeddings) {
+      add(r.head, {Vl, C}, {Vp, C}, true, 0, 1, cfg, -1);
+    } else if (!cfg.has_embedding) {
+      add(r.embedding, {Vl, C}, {Vp, C}, true, 0, 1, cfg, -1);
+      tensors_.back().tied_copy = true;
+    }
+  }
   for (ParamTensor& t : tensors_) {
-    const RoleNames r = role_names(cfg);
     t.vocab_rows = t.layer < 0 && (t.name == r.embedding || t.name == r.head);
     t.tied_embedding = cfg.tie_embeddings && t.name == r.embedding;
   }
 }
 
-void ParamLayout::add_gpt2(const GptConfig& cfg) {
-  const int64_t C = cfg.hidden, Cl = cfg.local_channels(), Fl = cfg.local_mlp();
-  const int64_t Vp = cfg.padded_vocab, Vl = cfg.local_vocab(), F = cfg.ffn_hidden;
-  embedding_tensors_ = cfg.has_embedding ? 2 : 0;
-  tensors_per_layer_ = 12;
-  if (cfg.has_embedding) {
-    add("wte", {Vl, C}, {Vp, C}, true, 0, 1, cfg, -1);
-    add("wpe", {cfg.max_seq_len, C}, {cfg.max_seq_len, C}, true, -1, 1, cfg, -1);
-  }
-  for (int i = 0; i < cfg.num_stage_layers(); ++i) {
-    const int l = cfg.first_layer + i;
-    const std::string h = fmt::format("h.{}.", l);
-    add(h + "ln_1.weight", {C}, {C}, false, -1, 1, cfg, l);
-    add(h + "ln_1.bias", {C}, {C}, false, -1, 1, cfg, l);
-    add(h + "attn.c_attn.weight", {3 * Cl, C}, {3 * C, C}, true, 0, 3, cfg, l);
-    add(h + "attn.c_attn.bias", {3 * Cl}, {3 * C}, false, 0, 3, cfg, l);
-    add(h + "attn.c_proj.weight", {C, Cl}, {C, C}, true, 1, 1, cfg, l);
-    add(h + "attn.c_proj.bias", {C}, {C}, false, -1, 1, cfg, l);
-    add(h + "ln_2.weight", {C}, {C}, false, -1, 1, cfg, l);
-    add(h + "ln_2.bias", {C}, {C}, false, -1, 1, cfg, l);
-    add(h + "mlp.c_fc.weight", {Fl, C}, {F, C}, true, 0, 1, cfg, l);
-    add(h + "mlp.c_fc.bias", {Fl}, {F}, false, 0, 1, cfg, l);
-    add(h + "mlp.c_proj.weight", {C, Fl}, {C, F}, true, 1, 1, cfg, l);
-    add(h + "mlp.c_proj.bias", {C}, {C}, false, -1, 1, cfg, l);
-  }
-  if (cfg.has_head) {
-    add("ln_f.weight", {C}, {C}, false, -1, 1, cfg, -1);
-    add("ln_f.bias", {C}, {C}, false, -1, 1, cfg, -1);
-    if (!cfg.has_embedding) {
-      add("wte", {Vl, C}, {Vp, C}, true, 0, 1, cfg, -1);
-      tensors_.back().tied_copy = true;
-    }
-  }
-}
-
-void ParamLayout::add_llama(const GptConfig& cfg) {
-  const int64_t C = cfg.hidden, Cl = cfg.local_channels(), KVl = cfg.local_kv_channels(), Fl = cfg.local_mlp();
-  const int64_t KV = int64_t{cfg.kv_heads} * cfg.head_size(), F = cfg.ffn_hidden;
-  const int64_t Vp = cfg.padded_vocab, Vl = cfg.local_vocab();
-  const std::string embed = "model.embed_tokens.weight";
-  embedding_tensors_ = cfg.has_embedding ? 1 : 0;
-  tensors_per_layer_ = 9;
-  if (cfg.has_embedding) add(embed, {Vl, C}, {Vp, C}, true, 0, 1, cfg, -1);
-  for (int i = 0; i < cfg.num_stage_layers(); ++i) {
-    const int l = cfg.first_layer + i;
-    const std::string h = fmt::format("model.layers.{}.", l);
-    add(h + "input_layernorm.weight", {C}, {C}, false, -1, 1, cfg, l);
-    add(h + "self_attn.q_proj.weight", {Cl, C}, {C, C}, true, 0, 1, cfg, l);
-    add(h + "self_attn.k_proj.weight", {KVl, C}, {KV, C}, true, 0, 1, cfg, l);
-    add(h + "self_attn.v_proj.weight", {KVl, C}, {KV, C}, true, 0, 1, cfg, l);
-    add(h + "self_attn.o_proj.weight", {C, Cl}, {C, C}, true, 1, 1, cfg, l);
-    add(h + "post_attention_layernorm.weight", {C}, {C}, false, -1, 1, cfg, l);
-    add(h + "mlp.gate_proj.weight", {Fl, C}, {F, C}, true, 0, 1, cfg, l);
-    add(h + "mlp.up_proj.weight", {Fl, C}, {F, C}, true, 0, 1, cfg, l);
-    add(h + "mlp.down_proj.weight", {C, Fl}, {C, F}, true, 1, 1, cfg, l);
-  }
-  if (cfg.has_head) {
-    add("model.norm.weight", {C}, {C}, false, -1, 1, cfg, -1);
-    if (!cfg.tie_embeddings) {
-      add("lm_head.weight", {Vl, C}, {Vp, C}, true, 0, 1, cfg, -1);
-    } else if (!cfg.has_embedding) {
-      add(embed, {Vl, C}, {Vp, C}, true, 0, 1, cfg, -1);
-      tensors_.back().tied_copy = true;
-    }
-  }
-}
-
-RoleNames role_names(const GptConfig& cfg) {
-  if (!cfg.is_llama()) return {"wte", "wpe", "ln_f.weight", "ln_f.bias", "wte"};
-  const std::string embed = "model.embed_tokens.weight";
-  return {embed, "", "model.norm.weight", "", cfg.tie_embeddings ? embed : "lm_head.weight"};
-}
+RoleNames role_names(const GptConfig& cfg) { return cfg.architecture().role_names(cfg); }
 
 const ParamTensor* ParamLayout::find(const std::string& name) const {
   for (const auto& t : tensors_) {
@@ -141,18 +91,6 @@ int64_t ParamLayout::shard_offset(const ParamTensor& t, int64_t full_index) {
     stride *= t.shape[d];
   }
   return static_cast<int64_t>(t.offset) + local;
-}
-
-int64_t full_model_params(const GptConfig& cfg) {
-  const int64_t C = cfg.hidden, L = cfg.layers, V = cfg.vocab;
-  if (cfg.is_llama()) {
-    // q, o C^2 each; k, v C KV each; gate, up, down C F each; 2 RMSNorm weights C.
-    const int64_t KV = int64_t{cfg.kv_heads} * cfg.head_size(), F = cfg.ffn_hidden;
-    const int64_t per_layer = 2 * C * C + 2 * C * KV + 3 * C * F + 2 * C;
-    return V * C * (cfg.tie_embeddings ? 1 : 2) + L * per_layer + C;
-  }
-  const int64_t per_layer = 12 * C * C + 13 * C;  // qkv 3C^2+3C, proj C^2+C, fc 4C^2+4C, proj 4C^2+C, 2 LN 4C
-  return V * C + static_cast<int64_t>(cfg.max_seq_len) * C + L * per_layer + 2 * C;
 }
 
 }  // namespace holmes::model

@@ -1,35 +1,18 @@
 // The parameters of one rank's shard in ONE contiguous float buffer, with a size table.
 //
-// GPT-2 (arch gpt2): names follow Hugging Face GPT-2 ("wte", "wpe", "h.<l>.attn.c_attn.weight", "ln_f.bias");
-// <l> is the GLOBAL layer index, so names are the same whatever the pipeline split.
-// Shapes follow torch.nn.Linear, (out, in): HF's Conv1D weights are the transpose.
-// Order in the buffer: wte, wpe (first stage), then per layer l of the stage
-//   h.l.ln_1.weight (C)           h.l.ln_1.bias (C)
-//   h.l.attn.c_attn.weight (3Cl, C)  column-parallel, rows = [q | k | v] blocks of this rank
-//   h.l.attn.c_attn.bias (3Cl)
-//   h.l.attn.c_proj.weight (C, Cl)   row-parallel      h.l.attn.c_proj.bias (C)  replicated
-//   h.l.ln_2.weight (C)           h.l.ln_2.bias (C)
-//   h.l.mlp.c_fc.weight (Fl, C)   column-parallel     h.l.mlp.c_fc.bias (Fl)
-//   h.l.mlp.c_proj.weight (C, Fl) row-parallel        h.l.mlp.c_proj.bias (C)  replicated
-// then ln_f.weight, ln_f.bias (C) and, on a last stage that is not the first, its own wte.
-// wte is (Vl, C): vocabulary rows [vocab_begin, vocab_begin + Vl) of the padded (Vp, C) table
-// (rows >= V are padding, initialised to 0 and never looked up). wpe is (max_seq_len, C).
-// Llama (arch llama): names are Hugging Face LlamaForCausalLM's, with the global layer index.
-// Order: model.embed_tokens.weight (Vl, C) on the first stage, then per layer l
-//   model.layers.l.input_layernorm.weight (C)
-//   model.layers.l.self_attn.q_proj.weight (Cl, C)   column-parallel (this rank's query heads)
-//   model.layers.l.self_attn.k_proj.weight (KVl, C)  column-parallel (its key/value heads)
-//   model.layers.l.self_attn.v_proj.weight (KVl, C)  column-parallel
-//   model.layers.l.self_attn.o_proj.weight (C, Cl)   row-parallel
-//   model.layers.l.post_attention_layernorm.weight (C)
-//   model.layers.l.mlp.gate_proj.weight (Fl, C)      column-parallel
-//   model.layers.l.mlp.up_proj.weight (Fl, C)        column-parallel
-//   model.layers.l.mlp.down_proj.weight (C, Fl)      row-parallel
-// then model.norm.weight (C) and lm_head.weight (Vl, C) on the last stage (with
-// tie_embeddings: no lm_head; the last stage's own copy of model.embed_tokens.weight when it is
-// not the first stage, as GPT-2's wte). q, k, v are adjacent, so the three are one (Cl + 2 KVl,
-// C) matrix and one GEMM; gate and up likewise one (2 Fl, C) matrix whose output rows are
-// [gate | up], SwiGLU's input.
+// Order in the buffer, the same for every architecture (architecture.hpp):
+//   first stage: the token embedding (Vl, C), then learned positions (max_seq_len, C) where the
+//     architecture has them;
+//   per layer l of the stage: Architecture::layer_tensors(cfg, l), names with the GLOBAL layer
+//     index, so names are the same whatever the pipeline split;
+//   last stage: the final norm's weight (C) and bias (C, where it has one), then an untied LM
+//     head (Vl, C) or, on a last stage that is not the first with a tied head, its own copy of
+//     the token embedding (its gradient is summed with the first stage's: Megatron's embedding
+//     group).
+// Shapes follow torch.nn.Linear, (out, in). The token embedding and an LM head hold vocabulary
+// rows [vocab_begin, vocab_begin + Vl) of the padded (Vp, C) table (rows >= V are padding,
+// initialised to 0 and never looked up). Names are the architecture's (gpt2: Hugging Face
+// GPT-2's without "transformer."; llama: LlamaForCausalLM's).
 // Layer-major order keeps each layer's gradients contiguous, which suits bucketed
 // reduce-scatter while backward still runs.
 #pragma once
@@ -62,8 +45,7 @@ struct ParamTensor {
   // Tied copy of wte held by a last stage that is not the first stage: its gradient must be
   // summed with the first stage's wte gradient (Megatron's embedding group).
   bool tied_copy = false;
-  // The token embedding that is also the LM head (gpt2's wte, llama's embed_tokens with
-  // tie_embeddings), or its tied copy.
+  // The token embedding that is also the LM head (tie_embeddings), or its tied copy.
   bool tied_embedding = false;
   // Dimension 0 is the padded vocabulary (embedding, its copy, an untied LM head): rows >= V
   // are padding.
@@ -82,8 +64,8 @@ class ParamLayout {
   // The tensor called `name`; throws std::out_of_range when this shard has none.
   const ParamTensor& at(const std::string& name) const;
   const ParamTensor* find(const std::string& name) const;
-  // Tensors of the embedding (before the first layer) and of each layer, as the layout of
-  // this arch makes them.
+  // Tensors of the embedding (before the first layer) and of each layer (the architecture's
+  // layer_tensors).
   size_t embedding_tensors() const { return embedding_tensors_; }
   size_t tensors_per_layer() const { return tensors_per_layer_; }
 
@@ -94,24 +76,18 @@ class ParamLayout {
  private:
   void add(const std::string& name, std::vector<int64_t> shape, std::vector<int64_t> full_shape,
            bool decay, int split_dim, int split_parts, const GptConfig& cfg, int layer);
-  void add_gpt2(const GptConfig& cfg);
-  void add_llama(const GptConfig& cfg);
 
   std::vector<ParamTensor> tensors_;
   size_t size_ = 0;
   size_t embedding_tensors_ = 0, tensors_per_layer_ = 0;
 };
 
-// The names the model code looks tensors up by, per arch: the token embedding, the learned
-// positions ("" for llama), the final norm's weight and bias ("" for llama) and the LM head's
-// weight (the embedding's name when tied).
+// The names the model code looks tensors up by (Architecture::role_names): the token
+// embedding, the learned positions ("" without), the final norm's weight and bias ("" without)
+// and the LM head's weight (the embedding's name when tied).
 struct RoleNames {
   std::string embedding, positions, final_norm_weight, final_norm_bias, head;
 };
 RoleNames role_names(const GptConfig& cfg);
-
-// Parameter count of the full model (unpadded vocabulary, a tied head counted once), for
-// reporting.
-int64_t full_model_params(const GptConfig& cfg);
 
 }  // namespace holmes::model

@@ -93,6 +93,28 @@ class NcclGroup final : public ProcessGroup {
     });
   }
 
+  // Grouped sends and receives, one pair per member (this member's own block too: NCCL copies
+  // it), between one ncclGroupStart/End; zero counts post nothing.
+  using ProcessGroup::all_to_all_v;
+  void all_to_all_v(void* out, std::span<const size_t> out_counts, const void* in, std::span<const size_t> in_counts,
+                    DType dtype, const OpOptions& o) override {
+    const std::vector<size_t> out_at = block_offsets("all_to_all_v", out_counts);
+    const std::vector<size_t> in_at = block_offsets("all_to_all_v", in_counts);
+    const ncclDataType_t t = dtype == DType::kBf16 ? ncclBfloat16 : ncclFloat32;
+    const size_t es = dtype_bytes(dtype);
+    auto* dst = static_cast<std::byte*>(out);
+    const auto* src = static_cast<const std::byte*>(in);
+    enqueue("all_to_all_v", o, [&](cudaStream_t s) {
+      ncclResult_t r = api_->group_start();
+      for (int q = 0; q < size() && r == ncclSuccess; ++q) {
+        if (in_counts[q] > 0) r = api_->send(src + in_at[q] * es, in_counts[q], t, q, comm_, s);
+        if (r == ncclSuccess && out_counts[q] > 0) r = api_->recv(dst + out_at[q] * es, out_counts[q], t, q, comm_, s);
+      }
+      const ncclResult_t end = api_->group_end();
+      return r != ncclSuccess ? r : end;
+    });
+  }
+
   // An all-reduce of one float, then a wait (bounded by the time-out) until it completed.
   // Without a stream of the caller's, on the group's own (never the legacy default stream,
   // which would wait for and hold up every other stream of the process).

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "common/errors.hpp"
+#include "model/architecture.hpp"
 #include "common/format.hpp"
 #include "engine/checkpoint/checkpoint_io.hpp"
 
@@ -96,15 +97,20 @@ std::string manifest_json(const SaveContext& c, const std::vector<std::string>& 
   out += fmt::format("  \"data_position\": {{\"step\": {}, \"note\": \"batches are a pure function of (job.seed, "
                      "step); no sampler state to save\"}},\n", c.step);
   out += "  \"rng\": \"none: training draws no random numbers after initialisation\",\n";
-  // gpt2 manifests name no arch (as before llama existed); llama ones add its keys.
-  const std::string llama_keys =
-      m.is_llama() ? fmt::format(", \"arch\": \"llama\", \"kv_heads\": {}, \"ffn_hidden\": {}, \"rope_theta\": {:.17g}, "
-                                 "\"norm_eps\": {:.9g}, \"tie_embeddings\": {}",
-                                 m.kv_heads, m.ffn_hidden, m.rope_theta, m.norm_eps, m.tie_embeddings)
-                   : "";
+  // The default architecture's manifests name none (as before there were others); the others
+  // add their name and the options they read.
+  std::string arch_keys;
+  if (m.arch != model::kDefaultArch) {
+    arch_keys = fmt::format(", \"arch\": {}", json_quote(m.arch));
+    if (m.reads(model::kKvHeads)) arch_keys += fmt::format(", \"kv_heads\": {}", m.kv_heads);
+    if (m.reads(model::kFfnHidden)) arch_keys += fmt::format(", \"ffn_hidden\": {}", m.ffn_hidden);
+    if (m.reads(model::kRopeTheta)) arch_keys += fmt::format(", \"rope_theta\": {:.17g}", m.rope_theta);
+    if (m.reads(model::kNormEps)) arch_keys += fmt::format(", \"norm_eps\": {:.9g}", m.norm_eps);
+    if (m.reads(model::kTieEmbeddings)) arch_keys += fmt::format(", \"tie_embeddings\": {}", m.tie_embeddings);
+  }
   out += fmt::format("  \"model\": {{\"layers\": {}, \"hidden\": {}, \"heads\": {}, \"vocab\": {}, \"padded_vocab\": {}, "
                      "\"max_seq_len\": {}{}}},\n", m.layers, m.hidden, m.heads, m.vocab, m.padded_vocab, m.max_seq_len,
-                     llama_keys);
+                     arch_keys);
   out += fmt::format("  \"world\": {},\n  \"plan_hash\": \"{:016x}\",\n", c.world, c.plan_hash);
   out += fmt::format("  \"plan\": {},\n  \"job_spec\": {},\n", json_quote(c.plan_text),
                      json_quote(c.job_spec_text));
@@ -150,20 +156,19 @@ CheckpointInfo parse_manifest(const std::string& dir) {
   const YAML::Node m = root["model"];
   if (!m || !m.IsMap()) throw UserError(fmt::format("{}: malformed manifest: key 'model' is missing", file));
   model::GptConfig& c = info.model;
-  if (m["arch"]) {  // absent: gpt2 (manifests written before llama existed, and gpt2 ones)
+  if (m["arch"]) {  // absent: the default architecture (manifests written before there were others, and its own)
+    c.arch = need<std::string>(m, "arch", file);
     try {
-      c.arch = model::parse_arch(need<std::string>(m, "arch", file));
+      model::architecture(c.arch);
     } catch (const UserError& e) {
       throw UserError(fmt::format("{}: model.{}", file, e.what()));
     }
   }
-  if (c.is_llama()) {
-    c.kv_heads = need<int>(m, "kv_heads", file);
-    c.ffn_hidden = need<int>(m, "ffn_hidden", file);
-    c.rope_theta = need<double>(m, "rope_theta", file);
-    c.norm_eps = need<float>(m, "norm_eps", file);
-    c.tie_embeddings = need<bool>(m, "tie_embeddings", file);
-  }
+  if (c.reads(model::kKvHeads)) c.kv_heads = need<int>(m, "kv_heads", file);
+  if (c.reads(model::kFfnHidden)) c.ffn_hidden = need<int>(m, "ffn_hidden", file);
+  if (c.reads(model::kRopeTheta)) c.rope_theta = need<double>(m, "rope_theta", file);
+  if (c.reads(model::kNormEps)) c.norm_eps = need<float>(m, "norm_eps", file);
+  if (c.reads(model::kTieEmbeddings)) c.tie_embeddings = need<bool>(m, "tie_embeddings", file);
   c.layers = need<int>(m, "layers", file);
   c.hidden = need<int>(m, "hidden", file);
   c.heads = need<int>(m, "heads", file);

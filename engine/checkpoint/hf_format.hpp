@@ -1,12 +1,9 @@
-// Hugging Face checkpoints <-> holmes-train's model, both ways and for both architectures:
-//   gpt2  <-> GPT2LMHeadModel: ours (model/param_layout.hpp) -> transformer.<name>; Linear
-//             weights (out, in) <-> HF Conv1D (in, out), transposed; lm_head tied (not stored).
-//   llama <-> LlamaForCausalLM: the same names (ours are HF's) and the same Linear (out, in)
-//             layout; rotary embeddings in HF's rotate-half convention, so q_proj and k_proj
-//             need no permutation; lm_head.weight unless tie_word_embeddings.
-// Vocabulary tensors hold the V real rows in HF (our padding rows are dropped on the way out
-// and zero on the way in). config.json carries the sizes; reading it refuses what the model
-// does not run (another model_type, biases, rope_scaling, another activation), naming the key.
+// Hugging Face checkpoints <-> holmes-train's model, both ways, for every architecture with a
+// Hugging Face name map (model/hf_map.hpp; model/gpt2/hf.hpp: GPT2LMHeadModel, model/llama/
+// hf.hpp: LlamaForCausalLM): its tensor names, which tensors HF stores transposed, its
+// config.json. Vocabulary tensors hold the V real rows in HF (our padding rows are dropped on
+// the way out and zero on the way in). config.json carries the sizes; reading it refuses what
+// the model does not run (another model_type, and what the map refuses), naming the key.
 #pragma once
 
 #include <span>
@@ -15,21 +12,25 @@
 
 #include "engine/checkpoint/safetensors.hpp"
 #include "model/gpt_config.hpp"
+#include "model/hf_map.hpp"
 #include "model/param_layout.hpp"
 
 namespace holmes::checkpoint {
 
 // Pure conversion: the model `cfg` (finalized, tp = 1, one stage) with flat buffer `params`
-// [ParamLayout(cfg).size()] -> HF tensors, in layout order (GPT2LMHeadModel or
-// LlamaForCausalLM by cfg.arch). std::invalid_argument when the config is a shard or the
-// buffer size does not match.
+// [ParamLayout(cfg).size()] -> HF tensors, in layout order, named by cfg's architecture's map.
+// std::invalid_argument when the config is a shard or the buffer size does not match;
+// holmes::UserError when the architecture has no Hugging Face map.
 std::vector<HfTensor> to_hf(const model::GptConfig& cfg, std::span<const float> params);
-std::vector<HfTensor> to_hf_gpt2(const model::GptConfig& cfg, std::span<const float> params);
 
-// config.json of the HF model with this model's sizes (GPT2LMHeadModel: gelu_new, LayerNorm
-// eps 1e-5; LlamaForCausalLM: silu, RMSNorm eps, rope_theta, num_key_value_heads, no biases).
+// config.json of the HF model with this model's sizes (HfMap::config_json).
 std::string hf_config_json(const model::GptConfig& cfg);
-std::string hf_gpt2_config_json(const model::GptConfig& cfg);
+
+// The architecture's Hugging Face map; holmes::UserError naming model.arch when it has none.
+const model::HfMap& hf_map(const model::GptConfig& cfg);
+// What an export writes about the LM head: "lm_head tied to <the embedding's HF name>" or
+// "<the head's HF name> untied".
+std::string hf_head_note(const model::GptConfig& cfg);
 
 inline constexpr const char* kHfConfigFile = "config.json";
 
@@ -39,8 +40,8 @@ model::GptConfig read_hf_config(const std::string& dir);
 
 // "" when `hf` (a folder's config) is the model `job` describes (the job spec's model.*), else
 // every difference as "config.json KEY = X, the job's model.KEY = Y" joined by "; ".
-// model.max_seq_len: gpt2 must match n_positions (its learned table); llama may differ
-// (rotary positions carry no weights).
+// The keys compared are the map's (HfMap::compared_keys: gpt2's n_positions, the rows of its
+// learned table; llama's max_position_embeddings is not, rotary positions carry no weights).
 std::string hf_config_differences(const model::GptConfig& hf, const model::GptConfig& job);
 
 // Our tensor `t` (of a model of cfg, any shard) in full: full_shape elements in our layout,

@@ -1,6 +1,7 @@
 #include "engine/checkpoint/model_file.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <array>
 #include <cerrno>
@@ -12,23 +13,50 @@
 
 #include "common/errors.hpp"
 #include "engine/checkpoint/checkpoint_io.hpp"
+#include "model/architecture.hpp"
 
 namespace holmes::checkpoint {
 
 namespace {
 constexpr char kModelMagic[8] = {'H', 'O', 'L', 'M', 'E', 'S', 'W', '1'};
-// 2: header word 7 holds the CRC32C of the parameter bytes; 1 (read still) had no checksum.
-// 3: a llama model; after the 8-word header, LlamaHeader (gpt2 files stay version 2).
-constexpr int32_t kVersion = 2;
-constexpr int32_t kLlamaVersion = 3;
+// The versions: 1 (read still) had no checksum; 2: header word 7 holds the CRC32C of the
+// parameter bytes; 3: after the 8-word header, the options block (Options). Files of 1-3 do
+// not name their architecture: it is the one whose Architecture::legacy_file_version says so
+// (2: gpt2, whose files have no options block; 3: llama). 4, the architectures added since:
+// the 8-word header, the architecture's name (kNameBytes, NUL-padded), the options block.
+constexpr int32_t kPlainVersion = 2;
+constexpr int32_t kOptionsVersion = 3;
+constexpr int32_t kNamedVersion = 4;
+constexpr size_t kNameBytes = 16;
 
-struct LlamaHeader {
+// The configuration options (model::ConfigOption) beyond the 8-word header's sizes.
+struct Options {
   int32_t kv_heads = 0, ffn_hidden = 0, tie_embeddings = 0, reserved = 0;
   double rope_theta = 0;
   float norm_eps = 0;
   int32_t reserved2 = 0;
 };
-static_assert(sizeof(LlamaHeader) == 32);
+static_assert(sizeof(Options) == 32);
+
+// The version a file of `c`'s architecture is written in.
+int32_t file_version(const model::GptConfig& c) {
+  const int legacy = c.architecture().legacy_file_version();
+  return legacy != 0 ? legacy : kNamedVersion;
+}
+
+// Bytes between the 8-word header and the parameter count.
+size_t extra_bytes(int32_t version) {
+  if (version == kNamedVersion) return kNameBytes + sizeof(Options);
+  return version == kOptionsVersion ? sizeof(Options) : 0;
+}
+
+// The architecture of a file of `version` (1-3) that does not name it.
+const model::Architecture* legacy_architecture(int32_t version) {
+  for (const model::Architecture* a : model::architectures())
+    if (a->legacy_file_version() == (version == 1 ? kPlainVersion : version)) return a;
+  return nullptr;
+}
+
 }  // namespace
 
 void save_model_weights(const std::string& path, const model::Gpt& gpt) {
@@ -45,13 +73,22 @@ void save_model_weights(const std::string& path, const model::GptConfig& c, cons
   DurableFile out(path);
   const int64_t n = static_cast<int64_t>(count);
   const uint32_t crc = crc32c(params, count * sizeof(float));
-  std::array<int32_t, 8> h = {c.is_llama() ? kLlamaVersion : kVersion, c.layers, c.hidden, c.heads, c.vocab,
-                              c.padded_vocab, c.max_seq_len, static_cast<int32_t>(crc)};
+  const int32_t version = file_version(c);
+  std::array<int32_t, 8> h = {version, c.layers, c.hidden, c.heads, c.vocab, c.padded_vocab, c.max_seq_len,
+                              static_cast<int32_t>(crc)};
   out.write(kModelMagic, sizeof(kModelMagic));
   out.write(h.data(), sizeof(h));
-  if (c.is_llama()) {
-    const LlamaHeader l{c.kv_heads, c.ffn_hidden, c.tie_embeddings ? 1 : 0, 0, c.rope_theta, c.norm_eps, 0};
-    out.write(&l, sizeof(l));
+  if (version == kNamedVersion) {
+    if (c.arch.size() >= kNameBytes)
+      throw std::logic_error(fmt::format("save_model_weights: architecture name '{}' is longer than {} bytes", c.arch,
+                                         kNameBytes - 1));
+    char name[kNameBytes] = {};
+    c.arch.copy(name, c.arch.size());
+    out.write(name, sizeof(name));
+  }
+  if (version != kPlainVersion) {
+    const Options o{c.kv_heads, c.ffn_hidden, c.tie_embeddings ? 1 : 0, 0, c.rope_theta, c.norm_eps, 0};
+    out.write(&o, sizeof(o));
   }
   out.write(&n, sizeof(n));
   out.write(params, count * sizeof(float));
@@ -60,7 +97,7 @@ void save_model_weights(const std::string& path, const model::GptConfig& c, cons
 }
 
 uint64_t model_weights_bytes(const model::GptConfig& c, size_t count) {
-  return sizeof(kModelMagic) + 8 * sizeof(int32_t) + (c.is_llama() ? sizeof(LlamaHeader) : 0) + sizeof(int64_t) +
+  return sizeof(kModelMagic) + 8 * sizeof(int32_t) + extra_bytes(file_version(c)) + sizeof(int64_t) +
          count * sizeof(float);
 }
 
@@ -75,21 +112,32 @@ ModelWeights load_model_weights(const std::string& path) {
   if (!in || std::memcmp(magic, kModelMagic, sizeof(kModelMagic)) != 0)
     throw UserError(fmt::format("{}: not a holmes-train weights file (expected the 'HOLMESW1' header written at the "
                                 "end of training in <output_dir>/final/model.bin)", path));
-  if (h[0] != kVersion && h[0] != 1 && h[0] != kLlamaVersion)
-    throw UserError(fmt::format("{}: weights file version {} is not supported (accepted: 1, {}, {})", path, h[0],
-                                kVersion, kLlamaVersion));
-  LlamaHeader l;
-  if (h[0] == kLlamaVersion) in.read(reinterpret_cast<char*>(&l), sizeof(l));
+  if (h[0] < 1 || h[0] > kNamedVersion)
+    throw UserError(fmt::format("{}: weights file version {} is not supported (accepted: 1 to {})", path, h[0],
+                                kNamedVersion));
+  ModelWeights w;
+  if (h[0] == kNamedVersion) {
+    char name[kNameBytes + 1] = {};
+    in.read(name, kNameBytes);
+    w.config.arch = name;
+    if (in && model::find_architecture(w.config.arch) == nullptr)
+      throw UserError(fmt::format("{}: the weights are of model.arch '{}', which this build does not have (it has {})",
+                                  path, w.config.arch, fmt::join(model::architecture_names(), ", ")));
+  } else if (const model::Architecture* a = legacy_architecture(h[0])) {
+    w.config.arch = a->name();
+  } else {
+    throw UserError(fmt::format("{}: weights file version {} names no architecture this build has", path, h[0]));
+  }
+  Options o;
+  if (h[0] != 1 && h[0] != kPlainVersion) in.read(reinterpret_cast<char*>(&o), sizeof(o));
   in.read(reinterpret_cast<char*>(&n), sizeof(n));
   if (!in) throw UserError(fmt::format("{}: truncated weights file: the header is incomplete", path));
-  ModelWeights w;
-  if (h[0] == kLlamaVersion) {
-    w.config.arch = model::Arch::kLlama;
-    w.config.kv_heads = l.kv_heads;
-    w.config.ffn_hidden = l.ffn_hidden;
-    w.config.tie_embeddings = l.tie_embeddings != 0;
-    w.config.rope_theta = l.rope_theta;
-    w.config.norm_eps = l.norm_eps;
+  if (h[0] != 1 && h[0] != kPlainVersion) {
+    w.config.kv_heads = o.kv_heads;
+    w.config.ffn_hidden = o.ffn_hidden;
+    w.config.tie_embeddings = o.tie_embeddings != 0;
+    w.config.rope_theta = o.rope_theta;
+    w.config.norm_eps = o.norm_eps;
   }
   w.config.layers = h[1];
   w.config.hidden = h[2];

@@ -66,8 +66,8 @@ std::vector<GradBucket> plan_buckets(const model::ParamLayout& layout, size_t bu
 }
 
 DistOptimizer::DistOptimizer(model::Gpt& gpt, ParallelGroups& groups, size_t bucket_floats)
-    : gpt_(gpt), groups_(groups), dp_size_(groups.coords().dp_size), dp_rank_(groups.coords().dp_rank),
-      tp_rank_(groups.coords().tp_rank), backend_(gpt.backend()) {
+    : gpt_(gpt), groups_(groups), dp_size_(groups.place().degree(schedule::Axis::kDp)), dp_rank_(groups.place()[schedule::Axis::kDp]),
+      tp_rank_(groups.place()[schedule::Axis::kTp]), backend_(gpt.backend()) {
   device::DeviceMemory& mem = *backend_.memory;
   const size_t floats = bucket_floats > 0 ? bucket_floats : kDefaultBucketMb * (size_t{1} << 20) / sizeof(float);
   buckets_ = plan_buckets(gpt.layout(), floats, dp_size_, dp_rank_);
@@ -120,7 +120,7 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, ParallelGroups& groups, size_t buc
     gathered_.resize(nb);
     gpt_.set_params_needed_hook([this](size_t begin, size_t end) { on_params_needed(begin, end); });
   }
-  if (groups_.embedding().size() > 1) tied_ = tied_embedding(gpt.layout());
+  if (groups_.group(schedule::kEmbeddingGroup).size() > 1) tied_ = tied_embedding(gpt.layout());
   if (tied_) {
     tied_counts_ = !tied_->tied_copy;
     for (size_t k = 0; k < nb; ++k)
@@ -132,8 +132,8 @@ DistOptimizer::DistOptimizer(model::Gpt& gpt, ParallelGroups& groups, size_t buc
 
 DistOptimizer::~DistOptimizer() {
   // Nothing beside the compute outlives the buffers it uses.
-  if (dp_) groups_.dp().abandon();
-  if (tied_) groups_.embedding().abandon();
+  if (dp_) groups_.group(schedule::Axis::kDp).abandon();
+  if (tied_) groups_.group(schedule::kEmbeddingGroup).abandon();
   gpt_.set_grad_ready_hook({});
   gpt_.set_params_needed_hook({});
   gpt_.set_tied_grad_hook({});
@@ -168,7 +168,7 @@ void DistOptimizer::on_tied_grad() {
   if (!armed_ || tied_sum_.pending()) return;
   // A device group queues it on the side queue, where it would hold up the reduce-scatters
   // the rest of this backward posts: finish_grads queues it behind them.
-  if (dp_ && groups_.embedding().mode() == Group::Mode::kDevice) return;
+  if (dp_ && groups_.group(schedule::kEmbeddingGroup).mode() == Group::Mode::kDevice) return;
   post_tied(true);
 }
 
@@ -181,7 +181,7 @@ void DistOptimizer::post_tied(bool in_backward) {
   tied_post_ = {.posted = true, .in_backward = in_backward, .ahead = ahead};
   // Megatron's embedding group: the first stage's wte and the last stage's copy both get the
   // sum of the two gradients, so the copies stay equal after the update.
-  tied_sum_ = groups_.embedding().all_reduce_beside(Buf::f32(gpt_.grads() + tied_->offset, tied_->numel),
+  tied_sum_ = groups_.group(schedule::kEmbeddingGroup).all_reduce_beside(Buf::f32(gpt_.grads() + tied_->offset, tied_->numel),
                                                     comm::ReduceOp::kSum);
 }
 
@@ -204,7 +204,7 @@ void DistOptimizer::land_scattered(size_t k) {
 void DistOptimizer::submit(size_t k) {
   const GradBucket& b = buckets_[k];
   // The group zero-pads a bucket dp does not divide to chunk x dp.
-  scattered_[k] = groups_.dp().reduce_scatter(Buf::f32(reduced_.data() + reduced_off_[k], b.chunk),
+  scattered_[k] = groups_.group(schedule::Axis::kDp).reduce_scatter(Buf::f32(reduced_.data() + reduced_off_[k], b.chunk),
                                               Buf::f32(gpt_.grads() + b.begin, b.end - b.begin), comm::ReduceOp::kSum);
 }
 
@@ -262,7 +262,7 @@ void DistOptimizer::update(const AdamWHyper& h, int64_t t, float grad_scale) {
     // its owned part (the group zero-pads it to the chunk); every rank receives the bucket.
     for (size_t k = buckets_.size(); k-- > 0;) {
       const GradBucket& b = buckets_[k];
-      gathered_[k] = groups_.dp().all_gather(Buf::f32(gpt_.params() + b.begin, b.end - b.begin),
+      gathered_[k] = groups_.group(schedule::Axis::kDp).all_gather(Buf::f32(gpt_.params() + b.begin, b.end - b.begin),
                                              Buf::f32(gpt_.params() + b.own_begin, b.own_end - b.own_begin));
     }
     gather_next_ = 0;

@@ -112,7 +112,7 @@ void Group::all_reduce(Buf data, comm::ReduceOp op) {
   if (on_device(data.data) && mode_ == Mode::kDevice) {
     if (!device_->sums(data.dtype))
       throw std::logic_error(fmt::format("Group '{}': device group {} does not sum {}", name(), device_->transport(),
-                                         comm::to_string(data.dtype)));
+                                         dtype_name(data.dtype)));
     void* queue = mem_->stream();
     clock_->time_queued(*mem_, queue, [&] { device_->all_reduce(data.data, data.count, data.dtype, op, {.stream = queue}); });
     return;
@@ -150,7 +150,7 @@ void Group::check_beside(const char* op, std::initializer_list<Buf> bufs) const 
   for (const Buf& b : bufs) {
     if (b.dtype != comm::DType::kF32)
       throw std::invalid_argument(fmt::format("Group '{}': {} of {} elements (fp32 only)", name(), op,
-                                              comm::to_string(b.dtype)));
+                                              dtype_name(b.dtype)));
     if (mode_ != Mode::kHost && !on_device(b.data) && b.count > 0)
       throw std::logic_error(fmt::format("Group '{}': {} of a host buffer on a {} group (backend memory only)", name(),
                                          op, to_string(mode_)));

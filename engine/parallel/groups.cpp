@@ -2,78 +2,100 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
 #include <stdexcept>
+#include <tuple>
 
 namespace holmes::parallel {
 
 namespace {
 
-// A group for one axis: of one member when size is 1, else over the given communicators,
-// which must match the coordinate.
-std::unique_ptr<Group> axis(const char* what, comm::ProcessGroup* host, comm::ProcessGroup* device, int rank,
-                            int size, device::DeviceMemory& mem, CommClock& clock, const Group::Options& o) {
-  if (size < 1 || rank < 0 || rank >= size)
-    throw std::invalid_argument(fmt::format("ParallelGroups: {} rank {} of {} is not a valid coordinate", what, rank,
-                                            size));
-  if ((host == nullptr) != (size == 1))
-    throw std::invalid_argument(fmt::format("ParallelGroups: {} degree {} but the group is {}", what, size,
-                                            host == nullptr ? "missing" : "set"));
-  if (host == nullptr) return std::make_unique<Group>();
-  if (host->size() != size || host->rank() != rank)
-    throw std::invalid_argument(fmt::format("ParallelGroups: {} group '{}' is rank {} of {}, the grid says {} of {}",
-                                            what, host->name(), host->rank(), host->size(), rank, size));
-  return std::make_unique<Group>(*host, device, mem, clock, o);
+using schedule::Axis;
+using schedule::GroupKind;
+using schedule::Purpose;
+
+// The group rank `comms` must have at `place`, or -1 where this rank cannot be a member.
+int expected_rank(const GroupComms& c, const schedule::Place& place) {
+  const int pp = place.degree(Axis::kPp), stage = place[Axis::kPp];
+  switch (c.kind.purpose) {
+    case Purpose::kEmbedding: return pp > 1 && (stage == 0 || stage == pp - 1) ? (stage == 0 ? 0 : 1) : -1;
+    case Purpose::kHop: return c.host->rank();  // either end; its neighbour is checked below
+    case Purpose::kAxes:
+    case Purpose::kSide: break;
+  }
+  // A group over one axis is ordered by that axis' coordinate.
+  for (Axis a : schedule::kAllAxes)
+    if (c.kind.axes == schedule::AxisSet{a}) return place[a];
+  return -1;
+}
+
+// The members a group of `kind` has at `place` (0: not a group this rank can hold).
+int expected_size(GroupKind kind, const schedule::Place& place) {
+  if (kind.purpose == Purpose::kEmbedding || kind.purpose == Purpose::kHop) return 2;
+  for (Axis a : schedule::kAllAxes)
+    if (kind.axes == schedule::AxisSet{a}) return place.degree(a);
+  return 0;
 }
 
 }  // namespace
 
 ParallelGroups::ParallelGroups()
-    : tp_(std::make_unique<Group>()), pp_(std::make_unique<Group>()), dp_(std::make_unique<Group>()),
-      embedding_(std::make_unique<Group>()), outer_(std::make_unique<Group>()), outer_side_(std::make_unique<Group>()),
-      pp_prev_(std::make_unique<Group>()), pp_next_(std::make_unique<Group>()) {}
+    : hop_prev_(std::make_unique<Group>()), hop_next_(std::make_unique<Group>()) {}
 
-ParallelGroups::ParallelGroups(const Coords& c, Comms host, Comms device, device::DeviceMemory& mem,
-                               Group::Options o)
-    : coords_(c) {
-  tp_ = axis("tensor-parallel", host.tp, device.tp, c.tp_rank, c.tp_size, mem, clock_, o);
-  pp_ = axis("pipeline", host.pp, device.pp, c.pp_stage, c.pp_size, mem, clock_, o);
-  dp_ = axis("data-parallel", host.dp, device.dp, c.dp_rank, c.dp_size, mem, clock_, o);
-  outer_ = axis("outer", host.outer, nullptr, c.replica, c.replicas, mem, clock_, o);
-  outer_side_ = host.outer_side ? axis("outer side", host.outer_side, nullptr, c.replica, c.replicas, mem, clock_, o)
-                                : std::make_unique<Group>();
-  // Megatron's embedding group: the first stage (rank 0) and the last (rank 1) of a pipeline.
-  const bool member = c.pp_size > 1 && (c.pp_stage == 0 || c.pp_stage == c.pp_size - 1);
-  if (member) {
-    const int want = c.pp_stage == 0 ? 0 : 1;
-    if (host.embedding == nullptr || host.embedding->size() != 2 || host.embedding->rank() != want)
-      throw std::invalid_argument(fmt::format("ParallelGroups: stage {} of {} needs the embedding group "
-                                              "{{first, last}} as rank {}", c.pp_stage, c.pp_size, want));
-    embedding_ = std::make_unique<Group>(*host.embedding, device.embedding, mem, clock_, o);
-  } else {
-    embedding_ = std::make_unique<Group>();
+ParallelGroups::ParallelGroups(const schedule::Place& place, std::span<const GroupComms> comms,
+                               device::DeviceMemory& mem, Group::Options o)
+    : place_(place), hop_prev_(std::make_unique<Group>()), hop_next_(std::make_unique<Group>()) {
+  for (Axis a : schedule::kAllAxes)
+    if (place[a] < 0 || place[a] >= place.degree(a))
+      throw std::invalid_argument(fmt::format("ParallelGroups: {} coordinate {} of {} is not valid",
+                                              schedule::axis_name(a), place[a], place.degree(a)));
+  for (const GroupComms& c : comms) {
+    const std::string what = schedule::to_string(c.kind);
+    if (c.host == nullptr) throw std::invalid_argument(fmt::format("ParallelGroups: {} group without a communicator", what));
+    const int want = expected_rank(c, place), size = expected_size(c.kind, place);
+    if (want < 0 || c.host->size() != size || c.host->rank() != want)
+      throw std::invalid_argument(fmt::format("ParallelGroups: {} group '{}' is rank {} of {}, this rank's place says "
+                                              "{} of {}", what, c.host->name(), c.host->rank(), c.host->size(), want,
+                                              size));
+    if (c.kind.purpose == Purpose::kHop) {  // two members, the lower stage first
+      const int neighbour = place[Axis::kPp] + (want == 0 ? 1 : -1);
+      if (neighbour < 0 || neighbour >= place.degree(Axis::kPp))
+        throw std::invalid_argument(fmt::format("ParallelGroups: stage {} of {}: hop group '{}' to stage {}",
+                                                place[Axis::kPp], place.degree(Axis::kPp), c.host->name(), neighbour));
+      std::unique_ptr<Group>& slot = want == 0 ? hop_next_ : hop_prev_;
+      if (slot->size() > 1) throw std::invalid_argument(fmt::format("ParallelGroups: two hop groups to stage {}", neighbour));
+      slot = std::make_unique<Group>(*c.host, nullptr, mem, clock_, o);
+      continue;
+    }
+    if (groups_.count(c.kind)) throw std::invalid_argument(fmt::format("ParallelGroups: two {} groups", what));
+    groups_[c.kind] = std::make_unique<Group>(*c.host, c.device, mem, clock_, o);
   }
-  // The pp-hop groups: two members, the lower stage first.
-  auto hop = [&](comm::ProcessGroup* g, int neighbour, int want) {
-    if (g == nullptr) return std::make_unique<Group>();
-    if (neighbour < 0 || neighbour >= c.pp_size || g->size() != 2 || g->rank() != want)
-      throw std::invalid_argument(fmt::format("ParallelGroups: stage {} of {}: hop group '{}' to stage {} is rank {} "
-                                              "of {}, needs rank {} of 2",
-                                              c.pp_stage, c.pp_size, g->name(), neighbour, g->rank(), g->size(), want));
-    return std::make_unique<Group>(*g, nullptr, mem, clock_, o);
-  };
-  pp_prev_ = hop(host.pp_prev, c.pp_stage - 1, 1);
-  pp_next_ = hop(host.pp_next, c.pp_stage + 1, 0);
+  for (Axis a : schedule::kAllAxes)
+    if (place.degree(a) > 1 && !groups_.count(GroupKind{a}))
+      throw std::invalid_argument(fmt::format("ParallelGroups: {} degree {} but the group is missing",
+                                              schedule::axis_name(a), place.degree(a)));
+  if (expected_rank(GroupComms{schedule::kEmbeddingGroup}, place) >= 0 && !groups_.count(schedule::kEmbeddingGroup))
+    throw std::invalid_argument(fmt::format("ParallelGroups: stage {} of {} needs the embedding group {{first, last}}",
+                                            place[Axis::kPp], place.degree(Axis::kPp)));
+}
+
+Group& ParallelGroups::group(GroupKind kind) {
+  std::unique_ptr<Group>& g = groups_[kind];
+  if (!g) g = std::make_unique<Group>();
+  return *g;
 }
 
 std::pair<Group*, int> ParallelGroups::pp_route(int peer_stage) {
-  if (peer_stage == coords_.pp_stage - 1 && pp_prev_->size() > 1) return {pp_prev_.get(), 0};
-  if (peer_stage == coords_.pp_stage + 1 && pp_next_->size() > 1) return {pp_next_.get(), 1};
-  return {pp_.get(), peer_stage};
+  const int stage = place_[Axis::kPp];
+  if (peer_stage == stage - 1 && hop_prev_->size() > 1) return {hop_prev_.get(), 0};
+  if (peer_stage == stage + 1 && hop_next_->size() > 1) return {hop_next_.get(), 1};
+  return {&group(Axis::kPp), peer_stage};
 }
 
 std::vector<Group*> ParallelGroups::pp_groups() {
-  std::vector<Group*> out{pp_.get()};
-  for (Group* g : {pp_prev_.get(), pp_next_.get()})
+  std::vector<Group*> out{&group(Axis::kPp)};
+  for (Group* g : {hop_prev_.get(), hop_next_.get()})
     if (g->size() > 1) out.push_back(g);
   return out;
 }
@@ -106,16 +128,28 @@ void sum_doubles(std::initializer_list<Group*> groups, std::span<double> values)
 
 }  // namespace
 
-void ParallelGroups::sum_over_job(std::span<double> values) { sum_doubles({dp_.get(), tp_.get(), pp_.get()}, values); }
+// The order of the groups is part of the result's bits: dp, tp, pp, as it always was.
+void ParallelGroups::sum_over_job(std::span<double> values) {
+  sum_doubles({&group(Axis::kDp), &group(Axis::kTp), &group(Axis::kPp)}, values);
+}
 
-void ParallelGroups::sum_over_replicas(std::span<double> values) { sum_doubles({outer_.get()}, values); }
+void ParallelGroups::sum_over_replicas(std::span<double> values) { sum_doubles({&group(Axis::kReplica)}, values); }
 
 std::vector<std::string> ParallelGroups::describe() const {
+  // In listing order (tp, pp, dp, embedding, world, outer, then the side groups), then the hops.
+  std::vector<std::tuple<int, std::string, const Group*>> named;
+  for (const auto& [kind, g] : groups_)
+    named.emplace_back(schedule::listing_order(kind),
+                       kind.purpose == Purpose::kSide ? schedule::to_string(GroupKind{kind.axes}) + " side"
+                                                      : schedule::to_string(kind),
+                       g.get());
+  std::stable_sort(named.begin(), named.end(),
+                   [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+  const int last = static_cast<int>(std::size(schedule::kGroupKinds)) + 1;
+  named.emplace_back(last, "pp hop to the stage before", hop_prev_.get());
+  named.emplace_back(last, "pp hop to the stage after", hop_next_.get());
   std::vector<std::string> out;
-  for (const auto& [name, g] : {std::pair{"tp", tp_.get()}, {"pp", pp_.get()}, {"dp", dp_.get()},
-                                {"embedding", embedding_.get()}, {"outer", outer_.get()},
-                                {"outer side", outer_side_.get()}, {"pp hop to the stage before", pp_prev_.get()},
-                                {"pp hop to the stage after", pp_next_.get()}})
+  for (const auto& [order, name, g] : named)
     if (g->size() > 1)
       out.push_back(fmt::format("groups: {} '{}' ({} members): {}", name, g->name(), g->size(), g->transport()));
   return out;

@@ -14,8 +14,8 @@ PipelineStage::PipelineStage(model::Gpt& gpt, ParallelGroups& groups, int micro_
 
 PipelineStage::PipelineStage(std::vector<model::Gpt*> chunks, ParallelGroups& groups, int micro_batches, int B,
                              int T, schedule::PipeSchedule schedule)
-    : chunks_(std::move(chunks)), gpt_(*chunks_.at(0)), groups_(groups), stage_(groups.coords().pp_stage),
-      pp_size_(groups.coords().pp_size), micro_batches_(micro_batches), B_(B), T_(T) {
+    : chunks_(std::move(chunks)), gpt_(*chunks_.at(0)), groups_(groups), stage_(groups.place()[schedule::Axis::kPp]),
+      pp_size_(groups.place().degree(schedule::Axis::kPp)), micro_batches_(micro_batches), B_(B), T_(T) {
   const int pp = pp_size_, v = static_cast<int>(chunks_.size());
   if ((schedule == schedule::PipeSchedule::kInterleaved) != (v > 1))
     throw std::logic_error(fmt::format("PipelineStage: {} model chunks under schedule {}", v,
@@ -240,7 +240,7 @@ void PipelineStage::exchange(const std::vector<schedule::PipeTransfer>& transfer
     if (b == batches.end()) b = batches.insert(batches.end(), Batch{group, {}, {}, {}});
     // This tp rank's slice of the tensor (the whole of it without tensor parallelism).
     const size_t slice = slice_floats();
-    float* at = data.data() + static_cast<size_t>(groups_.tp().rank()) * slice;
+    float* at = data.data() + static_cast<size_t>(groups_.group(schedule::Axis::kTp).rank()) * slice;
     b->ops.push_back({send ? Transfer::kSend : Transfer::kRecv, Buf::f32(at, slice), peer,
                       schedule::p2p_tag(r.tag_kind, t.micro, schedule::link_chunk(stage_, t))});
     if (send) b->sent.push_back(key);
@@ -251,7 +251,7 @@ void PipelineStage::exchange(const std::vector<schedule::PipeTransfer>& transfer
     for (const float* p : b.received) {
       if (receiving_.count(p))
         throw std::logic_error("PipelineStage: a second receive into a buffer whose receive was not read");
-      receiving_[p] = {work, groups_.tp().size() > 1};
+      receiving_[p] = {work, groups_.group(schedule::Axis::kTp).size() > 1};
     }
     const std::shared_future<void> done = work.inputs_free();
     for (const Key& key : b.sent) {
@@ -279,7 +279,7 @@ void PipelineStage::await(const float* data) {
   // Every tp rank received its own slice in place: the others' come over the tp group (inside
   // the node). The input is a copy (the output buffer holds it at this rank's offset), and
   // every tp rank of the stage gathers its tensors in the same (schedule) order.
-  Group& tp = groups_.tp();
+  Group& tp = groups_.group(schedule::Axis::kTp);
   const size_t slice = slice_floats();
   float* full = const_cast<float*>(data);
   if (gather_in_.size() != slice) gather_in_ = device::DeviceArray<float>(*gpt_.backend().memory, slice);
@@ -300,7 +300,7 @@ void PipelineStage::reclaim(bool wait_oldest) {
 size_t PipelineStage::buffer_bytes() const { return gpt_.boundary_floats(B_, T_) * sizeof(float); }
 
 size_t PipelineStage::slice_floats() const {
-  const size_t t = static_cast<size_t>(groups_.tp().size());
+  const size_t t = static_cast<size_t>(groups_.group(schedule::Axis::kTp).size());
   return (gpt_.boundary_floats(B_, T_) + t - 1) / t;
 }
 

@@ -90,7 +90,7 @@ class PipelineStage {
   // Under tensor parallelism t: the floats of the slice a tp rank sends and receives,
   // ceil(boundary / t), and a pool buffer's floats, t slices (the padding is zero).
   size_t slice_floats() const;
-  size_t pool_floats() const { return slice_floats() * static_cast<size_t>(groups_.tp().size()); }
+  size_t pool_floats() const { return slice_floats() * static_cast<size_t>(groups_.group(schedule::Axis::kTp).size()); }
   using Key = std::tuple<int, int, int>;  // (Tensor, chunk, micro)
   device::DeviceArray<float>& acquire(Key key);
   device::DeviceArray<float>& held(Key key);

@@ -14,29 +14,11 @@
 
 #include "common/errors.hpp"
 #include "engine/parallel/cpu_clock.hpp"
+#include "engine/spec/model_config.hpp"
 
 namespace holmes::parallel {
 
-model::GptConfig gpt_config_of(const spec::JobSpec& spec) {
-  const auto& m = spec.model;
-  model::GptConfig cfg;
-  if (m.is_llama()) {
-    cfg.arch = model::Arch::kLlama;
-    cfg.kv_heads = m.kv_heads;
-    cfg.ffn_hidden = m.ffn_hidden;
-    cfg.ffn_multiple = m.ffn_multiple;
-    cfg.rope_theta = m.rope_theta;
-    cfg.norm_eps = static_cast<float>(m.norm_eps);
-    cfg.tie_embeddings = m.tie_embeddings;
-  }
-  cfg.layers = m.layers;
-  cfg.hidden = m.hidden;
-  cfg.heads = m.heads;
-  cfg.vocab = m.vocab_size;
-  cfg.max_seq_len = m.max_seq_len;
-  cfg.finalize();
-  return cfg;
-}
+model::GptConfig gpt_config_of(const spec::JobSpec& spec) { return spec::model_config(spec.model); }
 
 LrConfig lr_config_of(const spec::JobSpec& spec) {
   const auto& t = spec.train;
@@ -59,45 +41,45 @@ namespace {
 
 // Model chunk `chunk` of `chunks` on this stage: the embedding only on virtual stage 0 (layer
 // 0), the head only on the last (it ends at L).
-model::GptConfig stage_config(const spec::JobSpec& spec, const Coords& c, int first_layer, int num_layers,
+model::GptConfig stage_config(const spec::JobSpec& spec, const schedule::Place& c, int first_layer, int num_layers,
                               int chunk = 0, int chunks = 1) {
   const model::GptConfig full = gpt_config_of(spec);
   const int L = full.layers;
   const int n = num_layers < 0 ? L - first_layer : num_layers;
-  const bool first = c.pp_stage == 0 && chunk == 0, last = c.pp_stage == c.pp_size - 1 && chunk == chunks - 1;
+  const bool first = c[schedule::Axis::kPp] == 0 && chunk == 0, last = c[schedule::Axis::kPp] == c.degree(schedule::Axis::kPp) - 1 && chunk == chunks - 1;
   // The spec's rules (spec::cross_field_problems) and the plan made these hold; a context that
   // breaks them is a wiring error, not the user's.
   if (first_layer < 0 || n < (chunks > 1 ? 1 : 0) || first_layer + n > L || first != (first_layer == 0) ||
-      last != (first_layer + n == L) || full.heads % c.tp_size != 0 || full.hidden % c.tp_size != 0 ||
-      full.kv_heads % c.tp_size != 0)
+      last != (first_layer + n == L) || full.heads % c.degree(schedule::Axis::kTp) != 0 || full.hidden % c.degree(schedule::Axis::kTp) != 0 ||
+      full.kv_heads % c.degree(schedule::Axis::kTp) != 0)
     throw std::invalid_argument(fmt::format("Trainer: stage {} of {} (chunk {} of {}) with layers [{}, {}) of {} and "
-                                            "tensor degree {} does not fit a model of {} heads, hidden {}", c.pp_stage,
-                                            c.pp_size, chunk, chunks, first_layer, first_layer + n, L, c.tp_size,
+                                            "tensor degree {} does not fit a model of {} heads, hidden {}", c[schedule::Axis::kPp],
+                                            c.degree(schedule::Axis::kPp), chunk, chunks, first_layer, first_layer + n, L, c.degree(schedule::Axis::kTp),
                                             full.heads, full.hidden));
-  return full.shard(c.tp_size, c.tp_rank, first_layer, n);
+  return full.shard(c.degree(schedule::Axis::kTp), c[schedule::Axis::kTp], first_layer, n);
 }
 
 }  // namespace
 
 Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const data::DataSet& data, ParallelContext ctx)
     : spec_(spec), data_(data), own_groups_(ctx.groups ? nullptr : std::make_unique<ParallelGroups>()),
-      groups_(ctx.groups ? ctx.groups : own_groups_.get()), c_(groups_->coords()) {
+      groups_(ctx.groups ? ctx.groups : own_groups_.get()), c_(groups_->place()) {
   const auto& t = spec.train;
   if (!spec.global_batch_ok(c_.data_size()))  // spec::cross_field_problems and the plan keep this from users
     throw std::invalid_argument(fmt::format("Trainer: train.global_batch {} is not a multiple of train.micro_batch "
                                             "{} x data-parallel degree {}", t.global_batch, t.micro_batch,
                                             c_.data_size()));
   micro_batches_ = spec.micro_batches_per_step(c_.data_size());
-  if (c_.tp_size > 1) tp_comm_ = std::make_unique<GroupTensorParallel>(groups_->tp());
+  if (c_.degree(schedule::Axis::kTp) > 1) tp_comm_ = std::make_unique<GroupTensorParallel>(groups_->group(schedule::Axis::kTp));
   const schedule::PipeSchedule schedule = schedule_ = pipe_schedule(spec, ctx);
-  const std::vector<std::pair<int, int>> ranges = stage_chunks(spec, ctx, c_.pp_size, c_.pp_stage);
+  const std::vector<std::pair<int, int>> ranges = stage_chunks(spec, ctx, c_.degree(schedule::Axis::kPp), c_[schedule::Axis::kPp]);
   const int v = static_cast<int>(ranges.size());
-  if (schedule == schedule::PipeSchedule::kInterleaved && (c_.pp_size < 2 || micro_batches_ % c_.pp_size != 0))
+  if (schedule == schedule::PipeSchedule::kInterleaved && (c_.degree(schedule::Axis::kPp) < 2 || micro_batches_ % c_.degree(schedule::Axis::kPp) != 0))
     throw std::invalid_argument(fmt::format("Trainer: interleaved needs pp >= 2 and micro-batches a multiple of it, "
-                                            "got pp {} and {} micro-batches", c_.pp_size, micro_batches_));
-  if (v > 1 && c_.replicas > 1)  // spec::cross_field_problems refuses diloco + interleaved
+                                            "got pp {} and {} micro-batches", c_.degree(schedule::Axis::kPp), micro_batches_));
+  if (v > 1 && c_.degree(schedule::Axis::kReplica) > 1)  // spec::cross_field_problems refuses diloco + interleaved
     throw std::invalid_argument("Trainer: diloco replicas with model chunks (interleaved)");
-  const auto steps = schedule::schedule_steps(schedule, c_.pp_size, c_.pp_stage, micro_batches_, v);
+  const auto steps = schedule::schedule_steps(schedule, c_.degree(schedule::Axis::kPp), c_[schedule::Axis::kPp], micro_batches_, v);
   std::vector<model::Gpt*> models;
   for (int k = 0; k < v; ++k) {
     const model::GptConfig cfg = stage_config(spec, c_, ranges[k].first, ranges[k].second, k, v);
@@ -115,17 +97,17 @@ Trainer::Trainer(const spec::JobSpec& spec, model::Backend& backend, const data:
   optimizer_ = optimizers_.front().get();
   lr_ = lr_config_of(spec);
   hyper_ = adamw_hyper_of(spec);
-  if (c_.replicas > 1) {
+  if (c_.degree(schedule::Axis::kReplica) > 1) {
     const auto& p = spec.parallel;
     outer_ = std::make_unique<OuterSync>(OuterConfig{p.inner_steps, p.fragments, p.outer_lr, p.outer_momentum,
                                                      p.outer_dtype, p.outer_overlap},
-                                         groups_->outer(), groups_->dp(), gpt_->num_params(), &groups_->outer_side());
+                                         groups_->group(schedule::Axis::kReplica), groups_->group(schedule::Axis::kDp), gpt_->num_params(), &groups_->group(schedule::GroupKind{schedule::Axis::kReplica, schedule::Purpose::kSide}));
     reset_outer();
     // Test hook (docs/launch.md): HOLMES_TEST_NAN_LOSS="STEP:REPLICA" makes that replica's
     // loss of step STEP (1-based) NaN on its ranks, as a diverged replica's would be.
     if (const char* hook = std::getenv("HOLMES_TEST_NAN_LOSS")) {
       long long at = -1, replica = -1;
-      if (std::sscanf(hook, "%lld:%lld", &at, &replica) == 2 && replica == c_.replica) test_nan_step_ = at;
+      if (std::sscanf(hook, "%lld:%lld", &at, &replica) == 2 && replica == c_[schedule::Axis::kReplica]) test_nan_step_ = at;
     }
   }
 }
@@ -155,7 +137,7 @@ void Trainer::outer_step(int64_t done) {
   // that replica as the outer sync after step STEP begins; the other replicas are in it.
   if (const char* hook = std::getenv("HOLMES_TEST_KILL_IN_OUTER_SYNC")) {
     long long at = -1, replica = -1;
-    if (std::sscanf(hook, "%lld:%lld", &at, &replica) == 2 && at == done && replica == c_.replica &&
+    if (std::sscanf(hook, "%lld:%lld", &at, &replica) == 2 && at == done && replica == c_[schedule::Axis::kReplica] &&
         !outer_->due(done).empty()) {
       std::fflush(stdout);
       std::raise(SIGKILL);
@@ -172,19 +154,19 @@ void Trainer::outer_step(int64_t done) {
   gpt_->load_params(host);
 }
 
-model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& backend) {
+DType precision_of(const spec::JobSpec& spec, const model::Backend& backend) {
   // The rule is the spec's (JobSpec::trains_bf16, which the planner prices): a backend with bf16
   // kernels is a GPU.
-  const bool has_bf16 = backend.kernels->supports(model::Precision::kBf16);
+  const bool has_bf16 = backend.kernels->supports(DType::kBf16);
   if (spec.trains_fp8())
     throw UserError("train.precision: 'fp8': the model does not run its linear layers in FP8 yet (the FP8 casts, "
                     "GEMMs and their CPU twins exist; the wiring is the next step); accepted here: auto, bf16, fp32");
-  if (!spec.trains_bf16(has_bf16)) return model::Precision::kFp32;
+  if (!spec.trains_bf16(has_bf16)) return DType::kF32;
   if (!has_bf16)
     throw UserError(fmt::format("train.precision: 'bf16' needs bf16 kernels, and the {} backend ({} kernels) computes "
                                 "in fp32 (accepted here: auto, fp32; bf16 trains with job.device: cuda)",
                                 backend.device, backend.kernels->name()));
-  return model::Precision::kBf16;
+  return DType::kBf16;
 }
 
 std::vector<std::pair<int, int>> stage_chunks(const spec::JobSpec& spec, const ParallelContext& ctx, int pp_size,
@@ -230,7 +212,7 @@ model::ActivationPolicy activation_policy(const spec::JobSpec& spec, const Paral
 }
 
 std::string Trainer::numerics() const {
-  return fmt::format("{}, attention: {}, recompute: {}, schedule: {}", model::precision_name(gpt_->precision()),
+  return fmt::format("{}, attention: {}, recompute: {}, schedule: {}", dtype_name(gpt_->precision()),
                      gpt_->attention_method(), model::recompute_name(gpt_->policy().recompute),
                      schedule::pipe_schedule_name(schedule_));
 }
@@ -238,7 +220,7 @@ std::string Trainer::numerics() const {
 double Trainer::flops_per_token() const {
   const auto& t = spec_.train;
   const model::GptConfig full = gpt_config_of(spec_);
-  return model::Gpt::flops_per_step(full, t.micro_batch, t.seq_len) / (static_cast<double>(t.micro_batch) * t.seq_len);
+  return model::shard_train_flops(full, t.micro_batch, t.seq_len) / (static_cast<double>(t.micro_batch) * t.seq_len);
 }
 
 void Trainer::agree(StepStats& s) {
@@ -252,11 +234,11 @@ void Trainer::agree(StepStats& s) {
 void Trainer::agree_replicas(StepStats& s) {
   // [loss sum, stop flags, one slot per replica: its first step with a non-finite loss + 1 (0:
   // none)]; each replica fills its own slot, so the sum gathers every replica's.
-  const int n = c_.replicas;
+  const int n = c_.degree(schedule::Axis::kReplica);
   std::vector<double> v(2 + static_cast<size_t>(n), 0.0);
   v[0] = local_.loss_sum;
   v[1] = local_.stops;
-  if (first_bad_ >= 0) v[2 + static_cast<size_t>(c_.replica)] = static_cast<double>(first_bad_ + 1);
+  if (first_bad_ >= 0) v[2 + static_cast<size_t>(c_[schedule::Axis::kReplica])] = static_cast<double>(first_bad_ + 1);
   groups_->sum_over_replicas(v);
   ++agreements_;
   std::string bad;
@@ -297,7 +279,7 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   const double process_cpu0 = process_cpu_ms();  // every thread: what a CPU quota caps
   const auto& t = spec_.train;
   groups_->clock().reset();
-  if (steps_ == kWarmupSteps) groups_->tp().reset_sums();  // a calibration times the steady steps' sums
+  if (steps_ == kWarmupSteps) groups_->group(schedule::Axis::kTp).reset_sums();  // a calibration times the steady steps' sums
   for (auto& g : chunks_) g->zero_grad();
   auto fetch = [&](int micro, int32_t* inputs, int32_t* targets) {
     data::BatchCoord c{.step = step, .micro = micro, .dp_rank = c_.data_rank(), .dp_size = c_.data_size(),
@@ -332,8 +314,8 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   // are the job's, so that every replica stops at the same step: summed over the outer group
   // every step (kNow) or only before an outer exchange starts and where agree() asks
   // (kAtSyncs: the replicas meet there anyway; Agreement in step_runner.hpp).
-  const bool at_syncs = c_.replicas > 1 && agreement == Agreement::kAtSyncs;
-  if (c_.replicas > 1 && !at_syncs) {
+  const bool at_syncs = c_.degree(schedule::Axis::kReplica) > 1 && agreement == Agreement::kAtSyncs;
+  if (c_.degree(schedule::Axis::kReplica) > 1 && !at_syncs) {
     std::span<double> job(sums.data() + units, 2);
     groups_->sum_over_replicas(job);
   }
@@ -349,8 +331,8 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   if (at_syncs) {
     local_ = {step, sums[units], std::max(local_.stops, sums[units + 1])};  // stop flags stay set
     s.agreed = false;
-    s.replica = c_.replica;
-    s.loss = local_.loss_sum / c_.dp_size;
+    s.replica = c_[schedule::Axis::kReplica];
+    s.loss = local_.loss_sum / c_.degree(schedule::Axis::kDp);
     s.stop_ranks = static_cast<int>(std::lround(local_.stops));
     if (!std::isfinite(s.loss) && first_bad_ < 0) first_bad_ = step;
     // Before the exchange that starts after this step reads the weights (outer_step below).
@@ -450,7 +432,7 @@ checkpoint::ShardState Trainer::chunk_shape(size_t c) const {
   st.owned = optimizers_[c]->owned();
   // diloco: the shared checkpoint holds replica 0's shard; the others keep theirs in their
   // private state (private_state()), so no tensor is saved twice.
-  if (c_.replica > 0) st.owned.clear();
+  if (c_[schedule::Axis::kReplica] > 0) st.owned.clear();
   return st;
 }
 
@@ -523,7 +505,7 @@ std::vector<std::byte> Trainer::private_state() {
   device::DeviceMemory& mem = *gpt_->backend().memory;
   mem.download(ma.data(), optimizer_->exp_avg(), m * sizeof(float));
   mem.download(mb.data(), optimizer_->exp_avg_sq(), m * sizeof(float));
-  const uint64_t head[5] = {kPrivateMagic, static_cast<uint64_t>(c_.replica), n, m, k};
+  const uint64_t head[5] = {kPrivateMagic, static_cast<uint64_t>(c_[schedule::Axis::kReplica]), n, m, k};
   std::vector<std::byte> out(sizeof(head) + 4 * (n + 2 * m + k));
   std::byte* w = out.data();
   auto put = [&](const void* p, size_t bytes) { std::memcpy(w, p, bytes), w += bytes; };
@@ -540,11 +522,11 @@ void Trainer::load_private_state(std::span<const std::byte> bytes) {
   const size_t n = gpt_->num_params(), m = optimizer_->moment_floats(), k = outer_->state_floats();
   uint64_t head[5] = {};
   if (bytes.size() >= sizeof(head)) std::memcpy(head, bytes.data(), sizeof(head));
-  if (head[0] != kPrivateMagic || head[1] != static_cast<uint64_t>(c_.replica) || head[2] != n || head[3] != m ||
+  if (head[0] != kPrivateMagic || head[1] != static_cast<uint64_t>(c_[schedule::Axis::kReplica]) || head[2] != n || head[3] != m ||
       head[4] != k || bytes.size() != sizeof(head) + 4 * (n + 2 * m + k))
     throw std::runtime_error(fmt::format("private checkpoint state: {} bytes for replica {} of {} params, {} moments, "
                                          "{} outer floats; this rank (replica {}) keeps {}, {}, {}", bytes.size(),
-                                         head[1], head[2], head[3], head[4], c_.replica, n, m, k));
+                                         head[1], head[2], head[3], head[4], c_[schedule::Axis::kReplica], n, m, k));
   const float* r = reinterpret_cast<const float*>(bytes.data() + sizeof(head));
   optimizer_->params_ready();
   gpt_->load_params(std::span<const float>(r, n));

@@ -37,7 +37,7 @@ namespace holmes::parallel {
 model::GptConfig gpt_config_of(const spec::JobSpec& spec);
 // train.precision on this backend: auto is bf16 where the backend has bf16 kernels (a GPU),
 // fp32 elsewhere. UserError (exit 2) for bf16 on a backend without bf16 kernels.
-model::Precision precision_of(const spec::JobSpec& spec, const model::Backend& backend);
+DType precision_of(const spec::JobSpec& spec, const model::Backend& backend);
 // The learning-rate schedule and AdamW settings of spec.train.
 LrConfig lr_config_of(const spec::JobSpec& spec);
 AdamWHyper adamw_hyper_of(const spec::JobSpec& spec);
@@ -154,13 +154,13 @@ class Trainer final : public StepRunner {
   const DistOptimizer& optimizer(int chunk) const { return *optimizers_.at(chunk); }
 
  private:
-  bool counts_loss() const { return c_.pp_stage == c_.pp_size - 1 && c_.tp_rank == 0; }
+  bool counts_loss() const { return c_[schedule::Axis::kPp] == c_.degree(schedule::Axis::kPp) - 1 && c_[schedule::Axis::kTp] == 0; }
 
   const spec::JobSpec& spec_;
   const data::DataSet& data_;
   std::unique_ptr<ParallelGroups> own_groups_;  // one process alone
   ParallelGroups* groups_;
-  const Coords c_;
+  const schedule::Place c_;
   std::unique_ptr<GroupTensorParallel> tp_comm_;
   std::vector<std::unique_ptr<model::Gpt>> chunks_;  // model chunk c of the stage (one but interleaved)
   model::Gpt* gpt_ = nullptr;                          // chunks_[0]

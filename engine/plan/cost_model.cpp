@@ -44,7 +44,7 @@ double ethernet_transfer_s(Transport t, double bytes, const LinkCost& link) {
 
 std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const Layout& lay) {
   const RankGrid& g = lay.grid;
-  int tp = g.degree(kTp), pp = g.degree(kPp), dp = g.degree(kDp);
+  int tp = g.degree(Axis::kTp), pp = g.degree(Axis::kPp), dp = g.degree(Axis::kDp);
   auto node = [&](int t, int s, int r) { return d.node_of[lay.rank(Coords{t, s, r})]; };
   std::vector<StageCost> out(pp);
   std::vector<int> ring;
@@ -144,7 +144,7 @@ std::pair<const LinkCost*, int> StageCost::hop_prev(int chunks) const {
 }
 
 double StageCost::params_per_rank(const Workload& w, int layers) const {
-  const GptShape& m = w.shape;
+  const model::GptConfig& m = w.shape;
   double p = double(layers) * double(block_params(m));
   if (first) p += double(embedding_params(m, tp));
   if (last) p += double(final_norm_params(m)) + double(untied_head_params(m, tp));
@@ -153,7 +153,7 @@ double StageCost::params_per_rank(const Workload& w, int layers) const {
 }
 
 StageTime StageCost::time(const Workload& w, int layers) const {
-  const GptShape& m = w.shape;
+  const model::GptConfig& m = w.shape;
   double tokens = double(w.micro_batch) * w.seq_len;
   StageTime t;
   // The calibrate tables of the stage's devices, where they hold this model's passes at its
@@ -192,7 +192,7 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   // Activation tensor [B, T, C] that pipeline sends and tensor-parallel all-reduces carry
   // (tp_wire_bytes: fp32 when Gloo sums them).
   double act = tokens * m.hidden * w.act_bytes();
-  int all_reduces = 4 * layers + (first ? 1 : 0) + (last ? 1 : 0);
+  int all_reduces = model::block_counts(m).tp_sums * layers + (first ? 1 : 0) + (last ? 1 : 0);
   const double tp_act = tokens * m.hidden * w.tp_wire_bytes();
   // Staged through host memory: each transfer's bytes go down and back up (two host copies).
   const bool staged = w.staging == Workload::Staging::kAll;
@@ -287,7 +287,7 @@ double StageCost::objective(const Workload& w, int pipeline, int layers) const {
 std::vector<int> StageCost::chunk_cut(const Workload& w, int layers) const {
   const int v = std::max(1, w.activation.chunks);
   if (v == 1 || layers < v) return v == 1 ? std::vector<int>{layers} : uniform_partition(layers, v);
-  const GptShape& m = w.shape;
+  const model::GptConfig& m = w.shape;
   const double tokens = double(w.micro_batch) * w.seq_len;
   const double layer = stage_train_flops(m, 1, false, tp, w.seq_len, tokens) +
                        recompute_flops_per_token(m, w.seq_len, tp, w.act_bytes(), w.activation) * tokens;
@@ -472,7 +472,7 @@ StageCost::Bytes StageCost::bytes_per_step(const Workload& w, int layers) const 
   const int m = w.micro_batches;
   const double tokens = double(w.micro_batch) * w.seq_len;
   const double act = tokens * w.shape.hidden * w.act_bytes();
-  if (tp > 1) b.tp = m * (4.0 * layers + first + last) * 2.0 * (tp - 1) / tp * tokens * w.shape.hidden * w.tp_wire_bytes();
+  if (tp > 1) b.tp = m * (double(model::block_counts(w.shape).tp_sums) * layers + first + last) * 2.0 * (tp - 1) / tp * tokens * w.shape.hidden * w.tp_wire_bytes();
   if (const auto [link, n] = hop_next(w.activation.chunks); link) b.next = n * m * act / tp, b.messages += 2.0 * n * m;
   if (const auto [link, n] = hop_prev(w.activation.chunks); link) b.prev = n * m * act / tp, b.messages += 2.0 * n * m;
   const double params = params_per_rank(w, layers);

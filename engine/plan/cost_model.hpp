@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/dtype.hpp"
 #include "engine/plan/host_emulation.hpp"
 #include "engine/plan/links.hpp"
 #include "engine/plan/model_size.hpp"
@@ -31,12 +32,12 @@ double ethernet_transfer_s(Transport t, double bytes, const LinkCost& link);
 
 // What one step does, independent of placement.
 struct Workload {
-  GptShape shape;
+  model::GptConfig shape;  // the whole model (spec::model_config); model/counts.hpp counts it
   int seq_len = 0;       // T
   int micro_batch = 1;   // B per DP rank
   int micro_batches = 1; // m
   int global_batch = 1;
-  bool bf16 = false;     // bf16 mixed precision (JobSpec::trains_bf16), else fp32
+  DType act_dtype = DType::kF32;  // of the activations (JobSpec::activation_dtype): bf16 mixed precision or fp32
   ActivationMode activation;  // what blocks keep for backward (train.recompute, resolved)
   // A CUDA plan whose device buffers go through host memory into Gloo (engine/parallel/
   // group.hpp): kEthernet for parallel.cross_island gloo (pipeline sends over Ethernet pay the
@@ -52,13 +53,13 @@ struct Workload {
   // Device memory the CUDA runtime and the libraries take on each GPU beside the job's buffers
   // (kCudaRuntimeBytes on a CUDA plan, 0 on the CPU): counted in every rank's memory.
   double runtime_bytes = 0;
-  int act_bytes() const { return bf16 ? 2 : 4; }
+  int act_bytes() const { return static_cast<int>(dtype_bytes(act_dtype)); }
   // TP sums travel in the activation precision where NCCL sums them, as fp32 through Gloo.
-  int tp_wire_bytes() const { return bf16 && staging != Staging::kAll ? 2 : 4; }
+  int tp_wire_bytes() const { return staging != Staging::kAll ? act_bytes() : 4; }
   // Weights a rank holds for its whole shard: the fp32 parameters (the optimizer updates them
   // and all-gathers them in place: they are not sharded) and, in bf16 jobs, the bf16 copy the
   // kernels read (model::Gpt params16_).
-  int param_bytes() const { return bf16 ? 4 + 2 : 4; }
+  int param_bytes() const { return act_dtype == DType::kF32 ? 4 : 4 + act_bytes(); }
   int grad_bytes() const { return 4; }               // fp32 gradient buffer, reduced in fp32
   // The distributed optimizer all-gathers the updated fp32 master weights (DistOptimizer::
   // update gathers Buf::f32 parameters; the bf16 compute copy is made from them), so the

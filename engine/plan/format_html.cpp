@@ -73,7 +73,7 @@ struct View {
     return nullptr;
   }
   std::string host(int n) const { return size_t(n) < p.hostnames.size() ? p.hostnames[n] : fmt::format("node{}", n); }
-  int stage_of(int rank) const { return size_t(rank) < p.ranks.size() ? p.ranks[rank].pp : 0; }
+  int stage_of(int rank) const { return size_t(rank) < p.ranks.size() ? p.ranks[rank].at[Axis::kPp] : 0; }
   int node_of(int rank) const { return size_t(rank) < p.ranks.size() ? p.ranks[rank].node : 0; }
   bool detailed() const {
     size_t per_node = 0;
@@ -95,7 +95,10 @@ struct GroupSummary {
   size_t size = 0;
   bool crosses_islands = false;
 };
-using GroupKey = std::tuple<int, Transport, LinkKind>;
+// A kind in listing order, with its name (kinds past kGroupKinds apart by name).
+using KindKey = std::pair<int, std::string>;
+KindKey kind_key(GroupKind kind) { return {listing_order(kind), to_string(kind)}; }
+using GroupKey = std::tuple<KindKey, Transport, LinkKind>;
 
 // Pipeline neighbours on different nodes (pairs of nodes, with how many pp links join them
 // and the link class of the group).
@@ -167,8 +170,8 @@ std::string topology_svg(const View& v) {
           const RankInfo& r = p.ranks[ranks[j]];
           body += fmt::format("<rect class=\"rank\" data-rank=\"{}\" data-stage=\"{}\" x=\"{}\" y=\"{}\" width=\"{}\" "
                               "height=\"{}\" fill=\"{}\"><title>rank {}: tp {}, stage {}, dp {}</title></rect>\n",
-                              r.rank, r.pp, coord(nx + 4 + double(j % 8) * cell), coord(ny + 17 + double(j / 8) * cell),
-                              coord(cell - 2), coord(cell - 2), html::stage_colour(r.pp, p.pp), r.rank, r.tp, r.pp, r.dp);
+                              r.rank, r.at[Axis::kPp], coord(nx + 4 + double(j % 8) * cell), coord(ny + 17 + double(j / 8) * cell),
+                              coord(cell - 2), coord(cell - 2), html::stage_colour(r.at[Axis::kPp], p.pp), r.rank, r.at[Axis::kTp], r.at[Axis::kPp], r.at[Axis::kDp]);
         }
         body += "</g>\n";
       } else {
@@ -202,16 +205,16 @@ std::string topology_svg(const View& v) {
   // Links. Pipeline neighbours on two nodes (detail: one line per node pair); every group
   // that crosses islands, summarised per pair of islands in the gap between their bands.
   std::map<std::pair<int, int>, NodeEdge> node_edges;
-  std::map<std::pair<int, int>, std::map<std::tuple<int, Transport, LinkKind>, int>> island_edges;
+  std::map<std::pair<int, int>, std::map<GroupKey, int>> island_edges;
   std::map<std::pair<int, int>, LinkKind> hop_link;  // pipeline hops on a pp-hop group: its link
   for (const Group& g : p.groups)
-    if (g.kind == GroupKind::kPpHop && g.ranks.size() == 2) hop_link[{g.ranks[0], g.ranks[1]}] = g.link;
+    if (g.kind == kHopGroup && g.ranks.size() == 2) hop_link[{g.ranks[0], g.ranks[1]}] = g.link;
   for (const Group& g : p.groups) {
-    if (g.ranks.size() < 2 || g.kind == GroupKind::kWorld || g.kind == GroupKind::kPpHop) continue;
+    if (g.ranks.size() < 2 || g.kind == kWorldGroup || g.kind == kHopGroup) continue;
     for (size_t i = 0; i + 1 < g.ranks.size(); ++i) {
       const int a = v.node_of(g.ranks[i]), b = v.node_of(g.ranks[i + 1]);
       if (a == b) continue;
-      if (g.kind == GroupKind::kPp) {
+      if (g.kind == kPpGroup) {
         NodeEdge& e = node_edges[{std::min(a, b), std::max(a, b)}];
         e.count++;
         const auto hop = hop_link.find({g.ranks[i], g.ranks[i + 1]});
@@ -219,7 +222,7 @@ std::string topology_svg(const View& v) {
       }
       const int ia = size_t(a) < v.island_of_node.size() ? v.island_of_node[a] : 0;
       const int ib = size_t(b) < v.island_of_node.size() ? v.island_of_node[b] : 0;
-      if (ia != ib) island_edges[{std::min(ia, ib), std::max(ia, ib)}][{int(g.kind), g.transport, g.link}]++;
+      if (ia != ib) island_edges[{std::min(ia, ib), std::max(ia, ib)}][{kind_key(g.kind), g.transport, g.link}]++;
     }
   }
   std::string links;
@@ -260,7 +263,7 @@ std::string topology_svg(const View& v) {
     LinkKind worst = LinkKind::kIntraNode;
     for (const auto& [k, n] : kinds) {
       const auto& [kind, transport, link] = k;
-      text += fmt::format("{}{} {} link(s), {} over {}", text.empty() ? "" : "; ", n, to_string(GroupKind(kind)),
+      text += fmt::format("{}{} {} link(s), {} over {}", text.empty() ? "" : "; ", n, kind.second,
                           to_string(transport), to_string(link));
       if (int(link) > int(worst)) worst = link;
     }
@@ -280,7 +283,7 @@ std::string topology_svg(const View& v) {
 std::string links_table(const Plan& p) {
   std::map<GroupKey, GroupSummary> groups;
   for (const Group& g : p.groups) {
-    GroupSummary& s = groups[{int(g.kind), g.transport, g.link}];
+    GroupSummary& s = groups[{kind_key(g.kind), g.transport, g.link}];
     s.count++;
     s.size = std::max(s.size, g.ranks.size());
     s.crosses_islands = s.crosses_islands || g.crosses_islands;
@@ -292,7 +295,7 @@ std::string links_table(const Plan& p) {
     for (const auto& [key, s] : groups) {
       const auto& [kind, transport, link] = key;
       if (int(link) != k) continue;
-      on += fmt::format("{}{} {} x {}, {}{}", on.empty() ? "" : "<br>", to_string(GroupKind(kind)), s.count, s.size,
+      on += fmt::format("{}{} {} x {}, {}{}", on.empty() ? "" : "<br>", kind.second, s.count, s.size,
                         to_string(transport), s.crosses_islands ? " (crosses islands)" : "");
     }
     if (on.empty() && p.estimate.bytes_per_step[k] == 0) continue;
@@ -307,7 +310,7 @@ std::string links_table(const Plan& p) {
 std::string stage_table(const Plan& p) {
   std::vector<int> first_rank(p.stages.size(), -1);
   for (const RankInfo& r : p.ranks)
-    if (r.pp >= 0 && size_t(r.pp) < first_rank.size() && first_rank[r.pp] < 0) first_rank[r.pp] = r.rank;
+    if (r.at[Axis::kPp] >= 0 && size_t(r.at[Axis::kPp]) < first_rank.size() && first_rank[r.at[Axis::kPp]] < 0) first_rank[r.at[Axis::kPp]] = r.rank;
   double scale = 0;
   for (size_t s = 0; s < p.stages.size(); ++s)
     if (first_rank[s] >= 0 && size_t(first_rank[s]) < p.memory.size())

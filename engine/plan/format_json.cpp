@@ -181,8 +181,8 @@ std::string format_plan_json(const Plan& p) {
   out += ",\n  \"ranks\": ";
   array(out, p.ranks, [&](const RankInfo& r) {
     out += fmt::format("{{\"rank\": {}, \"node\": {}, \"local_rank\": {}, \"tp\": {}, \"pp\": {}, \"dp\": {}{}}}",
-                       r.rank, r.node, r.local_rank, r.tp, r.pp, r.dp,
-                       p.replicas.count > 1 ? fmt::format(", \"replica\": {}", r.replica) : "");
+                       r.rank, r.node, r.local_rank, r.at[Axis::kTp], r.at[Axis::kPp], r.at[Axis::kDp],
+                       p.replicas.count > 1 ? fmt::format(", \"replica\": {}", r.at[Axis::kReplica]) : "");
   });
   out += ",\n  \"stages\": ";
   array(out, p.stages, [&](const Stage& s) {

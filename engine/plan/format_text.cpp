@@ -50,8 +50,8 @@ void append_rank_map(std::string& out, const Plan& p) {
   for (int n = 0; n < nodes && n < kNodesShown; ++n) {
     out += fmt::format("  node {:<3} {:<14} island {}:", n, p.hostnames[n], island_of[n]);
     for (const RankInfo* r : by_node[n])
-      out += fmt::format(" {}:{},{},{}{}", r->rank, r->tp, r->pp, r->dp,
-                         p.replicas.count > 1 ? fmt::format(",r{}", r->replica) : "");
+      out += fmt::format(" {}:{},{},{}{}", r->rank, r->at[Axis::kTp], r->at[Axis::kPp], r->at[Axis::kDp],
+                         p.replicas.count > 1 ? fmt::format(",r{}", r->at[Axis::kReplica]) : "");
     out += "\n";
   }
   if (nodes > kNodesShown) out += fmt::format("  ... {} more nodes (see --format json)\n", nodes - kNodesShown);
@@ -70,7 +70,7 @@ void append_groups(std::string& out, const Plan& p) {
     }
     std::string transport = fmt::format("{} over {}", to_string(g.transport), to_string(g.link));
     if (g.crosses_islands) transport += ", crosses islands";
-    counts[Key{int(g.kind), to_string(g.kind), transport, where, g.ranks.size()}]++;
+    counts[Key{listing_order(g.kind), to_string(g.kind), transport, where, g.ranks.size()}]++;
   }
   for (const auto& [key, n] : counts) {
     const auto& [order, kind, transport, where, size] = key;
@@ -167,7 +167,7 @@ void append_memory(std::string& out, const Plan& p) {
   out += "Memory per device (GiB; every rank of a stage holds the same):\n";
   std::vector<int> first_rank(p.stages.size(), -1);
   for (const auto& r : p.ranks)
-    if (first_rank[r.pp] < 0) first_rank[r.pp] = r.rank;
+    if (first_rank[r.at[Axis::kPp]] < 0) first_rank[r.at[Axis::kPp]] = r.rank;
   for (size_t s = 0; s < p.stages.size(); ++s) {
     const RankMemory& m = p.memory[first_rank[s]];
     out += fmt::format("  stage {}: {:.2f} = params {:.2f} + grads {:.2f} + optimizer {:.2f} + activations {:.2f}",

@@ -102,28 +102,27 @@ std::vector<Group> build_groups(const Facts& f, const DeviceTable& d, const Layo
       g.kind = kind;
       g.index = static_cast<int>(i);
       g.ranks = groups[i];
-      choose_transport(f, nodes[i], cuda, ring, g, ethernet, kind == GroupKind::kWorld ? nullptr : &use);
+      choose_transport(f, nodes[i], cuda, ring, g, ethernet, kind == kWorldGroup ? nullptr : &use);
       out.push_back(std::move(g));
     }
   };
   const RankGrid& grid = lay.grid;
-  auto groups_of = [&](int dim) {
-    std::vector<std::vector<int>> all(grid.group_count(dim));
-    for (int g = 0; g < grid.group_count(dim); ++g) {
-      all[g] = grid.group(dim, g);
-      for (int& v : all[g]) v = lay.rank_at[v];
-    }
+  // The groups spanning `axes`, as global ranks.
+  auto groups_of = [&](AxisSet axes) {
+    std::vector<std::vector<int>> all = grid.groups(axes);
+    for (auto& members : all)
+      for (int& v : members) v = lay.rank_at[v];
     return all;
   };
-  add_all(GroupKind::kTp, groups_of(kTp), true);
-  const std::vector<std::vector<int>> pipes = groups_of(kPp);
+  add_all(kTpGroup, groups_of(Axis::kTp), true);
+  const std::vector<std::vector<int>> pipes = groups_of(Axis::kPp);
   // The pipelines' ports as their hops use them (the hop groups below carry the island hops).
-  add_all(GroupKind::kPp, pipes, false, pipelines_on_own_links(f));
-  add_all(GroupKind::kDp, groups_of(kDp), true);
-  if (grid.degree(kPp) > 1) {
+  add_all(kPpGroup, pipes, false, pipelines_on_own_links(f));
+  add_all(kDpGroup, groups_of(Axis::kDp), true);
+  if (grid.degree(Axis::kPp) > 1) {
     std::vector<std::vector<int>> ends;
     for (const auto& members : pipes) ends.push_back({members.front(), members.back()});
-    add_all(GroupKind::kEmbedding, ends, false);
+    add_all(kEmbeddingGroup, ends, false);
   }
   // A pipeline group that crosses islands runs on Ethernet (one Gloo device, bound to one
   // interface); a TCP plan gives each of its hops between two nodes of one RDMA island a group
@@ -140,11 +139,11 @@ std::vector<Group> build_groups(const Facts& f, const DeviceTable& d, const Layo
         if (nodes[s] != nodes[s + 1] && link_between(f, nodes[s], nodes[s + 1]).kind != LinkKind::kEthernet)
           hops.push_back({members[s], members[s + 1]});
     }
-    add_all(GroupKind::kPpHop, hops, false);
+    add_all(kHopGroup, hops, false);
   }
   std::vector<int> all(d.node_of.size());
   for (int r = 0; r < static_cast<int>(all.size()); ++r) all[r] = r;
-  add_all(GroupKind::kWorld, {all}, true);
+  add_all(kWorldGroup, {all}, true);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "common/errors.hpp"
+#include "engine/spec/model_config.hpp"
 #include "engine/topo/gpu_peaks.hpp"
 
 namespace holmes::plan {
@@ -152,7 +153,7 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
     // cluster.device_tflops wins over every measured rate, a table's too.
     if (spec.cluster.device_tflops <= 0)
       nf.table = table_for(topo.calibration.tables, rep.devices.name, spec.trains_bf16(nf.cuda) ? "bf16" : "fp32",
-                           shape_key(shape_of(spec.model)));
+                           shape_key(spec::model_config(spec.model)));
     const bool pcie = nf.cuda && nf.intra_class == "pcie";
     const double nvlink = topo::known_nvlink_gbps(rep.devices.name);
     nf.intra_gbps = c.intra_node.bandwidth_gbps > 0 ? c.intra_node.bandwidth_gbps

@@ -161,7 +161,7 @@ NicUse nic_use(const Facts& f, const std::vector<std::vector<int>>& groups, bool
 
 // Whether each hop of a pipeline takes its own link rather than the pipeline group's one
 // transport: in a plan of TCP groups a pipeline that runs on Ethernet gives each hop between
-// two nodes of one RDMA island a group of its own over the island (GroupKind::kPpHop,
+// two nodes of one RDMA island a group of its own over the island (kHopGroup,
 // build_groups); NCCL plans keep one communicator, and its one transport, per pipeline.
 inline bool pipelines_on_own_links(const Facts& f) { return f.tcp_groups; }
 // The link one hop of a pipeline over `nodes` (stage order) carries between two of its nodes:

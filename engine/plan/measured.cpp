@@ -8,9 +8,9 @@
 
 namespace holmes::plan {
 
-std::string shape_key(const GptShape& m) {
-  return fmt::format("{} L={} C={} NH={} KVH={} F={} V={}", m.llama() ? "llama" : "gpt2", m.layers, m.hidden, m.heads,
-                     m.kv_heads > 0 ? m.kv_heads : m.heads, m.mlp(), m.vocab);
+std::string shape_key(const model::GptConfig& m) {
+  return fmt::format("{} L={} C={} NH={} KVH={} F={} V={}", m.arch, m.layers, m.hidden, m.heads,
+                     m.kv_heads > 0 ? m.kv_heads : m.heads, m.ffn_hidden, m.vocab);
 }
 
 const topo::ComputeTable* table_for(const std::vector<topo::ComputeTable>& tables, const std::string& device_name,
@@ -98,7 +98,7 @@ std::optional<Pass3> gemm_at(const topo::ComputeTable& t, const std::string& nam
 // The analytic layer from the table's GEMMs (qkv, attn_out, mlp_in, mlp_out), attention rows
 // (or its FLOPs at the GEMMs' rate) and the memory-bound rest (norms, activations, residuals:
 // a few passes over the layer's activations) at the copy rate.
-std::optional<Pass3> layer_from_gemms(const topo::ComputeTable& t, const GptShape& m, int tp, int mb, int seq,
+std::optional<Pass3> layer_from_gemms(const topo::ComputeTable& t, const model::GptConfig& m, int tp, int mb, int seq,
                                       int act_bytes) {
   const double rows = double(mb) * seq;
   Pass3 p;
@@ -134,7 +134,7 @@ std::optional<Pass3> layer_from_gemms(const topo::ComputeTable& t, const GptShap
 
 }  // namespace
 
-std::optional<MeasuredPasses> measured_passes(const topo::ComputeTable& t, const GptShape& m, int tp, int micro_batch,
+std::optional<MeasuredPasses> measured_passes(const topo::ComputeTable& t, const model::GptConfig& m, int tp, int micro_batch,
                                               int seq_len, spec::Recompute recompute, int layers, bool first, bool last,
                                               int act_bytes) {
   bool interp = false;

@@ -23,7 +23,7 @@
 namespace holmes::plan {
 
 // The key a table names its model by: "gpt2 L=12 C=768 NH=12 KVH=12 F=3072 V=50257".
-std::string shape_key(const GptShape& m);
+std::string shape_key(const model::GptConfig& m);
 
 // The table measured on `device_name` for this model in this precision (nullptr: none).
 const topo::ComputeTable* table_for(const std::vector<topo::ComputeTable>& tables, const std::string& device_name,
@@ -36,7 +36,7 @@ struct MeasuredPasses {
   double forward_s = 0, backward_s = 0, weights_s = 0, backward_all_s = 0, replay_s = 0;
   std::string source;  // "table", "table (micro-batch interpolated)", "GEMMs of the table"
 };
-std::optional<MeasuredPasses> measured_passes(const topo::ComputeTable& t, const GptShape& m, int tp, int micro_batch,
+std::optional<MeasuredPasses> measured_passes(const topo::ComputeTable& t, const model::GptConfig& m, int tp, int micro_batch,
                                               int seq_len, spec::Recompute recompute, int layers, bool first, bool last,
                                               int act_bytes);
 

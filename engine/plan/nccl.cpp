@@ -54,7 +54,7 @@ NcclDecision decide_nccl(const spec::JobSpec& spec, const topo::ClusterTopology&
 bool uses_nccl(const Plan& plan) {
   if (plan.device_kind != "cuda") return false;
   for (const Group& g : plan.groups)  // the world group carries host values only: Gloo
-    if (g.kind != GroupKind::kWorld && g.ranks.size() > 1 && g.transport != Transport::kGlooTcp) return true;
+    if (g.kind != kWorldGroup && g.ranks.size() > 1 && g.transport != Transport::kGlooTcp) return true;
   return false;
 }
 

@@ -22,8 +22,8 @@ namespace {
 void count_crossings(const Facts& f, const DeviceTable& d, Layout& lay) {
   lay.tp_groups_crossing_nodes = 0;
   lay.dp_groups_crossing_islands = 0;
-  for (int g = 0; g < lay.grid.group_count(kTp); ++g) {
-    auto members = lay.grid.group(kTp, g);
+  for (int g = 0; g < lay.grid.group_count(Axis::kTp); ++g) {
+    auto members = lay.grid.group(Axis::kTp, g);
     int node = d.node_of[lay.rank_at[members[0]]];
     for (int v : members)
       if (d.node_of[lay.rank_at[v]] != node) {
@@ -31,8 +31,8 @@ void count_crossings(const Facts& f, const DeviceTable& d, Layout& lay) {
         break;
       }
   }
-  for (int g = 0; g < lay.grid.group_count(kDp); ++g) {
-    auto members = lay.grid.group(kDp, g);
+  for (int g = 0; g < lay.grid.group_count(Axis::kDp); ++g) {
+    auto members = lay.grid.group(Axis::kDp, g);
     int island = f.nodes[d.node_of[lay.rank_at[members[0]]]].island;
     for (int v : members)
       if (f.nodes[d.node_of[lay.rank_at[v]]].island != island) {

@@ -13,6 +13,7 @@
 
 #include "engine/plan/groups.hpp"
 #include "engine/plan/model_size.hpp"
+#include "model/architecture.hpp"
 #include "engine/plan/nccl.hpp"
 #include "engine/plan/partition.hpp"
 #include "engine/plan/replicas.hpp"
@@ -21,19 +22,6 @@
 #include "engine/spec/validate.hpp"
 
 namespace holmes::plan {
-
-const char* to_string(GroupKind kind) {
-  switch (kind) {
-    case GroupKind::kTp: return "tp";
-    case GroupKind::kPp: return "pp";
-    case GroupKind::kDp: return "dp";
-    case GroupKind::kEmbedding: return "embedding";
-    case GroupKind::kWorld: return "world";
-    case GroupKind::kOuter: return "outer";
-    case GroupKind::kPpHop: return "pp-hop";
-  }
-  return "?";
-}
 
 const char* to_string(Transport kind) {
   switch (kind) {
@@ -86,15 +74,28 @@ void add_crossing_warnings(const Plan& plan, std::vector<std::string>& out) {
   constexpr int kListed = 8;
   int listed = 0, total = 0;
   for (const auto& g : plan.groups) {
-    bool bad = (g.kind == GroupKind::kTp && g.crosses_nodes) || (g.kind == GroupKind::kDp && g.crosses_islands);
+    bool bad = (g.kind == kTpGroup && g.crosses_nodes) || (g.kind == kDpGroup && g.crosses_islands);
     if (!bad) continue;
     ++total;
     if (listed++ < kListed)
       out.push_back(fmt::format("{} group {} (ranks {}..{}, {} members) crosses {} over {}", to_string(g.kind),
                                 g.index, g.ranks.front(), g.ranks.back(), g.ranks.size(),
-                                g.kind == GroupKind::kTp ? "nodes" : "islands", to_string(g.link)));
+                                g.kind == kTpGroup ? "nodes" : "islands", to_string(g.link)));
   }
   if (total > kListed) out.push_back(fmt::format("... and {} more groups that cross slow links", total - kListed));
+}
+
+// The model line of a plan: "" for the default architecture (its plans, and so their hashes,
+// are as before there were others), else "ARCH L=.. C=.. NH=..[/KVH=..][ F=..] V=..[ tied
+// head]" with the options the architecture reads.
+std::string model_label(const model::GptConfig& m) {
+  if (m.arch == model::kDefaultArch) return "";
+  std::string out = fmt::format("{} L={} C={} NH={}", m.arch, m.layers, m.hidden, m.heads);
+  if (m.reads(model::kKvHeads)) out += fmt::format("/KVH={}", m.kv_heads);
+  if (m.reads(model::kFfnHidden)) out += fmt::format(" F={}", m.ffn_hidden);
+  out += fmt::format(" V={}", m.vocab);
+  if (m.reads(model::kTieEmbeddings) && m.tie_embeddings) out += " tied head";
+  return out;
 }
 
 void fill_islands(const SearchInput& in, const topo::ClusterTopology& topology, Plan& plan) {
@@ -156,7 +157,7 @@ void fill_memory(const SearchInput& in, const Evaluated& best, Plan& plan) {
   std::vector<RankMemory> per_stage;
   for (int s = 0; s < plan.pp; ++s) per_stage.push_back(best.stages[s].memory(best.work, plan.pp, best.layers[s]));
   for (int r = 0; r < in.world; ++r) {
-    RankMemory m = per_stage[plan.ranks[r].pp];
+    RankMemory m = per_stage[plan.ranks[r].at[Axis::kPp]];
     m.rank = r;
     m.capacity = in.facts.nodes[in.table.node_of[r]].memory_bytes * kUsableMemoryFraction;
     plan.memory.push_back(m);
@@ -231,7 +232,7 @@ LinkCost rank_link(const spec::JobSpec& spec, const topo::ClusterTopology& topol
   std::vector<std::vector<int>> pipes;
   int mine = -1;
   for (const Group& g : plan.groups) {
-    if (g.kind != GroupKind::kPp) continue;
+    if (g.kind != kPpGroup) continue;
     const auto has = [&](int r) { return std::find(g.ranks.begin(), g.ranks.end(), r) != g.ranks.end(); };
     if (has(a) && has(b)) mine = static_cast<int>(pipes.size());
     pipes.emplace_back();
@@ -274,17 +275,12 @@ Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology)
   plan.device_kind = in.cuda ? "cuda" : "cpu";
   plan.params_total = total_params(best.work.shape, plan.tp);
   plan.params_model = model_params(best.work.shape);
-  if (best.work.shape.llama()) {
-    const GptShape& m = best.work.shape;
-    plan.model = fmt::format("llama L={} C={} NH={}/KVH={} F={} V={}{}", m.layers, m.hidden, m.heads, m.kv_heads,
-                             m.ffn_hidden, m.vocab, m.tie_embeddings ? " tied head" : "");
-  }
+  plan.model = model_label(best.work.shape);
   plan.vocab_padded = padded_vocab(spec.model.vocab_size, plan.tp);
   plan.island_order = best.layout.island_order;
   fill_islands(in, topology, plan);
   for (int r = 0; r < in.world; ++r) {
-    Coords c = best.layout.coords(r);
-    plan.ranks.push_back(RankInfo{r, in.table.node_of[r], in.table.local_of[r], c.tp, c.pp, c.dp});
+    plan.ranks.push_back(RankInfo{r, in.table.node_of[r], in.table.local_of[r], best.layout.coords(r)});
   }
   fill_stages(in, best, plan);
   // auto chooses for the pipeline's message: a micro-batch's fp32 activations (B x T x C).

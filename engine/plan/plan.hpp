@@ -10,18 +10,25 @@
 #include <vector>
 
 #include "engine/plan/links.hpp"
+#include "engine/schedule/axes.hpp"
 #include "engine/spec/job_spec.hpp"
 #include "engine/topo/topology.hpp"
 
 namespace holmes::plan {
 
-// kPpHop: one hop of a pipeline that runs on Ethernet, between two nodes of one RDMA island,
-// in a plan of TCP groups (build_groups): {the lower stage's rank, the upper's}.
-enum class GroupKind { kTp, kPp, kDp, kEmbedding, kWorld, kOuter, kPpHop };
-inline constexpr int kGroupKinds = 7;
+using schedule::Axis;
+using schedule::AxisSet;
+using schedule::Coords;
+
+// A group's kind: the axes it spans and what it is for (engine/schedule/axes.hpp).
+using schedule::GroupKind;
+using schedule::Purpose;
+using schedule::kDpGroup, schedule::kEmbeddingGroup, schedule::kHopGroup, schedule::kOuterGroup, schedule::kPpGroup,
+    schedule::kTpGroup, schedule::kWorldGroup, schedule::kGroupKinds;
+using schedule::listing_order;
+using schedule::to_string;
 enum class Transport { kNcclIb, kNcclRoce, kIntraNode, kNcclSocket, kGlooTcp };
 inline constexpr int kTransports = 5;
-const char* to_string(GroupKind kind);   // "tp", "pp", "dp", "embedding", "world", "outer", "pp-hop"
 const char* to_string(Transport kind);   // "nccl-ib", "nccl-roce", "intra-node", "nccl-socket", "gloo-tcp"
 
 // Global rank r runs on node `node`, device `local_rank`; ranks are numbered node by node
@@ -30,10 +37,7 @@ struct RankInfo {
   int rank = 0;
   int node = 0;
   int local_rank = 0;
-  int tp = 0;
-  int pp = 0;
-  int dp = 0;
-  int replica = 0;  // parallel.replicas > 1: which replica (replicas.hpp)
+  schedule::Coords at;  // on every axis (replica: parallel.replicas > 1, replicas.hpp)
 };
 
 // A run of consecutive layers: one model chunk of an interleaved stage.
@@ -59,9 +63,9 @@ struct Stage {
 std::string stage_layers(const Stage& s);
 
 struct Group {
-  GroupKind kind = GroupKind::kWorld;
+  GroupKind kind = kWorldGroup;
   int index = 0;                // index among the groups of its kind
-  std::vector<int> ranks;       // ring / pipeline order (pp: by stage)
+  std::vector<int> ranks;       // ring / pipeline order (pp: by stage); group rank = index here
   Transport transport = Transport::kIntraNode;
   LinkKind link = LinkKind::kIntraNode;  // slowest link the group uses
   double gbps_per_rank = 0;     // what the cost model gives one member on that link (calibrated)

@@ -1,55 +1,61 @@
-// Rank grid: the bijection between a linear index and (tp, pp, dp) coordinates given an
-// order string such as "tp-dp-pp" (Megatron-LM convention: the first name varies fastest).
-// Pure and O(1) per query; groups are enumerated without building the whole grid.
+// Rank grid: the bijection between a linear index and a coordinate on every axis
+// (engine/schedule/axes.hpp), from an order string such as "tp-dp-pp": Megatron-LM's
+// RankGenerator, the first name varying fastest; an axis the order does not name has degree 1.
+// Pure and O(axes) per query; groups are enumerated without building the whole grid.
 #pragma once
 
-#include <array>
 #include <string>
 #include <vector>
 
+#include "engine/schedule/axes.hpp"
+
 namespace holmes::plan {
 
-// Axis indices into Coords / RankGrid::size.
-enum Axis { kTp = 0, kPp = 1, kDp = 2 };
-
-struct Coords {
-  int tp = 0;
-  int pp = 0;
-  int dp = 0;
-  int operator[](int axis) const { return axis == kTp ? tp : axis == kPp ? pp : dp; }
-  int& operator[](int axis) { return axis == kTp ? tp : axis == kPp ? pp : dp; }
-  bool operator==(const Coords&) const = default;
-};
+using schedule::Axis;
+using schedule::AxisSet;
+using schedule::Coords;
 
 class RankGrid {
  public:
-  // order: three distinct names from {tp, pp, dp} joined by '-'; throws UserError otherwise
-  // (message names parallel.order, the value seen and the accepted form).
-  RankGrid(int tp, int pp, int dp, const std::string& order);
+  // degrees: each axis's (>= 1; UserError naming the parallel degrees otherwise); order:
+  // distinct axis names joined by '-', fastest first, naming every axis of degree > 1
+  // (std::invalid_argument otherwise: a user's parallel.order goes through parse_order first).
+  RankGrid(const schedule::AxisDegrees& degrees, const std::string& order);
+  // The tensor x pipeline x data grid.
+  RankGrid(int tp, int pp, int dp, const std::string& order)
+      : RankGrid(schedule::AxisDegrees{{Axis::kTp, tp}, {Axis::kPp, pp}, {Axis::kDp, dp}}, order) {}
 
-  int size() const { return size_[kTp] * size_[kPp] * size_[kDp]; }
-  int degree(int axis) const { return size_[axis]; }
+  int size() const { return size_.product(); }
+  int degree(Axis axis) const { return size_[axis]; }
+  const schedule::AxisDegrees& degrees() const { return size_; }
   const std::string& order() const { return order_text_; }
 
-  Coords coords(int index) const;
-  int index(const Coords& c) const;
+  schedule::Coords coords(int index) const;
+  int index(const schedule::Coords& c) const;
 
-  // Number of groups along `axis` (= size() / degree(axis)).
-  int group_count(int axis) const { return size() / size_[axis]; }
-  // Members of group g along `axis`, ascending in that axis' coordinate. Groups are numbered
-  // by the remaining two coordinates in grid order, so group g holds index g's "row".
-  std::vector<int> group(int axis, int g) const;
-  // All groups along `axis`; each index appears in exactly one.
-  std::vector<std::vector<int>> groups(int axis) const;
+  // The groups that span `axes` (RankGenerator.get_ranks): one per coordinate of the other
+  // axes, numbered with the earliest of those in the order varying fastest; a group's members
+  // are ordered the same way over `axes` (one axis: ascending in its coordinate). Every index
+  // is in exactly one group of a set of axes.
+  int group_count(AxisSet axes) const;
+  std::vector<int> group(AxisSet axes, int g) const;
+  std::vector<std::vector<int>> groups(AxisSet axes) const;
+  // A group's position of the coordinate `c`: the index in group(axes, .) that holds it.
+  int position(AxisSet axes, const schedule::Coords& c) const;
 
  private:
-  std::array<int, 3> size_{};
-  std::array<int, 3> order_{};   // order_[k] = axis varying k-th fastest
-  std::array<int, 3> stride_{};  // stride_[axis] in the linear index
+  // The coordinate on `axes` (in order_) of `value`, a mixed-radix number over them.
+  void spread(const std::vector<Axis>& axes, int value, schedule::Coords& c) const;
+  std::vector<Axis> of(AxisSet axes, bool inside) const;  // order_'s axes in (or outside) `axes`
+
+  schedule::AxisDegrees size_;
+  std::vector<Axis> order_;  // the named axes, fastest first, then the others (degree 1)
+  schedule::AxisValues stride_;
   std::string order_text_;
 };
 
-// Parses "tp-dp-pp" style order strings; throws UserError on anything else.
-std::array<int, 3> parse_order(const std::string& order);
+// The axes of a user's rank order (parallel.order): tp, pp and dp once each joined by '-',
+// fastest first; UserError naming the key, the value seen and the accepted form otherwise.
+std::vector<Axis> parse_order(const std::string& order);
 
 }  // namespace holmes::plan

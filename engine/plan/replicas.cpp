@@ -121,10 +121,10 @@ double small_ethernet_bytes_per_step(const spec::JobSpec& spec, const Plan& plan
   for (const Group& g : plan.groups) {
     const int m = static_cast<int>(g.ranks.size());
     if (m < 2 || g.link != LinkKind::kEthernet) continue;
-    if (g.kind == GroupKind::kOuter)
+    if (g.kind == kOuterGroup)
       bytes += small_all_reduce_bytes(agreement_floats(m), m) * std::max(1, spec.parallel.fragments) /
                std::max(1, spec.parallel.inner_steps);
-    if (g.kind == GroupKind::kWorld) bytes += small_all_reduce_bytes(3 + m, m) / log_reduction_steps(spec, plan.replicas.outer);
+    if (g.kind == kWorldGroup) bytes += small_all_reduce_bytes(3 + m, m) / log_reduction_steps(spec, plan.replicas.outer);
   }
   return bytes;
 }
@@ -179,18 +179,18 @@ LinkCost exchange_link(const topo::ClusterTopology& topology, const Facts& f, co
 void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology, bool cuda, Plan& plan) {
   const Facts f = collect_facts(spec, topology);
   std::map<std::tuple<int, int, int>, std::vector<int>> by_coord;
-  for (const RankInfo& r : plan.ranks) by_coord[{r.pp, r.dp, r.tp}].push_back(r.rank);  // ranks ascending by replica
+  for (const RankInfo& r : plan.ranks) by_coord[{r.at[Axis::kPp], r.at[Axis::kDp], r.at[Axis::kTp]}].push_back(r.rank);  // ranks ascending by replica
   std::vector<int> replica_of(plan.ranks.size());
-  for (const RankInfo& r : plan.ranks) replica_of[r.rank] = r.replica;
+  for (const RankInfo& r : plan.ranks) replica_of[r.rank] = r.at[Axis::kReplica];
   int index = 0;
   Replicas& rep = plan.replicas;
   const int n = rep.count;
   std::vector<double> stage_params(plan.pp, 0);
-  for (const RankMemory& m : plan.memory) stage_params[plan.ranks[m.rank].pp] = m.grads / 4;  // fp32 gradients
+  for (const RankMemory& m : plan.memory) stage_params[plan.ranks[m.rank].at[Axis::kPp]] = m.grads / 4;  // fp32 gradients
   std::map<int, LinkCost> dp_link;  // by stage, replica 0
   for (const Group& g : plan.groups)
-    if (g.kind == GroupKind::kDp && !dp_link.count(plan.ranks[g.ranks[0]].pp) && replica_of[g.ranks[0]] == 0)
-      dp_link[plan.ranks[g.ranks[0]].pp] = link_of(g);
+    if (g.kind == kDpGroup && !dp_link.count(plan.ranks[g.ranks[0]].at[Axis::kPp]) && replica_of[g.ranks[0]] == 0)
+      dp_link[plan.ranks[g.ranks[0]].at[Axis::kPp]] = link_of(g);
   double worst = 0, exposed = 0, bytes = 0;
   // Overlapped (outer_overlap > 0): the exchange runs on the communication thread beside the
   // inner steps, so under a CPU quota its CPU (the bytes a member sends per sync, receiving as
@@ -226,7 +226,7 @@ void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
   const NicUse use = nic_use(f, outer_nodes, true);
   for (auto& [coord, ranks] : by_coord) {
     Group g;
-    g.kind = GroupKind::kOuter;
+    g.kind = kOuterGroup;
     g.index = index++;
     g.ranks = ranks;
     std::vector<int> nodes;
@@ -258,7 +258,7 @@ void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
   // the same step and no replica's non-finite loss reaches an exchange (agree_per_step_s).
   const Group* first = nullptr;
   for (const Group& g : plan.groups)
-    if (g.kind == GroupKind::kOuter) first = first ? first : &g;
+    if (g.kind == kOuterGroup) first = first ? first : &g;
   rep.agree_s = first ? agree_per_step_s(2.0 * (n - 1) * first->latency_s, rep.inner_steps, frags) : 0;
   // ... and waits there for the replica whose steps since the last sum took longest.
   rep.drift_s = drift_per_step_s(topology.calibration.outer.drift_ms * 1e-3, n, rep.inner_steps, frags);
@@ -285,7 +285,7 @@ Plan diloco_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topolog
   plan.ranks.resize(first_rank.back());
   plan.memory.resize(first_rank.back());
   const int replicas = static_cast<int>(nodes.size());
-  std::vector<Group> per_kind[6];
+  std::map<int, std::vector<Group>> per_kind;  // by listing_order
   double slowest = 0;
   Estimate bytes_sum;
   for (int r = 0; r < replicas; ++r) {
@@ -299,17 +299,17 @@ Plan diloco_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topolog
       g.rank = to_global[ri.rank];
       g.node = parts[ri.node].node;
       g.local_rank = parts[ri.node].first_local + ri.local_rank;
-      g.replica = r;
+      g.at[Axis::kReplica] = r;
       plan.ranks[g.rank] = g;
       RankMemory m = rp.memory[ri.rank];
       m.rank = g.rank;
       plan.memory[g.rank] = m;
     }
     for (const Group& g : rp.groups) {
-      if (g.kind == GroupKind::kWorld) continue;
+      if (g.kind == kWorldGroup) continue;
       Group out = g;
       for (int& x : out.ranks) x = to_global[x];
-      per_kind[static_cast<int>(g.kind)].push_back(std::move(out));
+      per_kind[listing_order(g.kind)].push_back(std::move(out));
     }
     for (int isl : rp.island_order) {
       const int global = topology.island_of.at(parts[rp.islands.at(isl).nodes.at(0)].node);
@@ -328,7 +328,7 @@ Plan diloco_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topolog
   for (int k = 0; k < kLinkKinds; ++k) plan.estimate.bytes_per_step[k] = bytes_sum.bytes_per_step[k];
   plan.world = first_rank.back();
   // Groups in kind order (tp, pp, dp, embedding), replica after replica: the same on every rank.
-  for (auto& kind : per_kind) {
+  for (auto& [order, kind] : per_kind) {
     int index = 0;
     for (Group& g : kind) g.index = index++, plan.groups.push_back(std::move(g));
   }
@@ -361,7 +361,7 @@ Plan sync_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
   s.parallel.data = first.dp * spec.parallel.replicas;
   s.train.micro_batch = first.micro_batch;
   Plan plan = make_plan(s, topology);
-  for (RankInfo& r : plan.ranks) r.replica = r.dp / first.dp;
+  for (RankInfo& r : plan.ranks) r.at[Axis::kReplica] = r.at[Axis::kDp] / first.dp;
   return plan;
 }
 
@@ -392,9 +392,9 @@ Plan replica_core(const spec::JobSpec& spec, const topo::ClusterTopology& topolo
   }
   // The world group last, as build_groups has it.
   Group world;
-  world.kind = GroupKind::kWorld;
+  world.kind = kWorldGroup;
   for (int r = 0; r < plan.world; ++r) world.ranks.push_back(r);
-  std::erase_if(plan.groups, [](const Group& g) { return g.kind == GroupKind::kWorld; });
+  std::erase_if(plan.groups, [](const Group& g) { return g.kind == kWorldGroup; });
   std::vector<int> all_nodes;
   for (const RankInfo& r : plan.ranks) all_nodes.push_back(r.node);
   choose_transport(collect_facts(spec, topology), all_nodes, plan.device_kind == "cuda" && uses_nccl(plan), true,

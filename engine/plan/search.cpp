@@ -8,6 +8,8 @@
 #include <numeric>
 
 #include "common/format.hpp"
+#include "engine/spec/model_config.hpp"
+#include "model/architecture.hpp"
 #include "engine/plan/groups.hpp"
 #include "engine/plan/partition.hpp"
 #include "common/errors.hpp"
@@ -19,6 +21,17 @@ namespace {
 constexpr int kMaxAutoMicroBatch = 64;
 
 std::string describe(int value) { return value == spec::kAuto ? "auto" : std::to_string(value); }
+
+// What a tensor-parallel degree must divide: "model.heads = 8, model.kv_heads = 2 and
+// model.ffn_hidden = 384" (model::Architecture::tp_divides).
+std::string tp_divisors_text(const spec::ModelSection& m) {
+  const model::GptConfig c = spec::model_config(m);
+  std::vector<std::string> parts;
+  for (const auto& [key, size] : c.architecture().tp_divides(c)) parts.push_back(fmt::format("{} = {}", key, size));
+  const std::string last = parts.back();
+  parts.pop_back();
+  return parts.empty() ? last : fmt::format("{} and {}", fmt::join(parts, ", "), last);
+}
 
 // The first constraint that rules out every candidate, said with the numbers.
 [[noreturn]] void explain_no_candidate(const SearchInput& in) {
@@ -34,23 +47,15 @@ std::string describe(int value) { return value == spec::kAuto ? "auto" : std::to
                                 "{} x {}", s.train.global_batch, s.train.micro_batch, p.data));
   throw UserError(fmt::format(
       "no parallel layout satisfies parallel.tensor = {}, parallel.pipeline = {}, parallel.data = {} on {} devices: "
-      "tensor must divide model.heads = {}{}, pipeline must not exceed model.layers = {}, tensor x pipeline x data "
+      "tensor must divide {}, pipeline must not exceed model.layers = {}, tensor x pipeline x data "
       "must equal {}, and train.global_batch = {} must be divisible by train.micro_batch = {} x data",
-      describe(p.tensor), describe(p.pipeline), describe(p.data), in.world, s.model.heads,
-      s.model.is_llama() ? fmt::format(", model.kv_heads = {} and model.ffn_hidden = {}", s.model.resolved_kv_heads(),
-                                       shape_of(s.model).ffn_hidden)
-                         : "",
+      describe(p.tensor), describe(p.pipeline), describe(p.data), in.world, tp_divisors_text(s.model),
       s.model.layers, in.world, s.train.global_batch, describe(s.train.micro_batch)));
 }
 
-// Whether a tensor-parallel degree t splits the model into whole heads (and, for llama, whole
-// key/value heads and equal MLP slices).
-bool tp_divides_model(const spec::ModelSection& m, int t) {
-  if (m.heads % t != 0) return false;
-  if (!m.is_llama()) return true;
-  const GptShape shape = shape_of(m);
-  return shape.kv_heads % t == 0 && shape.ffn_hidden % t == 0;
-}
+// Whether a tensor-parallel degree t splits the model into whole heads (and whatever else the
+// architecture splits: llama's key/value heads and MLP).
+bool tp_divides_model(const spec::ModelSection& m, int t) { return model::tp_divides(spec::model_config(m), t); }
 
 std::vector<int> micro_batch_options(const spec::JobSpec& s, int dp) {
   if (s.train.micro_batch != spec::kAuto) return {s.train.micro_batch};
@@ -98,12 +103,12 @@ Evaluated score(const SearchInput& in, const Facts& facts, const Degrees& deg, L
   Evaluated ev;
   ev.deg = deg;
   ev.work.activation = mode;
-  ev.work.shape = shape_of(s.model);
+  ev.work.shape = spec::model_config(s.model);
   ev.work.seq_len = s.train.seq_len;
   ev.work.micro_batch = deg.micro_batch;
   ev.work.global_batch = s.train.global_batch;
   ev.work.micro_batches = s.train.global_batch / (deg.micro_batch * deg.dp);
-  ev.work.bf16 = s.trains_bf16(in.cuda);
+  ev.work.act_dtype = s.activation_dtype(in.cuda);
   using Staging = Workload::Staging;
   ev.work.staging = !in.cuda                                                ? Staging::kNone
                     : !in.nccl                                              ? Staging::kAll

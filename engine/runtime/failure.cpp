@@ -102,13 +102,7 @@ void linger_as_store_host(comm::Store& store, int world, double timeout_s) {
 // already left the groups idle.
 [[noreturn]] void fail_rank(Runtime& rt, int rank, const std::string& what, int own_peer, bool peer_failure,
                             double timeout_s) {
-  rt.tp.reset();
-  rt.pp.reset();
-  rt.pp_prev.reset();
-  rt.pp_next.reset();
-  rt.dp.reset();
-  rt.embedding.reset();
-  rt.world_group.reset();
+  rt.comms.clear();
   const Verdict v = rt.store ? blame_failed_rank(*rt.store, rank, rt.world, own_peer, peer_failure,
                                                  std::min(timeout_s, 5.0))
                              : Verdict{own_peer, false};

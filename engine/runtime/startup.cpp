@@ -49,24 +49,12 @@ topo::NodeReport discover_this_node(const spec::JobSpec& spec, int local_world, 
   return report;
 }
 
-std::unique_ptr<comm::ProcessGroup>* slot_of(Runtime& rt, const plan::Group& g) {
-  switch (g.kind) {
-    case plan::GroupKind::kTp: return &rt.tp;
-    case plan::GroupKind::kPp: return &rt.pp;
-    case plan::GroupKind::kDp: return &rt.dp;
-    case plan::GroupKind::kEmbedding: return &rt.embedding;
-    case plan::GroupKind::kWorld: return &rt.world_group;
-    case plan::GroupKind::kOuter: return &rt.outer;
-    case plan::GroupKind::kPpHop: return g.ranks.front() == rt.rank ? &rt.pp_next : &rt.pp_prev;
-  }
-  return nullptr;
-}
-
 // Phase 4: this rank's groups, created in plan order (identical on every rank).
 void create_groups(Runtime& rt, const spec::JobSpec& spec) {
   const bool single_machine = rt.plan.hostnames.size() <= 1;
   const plan::RankInfo& me = rt.plan.ranks.at(rt.rank);
-  for (const plan::Group& g : rt.plan.groups) {
+  for (size_t i = 0; i < rt.plan.groups.size(); ++i) {
+    const plan::Group& g = rt.plan.groups[i];
     if (g.ranks.size() < 2) continue;
     auto it = std::find(g.ranks.begin(), g.ranks.end(), rt.rank);
     if (it == g.ranks.end()) continue;
@@ -80,12 +68,27 @@ void create_groups(Runtime& rt, const spec::JobSpec& spec) {
     if (group->rank() != want)
       throw std::logic_error(fmt::format("group {}: rank {} has group rank {} but its {} coordinate is {}", gs.name,
                                          rt.rank, group->rank(), plan::to_string(g.kind), want));
-    *slot_of(rt, g) = std::move(group);
-    if (g.kind == plan::GroupKind::kOuter && spec.parallel.outer_overlap > 0) {
+    rt.comms.push_back({static_cast<int>(i), g.kind, std::move(group)});
+    if (g.kind == plan::kOuterGroup && spec.parallel.outer_overlap > 0) {
       gs.name += "-side";
-      rt.outer_side = comm::make_gloo_group(rt.store, gs, group_net(g, single_machine));
+      rt.comms.push_back({static_cast<int>(i), schedule::GroupKind{g.kind.axes, schedule::Purpose::kSide},
+                          comm::make_gloo_group(rt.store, gs, group_net(g, single_machine))});
     }
   }
+}
+
+// Which groups get an NCCL communicator for device buffers: not the world group (host values
+// only), not the outer groups (the exchange works on host copies), not the pp-hop groups
+// (they exist in TCP plans only).
+bool carries_device_buffers(schedule::GroupKind kind) {
+  return kind != plan::kWorldGroup && !kind.axes.contains(schedule::Axis::kReplica) &&
+         kind.purpose != schedule::Purpose::kHop;
+}
+
+comm::ProcessGroup* find_group(const std::vector<RankComm>& comms, schedule::GroupKind kind) {
+  for (const RankComm& c : comms)
+    if (c.kind == kind) return c.group.get();
+  return nullptr;
 }
 
 // Rank 0 hosts the store: it must not go on (and perhaps exit on an error every rank finds
@@ -112,17 +115,37 @@ comm::Millis timeout_of(const spec::JobSpec& spec) {
 }
 
 int expected_group_rank(const plan::Group& g, const plan::RankInfo& me) {
-  switch (g.kind) {
-    case plan::GroupKind::kTp: return me.tp;
-    case plan::GroupKind::kPp: return me.pp;
-    case plan::GroupKind::kDp: return me.dp;
-    case plan::GroupKind::kEmbedding: return me.pp == 0 ? 0 : 1;
-    case plan::GroupKind::kWorld: return me.rank;
-    case plan::GroupKind::kOuter: return me.replica;
-    case plan::GroupKind::kPpHop: return g.ranks.front() == me.rank ? 0 : 1;
+  switch (g.kind.purpose) {
+    case schedule::Purpose::kEmbedding: return me.at[schedule::Axis::kPp] == 0 ? 0 : 1;
+    case schedule::Purpose::kHop: return g.ranks.front() == me.rank ? 0 : 1;
+    case schedule::Purpose::kAxes:
+    case schedule::Purpose::kSide: break;
   }
+  if (g.kind == plan::kWorldGroup) return me.rank;  // in rank order
+  for (schedule::Axis a : schedule::kAllAxes)
+    if (g.kind.axes == schedule::AxisSet{a}) return me.at[a];
   return -1;
 }
+
+comm::ProcessGroup* Runtime::group(schedule::GroupKind kind) const { return find_group(comms, kind); }
+
+comm::ProcessGroup* Runtime::hop(int peer_stage) const {
+  const int stage = plan.ranks.at(rank).at[schedule::Axis::kPp];
+  for (const RankComm& c : comms) {
+    if (c.kind != plan::kHopGroup) continue;
+    const bool lower = c.group->rank() == 0;  // member 0: the hop to the stage after
+    if (peer_stage == (lower ? stage + 1 : stage - 1)) return c.group.get();
+  }
+  return nullptr;
+}
+
+comm::ProcessGroup& Runtime::world_group() const {
+  comm::ProcessGroup* g = group(plan::kWorldGroup);
+  if (g == nullptr) throw std::logic_error(fmt::format("rank {} of {}: no world group", rank, world));
+  return *g;
+}
+
+comm::ProcessGroup* DeviceComms::group(schedule::GroupKind kind) const { return find_group(comms, kind); }
 
 std::string rendezvous_url(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   if (!spec.cluster.rendezvous_is_auto()) return spec.cluster.rendezvous;
@@ -285,8 +308,7 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
 }
 
 void DeviceComms::abort_all() const noexcept {
-  for (const auto* g : {&tp, &pp, &dp, &embedding})
-    if (*g) (*g)->abort();
+  for (const RankComm& c : comms) c.group->abort();
 }
 
 DeviceComms connect_device_groups(Runtime& rt, const spec::JobSpec& spec) {
@@ -305,17 +327,7 @@ DeviceComms connect_device_groups(Runtime& rt, const spec::JobSpec& spec) {
   const plan::RankInfo& me = rt.plan.ranks.at(rt.rank);
   for (const plan::NcclComm& c : plan::nccl_communicators(rt.plan, rt.rank)) {
     const plan::Group& g = rt.plan.groups.at(c.group);
-    std::unique_ptr<comm::ProcessGroup>* target = nullptr;
-    switch (g.kind) {
-      case plan::GroupKind::kTp: target = &d.tp; break;
-      case plan::GroupKind::kPp: target = &d.pp; break;
-      case plan::GroupKind::kDp: target = &d.dp; break;
-      case plan::GroupKind::kEmbedding: target = &d.embedding; break;
-      case plan::GroupKind::kWorld:
-      case plan::GroupKind::kOuter:
-      case plan::GroupKind::kPpHop: break;  // host values only / TCP plans only: Gloo
-    }
-    if (target == nullptr) continue;
+    if (!carries_device_buffers(g.kind)) continue;
     comm::GroupSpec gs;
     gs.name = "nccl/" + c.name;
     gs.global_ranks = c.ranks;
@@ -327,7 +339,7 @@ DeviceComms connect_device_groups(Runtime& rt, const spec::JobSpec& spec) {
       throw std::logic_error(fmt::format("group {}: rank {} has NCCL group rank {} but its {} coordinate is {}",
                                          gs.name, rt.rank, group->rank(), plan::to_string(g.kind), want));
     d.log.push_back(fmt::format("nccl: {} over {} ({} members)", c.name, group->transport(), c.ranks.size()));
-    *target = std::move(group);
+    d.comms.push_back({c.group, g.kind, std::move(group)});
   }
   return d;
 }

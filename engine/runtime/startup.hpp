@@ -6,8 +6,9 @@
 //      are all-gathered and become the cluster topology (cluster.topology overlaid if given);
 //   3. every rank computes make_plan (pure) and the ranks all-gather (plan hash, spec digest,
 //      topology digest): any difference from rank 0 stops the job naming what differs and who;
-//   4. this rank's communicators of the plan (tp, pp, dp, embedding, world) are created with
-//      Gloo, in the plan's group order (the same on every rank, so creation cannot deadlock);
+//   4. this rank's communicators of the plan (one per group it is in: tp, pp, dp, embedding,
+//      pp-hop, outer, world) are created with Gloo, in the plan's group order (the same on
+//      every rank, so creation cannot deadlock);
 //   5. once the backend chose this process's GPU (connect_device_groups): the NCCL
 //      communicators the plan lists for this rank, if any. Whether device buffers use NCCL is
 //      the plan's choice (parallel.nccl), so every rank already agrees: no further vote.
@@ -30,6 +31,14 @@
 
 namespace holmes::runtime {
 
+// One communicator of this rank: the plan group it was made from (its index in plan.groups)
+// and that group's kind (a side group: the kind's purpose kSide, the same plan group).
+struct RankComm {
+  int plan_group = -1;
+  schedule::GroupKind kind;
+  std::unique_ptr<comm::ProcessGroup> group;
+};
+
 struct Runtime {
   int rank = 0;
   int world = 1;
@@ -40,18 +49,18 @@ struct Runtime {
   topo::ClusterTopology topology;
   plan::Plan plan;
   uint64_t plan_hash = 0;
-  // This rank's groups of the plan; null for a group of one member (a degree of 1) and, for
-  // `embedding`, when there is no pipeline. Group rank == this rank's coordinate (checked).
-  std::unique_ptr<comm::ProcessGroup> tp, pp, dp, embedding;
-  // The plan's pp-hop groups of this rank (GroupKind::kPpHop): to the stage before (this rank
-  // is member 1) and to the stage after (member 0); null where the hop goes over `pp`.
-  std::unique_ptr<comm::ProcessGroup> pp_prev, pp_next;
-  std::unique_ptr<comm::ProcessGroup> world_group;  // every rank, for job-wide reductions
-  // parallel.outer diloco: this rank's coordinate in every replica (group rank = replica).
-  std::unique_ptr<comm::ProcessGroup> outer;
-  // parallel.outer_overlap > 0: a second group of the same members (named "<outer>-side") that
-  // carries the outer exchange beside the inner steps, while `outer` sums each step's loss.
-  std::unique_ptr<comm::ProcessGroup> outer_side;
+  // This rank's Gloo groups, one per group of the plan it is in that has more than one member
+  // (group rank == this rank's coordinate: checked), in plan order; after the outer group a
+  // side group of the same members when parallel.outer_overlap > 0 (named "<outer>-side"),
+  // which carries the outer exchange beside the inner steps while the outer group sums each
+  // step's loss.
+  std::vector<RankComm> comms;
+  // The group of `kind`, null where this rank has none (a degree of 1; the embedding group off
+  // the first and last stage). For the pp-hop groups, of which a rank may have two: hop().
+  comm::ProcessGroup* group(schedule::GroupKind kind) const;
+  // The plan's pp-hop group from this rank's stage to `peer_stage` (a neighbour), or null.
+  comm::ProcessGroup* hop(int peer_stage) const;
+  comm::ProcessGroup& world_group() const;  // every rank, for job-wide reductions
 };
 
 // Runs phases 1-4. Errors: UserError (bad spec / environment, exit 2), StoreError and
@@ -65,8 +74,9 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env);
 // group. CommError when a communicator cannot be created (naming the group and who never
 // joined), UserError for the environment (nccl_env.hpp).
 struct DeviceComms {
-  std::unique_ptr<comm::ProcessGroup> tp, pp, dp, embedding;  // null where the plan has none
+  std::vector<RankComm> comms;   // the NCCL groups of the plan for this rank, in plan order
   std::vector<std::string> log;  // lines for this rank's start-up log
+  comm::ProcessGroup* group(schedule::GroupKind kind) const;  // null where the plan has none
   void abort_all() const noexcept;  // ProcessGroup::abort on each
 };
 
@@ -94,8 +104,9 @@ DeviceComms connect_device_groups(Runtime& rt, const spec::JobSpec& spec);
 
 // cluster.timeout_s as the groups' default time-out.
 comm::Millis timeout_of(const spec::JobSpec& spec);
-// The coordinate a group's rank must equal for this rank: tp / pp / dp index, 0 for the
-// first stage in the embedding group, the rank itself in the world group.
+// The coordinate a group's rank must equal for this rank: its coordinate on the group's axis,
+// 0 for the first stage in the embedding group, the rank itself in the world group, 0 for the
+// lower stage of a pp-hop group.
 int expected_group_rank(const plan::Group& g, const plan::RankInfo& me);
 
 // The store url: cluster.rendezvous, where "auto" means tcp://MASTER_ADDR:MASTER_PORT.

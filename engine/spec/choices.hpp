@@ -16,7 +16,6 @@
 namespace holmes::spec {
 
 enum class Device { kAuto, kCpu, kCuda };                 // job.device
-enum class ModelArch { kGpt2, kLlama };                   // model.arch (model/gpt_config.hpp)
 enum class DataSource { kSynthetic, kFiles };             // data.source
 enum class DataFormat { kAuto, kLlmc, kRawUint16, kMegatron };  // data.format
 enum class LrSchedule { kCosine, kLinear, kConstant };    // train.lr_schedule
@@ -44,7 +43,6 @@ struct ChoiceNames;
   };
 
 HOLMES_CHOICES(Device, {Device::kAuto, "auto"}, {Device::kCpu, "cpu"}, {Device::kCuda, "cuda"})
-HOLMES_CHOICES(ModelArch, {ModelArch::kGpt2, "gpt2"}, {ModelArch::kLlama, "llama"})
 HOLMES_CHOICES(DataSource, {DataSource::kSynthetic, "synthetic"}, {DataSource::kFiles, "files"})
 HOLMES_CHOICES(DataFormat, {DataFormat::kAuto, "auto"}, {DataFormat::kLlmc, "llmc"},
                {DataFormat::kRawUint16, "raw-uint16"}, {DataFormat::kMegatron, "megatron"})

@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype.hpp"
 #include "engine/spec/choices.hpp"
+#include "model/gpt_config.hpp"
 
 namespace holmes::spec {
 
@@ -24,13 +26,14 @@ struct JobSection {
 
 // Model architecture (dimension legend in model/gpt_config.hpp).
 struct ModelSection {
-  ModelArch arch = ModelArch::kGpt2;
+  std::string arch = model::kDefaultArch;  // a registered architecture (model/architecture.hpp)
   int layers = 0;        // L
   int hidden = 0;        // C
   int heads = 0;         // NH
   int vocab_size = 257;  // V before padding (257 = bytes + end-of-text)
   int max_seq_len = 1024;  // gpt2: learned position embeddings (n_positions); llama: rotary table
-  // llama only (validation refuses them on gpt2):
+  // Options an architecture may read (model::ConfigOption; validation refuses them, set, on
+  // an architecture that does not):
   int kv_heads = 0;             // KVH, grouped-query attention; 0 = heads
   int ffn_hidden = 0;           // F; 0 = 2/3 * 4C rounded up to ffn_multiple
   int ffn_multiple = 256;
@@ -38,7 +41,6 @@ struct ModelSection {
   double norm_eps = 1e-5;       // RMSNorm epsilon
   bool tie_embeddings = false;  // LM head = token embedding
 
-  bool is_llama() const { return arch == ModelArch::kLlama; }
   int resolved_kv_heads() const { return kv_heads == 0 ? heads : kv_heads; }
 };
 
@@ -180,6 +182,8 @@ struct JobSpec {
            (train.precision == Precision::kAuto && gpu);
   }
   bool trains_fp8() const { return train.precision == Precision::kFp8; }
+  // The activations' element type that rule gives (common/dtype.hpp).
+  DType activation_dtype(bool gpu) const { return trains_bf16(gpu) ? DType::kBf16 : DType::kF32; }
 };
 
 }  // namespace holmes::spec

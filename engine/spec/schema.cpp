@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "engine/spec/scalar.hpp"
+#include "model/architecture.hpp"
 
 namespace holmes::spec {
 namespace {
@@ -96,6 +97,24 @@ Field spelled(std::string path, Ref ref, std::vector<std::string> choices, std::
     for (const auto& c : choices)
       if (c == x) return ref(s) = x, "";
     return fmt::format("value '{}' is not accepted, expected {}", x, type);
+  };
+  f.show = [ref](const JobSpec& s) { return ref(const_cast<JobSpec&>(s)); };
+  return f;
+}
+
+// model.arch: the name of a registered architecture (model/architecture.hpp), looked up when
+// the value is read, so an architecture a program registers counts too.
+template <class Ref>
+Field architecture(std::string path, Ref ref, std::string doc) {
+  const std::string type = "one of " + join(model::architecture_names(), ", ");
+  Field f{std::move(path), type, model::kDefaultArch, false, std::move(doc), {}, {}};
+  f.apply = [ref](JobSpec& s, const YAML::Node& v) -> std::string {
+    const std::string accepted = "one of " + join(model::architecture_names(), ", ");
+    std::string x;
+    if (auto err = parse_string(v, &x); !err.empty()) return err + ", expected " + accepted;
+    if (model::find_architecture(x) == nullptr) return fmt::format("value '{}' is not accepted, expected {}", x, accepted);
+    ref(s) = x;
+    return "";
   };
   f.show = [ref](const JobSpec& s) { return ref(const_cast<JobSpec&>(s)); };
   return f;
@@ -226,9 +245,10 @@ std::vector<Field> make_schema() {
   f.push_back(choice("job.device", HOLMES_REF(job.device),
                      "Compute backend: auto takes CUDA GPUs when present, else the CPU."));
   // model
-  f.push_back(choice("model.arch", HOLMES_REF(model.arch),
-                     "Model family: gpt2 (learned positions, LayerNorm, GELU, biases, tied head) or llama (rotary "
-                     "positions, RMSNorm, SwiGLU, grouped-query attention, no biases, untied head; docs/model.md)."));
+  f.push_back(architecture("model.arch", HOLMES_REF(model.arch),
+                           "Model family: gpt2 (learned positions, LayerNorm, GELU, biases, tied head) or llama "
+                           "(rotary positions, RMSNorm, SwiGLU, grouped-query attention, no biases, untied head; "
+                           "docs/model.md), or another registered architecture."));
   f.push_back(required(integer("model.layers", HOLMES_REF(model.layers), "", 1, 4096, "Transformer blocks (L).")));
   f.push_back(required(integer("model.hidden", HOLMES_REF(model.hidden), "", 1, 1 << 20, "Hidden size (C).")));
   f.push_back(required(integer("model.heads", HOLMES_REF(model.heads), "", 1, 4096, "Attention heads (NH).")));

@@ -5,49 +5,46 @@
 
 #include <algorithm>
 #include <numeric>
+#include <tuple>
+
+#include "engine/spec/model_config.hpp"
+#include "model/architecture.hpp"
 
 namespace holmes::spec {
 
 namespace {
 
-// The per-arch model rules: gpt2 refuses a llama key at any but its default (--print-config
-// writes every key; another value would be silently ignored); llama checks the grouped-query
-// heads, the rotary head size and what the tensor-parallel degree must divide.
+// The architecture's model rules: an option it does not read (model::ConfigOption) is refused
+// at any but its default (--print-config writes every key; another value would be silently
+// ignored); then its own checks (Architecture::spec_problems: llama's grouped-query heads, its
+// rotary head size and what the tensor-parallel degree must divide).
 template <class Fail>
 void model_arch_problems(const JobSpec& s, Fail& fail) {
   const auto& m = s.model;
-  const int tp = s.parallel.tensor;
-  if (!m.is_llama()) {
-    const ModelSection d;
-    const std::pair<const char*, bool> changed[] = {
-        {"model.kv_heads", m.kv_heads != d.kv_heads},
-        {"model.ffn_hidden", m.ffn_hidden != d.ffn_hidden},
-        {"model.ffn_multiple", m.ffn_multiple != d.ffn_multiple},
-        {"model.rope_theta", m.rope_theta != d.rope_theta},
-        {"model.norm_eps", m.norm_eps != d.norm_eps},
-        {"model.tie_embeddings", m.tie_embeddings != d.tie_embeddings}};
-    for (const auto& [key, differs] : changed)
-      if (differs)
-        fail(key, fmt::format("{} applies to model.arch llama only, but model.arch = gpt2 (gpt2 has multi-head "
-                              "attention, an MLP of 4 x model.hidden, LayerNorm eps 1e-5 and a tied head); set "
-                              "model.arch: llama, or remove the key", key));
-    return;
+  const model::Architecture* arch = model::find_architecture(m.arch);
+  if (arch == nullptr) return;  // reported with model.arch
+  const ModelSection d;
+  const std::tuple<const char*, model::ConfigOption, bool> options[] = {
+      {"model.kv_heads", model::kKvHeads, m.kv_heads != d.kv_heads},
+      {"model.ffn_hidden", model::kFfnHidden, m.ffn_hidden != d.ffn_hidden},
+      {"model.ffn_multiple", model::kFfnHidden, m.ffn_multiple != d.ffn_multiple},
+      {"model.rope_theta", model::kRopeTheta, m.rope_theta != d.rope_theta},
+      {"model.norm_eps", model::kNormEps, m.norm_eps != d.norm_eps},
+      {"model.tie_embeddings", model::kTieEmbeddings, m.tie_embeddings != d.tie_embeddings}};
+  bool refused = false;
+  for (const auto& [key, option, differs] : options) {
+    if (!differs || (arch->options() & option) != 0) continue;
+    std::vector<std::string> readers;
+    for (const model::Architecture* a : model::architectures())
+      if ((a->options() & option) != 0) readers.emplace_back(a->name());
+    const std::string who = fmt::format("{}", fmt::join(readers, " or "));
+    fail(key, fmt::format("{} applies to model.arch {} only, but model.arch = {} ({} has {}); set model.arch: {}, or "
+                          "remove the key", key, who, m.arch, m.arch, arch->fixed_choices(), who));
+    refused = true;
   }
-  if (m.heads < 1 || m.hidden % m.heads != 0) return;  // reported with model.hidden
-  const int kv = m.resolved_kv_heads();
-  if (m.heads % kv != 0)
-    fail("model.kv_heads", fmt::format("model.kv_heads = {} must divide model.heads = {} (each key/value head "
-                                       "serves a group of query heads); accepted: a divisor of {}, or 0 for {}",
-                                       m.kv_heads, m.heads, m.heads, m.heads));
-  if ((m.hidden / m.heads) % 2 != 0)
-    fail("model.heads", fmt::format("model.hidden / model.heads = {} / {} = {} must be even for llama (rotary "
-                                    "embeddings turn channel pairs)", m.hidden, m.heads, m.hidden / m.heads));
-  if (tp != kAuto && tp > 0 && kv % tp != 0)
-    fail("parallel.tensor", fmt::format("parallel.tensor = {} must divide the key/value heads model.kv_heads = {} "
-                                        "(each tensor-parallel rank holds whole key/value heads)", tp, kv));
-  if (tp != kAuto && tp > 0 && m.ffn_hidden != 0 && m.ffn_hidden % tp != 0)
-    fail("model.ffn_hidden", fmt::format("model.ffn_hidden = {} must be a multiple of parallel.tensor = {} (the MLP "
-                                         "is split across tensor-parallel ranks)", m.ffn_hidden, tp));
+  if (refused) return;
+  for (const model::SpecProblem& p : arch->spec_problems(raw_model_config(m), s.parallel.tensor))
+    fail(p.key, p.message);
 }
 
 }  // namespace
@@ -134,7 +131,7 @@ void interleaved_problems(const JobSpec& s, Fail&& fail) {
 
 std::vector<Problem> cross_field_problems(const JobSpec& s) {
   std::vector<Problem> out;
-  auto fail = [&](const char* key, std::string message) { out.push_back({key, std::move(message)}); };
+  auto fail = [&](std::string key, std::string message) { out.push_back({std::move(key), std::move(message)}); };
   const auto& m = s.model;
   const auto& t = s.train;
   const auto& p = s.parallel;

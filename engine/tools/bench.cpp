@@ -1,5 +1,6 @@
 #include "engine/plan/plan.hpp"
 #include "engine/tools/bench.hpp"
+#include "model/counts.hpp"
 
 #include <fmt/format.h>
 
@@ -46,7 +47,7 @@ BenchResult run_bench(const spec::JobSpec& spec, int steps, int warmup) {
   r.tokens_per_s = static_cast<double>(trainer.tokens_per_step()) * steps / secs;
   r.gflops = flops / secs / 1e9;
   const model::GptConfig whole = g.global();
-  const double llmc_per_token = 6.0 * double(model::full_model_params(whole)) +
+  const double llmc_per_token = 6.0 * double(model::model_params(whole)) +
                                 6.0 * whole.layers * double(spec.train.seq_len) * whole.hidden;
   r.gflops_llmc = llmc_per_token * r.tokens_per_s / 1e9;
   r.peak_rss_mb = train::peak_rss_mb();

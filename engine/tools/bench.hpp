@@ -29,7 +29,7 @@ BenchResult run_bench(const spec::JobSpec& spec, int steps, int warmup);
 
 // The one summary line: "bench: tokens_per_s=... ms_per_step=... peak_rss_mb=... gflops=...
 // mfu=...% device_mb=... precision=... mfu_llmc=...%" (the first four keys keep their order for
-// scripts), and a line naming the two FLOP counts and the peak. mfu: Gpt::flops_per_step, 3 x
+// scripts), and a line naming the two FLOP counts and the peak. mfu: model::shard_train_flops, 3 x
 // (2 x the matmul weights a token meets, the LM head included + 4 T C per layer for QK^T and
 // the weighted sum over all T keys) = 6 N_matmul + 12 L T C (PaLM's form); mfu_llmc: llm.c's
 // 6 N + 6 L T C with N every parameter, embeddings included.

@@ -10,6 +10,8 @@
 #include "common/errors.hpp"
 #include "common/format.hpp"
 #include "engine/runtime/cluster_view.hpp"
+#include "engine/spec/model_config.hpp"
+#include "model/architecture.hpp"
 #include "engine/runtime/startup.hpp"
 #include "engine/tools/calibrate_comm.hpp"
 #include "engine/tools/calibrate_compute.hpp"
@@ -39,13 +41,15 @@ ComputeSweep sweep_of(const spec::JobSpec& spec, const CalibrateOptions& o, int 
   if (!o.tp.empty()) s.tp = o.tp;
   if (!o.micro_batches.empty()) s.micro_batches = o.micro_batches;
   s.reps = o.reps;
-  for (int t : s.tp) {
-    const plan::GptShape m = plan::shape_of(spec.model);
-    if (t < 1 || m.heads % t != 0 || (m.kv_heads > 0 ? m.kv_heads : m.heads) % t != 0 || m.mlp() % t != 0)
-      throw UserError(fmt::format("calibrate --tp: {} does not split the model (model.heads = {}, key/value heads {}, "
-                                  "MLP {}); accepted: a degree that divides each", t, m.heads,
-                                  m.kv_heads > 0 ? m.kv_heads : m.heads, m.mlp()));
-  }
+  const model::GptConfig m = spec::model_config(spec.model);
+  for (int t : s.tp)
+    if (t < 1 || !model::tp_divides(m, t)) {
+      std::string sizes;
+      for (const auto& [key, value] : m.architecture().tp_divides(m))
+        sizes += fmt::format("{}{} = {}", sizes.empty() ? "" : ", ", key, value);
+      throw UserError(fmt::format("calibrate --tp: {} does not split the model ({}); accepted: a degree that divides "
+                                  "each", t, sizes));
+    }
   for (int mb : s.micro_batches)
     if (mb < 1) throw UserError(fmt::format("calibrate --micro-batches: {} (accepted: 1 or more)", mb));
   return s;
@@ -108,7 +112,7 @@ int run_calibrate(const spec::JobSpec& given, const CalibrateOptions& o, const l
     table.device_kind = rt.plan.device_kind, table.device_name = name;
     mine.tables.push_back(std::move(table));
   }
-  rt.world_group->barrier();
+  rt.world_group().barrier();
   mine.collectives = measure_collectives(rt, spec, backend, say);
   // Every rank's rows to rank 0, as the file's text (the reader checks what it gathers).
   mine.device = {rt.plan.device_kind, name, "", "", "", "", "", ""};
@@ -129,9 +133,9 @@ int run_calibrate(const spec::JobSpec& given, const CalibrateOptions& o, const l
     }
     train::write_calibration_file(o.out, cal, "calibrate", "calibrate --out");
   }
-  rt.world_group->barrier();
+  rt.world_group().barrier();
   rt.store->retire(false);
-  rt.world_group->barrier();
+  rt.world_group().barrier();
   if (rt.rank == 0) rt.store->retire(true);
   return 0;
 }

@@ -153,7 +153,7 @@ std::vector<topo::CollectiveCurve> measure_collectives(runtime::Runtime& rt, con
                         curve.bus_gbps));
         curves.push_back(std::move(curve));
       }
-      rt.world_group->barrier();
+      rt.world_group().barrier();
     }
   }
   return curves;

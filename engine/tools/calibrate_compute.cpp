@@ -10,6 +10,8 @@
 #include "engine/parallel/trainer.hpp"
 #include "engine/plan/measured.hpp"
 #include "engine/plan/model_size.hpp"
+#include "engine/spec/model_config.hpp"
+#include "model/architecture.hpp"
 #include "engine/tools/calibrate_parts.hpp"
 #include "model/gpt.hpp"
 
@@ -45,7 +47,7 @@ enum class Part { kFirst, kMiddle, kLast };
 // backward in one pass. Inputs and gradients are zeros (the kernels' time does not follow the
 // values; zeros are neither denormal nor NaN in either precision).
 Passes time_stage(const model::GptConfig& cfg, Part part, model::Backend& backend, int B, int T,
-                  model::Precision precision, model::Recompute recompute, int reps) {
+                  DType precision, model::Recompute recompute, int reps) {
   std::unique_ptr<SliceOnly> comm = cfg.tp_size > 1 ? std::make_unique<SliceOnly>(cfg.tp_size) : nullptr;
   model::Gpt gpt(cfg, backend, B, T, comm.get(), 1, precision, model::ActivationPolicy{recompute, true});
   gpt.init_weights(1234);
@@ -101,19 +103,18 @@ model::Recompute recompute_of(const std::string& name) {
 }
 
 // The precision a job of `spec` trains in on this backend (as the trainer decides it).
-model::Precision precision_on(const spec::JobSpec& spec, const model::Backend& backend) {
-  return spec.trains_bf16(backend.kernels->supports(model::Precision::kBf16)) ? model::Precision::kBf16
-                                                                               : model::Precision::kFp32;
+DType precision_on(const spec::JobSpec& spec, const model::Backend& backend) {
+  return spec.trains_bf16(backend.kernels->supports(DType::kBf16)) ? DType::kBf16
+                                                                               : DType::kF32;
 }
 
 }  // namespace
 
 ComputeSweep default_sweep(const spec::JobSpec& spec, int devices) {
   ComputeSweep s;
-  const plan::GptShape shape = plan::shape_of(spec.model);
+  const model::GptConfig shape = spec::model_config(spec.model);
   for (int t = 1; t <= std::max(1, devices); ++t)
-    if (shape.heads % t == 0 && (shape.kv_heads > 0 ? shape.kv_heads : shape.heads) % t == 0 && shape.mlp() % t == 0)
-      s.tp.push_back(t);
+    if (model::tp_divides(shape, t)) s.tp.push_back(t);
   if (spec.train.micro_batch != spec::kAuto) s.micro_batches = {spec.train.micro_batch};
   else
     for (int mb : {1, 2, 4, 8, 16})
@@ -125,11 +126,11 @@ ComputeSweep default_sweep(const spec::JobSpec& spec, int devices) {
 topo::ComputeTable measure_compute(const spec::JobSpec& spec, model::Backend& backend, const ComputeSweep& sweep,
                                    const std::function<void(const std::string&)>& say) {
   const model::GptConfig global = parallel::gpt_config_of(spec);
-  const model::Precision precision = precision_on(spec, backend);
+  const DType precision = precision_on(spec, backend);
   const int L = global.layers, T = spec.train.seq_len;
   topo::ComputeTable table;
-  table.precision = model::precision_name(precision);
-  table.model = plan::shape_key(plan::shape_of(spec.model));
+  table.precision = dtype_name(precision);
+  table.model = plan::shape_key(global);
   for (int tp : sweep.tp)
     for (int mb : sweep.micro_batches) {
       // A layer: a middle stage of up to four layers (no embedding, no head) over its layers,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/tools/calibrate_parts.hpp"
+#include "model/counts.hpp"
 #include "model/kernels.hpp"
 
 namespace holmes::tools {
@@ -29,11 +30,11 @@ struct GemmShape {
 std::vector<GemmShape> gemms_of(const model::GptConfig& g, int tp) {
   const long C = g.hidden, HS = g.hidden / g.heads, NH = g.heads / tp, KVH = g.kv_heads / tp;
   const long F = g.ffn_hidden / tp, V = model::GptConfig::pad_vocab(g.vocab, tp) / tp;
-  return {{"qkv", C, (NH + 2 * KVH) * HS},
-          {"attn_out", NH * HS, C},
-          {"mlp_in", C, g.is_llama() ? 2 * F : F},  // llama's gate | up in one GEMM
-          {"mlp_out", F, C},
-          {"head", C, V}};
+  const long qkv = (NH + 2 * KVH) * HS;
+  // The MLP's first GEMM is what the shard's GEMM weights leave after the other three: F
+  // wide for a plain MLP, 2F for a gated one (llama's gate | up in one GEMM).
+  const long mlp_in = (model::block_counts(g.shard(tp, 0)).gemm_weights - C * qkv - NH * HS * C - F * C) / C;
+  return {{"qkv", C, qkv}, {"attn_out", NH * HS, C}, {"mlp_in", C, mlp_in}, {"mlp_out", F, C}, {"head", C, V}};
 }
 
 topo::GemmTime time_gemm(model::Kernels& k, device::DeviceMemory& mem, const GemmShape& s, int tp, long N, bool bf16,
@@ -60,9 +61,9 @@ topo::GemmTime time_gemm(model::Kernels& k, device::DeviceMemory& mem, const Gem
 }
 
 topo::AttentionTime time_attention(model::Kernels& k, device::DeviceMemory& mem, const model::GptConfig& g, int tp,
-                                   int B, int T, model::Precision p, int reps) {
+                                   int B, int T, DType p, int reps) {
   const int HS = g.hidden / g.heads, NH = g.heads / tp, KVH = g.kv_heads / tp, C = NH * HS;
-  const bool bf16 = p == model::Precision::kBf16;
+  const bool bf16 = p == DType::kBf16;
   const model::AttentionPlan plan = k.plan_attention(p, B, T, C, NH, KVH);
   const size_t rows = size_t(B) * T, qkv_n = rows * size_t(NH + 2 * KVH) * HS;
   Buffer qkv(mem, qkv_n, bf16), out(mem, rows * C, bf16), dqkv(mem, qkv_n, bf16), dout(mem, rows * C, bf16);
@@ -85,12 +86,12 @@ topo::AttentionTime time_attention(model::Kernels& k, device::DeviceMemory& mem,
 
 }  // namespace
 
-void measure_kernels(const model::GptConfig& global, model::Backend& backend, model::Precision precision,
+void measure_kernels(const model::GptConfig& global, model::Backend& backend, DType precision,
                      const ComputeSweep& sweep, int seq_len, topo::ComputeTable& table,
                      const std::function<void(const std::string&)>& say) {
   model::Kernels& k = *backend.kernels;
   device::DeviceMemory& mem = *backend.memory;
-  const bool bf16 = precision == model::Precision::kBf16;
+  const bool bf16 = precision == DType::kBf16;
   for (int tp : sweep.tp)
     for (int mb : sweep.micro_batches) {
       const long N = long(mb) * seq_len;

@@ -32,7 +32,7 @@ double least_ms(device::DeviceMemory& mem, int reps, Op&& op) {
 // The table's kernel rows: each GEMM of a block and the head at every slice and micro-batch of
 // the sweep (forward, input and weight gradients), attention, the optimizer's update, memory
 // copies and, on a GPU, host copies and one kernel's launch.
-void measure_kernels(const model::GptConfig& global, model::Backend& backend, model::Precision precision,
+void measure_kernels(const model::GptConfig& global, model::Backend& backend, DType precision,
                      const ComputeSweep& sweep, int seq_len, topo::ComputeTable& table,
                      const std::function<void(const std::string&)>& say);
 

@@ -37,13 +37,11 @@ FullModel load_full_model(const std::string& path);
 
 using checkpoint::HfTensor;
 using checkpoint::hf_config_json;
-using checkpoint::hf_gpt2_config_json;
 using checkpoint::kHfConfigFile;
 using checkpoint::kSafetensorsFile;
 using checkpoint::safetensors_bytes;
 using checkpoint::safetensors_header;
 using checkpoint::to_hf;
-using checkpoint::to_hf_gpt2;
 using checkpoint::write_safetensors;
 
 struct ExportResult {

@@ -19,6 +19,12 @@ E enum_named(const std::string& name, const char* (*to_str)(E), const char* key)
   throw std::runtime_error(fmt::format("{}: '{}' is not a known value", key, name));
 }
 
+plan::GroupKind group_kind_named(const std::string& name) {
+  for (const plan::GroupKind& k : plan::kGroupKinds)
+    if (name == plan::to_string(k)) return k;
+  throw std::runtime_error(fmt::format("groups.kind: '{}' is not a known value", name));
+}
+
 template <class E>
 E choice_named(const std::string& name, const char* key) {
   if (auto e = spec::parse_choice<E>(name)) return *e;
@@ -96,9 +102,13 @@ plan::Plan read(const json& j) {
   }
   for (const json& i : array(j, "island_order")) p.island_order.push_back(i.get<int>());
   for (const json& h : array(j, "nodes")) p.hostnames.push_back(h.get<std::string>());
-  for (const json& r : array(j, "ranks"))
-    p.ranks.push_back({integer(r, "rank"), integer(r, "node"), integer(r, "local_rank"), integer(r, "tp"),
-                       integer(r, "pp"), integer(r, "dp")});
+  for (const json& r : array(j, "ranks")) {
+    plan::RankInfo info{integer(r, "rank"), integer(r, "node"), integer(r, "local_rank"), {}};
+    for (const schedule::Axis a : {schedule::Axis::kTp, schedule::Axis::kPp, schedule::Axis::kDp})
+      info.at[a] = integer(r, schedule::axis_name(a));
+    info.at[schedule::Axis::kReplica] = r.value("replica", 0);
+    p.ranks.push_back(info);
+  }
   for (const json& s : array(j, "stages")) {
     plan::Stage st;
     st.stage = integer(s, "stage"), st.first_layer = integer(s, "first_layer"), st.num_layers = integer(s, "num_layers");
@@ -110,7 +120,7 @@ plan::Plan read(const json& j) {
   }
   for (const json& g : array(j, "groups")) {
     plan::Group grp;
-    grp.kind = enum_named<plan::GroupKind, plan::kGroupKinds>(text(g, "kind"), plan::to_string, "groups.kind");
+    grp.kind = group_kind_named(text(g, "kind"));
     grp.index = integer(g, "index");
     grp.transport = enum_named<plan::Transport, plan::kTransports>(text(g, "transport"), plan::to_string, "groups.transport");
     grp.link = enum_named<plan::LinkKind, plan::kLinkKinds>(text(g, "link"), plan::to_string, "groups.link");
@@ -163,9 +173,10 @@ void check(const plan::Plan& p) {
     throw std::runtime_error(fmt::format("pipeline {} but {} stages listed", p.pp, p.stages.size()));
   for (size_t i = 0; i < p.ranks.size(); ++i) {
     const plan::RankInfo& r = p.ranks[i];
-    if (r.rank != int(i) || r.node < 0 || size_t(r.node) >= p.hostnames.size() || r.pp < 0 || r.pp >= p.pp)
+    const int stage = r.at[schedule::Axis::kPp];
+    if (r.rank != int(i) || r.node < 0 || size_t(r.node) >= p.hostnames.size() || stage < 0 || stage >= p.pp)
       throw std::runtime_error(fmt::format("ranks[{}] (rank {}, node {}, pp {}) is outside the plan's {} nodes and {} "
-                                           "stages", i, r.rank, r.node, r.pp, p.hostnames.size(), p.pp));
+                                           "stages", i, r.rank, r.node, stage, p.hostnames.size(), p.pp));
   }
   for (const plan::Group& g : p.groups)
     for (int r : g.ranks)

@@ -94,7 +94,7 @@ std::string comm_section(const RunFiles& f) {
                                                "#9467bd", "#8c564b", "#e377c2", "#17becf"};
     for (size_t k = 0; k < ranks; ++k) {
       html::Series s{fmt::format("rank {}", k), "", {}, {}};
-      const int stage = f.plan && k < f.plan->ranks.size() ? f.plan->ranks[k].pp : 0;
+      const int stage = f.plan && k < f.plan->ranks.size() ? f.plan->ranks[k].at[schedule::Axis::kPp] : 0;
       // A colour per rank while the legend can name them; past 8, the rank's stage colour.
       s.colour = ranks <= 8 ? kRankColours[k]
                  : f.plan   ? html::stage_colour(stage, f.plan->pp)

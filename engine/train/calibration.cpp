@@ -16,6 +16,7 @@
 #include "common/format.hpp"
 #include "engine/plan/model_size.hpp"
 #include "engine/plan/replicas.hpp"
+#include "engine/spec/model_config.hpp"
 #include "common/errors.hpp"
 #include "engine/parallel/cpu_clock.hpp"
 #include "engine/parallel/trainer.hpp"
@@ -170,32 +171,33 @@ std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& s
   // NCCL sums them (fp32 through Gloo), the pipeline's boundary tensor (bf16 two values a
   // float) in each tensor-parallel rank's slice.
   const bool bf16 = spec.trains_bf16(p.device_kind == "cuda");
-  const size_t tp_floats = bf16 && groups.tp().mode() == parallel::Group::Mode::kDevice ? (act + 1) / 2 : act;
+  const size_t tp_floats = bf16 && groups.group(schedule::Axis::kTp).mode() == parallel::Group::Mode::kDevice ? (act + 1) / 2 : act;
   const size_t boundary = bf16 ? (act + 1) / 2 : act;
   const size_t slice = (boundary + p.tp - 1) / p.tp;
   std::vector<LinkSample> out;
-  comm::ProcessGroup& world = *rt.world_group;
+  comm::ProcessGroup& world = rt.world_group();
   world.barrier();
-  if (groups.tp().size() > 1) {  // every member takes part, the first one records
-    LinkSample s = sample_collective(groups.tp(), mem, group_of(p, plan::GroupKind::kTp, rt.rank), true, tp_floats);
+  if (groups.group(schedule::Axis::kTp).size() > 1) {  // every member takes part, the first one records
+    LinkSample s = sample_collective(groups.group(schedule::Axis::kTp), mem, group_of(p, plan::kTpGroup, rt.rank), true, tp_floats);
     s.tp_sum = true;
-    if (me.tp == 0) out.push_back(s);
+    if (me.at[schedule::Axis::kTp] == 0) out.push_back(s);
   }
   world.barrier();
+  const int stage = me.at[schedule::Axis::kPp];
   for (int parity = 0; parity < 2 && p.pp > 1; ++parity) {
-    const bool lower = me.pp % 2 == parity && me.pp + 1 < p.pp, upper = me.pp % 2 != parity && me.pp > 0;
-    const auto& ranks = group_of(p, plan::GroupKind::kPp, rt.rank).ranks;
+    const bool lower = stage % 2 == parity && stage + 1 < p.pp, upper = stage % 2 != parity && stage > 0;
+    const auto& ranks = group_of(p, plan::kPpGroup, rt.rank).ranks;
     if (lower)
-      out.push_back(sample_hop(groups, mem, me.pp + 1, slice,
-                               plan::rank_link(spec, rt.topology, p, rt.rank, ranks.at(me.pp + 1)), host));
+      out.push_back(sample_hop(groups, mem, stage + 1, slice,
+                               plan::rank_link(spec, rt.topology, p, rt.rank, ranks.at(stage + 1)), host));
     else if (upper)  // the lower end records the hop
-      sample_hop(groups, mem, me.pp - 1, slice, plan::LinkCost{}, host);
+      sample_hop(groups, mem, stage - 1, slice, plan::LinkCost{}, host);
     world.barrier();
   }
-  if (groups.dp().size() > 1) {
+  if (groups.group(schedule::Axis::kDp).size() > 1) {
     const size_t params = static_cast<size_t>(p.memory.at(rt.rank).grads / sizeof(float));  // fp32 gradients
-    LinkSample s = sample_collective(groups.dp(), mem, group_of(p, plan::GroupKind::kDp, rt.rank), false, params, host);
-    if (me.dp == 0) out.push_back(s);
+    LinkSample s = sample_collective(groups.group(schedule::Axis::kDp), mem, group_of(p, plan::kDpGroup, rt.rank), false, params, host);
+    if (me.at[schedule::Axis::kDp] == 0) out.push_back(s);
   }
   world.barrier();
   return out;
@@ -482,7 +484,7 @@ void calibrate_compute(const plan::Plan& p, const Gathered& g, topo::Calibration
 void calibrate_outer(const plan::Plan& p, const Gathered& g, const topo::Calibration& previous, topo::Calibration& cal) {
   const plan::Group* outer = nullptr;
   for (const auto& grp : p.groups)
-    if (grp.kind == plan::GroupKind::kOuter && grp.ranks.size() > 1) outer = outer ? outer : &grp;
+    if (grp.kind == plan::kOuterGroup && grp.ranks.size() > 1) outer = outer ? outer : &grp;
   if (!outer) return;
   const std::string kind = plan::to_string(outer->link);
   const auto prev = previous.links.find(kind);
@@ -558,11 +560,11 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
                         const StepShare& times, const HostComm& host) {
   const plan::Plan& p = rt.plan;
   const plan::RankInfo& me = p.ranks.at(rt.rank);
-  const plan::Stage& stage = p.stages.at(me.pp);
-  const plan::GptShape shape = plan::shape_of(spec.model);
+  const plan::Stage& stage = p.stages.at(me.at[schedule::Axis::kPp]);
+  const model::GptConfig shape = spec::model_config(spec.model);
   const double tokens = double(spec.train.micro_batch) * spec.train.seq_len * p.micro_batches;
   // The passes' compute time includes the replay of train.recompute: count its FLOPs too.
-  const int act_bytes = spec.trains_bf16(p.device_kind == "cuda") ? 2 : 4;
+  const int act_bytes = static_cast<int>(dtype_bytes(spec.activation_dtype(p.device_kind == "cuda")));
   const double replay = stage.num_layers * tokens *
                         plan::recompute_flops_per_token(shape, spec.train.seq_len, p.tp, act_bytes,
                                                         plan::ActivationMode::of(p.activation.recompute, p.activation.schedule));
@@ -571,7 +573,7 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
   const double params = p.memory.at(rt.rank).grads / sizeof(float);  // one fp32 gradient per parameter held
   const size_t steps = times.compute_per_step.size();
   const TpSumsCpu tp_cpu = tp_sums_cpu_per_step(times.tp_sums, times.tp_sum_steps);
-  const float compute[kComputeFloats] = {float(me.pp),          float(flops),
+  const float compute[kComputeFloats] = {float(me.at[schedule::Axis::kPp]),          float(flops),
                                          float(steps),          float(times.host_s),
                                          float(params),         float(times.outer_wire_s),
                                          float(times.outer_wire_bytes), float(times.outer_exchanges),
@@ -589,11 +591,11 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
     if (s.tp_sum) apply_step_sums(s, times.tp_sums, p.tp, act);
   const std::vector<float> packed = pack(samples, compute);
   std::vector<float> all(packed.size() * rt.world), per_step(steps * rt.world);
-  rt.world_group->all_gather(all, packed);
+  rt.world_group().all_gather(all, packed);
   for (int r = 0; r < rt.world; ++r)
     if (all[r * packed.size() + kSlots * kSampleFloats + 2] != float(steps))
       throw std::logic_error("calibration: the ranks timed different numbers of steps");
-  rt.world_group->all_gather(per_step, times.compute_per_step);
+  rt.world_group().all_gather(per_step, times.compute_per_step);
   if (rt.rank != 0) return;
 
   topo::Calibration cal;

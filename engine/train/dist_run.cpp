@@ -66,7 +66,7 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   LoopContext ctx;
   ctx.rank = rt.rank;
   ctx.world = rt.world;
-  comm::ProcessGroup* world = rt.world_group.get();
+  comm::ProcessGroup* world = &rt.world_group();
   ctx.nodes = static_cast<int>(rt.topology.nodes.size());
   ctx.max_over_ranks = [world](std::vector<double> v) { return max_over(*world, std::move(v)); };
   // A thread per background reduction (one per log line at most); the loop waits for each
@@ -83,7 +83,7 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   if (calibrate && code == 0) {
     const parallel::Trainer::StepTimes t = trainer.step_times();
     StepShare share{t.host_s, t.cpu_s, trainer.compute_per_step(), trainer.other_cpu_per_step(),
-                    trainer.groups().tp().sums(), trainer.timed_steps()};
+                    trainer.groups().group(schedule::Axis::kTp).sums(), trainer.timed_steps()};
     share.job_sum_s = t.job_sum_s;
     share.update_s = t.update_s;
     if (const parallel::OuterSync* outer = trainer.outer()) {
@@ -97,9 +97,9 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   }
   // Finished or stopped by a signal: leave a file:// rendezvous directory empty for the next
   // run (a resubmitted job included). Every member first, then rank 0 drops the token.
-  rt.world_group->barrier();
+  rt.world_group().barrier();
   rt.store->retire(false);
-  rt.world_group->barrier();
+  rt.world_group().barrier();
   if (rt.rank == 0) rt.store->retire(true);
   return code;
 }
@@ -119,17 +119,23 @@ std::unique_ptr<parallel::ParallelGroups> parallel_groups(const runtime::Runtime
                                                           device::DeviceMemory& mem) {
   const plan::RankInfo& me = rt.plan.ranks.at(rt.rank);
   const bool diloco = rt.plan.replicas.outer == spec::OuterMode::kDiloco && rt.plan.replicas.count > 1;
-  const parallel::Coords c{.tp_rank = me.tp, .tp_size = rt.plan.tp, .pp_stage = me.pp, .pp_size = rt.plan.pp,
-                           .dp_rank = me.dp, .dp_size = rt.plan.dp, .replica = diloco ? me.replica : 0,
-                           .replicas = diloco ? rt.plan.replicas.count : 1};
-  return std::make_unique<parallel::ParallelGroups>(
-      c, parallel::ParallelGroups::Comms{rt.tp.get(), rt.pp.get(), rt.dp.get(), rt.embedding.get(), rt.outer.get(),
-                                       rt.outer_side.get(), rt.pp_prev.get(), rt.pp_next.get()},
-      parallel::ParallelGroups::Comms{device.tp.get(), device.pp.get(), device.dp.get(), device.embedding.get()}, mem);
+  schedule::Place place;
+  place.at = me.at;
+  place.size = schedule::AxisDegrees{{schedule::Axis::kTp, rt.plan.tp}, {schedule::Axis::kPp, rt.plan.pp},
+                                     {schedule::Axis::kDp, rt.plan.dp}};
+  // Sync replicas are part of the data-parallel degree: only diloco's train apart.
+  place.at[schedule::Axis::kReplica] = diloco ? me.at[schedule::Axis::kReplica] : 0;
+  place.size[schedule::Axis::kReplica] = diloco ? rt.plan.replicas.count : 1;
+  std::vector<parallel::GroupComms> comms;
+  for (const runtime::RankComm& c : rt.comms) {
+    if (c.kind == plan::kWorldGroup) continue;  // the loop's own, for host values
+    comms.push_back({c.kind, c.group.get(), device.group(c.kind)});
+  }
+  return std::make_unique<parallel::ParallelGroups>(place, comms, mem);
 }
 
 parallel::ParallelContext parallel_context(const runtime::Runtime& rt, parallel::ParallelGroups& groups) {
-  const plan::Stage& stage = rt.plan.stages.at(rt.plan.ranks.at(rt.rank).pp);
+  const plan::Stage& stage = rt.plan.stages.at(rt.plan.ranks.at(rt.rank).at[schedule::Axis::kPp]);
   parallel::ParallelContext ctx{.groups = &groups, .first_layer = stage.first_layer, .num_layers = stage.num_layers,
                                 .recompute = rt.plan.activation.recompute, .schedule = rt.plan.activation.schedule};
   for (const plan::LayerRange& r : stage.chunks) ctx.chunks.emplace_back(r.first_layer, r.num_layers);

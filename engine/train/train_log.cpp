@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/format.hpp"
+#include "model/counts.hpp"
 #include "model/param_layout.hpp"
 
 namespace holmes::train {
@@ -34,7 +35,7 @@ void TrainLog::header(const parallel::StepRunner& trainer, const std::string& da
   // The whole model (not this rank's shard), with the vocabulary padded as the job pads it.
   const model::GptConfig whole = g.global();
   fmt::print("model: {}, {} parameters ({} in memory)\n", whole.describe(),
-             human_count(static_cast<double>(model::full_model_params(whole))),
+             human_count(static_cast<double>(model::model_params(whole))),
              human_count(static_cast<double>(model::ParamLayout(whole).size())));
   fmt::print("{}\n", data_description);
   if (floor_) fmt::print("entropy floor: {:.4f} nats/token (exact entropy rate of the synthetic source)\n", *floor_);

@@ -15,6 +15,7 @@
 #include "engine/parallel/adamw.hpp"
 #include "backends/backends.hpp"
 #include "model/gpt.hpp"
+#include "model/gpt2/gpt2.hpp"
 
 using namespace holmes;
 
@@ -52,7 +53,7 @@ int main(int argc, char** argv) {
   }
   const std::string out = argv[1];
   auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
-  model::Gpt gpt(model::GptConfig::gpt2(kLayers, kHidden, kHeads, kVocab, kMaxSeq), backend, kB, kT);
+  model::Gpt gpt(model::gpt2::config(kLayers, kHidden, kHeads, kVocab, kMaxSeq), backend, kB, kT);
   gpt.init_weights(kSeed);
   const size_t P = gpt.num_params();
   const auto& cfg = gpt.config();

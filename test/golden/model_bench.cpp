@@ -14,6 +14,7 @@
 #include "model/cpu/blas_core.hpp"
 #include "backends/backends.hpp"
 #include "model/gpt.hpp"
+#include "model/gpt2/gpt2.hpp"
 
 using namespace holmes;
 
@@ -26,7 +27,7 @@ int main(int argc, char** argv) {
   const int V = std::atoi(argv[4]), B = std::atoi(argv[5]), T = std::atoi(argv[6]);
   const int steps = argc > 7 ? std::atoi(argv[7]) : 10, warmup = argc > 8 ? std::atoi(argv[8]) : 2;
   auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
-  model::Gpt gpt(model::GptConfig::gpt2(L, C, NH, V, std::max(T, 1024)), backend, B, T);
+  model::Gpt gpt(model::gpt2::config(L, C, NH, V, std::max(T, 1024)), backend, B, T);
   gpt.init_weights(1);
   const size_t P = gpt.num_params();
   std::vector<parallel::DecayRange> ranges;

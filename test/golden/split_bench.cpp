@@ -27,6 +27,7 @@
 #include "engine/schedule/schedule.hpp"
 #include "model/cpu/blas_core.hpp"
 #include "model/gpt.hpp"
+#include "model/gpt2/gpt2.hpp"
 
 using namespace holmes;
 
@@ -155,7 +156,7 @@ int main(int argc, char** argv) {
   auto backend = backends::make_backend(backends::Device::kCpu);
   // The stage's layers as an even split gives them.
   const int first = stage * L / P, count = (stage + 1) * L / P - first;
-  const model::GptConfig cfg = model::GptConfig::gpt2(L, C, NH, V, T).shard(1, 0, first, count);
+  const model::GptConfig cfg = model::gpt2::config(L, C, NH, V, T).shard(1, 0, first, count);
 
   Variant vs[3] = {{"1f1b", schedule::PipeSchedule::k1f1b, false, {}, nullptr, {}},
                    {"zb-h1", schedule::PipeSchedule::kZbH1, true, {}, nullptr, {}},
@@ -165,7 +166,7 @@ int main(int argc, char** argv) {
     model::ActivationPolicy policy;
     policy.split_backward = v.schedule == schedule::PipeSchedule::kZbH1;
     v.gpt = std::make_unique<model::Gpt>(cfg, backend, B, T, nullptr, schedule::max_in_flight(v.steps),
-                                         model::Precision::kFp32, policy);
+                                         holmes::DType::kF32, policy);
     v.gpt->init_weights(1);
   }
   const Inputs in = make_inputs(B, T, C, V, M);

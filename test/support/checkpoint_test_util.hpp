@@ -14,6 +14,7 @@
 #include "engine/checkpoint/checkpoint.hpp"
 #include "model/gpt_config.hpp"
 #include "model/param_layout.hpp"
+#include "model/gpt2/gpt2.hpp"
 
 namespace holmes::test {
 
@@ -121,7 +122,7 @@ inline std::string temp_dir(const std::string& name) {
 }
 
 inline model::GptConfig small_model() {
-  auto g = model::GptConfig::gpt2(4, 32, 4, 100, 8);  // L4 C32 NH4 V100 (Vp 128 for tp <= 2, 256 for tp 4)
+  auto g = model::gpt2::config(4, 32, 4, 100, 8);  // L4 C32 NH4 V100 (Vp 128 for tp <= 2, 256 for tp 4)
   g.finalize();
   return g;
 }

@@ -126,6 +126,11 @@ class SlowGatherGroup final : public comm::ProcessGroup {
   }
   void broadcast(std::span<float> d, int root, const comm::OpOptions& o = {}) override { inner_->broadcast(d, root, o); }
   void send_recv(std::span<const comm::P2POp> ops, const comm::OpOptions& o = {}) override { inner_->send_recv(ops, o); }
+  using comm::ProcessGroup::all_to_all_v;
+  void all_to_all_v(void* out, std::span<const size_t> out_counts, const void* in, std::span<const size_t> in_counts,
+                    comm::DType dtype, const comm::OpOptions& o = {}) override {
+    inner_->all_to_all_v(out, out_counts, in, in_counts, dtype, o);
+  }
   void barrier(const comm::OpOptions& o = {}) override { inner_->barrier(o); }
 
  private:
@@ -202,9 +207,12 @@ inline RankGroups groups_for(comm::test::Job& job, const Grid& g, int t, int d, 
   return make_groups(job, store, g, t, d, p, timeout);
 }
 
-// The coordinates and this stage's layers of rank (t, d, p).
-inline Coords coords_of(const Grid& g, int t, int d, int p) {
-  return Coords{.tp_rank = t, .tp_size = g.tp, .pp_stage = p, .pp_size = g.pp, .dp_rank = d, .dp_size = g.dp};
+// Where rank (t, d, p) sits, and this stage's layers.
+inline schedule::Place place_of(const Grid& g, int t, int d, int p) {
+  schedule::Place place;
+  place.at[schedule::Axis::kTp] = t, place.at[schedule::Axis::kDp] = d, place.at[schedule::Axis::kPp] = p;
+  place.size = schedule::AxisDegrees{{schedule::Axis::kTp, g.tp}, {schedule::Axis::kPp, g.pp}, {schedule::Axis::kDp, g.dp}};
+  return place;
 }
 
 inline ParallelContext context_of(const Grid& g, ParallelGroups& groups, int p, int layers) {
@@ -215,8 +223,19 @@ inline ParallelContext context_of(const Grid& g, ParallelGroups& groups, int p, 
                          .num_layers = split[p], .bucket_floats = g.bucket_floats};
 }
 
-inline ParallelGroups::Comms comms_of(const RankGroups& r) {
-  return {r.tp.get(), r.pp.get(), r.dp.get(), r.embedding.get()};
+// The groups of one rank as ParallelGroups takes them: host groups and, where given, device
+// groups of the same members.
+inline std::vector<GroupComms> comms_of(const RankGroups& host, const RankGroups& device = {}) {
+  std::vector<GroupComms> out;
+  auto add = [&](schedule::GroupKind kind, const std::unique_ptr<comm::ProcessGroup>& h,
+                 const std::unique_ptr<comm::ProcessGroup>& d) {
+    if (h) out.push_back({kind, h.get(), d.get()});
+  };
+  add(schedule::kTpGroup, host.tp, device.tp);
+  add(schedule::kPpGroup, host.pp, device.pp);
+  add(schedule::kDpGroup, host.dp, device.dp);
+  add(schedule::kEmbeddingGroup, host.embedding, device.embedding);
+  return out;
 }
 
 // The job on every rank of the grid; result index = global rank.
@@ -245,7 +264,7 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
       for (auto* grp : {&device.tp, &device.pp, &device.dp, &device.embedding})
         if (*grp) *grp = std::make_unique<DeviceOnlyGroup>(std::move(*grp), *backend.memory);
     }
-    ParallelGroups pg(coords_of(g, t, d, p), comms_of(groups), comms_of(device), *backend.memory);
+    ParallelGroups pg(place_of(g, t, d, p), comms_of(groups, device), *backend.memory);
     Trainer trainer(spec, backend, *data, context_of(g, pg, p, spec.model.layers));
     RankRun& r = runs[rank];
     r.tp_rank = t;

@@ -37,7 +37,7 @@ class EmulatedBf16 final : public Kernels {
  public:
   explicit EmulatedBf16(std::unique_ptr<Kernels> fp32) : own_(std::move(fp32)), k_(*own_) {}
   const char* name() const override { return "cpu-bf16-emulation"; }
-  bool supports(Precision) const override { return true; }
+  bool supports(holmes::DType p) const override { return p == holmes::DType::kF32 || p == holmes::DType::kBf16; }
   int bf16_calls = 0;
 
   // fp32: the CPU kernels.

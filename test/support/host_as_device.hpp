@@ -221,6 +221,12 @@ class MemoryCheckedGroup final : public comm::ProcessGroup {
                                  " (no fence waited for)");
     inner_->send_recv(ops, o);
   }
+  using comm::ProcessGroup::all_to_all_v;
+  void all_to_all_v(void* out, std::span<const size_t> out_counts, const void* in, std::span<const size_t> in_counts,
+                    comm::DType dtype, const comm::OpOptions& o = {}) override {
+    check("all_to_all_v", o, {out, in});
+    inner_->all_to_all_v(out, out_counts, in, in_counts, dtype, o);
+  }
   void barrier(const comm::OpOptions& o = {}) override { inner_->barrier(o); }
 
   long calls() const { return calls_; }  // buffers taken (send_recv: one per half)

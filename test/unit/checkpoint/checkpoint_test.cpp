@@ -5,6 +5,7 @@
 
 #include "common/errors.hpp"
 #include "test/support/checkpoint_test_util.hpp"
+#include "model/gpt2/gpt2.hpp"
 
 namespace fs = std::filesystem;
 using namespace holmes;
@@ -130,7 +131,7 @@ TEST_CASE("checkpoint: bad checkpoints are user errors naming the file and the p
   }
   SECTION("another model shape") {
     const auto g = small_model();
-    auto other = model::GptConfig::gpt2(g.layers, 64, g.heads, g.vocab, g.max_seq_len);
+    auto other = model::gpt2::config(g.layers, 64, g.heads, g.vocab, g.max_seq_len);
     other.finalize();
     FakeShard b(other, 1, 0, 0, -1, 1, 0);
     auto st = b.state();

@@ -9,6 +9,7 @@
 #include "engine/checkpoint/disk_space.hpp"
 #include "engine/checkpoint/model_file.hpp"
 #include "test/support/checkpoint_test_util.hpp"
+#include "model/llama/llama.hpp"
 
 namespace fs = std::filesystem;
 using namespace holmes;
@@ -33,7 +34,7 @@ TEST_CASE("disk space: one rank's priced checkpoint equals the folder it saves")
 }
 
 TEST_CASE("disk space: the final weights' priced size equals the file written") {
-  for (auto g : {small_model(), model::GptConfig::llama(2, 32, 4, 2, 0, 100, 16)}) {
+  for (auto g : {small_model(), model::llama::config(2, 32, 4, 2, 0, 100, 16)}) {
     g.finalize();
     const model::ParamLayout layout(g);
     std::vector<float> params(layout.size(), 0.5f);

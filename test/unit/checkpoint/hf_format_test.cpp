@@ -16,6 +16,8 @@
 #include "common/errors.hpp"
 #include "engine/checkpoint/hf_format.hpp"
 #include "model/param_layout.hpp"
+#include "model/gpt2/gpt2.hpp"
+#include "model/llama/llama.hpp"
 
 using namespace holmes;
 using namespace holmes::checkpoint;
@@ -48,7 +50,7 @@ void write_folder(const fs::path& dir, const std::string& config, const std::vec
 }
 
 model::GptConfig llama(bool tied) {
-  model::GptConfig c = model::GptConfig::llama(2, 32, 4, 2, 48, 300, 64);
+  model::GptConfig c = model::llama::config(2, 32, 4, 2, 48, 300, 64);
   c.tie_embeddings = tied;
   c.rope_theta = 10000;
   c.finalize();
@@ -70,7 +72,7 @@ void write_raw(const fs::path& file, const std::string& name, const char* dtype,
 }  // namespace
 
 TEST_CASE("hf: export then import gives the same model bit for bit, gpt2 and llama", "[hf]") {
-  for (const model::GptConfig& c : {model::GptConfig::gpt2(2, 32, 4, 300, 64), llama(false), llama(true)}) {
+  for (const model::GptConfig& c : {model::gpt2::config(2, 32, 4, 300, 64), llama(false), llama(true)}) {
     INFO(c.describe());
     const std::vector<float> p = distinct_params(c);
     const fs::path dir = fresh_dir("roundtrip");
@@ -84,7 +86,7 @@ TEST_CASE("hf: export then import gives the same model bit for bit, gpt2 and lla
     load_hf_shard(in, back, got);
     CHECK(std::memcmp(got.data(), p.data(), p.size() * sizeof(float)) == 0);
     // Llama's tensors are HF's own names and Linear layout: q_proj is our matrix as it lies.
-    if (c.is_llama()) {
+    if (c.arch == "llama") {
       const model::ParamLayout layout(c);
       const model::ParamTensor& q = layout.at("model.layers.1.self_attn.q_proj.weight");
       const std::vector<float> hq = in.read(q.name);
@@ -140,7 +142,7 @@ TEST_CASE("hf: bf16 and fp16 tensors widen exactly, GPT-2 files without the tran
   CHECK_THROWS_WITH(SafetensorsReader((dir / "i8.safetensors").string()).read("z"),
                     Catch::Contains("'z' is I8") && Catch::Contains("F32, BF16, F16"));
   // A GPT-2 saved as GPT2Model: bare names (wte.weight, h.0...).
-  const model::GptConfig g = model::GptConfig::gpt2(1, 16, 2, 257, 32);
+  const model::GptConfig g = model::gpt2::config(1, 16, 2, 257, 32);
   const std::vector<float> p = distinct_params(g);
   std::vector<HfTensor> ts = to_hf(g, p);
   for (HfTensor& t : ts) t.name = t.name.substr(std::string("transformer.").size());
@@ -211,6 +213,6 @@ TEST_CASE("hf: config.json values the model does not run are refused by key, dif
   job.finalize();
   CHECK(hf_config_differences(hf, job) == "config.json num_key_value_heads = 4, the job's model.kv_heads = 2; "
                                           "config.json intermediate_size = 128, the job's model.ffn_hidden = 96");
-  CHECK(hf_config_differences(hf, model::GptConfig::gpt2(2, 64, 4, 300, 64)) ==
+  CHECK(hf_config_differences(hf, model::gpt2::config(2, 64, 4, 300, 64)) ==
         "config.json model_type = llama, the job's model.arch = gpt2");
 }

@@ -22,7 +22,7 @@
 
 using namespace holmes::cuda;
 using namespace holmes::cuda::test;
-using holmes::model::Precision;
+using holmes::DType;
 
 namespace {
 
@@ -128,10 +128,10 @@ const char* name(Attention::Method m) { return attention_method_name(m); }
 
 // One method, precision and shape: forward and backward against the CPU, the kept state,
 // guards, and a bit-identical second backward.
-void check_attention(Attention::Method method, Precision p, const Shape& s) {
-  const bool is_bf16 = p == Precision::kBf16;
+void check_attention(Attention::Method method, holmes::DType p, const Shape& s) {
+  const bool is_bf16 = p == holmes::DType::kBf16;
   const std::size_t elem = is_bf16 ? 2 : 4;
-  INFO(name(method) << " " << holmes::model::precision_name(p) << " B=" << s.B << " T=" << s.T
+  INFO(name(method) << " " << holmes::dtype_name(p) << " B=" << s.B << " T=" << s.T
                     << " C=" << s.C << " NH=" << s.NH << " KVH=" << s.KVH);
   const std::size_t n_qkv = std::size_t(s.B) * s.T * s.W(), n_out = std::size_t(s.B) * s.T * s.C;
   const std::size_t n_att = std::size_t(s.B) * s.NH * s.T * s.T;
@@ -206,15 +206,15 @@ void check_attention(Attention::Method method, Precision p, const Shape& s) {
 
 TEST_CASE("exact attention (fp32) matches the CPU twin, deterministic", "[cuda][attention]") {
   if (!gpu_or_skip()) return;
-  for (const Shape& s : kShapes) check_attention(Attention::Method::kExact, Precision::kFp32, s);
+  for (const Shape& s : kShapes) check_attention(Attention::Method::kExact, holmes::DType::kF32, s);
 }
 
 TEST_CASE("fallback attention (cuBLASLt + softmax kernel) matches the CPU twin in fp32 and bf16",
           "[cuda][attention]") {
   if (!gpu_or_skip()) return;
   for (const Shape& s : kShapes) {
-    check_attention(Attention::Method::kFallback, Precision::kFp32, s);
-    check_attention(Attention::Method::kFallback, Precision::kBf16, s);
+    check_attention(Attention::Method::kFallback, holmes::DType::kF32, s);
+    check_attention(Attention::Method::kFallback, holmes::DType::kBf16, s);
   }
 }
 
@@ -233,7 +233,7 @@ TEST_CASE("cuDNN attention (bf16) matches the CPU twin where cuDNN supports the 
       WARN("cuDNN " << cudnn_version() << " skips T=" << s.T << ": " << limit);
       continue;
     }
-    check_attention(Attention::Method::kCudnn, Precision::kBf16, s);
+    check_attention(Attention::Method::kCudnn, holmes::DType::kBf16, s);
     ++ran;
   }
   // The GPT-2 shape (T = 1024) and the grouped-query one (T = 256) run on every cuDNN 9
@@ -254,24 +254,24 @@ TEST_CASE("automatic attention plans: the fallback for fp32, cuDNN or the fallba
     std::printf("HOLMES_SKIP: HOLMES_ATTENTION=%s overrides the automatic choice\n", env);
     return;
   }
-  auto p32 = a.plan(Precision::kFp32, 2, 1024, 768, 12, 12);
-  CHECK(a.method(Precision::kFp32) == Attention::Method::kFallback);
-  auto p16 = a.plan(Precision::kBf16, 2, 1024, 768, 12, 12);
+  auto p32 = a.plan(holmes::DType::kF32, 2, 1024, 768, 12, 12);
+  CHECK(a.method(holmes::DType::kF32) == Attention::Method::kFallback);
+  auto p16 = a.plan(holmes::DType::kBf16, 2, 1024, 768, 12, 12);
   INFO(p16.method);
   // cuDNN serves bf16 unless it is missing or a release refused outright (9.10.0, 9.10.1).
   const bool cudnn_ok =
       cudnn_available() && cudnn_attention_limits(cudnn_version(), 1024, 64).empty();
   if (cudnn_ok) {
-    CHECK(a.method(Precision::kBf16) == Attention::Method::kCudnn);
+    CHECK(a.method(holmes::DType::kBf16) == Attention::Method::kCudnn);
     CHECK(p16.state_floats == std::size_t(2) * 12 * 1024);
   } else {
-    CHECK(a.method(Precision::kBf16) == Attention::Method::kFallback);
+    CHECK(a.method(holmes::DType::kBf16) == Attention::Method::kFallback);
     CHECK_THAT(p16.method, Catch::Contains("cuDNN: "));
   }
   CHECK(p32.state_floats == std::size_t(2) * 12 * 1024 * 1024);
   // An odd head size cuDNN cannot take falls back with the reason in the plan's line.
   Attention odd(nullptr);
-  auto p = odd.plan(Precision::kBf16, 2, 128, 60, 5, 5);  // HS = 12
-  CHECK(odd.method(Precision::kBf16) == Attention::Method::kFallback);
+  auto p = odd.plan(holmes::DType::kBf16, 2, 128, 60, 5, 5);  // HS = 12
+  CHECK(odd.method(holmes::DType::kBf16) == Attention::Method::kFallback);
   CHECK_THAT(p.method, Catch::Contains(cudnn_ok ? "head size 12" : "cuDNN: "));
 }

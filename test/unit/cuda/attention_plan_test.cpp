@@ -15,7 +15,7 @@
 #include "cuda/cudnn_sdpa.hpp"
 
 using namespace holmes::cuda;
-using holmes::model::Precision;
+using holmes::DType;
 
 TEST_CASE("HOLMES_ATTENTION names a method or is refused with the accepted values",
           "[cuda][attention]") {
@@ -46,22 +46,22 @@ TEST_CASE("attention shapes are validated before any method is chosen", "[cuda][
   CHECK_THROWS_WITH(validate_attention_shape(1, 8, 80, 4, 0), Catch::Contains("KVH (key/value heads) = 0"));
   // plan() validates first, so this needs no GPU.
   Attention a(nullptr, Attention::Method::kExact);
-  CHECK_THROWS_AS(a.plan(Precision::kFp32, 2, 16, 30, 4, 4), holmes::UserError);
-  CHECK(a.method(Precision::kFp32) == Attention::Method::kAuto);
+  CHECK_THROWS_AS(a.plan(holmes::DType::kF32, 2, 16, 30, 4, 4), holmes::UserError);
+  CHECK(a.method(holmes::DType::kF32) == Attention::Method::kAuto);
 }
 
 TEST_CASE("forced methods that cannot serve a precision are refused", "[cuda][attention]") {
   Attention cudnn32(nullptr, Attention::Method::kCudnn);
-  CHECK_THROWS_WITH(cudnn32.plan(Precision::kFp32, 1, 64, 64, 1, 1), Catch::Contains("bf16 only"));
+  CHECK_THROWS_WITH(cudnn32.plan(holmes::DType::kF32, 1, 64, 64, 1, 1), Catch::Contains("bf16 only"));
   Attention exact16(nullptr, Attention::Method::kExact);
-  CHECK_THROWS_WITH(exact16.plan(Precision::kBf16, 1, 64, 64, 1, 1), Catch::Contains("fp32 only"));
+  CHECK_THROWS_WITH(exact16.plan(holmes::DType::kBf16, 1, 64, 64, 1, 1), Catch::Contains("fp32 only"));
   // Both need no GPU and cost nothing: the fallback and exact plans are pure arithmetic.
   Attention fallback(nullptr, Attention::Method::kFallback);
-  auto p = fallback.plan(Precision::kBf16, 2, 8, 16, 2, 2);
+  auto p = fallback.plan(holmes::DType::kBf16, 2, 8, 16, 2, 2);
   CHECK(p.state_floats == 2 * 2 * 8 * 8 / 2);
   CHECK_THAT(p.method, Catch::StartsWith("fallback"));
-  CHECK(fallback.method(Precision::kBf16) == Attention::Method::kFallback);
-  CHECK(fallback.method(Precision::kFp32) == Attention::Method::kAuto);
+  CHECK(fallback.method(holmes::DType::kBf16) == Attention::Method::kFallback);
+  CHECK(fallback.method(holmes::DType::kF32) == Attention::Method::kAuto);
 }
 
 TEST_CASE("Q, K, V and out are viewed in place with head strides", "[cuda][attention]") {
@@ -110,16 +110,16 @@ TEST_CASE("cuDNN attention limits: version, head size, T on old releases", "[cud
 TEST_CASE("state and scratch sizes per method and precision", "[cuda][attention]") {
   const int B = 3, T = 37, NH = 5;
   const std::size_t rows = B * NH * T, probs = rows * T;
-  auto s = attention_sizes(AttentionMethod::kCudnn, Precision::kBf16, B, T, NH);
+  auto s = attention_sizes(AttentionMethod::kCudnn, holmes::DType::kBf16, B, T, NH);
   CHECK(s.state_floats == rows);
   CHECK(s.scratch_floats == 0);
-  s = attention_sizes(AttentionMethod::kFallback, Precision::kBf16, B, T, NH);
+  s = attention_sizes(AttentionMethod::kFallback, holmes::DType::kBf16, B, T, NH);
   CHECK(s.state_floats == (probs + 1) / 2);  // odd count: bf16 probabilities, rounded up
   CHECK(s.scratch_floats == probs + (probs + 1) / 2);
-  s = attention_sizes(AttentionMethod::kFallback, Precision::kFp32, B, T, NH);
+  s = attention_sizes(AttentionMethod::kFallback, holmes::DType::kF32, B, T, NH);
   CHECK(s.state_floats == probs);
   CHECK(s.scratch_floats == probs);
-  s = attention_sizes(AttentionMethod::kExact, Precision::kFp32, B, T, NH);
+  s = attention_sizes(AttentionMethod::kExact, holmes::DType::kF32, B, T, NH);
   CHECK(s.state_floats == probs);
   CHECK(s.scratch_floats == probs);
 }

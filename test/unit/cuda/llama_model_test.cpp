@@ -26,7 +26,7 @@ double rel(double a, double b) { return std::fabs(a - b) / std::max(1e-12, std::
 spec::JobSpec llama_job() {
   spec::JobSpec s;
   s.job.seed = 5;
-  s.model.arch = spec::ModelArch::kLlama;
+  s.model.arch = "llama";
   s.model.layers = 2;
   s.model.hidden = 128;
   s.model.heads = 4;

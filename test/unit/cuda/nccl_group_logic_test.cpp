@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "comm/errors.hpp"
@@ -37,6 +38,8 @@ struct Fake {
   std::atomic<ncclResult_t> query_result{ncclSuccess};  // what the async-error query itself returns
   std::atomic<int> aborts{0}, finalizes{0}, destroys{0}, events_made{0}, events_freed{0}, frees{0};
   std::vector<std::string> ids;  // unique ids handed to init, by call
+  // send / recv: the buffer and element type of each call, in order.
+  std::vector<std::pair<const void*, ncclDataType_t>> p2p;
 
   void log(std::string s) {
     std::lock_guard<std::mutex> lock(mu);
@@ -105,11 +108,13 @@ hc::NcclApi fake_api() {
     fake->log("broadcast n=" + std::to_string(n) + " root=" + std::to_string(root));
     return fake->op_result;
   };
-  a.send = [](const void*, size_t n, ncclDataType_t, int peer, ncclComm_t, cudaStream_t) {
+  a.send = [](const void* buf, size_t n, ncclDataType_t t, int peer, ncclComm_t, cudaStream_t) {
+    fake->p2p.emplace_back(buf, t);
     fake->log("send n=" + std::to_string(n) + " peer=" + std::to_string(peer));
     return ncclSuccess;
   };
-  a.recv = [](void*, size_t n, ncclDataType_t, int peer, ncclComm_t, cudaStream_t) {
+  a.recv = [](void* buf, size_t n, ncclDataType_t t, int peer, ncclComm_t, cudaStream_t) {
+    fake->p2p.emplace_back(buf, t);
     fake->log("recv n=" + std::to_string(n) + " peer=" + std::to_string(peer));
     return ncclSuccess;
   };
@@ -275,6 +280,38 @@ TEST_CASE("NCCL group: each operation reaches NCCL with its counts, op and strea
   CHECK(fake->events_made == 6);  // one completion event per operation ...
   CHECK(fake->events_freed == 6);  // ... each released once complete
   CHECK(fake->aborts == 0);
+}
+
+TEST_CASE("NCCL group: all_to_all_v is one group call of a send and a receive per member with a count",
+          "[nccl_logic]") {
+  FakeScope scope;
+  auto g = fake_group("ep0", 3, "IB", 2s);
+  std::vector<uint16_t> in(6), out(5);  // bf16 stand-ins for device buffers
+  const std::vector<size_t> in_counts = {2, 0, 4}, out_counts = {1, 4, 0};
+  fake->forget();
+  g->all_to_all_v(out.data(), out_counts, in.data(), in_counts, hc::DType::kBf16, {});
+  const std::vector<std::string> want = {"group_start", "send n=2 peer=0", "recv n=1 peer=0", "recv n=4 peer=1",
+                                         "send n=4 peer=2", "group_end"};
+  std::vector<std::string> calls;
+  for (const auto& c : fake->seen())
+    if (c.rfind("watchdog", 0) != 0) calls.push_back(c);
+  CHECK(calls == want);
+  // Each half at its block's offset, as bf16.
+  const std::vector<std::pair<const void*, ncclDataType_t>> where = {
+      {in.data(), ncclBfloat16}, {out.data(), ncclBfloat16}, {out.data() + 1, ncclBfloat16},
+      {in.data() + 2, ncclBfloat16}};
+  CHECK(fake->p2p == where);
+  // all_to_all: equal fp32 blocks, this member's own included.
+  std::vector<float> a(6), b(6);
+  fake->p2p.clear();
+  g->all_to_all(b, a);
+  REQUIRE(fake->p2p.size() == 6);
+  for (int q = 0; q < 3; ++q) {
+    CHECK(fake->p2p[2 * q] == std::pair<const void*, ncclDataType_t>{a.data() + 2 * q, ncclFloat32});
+    CHECK(fake->p2p[2 * q + 1] == std::pair<const void*, ncclDataType_t>{b.data() + 2 * q, ncclFloat32});
+  }
+  CHECK_THROWS_AS(g->all_to_all_v(out.data(), std::vector<size_t>{1, 4}, in.data(), in_counts, hc::DType::kF32, {}),
+                  std::invalid_argument);
 }
 
 TEST_CASE("NCCL group: an operation answered in-progress is polled until enqueued", "[nccl_logic]") {

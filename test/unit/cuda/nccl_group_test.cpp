@@ -71,6 +71,13 @@ void run_every_op(hc::ProcessGroup& g, cudaStream_t s) {
   g.broadcast({d.get(), v.size()}, 0, o);
   g.barrier(o);
   CHECK(to_host(d.get(), v.size(), s) == v);
+  REQUIRE(cudaMemsetAsync(out.get(), 0, v.size() * sizeof(float), s) == cudaSuccess);
+  g.all_to_all({out.get(), v.size()}, {d.get(), v.size()}, o);  // this member's own block: a send to itself
+  CHECK(to_host(out.get(), v.size(), s) == v);
+  REQUIRE(cudaMemsetAsync(out.get(), 0, v.size() * sizeof(float), s) == cudaSuccess);
+  const std::vector<size_t> counts = {v.size()};
+  g.all_to_all_v({out.get(), v.size()}, counts, {d.get(), v.size()}, counts, o);
+  CHECK(to_host(out.get(), v.size(), s) == v);
   CHECK_THROWS_AS(g.broadcast({d.get(), v.size()}, 1, o), std::invalid_argument);
   CHECK_THROWS_AS(g.send({d.get(), v.size()}, 0, 1, o), std::invalid_argument);  // no other member
 }

@@ -107,8 +107,8 @@ TEST_CASE("whole model: bf16 on the GPU tracks fp32, resumes bit for bit, and it
   bf16.train.precision = holmes::spec::Precision::kBf16;
   auto data = DataSet::open(fp32);
   model::Backend cpu = holmes::backends::make_backend(holmes::backends::Device::kCpu), gpu = holmes::backends::make_backend(holmes::backends::Device::kCuda);
-  REQUIRE(precision_of(bf16, gpu) == model::Precision::kBf16);
-  REQUIRE(precision_of(gpu_job(), gpu) == model::Precision::kFp32);
+  REQUIRE(precision_of(bf16, gpu) == holmes::DType::kBf16);
+  REQUIRE(precision_of(gpu_job(), gpu) == holmes::DType::kF32);
   Trainer full(fp32, gpu, *data), half(bf16, gpu, *data);
   std::vector<double> losses;
   const std::string root = (std::filesystem::temp_directory_path() / "holmes_gpu_bf16").string();
@@ -135,7 +135,7 @@ TEST_CASE("whole model: bf16 on the GPU tracks fp32, resumes bit for bit, and it
   // The bf16 checkpoint (fp32 master weights and moments) continues on the CPU in fp32.
   spec::JobSpec on_cpu = bf16;
   on_cpu.train.precision = holmes::spec::Precision::kAuto;
-  REQUIRE(precision_of(on_cpu, cpu) == model::Precision::kFp32);
+  REQUIRE(precision_of(on_cpu, cpu) == holmes::DType::kF32);
   Trainer c(on_cpu, cpu, *data), g(bf16, gpu, *data);
   load(c, on_cpu, at6);
   load(g, bf16, at6);

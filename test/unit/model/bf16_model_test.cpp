@@ -14,6 +14,7 @@
 #include "backends/backends.hpp"
 #include "model_test_util.hpp"
 #include "test/support/emulated_bf16.hpp"
+#include "model/gpt2/gpt2.hpp"
 
 using namespace holmes::backends;
 using namespace holmes::model;
@@ -49,15 +50,15 @@ double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST_CASE("bf16 model path: loss and gradients track fp32, weights are read from the bf16 copy", "[model][bf16]") {
   const int B = 3, T = 13;
-  const GptConfig cfg = GptConfig::gpt2(2, 32, 4, 101, 16);
+  const GptConfig cfg = gpt2::config(2, 32, 4, 101, 16);
   const test::Batch b = test::make_batch(B, T, cfg.vocab, 3);
   Backend cpu = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   Backend emu = emulated_bf16_backend();
   auto* counters = static_cast<EmulatedBf16*>(emu.kernels.get());
 
   Gpt full(cfg, cpu, B, T);
-  Gpt half(cfg, emu, B, T, nullptr, 1, Precision::kBf16);
-  REQUIRE(half.precision() == Precision::kBf16);
+  Gpt half(cfg, emu, B, T, nullptr, 1, holmes::DType::kBf16);
+  REQUIRE(half.precision() == holmes::DType::kBf16);
   full.init_weights(9);
   half.init_weights(9);
   REQUIRE(half.read_params() == full.read_params());  // fp32 master weights are the same
@@ -87,12 +88,12 @@ TEST_CASE("bf16 model path: loss and gradients track fp32, weights are read from
 
 TEST_CASE("bf16 model path: two pipeline stages chained through bf16 boundaries match one stage", "[model][bf16][pp]") {
   const int B = 2, T = 7;
-  const GptConfig cfg = GptConfig::gpt2(3, 20, 4, 37, 9);
+  const GptConfig cfg = gpt2::config(3, 20, 4, 37, 9);
   const test::Batch b = test::make_batch(B, T, cfg.vocab, 22);
   Backend emu = emulated_bf16_backend();
-  Gpt whole(cfg, emu, B, T, nullptr, 1, Precision::kBf16);
-  Gpt s0(cfg.shard(1, 0, 0, 1), emu, B, T, nullptr, 1, Precision::kBf16);
-  Gpt s1(cfg.shard(1, 0, 1), emu, B, T, nullptr, 1, Precision::kBf16);
+  Gpt whole(cfg, emu, B, T, nullptr, 1, holmes::DType::kBf16);
+  Gpt s0(cfg.shard(1, 0, 0, 1), emu, B, T, nullptr, 1, holmes::DType::kBf16);
+  Gpt s1(cfg.shard(1, 0, 1), emu, B, T, nullptr, 1, holmes::DType::kBf16);
   whole.init_weights(4);
   s0.init_weights(4);
   s1.init_weights(4);
@@ -128,7 +129,7 @@ TEST_CASE("bf16 model path: two pipeline stages chained through bf16 boundaries 
 
 TEST_CASE("bf16 needs a backend with bf16 kernels", "[model][bf16]") {
   Backend cpu = holmes::backends::make_backend(holmes::backends::Device::kCpu);
-  CHECK_THROWS_WITH(Gpt(GptConfig::gpt2(1, 16, 2, 50, 8), cpu, 2, 4, nullptr, 1, Precision::kBf16),
+  CHECK_THROWS_WITH(Gpt(gpt2::config(1, 16, 2, 50, 8), cpu, 2, 4, nullptr, 1, holmes::DType::kBf16),
                     Catch::Contains("backend cpu has no bf16 kernels"));
 }
 

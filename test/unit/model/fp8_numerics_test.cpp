@@ -107,7 +107,7 @@ TEST_CASE("fp8 decode: every code against the format's definition", "[model][fp8
   CHECK(fp8_max(Fp8Format::kE5M2) == 57344.0f);
 }
 
-TEST_CASE("fp8 encode: codes round-trip; the largest finite value is the only saturation point", "[model][fp8]") {
+TEST_CASE("fp8 encode: codes round-trip, the largest finite value is the only saturation point", "[model][fp8]") {
   for (Fp8Format f : kFormats) {
     INFO(fp8_format_name(f));
     for (int c = 0; c < 256; ++c) {

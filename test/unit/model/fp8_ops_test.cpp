@@ -49,7 +49,7 @@ double half_step(double scaled, Fp8Format f) {
 
 }  // namespace
 
-TEST_CASE("fp8 amax: the largest magnitude; NaN wins; empty is 0", "[model][fp8]") {
+TEST_CASE("fp8 amax: the largest magnitude, NaN wins, empty is 0", "[model][fp8]") {
   auto x = random_bf16(1000, 1);
   double want = 0;
   for (double v : wide(x)) want = std::fmax(want, std::fabs(v));
@@ -197,7 +197,7 @@ double worst(const std::vector<double>& got, const std::vector<double>& want, co
 
 }  // namespace
 
-TEST_CASE("fp8 linear layer: within the formats' error of the exact layer; bf16 for odd shapes",
+TEST_CASE("fp8 linear layer: within the formats' error of the exact layer, bf16 for odd shapes",
           "[model][fp8]") {
   const Fp8Recipe recipe;
   // Aligned (every GEMM in FP8) and odd: N 37, C 48, OC 24 runs the forward in FP8, the
@@ -266,7 +266,7 @@ TEST_CASE("fp8 linear layer: shapes FP8 cannot take give the bf16 layer exactly"
   for (size_t i = 0; i < dwf.size(); ++i) REQUIRE(dw[i] == dwf[i]);
 }
 
-TEST_CASE("fp8 recipe: text round trip; unknown or unsupported recipes refused", "[model][fp8]") {
+TEST_CASE("fp8 recipe: text round trip, unknown or unsupported recipes refused", "[model][fp8]") {
   Fp8Recipe r;
   CHECK(recipe_text(r) == "e4m3/e5m2/current/head=bf16");
   CHECK(parse_fp8_recipe(recipe_text(r)) == r);

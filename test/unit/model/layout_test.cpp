@@ -2,8 +2,10 @@
 #include <catch2/catch.hpp>
 
 #include "common/errors.hpp"
+#include "model/counts.hpp"
 #include "model/gpt_config.hpp"
 #include "model/param_layout.hpp"
+#include "model/gpt2/gpt2.hpp"
 
 using namespace holmes::model;
 
@@ -16,9 +18,9 @@ TEST_CASE("vocabulary padding: multiple of 128, or of 64*tp when larger", "[mode
 }
 
 TEST_CASE("GPT-2 124M layout: sizes, names, decay flags", "[model][layout]") {
-  const GptConfig cfg = GptConfig::gpt2(12, 768, 12, 50257, 1024);
+  const GptConfig cfg = gpt2::config(12, 768, 12, 50257, 1024);
   const ParamLayout layout(cfg);
-  CHECK(full_model_params(cfg) == 124439808);
+  CHECK(model_params(cfg) == 124439808);
   CHECK(layout.size() == static_cast<size_t>(124439808 + (50304 - 50257) * 768));
   CHECK(layout.tensors().size() == 2 + 12 * 12 + 2);
   CHECK(layout.tensors().front().name == "wte");
@@ -35,7 +37,7 @@ TEST_CASE("GPT-2 124M layout: sizes, names, decay flags", "[model][layout]") {
 }
 
 TEST_CASE("tp shard of c_attn holds its heads of q, k and v", "[model][layout]") {
-  GptConfig cfg = GptConfig::gpt2(1, 8, 4, 37, 4);
+  GptConfig cfg = gpt2::config(1, 8, 4, 37, 4);
   cfg.tp_size = 2;
   cfg.tp_rank = 1;
   cfg.padded_vocab = 0;

@@ -9,92 +9,53 @@
 #include "common/errors.hpp"
 #include "backends/backends.hpp"
 #include "test/unit/model/check_util.hpp"
+#include "test/unit/model/model_checks.hpp"
 #include "test/unit/model/model_test_util.hpp"
+#include "model/gpt2/gpt2.hpp"
+#include "model/llama/llama.hpp"
 
 using namespace holmes::backends;
 using namespace holmes::model;
 using holmes::model::test::Batch;
+using namespace holmes::model::test;
 
 namespace {
 
-double loss_of(Gpt& gpt, const Batch& b, int B, int T) {
-  gpt.forward(b.tokens.data(), b.targets.data(), B, T);
-  double s = 0;  // sum of per-position losses in double: finer than the float mean
-  for (int i = 0; i < B * T; ++i) s += gpt.losses()[i];
-  return s / (B * T);
-}
-
-// eps: the finite-difference step along a random unit-normal direction of a whole tensor.
-// Llama's products of RMSNorm-scaled, rotated heads curve more over such a step than GPT-2's;
-// its cases use a smaller one (the central difference's error is O(eps^2)).
-void check_model(GptConfig cfg, int B, int T, float eps = 1e-2f) {
-  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
-  Gpt gpt(cfg, backend, B, T);
-  test::init_generic(gpt, 3);
-  const Batch batch = test::make_batch(B, T, cfg.vocab, 4);
-  gpt.zero_grad();
-  const float loss = gpt.forward(batch.tokens.data(), batch.targets.data(), B, T);
-  CHECK(std::isfinite(loss));
-  gpt.backward();
-  std::vector<float> grads(gpt.grads(), gpt.grads() + gpt.num_params());
-  float* p = gpt.params();
-  for (const ParamTensor& t : gpt.layout().tensors()) {
-    auto dir = test::random_vec(t.numel, static_cast<uint32_t>(t.offset + 1));
-    double ana = 0;
-    for (size_t i = 0; i < t.numel; ++i) ana += static_cast<double>(grads[t.offset + i]) * dir[i];
-    std::vector<float> saved(p + t.offset, p + t.offset + t.numel);
-    for (size_t i = 0; i < t.numel; ++i) p[t.offset + i] = saved[i] + eps * dir[i];
-    const double up = loss_of(gpt, batch, B, T);
-    for (size_t i = 0; i < t.numel; ++i) p[t.offset + i] = saved[i] - eps * dir[i];
-    const double down = loss_of(gpt, batch, B, T);
-    std::copy(saved.begin(), saved.end(), p + t.offset);
-    const double num = (up - down) / (2 * eps);
-    INFO(t.name << ": numeric " << num << " analytic " << ana);
-    CHECK(std::fabs(num - ana) <= 2e-4 + 3e-2 * std::fabs(ana));
-  }
-  // Single elements of the first attention weight and of the embedding (llama: the key
-  // projection, whose heads serve a group, and the head).
-  const std::vector<std::string> singles =
-      cfg.is_llama() ? std::vector<std::string>{"model.layers.0.self_attn.k_proj.weight", role_names(cfg).head}
-                     : std::vector<std::string>{"h.0.attn.c_attn.weight", "wpe"};
-  for (const std::string& name : singles) {
-    const ParamTensor& t = gpt.layout().at(name);
-    std::vector<float> x(p + t.offset, p + t.offset + t.numel);
-    std::vector<float> g(grads.begin() + t.offset, grads.begin() + t.offset + t.numel);
-    test::check_gradient(name, x, g, [&] {
-      std::copy(x.begin(), x.end(), p + t.offset);
-      return loss_of(gpt, batch, B, T);
-    }, eps, 2e-4, 3e-2, 40);
-  }
+// Single elements of the first attention weight and of the embedding (llama: the key
+// projection, whose heads serve a group, and the head).
+const std::vector<std::string> kGpt2Singles = {"h.0.attn.c_attn.weight", "wpe"};
+std::vector<std::string> llama_singles(const GptConfig& c) {
+  return {"model.layers.0.self_attn.k_proj.weight", role_names(c).head};
 }
 
 }  // namespace
 
 TEST_CASE("whole-model gradients, odd sizes C=20 T=7 V=37", "[model][gradcheck]") {
-  check_model(GptConfig::gpt2(2, 20, 4, 37, 9), 2, 7);
+  check_model(gpt2::config(2, 20, 4, 37, 9), 2, 7, kGpt2Singles);
 }
 
 TEST_CASE("whole-model gradients, aligned sizes C=32 T=8 V=128", "[model][gradcheck]") {
-  check_model(GptConfig::gpt2(2, 32, 4, 128, 8), 2, 8);
+  check_model(gpt2::config(2, 32, 4, 128, 8), 2, 8, kGpt2Singles);
 }
 
 TEST_CASE("llama whole-model gradients, odd sizes C=24 (HS 6) T=7 V=37 F=36, 4 query on 2 kv heads",
           "[model][gradcheck][llama]") {
-  check_model(GptConfig::llama(2, 24, 4, 2, 36, 37, 9), 2, 7, 3e-3f);
+  const GptConfig c = llama::config(2, 24, 4, 2, 36, 37, 9);
+  check_model(c, 2, 7, llama_singles(c), 3e-3f);
 }
 
 TEST_CASE("llama whole-model gradients, aligned sizes C=32 T=8 V=128, multi-query, tied head",
           "[model][gradcheck][llama]") {
-  GptConfig c = GptConfig::llama(2, 32, 4, 1, 64, 128, 8);
+  GptConfig c = llama::config(2, 32, 4, 1, 64, 128, 8);
   c.tie_embeddings = true;
   c.finalize();
-  check_model(c, 2, 8, 1e-3f);
+  check_model(c, 2, 8, llama_singles(c), 1e-3f);
 }
 
 TEST_CASE("gradient accumulation: two half-scaled micro-batches sum to their mean", "[model]") {
   auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   const int B = 2, T = 5;
-  GptConfig cfg = GptConfig::gpt2(1, 16, 2, 37, 8);
+  GptConfig cfg = gpt2::config(1, 16, 2, 37, 8);
   Gpt gpt(cfg, backend, B, T);
   gpt.init_weights(9);
   const Batch b1 = test::make_batch(B, T, cfg.vocab, 1), b2 = test::make_batch(B, T, cfg.vocab, 2);
@@ -122,7 +83,7 @@ TEST_CASE("gradient accumulation: two half-scaled micro-batches sum to their mea
 
 TEST_CASE("a shorter micro-batch than planned gives the same loss as a model planned for it", "[model]") {
   auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
-  GptConfig cfg = GptConfig::gpt2(2, 20, 4, 37, 9);
+  GptConfig cfg = gpt2::config(2, 20, 4, 37, 9);
   Gpt big(cfg, backend, 3, 9), exact(cfg, backend, 2, 7);
   big.init_weights(1);
   exact.init_weights(1);
@@ -135,7 +96,7 @@ TEST_CASE("a shorter micro-batch than planned gives the same loss as a model pla
 TEST_CASE("forward and backward are bitwise deterministic, bad token ids are user errors", "[model]") {
   auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
   const int B = 2, T = 8;
-  GptConfig cfg = GptConfig::gpt2(2, 32, 4, 100, 8);
+  GptConfig cfg = gpt2::config(2, 32, 4, 100, 8);
   Gpt gpt(cfg, backend, B, T);
   gpt.init_weights(2);
   Batch b = test::make_batch(B, T, cfg.vocab, 6);

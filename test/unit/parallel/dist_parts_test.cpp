@@ -11,6 +11,7 @@
 #include "engine/parallel/dist_optimizer.hpp"
 #include "model/cpu/host_memory.hpp"
 #include "test/support/dist_test_util.hpp"
+#include "model/gpt2/gpt2.hpp"
 
 using namespace holmes;
 using namespace holmes::data;
@@ -19,7 +20,7 @@ using namespace holmes::test;
 
 namespace {
 
-model::GptConfig small_model() { return model::GptConfig::gpt2(3, 32, 4, 97, 16); }
+model::GptConfig small_model() { return model::gpt2::config(3, 32, 4, 97, 16); }
 
 std::vector<int> ids(int n, int V, int salt) {
   std::vector<int> v(n);
@@ -184,7 +185,7 @@ TEST_CASE("owned ranges: the whole shard without data parallelism, a partition o
     run_threads(dp, [&](int d) {
       RankGroups groups = groups_for(job, g, 0, d, 0);
       auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
-      ParallelGroups pg(coords_of(g, 0, d, 0), comms_of(groups), {}, *backend.memory);
+      ParallelGroups pg(place_of(g, 0, d, 0), comms_of(groups), *backend.memory);
       Trainer trainer(spec, backend, *data, context_of(g, pg, 0, spec.model.layers));
       owned[d] = trainer.shard_state().owned;
       n = trainer.model().num_params();
@@ -216,7 +217,7 @@ TEST_CASE("a peer that leaves makes the others fail with CommError, not hang", "
       const int t = rank % g.tp, d = (rank / g.tp) % g.dp, p = rank / (g.tp * g.dp);
       RankGroups groups = groups_for(job, g, t, d, p, std::chrono::seconds(20));
       auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
-      ParallelGroups pg(coords_of(g, t, d, p), comms_of(groups), {}, *backend.memory);
+      ParallelGroups pg(place_of(g, t, d, p), comms_of(groups), *backend.memory);
       Trainer trainer(spec, backend, *data, context_of(g, pg, p, spec.model.layers));
       if (rank == 1) return;  // leaves: its groups go away
       try {

@@ -181,7 +181,7 @@ TEST_CASE("a stop request of one rank reaches every rank in the same step, with 
     const int t = rank % g.tp, d = (rank / g.tp) % g.dp, p = rank / (g.tp * g.dp);
     RankGroups groups = groups_for(job, g, t, d, p);
     auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
-    ParallelGroups pg(coords_of(g, t, d, p), comms_of(groups), {}, *backend.memory);
+    ParallelGroups pg(place_of(g, t, d, p), comms_of(groups), *backend.memory);
       Trainer trainer(spec, backend, *data, context_of(g, pg, p, spec.model.layers));
     for (int64_t s = 0; s < 3; ++s) seen[rank].push_back(trainer.train_step(s, rank == 5 && s == 1).stop_ranks);
   });

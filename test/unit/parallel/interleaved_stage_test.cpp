@@ -50,7 +50,7 @@ Grads run_pipeline(const spec::JobSpec& spec, const DataSet& data, int m, int p,
   run_threads(p, [&](int s) {
     RankGroups groups = groups_for(job, grid, 0, 0, s);
     auto backend = backends::make_backend(backends::Device::kCpu);
-    ParallelGroups pg(coords_of(grid, 0, 0, s), comms_of(groups), {}, *backend.memory);
+    ParallelGroups pg(place_of(grid, 0, 0, s), comms_of(groups), *backend.memory);
     const schedule::PipeSchedule schedule = v > 1 ? schedule::PipeSchedule::kInterleaved : schedule::PipeSchedule::k1f1b;
     const auto steps = schedule::schedule_steps(schedule, p, s, m, v);
     std::vector<std::unique_ptr<model::Gpt>> chunks;
@@ -118,7 +118,7 @@ TEST_CASE("interleaved stage: 2 ranks x 3 chunks with 8 micro-batches and uneven
   for (bool llama : {false, true}) {
     INFO((llama ? "llama" : "gpt2"));
     if (llama) {
-      spec.model.arch = spec::ModelArch::kLlama;
+      spec.model.arch = "llama";
       spec.model.kv_heads = 2;
     }
     check_same(spec, 2, 3, {2, 1, 1, 1, 1, 1});

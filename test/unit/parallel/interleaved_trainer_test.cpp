@@ -115,7 +115,7 @@ TEST_CASE("interleaved trainer: pp=2 with 8 micro-batches, V=3 (uneven chunks) a
 
 TEST_CASE("interleaved trainer: llama pp=2 x dp=2 (V=2, untied and tied head)", "[train][dist][schedule][interleaved]") {
   auto spec = tiny_job();
-  spec.model.arch = holmes::spec::ModelArch::kLlama;
+  spec.model.arch = "llama";
   spec.model.kv_heads = 2;
   spec.train.steps = 2;
   spec.train.global_batch = 16;

@@ -19,6 +19,14 @@ using namespace holmes::test;
 
 namespace {
 
+// Replica `replica` of `replicas`, every other axis of degree 1.
+schedule::Place replica_place(int replica, int replicas) {
+  schedule::Place place;
+  place.at[schedule::Axis::kReplica] = replica;
+  place.size[schedule::Axis::kReplica] = replicas;
+  return place;
+}
+
 // Forwards to a group and remembers on which threads its all-reduces ran.
 class ThreadRecordingGroup final : public comm::ProcessGroup {
  public:
@@ -41,6 +49,11 @@ class ThreadRecordingGroup final : public comm::ProcessGroup {
   }
   void broadcast(std::span<float> d, int root, const comm::OpOptions& o = {}) override { inner_->broadcast(d, root, o); }
   void send_recv(std::span<const comm::P2POp> ops, const comm::OpOptions& o = {}) override { inner_->send_recv(ops, o); }
+  using comm::ProcessGroup::all_to_all_v;
+  void all_to_all_v(void* out, std::span<const size_t> out_counts, const void* in, std::span<const size_t> in_counts,
+                    comm::DType dtype, const comm::OpOptions& o = {}) override {
+    inner_->all_to_all_v(out, out_counts, in, in_counts, dtype, o);
+  }
   void barrier(const comm::OpOptions& o = {}) override { inner_->barrier(o); }
   std::vector<std::thread::id> threads() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -84,9 +97,8 @@ std::vector<ReplicaRun> run_replicas(Agreement agreement, int stopper = -1, int 
     auto outer = std::make_unique<ThreadRecordingGroup>(job.group(nullptr, "outer", job.all_ranks(), rank));
     ThreadRecordingGroup* recorder = outer.get();
     auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
-    ParallelGroups::Comms comms;
-    comms.outer = outer.get();
-    ParallelGroups pg(Coords{.replica = rank, .replicas = n}, comms, {}, *backend.memory);
+    const GroupComms comms[] = {{schedule::kOuterGroup, outer.get()}};
+    ParallelGroups pg(replica_place(rank, n), comms, *backend.memory);
     Trainer trainer(spec, backend, *data, ParallelContext{.groups = &pg});
     ReplicaRun& r = runs[rank];
     try {
@@ -188,9 +200,8 @@ TEST_CASE("diloco agreement at the outer syncs: stats of an earlier step are ref
   run_threads(3, [&](int rank) {
     auto outer = job.group(nullptr, "outer", job.all_ranks(), rank);
     auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
-    ParallelGroups::Comms comms;
-    comms.outer = outer.get();
-    ParallelGroups pg(Coords{.replica = rank, .replicas = 3}, comms, {}, *backend.memory);
+    const GroupComms comms[] = {{schedule::kOuterGroup, outer.get()}};
+    ParallelGroups pg(replica_place(rank, 3), comms, *backend.memory);
     Trainer trainer(spec, backend, *data, ParallelContext{.groups = &pg});
     StepStats s0 = trainer.train_step(0, false, Agreement::kAtSyncs);
     StepStats s1 = trainer.train_step(1, false, Agreement::kAtSyncs);  // the sync after step 2: agreed

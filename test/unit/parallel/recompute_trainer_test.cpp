@@ -29,7 +29,7 @@ TEST_CASE("recompute: tp=2 x pp=2 x dp=2 with selective and full gives none's nu
 TEST_CASE("recompute: a llama pipeline (pp=2 x dp=2) with full recomputation gives none's numbers bit for bit",
           "[train][dist][recompute]") {
   auto spec = tiny_job();
-  spec.model.arch = holmes::spec::ModelArch::kLlama;
+  spec.model.arch = "llama";
   spec.model.kv_heads = 2;
   spec.train.steps = 3;
   const Grid g{.pp = 2, .dp = 2};

@@ -59,7 +59,7 @@ TEST_CASE("schedule: zb-h1 on four stages (W held back by 0..3) and on two stage
 TEST_CASE("schedule: a llama pipeline (pp=2 x dp=2) under zb-h1 with full recomputation gives 1f1b's numbers",
           "[train][dist][schedule]") {
   auto spec = tiny_job();
-  spec.model.arch = holmes::spec::ModelArch::kLlama;
+  spec.model.arch = "llama";
   spec.model.kv_heads = 2;
   spec.train.steps = 2;
   const Grid g{.pp = 2, .dp = 2};

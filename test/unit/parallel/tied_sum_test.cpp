@@ -13,6 +13,7 @@
 #include "engine/parallel/dist_optimizer.hpp"
 #include "test/support/dist_test_util.hpp"
 #include "test/support/same_runs.hpp"
+#include "model/gpt2/gpt2.hpp"
 
 using namespace holmes;
 using namespace holmes::parallel;
@@ -21,7 +22,7 @@ using holmes::spec::Schedule;
 
 namespace {
 
-model::GptConfig four_layers() { return model::GptConfig::gpt2(4, 32, 4, 97, 16); }
+model::GptConfig four_layers() { return model::gpt2::config(4, 32, 4, 97, 16); }
 
 std::vector<int> ids(int n, int V, int salt) {
   std::vector<int> v(n);
@@ -72,7 +73,7 @@ TEST_CASE("Gpt reports a tied embedding's share before the blocks' W in a W pass
       const model::GptConfig cfg = four_layers().shard(1, 0, first, 2);
       model::ActivationPolicy policy;
       policy.split_backward = split;
-      model::Gpt gpt(cfg, backend, B, T, nullptr, 1, model::Precision::kFp32, policy);
+      model::Gpt gpt(cfg, backend, B, T, nullptr, 1, holmes::DType::kF32, policy);
       gpt.init_weights(3);
       std::vector<std::pair<size_t, size_t>> trace;
       gpt.set_grad_ready_hook([&](size_t b, size_t e) { trace.emplace_back(b, e); });
@@ -118,7 +119,7 @@ TEST_CASE("tied embedding: the last stage gets through its gradient norm before 
   run_threads(2, [&](int p) {
     RankGroups groups = groups_for(job, g, 0, 0, p);
     auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
-    ParallelGroups pg(coords_of(g, 0, 0, p), comms_of(groups), {}, *backend.memory);
+    ParallelGroups pg(place_of(g, 0, 0, p), comms_of(groups), *backend.memory);
     model::Gpt gpt(full.shard(1, 0, 2 * p, 2), backend, B, T);
     gpt.init_weights(11 + p);
     DistOptimizer opt(gpt, pg);

@@ -136,7 +136,7 @@ TEST_CASE("train.precision: auto and fp32 train in fp32 on the CPU, bf16 is refu
   spec::JobSpec spec = small_job();
   for (const auto p : {holmes::spec::Precision::kAuto, holmes::spec::Precision::kFp32}) {
     spec.train.precision = p;
-    CHECK(precision_of(spec, backend) == holmes::model::Precision::kFp32);
+    CHECK(precision_of(spec, backend) == holmes::DType::kF32);
   }
   spec.train.precision = holmes::spec::Precision::kBf16;
   auto data = DataSet::open(small_job());

@@ -55,9 +55,9 @@ TEST_CASE("megatron: Megatron's order and uniform partition with every group bet
   CHECK(m.partition == holmes::spec::PartitionKind::kUniform);
   CHECK(n.partition == holmes::spec::PartitionKind::kUniform);  // auto means uniform for Megatron's placements
   for (size_t r = 0; r < m.ranks.size(); ++r) {
-    CHECK(m.ranks[r].tp == n.ranks[r].tp);
-    CHECK(m.ranks[r].pp == n.ranks[r].pp);
-    CHECK(m.ranks[r].dp == n.ranks[r].dp);
+    CHECK(m.ranks[r].at[holmes::schedule::Axis::kTp] == n.ranks[r].at[holmes::schedule::Axis::kTp]);
+    CHECK(m.ranks[r].at[holmes::schedule::Axis::kPp] == n.ranks[r].at[holmes::schedule::Axis::kPp]);
+    CHECK(m.ranks[r].at[holmes::schedule::Axis::kDp] == n.ranks[r].at[holmes::schedule::Axis::kDp]);
   }
   int socket = 0;
   for (const auto& g : m.groups) {
@@ -69,7 +69,7 @@ TEST_CASE("megatron: Megatron's order and uniform partition with every group bet
   }
   CHECK(socket > 0);
   // Interleaved: naive's pipeline groups stay on one island's RDMA fabric; megatron's do not.
-  CHECK(first_of(n, hp::GroupKind::kPp).transport == hp::Transport::kNcclIb);
+  CHECK(first_of(n, hp::kPpGroup).transport == hp::Transport::kNcclIb);
   CHECK(m.estimate.step_time_s >= n.estimate.step_time_s);
 }
 
@@ -100,14 +100,14 @@ TEST_CASE("a TCP group of an IB island without IPoIB is costed and printed as Et
   auto spec = hp::testing::make_spec(4, 128, 4, 1, 1, 4, 1, 8, 64);
   spec.model.vocab_size = 257;
   hp::Plan with = hp::make_plan(spec, cpu_ib_island(4, true));
-  const hp::Group& dp = first_of(with, hp::GroupKind::kDp);
+  const hp::Group& dp = first_of(with, hp::kDpGroup);
   CHECK(dp.transport == hp::Transport::kGlooTcp);
   CHECK(dp.link == hp::LinkKind::kIb);
   CHECK(dp.interface == "ib0");
   for (const auto& w : with.warnings) CHECK(w.find("IPoIB") == std::string::npos);
 
   hp::Plan without = hp::make_plan(spec, cpu_ib_island(4, false));
-  const hp::Group& eth = first_of(without, hp::GroupKind::kDp);
+  const hp::Group& eth = first_of(without, hp::kDpGroup);
   CHECK(eth.link == hp::LinkKind::kEthernet);
   CHECK(eth.interface == "eth0");
   CHECK(without.estimate.step_time_s > with.estimate.step_time_s);

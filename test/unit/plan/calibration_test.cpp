@@ -31,8 +31,8 @@ TEST_CASE("a calibration's device rate, link efficiency and latency feed the est
   auto t = two_islands();
   hp::Plan nominal = hp::make_plan(job(), t);
   CHECK(nominal.calibration.empty());
-  CHECK(group(nominal, hp::GroupKind::kDp).gbps_per_rank == Approx(200));
-  CHECK(group(nominal, hp::GroupKind::kDp).latency_s == Approx(5e-6));
+  CHECK(group(nominal, hp::kDpGroup).gbps_per_rank == Approx(200));
+  CHECK(group(nominal, hp::kDpGroup).latency_s == Approx(5e-6));
   CHECK(nominal.estimate.update_s == 0);
 
   t.calibration.device_tflops = nominal.stages[0].tflops / 2;
@@ -41,7 +41,7 @@ TEST_CASE("a calibration's device rate, link efficiency and latency feed the est
   hp::Plan cal = hp::make_plan(job(), t);
   CHECK(cal.stages[0].tflops == Approx(nominal.stages[0].tflops / 2));
   CHECK(cal.estimate.step_time_s > nominal.estimate.step_time_s);
-  const hp::Group& dp_ib = group(cal, hp::GroupKind::kDp);  // stage 0's group, on the IB island
+  const hp::Group& dp_ib = group(cal, hp::kDpGroup);  // stage 0's group, on the IB island
   REQUIRE(dp_ib.link == hp::LinkKind::kIb);
   CHECK(dp_ib.gbps_per_rank == Approx(100));
   CHECK(dp_ib.latency_s == Approx(40e-6));
@@ -67,8 +67,8 @@ TEST_CASE("the spec's explicit figures win over a calibration", "[calibration]")
   spec.cluster.ib.latency_us = 9;
   hp::Plan p = hp::make_plan(spec, t);
   CHECK(p.stages[0].tflops == Approx(7));
-  CHECK(group(p, hp::GroupKind::kDp).latency_s == Approx(9e-6));
-  CHECK(group(p, hp::GroupKind::kDp).gbps_per_rank == Approx(100));  // efficiency still scales the rate
+  CHECK(group(p, hp::kDpGroup).latency_s == Approx(9e-6));
+  CHECK(group(p, hp::kDpGroup).gbps_per_rank == Approx(100));  // efficiency still scales the rate
 }
 
 TEST_CASE("the step's job-wide sum: its ring hops at the links' latency, or at the hop the steps measured", "[calibration]") {
@@ -80,8 +80,8 @@ TEST_CASE("the step's job-wide sum: its ring hops at the links' latency, or at t
   const hp::Plan nominal = hp::make_plan(job(), t);
   double dp = 0, pp = 0;  // each ring's slowest hop: the groups' largest latency
   for (const auto& g : nominal.groups) {
-    if (g.kind == hp::GroupKind::kDp) dp = std::max(dp, g.latency_s);
-    if (g.kind == hp::GroupKind::kPp) pp = std::max(pp, g.latency_s);
+    if (g.kind == hp::kDpGroup) dp = std::max(dp, g.latency_s);
+    if (g.kind == hp::kPpGroup) pp = std::max(pp, g.latency_s);
   }
   REQUIRE(dp > 0);
   REQUIRE(pp > 0);

@@ -255,7 +255,7 @@ TEST_CASE("a group that crosses islands carries every hop over Ethernet, also in
 
   // The plan: the pipeline group crosses islands, so every activation goes over Ethernet.
   const hp::Plan plan = hp::make_plan(spec, t);
-  const hp::Group* pp = last_group(plan, hp::GroupKind::kPp);
+  const hp::Group* pp = last_group(plan, hp::kPpGroup);
   REQUIRE(pp != nullptr);
   REQUIRE(pp->link == hp::LinkKind::kEthernet);
   CHECK(plan.estimate.bytes_per_step[static_cast<int>(hp::LinkKind::kRoce)] == 0);
@@ -295,7 +295,7 @@ TEST_CASE("a node's port is shared by the ranks that send off the node in a kind
   auto spec = hp::testing::make_spec(8, 256, 4, 1, 4, 1, 1, 8, 64);
   spec.parallel.placement = holmes::spec::Placement::kNaive;
   const hp::Plan plan = hp::make_plan(spec, t);
-  const hp::Group* pp = last_group(plan, hp::GroupKind::kPp);
+  const hp::Group* pp = last_group(plan, hp::kPpGroup);
   REQUIRE(pp != nullptr);
   REQUIRE(pp->link == hp::LinkKind::kEthernet);
   CHECK(pp->gbps_per_rank == Approx(10));
@@ -326,13 +326,13 @@ TEST_CASE("a TCP plan sends a pipeline's hop inside an RDMA island over the isla
   auto spec = hp::testing::make_spec(12, 192, 4, 1, 3, 1, 2, 16, 64);
   spec.model.vocab_size = 257;
   const hp::Plan plan = hp::make_plan(spec, t);
-  const hp::Group* pp = last_group(plan, hp::GroupKind::kPp);
-  const hp::Group* hop = last_group(plan, hp::GroupKind::kPpHop);
+  const hp::Group* pp = last_group(plan, hp::kPpGroup);
+  const hp::Group* hop = last_group(plan, hp::kHopGroup);
   REQUIRE(pp != nullptr);
   CHECK(pp->link == hp::LinkKind::kEthernet);
   REQUIRE(hop != nullptr);
   int hops = 0;
-  for (const auto& g : plan.groups) hops += g.kind == hp::GroupKind::kPpHop;
+  for (const auto& g : plan.groups) hops += g.kind == hp::kHopGroup;
   CHECK(hops == 1);
   CHECK(hop->link == hp::LinkKind::kIb);
   CHECK(hop->transport == hp::Transport::kGlooTcp);

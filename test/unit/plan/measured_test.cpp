@@ -8,6 +8,7 @@
 
 #include "engine/plan/measured.hpp"
 #include "engine/plan/plan.hpp"
+#include "engine/spec/model_config.hpp"
 #include "engine/topo/calibration.hpp"
 #include "test/support/cluster_gen.hpp"
 
@@ -39,7 +40,7 @@ topo::ClusterTopology pair(const std::string& device = "box-cpu") {
 topo::ComputeTable table() {
   topo::ComputeTable t;
   t.device_kind = "cpu", t.device_name = "box-cpu", t.precision = "fp32";
-  t.model = hp::shape_key(hp::shape_of(job().model));
+  t.model = hp::shape_key(holmes::spec::model_config(job().model));
   for (int mb : {2, 4}) {
     const double k = mb / 2.0;
     t.layers.push_back({1, mb, 64, "none", 10 * k, 12 * k, 8 * k, 20 * k});
@@ -82,7 +83,7 @@ TEST_CASE("a stage's compute is priced from its device's calibrate table", "[mea
 
 TEST_CASE("a table interpolates in the micro-batch and falls back to its GEMMs, then to the declared rate",
           "[measured]") {
-  const hp::GptShape m = hp::shape_of(job().model);
+  const holmes::model::GptConfig m = holmes::spec::model_config(job().model);
   const topo::ComputeTable t = table();
   // Measured at 2 and 4: 3 sits half-way.
   const auto three = hp::measured_passes(t, m, 1, 3, 64, holmes::spec::Recompute::kNone, 2, false, false, 4);

@@ -3,6 +3,7 @@
 #include "engine/plan/cost_model.hpp"
 #include "engine/plan/links.hpp"
 #include "engine/plan/model_size.hpp"
+#include "model/gpt2/gpt2.hpp"
 
 namespace hp = holmes::plan;
 
@@ -14,7 +15,7 @@ TEST_CASE("vocabulary padding: multiple of 128, or 64 x tp when larger", "[model
 }
 
 TEST_CASE("parameter count of the 7.5B example by hand", "[model_size]") {
-  hp::GptShape s{36, 4096, 32, 50257, 2048};
+  const holmes::model::GptConfig s = holmes::model::gpt2::config(36, 4096, 32, 50257, 2048);
   // Block: 12 C^2 + 13 C = 12 * 16777216 + 53248 = 201379840.
   CHECK(hp::block_params(s) == 201379840);
   // Embeddings: 50304 * 4096 + 2048 * 4096 = 214433792; final norm 8192.
@@ -23,14 +24,14 @@ TEST_CASE("parameter count of the 7.5B example by hand", "[model_size]") {
 }
 
 TEST_CASE("FLOPs per token: 3 x (L (24 C^2 + 4 T C) + 2 C Vp)", "[model_size]") {
-  hp::GptShape s{2, 64, 4, 257, 128};
+  const holmes::model::GptConfig s = holmes::model::gpt2::config(2, 64, 4, 257, 128);
   double per_block = 24.0 * 64 * 64 + 4.0 * 128 * 64;
   CHECK(hp::block_forward_flops_per_token(s, 128) == Approx(per_block));
   CHECK(hp::train_flops_per_token(s, 1, 128) == Approx(3 * (2 * per_block + 2.0 * 64 * 384)));
 }
 
 TEST_CASE("activation bytes per layer: the model's buffers, by recompute mode", "[model_size]") {
-  hp::GptShape s{1, 1024, 16, 50257, 2048};
+  const holmes::model::GptConfig s = holmes::model::gpt2::config(1, 1024, 16, 50257, 2048);
   using R = holmes::spec::Recompute;
   const double C = 1024, F = 4 * C, t = 2, tokens = 2048.0 * 4;
   // bf16 (cuDNN attention: B NH/t T fp32 softmax statistics), per token: none keeps ln1, res2,
@@ -59,7 +60,7 @@ TEST_CASE("activation bytes per layer: the model's buffers, by recompute mode", 
 }
 
 TEST_CASE("recomputation's extra forward FLOPs", "[model_size]") {
-  hp::GptShape s{2, 64, 4, 257, 128};
+  const holmes::model::GptConfig s = holmes::model::gpt2::config(2, 64, 4, 257, 128);
   using R = holmes::spec::Recompute;
   CHECK(hp::recompute_flops_per_token(s, 128, 1, 4, {R::kNone}) == 0);
   // Selective replays the attention's softmax where it is not fused (fp32), nothing else costs FLOPs.
@@ -88,10 +89,10 @@ namespace {
 // B=2 T=128 C=256 micro-batches and a middle stage (it sends forward and backward) of tp 2.
 holmes::plan::Workload small_workload(bool cuda) {
   holmes::plan::Workload w;
-  w.shape = holmes::plan::GptShape{4, 256, 8, 1000, 128};
+  w.shape = holmes::model::gpt2::config(4, 256, 8, 1000, 128);
   w.seq_len = 128;
   w.micro_batch = 2;
-  w.bf16 = cuda;
+  w.act_dtype = cuda ? holmes::DType::kBf16 : holmes::DType::kF32;
   return w;
 }
 
@@ -135,7 +136,7 @@ TEST_CASE("tensor-parallel sums and pipeline sends are priced in the activation 
   const holmes::plan::LinkCost link = link_of(holmes::plan::LinkKind::kIntraNode, 400, 5e-6);
   mid.tp_link = mid.next_link = mid.prev_link = link;
   const auto fp32 = mid.time(w, 2);
-  w.bf16 = true;
+  w.act_dtype = holmes::DType::kBf16;
   const auto bf16 = mid.time(w, 2);
   const int sums = 4 * 2;  // a middle stage of 2 layers: 4 sums per layer
   const double hop = link.latency_s * 2 * (mid.tp - 1);  // a ring all-reduce's latency part

@@ -240,7 +240,7 @@ TEST_CASE("no RDMA group mixes IB and RoCE, DP groups stay in islands, over gene
     perfect_cases += perfect;
     for (const auto& g : p.groups) {
       rdma_groups += g.transport == hp::Transport::kNcclIb || g.transport == hp::Transport::kNcclRoce;
-      if (perfect && g.kind == hp::GroupKind::kDp) REQUIRE_FALSE(g.crosses_islands);
+      if (perfect && g.kind == hp::kDpGroup) REQUIRE_FALSE(g.crosses_islands);
     }
   }
   // The generator must produce the cases that matter.

@@ -21,32 +21,32 @@ void check_invariants(const hp::Plan& p, const holmes::topo::ClusterTopology& t,
   // Each rank in exactly one group of each kind; groups have the right size and agree with
   // the rank coordinates.
   std::map<hp::GroupKind, std::vector<int>> seen;
-  for (auto k : {hp::GroupKind::kTp, hp::GroupKind::kPp, hp::GroupKind::kDp, hp::GroupKind::kEmbedding,
-                 hp::GroupKind::kWorld})
+  for (auto k : {hp::kTpGroup, hp::kPpGroup, hp::kDpGroup, hp::kEmbeddingGroup,
+                 hp::kWorldGroup})
     seen[k].assign(p.world, 0);
   for (const auto& g : p.groups) {
     for (int r : g.ranks) seen[g.kind][r]++;
     const auto& r0 = p.ranks[g.ranks[0]];
     for (size_t i = 0; i < g.ranks.size(); ++i) {
       const auto& r = p.ranks[g.ranks[i]];
-      if (g.kind == hp::GroupKind::kTp) REQUIRE((r.pp == r0.pp && r.dp == r0.dp && r.tp == int(i)));
-      if (g.kind == hp::GroupKind::kDp) REQUIRE((r.pp == r0.pp && r.tp == r0.tp && r.dp == int(i)));
-      if (g.kind == hp::GroupKind::kPp) REQUIRE((r.tp == r0.tp && r.dp == r0.dp && r.pp == int(i)));
+      if (g.kind == hp::kTpGroup) REQUIRE((r.at[holmes::schedule::Axis::kPp] == r0.at[holmes::schedule::Axis::kPp] && r.at[holmes::schedule::Axis::kDp] == r0.at[holmes::schedule::Axis::kDp] && r.at[holmes::schedule::Axis::kTp] == int(i)));
+      if (g.kind == hp::kDpGroup) REQUIRE((r.at[holmes::schedule::Axis::kPp] == r0.at[holmes::schedule::Axis::kPp] && r.at[holmes::schedule::Axis::kTp] == r0.at[holmes::schedule::Axis::kTp] && r.at[holmes::schedule::Axis::kDp] == int(i)));
+      if (g.kind == hp::kPpGroup) REQUIRE((r.at[holmes::schedule::Axis::kTp] == r0.at[holmes::schedule::Axis::kTp] && r.at[holmes::schedule::Axis::kDp] == r0.at[holmes::schedule::Axis::kDp] && r.at[holmes::schedule::Axis::kPp] == int(i)));
       // A hop of one pipeline, the lower stage first, between two nodes of one island.
-      if (g.kind == hp::GroupKind::kPpHop)
-        REQUIRE((g.ranks.size() == 2 && r.tp == r0.tp && r.dp == r0.dp && r.pp == r0.pp + int(i) &&
+      if (g.kind == hp::kHopGroup)
+        REQUIRE((g.ranks.size() == 2 && r.at[holmes::schedule::Axis::kTp] == r0.at[holmes::schedule::Axis::kTp] && r.at[holmes::schedule::Axis::kDp] == r0.at[holmes::schedule::Axis::kDp] && r.at[holmes::schedule::Axis::kPp] == r0.at[holmes::schedule::Axis::kPp] + int(i) &&
                  r.node != r0.node && t.island_of[r.node] == t.island_of[r0.node]));
     }
-    if (perfect && (g.kind == hp::GroupKind::kTp || g.kind == hp::GroupKind::kDp)) REQUIRE_FALSE(g.crosses_islands);
-    if (perfect && g.kind == hp::GroupKind::kTp) REQUIRE_FALSE(g.crosses_nodes);
+    if (perfect && (g.kind == hp::kTpGroup || g.kind == hp::kDpGroup)) REQUIRE_FALSE(g.crosses_islands);
+    if (perfect && g.kind == hp::kTpGroup) REQUIRE_FALSE(g.crosses_nodes);
   }
   for (int r = 0; r < p.world; ++r) {
-    REQUIRE(seen[hp::GroupKind::kTp][r] == 1);
-    REQUIRE(seen[hp::GroupKind::kPp][r] == 1);
-    REQUIRE(seen[hp::GroupKind::kDp][r] == 1);
-    REQUIRE(seen[hp::GroupKind::kWorld][r] == 1);
-    bool end_stage = p.pp > 1 && (p.ranks[r].pp == 0 || p.ranks[r].pp == p.pp - 1);
-    REQUIRE(seen[hp::GroupKind::kEmbedding][r] == (end_stage ? 1 : 0));
+    REQUIRE(seen[hp::kTpGroup][r] == 1);
+    REQUIRE(seen[hp::kPpGroup][r] == 1);
+    REQUIRE(seen[hp::kDpGroup][r] == 1);
+    REQUIRE(seen[hp::kWorldGroup][r] == 1);
+    bool end_stage = p.pp > 1 && (p.ranks[r].at[holmes::schedule::Axis::kPp] == 0 || p.ranks[r].at[holmes::schedule::Axis::kPp] == p.pp - 1);
+    REQUIRE(seen[hp::kEmbeddingGroup][r] == (end_stage ? 1 : 0));
   }
   // Partition: sums to the layers, no empty stage, contiguous.
   int next = 0;
@@ -64,7 +64,7 @@ void check_invariants(const hp::Plan& p, const holmes::topo::ClusterTopology& t,
     used.insert(s.island);
     if (s.stage > 0 && p.stages[s.stage - 1].island != s.island) ++crossings;
   }
-  for (const auto& r : p.ranks) REQUIRE(t.island_of[r.node] == p.stages[r.pp].island);
+  for (const auto& r : p.ranks) REQUIRE(t.island_of[r.node] == p.stages[r.at[holmes::schedule::Axis::kPp]].island);
   REQUIRE(crossings == static_cast<int>(used.size()) - 1);
 }
 
@@ -110,15 +110,15 @@ TEST_CASE("naive placement is Megatron's order over nodes as given", "[placement
   auto spec = hp::testing::make_spec(32, 1024, 16, 2, 2, 8, 1, 16, 128);
   spec.parallel.placement = holmes::spec::Placement::kNaive;
   hp::Plan p = hp::make_plan(spec, topo);
-  for (const auto& r : p.ranks) REQUIRE(r.rank == r.tp + 2 * (r.dp + 8 * r.pp));
+  for (const auto& r : p.ranks) REQUIRE(r.rank == r.at[holmes::schedule::Axis::kTp] + 2 * (r.at[holmes::schedule::Axis::kDp] + 8 * r.at[holmes::schedule::Axis::kPp]));
   // Interleaved islands: naive data groups cross islands, holmes's do not.
   int crossing = 0;
-  for (const auto& g : p.groups) crossing += g.kind == hp::GroupKind::kDp && g.crosses_islands;
+  for (const auto& g : p.groups) crossing += g.kind == hp::kDpGroup && g.crosses_islands;
   CHECK(crossing > 0);
   spec.parallel.placement = holmes::spec::Placement::kHolmes;
   hp::Plan h = hp::make_plan(spec, topo);
   for (const auto& g : h.groups)
-    if (g.kind == hp::GroupKind::kDp) CHECK_FALSE(g.crosses_islands);
+    if (g.kind == hp::kDpGroup) CHECK_FALSE(g.crosses_islands);
   CHECK(h.estimate.naive_step_time_s == Approx(hp::make_plan([&] {
                                                  auto s = spec;
                                                  s.parallel.placement = holmes::spec::Placement::kNaive;
@@ -134,13 +134,13 @@ TEST_CASE("unequal islands: the least bad layout names the crossing groups", "[p
   auto spec = hp::testing::make_spec(8, 256, 16, 8, 2, 4, 1, 16, 128);
   hp::Plan p = hp::make_plan(spec, topo);
   int crossing = 0;
-  for (const auto& g : p.groups) crossing += g.kind == hp::GroupKind::kDp && g.crosses_islands;
+  for (const auto& g : p.groups) crossing += g.kind == hp::kDpGroup && g.crosses_islands;
   CHECK(crossing == 8);  // every tensor slice of the one straddling stage
   bool named = false;
   for (const auto& w : p.warnings) named |= w.find("dp group") != std::string::npos && w.find("islands") != std::string::npos;
   CHECK(named);
   for (const auto& g : p.groups)
-    if (g.kind == hp::GroupKind::kTp) CHECK_FALSE(g.crosses_nodes);
+    if (g.kind == hp::kTpGroup) CHECK_FALSE(g.crosses_nodes);
 }
 
 TEST_CASE("transports: RDMA inside an island, sockets across, intra-node in a node", "[placement]") {
@@ -148,13 +148,13 @@ TEST_CASE("transports: RDMA inside an island, sockets across, intra-node in a no
   auto spec = hp::testing::make_spec(8, 256, 16, 8, 2, 2, 1, 16, 128);
   hp::Plan p = hp::make_plan(spec, topo);
   for (const auto& g : p.groups) {
-    if (g.kind == hp::GroupKind::kTp) CHECK(g.transport == hp::Transport::kIntraNode);
-    if (g.kind == hp::GroupKind::kPp) {
+    if (g.kind == hp::kTpGroup) CHECK(g.transport == hp::Transport::kIntraNode);
+    if (g.kind == hp::kPpGroup) {
       CHECK(g.transport == hp::Transport::kNcclSocket);
       CHECK(g.interface == "eth0");
     }
-    if (g.kind == hp::GroupKind::kDp) {
-      bool ib = p.stages[p.ranks[g.ranks[0]].pp].island == 0;
+    if (g.kind == hp::kDpGroup) {
+      bool ib = p.stages[p.ranks[g.ranks[0]].at[holmes::schedule::Axis::kPp]].island == 0;
       CHECK(g.transport == (ib ? hp::Transport::kNcclIb : hp::Transport::kNcclRoce));
       CHECK(g.hcas == std::vector<std::string>{"mlx5_0:1"});
       CHECK(g.gid_index == (ib ? -1 : 3));
@@ -185,7 +185,7 @@ TEST_CASE("CPU jobs use Gloo on the interface the topology picks, HCAs follow th
   for (const auto& g : p.groups) {
     CHECK(g.transport == hp::Transport::kGlooTcp);
     CHECK(g.hcas.empty());
-    if (g.kind == hp::GroupKind::kDp) {
+    if (g.kind == hp::kDpGroup) {
       CHECK(g.crosses_islands);
       CHECK(g.interface == "eth0");  // leaves the island: the Ethernet port, not IPoIB
     }
@@ -198,10 +198,10 @@ TEST_CASE("CPU jobs use Gloo on the interface the topology picks, HCAs follow th
   spec.parallel.data = 2;
   spec.train.global_batch = 2;
   for (const auto& g : hp::make_plan(spec, two).groups)
-    if (g.kind == hp::GroupKind::kDp) CHECK(g.interface == "ib0");
+    if (g.kind == hp::kDpGroup) CHECK(g.interface == "ib0");
   for (auto& n : two.nodes) n.devices.kind = "cuda";
   for (const auto& g : hp::make_plan(spec, two).groups)
-    if (g.kind == hp::GroupKind::kDp) {
+    if (g.kind == hp::kDpGroup) {
       CHECK(g.transport == hp::Transport::kNcclIb);
       CHECK(g.hcas == std::vector<std::string>{"mlx5_0:1"});
     }

@@ -5,17 +5,18 @@
 #include "engine/plan/cost_model.hpp"
 #include "engine/plan/plan.hpp"
 #include "engine/topo/topology.hpp"
+#include "model/gpt2/gpt2.hpp"
 #include "test/support/cluster_gen.hpp"
 
 namespace holmes::plan::testing {
 
 inline holmes::plan::Workload workload(bool bf16) {
   holmes::plan::Workload w;
-  w.shape = holmes::plan::GptShape{8, 256, 8, 1000, 128};
+  w.shape = holmes::model::gpt2::config(8, 256, 8, 1000, 128);
   w.seq_len = 128;
   w.micro_batch = 2;
   w.micro_batches = 4;
-  w.bf16 = bf16;
+  w.act_dtype = bf16 ? holmes::DType::kBf16 : holmes::DType::kF32;
   return w;
 }
 

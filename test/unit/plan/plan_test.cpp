@@ -6,6 +6,7 @@
 #include "engine/plan/plan.hpp"
 #include "common/errors.hpp"
 #include "test/support/cluster_gen.hpp"
+#include "model/gpt2/gpt2.hpp"
 
 namespace hp = holmes::plan;
 using holmes::topo::NicKind;
@@ -56,7 +57,7 @@ TEST_CASE("a single CPU device gives a trivial plan", "[plan]") {
   CHECK(p.memory.size() == 1);
   CHECK(p.memory[0].capacity == 0);
   // fp32 on CPU: weights 4 + grads 4 + Adam m, v 8 bytes per parameter.
-  double params = double(hp::total_params(hp::GptShape{4, 128, 4, 257, 64}, 1));
+  double params = double(hp::total_params(holmes::model::gpt2::config(4, 128, 4, 257, 64), 1));
   CHECK(p.memory[0].params + p.memory[0].grads + p.memory[0].optimizer == Approx(16 * params));
 }
 
@@ -130,7 +131,7 @@ TEST_CASE("the reduce-scatter hides behind backward and the all-gather behind th
   spec.cluster.device_tflops = 100;
   auto fast = hp::make_plan(spec, hp::testing::make_cluster({{NicKind::kIb, 2, 1, 4000}}));
   auto slow = hp::make_plan(spec, hp::testing::make_cluster({{NicKind::kRoce, 2, 1, 1}}));
-  double params = double(hp::total_params(hp::GptShape{4, 512, 8, 50257, 256}, 1));
+  double params = double(hp::total_params(holmes::model::gpt2::config(4, 512, 8, 50257, 256), 1));
   const double fast_ag = 5e-6 + params * 4 / 2 * 8 / 4000e9;  // IB: 5 us; fp32 master weights
   const double fast_compute = fast.estimate.compute_s / fast.micro_batches;
   REQUIRE(fast_ag < fast_compute / 3);
@@ -211,7 +212,7 @@ TEST_CASE("auto degrees on three islands: fits, invariants, parts add up, hash s
   CHECK(e.step_time_s == Approx(e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s + e.log_s + e.sums_s + e.quota_s));
   CHECK(e.naive_step_time_s >= e.step_time_s * 0.999);
   for (const auto& g : p.groups)
-    if (g.kind == hp::GroupKind::kDp || g.kind == hp::GroupKind::kTp) CHECK_FALSE(g.crosses_islands);
+    if (g.kind == hp::kDpGroup || g.kind == hp::kTpGroup) CHECK_FALSE(g.crosses_islands);
   CHECK(hp::plan_hash(p) == hp::plan_hash(hp::make_plan(spec, topo)));
   spec.parallel.tensor = p.tp == 8 ? 4 : 8;
   CHECK(hp::plan_hash(p) != hp::plan_hash(hp::make_plan(spec, topo)));

@@ -86,30 +86,30 @@ TEST_CASE("replicas: diloco lays one plan per pod and an outer group per coordin
   std::set<int> seen;
   for (const auto& r : p.ranks) {
     CHECK(seen.insert(r.rank).second);
-    CHECK(r.replica == r.node / 2);  // each replica is one pod
+    CHECK(r.at[holmes::schedule::Axis::kReplica] == r.node / 2);  // each replica is one pod
   }
   for (const auto& g : p.groups) {
     ++count[g.kind];
-    if (g.kind == hp::GroupKind::kTp || g.kind == hp::GroupKind::kPp || g.kind == hp::GroupKind::kDp) {
+    if (g.kind == hp::kTpGroup || g.kind == hp::kPpGroup || g.kind == hp::kDpGroup) {
       // Inside one replica, and so inside one pod: nothing crosses Ethernet.
-      for (int r : g.ranks) CHECK(p.ranks[r].replica == p.ranks[g.ranks[0]].replica);
+      for (int r : g.ranks) CHECK(p.ranks[r].at[holmes::schedule::Axis::kReplica] == p.ranks[g.ranks[0]].at[holmes::schedule::Axis::kReplica]);
       CHECK_FALSE(g.crosses_islands);
     }
-    if (g.kind == hp::GroupKind::kOuter) {
+    if (g.kind == hp::kOuterGroup) {
       REQUIRE(g.ranks.size() == 4);
       for (int i = 0; i < 4; ++i) {
-        CHECK(p.ranks[g.ranks[i]].replica == i);  // group rank = replica
-        CHECK(p.ranks[g.ranks[i]].tp == p.ranks[g.ranks[0]].tp);
-        CHECK(p.ranks[g.ranks[i]].pp == p.ranks[g.ranks[0]].pp);
+        CHECK(p.ranks[g.ranks[i]].at[holmes::schedule::Axis::kReplica] == i);  // group rank = replica
+        CHECK(p.ranks[g.ranks[i]].at[holmes::schedule::Axis::kTp] == p.ranks[g.ranks[0]].at[holmes::schedule::Axis::kTp]);
+        CHECK(p.ranks[g.ranks[i]].at[holmes::schedule::Axis::kPp] == p.ranks[g.ranks[0]].at[holmes::schedule::Axis::kPp]);
       }
       CHECK(g.crosses_islands);
       CHECK(g.transport == hp::Transport::kGlooTcp);
       CHECK(g.link == hp::LinkKind::kEthernet);
     }
   }
-  CHECK(count[hp::GroupKind::kTp] == 8);     // 2 stages x 4 replicas
-  CHECK(count[hp::GroupKind::kOuter] == 16); // one per rank of a replica
-  CHECK(count[hp::GroupKind::kWorld] == 1);
+  CHECK(count[hp::kTpGroup] == 8);     // 2 stages x 4 replicas
+  CHECK(count[hp::kOuterGroup] == 16); // one per rank of a replica
+  CHECK(count[hp::kWorldGroup] == 1);
   // The plan states what it prices: outer bytes = N members x 2 (N - 1) part payloads (a part:
   // 1/N of the member's slice) per group, summed over the groups, per H steps.
   double stage_params = 0;
@@ -128,7 +128,7 @@ TEST_CASE("replicas: three ways across priced side by side, diloco proposed and 
   const hp::Plan sync = hp::make_plan(pod_spec(OuterMode::kSync), t);
   CHECK(sync.dp == 4);  // one data-parallel all-reduce spans the replicas
   CHECK(sync.replicas.outer == OuterMode::kSync);
-  for (const auto& g : sync.groups) CHECK(g.kind != hp::GroupKind::kOuter);
+  for (const auto& g : sync.groups) CHECK(g.kind != hp::kOuterGroup);
   REQUIRE(sync.replicas.across.size() == 3);
   const auto& pipe = sync.replicas.across[0];
   const auto& dp = sync.replicas.across[1];
@@ -232,7 +232,7 @@ TEST_CASE("replicas: the small per-step messages over Ethernet are priced, heade
   CHECK(q40.replicas.small_bytes == Approx(outer_sum + world_max / 40));
   double world_latency = 0;
   for (const auto& g : q.groups)
-    if (g.kind == hp::GroupKind::kWorld) world_latency = g.latency_s;
+    if (g.kind == hp::kWorldGroup) world_latency = g.latency_s;
   REQUIRE(world_latency > 0);
   CHECK(p.replicas.log_s == Approx(2 * 63 * world_latency / 20));
   CHECK(q.replicas.log_s == Approx(2 * 63 * world_latency / 20));
@@ -262,7 +262,7 @@ TEST_CASE("replicas: diloco's loss and stop sum across the replicas is priced on
   auto s = pod_spec(OuterMode::kDiloco);
   auto outer_latency = [](const hp::Plan& p) {
     for (const auto& g : p.groups)
-      if (g.kind == hp::GroupKind::kOuter) return g.latency_s;
+      if (g.kind == hp::kOuterGroup) return g.latency_s;
     return 0.0;
   };
   const hp::Plan p = hp::make_plan(s, pods());
@@ -347,7 +347,7 @@ TEST_CASE("replicas: the outer exchange is priced at the rate a calibration meas
   const hp::Plan plain = hp::make_plan(pod_spec(OuterMode::kDiloco), t);
   double alpha = 0;
   for (const auto& g : plain.groups)
-    if (g.kind == hp::GroupKind::kOuter) alpha = g.latency_s;
+    if (g.kind == hp::kOuterGroup) alpha = g.latency_s;
   REQUIRE(alpha > 0);
   t.calibration.outer = {"ethernet", 0.5, 0, 1};  // half the declared rate (the link's efficiency: 1)
   const hp::Plan cal = hp::make_plan(pod_spec(OuterMode::kDiloco), t);

@@ -7,6 +7,7 @@
 #include "engine/plan/cost_model.hpp"
 #include "engine/plan/plan.hpp"
 #include "test/support/cluster_gen.hpp"
+#include "model/gpt2/gpt2.hpp"
 
 namespace hp = holmes::plan;
 using holmes::spec::Recompute;
@@ -44,7 +45,7 @@ TEST_CASE("schedule: under full recomputation zb-h1's W passes outlast the forwa
   // fill-and-drain slot besides W: (p - 1)(F + B - F) = (p - 1) B, not the paper's (p - 1)(F +
   // B - W) (the tables' timing: schedule_test, "... unequal F, B and W").
   hp::Workload w;
-  w.shape = hp::GptShape{4, 256, 8, 1000, 128};
+  w.shape = holmes::model::gpt2::config(4, 256, 8, 1000, 128);
   w.seq_len = 128;
   w.micro_batch = 2;
   hp::StageCost mid;
@@ -187,8 +188,7 @@ TEST_CASE("schedule: interleaved's bubble, sends and activations", "[plan][sched
 
 TEST_CASE("schedule: interleaved activations = each chunk's slots x its layers", "[plan][schedule][interleaved]") {
   hp::Workload w;
-  w.shape = hp::GptShape{};
-  w.shape.layers = 12, w.shape.hidden = 256, w.shape.heads = 4, w.shape.vocab = 1024;
+  w.shape = holmes::model::gpt2::config(12, 256, 4, 1024, 64);
   w.seq_len = 64, w.micro_batch = 1, w.micro_batches = 9;
   hp::StageCost mid;  // a middle stage: no embedding, no head
   mid.stage = 1, mid.tp = 1, mid.dp = 1;

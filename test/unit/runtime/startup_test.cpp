@@ -134,36 +134,35 @@ TEST_CASE("start_runtime: 4 ranks on threads get the plan's groups at their coor
     CHECK(rt.topology.nodes.size() == 1);
     CHECK(rt.topology.nodes[0].devices.count == 4);
     const auto& me = rt.plan.ranks[r];
-    REQUIRE(rt.tp);
-    REQUIRE(rt.pp);
-    REQUIRE(rt.embedding);
-    REQUIRE(rt.world_group);
-    CHECK_FALSE(rt.dp);  // data degree 1: no group
-    CHECK(rt.tp->rank() == me.tp);
-    CHECK(rt.pp->rank() == me.pp);
-    CHECK(rt.world_group->rank() == r);
-    CHECK(rt.tp->transport() == "gloo tcp 127.0.0.1");
+    using schedule::Axis;
+    REQUIRE(rt.group(plan::kTpGroup));
+    REQUIRE(rt.group(plan::kPpGroup));
+    REQUIRE(rt.group(plan::kEmbeddingGroup));
+    CHECK_FALSE(rt.group(plan::kDpGroup));  // data degree 1: no group
+    CHECK(rt.group(plan::kTpGroup)->rank() == me.at[Axis::kTp]);
+    CHECK(rt.group(plan::kPpGroup)->rank() == me.at[Axis::kPp]);
+    CHECK(rt.world_group().rank() == r);
+    CHECK(rt.group(plan::kTpGroup)->transport() == "gloo tcp 127.0.0.1");
     // What Trainer gets: the coordinates, this stage's layers and the groups (no NCCL in a
     // CPU plan: phase 5 makes nothing).
     const runtime::DeviceComms device = runtime::connect_device_groups(rts[r], spec);
-    CHECK_FALSE(device.tp);
+    CHECK(device.comms.empty());
     CHECK(device.log.empty());
     auto mem = holmes::model::cpu::make_host_memory();
     const auto groups = train::parallel_groups(rt, device, *mem);
-    CHECK(groups->coords().tp_size == 2);
-    CHECK(groups->coords().pp_size == 2);
-    CHECK(groups->coords().dp_size == 1);
-    CHECK(groups->coords().tp_rank == me.tp);
-    CHECK(groups->coords().pp_stage == me.pp);
-    CHECK(groups->tp().size() == 2);
-    CHECK(groups->tp().mode() == parallel::Group::Mode::kHost);
-    CHECK(groups->dp().size() == 1);
-    CHECK(groups->embedding().size() == 2);
+    CHECK(groups->place().degree(Axis::kTp) == 2);
+    CHECK(groups->place().degree(Axis::kPp) == 2);
+    CHECK(groups->place().degree(Axis::kDp) == 1);
+    CHECK(groups->place().at == me.at);
+    CHECK(groups->group(Axis::kTp).size() == 2);
+    CHECK(groups->group(Axis::kTp).mode() == parallel::Group::Mode::kHost);
+    CHECK(groups->group(Axis::kDp).size() == 1);
+    CHECK(groups->group(plan::kEmbeddingGroup).size() == 2);
     CHECK(groups->describe().size() == 3);  // tp, pp, embedding
     const auto ctx = train::parallel_context(rt, *groups);
     CHECK(ctx.groups == groups.get());
-    CHECK(ctx.first_layer == rt.plan.stages[me.pp].first_layer);
-    CHECK(ctx.num_layers == rt.plan.stages[me.pp].num_layers);
+    CHECK(ctx.first_layer == rt.plan.stages[me.at[Axis::kPp]].first_layer);
+    CHECK(ctx.num_layers == rt.plan.stages[me.at[Axis::kPp]].num_layers);
   }
   int layers = 0;
   for (const auto& st : rts[0].plan.stages) layers += st.num_layers;
@@ -172,12 +171,12 @@ TEST_CASE("start_runtime: 4 ranks on threads get the plan's groups at their coor
   std::vector<float> sums(4);
   on_threads(4, [&](int r) {
     float v = static_cast<float>(r);
-    rts[r].tp->all_reduce(std::span<float>(&v, 1), comm::ReduceOp::kSum);
+    rts[r].group(plan::kTpGroup)->all_reduce(std::span<float>(&v, 1), comm::ReduceOp::kSum);
     sums[r] = v;
   });
   for (int r = 0; r < 4; ++r) {
     float expect = 0;
-    for (int m : rts[r].tp->global_ranks()) expect += static_cast<float>(m);
+    for (int m : rts[r].group(plan::kTpGroup)->global_ranks()) expect += static_cast<float>(m);
     CHECK(sums[r] == expect);
   }
 }
@@ -284,6 +283,9 @@ class AbortRecorder final : public comm::ProcessGroup {
   void all_gather(std::span<float>, std::span<const float>, const comm::OpOptions&) override {}
   void broadcast(std::span<float>, int, const comm::OpOptions&) override {}
   void send_recv(std::span<const comm::P2POp>, const comm::OpOptions&) override {}
+  using comm::ProcessGroup::all_to_all_v;
+  void all_to_all_v(void*, std::span<const size_t>, const void*, std::span<const size_t>, comm::DType,
+                    const comm::OpOptions&) override {}
   void barrier(const comm::OpOptions&) override {}
   void abort() noexcept override { ++aborts_; }
 
@@ -296,8 +298,8 @@ class AbortRecorder final : public comm::ProcessGroup {
 TEST_CASE("a failing step aborts the NCCL groups before the trainer's device memory is freed") {
   int aborts = 0;
   runtime::DeviceComms comms;
-  comms.tp = std::make_unique<AbortRecorder>(aborts);
-  comms.dp = std::make_unique<AbortRecorder>(aborts);
+  comms.comms.push_back({0, plan::kTpGroup, std::make_unique<AbortRecorder>(aborts)});
+  comms.comms.push_back({1, plan::kDpGroup, std::make_unique<AbortRecorder>(aborts)});
   {  // a scope left normally aborts nothing
     const runtime::AbortOnUnwind guard(comms);
   }

@@ -18,6 +18,7 @@
 #include "model/gpt.hpp"
 #include "model/param_layout.hpp"
 #include "test/support/checkpoint_test_util.hpp"
+#include "model/gpt2/gpt2.hpp"
 
 using namespace holmes;
 using namespace holmes::checkpoint;
@@ -28,7 +29,7 @@ namespace {
 
 // Odd sizes so a transpose or a wrong row count cannot pass by symmetry.
 model::GptConfig tiny_config() {
-  auto c = model::GptConfig::gpt2(/*layers=*/2, /*hidden=*/6, /*heads=*/2, /*vocab=*/11, /*max_seq_len=*/5);
+  auto c = model::gpt2::config(/*layers=*/2, /*hidden=*/6, /*heads=*/2, /*vocab=*/11, /*max_seq_len=*/5);
   c.finalize();
   return c;
 }
@@ -67,7 +68,7 @@ std::pair<uint64_t, uint64_t> offsets_of(const std::string& header, const std::s
 
 TEST_CASE("export: HF GPT-2 names, shapes and order", "[export]") {
   const auto c = tiny_config();
-  const auto ts = to_hf_gpt2(c, iota_params(c));
+  const auto ts = to_hf(c, iota_params(c));
   REQUIRE(ts.size() == 2 + 12 * 2 + 2);
   CHECK(ts.front().name == "transformer.wte.weight");
   CHECK(ts.front().shape == std::vector<int64_t>{11, 6});  // V rows, not the padded 128
@@ -91,7 +92,7 @@ TEST_CASE("export: Conv1D weights are the transpose, padding rows dropped", "[ex
   const auto c = tiny_config();
   const auto params = iota_params(c);
   const model::ParamLayout layout(c);
-  const auto ts = to_hf_gpt2(c, params);
+  const auto ts = to_hf(c, params);
   const auto& wte = find(ts, "transformer.wte.weight");
   for (size_t i = 0; i < wte.data.size(); ++i) REQUIRE(wte.data[i] == params[layout.at("wte").offset + i]);
   for (const char* name : {"h.0.attn.c_attn.weight", "h.1.attn.c_proj.weight", "h.1.mlp.c_fc.weight",
@@ -111,14 +112,14 @@ TEST_CASE("export: a shard or a wrong buffer size is refused", "[export]") {
   const auto c = tiny_config();
   auto p = iota_params(c);
   p.pop_back();
-  CHECK_THROWS_AS(to_hf_gpt2(c, p), std::invalid_argument);
+  CHECK_THROWS_AS(to_hf(c, p), std::invalid_argument);
   const auto shard = c.shard(2, 0);
-  CHECK_THROWS_AS(to_hf_gpt2(shard, std::vector<float>(model::ParamLayout(shard).size())), std::invalid_argument);
+  CHECK_THROWS_AS(to_hf(shard, std::vector<float>(model::ParamLayout(shard).size())), std::invalid_argument);
 }
 
 TEST_CASE("export: safetensors layout", "[export]") {
   const auto c = tiny_config();
-  const auto ts = to_hf_gpt2(c, iota_params(c));
+  const auto ts = to_hf(c, iota_params(c));
   const std::string bytes = safetensors_bytes(ts);
   uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
@@ -140,16 +141,16 @@ TEST_CASE("export: safetensors layout", "[export]") {
 }
 
 TEST_CASE("export: config.json of a GPT2LMHeadModel", "[export]") {
-  const auto j = hf_gpt2_config_json(tiny_config());
+  const auto j = hf_config_json(tiny_config());
   for (const char* want : {R"("architectures": ["GPT2LMHeadModel"])", R"("model_type": "gpt2")",
                            R"("vocab_size": 11)", R"("n_positions": 5)", R"("n_ctx": 5)", R"("n_embd": 6)",
                            R"("n_layer": 2)", R"("n_head": 2)", R"("n_inner": null)",
                            R"("activation_function": "gelu_new")", R"("layer_norm_epsilon": 1e-05)",
                            R"("tie_word_embeddings": true)", R"("bos_token_id": null)"})
     CHECK(j.find(want) != std::string::npos);
-  auto byte_level = model::GptConfig::gpt2(1, 8, 2, 257, 16);
+  auto byte_level = model::gpt2::config(1, 8, 2, 257, 16);
   byte_level.finalize();
-  CHECK(hf_gpt2_config_json(byte_level).find(R"("eos_token_id": 256)") != std::string::npos);
+  CHECK(hf_config_json(byte_level).find(R"("eos_token_id": 256)") != std::string::npos);
 }
 
 TEST_CASE("export: output folder rules", "[export]") {
@@ -159,7 +160,7 @@ TEST_CASE("export: output folder rules", "[export]") {
   auto r = write_hf_export(c, p, dir.string());
   CHECK_FALSE(r.replaced_previous);
   CHECK(r.tensor_count == 2 + 12 * 2 + 2);
-  CHECK(r.safetensors_bytes == safetensors_bytes(to_hf_gpt2(c, p)).size());
+  CHECK(r.safetensors_bytes == safetensors_bytes(to_hf(c, p)).size());
   CHECK(fs::is_regular_file(dir / "config.json"));
   CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == 2);  // no temporaries left
   r = write_hf_export(c, p, dir.string());  // a previous export may be replaced
