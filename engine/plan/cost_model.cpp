@@ -24,6 +24,11 @@ void keep_worse(LinkCost& worst, const LinkCost& l) {
   worst.crosses_island = crosses;
 }
 
+// sum += weight x one group's shares (a stage's groups of one kind, each `weight` of them).
+void add_shares(LinkShares& sum, const LinkShares& group, double weight) {
+  for (int k = 0; k < kLinkKinds; ++k) sum[k] += weight * group[k];
+}
+
 }  // namespace
 
 const char* to_string(ComputeSource s) {
@@ -73,6 +78,7 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
   for (size_t i = 0; i < pipes.size(); ++i) pp_ethernet[i] = !own_links && group_on_ethernet(f, pipes[i], false);
   const NicUse pp_use = nic_use(f, pipes, false, own_links), tp_use = nic_use(f, tps, true), dp_use = nic_use(f, dps, true),
                emb_use = nic_use(f, embs, false);
+  const NicUse tp_span_use = span_use(f, tps), dp_span_use = span_use(f, dps);
   for (int s = 0; s < pp; ++s) {
     StageCost& sc = out[s];
     sc.stage = s;
@@ -86,6 +92,7 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
     sc.host_s_per_step = f.host_s_per_step;
     StageEmulationBuilder emu(tp);
     bool every_table = true;
+    const double one_send = 1.0 / (double(tp) * dp);  // of the stage's ranks' sends over a path hop
     for (int r = 0; r < dp; ++r) {
       ring.clear();
       for (int t = 0; t < tp; ++t) {
@@ -100,13 +107,19 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
         emu.add(nf.emu);
         double cap = nf.memory_bytes * kUsableMemoryFraction;
         if (cap > 0 && (sc.capacity <= 0 || cap < sc.capacity)) sc.capacity = cap;
-        if (s + 1 < pp) keep_worse(sc.next_link, link_between(f, n, node(t, s + 1, r), pp_on_ethernet, &pp_use));
-        if (s > 0) keep_worse(sc.prev_link, link_between(f, n, node(t, s - 1, r), pp_on_ethernet, &pp_use));
+        // Each hop's link, kept where it is the slowest, and its class for the bytes.
+        auto hop = [&](LinkCost& worst, LinkShares& kinds, const LinkCost& l) {
+          keep_worse(worst, l);
+          kinds[static_cast<int>(l.kind)] += one_send;
+        };
+        if (s + 1 < pp) hop(sc.next_link, sc.sends.next, link_between(f, n, node(t, s + 1, r), pp_on_ethernet, &pp_use));
+        if (s > 0) hop(sc.prev_link, sc.sends.prev, link_between(f, n, node(t, s - 1, r), pp_on_ethernet, &pp_use));
         if (pp > 1 && (sc.first || sc.last))
-          keep_worse(sc.emb_link, link_between(f, n, node(t, pp - 1 - s, r), false, &emb_use));
+          hop(sc.emb_link, sc.sends.emb, link_between(f, n, node(t, pp - 1 - s, r), false, &emb_use));
       }
       if (tp > 1) keep_worse(sc.tp_link, ring_bottleneck(f, ring, &tp_use));
-      if (tp > 1 && r == 0) sc.tp_span = group_span(f, ring);
+      add_shares(sc.sends.tp, ring_shares(f, ring), 1.0 / dp);
+      if (tp > 1 && r == 0) sc.tp_span = group_span(f, ring, &tp_span_use);
     }
     sc.emu = emu.finish();
     if (!every_table) sc.tables.clear();
@@ -115,7 +128,8 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
         ring.clear();
         for (int r = 0; r < dp; ++r) ring.push_back(node(t, s, r));
         keep_worse(sc.dp_link, ring_bottleneck(f, ring, &dp_use));
-        if (t == 0) sc.dp_span = group_span(f, ring);
+        add_shares(sc.sends.dp, ring_shares(f, ring), 1.0 / tp);
+        if (t == 0) sc.dp_span = group_span(f, ring, &dp_span_use);
       }
   }
   share_sends_at_quota(out);
@@ -617,7 +631,7 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
   e.tokens_per_s = e.step_time_s > 0 ? tokens / e.step_time_s : 0;
   double flops = train_flops_per_token(w.shape, b.tp, w.seq_len) * tokens;
   e.tflops_per_device = e.step_time_s > 0 ? flops / e.step_time_s / world / 1e12 : 0;
-  // Bytes sent per step, all ranks together, by the class of the link each group uses.
+  // Bytes sent per step, all ranks together, by the class of the link each send takes.
   for (int s = 0; s < p; ++s) {
     const StageCost& sc = stages[s];
     const double ranks = double(sc.tp) * sc.dp;
@@ -625,12 +639,15 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
     e.host_bytes.push_back(StageCost::host_bytes(sent));
     e.host_messages.push_back(sent.messages);
     e.tp_bytes.push_back(sent.tp);
-    auto add = [&](const LinkCost& l, double bytes) { e.bytes_per_step[static_cast<int>(l.kind)] += bytes * ranks; };
-    if (sent.tp > 0) add(sc.tp_link, sent.tp);
-    if (sent.next > 0) add(*sc.hop_next(w.activation.chunks).first, sent.next);
-    if (sent.prev > 0) add(*sc.hop_prev(w.activation.chunks).first, sent.prev);
-    if (sent.dp > 0) add(sc.dp_link, sent.dp);
-    if (sent.emb > 0) add(sc.emb_link, sent.emb);
+    // Each kind's bytes over the links its sends take (StageCost::SendKinds).
+    auto add = [&](const LinkShares& kinds, double bytes) {
+      for (int k = 0; k < kLinkKinds; ++k) e.bytes_per_step[k] += bytes * ranks * kinds[k];
+    };
+    add(sc.sends.tp, sent.tp);
+    add(sc.hop_next_kinds(), sent.next);
+    add(sc.hop_prev_kinds(), sent.prev);
+    add(sc.sends.dp, sent.dp);
+    add(sc.sends.emb, sent.emb);
   }
   return e;
 }

@@ -155,6 +155,14 @@ struct StageCost {
   StageEmulation emu;          // host emulation (host_emulation.hpp); the defaults on GPUs
   LinkCost tp_link, dp_link, emb_link, next_link, prev_link;
   GroupSpan tp_span, dp_span;  // the hierarchical form of the tp and dp groups (NCCL plans; links.hpp)
+  // The stage's sends in each kind of group by the class of link they take, over all of the
+  // stage's groups of that kind (ring_shares; a pipeline hop or an embedding pair each send
+  // over its own link): the links above are each kind's slowest, which prices its time, but
+  // a group's bytes go where its members are (a data-parallel ring over nodes A A B sends a
+  // third of them inside A). estimate_step splits bytes_per_step by them.
+  struct SendKinds {
+    LinkShares tp{}, dp{}, emb{}, next{}, prev{};
+  } sends;
   double capacity = 0;         // smallest usable device memory of the stage (0 = unknown)
   double update_s_per_param = 0;  // Facts::update_s_per_param
   bool update_from_table = false; // Facts::update_from_table
@@ -166,6 +174,9 @@ struct StageCost {
   // 0} when none leave. hop_prev: the same for the gradients going back.
   std::pair<const LinkCost*, int> hop_next(int chunks) const;
   std::pair<const LinkCost*, int> hop_prev(int chunks) const;
+  // The classes of link those hops' sends take (SendKinds: next or prev, emb for the wrap).
+  const LinkShares& hop_next_kinds() const { return last ? sends.emb : sends.next; }
+  const LinkShares& hop_prev_kinds() const { return first ? sends.emb : sends.prev; }
   StageTime time(const Workload& w, int layers) const;
   // Bytes one rank of the stage sends per step over each of its groups, receiving as many
   // (ring steps, a send and a receive per micro-batch each way, the tied sum over two ends):

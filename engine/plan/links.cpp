@@ -300,6 +300,24 @@ LinkCost ring_bottleneck(const Facts& f, const std::vector<int>& nodes, const Ni
   return worst;
 }
 
+LinkShares ring_shares(const Facts& f, std::vector<int> nodes) {
+  LinkShares shares{};
+  if (nodes.size() < 2) return shares;
+  if (!f.tcp_groups) {  // NCCL's ring: each node's members together
+    std::vector<int> order;
+    for (int n : nodes)
+      if (std::find(order.begin(), order.end(), n) == order.end()) order.push_back(n);
+    std::stable_sort(nodes.begin(), nodes.end(), [&](int a, int b) {
+      return std::find(order.begin(), order.end(), a) < std::find(order.begin(), order.end(), b);
+    });
+  }
+  const bool ethernet = group_on_ethernet(f, nodes, true);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    shares[static_cast<int>(link_between(f, nodes[i], nodes[(i + 1) % nodes.size()], ethernet).kind)] +=
+        1.0 / double(nodes.size());
+  return shares;
+}
+
 namespace {
 
 // The ring's alpha-beta time, (d - 1) steps of a 1/d chunk each (or twice for an all-reduce).
@@ -350,7 +368,12 @@ double group_all_gather_s(const LinkCost& ring, const GroupSpan& span, int d, do
                             ring_all_gather_s(span.intra, span.per_node, bytes));
 }
 
-GroupSpan group_span(const Facts& f, const std::vector<int>& nodes) {
+NicUse span_use(const Facts& f, std::vector<std::vector<int>> groups) {
+  for (std::vector<int>& g : groups) std::sort(g.begin(), g.end());
+  return nic_use(f, groups, true);
+}
+
+GroupSpan group_span(const Facts& f, const std::vector<int>& nodes, const NicUse* use) {
   GroupSpan span;
   if (f.tcp_groups || nodes.size() < 2) return span;
   std::vector<int> distinct;
@@ -362,10 +385,12 @@ GroupSpan group_span(const Facts& f, const std::vector<int>& nodes) {
   for (const auto& [n, k] : count) span.per_node = std::max(span.per_node, k);
   if (span.per_node < 2) return span;
   span.intra = link_between(f, distinct.front(), distinct.front());
-  NicUse whole;  // every node's port to one of the local rings at a time: each carries its share
-  whole.ethernet.assign(f.nodes.size(), 1);
-  whole.island.assign(f.nodes.size(), 1);
-  span.inter = ring_bottleneck(f, distinct, &whole);
+  // A node's port to one group's local rings at a time (each ring carries its share of the
+  // bytes), shared with the other groups of the kind that leave the node.
+  NicUse alone;
+  alone.ethernet.assign(f.nodes.size(), 1);
+  alone.island.assign(f.nodes.size(), 1);
+  span.inter = ring_bottleneck(f, distinct, use ? use : &alone);
   return span;
 }
 

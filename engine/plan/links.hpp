@@ -4,6 +4,7 @@
 // communicators agree on them.
 #pragma once
 
+#include <array>
 #include <string>
 #include <utility>
 #include <vector>
@@ -186,6 +187,16 @@ LinkCost link_in_group(const Facts& f, const std::vector<int>& nodes, bool ring,
 // The slowest link a ring over `nodes` (in ring order) uses (link_in_group, ports shared as
 // `use` says); a single member is intra-node with zero cost.
 LinkCost ring_bottleneck(const Facts& f, const std::vector<int>& nodes, const NicUse* use = nullptr);
+// The bytes a group's members send, split by the class of link each send takes (LinkKind
+// index; the shares sum to 1 for a group that sends, 0 for one that does not).
+using LinkShares = std::array<double, kLinkKinds>;
+// A ring over `nodes` (group-rank order): every member sends the same bytes to the next one,
+// so each hop carries 1/d of the ring's bytes over its own link (link_in_group's class).
+// Members on one node pass theirs inside it: a ring over nodes A A B puts 1/3 of its bytes
+// inside A and 2/3 on the links between A and B. Gloo's rings (TCP plans) go in group-rank
+// order; NCCL's visit a node's ranks together (nodes in the order they first appear), so a
+// ring over A B A B leaves each node once. Empty for one member.
+LinkShares ring_shares(const Facts& f, std::vector<int> nodes);
 
 // Ring collectives over d ranks of `bytes` each (the full buffer size per rank):
 // all-reduce 2(d-1)(alpha + bytes/(d beta)), reduce-scatter and all-gather half of that; beta
@@ -211,7 +222,14 @@ double group_all_reduce_s(const LinkCost& ring, const GroupSpan& span, int d, do
 double group_reduce_scatter_s(const LinkCost& ring, const GroupSpan& span, int d, double bytes);
 double group_all_gather_s(const LinkCost& ring, const GroupSpan& span, int d, double bytes);
 // The span of a group whose members sit on `nodes` (one entry per member): empty (flat) for
-// TCP plans, for a group inside one node, and with one member per node.
-GroupSpan group_span(const Facts& f, const std::vector<int>& nodes);
+// TCP plans, for a group inside one node, and with one member per node. `use`: the ports of
+// every group of its kind, which talk in the same phase of the step (span_use): a node's port
+// is shared by those that leave it, each group's local rings taking it in turn; without it the
+// group has the port to itself.
+GroupSpan group_span(const Facts& f, const std::vector<int>& nodes, const NicUse* use = nullptr);
+// The ports the hierarchical forms of `groups` use: NCCL's rings visit a node's ranks together,
+// so each group that spans nodes leaves each of its nodes once (nic_use over each group's nodes
+// in node order).
+NicUse span_use(const Facts& f, std::vector<std::vector<int>> groups);
 
 }  // namespace holmes::plan

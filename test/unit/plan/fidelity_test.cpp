@@ -637,6 +637,14 @@ TEST_CASE("a group over nodes with several ranks on each: NCCL's hierarchical fo
   // Large buffers: the hierarchical form wins by far (the port is not split eight ways).
   CHECK(hp::group_reduce_scatter_s(ring, span, 16, 256.0 * (1 << 20)) <
         0.5 * hp::ring_reduce_scatter_s(ring, 16, 256.0 * (1 << 20)));
+  // Two such groups at once (tensor parallelism 2 beside them): each leaves each node once,
+  // whatever its members' order (NCCL's rings visit a node's ranks together), and they share
+  // the port.
+  std::vector<int> dealt(16);
+  for (int i = 0; i < 16; ++i) dealt[i] = i % 2;
+  const hp::NicUse two = hp::span_use(f, {nodes, dealt});
+  CHECK(two.island == std::vector<int>{2, 2});
+  CHECK(hp::group_span(f, nodes, &two).inter.gbps_per_rank == Approx(100));
   // TCP groups (Gloo's rings), one member per node, one node: flat.
   hp::Facts tcp = f;
   tcp.tcp_groups = true;

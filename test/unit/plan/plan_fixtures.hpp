@@ -20,7 +20,8 @@ inline holmes::plan::Workload workload(bool bf16) {
   return w;
 }
 
-// A stage of a pipeline of `pp` whose data-parallel group of 2 runs over a 1 Gb/s link.
+// A stage of a pipeline of `pp` whose data-parallel group of 2 runs over a 1 Gb/s Ethernet
+// link, both members sending over it.
 inline holmes::plan::StageCost dp_stage(int stage, int pp, double tflops) {
   holmes::plan::StageCost s;
   s.stage = stage;
@@ -31,6 +32,7 @@ inline holmes::plan::StageCost dp_stage(int stage, int pp, double tflops) {
   s.dp_link.kind = holmes::plan::LinkKind::kEthernet;
   s.dp_link.gbps_per_rank = 1;
   s.dp_link.latency_s = 30e-6;
+  s.sends.dp[static_cast<int>(holmes::plan::LinkKind::kEthernet)] = 1;
   return s;
 }
 
