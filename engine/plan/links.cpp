@@ -101,6 +101,10 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
     throw UserError(fmt::format("the topology has {} nodes but island_of lists {}", n, topo.island_of.size()));
   Facts f;
   f.islands = static_cast<int>(topo.islands.size());
+  // The key the calibrate tables name this model by; only where there are tables (the model is
+  // finalized for it, which a spec that never trains, as the topology's tests give, need not be).
+  const std::string table_model =
+      topo.calibration.tables.empty() ? std::string() : shape_key(spec::model_config(spec.model));
   const auto& c = spec.cluster;
   const spec::LinkOverride* over[kLinkKinds] = {&c.intra_node, &c.ib, &c.roce, &c.ethernet};
   bool intra_latency_default = false;
@@ -153,7 +157,7 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
     // cluster.device_tflops wins over every measured rate, a table's too.
     if (spec.cluster.device_tflops <= 0)
       nf.table = table_for(topo.calibration.tables, rep.devices.name, spec.trains_bf16(nf.cuda) ? "bf16" : "fp32",
-                           shape_key(spec::model_config(spec.model)));
+                           table_model);
     const bool pcie = nf.cuda && nf.intra_class == "pcie";
     const double nvlink = topo::known_nvlink_gbps(rep.devices.name);
     nf.intra_gbps = c.intra_node.bandwidth_gbps > 0 ? c.intra_node.bandwidth_gbps

@@ -39,6 +39,10 @@ class CountingGroup final : public holmes::comm::ProcessGroup {
   void broadcast(std::span<float> d, int root, const holmes::comm::OpOptions& o = {}) override {
     inner_->broadcast(d, root, o);
   }
+  void all_to_all_v(void* out, std::span<const size_t> out_counts, const void* in, std::span<const size_t> in_counts,
+                    holmes::DType dtype, const holmes::comm::OpOptions& o = {}) override {
+    inner_->all_to_all_v(out, out_counts, in, in_counts, dtype, o);
+  }
   void send_recv(std::span<const holmes::comm::P2POp> ops, const holmes::comm::OpOptions& o = {}) override {
     for (const auto& op : ops)
       if (op.kind == holmes::comm::P2POp::kSend) sent_ += double(op.data.size_bytes());
@@ -91,7 +95,7 @@ TEST_CASE("a tensor-parallel pipeline puts on the wire the bytes its plan prices
       groups.embedding = std::move(emb);
     }
     auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
-    ParallelGroups pg(coords_of(g, t, d, p), comms_of(groups), {}, *backend.memory);
+    ParallelGroups pg(place_of(g, t, d, p), comms_of(groups), *backend.memory);
     Trainer trainer(spec, backend, *data, context_of(g, pg, p, spec.model.layers));
     for (int64_t s = 0; s < spec.train.steps; ++s) losses[rank].push_back(trainer.train_step(s).loss);
     // Per step: the pipeline's sends (its job-wide sums of a few floats are not pipeline traffic:
