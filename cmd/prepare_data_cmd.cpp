@@ -44,9 +44,10 @@ int run_prepare(const data::PrepareRequest& r) {
     fmt::print(stderr, "prepare-data: stopped by signal {}; nothing written\n", stopped);
     return 128 + stopped;
   }
-  fmt::print("prepare-data: wrote {} tokens of {} documents from {} file(s) ({:.1f} MB, {:.1f} s, {:.1f} MB/s) to {}\n",
-             res.tokens, res.documents, r.inputs.size(), static_cast<double>(res.bytes) / 1e6, res.seconds,
-             res.seconds > 0 ? static_cast<double>(res.bytes) / 1e6 / res.seconds : 0.0, res.output);
+  const double text_mb = static_cast<double>(res.text_bytes) / 1e6;
+  fmt::print("prepare-data: wrote {} tokens of {} documents from {} file(s) ({:.1f} MB of text, {:.1f} s, {:.1f} MB/s) "
+             "to {}\n", res.tokens, res.documents, r.inputs.size(), text_mb, res.seconds,
+             res.seconds > 0 ? text_mb / res.seconds : 0.0, res.output);
   if (res.skipped_lines > 0 || res.empty_documents > 0)
     fmt::print("prepare-data: left out {} malformed JSON line(s) and {} empty document(s)\n", res.skipped_lines,
                res.empty_documents);
@@ -70,7 +71,8 @@ Action add_prepare_data(CLI::App& parent) {
                   "Megatron dataset PREFIX.bin + PREFIX.idx; the tokenizer goes beside the data file in "
                   "DATA.tokenizer")
       ->required()->option_text("FILE");
-  sub->add_option("--format", *format, "Output format: auto (megatron when --out ends in .idx, else llmc), llmc, megatron")
+  sub->add_option("--format", *format,
+                  "Output format: auto (megatron when --out ends in .idx, else llmc), llmc, megatron")
       ->check(one_of({"auto", "llmc", "megatron"}))->capture_default_str();
   sub->add_option("--input-format", *input_format,
                   "What the inputs hold: auto (JSON Lines when named .jsonl, .ndjson or .json, each possibly with .gz "

@@ -29,15 +29,17 @@ struct Dims {
   }
 };
 
-__global__ void attention_forward_kernel(float* out, float* att, const float* qkv, Dims d) {
+// pos (B,T) or null: query t attends keys lo = t - pos[b,t] .. t (its document), else 0 .. t.
+__global__ void attention_forward_kernel(float* out, float* att, const float* qkv, const int* pos, Dims d) {
   long long row = blockIdx.x * (long long)kRowsPerBlock + threadIdx.x / kWarpSize;
   int lane = threadIdx.x % kWarpSize;
   if (row >= (long long)d.B * d.NH * d.T) return;
   int t = int(row % d.T), h = int(row / d.T % d.NH), b = int(row / ((long long)d.T * d.NH));
+  const int lo = pos != nullptr ? t - pos[(long long)b * d.T + t] : 0;
   const float* q = qkv + d.qkv_at(b, t) + h * d.HS;
   float* a = att + d.att_row(b, h, t);
   float mx = -INFINITY;
-  for (int t2 = lane; t2 <= t; t2 += kWarpSize) {
+  for (int t2 = lo + lane; t2 <= t; t2 += kWarpSize) {
     const float* k = qkv + d.qkv_at(b, t2) + d.k_at(h);
     float dot = 0.0f;
     for (int i = 0; i < d.HS; ++i) dot += q[i] * k[i];
@@ -46,17 +48,17 @@ __global__ void attention_forward_kernel(float* out, float* att, const float* qk
   }
   mx = warp_max(mx);
   float sum = 0.0f;
-  for (int t2 = lane; t2 <= t; t2 += kWarpSize) {
+  for (int t2 = lo + lane; t2 <= t; t2 += kWarpSize) {
     a[t2] = expf(a[t2] - mx);
     sum += a[t2];
   }
   const float inv = 1.0f / warp_sum(sum);
-  for (int t2 = lane; t2 < d.T; t2 += kWarpSize) a[t2] = t2 <= t ? a[t2] * inv : 0.0f;
+  for (int t2 = lane; t2 < d.T; t2 += kWarpSize) a[t2] = t2 >= lo && t2 <= t ? a[t2] * inv : 0.0f;
   __syncwarp();  // every lane reads all of a[] below
   float* o = out + ((long long)b * d.T + t) * d.C + h * d.HS;
   for (int i = lane; i < d.HS; i += kWarpSize) {
     float acc = 0.0f;
-    for (int t2 = 0; t2 <= t; ++t2) acc += a[t2] * qkv[d.qkv_at(b, t2) + d.v_at(h) + i];
+    for (int t2 = lo; t2 <= t; ++t2) acc += a[t2] * qkv[d.qkv_at(b, t2) + d.v_at(h) + i];
     o[i] = acc;
   }
 }
@@ -128,10 +130,15 @@ int blocks_for(long long n, int per_block) { return int((n + per_block - 1) / pe
 
 void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH, int KVH,
                        cudaStream_t stream) {
+  attention_forward(out, att, qkv, nullptr, B, T, C, NH, KVH, stream);
+}
+
+void attention_forward(float* out, float* att, const float* qkv, const int* pos, int B, int T, int C, int NH,
+                       int KVH, cudaStream_t stream) {
   if (B <= 0 || T <= 0 || C <= 0 || NH <= 0 || KVH <= 0) return;
   Dims d = make_dims(B, T, C, NH, KVH);
   attention_forward_kernel<<<blocks_for((long long)B * NH * T, kRowsPerBlock), kThreads, 0,
-                             stream>>>(out, att, qkv, d);
+                             stream>>>(out, att, qkv, pos, d);
   HOLMES_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -45,17 +45,22 @@ class Attention {
   Attention& operator=(const Attention&) = delete;
 
   // See model::Kernels::plan_attention. Must be called before forward/backward in a
-  // precision; shapes up to (B, T) may follow.
-  model::AttentionPlan plan(DType p, int B, int T, int C, int NH, int KVH);
+  // precision; shapes up to (B, T) may follow. document_mask: micro-batches may carry document
+  // positions; auto then takes the fallback method, whose softmax kernel masks per document
+  // (the cuDNN graph here has no per-token mask), and a forced cudnn is refused.
+  model::AttentionPlan plan(DType p, int B, int T, int C, int NH, int KVH, bool document_mask = false);
   Method method(DType p) const;  // kAuto until plan() ran for p
 
-  // The contracts of model::Kernels::attention_forward / attention_backward.
-  void forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH, int KVH);
-  void forward(bf16* out, float* att, const bf16* qkv, int B, int T, int C, int NH, int KVH);
+  // The contracts of model::Kernels::attention_forward / attention_backward; pos (B,T) the
+  // document positions of the document-masked ops (null: causal over the whole sequence).
+  void forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH, int KVH,
+               const int* pos = nullptr);
+  void forward(bf16* out, float* att, const bf16* qkv, int B, int T, int C, int NH, int KVH,
+               const int* pos = nullptr);
   void backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* out,
-                const float* att, int B, int T, int C, int NH, int KVH);
+                const float* att, int B, int T, int C, int NH, int KVH, const int* pos = nullptr);
   void backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
-                const float* att, int B, int T, int C, int NH, int KVH);
+                const float* att, int B, int T, int C, int NH, int KVH, const int* pos = nullptr);
 
  private:
   struct Impl;
@@ -66,6 +71,9 @@ class Attention {
 // probabilities (0 above the diagonal); dqkv (B,T,(NH+2KVH)*HS) writes, scratch (B,NH,T,T)
 // receives the pre-softmax score gradients.
 void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH,
+                       int KVH, cudaStream_t stream = nullptr);
+// The same over each query's document: keys t - pos[b,t] .. t (pos (B,T) device memory).
+void attention_forward(float* out, float* att, const float* qkv, const int* pos, int B, int T, int C, int NH,
                        int KVH, cudaStream_t stream = nullptr);
 void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                         const float* att, int B, int T, int C, int NH, int KVH,

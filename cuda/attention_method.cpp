@@ -62,7 +62,7 @@ struct HeadLayout {
 
 // The fallback forward: att = softmax(Q K^T * scale) (probabilities, type T), out = att V.
 template <class T>
-void fallback_forward(GemmRunner& gemm, T* out, T* att, const T* qkv, int B, int Tn, int C,
+void fallback_forward(GemmRunner& gemm, T* out, T* att, const T* qkv, const int* pos, int B, int Tn, int C,
                       int NH, int KVH, cudaStream_t stream) {
   const HeadLayout h(Tn, C, NH, KVH);
   const DType t = dtype_of<T>();
@@ -73,7 +73,10 @@ void fallback_forward(GemmRunner& gemm, T* out, T* att, const T* qkv, int B, int
                   Tn * h.row, Tn * h.row, NH * h.TT};
   for (std::int64_t j = 0; j < h.G; ++j)
     run_per_sequence(gemm, scores, B, att + j * h.TT, qkv + j * h.HS, qkv + h.k_at, scale, 0.0f, stream);
-  causal_softmax_forward(att, std::int64_t{B} * NH * Tn, Tn, stream);
+  if (pos != nullptr)
+    document_softmax_forward(att, pos, std::int64_t{B} * NH * Tn, Tn, NH, stream);
+  else
+    causal_softmax_forward(att, std::int64_t{B} * NH * Tn, Tn, stream);
   HeadGemm pv{head_shape(Tn, h.HS, Tn, false, false, t, t, kv, 0, h.row, C, h.G * h.TT, h.HS,
                          h.G * h.HS),
               NH * h.TT, Tn * h.row, std::int64_t{Tn} * C};
@@ -164,7 +167,7 @@ Attention::Method Attention::method(DType p) const {
   return impl_->planned[p == DType::kBf16];
 }
 
-model::AttentionPlan Attention::plan(DType p, int B, int T, int C, int NH, int KVH) {
+model::AttentionPlan Attention::plan(DType p, int B, int T, int C, int NH, int KVH, bool document_mask) {
   validate_attention_shape(B, T, C, NH, KVH);
   Method m = impl_->force;
   const char* source = "the caller";
@@ -186,12 +189,17 @@ model::AttentionPlan Attention::plan(DType p, int B, int T, int C, int NH, int K
       // cuBLASLt's fp32 GEMMs instead of the exact kernels' one warp per query row: far
       // faster at T = 1024 (docs/cuda.md), within the same 1e-5 of the CPU twin.
       m = Method::kFallback;
+    } else if (document_mask) {
+      why_not_cudnn = "document masking needs a per-token mask, which this library's cuDNN graph has not";
+      m = Method::kFallback;
     } else {
       why_not_cudnn = impl_->cudnn_reason(B, T, C, NH, KVH);
       m = why_not_cudnn.empty() ? Method::kCudnn : Method::kFallback;
     }
   } else if (m == Method::kCudnn) {
     if (p != DType::kBf16) refuse("cuDNN fused attention is bf16 only; use fallback or exact");
+    if (document_mask) refuse("data.document_mask needs a per-token mask, which this library's cuDNN graph has not; "
+                              "use fallback");
     if (std::string why = impl_->cudnn_reason(B, T, C, NH, KVH); !why.empty()) refuse(why);
   } else if (m == Method::kExact && p != DType::kF32) {
     refuse("the exact kernels are fp32 only; use cudnn or fallback");
@@ -203,25 +211,33 @@ model::AttentionPlan Attention::plan(DType p, int B, int T, int C, int NH, int K
   return {sizes.state_floats, sizes.scratch_floats, method_line(m, p, why_not_cudnn), m != Method::kCudnn};
 }
 
-void Attention::forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH, int KVH) {
+void Attention::forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH, int KVH,
+                        const int* pos) {
   impl_->check_planned(DType::kF32, B, T, "forward");
   if (impl_->of(DType::kF32) == Method::kFallback)
-    fallback_forward(impl_->gemm, out, att, qkv, B, T, C, NH, KVH, impl_->stream);
+    fallback_forward(impl_->gemm, out, att, qkv, pos, B, T, C, NH, KVH, impl_->stream);
   else
-    attention_forward(out, att, qkv, B, T, C, NH, KVH, impl_->stream);
+    attention_forward(out, att, qkv, pos, B, T, C, NH, KVH, impl_->stream);
 }
 
-void Attention::forward(bf16* out, float* att, const bf16* qkv, int B, int T, int C, int NH, int KVH) {
+void Attention::forward(bf16* out, float* att, const bf16* qkv, int B, int T, int C, int NH, int KVH,
+                        const int* pos) {
   impl_->check_planned(DType::kBf16, B, T, "forward");
-  if (impl_->of(DType::kBf16) == Method::kCudnn)
+  if (impl_->of(DType::kBf16) == Method::kCudnn) {
+    if (pos != nullptr)  // plan(document_mask) keeps a masked model off cuDNN
+      throw std::logic_error("Attention::forward: document positions for the cudnn method");
     impl_->sdpa.forward(out, att, qkv, B, T, C, NH, KVH, impl_->stream);
-  else
-    fallback_forward(impl_->gemm, out, reinterpret_cast<bf16*>(att), qkv, B, T, C, NH, KVH,
+  } else {
+    fallback_forward(impl_->gemm, out, reinterpret_cast<bf16*>(att), qkv, pos, B, T, C, NH, KVH,
                      impl_->stream);
+  }
 }
 
+// The backwards read only the probabilities the forward kept, 0 outside each document's block:
+// they need no positions (the cudnn method, which keeps none, never sees masked micro-batches).
 void Attention::backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                         const float* /*out*/, const float* att, int B, int T, int C, int NH, int KVH) {
+                         const float* /*out*/, const float* att, int B, int T, int C, int NH, int KVH,
+                         const int* /*pos*/) {
   impl_->check_planned(DType::kF32, B, T, "backward");
   if (impl_->of(DType::kF32) == Method::kFallback)
     fallback_backward(impl_->gemm, dqkv, scratch, scratch, dout, qkv, att, B, T, C, NH, KVH,
@@ -231,9 +247,10 @@ void Attention::backward(float* dqkv, float* scratch, const float* dout, const f
 }
 
 void Attention::backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
-                         const bf16* out, const float* att, int B, int T, int C, int NH, int KVH) {
+                         const bf16* out, const float* att, int B, int T, int C, int NH, int KVH, const int* pos) {
   impl_->check_planned(DType::kBf16, B, T, "backward");
   if (impl_->of(DType::kBf16) == Method::kCudnn) {
+    if (pos != nullptr) throw std::logic_error("Attention::backward: document positions for the cudnn method");
     impl_->sdpa.backward(dqkv, dout, qkv, out, att, B, T, C, NH, KVH, impl_->stream);
     return;
   }

@@ -9,6 +9,7 @@
 #include "cuda/matmul.hpp"
 #include "cuda/attention.hpp"
 #include "cuda/rmsnorm.hpp"
+#include "cuda/loss_mask.hpp"
 #include "cuda/rope.hpp"
 #include "cuda/swiglu.hpp"
 #include "cuda/vocab.hpp"
@@ -88,6 +89,77 @@ class CudaKernels final : public model::Kernels {
     else
       cuda::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH, KVH, stream_);
   }
+  // ---- document masking (kernels.hpp): the ops above with positions ----
+  model::AttentionPlan plan_attention(DType p, int B, int T, int C, int NH, int KVH,
+                                      bool document_mask) override {
+    return attention_.plan(p, B, T, C, NH, KVH, document_mask);
+  }
+  void attention_forward(float* out, float* att, const float* qkv, const int* pos, int B, int T, int C, int NH,
+                         int KVH) override {
+    if (fp32_planned())
+      attention_.forward(out, att, qkv, B, T, C, NH, KVH, pos);
+    else
+      cuda::attention_forward(out, att, qkv, pos, B, T, C, NH, KVH, stream_);
+  }
+  // The probabilities kept are 0 outside each document's block: the backward is the same.
+  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* out,
+                          const float* att, const int* pos, int B, int T, int C, int NH, int KVH) override {
+    if (fp32_planned())
+      attention_.backward(dqkv, scratch, dout, qkv, out, att, B, T, C, NH, KVH, pos);
+    else
+      cuda::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH, KVH, stream_);
+  }
+  void attention_forward(model::bf16* out, float* att, const model::bf16* qkv, const int* pos, int B, int T, int C,
+                         int NH, int KVH) override {
+    attention_.forward(dev(out), att, dev(qkv), B, T, C, NH, KVH, pos);
+  }
+  void attention_backward(model::bf16* dqkv, float* scratch, const model::bf16* dout, const model::bf16* qkv,
+                          const model::bf16* out, const float* att, const int* pos, int B, int T, int C, int NH,
+                          int KVH) override {
+    attention_.backward(dev(dqkv), scratch, dev(dout), dev(qkv), dev(out), att, B, T, C, NH, KVH, pos);
+  }
+  void rope_forward(float* out, const float* inp, const float* cs, const int* pos, int B, int T, int H, int HS,
+                    int stride) override {
+    cuda::rope_forward(out, inp, cs, pos, B, T, H, HS, stride, stream_);
+  }
+  void rope_backward(float* dinp, const float* dout, const float* cs, const int* pos, int B, int T, int H, int HS,
+                     int stride) override {
+    cuda::rope_backward(dinp, dout, cs, pos, B, T, H, HS, stride, stream_);
+  }
+  void rope_forward(model::bf16* out, const model::bf16* inp, const float* cs, const int* pos, int B, int T, int H,
+                    int HS, int stride) override {
+    cuda::rope_forward(dev(out), dev(inp), cs, pos, B, T, H, HS, stride, stream_);
+  }
+  void rope_backward(model::bf16* dinp, const model::bf16* dout, const float* cs, const int* pos, int B, int T,
+                     int H, int HS, int stride) override {
+    cuda::rope_backward(dev(dinp), dev(dout), cs, pos, B, T, H, HS, stride, stream_);
+  }
+  void embedding_forward(float* out, const int* tokens, const int* pos, const float* wte, const float* wpe, int B,
+                         int T, int C, int vb, int Vl) override {
+    cuda::embedding_forward(out, tokens, pos, wte, wpe, B, T, C, vb, Vl, stream_);
+  }
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, const int* pos, int B, int T,
+                          int C, int vb, int Vl) override {
+    cuda::embedding_backward(dwte, dwpe, dout, tokens, pos, B, T, C, vb, Vl, stream_);
+  }
+  void embedding_forward(model::bf16* out, const int* tokens, const int* pos, const model::bf16* wte,
+                         const model::bf16* wpe, int B, int T, int C, int vb, int Vl) override {
+    cuda::embedding_forward(dev(out), tokens, pos, dev(wte), dev(wpe), B, T, C, vb, Vl, stream_);
+  }
+  void embedding_backward(float* dwte, float* dwpe, const model::bf16* dout, const int* tokens, const int* pos,
+                          int B, int T, int C, int vb, int Vl) override {
+    cuda::embedding_backward(dwte, dwpe, dev(dout), tokens, pos, B, T, C, vb, Vl, stream_);
+  }
+  void mask_losses(float* losses, const int* targets, int N) override {
+    cuda::mask_losses(losses, targets, N, stream_);
+  }
+  void mask_rows(float* dlogits, const int* targets, int N, int Vl) override {
+    cuda::mask_rows(dlogits, targets, N, Vl, stream_);
+  }
+  void mask_rows(model::bf16* dlogits, const int* targets, int N, int Vl) override {
+    cuda::mask_rows(dev(dlogits), targets, N, Vl, stream_);
+  }
+
   void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, int N, int C,
                        float eps) override {
     cuda::rmsnorm_forward(out, rstd, inp, w, N, C, eps, stream_);

@@ -21,4 +21,14 @@ void rope_backward(float* dinp, const float* dout, const float* cos_sin, int B, 
 void rope_backward(__nv_bfloat16* dinp, const __nv_bfloat16* dout, const float* cos_sin, int B, int T, int H,
                    int HS, int stride, cudaStream_t stream = nullptr);
 
+// Document masking: the row of token (b, t) turns by pos[b*T + t] (pos (B,T) device memory).
+void rope_forward(float* out, const float* inp, const float* cos_sin, const int* pos, int B, int T, int H, int HS,
+                  int stride, cudaStream_t stream = nullptr);
+void rope_forward(__nv_bfloat16* out, const __nv_bfloat16* inp, const float* cos_sin, const int* pos, int B, int T,
+                  int H, int HS, int stride, cudaStream_t stream = nullptr);
+void rope_backward(float* dinp, const float* dout, const float* cos_sin, const int* pos, int B, int T, int H, int HS,
+                   int stride, cudaStream_t stream = nullptr);
+void rope_backward(__nv_bfloat16* dinp, const __nv_bfloat16* dout, const float* cos_sin, const int* pos, int B,
+                   int T, int H, int HS, int stride, cudaStream_t stream = nullptr);
+
 }  // namespace holmes::cuda

@@ -47,8 +47,9 @@ int valid_columns(int Vl, int vocab_begin, int V) {
 // ---- embedding ----
 
 // One thread per kW channels of one position.
+// pos (B,T) or null: the position row of token bt is pos[bt] (its place in its document), else bt % T.
 template <class E, int kW>
-__global__ void embedding_forward_kernel(E* out, const int* tokens, const E* wte, const E* wpe,
+__global__ void embedding_forward_kernel(E* out, const int* tokens, const int* pos, const E* wte, const E* wpe,
                                          int BT, int T, int C, int vocab_begin, int Vl) {
   const int chunks = C / kW;
   const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
@@ -59,7 +60,7 @@ __global__ void embedding_forward_kernel(E* out, const int* tokens, const E* wte
 #pragma unroll
   for (int k = 0; k < kW; ++k) e[k] = p[k] = 0.0f;
   if (local >= 0 && local < Vl) load_vec<kW>(e, wte + (long long)local * C + c);
-  if (wpe != nullptr) load_vec<kW>(p, wpe + (long long)(bt % T) * C + c);
+  if (wpe != nullptr) load_vec<kW>(p, wpe + (long long)(pos != nullptr ? pos[bt] : bt % T) * C + c);
 #pragma unroll
   for (int k = 0; k < kW; ++k) e[k] += p[k];
   store_vec<kW>(out + (long long)bt * C + c, e);
@@ -175,7 +176,7 @@ __global__ void embedding_wpe_kernel(float* dwpe, const E* dout, int B, int T, i
 }
 
 template <class E>
-void embedding_forward_impl(E* out, const int* tokens, const E* wte, const E* wpe, int B, int T,
+void embedding_forward_impl(E* out, const int* tokens, const int* pos, const E* wte, const E* wpe, int B, int T,
                             int C, int vocab_begin, int Vl, cudaStream_t stream) {
   const long long n = (long long)B * T * C;
   if (n <= 0) return;
@@ -184,10 +185,10 @@ void embedding_forward_impl(E* out, const int* tokens, const E* wte, const E* wp
                       (wpe == nullptr || is_aligned16(wpe));
   if (packed) {
     embedding_forward_kernel<E, kW><<<blocks_for(n / kW, kThreads), kThreads, 0, stream>>>(
-        out, tokens, wte, wpe, B * T, T, C, vocab_begin, Vl);
+        out, tokens, pos, wte, wpe, B * T, T, C, vocab_begin, Vl);
   } else {
     embedding_forward_kernel<E, 1><<<blocks_for(n, kThreads), kThreads, 0, stream>>>(
-        out, tokens, wte, wpe, B * T, T, C, vocab_begin, Vl);
+        out, tokens, pos, wte, wpe, B * T, T, C, vocab_begin, Vl);
   }
   HOLMES_CUDA_CHECK(cudaGetLastError());
 }
@@ -229,12 +230,15 @@ void embedding_wte_backward(float* dwte, const E* dout, const int* tokens, int N
 }
 
 template <class E>
-void embedding_backward_impl(float* dwte, float* dwpe, const E* dout, const int* tokens, int B,
+void embedding_backward_impl(float* dwte, float* dwpe, const E* dout, const int* tokens, const int* pos, int B,
                              int T, int C, int vocab_begin, int Vl, cudaStream_t stream) {
   const int N = B * T;
   if (N <= 0 || C <= 0) return;
   if (Vl > 0) embedding_wte_backward(dwte, dout, tokens, N, C, vocab_begin, Vl, stream);
   if (dwpe == nullptr) return;
+  // Document positions repeat across the batch like tokens: the rows of dwpe are summed as
+  // wte's, keyed by position (< T), in a fixed order.
+  if (pos != nullptr) return embedding_wte_backward(dwpe, dout, pos, N, C, 0, T, stream);
   embedding_wpe_kernel<<<blocks_for((long long)T * C, kThreads), kThreads, 0, stream>>>(
       dwpe, dout, B, T, C);
   HOLMES_CUDA_CHECK(cudaGetLastError());
@@ -430,20 +434,36 @@ void ce_backward_impl(E* dlogits, const E* logits, const float* row_max, const f
 
 void embedding_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B,
                        int T, int C, int vocab_begin, int Vl, cudaStream_t stream) {
-  embedding_forward_impl(out, tokens, wte, wpe, B, T, C, vocab_begin, Vl, stream);
+  embedding_forward_impl(out, tokens, nullptr, wte, wpe, B, T, C, vocab_begin, Vl, stream);
 }
 void embedding_forward(bf16* out, const int* tokens, const bf16* wte, const bf16* wpe, int B,
                        int T, int C, int vocab_begin, int Vl, cudaStream_t stream) {
-  embedding_forward_impl(out, tokens, wte, wpe, B, T, C, vocab_begin, Vl, stream);
+  embedding_forward_impl(out, tokens, nullptr, wte, wpe, B, T, C, vocab_begin, Vl, stream);
+}
+void embedding_forward(float* out, const int* tokens, const int* pos, const float* wte, const float* wpe, int B,
+                       int T, int C, int vocab_begin, int Vl, cudaStream_t stream) {
+  embedding_forward_impl(out, tokens, pos, wte, wpe, B, T, C, vocab_begin, Vl, stream);
+}
+void embedding_forward(bf16* out, const int* tokens, const int* pos, const bf16* wte, const bf16* wpe, int B,
+                       int T, int C, int vocab_begin, int Vl, cudaStream_t stream) {
+  embedding_forward_impl(out, tokens, pos, wte, wpe, B, T, C, vocab_begin, Vl, stream);
 }
 
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int B,
                         int T, int C, int vocab_begin, int Vl, cudaStream_t stream) {
-  embedding_backward_impl(dwte, dwpe, dout, tokens, B, T, C, vocab_begin, Vl, stream);
+  embedding_backward_impl(dwte, dwpe, dout, tokens, nullptr, B, T, C, vocab_begin, Vl, stream);
 }
 void embedding_backward(float* dwte, float* dwpe, const bf16* dout, const int* tokens, int B,
                         int T, int C, int vocab_begin, int Vl, cudaStream_t stream) {
-  embedding_backward_impl(dwte, dwpe, dout, tokens, B, T, C, vocab_begin, Vl, stream);
+  embedding_backward_impl(dwte, dwpe, dout, tokens, nullptr, B, T, C, vocab_begin, Vl, stream);
+}
+void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, const int* pos, int B,
+                        int T, int C, int vocab_begin, int Vl, cudaStream_t stream) {
+  embedding_backward_impl(dwte, dwpe, dout, tokens, pos, B, T, C, vocab_begin, Vl, stream);
+}
+void embedding_backward(float* dwte, float* dwpe, const bf16* dout, const int* tokens, const int* pos, int B,
+                        int T, int C, int vocab_begin, int Vl, cudaStream_t stream) {
+  embedding_backward_impl(dwte, dwpe, dout, tokens, pos, B, T, C, vocab_begin, Vl, stream);
 }
 
 void crossentropy_max_forward(float* row_max, const float* logits, int N, int Vl, int vocab_begin,

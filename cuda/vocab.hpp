@@ -25,6 +25,16 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* 
                         int T, int C, int vocab_begin, int Vl, cudaStream_t stream = nullptr);
 void embedding_backward(float* dwte, float* dwpe, const bf16* dout, const int* tokens, int B,
                         int T, int C, int vocab_begin, int Vl, cudaStream_t stream = nullptr);
+// Document masking: the position row of token (b, t) is pos[b*T + t] (pos (B,T) device
+// memory); the backward sums dwpe's rows like dwte's (sorted by position, no atomics).
+void embedding_forward(float* out, const int* tokens, const int* pos, const float* wte, const float* wpe, int B,
+                       int T, int C, int vocab_begin, int Vl, cudaStream_t stream = nullptr);
+void embedding_forward(bf16* out, const int* tokens, const int* pos, const bf16* wte, const bf16* wpe, int B,
+                       int T, int C, int vocab_begin, int Vl, cudaStream_t stream = nullptr);
+void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, const int* pos, int B,
+                        int T, int C, int vocab_begin, int Vl, cudaStream_t stream = nullptr);
+void embedding_backward(float* dwte, float* dwpe, const bf16* dout, const int* tokens, const int* pos, int B,
+                        int T, int C, int vocab_begin, int Vl, cudaStream_t stream = nullptr);
 // How the backward orders the sums: positions sorted by key row * N + position (row = the
 // token's local id, Vl for another shard's token; N = B*T), so each dwte row adds its
 // positions in position order. The key bits the radix sort looks at (host arithmetic,

@@ -29,6 +29,9 @@ struct ActivationPolicy {
   // model still runs a whole backward (Pass::kAll) as one pass, for a W that would follow its
   // B at once.
   bool split_backward = false;
+  // Micro-batches may carry document positions (data.document_mask): the attention method is
+  // chosen to mask (Kernels::plan_attention) and a position buffer is kept per slot.
+  bool document_mask = false;
 };
 
 // Which part of a micro-batch's backward a call runs: both, or B / W of split_backward.

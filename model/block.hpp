@@ -53,6 +53,7 @@ struct BlockEnv {
 template <class A>
 struct BlockIo {
   int B = 0, T = 0;
+  const int* pos = nullptr;                 // (B,T) document positions (data.document_mask); null: causal over T
   const A* x = nullptr;                     // (N,C) the layer's input
   std::array<A*, kMaxLayerTensors> w{};     // its tensors in layout order, as the kernels read them
   std::array<float*, kMaxLayerTensors> g{}; // their fp32 gradients

@@ -52,8 +52,11 @@ Gpt::Gpt(GptConfig cfg, Backend& backend, int max_B, int max_T, TensorParallelCo
   params_.zero();
   grads_.zero();
   params16_.zero();
-  attention_ = k_.plan_attention(precision_, max_B, max_T, cfg_.local_channels(), cfg_.local_heads(),
-                                 cfg_.local_kv_heads());
+  attention_ = policy_.document_mask
+                   ? k_.plan_attention(precision_, max_B, max_T, cfg_.local_channels(), cfg_.local_heads(),
+                                       cfg_.local_kv_heads(), true)
+                   : k_.plan_attention(precision_, max_B, max_T, cfg_.local_channels(), cfg_.local_heads(),
+                                       cfg_.local_kv_heads());
   plan_activations();
   blocks_ = arch_.make_blocks(cfg_, mem_, max_T_);
 }
@@ -64,11 +67,13 @@ void Gpt::set_slot(int slot) {
   if (slot < 0 || slot >= slots())
     throw std::invalid_argument(fmt::format("Gpt::set_slot: slot {} outside [0, {})", slot, slots()));
   if (slot == slot_) return;
-  slot_state_[slot_] = {B_, T_, have_targets_, loss_id_, weights_pending_};
+  slot_state_[slot_] = {B_, T_, have_targets_, positions_, masked_, loss_id_, weights_pending_};
   const SlotState& next = slot_state_[slot];
   B_ = next.B;
   T_ = next.T;
   have_targets_ = next.have_targets;
+  positions_ = next.positions;
+  masked_ = next.masked;
   loss_id_ = next.loss_id;
   weights_pending_ = next.weights_pending;
   slot_ = slot;
@@ -130,14 +135,26 @@ size_t Gpt::boundary_floats(int B, int T) const {
 
 namespace {
 
-// A token id outside [0, V) would index past the embedding or silently drop out of the loss.
-void check_ids(const int* ids, size_t n, int V, const char* what) {
+// A token id outside [0, V) would index past the embedding or silently drop out of the loss;
+// `lowest` is -1 for targets (not trained on), 0 for tokens.
+void check_ids(const int* ids, size_t n, int V, const char* what, int lowest = 0) {
   for (size_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= V) {
-      throw UserError(fmt::format("model input: {} id {} at position {} is outside the vocabulary [0, {})",
-                                  what, ids[i], i, V));
+    if (ids[i] < lowest || ids[i] >= V) {
+      throw UserError(fmt::format("model input: {} id {} at position {} is outside the vocabulary [0, {}){}",
+                                  what, ids[i], i, V, lowest < 0 ? " (or -1: not trained on)" : ""));
     }
   }
+}
+
+// Document positions: position t of a sequence is in [0, t] (0 starts a document).
+void check_positions(const int* pos, int B, int T) {
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t) {
+      const int p = pos[static_cast<size_t>(b) * T + t];
+      if (p < 0 || p > t || (t > 0 && p != 0 && p != pos[static_cast<size_t>(b) * T + t - 1] + 1))
+        throw std::invalid_argument(fmt::format("Gpt: document position {} of token {} of sequence {} (accepted: 0, "
+                                                "or one more than the token before's)", p, t, b));
+    }
 }
 
 }  // namespace
@@ -184,12 +201,16 @@ void Gpt::read_logits(size_t row, std::span<float> host) const {
   for (size_t i = 0; i < Vl; ++i) host[i] = bf16_to_float(raw[i]);
 }
 
-float Gpt::forward(const int* tokens, const int* targets, int B, int T) {
+float Gpt::forward(const int* tokens, const int* targets, int B, int T, const int* positions) {
   if (!cfg_.has_embedding || !cfg_.has_head) {
     throw std::logic_error("Gpt::forward needs the whole model; use forward_stage on a pipeline stage");
   }
-  forward_stage(tokens, nullptr, targets, B, T);
+  forward_stage(tokens, nullptr, targets, B, T, positions);
   return loss();
+}
+
+const int* Gpt::doc_pos() const {
+  return positions_ ? position_store_.data() + slot_ * static_cast<size_t>(max_B_) * max_T_ : nullptr;
 }
 
 float Gpt::loss() const {
@@ -222,12 +243,21 @@ double Gpt::take_loss_sum() {
   return sum;
 }
 
-void Gpt::forward_stage(const int* tokens, const float* input, const int* targets, int B, int T) {
+void Gpt::forward_stage(const int* tokens, const float* input, const int* targets, int B, int T,
+                        const int* positions) {
   check_shape(B, T);
   if (weights_pending_)  // W reads this slot's activations and gradients: a schedule bug
     throw std::logic_error(fmt::format("Gpt::forward_stage: slot {} still waits for its backward_weights()", slot_));
+  if (positions && !policy_.document_mask)
+    throw std::logic_error("Gpt::forward_stage: document positions for a model built without document_mask");
   B_ = B;
   T_ = T;
+  positions_ = positions != nullptr;
+  if (positions_) {
+    check_positions(positions, B, T);
+    mem_.upload(position_store_.data() + slot_ * static_cast<size_t>(max_B_) * max_T_, positions,
+                static_cast<size_t>(B) * T * sizeof(int));
+  }
   if (is_bf16())
     forward_t<bf16>(tokens, input, targets, B, T);
   else
@@ -248,7 +278,7 @@ void Gpt::forward_t(const int* tokens, const float* input, const int* targets, i
     A* w = weights<A>();
     const RoleNames names = arch_.role_names(cfg_);
     const A* wpe = cfg_.tp_rank == 0 && !names.positions.empty() ? w + layout_.at(names.positions).offset : nullptr;
-    k_.embedding_forward(s.encoded, tok, w + layout_.at(names.embedding).offset, wpe, B, T, cfg_.hidden,
+    k_.embedding_forward(s.encoded, tok, doc_pos(), w + layout_.at(names.embedding).offset, wpe, B, T, cfg_.hidden,
                          cfg_.vocab_begin(), cfg_.local_vocab());
     tp_sum(env_, s.encoded, N * C);
   } else {
@@ -288,7 +318,8 @@ void Gpt::head_forward(const int* targets, int B, int T) {
   }
   k_.matmul_forward(s.logits, s.lnf, W + layout_.at(names.head).offset, nullptr, N, C, Vl);
   if (targets == nullptr) return;
-  check_ids(targets, N, cfg_.vocab, "target");
+  check_ids(targets, N, cfg_.vocab, "target", -1);
+  masked_ = std::any_of(targets, targets + N, [](int t) { return t < 0; });
   int* tgt = target_store_.data() + slot_ * static_cast<size_t>(max_B_) * max_T_;
   mem_.upload(tgt, targets, static_cast<size_t>(N) * sizeof(int));
   if (comm_->size() == 1) {
@@ -301,6 +332,7 @@ void Gpt::head_forward(const int* targets, int B, int T) {
     comm_->all_reduce_sum(s.ce_stats, 2 * static_cast<size_t>(N));
   }
   k_.crossentropy_forward(s.losses, s.ce_stats, s.row_max, N);
+  if (masked_) k_.mask_losses(s.losses, tgt, N);  // -1 targets count 0 in the mean
   if (logged_ - taken_ == kLossLog) read_pending_losses();  // the log is full: read them now
   loss_id_ = logged_++;
   k_.mean_forward(loss_log_.data() + loss_id_ % kLossLog, s.losses, N);

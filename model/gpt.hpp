@@ -73,10 +73,15 @@ class Gpt {
 
   // Whole model (first and last stage): returns the mean loss over B*T targets. tokens and
   // targets are host arrays; targets == nullptr computes logits only (inference), returns 0.
-  float forward(const int* tokens, const int* targets, int B, int T);
+  // A target of -1 is not trained on: its loss counts 0 in the mean, its gradient is 0.
+  // positions (B,T, host; needs policy().document_mask): each token's position in its
+  // document (engine/data/batches.hpp), which attention and the positions (learned or
+  // rotary) then follow; nullptr = one document per sequence.
+  float forward(const int* tokens, const int* targets, int B, int T, const int* positions = nullptr);
   // Any stage: tokens (B,T, host) on the first stage, else input (B,T,C, backend memory);
-  // targets (host) on the last.
-  void forward_stage(const int* tokens, const float* input, const int* targets, int B, int T);
+  // targets (host) on the last; positions on every stage of a document-masked micro-batch.
+  void forward_stage(const int* tokens, const float* input, const int* targets, int B, int T,
+                     const int* positions = nullptr);
 
   void zero_grad();
   // Last stage: accumulates into grads() the gradient of loss_scale * (mean loss of the last
@@ -208,6 +213,7 @@ class Gpt {
   struct SlotState {
     int B = 0, T = 0;
     bool have_targets = false;
+    bool positions = false, masked = false;  // document positions uploaded; a target is -1
     int64_t loss_id = -1;  // the forward's entry in the loss log, -1 without targets
     bool weights_pending = false;  // split backward: B ran, W not yet
   };
@@ -233,6 +239,8 @@ class Gpt {
   // [slot 0 | slot 1 | ... | shared gradient scratch], carved by plan_activations().
   device::DeviceArray<std::byte> acts_;
   device::DeviceArray<int> token_store_, target_store_;  // (slots, max_B * max_T)
+  device::DeviceArray<int> position_store_;               // the same, policy_.document_mask only
+  const int* doc_pos() const;  // the slot's document positions; nullptr without
   // Mean losses of the forwards with targets, forward n at n % kLossLog, until take_loss_sum()
   // reads them; logged_ forwards so far, taken_ read; early_ holds values read early.
   static constexpr int64_t kLossLog = 1024;
@@ -249,6 +257,7 @@ class Gpt {
   // The current slot's state (saved to / loaded from slot_state_ by set_slot()).
   int B_ = 0, T_ = 0;
   bool have_targets_ = false;
+  bool positions_ = false, masked_ = false;
   int64_t loss_id_ = -1;
   bool weights_pending_ = false;
 };

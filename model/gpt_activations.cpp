@@ -86,6 +86,10 @@ void Gpt::plan_activations() {
   target_store_ = device::DeviceArray<int>(mem_, slots() * N);
   token_store_.zero();
   target_store_.zero();
+  if (policy_.document_mask) {
+    position_store_ = device::DeviceArray<int>(mem_, slots() * N);
+    position_store_.zero();
+  }
 }
 
 size_t Gpt::layer_slot_bytes() const { return off_->layer_bytes; }
@@ -140,6 +144,7 @@ BlockIo<A> Gpt::block_io(int local_layer, const A* x, int B, int T, Pass pass) {
   BlockIo<A> io;
   io.B = B;
   io.T = T;
+  io.pos = doc_pos();
   io.x = x;
   const size_t first = layer_first_tensor(local_layer);
   A* w = weights<A>();

@@ -77,6 +77,7 @@ void Gpt::head_backward(float loss_scale, int B, int T, Pass pass) {
   const float dloss = loss_scale / static_cast<float>(N);
   // The logits' gradient overwrites them in this slot, where W finds it.
   if (input) k_.crossentropy_backward(s.logits, s.logits, s.row_max, s.ce_stats, tgt, dloss, N, Vl, vb, cfg_.vocab);
+  if (input && masked_) k_.mask_rows(s.logits, tgt, N, Vl);  // -1 targets: no gradient
   gemm_backward<A>(env_, pass, s.dln, grads_.data() + head.offset, nullptr, s.logits, s.lnf, weights<A>() + head.offset,
                    N, C, Vl);
   if (input) {
@@ -140,8 +141,8 @@ void Gpt::embedding_weight_grad(int B, int T, Pass pass) {
   const ParamTensor& emb = layout_.at(names.embedding);
   float* dwpe = names.positions.empty() ? nullptr : grads_.data() + layout_.at(names.positions).offset;
   const int* tok = token_store_.data() + slot_ * static_cast<size_t>(max_B_) * max_T_;
-  k_.embedding_backward(grads_.data() + emb.offset, dwpe, pass == Pass::kWeights ? s.dencoded : s.dres, tok, B, T,
-                        cfg_.hidden, cfg_.vocab_begin(), cfg_.local_vocab());
+  k_.embedding_backward(grads_.data() + emb.offset, dwpe, pass == Pass::kWeights ? s.dencoded : s.dres, tok, doc_pos(),
+                        B, T, cfg_.hidden, cfg_.vocab_begin(), cfg_.local_vocab());
   if (emb.tied_embedding && tied_grad_) tied_grad_();
 }
 

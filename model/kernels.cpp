@@ -131,4 +131,80 @@ void Kernels::crossentropy_backward(bf16*, const bf16*, const float*, const floa
   unsupported("crossentropy_backward", kB);
 }
 
+// ---- document masking: without pos the plain ops; with pos, only backends that have them ----
+namespace {
+
+[[noreturn]] void no_document_op(const Kernels& k, const char* op) {
+  throw std::logic_error(fmt::format("backend {} has no document-masked {} kernel", k.name(), op));
+}
+
+}  // namespace
+
+AttentionPlan Kernels::plan_attention(DType p, int B, int T, int C, int NH, int KVH, bool /*document_mask*/) {
+  return plan_attention(p, B, T, C, NH, KVH);
+}
+void Kernels::attention_forward(float* out, float* att, const float* qkv, const int* pos, int B, int T, int C, int NH,
+                                int KVH) {
+  if (pos) no_document_op(*this, "attention_forward");
+  attention_forward(out, att, qkv, B, T, C, NH, KVH);
+}
+void Kernels::attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* out,
+                                 const float* att, const int* pos, int B, int T, int C, int NH, int KVH) {
+  if (pos) no_document_op(*this, "attention_backward");
+  attention_backward(dqkv, scratch, dout, qkv, out, att, B, T, C, NH, KVH);
+}
+void Kernels::attention_forward(bf16* out, float* att, const bf16* qkv, const int* pos, int B, int T, int C, int NH,
+                                int KVH) {
+  if (pos) no_document_op(*this, "attention_forward");
+  attention_forward(out, att, qkv, B, T, C, NH, KVH);
+}
+void Kernels::attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
+                                 const float* att, const int* pos, int B, int T, int C, int NH, int KVH) {
+  if (pos) no_document_op(*this, "attention_backward");
+  attention_backward(dqkv, scratch, dout, qkv, out, att, B, T, C, NH, KVH);
+}
+void Kernels::rope_forward(float* out, const float* inp, const float* cs, const int* pos, int B, int T, int H, int HS,
+                           int stride) {
+  if (pos) no_document_op(*this, "rope_forward");
+  rope_forward(out, inp, cs, B, T, H, HS, stride);
+}
+void Kernels::rope_backward(float* dinp, const float* dout, const float* cs, const int* pos, int B, int T, int H,
+                            int HS, int stride) {
+  if (pos) no_document_op(*this, "rope_backward");
+  rope_backward(dinp, dout, cs, B, T, H, HS, stride);
+}
+void Kernels::rope_forward(bf16* out, const bf16* inp, const float* cs, const int* pos, int B, int T, int H, int HS,
+                           int stride) {
+  if (pos) no_document_op(*this, "rope_forward");
+  rope_forward(out, inp, cs, B, T, H, HS, stride);
+}
+void Kernels::rope_backward(bf16* dinp, const bf16* dout, const float* cs, const int* pos, int B, int T, int H,
+                            int HS, int stride) {
+  if (pos) no_document_op(*this, "rope_backward");
+  rope_backward(dinp, dout, cs, B, T, H, HS, stride);
+}
+void Kernels::embedding_forward(float* out, const int* tokens, const int* pos, const float* wte, const float* wpe,
+                                int B, int T, int C, int vb, int Vl) {
+  if (pos && wpe) no_document_op(*this, "embedding_forward");
+  embedding_forward(out, tokens, wte, wpe, B, T, C, vb, Vl);
+}
+void Kernels::embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, const int* pos,
+                                 int B, int T, int C, int vb, int Vl) {
+  if (pos && dwpe) no_document_op(*this, "embedding_backward");
+  embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vb, Vl);
+}
+void Kernels::embedding_forward(bf16* out, const int* tokens, const int* pos, const bf16* wte, const bf16* wpe, int B,
+                                int T, int C, int vb, int Vl) {
+  if (pos && wpe) no_document_op(*this, "embedding_forward");
+  embedding_forward(out, tokens, wte, wpe, B, T, C, vb, Vl);
+}
+void Kernels::embedding_backward(float* dwte, float* dwpe, const bf16* dout, const int* tokens, const int* pos, int B,
+                                 int T, int C, int vb, int Vl) {
+  if (pos && dwpe) no_document_op(*this, "embedding_backward");
+  embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vb, Vl);
+}
+void Kernels::mask_losses(float*, const int*, int) { no_document_op(*this, "mask_losses"); }
+void Kernels::mask_rows(float*, const int*, int, int) { no_document_op(*this, "mask_rows"); }
+void Kernels::mask_rows(bf16*, const int*, int, int) { no_document_op(*this, "mask_rows"); }
+
 }  // namespace holmes::model

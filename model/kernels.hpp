@@ -186,6 +186,49 @@ class Kernels {
   virtual void adamw_update(float* params, float* m, float* v, const float* grads, size_t n,
                             const AdamWStep& s) = 0;
 
+  // ---- document masking (data.document_mask, data.mask_document_start; docs/training.md) ----
+  // pos (B,T) int32 in backend memory: each token's position in its document, 0 at a
+  // document's first token and at a sequence's first token, so the document of token t
+  // starts at t - pos[b,t]. pos == nullptr means one document per sequence: the op above.
+  // The defaults forward pos == nullptr to the op above and throw std::logic_error otherwise.
+  //
+  // plan_attention for a model whose micro-batches may carry pos: the method must mask.
+  virtual AttentionPlan plan_attention(DType p, int B, int T, int C, int NH, int KVH, bool document_mask);
+  // Attention block-causal over the documents of each sequence: query t attends keys
+  // t - pos[b,t] .. t; a method that keeps probabilities keeps 0 outside that block.
+  virtual void attention_forward(float* out, float* att, const float* qkv, const int* pos, int B, int T, int C,
+                                 int NH, int KVH);
+  virtual void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* out,
+                                  const float* att, const int* pos, int B, int T, int C, int NH, int KVH);
+  virtual void attention_forward(bf16* out, float* att, const bf16* qkv, const int* pos, int B, int T, int C, int NH,
+                                 int KVH);
+  virtual void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv, const bf16* out,
+                                  const float* att, const int* pos, int B, int T, int C, int NH, int KVH);
+  // Rotary embedding turning the row of token (b, t) by pos[b,t] instead of t.
+  virtual void rope_forward(float* out, const float* inp, const float* cos_sin, const int* pos, int B, int T, int H,
+                            int HS, int stride);
+  virtual void rope_backward(float* dinp, const float* dout, const float* cos_sin, const int* pos, int B, int T,
+                             int H, int HS, int stride);
+  virtual void rope_forward(bf16* out, const bf16* inp, const float* cos_sin, const int* pos, int B, int T, int H,
+                            int HS, int stride);
+  virtual void rope_backward(bf16* dinp, const bf16* dout, const float* cos_sin, const int* pos, int B, int T, int H,
+                             int HS, int stride);
+  // Learned positions: wpe row pos[b,t] instead of t (dwpe accumulates into the same rows).
+  virtual void embedding_forward(float* out, const int* tokens, const int* pos, const float* wte, const float* wpe,
+                                 int B, int T, int C, int vocab_begin, int Vl);
+  virtual void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, const int* pos,
+                                  int B, int T, int C, int vocab_begin, int Vl);
+  virtual void embedding_forward(bf16* out, const int* tokens, const int* pos, const bf16* wte, const bf16* wpe,
+                                 int B, int T, int C, int vocab_begin, int Vl);
+  virtual void embedding_backward(float* dwte, float* dwpe, const bf16* dout, const int* tokens, const int* pos,
+                                  int B, int T, int C, int vocab_begin, int Vl);
+  // Targets that are not trained on are -1 (the cross-entropy ops hold no shard for them):
+  // losses (N) writes 0 where targets[n] < 0; the rows of dlogits (N,Vl) whose target is < 0
+  // write 0. Only rows with a negative target are touched. Default: std::logic_error.
+  virtual void mask_losses(float* losses, const int* targets, int N);
+  virtual void mask_rows(float* dlogits, const int* targets, int N, int Vl);
+  virtual void mask_rows(bf16* dlogits, const int* targets, int N, int Vl);
+
   // ---- bf16 activations (same contracts as the fp32 ops above) ----
   // out (n) writes the conversion of inp (n): fp32 -> bf16 rounds to nearest even.
   virtual void convert(bf16* out, const float* inp, size_t n);

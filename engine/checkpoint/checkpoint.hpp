@@ -66,7 +66,11 @@ struct CheckpointInfo {
   int format_version = 0;
   model::GptConfig model;  // global: tp = 1, one stage, padded_vocab as saved (finalized)
   int64_t tokens_seen = 0;
-  uint64_t seed = 0;  // job.seed: batches are a pure function of (seed, step)
+  uint64_t seed = 0;  // job.seed: batches are a pure function of (seed, stream position)
+  // The loader's position: sequences of data_seq_len tokens the run had read from its stream
+  // (engine/data/mixture.hpp); -1 in manifests written before it was recorded.
+  int64_t data_sequences = -1;
+  int data_seq_len = 0;
   int world = 1;      // ranks that saved it
   std::string run_id;  // the run that saved it (run_folder.hpp); "" = saved before runs had ids
   std::string job_spec_text, plan_text;
@@ -144,6 +148,8 @@ struct SaveContext {
   int64_t step = 0;              // steps done
   int64_t tokens_seen = 0;
   uint64_t seed = 0;
+  int64_t data_sequences = -1;   // the loader's position (CheckpointInfo); -1 = not recorded
+  int data_seq_len = 0;
   model::GptConfig model;  // global model (tp = 1, one stage)
   std::string run_id;      // the run saving it (run_folder.hpp); retention only touches its checkpoints
   std::string job_spec_text, plan_text;

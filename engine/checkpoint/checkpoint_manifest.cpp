@@ -94,8 +94,11 @@ std::string manifest_json(const SaveContext& c, const std::vector<std::string>& 
   out += fmt::format("  \"format\": \"holmes-train checkpoint\",\n  \"format_version\": {},\n", kCheckpointFormatVersion);
   out += fmt::format("  \"run\": {},\n", json_quote(c.run_id));
   out += fmt::format("  \"step\": {},\n  \"tokens_seen\": {},\n  \"seed\": {},\n", c.step, c.tokens_seen, c.seed);
-  out += fmt::format("  \"data_position\": {{\"step\": {}, \"note\": \"batches are a pure function of (job.seed, "
-                     "step); no sampler state to save\"}},\n", c.step);
+  // The next step reads the stream's sequences from `sequences` on (data.train's mixture and
+  // job.seed fix what each is): a resume under any plan continues there.
+  if (c.data_sequences >= 0)
+    out += fmt::format("  \"data_position\": {{\"sequences\": {}, \"seq_len\": {}, \"step\": {}}},\n",
+                       c.data_sequences, c.data_seq_len, c.step);
   out += "  \"rng\": \"none: training draws no random numbers after initialisation\",\n";
   // The default architecture's manifests name none (as before there were others); the others
   // add their name and the options they read.
@@ -144,6 +147,14 @@ CheckpointInfo parse_manifest(const std::string& dir) {
   info.step = need<int64_t>(root, "step", file);
   info.tokens_seen = need<int64_t>(root, "tokens_seen", file);
   info.seed = need<uint64_t>(root, "seed", file);
+  // Manifests before the loader's position was recorded have a data_position with the step only.
+  if (const YAML::Node p = root["data_position"]; p && p.IsMap() && p["sequences"]) {
+    info.data_sequences = need<int64_t>(p, "sequences", file);
+    info.data_seq_len = need<int>(p, "seq_len", file);
+    if (info.data_sequences < 0 || info.data_seq_len < 1)
+      throw UserError(fmt::format("{}: data_position {{sequences {}, seq_len {}}} is not a position (accepted: "
+                                  "sequences >= 0, seq_len >= 1)", file, info.data_sequences, info.data_seq_len));
+  }
   info.world = need<int>(root, "world", file);
   info.plan_hash = parse_hex(need<std::string>(root, "plan_hash", file), "plan_hash", file);
   info.plan_text = need<std::string>(root, "plan", file);

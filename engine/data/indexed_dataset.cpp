@@ -90,9 +90,8 @@ IndexedIndex parse_indexed_index(const std::string& path, const unsigned char* b
   // Bounds before multiplying: the counts come from the file.
   const uint64_t room = size - kIndexHeaderBytes;
   if (s > room / 12 || d > room / 8 || 12 * s + 8 * d > room)
-    throw fail(fmt::format("its counts ({} sequences, {} document indices) need {} bytes after the header, the file "
-                           "has {}", s, d, s > room || d > room ? std::string("more than") : fmt::format("{}", 12 * s + 8 * d),
-                           room));
+    throw fail(fmt::format("its counts ({} sequences, {} document indices) need more bytes after the header than "
+                           "the file's {}", s, d, room));
   const uint64_t extra = room - 12 * s - 8 * d;
   if (extra != 0 && extra != s)  // s bytes more: a multimodal index's sequence modes
     throw fail(fmt::format("{} bytes after the document indices (expected 0, or {} sequence modes)", extra, s));

@@ -71,12 +71,14 @@ int64_t check_paths(const PrepareRequest& r, const Outputs& outs, std::vector<In
   for (const auto& path : r.inputs) {
     const auto st = fs::status(path, ec);
     if (!fs::exists(st))
-      throw UserError(fmt::format("prepare-data --input: '{}' does not exist; expected a text or JSON Lines file", path));
+      throw UserError(fmt::format("prepare-data --input: '{}' does not exist; expected a text or JSON Lines file",
+                                  path));
     if (fs::is_directory(st))
       throw UserError(fmt::format("prepare-data --input: '{}' is a folder; expected text files (e.g. --input "
                                   "{}/*.txt)", path, path));
     if (!fs::is_regular_file(st))
-      throw UserError(fmt::format("prepare-data --input: '{}' is not a regular file; expected a text or JSON Lines file", path));
+      throw UserError(fmt::format("prepare-data --input: '{}' is not a regular file; expected a text or JSON Lines "
+                                  "file", path));
     std::vector<fs::path> written = outs.all();
     written.push_back(out);
     for (const fs::path& o : written) {
@@ -95,8 +97,8 @@ int64_t check_paths(const PrepareRequest& r, const Outputs& outs, std::vector<In
     kinds->push_back(detect_input(path, head, got > 0 ? static_cast<size_t>(got) : 0, r.input_format));
     const auto size = fs::file_size(path, ec);
     if (size == 0)
-      throw UserError(fmt::format("prepare-data --input: '{}' is empty (0 bytes); expected a text or JSON Lines file with at least "
-                                  "one byte", path));
+      throw UserError(fmt::format("prepare-data --input: '{}' is empty (0 bytes); expected a text or JSON Lines "
+                                  "file with at least one byte", path));
     total += static_cast<int64_t>(size);
   }
   return total;
@@ -138,7 +140,8 @@ struct Run {
     ++res.documents;
     tokenizer::encode_document(
         enc, [&](char* buf, size_t n) { return in.read(buf, n); }, r.window,
-        [&](std::span<const uint32_t> tokens, size_t) {
+        [&](std::span<const uint32_t> tokens, size_t bytes) {
+          res.text_bytes += static_cast<int64_t>(bytes);
           out.append(tokens);
           tick(in.file_bytes_read());
         });
@@ -168,7 +171,8 @@ struct Run {
         const std::string what = fmt::format("{}:{}: {}", path, line.number, line.problem);
         if (res.skipped_lines > r.max_bad_lines)
           throw UserError(fmt::format("prepare-data: more than {} malformed JSON lines (--max-bad-lines {}); the one "
-                                      "over the limit: {}; nothing written", r.max_bad_lines, r.max_bad_lines, what));
+                                      "over the limit: {}; nothing written (a file that is one text document, not "
+                                      "JSON Lines: --input-format text)", r.max_bad_lines, r.max_bad_lines, what));
         if (hooks.bad_line) hooks.bad_line(what);
         continue;
       }
@@ -178,6 +182,7 @@ struct Run {
       }
       b->text.append(line.text);
       b->ends.push_back(b->text.size());
+      res.text_bytes += static_cast<int64_t>(line.text.size());
     }
     return true;
   }

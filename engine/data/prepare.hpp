@@ -41,7 +41,8 @@ struct PrepareProgress {
 };
 
 struct PrepareResult {
-  int64_t tokens = 0, bytes = 0;
+  int64_t tokens = 0, bytes = 0;  // bytes: of the input files (compressed ones as they are)
+  int64_t text_bytes = 0;         // of the documents' text (decompressed, JSON unescaped)
   int64_t documents = 0;
   int64_t skipped_lines = 0;   // malformed JSON lines left out
   int64_t empty_documents = 0;  // JSON lines whose text is "" (left out: no tokens)

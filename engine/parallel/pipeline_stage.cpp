@@ -39,6 +39,7 @@ PipelineStage::PipelineStage(std::vector<model::Gpt*> chunks, ParallelGroups& gr
   max_sending_ = static_cast<size_t>(std::max(schedule::max_in_flight(steps_), 2));
   inputs_.resize(static_cast<size_t>(B) * T);
   targets_.resize(inputs_.size());
+  if (chunks_.front()->policy().document_mask) positions_.resize(inputs_.size());
 }
 
 void PipelineStage::reset() {
@@ -160,12 +161,14 @@ void PipelineStage::use_slot(int chunk, int micro, SlotUse use) {
 void PipelineStage::forward(int chunk, int micro, const FetchFn& fetch) {
   model::Gpt& gpt = *chunks_.at(chunk);
   const bool first_v = first(chunk), last_v = last(chunk);
-  if (first_v || last_v) fetch(micro, inputs_.data(), targets_.data());
+  // Document masking: every stage's attention and positions need the micro-batch's documents.
+  int32_t* positions = positions_.empty() ? nullptr : positions_.data();
+  if (first_v || last_v || positions) fetch(micro, inputs_.data(), targets_.data(), positions);
   use_slot(chunk, micro, SlotUse::kTake);
   const float* input = first_v ? nullptr : held({kActIn, chunk, micro}).data();
   if (input != nullptr) await(input);
   timed(compute_s_, pass_s_, groups_.clock(), [&] {
-    gpt.forward_stage(first_v ? inputs_.data() : nullptr, input, last_v ? targets_.data() : nullptr, B_, T_);
+    gpt.forward_stage(first_v ? inputs_.data() : nullptr, input, last_v ? targets_.data() : nullptr, B_, T_, positions);
   });
   if (!first_v) release({kActIn, chunk, micro});  // the model copied it into the slot
   if (!last_v) gpt.backend().memory->copy(acquire({kActOut, chunk, micro}).data(), gpt.output(), buffer_bytes());
@@ -176,7 +179,7 @@ void PipelineStage::backward(int chunk, int micro, model::Pass pass) {
   // B alone keeps the slot (its W reads it later).
   use_slot(chunk, micro, pass == model::Pass::kInput ? SlotUse::kSelect : SlotUse::kFree);
   if (last(chunk)) {
-    timed(compute_s_, pass_s_, groups_.clock(), [&] { gpt.backward(1.0f / static_cast<float>(micro_batches_), pass); });  // mean over micro-batches
+    timed(compute_s_, pass_s_, groups_.clock(), [&] { gpt.backward(loss_scale_ / static_cast<float>(micro_batches_), pass); });  // mean over micro-batches
   } else {
     const float* grad = held({kGradIn, chunk, micro}).data();
     await(grad);

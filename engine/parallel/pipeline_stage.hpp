@@ -36,8 +36,10 @@ namespace holmes::parallel {
 
 class PipelineStage {
  public:
-  // fetch(micro, inputs, targets) fills the (B,T) tokens and targets of micro-batch `micro`.
-  using FetchFn = std::function<void(int micro, int32_t* inputs, int32_t* targets)>;
+  // fetch(micro, inputs, targets, positions) fills the (B,T) tokens and targets of micro-batch
+  // `micro`, and with document masking (the model's policy().document_mask) its (B,T)
+  // positions in their documents, which every stage needs (positions is null otherwise).
+  using FetchFn = std::function<void(int micro, int32_t* inputs, int32_t* targets, int32_t* positions)>;
   // The (B,T,C) buffers of a micro-batch: received input, output to send, received output
   // gradient, input gradient to send.
   enum Tensor { kActIn, kActOut, kGradIn, kGradOut };
@@ -62,6 +64,9 @@ class PipelineStage {
   double run_step(const FetchFn& fetch, const std::function<void(int chunk, int micro)>& before_grads);
   // Forward only over `count` micro-batches in order (validation); same return value.
   double run_forward(int count, const FetchFn& fetch);
+  // Every micro-batch's loss counts `scale` times in run_step's gradients (the trainer's
+  // loss over the targets that count; 1 by default).
+  void set_loss_scale(float scale) { loss_scale_ = scale; }
   // Seconds the last run_step / run_forward spent computing (the model's forward and backward
   // passes, without waiting on communication): what a calibration divides the FLOPs by.
   double compute_s() const { return compute_s_; }
@@ -111,7 +116,8 @@ class PipelineStage {
   bool split_ = false;  // the schedule has W passes: backward runs B, a later step W
   std::vector<schedule::PipeStep> steps_;
   std::vector<std::vector<int>> slot_micro_;  // [chunk][slot]: micro-batch occupying it, -1 = free
-  std::vector<int32_t> inputs_, targets_;
+  std::vector<int32_t> inputs_, targets_, positions_;
+  float loss_scale_ = 1.0f;
   // (Tensor, chunk, micro) -> (B,T,C) in the backend's memory, from a pool of free ones.
   std::map<Key, device::DeviceArray<float>> live_;
   std::vector<device::DeviceArray<float>> free_;

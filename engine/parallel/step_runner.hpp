@@ -90,8 +90,18 @@ class StepRunner {
   // How many sums across the replicas agree() and train_step made so far (0 without replicas).
   virtual int replica_agreements() const { return 0; }
   // Mean validation loss over train.eval_steps global batches (the same sequences under every
-  // parallel plan), identical on every rank; NaN when there is no validation data.
+  // parallel plan), identical on every rank; NaN when there is no validation data. With
+  // several validation sources (data.valid's, or a mixture's held-out tails): the mean of
+  // their losses weighted by their weights, each source's in source_losses().
   virtual double evaluate() = 0;
+  // (name, loss) of each validation source at the last evaluate(); empty with one source.
+  virtual std::vector<std::pair<std::string, double>> source_losses() const { return {}; }
+  // The loader's position (engine/data/batches.hpp: StreamOrigin): step `step` reads the data
+  // stream from sequence `sequence` on, and each step after it global_batch sequences more.
+  // A fresh run starts at (0, 0); a resume at its checkpoint's (step, recorded position).
+  virtual void set_data_origin(int64_t step, int64_t sequence) {}
+  // The stream position after `done` steps (what a checkpoint records); -1 = not known.
+  virtual int64_t data_position(int64_t done) const { return -1; }
   // The shard as host memory, for checkpoints and final weights: the live buffers on the CPU
   // backend; on a device, host copies made by this call. A caller that writes into it (a
   // checkpoint load) calls upload_shard_state() afterwards. One model chunk only (a runner

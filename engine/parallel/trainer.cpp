@@ -34,7 +34,8 @@ AdamWHyper adamw_hyper_of(const spec::JobSpec& spec) {
 
 data::BatchCoord validation_coord(const spec::JobSpec& spec, int index, int micro_batches, int dp_rank, int dp_size) {
   return data::BatchCoord{.step = index / micro_batches, .micro = index % micro_batches, .dp_rank = dp_rank,
-                    .dp_size = dp_size, .micro_batch = spec.train.micro_batch, .global_batch = spec.train.global_batch};
+                          .dp_size = dp_size, .micro_batch = spec.train.micro_batch,
+                          .global_batch = spec.train.global_batch, .origin = {}};
 }
 
 namespace {
@@ -202,6 +203,7 @@ model::ActivationPolicy activation_policy(const spec::JobSpec& spec, const Paral
   const spec::Recompute r = ctx.recompute != spec::Recompute::kAuto ? ctx.recompute : spec.train.recompute;
   model::ActivationPolicy p;
   p.split_backward = pipe_schedule(spec, ctx) == schedule::PipeSchedule::kZbH1;
+  p.document_mask = spec.data.document_mask;
   switch (r) {
     case spec::Recompute::kAuto:
     case spec::Recompute::kNone: p.recompute = model::Recompute::kNone; break;
@@ -281,11 +283,13 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   groups_->clock().reset();
   if (steps_ == kWarmupSteps) groups_->group(schedule::Axis::kTp).reset_sums();  // a calibration times the steady steps' sums
   for (auto& g : chunks_) g->zero_grad();
-  auto fetch = [&](int micro, int32_t* inputs, int32_t* targets) {
+  auto fetch = [&](int micro, int32_t* inputs, int32_t* targets, int32_t* positions) {
     data::BatchCoord c{.step = step, .micro = micro, .dp_rank = c_.data_rank(), .dp_size = c_.data_size(),
-                 .micro_batch = t.micro_batch, .global_batch = t.global_batch};
-    data_.train().fill_batch(c, inputs, targets);
+                       .micro_batch = t.micro_batch, .global_batch = t.global_batch, .origin = origin_};
+    data_.train().fill_batch(c, inputs, targets, positions);
   };
+  const double factor = loss_factor(data_.train(), data_position(step), t.global_batch);
+  stage_->set_loss_scale(static_cast<float>(factor));
   std::vector<int> passes(chunks_.size(), 0);
   using Clock = std::chrono::steady_clock;
   const auto ms_since = [](Clock::time_point a) { return std::chrono::duration<double, std::milli>(Clock::now() - a).count(); };
@@ -306,7 +310,7 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   const int units = norm_units(spec_.model.layers);
   std::vector<double> sums(units + 2, 0.0);
   for (auto& o : optimizers_) o->add_owned_grad_sq(sums);  // units are layers: chunks add to theirs
-  sums[units] = counts_loss() ? loss_sum / micro_batches_ : 0.0;
+  sums[units] = counts_loss() ? loss_sum * factor / micro_batches_ : 0.0;
   sums[units + 1] = stop_requested ? 1.0 : 0.0;
   groups_->sum_over_job(sums);
   if (step + 1 == test_nan_step_) sums[units] = std::nan("");
@@ -390,21 +394,43 @@ Trainer::StepTimes Trainer::step_times() const {
                : StepTimes{};
 }
 
+double Trainer::loss_factor(const data::SequenceStream& s, int64_t first, int64_t count) const {
+  if (!s.options().mask_document_start) return 1.0;
+  const int64_t counted = s.counted_targets(first, count);
+  return counted > 0 ? static_cast<double>(count) * s.seq_len() / static_cast<double>(counted) : 0.0;
+}
+
 double Trainer::evaluate() {
-  const data::BatchSampler* valid = data_.valid();
-  if (!valid || valid->chunk_count() == 0) return std::nan("");
+  source_losses_.clear();
+  const auto& sources = data_.valid_sources();
+  if (sources.empty()) return std::nan("");
   const auto& t = spec_.train;
-  auto fetch = [&](int e, int32_t* inputs, int32_t* targets) {
-    // eval_steps global batches of the unshuffled sampler, this rank's micro-batches of each:
-    // the same sequences every time and under every plan (as Trainer::evaluate).
-    valid->fill_batch(validation_coord(spec_, e, micro_batches_, c_.data_rank(), c_.data_size()), inputs, targets);
-  };
   const int count = std::max(1, t.eval_steps) * micro_batches_;
-  const double sum = stage_->run_forward(count, fetch);
-  double mean[1] = {counts_loss() ? sum / count : 0.0};
-  groups_->sum_over_job(mean);
-  groups_->sum_over_replicas(mean);
-  return mean[0] / c_.data_size();
+  double weighted = 0, weights = 0, only = 0;
+  for (const auto& source : sources) {
+    const data::SequenceStream one({source});
+    auto fetch = [&](int e, int32_t* inputs, int32_t* targets, int32_t* positions) {
+      // eval_steps global batches of the unshuffled sampler, this rank's micro-batches of each:
+      // the same sequences every time and under every plan (as Trainer::evaluate).
+      one.fill_batch(validation_coord(spec_, e, micro_batches_, c_.data_rank(), c_.data_size()), inputs, targets,
+                     positions);
+    };
+    stage_->set_loss_scale(1.0f);
+    const double sum = stage_->run_forward(count, fetch);
+    double mean[1] = {counts_loss() ? sum / count : 0.0};
+    groups_->sum_over_job(mean);
+    groups_->sum_over_replicas(mean);
+    const int64_t sequences = static_cast<int64_t>(std::max(1, t.eval_steps)) * t.global_batch;
+    only = mean[0] / c_.data_size() * loss_factor(one, 0, sequences);
+    source_losses_.emplace_back(source.name, only);
+    weighted += source.weight * only;
+    weights += source.weight;
+  }
+  if (sources.size() == 1) {
+    source_losses_.clear();
+    return only;
+  }
+  return weighted / weights;
 }
 
 checkpoint::ShardState Trainer::shard_state() {

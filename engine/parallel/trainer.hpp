@@ -97,6 +97,11 @@ class Trainer final : public StepRunner {
   };
   const PresyncSums& presync_sums() const { return presync_; }
   double evaluate() override;
+  std::vector<std::pair<std::string, double>> source_losses() const override { return source_losses_; }
+  void set_data_origin(int64_t step, int64_t sequence) override { origin_ = {step, sequence}; }
+  int64_t data_position(int64_t done) const override {
+    return origin_.sequence + (done - origin_.step) * spec_.train.global_batch;
+  }
   checkpoint::ShardState shard_state() override;  // one chunk only (else std::logic_error)
   std::vector<checkpoint::ShardState> shard_states() override;
   std::vector<checkpoint::ShardState> shard_shapes() override;
@@ -158,6 +163,11 @@ class Trainer final : public StepRunner {
 
   const spec::JobSpec& spec_;
   const data::DataSet& data_;
+  data::StreamOrigin origin_;  // where the data stream stood at a step (set_data_origin)
+  std::vector<std::pair<std::string, double>> source_losses_;
+  // data.mask_document_start: the global batch's targets over those trained on (a loss over
+  // the targets that count, the same under every plan); 1 otherwise.
+  double loss_factor(const data::SequenceStream& s, int64_t first, int64_t count) const;
   std::unique_ptr<ParallelGroups> own_groups_;  // one process alone
   ParallelGroups* groups_;
   const schedule::Place c_;

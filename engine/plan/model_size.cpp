@@ -2,10 +2,12 @@
 
 namespace holmes::plan {
 
-model::AttentionPlan presumed_attention(int act_bytes, int64_t b, int64_t t, int64_t heads) {
+model::AttentionPlan presumed_attention(int act_bytes, int64_t b, int64_t t, int64_t heads, bool document_mask) {
   model::AttentionPlan att;
-  att.probabilities = act_bytes != 2;
-  att.state_floats = static_cast<size_t>(att.probabilities ? b * heads * t * t : b * heads * t);
+  const int64_t rows = b * heads * t, probs = rows * t;
+  att.probabilities = act_bytes != 2 || document_mask;
+  if (!att.probabilities) att.state_floats = static_cast<size_t>(rows);
+  else att.state_floats = static_cast<size_t>(act_bytes == 2 ? (probs + 1) / 2 : probs);
   return att;
 }
 
@@ -16,7 +18,7 @@ model::ActivationPolicy policy_of(ActivationMode mode) {
   const model::Recompute r = mode.recompute == R::kFull        ? model::Recompute::kFull
                              : mode.recompute == R::kSelective ? model::Recompute::kSelective
                                                                : model::Recompute::kNone;
-  return {r, mode.split_backward};
+  return {r, mode.split_backward, mode.document_mask};
 }
 
 // Bytes of one layer's buffers of the tensor-parallel shard t of `global` per micro-batch
@@ -24,7 +26,7 @@ model::ActivationPolicy policy_of(ActivationMode mode) {
 double layer_bytes(const model::GptConfig& global, int64_t t, int64_t b, int tp, int a, ActivationMode mode,
                    bool kept) {
   const model::GptConfig shard = global.shard(tp, 0);
-  const model::AttentionPlan att = presumed_attention(a, b, t, shard.local_heads());
+  const model::AttentionPlan att = presumed_attention(a, b, t, shard.local_heads(), mode.document_mask);
   const model::ActivationPolicy policy = policy_of(mode);
   double sum = 0;
   for (const model::LayerBuffer& l : model::layer_buffers(shard, t * b, att)) {
@@ -64,7 +66,8 @@ double recompute_flops_per_token(const model::GptConfig& s, int64_t t, int tp, i
   const double c = s.hidden;
   double replay = 0;
   if (mode.recompute == spec::Recompute::kSelective) {
-    if (act_bytes != 2) replay = 4.0 * double(t) * c;  // an unfused attention: QK^T and the weighted sum
+    if (presumed_attention(act_bytes, 1, t, 1, mode.document_mask).probabilities)
+      replay = 4.0 * double(t) * c;  // an unfused attention: QK^T and the weighted sum
   } else if (mode.recompute == spec::Recompute::kFull) {
     replay = block_forward_flops_per_token(s, t) - 2.0 * double(model::block_counts(s).replay_skipped);
   }

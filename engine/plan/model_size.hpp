@@ -34,6 +34,9 @@ struct ActivationMode {
   bool split_backward = false;
   spec::Schedule schedule = spec::Schedule::k1f1b;
   int chunks = 1;  // model chunks per stage: parallel.virtual_stages under interleaved, else 1
+  // data.document_mask: attention masks per document, which the fused (cuDNN) attention here
+  // cannot, so a bf16 plan presumes the unfused form that keeps the probabilities.
+  bool document_mask = false;
   static ActivationMode of(spec::Recompute r, spec::Schedule s, int chunks = 1) {
     return {r, s == spec::Schedule::kZbH1, s, s == spec::Schedule::kInterleaved ? chunks : 1};
   }
@@ -42,8 +45,10 @@ struct ActivationMode {
 
 // The attention the planner presumes for a precision: bf16 is cuDNN's fused attention (fp32
 // softmax statistics B (NH/t) T, no probabilities), fp32 the exact form (probabilities
-// B (NH/t) T^2 fp32).
-model::AttentionPlan presumed_attention(int act_bytes, int64_t micro_batch, int64_t seq_len, int64_t local_heads);
+// B (NH/t) T^2 fp32); a document-masked bf16 model the unfused form (probabilities
+// B (NH/t) T^2 in bf16, packed two per float: cuda/attention_plan.hpp).
+model::AttentionPlan presumed_attention(int act_bytes, int64_t micro_batch, int64_t seq_len, int64_t local_heads,
+                                        bool document_mask = false);
 
 // Activation bytes one block keeps per micro-batch for its backward, per tensor-parallel rank:
 // the buffers model::Gpt keeps for a layer in a slot (model::layer_buffers kept under `mode`,

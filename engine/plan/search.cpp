@@ -103,6 +103,7 @@ Evaluated score(const SearchInput& in, const Facts& facts, const Degrees& deg, L
   Evaluated ev;
   ev.deg = deg;
   ev.work.activation = mode;
+  ev.work.activation.document_mask = s.data.document_mask;
   ev.work.shape = spec::model_config(s.model);
   ev.work.seq_len = s.train.seq_len;
   ev.work.micro_batch = deg.micro_batch;

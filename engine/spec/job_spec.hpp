@@ -49,12 +49,30 @@ struct SyntheticData {
   uint64_t seed = 7;
 };
 
+// One source of data.train or data.valid: token files read as one stream, with its share of
+// a mixture's training tokens.
+struct DataSourceSpec {
+  std::string name;                // metric key (val_loss/<name>); "" = from the first file's name
+  std::vector<std::string> paths;  // token files (llm.c, raw uint16, Megatron prefixes), in order
+  double weight = 1;               // > 0; a mixture's weights are normalised to sum to 1
+  bool weighted = false;           // the spec gave a weight (a mixture spelling)
+};
+
 struct DataSection {
   DataSource source = DataSource::kSynthetic;
-  std::vector<std::string> train;    // token files (source: files)
-  std::vector<std::string> valid;    // token files for validation; empty = held-out tail
+  // One source (the single-path and path-list spellings) or a weighted mixture of sources.
+  std::vector<DataSourceSpec> train;
+  std::vector<DataSourceSpec> valid;  // empty = the held-out tail of each training source
   DataFormat format = DataFormat::kAuto;
+  // Document masking (docs/training.md): attention block-causal over the documents packed in
+  // a sequence, positions restarting at each (Megatron's --reset-attention-mask and
+  // --reset-position-ids); mask_document_start leaves out the loss of the token that starts a
+  // document (what the previous document's end would predict; Megatron's --eod-mask-loss).
+  bool document_mask = false;
+  bool mask_document_start = false;
+  int64_t document_token = -1;  // the id that starts a document in llm.c/raw files; -1 = the tokenizer's
   SyntheticData synthetic;
+  bool mixture() const { return train.size() > 1; }
 };
 
 struct TrainSection {

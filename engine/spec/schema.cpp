@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "engine/spec/data_sources.hpp"
 #include "engine/spec/scalar.hpp"
 #include "model/architecture.hpp"
 
@@ -140,19 +141,17 @@ Field degree(std::string path, Ref ref, std::string doc, std::string def = "1", 
 }
 
 template <class Ref>
-Field paths(std::string path, Ref ref, std::string doc) {
-  Field f{std::move(path), "list of file paths (or one path)", "[]", false, std::move(doc), {}, {}};
+Field sources(std::string path, Ref ref, std::string doc) {
+  Field f{std::move(path), "a path, a list of paths, or a mixture: a list of {path, weight, name}", "[]", false,
+          std::move(doc), {}, {}};
   f.apply = [ref](JobSpec& s, const YAML::Node& v) -> std::string {
-    std::vector<std::string> out;
-    if (auto err = parse_string_list(v, &out); !err.empty()) return err + ", expected a path or a list of paths";
+    std::vector<DataSourceSpec> out;
+    if (auto err = parse_data_sources(v, &out); !err.empty())
+      return err + "; expected a path, a list of paths, or a list of {path, weight, name} (docs/job-spec.md)";
     ref(s) = out;
     return "";
   };
-  f.show = [ref](const JobSpec& s) {
-    std::vector<std::string> q;
-    for (const auto& p : ref(const_cast<JobSpec&>(s))) q.push_back(quote(p));
-    return "[" + join(q, ", ") + "]";
-  };
+  f.show = [ref](const JobSpec& s) { return show_data_sources(ref(const_cast<JobSpec&>(s))); };
   return f;
 }
 
@@ -270,12 +269,29 @@ std::vector<Field> make_schema() {
   // data
   f.push_back(choice("data.source", HOLMES_REF(data.source),
                      "synthetic: the embedded generated corpus; files: data.train token files."));
-  f.push_back(paths("data.train", HOLMES_REF(data.train),
-                    "Training token files (prepare-data's or llm.c's .bin, 16 or 32 bit; raw uint16)."));
-  f.push_back(paths("data.valid", HOLMES_REF(data.valid), "Validation token files; empty = held-out tail."));
+  f.push_back(sources("data.train", HOLMES_REF(data.train),
+                      "Training token files (prepare-data's, llm.c's 16 or 32 bit, raw uint16, Megatron datasets by "
+                      "prefix): one source, or a mixture by token weight (Megatron's --data-path w1 p1 w2 p2)."));
+  f.push_back(sources("data.valid", HOLMES_REF(data.valid),
+                      "Validation token files, spelled as data.train (each source's loss is reported as "
+                      "val_loss/NAME; weights weigh them in val_loss); empty = the held-out tail of each training "
+                      "source."));
   f.push_back(choice("data.format", HOLMES_REF(data.format),
                      "Token file format; auto takes a path with PREFIX.bin beside PREFIX.idx for a Megatron "
                      "dataset, else reads the llm.c header when present."));
+  f.push_back(boolean("data.document_mask", HOLMES_REF(data.document_mask), "false",
+                      "Documents packed in a sequence do not see each other: attention is block-causal over them "
+                      "and positions (learned or rotary) restart at each (Megatron's --reset-attention-mask and "
+                      "--reset-position-ids). Documents start at a Megatron index's boundaries, else at each "
+                      "data.document_token."));
+  f.push_back(boolean("data.mask_document_start", HOLMES_REF(data.mask_document_start), "false",
+                      "Leave out the loss of each token that starts a document (what the end of the previous "
+                      "document would predict; Megatron's --eod-mask-loss). The loss is the mean over the targets "
+                      "that count."));
+  f.push_back(integer("data.document_token", HOLMES_REF(data.document_token), "-1", -1, M,
+                      "The id that starts a document in llm.c and raw files, for data.document_mask and "
+                      "data.mask_document_start; -1 = the document token of the files' tokenizer (prepare-data "
+                      "saves it beside them; 256 for the synthetic data)."));
   f.push_back(integer("data.synthetic.tokens", HOLMES_REF(data.synthetic.tokens), "2000000", 1024, M,
                       "Length of the generated corpus."));
   f.push_back(integer("data.synthetic.seed", HOLMES_REF(data.synthetic.seed), "7", 0, M,

@@ -50,6 +50,7 @@ SavedInfo read_saved_info(const std::string& dir) {
     info.name = d.at("name").get<std::string>();
     info.hash = std::stoull(d.at("hash").get<std::string>(), nullptr, 16);
     info.ids = d.at("ids").get<uint32_t>();
+    info.document_token = d.value("document_token", int64_t{-1});
     return info;
   } catch (const std::exception& e) {
     throw UserError(fmt::format("{}: malformed saved tokenizer descriptor ({}); expected spec, name, hash, ids", file,

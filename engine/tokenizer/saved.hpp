@@ -20,6 +20,7 @@ struct SavedInfo {
   std::string spec, name;
   uint64_t hash = 0;
   uint32_t ids = 0;
+  int64_t document_token = -1;  // -1 when the descriptor records none
 };
 
 // Writes the folder `dir` (replacing an earlier saved tokenizer there): files first, the

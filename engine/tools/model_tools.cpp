@@ -103,7 +103,7 @@ EvalResult evaluate_model(const EvalRequest& a) {
              tokens.size(), batches, B, T);
   parallel::ParallelGroups alone;  // one stage, no groups
   parallel::PipelineStage stage(lm.gpt, alone, 1, B, T);
-  const double sum = stage.run_forward(static_cast<int>(batches), [&](int k, int32_t* inputs, int32_t* targets) {
+  const double sum = stage.run_forward(static_cast<int>(batches), [&](int k, int32_t* inputs, int32_t* targets, int32_t*) {
     for (int b = 0; b < B; ++b)
       sampler.fill_sequence(int64_t{k} * B + b, inputs + static_cast<size_t>(b) * T, targets + static_cast<size_t>(b) * T);
   });

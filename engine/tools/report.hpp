@@ -9,6 +9,7 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/plan/plan.hpp"
@@ -21,6 +22,8 @@ struct MetricRow {
   double step = 0;
   double loss = 0, val_loss = 0, step_ms = 0, tokens_per_s = 0, mfu = 0, comm_share = 0, comm_share_max = 0;
   double entropy_floor = 0;
+  // A mixture's validation rows: each source's loss (val_loss/NAME keys), by name.
+  std::vector<std::pair<std::string, double>> val_sources;
   // A diloco step between outer syncs: the replica whose loss `loss` is (NaN: the job's).
   double loss_replica = NAN;
   std::vector<double> comm_share_ranks;  // log rows of multi-process jobs (index = rank)

@@ -57,6 +57,24 @@ std::string loss_charts(const RunFiles& f) {
   html::LineChart by_tokens{"loss-tokens", "Loss against tokens", "tokens", "loss (nats/token)", {loss_t}};
   if (!local.x.empty()) by_step.series.push_back(local), by_tokens.series.push_back(local_t);
   if (!val.x.empty()) by_step.series.push_back(val), by_tokens.series.push_back(val_t);
+  // A mixture: each source's validation loss, dashed, one colour per source by name.
+  static const char* const kSourceColours[] = {"#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+  std::vector<html::Series> sources;
+  for (const MetricRow& r : f.rows)
+    for (const auto& [name, value] : r.val_sources) {
+      auto it = std::find_if(sources.begin(), sources.end(),
+                             [&](const html::Series& s) { return s.name == "validation loss, " + name; });
+      if (it == sources.end()) {
+        sources.push_back({"validation loss, " + name, kSourceColours[sources.size() % 6], {}, {}, true});
+        it = sources.end() - 1;
+      }
+      if (std::isfinite(value)) it->x.push_back(r.step), it->y.push_back(value);
+    }
+  for (html::Series& s : sources) {
+    by_step.series.push_back(s);
+    for (double& x : s.x) x *= tps;
+    by_tokens.series.push_back(s);
+  }
   for (html::LineChart* c : {&by_step, &by_tokens})
     if (std::isfinite(floor)) {
       c->has_floor = true, c->floor = floor;

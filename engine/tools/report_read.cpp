@@ -74,6 +74,9 @@ void read_metrics(const std::string& path, RunFiles& f) {
     r.comm_share_max = num(row, "comm_share_max"), r.entropy_floor = num(row, "entropy_floor");
     r.loss_replica = num(row, "loss_replica");
     r.figures_step = row.contains("figures_step") ? num(row, "figures_step") : r.step;
+    for (const auto& [key, value] : row.items())
+      if (key.rfind("val_loss/", 0) == 0 && value.is_number())
+        r.val_sources.emplace_back(key.substr(9), value.get<double>());
     if (const auto it = row.find("comm_share_ranks"); it != row.end() && it->is_array())
       for (const json& v : *it) r.comm_share_ranks.push_back(v.is_number() ? v.get<double>() : NAN);
     f.rows.push_back(std::move(r));

@@ -565,9 +565,10 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
   const double tokens = double(spec.train.micro_batch) * spec.train.seq_len * p.micro_batches;
   // The passes' compute time includes the replay of train.recompute: count its FLOPs too.
   const int act_bytes = static_cast<int>(dtype_bytes(spec.activation_dtype(p.device_kind == "cuda")));
-  const double replay = stage.num_layers * tokens *
-                        plan::recompute_flops_per_token(shape, spec.train.seq_len, p.tp, act_bytes,
-                                                        plan::ActivationMode::of(p.activation.recompute, p.activation.schedule));
+  plan::ActivationMode mode = plan::ActivationMode::of(p.activation.recompute, p.activation.schedule);
+  mode.document_mask = spec.data.document_mask;
+  const double replay =
+      stage.num_layers * tokens * plan::recompute_flops_per_token(shape, spec.train.seq_len, p.tp, act_bytes, mode);
   const double flops =
       plan::stage_train_flops(shape, stage.num_layers, stage.lm_head, p.tp, spec.train.seq_len, tokens) + replay;
   const double params = p.memory.at(rt.rank).grads / sizeof(float);  // one fp32 gradient per parameter held

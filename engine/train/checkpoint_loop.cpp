@@ -168,6 +168,23 @@ OutputClaim claim_output(const spec::JobSpec& spec, const LoopContext& ctx,
   return out;
 }
 
+DataResume data_resume_of(const checkpoint::CheckpointInfo& info, int seq_len) {
+  if (info.data_sequences < 0) {
+    // Saved before the position was recorded: its steps read step x global_batch sequences,
+    // which its tokens_seen counts in tokens.
+    return {info.tokens_seen / seq_len,
+            fmt::format("{} records no data position (an older checkpoint): the data stream continues at sequence {} "
+                        "(its {} tokens seen / train.seq_len {})", info.dir, info.tokens_seen / seq_len,
+                        info.tokens_seen, seq_len)};
+  }
+  if (info.data_seq_len == seq_len) return {info.data_sequences, ""};
+  const int64_t tokens = info.data_sequences * info.data_seq_len;
+  return {tokens / seq_len, fmt::format("{} read {} sequences of {} tokens; with train.seq_len {} the stream is cut "
+                                        "anew and continues at sequence {} (the same tokens seen; which sequences "
+                                        "follow is not what the saved run would have read)", info.dir,
+                                        info.data_sequences, info.data_seq_len, seq_len, tokens / seq_len)};
+}
+
 int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, parallel::StepRunner& runner,
                           const LoopContext& ctx) {
   const auto& c = spec.checkpoint;
@@ -214,6 +231,10 @@ int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, 
   if (log && info.step >= spec.train.steps)
     fmt::print("resume: {} is at step {}, train.steps is {}: nothing left to train\n", dir, info.step,
                spec.train.steps);
+  // The loader continues the data stream where the checkpoint left it, whatever the plan.
+  const DataResume data = data_resume_of(info, spec.train.seq_len);
+  runner.set_data_origin(info.step, data.sequences);
+  if (log && !data.note.empty()) fmt::print("resume: {}\n", data.note);
   if (log)
     fmt::print("resume: continuing from {}{} at step {} ({} tokens seen; saved by {} rank{}{}; loaded in {:.2f} s)\n",
                dir, via, info.step, info.tokens_seen, info.world, info.world == 1 ? "" : "s",
@@ -282,7 +303,9 @@ checkpoint::SaveContext save_context_of(const spec::JobSpec& spec, const LoopCon
   c.world = ctx.world;
   c.store = ctx.store.get();
   c.step = done;
-  c.tokens_seen = done * runner.tokens_per_step();
+  c.data_sequences = runner.data_position(done);
+  c.data_seq_len = spec.train.seq_len;
+  c.tokens_seen = c.data_sequences >= 0 ? c.data_sequences * spec.train.seq_len : done * runner.tokens_per_step();
   c.seed = spec.job.seed;
   c.model = parallel::gpt_config_of(spec);
   c.run_id = run_id;

@@ -72,6 +72,16 @@ checkpoint::SpaceNeed checkpoint_space_need(const spec::JobSpec& spec, parallel:
 // checkpoints already there count towards checkpoint.keep).
 void check_space(const spec::JobSpec& spec, checkpoint::SpaceNeed need, const ResumePoint& resume, bool first);
 
+// Where a resumed run's data stream continues (the loader's position, docs/checkpoints.md):
+// the checkpoint's recorded sequence count; for a checkpoint saved before positions were
+// recorded, its tokens_seen / seq_len (what its steps had read); with another train.seq_len,
+// the same number of tokens. `note` ("" when exact) says which, for the log.
+struct DataResume {
+  int64_t sequences = 0;
+  std::string note;
+};
+DataResume data_resume_of(const checkpoint::CheckpointInfo& info, int seq_len);
+
 // Loads the resume point into the runner's shard on every rank (with its optimizer state
 // unless checkpoint.weights_only; checksums of the files this rank reads). Returns the
 // 0-based step to continue at: the checkpoint's step, or 0 (fresh, or weights only). Rank 0

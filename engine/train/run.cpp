@@ -239,7 +239,7 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
     const std::vector<double> job = report(s, stopping);
     if (validating) {
       double v = trainer.evaluate();
-      if (log && std::isfinite(v)) log->validation(done, v);
+      if (log && std::isfinite(v)) log->validation(done, v, trainer.source_losses());
     }
     if (stopping) {
       const int sig = static_cast<int>(job[2]);

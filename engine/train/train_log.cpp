@@ -118,8 +118,10 @@ void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& tr
   std::fflush(stdout);
 }
 
-void TrainLog::validation(int64_t steps_done, double val_loss) {
+void TrainLog::validation(int64_t steps_done, double val_loss,
+                          const std::vector<std::pair<std::string, double>>& sources) {
   std::vector<std::pair<std::string, double>> row = {{"step", static_cast<double>(steps_done)}, {"val_loss", val_loss}};
+  for (const auto& [name, loss] : sources) row.emplace_back("val_loss/" + name, loss);
   if (floor_) row.emplace_back("entropy_floor", *floor_);
   metrics_.write(row);
   if (floor_)
@@ -128,6 +130,11 @@ void TrainLog::validation(int64_t steps_done, double val_loss) {
   else
     fmt::print("validation at step {}: val_loss {:.4f} (perplexity {:.2f})\n", steps_done, val_loss,
                std::exp(val_loss));
+  if (!sources.empty()) {
+    std::string per;
+    for (const auto& [name, loss] : sources) per += fmt::format("{}{} {:.4f}", per.empty() ? "" : ", ", name, loss);
+    fmt::print("validation at step {}: by source: {}\n", steps_done, per);
+  }
   std::fflush(stdout);
 }
 

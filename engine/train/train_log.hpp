@@ -49,7 +49,9 @@ class TrainLog {
   // row carries loss_replica (loss_label).
   void step(const parallel::StepStats& s, const parallel::StepRunner& trainer, bool line,
             const std::optional<JobMaxima>& job);
-  void validation(int64_t steps_done, double val_loss);
+  // `sources`: each validation source's loss (a mixture's), written as val_loss/NAME.
+  void validation(int64_t steps_done, double val_loss,
+                  const std::vector<std::pair<std::string, double>>& sources = {});
   // first_label: loss_label of the first step's stats (the last step's loss is always the job's).
   void footer(double first_loss, double last_loss, const std::string& model_path, const std::string& first_label = "");
 

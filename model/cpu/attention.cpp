@@ -5,7 +5,9 @@
 // single-threaded sgemm calls (OpenBLAS runs one thread when called inside a parallel
 // region), so long sequences run at GEMM speed. The full T x T score matrix is computed and
 // the part above the diagonal discarded: twice the needed flops, still far faster than
-// dot-product loops.
+// dot-product loops. With document positions (data.document_mask) the softmax also drops the
+// keys before a query's document; the backward needs nothing more, since the probabilities it
+// reads are 0 there (and so are their gradients).
 #include <cblas.h>
 
 #include <cmath>
@@ -16,19 +18,21 @@
 namespace holmes::model::cpu {
 namespace {
 
-// Row t of the scores (T) -> causal softmax probabilities; entries beyond t become 0.
-void causal_softmax_row(float* a, int t, int T) {
+// Row t of the scores (T) -> softmax probabilities over keys lo..t (lo = 0: causal; lo > 0:
+// the first key of t's document); entries outside become 0.
+void causal_softmax_row(float* a, int t, int T, int lo = 0) {
   float mx = -INFINITY;
-  for (int t2 = 0; t2 <= t; ++t2) mx = a[t2] > mx ? a[t2] : mx;
+  for (int t2 = lo; t2 <= t; ++t2) mx = a[t2] > mx ? a[t2] : mx;
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-  for (int t2 = 0; t2 <= t; ++t2) {
+  for (int t2 = lo; t2 <= t; ++t2) {
     a[t2] = fast_exp(a[t2] - mx);
     sum += a[t2];
   }
   const float inv = 1.0f / sum;
 #pragma omp simd
-  for (int t2 = 0; t2 <= t; ++t2) a[t2] *= inv;
+  for (int t2 = lo; t2 <= t; ++t2) a[t2] *= inv;
+  for (int t2 = 0; t2 < lo; ++t2) a[t2] = 0.0f;
   for (int t2 = t + 1; t2 < T; ++t2) a[t2] = 0.0f;
 }
 
@@ -64,7 +68,8 @@ void softmax_backward_rows(float* ds, const float* p, int T, float scale) {
 
 }  // namespace
 
-void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH, int KVH) {
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH, int KVH,
+                       const int* pos) {
   const Heads d = heads_of(C, NH, KVH);
   const int HS = d.HS, W = d.W;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
@@ -79,7 +84,9 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
       float* o = out + static_cast<size_t>(b) * T * C + h * HS;      // (T,HS), row stride C
       // scores = scale * q @ k^T, then row-wise causal softmax
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, HS, scale, q, W, k, W, 0.0f, p, T);
-      for (int t = 0; t < T; ++t) causal_softmax_row(p + static_cast<size_t>(t) * T, t, T);
+      // Document masking: query t sees keys from its document's first token, t - pos[t].
+      const int* doc = pos != nullptr ? pos + static_cast<size_t>(b) * T : nullptr;
+      for (int t = 0; t < T; ++t) causal_softmax_row(p + static_cast<size_t>(t) * T, t, T, doc ? t - doc[t] : 0);
       // out = p @ v
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, HS, T, 1.0f, p, T, v, W, 0.0f, o, C);
     }

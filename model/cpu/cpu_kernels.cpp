@@ -60,6 +60,36 @@ class CpuKernels final : public Kernels {
                      int stride) override {
     cpu::rope_backward(dinp, dout, cos_sin, B, T, H, HS, stride);
   }
+  // Document masking: the same ops reading pos (nullptr: exactly the ops above).
+  void attention_forward(float* out, float* att, const float* qkv, const int* pos, int B, int T, int C, int NH,
+                         int KVH) override {
+    cpu::attention_forward(out, att, qkv, B, T, C, NH, KVH, pos);
+  }
+  // The probabilities are 0 outside each document's block, and so are their gradients.
+  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* /*out*/,
+                          const float* att, const int* /*pos*/, int B, int T, int C, int NH, int KVH) override {
+    cpu::attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH, KVH);
+  }
+  void rope_forward(float* out, const float* inp, const float* cs, const int* pos, int B, int T, int H, int HS,
+                    int stride) override {
+    cpu::rope_forward(out, inp, cs, B, T, H, HS, stride, pos);
+  }
+  void rope_backward(float* dinp, const float* dout, const float* cs, const int* pos, int B, int T, int H, int HS,
+                     int stride) override {
+    cpu::rope_backward(dinp, dout, cs, B, T, H, HS, stride, pos);
+  }
+  void embedding_forward(float* out, const int* tokens, const int* pos, const float* wte, const float* wpe, int B,
+                         int T, int C, int vb, int Vl) override {
+    cpu::embedding_forward(out, tokens, wte, wpe, B, T, C, vb, Vl, pos);
+  }
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, const int* pos, int B, int T,
+                          int C, int vb, int Vl) override {
+    cpu::embedding_backward(dwte, dwpe, dout, tokens, B, T, C, vb, Vl, pos);
+  }
+  void mask_losses(float* losses, const int* targets, int N) override { cpu::mask_losses(losses, targets, N); }
+  void mask_rows(float* dlogits, const int* targets, int N, int Vl) override {
+    cpu::mask_rows(dlogits, targets, N, Vl);
+  }
   void swiglu_forward(float* out, const float* inp, int N, int F) override { cpu::swiglu_forward(out, inp, N, F); }
   void swiglu_backward(float* dinp, const float* inp, const float* dout, int N, int F) override {
     cpu::swiglu_backward(dinp, inp, dout, N, F);

@@ -7,13 +7,14 @@ namespace holmes::model::cpu {
 namespace {
 
 // dir = +1 turns forward (the forward op), -1 backward (its transpose, the backward op).
-void rotate(float* out, const float* inp, const float* cos_sin, int B, int T, int H, int HS, int stride,
-            float dir) {
+void rotate(float* out, const float* inp, const float* cos_sin, const int* pos, int B, int T, int H, int HS,
+            int stride, float dir) {
   const int half = HS / 2;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < T; ++t) {
-      const float* cs = cos_sin + static_cast<size_t>(t) * HS;  // [cos (HS/2) | sin (HS/2)]
+      const int at = pos != nullptr ? pos[static_cast<size_t>(b) * T + t] : t;  // position in its document
+      const float* cs = cos_sin + static_cast<size_t>(at) * HS;  // [cos (HS/2) | sin (HS/2)]
       const size_t row = (static_cast<size_t>(b) * T + t) * stride;
       for (int h = 0; h < H; ++h) {
         const float* x = inp + row + static_cast<size_t>(h) * HS;
@@ -32,13 +33,14 @@ void rotate(float* out, const float* inp, const float* cos_sin, int B, int T, in
 
 }  // namespace
 
-void rope_forward(float* out, const float* inp, const float* cos_sin, int B, int T, int H, int HS, int stride) {
-  rotate(out, inp, cos_sin, B, T, H, HS, stride, 1.0f);
+void rope_forward(float* out, const float* inp, const float* cos_sin, int B, int T, int H, int HS, int stride,
+                  const int* pos) {
+  rotate(out, inp, cos_sin, pos, B, T, H, HS, stride, 1.0f);
 }
 
 void rope_backward(float* dinp, const float* dout, const float* cos_sin, int B, int T, int H, int HS,
-                   int stride) {
-  rotate(dinp, dout, cos_sin, B, T, H, HS, stride, -1.0f);
+                   int stride, const int* pos) {
+  rotate(dinp, dout, cos_sin, pos, B, T, H, HS, stride, -1.0f);
 }
 
 }  // namespace holmes::model::cpu

@@ -9,20 +9,21 @@
 namespace holmes::model::cpu {
 
 void embedding_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B,
-                       int T, int C, int vocab_begin, int Vl) {
+                       int T, int C, int vocab_begin, int Vl, const int* pos) {
 #pragma omp parallel for schedule(static)
   for (int bt = 0; bt < B * T; ++bt) {
     float* o = out + static_cast<size_t>(bt) * C;
     const int local = tokens[bt] - vocab_begin;
     const float* e = (local >= 0 && local < Vl) ? wte + static_cast<size_t>(local) * C : nullptr;
-    const float* p = wpe != nullptr ? wpe + static_cast<size_t>(bt % T) * C : nullptr;
+    const int t = pos != nullptr ? pos[bt] : bt % T;
+    const float* p = wpe != nullptr ? wpe + static_cast<size_t>(t) * C : nullptr;
 #pragma omp simd
     for (int c = 0; c < C; ++c) o[c] = (e ? e[c] : 0.0f) + (p ? p[c] : 0.0f);
   }
 }
 
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int B,
-                        int T, int C, int vocab_begin, int Vl) {
+                        int T, int C, int vocab_begin, int Vl, const int* pos) {
   // Tokens repeat, so rows of dwte collide; split the channels between threads instead.
   constexpr int kBlock = 64;
   const int blocks = (C + kBlock - 1) / kBlock;
@@ -37,7 +38,7 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* 
         for (int c = c0; c < c1; ++c) g[c] += d[c];
       }
       if (dwpe != nullptr) {
-        float* g = dwpe + static_cast<size_t>(bt % T) * C;
+        float* g = dwpe + static_cast<size_t>(pos != nullptr ? pos[bt] : bt % T) * C;
         for (int c = c0; c < c1; ++c) g[c] += d[c];
       }
     }
@@ -98,6 +99,16 @@ void crossentropy_backward(float* dlogits, const float* logits, const float* row
     const int local = targets[n] - vocab_begin;
     if (local >= 0 && local < valid) d[local] -= dloss;
   }
+}
+
+void mask_losses(float* losses, const int* targets, int N) {
+  for (int n = 0; n < N; ++n)
+    if (targets[n] < 0) losses[n] = 0.0f;
+}
+
+void mask_rows(float* dlogits, const int* targets, int N, int Vl) {
+  for (int n = 0; n < N; ++n)
+    if (targets[n] < 0) std::fill_n(dlogits + static_cast<size_t>(n) * Vl, Vl, 0.0f);
 }
 
 }  // namespace holmes::model::cpu

@@ -15,7 +15,7 @@ void Block::forward(const BlockEnv& e, const BlockIo<A>& io) {
   const bool rank0 = e.cfg.tp_rank == 0;  // row-parallel biases are added once, before the sum
   k.layernorm_forward(io.act(kLn1), io.f32(kLn1Mean), io.f32(kLn1Rstd), io.x, w[kLn1W], w[kLn1B], N, C);
   k.matmul_forward(io.act(kQkv), io.act(kLn1), w[kQkvW], w[kQkvB], N, C, 3 * Cl);
-  k.attention_forward(io.act(kAtty), io.f32(kAtt), io.act(kQkv), io.B, io.T, Cl, e.cfg.local_heads(),
+  k.attention_forward(io.act(kAtty), io.f32(kAtt), io.act(kQkv), io.pos, io.B, io.T, Cl, e.cfg.local_heads(),
                       e.cfg.local_kv_heads());
   k.matmul_forward(io.out, io.act(kAtty), w[kAttProjW], rank0 ? w[kAttProjB] : nullptr, N, Cl, C);
   tp_sum(e, io.out, NC);
@@ -46,7 +46,7 @@ void Block::recompute(const BlockEnv& e, const BlockIo<A>& io) {
   k.layernorm_forward(io.act(kLn1), io.f32(kLn1Mean), io.f32(kLn1Rstd), io.x, w[kLn1W], w[kLn1B], N, C);
   if (full) k.matmul_forward(io.act(kQkv), io.act(kLn1), w[kQkvW], w[kQkvB], N, C, 3 * Cl);
   if (full || e.attention.probabilities)
-    k.attention_forward(io.act(kAtty), io.f32(kAtt), io.act(kQkv), io.B, io.T, Cl, e.cfg.local_heads(),
+    k.attention_forward(io.act(kAtty), io.f32(kAtt), io.act(kQkv), io.pos, io.B, io.T, Cl, e.cfg.local_heads(),
                         e.cfg.local_kv_heads());
   if (full) {
     k.matmul_forward(io.out, io.act(kAtty), w[kAttProjW], rank0 ? w[kAttProjB] : nullptr, N, Cl, C);
@@ -89,7 +89,7 @@ void Block::backward(const BlockEnv& e, const BlockIo<A>& io, Pass pass) {
   }
   gemm_backward(e, pass, datty, g[kAttProjW], g[kAttProjB], io.act(kGradRes2), io.act(kAtty), w[kAttProjW], N, Cl, C);
   if (input)
-    k.attention_backward(io.act(kGradQkv), io.datt, datty, io.act(kQkv), io.act(kAtty), io.f32(kAtt), io.B, io.T, Cl,
+    k.attention_backward(io.act(kGradQkv), io.datt, datty, io.act(kQkv), io.act(kAtty), io.f32(kAtt), io.pos, io.B, io.T, Cl,
                          e.cfg.local_heads(), e.cfg.local_kv_heads());
   gemm_backward(e, pass, io.dln, g[kQkvW], g[kQkvB], io.act(kGradQkv), io.act(kLn1), w[kQkvW], N, C, 3 * Cl);
   if (input) {

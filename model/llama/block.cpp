@@ -21,8 +21,8 @@ void Block::forward(const BlockEnv& e, const BlockIo<A>& io) {
   k.rmsnorm_forward(io.act(kNorm1), io.f32(kNorm1Rstd), io.x, w[kNorm1W], N, C, c.norm_eps);
   k.matmul_forward(io.act(kQkv), io.act(kNorm1), w[kQ], nullptr, N, C, QKV);
   // q and k heads are the first NHl + KVHl heads of each qkv row: rotated in place.
-  k.rope_forward(io.act(kQkv), io.act(kQkv), rope_.data(), io.B, io.T, NHl + KVHl, c.head_size(), QKV);
-  k.attention_forward(io.act(kAtty), io.f32(kAtt), io.act(kQkv), io.B, io.T, Cl, NHl, KVHl);
+  k.rope_forward(io.act(kQkv), io.act(kQkv), rope_.data(), io.pos, io.B, io.T, NHl + KVHl, c.head_size(), QKV);
+  k.attention_forward(io.act(kAtty), io.f32(kAtt), io.act(kQkv), io.pos, io.B, io.T, Cl, NHl, KVHl);
   k.matmul_forward(io.out, io.act(kAtty), w[kO], nullptr, N, Cl, C);
   tp_sum(e, io.out, NC);
   k.residual_forward(io.act(kRes2), io.x, io.out, NC);
@@ -47,10 +47,10 @@ void Block::recompute(const BlockEnv& e, const BlockIo<A>& io) {
   k.rmsnorm_forward(io.act(kNorm1), io.f32(kNorm1Rstd), io.x, w[kNorm1W], N, C, c.norm_eps);
   if (full) {
     k.matmul_forward(io.act(kQkv), io.act(kNorm1), w[kQ], nullptr, N, C, QKV);
-    k.rope_forward(io.act(kQkv), io.act(kQkv), rope_.data(), io.B, io.T, NHl + KVHl, c.head_size(), QKV);
+    k.rope_forward(io.act(kQkv), io.act(kQkv), rope_.data(), io.pos, io.B, io.T, NHl + KVHl, c.head_size(), QKV);
   }
   if (full || e.attention.probabilities)
-    k.attention_forward(io.act(kAtty), io.f32(kAtt), io.act(kQkv), io.B, io.T, Cl, NHl, KVHl);
+    k.attention_forward(io.act(kAtty), io.f32(kAtt), io.act(kQkv), io.pos, io.B, io.T, Cl, NHl, KVHl);
   if (full) {
     k.matmul_forward(io.out, io.act(kAtty), w[kO], nullptr, N, Cl, C);
     tp_sum(e, io.out, NC);
@@ -87,9 +87,9 @@ void Block::backward(const BlockEnv& e, const BlockIo<A>& io, Pass pass) {
   }
   gemm_backward(e, pass, datty, g[kO], nullptr, io.act(kGradRes2), io.act(kAtty), w[kO], N, Cl, C);
   if (input) {
-    k.attention_backward(io.act(kGradQkv), io.datt, datty, io.act(kQkv), io.act(kAtty), io.f32(kAtt), io.B, io.T, Cl,
+    k.attention_backward(io.act(kGradQkv), io.datt, datty, io.act(kQkv), io.act(kAtty), io.f32(kAtt), io.pos, io.B, io.T, Cl,
                          NHl, KVHl);
-    k.rope_backward(io.act(kGradQkv), io.act(kGradQkv), rope_.data(), io.B, io.T, NHl + KVHl, c.head_size(), QKV);
+    k.rope_backward(io.act(kGradQkv), io.act(kGradQkv), rope_.data(), io.pos, io.B, io.T, NHl + KVHl, c.head_size(), QKV);
   }
   gemm_backward(e, pass, io.dln, g[kQ], nullptr, io.act(kGradQkv), io.act(kNorm1), w[kQ], N, C, QKV);
   if (input) {

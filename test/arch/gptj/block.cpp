@@ -26,8 +26,8 @@ void Block::forward(const BlockEnv& e, const BlockIo<A>& io) {
   k.layernorm_forward(io.act(kLn), io.f32(kLnMean), io.f32(kLnRstd), io.x, w[kLnW], w[kLnB], N, C);
   // Attention branch: q, k rotated in place, then the output projection into io.out.
   k.matmul_forward(io.act(kQkv), io.act(kLn), w[kQ], nullptr, N, C, 3 * Cl);
-  k.rope_forward(io.act(kQkv), io.act(kQkv), rope_.data(), io.B, io.T, 2 * NHl, c.head_size(), 3 * Cl);
-  k.attention_forward(io.act(kAtty), io.f32(kAtt), io.act(kQkv), io.B, io.T, Cl, NHl, NHl);
+  k.rope_forward(io.act(kQkv), io.act(kQkv), rope_.data(), io.pos, io.B, io.T, 2 * NHl, c.head_size(), 3 * Cl);
+  k.attention_forward(io.act(kAtty), io.f32(kAtt), io.act(kQkv), io.pos, io.B, io.T, Cl, NHl, NHl);
   k.matmul_forward(io.out, io.act(kAtty), w[kOut], nullptr, N, Cl, C);
   // MLP branch from the same norm, its projection into the block output, the bias once.
   k.matmul_forward(io.act(kFch), io.act(kLn), w[kFcInW], w[kFcInB], N, C, Fl);
@@ -51,10 +51,10 @@ void Block::recompute(const BlockEnv& e, const BlockIo<A>& io) {
   k.layernorm_forward(io.act(kLn), io.f32(kLnMean), io.f32(kLnRstd), io.x, w[kLnW], w[kLnB], N, C);
   if (full) {
     k.matmul_forward(io.act(kQkv), io.act(kLn), w[kQ], nullptr, N, C, 3 * Cl);
-    k.rope_forward(io.act(kQkv), io.act(kQkv), rope_.data(), io.B, io.T, 2 * NHl, c.head_size(), 3 * Cl);
+    k.rope_forward(io.act(kQkv), io.act(kQkv), rope_.data(), io.pos, io.B, io.T, 2 * NHl, c.head_size(), 3 * Cl);
   }
   if (full || e.attention.probabilities)
-    k.attention_forward(io.act(kAtty), io.f32(kAtt), io.act(kQkv), io.B, io.T, Cl, NHl, NHl);
+    k.attention_forward(io.act(kAtty), io.f32(kAtt), io.act(kQkv), io.pos, io.B, io.T, Cl, NHl, NHl);
   if (full) k.matmul_forward(io.act(kFch), io.act(kLn), w[kFcInW], w[kFcInB], N, C, Fl);
   k.gelu_forward(io.act(kFchGelu), io.act(kFch), static_cast<size_t>(N) * Fl);
 }
@@ -84,9 +84,9 @@ void Block::backward(const BlockEnv& e, const BlockIo<A>& io, Pass pass) {
   // Attention branch: its part of d(ln_1) beside it.
   model::gemm_backward(e, pass, datty, g[kOut], nullptr, io.act(kGradOut), io.act(kAtty), w[kOut], N, Cl, C);
   if (input) {
-    k.attention_backward(io.act(kGradQkv), io.datt, datty, io.act(kQkv), io.act(kAtty), io.f32(kAtt), io.B, io.T, Cl,
+    k.attention_backward(io.act(kGradQkv), io.datt, datty, io.act(kQkv), io.act(kAtty), io.f32(kAtt), io.pos, io.B, io.T, Cl,
                          NHl, NHl);
-    k.rope_backward(io.act(kGradQkv), io.act(kGradQkv), rope_.data(), io.B, io.T, 2 * NHl, c.head_size(), 3 * Cl);
+    k.rope_backward(io.act(kGradQkv), io.act(kGradQkv), rope_.data(), io.pos, io.B, io.T, 2 * NHl, c.head_size(), 3 * Cl);
   }
   model::gemm_backward(e, pass, dln_attention, g[kQ], nullptr, io.act(kGradQkv), io.act(kLn), w[kQ], N, C, 3 * Cl);
   if (input) {

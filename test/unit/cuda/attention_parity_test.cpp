@@ -81,18 +81,6 @@ struct Guarded {
   }
 };
 
-// max |got - want| / max |want|; infinite when anything is not finite.
-double normalized_error(const std::vector<float>& got, const std::vector<float>& want) {
-  REQUIRE(got.size() == want.size());
-  double err = 0, scale = 1e-30;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    err = std::fmax(err, std::fabs(double(got[i]) - want[i]));
-    scale = std::fmax(scale, std::fabs(double(want[i])));
-  }
-  return err / scale;
-}
-
 // Softmax statistics log(sum_j<=t exp(s_j)) of the scaled scores, double on the host.
 std::vector<float> reference_stats(const std::vector<float>& qkv, const Shape& s) {
   const int HS = s.HS(), W = s.W(), G = s.NH / s.KVH;

@@ -72,6 +72,18 @@ inline std::vector<float> from_bf16(const std::vector<std::uint16_t>& bits) {
   return v;
 }
 
+// max |got - want| / max |want|; infinite when anything is not finite or the sizes differ.
+inline double normalized_error(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return INFINITY;
+  double err = 0, scale = 1e-30;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    err = std::fmax(err, std::fabs(double(got[i]) - want[i]));
+    scale = std::fmax(scale, std::fabs(double(want[i])));
+  }
+  return err / scale;
+}
+
 // Largest |got - want| / (atol + rtol * |want|); <= 1 means within tolerance. A size
 // mismatch, a non-finite got, or a NaN want (a broken reference, whose NaN ratio fmax would
 // skip) is infinite; an infinite want must be met exactly.

@@ -153,7 +153,8 @@ TEST_CASE("batches are deterministic, shifted targets, distinct across ranks", "
   BatchSampler s({stream, second}, T, 42, true);
   CHECK(s.chunk_count() == (2000 - T) / T + (500 - T) / T);
   std::vector<int32_t> x(B * T), y(B * T), x2(B * T), y2(B * T);
-  BatchCoord c{.step = 5, .micro = 1, .dp_rank = 0, .dp_size = 2, .micro_batch = B, .global_batch = 8};
+  BatchCoord c{.step = 5, .micro = 1, .dp_rank = 0, .dp_size = 2, .micro_batch = B, .global_batch = 8,
+               .origin = {}};
   s.fill_batch(c, x.data(), y.data());
   BatchSampler again({stream, second}, T, 42, true);
   again.fill_batch(c, x2.data(), y2.data());
@@ -166,7 +167,8 @@ TEST_CASE("batches are deterministic, shifted targets, distinct across ranks", "
   int count = 0;
   for (int rank = 0; rank < 2; ++rank)
     for (int micro = 0; micro < 2; ++micro) {
-      BatchCoord cc{.step = 3, .micro = micro, .dp_rank = rank, .dp_size = 2, .micro_batch = B, .global_batch = 8};
+      BatchCoord cc{.step = 3, .micro = micro, .dp_rank = rank, .dp_size = 2, .micro_batch = B, .global_batch = 8,
+                    .origin = {}};
       s.fill_batch(cc, x.data(), y.data());
       for (int b = 0; b < B; ++b, ++count)
         if (x[b * T] != 7) firsts.insert(x[b * T]);

@@ -37,7 +37,7 @@ void collect(const model::Gpt& gpt, Grads& out, const std::string& suffix = "") 
 void fill(const DataSet& data, const spec::JobSpec& spec, int micro, int32_t* inputs, int32_t* targets) {
   const auto& t = spec.train;
   data::BatchCoord c{.step = 0, .micro = micro, .dp_rank = 0, .dp_size = 1, .micro_batch = t.micro_batch,
-                     .global_batch = t.global_batch};
+                     .global_batch = t.global_batch, .origin = {}};
   data.train().fill_batch(c, inputs, targets);
 }
 
@@ -68,7 +68,7 @@ Grads run_pipeline(const spec::JobSpec& spec, const DataSet& data, int m, int p,
     }
     PipelineStage stage(ptrs, pg, m, spec.train.micro_batch, spec.train.seq_len, schedule);
     std::vector<int> next(v, 0);  // each chunk's gradient passes come in micro-batch order
-    per_rank[s].loss_sum = stage.run_step([&](int j, int32_t* in, int32_t* tg) { fill(data, spec, j, in, tg); },
+    per_rank[s].loss_sum = stage.run_step([&](int j, int32_t* in, int32_t* tg, int32_t*) { fill(data, spec, j, in, tg); },
                                           [&](int c, int j) {
                                             if (j != next.at(c)++) throw std::logic_error("gradient pass out of order");
                                           });

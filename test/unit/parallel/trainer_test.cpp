@@ -224,3 +224,50 @@ TEST_CASE("generation is reproducible for a seed and stays in the vocabulary", "
   CHECK(stopped.size() <= 4);
   CHECK(stopped.back() == a[3]);
 }
+
+TEST_CASE("document-start targets left out: the step's loss is the mean over the targets that count", "[trainer]") {
+  // Documents of 3-20 tokens, each starting with 256 (data.document_token): a masked step's
+  // loss is the plain model's per-target losses summed over the counted targets, over their
+  // number, whatever the micro-batch split; the masked targets are exactly those before a 256.
+  auto backend = holmes::backends::make_backend(holmes::backends::Device::kCpu);
+  const fs::path dir = temp_dir("docs");
+  std::vector<uint16_t> ids;
+  for (uint32_t x = 7; ids.size() < 20000;) {
+    ids.push_back(256);
+    x = x * 1103515245u + 12345u;
+    for (uint32_t k = 0, n = 2 + (x >> 16) % 18; k < n; ++k) ids.push_back(static_cast<uint16_t>((x >> (k % 8)) % 250));
+  }
+  write_llmc_tokens((dir / "docs.bin").string(), ids);
+  spec::JobSpec masked = small_job();
+  masked.data.source = spec::DataSource::kFiles;
+  masked.data.train = {{"docs", {(dir / "docs.bin").string()}, 1, false}};
+  masked.data.document_token = 256;
+  masked.data.mask_document_start = true;
+  masked.data.document_mask = true;
+  masked.train.micro_batch = 2;  // four micro-batches
+  auto data = DataSet::open(masked);
+  Trainer trainer(masked, backend, *data);
+  const int B = 8, T = masked.train.seq_len;
+  // The same 8 sequences through a plain model with the trainer's initial weights.
+  std::vector<int32_t> in(B * T), tg(B * T), pos(B * T);
+  data->train().fill_batch({.step = 0, .micro = 0, .dp_rank = 0, .dp_size = 1, .micro_batch = B, .global_batch = B,
+                            .origin = {}},
+                           in.data(), tg.data(), pos.data());
+  model::ActivationPolicy policy;
+  policy.document_mask = true;
+  model::Gpt ref(gpt_config_of(masked), backend, B, T, nullptr, 1, DType::kF32, policy);
+  ref.load_params(trainer.model().read_params());
+  std::vector<int32_t> plain = tg;
+  int counted = 0, boundaries = 0;
+  for (int i = 0; i < B * T; ++i) {
+    if (tg[i] < 0) plain[i] = 256, ++boundaries;  // the masked target is the next document's start
+    counted += tg[i] >= 0;
+  }
+  REQUIRE(boundaries > 0);
+  ref.forward(in.data(), plain.data(), B, T, pos.data());
+  double sum = 0;
+  for (int i = 0; i < B * T; ++i)
+    if (tg[i] >= 0) sum += ref.losses()[i];
+  const StepStats s = trainer.train_step(0);
+  CHECK(s.loss == Approx(sum / counted).epsilon(1e-5));
+}

@@ -79,3 +79,26 @@ TEST_CASE("model size: the activation bytes per layer, per slot and replayed are
           CHECK(work <= want_work + 17 * 256);
         }
 }
+
+TEST_CASE("model size: a document-masked bf16 model is priced with the unfused attention's probabilities") {
+  // cuDNN's fused attention (what a bf16 plan presumes) keeps fp32 softmax statistics, one per
+  // query row; the masked model runs the unfused form, which keeps the probabilities of every
+  // (query, key) pair in bf16 and replays its softmax under selective recompute.
+  const model::GptConfig config = model::llama::config(4, 256, 8, 4, 512, 1000, 512);
+  const int64_t B = 2, T = 512;
+  for (int tp : {1, 2}) {
+    CAPTURE(tp);
+    const double heads = 8.0 / tp;
+    plan::ActivationMode fused{spec::Recompute::kNone}, masked{spec::Recompute::kNone};
+    masked.document_mask = true;
+    const double delta = plan::block_activation_bytes(config, T, B, tp, 2, masked) -
+                         plan::block_activation_bytes(config, T, B, tp, 2, fused);
+    CHECK(delta == Approx(B * heads * T * T * 2 - B * heads * T * 4));
+    // fp32 keeps the probabilities either way: masking changes nothing there.
+    CHECK(plan::block_activation_bytes(config, T, B, tp, 4, masked) ==
+          plan::block_activation_bytes(config, T, B, tp, 4, fused));
+    fused.recompute = masked.recompute = spec::Recompute::kSelective;
+    CHECK(plan::recompute_flops_per_token(config, T, tp, 2, fused) == 0);
+    CHECK(plan::recompute_flops_per_token(config, T, tp, 2, masked) == Approx(4.0 * T * 256 / tp));
+  }
+}

@@ -166,3 +166,20 @@ TEST_CASE("per-rank figures reduced in the background are read at the step they 
   CHECK(f.rows[0].figures_step == 1);
   CHECK(f.rows[2].figures_step == 2);
 }
+
+TEST_CASE("a mixture's validation loss per source gets a curve each", "[report]") {
+  TempDir d;
+  std::string m = row(1, 5.0) + row(2, 4.5);
+  m += "{\"step\": 2, \"val_loss\": 4.4, \"val_loss/web\": 4.2, \"val_loss/code\": 4.9}\n";
+  m += row(3, 4.2) + row(4, 4.0);
+  m += "{\"step\": 4, \"val_loss\": 4.1, \"val_loss/web\": 3.9, \"val_loss/code\": 4.6}\n";
+  d.write("metrics.jsonl", m);
+  const ht::RunFiles files = ht::read_run_files(d.path.string());
+  REQUIRE(files.rows.size() == 6);
+  REQUIRE(files.rows[2].val_sources.size() == 2);
+  CHECK(files.rows[2].val_sources[0] == std::pair<std::string, double>{"code", 4.9});  // by name
+  const std::string page = ht::format_report_html(files);
+  CHECK(count(page, "data-series=\"validation loss\" data-points=\"2\"") == 2);
+  CHECK(count(page, "data-series=\"validation loss, web\" data-points=\"2\"") == 2);  // by steps and tokens
+  CHECK(count(page, "data-series=\"validation loss, code\" data-points=\"2\"") == 2);
+}
