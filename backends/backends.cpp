@@ -1,6 +1,7 @@
 #include "backends/backends.hpp"
 
 #include <algorithm>
+#include <fstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -35,6 +36,7 @@ GpuSummary local_gpus(std::string* why) {
     g.count = static_cast<int>(gpus.size());
     g.name = gpus[0].name;
     g.memory_gb = static_cast<double>(gpus[0].memory_bytes) / (1024.0 * 1024.0 * 1024.0);
+    g.nvlinks = cuda::active_nvlinks(0);
     g.cc_major = gpus[0].cc_major;
     g.cc_minor = gpus[0].cc_minor;
   } else if (why) {
@@ -44,6 +46,33 @@ GpuSummary local_gpus(std::string* why) {
   if (why) *why = "built without CUDA";
 #endif
   return g;
+}
+
+GpuVersions gpu_versions() {
+  GpuVersions v;
+#ifdef HOLMES_WITH_CUDA
+  if (local_gpus().count == 0) return v;
+  const cuda::StackVersions stack = cuda::stack_versions();
+  v.cuda = stack.runtime;
+  v.cublaslt = stack.cublaslt;
+  v.cudnn = stack.cudnn;
+  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 ..." -> 550.54.15
+  std::ifstream proc("/proc/driver/nvidia/version");
+  std::string word, prev;
+  while (proc >> word) {
+    if (prev == "Module") {
+      v.driver = word;
+      break;
+    }
+    prev = word;
+  }
+  if (v.driver.empty() && !stack.driver_api.empty()) v.driver = "cuda api " + stack.driver_api;
+  if (comm::nccl_available()) {
+    const int n = comm::nccl_version();  // 22105 -> 2.21.5
+    v.nccl = fmt::format("{}.{}.{}", n / 10000, n % 10000 / 100, n % 100);
+  }
+#endif
+  return v;
 }
 
 const char* to_string(Device d) { return d == Device::kCuda ? "cuda" : "cpu"; }

@@ -20,9 +20,19 @@ struct GpuSummary {
   int count = 0;
   std::string name;        // of GPU 0
   double memory_gb = 0;    // of GPU 0
+  int nvlinks = -1;        // GPU 0's active NVLinks as the driver says (-1: not known)
   int cc_major = 0, cc_minor = 0;  // compute capability of GPU 0
 };
 GpuSummary local_gpus(std::string* why = nullptr);
+
+// What a calibration records of this machine's GPU stack ("" where unknown; all "" in a build
+// without CUDA or on a machine without a GPU): the NVIDIA driver's release (from
+// /proc/driver/nvidia/version, else its CUDA API version), the CUDA runtime, cuBLASLt, cuDNN
+// and NCCL versions as their libraries report them.
+struct GpuVersions {
+  std::string driver, cuda, cublaslt, cudnn, nccl;
+};
+GpuVersions gpu_versions();
 
 // The compute backends a build may have.
 enum class Device { kCpu, kCuda };

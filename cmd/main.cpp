@@ -36,6 +36,7 @@ int run(int argc, char** argv) {
   add(holmes::cmd::add_sample);
   add(holmes::cmd::add_prepare_data);
   add(holmes::cmd::add_report);
+  add(holmes::cmd::add_calibrate);
 
   try {
     app.parse(argc, argv);

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include "cuda/check.hpp"
+#include "cuda/cublaslt_api.hpp"
+#include "cuda/cudnn_api.hpp"
 
 namespace holmes::cuda {
 
@@ -56,6 +58,20 @@ std::vector<GpuInfo> query_gpus(std::string* why_none) {
   }
   if (!gpus.empty() && why_none) why_none->clear();
   return gpus;
+}
+
+StackVersions stack_versions() {
+  StackVersions v;
+  auto api = [](int code) { return code > 0 ? fmt::format("{}.{}", code / 1000, code % 1000 / 10) : std::string(); };
+  int code = 0;
+  if (cudaDriverGetVersion(&code) == cudaSuccess) v.driver_api = api(code);
+  (void)cudaGetLastError();
+  code = 0;
+  if (cudaRuntimeGetVersion(&code) == cudaSuccess) v.runtime = api(code);
+  (void)cudaGetLastError();
+  if (cublaslt_available()) v.cublaslt = std::to_string(cublaslt().get_version());
+  if (cudnn_available()) v.cudnn = std::to_string(cudnn_version());
+  return v;
 }
 
 }  // namespace holmes::cuda

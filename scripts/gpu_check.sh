@@ -35,6 +35,17 @@
 #                                       skipped once HOLMES_CHECK_BUDGET_S (default 400) have
 #                                       passed; HOLMES_EXTRA_ONLY="key ..." picks rows
 #
+#   scripts/gpu_check.sh plan [DIR]     there: issue 54's rows. `holmes-train calibrate` on the GPU
+#                                       for each model (micro-batches the bench does not run), then
+#                                       --plan-only with that file against `bench` for six cases
+#                                       (GPT-2 124M and 350M, Llama 1.2B and 3B, micro-batch 1 to
+#                                       16, recompute none and full; the error per row, the target
+#                                       5%); the tensor-parallel slice's row where two GPUs are
+#                                       there; two workers calibrating NCCL groups on the one GPU;
+#                                       a cluster.calibrate job's probe over the NCCL training
+#                                       groups of two workers sharing the GPU (its file: device kind
+#                                       cuda, versions, intra-node figures)
+#
 # With the device tool: run `bundle` here, then run(command="scripts/gpu_check.sh run",
 # carry=["gpu-bundle"]). Env: HOLMES_JOBS (build jobs), HOLMES_CUDA_ARCHITECTURES (default 90),
 # HOLMES_BENCH_STEPS (default 10).
@@ -627,8 +638,91 @@ extra_checks() {
   fi
 }
 
+# One row of `plan`: calibrate model $2 (flags in $models[$2]) at micro-batches $3 (quoted list),
+# then --plan-only against bench at micro-batch $4 and recompute $5.
+plan_row() {
+  local name=$1 model=$2 table_mbs=$3 mb=$4 recompute=$5 cal log bench_ms plan_s
+  cal="$logs/cal_${model}.yaml"
+  # shellcheck disable=SC2086
+  local flags=(--set job.device=cuda --set train.precision=bf16 ${models[$model]})
+  if [ ! -s "$cal" ]; then
+    # shellcheck disable=SC2086
+    timeout 900 "$dir/bin/holmes-train" calibrate "${flags[@]}" --set train.micro_batch=auto --set train.global_batch=64 \
+      --micro-batches $table_mbs --tp 1 --reps 3 --out "$cal" >"$logs/calibrate_${model}.log" 2>&1 \
+      || { echo "plan $name: calibrate FAILED: $(tail -1 "$logs/calibrate_${model}.log" | cut -c1-150)"; return; }
+  fi
+  local job=("${flags[@]}" --set train.micro_batch="$mb" --set train.global_batch="$mb" --set train.recompute="$recompute"
+    --set parallel.schedule=1f1b)
+  log="$logs/plan_${name}.json"
+  "$dir/bin/holmes-train" "${job[@]}" --plan-only --format json --set cluster.calibration="$cal" >"$log" 2>&1 \
+    || { echo "plan $name: --plan-only FAILED: $(tail -1 "$log" | cut -c1-150)"; return; }
+  timeout 600 "$dir/bin/holmes-train" bench "${job[@]}" --steps "${HOLMES_BENCH_STEPS:-10}" >"$logs/bench_plan_${name}.log" 2>&1 || true
+  bench_ms=$(grep -o 'ms_per_step=[0-9.]*' "$logs/bench_plan_${name}.log" | cut -d= -f2)
+  python3 - "$log" "${bench_ms:-0}" "$name" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+est, bench = plan["estimate"], float(sys.argv[2])
+pred = est["step_time_s"] * 1e3
+err = pred / bench - 1 if bench > 0 else float("nan")
+print(f"plan {sys.argv[3]:<24} predicted {pred:8.2f} ms  bench {bench:8.2f} ms  error {100 * err:+6.1f}%  "
+      f"(compute {est['sources'].get('compute')}; update {est['sources'].get('update')})")
+PY
+}
+
+plan_checks() {
+  logs=${OUT:-gpu-logs}
+  mkdir -p "$logs"
+  library_path
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+  declare -gA models=(
+    [gpt2-124m]="--set model.layers=12 --set model.hidden=768 --set model.heads=12 --set model.vocab_size=50257 --set model.max_seq_len=1024 --set train.seq_len=1024"
+    [gpt2-350m]="--set model.layers=24 --set model.hidden=1024 --set model.heads=16 --set model.vocab_size=50257 --set model.max_seq_len=1024 --set train.seq_len=1024"
+    [llama-1b]="--set model.arch=llama --set model.layers=16 --set model.hidden=2048 --set model.heads=32 --set model.kv_heads=8 --set model.ffn_hidden=8192 --set model.tie_embeddings=true --set model.vocab_size=128256 --set model.max_seq_len=2048 --set train.seq_len=2048"
+    [llama-3b]="--set model.arch=llama --set model.layers=28 --set model.hidden=3072 --set model.heads=24 --set model.kv_heads=8 --set model.ffn_hidden=8192 --set model.tie_embeddings=true --set model.vocab_size=128256 --set model.max_seq_len=2048 --set train.seq_len=2048"
+  )
+  # Tables at micro-batches the bench rows do not run: each prediction interpolates or
+  # extrapolates (none of the six is a measured row).
+  plan_row gpt2-124m-b4-none gpt2-124m "1 2 8 32" 4 none
+  plan_row gpt2-124m-b16-full gpt2-124m "1 2 8 32" 16 full
+  plan_row gpt2-350m-b4-full gpt2-350m "1 2 8" 4 full
+  plan_row gpt2-350m-b12-none gpt2-350m "1 2 8" 12 none
+  plan_row llama-1b-b4-none llama-1b "1 2 8" 4 none
+  plan_row llama-3b-b1-full llama-3b "2 4" 1 full
+  local gpus
+  gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+  if [ "$gpus" -ge 2 ]; then  # a tensor-parallel slice's shapes: tp 2 over two GPUs, table and curves
+    timeout 900 "$dir/bin/holmes-train" calibrate --set job.device=cuda --set train.precision=bf16 ${models[llama-1b]} \
+      --set train.micro_batch=2 --set train.global_batch=8 --tp 1 2 --out "$logs/cal_llama-1b-tp2.yaml" \
+      --nproc-per-node 2 >"$logs/calibrate_llama-1b-tp2.log" 2>&1 || echo "plan tp2: calibrate FAILED"
+    echo "plan tp2: a 2-GPU training run against --plan-only with $logs/cal_llama-1b-tp2.yaml: see the file"
+  else
+    echo "plan tp2: one GPU: the tensor-parallel slice's row needs two (not run)"
+  fi
+  # NCCL on the one GPU: calibrate's curves between two workers sharing it, and a training
+  # job's own probe over its NCCL groups (cluster.calibrate) with its device record.
+  HOLMES_WORKERS_PER_GPU=2 timeout 600 "$dir/bin/holmes-train" calibrate --set job.device=cuda ${models[gpt2-124m]} \
+    --set train.micro_batch=2 --set train.global_batch=8 --tp 1 --micro-batches 2 --reps 2 --nproc-per-node 2 \
+    --out "$logs/cal_shared.yaml" >"$logs/calibrate_shared.log" 2>&1 \
+    && grep -c 'transport: nccl' "$logs/cal_shared.yaml" | sed 's/^/plan shared GPU: NCCL curves /' \
+    || echo "plan shared GPU: calibrate FAILED: $(tail -1 "$logs/calibrate_shared.log" | cut -c1-150)"
+  HOLMES_WORKERS_PER_GPU=2 NCCL_DEBUG=WARN timeout 600 "$dir/bin/holmes-train" --nproc-per-node 2 --set job.device=cuda \
+    --set parallel.nccl=on --set parallel.tensor=2 --set parallel.pipeline=1 --set parallel.data=1 --set train.steps=6 \
+    --set train.micro_batch=4 --set train.global_batch=16 --set job.output_dir="$logs/probe-run" --set job.overwrite=true \
+    --set cluster.calibrate="$logs/cal_probe.yaml" >"$logs/probe.log" 2>&1 || true
+  python3 - "$logs/cal_probe.yaml" <<'PY' || echo "plan NCCL probe: FAILED (see probe.log)"
+import sys, yaml
+cal = yaml.safe_load(open(sys.argv[1]))
+dev = cal["device"]
+assert dev["kind"] == "cuda" and dev.get("nccl") and dev.get("cuda") and dev.get("date"), dev
+link = cal["links"]["intra-node"]
+print(f"plan NCCL probe: {dev['name']} driver {dev.get('driver')} CUDA {dev['cuda']} NCCL {dev['nccl']}: intra-node "
+      f"{link['gbps_per_rank']:.4g} Gb/s per rank, {link['latency_us']:.3g} us (NCCL groups, device buffers)")
+PY
+}
+
 case "$mode" in
   bundle) bundle ;;
+  plan) dir=${2:-gpu-bundle}; plan_checks ;;
   run) run_checks ;;
   profile) profile ;;
   extra) extra_checks ;;

@@ -240,7 +240,10 @@ void PipelineStage::exchange(const std::vector<schedule::PipeTransfer>& transfer
     const auto [group, peer] = groups_.pp_route(t.peer_stage);
     auto b = std::find_if(batches.begin(), batches.end(), [g = group](const Batch& x) { return x.group == g; });
     if (b == batches.end()) b = batches.insert(batches.end(), Batch{group, {}, {}, {}});
-    b->ops.push_back({send ? Transfer::kSend : Transfer::kRecv, Buf::f32(data.data(), data.size()), peer,
+    // This tp rank's slice of the tensor (the whole of it without tensor parallelism).
+    const size_t slice = slice_floats();
+    float* at = data.data() + static_cast<size_t>(groups_.group(schedule::Axis::kTp).rank()) * slice;
+    b->ops.push_back({send ? Transfer::kSend : Transfer::kRecv, Buf::f32(at, slice), peer,
                       schedule::p2p_tag(r.tag_kind, t.micro, schedule::link_chunk(stage_, t))});
     if (send) b->sent.push_back(key);
     else b->received.push_back(data.data());
@@ -250,7 +253,7 @@ void PipelineStage::exchange(const std::vector<schedule::PipeTransfer>& transfer
     for (const float* p : b.received) {
       if (receiving_.count(p))
         throw std::logic_error("PipelineStage: a second receive into a buffer whose receive was not read");
-      receiving_[p] = work;
+      receiving_[p] = {work, groups_.group(schedule::Axis::kTp).size() > 1};
     }
     const std::shared_future<void> done = work.inputs_free();
     for (const Key& key : b.sent) {
@@ -268,12 +271,22 @@ void PipelineStage::exchange(const std::vector<schedule::PipeTransfer>& transfer
 void PipelineStage::await(const float* data) {
   auto it = receiving_.find(data);
   if (it == receiving_.end()) return;
-  Work work = it->second;
+  Receiving r = it->second;
   receiving_.erase(it);
-  const bool waits = !work.ready();
+  const bool waits = !r.work.ready();
   const auto t0 = std::chrono::steady_clock::now();
-  work.land();  // waits (counted as communication) and rethrows the transfer's failure
+  r.work.land();  // waits (counted as communication) and rethrows the transfer's failure
   if (waits) receive_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!r.gather) return;
+  // Every tp rank received its own slice in place: the others' come over the tp group (inside
+  // the node). The input is a copy (the output buffer holds it at this rank's offset), and
+  // every tp rank of the stage gathers its tensors in the same (schedule) order.
+  Group& tp = groups_.group(schedule::Axis::kTp);
+  const size_t slice = slice_floats();
+  float* full = const_cast<float*>(data);
+  if (gather_in_.size() != slice) gather_in_ = device::DeviceArray<float>(*gpt_.backend().memory, slice);
+  gpt_.backend().memory->copy(gather_in_.data(), full + static_cast<size_t>(tp.rank()) * slice, slice * sizeof(float));
+  tp.all_gather(Buf::f32(full, pool_floats()), Buf::f32(gather_in_.data(), slice)).land();
 }
 
 void PipelineStage::reclaim(bool wait_oldest) {
@@ -288,6 +301,11 @@ void PipelineStage::reclaim(bool wait_oldest) {
 // A (B,T,C) boundary tensor as the model exchanges it (bf16 runs: half of fp32).
 size_t PipelineStage::buffer_bytes() const { return gpt_.boundary_floats(B_, T_) * sizeof(float); }
 
+size_t PipelineStage::slice_floats() const {
+  const size_t t = static_cast<size_t>(groups_.group(schedule::Axis::kTp).size());
+  return (gpt_.boundary_floats(B_, T_) + t - 1) / t;
+}
+
 device::DeviceArray<float>& PipelineStage::acquire(Key key) {
   auto [it, fresh] = live_.try_emplace(key);
   if (!fresh)
@@ -298,7 +316,8 @@ device::DeviceArray<float>& PipelineStage::acquire(Key key) {
     it->second = std::move(free_.back());
     free_.pop_back();
   } else {
-    it->second = device::DeviceArray<float>(*gpt_.backend().memory, buffer_bytes() / sizeof(float));
+    it->second = device::DeviceArray<float>(*gpt_.backend().memory, pool_floats());
+    if (pool_floats() * sizeof(float) > buffer_bytes()) it->second.zero();  // the last slice's padding
   }
   return it->second;
 }

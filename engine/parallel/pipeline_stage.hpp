@@ -12,6 +12,11 @@
 // longer waits for sends). The group decides how bytes travel (group.hpp); the stage only
 // keeps the order: a sent buffer returns to the pool once its send no longer reads it, a
 // received one is landed just before it is read.
+// Under tensor parallelism every tp rank of a stage holds the same boundary tensor; as in
+// Megatron-LM's scatter/gather, each sends only its 1/t slice across the hop (to the same tp
+// rank of the neighbouring stage), and the receiving stage all-gathers the slices over its tp
+// group before it reads the tensor: the hop, often the slow link, carries A/t per rank, which
+// is what the planner prices. The tensor is the same bits either way.
 #pragma once
 
 #include <deque>
@@ -86,6 +91,10 @@ class PipelineStage {
   bool last(int chunk) const { return stage_ == pp_size_ - 1 && chunk + 1 == static_cast<int>(chunks_.size()); }
   bool holds_last() const { return last(static_cast<int>(chunks_.size()) - 1); }
   size_t buffer_bytes() const;  // one (B,T,C) buffer
+  // Under tensor parallelism t: the floats of the slice a tp rank sends and receives,
+  // ceil(boundary / t), and a pool buffer's floats, t slices (the padding is zero).
+  size_t slice_floats() const;
+  size_t pool_floats() const { return slice_floats() * static_cast<size_t>(groups_.group(schedule::Axis::kTp).size()); }
   using Key = std::tuple<int, int, int>;  // (Tensor, chunk, micro)
   device::DeviceArray<float>& acquire(Key key);
   device::DeviceArray<float>& held(Key key);
@@ -114,7 +123,13 @@ class PipelineStage {
   // Sent buffers still read by their transfer, oldest first, and the most kept so.
   std::deque<std::pair<std::shared_future<void>, device::DeviceArray<float>>> sending_;
   size_t max_sending_ = 2;
-  std::map<const float*, Work> receiving_;  // received into, not yet landed
+  // Received into, not yet landed; `gather`: a tp rank's slice, all-gathered before it is read.
+  struct Receiving {
+    Work work;
+    bool gather = false;
+  };
+  std::map<const float*, Receiving> receiving_;
+  device::DeviceArray<float> gather_in_;  // this rank's received slice, the all-gather's input
   double loss_sum_ = 0;
   double compute_s_ = 0;
   double receive_wait_s_ = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "engine/schedule/schedule.hpp"
 #include "engine/schedule/timing.hpp"
@@ -23,18 +24,23 @@ void keep_worse(LinkCost& worst, const LinkCost& l) {
   worst.crosses_island = crosses;
 }
 
-// Each stage's next_share and prev_share: the smaller of its hops' two ends' `run` (the part of
-// the wall time each stage's cgroup runs; hop_next of the last stage wraps to 0).
-void set_hop_shares(std::vector<StageCost>& stages, const std::vector<double>& run) {
-  const int p = static_cast<int>(stages.size());
-  for (int s = 0; s < p; ++s) {
-    StageCost& sc = stages[s];
-    sc.next_share = std::min(run[s], run[sc.last ? 0 : s + 1]);
-    sc.prev_share = std::min(run[s], run[sc.first ? p - 1 : s - 1]);
-  }
+// sum += weight x one group's shares (a stage's groups of one kind, each `weight` of them).
+void add_shares(LinkShares& sum, const LinkShares& group, double weight) {
+  for (int k = 0; k < kLinkKinds; ++k) sum[k] += weight * group[k];
 }
 
 }  // namespace
+
+const char* to_string(ComputeSource s) {
+  switch (s) {
+    case ComputeSource::kDeclared: return "declared";
+    case ComputeSource::kJob: return "measured in a job";
+    case ComputeSource::kTable: return "measured (calibrate table)";
+    case ComputeSource::kTableInterpolated: return "measured (calibrate table, micro-batch interpolated)";
+    case ComputeSource::kGemms: return "measured (the table's GEMMs, analytic)";
+  }
+  return "?";
+}
 
 double ethernet_transfer_s(Transport t, double bytes, const LinkCost& link) {
   const double copies = t == Transport::kGlooTcp ? 2 * bytes / (kHostCopyGBps * 1e9) : 0;
@@ -72,6 +78,7 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
   for (size_t i = 0; i < pipes.size(); ++i) pp_ethernet[i] = !own_links && group_on_ethernet(f, pipes[i], false);
   const NicUse pp_use = nic_use(f, pipes, false, own_links), tp_use = nic_use(f, tps, true), dp_use = nic_use(f, dps, true),
                emb_use = nic_use(f, embs, false);
+  const NicUse tp_span_use = span_use(f, tps), dp_span_use = span_use(f, dps);
   for (int s = 0; s < pp; ++s) {
     StageCost& sc = out[s];
     sc.stage = s;
@@ -81,9 +88,11 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
     sc.dp = dp;
     sc.tflops = -1;
     sc.update_s_per_param = f.update_s_per_param;
+    sc.update_from_table = f.update_from_table;
     sc.host_s_per_step = f.host_s_per_step;
-    sc.job_sum_hop_s = f.job_sum_hop_s;
-    double held_period = 0;  // the longest CFS period of the stage's held nodes (0: none held)
+    StageEmulationBuilder emu(tp);
+    bool every_table = true;
+    const double one_send = 1.0 / (double(tp) * dp);  // of the stage's ranks' sends over a path hop
     for (int r = 0; r < dp; ++r) {
       ring.clear();
       for (int t = 0; t < tp; ++t) {
@@ -91,40 +100,39 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
         const bool pp_on_ethernet = pp_ethernet[static_cast<size_t>(r) * tp + t];
         ring.push_back(n);
         const NodeFacts& nf = f.nodes[n];
-        if (sc.tflops < 0 || nf.tflops < sc.tflops) sc.tflops = nf.tflops;
-        sc.cpu_share = std::min(sc.cpu_share, nf.cpu_share);
-        if (sc.machine < 0 && nf.machine >= 0) sc.machine = nf.machine, sc.machine_cores = nf.machine_cores;
-        if (nf.cpu_share < 1) held_period = std::max(held_period, nf.cpu_period_s);
-        // A CPU-time rate that counts the tensor-parallel sums of its step holds for that
-        // degree only; one measured apart from them (a calibration that prices the sums' CPU,
-        // tp_comm_s_per_byte) holds for every degree. A degree-1 rate has no sums to price a
-        // tp > 1 plan's with.
-        if (nf.cpu_tflops > 0 && (nf.cpu_tensor == 0 || nf.cpu_tensor == tp || nf.tp_comm_s_per_byte > 0) &&
-            (sc.cpu_tflops <= 0 || nf.cpu_tflops < sc.cpu_tflops))
-          sc.cpu_tflops = nf.cpu_tflops;
-        sc.host_comm_s_per_byte = std::max(sc.host_comm_s_per_byte, nf.host_comm_s_per_byte);
-        sc.tp_comm_s_per_byte = std::max(sc.tp_comm_s_per_byte, nf.tp_comm_s_per_byte);
-        sc.host_comm_s_per_message = std::max(sc.host_comm_s_per_message, nf.host_comm_s_per_message);
+        if (sc.tflops < 0 || nf.tflops < sc.tflops) sc.tflops = nf.tflops, sc.tflops_calibrated = nf.tflops_calibrated;
+        every_table = every_table && nf.table;
+        if (nf.table && std::find(sc.tables.begin(), sc.tables.end(), nf.table) == sc.tables.end())
+          sc.tables.push_back(nf.table);
+        emu.add(nf.emu);
         double cap = nf.memory_bytes * kUsableMemoryFraction;
         if (cap > 0 && (sc.capacity <= 0 || cap < sc.capacity)) sc.capacity = cap;
-        if (s + 1 < pp) keep_worse(sc.next_link, link_between(f, n, node(t, s + 1, r), pp_on_ethernet, &pp_use));
-        if (s > 0) keep_worse(sc.prev_link, link_between(f, n, node(t, s - 1, r), pp_on_ethernet, &pp_use));
+        // Each hop's link, kept where it is the slowest, and its class for the bytes.
+        auto hop = [&](LinkCost& worst, LinkShares& kinds, const LinkCost& l) {
+          keep_worse(worst, l);
+          kinds[static_cast<int>(l.kind)] += one_send;
+        };
+        if (s + 1 < pp) hop(sc.next_link, sc.sends.next, link_between(f, n, node(t, s + 1, r), pp_on_ethernet, &pp_use));
+        if (s > 0) hop(sc.prev_link, sc.sends.prev, link_between(f, n, node(t, s - 1, r), pp_on_ethernet, &pp_use));
         if (pp > 1 && (sc.first || sc.last))
-          keep_worse(sc.emb_link, link_between(f, n, node(t, pp - 1 - s, r), false, &emb_use));
+          hop(sc.emb_link, sc.sends.emb, link_between(f, n, node(t, pp - 1 - s, r), false, &emb_use));
       }
       if (tp > 1) keep_worse(sc.tp_link, ring_bottleneck(f, ring, &tp_use));
+      add_shares(sc.sends.tp, ring_shares(f, ring), 1.0 / dp);
+      if (tp > 1 && r == 0) sc.tp_span = group_span(f, ring, &tp_span_use);
     }
-    if (held_period > 0) sc.cpu_period_s = held_period;
+    sc.emu = emu.finish();
+    if (!every_table) sc.tables.clear();
     if (dp > 1)
       for (int t = 0; t < tp; ++t) {
         ring.clear();
         for (int r = 0; r < dp; ++r) ring.push_back(node(t, s, r));
         keep_worse(sc.dp_link, ring_bottleneck(f, ring, &dp_use));
+        add_shares(sc.sends.dp, ring_shares(f, ring), 1.0 / tp);
+        if (t == 0) sc.dp_span = group_span(f, ring, &dp_span_use);
       }
   }
-  std::vector<double> shares(pp);
-  for (int s = 0; s < pp; ++s) shares[s] = out[s].cpu_share;
-  set_hop_shares(out, shares);
+  share_sends_at_quota(out);
   return out;
 }
 
@@ -162,14 +170,39 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   const model::GptConfig& m = w.shape;
   double tokens = double(w.micro_batch) * w.seq_len;
   StageTime t;
-  t.recompute_s = layers * recompute_flops_per_token(m, w.seq_len, tp, w.act_bytes(), w.activation) * tokens /
-                  (tflops * 1e12);
-  const double train_s = stage_train_flops(m, layers, last, tp, w.seq_len, tokens) / (tflops * 1e12);
-  t.compute_s = train_s + t.recompute_s;
-  t.forward_s = train_s / 3;  // the forward's FLOPs are a third of training's; replays run in B and W
-  // zb-h1: the W passes (and a full replay's second run before them) are what moves.
-  if (w.activation.split_backward)
-    t.weights_s = stage_weight_grad_flops(m, layers, last, tp, w.seq_len, tokens) / (tflops * 1e12) + t.recompute_s / 2;
+  // The calibrate tables of the stage's devices, where they hold this model's passes at its
+  // slice (the slowest device model's); else the FLOPs at the declared or job-calibrated rate.
+  std::optional<MeasuredPasses> measured;
+  for (const topo::ComputeTable* table : tables) {
+    auto p = measured_passes(*table, m, tp, w.micro_batch, w.seq_len, w.activation.recompute, layers, first, last,
+                             w.act_bytes());
+    if (!p) {
+      measured.reset();
+      break;
+    }
+    if (!measured || p->forward_s + p->backward_all_s > measured->forward_s + measured->backward_all_s) measured = p;
+  }
+  if (measured) {
+    t.forward_s = measured->forward_s;
+    t.recompute_s = measured->replay_s;
+    t.weights_s = w.activation.split_backward ? measured->weights_s : 0.0;
+    t.compute_s = measured->forward_s +
+                  (w.activation.split_backward ? measured->backward_s + measured->weights_s : measured->backward_all_s);
+    t.compute_source = measured->source == "table"                ? ComputeSource::kTable
+                       : measured->source == "GEMMs of the table" ? ComputeSource::kGemms
+                                                                  : ComputeSource::kTableInterpolated;
+  } else {
+    t.recompute_s = layers * recompute_flops_per_token(m, w.seq_len, tp, w.act_bytes(), w.activation) * tokens /
+                    (tflops * 1e12);
+    const double train_s = stage_train_flops(m, layers, last, tp, w.seq_len, tokens) / (tflops * 1e12);
+    t.compute_s = train_s + t.recompute_s;
+    t.forward_s = train_s / 3;  // the forward's FLOPs are a third of training's; replays run in B and W
+    // zb-h1: the W passes (and a full replay's second run before them) are what moves.
+    if (w.activation.split_backward)
+      t.weights_s =
+          stage_weight_grad_flops(m, layers, last, tp, w.seq_len, tokens) / (tflops * 1e12) + t.recompute_s / 2;
+    t.compute_source = tflops_calibrated ? ComputeSource::kJob : ComputeSource::kDeclared;
+  }
   // Activation tensor [B, T, C] that pipeline sends carry (boundary_bytes: FP8 with
   // parallel.pipe_fp8); tensor-parallel all-reduces carry tp_wire_bytes (fp32 when Gloo sums them).
   double act = tokens * m.hidden * w.boundary_bytes();
@@ -178,7 +211,8 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   // Staged through host memory: each transfer's bytes go down and back up (two host copies).
   const bool staged = w.staging == Workload::Staging::kAll;
   auto copies_s = [&](double bytes) { return staged ? 2 * bytes / (kHostCopyGBps * 1e9) : 0.0; };
-  if (tp > 1) t.tp_s = all_reduces * (ring_all_reduce_s(tp_link, tp, tp_act) + copies_s(tokens * m.hidden * w.act_bytes()));
+  if (tp > 1)
+    t.tp_s = all_reduces * (group_all_reduce_s(tp_link, tp_span, tp, tp_act) + copies_s(tokens * m.hidden * w.act_bytes()));
   // Pipeline sends are split over the tensor ranks (scatter/gather), forward and backward.
   auto send_s = [&](const LinkCost& link, double bytes) {
     if (w.staging != Workload::Staging::kNone && link.kind == LinkKind::kEthernet && link.gbps_per_rank > 0)
@@ -189,19 +223,13 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   // wrap-around hop between chunks (hop_next / hop_prev).
   const int v = w.activation.chunks;
   t.chunks = v;
-  // Under a CPU quota a send's bytes move only while both ends' communication threads run
-  // (the sender writing as the socket drains, the receiver's Gloo loop reading), and in the
-  // steps each end's cgroup runs a part of the wall time, `share` (its cpu_share where it is
-  // held at its quota all step; the search sets it from the step's load, share_sends_at_load):
-  // the per-byte time scales with 1 / share, the latency does not. The calibration probe that measured the link's rate ran
-  // before the first step, when the workers' quotas were not spent (unthrottled), so the
-  // calibrated rate is the unthrottled one and this is not counted twice.
+  // Host emulation: a send's bytes move at the part of the wall time both ends run
+  // (send_at_share_s; next_share and prev_share are 1 on stages without it).
   auto hop_s = [&](const LinkCost& link, double bytes, double share) {
-    const double s = send_s(link, bytes);
-    return link.gbps_per_rank > 0 ? link.latency_s + (s - link.latency_s) / share : s;
+    return send_at_share_s(link, send_s(link, bytes), share);
   };
-  if (const auto [link, n] = hop_next(v); link) t.send_next_s = n * hop_s(*link, act / tp, next_share);
-  if (const auto [link, n] = hop_prev(v); link) t.send_prev_s = n * hop_s(*link, act / tp, prev_share);
+  if (const auto [link, n] = hop_next(v); link) t.send_next_s = n * hop_s(*link, act / tp, emu.next_share);
+  if (const auto [link, n] = hop_prev(v); link) t.send_prev_s = n * hop_s(*link, act / tp, emu.prev_share);
   t.pp_s = t.send_next_s + t.send_prev_s;
   // FP8 sends: each hop's activation packed here and unpacked there, its gradient the other
   // way: a pack and an unpack per value and direction, on the stages' compute.
@@ -213,8 +241,8 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   t.update_s = params * update_s_per_param + host_s_per_step;
   double rs = 0, ag = 0;
   if (dp > 1) {
-    rs = ring_reduce_scatter_s(dp_link, dp, params * w.grad_bytes()) + copies_s(params * w.grad_bytes());
-    ag = ring_all_gather_s(dp_link, dp, params * w.gather_bytes()) + copies_s(params * w.gather_bytes());
+    rs = group_reduce_scatter_s(dp_link, dp_span, dp, params * w.grad_bytes()) + copies_s(params * w.grad_bytes());
+    ag = group_all_gather_s(dp_link, dp_span, dp, params * w.gather_bytes()) + copies_s(params * w.gather_bytes());
   }
   // Reduce-scatter hides behind the last micro-batch's backward (2/3 of compute); the
   // parameter all-gather behind the next step's first forward (1/3), layer by layer
@@ -224,10 +252,10 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   // the next step's first activation reaches it s forward slots after stage 0 starts. Its
   // sync hides in those waits too.
   //
-  // Under a CPU quota (cpu_share < 1) the node's cgroup runs only that share of the wall time
-  // while it computes and is throttled the rest; the communication thread, which must run at
-  // every ring step (receive, add, send the next chunk), is throttled with it, so compute
-  // covers the sync only at that share. The waits are idle: they cover it whole.
+  // Host emulation: under a CPU quota the node's cgroup runs only its share of the wall time
+  // while it computes; the communication thread, which must run at every ring step, is
+  // throttled with it, so compute covers the sync only at that share (emu.cpu_share, 1 without
+  // a quota). The waits are idle: they cover it whole.
   //
   // zb-h1 (split backward) holds W passes back into the drain: a bucket is final only in the
   // last W pass, which alone covers the reduce-scatter (at the quota's share), and stage s's
@@ -235,9 +263,9 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   // idles only s (B - min(F, B, W)) at the end (StageTime::drain_wait_s; the tables' timing
   // with free links, as bubble_s). The start's wait (the first forward) is 1F1B's.
   const double waits = stage * t.per_micro_batch() / v;  // interleaved: chunk slots
-  const double covering = t.compute_s * cpu_share;
+  const double covering = t.compute_s * emu.cpu_share;
   const double end_cover = w.activation.split_backward
-                               ? t.weights_s * cpu_share + stage * t.drain_wait_s()
+                               ? t.weights_s * emu.cpu_share + stage * t.drain_wait_s()
                                : (covering + waits) * 2.0 / 3.0;
   t.rs_exposed_s = std::max(0.0, rs - end_cover);
   t.ag_exposed_s = std::max(0.0, ag - (covering + waits) / 3.0);
@@ -251,17 +279,18 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   // outlasts both is exposed.
   if (first && !last && m.tie_embeddings) {
     const double tied = double(padded_vocab(m.vocab, tp)) * m.hidden / tp * w.grad_bytes();
-    const double cover = (w.activation.split_backward ? t.weights_s * cpu_share : 0.0) + t.rs_exposed_s;
+    const double cover = (w.activation.split_backward ? t.weights_s * emu.cpu_share : 0.0) + t.rs_exposed_s;
     t.tied_s = std::max(0.0, ring_all_reduce_s(emb_link, 2, tied) - cover);
   }
   t.dp_s = t.rs_exposed_s + t.ag_exposed_s + t.tied_s;
-  // The bubble's passes at a whole core (StageTime::bubble_s): the calibrated wall rate, which
-  // the steady state's throttling holds down, over the rate per CPU second, where both are known.
-  if (cpu_share < 1 && cpu_tflops > 0 && tflops > 0) {
-    t.burst_rate = std::min(1.0, tflops / cpu_tflops);
-    t.burst_cap_s = (1 - cpu_share) * cpu_period_s;
-  }
+  set_bursts(*this, t);
   return t;
+}
+
+double StageTime::bubble_s(int p) const {
+  const double slot = per_micro_batch();
+  const double idle = (p - 1) * std::max(0.0, slot - weights_s - weights_hidden_s()) / chunks;
+  return idle - burst_saving_s(*this, idle, p);
 }
 
 double pipelined_s(const StageTime& t, int micro_batches, int pipeline) {
@@ -472,88 +501,21 @@ StageCost::Bytes StageCost::bytes_per_step(const Workload& w, int layers) const 
   return b;
 }
 
-double quota_bound_s(const Workload& w, const std::vector<StageCost>& stages, const std::vector<int>& layers,
-                     const std::vector<StageTime>& times, Estimate* keep) {
-  // A worker under a CPU quota runs at most cpu_share of the wall time, over the step as a
-  // whole (CFS hands out the quota per period; a wait does not bank what it leaves unspent).
-  // Its CPU seconds per step bound the step however well the pipeline overlaps: CPU seconds /
-  // cpu_share. They are its passes' FLOPs at the calibrated FLOPs per CPU second of its
-  // training thread (compute and host work; the tensor-parallel sums too where the calibration
-  // did not price them apart), the tensor-parallel sums' CPU (every thread) for their bytes,
-  // and the host communication path's CPU for the bytes its other groups move (the cgroup caps
-  // every thread: on the lab's pods 7-13 ms a step beside 18-28 ms of the training thread's).
-  if (keep) keep->quota_cpu_s.clear(), keep->quota_share.clear(), keep->quota_period_s.clear();
-  double bound = 0;
-  for (size_t s = 0; s < stages.size(); ++s) {
-    const StageCost& sc = stages[s];
-    const bool held = sc.cpu_share < 1 && sc.cpu_tflops > 0 && sc.tflops > 0;
-    const StageCost::Bytes bytes = sc.bytes_per_step(w, layers[s]);
-    const double comm_s = StageCost::host_bytes(bytes) * sc.host_comm_s_per_byte + bytes.tp * sc.tp_comm_s_per_byte +
-                          bytes.messages * sc.host_comm_s_per_message;
-    const double cpu_s = held ? w.micro_batches * times[s].compute_s * sc.tflops / sc.cpu_tflops + comm_s : 0.0;
-    if (keep)
-      keep->quota_cpu_s.push_back(cpu_s), keep->quota_share.push_back(held ? sc.cpu_share : 1.0),
-          keep->quota_period_s.push_back(held ? sc.cpu_period_s : kCfsPeriodS);
-    if (held) bound = std::max(bound, cpu_s / sc.cpu_share);
-  }
-  return bound;
-}
-
-double quota_bound_s(const Estimate& e) {
-  double bound = 0;
-  for (size_t s = 0; s < e.quota_cpu_s.size() && s < e.quota_share.size(); ++s)
-    if (e.quota_share[s] < 1) bound = std::max(bound, e.quota_cpu_s[s] / e.quota_share[s]);
-  return bound;
-}
-
-double quota_throttle_s(const Estimate& e, double step) {
-  double wait = 0;
-  // One stage: its ranks are data-parallel peers of the same passes and quota, who meet at
-  // every step's sync and spend their quota in step; none is throttled while another waits on it.
-  if (step <= 0 || e.quota_cpu_s.size() < 2) return 0;
-  for (size_t s = 0; s < e.quota_cpu_s.size() && s < e.quota_share.size(); ++s) {
-    const double share = e.quota_share[s];
-    if (share >= 1 || share <= 0 || e.quota_cpu_s[s] <= 0) continue;
-    const double period = s < e.quota_period_s.size() ? e.quota_period_s[s] : kCfsPeriodS;
-    // How many periods' quota the CPU a period can see fills: a step's CPU, or for steps
-    // shorter than a period, the steps' of one period. Up to one no period's quota is ever
-    // spent (a step that bunches its CPU still fits in one period's quota; shorter steps run at
-    // the load u < 1 in every period); from one to two the chance that a step bunches its CPU
-    // past a period's quota rises to the load's (lab, 2026-11-28: no throttled period in 36
-    // node-runs below one, 0.22 a step at 1.7-2.5, 1.1 at 2.5-4).
-    const double fills = e.quota_cpu_s[s] / (share * std::min(period, step));
-    const double throttled = std::min(1.0, e.quota_cpu_s[s] / share / step) * std::clamp(fills - 1, 0.0, 1.0);
-    wait = std::max(wait, throttled * (1 - share) * period / 2);
-  }
-  return wait;
-}
-
-double quota_wait_s(const Estimate& e, double rest) {
-  const double bound = quota_bound_s(e);
-  return std::max(bound, rest + quota_throttle_s(e, std::max(bound, rest))) - rest;
-}
-
-double throttled_share(double load) {
-  const double u = std::clamp(load, 0.0, 1.0);
-  const double u2 = u * u, u4 = u2 * u2;
-  return u4 * u4 * u4;  // u^12
-}
-
 namespace {
 
 // The step's job-wide sum (the gradient norm, the loss and the stop flags, a few doubles) after
 // the reduce-scatter: a ring all-reduce over the data-, tensor- and pipeline-parallel groups
 // in turn (parallel::ParallelGroups::sum_over_job), 2 (g - 1) hops each, every hop the
-// slowest latency of the group's links or, where a calibration measured it in the steps, that
-// hop (Facts::job_sum_hop_s) when it is longer. Every rank waits for it before its update.
+// slowest latency of the group's links or, under host emulation, the hop the steps measured
+// when it is longer (job_sum_hop_s). Every rank waits for it before its update.
 double job_sums_s(const std::vector<StageCost>& stages) {
-  double dp = 0, tp = 0, pp = 0, measured = 0;
+  double dp = 0, tp = 0, pp = 0;
   for (const StageCost& s : stages) {
     dp = std::max(dp, s.dp_link.latency_s);
     tp = std::max(tp, s.tp_link.latency_s);
     if (!s.last) pp = std::max(pp, s.next_link.latency_s);
-    measured = std::max(measured, s.job_sum_hop_s);
   }
+  const double measured = job_sum_hop_s(stages);
   const StageCost& any = stages.front();
   const int p = static_cast<int>(stages.size());
   return 2.0 * (any.dp - 1) * std::max(dp, measured) + 2.0 * (any.tp - 1) * std::max(tp, measured) +
@@ -565,46 +527,27 @@ double job_sums_s(const std::vector<StageCost>& stages) {
 // neighbour's backward and forward in between, so a message's latency lies on the loop of two
 // adjacent stages, once per micro-batch, however idle the link (zb-h1's held-back W passes
 // cover part of it). The schedule's tables time it (schedule::pipeline_makespan): the step's
-// extra time with every message's latency over the same tables without. Only the latency: the
-// lab's pipelines whose messages take milliseconds of bandwidth did not pay those on the loop
-// (gen-2: 3 stages, 196 KB over 200 Mb/s, measured where the model without any loop put it),
-// those are priced as the link's bottleneck and the fill and drain (pp_exposed_s, pp_fill_s).
-// Interleaved plans: 0 (not modelled).
+// extra time with every message's latency over the same tables without. Only the latency: a
+// message's bandwidth is priced as the link's bottleneck and the fill and drain (pp_exposed_s,
+// pp_fill_s). Interleaved plans: 0 (not modelled).
 //
-// A message's latency is its link's alpha and, where a calibration measured the job-wide sum's
-// hop in the steps (job_sum_hop_s) and it is longer, a delay of that mean beyond it: on busy
-// hosts a message waits for its threads' wake-ups, which the probe's idle messages do not
-// (docs/cost-model.md, "Seventeenth round"). The delays are each message's own: on the lab's
-// machine most messages crossed in 0.1-0.2 ms and one in four waited 1-15 ms (timed at both
-// ends, "Twentieth round"), and a step waits for the latest of the paths its messages lie on,
-// which a delay on any of them lengthens: the loop is the mean over steps whose messages draw
-// exponential delays of the measured mean (expected_pipeline_makespan; the exponential is the
-// lab's lighter bound: its delays' spread was 1.6-2.4 times their mean, the exponential's 1).
-//
-// The stages' passes as the bottleneck stage sets the pace: it runs at the calibrated wall
-// rate; a stage under a CPU quota that waits for it has quota to spare and runs its passes
-// faster, up to a whole core's rate (StageTime::burst_rate, as in the bubble): the gradient's
-// way back through it is that much shorter (gen-83, 2026-11-29: half-speed stages beside a
-// full-speed bottleneck ran their passes at 0.10-0.12 TFLOP/s, the bottleneck at 0.077). On a
-// machine several nodes share (topology `machine`, the lab's namespaces) a core is whole only
-// when the others leave one: gen-7 auto's waiting stages, four workers on two cores, ran at
-// 52 ms of passes where a whole core takes 43 and the wall rate 62.
+// Host emulation adds each message's own delay beyond its link's alpha (message_delays: the
+// step is the mean over steps whose messages draw exponential delays, a fixed-seed Monte
+// Carlo) and runs the stages that wait for the bottleneck faster (run_waiting_stages).
 double pipeline_loop_s(const Workload& w, const std::vector<StageCost>& stages, const std::vector<StageTime>& times,
                        int bottleneck) {
   const int p = static_cast<int>(times.size());
   const spec::Schedule kind = w.activation.schedule;
   if (p < 2 || kind == spec::Schedule::kInterleaved) return 0;
   std::vector<schedule::HopTimes> hops(p - 1);
-  std::vector<double> delays(p - 1, 0.0);
-  bool any = false;
   for (int s = 0; s + 1 < p; ++s) {
     const LinkCost* next = stages[s].hop_next(1).first;
     const LinkCost* prev = stages[s + 1].hop_prev(1).first;
-    const double measured = std::max(stages[s].job_sum_hop_s, stages[s + 1].job_sum_hop_s);
     hops[s] = {next ? next->latency_s : 0.0, prev ? prev->latency_s : 0.0};
-    delays[s] = std::max(0.0, measured - std::max(hops[s].activation_s, hops[s].gradient_s));
-    any = any || hops[s].activation_s > 0 || hops[s].gradient_s > 0 || delays[s] > 0;
   }
+  const std::vector<double> delays = message_delays(stages, hops);
+  bool any = false;
+  for (int s = 0; s + 1 < p; ++s) any = any || hops[s].activation_s > 0 || hops[s].gradient_s > 0 || delays[s] > 0;
   if (!any) return 0;
   // A micro-batch's passes as the stage runs them, its tensor-parallel sums spread over them.
   std::vector<schedule::PassTimes> passes(p);
@@ -621,31 +564,9 @@ double pipeline_loop_s(const Workload& w, const std::vector<StageCost>& stages, 
   const std::vector<schedule::HopTimes> free(p - 1);
   const int m = w.micro_batches, cap = std::max(16, 4 * p);
   const int m_span = std::min(m, cap + 2 * p);
-  // On a machine its nodes share (topology `machine`), a waiting stage's pass meets the other
-  // ranks' at random: each is on a core the part of the step its CPU seconds take (its passes at
-  // the rate per CPU second, burst_rate, over the step the loop gives at the priced rates), and
-  // the pass gets the machine's cores over it and those busy with it, at most a whole one.
-  bool shared = false;
-  for (int s = 0; s < p; ++s) shared = shared || (s != bottleneck && stages[s].machine >= 0);
-  const double span = shared ? schedule::expected_pipeline_makespan(table, p, m_span, 1, passes, hops, delays,
-                                                                    kLoopSamples, kLoopSeed)
-                             : 0.0;
-  for (int s = 0; s < p; ++s) {  // in place: the others' busy parts read per_micro, the unscaled passes
-    if (s == bottleneck) continue;
-    const StageTime& t = times[s];
-    double share = 1;  // of a core, while its pass runs
-    if (stages[s].machine >= 0 && span > 0) {
-      double others = 0;  // the machine's other ranks on a core at the same moment, on average
-      for (int n = 0; n < p; ++n) {
-        if (stages[n].machine != stages[s].machine) continue;
-        const double ranks = double(stages[n].tp) * stages[n].dp - (n == s ? 1 : 0);
-        others += ranks * std::min(1.0, m_span * per_micro[n] * times[n].burst_rate / span);
-      }
-      share = std::min(1.0, stages[s].machine_cores / (1 + others));
-    }
-    const double rate = std::clamp(t.burst_rate / share, t.burst_rate, 1.0);
-    passes[s] = {passes[s].forward_s * rate, passes[s].backward_s * rate, passes[s].weights_s * rate};
-  }
+  run_waiting_stages(stages, times, bottleneck, m_span, per_micro, [&] {
+    return schedule::expected_pipeline_makespan(table, p, m_span, 1, passes, hops, delays, kLoopSamples, kLoopSeed);
+  }, passes);
   auto extra = [&](int m) {
     return schedule::expected_pipeline_makespan(table, p, m, 1, passes, hops, delays, kLoopSamples, kLoopSeed) -
            schedule::pipeline_makespan(table, p, m, 1, passes, free);
@@ -655,6 +576,29 @@ double pipeline_loop_s(const Workload& w, const std::vector<StageCost>& stages, 
   if (m <= cap + 2 * p) return extra(m);
   const double e1 = extra(cap), e2 = extra(cap + 2 * p);
   return e1 + (m - cap) * (e2 - e1) / (2 * p);
+}
+
+}  // namespace
+
+namespace {
+
+// Where a link's figures for `op` came from.
+std::string link_source(const LinkCost& l, const char* op, int ranks) {
+  if (l.curves.seconds(op, ranks, 1 << 20)) return "measured (calibrate curves)";
+  return l.calibrated ? "measured in a job" : "declared";
+}
+
+std::vector<std::pair<std::string, std::string>> sources_of(const StageCost& b, const StageTime& t) {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.emplace_back("compute", to_string(t.compute_source));
+  if (b.tp > 1) out.emplace_back("tensor comm", link_source(b.tp_link, "all_reduce", b.tp));
+  const LinkCost* hop = !b.last ? &b.next_link : !b.first ? &b.prev_link : nullptr;
+  if (hop) out.emplace_back("pipeline comm", link_source(*hop, "send_recv", 2));
+  if (b.dp > 1) out.emplace_back("data-parallel sync", link_source(b.dp_link, "reduce_scatter", b.dp));
+  out.emplace_back("update", b.update_from_table        ? "measured (calibrate table)"
+                             : b.update_s_per_param > 0 ? "measured in a job"
+                                                        : "not priced (no calibration)");
+  return out;
 }
 
 }  // namespace
@@ -685,14 +629,14 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
   e.log_s = w.log_s;
   e.sums_s = job_sums_s(stages);
   e.step_time_s = e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s + e.log_s + e.sums_s;
-  quota_bound_s(w, stages, layers, times, &e);
-  e.quota_s = quota_wait_s(e, e.step_time_s);
+  e.quota_s = quota_s(w, stages, layers, times, e);  // host emulation's CPU quota (0 without)
   e.step_time_s += e.quota_s;
+  e.sources = sources_of(b, t);
   double tokens = double(w.global_batch) * w.seq_len;
   e.tokens_per_s = e.step_time_s > 0 ? tokens / e.step_time_s : 0;
   double flops = train_flops_per_token(w.shape, b.tp, w.seq_len) * tokens;
   e.tflops_per_device = e.step_time_s > 0 ? flops / e.step_time_s / world / 1e12 : 0;
-  // Bytes sent per step, all ranks together, by the class of the link each group uses.
+  // Bytes sent per step, all ranks together, by the class of the link each send takes.
   for (int s = 0; s < p; ++s) {
     const StageCost& sc = stages[s];
     const double ranks = double(sc.tp) * sc.dp;
@@ -700,31 +644,18 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
     e.host_bytes.push_back(StageCost::host_bytes(sent));
     e.host_messages.push_back(sent.messages);
     e.tp_bytes.push_back(sent.tp);
-    auto add = [&](const LinkCost& l, double bytes) { e.bytes_per_step[static_cast<int>(l.kind)] += bytes * ranks; };
-    if (sent.tp > 0) add(sc.tp_link, sent.tp);
-    if (sent.next > 0) add(*sc.hop_next(w.activation.chunks).first, sent.next);
-    if (sent.prev > 0) add(*sc.hop_prev(w.activation.chunks).first, sent.prev);
-    if (sent.dp > 0) add(sc.dp_link, sent.dp);
-    if (sent.emb > 0) add(sc.emb_link, sent.emb);
+    // Each kind's bytes over the links its sends take (StageCost::SendKinds).
+    auto add = [&](const LinkShares& kinds, double bytes) {
+      for (int k = 0; k < kLinkKinds; ++k) e.bytes_per_step[k] += bytes * ranks * kinds[k];
+    };
+    add(sc.sends.tp, sent.tp);
+    add(sc.hop_next_kinds(), sent.next);
+    add(sc.hop_prev_kinds(), sent.prev);
+    add(sc.sends.dp, sent.dp);
+    add(sc.sends.emb, sent.emb);
   }
   return e;
 }
 
-
-void share_sends_at_load(std::vector<StageCost>& stages, const Estimate& e) {
-  // A pipeline send moves only while both ends' cgroups run (StageCost::time). A cgroup under
-  // a quota stands throttled for a part of the wall time that grows with its load: the whole
-  // unused share, 1 - share, only where it is held at its quota all step. A stage without a
-  // CPU-time figure keeps its share.
-  const int p = static_cast<int>(stages.size());
-  std::vector<double> run(p, 1.0);
-  for (int s = 0; s < p; ++s) {
-    const double share = stages[s].cpu_share;
-    if (share >= 1) continue;
-    const double cpu = s < static_cast<int>(e.quota_cpu_s.size()) ? e.quota_cpu_s[s] : 0.0;
-    run[s] = cpu > 0 && e.step_time_s > 0 ? 1 - (1 - share) * throttled_share(cpu / share / e.step_time_s) : share;
-  }
-  set_hop_shares(stages, run);
-}
 
 }  // namespace holmes::plan

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/dtype.hpp"
+#include "engine/plan/host_emulation.hpp"
 #include "engine/plan/links.hpp"
 #include "engine/plan/model_size.hpp"
 #include "engine/plan/placement.hpp"
@@ -85,6 +86,10 @@ struct Workload {
   int optimizer_bytes(int dp) const { return 8 + (dp > 1 ? 4 : 0); }
 };
 
+// Where a stage's compute time came from (--plan-only says, per term).
+enum class ComputeSource : unsigned char { kDeclared, kJob, kTable, kTableInterpolated, kGemms };
+const char* to_string(ComputeSource s);
+
 // Per-micro-batch parts and the exposed DP sync of one stage with n layers.
 struct StageTime {
   double compute_s = 0;  // forward + backward (+ the replay of recomputation)
@@ -122,20 +127,9 @@ struct StageTime {
   // is the paper's (p - 1)(F + B - W); a W longer than F (full recomputation replays the
   // forward before each W) leaves (p - 1) B. weights_s is 0 under 1f1b.
   // Interleaved with V chunks per stage: a slot is a chunk's pass, 1/V of the stage's, so the
-  // fill and drain idle (p - 1) / V micro-batch slots (Narayanan et al. 2021).
-  // Under a CPU quota the fill and drain's passes run faster than the steady state's: the
-  // stages that run them have neighbours idle (a quota the idle left unspent, a core nobody
-  // else wants), so their compute goes at the rate of a CPU second (burst_rate, below), the
-  // slot's sums and exposed sends as priced.
-  // A burst lasts one CFS period's quota: a pass longer than that is throttled like the steady
-  // state's for the rest, so each of the bubble's p - 1 idle slots saves at most the period's
-  // throttled part (burst_cap_s).
-  double bubble_s(int p) const {
-    const double slot = per_micro_batch();
-    const double burst = slot > 0 ? 1 - (1 - burst_rate) * std::min(1.0, compute_s / slot) : 1.0;
-    const double idle = (p - 1) * std::max(0.0, slot - weights_s - weights_hidden_s()) / chunks;
-    return idle - std::min(idle * (1 - burst), (p - 1) * burst_cap_s);
-  }
+  // fill and drain idle (p - 1) / V micro-batch slots (Narayanan et al. 2021). Host emulation
+  // may run the fill and drain's passes faster (burst_saving_s).
+  double bubble_s(int p) const;
   // A slot's F and B beside its W (weights_s): the slot's sums and exposed sends split evenly
   // between F and B (a forward and a backward each carry half the tensor-parallel sums; each
   // pass waits for one of the two sends).
@@ -153,20 +147,12 @@ struct StageTime {
   // fill of them (cost_model.cpp, the sync).
   double drain_wait_s() const { return std::max(0.0, forward_backward_s().second - weights_hidden_s()); }
   int chunks = 1;  // model chunks per stage (interleaved), else 1
-  // The fill and drain's compute time over the steady state's: 1, or for a stage under a CPU
-  // quota with a CPU-time calibration its wall rate over its rate per CPU second
-  // (StageCost::tflops / cpu_tflops, at most 1): what a pass takes at a whole core against
-  // what it takes throttled (StageCost::time; docs/cost-model.md, "Eleventh round").
+  ComputeSource compute_source = ComputeSource::kDeclared;
+  // Host emulation (host_emulation.hpp, set_bursts): the fill and drain's compute time over the
+  // steady state's (1: the same), and the most one burst saves (unbounded).
   double burst_rate = 1;
-  // The most one burst saves against the steady state's wall rate: the throttled part of the
-  // quota's period, (1 - share) P (unbounded without a quota).
   double burst_cap_s = std::numeric_limits<double>::infinity();
 };
-
-// The pipeline loop's pricing (cost_model.cpp, pipeline_loop_s): the steps whose messages draw
-// their delays, and the draws' seed (every estimate the same draws: layouts compare on them).
-inline constexpr int kLoopSamples = 32;
-inline constexpr unsigned kLoopSeed = 20261129;
 
 // The pipelined part of stage s's step: m t_s + bubble_s + 2 (p - 1) max(send) (objective
 // without the sync and the update).
@@ -177,24 +163,25 @@ struct StageCost {
   bool first = false, last = false;
   int tp = 1, dp = 1;
   double tflops = 0;           // slowest device of the stage, sustained
-  double cpu_share = 1;        // smallest NodeFacts::cpu_share of the stage's nodes
-  double cpu_period_s = kCfsPeriodS;  // longest NodeFacts::cpu_period_s of its held nodes
-  // The machine its nodes share with other stages' (NodeFacts::machine of its first node; -1:
-  // machines of their own) and that machine's cores.
-  int machine = -1;
-  double machine_cores = 0;
-  double cpu_tflops = 0;       // smallest NodeFacts::cpu_tflops of the stage's nodes (0 = unknown)
-  double host_comm_s_per_byte = 0;  // largest NodeFacts::host_comm_s_per_byte of the stage's nodes
-  double tp_comm_s_per_byte = 0;    // largest NodeFacts::tp_comm_s_per_byte of the stage's nodes
-  double host_comm_s_per_message = 0;  // largest NodeFacts::host_comm_s_per_message of the stage's nodes
-  // The smaller cpu_share of the two ends of hop_next's and hop_prev's hops (this stage's and
-  // the neighbour's): a send's bytes move at that share of the probed rate (time()).
-  double next_share = 1, prev_share = 1;
+  bool tflops_calibrated = false;  // tflops is a job's calibrated rate (else declared)
+  // The calibrate tables of the stage's devices (measured.hpp), one per device model; empty
+  // unless every device of the stage has one: then they price its compute (the slowest).
+  std::vector<const topo::ComputeTable*> tables;
+  StageEmulation emu;          // host emulation (host_emulation.hpp); the defaults on GPUs
   LinkCost tp_link, dp_link, emb_link, next_link, prev_link;
+  GroupSpan tp_span, dp_span;  // the hierarchical form of the tp and dp groups (NCCL plans; links.hpp)
+  // The stage's sends in each kind of group by the class of link they take, over all of the
+  // stage's groups of that kind (ring_shares; a pipeline hop or an embedding pair each send
+  // over its own link): the links above are each kind's slowest, which prices its time, but
+  // a group's bytes go where its members are (a data-parallel ring over nodes A A B sends a
+  // third of them inside A). estimate_step splits bytes_per_step by them.
+  struct SendKinds {
+    LinkShares tp{}, dp{}, emb{}, next{}, prev{};
+  } sends;
   double capacity = 0;         // smallest usable device memory of the stage (0 = unknown)
   double update_s_per_param = 0;  // Facts::update_s_per_param
+  bool update_from_table = false; // Facts::update_from_table
   double host_s_per_step = 0;     // Facts::host_s_per_step
-  double job_sum_hop_s = 0;       // Facts::job_sum_hop_s
 
   // The link a micro-batch's activations leave this stage over, and how many times per
   // micro-batch with `chunks` model chunks (interleaved: once per chunk; the last stage's go on
@@ -202,6 +189,9 @@ struct StageCost {
   // 0} when none leave. hop_prev: the same for the gradients going back.
   std::pair<const LinkCost*, int> hop_next(int chunks) const;
   std::pair<const LinkCost*, int> hop_prev(int chunks) const;
+  // The classes of link those hops' sends take (SendKinds: next or prev, emb for the wrap).
+  const LinkShares& hop_next_kinds() const { return last ? sends.emb : sends.next; }
+  const LinkShares& hop_prev_kinds() const { return first ? sends.emb : sends.prev; }
   StageTime time(const Workload& w, int layers) const;
   // Bytes one rank of the stage sends per step over each of its groups, receiving as many
   // (ring steps, a send and a receive per micro-batch each way, the tied sum over two ends):
@@ -252,55 +242,6 @@ std::vector<StageCost> stage_costs(const Facts& f, const DeviceTable& d, const L
 Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, const std::vector<int>& layers,
                        int world);
 
-// The part of its unused share, 1 - share, that a cgroup under a CPU quota stands throttled
-// for at `load` (its CPU seconds over its share of the step): the lab's node cgroups
-// (cpu.stat's throttled time, 1668 node-runs of seeds 1-8, 21-28 and 41-48, 2026-11-28) stood
-// 3-10% of it below a 0.9 load, 34% at 0.9-1 and 70% at the bound; load^12.
-double throttled_share(double load);
-// Sets each stage's next_share and prev_share, the part of the wall time both ends of its
-// pipeline hops run, from the loads of `e` (an estimate priced with these stages): 1 minus
-// the unused share times throttled_share(CPU seconds over the share of the step); a stage
-// without a CPU-time figure keeps its cpu_share. The search prices a held layout with free
-// sends first, then twice with the shares of the estimate before (search.cpp, score).
-void share_sends_at_load(std::vector<StageCost>& stages, const Estimate& e);
-
-// The longest a stage's worker under a CPU quota needs per step: its CPU seconds per step (its
-// passes at StageCost::cpu_tflops, plus its host bytes per step x host_comm_s_per_byte and its
-// tensor-parallel sums' bytes x tp_comm_s_per_byte: the
-// cgroup caps the communication threads too) / cpu_share, the largest over the stages; 0
-// without quotas or a CPU-time calibration. `times`: the stages' StageTime, `layers` theirs.
-// Estimate::quota_cpu_s / quota_share keep each stage's figures (share 1: not held; replicas.cpp
-// adds the overlapped outer exchange's CPU to them).
-double quota_bound_s(const Workload& w, const std::vector<StageCost>& stages, const std::vector<int>& layers,
-                     const std::vector<StageTime>& times, Estimate* keep = nullptr);
-// The largest quota_cpu_s / quota_share of an Estimate's stages under a quota (0 without).
-double quota_bound_s(const Estimate& e);
-
-// What a held worker's throttling adds to a step of `step` seconds (the path or the quota bound,
-// whichever is longer): the step's messages cross its rank, and one that reaches it while its
-// cgroup has spent the period's quota waits for the next period: on average half the throttled
-// part, (1 - share) P / 2, P the stage's period (Estimate::quota_period_s, from the topology's
-// cpu_quota_period_ms; kCfsPeriodS by default). It meets a throttled rank in the fraction of the
-// periods the rank spends its quota in, min(1, quota_cpu_s / share / step). The largest over the
-// stages under a quota; 0 without, and 0 for a plan of one stage: its ranks (data-parallel
-// peers of the same passes under the same share) meet at every step's sync and are throttled
-// together, so none waits on a throttled peer while it has quota left (the lab's pods, 1x1x2
-// replicas: +12..+23% with the wait, -13..-4% without, docs/cost-model.md "Ninth round"). A
-// pipeline's stages run different passes at different times (warm-up, cool-down, other layer
-// counts and shares): one's throttled stretch falls in another's working time. The path
-// prices a held rank's compute at its share of the wall time as if it ran evenly and the
-// bound is a max(): neither prices this wait.
-double quota_throttle_s(const Estimate& e, double step);
-// The quota's part of a step whose other parts sum to `rest` (Estimate::quota_s): the step is
-// the longer of the bound and the path with its throttled waits, max(quota_bound_s(e), rest +
-// quota_throttle_s at the longer of the two), less rest. Where the bound holds the step, the
-// throttled periods are how the quota holds it there, not time beside it: the lab's gen-88
-// auto case (2026-11-28, seed 81: 4 stages, 60-68 ms of CPU a rank at a 0.34 share, 65% of
-// periods throttled) measured 189 ms against a bound of 190 and a path of 160, where the bound
-// plus the wait priced 217; re-pricing four bench runs so took the error median from 4-6% to
-// 2-4% (docs/cost-model.md, nineteenth round).
-double quota_wait_s(const Estimate& e, double rest);
-
 // The auto partition, coupled: estimate_step's step is a sum of maxima over the stages (the
 // pipelined part, the exposed reduce-scatter, the all-gather, the update), which the greedy
 // balanced_partition of StageCost::objective (each stage on its own timeline) does not
@@ -317,7 +258,7 @@ std::vector<int> coupled_partition(const Workload& w, const std::vector<StageCos
 inline constexpr double kUsableMemoryFraction = 0.9;
 // The CUDA context, cuBLASLt's and cuDNN's workspaces on each GPU of a CUDA plan: measured
 // 0.92-1.66 GiB above the job's buffers on an H200 (one process, GPT-2 124M to a 7B Llama,
-// docs/results/h200-2026-11-26.md).
+// docs/results, the H200 rows).
 inline constexpr double kCudaRuntimeBytes = 1024.0 * 1024 * 1024;
 
 }  // namespace holmes::plan

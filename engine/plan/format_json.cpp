@@ -92,6 +92,9 @@ void append_estimate(std::string& out, const Plan& p) {
     out += fmt::format("{}\"{}\": {{\"step_time_s\": {}, \"speedup\": {}}}", i ? ", " : "", b.placement,
                        num(b.step_time_s), num(e.step_time_s > 0 ? b.step_time_s / e.step_time_s : 0));
   }
+  out += "}, \"sources\": {";
+  for (size_t i = 0; i < e.sources.size(); ++i)
+    out += fmt::format("{}{}: {}", i ? ", " : "", quote(e.sources[i].first), quote(e.sources[i].second));
   out += "}},\n";
   out += fmt::format("  \"pipe_fp8\": {{\"on\": {}, \"other_step_time_s\": {}}},\n", p.pipe_fp8 ? "true" : "false",
                      num(p.pipe_fp8_other_step_s));

@@ -118,6 +118,12 @@ void append_estimate(std::string& out, const Plan& p) {
                                                  : "Megatron-LM order, uniform partition, best transport per group",
                        b.step_time_s, p.placement, speedup);
   }
+  if (!e.sources.empty()) {
+    out += "  figures:";
+    for (size_t i = 0; i < e.sources.size(); ++i)
+      out += fmt::format("{} {} {}", i ? ";" : "", e.sources[i].first, e.sources[i].second);
+    out += "\n";
+  }
   out += "  bytes sent per step:";
   for (int k = 0; k < kLinkKinds; ++k)
     out += fmt::format(" {} {}{}", to_string(LinkKind(k)), human_bytes(e.bytes_per_step[k]), k + 1 < kLinkKinds ? "," : "\n");

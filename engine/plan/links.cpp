@@ -1,10 +1,13 @@
 #include "engine/plan/links.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
 
 #include "common/errors.hpp"
+#include "engine/spec/model_config.hpp"
 #include "engine/topo/gpu_peaks.hpp"
 
 namespace holmes::plan {
@@ -30,6 +33,7 @@ double LinkCost::gbps_for(double message_bytes) const {
 
 double LinkCost::transfer_s(double bytes) const {
   if (gbps_per_rank <= 0) return 0;
+  if (const auto t = curves.seconds("send_recv", 2, bytes)) return *t;
   return latency_s + bytes * 8.0 / (gbps_for(bytes) * 1e9);
 }
 
@@ -97,6 +101,10 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
     throw UserError(fmt::format("the topology has {} nodes but island_of lists {}", n, topo.island_of.size()));
   Facts f;
   f.islands = static_cast<int>(topo.islands.size());
+  // The key the calibrate tables name this model by; only where there are tables (the model is
+  // finalized for it, which a spec that never trains, as the topology's tests give, need not be).
+  const std::string table_model =
+      topo.calibration.tables.empty() ? std::string() : shape_key(spec::model_config(spec.model));
   const auto& c = spec.cluster;
   const spec::LinkOverride* over[kLinkKinds] = {&c.intra_node, &c.ib, &c.roce, &c.ethernet};
   bool intra_latency_default = false;
@@ -109,14 +117,15 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
     f.latency_s[k] = latency_us * 1e-6;
     if (k == static_cast<int>(LinkKind::kIntraNode))
       intra_latency_default = over[k]->latency_us <= 0 && measured.latency_us <= 0;
+    f.link_calibrated[k] = measured.efficiency > 0 || measured.latency_us > 0;
     if (measured.efficiency > 0) {
       f.efficiency[k] = measured.efficiency;
       for (const auto& [bytes, eff] : measured.sizes) f.size_factor[k].emplace_back(bytes, eff / measured.efficiency);
     }
   }
   f.update_s_per_param = topo.calibration.update_ns_per_param * 1e-9;
+  f.collectives = topo.calibration.collectives.empty() ? nullptr : &topo.calibration.collectives;
   f.host_s_per_step = topo.calibration.host_us_per_step * 1e-6;
-  f.job_sum_hop_s = topo.calibration.job_sum_hop_us * 1e-6;
   f.nodes.resize(n);
   for (int i = 0; i < n; ++i) {
     const auto& rep = topo.nodes[i];
@@ -132,14 +141,6 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
     nf.devices = rep.devices.count;
     nf.cuda = rep.devices.kind == "cuda";
     nf.tflops = sustained_tflops(spec, rep.devices, nf.cuda);
-    if (!nf.cuda && rep.devices.cpu_quota_cores > 0)
-      nf.cpu_share = std::min(1.0, rep.devices.cpu_quota_cores / std::max(1, rep.devices.cores));
-    nf.cpu_period_s = rep.devices.cpu_quota_period_ms * 1e-3;
-    if (!rep.devices.machine.empty()) {
-      nf.machine = 0;
-      for (int k = 0; k < i && topo.nodes[k].devices.machine != rep.devices.machine; ++k) ++nf.machine;
-      nf.machine_cores = rep.devices.machine_cores;
-    }
     nf.memory_bytes = rep.devices.memory_gb * double(1 << 30);
     pick_ethernet(topo, i, nf);
     if (c.ethernet.bandwidth_gbps > 0) nf.ethernet_gbps = c.ethernet.bandwidth_gbps;
@@ -149,34 +150,67 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
       double over_bw = isl.kind == topo::NicKind::kIb ? c.ib.bandwidth_gbps : c.roce.bandwidth_gbps;
       nf.rdma_gbps = over_bw > 0 ? over_bw : isl.rdma_gbps_per_node > 0 ? isl.rdma_gbps_per_node : kDefaultRdmaGbps;
     }
+    // The node's intra-node class sets the declared rate and latency (an override or a
+    // calibration of the class wins); GPU models side by side keep their own NVLink rates.
+    nf.intra_class = topo::intra_class_of(rep.devices);
+    nf.device_name = rep.devices.name;
+    // cluster.device_tflops wins over every measured rate, a table's too.
+    if (spec.cluster.device_tflops <= 0)
+      nf.table = table_for(topo.calibration.tables, rep.devices.name, spec.trains_bf16(nf.cuda) ? "bf16" : "fp32",
+                           table_model);
+    const bool pcie = nf.cuda && nf.intra_class == "pcie";
+    const double nvlink = topo::known_nvlink_gbps(rep.devices.name);
     nf.intra_gbps = c.intra_node.bandwidth_gbps > 0 ? c.intra_node.bandwidth_gbps
-                    : nf.cuda ? kDefaultIntraGbpsCuda : kDefaultIntraGbpsCpuProcesses;
-    // The class's latency (override, calibration, default) except the default of CPU processes.
-    nf.intra_latency_s = !nf.cuda && intra_latency_default ? kDefaultIntraLatencyUsCpuProcesses * 1e-6
-                                                            : f.latency_s[static_cast<int>(LinkKind::kIntraNode)];
+                    : !nf.cuda                      ? kDefaultIntraGbpsCpuProcesses
+                    : pcie                          ? kDefaultIntraGbpsPcie
+                    : nvlink > 0                    ? nvlink
+                                                    : kDefaultIntraGbpsCuda;
+    // The class's latency (override, calibration, default) except the defaults of CPU processes
+    // and of PCIe.
+    nf.intra_latency_s = !intra_latency_default ? f.latency_s[static_cast<int>(LinkKind::kIntraNode)]
+                         : !nf.cuda             ? kDefaultIntraLatencyUsCpuProcesses * 1e-6
+                         : pcie                 ? kDefaultIntraLatencyUsPcie * 1e-6
+                                                : f.latency_s[static_cast<int>(LinkKind::kIntraNode)];
   }
-  calibrate_compute(spec, topo.calibration.device_tflops, f, topo.calibration.cpu_tflops, topo.calibration.cpu_tensor,
-                    topo.calibration.host_comm_ns(), topo.calibration.host_comm_tp_ns_per_byte,
-                    topo.calibration.host_comm_us_per_message);
+  // Without a job's update figure, the calibrate tables' optimizer (every node's device measured).
+  if (f.update_s_per_param <= 0 && !f.nodes.empty()) {
+    double ns = 0;
+    bool all = true;
+    for (const NodeFacts& n : f.nodes) {
+      all = all && n.table;
+      if (n.table) ns = std::max(ns, n.table->optimizer_ns_per_param);
+    }
+    if (all && ns > 0) f.update_s_per_param = ns * 1e-9, f.update_from_table = true;
+  }
+  // The calibration's kind was checked against the plan's (make_plan, topo::check_device_kind):
+  // CPU-time figures are host emulation's, and only a CPU calibration has them to give.
+  const topo::Calibration& cal = topo.calibration;
+  emulate_nodes(topo, cal.device.kind != "cuda" ? &cal : nullptr, f);
+  // The device rate was measured on the calibration's device models: a node of another model
+  // keeps its declared rate (an H100 job's rate is not an A100's).
+  const std::vector<std::string> names = cal.device.names();
+  std::vector<std::string> other;
+  for (const auto& rep : topo.nodes)
+    if (!names.empty() && !rep.devices.name.empty() &&
+        std::find(names.begin(), names.end(), rep.devices.name) == names.end() &&
+        std::find(other.begin(), other.end(), rep.devices.name) == other.end())
+      other.push_back(rep.devices.name);
+  if (other.empty()) {
+    calibrate_compute(spec, cal.device_tflops, f);
+    for (NodeFacts& n : f.nodes) n.tflops_calibrated = cal.device_tflops > 0 && spec.cluster.device_tflops <= 0;
+  } else if (cal.device_tflops > 0) {
+    f.notes.push_back(fmt::format("the calibration's device rate was measured on {}, and this plan also has '{}' "
+                                  "nodes: it is not applied (every node at its declared rate)",
+                                  cal.device.describe(), fmt::join(other, "', '")));
+  }
   return f;
 }
 
-void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, double calibrated_cpu, int cpu_tensor,
-                       double host_comm_ns_per_byte, double tp_comm_ns_per_byte, double host_comm_us_per_message) {
+void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f) {
   // A calibration measures one rate, the slowest stage's: that of the slowest kind of device
   // (a stage runs at its slowest device). Nodes declared faster keep their declared ratio to
-  // it, so an older island beside a newer one stays slower after calibration. The CPU-time
-  // rate is every CPU node's: a CPU second of a core does the same work on every node, and a
-  // node declared slower because a quota holds it (the lab's speeds) is slower by its share
-  // (cpu_share), not per CPU second; scaling it too would count the quota twice.
+  // it, so an older island beside a newer one stays slower after calibration.
   if (f.nodes.empty()) return;
-  if (calibrated_cpu > 0)
-    for (NodeFacts& n : f.nodes)
-      if (!n.cuda) n.cpu_tflops = calibrated_cpu, n.cpu_tensor = cpu_tensor;
-  for (NodeFacts& n : f.nodes)  // a GPU's groups (NCCL, or staged without a quota) are not priced so
-    if (!n.cuda)
-      n.host_comm_s_per_byte = host_comm_ns_per_byte * 1e-9, n.tp_comm_s_per_byte = tp_comm_ns_per_byte * 1e-9,
-      n.host_comm_s_per_message = host_comm_us_per_message * 1e-6;
   if (calibrated <= 0 || spec.cluster.device_tflops > 0) return;
   double slowest = -1;
   for (const NodeFacts& n : f.nodes)
@@ -229,6 +263,10 @@ LinkCost link_between(const Facts& f, int a, int b, bool over_ethernet, const Ni
     l.crosses_island = na.island != nb.island;
   }
   l.latency_s = a == b ? na.intra_latency_s : f.latency_s[static_cast<int>(l.kind)];
+  if (f.collectives)
+    l.curves = curves_for(*f.collectives, to_string(l.kind), na.intra_class, f.tcp_groups ? "gloo" : "nccl",
+                          na.device_name);
+  l.calibrated = f.link_calibrated[static_cast<int>(l.kind)];
   l.gbps_per_rank *= f.efficiency[static_cast<int>(l.kind)];
   l.efficiency = f.efficiency[static_cast<int>(l.kind)];
   l.size_factor = f.size_factor[static_cast<int>(l.kind)];
@@ -266,15 +304,98 @@ LinkCost ring_bottleneck(const Facts& f, const std::vector<int>& nodes, const Ni
   return worst;
 }
 
+LinkShares ring_shares(const Facts& f, std::vector<int> nodes) {
+  LinkShares shares{};
+  if (nodes.size() < 2) return shares;
+  if (!f.tcp_groups) {  // NCCL's ring: each node's members together
+    std::vector<int> order;
+    for (int n : nodes)
+      if (std::find(order.begin(), order.end(), n) == order.end()) order.push_back(n);
+    std::stable_sort(nodes.begin(), nodes.end(), [&](int a, int b) {
+      return std::find(order.begin(), order.end(), a) < std::find(order.begin(), order.end(), b);
+    });
+  }
+  const bool ethernet = group_on_ethernet(f, nodes, true);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    shares[static_cast<int>(link_between(f, nodes[i], nodes[(i + 1) % nodes.size()], ethernet).kind)] +=
+        1.0 / double(nodes.size());
+  return shares;
+}
+
+namespace {
+
+// The ring's alpha-beta time, (d - 1) steps of a 1/d chunk each (or twice for an all-reduce).
+double ring_steps_s(const LinkCost& l, int d, double bytes) {
+  return (d - 1) * (l.latency_s + bytes / d * 8.0 / (l.gbps_for(bytes / d) * 1e9));
+}
+
+}  // namespace
+
 double ring_all_reduce_s(const LinkCost& l, int d, double bytes) {
-  return 2.0 * ring_reduce_scatter_s(l, d, bytes);
+  if (d < 2 || l.gbps_per_rank <= 0) return 0;
+  if (const auto t = l.curves.seconds("all_reduce", d, bytes)) return *t;
+  return 2.0 * ring_steps_s(l, d, bytes);
 }
 
 double ring_reduce_scatter_s(const LinkCost& l, int d, double bytes) {
   if (d < 2 || l.gbps_per_rank <= 0) return 0;
-  return (d - 1) * (l.latency_s + bytes / d * 8.0 / (l.gbps_for(bytes / d) * 1e9));
+  if (const auto t = l.curves.seconds("reduce_scatter", d, bytes)) return *t;
+  return ring_steps_s(l, d, bytes);
 }
 
-double ring_all_gather_s(const LinkCost& l, int d, double bytes) { return ring_reduce_scatter_s(l, d, bytes); }
+double ring_all_gather_s(const LinkCost& l, int d, double bytes) {
+  if (d < 2 || l.gbps_per_rank <= 0) return 0;
+  if (const auto t = l.curves.seconds("all_gather", d, bytes)) return *t;
+  return ring_steps_s(l, d, bytes);
+}
+
+double group_all_reduce_s(const LinkCost& ring, const GroupSpan& span, int d, double bytes) {
+  const double flat = ring_all_reduce_s(ring, d, bytes);
+  if (!span.hierarchical()) return flat;
+  const double hier = ring_reduce_scatter_s(span.intra, span.per_node, bytes) +
+                      ring_all_reduce_s(span.inter, span.nodes, bytes) +
+                      ring_all_gather_s(span.intra, span.per_node, bytes);
+  return std::min(flat, hier);
+}
+
+double group_reduce_scatter_s(const LinkCost& ring, const GroupSpan& span, int d, double bytes) {
+  const double flat = ring_reduce_scatter_s(ring, d, bytes);
+  if (!span.hierarchical()) return flat;
+  return std::min(flat, ring_reduce_scatter_s(span.intra, span.per_node, bytes) +
+                            ring_reduce_scatter_s(span.inter, span.nodes, bytes));
+}
+
+double group_all_gather_s(const LinkCost& ring, const GroupSpan& span, int d, double bytes) {
+  const double flat = ring_all_gather_s(ring, d, bytes);
+  if (!span.hierarchical()) return flat;
+  return std::min(flat, ring_all_gather_s(span.inter, span.nodes, bytes) +
+                            ring_all_gather_s(span.intra, span.per_node, bytes));
+}
+
+NicUse span_use(const Facts& f, std::vector<std::vector<int>> groups) {
+  for (std::vector<int>& g : groups) std::sort(g.begin(), g.end());
+  return nic_use(f, groups, true);
+}
+
+GroupSpan group_span(const Facts& f, const std::vector<int>& nodes, const NicUse* use) {
+  GroupSpan span;
+  if (f.tcp_groups || nodes.size() < 2) return span;
+  std::vector<int> distinct;
+  std::map<int, int> count;
+  for (int n : nodes)
+    if (count[n]++ == 0) distinct.push_back(n);
+  if (distinct.size() < 2) return span;
+  span.nodes = static_cast<int>(distinct.size());
+  for (const auto& [n, k] : count) span.per_node = std::max(span.per_node, k);
+  if (span.per_node < 2) return span;
+  span.intra = link_between(f, distinct.front(), distinct.front());
+  // A node's port to one group's local rings at a time (each ring carries its share of the
+  // bytes), shared with the other groups of the kind that leave the node.
+  NicUse alone;
+  alone.ethernet.assign(f.nodes.size(), 1);
+  alone.island.assign(f.nodes.size(), 1);
+  span.inter = ring_bottleneck(f, distinct, use ? use : &alone);
+  return span;
+}
 
 }  // namespace holmes::plan

@@ -4,10 +4,13 @@
 // communicators agree on them.
 #pragma once
 
+#include <array>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "engine/plan/host_emulation.hpp"
+#include "engine/plan/measured.hpp"
 #include "engine/spec/job_spec.hpp"
 #include "engine/topo/topology.hpp"
 
@@ -19,12 +22,18 @@ inline constexpr int kLinkKinds = 4;
 const char* to_string(LinkKind kind);  // "intra-node", "ib", "roce", "ethernet"
 
 // Defaults when neither the topology nor the spec gives a figure (docs/cost-model.md).
-inline constexpr double kDefaultIntraGbpsCuda = 2400;  // NVLink-class, per GPU and direction
+// Between the GPUs of a node, by its intra-node class (topo::intra_class_of): NVSwitch and
+// NVLink at the model's NVLink rate (topo::known_nvlink_gbps: H100 and H200 3600, A100 2400),
+// 2400 for a model not in the table; PCIe at a Gen4 x16 slot's usable rate, with a P2P
+// message's longer latency. Per GPU and direction.
+inline constexpr double kDefaultIntraGbpsCuda = 2400;
+inline constexpr double kDefaultIntraGbpsPcie = 200;
+inline constexpr double kDefaultIntraLatencyUsPcie = 8;
 inline constexpr double kDefaultIntraGbpsCpu = 100;    // loopback TCP between GPU processes (staged groups)
 // Between the processes of a CPU job on one node: Gloo over loopback, each sum waiting for the
 // other process to finish its compute and be scheduled again on cores both share. Measured
 // in the steps (cluster.calibrate's tensor-parallel sums, 2 processes, 1 thread each, 2-core
-// VM at load 6-7; docs/cost-model.md "Corrections"): 2.8 ms per all-reduce of 96 KB, 6.5 ms of
+// VM at load 6-7; docs/results/cost-model-history.md): 2.8 ms per all-reduce of 96 KB, 6.5 ms of
 // 256 KB, 6.7 ms of 1 MB, where the idle start-up probe sees 20-40 us and 0.4-3.7 Gb/s. Priced
 // as 2 Gb/s (the loopback's own rate) plus 1.5 ms per ring step (the wait to be scheduled):
 // 2 (1.5 ms + S / 2 / 2 Gb/s) = 3.4, 4.0, 7.1 ms for those sizes (100 Gb/s and 3 us priced
@@ -41,11 +50,6 @@ inline constexpr double kDefaultPeakTflopsCuda = 100;  // per GPU when the topol
 inline constexpr double kFp32PeakFractionCuda = 1.0 / 15;
 inline constexpr double kDefaultPeakTflopsCpuCore = 0.05;
 
-// The kernel's default CFS period (cpu.cfs_period_us, cgroup v2 cpu.max): a cgroup's quota is
-// handed out per period of this length. A topology's cpu_quota_period_ms says another (the lab
-// writes the period its node cgroups use: scripts/lab, netlab.py).
-inline constexpr double kCfsPeriodS = 0.1;
-
 // What the plan needs to know about one node.
 struct NodeFacts {
   int island = 0;
@@ -53,34 +57,18 @@ struct NodeFacts {
   int devices = 1;
   bool cuda = false;
   double tflops = 0;        // sustained per device
-  // Share of the wall time a CPU worker runs while it computes under a quota: quota cores /
-  // the cores it computes on, at most 1 (1 without a quota, and for GPUs).
-  double cpu_share = 1;
-  double cpu_period_s = kCfsPeriodS;  // the quota's CFS period (topology cpu_quota_period_ms)
-  // The machine the node shares with other nodes (topology `machine`: the index of the first
-  // node naming it; -1 for a node that is a machine of its own) and its cores.
-  int machine = -1;
-  double machine_cores = 0;
-  // FLOPs per CPU second of a worker's whole step (calibrated, CPU devices; 0 = unknown): with
-  // cpu_share < 1 its CPU seconds per step bound the step (estimate_step's quota wait).
-  double cpu_tflops = 0;
-  int cpu_tensor = 0;  // the tensor-parallel degree cpu_tflops holds for (0 = any)
-  // CPU seconds the host communication path spends per byte a worker sends over a host group
-  // (calibrated, CPU devices; 0 = unknown): under a quota those threads' CPU counts too.
-  double host_comm_s_per_byte = 0;
-  // CPU seconds a worker's tensor-parallel sums cost per byte it sends in them, every thread
-  // of the process (calibrated at tp > 1, CPU devices; 0 = unknown). Where known, cpu_tflops
-  // excludes the sums (measured apart in the steps) and holds for every tensor degree; the
-  // quota bound adds the sums at this price.
-  double tp_comm_s_per_byte = 0;
-  // CPU seconds of the host communication path per pipeline send or receive beside its bytes
-  // (calibrated, CPU devices; 0 = unknown): the quota bound adds them.
-  double host_comm_s_per_message = 0;
+  NodeEmulation emu;        // host emulation (host_emulation.hpp): CPU nodes that declare it only
   double memory_bytes = 0;  // per device; 0 = unknown (no fit check)
   double rdma_gbps = 0;     // aggregate per node
   double ethernet_gbps = 0;
   double intra_gbps = 0;
   double intra_latency_s = 0;  // between two processes of this node
+  std::string intra_class;     // nvswitch, nvlink, pcie, shm (topo::intra_class_of)
+  std::string device_name;     // the device model (topology devices.name)
+  // The calibration table of this node's device for the job's model and precision (measured.hpp;
+  // nullptr: none, the declared or job-calibrated rate prices it). Points into the topology.
+  const topo::ComputeTable* table = nullptr;
+  bool tflops_calibrated = false;  // `tflops` came from a job's calibration, not the declaration
   std::string ethernet_if;     // interface for TCP traffic that leaves the island
   std::string island_if;       // interface for TCP traffic inside the island
   // island_if is on the island's fabric (IPoIB in an IB island, the RoCE netdev in a RoCE
@@ -99,6 +87,10 @@ struct LinkCost {
   // The calibration's efficiency by message size over the class's one figure (which
   // gbps_per_rank already carries): (message bytes, factor), ascending; empty = 1 at every size.
   std::vector<std::pair<double, double>> size_factor = {};
+  // The calibrate run's curves of this link (measured.hpp): where they hold the op, they price
+  // it instead of alpha + size / gbps_per_rank.
+  LinkCurves curves;
+  bool calibrated = false;  // gbps_per_rank and latency_s carry a job's calibration of the class
   // The class efficiency gbps_per_rank carries (measured over declared; 1 when not measured):
   // beyond the largest measured size a message's further bytes go at the declared rate,
   // gbps_per_rank / efficiency (topo::efficiency_at).
@@ -123,12 +115,17 @@ struct Facts {
   // Host time per step and rank beside the update (topology calibration host_us_per_step; 0
   // when not measured, or in an older calibration where update_s_per_param carries it).
   double host_s_per_step = 0;
-  // One hop of the step's job-wide sum as the steps ran it (topology calibration
-  // job_sum_hop_us; 0 when not measured: each hop is its link's latency).
-  double job_sum_hop_s = 0;
   int islands = 0;
   // Groups are TCP (Gloo, CPU jobs): inside an island they need island_tcp on both ends.
   bool tcp_groups = false;
+  // What collect_facts left out and why (a calibration's figures of another device model), for
+  // the plan's warnings.
+  std::vector<std::string> notes;
+  // The calibration's collective curves (topo::Calibration::collectives; null: none), which each
+  // link picks its own from (link_between). Points into the topology.
+  const std::vector<topo::CollectiveCurve>* collectives = nullptr;
+  bool link_calibrated[kLinkKinds] = {};  // a job's calibration measured the class
+  bool update_from_table = false;  // update_s_per_param is a calibrate table's optimizer figure
   // Every link between two nodes is Ethernet (the megatron baseline: one network, NCCL's
   // socket transport, for every group of a cluster whose islands cannot talk RDMA).
   bool ethernet_only = false;
@@ -143,13 +140,7 @@ Facts collect_facts(const spec::JobSpec& spec, const topo::ClusterTopology& topo
 // With a calibrated device rate (the slowest stage's, TFLOP/s; 0 = none) and no explicit
 // cluster.device_tflops: the slowest declared node gets the calibrated rate and every other node
 // its declared multiple of it (collect_facts calls this last).
-// calibrated_cpu (topo::Calibration::cpu_tflops, 0 = none) is every CPU node's NodeFacts::cpu_tflops,
-// host_comm_ns_per_byte (topo::Calibration::host_comm_ns(), 0 = none) its NodeFacts::host_comm_s_per_byte,
-// tp_comm_ns_per_byte (topo::Calibration::host_comm_tp_ns_per_byte) its NodeFacts::tp_comm_s_per_byte,
-// host_comm_us_per_message (topo::Calibration) its NodeFacts::host_comm_s_per_message.
-void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f, double calibrated_cpu = 0,
-                       int cpu_tensor = 0, double host_comm_ns_per_byte = 0, double tp_comm_ns_per_byte = 0,
-                       double host_comm_us_per_message = 0);
+void calibrate_compute(const spec::JobSpec& spec, double calibrated, Facts& f);
 
 // How many of each node's ranks send off the node over its Ethernet port and over its
 // island's RDMA port in one kind of group (by node; nic_use). The groups of a kind talk in the
@@ -196,6 +187,16 @@ LinkCost link_in_group(const Facts& f, const std::vector<int>& nodes, bool ring,
 // The slowest link a ring over `nodes` (in ring order) uses (link_in_group, ports shared as
 // `use` says); a single member is intra-node with zero cost.
 LinkCost ring_bottleneck(const Facts& f, const std::vector<int>& nodes, const NicUse* use = nullptr);
+// The bytes a group's members send, split by the class of link each send takes (LinkKind
+// index; the shares sum to 1 for a group that sends, 0 for one that does not).
+using LinkShares = std::array<double, kLinkKinds>;
+// A ring over `nodes` (group-rank order): every member sends the same bytes to the next one,
+// so each hop carries 1/d of the ring's bytes over its own link (link_in_group's class).
+// Members on one node pass theirs inside it: a ring over nodes A A B puts 1/3 of its bytes
+// inside A and 2/3 on the links between A and B. Gloo's rings (TCP plans) go in group-rank
+// order; NCCL's visit a node's ranks together (nodes in the order they first appear), so a
+// ring over A B A B leaves each node once. Empty for one member.
+LinkShares ring_shares(const Facts& f, std::vector<int> nodes);
 
 // Ring collectives over d ranks of `bytes` each (the full buffer size per rank):
 // all-reduce 2(d-1)(alpha + bytes/(d beta)), reduce-scatter and all-gather half of that; beta
@@ -203,5 +204,32 @@ LinkCost ring_bottleneck(const Facts& f, const std::vector<int>& nodes, const Ni
 double ring_all_reduce_s(const LinkCost& l, int d, double bytes);
 double ring_reduce_scatter_s(const LinkCost& l, int d, double bytes);
 double ring_all_gather_s(const LinkCost& l, int d, double bytes);
+
+// A group over several nodes with several of its ranks on each (`per_node` on each of `nodes`):
+// NCCL reduces inside each node first, then across the nodes (each local rank a ring of its own
+// carrying 1/per_node of the buffer over the node's port), then gathers inside the node. The
+// inter-node part over `inter` (the nodes' ring bottleneck with the port whole: the local rings
+// share it, each with its share of the bytes), the others over `intra` (the node's intra-node
+// link). Gloo's rings do not: TCP plans leave it empty.
+struct GroupSpan {
+  int nodes = 1, per_node = 1;
+  LinkCost intra, inter;
+  bool hierarchical() const { return nodes > 1 && per_node > 1; }
+};
+// The group's collective: the flat ring over `ring` (its bottleneck), or with a hierarchical
+// span the faster of that and the hierarchical form (NCCL picks its algorithm by size).
+double group_all_reduce_s(const LinkCost& ring, const GroupSpan& span, int d, double bytes);
+double group_reduce_scatter_s(const LinkCost& ring, const GroupSpan& span, int d, double bytes);
+double group_all_gather_s(const LinkCost& ring, const GroupSpan& span, int d, double bytes);
+// The span of a group whose members sit on `nodes` (one entry per member): empty (flat) for
+// TCP plans, for a group inside one node, and with one member per node. `use`: the ports of
+// every group of its kind, which talk in the same phase of the step (span_use): a node's port
+// is shared by those that leave it, each group's local rings taking it in turn; without it the
+// group has the port to itself.
+GroupSpan group_span(const Facts& f, const std::vector<int>& nodes, const NicUse* use = nullptr);
+// The ports the hierarchical forms of `groups` use: NCCL's rings visit a node's ranks together,
+// so each group that spans nodes leaves each of its nodes once (nic_use over each group's nodes
+// in node order).
+NicUse span_use(const Facts& f, std::vector<std::vector<int>> groups);
 
 }  // namespace holmes::plan

@@ -247,6 +247,8 @@ LinkCost rank_link(const spec::JobSpec& spec, const topo::ClusterTopology& topol
 Plan make_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology) {
   if (spec.parallel.replicas <= 1) return plan_one_replica(spec, topology);
   check_spec(spec);
+  // Figures measured on one kind of device are never applied to another (exit 2).
+  topo::check_device_kind(topology.calibration, cuda_devices(spec, topology) ? "cuda" : "cpu");
   return make_replica_plan(spec, topology);
 }
 
@@ -255,6 +257,7 @@ Plan plan_one_replica(const spec::JobSpec& spec, const topo::ClusterTopology& to
   if (spec.parallel.replicas > 1)
     throw std::invalid_argument(fmt::format("plan_one_replica: a spec of {} replicas (make_plan plans those)",
                                             spec.parallel.replicas));
+  topo::check_device_kind(topology.calibration, cuda_devices(spec, topology) ? "cuda" : "cpu");
   SearchInput in;
   in.spec = &spec;
   in.cuda = cuda_devices(spec, topology);
@@ -318,6 +321,7 @@ Plan plan_one_replica(const spec::JobSpec& spec, const topo::ClusterTopology& to
                                                !best.work.pipe_fp8).estimate.step_time_s;
   plan.calibration = topology.calibration;
   plan.warnings = topology.warnings;
+  plan.warnings.insert(plan.warnings.end(), in.facts.notes.begin(), in.facts.notes.end());
   warn_island_tcp(in, topology, plan.warnings);
   for (int n = 0; n < static_cast<int>(in.facts.nodes.size()) && in.facts.nodes.size() > 1; ++n)
     if (in.facts.nodes[n].ethernet_if == "lo")

@@ -126,6 +126,10 @@ struct Estimate {
   double naive_step_time_s = 0;   // same degrees, naive placement, uniform partition
   std::vector<Baseline> baselines;  // megatron, naive
   double bytes_per_step[kLinkKinds] = {};  // by LinkKind, summed over all ranks (bytes sent)
+  // Per term of the step (compute, tensor comm, pipeline comm, data-parallel sync, update): where
+  // its figures came from on the bottleneck stage ("declared", "measured in a job", "measured
+  // (calibrate table)", ...): --plan-only says which terms were measured.
+  std::vector<std::pair<std::string, std::string>> sources;
 };
 
 struct RankMemory {

@@ -38,7 +38,7 @@ Plan make_replica_plan(const spec::JobSpec& spec, const topo::ClusterTopology& t
 // buffer in three operations, each a 48-byte preamble (six size_t) in its own TCP segment with
 // 66 bytes of Ethernet, IPv4 and TCP (with timestamps) headers: the sender's send-ready notice,
 // the receiver's recv-ready notice and the data; plus one 66-byte ACK frame (the others ride
-// the notices). 408 bytes a message; the lab measured 403 to 417 (docs/cost-model.md).
+// the notices). 408 bytes a message (measured 403 to 417: docs/results/cost-model-history.md).
 inline constexpr double kSmallMessageOverhead = 3 * (48 + 66) + 66;
 // Bytes all `members` send together in one Gloo ring all-reduce of a few `floats` (Gloo's
 // ring cuts the buffer into 2 x members segments of ceil(floats / (2 members)) floats and

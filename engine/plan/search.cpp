@@ -136,19 +136,13 @@ Evaluated score_with(const SearchInput& in, const Facts& facts, const Degrees& d
                                     mode.chunks);
     ev.estimate = estimate_step(ev.work, ev.stages, ev.layers, in.world);
   };
-  // Under CPU quotas the pipeline sends move at the part of the wall time their ends' cgroups
-  // run, which follows the step's load (share_sends_at_load): the step and the shares are
-  // found together, from free sends, then twice with the shares of the step before.
-  const bool held = p > 1 && std::any_of(ev.stages.begin(), ev.stages.end(), [](const StageCost& c) {
-    return c.cpu_share < 1;
-  });
-  if (held)
-    for (StageCost& c : ev.stages) c.next_share = c.prev_share = 1;
-  place();
-  for (int pass = 0; held && pass < 2; ++pass) {
-    share_sends_at_load(ev.stages, ev.estimate);
+  // Host emulation: under CPU quotas the pipeline sends move at the part of the wall time their
+  // ends' cgroups run, which follows the step's load: the step and the shares are found
+  // together (place_at_load; one pricing without quotas).
+  place_at_load(ev.stages, [&]() -> const Estimate& {
     place();
-  }
+    return ev.estimate;
+  });
   double worst_ratio = -1;
   for (int st = 0; st < p; ++st) {
     RankMemory mem = ev.stages[st].memory(ev.work, p, ev.layers[st]);

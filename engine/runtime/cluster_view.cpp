@@ -80,6 +80,7 @@ topo::Devices local_devices(std::string* note) {
   d.name = gpus.name;
   d.nccl = backends::nccl_usable();
   d.memory_gb = gpus.memory_gb;
+  d.nvlinks = gpus.nvlinks;  // discovery's intra-node class (engine/topo/discover.hpp)
   return d;
 }
 

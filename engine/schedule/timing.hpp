@@ -1,5 +1,5 @@
 // The runner's timing of one step's pipeline tables (schedule.hpp), as engine/parallel/pipeline_stage.cpp
-// walks them: the planner prices the pipeline's per-message waits with it (docs/cost-model.md,
+// walks them: the planner prices the pipeline's per-message waits with it (docs/results/cost-model-history.md,
 // "Seventeenth round": the pipeline's loop).
 //
 // Each stage runs its list in order. A compute step starts when the stage is free and, for a
@@ -46,7 +46,7 @@ double pipeline_makespan(PipeSchedule kind, int stages, int micro_batches, int c
 // `seed`: the same arguments give the same figure). A step's messages meet delays of their
 // own, and the step waits for the latest of the paths they lie on: the mean of the makespan
 // exceeds the makespan at the mean delay wherever messages lie on the pipeline's critical
-// path (docs/cost-model.md, "Twentieth round"). Without a positive delay: pipeline_makespan.
+// path (docs/results/cost-model-history.md, "Twentieth round"). Without a positive delay: pipeline_makespan.
 double expected_pipeline_makespan(PipeSchedule kind, int stages, int micro_batches, int chunks,
                                   std::span<const PassTimes> passes, std::span<const HopTimes> hops,
                                   std::span<const double> delay_s, int samples, unsigned seed);

@@ -3,7 +3,7 @@
 // "Calibration", has the format:
 //
 //   format: holmes-calibration/1
-//   source: "job 'lab-holmes', 4 ranks, plan 9cdb1db7c7f65831"
+//   source: "job 'holmes', 4 ranks, plan 9cdb1db7c7f65831"
 //   compute: {device_tflops: 0.0187, declared_tflops: 0.025, update_ns_per_param: 12.5,
 //             cpu_tflops: 0.06, cpu_tensor: 1, host_comm_ns_per_byte: 3.1, host_comm_us_per_message: 120,
 //             stages: [{stage: 0, layers: 4, tflops: 0.019}, ...]}
@@ -32,6 +32,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine/topo/calibration_tables.hpp"
+
 namespace holmes::topo {
 
 struct LinkCalibration {
@@ -52,8 +54,8 @@ struct LinkCalibration {
 // (the parts to their owners, the owners' averages all-gathered) moved 2 (N - 1) part payloads
 // per member at `efficiency` x the declared rate of the outer groups' link class (`link`),
 // waits for the other replicas included; the planner prices the exchange with it instead of
-// the link's probed efficiency. The lab measured the exchange at about 0.7 of the rate an idle
-// probe of the same link sees (docs/diloco.md). 0 = not measured.
+// the link's probed efficiency: in the steps the exchange moves slower than an idle probe of the
+// same link sees (docs/diloco.md). 0 = not measured.
 struct OuterCalibration {
   std::string link;        // a kCalibratedLinks name
   double efficiency = 0;   // measured per-member rate of the exchange / declared rate of the link
@@ -69,6 +71,22 @@ struct OuterCalibration {
   double drift_ms = 0;
 };
 
+// The devices a calibration was measured on: figures measured on one kind are never applied to
+// another (check_device_kind). `kind` is cpu or cuda; `name` the device model as the topology
+// names it (several, joined by ", ", when a job ran on more than one); for GPUs the library
+// versions the measurement ran with; `date` when (UTC, ISO 8601). Files of format 1 carry none:
+// every one of them came from a CPU job (no GPU job wrote one), so they read as kind cpu.
+struct DeviceRecord {
+  std::string kind;   // "cpu" | "cuda"
+  std::string name;   // "" = not said
+  std::string driver, cuda, cublaslt, cudnn, nccl;  // "" = not known (CPU devices: none)
+  std::string date;
+  // "cuda devices ('NVIDIA H200')", "cpu devices"
+  std::string describe() const;
+  // The names as a list ("" gives none).
+  std::vector<std::string> names() const;
+};
+
 struct StageCalibration {
   int stage = 0;
   int layers = 0;
@@ -76,7 +94,9 @@ struct StageCalibration {
 };
 
 struct Calibration {
+  std::string file;            // the file it was read from ("" when made in memory), for messages
   std::string source;          // where it was measured (free text)
+  DeviceRecord device;         // what it was measured on
   double device_tflops = 0;    // sustained per device over the whole job; 0 = not measured
   double declared_tflops = 0;  // what the plan assumed when it was measured
   // The optimizer's update per step and held parameter; without host_us_per_step (older
@@ -89,7 +109,7 @@ struct Calibration {
   // all-reduce over the data-, tensor- and pipeline-parallel groups in turn) as it ran in the
   // steps, microseconds: the least a rank waited there per step over the ring's hops. The
   // probe's latency_us is one idle message; in the steps a hop also pays the ranks' wake-ups
-  // on busy hosts (the lab: 0.7-1.1 ms a hop against a probe's 0.09-0.13). 0 = not measured.
+  // on busy hosts (host emulation prices it: plan/host_emulation.hpp). 0 = not measured.
   double job_sum_hop_us = 0;
   // CPU devices: the passes' FLOPs per CPU second the worker's training thread spent in the
   // step (its compute, host work, and its tensor-parallel sums unless host_comm_tp_ns_per_byte
@@ -110,9 +130,8 @@ struct Calibration {
   // step times this to its CPU seconds. 0 = not measured (files of older binaries): the bound
   // then counts the training thread's CPU alone, as before.
   double host_comm_ns_per_byte = 0;
-  // The same, as the steps spent it (train::host_comm_steps_ns_per_byte; the lab's pods:
-  // 1.8-3.1 in the steps where the idle probe read 1.3-1.6: a worker held by its quota pays
-  // more wake-ups per byte than an idle one). 0 = not measured (older files, or ranks that moved
+  // The same, as the steps spent it (train::host_comm_steps_ns_per_byte: a worker held by its
+  // quota pays more wake-ups per byte than an idle one). 0 = not measured (older files, or ranks that moved
   // too few bytes a step for the figure to mean anything).
   double host_comm_steps_ns_per_byte = 0;
   // CPU devices, tp > 1: the tensor-parallel sums' CPU in the steps (every thread of the
@@ -126,8 +145,7 @@ struct Calibration {
   // bytes, microseconds (the probe's one-float exchanges, train::host_comm_us_per_message):
   // each op wakes the communication and I/O threads of both ends, which costs the same for a
   // small message as for a large one. A pipeline of many small messages spends more CPU on
-  // them than on its bytes (the lab's four-stage pipeline of 64 kB messages: 8-15 ms a step
-  // per worker beside the training thread, where its bytes priced 2); the quota bound adds a
+  // them than on its bytes; the quota bound adds a
   // worker's sends and receives per step times this, and the steps' figure per byte is what is
   // left of their CPU beyond it. 0 = not measured (files of older binaries).
   double host_comm_us_per_message = 0;
@@ -140,8 +158,15 @@ struct Calibration {
   std::vector<StageCalibration> stages;
   std::map<std::string, LinkCalibration> links;  // by link class: intra-node, ib, roce, ethernet
   OuterCalibration outer;
+  // What `holmes-train calibrate` measured (calibration_tables.hpp): compute by shape per kind of
+  // device, collectives by link class, op and group size.
+  std::vector<ComputeTable> tables;
+  std::vector<CollectiveCurve> collectives;
 
-  bool empty() const { return device_tflops <= 0 && update_ns_per_param <= 0 && links.empty() && outer.efficiency <= 0; }
+  bool empty() const {
+    return device_tflops <= 0 && update_ns_per_param <= 0 && links.empty() && outer.efficiency <= 0 && tables.empty() &&
+           collectives.empty();
+  }
 };
 
 // A class's efficiency for messages of `bytes`: its size curve interpolated linearly in
@@ -149,6 +174,12 @@ struct Calibration {
 // S1's time and its further bytes go at the declared rate, bytes / (S1 / E1 + bytes - S1),
 // which tends to 1; its one efficiency without a curve.
 double efficiency_at(const LinkCalibration& l, double bytes);
+
+// The device-kind rule: a calibration measured on `cal.device.kind` devices may price a plan of
+// `plan_kind` devices ("cpu" or "cuda") only when the two are the same; else a UserError (exit 2)
+// naming the file, both kinds and what to do. (Within one kind, figures of one device model are
+// applied only to nodes of that model: engine/plan, collect_facts.)
+void check_device_kind(const Calibration& cal, const std::string& plan_kind);
 
 // The link classes a calibration may name (the cost model's, plan::LinkKind).
 inline const char* const kCalibratedLinks[] = {"intra-node", "ib", "roce", "ethernet"};

@@ -56,6 +56,41 @@ std::string hostname_of(const fs::path& root, bool real) {
 
 }  // namespace
 
+namespace {
+
+// A sysfs hex figure ("0x10de", "0x068000"); UserError naming the file otherwise.
+long read_hex(const std::string& text, const fs::path& file, const char* expected) {
+  size_t used = 0;
+  long v = -1;
+  try {
+    v = std::stol(text, &used, 16);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || v < 0)
+    throw UserError(fmt::format("{}: expected {}, found '{}'", file.string(), expected, text));
+  return v;
+}
+
+}  // namespace
+
+std::string discover_intra_class(const std::string& sysfs_root, const Devices& devices) {
+  if (devices.kind != "cuda") return "";  // CPU processes: shm, the default
+  const fs::path bus = (sysfs_root.empty() ? fs::path("/") : fs::path(sysfs_root)) / "sys" / "bus" / "pci" / "devices";
+  for (const std::string& dev : sysfs::list_dir(bus)) {
+    const auto vendor = sysfs::read_line(bus / dev / "vendor");
+    const auto cls = sysfs::read_line(bus / dev / "class");
+    if (!vendor || !cls) continue;
+    const long v = read_hex(*vendor, bus / dev / "vendor", "a PCI vendor id such as 0x10de");
+    const long c = read_hex(*cls, bus / dev / "class", "a PCI class code such as 0x068000");
+    // Every NVSwitch enumerates as an NVIDIA bridge of the "other" kind (class 0x0680).
+    if (v == 0x10de && (c >> 8) == 0x0680) return "nvswitch";
+  }
+  if (devices.nvlinks > 0) return "nvlink";
+  if (devices.nvlinks == 0) return "pcie";
+  return "";  // the bus shows no switch and the driver was not asked: not said
+}
+
 Devices detect_cpu_devices() {
   Devices d;
   d.kind = "cpu";
@@ -134,6 +169,7 @@ NodeReport discover_node(const std::string& sysfs_root, const Devices& devices) 
   report.hostname = hostname_of(root, real);
   report.devices = devices;
   if (devices.kind == "cuda" && devices.peak_tflops <= 0) report.devices.peak_tflops = known_peak_tflops(devices.name);
+  if (report.devices.intra_node.empty()) report.devices.intra_node = discover_intra_class(sysfs_root, devices);
   std::set<std::string> roce_netdevs;
   report.nics = detail::discover_rdma_ports(root, addresses, roce_netdevs);
   for (auto& nic : detail::discover_interfaces(root, addresses, roce_netdevs)) report.nics.push_back(std::move(nic));

@@ -25,6 +25,13 @@ Devices detect_cpu_devices();
 // one of its model from known_peak_tflops (gpu_peaks.hpp) when the model is known.
 NodeReport discover_node(const std::string& sysfs_root, const Devices& devices);
 
+// The intra-node class of a node's GPUs as the node can tell (Devices::intra_node): nvswitch
+// when <root>/sys/bus/pci/devices lists an NVSwitch (vendor 0x10de, class 0x0680xx); else
+// nvlink or pcie by the driver's count of GPU 0's active NVLinks (devices.nvlinks, when known);
+// "" when it cannot tell, and for CPU devices (shm). A vendor or class file with garbage in it
+// throws UserError naming the file.
+std::string discover_intra_class(const std::string& sysfs_root, const Devices& devices);
+
 // Interface name -> IPv4 addresses "a.b.c.d/len", in the order the source lists them.
 using AddressMap = std::map<std::string, std::vector<std::string>>;
 AddressMap read_os_addresses();                         // getifaddrs()

@@ -34,9 +34,9 @@ std::string report_json(const NodeReport& r) {
   const Devices& d = r.devices;
   std::string out = fmt::format(
       "{{\n  \"hostname\": {},\n  \"devices\": {{\"kind\": {}, \"count\": {}, \"name\": {}, \"memory_gb\": {}, "
-      "\"peak_tflops\": {}, \"cores\": {}}},\n  \"nics\": [",
+      "\"peak_tflops\": {}, \"cores\": {}, \"intra_node\": {}}},\n  \"nics\": [",
       json_quote(r.hostname), json_quote(d.kind), d.count, json_quote(d.name), json_number(d.memory_gb),
-      json_number(d.peak_tflops), d.cores);
+      json_number(d.peak_tflops), d.cores, json_quote(intra_class_of(d)));
   for (size_t i = 0; i < r.nics.size(); ++i) out += (i ? ",\n    " : "\n    ") + json_nic(r.nics[i]);
   out += r.nics.empty() ? "]\n}\n" : "\n  ]\n}\n";
   return out;
@@ -48,6 +48,7 @@ std::string report_text(const NodeReport& r) {
   out += fmt::format("devices  {} x {} '{}', {:.1f} GB each", d.count, d.kind, d.name, d.memory_gb);
   if (d.cores > 0) out += fmt::format(", {} cores", d.cores);
   if (d.peak_tflops > 0) out += fmt::format(", {} TFLOP/s peak", d.peak_tflops);
+  out += fmt::format(", intra-node {}{}", intra_class_of(d), d.intra_node.empty() ? " (the model's usual)" : "");
   out += fmt::format("\nnics     {}\n", r.nics.size());
   if (r.nics.empty()) return out;
   out += fmt::format("  {:<14} {:<9} {:<6} {:>9} {:<12} {:<20} {:>4} {:<13} {}\n", "NAME", "KIND", "STATE", "GBIT/S",

@@ -54,6 +54,15 @@ struct Devices {
   // (a stage waiting for the bottleneck runs at a whole core only where the others leave one).
   std::string machine;
   double machine_cores = 0;
+  // (The four keys above are host emulation's, kHostEmulationKeys: refused on a cuda node.)
+  // How the node's devices reach each other (docs/topology.md, "Intra-node class"): nvswitch,
+  // nvlink or pcie between GPUs, shm between the processes of a CPU node; "" = not said (the
+  // planner then takes the device model's usual class, intra_class_of). Discovery reads it from
+  // the PCI bus and the driver; a topology file may set it.
+  std::string intra_node;
+  // Discovery's count of GPU 0's active NVLinks as the driver reports them (-1: unknown); what
+  // decides nvlink where no NVSwitch is on the bus.
+  int nvlinks = -1;
   // cuda kind only: libnccl can be loaded on the node (assumed unless discovery or the
   // topology file's `nccl: false` says not), and how many worker processes share one GPU
   // (HOLMES_WORKERS_PER_GPU). The plan reads both to decide whether device buffers go over
@@ -61,6 +70,19 @@ struct Devices {
   bool nccl = true;
   int per_gpu = 1;
 };
+
+// The intra-node classes (Devices::intra_node): those of GPUs, and of CPU processes.
+inline constexpr const char* kGpuIntraClasses[] = {"nvswitch", "nvlink", "pcie"};
+inline constexpr const char* kCpuIntraClass = "shm";
+// The class of a node's devices: its own when said, else the model's usual one (an SXM or HGX
+// board has NVSwitch; L40S, L4, A10, RTX and other PCIe cards talk over PCIe; an unknown GPU
+// is taken as NVSwitch-class, the common datacenter case), shm for CPU devices.
+std::string intra_class_of(const Devices& d);
+
+// The topology keys of `devices` that only an emulated CPU node may declare (the planner's host
+// emulation, engine/plan/host_emulation.hpp): a cuda node that names one is refused.
+inline constexpr const char* kHostEmulationKeys[] = {"cpu_quota_cores", "cpu_quota_period_ms", "machine",
+                                                     "machine_cores"};
 
 struct NodeReport {
   std::string hostname;

@@ -48,6 +48,7 @@ std::string dump_topology_yaml(const std::vector<NodeReport>& reports) {
     out << YAML::Key << "peak_tflops" << YAML::Value << d.peak_tflops << YAML::Key << "cores" << YAML::Value << d.cores;
     if (d.kind == "cuda") out << YAML::Key << "nccl" << YAML::Value << d.nccl;
     if (d.per_gpu > 1) out << YAML::Key << "per_gpu" << YAML::Value << d.per_gpu;
+    if (!d.intra_node.empty()) out << YAML::Key << "intra_node" << YAML::Value << d.intra_node;
     out << YAML::EndMap;
     out << YAML::Key << "nics" << YAML::Value << YAML::BeginSeq;
     for (const auto& n : r.nics) emit_nic(out, n);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -120,7 +121,7 @@ T number(const YAML::Node& map, const char* key, const Ctx& ctx, T fallback, con
 
 Devices parse_devices(const YAML::Node& n, const Ctx& ctx) {
   Devices d;
-  if (!check_keys(n, ctx, {"kind", "count", "name", "memory_gb", "peak_tflops", "cores", "cpu_quota_cores", "cpu_quota_period_ms", "machine", "machine_cores", "nccl", "per_gpu"})) return d;
+  if (!check_keys(n, ctx, {"kind", "count", "name", "memory_gb", "peak_tflops", "cores", "cpu_quota_cores", "cpu_quota_period_ms", "machine", "machine_cores", "nccl", "per_gpu", "intra_node"})) return d;
   d.kind = get<std::string>(n, "kind", ctx, "cpu", "'cuda' or 'cpu'");
   if (d.kind != "cuda" && d.kind != "cpu") {
     ctx.at("kind").fail(n["kind"], fmt::format("expected 'cuda' or 'cpu', found '{}'", d.kind));
@@ -141,6 +142,25 @@ Devices parse_devices(const YAML::Node& n, const Ctx& ctx) {
                                                      d.machine));
   if (d.machine.empty() && n["machine_cores"].IsDefined())
     ctx.at("machine_cores").fail(n["machine_cores"], "machine_cores needs machine (the machine's name) beside it");
+  // Host emulation keys describe CPU workers standing in for devices (plan/host_emulation.hpp):
+  // a GPU node has none of them, and pricing one as if it had would be wrong without a word.
+  if (d.kind == "cuda")
+    for (const char* key : kHostEmulationKeys)
+      if (given(n, key))
+        ctx.at(key).fail(n[key], fmt::format("{} describes an emulated CPU node (a CPU quota or a machine shared by "
+                                             "emulated nodes); a cuda node cannot declare it; accepted on kind cpu only",
+                                             key));
+  d.intra_node = get<std::string>(n, "intra_node", ctx, "", "an intra-node class");
+  if (given(n, "intra_node")) {
+    const bool gpu_class = std::find(std::begin(kGpuIntraClasses), std::end(kGpuIntraClasses), d.intra_node) !=
+                           std::end(kGpuIntraClasses);
+    if (d.kind == "cuda" && !gpu_class)
+      ctx.at("intra_node").fail(n["intra_node"], fmt::format("expected nvswitch, nvlink or pcie for a cuda node, found "
+                                                             "'{}'", d.intra_node));
+    if (d.kind == "cpu" && d.intra_node != kCpuIntraClass)
+      ctx.at("intra_node").fail(n["intra_node"], fmt::format("expected shm for a cpu node (its processes share "
+                                                             "memory), found '{}'", d.intra_node));
+  }
   // GPU nodes of a cluster are assumed to have NCCL unless the file says not.
   d.nccl = get<bool>(n, "nccl", ctx, true, "true or false");
   d.per_gpu = number<int>(n, "per_gpu", ctx, 1, "a whole number of workers per GPU", {1, 64});

@@ -1,15 +1,18 @@
 #include "engine/train/calibration.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <stdexcept>
 
+#include "backends/backends.hpp"
 #include "common/format.hpp"
 #include "engine/plan/model_size.hpp"
 #include "engine/plan/replicas.hpp"
@@ -69,19 +72,46 @@ double gbps_of(double seconds, double steps, double latency_s, double wire) {
   return wire * 8 / t / 1e9;
 }
 
-// tp (all-reduce) and dp (reduce-scatter) groups: ring formulas of docs/cost-model.md.
+// A probe buffer in the memory the steps use (device memory on a GPU), filled with `value`.
+device::DeviceArray<float> probe_buffer(device::DeviceMemory& mem, size_t floats, float value) {
+  device::DeviceArray<float> a(mem, floats);
+  const std::vector<float> host(floats, value);
+  a.upload(host);
+  return a;
+}
+
+// One operation of a probe, ended: its result landed and, on a device group, the device idle
+// (a device group queues work; the time is the device's).
+template <class Op>
+void ended(device::DeviceMemory& mem, Op&& op) {
+  op();
+  mem.synchronize();
+}
+
+// tp (all-reduce) and dp (reduce-scatter) groups: ring formulas of docs/cost-model.md, through
+// the group the steps use (parallel::Group: NCCL on device buffers where the plan gives one).
 // `host`: the process's CPU over the big operations and the bytes this rank sent in them.
-LinkSample sample_collective(comm::ProcessGroup& g, const plan::Group& pg, bool all_reduce, size_t floats,
-                             HostComm* host = nullptr) {
+LinkSample sample_collective(parallel::Group& g, device::DeviceMemory& mem, const plan::Group& pg, bool all_reduce,
+                             size_t floats, HostComm* host = nullptr) {
   const int d = g.size();
   floats = std::max<size_t>(d, std::min(floats, kMaxProbeFloats) / d * d);
-  std::vector<float> one(1, 1.0f), in(floats, 1e-3f), out(floats / d);
-  const double tiny = sorted_seconds(kTinyReps, [&] { g.all_reduce(one, comm::ReduceOp::kSum); }).front();
+  device::DeviceArray<float> one = probe_buffer(mem, 1, 1.0f), in = probe_buffer(mem, floats, 1e-3f),
+                             out = probe_buffer(mem, floats / d, 0.0f);
+  const double tiny = sorted_seconds(kTinyReps, [&] {
+    ended(mem, [&] { g.all_reduce(parallel::Buf::f32(one.data(), 1), comm::ReduceOp::kSum); });
+  }).front();
   const double latency = tiny / (2.0 * (d - 1));
   const double cpu0 = parallel::process_cpu_ms();
   const double big = sorted_seconds(kBigReps, [&] {
-    if (all_reduce) g.all_reduce(in, comm::ReduceOp::kSum);
-    else g.reduce_scatter(out, in, comm::ReduceOp::kSum);
+    ended(mem, [&] {
+      if (all_reduce) g.all_reduce(parallel::Buf::f32(in.data(), floats), comm::ReduceOp::kSum);
+      else {
+        parallel::Work work = g.reduce_scatter(parallel::Buf::f32(out.data(), floats / d),
+                                               parallel::Buf::f32(in.data(), floats), comm::ReduceOp::kSum);
+        work.land();
+        if (const std::shared_future<void> read = work.inputs_free(); read.valid()) read.wait();
+      }
+    });
   })[kBigReps / 2];
   const double steps = all_reduce ? 2.0 * (d - 1) : d - 1.0;
   const double wire = steps * floats * sizeof(float) / d;
@@ -90,14 +120,22 @@ LinkSample sample_collective(comm::ProcessGroup& g, const plan::Group& pg, bool 
           double(floats * sizeof(float) / d)};
 }
 
-// One pipeline hop, both directions at once as in the steady 1F1B phase.
-LinkSample sample_hop(comm::ProcessGroup& pp, int peer, size_t floats, const plan::LinkCost& declared, HostComm* host) {
+// One pipeline hop, both directions at once as in the steady 1F1B phase, over the group the
+// steps send it on (pp, or the plan's pp-hop group).
+LinkSample sample_hop(parallel::ParallelGroups& groups, device::DeviceMemory& mem, int peer_stage, size_t floats,
+                      const plan::LinkCost& declared, HostComm* host) {
   floats = std::max<size_t>(1, std::min(floats, kMaxProbeFloats));
-  std::vector<float> send(floats, 1.0f), recv(floats);
+  const auto [group, peer] = groups.pp_route(peer_stage);
+  device::DeviceArray<float> send = probe_buffer(mem, floats, 1.0f), recv = probe_buffer(mem, floats, 0.0f);
   auto exchange = [&](size_t n) {
-    const comm::P2POp ops[] = {{comm::P2POp::kSend, {send.data(), n}, peer, kProbeTag},
-                               {comm::P2POp::kRecv, {recv.data(), n}, peer, kProbeTag}};
-    pp.send_recv(ops);
+    ended(mem, [&] {
+      const parallel::Transfer ops[] = {{parallel::Transfer::kSend, parallel::Buf::f32(send.data(), n), peer, kProbeTag},
+                                        {parallel::Transfer::kRecv, parallel::Buf::f32(recv.data(), n), peer, kProbeTag}};
+      // Ended: the receive landed and the send no longer reads its buffer (it goes out of scope).
+      parallel::Work work = group->send_recv(ops);
+      work.land();
+      if (const std::shared_future<void> sent = work.inputs_free(); sent.valid()) sent.wait();
+    });
   };
   const double tiny0 = parallel::process_cpu_ms();
   const double latency = sorted_seconds(kTinyReps, [&] { exchange(1); }).front();
@@ -124,38 +162,41 @@ std::vector<float> pack(const std::vector<LinkSample>& samples, const float comp
 
 }  // namespace
 
-std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& spec, HostComm* host) {
+std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& spec, parallel::ParallelGroups& groups,
+                                    device::DeviceMemory& mem, HostComm* host) {
   const plan::Plan& p = rt.plan;
   const plan::RankInfo& me = p.ranks.at(rt.rank);
   const size_t act = size_t(spec.train.micro_batch) * spec.train.seq_len * spec.model.hidden;
+  // The steps' messages in bytes, as floats: the tensor sums in the activation precision where
+  // NCCL sums them (fp32 through Gloo), the pipeline's boundary tensor (bf16 two values a
+  // float) in each tensor-parallel rank's slice.
+  const bool bf16 = spec.trains_bf16(p.device_kind == "cuda");
+  const size_t tp_floats = bf16 && groups.group(schedule::Axis::kTp).mode() == parallel::Group::Mode::kDevice ? (act + 1) / 2 : act;
+  const size_t boundary = bf16 ? (act + 1) / 2 : act;
+  const size_t slice = (boundary + p.tp - 1) / p.tp;
   std::vector<LinkSample> out;
   comm::ProcessGroup& world = rt.world_group();
   world.barrier();
-  const int stage = me.at[schedule::Axis::kPp];
-  if (comm::ProcessGroup* tp = rt.group(plan::kTpGroup)) {  // every member takes part, the first one records
-    LinkSample s = sample_collective(*tp, group_of(p, plan::kTpGroup, rt.rank), true, act);
+  if (groups.group(schedule::Axis::kTp).size() > 1) {  // every member takes part, the first one records
+    LinkSample s = sample_collective(groups.group(schedule::Axis::kTp), mem, group_of(p, plan::kTpGroup, rt.rank), true, tp_floats);
     s.tp_sum = true;
     if (me.at[schedule::Axis::kTp] == 0) out.push_back(s);
   }
   world.barrier();
-  comm::ProcessGroup* pp = rt.group(plan::kPpGroup);
-  for (int parity = 0; parity < 2 && pp; ++parity) {
+  const int stage = me.at[schedule::Axis::kPp];
+  for (int parity = 0; parity < 2 && p.pp > 1; ++parity) {
     const bool lower = stage % 2 == parity && stage + 1 < p.pp, upper = stage % 2 != parity && stage > 0;
     const auto& ranks = group_of(p, plan::kPpGroup, rt.rank).ranks;
-    // Over the group the steps send the hop on: its pp-hop group where the plan gives one.
-    if (lower) {
-      comm::ProcessGroup* hop = rt.hop(stage + 1);
-      out.push_back(sample_hop(hop ? *hop : *pp, hop ? 1 : stage + 1, act / p.tp,
+    if (lower)
+      out.push_back(sample_hop(groups, mem, stage + 1, slice,
                                plan::rank_link(spec, rt.topology, p, rt.rank, ranks.at(stage + 1)), host));
-    } else if (upper) {  // the lower end records the hop
-      comm::ProcessGroup* hop = rt.hop(stage - 1);
-      sample_hop(hop ? *hop : *pp, hop ? 0 : stage - 1, act / p.tp, plan::LinkCost{}, host);
-    }
+    else if (upper)  // the lower end records the hop
+      sample_hop(groups, mem, stage - 1, slice, plan::LinkCost{}, host);
     world.barrier();
   }
-  if (comm::ProcessGroup* dp = rt.group(plan::kDpGroup)) {
+  if (groups.group(schedule::Axis::kDp).size() > 1) {
     const size_t params = static_cast<size_t>(p.memory.at(rt.rank).grads / sizeof(float));  // fp32 gradients
-    LinkSample s = sample_collective(*dp, group_of(p, plan::kDpGroup, rt.rank), false, params, host);
+    LinkSample s = sample_collective(groups.group(schedule::Axis::kDp), mem, group_of(p, plan::kDpGroup, rt.rank), false, params, host);
     if (me.at[schedule::Axis::kDp] == 0) out.push_back(s);
   }
   world.barrier();
@@ -205,6 +246,25 @@ void summarize_links(const std::vector<LinkSample>& all, const topo::Calibration
     if (!by_size.empty())
       for (const auto& [bytes, e] : by_size) l.sizes.emplace_back(bytes, median(e));
   }
+}
+
+topo::DeviceRecord device_record(const std::string& kind, const topo::ClusterTopology& topology) {
+  topo::DeviceRecord d;
+  d.kind = kind;
+  std::vector<std::string> names;
+  for (const auto& n : topology.nodes)
+    if (!n.devices.name.empty() && std::find(names.begin(), names.end(), n.devices.name) == names.end())
+      names.push_back(n.devices.name);
+  d.name = fmt::format("{}", fmt::join(names, ", "));
+  if (kind == "cuda") {
+    const backends::GpuVersions v = backends::gpu_versions();
+    d.driver = v.driver, d.cuda = v.cuda, d.cublaslt = v.cublaslt, d.cudnn = v.cudnn, d.nccl = v.nccl;
+  }
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  d.date = date;
+  return d;
 }
 
 double outer_efficiency(const std::vector<OuterWire>& ranks, int members, double latency_s, double group_gbps,
@@ -477,16 +537,24 @@ double replica_drift_ms(const std::vector<PresyncWait>& ranks, int replicas, dou
 
 namespace {
 
-void write_calibration(const std::string& file, const topo::Calibration& cal) {
+std::string or_unknown(const std::string& s) { return s.empty() ? "unknown" : s; }
+
+}  // namespace
+
+void write_calibration_file(const std::string& file, const topo::Calibration& cal, const char* who, const char* key) {
+  fmt::print("{}: measured on {}{}\n", who, cal.device.describe(),
+             cal.device.kind == "cuda" ? fmt::format(" (driver {}, CUDA {}, cuBLASLt {}, cuDNN {}, NCCL {})",
+                                                     or_unknown(cal.device.driver), or_unknown(cal.device.cuda),
+                                                     or_unknown(cal.device.cublaslt), or_unknown(cal.device.cudnn),
+                                                     or_unknown(cal.device.nccl))
+                                       : "");
   const std::filesystem::path path(file);
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
   std::ofstream f(path);
   f << topo::format_calibration_yaml(cal);
-  if (!f) throw UserError(fmt::format("cluster.calibrate: cannot write '{}'", file));
-  fmt::print("calibration: written to {} (plan with it: --set cluster.calibration={})\n", file, file);
+  if (!f) throw UserError(fmt::format("{}: cannot write '{}'", key, file));
+  fmt::print("{}: written to {} (plan with it: --set cluster.calibration={})\n", who, file, file);
 }
-
-}  // namespace
 
 void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const std::vector<LinkSample>& mine,
                         const StepShare& times, const HostComm& host) {
@@ -532,6 +600,7 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
   if (rt.rank != 0) return;
 
   topo::Calibration cal;
+  cal.device = device_record(p.device_kind, rt.topology);
   cal.source = fmt::format("job '{}', {}, {} plan {:016x}", spec.job.name, count_of(rt.world, "rank"), p.placement,
                            rt.plan_hash);
   const Gathered g = unpack(all, packed.size(), per_step, rt.world, p.pp, steps);
@@ -550,7 +619,7 @@ void finish_calibration(runtime::Runtime& rt, const spec::JobSpec& spec, const s
       fmt::print("calibration: {} tensor-parallel sums in the steps: {:.3g} ms each ({:.4g} Gb/s per rank), the idle "
                  "probe {:.4g} Gb/s: priced from the steps\n", plan::to_string(plan::LinkKind(s.link)), s.step_sum_s * 1e3,
                  s.gbps, s.probe_gbps);
-  write_calibration(spec.cluster.calibrate, cal);
+  write_calibration_file(spec.cluster.calibrate, cal, "calibration", "cluster.calibrate");
 }
 
 }  // namespace holmes::train

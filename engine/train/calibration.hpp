@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "engine/parallel/group.hpp"
+#include "engine/parallel/groups.hpp"
 #include "engine/spec/job_spec.hpp"
 #include "engine/topo/calibration.hpp"
 #include "engine/runtime/startup.hpp"
@@ -51,10 +52,14 @@ struct HostComm {
   // and receives this rank made (their bytes are nothing: each op's own cost).
   double message_cpu_s = 0, messages = 0;
 };
-// The probe of this rank (collective over the job; call right after start-up). Samples of
-// this rank's groups; a group is sampled by one member so that each counts once. `host`,
-// when given, gets this rank's HostComm (each member measures its own process).
-std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& spec, HostComm* host = nullptr);
+// The probe of this rank (collective over the job; call once the training groups exist, before
+// the steps). It measures the groups the steps use (`groups`: NCCL on device buffers where the
+// plan gives them, Gloo otherwise) with buffers in the backend's memory `mem`, at the steps'
+// message sizes. Samples of this rank's groups; a group is sampled by one member so that each
+// counts once. `host`, when given, gets this rank's HostComm (each member measures its own
+// process).
+std::vector<LinkSample> probe_links(runtime::Runtime& rt, const spec::JobSpec& spec, parallel::ParallelGroups& groups,
+                                    device::DeviceMemory& mem, HostComm* host = nullptr);
 // The calibration's host_comm_ns_per_byte from every rank's HostComm: the median over the
 // ranks that moved bytes of their CPU nanoseconds per byte sent; 0 when none did.
 double host_comm_ns_per_byte(const std::vector<HostComm>& ranks);
@@ -66,12 +71,10 @@ struct HostWork {
 // compute.update_ns_per_param: the updates' seconds over the parameters the ranks hold; and
 // compute.host_us_per_step: the rest of the host time, the ranks' mean per step. That rest
 // (posting the passes and their messages, the loss, the loader, the step's bookkeeping) does
-// not follow the parameters nor the micro-batches: in each of the lab's generated scenarios it
-// was about the same a rank across its plans (gen-7: 7.3 ms in the four-stage plan of 16
-// micro-batches, 6.7-9.3 in the two-stage ones of 8; docs/cost-model.md, nineteenth round).
-// Priced per parameter it sat on the stage holding the embedding (gen-83: 17 ms priced for an
-// update that took 1-5). Ranks that did not time the update apart (update_s 0 everywhere):
-// everything per parameter, host_us_per_step 0.
+// not follow the parameters nor the micro-batches: measured, it was about the same a rank
+// across plans of other stage counts and micro-batches, and priced per parameter it sat on
+// the stage holding the embedding (docs/results/cost-model-history.md). Ranks that did not
+// time the update apart (update_s 0 everywhere): everything per parameter, host_us_per_step 0.
 void calibrate_host_work(const std::vector<HostWork>& ranks, topo::Calibration& cal);
 // The calibration's host_comm_us_per_message: the median over the ranks that sent and received
 // the probe's one-float exchanges of their CPU microseconds per send or receive; 0 when none did.
@@ -99,9 +102,8 @@ TpSumsCpu tp_sums_cpu_per_step(const std::map<size_t, parallel::Group::SumTally>
 // bytes the plan says it sends in the sums per step (plan::Estimate::tp_bytes of its stage);
 // the median over the ranks with both. 0 when none. Gloo's I/O threads take in a peer's part
 // of a sum as soon as it arrives, before this rank's training thread enters the sum when the
-// peer is ahead: a window around the call misses that CPU (lab gen-6, tp2: 24 ms a step left
-// outside the windows for 2 MB of pipeline bytes, 12 ns/B where the tp1 plan spends 1.5). A
-// tp > 1 calibration therefore writes no steps' figure for the other bytes (the planner uses
+// peer is ahead: a window around the call misses that CPU (measured: several times the
+// per-byte price of a tp-1 plan's other bytes left outside the windows). A tp > 1 calibration therefore writes no steps' figure for the other bytes (the planner uses
 // the probe's for them). The training thread's share leaves cpu_tflops: each CPU second is
 // priced once.
 double tp_sums_ns_per_byte(const std::vector<double>& tp_cpu_s, const std::vector<double>& other_cpu_s,
@@ -127,11 +129,16 @@ void summarize_links(const std::vector<LinkSample>& all, const topo::Calibration
 // (plan::calibrate_compute): each stage's measured rate over its planned one, the smallest of
 // these ratios (the stage held back most: under a CPU quota or a shared device a stage that
 // waits on the others computes in bursts, faster than when it is the busy one), times the
-// slowest stage's planned rate. Before, the slowest measured rate itself was written and
-// then given to the slowest declared device: a run whose slower devices sat in a waiting
-// stage wrote a fast device's rate for them (lab gen-2: 0.051 for a node that computes at
-// 0.035 when busy). 0 when nothing was measured.
+// slowest stage's planned rate (the slowest measured rate itself would give a fast device's
+// rate to slower devices that sat in a waiting stage). 0 when nothing was measured.
 double slowest_device_tflops(const std::vector<double>& measured, const std::vector<double>& planned);
+// Writes `cal` to `file` (its folder made) and says where and on what it was measured, each
+// line starting with `who` ("calibration", "calibrate"); UserError naming `key` (the option
+// that named the file) when it cannot.
+void write_calibration_file(const std::string& file, const topo::Calibration& cal, const char* who, const char* key);
+// What a calibration records of the devices it was measured on (topo::DeviceRecord): the plan's
+// device kind, the models the topology names, the GPU stack's versions on a cuda job, now.
+topo::DeviceRecord device_record(const std::string& kind, const topo::ClusterTopology& topology);
 // Collective: gathers the samples and each rank's compute time, and on rank 0 prints the
 // comparison and writes spec.cluster.calibrate.
 struct StepShare {

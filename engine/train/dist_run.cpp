@@ -45,10 +45,7 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   omp_set_num_threads(threads);
   openblas_set_num_threads(threads);
 
-  // cluster.calibrate: the link probe runs before training so the steps see no probe traffic.
   const bool calibrate = !spec.cluster.calibrate.empty();
-  HostComm host_comm;
-  const std::vector<LinkSample> links = calibrate ? probe_links(rt, spec, &host_comm) : std::vector<LinkSample>{};
   auto data = data::DataSet::open(spec);
   model::Backend backend = make_training_backend(spec, rt.local_rank);
   // After the backend (it chose this process's GPU), before the trainer; both outlive it.
@@ -58,6 +55,12 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   if (rt.rank == 0)
     for (const std::string& line : groups->describe()) fmt::print("rank 0: {}\n", line);
   std::fflush(stdout);
+  // cluster.calibrate: the link probe runs on the groups the steps use (device buffers on NCCL
+  // where the plan gives them), before the trainer takes its memory and before the steps, so
+  // they see no probe traffic.
+  HostComm host_comm;
+  const std::vector<LinkSample> links =
+      calibrate ? probe_links(rt, spec, *groups, *backend.memory, &host_comm) : std::vector<LinkSample>{};
   parallel::Trainer trainer(spec, rt.rank_plan, backend, *data, groups.get());
   const runtime::AbortOnUnwind stop_nccl_first(device);  // destroyed before the trainer
   LoopContext ctx;

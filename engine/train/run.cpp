@@ -167,16 +167,14 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   // stop signal's number) are reduced over the world group, which crosses the slow links,
   // on log steps only, and never every step in the steps' way:
   // - without diloco, in the background (figures.later: a log line shows the figures of the
-  //   steps up to the previous log line, reduced while this step trained); before, a blocking
-  //   reduction after every log step cost each step of the lab's generated scenarios 5-12%
-  //   outside step_ms (rank 0's between_ms), mostly the ring's hops through ranks held by
-  //   their CPU quota or queued behind the step's own Ethernet traffic;
+  //   steps up to the previous log line, reduced while this step trained): a blocking
+  //   reduction after every log step costs each step the ring's hops through ranks held by
+  //   their CPU quota or queued behind the step's own Ethernet traffic, outside step_ms;
   // - with diloco, blocking, but only on the first log line of each outer period (one
   //   reduction per inner_steps steps at most; periods counted from the steps where an
   //   exchange lands, outer_overlap steps after it was sent, where the replicas meet anyway
   //   and the slow link is free of it): a reduction on every line made each replica wait for
-  //   the slowest over the slow links (in the lab's pods scenario, logging every step, 40-60
-  //   ms of each ~140 ms step); the lines between carry rank 0's own figures;
+  //   the slowest over the slow links; the lines between carry rank 0's own figures;
   // - blocking on the first and the last line and when stopping (the signal's number).
   const bool diloco = spec.parallel.diloco();
   FigureExchange figures(ctx.rank, ctx.world, ctx.max_over_ranks, diloco ? nullptr : ctx.start_max_over_ranks,

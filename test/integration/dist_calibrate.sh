@@ -18,7 +18,10 @@ grep -q "^\[rank 0\] calibration: intra-node links: .* Gb/s per rank measured" "
 /usr/bin/python3 - "$tmp/cal/calibration.yaml" <<'PY' || bad "calibration file" "$tmp/cal/calibration.yaml"
 import sys
 text = open(sys.argv[1]).read()
-assert "format: holmes-calibration/1" in text, text
+assert "format: holmes-calibration/2" in text, text
+# The devices it was measured on, and when: a CPU job's figures never price a GPU plan.
+device = [l for l in text.splitlines() if l.startswith("device: {kind: cpu")]
+assert device and "date: " in device[0], text
 line = [l for l in text.splitlines() if l.strip().startswith("device_tflops:")][0]
 assert float(line.split(":")[1]) > 0, line
 # CPU workers: the passes' FLOPs per CPU second of a whole worker (the quota bound's rate).

@@ -143,8 +143,9 @@ grep -Eq "^  dp .*nccl-socket over ethernet" "$tmp/megatron.txt" || say_fail "me
   "$tmp/order.json" "a0,b0,a1,b1,a2,b2,a3,b3" || say_fail "--nodes: the plan does not list the nodes in launch order"
 # A calibration file (docs/cost-model.md) changes the estimate and is shown.
 cat >"$tmp/cal.yaml" <<'CAL'
-format: holmes-calibration/1
+format: holmes-calibration/2
 source: "plan_only.sh"
+device: {kind: cuda, name: H100-SXM, driver: "550.54.15", date: "2026-12-01T00:00:00Z"}
 compute: {device_tflops: 100, update_ns_per_param: 2}
 links:
   ethernet: {efficiency: 0.5, latency_us: 80}
@@ -162,6 +163,17 @@ pp = [g for g in cal["groups"] if g["kind"] == "pp" and g["link"] == "ethernet"]
 pn = [g for g in nominal["groups"] if g["kind"] == "pp" and g["link"] == "ethernet"]
 assert pp and abs(pp[0]["gbps_per_rank"] - pn[0]["gbps_per_rank"] / 2) < 1e-9 and pp[0]["latency_us"] == 80, (pp[0], pn[0])
 PY
+
+# The device-kind rule: a file measured on CPU devices (every format-1 file is) never prices a
+# GPU plan: exit 2 naming both kinds.
+printf 'format: holmes-calibration/1\ncompute: {device_tflops: 0.05, cpu_tflops: 0.06}\nlinks:\n  intra-node: {efficiency: 0.02, latency_us: 300}\n' \
+  >"$tmp/cpu-cal.yaml"
+"$bin" --config "$src/configs/ib-roce-7b.yaml" --plan-only --set cluster.calibration="$tmp/cpu-cal.yaml" \
+  >/dev/null 2>"$tmp/cpu-cal.err"
+code=$?
+[ "$code" -eq 2 ] || { say_fail "cpu calibration on a cuda plan: exit $code, expected 2"; cat "$tmp/cpu-cal.err"; }
+grep -q "measured on cpu devices and this plan runs on cuda devices" "$tmp/cpu-cal.err" \
+  || { say_fail "cpu calibration on a cuda plan: message"; cat "$tmp/cpu-cal.err"; }
 
 # Bad requests: exit 2 with the numbers.
 expect_2() {  # name, fragment, args...

@@ -335,6 +335,9 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
       expect(device.embedding, "all_reduce", side, "the side queue");  // the tied embedding's sum
       expect(device.tp, "all_reduce", compute, "the compute queue");
       expect(device.pp, "send_recv", compute, "the compute queue");
+      // The pipeline's received slices, all-gathered over the tp group beside the compute
+      // (PipelineStage::await), which then waits for each.
+      expect(device.tp, "all_gather", side, "the side queue");
       // Each reduce-scatter and each all-gather starts after what the compute queue holds;
       // the compute queue waits for each one's fence before the kernels that read its result
       // (a fence per bucket: the reduce-scatters of each step, the all-gathers of each update).
@@ -342,7 +345,10 @@ inline std::vector<RankRun> run_grid(const spec::JobSpec& spec, const Grid& g) {
         return grp ? static_cast<DeviceOnlyGroup&>(*grp).count(op) : 0L;
       };
       const long scatters = count(device.dp, "reduce_scatter"), gathers = count(device.dp, "all_gather");
-      const long sums = count(device.embedding, "all_reduce"), side_ops = scatters + gathers + sums;
+      const long slices = count(device.tp, "all_gather");
+      const long sums = count(device.embedding, "all_reduce"), side_ops = scatters + gathers + sums + slices;
+      if (device.tp && g.pp > 1 && slices == 0)
+        r.queue_problems += "no all-gather of the pipeline's received slices on the tp group; ";
       const long updates = device.dp ? spec.train.steps : 0;
       if (scatters != updates * static_cast<long>(r.bucket_count) || gathers != scatters)
         r.queue_problems += fmt::format("{} reduce-scatters and {} all-gathers in {} steps of {} buckets; ", scatters,

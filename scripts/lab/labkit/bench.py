@@ -3,7 +3,6 @@ bit-identity, each case's step time predicted by the planner with a calibration 
 the *other* cases' runs, and the one-line summary (docs/lab.md)."""
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -13,10 +12,25 @@ import yaml
 from . import bench_html, job, scenario
 
 
+def merged_device(docs):
+    """The device record of files measured on one kind of device (the planner refuses a file of
+    another kind than its plan's): the first file's, dated by the latest; format-1 files are CPU."""
+    devices = [d.get("device") or {"kind": "cpu"} for d in docs]
+    kinds = {dev.get("kind") for dev in devices}
+    if len(kinds) != 1:
+        raise job.RunFailed(f"calibrations of different device kinds cannot be merged: {sorted(map(str, kinds))}")
+    out = dict(devices[0])
+    dates = [dev["date"] for dev in devices if dev.get("date")]
+    if dates:
+        out["date"] = max(dates)
+    return out
+
+
 def merge_calibrations(paths, cases):
     """Median of every figure the planner reads over the files (docs/cost-model.md, "Calibration")."""
     docs = [yaml.safe_load(open(p)) for p in paths]
-    out = {"format": "holmes-calibration/1", "source": f"median of {len(docs)} runs of the cases {', '.join(cases)}"}
+    out = {"format": "holmes-calibration/2", "source": f"median of {len(docs)} runs of the cases {', '.join(cases)}",
+           "device": merged_device(docs)}
     compute = {}
     for key in ("device_tflops", "update_ns_per_param", "job_sum_hop_us", "host_us_per_step"):
         got = [d["compute"][key] for d in docs if (d.get("compute") or {}).get(key)]
@@ -112,52 +126,43 @@ def predict_as_ran(exe, sc, case, run_dir, res, calibration):
     """predict() for one run of `case` with `calibration`, pinned to what that run had: the
     degrees an `auto` run chose, its layers per stage, its schedule and recomputation."""
     return predict(exe, run_dir, sc, calibration, res["degrees"] if case == "auto" else None,
-                   run_partition(res["plan_text"]), run_activation(res["plan_text"]))
+                   run_partition(res["plan"]), run_activation(res["plan"]))
 
 
-def run_partition(plan_text):
-    """Layers per stage of a run's plan (its `Stages:` lines), None when the stages hold
-    interleaved chunks (more stage lines than the pipeline degree) or none are listed."""
-    layers = [int(m.group(1)) for m in re.finditer(r"^  stage \d+ .*\(\s*(\d+) layers\)", plan_text, re.M)]
-    deg = re.search(r"pipeline (\d+)", plan_text)
-    return layers if layers and deg and len(layers) == int(deg.group(1)) else None
+def run_partition(plan):
+    """Layers per stage of a run's plan (its JSON), None when the stages hold interleaved chunks."""
+    stages = plan["stages"]
+    return None if any(s.get("chunks") for s in stages) else [s["num_layers"] for s in stages]
 
 
-def run_activation(plan_text):
+def run_activation(plan):
     """The schedule (with its virtual stages) and recomputation a run's plan chose, as the
-    settings that pin them: {} when the plan text does not say."""
-    m = re.search(r"^Schedule and recomputation \([^)]*\): (\S+?),? (?:\(virtual_stages (\d+)\), )?recompute (\w+)",
-                  plan_text, re.M)
-    if not m:
-        return {}
-    out = {"parallel.schedule": m.group(1), "train.recompute": m.group(3)}
-    if m.group(2):
-        out["parallel.virtual_stages"] = m.group(2)
+    settings that pin them."""
+    chosen = plan["activation"]["plan"]
+    out = {"parallel.schedule": chosen["schedule"], "train.recompute": chosen["recompute"]}
+    if chosen["schedule"] == "interleaved":
+        out["parallel.virtual_stages"] = str(chosen["virtual_stages"])
     return out
 
 
-def plan_signature(plan_text):
-    """What a run's plan runs, without its name: the ranks per node, the stages and the groups
-    with their transports, the schedule and how replicas stay in step. Two cases with one signature (holmes and naive where
-    every link is Ethernet) run the same job: their measurements differ by the machine's noise alone."""
-    keep, out = False, []
-    for line in plan_text.splitlines():
-        if line.startswith(("Ranks per node", "Stages:", "Groups")):
-            keep = True
-        elif not line.startswith("  "):
-            keep = False
-        if keep or line.startswith("Schedule and recomputation"):
-            out.append(line.split(" (")[0] if line.startswith("Schedule") else line)
-        if line.startswith("Replicas:"):  # how the replicas stay in step: diloco with and without overlap differ
-            tau = re.search(r"overlapped with \d+ steps", line)
-            out.append(line.split(": one sync")[0] + (f", {tau.group(0)}" if tau else ""))
-    sched = re.search(r"\): (\S+, recompute \S+)", plan_text)
-    return "\n".join(out) + (sched.group(1) if sched else "")
+def plan_signature(plan):
+    """What a run's plan runs, without its name: the ranks per node, the stages, the groups with
+    their transports and links, the schedule and recomputation, and how replicas stay in step.
+    Two cases with one signature (holmes and naive where every link is Ethernet) run the same
+    job: their measurements differ by the machine's noise alone."""
+    rep = plan.get("replicas") or {}
+    return json.dumps({
+        "ranks": [[r["node"], r["local_rank"], r["tp"], r["pp"], r["dp"], r.get("replica", 0)] for r in plan["ranks"]],
+        "stages": [[s["first_layer"], s["num_layers"], s.get("chunks")] for s in plan["stages"]],
+        "groups": sorted([g["kind"], g["transport"], g["link"], g["ranks"]] for g in plan["groups"]),
+        "activation": {k: plan["activation"]["plan"][k] for k in ("schedule", "recompute", "virtual_stages")},
+        "replicas": {k: rep.get(k) for k in ("count", "outer", "inner_steps", "fragments", "outer_overlap")},
+    }, sort_keys=True)
 
 
 def same_plans(sc, runs):
     """case -> the cases (itself included) whose first runs have its plan signature."""
-    sig = {case: plan_signature(runs[case][0][1]["plan_text"]) for case in sc.cases}
+    sig = {case: plan_signature(runs[case][0][1]["plan"]) for case in sc.cases}
     return {case: [c for c in sc.cases if sig[c] == sig[case]] for case in sc.cases}
 
 
@@ -531,7 +536,7 @@ def run(sc, exe, out_dir, rounds, reuse_runs=False):
     threads = thread_figures(sc, runs)
     if threads:
         # Without CONFIG_IRQ_TIME_ACCOUNTING a softirq is charged to the task it interrupts
-        # (docs/cost-model.md, "gen-4's holmes plan"): the training thread's system time shows it.
+        # (docs/results/cost-model-history.md, "gen-4's holmes plan"): the training thread's system time shows it.
         print("CPU by thread (ms a step, mean over ranks, median over rounds; training thread user + system, "
               "other threads; the host's softirq): "
               + "; ".join(f"{case} {f['main_user_ms']:.0f} + {f['main_system_ms']:.1f}, {f['others_ms']:.0f}; "

@@ -228,16 +228,17 @@ def loop_ms(rows):
 
 def results(run_dir):
     """Losses (exact, as logged), each step's step_ms, between_ms and loop_ms (None from binaries
-    without between_ms), the steady step time (median after warm-up), the plan, and the bytes sent over
-    Ethernet per step in the window of ethernet_window (None if not measured)."""
+    without between_ms), the steady step time (median after warm-up), the plan (its JSON), and the bytes
+    sent over Ethernet per step in the window of ethernet_window (None if not measured)."""
     rows = [json.loads(line) for line in open(os.path.join(run_dir, "out", "metrics.jsonl")) if '"loss"' in line]
     steady = [r["step_ms"] for r in rows[WARMUP_STEPS:]] or [r["step_ms"] for r in rows]
-    log = open(os.path.join(run_dir, "rank-0.log")).read().splitlines()
-    plan = [line[len("[rank 0] "):] if line.startswith("[rank 0] ") else line for line in log]
-    start = next((i for i, line in enumerate(plan) if line.startswith("Plan: ")), 0)
-    end = next((i for i, line in enumerate(plan) if line.startswith("plan hash")), start)
-    m = re.search(r"tensor (\d+) x pipeline (\d+) x data (\d+)", plan[start] if plan else "")
-    degrees = dict(zip(("tensor", "pipeline", "data"), map(int, m.groups()))) if m else {}
+    # The plan the run ran under, as the binary wrote it (out/plan.json: --plan-only --format json's text).
+    plan = json.load(open(os.path.join(run_dir, "out", "plan.json")))
+    degrees = {k: plan[k] for k in ("tensor", "pipeline", "data")}
+    # The plan as the log printed it, for people to read (nothing is parsed out of it).
+    log = [line.removeprefix("[rank 0] ") for line in open(os.path.join(run_dir, "rank-0.log")).read().splitlines()]
+    start = next((i for i, line in enumerate(log) if line.startswith("Plan: ")), 0)
+    end = next((i for i, line in enumerate(log) if line.startswith("plan hash")), start)
     eth, cpu = os.path.join(run_dir, "ethernet.json"), os.path.join(run_dir, "cpu.json")
     # The ranks' mean time waiting on communication per step (comm_share_ranks of the log
     # steps), median over the steps after warm-up: what the plan and the network decide; the
@@ -248,7 +249,7 @@ def results(run_dir):
             "losses": [r["loss"] for r in rows], "step_ms": [r["step_ms"] for r in rows],
             "between_ms": [r.get("between_ms") for r in rows],
             "loop_ms": loop_ms(rows),
-            "step_s": statistics.median(steady) / 1e3, "plan_text": "\n".join(plan[start:end + 1]),
+            "step_s": statistics.median(steady) / 1e3, "plan": plan, "plan_text": "\n".join(log[start:end + 1]),
             "wait_s": statistics.median(waits) / 1e3 if waits else None,
             "wait_windows_ms": windows,
             "degrees": degrees, "ethernet": json.load(open(eth)) if os.path.exists(eth) else None}

@@ -52,7 +52,11 @@ def row(summary, load):
             "errors": errs, "spreads": sp, "max_error": max((abs(e) for e in errs.values()), default=None),
             "own_errors": own, "max_own_error": max((abs(e) for e in own.values()), default=None),
             "max_spread": max(sp.values(), default=None), "load": load,
-            "losses_identical": summary["losses_identical"]}
+            "losses_identical": summary["losses_identical"],
+            # Ethernet bytes per step measured (frames, headers included) over the plan's, per case.
+            "ethernet_over_plan": {c: summary["ethernet_bytes_per_step"][c] / summary["ethernet_predicted"][c] - 1
+                                   for c in summary.get("ethernet_bytes_per_step") or {}
+                                   if (summary.get("ethernet_predicted") or {}).get(c)}}
 
 
 def fmt(x, pattern="{:.2f}"):
@@ -108,6 +112,19 @@ def own_line(rows):
             f"prediction error median {statistics.median(errs) * 100:.0f}% max {max(errs) * 100:.0f}%")
 
 
+def ethernet_line(rows):
+    """Every case's Ethernet bytes per step as measured (the nodes' eth0 counters: frames with their
+    TCP/IP headers and acknowledgements) over the plan's bytes_per_step.ethernet; None without any."""
+    over = [(r["scenario"], c, x) for r in rows for c, x in (r.get("ethernet_over_plan") or {}).items()]
+    if not over:
+        return None
+    worst = max(over, key=lambda t: abs(t[2]))
+    return (f"lab-many: Ethernet bytes per step, measured over the plan's: median "
+            f"{statistics.median(x for _, _, x in over) * 100:+.1f}%, largest {worst[2] * 100:+.1f}% "
+            f"({os.path.basename(worst[0])} {worst[1]}), {sum(abs(x) <= 0.05 for _, _, x in over)} of {len(over)} "
+            f"cases within 5%")
+
+
 def run(paths, exe, out_root, rounds, budget_s, reuse_runs=False):
     """Benches each scenario in turn (bench.run), none started after budget_s seconds; returns
     the exit code (1 when a bench failed or the losses of a scenario differ)."""
@@ -138,6 +155,9 @@ def run(paths, exe, out_root, rounds, budget_s, reuse_runs=False):
     own = own_line(rows)
     if own:
         print(own)
+    eth = ethernet_line(rows)
+    if eth:
+        print(eth)
     with open(os.path.join(out_root, "bench-many.json"), "w") as f:
-        json.dump({"rows": rows, "skipped": skipped, "line": line, "own_line": own}, f, indent=1)
+        json.dump({"rows": rows, "skipped": skipped, "line": line, "own_line": own, "ethernet_line": eth}, f, indent=1)
     return code

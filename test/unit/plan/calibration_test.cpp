@@ -73,8 +73,10 @@ TEST_CASE("the spec's explicit figures win over a calibration", "[calibration]")
 
 TEST_CASE("the step's job-wide sum: its ring hops at the links' latency, or at the hop the steps measured", "[calibration]") {
   // pipeline 2 x data 2: the sum crosses the data-parallel group (2 hops) and the pipeline
-  // group (2 hops), one after the other, before every rank's update.
+  // group (2 hops), one after the other, before every rank's update. CPU nodes: the hop the
+  // steps measured is host emulation's (wake-ups of busy hosts), for them alone.
   auto t = two_islands();
+  for (auto& n : t.nodes) n.devices.kind = "cpu";
   const hp::Plan nominal = hp::make_plan(job(), t);
   double dp = 0, pp = 0;  // each ring's slowest hop: the groups' largest latency
   for (const auto& g : nominal.groups) {
@@ -84,7 +86,7 @@ TEST_CASE("the step's job-wide sum: its ring hops at the links' latency, or at t
   REQUIRE(dp > 0);
   REQUIRE(pp > 0);
   CHECK(nominal.estimate.sums_s == Approx(2 * dp + 2 * pp));
-  // Measured in the steps at 1 ms a hop (the lab's wake-ups): every hop costs that.
+  // Measured in the steps at 1 ms a hop (wake-ups on busy hosts): every hop costs that.
   t.calibration.job_sum_hop_us = 1000;
   const hp::Plan cal = hp::make_plan(job(), t);
   CHECK(cal.estimate.sums_s == Approx(4 * 1e-3));
@@ -98,6 +100,15 @@ TEST_CASE("the step's job-wide sum: its ring hops at the links' latency, or at t
   // Written and read back with the calibration.
   const auto back = holmes::topo::parse_calibration_yaml(holmes::topo::format_calibration_yaml(t.calibration), "cal.yaml");
   CHECK(back.job_sum_hop_us == 1000);
+  // On GPUs the same figure prices nothing: a GPU plan's latencies are its links'.
+  auto gpu = two_islands();
+  const hp::Plan gpu_nominal = hp::make_plan(job(), gpu);
+  gpu.calibration.job_sum_hop_us = 1000;
+  gpu.calibration.device.kind = "cuda";
+  const hp::Plan gpu_cal = hp::make_plan(job(), gpu);
+  CHECK(gpu_cal.estimate.sums_s == gpu_nominal.estimate.sums_s);
+  CHECK(gpu_cal.estimate.pp_loop_s == gpu_nominal.estimate.pp_loop_s);
+  CHECK(gpu_cal.estimate.step_time_s == gpu_nominal.estimate.step_time_s);
 }
 
 TEST_CASE("the host work beside the update costs every rank the same, whatever parameters it holds", "[calibration]") {
@@ -116,4 +127,52 @@ TEST_CASE("the host work beside the update costs every rank the same, whatever p
   // Written and read back with the calibration.
   const auto back = holmes::topo::parse_calibration_yaml(holmes::topo::format_calibration_yaml(t.calibration), "cal.yaml");
   CHECK(back.host_us_per_step == 7000);
+}
+
+TEST_CASE("a calibration with a CPU job's TCP-like figures cannot reach a GPU plan", "[calibration][device_kind]") {
+  // A CPU job's intra-node sums (Gloo between processes sharing cores) measure about 2% of
+  // NVLink's declared rate; as a GPU plan's figures they priced an 8B Llama's step 14 times
+  // too slow. The planner refuses the file before any pricing.
+  auto t = two_islands();
+  const hp::Plan nominal = hp::make_plan(job(), t);
+  t.calibration = holmes::topo::parse_calibration_yaml(
+      "format: holmes-calibration/1\ncompute: {device_tflops: 0.05, cpu_tflops: 0.06, job_sum_hop_us: 900}\n"
+      "links:\n  intra-node: {efficiency: 0.02, latency_us: 300}\n  ib: {efficiency: 0.1, latency_us: 200}\n",
+      "lab.yaml");
+  t.calibration.file = "lab.yaml";
+  CHECK_THROWS_WITH(hp::make_plan(job(), t), Catch::Contains("'lab.yaml' was measured on cpu devices") &&
+                                                 Catch::Contains("this plan runs on cuda devices"));
+  // Written by a GPU job instead: it prices the plan.
+  t.calibration.device = {"cuda", "test-gpu", "", "", "", "", "", ""};
+  const hp::Plan gpu = hp::make_plan(job(), t);
+  CHECK(gpu.estimate.step_time_s > nominal.estimate.step_time_s);
+  // The same figures on CPU nodes are a CPU plan's.
+  auto cpu = t;
+  for (auto& n : cpu.nodes) n.devices.kind = "cpu";
+  cpu.calibration.device.kind = "cpu";
+  CHECK_NOTHROW(hp::make_plan(job(), cpu));
+}
+
+TEST_CASE("a device rate measured on one GPU model is not given to another", "[calibration][device_kind]") {
+  // An H100 island beside an A100 one, a calibration measured on H100s alone: its rate says
+  // nothing of the A100s, so no node takes it (the ratio rule would give the slowest declared
+  // kind, the A100, the H100's measured rate) and the plan says why.
+  auto t = two_islands();
+  for (int n = 0; n < 2; ++n) t.nodes[n].devices.name = "H100-SXM", t.nodes[n].devices.peak_tflops = 989;
+  for (int n = 2; n < 4; ++n) t.nodes[n].devices.name = "A100-SXM4-40GB", t.nodes[n].devices.peak_tflops = 312;
+  const hp::Plan declared = hp::make_plan(job(), t);
+  t.calibration.device = {"cuda", "H100-SXM", "", "", "", "", "", ""};
+  t.calibration.device_tflops = 300;
+  const hp::Plan h100_only = hp::make_plan(job(), t);
+  for (size_t s = 0; s < declared.stages.size(); ++s) CHECK(h100_only.stages[s].tflops == declared.stages[s].tflops);
+  bool said = false;
+  for (const auto& w : h100_only.warnings) said = said || (w.find("H100-SXM") != std::string::npos &&
+                                                          w.find("A100-SXM4-40GB") != std::string::npos);
+  CHECK(said);
+  // Measured on a job over both models: applied (the slowest kind gets it, the other its ratio).
+  t.calibration.device.name = "H100-SXM, A100-SXM4-40GB";
+  const hp::Plan both = hp::make_plan(job(), t);
+  double slowest = 1e30;
+  for (const auto& st : both.stages) slowest = std::min(slowest, st.tflops);
+  CHECK(slowest == Approx(300));
 }

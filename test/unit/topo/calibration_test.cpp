@@ -96,7 +96,7 @@ TEST_CASE("bad calibration files name the file, the line and the key") {
   CHECK(e.find("'fast'") != std::string::npos);
   e = error_of("format: holmes-plan/1\n");
   CHECK(e.find("holmes-calibration/1") != std::string::npos);
-  CHECK(error_of(head + "extra: 1\n").find("accepted: compute, format, links, outer, source") != std::string::npos);
+  CHECK(error_of(head + "extra: 1\n").find("accepted: collectives, compute, device, format, links, outer, source, tables") != std::string::npos);
   e = error_of(head + "outer: {link: infiniband, efficiency: 0.7}\n");
   CHECK(e.find("outer.link") != std::string::npos);
   CHECK(e.find("'infiniband'") != std::string::npos);
@@ -104,4 +104,50 @@ TEST_CASE("bad calibration files name the file, the line and the key") {
   CHECK(e.find("outer.efficiency") != std::string::npos);
   CHECK(e.find("> 0") != std::string::npos);
   CHECK_THROWS_AS(topo::load_calibration_file("/nonexistent/cal.yaml"), UserError);
+}
+
+TEST_CASE("a calibration records the devices it was measured on, and never prices another kind") {
+  topo::Calibration c;
+  c.device = {"cuda", "NVIDIA H200", "550.54.15", "12.4", "120403", "91900", "2.21.5", "2026-12-01T10:00:00Z"};
+  c.device_tflops = 400;
+  const topo::Calibration back = topo::parse_calibration_yaml(topo::format_calibration_yaml(c), "mem");
+  CHECK(back.device.kind == "cuda");
+  CHECK(back.device.name == "NVIDIA H200");
+  CHECK(back.device.driver == "550.54.15");
+  CHECK(back.device.cuda == "12.4");
+  CHECK(back.device.cublaslt == "120403");
+  CHECK(back.device.cudnn == "91900");
+  CHECK(back.device.nccl == "2.21.5");
+  CHECK(back.device.date == "2026-12-01T10:00:00Z");
+  CHECK(topo::format_calibration_yaml(c).find("format: holmes-calibration/2") != std::string::npos);
+  // Format 1 has no record: every such file came from a CPU job.
+  const topo::Calibration old = topo::parse_calibration_yaml("format: holmes-calibration/1\ncompute: {device_tflops: 0.05}\n",
+                                                             "old.yaml");
+  CHECK(old.device.kind == "cpu");
+  // Format 2 says what it was measured on, in the accepted kinds.
+  CHECK(error_of("format: holmes-calibration/2\ncompute: {device_tflops: 0.05}\n").find("cal.yaml") != std::string::npos);
+  CHECK(error_of("format: holmes-calibration/2\ncompute: {device_tflops: 0.05}\n").find("device") != std::string::npos);
+  const std::string tpu = error_of("format: holmes-calibration/2\ndevice: {kind: tpu}\n");
+  CHECK(tpu.find("cal.yaml:2") != std::string::npos);
+  CHECK(tpu.find("device.kind") != std::string::npos);
+  CHECK(tpu.find("'tpu'") != std::string::npos);
+  // The rule: the same kind passes, another kind is refused naming both and the file.
+  topo::Calibration cpu = old;
+  cpu.file = "runs/lab/cal.yaml";
+  CHECK_NOTHROW(topo::check_device_kind(cpu, "cpu"));
+  try {
+    topo::check_device_kind(cpu, "cuda");
+    FAIL("a cpu calibration reached a cuda plan");
+  } catch (const UserError& e) {
+    const std::string m = e.what();
+    CHECK(m.find("'runs/lab/cal.yaml'") != std::string::npos);
+    CHECK(m.find("cpu devices") != std::string::npos);
+    CHECK(m.find("cuda devices") != std::string::npos);
+  }
+  CHECK_NOTHROW(topo::check_device_kind(back, "cuda"));
+  CHECK_THROWS_AS(topo::check_device_kind(back, "cpu"), UserError);
+  // Several models of one job: each is named.
+  topo::DeviceRecord two{"cuda", "A100-SXM4-40GB, H100-SXM", "", "", "", "", "", ""};
+  CHECK(two.names() == std::vector<std::string>{"A100-SXM4-40GB", "H100-SXM"});
+  CHECK(topo::DeviceRecord{}.names().empty());
 }

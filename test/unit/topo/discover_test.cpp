@@ -183,3 +183,39 @@ TEST_CASE("the CPU as device", "[unit][topo]") {
   CHECK(d.memory_gb > 0);
   CHECK_FALSE(d.name.empty());
 }
+
+TEST_CASE("the intra-node class: an NVSwitch on the PCI bus, else the driver's NVLinks, else unsaid", "[unit][topo]") {
+  topo::Devices gpu = gpus(8);
+  SysfsBuilder b;
+  b.pci_function("0000:18:00.0", "0x10de", "0x030200");  // the GPUs: 3D controllers
+  b.pci_function("0000:2a:00.0", "0x10de", "0x030200");
+  b.pci_function("0000:c1:00.0", "0x15b3", "0x020700");  // an InfiniBand card
+  CHECK(topo::discover_intra_class(b.root(), gpu).empty());  // no switch, the driver not asked
+  gpu.nvlinks = 12;
+  CHECK(topo::discover_intra_class(b.root(), gpu) == "nvlink");
+  gpu.nvlinks = 0;
+  CHECK(topo::discover_intra_class(b.root(), gpu) == "pcie");
+  CHECK(topo::discover_node(b.root(), gpu).devices.intra_node == "pcie");
+  b.pci_function("0000:85:00.0", "0x10de", "0x068000");  // an NVSwitch (bridge, other)
+  CHECK(topo::discover_intra_class(b.root(), gpu) == "nvswitch");
+  CHECK(topo::discover_intra_class(b.root(), topo::detect_cpu_devices()).empty());  // CPU: shm by default
+  // Garbage names the file.
+  b.pci_function("0000:01:00.0", "0x10de", "bridge");  // read before the switch
+  CHECK_THROWS_WITH(topo::discover_intra_class(b.root(), gpu),
+                    Catch::Contains("0000:01:00.0/class") && Catch::Contains("'bridge'"));
+}
+
+TEST_CASE("the intra-node class a model usually has, and what a topology file may say", "[unit][topo]") {
+  topo::Devices d = gpus(8);
+  d.name = "NVIDIA L40S";
+  CHECK(topo::intra_class_of(d) == "pcie");
+  d.name = "NVIDIA A10G";
+  CHECK(topo::intra_class_of(d) == "pcie");
+  d.name = "NVIDIA H100 80GB HBM3";
+  CHECK(topo::intra_class_of(d) == "nvswitch");
+  d.name = "NVIDIA A100-SXM4-40GB";
+  CHECK(topo::intra_class_of(d) == "nvswitch");  // A10 is a PCIe card, A100 is not
+  d.intra_node = "pcie";
+  CHECK(topo::intra_class_of(d) == "pcie");  // said wins
+  CHECK(topo::intra_class_of(topo::detect_cpu_devices()) == "shm");
+}

@@ -22,7 +22,7 @@ TEST_CASE("report JSON is stable", "[unit][topo]") {
         "{\n"
         "  \"hostname\": \"n\\\"1\",\n"
         "  \"devices\": {\"kind\": \"cuda\", \"count\": 8, \"name\": \"H100\", \"memory_gb\": 80, \"peak_tflops\": 989, "
-        "\"cores\": 0},\n"
+        "\"cores\": 0, \"intra_node\": \"nvswitch\"},\n"
         "  \"nics\": [\n"
         "    {\"name\": \"mlx5_0\", \"kind\": \"ib\", \"state\": \"active\", \"rate_gbps\": 2.5, \"port\": 1, "
         "\"netdev\": \"\", \"fabric\": \"fe80:0000:0000:0000\", \"numa_node\": 0, \"pci\": \"0000:18:00.0\", "

@@ -190,3 +190,19 @@ TEST_CASE("one report travels as text and back", "[unit][topo]") {
   std::string two = "nodes:\n  - names: a[1-2]\n    devices: {kind: cpu}\n";
   CHECK_THROWS_WITH(topo::decode_report(two, "report of rank 3"), Catch::Contains("report of rank 3") && Catch::Contains("found 2 nodes"));
 }
+
+TEST_CASE("a node's intra-node class in a topology file: said per kind, kept through a dump", "[unit][topo]") {
+  const auto r = topo::parse_topology_yaml(
+      "nodes:\n  - names: l0\n    devices: {kind: cuda, count: 4, name: L40S, intra_node: pcie}\n"
+      "  - names: h0\n    devices: {kind: cuda, count: 8, name: H200, intra_node: nvswitch}\n",
+      "t.yaml");
+  CHECK(r[0].devices.intra_node == "pcie");
+  CHECK(r[1].devices.intra_node == "nvswitch");
+  CHECK(topo::parse_topology_yaml(topo::dump_topology_yaml(r), "dump")[0].devices.intra_node == "pcie");
+  const std::string bad = error_of("nodes:\n  - names: g0\n    devices: {kind: cuda, intra_node: shm}\n");
+  CHECK(bad.find("t.yaml:3") != std::string::npos);
+  CHECK(bad.find("devices.intra_node") != std::string::npos);
+  CHECK(bad.find("expected nvswitch, nvlink or pcie") != std::string::npos);
+  CHECK(error_of("nodes:\n  - names: c0\n    devices: {kind: cpu, intra_node: nvlink}\n").find("expected shm") !=
+        std::string::npos);
+}
