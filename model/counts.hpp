@@ -28,6 +28,9 @@ inline int norm_stats(NormKind k) { return k == NormKind::kLayerNorm ? 2 : 1; } 
 struct BlockCounts {
   int64_t params = 0;        // parameters of one block (tensors replicated over tp counted whole)
   int64_t gemm_weights = 0;  // elements of its GEMM weight matrices: 2 forward FLOPs per token each
+  // Sums over its GEMMs of their input and output widths: the values per token an FP8 GEMM
+  // casts (its input forward and again for the weight gradient, its output's gradient backward).
+  int64_t gemm_in_channels = 0, gemm_out_channels = 0;
   int64_t replay_skipped = 0;      // of those, the weights of the GEMMs a full replay does not run
   int64_t attention_channels = 0;  // query channels of its causal attention: 4 T of them forward FLOPs per token
   int tp_sums = 0;  // (N, C) all-reduces over the tensor-parallel group per block and micro-batch, forward + backward

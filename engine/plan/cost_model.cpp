@@ -166,6 +166,29 @@ double StageCost::params_per_rank(const Workload& w, int layers) const {
   return p / tp;
 }
 
+double StageCost::fp8_train_s(const Workload& w, int layers, double tokens) const {
+  const model::GptConfig& m = w.shape;
+  const double rate = tflops * 1e12;
+  const model::BlockCounts b = model::block_counts(m.shard(tp, 0));
+  // Per token on this tensor-parallel rank: the GEMMs' training FLOPs (forward, input and
+  // weight gradients: 3 x 2 per weight) and the values their operands cast (the input forward
+  // and again for the weight gradient, the output's gradient backward); per micro-batch the
+  // weights, cast for the forward and again for the backward.
+  double gemm_flops = layers * 6.0 * double(b.gemm_weights);
+  double act_values = layers * double(2 * b.gemm_in_channels + b.gemm_out_channels);
+  double weight_values = layers * 2.0 * double(b.gemm_weights);
+  if (last && w.fp8_lm_head) {
+    const double vl = double(padded_vocab(m.vocab, tp)) / tp;
+    gemm_flops += 6.0 * m.hidden * vl;
+    act_values += 2.0 * m.hidden + vl;
+    weight_values += 2.0 * m.hidden * vl;
+  }
+  const double all_s = stage_train_flops(m, layers, last, tp, w.seq_len, tokens) / rate;
+  const double gemm_s = gemm_flops * tokens / rate;
+  return all_s - gemm_s + gemm_s / kFp8GemmRateFactor +
+         (act_values * tokens + weight_values) * w.operand_cast_s_per_value;
+}
+
 StageTime StageCost::time(const Workload& w, int layers) const {
   const model::GptConfig& m = w.shape;
   double tokens = double(w.micro_batch) * w.seq_len;
@@ -173,7 +196,7 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   // The calibrate tables of the stage's devices, where they hold this model's passes at its
   // slice (the slowest device model's); else the FLOPs at the declared or job-calibrated rate.
   std::optional<MeasuredPasses> measured;
-  for (const topo::ComputeTable* table : tables) {
+  for (const topo::ComputeTable* table : w.fp8_gemms ? std::vector<const topo::ComputeTable*>{} : tables) {
     auto p = measured_passes(*table, m, tp, w.micro_batch, w.seq_len, w.activation.recompute, layers, first, last,
                              w.act_bytes());
     if (!p) {
@@ -192,15 +215,19 @@ StageTime StageCost::time(const Workload& w, int layers) const {
                        : measured->source == "GEMMs of the table" ? ComputeSource::kGemms
                                                                   : ComputeSource::kTableInterpolated;
   } else {
-    t.recompute_s = layers * recompute_flops_per_token(m, w.seq_len, tp, w.act_bytes(), w.activation) * tokens /
-                    (tflops * 1e12);
-    const double train_s = stage_train_flops(m, layers, last, tp, w.seq_len, tokens) / (tflops * 1e12);
+    const double bf16_train_s = stage_train_flops(m, layers, last, tp, w.seq_len, tokens) / (tflops * 1e12);
+    // FP8 GEMMs: the passes' time scaled by what they save, the replays and W passes (mostly
+    // GEMMs) alike.
+    const double fp8 = w.fp8_gemms ? fp8_train_s(w, layers, tokens) / bf16_train_s : 1.0;
+    t.recompute_s = fp8 * layers * recompute_flops_per_token(m, w.seq_len, tp, w.act_bytes(), w.activation) *
+                    tokens / (tflops * 1e12);
+    const double train_s = fp8 * bf16_train_s;
     t.compute_s = train_s + t.recompute_s;
     t.forward_s = train_s / 3;  // the forward's FLOPs are a third of training's; replays run in B and W
     // zb-h1: the W passes (and a full replay's second run before them) are what moves.
     if (w.activation.split_backward)
-      t.weights_s =
-          stage_weight_grad_flops(m, layers, last, tp, w.seq_len, tokens) / (tflops * 1e12) + t.recompute_s / 2;
+      t.weights_s = fp8 * stage_weight_grad_flops(m, layers, last, tp, w.seq_len, tokens) / (tflops * 1e12) +
+                    t.recompute_s / 2;
     t.compute_source = tflops_calibrated ? ComputeSource::kJob : ComputeSource::kDeclared;
   }
   // Activation tensor [B, T, C] that pipeline sends carry (boundary_bytes: FP8 with

@@ -34,6 +34,13 @@ inline constexpr double kHostCopyGBps = 12.0;  // pageable cudaMemcpy over PCIe 
 // measured for model/cpu/fp8.cpp on one core of the development VM: 4.9 ns (docs/cuda.md).
 inline constexpr double kFp8CastSPerValueGpu = 8.0 / 2e12;
 inline constexpr double kFp8CastSPerValueCpu = 5e-9;
+// train.precision fp8 on a GPU: the FP8 tensor cores of Hopper and Ada peak at twice their
+// bf16 rate (H100 SXM: 1979 against 989 dense TFLOP/s), so the linear layers' GEMM FLOPs are
+// priced at this factor times the device's rate, plus the casts of their operands (current
+// scaling: an amax read and a cast per tensor, about 5 bytes of device memory traffic per value
+// at an effective 2 TB/s). No calibrate table measures FP8 GEMMs yet: the plan says so.
+inline constexpr double kFp8GemmRateFactor = 2.0;
+inline constexpr double kFp8OperandCastSPerValueGpu = 5.0 / 2e12;
 // FP8 sends change the numbers a run computes: parallel.pipe_fp8 auto takes them, and a plan
 // without them proposes them, only when the estimated step is at least this much faster.
 inline constexpr double kPipeFp8MinGain = 0.02;
@@ -68,6 +75,10 @@ struct Workload {
   // sent value, cast_s_per_value each pair.
   bool pipe_fp8 = false;
   double cast_s_per_value = 0;
+  // train.precision fp8: the blocks' GEMMs (and the LM head's with fp8_lm_head) in FP8, each
+  // operand value cast at operand_cast_s_per_value.
+  bool fp8_gemms = false, fp8_lm_head = false;
+  double operand_cast_s_per_value = 0;
   int boundary_bytes() const { return pipe_fp8 ? static_cast<int>(dtype_bytes(DType::kE4M3)) : act_bytes(); }
   // TP sums travel in the activation precision where NCCL sums them, as fp32 through Gloo.
   int tp_wire_bytes() const { return staging != Staging::kAll ? act_bytes() : 4; }
@@ -193,6 +204,10 @@ struct StageCost {
   const LinkShares& hop_next_kinds() const { return last ? sends.emb : sends.next; }
   const LinkShares& hop_prev_kinds() const { return first ? sends.emb : sends.prev; }
   StageTime time(const Workload& w, int layers) const;
+  // train.precision fp8: the seconds of one micro-batch's training FLOPs of `layers` blocks (and
+  // the head on the last stage) at this stage's rate, the GEMMs at kFp8GemmRateFactor times it
+  // plus their operands' casts (the analytic form; no table measures FP8 GEMMs yet).
+  double fp8_train_s(const Workload& w, int layers, double tokens) const;
   // Bytes one rank of the stage sends per step over each of its groups, receiving as many
   // (ring steps, a send and a receive per micro-batch each way, the tied sum over two ends):
   // the tensor-parallel sums (tp_link), the activations and gradients to the next and previous

@@ -104,6 +104,9 @@ Evaluated score_with(const SearchInput& in, const Facts& facts, const Degrees& d
   Evaluated ev;
   ev.work.pipe_fp8 = pipe_fp8;
   ev.work.cast_s_per_value = in.cuda ? kFp8CastSPerValueGpu : kFp8CastSPerValueCpu;
+  ev.work.fp8_gemms = s.train.precision == spec::Precision::kFp8;
+  ev.work.fp8_lm_head = s.train.fp8_lm_head;
+  ev.work.operand_cast_s_per_value = in.cuda ? kFp8OperandCastSPerValueGpu : kFp8CastSPerValueCpu;
   ev.deg = deg;
   ev.work.activation = mode;
   ev.work.activation.document_mask = s.data.document_mask;

@@ -35,6 +35,8 @@ inline BlockCounts block_counts(const GptConfig& c) {
   // ln_1 2C, c_attn 3Cl C + 3Cl, attn c_proj C Cl + C, ln_2 2C, c_fc Fl C + Fl, mlp c_proj C Fl + C.
   b.params = 2 * C + 3 * Cl * C + 3 * Cl + C * Cl + C + 2 * C + Fl * C + Fl + C * Fl + C;
   b.gemm_weights = 3 * Cl * C + Cl * C + 2 * Fl * C;
+  b.gemm_in_channels = C + Cl + C + Fl;      // c_attn, attn c_proj, c_fc, mlp c_proj
+  b.gemm_out_channels = 3 * Cl + C + Fl + C;
   b.replay_skipped = C * Fl;  // mlp c_proj: the backward reads not its output
   b.attention_channels = Cl;
   b.tp_sums = 4;  // attention and MLP outputs forward, the two LayerNorms' input gradients backward

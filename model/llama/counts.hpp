@@ -37,6 +37,8 @@ inline BlockCounts block_counts(const GptConfig& c) {
   // two RMSNorms C, q k v QKV C, o C Cl, gate and up 2 Fl C, down C Fl.
   b.params = 2 * C + QKV * C + C * Cl + 3 * Fl * C;
   b.gemm_weights = QKV * C + Cl * C + 3 * Fl * C;
+  b.gemm_in_channels = C + Cl + C + Fl;  // q k v, o, gate and up (one GEMM), down
+  b.gemm_out_channels = QKV + C + 2 * Fl + C;
   b.replay_skipped = C * Fl;  // down_proj: the backward reads not its output
   b.attention_channels = Cl;
   b.tp_sums = 4;  // attention and MLP outputs forward, the two RMSNorms' input gradients backward

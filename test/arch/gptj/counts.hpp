@@ -38,6 +38,8 @@ inline BlockCounts block_counts(const GptConfig& c) {
   // ln_1 2C, q k v 3 Cl C, out C Cl, fc_in Fl C + Fl, fc_out C Fl + C.
   b.params = 2 * C + 3 * Cl * C + C * Cl + Fl * C + Fl + C * Fl + C;
   b.gemm_weights = 3 * Cl * C + C * Cl + 2 * Fl * C;
+  b.gemm_in_channels = C + Cl + C + Fl;  // q k v, out, fc_in, fc_out
+  b.gemm_out_channels = 3 * Cl + C + Fl + C;
   b.replay_skipped = C * Cl + C * Fl;  // both output projections: only the block output reads them
   b.attention_channels = Cl;
   b.tp_sums = 2;  // the added outputs forward, the two branches' d(ln_1) backward

@@ -43,14 +43,28 @@ void check_counts(const GptConfig& whole, int tp) {
   CHECK(model_params(whole) == real);
   // One block of the shard: its parameters and the 2-D (GEMM weight) tensors.
   const ParamLayout local(shard);
-  int64_t params = 0, gemm = 0;
+  // The 2-D tensors are GEMM weights, (OC, C); adjacent column-parallel ones of the same input
+  // width are one fused GEMM (Llama's q, k, v and its gate, up: contiguous in the layout, one
+  // call each).
+  int64_t params = 0, gemm = 0, gemm_in = 0, gemm_out = 0;
+  const ParamTensor* previous = nullptr;
   for (const ParamTensor* t : layer_tensors(local, 0)) {
     params += static_cast<int64_t>(t->numel);
-    if (t->shape.size() == 2) gemm += static_cast<int64_t>(t->numel);
+    if (t->shape.size() == 2) {
+      gemm += static_cast<int64_t>(t->numel);
+      gemm_out += static_cast<int64_t>(t->shape[0]);
+      const bool fused = previous != nullptr && previous->shape.size() == 2 && previous->split_dim == 0 &&
+                         t->split_dim == 0 && previous->shape[1] == t->shape[1];
+      if (!fused)
+        gemm_in += static_cast<int64_t>(t->shape[1]);
+    }
+    previous = t;
   }
   const BlockCounts b = block_counts(shard);
   CHECK(b.params == params);
   CHECK(b.gemm_weights == gemm);
+  CHECK(b.gemm_in_channels == gemm_in);
+  CHECK(b.gemm_out_channels == gemm_out);
   CHECK(b.attention_channels == shard.local_channels());
   CHECK(block_counts(whole).params * whole.layers + embedding_params(whole, tp) + final_norm_params(whole) +
             untied_head_params(whole, tp) ==

@@ -104,3 +104,40 @@ TEST_CASE("pipe_fp8 auto on CPUs: the host casts can cost more than a fast link 
     if (gbps > 1) CHECK(p.pipe_fp8_other_step_s > p.estimate.step_time_s);  // the casts cost more than they save
   }
 }
+
+TEST_CASE("train.precision fp8: the GEMMs at twice the rate plus their operands' casts, the rest as bf16",
+          "[cost_model][fp8]") {
+  // plan_test's closed form again (GPT-2 shape, C 512, 8 layers on 4 stages, bf16, 1f1b): the
+  // last stage, the bottleneck, runs 2 blocks and the LM head.
+  auto topo = hp::testing::make_cluster({{NicKind::kIb, 4, 1, 400}});
+  auto spec = hp::testing::make_spec(8, 512, 8, 1, 4, 1, 2, 12, 256);
+  spec.cluster.device_tflops = 100;
+  spec.parallel.partition.kind = holmes::spec::PartitionKind::kUniform;
+  spec.parallel.schedule = holmes::spec::Schedule::k1f1b;
+  const hp::Plan bf16 = hp::make_plan(spec, topo);
+  spec.train.precision = holmes::spec::Precision::kFp8;
+  const hp::Plan fp8 = hp::make_plan(spec, topo);
+  spec.train.fp8_lm_head = true;
+  const hp::Plan fp8_head = hp::make_plan(spec, topo);
+  const int m = 6;
+  const double tokens = 2 * 256, C = 512, V = 50304, rate = 100e12;
+  // Per token: a block's GEMMs hold 12 C^2 weights (c_attn 3C^2, c_proj C^2, c_fc and its
+  // projection 4C^2 each), attention 4 T C forward FLOPs, the head 2 C V; training is 3x forward.
+  const double gemms = 2 * 3 * 2 * 12 * C * C, attention = 2 * 3 * 4 * 256 * C, head = 3 * 2 * C * V;
+  // Casts per block and token: each GEMM's input twice (c_attn C, c_proj C, c_fc C, its
+  // projection 4C) and its output once (3C, C, 4C, C); the weights twice per micro-batch.
+  const double cast_values = tokens * 2 * (2 * 7 * C + 9 * C) + 2 * 2 * 12 * C * C;
+  const double cast_s = cast_values * hp::kFp8OperandCastSPerValueGpu;
+  const double want = (attention + head + gemms / 2) * tokens / rate + cast_s;
+  CHECK(bf16.estimate.compute_s == Approx(m * (attention + head + gemms) * tokens / rate));
+  CHECK(fp8.estimate.bottleneck_stage == 3);
+  CHECK(fp8.estimate.compute_s == Approx(m * want));
+  // The LM head in FP8 too: its GEMMs at twice the rate, its input (C) twice, its output
+  // (V) once, its weight twice.
+  const double head_casts = (tokens * (2 * C + V) + 2 * C * V) * hp::kFp8OperandCastSPerValueGpu;
+  CHECK(fp8_head.estimate.compute_s == Approx(m * (want - head / 2 * tokens / rate + head_casts)));
+  // The plan says the FP8 figures are declared, not measured.
+  bool said = false;
+  for (const auto& w : fp8.warnings) said = said || w.find("train.precision fp8") != std::string::npos;
+  CHECK(said);
+}
