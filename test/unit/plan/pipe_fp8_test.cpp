@@ -12,14 +12,27 @@ namespace hp = holmes::plan;
 using holmes::spec::PipeFp8;
 using holmes::topo::NicKind;
 
-TEST_CASE("pipe_fp8 on: the closed form with a byte per value on the links and the casts on the stages",
-          "[cost_model][fp8]") {
-  // The 4-stage pipeline of plan_test's closed form (one IB island, bf16, 1f1b, uniform).
-  auto topo = hp::testing::make_cluster({{NicKind::kIb, 4, 1, 400}});
+namespace {
+
+// plan_test's closed form: a GPT-2 shape of 8 layers x 512 on 4 stages of one IB island at
+// 100 TFLOP/s, bf16, 1f1b, a uniform partition.
+holmes::topo::ClusterTopology closed_form_cluster() { return hp::testing::make_cluster({{NicKind::kIb, 4, 1, 400}}); }
+
+holmes::spec::JobSpec closed_form_spec() {
   auto spec = hp::testing::make_spec(8, 512, 8, 1, 4, 1, 2, 12, 256);
   spec.cluster.device_tflops = 100;
   spec.parallel.partition.kind = holmes::spec::PartitionKind::kUniform;
   spec.parallel.schedule = holmes::spec::Schedule::k1f1b;
+  return spec;
+}
+
+}  // namespace
+
+TEST_CASE("pipe_fp8 on: the closed form with a byte per value on the links and the casts on the stages",
+          "[cost_model][fp8]") {
+  // The 4-stage pipeline of plan_test's closed form (one IB island, bf16, 1f1b, uniform).
+  const auto topo = closed_form_cluster();
+  auto spec = closed_form_spec();
   const hp::Plan off = hp::make_plan(spec, topo);
   spec.parallel.pipe_fp8 = PipeFp8::kOn;
   const hp::Plan on = hp::make_plan(spec, topo);
@@ -109,11 +122,8 @@ TEST_CASE("train.precision fp8: the GEMMs at twice the rate plus their operands'
           "[cost_model][fp8]") {
   // plan_test's closed form again (GPT-2 shape, C 512, 8 layers on 4 stages, bf16, 1f1b): the
   // last stage, the bottleneck, runs 2 blocks and the LM head.
-  auto topo = hp::testing::make_cluster({{NicKind::kIb, 4, 1, 400}});
-  auto spec = hp::testing::make_spec(8, 512, 8, 1, 4, 1, 2, 12, 256);
-  spec.cluster.device_tflops = 100;
-  spec.parallel.partition.kind = holmes::spec::PartitionKind::kUniform;
-  spec.parallel.schedule = holmes::spec::Schedule::k1f1b;
+  const auto topo = closed_form_cluster();
+  auto spec = closed_form_spec();
   const hp::Plan bf16 = hp::make_plan(spec, topo);
   spec.train.precision = holmes::spec::Precision::kFp8;
   const hp::Plan fp8 = hp::make_plan(spec, topo);
