@@ -174,7 +174,6 @@ DType precision_of(spec::Precision precision, const model::Backend& backend) {
   // The rule is the spec's (spec::trains_bf16, which the planner prices): a backend with bf16
   // kernels is a GPU.
   // fp8 (bf16 activations under FP8 GEMMs) is refused first by what it needs most, naming fp8.
-  // fp8 (bf16 activations under FP8 GEMMs) is refused first by what it needs most, naming fp8.
   if (precision == spec::Precision::kFp8) require_fp8_kernels(backend);
   const bool has_bf16 = backend.kernels->supports(DType::kBf16);
   if (!spec::trains_bf16(precision, has_bf16)) return DType::kF32;
