@@ -16,14 +16,14 @@
 #include "engine/data/data.hpp"
 #include "engine/parallel/trainer.hpp"
 #include "test/support/rank_plans.hpp"
+#include "test/support/compare.hpp"
 
 using namespace holmes;
 using namespace holmes::parallel;
 using holmes::test::single_rank_plan;
+using holmes::test::rel;
 
 namespace {
-
-double rel(double a, double b) { return std::fabs(a - b) / std::max(1e-12, std::fabs(b)); }
 
 spec::JobSpec llama_job() {
   spec::JobSpec s;

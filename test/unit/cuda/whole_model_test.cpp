@@ -14,16 +14,16 @@
 #include "engine/parallel/trainer.hpp"
 #include "test/support/rank_plans.hpp"
 #include "backends/backends.hpp"
+#include "test/support/compare.hpp"
 
 using namespace holmes;
 using namespace holmes::checkpoint;
 using namespace holmes::data;
 using namespace holmes::parallel;
 using holmes::test::single_rank_plan;
+using holmes::test::rel;
 
 namespace {
-
-double rel(double a, double b) { return std::fabs(a - b) / std::max(1e-12, std::fabs(b)); }
 
 // L=2 C=64 NH=4 (HS 16), V=257 byte-level, T=37 (odd: crosses warps), 2 micro-batches of 3.
 spec::JobSpec gpu_job() {

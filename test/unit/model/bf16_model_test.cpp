@@ -15,15 +15,15 @@
 #include "model_test_util.hpp"
 #include "test/support/emulated_bf16.hpp"
 #include "model/gpt2/gpt2.hpp"
+#include "test/support/compare.hpp"
 
 using namespace holmes::backends;
 using namespace holmes::model;
 using holmes::model::test::EmulatedBf16;
 using holmes::model::test::emulated_bf16_backend;
+using holmes::test::rel;
 
 namespace {
-
-double rel(double a, double b) { return std::fabs(a - b) / std::max(1e-12, std::fabs(b)); }
 
 struct Out {
   float loss;

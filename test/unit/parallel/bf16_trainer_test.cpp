@@ -13,6 +13,7 @@
 #include "engine/checkpoint/checkpoint.hpp"
 #include "test/support/dist_test_util.hpp"
 #include "test/support/rank_plans.hpp"
+#include "test/support/compare.hpp"
 
 using namespace holmes;
 using namespace holmes::checkpoint;
@@ -21,8 +22,6 @@ using namespace holmes::parallel;
 using namespace holmes::test;
 
 namespace {
-
-double rel(double a, double b) { return std::fabs(a - b) / std::max(1e-12, std::fabs(b)); }
 
 spec::JobSpec bf16_job() {
   spec::JobSpec s = tiny_job();

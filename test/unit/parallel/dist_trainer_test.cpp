@@ -6,14 +6,13 @@
 #include <cmath>
 
 #include "test/support/dist_test_util.hpp"
+#include "test/support/compare.hpp"
 
 using namespace holmes::data;
 using namespace holmes::parallel;
 using namespace holmes::test;
 
 namespace {
-
-double rel(double a, double b) { return std::fabs(a - b) / std::max(1e-12, std::fabs(b)); }
 
 // Largest |shard - reference| over every element any rank holds, and whether every
 // element of the reference is held somewhere.

@@ -17,6 +17,7 @@
 #include "common/errors.hpp"
 #include "engine/checkpoint/checkpoint.hpp"
 #include "test/support/dist_test_util.hpp"
+#include "test/support/compare.hpp"
 
 using namespace holmes;
 using namespace holmes::checkpoint;
@@ -25,8 +26,6 @@ using namespace holmes::parallel;
 using namespace holmes::test;
 
 namespace {
-
-double rel(double a, double b) { return std::fabs(a - b) / std::max(1e-12, std::fabs(b)); }
 
 spec::JobSpec job(spec::Precision p) {
   spec::JobSpec s = tiny_job();

@@ -17,6 +17,7 @@
 #include <tuple>
 
 #include "test/support/dist_test_util.hpp"
+#include "test/support/compare.hpp"
 
 using namespace holmes::parallel;
 using namespace holmes::test;
@@ -37,8 +38,6 @@ Weights weights_of(const std::vector<RankRun>& runs) {
     }
   return out;
 }
-
-double rel(double a, double b) { return std::fabs(a - b) / std::max(1e-12, std::fabs(b)); }
 
 // Interleaved (p stages x v chunks) under each recompute mode against 1f1b/none over p v
 // stages (bit for bit) and over p stages (within the bounds above).
