@@ -2,12 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <memory>
 
 #include "cmd/commands.hpp"
 #include "cmd/option_values.hpp"
 #include "cmd/plan_cmd.hpp"
 #include "cmd/usage.hpp"
+#include "comm/tcp_store.hpp"
 #include "engine/launch/launch_env.hpp"
 #include "engine/launch/local_launcher.hpp"
 #include "engine/launch/selftest.hpp"
@@ -23,6 +26,24 @@
 #include "backends/backends.hpp"
 
 namespace holmes::cmd {
+
+namespace {
+
+// The local launcher of an elastic job on one node serves the TCP store at MASTER_PORT itself
+// (workers read HOLMES_STORE_HOSTED=1 and all connect), so that the store, the arbiter of who
+// goes on, does not die with rank 0's process. Null where it does not: an explicit
+// cluster.rendezvous (a file:// store survives any worker), or a launcher of one node among
+// several (rank 0 hosts as usual; docs/elastic.md).
+std::unique_ptr<comm::TcpStoreServer> host_elastic_store(const spec::JobSpec& spec, launch::LaunchEnv& env) {
+  if (!spec.cluster.rendezvous_is_auto() || env.num_nodes > 1) return nullptr;
+  if (env.master_port <= 0) env.master_port = launch::pick_free_port(env.master_addr);
+  if (env.job_token.empty()) env.job_token = launch::random_job_token();
+  auto server = std::make_unique<comm::TcpStoreServer>(static_cast<uint16_t>(env.master_port), env.job_token);
+  ::setenv("HOLMES_STORE_HOSTED", "1", 1);
+  return server;
+}
+
+}  // namespace
 
 void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("-c,--config", o.config, "Job spec (YAML). Without it, the embedded default job")
@@ -157,9 +178,12 @@ int run_train(const TrainOptions& o) {
   // above, reads the topology's devices instead).
   loaded.spec.job.device = resolve_training_device(loaded.spec.job.device);
   if (o.nproc_per_node > 0) {
-    const auto env = launch::detect_launch_env_from_process(o.nproc_per_node, loaded.spec.job.name);
+    auto env = launch::detect_launch_env_from_process(o.nproc_per_node, loaded.spec.job.name);
     check_before_spawning(loaded.spec, env);
-    return launch::run_local_workers(env, launch::current_argv(), /*grace_s=*/10);
+    if (!loaded.spec.parallel.elastic) return launch::run_local_workers(env, launch::current_argv(), /*grace_s=*/10);
+    // An elastic job: its rendezvous store must outlive any worker, so this launcher serves it.
+    const std::unique_ptr<comm::TcpStoreServer> store = host_elastic_store(loaded.spec, env);
+    return launch::run_local_workers(env, launch::current_argv(), /*grace_s=*/10, /*keep_going=*/true);
   }
   launch::maybe_run_launch_selftest();
   // From here a stop signal (Slurm's warning, the launcher forwarding one) is remembered

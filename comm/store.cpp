@@ -120,7 +120,7 @@ std::shared_ptr<Store> open_store(const StoreOptions& o) {
     if (host.empty() || !digits || port < 1 || port > 65535)
       throw UserError(fmt::format("{}: '{}' is not a valid rendezvous address; {}", o.source, o.url, accepted));
     TcpStoreOptions t{host, static_cast<uint16_t>(port), o.token, o.timeout};
-    if (o.rank == 0) return TcpStore::host(t);
+    if (o.rank == 0 && !o.hosted) return TcpStore::host(t);
     return TcpStore::connect(t);
   }
   if (o.url.rfind("file://", 0) == 0) {

@@ -83,6 +83,7 @@ struct StoreOptions {
   std::string token;          // per-job secret; a store with another token refuses us
   Millis timeout{60'000};     // connect/wait limit
   std::string source = "cluster.rendezvous";  // where `url` came from, for messages
+  bool hosted = false;        // tcp://: another process serves it already; rank 0 connects too
 };
 
 // Opens (and on rank 0 for tcp://, hosts) the store. A malformed url throws

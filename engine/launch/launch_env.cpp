@@ -142,6 +142,7 @@ std::string slurm_job_text(const EnvMap& env) {
 LaunchEnv detect_launch_env(const EnvMap& env, int nproc_per_node_flag, const std::string& job_name) {
   LaunchEnv e = detect_place(env, nproc_per_node_flag, job_name);
   e.node_name = get(env, "HOLMES_NODE_NAME").value_or("");
+  e.store_hosted = get(env, "HOLMES_STORE_HOSTED").value_or("") == "1";
   e.slurm_job = slurm_job_text(env);
   return e;
 }

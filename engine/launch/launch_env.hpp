@@ -50,6 +50,10 @@ struct LaunchEnv {
   // (a node known by another name in a topology file; one machine playing several nodes in
   // tests). "" = the machine's own.
   std::string node_name;
+  // HOLMES_STORE_HOSTED=1: the TCP store at MASTER_ADDR:MASTER_PORT is already served by
+  // another process (the local launcher of an elastic job, which outlives its workers), so
+  // rank 0 connects to it like every other rank instead of hosting it.
+  bool store_hosted = false;
   // The Slurm job this process runs in, for the start-up log: "Slurm job 4711 step 0" (and
   // ", restart N" after a requeue); "" outside Slurm. Set in every mode, since the workers of
   // a launcher inside an srun task inherit the task's SLURM_* variables.

@@ -86,15 +86,15 @@ int pick_free_port(const std::string& addr) {
   return ntohs(sa.sin_port);
 }
 
-int run_local_workers(int nproc, const std::vector<std::string>& argv, double grace_s) {
+int run_local_workers(int nproc, const std::vector<std::string>& argv, double grace_s, bool keep_going) {
   LaunchEnv env;
   env.source = "local";
   env.world_size = nproc;
   env.local_world_size = nproc;
-  return run_local_workers(env, argv, grace_s);
+  return run_local_workers(env, argv, grace_s, keep_going);
 }
 
-int run_local_workers(const LaunchEnv& env, const std::vector<std::string>& argv, double grace_s) {
+int run_local_workers(const LaunchEnv& env, const std::vector<std::string>& argv, double grace_s, bool keep_going) {
   WorkerGroup group;
   group.argv = strip_nproc_flag(argv);
   group.nproc = env.local_world_size;
@@ -106,6 +106,7 @@ int run_local_workers(const LaunchEnv& env, const std::vector<std::string>& argv
   group.master_port = env.master_port;
   group.token = env.job_token;
   group.grace_s = grace_s;
+  group.keep_going = keep_going;
   if (const char* text = std::getenv("HOLMES_LAUNCH_GRACE_S")) {
     char* end = nullptr;
     double value = std::strtod(text, &end);

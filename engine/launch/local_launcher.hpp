@@ -11,6 +11,7 @@
 //     "holmes-train: rank R (pid P) exited with code C" (or "was killed by signal S"),
 //     sends SIGTERM to the others, SIGKILL to any still alive grace_s later, and returns C
 //     (or 128 + S) of that first failed worker;
+//     (with keep_going: reports the worker and leaves the others running);
 //   - kills whatever a worker left behind in its process group once it has exited, so no
 //     process outlives the job.
 // The launcher must call this from its main thread (PDEATHSIG follows the forking thread).
@@ -38,6 +39,10 @@ struct WorkerGroup {
   double grace_s = 10;             // SIGTERM -> SIGKILL delay when stopping after a failure
   std::string log_prefix = "holmes-train";  // start of the launcher's own messages
   bool prefix_output = true;       // relay worker stdout/stderr with "[rank N] " per line
+  // An elastic job (parallel.elastic, docs/elastic.md): a worker that fails is reported, the
+  // others are left to go on without it; the job's code is 0 when a worker finished with 0,
+  // else the first failed worker's.
+  bool keep_going = false;
 };
 
 // Spawns and supervises the group as described above; returns the job's exit code.
@@ -50,13 +55,14 @@ int run_workers(const WorkerGroup& group);
 
 // Single machine: N workers of this binary, ranks 0..N-1, master 127.0.0.1 on a free port,
 // a random job token. `argv` is this process's full argv; --nproc-per-node is removed.
-int run_local_workers(int nproc, const std::vector<std::string>& argv, double grace_s);
+int run_local_workers(int nproc, const std::vector<std::string>& argv, double grace_s, bool keep_going = false);
 
 // The launcher of one node of a larger job (source "local" of detect_launch_env, e.g. one
 // srun task per node): ranks env.rank .. env.rank + env.local_world_size - 1 of
 // env.world_size, master and token from `env` (a free port / random token where they are
 // 0 / "", which is only right on a single node).
-int run_local_workers(const LaunchEnv& env, const std::vector<std::string>& argv, double grace_s);
+int run_local_workers(const LaunchEnv& env, const std::vector<std::string>& argv, double grace_s,
+                      bool keep_going = false);
 
 // This process's argv, from /proc/self/cmdline (so main need not pass argv down).
 std::vector<std::string> current_argv();

@@ -121,6 +121,7 @@ class Supervisor {
       escalate_if_due();
     }
     relay.drain(500);
+    if (g_.keep_going && finished_ok_ && failed_code_ >= 0) return 0;
     if (failed_code_ >= 0) return failed_code_;
     if (stop_signal_ != 0 && !all_clean_) return 128 + stop_signal_;
     return 0;
@@ -189,6 +190,21 @@ class Supervisor {
   void on_exit(const Worker& w, int status) {
     bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!clean) all_clean_ = false;
+    if (clean) finished_ok_ = true;
+    if (g_.keep_going && clean && running_count() > 0 && !kill_pending_) {
+      // Elastic: the job finished on this worker; one still running grace_s later was left out
+      // of it (frozen, or stopped by its replica's loss and not yet gone).
+      kill_pending_ = true;
+      left_out_ = true;
+      kill_at_ = Clock::now() + std::chrono::milliseconds(static_cast<long long>(std::max(0.0, g_.grace_s) * 1000));
+    }
+    if (g_.keep_going && !clean && !expected_after_stop(status)) {
+      // Elastic: the others decide among themselves whether they go on (docs/elastic.md).
+      if (failed_code_ < 0) failed_code_ = exit_code_of(status);
+      fmt::print(stderr, "{}: rank {} (pid {}) {}; elastic job: the other {} worker(s) go on without it\n",
+                 g_.log_prefix, w.rank, w.pid, describe_status(status), running_count());
+      return;
+    }
     // Expected, or not the first failure (the others die of our SIGTERM/SIGKILL).
     if (clean || failed_code_ >= 0 || expected_after_stop(status)) return;
     failed_code_ = exit_code_of(status);
@@ -206,8 +222,8 @@ class Supervisor {
     if (!kill_pending_ || Clock::now() < kill_at_) return;
     for (auto& w : workers_)
       if (w.running)
-        fmt::print(stderr, "{}: rank {} (pid {}) still running {:g} s after SIGTERM; sending SIGKILL\n",
-                   g_.log_prefix, w.rank, w.pid, g_.grace_s);
+        fmt::print(stderr, "{}: rank {} (pid {}) still running {:g} s after {}; sending SIGKILL\n", g_.log_prefix,
+                   w.rank, w.pid, g_.grace_s, left_out_ ? "the elastic job finished without it" : "SIGTERM");
     signal_all(SIGKILL);
     kill_pending_ = false;
   }
@@ -216,9 +232,11 @@ class Supervisor {
   std::vector<Worker>& workers_;
   int stop_signal_ = 0;                // first stop signal the launcher received
   bool all_clean_ = true;              // every worker so far exited 0
+  bool finished_ok_ = false;           // a worker exited 0 (keep_going: the job's code is 0)
   bool hard_killed_ = false;           // SIGKILL sent after a second SIGINT
   int failed_code_ = -1;               // exit code of the first failed worker; -1 = none
   bool kill_pending_ = false;          // SIGKILL due at kill_at_
+  bool left_out_ = false;              // keep_going: due because the job finished without them
   Clock::time_point kill_at_{};
 };
 

@@ -45,7 +45,7 @@ ParallelGroups::ParallelGroups()
 
 ParallelGroups::ParallelGroups(const schedule::Place& place, std::span<const GroupComms> comms,
                                device::DeviceMemory& mem, Group::Options o)
-    : place_(place), hop_prev_(std::make_unique<Group>()), hop_next_(std::make_unique<Group>()) {
+    : place_(place), mem_(&mem), options_(o), hop_prev_(std::make_unique<Group>()), hop_next_(std::make_unique<Group>()) {
   for (Axis a : schedule::kAllAxes)
     if (place[a] < 0 || place[a] >= place.degree(a))
       throw std::invalid_argument(fmt::format("ParallelGroups: {} coordinate {} of {} is not valid",
@@ -84,6 +84,28 @@ Group& ParallelGroups::group(GroupKind kind) {
   std::unique_ptr<Group>& g = groups_[kind];
   if (!g) g = std::make_unique<Group>();
   return *g;
+}
+
+std::vector<std::unique_ptr<Group>> ParallelGroups::replace_replica_groups(const schedule::Place& place,
+                                                                           comm::ProcessGroup* outer) {
+  for (Axis a : schedule::kAllAxes)
+    if (a != Axis::kReplica && (place[a] != place_[a] || place.degree(a) != place_.degree(a)))
+      throw std::invalid_argument(fmt::format("ParallelGroups: a new place moves the {} coordinate", schedule::axis_name(a)));
+  const int n = place.degree(Axis::kReplica);
+  if ((n > 1) != (outer != nullptr) || (outer && (outer->size() != n || outer->rank() != place[Axis::kReplica])) ||
+      mem_ == nullptr)
+    throw std::invalid_argument(fmt::format("ParallelGroups: replica {} of {} with an outer group of {} members",
+                                            place[Axis::kReplica], n, outer ? outer->size() : 1));
+  std::vector<std::unique_ptr<Group>> old;
+  for (GroupKind kind : {GroupKind{Axis::kReplica}, GroupKind{Axis::kReplica, Purpose::kSide}}) {
+    auto it = groups_.find(kind);
+    if (it == groups_.end()) continue;
+    old.push_back(std::move(it->second));
+    groups_.erase(it);
+  }
+  place_ = place;
+  if (outer) groups_[GroupKind{Axis::kReplica}] = std::make_unique<Group>(*outer, nullptr, *mem_, clock_, options_);
+  return old;
 }
 
 std::pair<Group*, int> ParallelGroups::pp_route(int peer_stage) {

@@ -69,9 +69,16 @@ class ParallelGroups {
   void sum_over_replicas(std::span<double> values);
   // One line per group of more than one member: how its buffers travel (for the start-up log).
   std::vector<std::string> describe() const;
+  // An elastic job after a loss (docs/elastic.md): the place renumbered over the surviving
+  // replicas (every other coordinate and degree as before) and the outer group over them (null:
+  // one replica left). The groups inside the replica stay; the outer and side groups are taken
+  // out and returned, for the caller to drop once nothing refers to them any more.
+  std::vector<std::unique_ptr<Group>> replace_replica_groups(const schedule::Place& place, comm::ProcessGroup* outer);
 
  private:
   schedule::Place place_;
+  device::DeviceMemory* mem_ = nullptr;  // the backend's memory (null: one process alone)
+  Group::Options options_;
   CommClock clock_;
   // Every kind but the hops; a kind asked for and not given: a group of one, made then.
   std::map<schedule::GroupKind, std::unique_ptr<Group>> groups_;

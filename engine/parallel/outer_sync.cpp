@@ -246,18 +246,6 @@ void OuterSync::load(std::span<const float> state) {
 int OuterSync::after_step(int64_t done, float* params) {
   const auto start = Clock::now();
   const double cpu0 = process_cpu_ms();
-  // The exchange's parts, written by the thread that ran it, once it has landed.
-  auto take_exchange = [this] {
-    const OuterTimes x = std::exchange(exchange_, OuterTimes{});
-    times_.to_owners_ms += x.to_owners_ms, times_.average_ms += x.average_ms;
-    times_.gather_ms += x.gather_ms, times_.decode_ms += x.decode_ms;
-    if (x.bytes > 0) {
-      wire_.seconds += (x.to_owners_ms + x.gather_ms) / 1e3;
-      wire_.bytes += x.bytes;
-      ++wire_.exchanges;
-    }
-    return x.exchange_ms();
-  };
   if (pending_.f >= 0 && pending_.apply_at == done) {
     const auto t = Clock::now();
     land();
@@ -269,20 +257,13 @@ int OuterSync::after_step(int64_t done, float* params) {
   }
   const std::vector<int> fragments = due(done);
   for (int f : fragments) {
-    prepare(f, params);
-    ++times_.syncs;
     if (config_.overlap == 0 || n_ == 1) {
-      const auto t = Clock::now();
-      if (n_ > 1)
-        outer_.run_host([this](comm::ProcessGroup& pg) { exchange(&pg); }).land();
-      else
-        exchange(nullptr);
-      const double waited = ms_since(t);
-      times_.wait_ms += std::max(0.0, waited - take_exchange());  // the hand-off there and back
-      apply(f, params, nullptr);
-      ++times_.applied;
+      exchange_fragment(f, params);
+      apply_fragment(f, params);
       continue;
     }
+    prepare(f, params);
+    ++times_.syncs;
     if (pending_.f >= 0)
       throw std::logic_error(fmt::format("OuterSync: fragment {} due after step {} with fragment {} in flight", f, done,
                                          pending_.f));
@@ -296,6 +277,58 @@ int OuterSync::after_step(int64_t done, float* params) {
   times_.total_ms += ms_since(start);
   times_.cpu_ms += process_cpu_ms() - cpu0;
   return static_cast<int>(fragments.size());
+}
+
+double OuterSync::take_exchange() {
+  const OuterTimes x = std::exchange(exchange_, OuterTimes{});
+  times_.to_owners_ms += x.to_owners_ms, times_.average_ms += x.average_ms;
+  times_.gather_ms += x.gather_ms, times_.decode_ms += x.decode_ms;
+  if (x.bytes > 0) {
+    wire_.seconds += (x.to_owners_ms + x.gather_ms) / 1e3;
+    wire_.bytes += x.bytes;
+    ++wire_.exchanges;
+  }
+  return x.exchange_ms();
+}
+
+void OuterSync::exchange_fragment(int f, const float* params) {
+  if (config_.overlap > 0 && n_ > 1)
+    throw std::logic_error("OuterSync::exchange_fragment with parallel.outer_overlap: the exchange runs beside the steps");
+  prepare(f, params);
+  ++times_.syncs;
+  const auto t = Clock::now();
+  if (n_ > 1)
+    outer_.run_host([this](comm::ProcessGroup& pg) { exchange(&pg); }).land();
+  else
+    exchange(nullptr);
+  const double waited = ms_since(t);
+  times_.wait_ms += std::max(0.0, waited - take_exchange());  // the hand-off there and back
+}
+
+void OuterSync::apply_fragment(int f, float* params) {
+  apply(f, params, nullptr);
+  ++times_.applied;
+}
+
+void OuterSync::restore(const Residuals& r) {
+  if (r.residual.size() != residual_.size() || r.owner_residual.size() != owner_residual_.size())
+    throw std::logic_error("OuterSync::restore: residuals of another layout");
+  residual_ = r.residual;
+  owner_residual_ = r.owner_residual;
+  exchange_ = {};
+}
+
+void OuterSync::adopt(const OuterSync& old) {
+  if (old.anchor_.size() != anchor_.size() || old.pending_.f >= 0 || pending_.f >= 0)
+    throw std::logic_error(fmt::format("OuterSync::adopt: {} anchor floats from {} here, or an exchange in flight",
+                                       old.anchor_.size(), anchor_.size()));
+  anchor_ = old.anchor_;
+  momentum_ = old.momentum_;
+  residual_ = old.residual_;
+  std::fill(owner_residual_.begin(), owner_residual_.end(), 0.0f);
+  bytes_sent_ = old.bytes_sent_;
+  times_ = old.times_;
+  wire_ = old.wire_;
 }
 
 void OuterSync::prepare(int f, const float* params) {

@@ -92,6 +92,27 @@ class OuterSync {
   // Waits for an exchange in flight (before a checkpoint); it is still applied at its step.
   void land();
 
+  // An elastic job (docs/elastic.md) runs the synchronous sync (overlap 0) in two halves, so
+  // that an exchange a replica failed in can be redone over the survivors: exchange_fragment
+  // (steps 1-3: the outer gradient, the exchange; anchor, momentum and params untouched, only
+  // the error-feedback residuals move), then, once every member completed it, apply_fragment
+  // (steps 4-5). Residuals: what an exchange changes, to put back before it is redone.
+  struct Residuals {
+    std::vector<float> residual, owner_residual;
+  };
+  Residuals residuals() const { return {residual_, owner_residual_}; }
+  void restore(const Residuals& r);
+  void exchange_fragment(int f, const float* params);
+  void apply_fragment(int f, float* params);
+  // Takes over `old`'s state (anchor, momentum, payload residual, bytes sent) after the outer
+  // group changed: the same data-parallel slices, so they carry over as they are; the owner
+  // residuals start at zero, since the parts are cut anew for the new group size (with
+  // bf16/int8 payloads what they held, below one rounding step of each owned value, is dropped
+  // once; nothing with fp32). `old` has no exchange in flight (overlap 0).
+  void adopt(const OuterSync& old);
+  // The wall and CPU milliseconds of a sync run in halves (after_step counts its own).
+  void count_time(double ms, double cpu_ms) { times_.total_ms += ms, times_.cpu_ms += cpu_ms; }
+
   // Fragment f's range in the buffer, and this rank's slice of it.
   std::pair<size_t, size_t> fragment(int f) const;
   std::pair<size_t, size_t> slice(int f) const;
@@ -127,6 +148,7 @@ class OuterSync {
   void exchange(comm::ProcessGroup* pg);
   // 4-5. Nesterov on the anchor; params[slice] = anchor (+ params - sent, overlap); dp all-gather.
   void apply(int f, float* params, const float* sent);
+  double take_exchange();  // the exchange's parts into times_ and wire_ once it landed; its ms
   size_t padded(int f) const;  // c: the slice length every data-parallel rank pads to
   size_t part(int f) const;    // p: one owner's part of the padded slice
 

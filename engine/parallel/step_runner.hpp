@@ -51,6 +51,9 @@ struct StepStats {
   int replica = -1;  // agreed false: the replica whose loss `loss` is (this rank's)
   // diloco: where this rank's outer sync after the step spent its time (empty: none).
   OuterTimes outer;
+  // parallel.elastic: the replicas that trained this step, numbered as at the start (empty
+  // otherwise).
+  std::vector<int> replicas;
 };
 
 // When a step's job-wide loss and stop flags are known. With diloco replicas (parallel.outer:

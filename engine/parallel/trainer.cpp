@@ -12,6 +12,7 @@
 #include <ctime>
 #include <stdexcept>
 
+#include "comm/errors.hpp"
 #include "common/errors.hpp"
 #include "engine/parallel/cpu_clock.hpp"
 #include "engine/spec/model_config.hpp"
@@ -104,6 +105,8 @@ Trainer::Trainer(const spec::JobSpec& spec, const schedule::RankPlan& plan, mode
         plan_.outer, groups_->group(Axis::kReplica), groups_->group(Axis::kDp), gpt_->num_params(),
         &groups_->group(schedule::GroupKind{Axis::kReplica, schedule::Purpose::kSide}));
     reset_outer();
+    replica_id_ = c_[Axis::kReplica];
+    for (int r = 0; r < c_.degree(Axis::kReplica); ++r) replicas_.push_back(r);
     // Test hook (docs/launch.md): HOLMES_TEST_NAN_LOSS="STEP:REPLICA" makes that replica's
     // loss of step STEP (1-based) NaN on its ranks, as a diverged replica's would be.
     if (const char* hook = std::getenv("HOLMES_TEST_NAN_LOSS")) {
@@ -135,24 +138,89 @@ void Trainer::outer_step(int64_t done) {
   if (!outer_->busy(done)) return;
   optimizer_->params_ready();
   // Test hook (docs/launch.md): HOLMES_TEST_KILL_IN_OUTER_SYNC="STEP:REPLICA" kills the ranks of
-  // that replica as the outer sync after step STEP begins; the other replicas are in it.
+  // that replica (numbered as at the start) as the outer sync after step STEP begins; the other
+  // replicas are in it.
   if (const char* hook = std::getenv("HOLMES_TEST_KILL_IN_OUTER_SYNC")) {
     long long at = -1, replica = -1;
-    if (std::sscanf(hook, "%lld:%lld", &at, &replica) == 2 && at == done && replica == c_[schedule::Axis::kReplica] &&
+    if (std::sscanf(hook, "%lld:%lld", &at, &replica) == 2 && at == done && replica == replica_id_ &&
         !outer_->due(done).empty()) {
       std::fflush(stdout);
       std::raise(SIGKILL);
     }
   }
-  if (gpt_->backend().memory->is_host()) {
-    outer_->after_step(done, gpt_->params());
-    gpt_->params_updated();
-    return;
+  const bool host = gpt_->backend().memory->is_host();
+  float* params = host ? gpt_->params() : nullptr;
+  if (!host) {
+    std::vector<float>& copy = outer_host();
+    gpt_->read_params(copy);
+    params = copy.data();
   }
-  std::vector<float>& host = outer_host();
-  gpt_->read_params(host);
-  outer_->after_step(done, host.data());
-  gpt_->load_params(host);
+  if (recovery_) elastic_outer_step(done, params);
+  else outer_->after_step(done, params);
+  if (host) gpt_->params_updated();
+  else gpt_->load_params(outer_host());
+}
+
+void Trainer::elastic_outer_step(int64_t done, float* params) {
+  // overlap 0 (the spec's rule for elastic): one fragment due at most (H >= F), synced now.
+  const std::vector<int> due = outer_->due(done);
+  if (due.size() != 1)
+    throw std::logic_error(fmt::format("Trainer: {} fragments due after step {} in an elastic job", due.size(), done));
+  const auto t0 = std::chrono::steady_clock::now();
+  const double cpu0 = process_cpu_ms();
+  for (;;) {
+    // What the exchange changes before it is applied: the error-feedback residuals alone
+    // (anchor, momentum and params move only in apply_fragment).
+    const OuterSync::Residuals before = outer_->residuals();
+    std::string what;
+    try {
+      outer_->exchange_fragment(due.front(), params);
+      if (c_.degree(schedule::Axis::kReplica) == 1 || recovery_->exchange_complete(done - 1)) break;
+      what = fmt::format("another replica failed in the outer exchange after step {}", done);
+    } catch (const comm::CommError& e) {
+      what = e.what();
+    }
+    outer_->restore(before);
+    regroup(recovery_->recover(done - 1, /*exchange=*/true, what), done - 1);
+  }
+  outer_->apply_fragment(due.front(), params);
+  outer_->count_time(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+                     process_cpu_ms() - cpu0);
+}
+
+template <class F>
+void Trainer::across_replicas(int64_t step, F&& f) {
+  for (;;) {
+    try {
+      f();
+      return;
+    } catch (const comm::CommError& e) {
+      if (!recovery_) throw;
+      regroup(recovery_->recover(step, /*exchange=*/false, e.what()), step);
+    }
+  }
+}
+
+void Trainer::recover_replicas(const std::string& what) {
+  if (!recovery_) throw std::logic_error("Trainer::recover_replicas without parallel.elastic");
+  regroup(recovery_->recover(last_step_, /*exchange=*/false, what), last_step_);
+}
+
+void Trainer::regroup(const ReplicaRegroup& r, int64_t step) {
+  using schedule::Axis;
+  // Every survivor read step `step`'s sequences of the old layout; the new one starts after it.
+  origin_ = {step + 1, data_position(step + 1)};
+  const int before = c_.degree(Axis::kReplica), after = r.place.degree(Axis::kReplica);
+  // The old outer groups stay alive until the outer sync that refers to them is replaced.
+  const std::vector<std::unique_ptr<Group>> old = groups_->replace_replica_groups(r.place, r.outer);
+  plan_.place = r.place;
+  plan_.global_batch = plan_.global_batch / before * after;
+  auto next = std::make_unique<OuterSync>(plan_.outer, groups_->group(Axis::kReplica), groups_->group(Axis::kDp),
+                                          gpt_->num_params(),
+                                          &groups_->group(schedule::GroupKind{Axis::kReplica, schedule::Purpose::kSide}));
+  next->adopt(*outer_);
+  outer_ = std::move(next);
+  replicas_ = r.replicas;
 }
 
 namespace {
@@ -232,7 +300,7 @@ void Trainer::agree(StepStats& s) {
   if (s.step != local_.step)
     throw std::logic_error(fmt::format("Trainer::agree: stats of step {}, the replica's figures at hand are of step {}",
                                        s.step, local_.step));
-  agree_replicas(s);
+  across_replicas(s.step, [&] { agree_replicas(s); });
 }
 
 void Trainer::agree_replicas(StepStats& s) {
@@ -250,7 +318,7 @@ void Trainer::agree_replicas(StepStats& s) {
   for (int r = 0; r < n; ++r) {
     const int64_t at = std::llround(v[2 + static_cast<size_t>(r)]) - 1;
     if (at < 0) continue;
-    bad += fmt::format("{}replica {} at step {}", bad.empty() ? "" : ", ", r, at + 1);
+    bad += fmt::format("{}replica {} at step {}", bad.empty() ? "" : ", ", replicas_.at(static_cast<size_t>(r)), at + 1);
     first = first < 0 ? at : std::min(first, at);
   }
   if (first >= 0)
@@ -266,6 +334,7 @@ void Trainer::fill_agreed(StepStats& s) const {
   s.stop_ranks = static_cast<int>(std::lround(agreed_.stops));
   s.agreed = true;
   s.replica = -1;
+  if (recovery_) s.replicas = replicas_;
   if (!std::isfinite(s.loss))
     throw std::runtime_error(fmt::format("training loss is {} at step {}: the run diverged (try a lower train.lr "
                                          "or train.grad_clip)", s.loss, s.step + 1));
@@ -282,6 +351,7 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   const double cpu0 = thread_cpu_s();
   const double process_cpu0 = process_cpu_ms();  // every thread: what a CPU quota caps
   const auto& t = spec_.train;
+  last_step_ = step;
   groups_->clock().reset();
   if (steps_ == kWarmupSteps) groups_->group(schedule::Axis::kTp).reset_sums();  // a calibration times the steady steps' sums
   for (auto& g : chunks_) g->zero_grad();
@@ -323,7 +393,11 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   const bool at_syncs = c_.degree(schedule::Axis::kReplica) > 1 && agreement == Agreement::kAtSyncs;
   if (c_.degree(schedule::Axis::kReplica) > 1 && !at_syncs) {
     std::span<double> job(sums.data() + units, 2);
-    groups_->sum_over_replicas(job);
+    const std::vector<double> mine(job.begin(), job.end());
+    across_replicas(step, [&] {
+      std::copy(mine.begin(), mine.end(), job.begin());
+      groups_->sum_over_replicas(job);
+    });
   }
   double grad_sq = 0;
   for (int u = 0; u < units; ++u) grad_sq += sums[u];
@@ -337,14 +411,14 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   if (at_syncs) {
     local_ = {step, sums[units], std::max(local_.stops, sums[units + 1])};  // stop flags stay set
     s.agreed = false;
-    s.replica = c_[schedule::Axis::kReplica];
+    s.replica = replica_id_;
     s.loss = local_.loss_sum / c_.degree(schedule::Axis::kDp);
     s.stop_ranks = static_cast<int>(std::lround(local_.stops));
     if (!std::isfinite(s.loss) && first_bad_ < 0) first_bad_ = step;
     // Before the exchange that starts after this step reads the weights (outer_step below).
     if (!outer_->due(step + 1).empty()) {
       const auto a0 = std::chrono::steady_clock::now();
-      agree_replicas(s);
+      across_replicas(step, [&] { agree_replicas(s); });
       presync_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - a0).count();
       ++presync_.count;
     }
@@ -364,6 +438,11 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
     outer_step(step + 1);
     s.outer = outer_->take_times();
   }
+  // A failure another rank announced: taken up here, at the end of the step, by every rank
+  // that did not meet it in a collective.
+  if (recovery_ && recovery_->announced())
+    regroup(recovery_->recover(step, /*exchange=*/false, "another rank announced a lost replica"), step);
+  if (recovery_) s.replicas = replicas_;
   s.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   s.tokens_per_s = static_cast<double>(tokens_per_step()) / (s.step_ms / 1e3);
   s.flops = 0;
@@ -421,7 +500,11 @@ double Trainer::evaluate() {
     const double sum = stage_->run_forward(count, fetch);
     double mean[1] = {counts_loss() ? sum / count : 0.0};
     groups_->sum_over_job(mean);
-    groups_->sum_over_replicas(mean);
+    const double mine = mean[0];
+    across_replicas(last_step_, [&] {
+      mean[0] = mine;
+      groups_->sum_over_replicas(mean);
+    });
     const int64_t sequences = static_cast<int64_t>(std::max(1, t.eval_steps)) * plan_.global_batch;
     only = mean[0] / c_.data_size() * loss_factor(one, 0, sequences);
     source_losses_.emplace_back(source.name, only);

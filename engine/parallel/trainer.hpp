@@ -30,6 +30,7 @@
 #include "engine/parallel/groups.hpp"
 #include "engine/parallel/outer_sync.hpp"
 #include "engine/parallel/pipeline_stage.hpp"
+#include "engine/parallel/replica_recovery.hpp"
 #include "engine/parallel/step_runner.hpp"
 #include "engine/schedule/rank_plan.hpp"
 #include "model/backend.hpp"
@@ -130,6 +131,17 @@ class Trainer final : public StepRunner {
 
   // diloco: the outer sync of this rank (null without replicas).
   const OuterSync* outer() const { return outer_.get(); }
+  // parallel.elastic (docs/elastic.md): the runtime's recovery, which outlives the trainer. With
+  // it a CommError of a group across replicas (the sum of the loss and stop flags, the outer
+  // exchange) no longer leaves train_step: the survivors regroup and the step goes on over them
+  // (an exchange is redone from its start); a failure announced by another rank is taken up at
+  // the end of the step. Without it (null) every CommError propagates.
+  void set_recovery(ReplicaRecovery* recovery) { recovery_ = recovery; }
+  // The loop's job-wide reductions failed between two steps (after the last train_step): the
+  // survivors regroup as above; the caller then repeats its reduction over the new world group.
+  void recover_replicas(const std::string& what);
+  // The replicas that train now, numbered as at the start ([0, R) until one is lost).
+  const std::vector<int>& replicas() const { return replicas_; }
   // Rank-private state a checkpoint keeps beside the shard (StepRunner::private_state).
   std::vector<std::byte> private_state() override;
   void load_private_state(std::span<const std::byte> bytes) override;
@@ -148,7 +160,8 @@ class Trainer final : public StepRunner {
   bool counts_loss() const { return c_.last(schedule::Axis::kPp) && c_.first(schedule::Axis::kTp); }
 
   const spec::JobSpec& spec_;
-  const schedule::RankPlan plan_;
+  // The place and global batch change when an elastic job loses a replica (regroup).
+  schedule::RankPlan plan_;
   const data::DataSet& data_;
   data::StreamOrigin origin_;  // where the data stream stood at a step (set_data_origin)
   std::vector<std::pair<std::string, double>> source_losses_;
@@ -166,6 +179,18 @@ class Trainer final : public StepRunner {
   std::vector<std::unique_ptr<DistOptimizer>> optimizers_;
   DistOptimizer* optimizer_ = nullptr;  // optimizers_[0]
   std::unique_ptr<OuterSync> outer_;          // diloco replicas
+  ReplicaRecovery* recovery_ = nullptr;       // parallel.elastic
+  int replica_id_ = 0;                        // this rank's replica, numbered as at the start
+  std::vector<int> replicas_;                 // the replicas training now (start numbering)
+  int64_t last_step_ = -1;                    // the step train_step last began
+  // The survivors' layout from step `step + 1` on: the data stream's origin there (the
+  // replicas lost since the last outer sync take their sequences with them: tokens lost, never
+  // read again), the place, the global batch, the outer group and the outer sync over them.
+  void regroup(const ReplicaRegroup& r, int64_t step);
+  // `f` (a sum across the replicas in step `step`), repeated over the survivors after a loss.
+  template <class F>
+  void across_replicas(int64_t step, F&& f);
+  void elastic_outer_step(int64_t done, float* params);  // the sync of an elastic job: redone after a loss
   void reset_outer();                          // anchor <- the weights
   void outer_step(int64_t done);               // the fragments due after step `done`
   std::vector<float>& outer_host();            // a device's: host_[0].params as the outer sync's copy

@@ -136,6 +136,7 @@ spec::JobSpec one_replica_spec(const spec::JobSpec& spec) {
   s.parallel.replicas = 1;
   s.parallel.outer = spec::OuterMode::kSync;
   s.parallel.outer_overlap = 0;
+  s.parallel.elastic = false;  // the job's, not one replica's
   s.train.global_batch = spec.train.global_batch / spec.parallel.replicas;
   return s;
 }
@@ -356,6 +357,7 @@ Plan sync_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
   s.parallel.replicas = 1;
   s.parallel.outer = spec::OuterMode::kSync;
   s.parallel.outer_overlap = 0;
+  s.parallel.elastic = false;  // the job's, not one replica's
   s.parallel.tensor = first.tp;
   s.parallel.pipeline = first.pp;
   s.parallel.data = first.dp * spec.parallel.replicas;
@@ -445,6 +447,7 @@ std::vector<AcrossMode> price_across(const spec::JobSpec& spec, const topo::Clus
   s.parallel.replicas = 1;
   s.parallel.outer = spec::OuterMode::kSync;
   s.parallel.outer_overlap = 0;
+  s.parallel.elastic = false;  // the job's, not one replica's
   s.parallel.tensor = sync.tp;
   s.parallel.pipeline = sync.pp * n;
   s.parallel.data = sync.dp / n;

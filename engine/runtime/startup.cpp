@@ -275,6 +275,7 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   so.token = job_token(spec, env);
   so.timeout = timeout;
   so.source = spec.cluster.rendezvous_is_auto() ? "MASTER_ADDR/MASTER_PORT" : "cluster.rendezvous";
+  so.hosted = env.store_hosted && spec.cluster.rendezvous_is_auto();
   rt.store = comm::open_store(so);
   comm::PrefixStore boot(rt.store, "startup/");
 

@@ -134,6 +134,10 @@ struct ParallelSection {
   // 0 = the next step waits for it; tau > 0 = it is applied after step done + tau, merged
   // with the local progress made meanwhile (docs/diloco.md). Below inner_steps / fragments.
   int outer_overlap = 0;
+  // diloco: the replicas survive losing one (docs/elastic.md): the others go on while at least
+  // min_replicas whole replicas remain, replica 0 among them.
+  bool elastic = false;
+  int min_replicas = 1;
   bool diloco() const { return outer == OuterMode::kDiloco && replicas > 1; }
   // The data-parallel degree of the whole job as the batch sees it: data x replicas.
   int data_total() const { return data == kAuto ? kAuto : data * replicas; }

@@ -73,6 +73,20 @@ void replica_problems(const JobSpec& s, Fail&& fail) {
                                                "one starts, every inner_steps / fragments = {} / {} = {} steps "
                                                "(accepted: 0 .. {})", p.outer_overlap, p.inner_steps, p.fragments,
                                                gap, gap - 1));
+  if (p.elastic && !p.diloco())
+    fail("parallel.elastic", fmt::format("parallel.elastic = true lets diloco replicas survive losing one, but "
+                                         "parallel.outer = {} with parallel.replicas = {}; accepted: false, or "
+                                         "parallel.outer = diloco with parallel.replicas >= 2 (sync replicas share "
+                                         "one optimizer across replicas and cannot lose one yet)",
+                                         to_string(p.outer), p.replicas));
+  if (p.elastic && p.outer_overlap > 0)
+    fail("parallel.elastic", fmt::format("parallel.elastic = true with parallel.outer_overlap = {}: an exchange in "
+                                         "flight beside the steps cannot be redone over the survivors yet; "
+                                         "accepted: parallel.outer_overlap = 0 with elastic, or elastic false",
+                                         p.outer_overlap));
+  if (p.elastic && p.min_replicas > p.replicas)
+    fail("parallel.min_replicas", fmt::format("parallel.min_replicas = {} exceeds parallel.replicas = {} (accepted: "
+                                              "1 .. {})", p.min_replicas, p.replicas, p.replicas));
   if (p.replicas > 1 && p.placement != Placement::kHolmes)
     fail("parallel.replicas", fmt::format("parallel.replicas = {} places each replica inside an island with the "
                                           "holmes placement, but parallel.placement = {}; accepted: holmes, or "

@@ -287,7 +287,7 @@ CheckpointSaver::~CheckpointSaver() {
 
 void CheckpointSaver::after_step(parallel::StepRunner& runner, int64_t done, bool last) {
   if (pending_) finish();
-  if (!due(done)) return;
+  if (!due(done) || refused(done)) return;
   // After the last step no step follows to hide a background write behind: save() writes the
   // live buffers now (no copy), as the end of every run does.
   if (spec_.checkpoint.background_write && !last) start(runner, done);
@@ -381,7 +381,7 @@ void check_space(const spec::JobSpec& spec, checkpoint::SpaceNeed need, const Re
 
 void CheckpointSaver::save(parallel::StepRunner& runner, int64_t done) {
   if (pending_) finish();
-  if (done == last_saved_) return;
+  if (done == last_saved_ || refused(done)) return;
   // Nothing to overlap with: write the live buffers, no copy.
   const auto t0 = std::chrono::steady_clock::now();
   const checkpoint::SaveContext c = context(runner, done);
@@ -391,6 +391,14 @@ void CheckpointSaver::save(parallel::StepRunner& runner, int64_t done) {
   const checkpoint::SaveResult r = checkpoint::commit_checkpoint(spec::RunPaths::of(spec_).checkpoints, file, c);
   last_saved_ = done;
   report(r, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), "");
+}
+
+bool CheckpointSaver::refused(int64_t done) {
+  const std::string why = ctx_.save_refused ? ctx_.save_refused() : "";
+  if (why.empty()) return false;
+  if (!refusal_told_ && ctx_.rank == 0) fmt::print("checkpoint after step {} not saved: {}\n", done, why);
+  refusal_told_ = true;
+  return true;
 }
 
 void CheckpointSaver::start(parallel::StepRunner& runner, int64_t done) {
@@ -446,14 +454,18 @@ void CheckpointSaver::report(const checkpoint::SaveResult& r, double pause_s, co
 TestSignal TestSignal::from_environment(int rank) {
   TestSignal t;
   const char* hook = std::getenv("HOLMES_TEST_SIGNAL_AFTER_STEP");
-  if (hook == nullptr || rank != 0) return t;
+  if (hook == nullptr) return t;
+  // STEP:NAME, or STEP:NAME:RANK for another rank than 0.
   const std::string h = hook;
   const auto colon = h.find(':');
-  const std::string name = colon == std::string::npos ? "" : h.substr(colon + 1);
-  t.signal = name == "KILL" ? SIGKILL : name == "TERM" ? SIGTERM : name == "USR1" ? SIGUSR1 : 0;
+  const auto second = colon == std::string::npos ? std::string::npos : h.find(':', colon + 1);
+  const std::string name = colon == std::string::npos ? "" : h.substr(colon + 1, second - colon - 1);
+  const int target = second == std::string::npos ? 0 : std::atoi(h.substr(second + 1).c_str());
+  t.signal = name == "KILL" ? SIGKILL : name == "TERM" ? SIGTERM : name == "USR1" ? SIGUSR1 : name == "STOP" ? SIGSTOP : 0;
   if (t.signal == 0)
-    throw UserError(fmt::format("HOLMES_TEST_SIGNAL_AFTER_STEP: '{}' is not accepted, expected STEP:KILL, STEP:TERM "
-                                "or STEP:USR1", h));
+    throw UserError(fmt::format("HOLMES_TEST_SIGNAL_AFTER_STEP: '{}' is not accepted, expected STEP:KILL, STEP:TERM, "
+                                "STEP:USR1 or STEP:STOP, each optionally followed by :RANK", h));
+  if (rank != target) return TestSignal{};
   t.step = std::atoll(h.substr(0, colon).c_str());
   return t;
 }
@@ -461,7 +473,8 @@ TestSignal TestSignal::from_environment(int rank) {
 void TestSignal::raise_if(int64_t done, bool before_sums) const {
   // A stop signal during step `done`, before its job-wide sums (which carry it); a kill
   // after the step (a crash, also while a checkpoint is being written).
-  if (signal == 0 || done != step || before_sums != (signal != SIGKILL)) return;
+  const bool after = signal == SIGKILL || signal == SIGSTOP;  // a crash or a freeze: after the step
+  if (signal == 0 || done != step || before_sums != !after) return;
   std::fflush(stdout);
   std::raise(signal);
 }

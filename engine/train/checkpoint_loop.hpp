@@ -118,6 +118,8 @@ class CheckpointSaver {
   checkpoint::SaveContext context(const parallel::StepRunner& runner, int64_t done);
   void start(parallel::StepRunner& runner, int64_t done);
   void finish();  // waits for the pending write, commits it, prints the log line
+  bool refused(int64_t done);  // ctx.save_refused says no (told once on rank 0)
+  bool refusal_told_ = false;
   // Rank 0: "saved checkpoint step-00000010 in 0.42 s (12.3 MB<note>)".
   void report(const checkpoint::SaveResult& r, double pause_s, const std::string& note) const;
 
@@ -135,9 +137,10 @@ class CheckpointSaver {
 };
 
 // Test hook, read once when the loop starts: HOLMES_TEST_SIGNAL_AFTER_STEP="13:KILL" (or TERM,
-// USR1) makes rank 0 send itself that signal in step 13, a deterministic stand-in for a
-// preemption or a crash: TERM and USR1 arrive during the step (the job stops after it), KILL
-// after it (also while a checkpoint of it is being written).
+// USR1, STOP; "13:KILL:2" for rank 2) makes rank 0 (or the rank named) send itself that signal
+// in step 13, a deterministic stand-in for a preemption, a crash or a hang: TERM and USR1 arrive
+// during the step (the job stops after it), KILL and STOP after it (also while a checkpoint of
+// it is being written).
 struct TestSignal {
   int64_t step = -1;
   int signal = 0;  // 0 = no hook

@@ -11,14 +11,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "comm/errors.hpp"
 #include "common/errors.hpp"
 #include "engine/topo/discover.hpp"
 #include "engine/data/data.hpp"
+#include "engine/runtime/elastic.hpp"
 #include "engine/runtime/failure.hpp"
 #include "engine/train/calibration.hpp"
 #include "engine/train/checkpoint_loop.hpp"
@@ -36,6 +39,41 @@ std::vector<double> max_over(comm::ProcessGroup& world, std::vector<double> v) {
   std::vector<float> x(v.begin(), v.end());
   world.all_reduce(std::span<float>(x), comm::ReduceOp::kMax);
   return std::vector<double>(x.begin(), x.end());
+}
+
+// Test hook (docs/elastic.md): HOLMES_TEST_DUMP_WEIGHTS=DIR makes every rank of a diloco job
+// write, once its run finished, its private state (Trainer::private_state: a header of five
+// uint64 (magic, replica, params n, moments m, outer floats k), then n weights, 2 m AdamW
+// moments and the k outer floats, float32 in this machine's byte order) to DIR/rank-<R>.bin,
+// for tests that compare replicas bit for bit.
+void dump_state_for_test(parallel::Trainer& trainer, int rank) {
+  const char* dir = std::getenv("HOLMES_TEST_DUMP_WEIGHTS");
+  if (dir == nullptr || *dir == '\0' || !trainer.has_private_state()) return;
+  const std::vector<std::byte> state = trainer.private_state();
+  const std::string path = fmt::format("{}/rank-{}.bin", dir, rank);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(state.data()), static_cast<std::streamsize>(state.size()));
+  if (!out) throw std::runtime_error(fmt::format("HOLMES_TEST_DUMP_WEIGHTS: cannot write {}", path));
+}
+
+// The loop's job-wide reductions over the current generation's world group, repeated over the
+// survivors after a loss; no checkpoint once a replica was lost (docs/elastic.md).
+void elastic_loop_context(LoopContext& ctx, runtime::ElasticSession& elastic, parallel::Trainer& trainer) {
+  ctx.max_over_ranks = [&elastic, &trainer](std::vector<double> v) {
+    for (;;) {
+      try {
+        return max_over(elastic.world(), v);
+      } catch (const comm::CommError& e) {
+        trainer.recover_replicas(e.what());
+      }
+    }
+  };
+  ctx.start_max_over_ranks = nullptr;  // diloco reduces in the loop's order (FigureExchange)
+  ctx.abort_max_over_ranks = [&elastic] { elastic.world().abort(); };
+  ctx.save_refused = [&elastic]() -> std::string {
+    if (!elastic.changed()) return "";
+    return "a replica was lost: checkpoints of the remaining replicas are not written yet (docs/elastic.md)";
+  };
 }
 
 int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
@@ -63,12 +101,17 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
       calibrate ? probe_links(rt, spec, *groups, *backend.memory, &host_comm) : std::vector<LinkSample>{};
   parallel::Trainer trainer(spec, rt.rank_plan, backend, *data, groups.get());
   const runtime::AbortOnUnwind stop_nccl_first(device);  // destroyed before the trainer
+  // parallel.elastic: the session regroups the trainer after a loss and owns the world group
+  // from then on.
+  std::optional<runtime::ElasticSession> elastic;
+  if (spec.parallel.elastic) trainer.set_recovery(&elastic.emplace(rt, spec));
   LoopContext ctx;
   ctx.rank = rt.rank;
   ctx.world = rt.world;
   comm::ProcessGroup* world = &rt.world_group();
   ctx.nodes = static_cast<int>(rt.topology.nodes.size());
   ctx.max_over_ranks = [world](std::vector<double> v) { return max_over(*world, std::move(v)); };
+  if (elastic) elastic_loop_context(ctx, *elastic, trainer);
   // A thread per background reduction (one per log line at most); the loop waits for each
   // before it starts the next or uses the world group otherwise.
   ctx.start_max_over_ranks = [world](std::vector<double> v) {
@@ -80,6 +123,7 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   ctx.plan_hash = rt.plan_hash;
   ctx.plan_json = plan::format_plan_json(rt.plan);
   const int code = run_loop(spec, trainer, *data, ctx);
+  if (code == 0) dump_state_for_test(trainer, rt.rank);
   if (calibrate && code == 0) {
     const parallel::Trainer::StepTimes t = trainer.step_times();
     StepShare share{t.host_s, t.cpu_s, trainer.compute_per_step(), trainer.other_cpu_per_step(),
@@ -97,9 +141,10 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   }
   // Finished or stopped by a signal: leave a file:// rendezvous directory empty for the next
   // run (a resubmitted job included). Every member first, then rank 0 drops the token.
-  rt.world_group().barrier();
+  comm::ProcessGroup& last_world = elastic ? elastic->world() : rt.world_group();
+  last_world.barrier();
   rt.store->retire(false);
-  rt.world_group().barrier();
+  last_world.barrier();
   if (rt.rank == 0) rt.store->retire(true);
   return code;
 }
@@ -125,6 +170,11 @@ int run_job(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
     return train_started(spec, rt);
   } catch (const UserError&) {
     throw;
+  } catch (const runtime::ElasticStop& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "holmes-train: rank %d: %s\n", env.rank, e.what());
+    std::fflush(stderr);
+    std::_Exit(1);
   } catch (const comm::CommError& e) {
     fail_rank(rt, env.rank, e.what(), e.where().peer_global, true, spec.cluster.timeout_s);
   } catch (const std::exception& e) {

@@ -30,6 +30,8 @@ struct LoopContext {
   // Fails a reduction start_max_over_ranks started, at once (the world group's abort): the
   // loop calls it when it is left by an exception with one still running.
   std::function<void()> abort_max_over_ranks;
+  // parallel.elastic: why no checkpoint is saved now ("" = saves go on); empty function: always.
+  std::function<std::string()> save_refused;
   std::shared_ptr<comm::Store> store;  // job store for coordination (checkpoints); null when single
   std::string plan_text;               // what the run runs under (for checkpoint manifests)
   uint64_t plan_hash = 0;

@@ -85,6 +85,8 @@ void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& tr
   floor_written_ = true;
   std::vector<std::pair<std::string, std::vector<double>>> arrays;
   if (job && !job->comm_share_ranks.empty()) arrays.emplace_back("comm_share_ranks", job->comm_share_ranks);
+  // parallel.elastic: the replicas (numbered as at the start) that trained this step.
+  if (!s.replicas.empty()) arrays.emplace_back("replicas", std::vector<double>(s.replicas.begin(), s.replicas.end()));
   metrics_.write(row, arrays);
   smoothed_ms_ = smoothed_ms_ == 0 ? s.step_ms : 0.9 * smoothed_ms_ + 0.1 * s.step_ms;
   if (line) {

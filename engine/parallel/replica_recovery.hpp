@@ -1,0 +1,40 @@
+// What the trainer of an elastic diloco job (parallel.elastic, docs/elastic.md) asks when a
+// group across replicas fails: the runtime's session (engine/runtime/elastic.hpp) implements
+// it over the rendezvous store. The trainer only says where it stands; who survives, the new
+// groups and the new place come back from recover().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/process_group.hpp"
+#include "engine/schedule/axes.hpp"
+
+namespace holmes::parallel {
+
+// The survivors' layout for this rank after a loss.
+struct ReplicaRegroup {
+  schedule::Place place;          // the replica coordinate and degree renumbered over the survivors
+  comm::ProcessGroup* outer = nullptr;  // this coordinate's group across the surviving replicas (null: one left)
+  std::vector<int> replicas;      // the surviving replicas, numbered as at the start
+};
+
+class ReplicaRecovery {
+ public:
+  virtual ~ReplicaRecovery() = default;
+  // Whether another rank announced a failure of this generation (once per step: a rank that
+  // learns of it here joins the recovery at once instead of at its next collective).
+  virtual bool announced() = 0;
+  // After this rank's outer exchange following step `step` (0-based) completed: true once every
+  // member of the generation completed it (the exchange is applied), false when one failed (the
+  // caller rolls back and calls recover). The store's verdict, the same on every rank.
+  virtual bool exchange_complete(int64_t step) = 0;
+  // After a failure of a group across replicas in (or after) step `step`: registers this rank,
+  // waits for the decision and returns the layout of the next generation. `exchange`: this
+  // rank's outer exchange of that step was under way or waiting for its verdict. Throws when
+  // the job (or this rank's replica) cannot go on.
+  virtual ReplicaRegroup recover(int64_t step, bool exchange, const std::string& what) = 0;
+};
+
+}  // namespace holmes::parallel

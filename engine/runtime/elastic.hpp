@@ -1,0 +1,82 @@
+// The elastic session of a diloco job (parallel.elastic, docs/elastic.md): the runtime's side of
+// parallel::ReplicaRecovery, with the rendezvous store as the arbiter.
+//
+// A generation G is the set of ranks training together (G = 0: the whole job). Every key it
+// uses lives under "elastic/g<G>/", and its groups across replicas are named "e<G>/<plan
+// name>" (store prefix "pg/e<G>/..."), so no key of one generation meets another's.
+//   - A rank whose group across replicas fails (a peer died, closed its connections, or let
+//     the group's time-out pass) announces it (elastic/g<G>/broken), closes its groups across
+//     replicas (so peers blocked on it fail at once rather than at their time-out), and
+//     registers alive with the step it is in (elastic/g<G>/alive/<rank>). Every other rank
+//     meets the failure in its next collective across replicas or reads the announcement at
+//     the end of its step, and does the same.
+//   - The first to win elastic/g<G>/leader waits until every member registered, or no new
+//     registration came for the settle window (min(5 s, cluster.timeout_s)) after its own, at
+//     most cluster.timeout_s + the window, then writes decide_membership's decision
+//     (membership.hpp) to elastic/g<G>/decision.
+//   - Everyone reads it: a rank of a lost replica exits naming the ranks its replica misses;
+//     when the job cannot go on, every rank stops saying why; the others make the groups of
+//     generation G + 1 (the world group and their outer group over the surviving ranks) and
+//     hand the trainer its renumbered place.
+// Outer exchanges: after its exchange each rank counts itself in elastic/g<G>/x<step>; the
+// generation's first rank (replica 0's, which every continuing job keeps) writes the verdict
+// once: 1 when every member counted in, 0 when a failure was announced first or the time-out
+// passed (then it announces one). A rank applies the exchange only on verdict 1; on 0 every
+// member rolls back to before it and redoes it over the survivors, so all hold the same bits.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/parallel/replica_recovery.hpp"
+#include "engine/runtime/membership.hpp"
+#include "engine/runtime/startup.hpp"
+#include "engine/spec/job_spec.hpp"
+
+namespace holmes::runtime {
+
+// This rank's replica was lost (a rank of it is missing) or the job cannot go on: run_job
+// prints the message and exits 1 without the failure blame of fail_rank (the world it would
+// blame in is gone).
+class ElasticStop : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class ElasticSession final : public parallel::ReplicaRecovery {
+ public:
+  // rt (started, its comms made) outlives the session; its world and outer groups pass to the
+  // session at the first loss.
+  ElasticSession(Runtime& rt, const spec::JobSpec& spec);
+  ~ElasticSession() override;
+
+  // The world group of the current generation (the loop's job-wide figures).
+  comm::ProcessGroup& world();
+  // Whether a replica was lost since the start.
+  bool changed() const { return generation_ > 0; }
+
+  bool announced() override;
+  bool exchange_complete(int64_t step) override;
+  parallel::ReplicaRegroup recover(int64_t step, bool exchange, const std::string& what) override;
+
+ private:
+  std::string key(const std::string& name) const;
+  void close_groups();  // aborts and closes this rank's groups across replicas
+  MembershipDecision lead();  // the leader's wait and decision
+  void make_groups(const MembershipDecision& d);
+
+  Runtime& rt_;
+  const double timeout_s_, settle_s_;
+  const int min_replicas_;
+  int generation_ = 0;
+  std::vector<Member> members_;  // of the current generation
+  int replica_ = 0;              // this rank's, numbered as at the start
+  int64_t verdict_step_ = -1;    // the last exchange whose verdict this rank wrote (first rank)
+  // The groups across replicas of generation > 0 (null before the first loss: rt_'s).
+  std::unique_ptr<comm::ProcessGroup> world_, outer_;
+};
+
+}  // namespace holmes::runtime

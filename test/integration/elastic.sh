@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# parallel.elastic (docs/elastic.md) through the local launcher: 3 diloco replicas of one rank
+# each, inner_steps 4 (outer syncs after steps 4, 8, 12, 16), bf16 payloads (so the exchange's
+# error-feedback residuals are not zero and a redone exchange must start from the right ones).
+# (1) Bad input exits 2 naming the key: elastic with sync replicas, with outer_overlap, with
+#     min_replicas above replicas.
+# (2) Without a failure an elastic job trains exactly as the same job without elastic: the
+#     same losses bit for bit, every row naming replicas [0, 1, 2].
+# (3) Replica 1 killed after step 6 (mid-period): the job finishes (exit 0) with replicas
+#     [0, 2]: rows 1-7 name [0, 1, 2], rows 8-16 [0, 2]; the log names the lost replica and
+#     rank; the two survivors' final weights are finite and equal bit for bit (after the last
+#     sync); steps 1-7 equal the uninterrupted run's.
+# (4) Replica 1 killed as the outer sync after step 8 begins (the survivors fail inside the
+#     exchange, roll back and redo it over replicas 0 and 2): the same final weights as (3),
+#     bit for bit, since in both the exchange after step 8 averages replicas 0 and 2 and the
+#     data stream continues alike.
+# (5) Replica 1 frozen (SIGSTOP) after step 6, cluster.timeout_s 5: named after the groups'
+#     time-out, and again the final weights of (3); the launcher ends the frozen worker once
+#     the job finished without it.
+# (6) Losing replica 0 (the log and the shared checkpoint shard) or falling below
+#     parallel.min_replicas stops the job, saying why.
+# (7) Two ranks per replica (data 2): rank 3 of replica 1 killed; rank 2 (its replica's other
+#     rank) fails in its data-parallel group naming rank 3 and exits; replicas 0 and 2 (ranks
+#     0, 1, 4, 5) finish with equal weights.
+# Usage: elastic.sh <holmes-train> <source dir>
+set -u
+bin=$(readlink -f "$1")
+. "$(dirname "$0")/ckpt_common.bash"
+# A link with a unique name, so that every process of this test (a frozen one included) can
+# be found and ended whatever happens.
+marker="holmes-elastic-test-$$-$RANDOM"
+ln -s "$bin" "$tmp/$marker"
+bin="$tmp/$marker"
+trap 'pkill -KILL -f "$marker" 2>/dev/null; rm -rf "$tmp"' EXIT
+export HOLMES_LAUNCH_GRACE_S=2
+steps=16
+base=(--set parallel.replicas=3 --set parallel.outer=diloco --set parallel.inner_steps=4
+  --set parallel.outer_dtype=bf16 --set train.global_batch=6 --set checkpoint.interval=0 --set cluster.timeout_s=10
+  --set log.interval=1)
+job=(--nproc-per-node 3 "${base[@]}")
+el=("${job[@]}" --set parallel.elastic=true)
+
+# rows NAME: "step:replicas" of every metrics row, e.g. "1:0,1,2 2:0,1,2 ..."
+rows() {
+  python3 -c 'import json, sys; print(" ".join(str(r["step"]) + ":" + ",".join(str(int(x)) for x in r.get("replicas", [])) for r in map(json.loads, open(sys.argv[1])) if "step_ms" in r))' "$tmp/$1/metrics.jsonl"
+}
+# same_weights DUMP_A DUMP_B: the weights of two dumps (HOLMES_TEST_DUMP_WEIGHTS) are finite and
+# equal bit for bit.
+same_weights() {
+  python3 - "$1" "$2" <<'PY'
+import math, struct, sys
+def weights(path):
+    data = open(path, "rb").read()
+    magic, replica, n, m, k = struct.unpack("<5Q", data[:40])
+    return struct.unpack(f"<{n}f", data[40:40 + 4 * n])
+a, b = weights(sys.argv[1]), weights(sys.argv[2])
+assert all(math.isfinite(x) for x in a), "weights not finite"
+diff = sum(1 for x, y in zip(a, b) if struct.pack("<f", x) != struct.pack("<f", y))
+assert len(a) == len(b) and diff == 0, f"{diff} of {len(a)} weights differ"
+print(f"{len(a)} weights equal bit for bit")
+PY
+}
+expect_loss_of_1() {  # NAME: exit 0, replicas [0, 2] from row 8 on, replica 1 and rank 1 named
+  local name=$1
+  [ "$rc" -eq 0 ] || { bad "$name: exit $rc, expected 0" "$tmp/$name.log"; return; }
+  local want="1:0,1,2 2:0,1,2 3:0,1,2 4:0,1,2 5:0,1,2 6:0,1,2 7:0,1,2 8:0,2 9:0,2 10:0,2 11:0,2 12:0,2 13:0,2 14:0,2 15:0,2 16:0,2"
+  [ "$(rows "$name")" = "$want" ] || bad "$name: rows name replicas '$(rows "$name")'" "$tmp/$name.log"
+  grep -q "rank 0: elastic: lost replica 1 (rank 1) (missing rank(s) \[1\]); generation 1: replicas \[0, 2\] go on from step 9" \
+    "$tmp/$name.log" || bad "$name: the loss of replica 1 is not named" "$tmp/$name.log"
+  same_weights "$tmp/$name-dump/rank-0.bin" "$tmp/$name-dump/rank-2.bin" || bad "$name: survivors' weights differ"
+}
+dumped() { mkdir -p "$tmp/$1-dump"; echo "$tmp/$1-dump"; }
+
+# 1. Bad input.
+for bad_set in "parallel.outer=sync" "parallel.outer_overlap=1" "parallel.min_replicas=4"; do
+  run "$tmp/bad" 4 "${el[@]}" --set "$bad_set" --plan-only
+  [ "$rc" -eq 2 ] || bad "$bad_set: exit $rc, expected 2" "$tmp/bad.log"
+  key=parallel.elastic
+  [ "$bad_set" = "parallel.min_replicas=4" ] && key=parallel.min_replicas
+  grep -q "$key = .*accepted" "$tmp/bad.log" || bad "$bad_set: $key and what is accepted not named" "$tmp/bad.log"
+  rm -f "$tmp/bad.log"
+done
+
+# 2. No failure: the same training as without elastic.
+run "$tmp/plain" "$steps" "${job[@]}"
+[ "$rc" -eq 0 ] || { bad "non-elastic reference: exit $rc" "$tmp/plain.log"; exit 1; }
+HOLMES_TEST_DUMP_WEIGHTS=$(dumped ref) run "$tmp/ref" "$steps" "${el[@]}"
+[ "$rc" -eq 0 ] || { bad "elastic, no failure: exit $rc" "$tmp/ref.log"; exit 1; }
+same_losses "$tmp/plain/metrics.jsonl" 1 "$steps" "$tmp/ref/metrics.jsonl" || fail=1
+[ "$(rows ref)" = "$(seq -s ' ' -f '%g:0,1,2' 1 16)" ] || bad "ref: rows name replicas '$(rows ref)'" "$tmp/ref.log"
+
+# 3. Replica 1 killed mid-period.
+HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:1 HOLMES_TEST_DUMP_WEIGHTS=$(dumped mid) run "$tmp/mid" "$steps" "${el[@]}"
+expect_loss_of_1 mid
+grep -q "rank 1 (pid [0-9]*) was killed by signal 9 .*elastic job: the other 2 worker(s) go on" "$tmp/mid.log" \
+  || bad "mid: the launcher did not leave the survivors running" "$tmp/mid.log"
+same_losses "$tmp/ref/metrics.jsonl" 1 7 "$tmp/mid/metrics.jsonl" || fail=1
+
+# 4. Replica 1 killed in the outer exchange after step 8.
+HOLMES_TEST_KILL_IN_OUTER_SYNC=8:1 HOLMES_TEST_DUMP_WEIGHTS=$(dumped sync) run "$tmp/sync" "$steps" "${el[@]}"
+expect_loss_of_1 sync
+grep -q "rank [02]: elastic: comm: send_recv on group 'outer0'" "$tmp/sync.log" \
+  || bad "sync: the survivors did not fail inside the exchange" "$tmp/sync.log"
+same_weights "$tmp/mid-dump/rank-0.bin" "$tmp/sync-dump/rank-0.bin" || bad "sync: weights differ from mid's"
+
+# 5. Replica 1 frozen.
+start=$(date +%s)
+HOLMES_TEST_SIGNAL_AFTER_STEP=6:STOP:1 HOLMES_TEST_DUMP_WEIGHTS=$(dumped frozen) run "$tmp/frozen" "$steps" "${el[@]}" \
+  --set cluster.timeout_s=5
+echo "frozen: the job ended $(( $(date +%s) - start )) s after it started (cluster.timeout_s 5)"
+expect_loss_of_1 frozen
+grep -q "never reached .* Timed out waiting 5000ms" "$tmp/frozen.log" || bad "frozen: not found by the time-out" "$tmp/frozen.log"
+grep -q "rank 1 (pid [0-9]*) still running 2 s after the elastic job finished without it; sending SIGKILL" \
+  "$tmp/frozen.log" || bad "frozen: the launcher did not end the frozen worker" "$tmp/frozen.log"
+same_weights "$tmp/mid-dump/rank-0.bin" "$tmp/frozen-dump/rank-0.bin" || bad "frozen: weights differ from mid's"
+
+# 6. No quorum.
+HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:0 run "$tmp/zero" "$steps" "${el[@]}"
+[ "$rc" -ne 0 ] || bad "zero: exit 0 without replica 0" "$tmp/zero.log"
+grep -q "rank 2: elastic: the job cannot go on after losing replica 0 (rank 0): replica 0 is lost" "$tmp/zero.log" \
+  || bad "zero: the reason is not given" "$tmp/zero.log"
+HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:1 run "$tmp/quorum" "$steps" "${el[@]}" --set parallel.min_replicas=3
+[ "$rc" -ne 0 ] || bad "quorum: exit 0 below min_replicas" "$tmp/quorum.log"
+grep -q "rank 0: elastic: the job cannot go on after losing replica 1 (rank 1): only 2 whole replica(s) \[0, 2\] remain, parallel.min_replicas is 3" \
+  "$tmp/quorum.log" || bad "quorum: the reason is not given" "$tmp/quorum.log"
+
+# 7. Two ranks per replica: rank 3 of replica 1 dies, rank 2 stops naming it.
+HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:3 HOLMES_TEST_DUMP_WEIGHTS=$(dumped dp) run "$tmp/dp" "$steps" --nproc-per-node 6 \
+  "${base[@]}" --set parallel.elastic=true --set parallel.data=2 --set train.global_batch=12
+[ "$rc" -eq 0 ] || bad "dp: exit $rc, expected 0" "$tmp/dp.log"
+grep -q "rank 2: comm: .* on group 'dp1' .*, peer rank 3" "$tmp/dp.log" || bad "dp: rank 2 does not name rank 3" "$tmp/dp.log"
+grep -q "rank 0: elastic: lost replica 1 (ranks 2, 3) (missing rank(s) \[2, 3\]); generation 1: replicas \[0, 2\]" "$tmp/dp.log" \
+  || bad "dp: the loss of replica 1 is not named" "$tmp/dp.log"
+for r in 1 4 5; do
+  same_weights "$tmp/dp-dump/rank-0.bin" "$tmp/dp-dump/rank-$r.bin" || bad "dp: rank $r's weights differ from rank 0's"
+done
+
+[ "$fail" -eq 0 ] && echo PASS
+exit "$fail"
