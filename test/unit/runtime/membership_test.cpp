@@ -27,7 +27,7 @@ std::vector<Registration> alive(const std::vector<int>& ranks, int64_t step = 7)
 
 }  // namespace
 
-TEST_CASE("membership: a dead rank takes its replica out; the others go on from the same step") {
+TEST_CASE("membership: a dead rank takes its replica out, the others go on from the same step") {
   const MembershipDecision d = decide_membership(job(3, 1), alive({0, 2}), 1);
   CHECK(d.go_on);
   CHECK(d.replicas == std::vector<int>{0, 2});
