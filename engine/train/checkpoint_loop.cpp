@@ -439,6 +439,9 @@ void CheckpointSaver::finish() {
   std::unique_ptr<Pending> p = std::move(pending_);
   const auto t0 = std::chrono::steady_clock::now();
   const checkpoint::CheckpointFile file = p->file.get();  // rethrows a write error
+  // Elastic: a replica lost while this was written would never send its part; the save is
+  // left uncommitted (a resume never reads it) and the loop goes on without it.
+  if (refused(p->ctx.step)) return;
   const checkpoint::SaveResult r = checkpoint::commit_checkpoint(spec::RunPaths::of(spec_).checkpoints, file, p->ctx);
   const double pause = p->pause_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   report(r, pause, fmt::format("; written in {:.2f} s in the background", p->write_s));

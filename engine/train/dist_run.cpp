@@ -70,7 +70,8 @@ void elastic_loop_context(LoopContext& ctx, runtime::ElasticSession& elastic, pa
   };
   ctx.start_max_over_ranks = nullptr;  // diloco reduces in the loop's order (FigureExchange)
   ctx.abort_max_over_ranks = [&elastic] { elastic.world().abort(); };
-  ctx.save_refused = [&elastic]() -> std::string {
+  ctx.save_refused = [&elastic, meet = ctx.max_over_ranks]() -> std::string {
+    meet(std::vector<double>{0.0});  // a lost rank is found (and the survivors regroup) here
     if (!elastic.changed()) return "";
     return "a replica was lost: checkpoints of the remaining replicas are not written yet (docs/elastic.md)";
   };

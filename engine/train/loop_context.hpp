@@ -30,7 +30,10 @@ struct LoopContext {
   // Fails a reduction start_max_over_ranks started, at once (the world group's abort): the
   // loop calls it when it is left by an exception with one still running.
   std::function<void()> abort_max_over_ranks;
-  // parallel.elastic: why no checkpoint is saved now ("" = saves go on); empty function: always.
+  // parallel.elastic: why no checkpoint is saved or committed now ("" = it is). Collective: it
+  // meets every rank over the world group first, so that a rank lost since is found there (and
+  // the survivors regroup) rather than in a checkpoint commit's wait for that rank's files.
+  // Empty function: every save goes on.
   std::function<std::string()> save_refused;
   std::shared_ptr<comm::Store> store;  // job store for coordination (checkpoints); null when single
   std::string plan_text;               // what the run runs under (for checkpoint manifests)

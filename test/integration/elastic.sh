@@ -10,6 +10,8 @@
 #     [0, 2]: rows 1-7 name [0, 1, 2], rows 8-16 [0, 2]; the log names the lost replica and
 #     rank; the two survivors' final weights are finite and equal bit for bit (after the last
 #     sync); steps 1-7 equal the uninterrupted run's.
+# (3b) The same with checkpoints every 3 steps: checkpoint 6, in flight when replica 1 dies, is
+#     never committed, checkpoint 3 stays, the job finishes.
 # (4) Replica 1 killed as the outer sync after step 8 begins (the survivors fail inside the
 #     exchange, roll back and redo it over replicas 0 and 2): the same final weights as (3),
 #     bit for bit, since in both the exchange after step 8 averages replicas 0 and 2 and the
@@ -95,6 +97,16 @@ expect_loss_of_1 mid
 grep -q "rank 1 (pid [0-9]*) was killed by signal 9 .*elastic job: the other 2 worker(s) go on" "$tmp/mid.log" \
   || bad "mid: the launcher did not leave the survivors running" "$tmp/mid.log"
 same_losses "$tmp/ref/metrics.jsonl" 1 7 "$tmp/mid/metrics.jsonl" || fail=1
+
+# 3b. Checkpoints every 3 steps: checkpoint 6, written in the background when replica 1 dies
+# after step 6, is never committed (its commit would wait for rank 1's files); the survivors
+# find the loss at the check before that commit, and the job finishes; checkpoint 3 stays.
+HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:1 run "$tmp/ckpt" "$steps" "${el[@]}" --set checkpoint.interval=3
+[ "$rc" -eq 0 ] || bad "ckpt: exit $rc, expected 0" "$tmp/ckpt.log"
+[ -f "$tmp/ckpt/checkpoints/step-00000003/COMMITTED" ] || bad "ckpt: checkpoint 3 lost" "$tmp/ckpt.log"
+[ ! -f "$tmp/ckpt/checkpoints/step-00000006/COMMITTED" ] || bad "ckpt: checkpoint 6 committed without rank 1" "$tmp/ckpt.log"
+grep -q "checkpoint after step 6 not saved: a replica was lost" "$tmp/ckpt.log" || bad "ckpt: the lost save not told" "$tmp/ckpt.log"
+[ "$(rows ckpt | cut -d' ' -f7-8)" = "7:0,1,2 8:0,2" ] || bad "ckpt: rows name replicas '$(rows ckpt)'" "$tmp/ckpt.log"
 
 # 4. Replica 1 killed in the outer exchange after step 8.
 HOLMES_TEST_KILL_IN_OUTER_SYNC=8:1 HOLMES_TEST_DUMP_WEIGHTS=$(dumped sync) run "$tmp/sync" "$steps" "${el[@]}"
