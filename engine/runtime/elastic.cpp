@@ -44,11 +44,27 @@ const plan::Group* plan_group_of(const plan::Plan& plan, schedule::GroupKind kin
 
 }  // namespace
 
+namespace {
+
+constexpr const char* kStartedKey = "elastic/started";        // counts the ranks that finished start-up
+constexpr const char* kGenerationKey = "elastic/generation";  // the generations decided after a loss
+
+}  // namespace
+
+void refuse_late_rank(comm::Store& store, int rank) {
+  if (store.add(kStartedKey, 0) == 0) return;
+  const int64_t generation = store.add(kGenerationKey, 0);
+  throw ElasticStop(fmt::format("elastic: rank {} started after its job began (the job is at generation {}{}); "
+                                "rejoining a running elastic job is not built yet (docs/elastic.md), so this rank "
+                                "stops", rank, generation, generation > 0 ? ", without this rank's replica" : ""));
+}
+
 ElasticSession::ElasticSession(Runtime& rt, const spec::JobSpec& spec)
     : rt_(rt), timeout_s_(spec.cluster.timeout_s), settle_s_(std::min(5.0, spec.cluster.timeout_s)),
       min_replicas_(spec.parallel.min_replicas) {
   for (const plan::RankInfo& r : rt.plan.ranks) members_.push_back({r.rank, r.at[Axis::kReplica]});
   replica_ = rt.plan.ranks.at(rt.rank).at[Axis::kReplica];
+  rt.store->add(kStartedKey, 1);
 }
 
 ElasticSession::~ElasticSession() = default;
@@ -181,6 +197,7 @@ parallel::ReplicaRegroup ElasticSession::recover(int64_t step, bool exchange, co
     comm::set_string(store, key(fmt::format("alive/{}", rt_.rank)), std::to_string(step));
     if (store.add(key("leader"), 1) == 1) {
       d = lead();
+      if (d.go_on) store.add(kGenerationKey, 1);
       comm::set_string(store, key("decision"), encode_decision(d));
     } else {
       d = decode_decision(comm::get_string(store, key("decision"), millis(timeout_s_ + 2 * settle_s_ + 10)));

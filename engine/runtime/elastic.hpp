@@ -46,6 +46,11 @@ class ElasticStop : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A rank started after its elastic job began (a worker started again, by hand, a launcher or
+// Slurm): ElasticStop naming where the job stands, since rejoining a running job is not built
+// (docs/elastic.md). Called by start-up before it makes any group.
+void refuse_late_rank(comm::Store& store, int rank);
+
 class ElasticSession final : public parallel::ReplicaRecovery {
  public:
   // rt (started, its comms made) outlives the session; its world and outer groups pass to the

@@ -25,6 +25,7 @@
 #include "engine/topo/topology_file.hpp"
 #include "engine/spec/load.hpp"
 #include "engine/runtime/cluster_view.hpp"
+#include "engine/runtime/elastic.hpp"
 #include "engine/runtime/nccl_env.hpp"
 #include "backends/backends.hpp"
 #include "engine/launch/launch_env.hpp"
@@ -305,6 +306,9 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   check_agreement(lines);
   rt.rank_plan = plan::rank_plan(rt.plan, rt.rank);
 
+  // Before the groups, which only the ranks of the start make: every rank passes here before
+  // any of them finishes its world group, so a rank that finds the job started is a late one.
+  if (spec.parallel.elastic) refuse_late_rank(*rt.store, rt.rank);
   create_groups(rt, spec);
   return rt;
 }

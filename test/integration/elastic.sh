@@ -24,6 +24,8 @@
 # (7) Two ranks per replica (data 2): rank 3 of replica 1 killed; rank 2 (its replica's other
 #     rank) fails in its data-parallel group naming rank 3 and exits; replicas 0 and 2 (ranks
 #     0, 1, 4, 5) finish with equal weights.
+# (8) A rank started again while its job runs is refused at once, saying so (rejoin is not
+#     built).
 # Usage: elastic.sh <holmes-train> <source dir>
 set -u
 bin=$(readlink -f "$1")
@@ -146,6 +148,26 @@ grep -q "rank 0: elastic: lost replica 1 (ranks 2, 3) (missing rank(s) \[2, 3\])
 for r in 1 4 5; do
   same_weights "$tmp/dp-dump/rank-0.bin" "$tmp/dp-dump/rank-$r.bin" || bad "dp: rank $r's weights differ from rank 0's"
 done
+
+# 8. A rank started again while its job runs (replica 1 frozen, its rank started a second time
+# by hand with the job's variables) is refused at once, naming where the job stands, before it
+# makes any group; the job is then ended by the test.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+token="elastic-test-$$"
+late=("${tiny[@]}" --set job.output_dir="$tmp/late" --set train.steps="$steps" "${base[@]}" --set parallel.elastic=true
+  --set cluster.timeout_s=60)
+MASTER_PORT=$port HOLMES_JOB_TOKEN=$token HOLMES_TEST_SIGNAL_AFTER_STEP=6:STOP:1 "$bin" --nproc-per-node 3 "${late[@]}" \
+  >"$tmp/late.log" 2>&1 &
+launcher=$!
+for _ in $(seq 600); do grep -q '\] step  7/16' "$tmp/late.log" && break; sleep 0.1; done
+RANK=1 WORLD_SIZE=3 LOCAL_RANK=1 LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOLMES_JOB_TOKEN=$token \
+  HOLMES_STORE_HOSTED=1 timeout 60 "$bin" "${late[@]}" >"$tmp/late-rank.log" 2>&1
+rc=$?
+kill -KILL "$launcher" 2>/dev/null
+wait "$launcher" 2>/dev/null
+[ "$rc" -eq 1 ] || bad "late: the late rank exited $rc, expected 1" "$tmp/late-rank.log"
+grep -q "rank 1: elastic: rank 1 started after its job began (the job is at generation 0); rejoining a running elastic job is not built" \
+  "$tmp/late-rank.log" || bad "late: the late rank does not say why it stops" "$tmp/late-rank.log"
 
 [ "$fail" -eq 0 ] && echo PASS
 exit "$fail"
