@@ -17,7 +17,11 @@ namespace holmes::parallel {
 struct ReplicaRegroup {
   schedule::Place place;          // the replica coordinate and degree renumbered over the survivors
   comm::ProcessGroup* outer = nullptr;  // this coordinate's group across the surviving replicas (null: one left)
-  std::vector<int> replicas;      // the surviving replicas, numbered as at the start
+  std::vector<int> replicas;      // the replicas training from now on, numbered as at the start
+  int replica = 0;                // this rank's replica, numbered as at the start
+  // Replica coordinates (new numbering) that join now: they take coordinate 0's state over
+  // the new outer group (empty after a loss).
+  std::vector<int> joined;
 };
 
 class ReplicaRecovery {
@@ -35,6 +39,12 @@ class ReplicaRecovery {
   // rank's outer exchange of that step was under way or waiting for its verdict. Throws when
   // the job (or this rank's replica) cannot go on.
   virtual ReplicaRegroup recover(int64_t step, bool exchange, const std::string& what) = 0;
+  // After the exchange following step `step` was applied: whether its verdict admitted
+  // replicas that rejoin. They join at the start of the next step (after the loop's work
+  // between the two steps, done over the groups without them): admit() then makes the groups
+  // with them and returns the layout.
+  virtual bool admitted(int64_t step) = 0;
+  virtual ReplicaRegroup admit() = 0;
 };
 
 }  // namespace holmes::parallel

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <ctime>
 #include <stdexcept>
+#include <utility>
 
 #include "comm/errors.hpp"
 #include "common/errors.hpp"
@@ -186,6 +187,64 @@ void Trainer::elastic_outer_step(int64_t done, float* params) {
   outer_->apply_fragment(due.front(), params);
   outer_->count_time(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
                      process_cpu_ms() - cpu0);
+  // Replicas admitted by this exchange's verdict join at the start of the next step.
+  if (recovery_->admitted(done - 1)) join_after_ = done - 1;
+}
+
+namespace {
+
+constexpr uint32_t kJoinTag = 29;  // the state a joining replica takes from coordinate 0
+
+}  // namespace
+
+void Trainer::share_state(const std::vector<int>& joined) {
+  // [private_state() bytes][origin step, sequence as int64] as 4-byte words.
+  std::vector<std::byte> bytes = private_state();
+  int64_t origin[2] = {origin_.step, origin_.sequence};
+  const size_t head = bytes.size();
+  bytes.resize(head + sizeof(origin));
+  std::memcpy(bytes.data() + head, origin, sizeof(origin));
+  std::vector<float> words(bytes.size() / 4);
+  std::memcpy(words.data(), bytes.data(), bytes.size());
+  Group& outer = groups_->group(schedule::Axis::kReplica);
+  const int me = c_[schedule::Axis::kReplica];
+  const bool joining = std::find(joined.begin(), joined.end(), me) != joined.end();
+  if (me != 0 && !joining) return;
+  outer.run_host([&](comm::ProcessGroup& pg) {
+    std::vector<comm::P2POp> ops;
+    if (joining) ops.push_back({comm::P2POp::kRecv, {words.data(), words.size()}, 0, kJoinTag});
+    else
+      for (int j : joined) ops.push_back({comm::P2POp::kSend, {words.data(), words.size()}, j, kJoinTag});
+    pg.send_recv(ops);
+  }).land();
+  if (!joining) return dump_joined_state();
+  std::memcpy(bytes.data(), words.data(), bytes.size());
+  std::memcpy(origin, bytes.data() + head, sizeof(origin));
+  // The sender's header names its replica; the state is this replica's from now on.
+  const uint64_t mine = static_cast<uint64_t>(me);
+  std::memcpy(bytes.data() + sizeof(uint64_t), &mine, sizeof(mine));
+  bytes.resize(head);
+  load_private_state(bytes);
+  origin_ = {origin[0], origin[1]};
+  dump_joined_state();
+}
+
+void Trainer::dump_joined_state() {
+  // Test hook (docs/elastic.md): with HOLMES_TEST_DUMP_WEIGHTS=DIR the rank that sent its state
+  // to a joining replica and the joining rank write it (private_state) to DIR/join-rank-<R>.bin.
+  const char* dir = std::getenv("HOLMES_TEST_DUMP_WEIGHTS");
+  if (dir == nullptr || *dir == '\0') return;
+  const std::vector<std::byte> state = private_state();
+  const std::string path = fmt::format("{}/join-rank-{}.bin", dir, plan_.rank);
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  const bool ok = f && std::fwrite(state.data(), 1, state.size(), f) == state.size();
+  if (f) std::fclose(f);
+  if (!ok) throw std::runtime_error(fmt::format("HOLMES_TEST_DUMP_WEIGHTS: cannot write {}", path));
+}
+
+void Trainer::join_replicas(const ReplicaRegroup& r, int64_t step) {
+  regroup(r, step);
+  share_state(r.joined);
 }
 
 template <class F>
@@ -218,9 +277,12 @@ void Trainer::regroup(const ReplicaRegroup& r, int64_t step) {
   auto next = std::make_unique<OuterSync>(plan_.outer, groups_->group(Axis::kReplica), groups_->group(Axis::kDp),
                                           gpt_->num_params(),
                                           &groups_->group(schedule::GroupKind{Axis::kReplica, schedule::Purpose::kSide}));
-  next->adopt(*outer_);
+  const bool joining = !outer_;  // built as a replica alone: its state comes from a peer (share_state)
+  if (outer_) next->adopt(*outer_);
   outer_ = std::move(next);
+  if (joining) reset_outer();
   replicas_ = r.replicas;
+  replica_id_ = r.replica;
 }
 
 namespace {
@@ -351,6 +413,13 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   const double cpu0 = thread_cpu_s();
   const double process_cpu0 = process_cpu_ms();  // every thread: what a CPU quota caps
   const auto& t = spec_.train;
+  if (join_after_ >= 0) {
+    // Replicas admitted at the last exchange: every replica holds the anchor and has done the
+    // loop's work of that step over the groups without them; they take coordinate 0's state.
+    const ReplicaRegroup r = recovery_->admit();
+    regroup(r, std::exchange(join_after_, -1));
+    share_state(r.joined);
+  }
   last_step_ = step;
   groups_->clock().reset();
   if (steps_ == kWarmupSteps) groups_->group(schedule::Axis::kTp).reset_sums();  // a calibration times the steady steps' sums

@@ -142,6 +142,11 @@ class Trainer final : public StepRunner {
   void recover_replicas(const std::string& what);
   // The replicas that train now, numbered as at the start ([0, R) until one is lost).
   const std::vector<int>& replicas() const { return replicas_; }
+  // A rank that rejoins (docs/elastic.md): built as a replica alone, it takes the layout the
+  // survivors admitted it into after the exchange following step `step`, then the state of
+  // coordinate 0 over the new outer group (weights, AdamW moments, outer state, data origin),
+  // as that replica's rank sends it in the same exchange step. It trains on from step + 1.
+  void join_replicas(const ReplicaRegroup& r, int64_t step);
   // Rank-private state a checkpoint keeps beside the shard (StepRunner::private_state).
   std::vector<std::byte> private_state() override;
   void load_private_state(std::span<const std::byte> bytes) override;
@@ -183,6 +188,7 @@ class Trainer final : public StepRunner {
   int replica_id_ = 0;                        // this rank's replica, numbered as at the start
   std::vector<int> replicas_;                 // the replicas training now (start numbering)
   int64_t last_step_ = -1;                    // the step train_step last began
+  int64_t join_after_ = -1;                   // replicas admitted after this step join at the next
   // The survivors' layout from step `step + 1` on: the data stream's origin there (the
   // replicas lost since the last outer sync take their sequences with them: tokens lost, never
   // read again), the place, the global batch, the outer group and the outer sync over them.
@@ -191,6 +197,9 @@ class Trainer final : public StepRunner {
   template <class F>
   void across_replicas(int64_t step, F&& f);
   void elastic_outer_step(int64_t done, float* params);  // the sync of an elastic job: redone after a loss
+  // Coordinate 0 sends its state to the coordinates that joined; they receive it.
+  void share_state(const std::vector<int>& joined);
+  void dump_joined_state();  // test hook HOLMES_TEST_DUMP_WEIGHTS
   void reset_outer();                          // anchor <- the weights
   void outer_step(int64_t done);               // the fragments due after step `done`
   std::vector<float>& outer_host();            // a device's: host_[0].params as the outer sync's copy

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "comm/errors.hpp"
@@ -51,12 +52,16 @@ constexpr const char* kGenerationKey = "elastic/generation";  // the generations
 
 }  // namespace
 
-void refuse_late_rank(comm::Store& store, int rank) {
-  if (store.add(kStartedKey, 0) == 0) return;
-  const int64_t generation = store.add(kGenerationKey, 0);
-  throw ElasticStop(fmt::format("elastic: rank {} started after its job began (the job is at generation {}{}); "
-                                "rejoining a running elastic job is not built yet (docs/elastic.md), so this rank "
-                                "stops", rank, generation, generation > 0 ? ", without this rank's replica" : ""));
+bool late_rank(comm::Store& store, const plan::Plan& plan, int rank) {
+  if (store.add(kStartedKey, 0) == 0) return false;
+  const int replica = plan.ranks.at(rank).at[Axis::kReplica];
+  const auto ranks = std::count_if(plan.ranks.begin(), plan.ranks.end(),
+                                   [&](const plan::RankInfo& r) { return r.at[Axis::kReplica] == replica; });
+  if (ranks > 1)
+    throw ElasticStop(fmt::format("elastic: rank {} started after its job began; rejoining a replica of {} ranks (its "
+                                  "own groups made again) is not built yet (docs/elastic.md), so this rank stops",
+                                  rank, ranks));
+  return true;
 }
 
 ElasticSession::ElasticSession(Runtime& rt, const spec::JobSpec& spec)
@@ -64,6 +69,7 @@ ElasticSession::ElasticSession(Runtime& rt, const spec::JobSpec& spec)
       min_replicas_(spec.parallel.min_replicas) {
   for (const plan::RankInfo& r : rt.plan.ranks) members_.push_back({r.rank, r.at[Axis::kReplica]});
   replica_ = rt.plan.ranks.at(rt.rank).at[Axis::kReplica];
+  start_members_ = members_;
   rt.store->add(kStartedKey, 1);
 }
 
@@ -101,15 +107,126 @@ bool ElasticSession::exchange_complete(int64_t step) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
       in = store.add(x, 0);
     }
-    comm::set_string(store, x + "/verdict", whole ? "1" : "0");
+    verdict_ = whole ? (admit_joiners(step).empty() ? "1" : "1 admit") : "0";
+    comm::set_string(store, x + "/verdict", verdict_);
     verdict_step_ = step;
     return whole;
   }
   try {
-    return comm::get_string(store, x + "/verdict", millis(timeout_s_ + settle_s_ + 5)) == "1";
+    verdict_ = comm::get_string(store, x + "/verdict", millis(timeout_s_ + settle_s_ + 5));
   } catch (const comm::StoreError&) {
-    return false;  // the first rank is gone: the recovery finds replica 0 lost
+    verdict_ = "0";  // the first rank is gone: the recovery finds replica 0 lost
   }
+  verdict_step_ = step;
+  return verdict_[0] == '1';
+}
+
+std::string ElasticSession::admit_joiners(int64_t step) {
+  comm::Store& store = *rt_.store;
+  // Test hook (docs/elastic.md): HOLMES_TEST_WAIT_FOR_JOINER=STEP makes the first rank wait at the
+  // exchange after step STEP (at most cluster.timeout_s) until a lost rank asks to join, so a
+  // test admits it there whatever the machine's speed.
+  if (const char* hook = std::getenv("HOLMES_TEST_WAIT_FOR_JOINER"); hook && std::atoll(hook) == step + 1) {
+    const auto deadline = Clock::now() + millis(timeout_s_);
+    auto asks = [&] {
+      for (const Member& m : start_members_)
+        if (store.missing({fmt::format("elastic/join/{}", m.rank)}).empty()) return true;
+      return false;
+    };
+    while (!asks() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::vector<int> current, joining;
+  for (const Member& m : members_) current.push_back(m.replica);
+  std::vector<int> joiner_ranks;
+  for (const Member& m : start_members_) {
+    if (contains(current, m.replica) || contains(joining, m.replica)) continue;
+    std::vector<std::string> keys;
+    for (const Member& o : start_members_)
+      if (o.replica == m.replica) keys.push_back(fmt::format("elastic/join/{}", o.rank));
+    if (!store.missing(keys).empty()) continue;  // not every rank of it asks yet
+    joining.push_back(m.replica);
+    for (const Member& o : start_members_)
+      if (o.replica == m.replica) joiner_ranks.push_back(o.rank);
+  }
+  if (joining.empty()) return "";
+  MembershipDecision d;
+  d.go_on = true;
+  d.step = step;
+  for (const Member& m : start_members_)
+    if (contains(current, m.replica) || contains(joining, m.replica)) d.ranks.push_back(m.rank);
+  d.replicas = current;
+  d.replicas.insert(d.replicas.end(), joining.begin(), joining.end());
+  std::sort(d.replicas.begin(), d.replicas.end());
+  d.replicas.erase(std::unique(d.replicas.begin(), d.replicas.end()), d.replicas.end());
+  std::sort(d.ranks.begin(), d.ranks.end());
+  d.lost_replicas = joining;  // in an admission: the replicas that come back
+  const std::string text = encode_decision(d);
+  comm::set_string(store, key("admission"), text);
+  for (int r : joiner_ranks) {
+    store.remove(fmt::format("elastic/join/{}", r));
+    comm::set_string(store, fmt::format("elastic/join/{}/admitted", r), std::to_string(generation_));
+  }
+  return text;
+}
+
+parallel::ReplicaRegroup ElasticSession::layout(const MembershipDecision& d, const std::vector<int>& joined) const {
+  parallel::ReplicaRegroup r;
+  r.place = rt_.rank_plan.place;
+  const auto at = std::find(d.replicas.begin(), d.replicas.end(), replica_) - d.replicas.begin();
+  r.place.at[Axis::kReplica] = static_cast<int>(at);
+  r.place.size[Axis::kReplica] = static_cast<int>(d.replicas.size());
+  r.outer = outer_.get();
+  r.replicas = d.replicas;
+  r.replica = replica_;
+  for (int replica : joined)
+    r.joined.push_back(static_cast<int>(std::find(d.replicas.begin(), d.replicas.end(), replica) - d.replicas.begin()));
+  return r;
+}
+
+bool ElasticSession::admitted(int64_t step) {
+  if (verdict_step_ != step || verdict_ != "1 admit") return false;
+  admission_ = decode_decision(comm::get_string(*rt_.store, key("admission"), millis(timeout_s_)));
+  return true;
+}
+
+parallel::ReplicaRegroup ElasticSession::admit() {
+  if (!admission_) throw std::logic_error("ElasticSession::admit without an admission");
+  const MembershipDecision d = *admission_;
+  admission_.reset();
+  const std::vector<int> joined = d.lost_replicas;
+  make_groups(d);
+  std::fprintf(stderr, "holmes-train: rank %d: elastic: %s rejoin(s) after step %lld; generation %d: replicas [%s]\n",
+               rt_.rank, describe_replicas(start_members_, joined).c_str(), static_cast<long long>(d.step + 1),
+               generation_, fmt::format("{}", fmt::join(d.replicas, ", ")).c_str());
+  std::fflush(stderr);
+  return layout(d, joined);
+}
+
+std::pair<parallel::ReplicaRegroup, int64_t> ElasticSession::join() {
+  comm::Store& store = *rt_.store;
+  const std::string mine = fmt::format("elastic/join/{}", rt_.rank);
+  store.remove(mine + "/admitted");
+  comm::set_string(store, mine, "1");
+  const double wait_s = std::max(600.0, 10 * timeout_s_);
+  std::fprintf(stderr, "holmes-train: rank %d: elastic: this rank started after its job began; replica %d waits to be "
+               "admitted at the survivors' next outer sync (at most %.0f s)\n", rt_.rank, replica_, wait_s);
+  std::fflush(stderr);
+  std::string text;
+  try {
+    text = comm::get_string(store, mine + "/admitted", millis(wait_s));
+  } catch (const comm::StoreError&) {
+    throw ElasticStop(fmt::format("elastic: replica {} was not admitted within {:.0f} s (no outer sync of the running "
+                                  "job took it in: the job ended, or lost its quorum)", replica_, wait_s));
+  }
+  generation_ = std::stoi(text);
+  const MembershipDecision d = decode_decision(comm::get_string(store, key("admission"), millis(timeout_s_)));
+  const std::vector<int> joined = d.lost_replicas;
+  make_groups(d);
+  std::fprintf(stderr, "holmes-train: rank %d: elastic: admitted after step %lld; generation %d: replicas [%s]\n",
+               rt_.rank, static_cast<long long>(d.step + 1), generation_,
+               fmt::format("{}", fmt::join(d.replicas, ", ")).c_str());
+  std::fflush(stderr);
+  return {layout(d, joined), d.step};
 }
 
 void ElasticSession::close_groups() {
@@ -154,7 +271,7 @@ MembershipDecision ElasticSession::lead() {
 void ElasticSession::make_groups(const MembershipDecision& d) {
   ++generation_;
   std::vector<Member> kept;
-  for (const Member& m : members_)
+  for (const Member& m : start_members_)
     if (contains(d.ranks, m.rank)) kept.push_back(m);
   members_ = kept;
   const bool single_machine = rt_.plan.hostnames.size() <= 1;
@@ -219,12 +336,7 @@ parallel::ReplicaRegroup ElasticSession::recover(int64_t step, bool exchange, co
                                   replica_, fmt::join(mine, ", ")));
   }
   make_groups(d);
-  parallel::ReplicaRegroup r;
-  r.place = rt_.rank_plan.place;
-  r.place.at[Axis::kReplica] = static_cast<int>(std::find(d.replicas.begin(), d.replicas.end(), replica_) - d.replicas.begin());
-  r.place.size[Axis::kReplica] = static_cast<int>(d.replicas.size());
-  r.outer = outer_.get();
-  r.replicas = d.replicas;
+  const parallel::ReplicaRegroup r = layout(d, {});
   std::fprintf(stderr,
                "holmes-train: rank %d: elastic: lost %s (missing rank(s) [%s]); generation %d: replicas [%s] go on "
                "from step %lld; recovered in %.1f s\n",

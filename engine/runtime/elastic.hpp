@@ -23,10 +23,16 @@
 // once: 1 when every member counted in, 0 when a failure was announced first or the time-out
 // passed (then it announces one). A rank applies the exchange only on verdict 1; on 0 every
 // member rolls back to before it and redoes it over the survivors, so all hold the same bits.
+// Rejoin: a late rank registers elastic/join/<rank>; the first rank admits a lost replica all
+// of whose ranks asked in an exchange's verdict ("1 admit", the next generation's membership in
+// elastic/g<G>/admission), so every survivor learns it at the same exchange; at the start of
+// the next step the groups are made with the joiner, which takes replica 0's state.
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -46,10 +52,11 @@ class ElasticStop : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A rank started after its elastic job began (a worker started again, by hand, a launcher or
-// Slurm): ElasticStop naming where the job stands, since rejoining a running job is not built
-// (docs/elastic.md). Called by start-up before it makes any group.
-void refuse_late_rank(comm::Store& store, int rank);
+// Whether this rank starts after its elastic job began (a worker started again, by hand, a
+// launcher or Slurm): then it rejoins (ElasticSession::join) instead of making the groups across
+// replicas with the ranks of the start. ElasticStop when its replica has several ranks (their
+// own groups would have to be made again: not built). Called by start-up before any group.
+bool late_rank(comm::Store& store, const plan::Plan& plan, int rank);
 
 class ElasticSession final : public parallel::ReplicaRecovery {
  public:
@@ -66,20 +73,31 @@ class ElasticSession final : public parallel::ReplicaRecovery {
   bool announced() override;
   bool exchange_complete(int64_t step) override;
   parallel::ReplicaRegroup recover(int64_t step, bool exchange, const std::string& what) override;
+  bool admitted(int64_t step) override;
+  parallel::ReplicaRegroup admit() override;
+  // A late rank (start-up's Runtime::joining): registers as a joiner, waits (bounded, saying
+  // for what) until the survivors admit its replica at an outer sync, makes the new
+  // generation's groups and returns its layout and the step after which it was admitted.
+  std::pair<parallel::ReplicaRegroup, int64_t> join();
 
  private:
   std::string key(const std::string& name) const;
   void close_groups();  // aborts and closes this rank's groups across replicas
   MembershipDecision lead();  // the leader's wait and decision
   void make_groups(const MembershipDecision& d);
+  parallel::ReplicaRegroup layout(const MembershipDecision& d, const std::vector<int>& joined) const;
+  std::string admit_joiners(int64_t step);  // the first rank: the admission text of this exchange ("" none)
 
   Runtime& rt_;
   const double timeout_s_, settle_s_;
   const int min_replicas_;
   int generation_ = 0;
+  std::vector<Member> start_members_;  // every rank of the start
   std::vector<Member> members_;  // of the current generation
   int replica_ = 0;              // this rank's, numbered as at the start
   int64_t verdict_step_ = -1;    // the last exchange whose verdict this rank wrote (first rank)
+  std::string verdict_;          // the verdict of the last exchange ("1", "0", "1 admit")
+  std::optional<MembershipDecision> admission_;  // admitted, to take at the next step's start
   // The groups across replicas of generation > 0 (null before the first loss: rt_'s).
   std::unique_ptr<comm::ProcessGroup> world_, outer_;
 };

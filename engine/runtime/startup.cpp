@@ -59,6 +59,8 @@ void create_groups(Runtime& rt, const spec::JobSpec& spec) {
     if (g.ranks.size() < 2) continue;
     auto it = std::find(g.ranks.begin(), g.ranks.end(), rt.rank);
     if (it == g.ranks.end()) continue;
+    // A rank that rejoins makes its groups across replicas when it is admitted (elastic.hpp).
+    if (rt.joining && (g.kind == plan::kWorldGroup || g.kind.axes.contains(schedule::Axis::kReplica))) continue;
     comm::GroupSpec gs;
     gs.name = plan::group_name(g);
     gs.global_ranks = g.ranks;
@@ -308,8 +310,14 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
 
   // Before the groups, which only the ranks of the start make: every rank passes here before
   // any of them finishes its world group, so a rank that finds the job started is a late one.
-  if (spec.parallel.elastic) refuse_late_rank(*rt.store, rt.rank);
+  if (spec.parallel.elastic) rt.joining = late_rank(*rt.store, rt.plan, rt.rank);
   create_groups(rt, spec);
+  if (rt.joining) {
+    schedule::Place& p = rt.rank_plan.place;
+    rt.rank_plan.global_batch /= p.size[schedule::Axis::kReplica];
+    p.at[schedule::Axis::kReplica] = 0;
+    p.size[schedule::Axis::kReplica] = 1;
+  }
   return rt;
 }
 

@@ -54,6 +54,10 @@ struct Runtime {
   plan::Plan plan;
   uint64_t plan_hash = 0;
   schedule::RankPlan rank_plan;  // this rank's slice of the plan: what its trainer runs
+  // parallel.elastic: this rank started after its job began and rejoins (ElasticSession::join):
+  // it made no group across replicas, and its rank_plan is that of a replica alone (replica 0
+  // of 1, the global batch of one replica) until it is admitted.
+  bool joining = false;
   // This rank's Gloo groups, one per group of the plan it is in that has more than one member
   // (group rank == this rank's coordinate: checked), in plan order; after the outer group a
   // side group of the same members when parallel.outer_overlap > 0 (named "<outer>-side"),

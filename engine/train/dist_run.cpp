@@ -109,10 +109,17 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   LoopContext ctx;
   ctx.rank = rt.rank;
   ctx.world = rt.world;
-  comm::ProcessGroup* world = &rt.world_group();
+  comm::ProcessGroup* world = rt.joining ? nullptr : &rt.world_group();  // a joiner's comes with its admission
   ctx.nodes = static_cast<int>(rt.topology.nodes.size());
   ctx.max_over_ranks = [world](std::vector<double> v) { return max_over(*world, std::move(v)); };
   if (elastic) elastic_loop_context(ctx, *elastic, trainer);
+  if (rt.joining) {
+    // A late rank: admitted at an outer sync of the running job, it takes its peer's state and
+    // trains from the step after it.
+    const auto [layout, step] = elastic->join();
+    trainer.join_replicas(layout, step);
+    ctx.joined_at = step + 1;
+  }
   // A thread per background reduction (one per log line at most); the loop waits for each
   // before it starts the next or uses the world group otherwise.
   ctx.start_max_over_ranks = [world](std::vector<double> v) {

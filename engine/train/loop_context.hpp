@@ -35,6 +35,10 @@ struct LoopContext {
   // the survivors regroup) rather than in a checkpoint commit's wait for that rank's files.
   // Empty function: every save goes on.
   std::function<std::string()> save_refused;
+  // parallel.elastic: a rank that rejoined a running job trains from this step (0-based) on, its
+  // state taken from a peer: no resume, no start-up collective, the job's log figures reduced
+  // in step with the ranks that trained from the start. -1: a rank of the start.
+  int64_t joined_at = -1;
   std::shared_ptr<comm::Store> store;  // job store for coordination (checkpoints); null when single
   std::string plan_text;               // what the run runs under (for checkpoint manifests)
   uint64_t plan_hash = 0;

@@ -138,7 +138,8 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   // data stops the job with nothing overwritten.
   // And a file system too small for one checkpoint and the final weights (the run would lose
   // its training at the first save); priced on every rank from its own shard.
-  const checkpoint::SpaceNeed space = checkpoint_space_need(
+  const bool joined = ctx.joined_at >= 0;  // elastic: a rank that rejoined (loop_context.hpp)
+  const checkpoint::SpaceNeed space = joined ? checkpoint::SpaceNeed{} : checkpoint_space_need(
       spec, trainer, ctx, run_tokenizer_of(data), logger ? final_weights_bytes(spec, trainer) : 0);
   const OutputClaim output = claim_output(  // rank 0 holds the writer lock until the end
       spec, ctx, [&](const ResumePoint& resume) {
@@ -146,8 +147,8 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
         check_space(spec, space, resume, logger);
       });
   if (logger) keep_run_tokenizer(spec, data);
-  const int64_t start = load_resume_point(spec, output.resume, trainer, ctx);
-  load_init_from(spec, output.resume, trainer, ctx);
+  const int64_t start = joined ? ctx.joined_at : load_resume_point(spec, output.resume, trainer, ctx);
+  if (!joined) load_init_from(spec, output.resume, trainer, ctx);
   CheckpointSaver saver(spec, ctx, output.run_id, run_tokenizer_of(data));
   std::optional<TrainLog> log;
   if (logger) open_log(log, spec, trainer, data, start, ctx);
@@ -182,7 +183,9 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   const int64_t period = diloco ? std::max(1, spec.parallel.inner_steps) : 1;
   const int64_t lands = diloco ? spec.parallel.outer_overlap : 0;
   auto period_of = [&](int64_t done) { return (done - lands) / period; };
-  int64_t reduced_in = std::numeric_limits<int64_t>::min();  // the period of the last reduction
+  // The period of the last reduction; a rank that rejoined takes the one the others have
+  // (their last log step up to `start` reduced, the first of its period).
+  int64_t reduced_in = joined ? period_of(start - start % interval) : std::numeric_limits<int64_t>::min();
   // A step's agreed stats, in step order: its log line and metrics row; returns the reduced
   // figures when they were reduced now (always when stopping).
   auto report = [&](const parallel::StepStats& s, bool stopping) {
@@ -190,8 +193,9 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
     if (s.step == start) first_loss = s.loss, first_label = loss_label(s);
     last_loss = s.loss;
     figures.note(rss_mb(), s.step_ms, s.comm_ms);
-    const bool log_step = done == start + 1 || done % interval == 0 || done == t.steps;
-    const bool edge = stopping || (log_step && (done == start + 1 || done == t.steps));
+    const bool first = done == start + 1 && !joined;  // the others' first line came long before
+    const bool log_step = first || done % interval == 0 || done == t.steps;
+    const bool edge = stopping || (log_step && (first || done == t.steps));
     std::vector<double> job;
     std::optional<JobMaxima> maxima;
     if (edge || (log_step && !figures.background() && period_of(done) > reduced_in)) {

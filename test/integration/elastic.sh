@@ -24,8 +24,10 @@
 # (7) Two ranks per replica (data 2): rank 3 of replica 1 killed; rank 2 (its replica's other
 #     rank) fails in its data-parallel group naming rank 3 and exits; replicas 0 and 2 (ranks
 #     0, 1, 4, 5) finish with equal weights.
-# (8) A rank started again while its job runs is refused at once, saying so (rejoin is not
-#     built).
+# (8) Rejoin: replica 1 killed after step 6, its rank started again by hand; admitted at the
+#     outer sync after step 12, it takes replica 0's state over the network: at the join its
+#     weights, AdamW moments and outer state equal replica 0's bit for bit; rows 13-16 name
+#     [0, 1, 2]; the three replicas end with equal weights.
 # Usage: elastic.sh <holmes-train> <source dir>
 set -u
 bin=$(readlink -f "$1")
@@ -149,25 +151,40 @@ for r in 1 4 5; do
   same_weights "$tmp/dp-dump/rank-0.bin" "$tmp/dp-dump/rank-$r.bin" || bad "dp: rank $r's weights differ from rank 0's"
 done
 
-# 8. A rank started again while its job runs (replica 1 frozen, its rank started a second time
-# by hand with the job's variables) is refused at once, naming where the job stands, before it
-# makes any group; the job is then ended by the test.
+# 8. Rejoin. Replica 1 killed after step 6; once the survivors went on, its rank is started
+# again by hand with the job's variables. The survivors admit it at the outer sync after step 12
+# (HOLMES_TEST_WAIT_FOR_JOINER holds that sync's verdict until it asks, so the test does not
+# depend on the machine's speed) and it takes replica 0's state over the new outer group.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 token="elastic-test-$$"
-late=("${tiny[@]}" --set job.output_dir="$tmp/late" --set train.steps="$steps" "${base[@]}" --set parallel.elastic=true
-  --set cluster.timeout_s=60)
-MASTER_PORT=$port HOLMES_JOB_TOKEN=$token HOLMES_TEST_SIGNAL_AFTER_STEP=6:STOP:1 "$bin" --nproc-per-node 3 "${late[@]}" \
-  >"$tmp/late.log" 2>&1 &
+join=("${tiny[@]}" --set job.output_dir="$tmp/join" --set train.steps="$steps" "${base[@]}" --set parallel.elastic=true)
+dump=$(dumped join)
+MASTER_PORT=$port HOLMES_JOB_TOKEN=$token HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:1 HOLMES_TEST_WAIT_FOR_JOINER=12 \
+  HOLMES_TEST_DUMP_WEIGHTS=$dump timeout 300 "$bin" --nproc-per-node 3 "${join[@]}" >"$tmp/join.log" 2>&1 &
 launcher=$!
-for _ in $(seq 600); do grep -q '\] step  7/16' "$tmp/late.log" && break; sleep 0.1; done
+for _ in $(seq 1200); do grep -q "generation 1: replicas \[0, 2\] go on" "$tmp/join.log" && break; sleep 0.1; done
 RANK=1 WORLD_SIZE=3 LOCAL_RANK=1 LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOLMES_JOB_TOKEN=$token \
-  HOLMES_STORE_HOSTED=1 timeout 60 "$bin" "${late[@]}" >"$tmp/late-rank.log" 2>&1
+  HOLMES_STORE_HOSTED=1 HOLMES_TEST_DUMP_WEIGHTS=$dump timeout 300 "$bin" "${join[@]}" >"$tmp/join-rank1.log" 2>&1
 rc=$?
-kill -KILL "$launcher" 2>/dev/null
-wait "$launcher" 2>/dev/null
-[ "$rc" -eq 1 ] || bad "late: the late rank exited $rc, expected 1" "$tmp/late-rank.log"
-grep -q "rank 1: elastic: rank 1 started after its job began (the job is at generation 0); rejoining a running elastic job is not built" \
-  "$tmp/late-rank.log" || bad "late: the late rank does not say why it stops" "$tmp/late-rank.log"
+wait "$launcher"
+launcher_rc=$?
+[ "$rc" -eq 0 ] || bad "join: the rejoining rank exited $rc" "$tmp/join-rank1.log"
+[ "$launcher_rc" -eq 0 ] || bad "join: the job exited $launcher_rc" "$tmp/join.log"
+grep -q "rank 1: elastic: admitted after step 12; generation 2: replicas \[0, 1, 2\]" "$tmp/join-rank1.log" \
+  || bad "join: rank 1 not admitted after step 12" "$tmp/join-rank1.log"
+grep -q "rank 0: elastic: replica 1 (rank 1) rejoin(s) after step 12; generation 2: replicas \[0, 1, 2\]" "$tmp/join.log" \
+  || bad "join: the survivors do not name the rejoining replica" "$tmp/join.log"
+want="1:0,1,2 2:0,1,2 3:0,1,2 4:0,1,2 5:0,1,2 6:0,1,2 7:0,1,2 8:0,2 9:0,2 10:0,2 11:0,2 12:0,2 13:0,1,2 14:0,1,2 15:0,1,2 16:0,1,2"
+[ "$(rows join)" = "$want" ] || bad "join: rows name replicas '$(rows join)'" "$tmp/join.log"
+# At the join: the joiner's weights, AdamW moments and outer state are replica 0's, bit for bit.
+python3 - "$dump/join-rank-0.bin" "$dump/join-rank-1.bin" <<'PY' || bad "join: the joiner's state differs from its peer's"
+import struct, sys
+(ha, a), (hb, b) = ((struct.unpack("<5Q", d[:40]), d[40:]) for d in (open(p, "rb").read() for p in sys.argv[1:3]))
+assert ha[1] == 0 and hb[1] == 1 and ha[2:] == hb[2:], (ha, hb)
+assert a == b, "state differs"
+print(f"at the join: {ha[2]} weights, 2 x {ha[3]} moments, {ha[4]} outer floats equal bit for bit")
+PY
+for r in 1 2; do same_weights "$dump/rank-0.bin" "$dump/rank-$r.bin" || bad "join: rank $r's final weights differ"; done
 
 [ "$fail" -eq 0 ] && echo PASS
 exit "$fail"
