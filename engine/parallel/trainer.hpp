@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -194,8 +195,7 @@ class Trainer final : public StepRunner {
   // read again), the place, the global batch, the outer group and the outer sync over them.
   void regroup(const ReplicaRegroup& r, int64_t step);
   // `f` (a sum across the replicas in step `step`), repeated over the survivors after a loss.
-  template <class F>
-  void across_replicas(int64_t step, F&& f);
+  void across_replicas(int64_t step, const std::function<void()>& f);
   void elastic_outer_step(int64_t done, float* params);  // the sync of an elastic job: redone after a loss
   // Coordinate 0 sends its state to the coordinates that joined; they receive it.
   void share_state(const std::vector<int>& joined);
