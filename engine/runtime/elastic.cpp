@@ -48,7 +48,7 @@ const plan::Group* plan_group_of(const plan::Plan& plan, schedule::GroupKind kin
 namespace {
 
 constexpr const char* kStartedKey = "elastic/started";        // counts the ranks that finished start-up
-constexpr const char* kGenerationKey = "elastic/generation";  // the generations decided after a loss
+constexpr const char* kGenerationKey = "elastic/generation";  // draws the number of each new generation
 
 }  // namespace
 
@@ -160,6 +160,7 @@ std::string ElasticSession::admit_joiners(int64_t step) {
   d.replicas.erase(std::unique(d.replicas.begin(), d.replicas.end()), d.replicas.end());
   std::sort(d.ranks.begin(), d.ranks.end());
   d.lost_replicas = joining;  // in an admission: the replicas that come back
+  d.generation = static_cast<int>(store.add(kGenerationKey, 1));
   const std::string text = encode_decision(d);
   comm::set_string(store, key("admission"), text);
   for (int r : joiner_ranks) {
@@ -269,7 +270,7 @@ MembershipDecision ElasticSession::lead() {
 }
 
 void ElasticSession::make_groups(const MembershipDecision& d) {
-  ++generation_;
+  generation_ = d.generation;
   std::vector<Member> kept;
   for (const Member& m : start_members_)
     if (contains(d.ranks, m.rank)) kept.push_back(m);
@@ -314,7 +315,7 @@ parallel::ReplicaRegroup ElasticSession::recover(int64_t step, bool exchange, co
     comm::set_string(store, key(fmt::format("alive/{}", rt_.rank)), std::to_string(step));
     if (store.add(key("leader"), 1) == 1) {
       d = lead();
-      if (d.go_on) store.add(kGenerationKey, 1);
+      if (d.go_on) d.generation = static_cast<int>(store.add(kGenerationKey, 1));
       comm::set_string(store, key("decision"), encode_decision(d));
     } else {
       d = decode_decision(comm::get_string(store, key("decision"), millis(timeout_s_ + 2 * settle_s_ + 10)));

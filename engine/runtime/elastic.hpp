@@ -16,8 +16,9 @@
 //     (membership.hpp) to elastic/g<G>/decision.
 //   - Everyone reads it: a rank of a lost replica exits naming the ranks its replica misses;
 //     when the job cannot go on, every rank stops saying why; the others make the groups of
-//     generation G + 1 (the world group and their outer group over the surviving ranks) and
-//     hand the trainer its renumbered place.
+//     the next generation (its number drawn from elastic/generation by the leader: the world
+//     group and their outer group over the surviving ranks) and hand the trainer its
+//     renumbered place.
 // Outer exchanges: after its exchange each rank counts itself in elastic/g<G>/x<step>; the
 // generation's first rank (replica 0's, which every continuing job keeps) writes the verdict
 // once: 1 when every member counted in, 0 when a failure was announced first or the time-out

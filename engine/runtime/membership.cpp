@@ -70,9 +70,9 @@ std::vector<int> read_ints(std::istringstream& line) {
 }  // namespace
 
 std::string encode_decision(const MembershipDecision& d) {
-  return fmt::format("go_on {}\nstep {}\nreplicas {}\nranks {}\nlost {}\nmissing {}\ndropped {}\nreason {}\n",
-                     d.go_on ? 1 : 0, d.step, ints(d.replicas), ints(d.ranks), ints(d.lost_replicas),
-                     ints(d.missing_ranks), ints(d.dropped_ranks), d.reason);
+  return fmt::format("go_on {}\nstep {}\ngeneration {}\nreplicas {}\nranks {}\nlost {}\nmissing {}\ndropped {}\n"
+                     "reason {}\n", d.go_on ? 1 : 0, d.step, d.generation, ints(d.replicas), ints(d.ranks),
+                     ints(d.lost_replicas), ints(d.missing_ranks), ints(d.dropped_ranks), d.reason);
 }
 
 MembershipDecision decode_decision(const std::string& text) {
@@ -88,6 +88,7 @@ MembershipDecision decode_decision(const std::string& text) {
     seen.insert(key);
     if (key == "go_on") d.go_on = rest == "1";
     else if (key == "step") values >> d.step;
+    else if (key == "generation") values >> d.generation;
     else if (key == "replicas") d.replicas = read_ints(values);
     else if (key == "ranks") d.ranks = read_ints(values);
     else if (key == "lost") d.lost_replicas = read_ints(values);

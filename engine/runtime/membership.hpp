@@ -31,6 +31,9 @@ struct MembershipDecision {
   bool go_on = false;
   std::string reason;               // go_on false: why the job stops
   int64_t step = 0;                 // the step the survivors were in; the new layout starts after it
+  // The number of the generation it makes (drawn from the store by whoever decides, so that a
+  // loss and an admission decided from the same generation never share a name); 0: not drawn.
+  int generation = 0;
   std::vector<int> replicas;        // whole replicas that go on, ascending (start numbering)
   std::vector<int> ranks;           // their ranks, ascending
   std::vector<int> lost_replicas;   // replicas not whole, ascending

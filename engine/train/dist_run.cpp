@@ -112,6 +112,12 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   comm::ProcessGroup* world = rt.joining ? nullptr : &rt.world_group();  // a joiner's comes with its admission
   ctx.nodes = static_cast<int>(rt.topology.nodes.size());
   ctx.max_over_ranks = [world](std::vector<double> v) { return max_over(*world, std::move(v)); };
+  // A thread per background reduction (one per log line at most); the loop waits for each
+  // before it starts the next or uses the world group otherwise.
+  ctx.start_max_over_ranks = [world](std::vector<double> v) {
+    return std::async(std::launch::async, [world, v = std::move(v)]() mutable { return max_over(*world, std::move(v)); });
+  };
+  ctx.abort_max_over_ranks = [world] { world->abort(); };
   if (elastic) elastic_loop_context(ctx, *elastic, trainer);
   if (rt.joining) {
     // A late rank: admitted at an outer sync of the running job, it takes its peer's state and
@@ -120,12 +126,6 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
     trainer.join_replicas(layout, step);
     ctx.joined_at = step + 1;
   }
-  // A thread per background reduction (one per log line at most); the loop waits for each
-  // before it starts the next or uses the world group otherwise.
-  ctx.start_max_over_ranks = [world](std::vector<double> v) {
-    return std::async(std::launch::async, [world, v = std::move(v)]() mutable { return max_over(*world, std::move(v)); });
-  };
-  ctx.abort_max_over_ranks = [world] { world->abort(); };
   ctx.store = rt.store;
   ctx.plan_text = plan_text;
   ctx.plan_hash = rt.plan_hash;

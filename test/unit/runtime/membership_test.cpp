@@ -101,10 +101,12 @@ TEST_CASE("membership: every set of registrations of a 3 x 2 job matches the rul
 }
 
 TEST_CASE("membership: the decision survives the store's text") {
-  const MembershipDecision d = decide_membership(job(4, 2), alive({0, 1, 3, 4, 5, 6, 7}, 41), 2);
+  MembershipDecision d = decide_membership(job(4, 2), alive({0, 1, 3, 4, 5, 6, 7}, 41), 2);
+  d.generation = 3;
   const MembershipDecision back = decode_decision(encode_decision(d));
   CHECK(back.go_on == d.go_on);
   CHECK(back.step == 41);
+  CHECK(back.generation == 3);
   CHECK(back.replicas == d.replicas);
   CHECK(back.ranks == d.ranks);
   CHECK(back.lost_replicas == d.lost_replicas);
