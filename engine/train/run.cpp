@@ -165,8 +165,8 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   double phase_ms[6] = {0, 0, 0, 0, 0, 0};  // StepStats pipeline, grad sync, job sums, update, passes, pipeline wait
   int64_t phase_steps = 0;
   // The job-wide figures (largest memory and communication share, each rank's share and
-  // compute for the straggler check, the stop signal's number) are reduced over the world group, which crosses the slow links,
-  // on log steps only, and never every step in the steps' way:
+  // compute for the straggler check, the stop signal's number) are reduced over the world
+  // group, which crosses the slow links, on log steps only, and never every step in the steps' way:
   // - without diloco, in the background (figures.later: a log line shows the figures of the
   //   steps up to the previous log line, reduced while this step trained): a blocking
   //   reduction after every log step costs each step the ring's hops through ranks held by

@@ -53,12 +53,11 @@ void TrainLog::watch_stragglers(std::vector<RankWork> ranks, int64_t start) {
   if (d.ranks() > 1 && d.ranks() <= kRankFiguresMax && d.compares()) stragglers_.emplace(std::move(d));
 }
 
-std::vector<std::pair<std::string, std::vector<MetricsWriter::Object>>> TrainLog::check_stragglers(
-    const JobMaxima& job) {
+TrainLog::MetricsLists TrainLog::check_stragglers(const JobMaxima& job, std::vector<std::string>& lines) {
   if (!stragglers_ || job.compute_ms_ranks.size() != static_cast<size_t>(stragglers_->ranks())) return {};
   for (const StragglerEvent& e : stragglers_->observe(job.through, job.compute_ms_ranks))
-    fmt::print("straggler: {}\n", e.recovered ? describe_recovery(*stragglers_, e.who)
-                                              : describe_straggler(*stragglers_, e.who));
+    lines.push_back("straggler: " + (e.recovered ? describe_recovery(*stragglers_, e.who)
+                                                 : describe_straggler(*stragglers_, e.who)));
   std::vector<MetricsWriter::Object> ranks, replicas;
   for (const Straggler& s : stragglers_->current()) {
     const bool rank = s.kind == StragglerKind::kRank;
@@ -66,7 +65,7 @@ std::vector<std::pair<std::string, std::vector<MetricsWriter::Object>>> TrainLog
         .push_back({{rank ? "rank" : "replica", s.id}, {"ratio", s.ratio}, {"since", static_cast<double>(s.since)},
                     {"peers", s.peers}});
   }
-  std::vector<std::pair<std::string, std::vector<MetricsWriter::Object>>> lists = {{"stragglers", ranks}};
+  MetricsLists lists = {{"stragglers", ranks}};
   if (stragglers_->replicas() > 1) lists.emplace_back("straggler_replicas", replicas);
   return lists;
 }
@@ -109,7 +108,8 @@ void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& tr
   std::vector<std::pair<std::string, std::vector<double>>> arrays;
   if (job && !job->comm_share_ranks.empty()) arrays.emplace_back("comm_share_ranks", job->comm_share_ranks);
   if (job && !job->compute_ms_ranks.empty()) arrays.emplace_back("compute_ms_ranks", job->compute_ms_ranks);
-  metrics_.write(row, arrays, job ? check_stragglers(*job) : decltype(check_stragglers(*job)){});
+  std::vector<std::string> straggler_lines;  // printed after the step's line
+  metrics_.write(row, arrays, job ? check_stragglers(*job, straggler_lines) : MetricsLists{});
   smoothed_ms_ = smoothed_ms_ == 0 ? s.step_ms : 0.9 * smoothed_ms_ + 0.1 * s.step_ms;
   if (line) {
     // Multi-process: the share of the step rank 0 and the most-waiting rank spent in communication
@@ -126,6 +126,7 @@ void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& tr
                human_count(s.tokens_per_s), tflops, mfu, job ? job->rss_mb : rss_mb(),
                device_mb > 0 ? fmt::format(" | gpu {:.0f} MiB", device_mb) : "", comm);
   }
+  for (const std::string& l : straggler_lines) fmt::print("{}\n", l);
   if (!s.outer.empty())
     fmt::print("outer sync after step {} ({}{}): {}\n", done,
                s.outer.syncs > 0 ? count_of(s.outer.syncs, "fragment") + " sent" : "",

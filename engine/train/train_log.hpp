@@ -78,8 +78,10 @@ class TrainLog {
   bool floor_written_ = false;  // the first metrics row of this process carries entropy_floor
   int64_t next_progress_ = 0;
   std::optional<StragglerDetector> stragglers_;
-  // The straggler check of one line with the job's figures: its lines, its metrics lists.
-  std::vector<std::pair<std::string, std::vector<MetricsWriter::Object>>> check_stragglers(const JobMaxima& job);
+  using MetricsLists = std::vector<std::pair<std::string, std::vector<MetricsWriter::Object>>>;
+  // The straggler check of one row with the job's figures: its metrics lists; what changed
+  // goes to `lines` (to print).
+  MetricsLists check_stragglers(const JobMaxima& job, std::vector<std::string>& lines);
 };
 
 }  // namespace holmes::train
