@@ -5,7 +5,8 @@
 # step than its one peer (stage 1 of replica 0), whose step computes in a few ms. The log names rank 3 and
 # replica 1 and nobody else, the metrics rows carry them with their ratio over the threshold
 # (2.0: 3x, generous against a loaded machine's noise), the summary says who straggled, and
-# the run report has a row for each (in Chromium when there is one).
+# the run report has a row for each (in Chromium when there is one). The fault lab takes the
+# first straggler line as a slow node's detection.
 # Usage: stragglers.sh <holmes-train> <source dir>
 set -u
 bin=$1
@@ -53,6 +54,25 @@ assert [s["replica"] for s in last["straggler_replicas"]] == [1], last
 # Rank 3's own figure is its peer's and more: the sleep is inside its compute.
 assert last["compute_ms_ranks"][3] > 3 * last["compute_ms_ranks"][1], last["compute_ms_ranks"]
 print(f"{len(named)} of {len(checked)} checked rows name rank 3, ratio {last['stragglers'][0]['ratio']:.1f} at the end")
+PY
+
+# The fault lab counts the first straggler line as a slow node's detection (docs/lab.md,
+# "Faults"), whichever rank prints it; a recovery line or another fault kind's is none.
+PYTHONPATH="$src/scripts/lab" /usr/bin/python3 - "$tmp/run.log" <<'PY' || bad "the fault lab does not detect a slow node by its straggler line"
+import re, sys
+from labkit.faults import detected_at
+lines = []
+for i, l in enumerate(open(sys.argv[1])):
+    m = re.match(r"\[rank (\d+)\] (.*)", l.rstrip("\n"))
+    if m:
+        lines.append((float(i), int(m.group(1)), m.group(2)))
+first = next(t for t, r, text in lines if text.startswith("straggler: rank 3"))
+assert detected_at("slow", 0.0, lines, [], {0, 1, 2, 3}) == first, "the straggler line is not the detection"
+assert detected_at("kill", 0.0, lines, [], {0, 1, 2, 3}) is None, "a straggler line detected a kill"
+back = [(1.0, 0, "straggler: rank 3 (node a, stage 1) back within 20% of its 1 peer's compute at step 9 (a straggler "
+         "from step 1, at worst 3.00x)")]
+assert detected_at("slow", 0.0, back, [], set()) is None, "a recovery line counted as a detection"
+print("the fault lab's detection of a slow node: line", int(first))
 PY
 
 "$exe" report "$tmp/run" --out "$tmp/report.html" >"$tmp/report.log" 2>&1 || bad "report" "$tmp/report.log"
