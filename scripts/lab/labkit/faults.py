@@ -36,10 +36,25 @@ KINDS = ("kill", "freeze", "cut", "slow")
 FAULT_KEYS = ("at_s", "at_step", "kind", "node", "island", "for_s", "speed", "restart_after_s")
 RUN_KEYS = ("timeout_s", "checkpoint_interval", "requeue_s")
 POLL_S = 0.1
+MAX_RESTARTS = 2  # elastic: how often the lab starts one rank again (a job that cannot take it back)
 # A line of a worker that says it saw a peer fail (the runtime's failure messages and the
 # elastic runtime's), or the launcher-style exit of the worker itself.
 DETECT = re.compile(r"(peer rank \d+|rank \d+ .*(died|exited|lost|missing|timed out|did not)|replica \d+ .*(lost|left|dropped)"
                     r"|elastic|time-out|timed out|connection (closed|reset))", re.IGNORECASE)
+# A slow node fails no one: the job names it a straggler (docs/training.md, "Stragglers"; rank 0
+# prints it, wherever rank 0 runs). Its recovery line ("back within") is no detection.
+STRAGGLER = re.compile(r"^straggler: (rank|replica) \d+ .* since step \d+$")
+
+
+def detected_at(kind, start, lines, events, faulted_ranks):
+    """When the fault that began at `start` was first noticed: a line a worker it did not hit
+    logs about a failed peer, a worker's exit or the lab stopping every one, and for a `slow`
+    fault also the first straggler line (from any rank). None when nothing noticed it."""
+    seen = [t for t, rank, text in lines if t >= start and rank not in faulted_ranks and DETECT.search(text)]
+    seen += [t for t, e in events if t >= start and e.startswith(("exit ", "stop all"))]
+    if kind == "slow":
+        seen += [t for t, _, text in lines if t >= start and STRAGGLER.search(text)]
+    return min(seen) if seen else None
 
 
 class Fault:
@@ -270,6 +285,7 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
         pending = []     # (time, action, fault) not yet done
         active = {}      # fault index -> when it ends (a killed node: when it is back)
         restarts = {}    # rank -> time to start it again (elastic)
+        started = {}     # rank -> times it was started again (elastic: at most MAX_RESTARTS)
         handled = set()  # the processes whose exit was dealt with
         killed = set()   # processes the lab killed: their exit is the fault, not a detection
         requeue = False
@@ -327,7 +343,7 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
                     handled.add(p)
                     if p not in killed:
                         events.append((now, f"exit {rank} {code}"))
-                    if recovery == "elastic":
+                    if recovery == "elastic" and started.get(rank, 0) < MAX_RESTARTS:
                         restarts.setdefault(rank, now + fr["requeue_s"])
                     elif p not in killed and not requeue:
                         # The job failed (a worker saw its peer go): stop it as Slurm would, start it
@@ -340,6 +356,7 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
                 for rank, at in list(restarts.items()):
                     if at <= now:
                         del restarts[rank]
+                        started[rank] = started.get(rank, 0) + 1
                         events.append((now, f"restart {rank}"))
                         w.start(rank, resume=False, note="started again after a fault")
                 if requeue and now >= max([requeue_not_before] + list(active.values())):
@@ -350,6 +367,12 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
                     for rank in sorted(w.node_of):
                         w.start(rank, resume=True, note="the job started again (checkpoint.resume auto)")
                 if not requeue and not restarts and all(p.poll() == 0 for p in w.procs.values()):
+                    break
+                if recovery == "elastic" and not restarts and all(p.poll() is not None for p in w.procs.values()):
+                    # Every worker ended; those that failed used their restarts (a job that could
+                    # not take them back): the run counts when rank 0, the job's logger, finished.
+                    if w.procs[0].poll() != 0:
+                        raise job.RunFailed(f"rank 0 exited with code {w.procs[0].poll()} (logs: {run_dir}/rank-*.log)")
                     break
         finally:
             w.stop_all()
@@ -406,9 +429,7 @@ def summarize(sc, clean, faulted, clean_dir, fault_dir, faults):
             faulted_ranks = set()
             if f.kind != "cut":
                 faulted_ranks = {r for r, (_, n, _) in node_ranks(sc).items() if n == f.target}
-            seen_at = [t for t, rank, text in lines if t >= start and rank not in faulted_ranks and DETECT.search(text)]
-            seen_at += [t for t, e in events if t >= start and e.startswith(("exit ", "stop all"))]
-            detect = min(seen_at) if seen_at else None
+            detect = detected_at(f.kind, start, lines, events, faulted_ranks)
             row["detect_s"] = detect - start if detect is not None else None
             after = [t for t, _ in seen if detect is not None and t > detect]
             row["recover_s"] = after[0] - detect if after else None
