@@ -328,6 +328,10 @@ parallel::ReplicaRegroup ElasticSession::recover(int64_t step, bool exchange, co
   if (!d.go_on)
     throw ElasticStop(fmt::format("elastic: the job cannot go on after losing {}: {}", lost.empty() ? "no replica" : lost,
                                   d.reason));
+  if (!contains(d.ranks, rt_.rank) && contains(d.apart_replicas, replica_))
+    throw ElasticStop(fmt::format("elastic: replica {} stood at step {} while replicas [{}] went on from step {} (it was "
+                                  "held up: frozen or cut off); this rank stops, and may rejoin", replica_, step + 1,
+                                  fmt::join(d.replicas, ", "), d.step + 1));
   if (!contains(d.ranks, rt_.rank)) {
     std::vector<int> mine;
     for (const Member& m : before)

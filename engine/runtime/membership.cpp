@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <stdexcept>
 
 namespace holmes::runtime {
@@ -22,26 +23,45 @@ MembershipDecision decide_membership(const std::vector<Member>& members, const s
     if (replica_of.count(r.rank)) step_of[r.rank] = r.step;
   std::map<int, std::vector<int>> ranks_of;  // replica -> its members
   for (const Member& m : members) ranks_of[m.replica].push_back(m.rank);
+  // Whole replicas by the step their ranks stand at (a replica whose ranks disagree is not whole).
+  std::map<int64_t, std::vector<int>> whole_at;
   for (auto& [replica, ranks] : ranks_of) {
     std::sort(ranks.begin(), ranks.end());
-    bool whole = true;
-    for (int r : ranks)
-      if (!step_of.count(r)) whole = false, d.missing_ranks.push_back(r);
-    if (whole) {
-      d.replicas.push_back(replica);
-      d.ranks.insert(d.ranks.end(), ranks.begin(), ranks.end());
+    std::set<int64_t> steps;
+    for (int r : ranks) {
+      if (!step_of.count(r)) d.missing_ranks.push_back(r);
+      else steps.insert(step_of[r]);
+    }
+    if (steps.size() == 1 && std::all_of(ranks.begin(), ranks.end(), [&](int r) { return step_of.count(r) > 0; }))
+      whole_at[*steps.begin()].push_back(replica);
+    else d.lost_replicas.push_back(replica);
+  }
+  // The step most whole replicas stand at goes on (ties: the one with replica 0, then the later);
+  // a whole replica at another step (one that was frozen and woke in time to register) is
+  // apart: it cannot join the others' collective where they stand.
+  int64_t best = -1;
+  for (const auto& [step, replicas] : whole_at) {
+    auto rank_of = [&](int64_t st) {
+      const std::vector<int>& v = whole_at[st];
+      return std::make_tuple(v.size(), std::find(v.begin(), v.end(), 0) != v.end(), st);
+    };
+    if (best < 0 || rank_of(step) > rank_of(best)) best = step;
+  }
+  for (const auto& [step, replicas] : whole_at) {
+    if (step == best) {
+      d.replicas = replicas;
       continue;
     }
-    d.lost_replicas.push_back(replica);
-    for (int r : ranks)
-      if (step_of.count(r)) d.dropped_ranks.push_back(r);
+    d.apart_replicas.insert(d.apart_replicas.end(), replicas.begin(), replicas.end());
+    d.lost_replicas.insert(d.lost_replicas.end(), replicas.begin(), replicas.end());
   }
-  std::sort(d.ranks.begin(), d.ranks.end());
-  std::sort(d.missing_ranks.begin(), d.missing_ranks.end());
-  std::sort(d.dropped_ranks.begin(), d.dropped_ranks.end());
-  std::set<int64_t> steps;
-  for (int r : d.ranks) steps.insert(step_of[r]);
-  d.step = steps.empty() ? 0 : *steps.rbegin();
+  for (int replica : d.replicas) d.ranks.insert(d.ranks.end(), ranks_of[replica].begin(), ranks_of[replica].end());
+  for (int replica : d.lost_replicas)
+    for (int r : ranks_of[replica])
+      if (step_of.count(r)) d.dropped_ranks.push_back(r);
+  for (auto* v : {&d.ranks, &d.missing_ranks, &d.dropped_ranks, &d.lost_replicas, &d.apart_replicas, &d.replicas})
+    std::sort(v->begin(), v->end());
+  d.step = best < 0 ? 0 : best;
   const int whole = static_cast<int>(d.replicas.size());
   if (whole < min_replicas)
     d.reason = fmt::format("only {} whole replica(s) [{}] remain, parallel.min_replicas is {}", whole,
@@ -49,9 +69,6 @@ MembershipDecision decide_membership(const std::vector<Member>& members, const s
   else if (d.replicas.empty() || d.replicas.front() != 0)
     d.reason = "replica 0 is lost, and it holds the job's log, metrics and shared checkpoint shard (an elastic job "
                "goes on only with replica 0)";
-  else if (steps.size() > 1)
-    d.reason = fmt::format("the surviving ranks stand at different steps ({}), so their weights cannot agree",
-                           fmt::join(steps, ", "));
   d.go_on = d.reason.empty();
   return d;
 }
@@ -70,9 +87,10 @@ std::vector<int> read_ints(std::istringstream& line) {
 }  // namespace
 
 std::string encode_decision(const MembershipDecision& d) {
-  return fmt::format("go_on {}\nstep {}\ngeneration {}\nreplicas {}\nranks {}\nlost {}\nmissing {}\ndropped {}\n"
-                     "reason {}\n", d.go_on ? 1 : 0, d.step, d.generation, ints(d.replicas), ints(d.ranks),
-                     ints(d.lost_replicas), ints(d.missing_ranks), ints(d.dropped_ranks), d.reason);
+  return fmt::format("go_on {}\nstep {}\ngeneration {}\nreplicas {}\nranks {}\nlost {}\napart {}\nmissing {}\n"
+                     "dropped {}\nreason {}\n", d.go_on ? 1 : 0, d.step, d.generation, ints(d.replicas), ints(d.ranks),
+                     ints(d.lost_replicas), ints(d.apart_replicas), ints(d.missing_ranks), ints(d.dropped_ranks),
+                     d.reason);
 }
 
 MembershipDecision decode_decision(const std::string& text) {
@@ -92,6 +110,7 @@ MembershipDecision decode_decision(const std::string& text) {
     else if (key == "replicas") d.replicas = read_ints(values);
     else if (key == "ranks") d.ranks = read_ints(values);
     else if (key == "lost") d.lost_replicas = read_ints(values);
+    else if (key == "apart") d.apart_replicas = read_ints(values);
     else if (key == "missing") d.missing_ranks = read_ints(values);
     else if (key == "dropped") d.dropped_ranks = read_ints(values);
     else if (key == "reason") d.reason = rest;

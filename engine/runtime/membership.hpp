@@ -2,11 +2,12 @@
 // the leader of a broken generation writes to the store, from the members of that generation
 // and the ranks that registered alive after the failure.
 //
-// Quorum rule: a replica goes on only whole (every rank of it registered); the job goes on
-// when at least min_replicas whole replicas remain, replica 0 among them (it holds the job's
-// log, metrics and the shared checkpoint shard), and every whole replica's ranks stand at the
-// same step. Otherwise the job stops, saying why. Ranks registered in a replica that is not
-// whole are dropped: they exit naming the ranks their replica misses.
+// Quorum rule: a replica goes on only whole (every rank of it registered, all at one step) and
+// at the step most whole replicas stand at (ties: the group with replica 0, then the later
+// step); a whole replica at another step (frozen, it woke in time to register) is apart and
+// out. The job goes on when at least min_replicas replicas remain, replica 0 among them (it
+// holds the job's log, metrics and the shared checkpoint shard); otherwise it stops, saying
+// why. Ranks registered in a replica that is out are dropped: they exit saying why.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +37,8 @@ struct MembershipDecision {
   int generation = 0;
   std::vector<int> replicas;        // whole replicas that go on, ascending (start numbering)
   std::vector<int> ranks;           // their ranks, ascending
-  std::vector<int> lost_replicas;   // replicas not whole, ascending
+  std::vector<int> lost_replicas;   // replicas that do not go on (not whole, or apart), ascending
+  std::vector<int> apart_replicas;  // whole replicas at another step than those going on, ascending
   std::vector<int> missing_ranks;   // members that did not register, ascending
   std::vector<int> dropped_ranks;   // registered ranks of a lost replica (they exit)
 };

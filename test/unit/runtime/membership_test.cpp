@@ -47,17 +47,34 @@ TEST_CASE("membership: a replica missing one of its ranks is out, its other rank
   CHECK(d.dropped_ranks == std::vector<int>{2});
 }
 
-TEST_CASE("membership: below min_replicas, without replica 0, or at different steps the job stops") {
+TEST_CASE("membership: a whole replica at another step than most is apart and out, the others go on") {
+  // Replica 2 was frozen at step 965 and woke in time to register; the others wait at 979.
+  const std::vector<Registration> regs = {{0, 979}, {1, 979}, {2, 965}, {3, 979}};
+  const MembershipDecision d = decide_membership(job(4, 1), regs, 1);
+  CHECK(d.go_on);
+  CHECK(d.step == 979);
+  CHECK(d.replicas == std::vector<int>{0, 1, 3});
+  CHECK(d.apart_replicas == std::vector<int>{2});
+  CHECK(d.lost_replicas == std::vector<int>{2});
+  CHECK(d.dropped_ranks == std::vector<int>{2});
+  CHECK(d.missing_ranks.empty());
+  // A tie goes to replica 0's step; a replica whose ranks disagree is not whole.
+  const MembershipDecision tie = decide_membership(job(4, 1), {{0, 5}, {1, 5}, {2, 6}, {3, 6}}, 1);
+  CHECK(tie.replicas == std::vector<int>{0, 1});
+  CHECK(tie.step == 5);
+  const MembershipDecision split = decide_membership(job(2, 2), {{0, 5}, {1, 5}, {2, 5}, {3, 6}}, 1);
+  CHECK(split.replicas == std::vector<int>{0});
+  CHECK(split.lost_replicas == std::vector<int>{1});
+  CHECK(split.apart_replicas.empty());
+}
+
+TEST_CASE("membership: below min_replicas or without replica 0 the job stops") {
   const MembershipDecision few = decide_membership(job(3, 1), alive({0, 2}), 3);
   CHECK_FALSE(few.go_on);
   CHECK(few.reason.find("parallel.min_replicas is 3") != std::string::npos);
   const MembershipDecision no_zero = decide_membership(job(3, 1), alive({1, 2}), 1);
   CHECK_FALSE(no_zero.go_on);
   CHECK(no_zero.reason.find("replica 0") != std::string::npos);
-  std::vector<Registration> apart = {{0, 7}, {2, 8}};
-  const MembershipDecision split = decide_membership(job(3, 1), apart, 1);
-  CHECK_FALSE(split.go_on);
-  CHECK(split.reason.find("different steps (7, 8)") != std::string::npos);
   // A registration of a rank outside the generation (a stale one) counts for nothing.
   const MembershipDecision stale = decide_membership(job(2, 1), alive({0, 1, 9}), 2);
   CHECK(stale.go_on);
@@ -110,6 +127,7 @@ TEST_CASE("membership: the decision survives the store's text") {
   CHECK(back.replicas == d.replicas);
   CHECK(back.ranks == d.ranks);
   CHECK(back.lost_replicas == d.lost_replicas);
+  CHECK(back.apart_replicas == d.apart_replicas);
   CHECK(back.missing_ranks == d.missing_ranks);
   CHECK(back.dropped_ranks == d.dropped_ranks);
   const MembershipDecision stop = decide_membership(job(3, 1), alive({1, 2}), 1);
