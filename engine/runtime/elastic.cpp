@@ -342,10 +342,13 @@ parallel::ReplicaRegroup ElasticSession::recover(int64_t step, bool exchange, co
   }
   make_groups(d);
   const parallel::ReplicaRegroup r = layout(d, {});
-  std::fprintf(stderr,
-               "holmes-train: rank %d: elastic: lost %s (missing rank(s) [%s]); generation %d: replicas [%s] go on "
-               "from step %lld; recovered in %.1f s\n",
-               rt_.rank, lost.c_str(), fmt::format("{}", fmt::join(d.missing_ranks, ", ")).c_str(), generation_,
+  // Every rank may have registered (a peer held up only for a while, or a failure each saw alike).
+  const std::string what_lost =
+      lost.empty() ? std::string("no replica (every rank registered)")
+                   : fmt::format("{} (missing rank(s) [{}]{})", lost, fmt::join(d.missing_ranks, ", "),
+                                 d.apart_replicas.empty() ? "" : fmt::format(", apart: replica(s) [{}]", fmt::join(d.apart_replicas, ", ")));
+  std::fprintf(stderr, "holmes-train: rank %d: elastic: lost %s; generation %d: replicas [%s] go on from step %lld; "
+               "recovered in %.1f s\n", rt_.rank, what_lost.c_str(), generation_,
                fmt::format("{}", fmt::join(d.replicas, ", ")).c_str(), static_cast<long long>(d.step + 2),
                seconds_since(t0));
   std::fflush(stderr);
