@@ -4,6 +4,8 @@
   lab.py run SCENARIO.yaml CASE [--out DIR]   one case on the emulated cluster
   lab.py bench SCENARIO.yaml [--out DIR] [--rounds N]
   lab.py bench-many SCENARIO.yaml... [--out DIR] [--rounds N] [--budget-s S] [--reuse]
+  lab.py faults SCENARIO.yaml CASE [--out DIR] [--recovery relaunch|elastic] [--set KEY=VALUE]...
+                                              the case with and without the scenario's faults
   lab.py clean                                remove what crashed lab runs left behind
 
 Exit codes: 0 ok, 1 a run failed, 2 bad scenario or arguments, 130 interrupted.
@@ -36,7 +38,7 @@ try:
     import os
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from labkit import bench, job, many, netlab, scenario
+    from labkit import bench, faults, job, many, netlab, scenario
 except KeyboardInterrupt as _stopped:  # nothing built yet
     print(f"lab: stopped by signal {_stopped.args[0]}", file=sys.stderr)
     sys.exit(128 + _stopped.args[0])
@@ -111,6 +113,21 @@ def cmd_bench_many(args):
     return many.run(args.scenarios, exe, out_dir, args.rounds, args.budget_s, args.reuse)
 
 
+def cmd_faults(args):
+    sc = scenario.load(args.scenario)
+    net = scenario.case_net(sc, args.case)
+    for kv in args.set:
+        if "=" not in kv:
+            raise scenario.LabError(f"--set {kv!r}: expected KEY=VALUE (a job spec key, as holmes-train --set takes)")
+    exe = binary()
+    check_root()
+    netlab.sweep()
+    out_dir = os.path.abspath(args.out or default_out(args.scenario, f"faults-{args.case}"))
+    extra = [x for kv in args.set for x in ("--set", kv)]
+    faults.run(sc, net, exe, out_dir, extra, args.recovery, baseline=not args.reuse_clean)
+    return 0
+
+
 def cmd_clean(_args):
     check_root()
     left = netlab.sweep()
@@ -139,6 +156,16 @@ def parse_args():
     m.add_argument("--reuse", action="store_true",
                    help="run nothing: predict and tabulate the runs an earlier bench-many left in --out again "
                         "(the plans those runs chose are not changed)")
+    f = sub.add_parser("faults", help="a case with and without the scenario's faults: goodput, detection, recovery")
+    f.add_argument("scenario")
+    f.add_argument("case", help=" | ".join(scenario.CASES))
+    f.add_argument("--out", help="folder (default runs/lab/<scenario>/faults-<case>)")
+    f.add_argument("--recovery", choices=("relaunch", "elastic"), default="relaunch",
+                   help="relaunch: a failed worker stops the job, started again with resume auto (Slurm's "
+                        "requeue); elastic: the job recovers itself, the lab only restarts killed workers")
+    f.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a job spec key for both runs (e.g. parallel.elastic=true), repeatable")
+    f.add_argument("--reuse-clean", action="store_true", help="keep the fault-free run an earlier call left in --out")
     sub.add_parser("clean", help="remove namespaces that crashed lab runs left behind")
     return ap.parse_args()
 
@@ -151,7 +178,7 @@ def main():
         except ValueError as e:
             raise scenario.LabError(str(e)) from None
         return {"run": cmd_run, "bench": cmd_bench, "bench-many": cmd_bench_many,
-                "clean": cmd_clean}[args.command](args)
+                "faults": cmd_faults, "clean": cmd_clean}[args.command](args)
     except scenario.LabError as e:
         print(f"lab: error: {e}", file=sys.stderr)
         return 2

@@ -19,7 +19,7 @@ WARMUP_STEPS = 2  # steps left out of the step time: first allocations, connecti
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def job_yaml(sc, net, run_dir, calibrate):
+def job_yaml(sc, net, run_dir, calibrate, eval_interval=0, cluster_timeout_s=120, extra=""):
     m, t, p = sc.model, sc.train, sc.parallel
     tokens = max(200_000, 4 * t["steps"] * t["global_batch"] * (t["seq_len"] + 1))
     model = "".join(f", {k}: {m[k]}" for k in ("vocab_size",) if k in m)
@@ -38,11 +38,11 @@ job: {{name: lab-{net.case}, seed: 1234, output_dir: {run_dir}/out}}
 model: {{layers: {m['layers']}, hidden: {m['hidden']}, heads: {m['heads']}, max_seq_len: {t['seq_len']}{model}}}
 data: {{source: synthetic, synthetic: {{tokens: {tokens}}}}}
 train: {{steps: {t['steps']}, micro_batch: {t['micro_batch']}, global_batch: {t['global_batch']}, seq_len: {t['seq_len']},
-         warmup_steps: 2, eval_interval: 0}}
+         warmup_steps: 2, eval_interval: {eval_interval}}}
 parallel: {{{degrees}, placement: {net.placement}{partition}, schedule: {net.schedule}{outer}}}
-cluster: {{topology: topology.yaml, timeout_s: 120{cal}}}
+cluster: {{topology: topology.yaml, timeout_s: {cluster_timeout_s:g}{cal}}}
 log: {{interval: 1}}
-"""
+{extra}"""
 
 
 def worker_env(sc, cluster, node, node_rank, local, token):

@@ -15,7 +15,7 @@ REPLICA_CASES = ("sync", "diloco", "diloco-overlap")
 ISLAND_KINDS = ("ib", "roce", "ethernet")
 MAX_NODES = 250  # one /24 per network
 TOP_KEYS = ("islands", "ethernet_mbps", "nodes", "workers_per_node", "order", "model", "train",
-            "parallel", "cases", "rounds", "threads_per_worker", "timeout_s", "cpu_cores")
+            "parallel", "cases", "rounds", "threads_per_worker", "timeout_s", "cpu_cores", "faults", "fault_run")
 MODEL_KEYS = ("layers", "hidden", "heads", "vocab_size")
 TRAIN_KEYS = ("seq_len", "micro_batch", "global_batch", "steps")
 PARALLEL_KEYS = ("tensor", "pipeline", "data")
@@ -204,6 +204,8 @@ def load(path):
         c.fail("parallel.replicas", replicas, f"an integer >= 2 for the {', '.join(REPLICA_CASES)} cases")
     if p["tensor"] * p["pipeline"] * p["data"] * replicas != devices:
         c.fail("parallel", p, f"tensor x pipeline x data x replicas = {devices} (nodes x workers_per_node)")
+    from . import faults  # it imports this module's LabError
+    faults.check(c, doc, sc)
     return sc
 
 

@@ -103,10 +103,10 @@ TEST_CASE("holmes placement invariants on generated clusters", "[placement]") {
 
 TEST_CASE("naive placement is Megatron's order over nodes as given", "[placement]") {
   auto topo = hp::testing::make_cluster({{holmes::topo::NicKind::kIb, 2}, {holmes::topo::NicKind::kRoce, 2}}, true);
-  // A model whose stages' gradients outweigh its tied embedding: naive's data-parallel rings
-  // cross Ethernet once per node each (two rings leave a node of eight ranks), holmes's
-  // embedding pairs once per rank (eight leave it). With 8 layers of 256 the embedding is
-  // most of the model and naive's rings are the cheaper way over Ethernet.
+  // 32 layers of 1024 (the stages' gradients outweigh the tied embedding) on interleaved
+  // islands: naive's data-parallel rings cross Ethernet every step, holmes keeps them on the
+  // islands' fabrics and sends only the pipeline's activations and the embedding's gradient
+  // across, so its step is priced below naive's.
   auto spec = hp::testing::make_spec(32, 1024, 16, 2, 2, 8, 1, 16, 128);
   spec.parallel.placement = holmes::spec::Placement::kNaive;
   hp::Plan p = hp::make_plan(spec, topo);

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The fault lab (docs/lab.md "Faults"): scripts/lab/scenarios/faults-smoke.yaml run without and
+# with a worker killed and one frozen while the job trains. Without replicas each fault stops
+# the job, and the lab starts it again from its last checkpoint (Slurm's requeue): both faults
+# are injected and detected, the committed history has every step once, and the final
+# validation loss equals the fault-free run's bit for bit (a resume is exact). A bad fault is
+# exit 2 naming its key. No timing is asserted (the times are the lab's report, not a test).
+# Needs root (network namespaces, tc).
+# Usage: lab_faults.sh <holmes-train> <source dir>
+set -u
+bin=$1
+src=$2
+source "$(dirname "$0")/lab_common.bash"
+sc=$src/scripts/lab/scenarios/faults-smoke.yaml
+
+timeout 400 "$src/scripts/lab/faults.sh" "$sc" holmes --out "$tmp/f" >"$tmp/f.log" 2>&1 \
+  || bad "faults: exit $?" "$tmp/f.log"
+for tag in $(sed -n 's/.*namespaces \(hlab[0-9]*\)-\*.*/\1/p' "$tmp/f.log"); do
+  gone "$tag" || bad "namespaces $tag-* left behind" "$tmp/f.log"
+done
+/usr/bin/python3 - "$tmp/f/faults.json" <<'PY' || fail=1
+import json, sys
+s = json.load(open(sys.argv[1]))
+problems = []
+if not s["steps_complete"] or s["steps_repeated"]:
+    problems.append(f"committed history: complete {s['steps_complete']}, repeated {s['steps_repeated']}")
+for f in s["faults"]:
+    if not f["injected"] or f.get("detect_s") is None or f.get("recover_s") is None:
+        problems.append(f"fault {f['fault']}: injected {f['injected']}, detected {f.get('detect_s')}, "
+                        f"recovered {f.get('recover_s')}")
+if sum(1 for _, e in s["events"] if e == "relaunch") != 2:
+    problems.append(f"expected two relaunches, events {s['events']}")
+v = s["val_loss"]
+if v["clean"] is None or v["faults"] != v["clean"]:
+    problems.append(f"final validation loss {v['faults']} against the fault-free run's {v['clean']}")
+if not 0 < s["goodput"] < 1:
+    problems.append(f"goodput {s['goodput']}")
+if problems:
+    sys.exit("FAIL " + "; ".join(problems))
+print(f"faults: both injected and detected, history complete, validation loss {v['faults']!r} as without faults")
+PY
+# A fault naming a node the scenario has not: exit 2 before anything runs, naming the key.
+sed 's/node: roce1/node: roce7/' "$sc" >"$tmp/bad.yaml"
+"$src/scripts/lab/faults.sh" "$tmp/bad.yaml" holmes --out "$tmp/bad" >"$tmp/bad.log" 2>&1
+code=$?
+[ "$code" -eq 2 ] && grep -q "faults\[0\].node.*roce7" "$tmp/bad.log" \
+  || bad "a fault on an unknown node: exit $code, expected 2 naming faults[0].node" "$tmp/bad.log"
+exit $fail
