@@ -416,8 +416,7 @@ document_mask_row() {
 document_mask_train_row() {
   local common=(--set job.device=cuda --set train.precision=bf16 --set data.document_mask=true --set train.steps=30
     --set model.layers=4 --set model.hidden=256 --set model.heads=4 --set model.max_seq_len=256 --set train.seq_len=256
-    --set train.micro_batch=4
-    --set train.global_batch=8 --set job.overwrite=true) m
+    --set train.micro_batch=4 --set train.global_batch=8 --set job.overwrite=true) m
   for m in auto fallback; do
     HOLMES_ATTENTION=${m/auto/} timeout 300 "$dir/bin/holmes-train" "${common[@]}" --set job.output_dir="$logs/mask-$m" \
       >"$logs/mask_train_$m.log" 2>&1 || { echo "FAIL: the $m run: $(tail -1 "$logs/mask_train_$m.log" | cut -c1-150)"; return; }
