@@ -36,6 +36,7 @@ KINDS = ("kill", "freeze", "cut", "slow")
 FAULT_KEYS = ("at_s", "at_step", "kind", "node", "island", "for_s", "speed", "restart_after_s")
 RUN_KEYS = ("timeout_s", "checkpoint_interval", "requeue_s")
 POLL_S = 0.1
+MAX_RESTARTS = 2  # elastic: how often the lab starts one rank again (a job that cannot take it back)
 # A line of a worker that says it saw a peer fail (the runtime's failure messages and the
 # elastic runtime's), or the launcher-style exit of the worker itself.
 DETECT = re.compile(r"(peer rank \d+|rank \d+ .*(died|exited|lost|missing|timed out|did not)|replica \d+ .*(lost|left|dropped)"
@@ -270,6 +271,7 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
         pending = []     # (time, action, fault) not yet done
         active = {}      # fault index -> when it ends (a killed node: when it is back)
         restarts = {}    # rank -> time to start it again (elastic)
+        started = {}     # rank -> times it was started again (elastic: at most MAX_RESTARTS)
         handled = set()  # the processes whose exit was dealt with
         killed = set()   # processes the lab killed: their exit is the fault, not a detection
         requeue = False
@@ -327,7 +329,7 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
                     handled.add(p)
                     if p not in killed:
                         events.append((now, f"exit {rank} {code}"))
-                    if recovery == "elastic":
+                    if recovery == "elastic" and started.get(rank, 0) < MAX_RESTARTS:
                         restarts.setdefault(rank, now + fr["requeue_s"])
                     elif p not in killed and not requeue:
                         # The job failed (a worker saw its peer go): stop it as Slurm would, start it
@@ -340,6 +342,7 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
                 for rank, at in list(restarts.items()):
                     if at <= now:
                         del restarts[rank]
+                        started[rank] = started.get(rank, 0) + 1
                         events.append((now, f"restart {rank}"))
                         w.start(rank, resume=False, note="started again after a fault")
                 if requeue and now >= max([requeue_not_before] + list(active.values())):
@@ -350,6 +353,12 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
                     for rank in sorted(w.node_of):
                         w.start(rank, resume=True, note="the job started again (checkpoint.resume auto)")
                 if not requeue and not restarts and all(p.poll() == 0 for p in w.procs.values()):
+                    break
+                if recovery == "elastic" and not restarts and all(p.poll() is not None for p in w.procs.values()):
+                    # Every worker ended; those that failed used their restarts (a job that could
+                    # not take them back): the run counts when rank 0, the job's logger, finished.
+                    if w.procs[0].poll() != 0:
+                        raise job.RunFailed(f"rank 0 exited with code {w.procs[0].poll()} (logs: {run_dir}/rank-*.log)")
                     break
         finally:
             w.stop_all()
