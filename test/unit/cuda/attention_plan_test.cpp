@@ -273,8 +273,9 @@ TEST_CASE("cuDNN finalizes the document-masked attention graphs for an H100, wit
   // grouped-query (Llama 3 8B on 4 tensor-parallel ranks), both directions, every backward form.
   // As for the causal graphs above, what this proves is that the whole operation graph
   // finalizes for sm_90 (a miswired mask tensor, a type cuDNN refuses there or a dangling uid
-  // throws): cuDNN 9.19 gives the heuristics' count for any graph (a lone pointwise add too)
-  // and checks engines only with a driver. The mask's meaning: attention_graph_test.cpp.
+  // throws): cuDNN 9.19's heuristics count the same for these as for the causal graphs (and
+  // for a lone pointwise add as for a forward) and check engines only with a driver. The
+  // mask's meaning: attention_graph_test.cpp.
   for (auto [B, T, C, NH, KVH] : {std::tuple{16, 1024, 768, 12, 12}, std::tuple{4, 1000, 768, 12, 12},
                                   std::tuple{1, 2048, 1024, 8, 2}}) {
     for (SdpaMask mask : {SdpaMask::kDocumentBound, SdpaMask::kDocumentBias}) {
