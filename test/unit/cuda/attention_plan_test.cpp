@@ -289,6 +289,9 @@ TEST_CASE("cuDNN finalizes the document-masked attention graphs for an H100, wit
           REQUIRE_NOTHROW(why = check_sdpa_offline(kH100Json, backward, B, T, C, NH, KVH, form, &proposed, mask));
           INFO(why);
           CHECK(proposed > 0);
+          std::int64_t causal = 0;
+          check_sdpa_offline(kH100Json, backward, B, T, C, NH, KVH, form, &causal);
+          CHECK(proposed == causal);
         }
       }
     }
