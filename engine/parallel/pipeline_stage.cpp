@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
+#include <thread>
 
 namespace holmes::parallel {
 
@@ -168,6 +169,7 @@ void PipelineStage::forward(int chunk, int micro, const FetchFn& fetch) {
   if (input != nullptr) await(input);
   timed(compute_s_, pass_s_, groups_.clock(), [&] {
     gpt.forward_stage(first_v ? inputs_.data() : nullptr, input, last_v ? targets_.data() : nullptr, B_, T_, positions);
+    if (test_delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(test_delay_ms_));
   });
   if (!first_v) release({kActIn, chunk, micro});  // the model copied it into the slot
   if (!last_v) gpt.backend().memory->copy(acquire({kActOut, chunk, micro}).data(), gpt.output(), buffer_bytes());

@@ -66,6 +66,9 @@ class PipelineStage {
   // Every micro-batch's loss counts `scale` times in run_step's gradients (the trainer's
   // loss over the targets that count; 1 by default).
   void set_loss_scale(float scale) { loss_scale_ = scale; }
+  // Test hook (HOLMES_TEST_SLOW_RANK, the trainer reads it): every forward pass also sleeps
+  // `ms` inside its timed compute, a rank made persistently slower than its peers.
+  void set_test_pass_delay_ms(int ms) { test_delay_ms_ = ms; }
   // Seconds the last run_step / run_forward spent computing (the model's forward and backward
   // passes, without waiting on communication): what a calibration divides the FLOPs by.
   double compute_s() const { return compute_s_; }
@@ -117,6 +120,7 @@ class PipelineStage {
   std::vector<std::vector<int>> slot_micro_;  // [chunk][slot]: micro-batch occupying it, -1 = free
   std::vector<int32_t> inputs_, targets_, positions_;
   float loss_scale_ = 1.0f;
+  int test_delay_ms_ = 0;
   // (Tensor, chunk, micro) -> (B,T,C) in the backend's memory, from a pool of free ones.
   std::map<Key, device::DeviceArray<float>> live_;
   std::vector<device::DeviceArray<float>> free_;

@@ -43,6 +43,10 @@ struct StepStats {
   // or gradient that had not arrived when a pass needed it (0 without pipeline parallelism).
   // The rest of pipeline_ms is the stage's own copies, posts and sends' buffer waits.
   double passes_ms = 0, pipeline_wait_ms = 0;
+  // Inside passes_ms: the passes' own compute, without what they waited for inside (tensor-
+  // parallel sums, all-gathers): the work only this rank does, what peers doing the same work
+  // are compared by (the log's stragglers, engine/train/stragglers.hpp).
+  double compute_ms = 0;
   int stop_ranks = 0;  // ranks whose stop_requested was true: summed with the step's loss and norm
   // Whether loss and stop_ranks are the job's. A step trained with Agreement::kAtSyncs between
   // two outer syncs returns false: then loss and stop_ranks are those of this rank's replica

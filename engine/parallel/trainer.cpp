@@ -99,6 +99,15 @@ Trainer::Trainer(const spec::JobSpec& spec, const schedule::RankPlan& plan, mode
   optimizer_ = optimizers_.front().get();
   lr_ = lr_config_of(spec);
   hyper_ = adamw_hyper_of(spec);
+  // Test hook (docs/launch.md): HOLMES_TEST_SLOW_RANK="RANK:MS" makes every forward pass of that
+  // rank sleep MS more, a straggler the log must name.
+  if (const char* hook = std::getenv("HOLMES_TEST_SLOW_RANK")) {
+    long long rank = -1, ms = -1;
+    char extra = 0;
+    if (std::sscanf(hook, "%lld:%lld%c", &rank, &ms, &extra) != 2 || rank < 0 || ms < 1 || ms > 60000)
+      throw UserError(fmt::format("HOLMES_TEST_SLOW_RANK: '{}' is not accepted, expected RANK:MS (MS in 1..60000)", hook));
+    if (rank == plan_.rank) stage_->set_test_pass_delay_ms(static_cast<int>(ms));
+  }
   if (c_.degree(Axis::kReplica) > 1) {
     outer_ = std::make_unique<OuterSync>(
         plan_.outer, groups_->group(Axis::kReplica), groups_->group(Axis::kDp), gpt_->num_params(),
@@ -331,6 +340,7 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   s.step = step;
   s.pipeline_ms = pipeline_ms;
   s.passes_ms = stage_->pass_s() * 1e3;
+  s.compute_ms = stage_->compute_s() * 1e3;
   s.pipeline_wait_ms = stage_->receive_wait_s() * 1e3;
   s.grad_sync_ms = grad_sync_ms;
   s.job_sum_ms = ms_since(t_sums);

@@ -124,7 +124,8 @@ double small_ethernet_bytes_per_step(const spec::JobSpec& spec, const Plan& plan
     if (g.kind == kOuterGroup)
       bytes += small_all_reduce_bytes(agreement_floats(m), m) * std::max(1, spec.parallel.fragments) /
                std::max(1, spec.parallel.inner_steps);
-    if (g.kind == kWorldGroup) bytes += small_all_reduce_bytes(3 + m, m) / log_reduction_steps(spec, plan.replicas.outer);
+    if (g.kind == kWorldGroup)
+      bytes += small_all_reduce_bytes(3 + 2 * m, m) / log_reduction_steps(spec, plan.replicas.outer);
   }
   return bytes;
 }

@@ -47,7 +47,7 @@ inline constexpr double kSmallMessageOverhead = 3 * (48 + 66) + 66;
 double small_all_reduce_bytes(double floats, int members);
 // The small messages a replica job (parallel.replicas > 1) sends over Ethernet per step,
 // amortized: with diloco the [loss, stop, replicas' slots] sum (agreement_floats) over each
-// outer group before each fragment's exchange (fragments / inner_steps a step), and in both modes the job-wide maximum (3 + world floats) over the world group
+// outer group before each fragment's exchange (fragments / inner_steps a step), and in both modes the job-wide maximum (3 + 2 world floats) over the world group
 // every log.interval steps (diloco: once per inner_steps at most); each counted whole when its group runs over Ethernet (a group that
 // crosses islands binds the Ethernet interface, so its pairs inside an island use it too).
 double small_ethernet_bytes_per_step(const spec::JobSpec& spec, const Plan& plan);

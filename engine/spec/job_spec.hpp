@@ -172,6 +172,11 @@ struct LogSection {
   int interval = 1;            // steps between log lines
   LogLevel level = LogLevel::kInfo;
   std::string metrics = "metrics.jsonl";  // under job.output_dir; "" disables
+  // A rank or replica is a straggler when its compute exceeds its peers' median by more than
+  // this share for straggler_lines log lines with the job's figures in a row (and stops being
+  // one after as many lines back under): engine/train/stragglers.hpp.
+  double straggler_threshold = 0.2;
+  int straggler_lines = 3;
 };
 
 // The micro-batch rule, written once: a step of `global_batch` sequences over `data_ranks`

@@ -442,6 +442,13 @@ std::vector<Field> make_schema() {
   f.push_back(choice("log.level", HOLMES_REF(log.level), "Log verbosity."));
   f.push_back(text("log.metrics", HOLMES_REF(log.metrics), "metrics.jsonl",
                    "JSON-lines metrics file under job.output_dir; empty disables."));
+  f.push_back(real("log.straggler_threshold", HOLMES_REF(log.straggler_threshold), "0.2", 0, 100, true,
+                   "A rank whose compute per step exceeds the median of its peers' (the ranks of the same stage and "
+                   "tensor slice) by more than this share, or a replica whose mean exceeds the other replicas', is "
+                   "named a straggler in the log and the metrics (docs/training.md, \"Stragglers\")."));
+  f.push_back(integer("log.straggler_lines", HOLMES_REF(log.straggler_lines), "3", 1, 1000000,
+                      "Consecutive log lines with the job's figures a rank or replica must be over "
+                      "log.straggler_threshold to be named a straggler, and back under to stop being one."));
   return f;
 }
 

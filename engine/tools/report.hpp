@@ -1,8 +1,9 @@
 // `holmes-train report RUN_DIR`: one self-contained HTML page of a run from the files it
 // writes (metrics.jsonl, plan.json, run.json, calibration.yaml when there is one), while it
 // runs or after: loss and validation loss against steps and tokens with the entropy floor,
-// tokens/s, MFU, step time, each rank's communication wait against its compute, measured
-// against planned, and the plan picture. Partial or damaged files give a page that says what
+// tokens/s, MFU, step time, each rank's communication wait against its compute, each rank's
+// compute per step and the stragglers the run named, measured against planned, and the plan
+// picture. Partial or damaged files give a page that says what
 // is missing; only a folder that is no run at all is an error. docs/pictures.md.
 #pragma once
 
@@ -29,6 +30,16 @@ struct MetricRow {
   std::vector<double> comm_share_ranks;  // log rows of multi-process jobs (index = rank)
   // The step comm_share_max and comm_share_ranks end at (figures_step; older runs: `step`).
   double figures_step = 0;
+  std::vector<double> compute_ms_ranks;  // each rank's mean compute ms per step over those steps
+  // The stragglers named on a row with the job's figures (stragglers, straggler_replicas);
+  // has_stragglers: the row says who they are (empty lists included), older runs' rows do not.
+  struct Straggler {
+    int id = 0;  // the rank or the replica
+    double ratio = NAN, since = NAN;
+    int peers = 0;
+  };
+  std::vector<Straggler> stragglers, straggler_replicas;
+  bool has_stragglers = false;
 };
 
 // What a run folder holds, as read (nothing here throws once the folder is known to be a run).
@@ -48,6 +59,14 @@ struct RunFiles {
 // UserError (exit 2) when `dir` does not exist, is not a folder, or holds none of run.json,
 // plan.json and the metrics file.
 RunFiles read_run_files(const std::string& dir, const std::string& metrics_name = "metrics.jsonl");
+
+// The colour of rank `rank` of `ranks` in the page's per-rank charts: one of eight while a
+// legend can name them, else its pipeline stage's.
+std::string rank_colour(const RunFiles& files, size_t rank, size_t ranks);
+
+// The page's straggler section (report_stragglers.cpp): each rank's compute per step and who
+// was named a straggler, since when and by how much.
+std::string straggler_section(const RunFiles& files);
 
 // The page. refresh_s > 0 with files.live: the page reloads itself (meta refresh).
 std::string format_report_html(const RunFiles& files, int refresh_s = 30);

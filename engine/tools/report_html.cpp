@@ -108,15 +108,8 @@ std::string comm_section(const RunFiles& f) {
   chart.y_from_zero = true;
   std::string note;
   if (ranks > 0) {
-    static const char* const kRankColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
-                                               "#9467bd", "#8c564b", "#e377c2", "#17becf"};
     for (size_t k = 0; k < ranks; ++k) {
-      html::Series s{fmt::format("rank {}", k), "", {}, {}};
-      const int stage = f.plan && k < f.plan->ranks.size() ? f.plan->ranks[k].at[schedule::Axis::kPp] : 0;
-      // A colour per rank while the legend can name them; past 8, the rank's stage colour.
-      s.colour = ranks <= 8 ? kRankColours[k]
-                 : f.plan   ? html::stage_colour(stage, f.plan->pp)
-                            : html::stage_colour(int(k), int(ranks));
+      html::Series s{fmt::format("rank {}", k), rank_colour(f, k, ranks), {}, {}};
       for (const MetricRow& r : f.rows)
         if (k < r.comm_share_ranks.size()) s.x.push_back(r.figures_step), s.y.push_back(100 * r.comm_share_ranks[k]);
       chart.series.push_back(std::move(s));
@@ -205,6 +198,16 @@ std::string measured_vs_planned(const RunFiles& f) {
 
 }  // namespace
 
+std::string rank_colour(const RunFiles& f, size_t rank, size_t ranks) {
+  static const char* const kRankColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                                             "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+  // A colour per rank while the legend can name them; past 8, the rank's stage colour.
+  if (ranks <= 8) return kRankColours[rank % 8];
+  if (f.plan && rank < f.plan->ranks.size())
+    return html::stage_colour(f.plan->ranks[rank].at[schedule::Axis::kPp], f.plan->pp);
+  return html::stage_colour(static_cast<int>(rank), static_cast<int>(ranks));
+}
+
 std::string format_report_html(const RunFiles& f, int refresh_s) {
   const std::string name = f.job.empty() ? f.dir : f.job;
   std::string body = fmt::format("<h1>holmes-train run: {}</h1>\n<div class=\"facts\">", escape(name));
@@ -232,6 +235,7 @@ std::string format_report_html(const RunFiles& f, int refresh_s) {
   body += "<h2>Loss</h2>\n" + loss_charts(f);
   body += "<h2>Speed</h2>\n" + speed_charts(f);
   body += "<h2>Compute and communication per rank</h2>\n" + comm_section(f);
+  body += "<h2>Stragglers</h2>\n" + straggler_section(f);
   body += "<h2>Measured against planned</h2>\n" + measured_vs_planned(f);
   body += "<h2>Plan</h2>\n";
   body += f.plan ? plan::plan_html_section(*f.plan) : "<p class=\"missing\">No plan to draw (see above).</p>\n";

@@ -37,6 +37,19 @@ double num(const json& row, const char* key) {
   return it != row.end() && it->is_number() ? it->get<double>() : NAN;
 }
 
+// A row's list of stragglers ({"rank": 3, "ratio": 1.45, "since": 120, "peers": 3}); entries
+// without a whole-number id are left out. Returns whether the row has the list.
+bool read_stragglers(const json& row, const char* key, const char* id, std::vector<MetricRow::Straggler>& out) {
+  const auto it = row.find(key);
+  if (it == row.end() || !it->is_array()) return false;
+  for (const json& e : *it) {
+    if (!e.is_object() || !e.contains(id) || !e[id].is_number_integer() || e[id].get<int64_t>() < 0) continue;
+    out.push_back({static_cast<int>(e[id].get<int64_t>()), num(e, "ratio"), num(e, "since"),
+                   e.contains("peers") && e["peers"].is_number_integer() ? e["peers"].get<int>() : 0});
+  }
+  return true;
+}
+
 void read_metrics(const std::string& path, RunFiles& f) {
   std::string text;
   if (!fs::exists(path)) {
@@ -79,6 +92,10 @@ void read_metrics(const std::string& path, RunFiles& f) {
         r.val_sources.emplace_back(key.substr(9), value.get<double>());
     if (const auto it = row.find("comm_share_ranks"); it != row.end() && it->is_array())
       for (const json& v : *it) r.comm_share_ranks.push_back(v.is_number() ? v.get<double>() : NAN);
+    if (const auto it = row.find("compute_ms_ranks"); it != row.end() && it->is_array())
+      for (const json& v : *it) r.compute_ms_ranks.push_back(v.is_number() ? v.get<double>() : NAN);
+    r.has_stragglers = read_stragglers(row, "stragglers", "rank", r.stragglers);
+    read_stragglers(row, "straggler_replicas", "replica", r.straggler_replicas);
     f.rows.push_back(std::move(r));
   }
   if (bad > 0)

@@ -79,6 +79,7 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   ctx.plan_text = plan_text;
   ctx.plan_hash = rt.plan_hash;
   ctx.plan_json = plan::format_plan_json(rt.plan);
+  ctx.ranks = rank_work_of(rt.plan);
   const int code = run_loop(spec, trainer, *data, ctx);
   if (calibrate && code == 0) {
     const parallel::Trainer::StepTimes t = trainer.step_times();

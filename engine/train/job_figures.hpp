@@ -1,5 +1,6 @@
 // The log's job-wide figures (every rank's largest resident memory and communication share,
-// each rank's share of its steps, the stop signal): noted by every rank after each step and
+// each rank's share of its steps and its mean compute per step for the straggler check, the
+// stop signal): noted by every rank after each step and
 // reduced with a maximum over the ranks, either now (blocking: the first and the last log
 // line, a stop, diloco's lines) or in the background (every other log line of a job whose
 // loop can start the reduction on a thread of its own), so that no rank waits for it between
@@ -21,10 +22,13 @@ namespace holmes::train {
 struct JobFigures {
   double rss_mb = 0, comm_share = 0;
   double comm_ms = 0, step_ms = 0;  // summed, for this rank's share over those steps
-  void note(double rss, double step, double comm);
+  double compute_ms = 0;            // summed (StepStats::compute_ms), for its mean per step
+  int64_t steps = 0;
+  void note(double rss, double step, double comm, double compute);
   // The vector the job reduces with a maximum: the maxima, the stop signal and, in jobs of
-  // up to kRankFiguresMax ranks, one slot per rank holding its own share (zeros elsewhere, so
-  // the maximum gathers every rank's) in the same collective.
+  // up to kRankFiguresMax ranks, one slot per rank holding its own share, then one per rank
+  // holding its mean compute ms per step (zeros elsewhere, so the maximum gathers every
+  // rank's) in the same collective: [rss, share, signal, share x world, compute x world].
   std::vector<double> packed(int rank, int world, int stop_signal) const;
 };
 
@@ -50,8 +54,8 @@ class FigureExchange {
   FigureExchange(int rank, int world, Reduce reduce, Start start, Abort abort = nullptr);
   ~FigureExchange();
   FigureExchange(FigureExchange&&) = default;
-  // After each step, on every rank.
-  void note(double rss_mb, double step_ms, double comm_ms);
+  // After each step, on every rank (compute_ms: StepStats::compute_ms).
+  void note(double rss_mb, double step_ms, double comm_ms, double compute_ms);
   // Whether later() can run in the background.
   bool background() const { return static_cast<bool>(start_); }
   // Blocking, after a step: the figures of every step that no shown reduction covered yet,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm/store.hpp"
+#include "engine/train/stragglers.hpp"
 
 namespace holmes::train {
 
@@ -34,6 +35,9 @@ struct LoopContext {
   std::string plan_text;               // what the run runs under (for checkpoint manifests)
   uint64_t plan_hash = 0;
   std::string plan_json;               // rank 0 writes it to <output_dir>/plan.json (the run report reads it)
+  // Every rank's peers and place (rank_work_of the plan), for rank 0's straggler check; empty
+  // in a single process.
+  std::vector<RankWork> ranks;
 };
 
 }  // namespace holmes::train

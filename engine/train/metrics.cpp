@@ -42,18 +42,27 @@ MetricsWriter::~MetricsWriter() {
 }
 
 void MetricsWriter::write(const std::vector<std::pair<std::string, double>>& fields,
-                          const std::vector<std::pair<std::string, std::vector<double>>>& arrays) {
+                          const std::vector<std::pair<std::string, std::vector<double>>>& arrays,
+                          const std::vector<std::pair<std::string, std::vector<Object>>>& lists) {
   if (!file_) return;
   // JSON has no NaN/Inf: write null so readers still parse the line.
   auto value = [](double v) { return std::isfinite(v) ? fmt::format("{}", v) : std::string("null"); };
-  std::string line = "{";
-  for (size_t i = 0; i < fields.size(); ++i)
-    line += fmt::format("{}\"{}\": {}", i ? ", " : "", fields[i].first, value(fields[i].second));
+  auto members = [&](const Object& o) {
+    std::string out;
+    for (size_t i = 0; i < o.size(); ++i) out += fmt::format("{}\"{}\": {}", i ? ", " : "", o[i].first, value(o[i].second));
+    return out;
+  };
+  std::string line = "{" + members(fields);
   for (const auto& [key, values] : arrays) {
     line += fmt::format("{}\"{}\": [", line.size() > 1 ? ", " : "", key);
     // Four digits: these are shares and rates; 256 ranks stay under 2 KB per row.
     for (size_t i = 0; i < values.size(); ++i)
       line += (i ? ", " : "") + (std::isfinite(values[i]) ? fmt::format("{:.4g}", values[i]) : std::string("null"));
+    line += "]";
+  }
+  for (const auto& [key, objects] : lists) {
+    line += fmt::format("{}\"{}\": [", line.size() > 1 ? ", " : "", key);
+    for (size_t i = 0; i < objects.size(); ++i) line += (i ? ", {" : "{") + members(objects[i]) + "}";
     line += "]";
   }
   line += "}\n";

@@ -25,10 +25,14 @@ class MetricsWriter {
   ~MetricsWriter();
 
   bool enabled() const { return file_ != nullptr; }
+  // One object of numbers, {"rank": 3, "ratio": 1.45}.
+  using Object = std::vector<std::pair<std::string, double>>;
   // `arrays`: keys whose value is a list of numbers (comm_share_ranks), after the fields,
-  // each number to four significant digits.
+  // each number to four significant digits; `lists`: keys whose value is a list of objects
+  // (stragglers), after those, the objects' numbers written as the fields are.
   void write(const std::vector<std::pair<std::string, double>>& fields,
-             const std::vector<std::pair<std::string, std::vector<double>>>& arrays = {});
+             const std::vector<std::pair<std::string, std::vector<double>>>& arrays = {},
+             const std::vector<std::pair<std::string, std::vector<Object>>>& lists = {});
 
  private:
   std::FILE* file_ = nullptr;

@@ -79,6 +79,7 @@ void open_log(std::optional<TrainLog>& log, const spec::JobSpec& spec, const par
   if (start > 0) trim_metrics_for_resume(spec, start);
   log.emplace(spec, peak, peak_source, data.entropy_floor(), /*append_metrics=*/start > 0);
   log->header(trainer, data.description());
+  if (ctx.world > 1) log->watch_stragglers(ctx.ranks, start);
 }
 
 // A whole model on one rank also goes to final/model.bin for `holmes-train sample`.
@@ -163,9 +164,9 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   // Where this rank's steps after the first went (StepStats' phases), summed for its last line.
   double phase_ms[6] = {0, 0, 0, 0, 0, 0};  // StepStats pipeline, grad sync, job sums, update, passes, pipeline wait
   int64_t phase_steps = 0;
-  // The job-wide figures (largest memory and communication share, each rank's share, the
-  // stop signal's number) are reduced over the world group, which crosses the slow links,
-  // on log steps only, and never every step in the steps' way:
+  // The job-wide figures (largest memory and communication share, each rank's share and
+  // compute for the straggler check, the stop signal's number) are reduced over the world
+  // group, which crosses the slow links, on log steps only, and never every step in the steps' way:
   // - without diloco, in the background (figures.later: a log line shows the figures of the
   //   steps up to the previous log line, reduced while this step trained): a blocking
   //   reduction after every log step costs each step the ring's hops through ranks held by
@@ -189,7 +190,7 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
     const int64_t done = s.step + 1;
     if (s.step == start) first_loss = s.loss, first_label = loss_label(s);
     last_loss = s.loss;
-    figures.note(rss_mb(), s.step_ms, s.comm_ms);
+    figures.note(rss_mb(), s.step_ms, s.comm_ms, s.compute_ms);
     const bool log_step = done == start + 1 || done % interval == 0 || done == t.steps;
     const bool edge = stopping || (log_step && (done == start + 1 || done == t.steps));
     std::vector<double> job;

@@ -48,6 +48,28 @@ void TrainLog::header(const parallel::StepRunner& trainer, const std::string& da
   std::fflush(stdout);
 }
 
+void TrainLog::watch_stragglers(std::vector<RankWork> ranks, int64_t start) {
+  StragglerDetector d(std::move(ranks), {spec_.log.straggler_threshold, spec_.log.straggler_lines}, start);
+  if (d.ranks() > 1 && d.ranks() <= kRankFiguresMax && d.compares()) stragglers_.emplace(std::move(d));
+}
+
+TrainLog::MetricsLists TrainLog::check_stragglers(const JobMaxima& job, std::vector<std::string>& lines) {
+  if (!stragglers_ || job.compute_ms_ranks.size() != static_cast<size_t>(stragglers_->ranks())) return {};
+  for (const StragglerEvent& e : stragglers_->observe(job.through, job.compute_ms_ranks))
+    lines.push_back("straggler: " + (e.recovered ? describe_recovery(*stragglers_, e.who)
+                                                 : describe_straggler(*stragglers_, e.who)));
+  std::vector<MetricsWriter::Object> ranks, replicas;
+  for (const Straggler& s : stragglers_->current()) {
+    const bool rank = s.kind == StragglerKind::kRank;
+    (rank ? ranks : replicas)
+        .push_back({{rank ? "rank" : "replica", s.id}, {"ratio", s.ratio}, {"since", static_cast<double>(s.since)},
+                    {"peers", s.peers}});
+  }
+  MetricsLists lists = {{"stragglers", ranks}};
+  if (stragglers_->replicas() > 1) lists.emplace_back("straggler_replicas", replicas);
+  return lists;
+}
+
 void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& trainer, bool line,
                     const std::optional<JobMaxima>& job) {
   const int64_t done = s.step + 1, total = spec_.train.steps;
@@ -63,7 +85,7 @@ void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& tr
       {"comm_ms", s.comm_ms},              {"comm_share", share},    {"cpu_ms", s.cpu_ms},
       {"between_ms", s.between_ms},        {"pipeline_ms", s.pipeline_ms}, {"grad_sync_ms", s.grad_sync_ms},
       {"job_sum_ms", s.job_sum_ms},        {"update_ms", s.update_ms},   {"passes_ms", s.passes_ms},
-      {"pipeline_wait_ms", s.pipeline_wait_ms}};
+      {"pipeline_wait_ms", s.pipeline_wait_ms}, {"compute_ms", s.compute_ms}};
   // A diloco step between two outer syncs: `loss` is rank 0's replica's alone (StepStats::agreed);
   // rows without this field carry the job's.
   if (!s.agreed) row.emplace_back("loss_replica", s.replica);
@@ -85,7 +107,9 @@ void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& tr
   floor_written_ = true;
   std::vector<std::pair<std::string, std::vector<double>>> arrays;
   if (job && !job->comm_share_ranks.empty()) arrays.emplace_back("comm_share_ranks", job->comm_share_ranks);
-  metrics_.write(row, arrays);
+  if (job && !job->compute_ms_ranks.empty()) arrays.emplace_back("compute_ms_ranks", job->compute_ms_ranks);
+  std::vector<std::string> straggler_lines;  // printed after the step's line
+  metrics_.write(row, arrays, job ? check_stragglers(*job, straggler_lines) : MetricsLists{});
   smoothed_ms_ = smoothed_ms_ == 0 ? s.step_ms : 0.9 * smoothed_ms_ + 0.1 * s.step_ms;
   if (line) {
     // Multi-process: the share of the step rank 0 and the most-waiting rank spent in communication
@@ -102,6 +126,7 @@ void TrainLog::step(const parallel::StepStats& s, const parallel::StepRunner& tr
                human_count(s.tokens_per_s), tflops, mfu, job ? job->rss_mb : rss_mb(),
                device_mb > 0 ? fmt::format(" | gpu {:.0f} MiB", device_mb) : "", comm);
   }
+  for (const std::string& l : straggler_lines) fmt::print("{}\n", l);
   if (!s.outer.empty())
     fmt::print("outer sync after step {} ({}{}): {}\n", done,
                s.outer.syncs > 0 ? count_of(s.outer.syncs, "fragment") + " sent" : "",
@@ -150,6 +175,13 @@ void TrainLog::footer(double first_loss, double last_loss, const std::string& mo
                                  : std::string("no step taken (the checkpoint was already at train.steps)");
   fmt::print("done: {} steps in {}, {}, peak rss {:.0f} MiB; weights in {}\n", spec_.train.steps,
              format_duration(elapsed), losses, peak_rss_mb(), model_path);
+  if (stragglers_) {
+    const std::vector<Straggler>& named = stragglers_->history();
+    fmt::print("stragglers: {} (compute over {:.2f}x the peers' median for {} log line(s) in a row)\n",
+               named.empty() ? std::string("none") : fmt::format("{} named", named.size()),
+               1 + spec_.log.straggler_threshold, spec_.log.straggler_lines);
+    for (const Straggler& s : named) fmt::print("  {}\n", describe_spell(*stragglers_, s));
+  }
   std::fflush(stdout);
 }
 

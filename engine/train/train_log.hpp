@@ -11,6 +11,7 @@
 
 #include "engine/spec/job_spec.hpp"
 #include "engine/train/metrics.hpp"
+#include "engine/train/stragglers.hpp"
 #include "engine/parallel/step_runner.hpp"
 
 namespace holmes::train {
@@ -23,6 +24,10 @@ struct JobMaxima {
   // Each rank's share of those steps spent blocked on communication (index = rank); empty in a single process and in jobs of more than
   // kRankFiguresMax ranks. metrics.jsonl: comm_share_ranks (the run report draws it).
   std::vector<double> comm_share_ranks;
+  // Each rank's mean compute ms per step over those steps (StepStats::compute_ms; index = rank;
+  // empty as comm_share_ranks is): what the log's straggler check compares (stragglers.hpp).
+  // metrics.jsonl: compute_ms_ranks.
+  std::vector<double> compute_ms_ranks;
   // The last step (1-based) these figures cover: the row's own step, or an earlier one when
   // they were reduced in the background (docs/training.md, "Log"). metrics.jsonl: figures_step.
   int64_t through = 0;
@@ -41,18 +46,25 @@ class TrainLog {
            std::optional<double> entropy_floor, bool append_metrics = false);
 
   void header(const parallel::StepRunner& trainer, const std::string& data_description) const;
+  // Compares the ranks' compute on every line with the job's figures from now on (a job of
+  // more than one rank; `start`: the steps taken before this process's first). Does nothing
+  // when no rank has a peer and there is a single replica.
+  void watch_stragglers(std::vector<RankWork> ranks, int64_t start);
   // Every step goes to metrics.jsonl with rank 0's own figures; a log step (`line`: every
   // log.interval steps, the first and the last) is also printed, with the job's maxima when
   // they were reduced for it (`job`; also in its metrics row as rss_mb_max, comm_share_max
   // and comm_share_ranks), else rank 0's own. A progress line with the ETA follows every ~10%
   // of the run. A loss that is rank 0's replica's alone is labelled so on the line and the
-  // row carries loss_replica (loss_label).
+  // row carries loss_replica (loss_label). With watch_stragglers, a row with the job's figures
+  // also carries compute_ms_ranks and the stragglers now (stragglers, straggler_replicas), and
+  // a rank or replica that becomes or stops being one gets a line of its own.
   void step(const parallel::StepStats& s, const parallel::StepRunner& trainer, bool line,
             const std::optional<JobMaxima>& job);
   // `sources`: each validation source's loss (a mixture's), written as val_loss/NAME.
   void validation(int64_t steps_done, double val_loss,
                   const std::vector<std::pair<std::string, double>>& sources = {});
   // first_label: loss_label of the first step's stats (the last step's loss is always the job's).
+  // With watch_stragglers also who straggled during the run.
   void footer(double first_loss, double last_loss, const std::string& model_path, const std::string& first_label = "");
 
  private:
@@ -65,6 +77,11 @@ class TrainLog {
   double smoothed_ms_ = 0;  // EMA of step time for the ETA
   bool floor_written_ = false;  // the first metrics row of this process carries entropy_floor
   int64_t next_progress_ = 0;
+  std::optional<StragglerDetector> stragglers_;
+  using MetricsLists = std::vector<std::pair<std::string, std::vector<MetricsWriter::Object>>>;
+  // The straggler check of one row with the job's figures: its metrics lists; what changed
+  // goes to `lines` (to print).
+  MetricsLists check_stragglers(const JobMaxima& job, std::vector<std::string>& lines);
 };
 
 }  // namespace holmes::train

@@ -33,7 +33,7 @@ if sum(1 for _, e in s["events"] if e == "relaunch") != 2:
 v = s["val_loss"]
 if v["clean"] is None or v["faults"] != v["clean"]:
     problems.append(f"final validation loss {v['faults']} against the fault-free run's {v['clean']}")
-if not 0 < s["goodput"] < 1:
+if not s["goodput"] or s["goodput"] <= 0:  # a measurement: a loaded machine can slow the fault-free run more
     problems.append(f"goodput {s['goodput']}")
 if problems:
     sys.exit("FAIL " + "; ".join(problems))

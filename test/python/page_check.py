@@ -6,7 +6,7 @@ draws it). The page itself has no script: a copy of it gets one inline script th
 the layout and writes the result into the DOM, which `chromium --dump-dom` prints.
 
   page_check.py PAGE [--screenshot OUT.png] [--islands N] [--stages N] [--nodes N]
-                [--curve SERIES=POINTS]... [--cases N] [--time]
+                [--curve SERIES=POINTS]... [--cases N] [--stragglers "rank 3,replica 1"] [--time]
 
 Exit 0 when every check holds, 1 when one fails, 77 (and a HOLMES_SKIP line) without Chromium.
 --time prints how long the page took from navigation to its first frame after load, and
@@ -34,6 +34,8 @@ window.addEventListener('load', () => setTimeout(() => {
   out.nodes = document.querySelectorAll('.node').length;
   out.ranks = document.querySelectorAll('.rank').length;
   out.cases = document.querySelectorAll('g.case').length;
+  out.stragglers = Array.from(document.querySelectorAll('tr.straggler')).map(
+      e => e.getAttribute('data-kind') + ' ' + e.getAttribute('data-id'));
   document.querySelectorAll('polyline.curve').forEach(e => {
     const pts = (e.getAttribute('points') || '').trim();
     const n = pts ? pts.split(/\s+/).length : 0;
@@ -132,6 +134,7 @@ def main():
     ap.add_argument("--stages", type=int)
     ap.add_argument("--nodes", type=int)
     ap.add_argument("--cases", type=int)
+    ap.add_argument("--stragglers", help="the straggler table's rows, 'KIND ID' comma-separated ('' for none)")
     ap.add_argument("--curve", action="append", default=[], help="SERIES=POINTS: every curve of SERIES has POINTS")
     ap.add_argument("--time", action="store_true")
     a = ap.parse_args()
@@ -153,6 +156,9 @@ def main():
             want("stage numbers", [str(s) for s in range(a.stages)], got["stages"])
         want("nodes", a.nodes, got["nodes"])
         want("lab cases", a.cases, got["cases"])
+        if a.stragglers is not None:
+            want("straggler rows", sorted(x.strip() for x in a.stragglers.split(",") if x.strip()),
+                 sorted(got["stragglers"]))
         for c in a.curve:
             series, n = c.rsplit("=", 1)
             seen = got["curves"].get(series)
@@ -167,7 +173,7 @@ def main():
         if a.screenshot:
             screenshot(exe, page, a.screenshot, got["height"], profile)
         print(f"page_check: {a.page}: {got['checked']} elements laid out inside the page, islands {len(got['islands'])}, "
-              f"stages {len(got['stages'])}, nodes {got['nodes']}, ranks {got['ranks']}, curves "
+              f"stages {len(got['stages'])}, stragglers {got['stragglers']}, nodes {got['nodes']}, ranks {got['ranks']}, curves "
               + ", ".join(f"{k}={v}" for k, v in sorted(got["curves"].items())) + f", height {got['height']} px")
         if a.time:
             with tempfile.TemporaryDirectory() as tmp:

@@ -41,6 +41,20 @@ MAX_RESTARTS = 2  # elastic: how often the lab starts one rank again (a job that
 # elastic runtime's), or the launcher-style exit of the worker itself.
 DETECT = re.compile(r"(peer rank \d+|rank \d+ .*(died|exited|lost|missing|timed out|did not)|replica \d+ .*(lost|left|dropped)"
                     r"|elastic|time-out|timed out|connection (closed|reset))", re.IGNORECASE)
+# A slow node fails no one: the job names it a straggler (docs/training.md, "Stragglers"; rank 0
+# prints it, wherever rank 0 runs). Its recovery line ("back within") is no detection.
+STRAGGLER = re.compile(r"^straggler: (rank|replica) \d+ .* since step \d+$")
+
+
+def detected_at(kind, start, lines, events, faulted_ranks):
+    """When the fault that began at `start` was first noticed: a line a worker it did not hit
+    logs about a failed peer, a worker's exit or the lab stopping every one, and for a `slow`
+    fault also the first straggler line (from any rank). None when nothing noticed it."""
+    seen = [t for t, rank, text in lines if t >= start and rank not in faulted_ranks and DETECT.search(text)]
+    seen += [t for t, e in events if t >= start and e.startswith(("exit ", "stop all"))]
+    if kind == "slow":
+        seen += [t for t, _, text in lines if t >= start and STRAGGLER.search(text)]
+    return min(seen) if seen else None
 
 
 class Fault:
@@ -415,9 +429,7 @@ def summarize(sc, clean, faulted, clean_dir, fault_dir, faults):
             faulted_ranks = set()
             if f.kind != "cut":
                 faulted_ranks = {r for r, (_, n, _) in node_ranks(sc).items() if n == f.target}
-            seen_at = [t for t, rank, text in lines if t >= start and rank not in faulted_ranks and DETECT.search(text)]
-            seen_at += [t for t, e in events if t >= start and e.startswith(("exit ", "stop all"))]
-            detect = min(seen_at) if seen_at else None
+            detect = detected_at(f.kind, start, lines, events, faulted_ranks)
             row["detect_s"] = detect - start if detect is not None else None
             after = [t for t, _ in seen if detect is not None and t > detect]
             row["recover_s"] = after[0] - detect if after else None

@@ -215,9 +215,10 @@ TEST_CASE("replicas: the small per-step messages over Ethernet are priced, heade
   // [loss, stop, 4 replicas' slots] as 12 floats over 4: 8 segments of 2 floats, 6 non-empty;
   // once before each outer exchange (inner_steps 20, one fragment), not every step.
   const double outer_sum = 16 * (2 * 3) * (4 * 12 + 6 * 408.0) / 20;
-  // 3 + 64 floats over 64 ranks: 128 segments of 1 float, 67 non-empty. The world group
-  // crosses islands, so it binds Ethernet: its pairs inside a pod use Ethernet too.
-  const double world_max = (2 * 63) * (4 * 67 + 67 * 408.0);
+  // 3 + 2 x 64 floats (each rank's communication share and compute) over 64 ranks: 128
+  // segments of 2 floats, 66 non-empty. The world group crosses islands, so it binds
+  // Ethernet: its pairs inside a pod use Ethernet too.
+  const double world_max = (2 * 63) * (4 * 131 + 66 * 408.0);
   // diloco reduces it once per outer period (inner_steps 20) at most: a twentieth of it at
   // log.interval 1 and 10, a fortieth at 40 (engine/train/run.cpp).
   CHECK(p.replicas.small_bytes == Approx(outer_sum + world_max / 20));

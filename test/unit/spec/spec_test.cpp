@@ -127,6 +127,20 @@ TEST_CASE("an integer key accepts only what its type holds, and says so") {
   CHECK_THAT(degree[0].message, Catch::Contains("2000000") && Catch::Contains("[1, 1000000] or auto"));
 }
 
+TEST_CASE("the straggler keys: defaults, and out-of-range values named with what is accepted") {
+  auto path = write_temp("stragglers.yaml", kMinimal);
+  const auto loaded = load_job_spec(path, {}, {});
+  CHECK(loaded.spec.log.straggler_threshold == 0.2);
+  CHECK(loaded.spec.log.straggler_lines == 3);
+  auto issues = issues_of(path, {"log.straggler_threshold=0", "log.straggler_lines=0"});
+  REQUIRE(issues.size() == 2);
+  CHECK(issues[0].path == "log.straggler_threshold");
+  CHECK_THAT(issues[0].message, Catch::Contains("value 0 is out of range") && Catch::Contains("number > 0 and <= 100"));
+  CHECK(issues[1].path == "log.straggler_lines");
+  CHECK_THAT(issues[1].message, Catch::Contains("[1, 1000000]"));
+  CHECK(issues_of(path, {"log.straggler_threshold=0.5", "log.straggler_lines=1"}).empty());
+}
+
 TEST_CASE("every problem is reported, each with its key and line") {
   auto path = write_temp("many.yaml",
                          "model:\n  layers: 2\n  hidden: 30\n  heads: 4\n  colour: red\ntrain:\n  steps: -1\n");

@@ -183,3 +183,52 @@ TEST_CASE("a mixture's validation loss per source gets a curve each", "[report]"
   CHECK(count(page, "data-series=\"validation loss, web\" data-points=\"2\"") == 2);  // by steps and tokens
   CHECK(count(page, "data-series=\"validation loss, code\" data-points=\"2\"") == 2);
 }
+
+TEST_CASE("the stragglers the log named are drawn as a table beside each rank's compute", "[report]") {
+  TempDir d;
+  d.write("plan.json", holmes::plan::format_plan_json(small_plan()));
+  // Rows 3-5 name rank 3 (since step 2), rows 4-6 replica 1; row 6 no longer names rank 3.
+  std::string m;
+  const char* ranks[] = {"[]", "[]", "[{\"rank\": 3, \"ratio\": 1.5, \"since\": 2, \"peers\": 1}]",
+                         "[{\"rank\": 3, \"ratio\": 1.6, \"since\": 2, \"peers\": 1}]",
+                         "[{\"rank\": 3, \"ratio\": 1.55, \"since\": 2, \"peers\": 1}]", "[]"};
+  for (int s = 1; s <= 6; ++s) {
+    const std::string replicas = s >= 4 ? "[{\"replica\": 1, \"ratio\": 1.3, \"since\": 3, \"peers\": 1}]" : "[]";
+    m += "{\"step\": " + std::to_string(s) + ", \"loss\": 5, \"step_ms\": 20, \"figures_step\": " + std::to_string(s) +
+         ", \"compute_ms_ranks\": [10, 10, 10, " + (s >= 2 && s <= 5 ? "16" : "10") + "], \"stragglers\": " +
+         ranks[s - 1] + ", \"straggler_replicas\": " + replicas + "}\n";
+  }
+  d.write("metrics.jsonl", m);
+  const ht::RunFiles f = ht::read_run_files(d.path.string());
+  REQUIRE(f.rows.size() == 6);
+  CHECK(f.rows[0].has_stragglers);
+  REQUIRE(f.rows[3].stragglers.size() == 1);
+  CHECK(f.rows[3].stragglers[0].id == 3);
+  CHECK(f.rows[3].stragglers[0].ratio == 1.6);
+  CHECK(f.rows[3].compute_ms_ranks == std::vector<double>{10, 10, 10, 16});
+  const std::string page = ht::format_report_html(f);
+  CHECK(count(page, "<tr class=\"straggler\"") == 2);
+  CHECK(count(page, "data-chart=\"compute-ranks\"") == 1);
+  CHECK(count(page, "data-series=\"rank 3 (straggler)\" data-points=\"6\"") == 1);
+  CHECK(count(page, "data-series=\"rank 2\" data-points=\"6\"") == 1);
+  const size_t rank_row = page.find("<tr class=\"straggler\" data-kind=\"rank\" data-id=\"3\">");
+  REQUIRE(rank_row != std::string::npos);
+  const std::string row3 = page.substr(rank_row, page.find("</tr>", rank_row) - rank_row);
+  CHECK_THAT(row3, Catch::Contains("rank 3: node") && Catch::Contains("<td class=\"n\">2</td>") &&
+                       Catch::Contains("back under by step 6") && Catch::Contains("1.55x") &&
+                       Catch::Contains("1.60x") && Catch::Contains("1 rank<"));
+  const size_t replica_row = page.find("<tr class=\"straggler\" data-kind=\"replica\" data-id=\"1\">");
+  REQUIRE(replica_row != std::string::npos);
+  CHECK(page.find("the last row", replica_row) != std::string::npos);
+  // Rows without the lists (a single process, an older run): the section says so.
+  TempDir old;
+  old.write("metrics.jsonl", row(1, 5.0) + row(2, 4.5));
+  CHECK_THAT(ht::format_report_html(ht::read_run_files(old.path.string())),
+             Catch::Contains("No per-rank compute figures"));
+  // Lists read but nobody named.
+  TempDir calm;
+  calm.write("metrics.jsonl", "{\"step\": 1, \"loss\": 5, \"compute_ms_ranks\": [10, 11], \"stragglers\": []}\n" +
+                                  row(2, 4.5));
+  CHECK_THAT(ht::format_report_html(ht::read_run_files(calm.path.string())),
+             Catch::Contains("No rank or replica was named a straggler"));
+}

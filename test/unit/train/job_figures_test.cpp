@@ -47,22 +47,23 @@ struct Recorder {
 
 TEST_CASE("background figures: each log line shows the steps up to the previous one, none blocks") {
   Recorder rec;
-  rec.other = {15, 0.1, 0, 0, 0.25};  // rank 1 of 2: 15 MiB, its share 25%
+  rec.other = {15, 0.1, 0, 0, 0.25, 0, 40};  // rank 1 of 2: 15 MiB, its share 25%, 40 ms compute a step
   FigureExchange ex = rec.exchange(/*rank=*/0, /*world=*/2, true);
   REQUIRE(ex.background());
   // Step 1 (the first line): blocking, its own figures.
-  ex.note(10, 100, 50);
+  ex.note(10, 100, 50, 30);
   std::vector<double> job = ex.now(0);
   REQUIRE(rec.blocking.size() == 1);
   CHECK(train::maxima_of(job, 1).rss_mb == 15);
   CHECK(train::maxima_of(job, 1).comm_share_ranks == std::vector<double>{0.5, 0.25});
+  CHECK(train::maxima_of(job, 1).compute_ms_ranks == std::vector<double>{30, 40});
   // Step 2: the first background reduction starts; nothing to show yet.
-  ex.note(20, 100, 10);
+  ex.note(20, 100, 10, 20);
   CHECK_FALSE(ex.later(2).has_value());
   REQUIRE(rec.background.size() == 1);
   CHECK(rec.background[0][0] == 20);  // step 2's figures alone
   // Step 3 shows step 2's figures and starts step 3's.
-  ex.note(12, 100, 90);
+  ex.note(12, 100, 90, 60);
   const std::optional<train::JobMaxima> m3 = ex.later(3);
   REQUIRE(m3.has_value());
   CHECK(m3->through == 2);
@@ -71,16 +72,18 @@ TEST_CASE("background figures: each log line shows the steps up to the previous 
   REQUIRE(m3->comm_share_ranks.size() == 2);
   CHECK(m3->comm_share_ranks[0] == Approx(0.1));
   CHECK(m3->comm_share_ranks[1] == 0.25);
+  CHECK(m3->compute_ms_ranks == std::vector<double>{20, 40});  // step 2's
   REQUIRE(rec.background.size() == 2);
   CHECK(rec.background[1][3] == Approx(0.9));  // step 3's share, not steps 2-3's
   CHECK(rec.blocking.size() == 1);             // no blocking reduction between the first and the last line
   // Step 4 (the last line): blocking, covering steps 3 and 4 (step 3's reduction was not shown).
-  ex.note(11, 300, 0);
+  ex.note(11, 300, 0, 100);
   job = ex.now(0);
   REQUIRE(rec.blocking.size() == 2);
   CHECK(rec.blocking[1][0] == 12);                     // the larger RSS of steps 3 and 4
   CHECK(rec.blocking[1][1] == Approx(0.9));            // step 3's share, the largest
   CHECK(rec.blocking[1][3] == Approx(90.0 / 400.0));  // rank 0's share of steps 3-4
+  CHECK(rec.blocking[1][5] == Approx(80));            // its mean compute over steps 3-4
   CHECK(job[0] == 15);
 }
 
@@ -88,16 +91,20 @@ TEST_CASE("blocking figures without a background start: every reduction now, a s
   Recorder rec;
   FigureExchange ex = rec.exchange(1, 3, false);
   CHECK_FALSE(ex.background());
-  ex.note(10, 10, 5);
+  ex.note(10, 10, 5, 4);
+  ex.note(10, 10, 5, 2);
   std::vector<double> job = ex.now(15);
   REQUIRE(rec.blocking.size() == 1);
-  CHECK(job.size() == 3 + 3);
+  CHECK(job.size() == 3 + 2 * 3);
   CHECK(job[2] == 15);
-  CHECK(job[3 + 1] == 0.5);  // its own slot
+  CHECK(job[3 + 1] == 0.5);  // its own slots: its share and its mean compute per step
+  CHECK(job[3 + 3 + 1] == 3);
   CHECK(job[3] == 0);
+  CHECK(job[3 + 3] == 0);
+  CHECK_THROWS_AS(train::maxima_of({1, 2, 3, 4}, 1), std::invalid_argument);
   // One process (no reduction at all): its own figures.
   FigureExchange alone(0, 1, nullptr, nullptr);
-  alone.note(7, 10, 0);
+  alone.note(7, 10, 0, 5);
   CHECK(alone.now(0) == std::vector<double>{7, 0, 0});
 }
 
@@ -105,10 +112,10 @@ TEST_CASE("a failed background reduction is reported at the next use") {
   FigureExchange ex(0, 2, [](std::vector<double> v) { return v; }, [](std::vector<double>) {
     return std::async(std::launch::deferred, []() -> std::vector<double> { throw std::runtime_error("peer gone"); });
   });
-  ex.note(1, 1, 0);
+  ex.note(1, 1, 0, 1);
   CHECK_FALSE(ex.later(2).has_value());
   CHECK_THROWS_WITH(ex.later(3), "peer gone");
-  ex.note(1, 1, 0);
+  ex.note(1, 1, 0, 1);
   CHECK_FALSE(ex.later(4).has_value());
   CHECK_THROWS_WITH(ex.finish(), "peer gone");
 }
@@ -138,7 +145,7 @@ TEST_CASE("ranks as threads: background reductions over a real world group agree
       });
       for (int done = 1; done <= kSteps; ++done) {
         // Rank r's RSS at step s: 10 s + r (the largest: rank 2's).
-        ex.note(10.0 * done + r, 100, 10.0 * r);
+        ex.note(10.0 * done + r, 100, 10.0 * r, 50.0 + r);
         if (done == 1 || done == kSteps) {
           const std::vector<double> job = ex.now(0);
           shown[r].push_back(train::maxima_of(job, done));
@@ -161,6 +168,7 @@ TEST_CASE("ranks as threads: background reductions over a real world group agree
       CHECK(shares[0] == 0);
       CHECK(shares[1] == Approx(0.1));
       CHECK(shares[2] == Approx(0.2));
+      CHECK(shown[r][done - 1]->compute_ms_ranks == std::vector<double>{50, 51, 52});
     }
     CHECK(shown[r][kSteps - 1]->through == kSteps);
     CHECK(last[r][0] == 10.0 * kSteps + 2);
@@ -194,7 +202,7 @@ TEST_CASE("leaving by an exception aborts a background reduction still running, 
                    ++fake.aborts;
                    fake.cv.notify_all();
                  });
-      ex->note(1, 1, 0);
+      ex->note(1, 1, 0, 1);
       CHECK_FALSE(ex->later(2).has_value());  // started, now waiting
       if (failing) {
         CHECK_THROWS_WITH(([&] {
