@@ -6,7 +6,8 @@
 //               causal, bf16, grouped-query heads) through the graph API of cudnn_graph.h;
 //               Q, K, V read in place from the qkv buffer (rows [q NH heads | k KVH heads |
 //               v KVH heads]) with strides; the forward keeps the softmax statistics
-//               (B,NH,T) for the backward.
+//               (B,NH,T) for the backward. Document-masked micro-batches keep each query's
+//               document up to itself in the same graphs (plan's document_mask, below).
 //   - fallback: no cuDNN engine needed: batched cuBLASLt GEMMs for QK^T and PV read with
 //               strides (one batch over the KVH key/value heads per query head of a group),
 //               and a softmax kernel; keeps the probabilities. With KVH < NH, dK and dV add
@@ -46,8 +47,11 @@ class Attention {
 
   // See model::Kernels::plan_attention. Must be called before forward/backward in a
   // precision; shapes up to (B, T) may follow. document_mask: micro-batches may carry document
-  // positions; auto then takes the fallback method, whose softmax kernel masks per document
-  // (the cuDNN graph here has no per-token mask), and a forced cudnn is refused.
+  // positions; the cudnn method then takes the first of cuDNN's document-masked graphs
+  // (cudnn_sdpa.hpp SdpaMask: the bound from the positions, else a bias built from them, whose
+  // (B,T,T) bf16 buffer this object allocates here) that has engines in both directions, beside
+  // the causal graph for micro-batches without positions; auto falls back to the fallback
+  // method (its softmax kernel masks per document) and a forced cudnn is refused when none has.
   model::AttentionPlan plan(DType p, int B, int T, int C, int NH, int KVH, bool document_mask = false);
   Method method(DType p) const;  // kAuto until plan() ran for p
 

@@ -9,9 +9,12 @@
 
 #include "common/errors.hpp"
 #include "cuda/attention.hpp"
+#include "cuda/attention_bias.hpp"
 #include "cuda/attention_softmax.hpp"
+#include "cuda/check.hpp"
 #include "cuda/cudnn_api.hpp"
 #include "cuda/cudnn_sdpa.hpp"
+#include "cuda/device_buffer.hpp"
 #include "cuda/gemm.hpp"
 
 namespace holmes::cuda {
@@ -112,11 +115,18 @@ void fallback_backward(GemmRunner& gemm, T* dqkv, float* dp, T* ds, const T* dou
   }
 }
 
-std::string method_line(AttentionMethod m, DType p, const std::string& why_not_cudnn) {
+// document: the mask of masked micro-batches (kCausal when the plan has none); bias_bytes the
+// bias buffer of kDocumentBias.
+std::string method_line(AttentionMethod m, DType p, const std::string& why_not_cudnn, SdpaMask document,
+                        std::size_t bias_bytes) {
   switch (m) {
     case AttentionMethod::kCudnn:
-      return fmt::format("cudnn: cuDNN {} fused flash attention, {} (softmax statistics kept)",
-                         cudnn_version(), cudnn_path());
+      return fmt::format("cudnn: cuDNN {} fused flash attention, {} (softmax statistics kept){}", cudnn_version(),
+                         cudnn_path(),
+                         document == SdpaMask::kDocumentBound ? "; documents masked in the graph from positions"
+                         : document == SdpaMask::kDocumentBias
+                             ? fmt::format("; documents masked by a bf16 bias (B,T,T), {:.1f} MiB", bias_bytes / 1048576.0)
+                             : std::string());
     case AttentionMethod::kFallback:
       return fmt::format("fallback: cuBLASLt QK^T/PV + softmax kernel, {} probabilities kept{}",
                          dtype_name(p),
@@ -135,14 +145,47 @@ struct Attention::Impl {
   CudnnSdpa sdpa;
   Method planned[2] = {Method::kAuto, Method::kAuto};  // by precision
   int max_B[2] = {0, 0}, max_T[2] = {0, 0};
+  // The cudnn method's graph for micro-batches with positions (kCausal: the plan had no
+  // document mask, and positions are refused), and the bias of kDocumentBias (B,T,T) bf16,
+  // rebuilt from the positions by every forward and backward (the micro-batch may change
+  // between them), one for all heads and layers.
+  SdpaMask document = SdpaMask::kCausal;
+  DeviceBuffer bias;
 
   Method& of(DType p) { return planned[p == DType::kBf16]; }
 
-  // "" when cuDNN serves both directions of this shape, else why not.
-  std::string cudnn_reason(int B, int T, int C, int NH, int KVH) {
-    std::string why = sdpa.prepare(false, B, T, C, NH, KVH);
-    if (why.empty()) why = sdpa.prepare(true, B, T, C, NH, KVH);
+  // "" when cuDNN serves both directions of this shape with `mask`, else why not.
+  std::string cudnn_reason(int B, int T, int C, int NH, int KVH, SdpaMask mask = SdpaMask::kCausal) {
+    std::string why = sdpa.prepare(false, B, T, C, NH, KVH, mask);
+    if (why.empty()) why = sdpa.prepare(true, B, T, C, NH, KVH, mask);
     return why;
+  }
+
+  // The first document mask cuDNN serves for this shape (kDocumentBound, which needs no memory,
+  // then kDocumentBias), with the causal graph for micro-batches without positions; kCausal
+  // and why not when none.
+  SdpaMask document_mask_for(int B, int T, int C, int NH, int KVH, std::string& why) {
+    why = cudnn_reason(B, T, C, NH, KVH);
+    if (!why.empty()) return SdpaMask::kCausal;
+    std::string tried;
+    for (SdpaMask mask : {SdpaMask::kDocumentBound, SdpaMask::kDocumentBias}) {
+      why = cudnn_reason(B, T, C, NH, KVH, mask);
+      if (why.empty()) return mask;
+      tried += fmt::format("{}{} mask: {}", tried.empty() ? "" : "; ", sdpa_mask_name(mask), why);
+    }
+    why = tried;
+    return SdpaMask::kCausal;
+  }
+
+  // The mask input of a cudnn call with positions: pos itself, or the bias built from it.
+  const void* mask_input(const int* pos, int B, int T, const char* op) {
+    if (document == SdpaMask::kCausal)
+      throw std::logic_error(fmt::format("Attention::{}: document positions for a cudnn plan made without "
+                                         "document_mask",
+                                         op));
+    if (document == SdpaMask::kDocumentBound) return pos;
+    document_bias(bias.as<bf16>(), pos, B, T, stream);  // bias holds the planned (B,T,T)
+    return bias.data();
   }
 
   void check_planned(DType p, int B, int T, const char* op) {
@@ -184,31 +227,45 @@ model::AttentionPlan Attention::plan(DType p, int B, int T, int C, int NH, int K
                                 C, NH, KVH, why));
   };
   std::string why_not_cudnn;
+  SdpaMask document = SdpaMask::kCausal;  // of the cudnn method with document_mask
   if (m == Method::kAuto) {
     if (p == DType::kF32) {
       // cuBLASLt's fp32 GEMMs instead of the exact kernels' one warp per query row: far
       // faster at T = 1024 (docs/cuda.md), within the same 1e-5 of the CPU twin.
       m = Method::kFallback;
     } else if (document_mask) {
-      why_not_cudnn = "document masking needs a per-token mask, which this library's cuDNN graph has not";
-      m = Method::kFallback;
+      document = impl_->document_mask_for(B, T, C, NH, KVH, why_not_cudnn);
+      m = why_not_cudnn.empty() ? Method::kCudnn : Method::kFallback;
     } else {
       why_not_cudnn = impl_->cudnn_reason(B, T, C, NH, KVH);
       m = why_not_cudnn.empty() ? Method::kCudnn : Method::kFallback;
     }
   } else if (m == Method::kCudnn) {
     if (p != DType::kBf16) refuse("cuDNN fused attention is bf16 only; use fallback or exact");
-    if (document_mask) refuse("data.document_mask needs a per-token mask, which this library's cuDNN graph has not; "
-                              "use fallback");
-    if (std::string why = impl_->cudnn_reason(B, T, C, NH, KVH); !why.empty()) refuse(why);
+    std::string why;
+    if (document_mask)
+      document = impl_->document_mask_for(B, T, C, NH, KVH, why);
+    else
+      why = impl_->cudnn_reason(B, T, C, NH, KVH);
+    if (!why.empty()) refuse(why);
   } else if (m == Method::kExact && p != DType::kF32) {
     refuse("the exact kernels are fp32 only; use cudnn or fallback");
   }
   impl_->of(p) = m;
   impl_->max_B[p == DType::kBf16] = B;
   impl_->max_T[p == DType::kBf16] = T;
+  if (m != Method::kCudnn) document = SdpaMask::kCausal;
+  if (p == DType::kBf16) impl_->document = document;  // only bf16 has the cudnn method
+  if (document == SdpaMask::kDocumentBias) {
+    const std::size_t bytes = document_bias_bytes(B, T);
+    if (impl_->bias.bytes() < bytes) {
+      HOLMES_CUDA_CHECK(cudaDeviceSynchronize());  // a smaller one may be in use on the stream
+      impl_->bias = DeviceBuffer(bytes);
+    }
+  }
   const AttentionSizes sizes = attention_sizes(m, p, B, T, NH);
-  return {sizes.state_floats, sizes.scratch_floats, method_line(m, p, why_not_cudnn), m != Method::kCudnn};
+  return {sizes.state_floats, sizes.scratch_floats,
+          method_line(m, p, why_not_cudnn, document, impl_->bias.bytes()), m != Method::kCudnn};
 }
 
 void Attention::forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH, int KVH,
@@ -224,17 +281,20 @@ void Attention::forward(bf16* out, float* att, const bf16* qkv, int B, int T, in
                         const int* pos) {
   impl_->check_planned(DType::kBf16, B, T, "forward");
   if (impl_->of(DType::kBf16) == Method::kCudnn) {
-    if (pos != nullptr)  // plan(document_mask) keeps a masked model off cuDNN
-      throw std::logic_error("Attention::forward: document positions for the cudnn method");
-    impl_->sdpa.forward(out, att, qkv, B, T, C, NH, KVH, impl_->stream);
+    if (pos != nullptr)
+      impl_->sdpa.forward(out, att, qkv, B, T, C, NH, KVH, impl_->stream, impl_->document,
+                          impl_->mask_input(pos, B, T, "forward"));
+    else
+      impl_->sdpa.forward(out, att, qkv, B, T, C, NH, KVH, impl_->stream);
   } else {
     fallback_forward(impl_->gemm, out, reinterpret_cast<bf16*>(att), qkv, pos, B, T, C, NH, KVH,
                      impl_->stream);
   }
 }
 
-// The backwards read only the probabilities the forward kept, 0 outside each document's block:
-// they need no positions (the cudnn method, which keeps none, never sees masked micro-batches).
+// The fallback and exact backwards read only the probabilities the forward kept, 0 outside each
+// document's block: they need no positions. The cudnn backward recomputes the probabilities
+// from the statistics, so it masks again with the same positions.
 void Attention::backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                          const float* /*out*/, const float* att, int B, int T, int C, int NH, int KVH,
                          const int* /*pos*/) {
@@ -250,8 +310,11 @@ void Attention::backward(bf16* dqkv, float* scratch, const bf16* dout, const bf1
                          const bf16* out, const float* att, int B, int T, int C, int NH, int KVH, const int* pos) {
   impl_->check_planned(DType::kBf16, B, T, "backward");
   if (impl_->of(DType::kBf16) == Method::kCudnn) {
-    if (pos != nullptr) throw std::logic_error("Attention::backward: document positions for the cudnn method");
-    impl_->sdpa.backward(dqkv, dout, qkv, out, att, B, T, C, NH, KVH, impl_->stream);
+    if (pos != nullptr)
+      impl_->sdpa.backward(dqkv, dout, qkv, out, att, B, T, C, NH, KVH, impl_->stream, impl_->document,
+                           impl_->mask_input(pos, B, T, "backward"));
+    else
+      impl_->sdpa.backward(dqkv, dout, qkv, out, att, B, T, C, NH, KVH, impl_->stream);
     return;
   }
   // scratch: dP fp32 (B,NH,T,T), then dS bf16 (B,NH,T,T).

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <stdexcept>
 
 #include "common/errors.hpp"
 
@@ -96,6 +97,18 @@ AttentionSizes attention_sizes(AttentionMethod m, DType p, int B, int T, int NH)
       break;
   }
   return {probs, probs};
+}
+
+std::size_t document_bias_bytes(int B, int T) { return std::size_t(B) * T * T * 2; }
+
+void document_bias_reference(std::uint16_t* bias, const int* pos, int B, int T) {
+  for (std::int64_t r = 0; r < std::int64_t{B} * T; ++r) {
+    const int t = int(r % T);
+    if (pos[r] < 0 || pos[r] > t)
+      throw std::invalid_argument(fmt::format("document_bias: pos[{}] = {} at token {} of a sequence; accepted: 0 .. {}",
+                                              r, pos[r], t, t));
+    for (int j = 0; j < T; ++j) bias[r * T + j] = j >= t - pos[r] && j <= t ? 0 : kBf16LowestBits;
+  }
 }
 
 }  // namespace holmes::cuda

@@ -58,4 +58,17 @@ struct AttentionSizes {
 };
 AttentionSizes attention_sizes(AttentionMethod m, DType p, int B, int T, int NH);
 
+// The bytes of the cudnn method's document bias (B,T,T) bf16 (cudnn_sdpa.hpp, kDocumentBias),
+// owned by the Attention object beside cuDNN's workspace.
+std::size_t document_bias_bytes(int B, int T);
+
+// The lowest finite bf16 (-3.39e38), what the document bias puts on the keys a query may not
+// see: exp() of it gives 0, and fp32 sums with it stay finite (no inf - inf).
+constexpr std::uint16_t kBf16LowestBits = 0xFF7F;
+
+// The CPU twin of document_bias (attention_bias.hpp): bias (B,T,T) bf16 bits, row (b, t) 0 for
+// keys t - pos[b*T + t] .. t, kBf16LowestBits elsewhere. pos (B,T), 0 <= pos[b,t] <= t
+// (std::invalid_argument naming the token otherwise).
+void document_bias_reference(std::uint16_t* bias, const int* pos, int B, int T);
+
 }  // namespace holmes::cuda

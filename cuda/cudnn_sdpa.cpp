@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <stdexcept>
+#include <vector>
 #include <tuple>
 
 #include "cuda/attention_plan.hpp"
@@ -67,11 +69,28 @@ struct BackwardForm {
 constexpr BackwardForm kBackwardForm[kBackwardForms] = {
     {false, true}, {true, true}, {false, false}};
 
-// Scores with the causal mask applied: entries above the diagonal (column > row) become the
-// lowest float, so exp() gives 0 there.
-cudnnBackendDescriptor_t causal_mask(CudnnGraphBuilder& g, const Shape& s,
-                                     cudnnBackendDescriptor_t scores,
-                                     cudnnBackendDescriptor_t lowest) {
+// The mask's input tensor of a graph (null for the causal mask), created by mask_input().
+struct MaskIn {
+  SdpaMask kind = SdpaMask::kCausal;
+  cudnnBackendDescriptor_t input = nullptr;
+};
+
+// pos [B,1,T,1] int32 (kDocumentBound) or the bias [B,1,T,T] bf16 (kDocumentBias), bound by
+// kSdpaMaskUid; created after every other bound tensor so it is bound last.
+MaskIn mask_input(CudnnGraphBuilder& g, const Shape& s, SdpaMask kind) {
+  MaskIn m{kind, nullptr};
+  if (kind == SdpaMask::kDocumentBound)
+    m.input = g.tensor(kSdpaMaskUid, CUDNN_DATA_INT32, {s.B, 1, s.T, 1}, {s.T, s.T, 1, 1});
+  else if (kind == SdpaMask::kDocumentBias)
+    m.input = g.tensor(kSdpaMaskUid, kBf16, {s.B, 1, s.T, s.T}, {s.T * s.T, s.T * s.T, s.T, 1});
+  return m;
+}
+
+// Scores with the mask applied: entries whose key the query may not see become the lowest
+// float, so exp() gives 0 there. Kept: column <= row (causal), and with kDocumentBound also
+// column >= row - pos[b,row] (the query's document starts there).
+cudnnBackendDescriptor_t apply_mask(CudnnGraphBuilder& g, const Shape& s, cudnnBackendDescriptor_t scores,
+                                    cudnnBackendDescriptor_t lowest, const MaskIn& m) {
   auto row = g.virtual_tensor(CUDNN_DATA_INT32, s.scores_dims, s.scores_strides);
   auto col = g.virtual_tensor(CUDNN_DATA_INT32, s.scores_dims, s.scores_strides);
   auto keep = g.virtual_tensor(CUDNN_DATA_BOOLEAN, s.scores_dims, s.scores_strides);
@@ -79,30 +98,45 @@ cudnnBackendDescriptor_t causal_mask(CudnnGraphBuilder& g, const Shape& s,
   g.pointwise(CUDNN_POINTWISE_GEN_INDEX, scores, nullptr, row, CUDNN_DATA_INT32, nullptr, 2);
   g.pointwise(CUDNN_POINTWISE_GEN_INDEX, scores, nullptr, col, CUDNN_DATA_INT32, nullptr, 3);
   g.pointwise(CUDNN_POINTWISE_CMP_GE, row, col, keep, CUDNN_DATA_BOOLEAN);
+  if (m.kind == SdpaMask::kDocumentBound) {
+    auto start = g.virtual_tensor(CUDNN_DATA_INT32, s.scores_dims, s.scores_strides);
+    auto in_doc = g.virtual_tensor(CUDNN_DATA_BOOLEAN, s.scores_dims, s.scores_strides);
+    auto both = g.virtual_tensor(CUDNN_DATA_BOOLEAN, s.scores_dims, s.scores_strides);
+    g.pointwise(CUDNN_POINTWISE_SUB, row, m.input, start, CUDNN_DATA_INT32);  // the document's first key
+    g.pointwise(CUDNN_POINTWISE_CMP_GE, col, start, in_doc, CUDNN_DATA_BOOLEAN);
+    g.pointwise(CUDNN_POINTWISE_LOGICAL_AND, keep, in_doc, both, CUDNN_DATA_BOOLEAN);
+    keep = both;
+  }
   g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, scores, lowest, masked, kF32, keep);
   return masked;
 }
 
-// S = (Q K^T) * scale, masked unless `mask` is false.
+// S = (Q K^T) * scale (+ the bias of kDocumentBias), masked unless `mask` is false.
 cudnnBackendDescriptor_t scaled_scores(CudnnGraphBuilder& g, const Shape& s,
                                        cudnnBackendDescriptor_t q, cudnnBackendDescriptor_t kt,
                                        cudnnBackendDescriptor_t scale,
-                                       cudnnBackendDescriptor_t lowest, bool mask) {
+                                       cudnnBackendDescriptor_t lowest, const MaskIn& m, bool mask) {
   auto qk = g.virtual_tensor(kF32, s.scores_dims, s.scores_strides);
   auto scaled = g.virtual_tensor(kF32, s.scores_dims, s.scores_strides);
   g.matmul(q, kt, qk);
   g.pointwise(CUDNN_POINTWISE_MUL, qk, scale, scaled);
-  return mask ? causal_mask(g, s, scaled, lowest) : scaled;
+  if (m.kind == SdpaMask::kDocumentBias) {
+    auto biased = g.virtual_tensor(kF32, s.scores_dims, s.scores_strides);
+    g.pointwise(CUDNN_POINTWISE_ADD, scaled, m.input, biased);
+    scaled = biased;
+  }
+  return mask ? apply_mask(g, s, scaled, lowest, m) : scaled;
 }
 
-void build_forward(CudnnGraphBuilder& g, const Shape& s) {
+void build_forward(CudnnGraphBuilder& g, const Shape& s, SdpaMask mask_kind) {
   auto q = g.tensor(kQ, kBf16, s.q.dims, s.q.strides);
   auto kt = g.tensor(kK, kBf16, s.kt_dims, s.kt_strides);
   auto v = g.tensor(kV, kBf16, s.v.dims, s.v.strides);
   auto o = g.tensor(kO, kBf16, s.o.dims, s.o.strides);
   auto stats = g.tensor(kStats, kF32, s.stats_dims, s.stats_strides);
   auto scale = g.scalar(kScale, kF32), lowest = g.scalar(kLowest, kF32);
-  auto scores = scaled_scores(g, s, q, kt, scale, lowest, true);
+  const MaskIn m = mask_input(g, s, mask_kind);
+  auto scores = scaled_scores(g, s, q, kt, scale, lowest, m, true);
   // Softmax keeping stats = max + log(sum exp(x - max)) for the backward.
   auto row_max = g.virtual_tensor(kF32, s.stats_dims, s.stats_strides);
   auto shifted = g.virtual_tensor(kF32, s.scores_dims, s.scores_strides);
@@ -135,7 +169,7 @@ void matmul_per_kv_head(CudnnGraphBuilder& g, const Shape& s, cudnnBackendDescri
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, full, out);
 }
 
-void build_backward(CudnnGraphBuilder& g, const Shape& s, const BackwardForm& form) {
+void build_backward(CudnnGraphBuilder& g, const Shape& s, const BackwardForm& form, SdpaMask mask_kind) {
   auto q = g.tensor(kQ, kBf16, s.q.dims, s.q.strides);
   auto kt = g.tensor(kK, kBf16, s.kt_dims, s.kt_strides);
   auto vt = g.tensor(kV, kBf16, s.vt_dims, s.vt_strides);
@@ -157,12 +191,13 @@ void build_backward(CudnnGraphBuilder& g, const Shape& s, const BackwardForm& fo
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, d_o_o, d_sum);
   g.pointwise(CUDNN_POINTWISE_MUL, d_sum, one, softmax_sum);
   // P = exp(S - stats), recomputed; dV = P^T dO.
-  auto scores = scaled_scores(g, s, q, kt, scale, lowest, !form.mask_after_stats);
+  const MaskIn m = mask_input(g, s, mask_kind);
+  auto scores = scaled_scores(g, s, q, kt, scale, lowest, m, !form.mask_after_stats);
   auto shifted = g.virtual_tensor(kF32, s.scores_dims, s.scores_strides);
   auto p = g.virtual_tensor(kF32, s.scores_dims, s.scores_strides);
   auto p_t = g.virtual_tensor(kBf16, s.scores_dims, s.scores_t_strides);
   g.pointwise(CUDNN_POINTWISE_SUB, scores, stats, shifted);
-  if (form.mask_after_stats) shifted = causal_mask(g, s, shifted, lowest);
+  if (form.mask_after_stats) shifted = apply_mask(g, s, shifted, lowest, m);
   g.pointwise(CUDNN_POINTWISE_EXP, shifted, nullptr, p);
   g.reshape(p, p_t);
   matmul_per_kv_head(g, s, p_t, d_o, dv);
@@ -183,22 +218,35 @@ void build_backward(CudnnGraphBuilder& g, const Shape& s, const BackwardForm& fo
   g.matmul(ds, k, dq);
 }
 
-using Key = std::tuple<bool, int, int, int, int, int>;  // backward, B, T, C, NH, KVH
+using Key = std::tuple<bool, SdpaMask, int, int, int, int, int>;  // backward, mask, B, T, C, NH, KVH
 
 }  // namespace
 
-void build_sdpa_graph(CudnnGraphBuilder& g, bool backward, int B, int T, int C, int NH, int KVH, int form) {
+const char* sdpa_mask_name(SdpaMask m) {
+  switch (m) {
+    case SdpaMask::kCausal:
+      return "causal";
+    case SdpaMask::kDocumentBound:
+      return "document bound";
+    case SdpaMask::kDocumentBias:
+      return "document bias";
+  }
+  return "?";
+}
+
+void build_sdpa_graph(CudnnGraphBuilder& g, bool backward, int B, int T, int C, int NH, int KVH, int form,
+                      SdpaMask mask) {
   if (form < 0 || form >= (backward ? kBackwardForms : 1))
     throw std::invalid_argument(fmt::format("cuDNN attention graph form {} of the {} does not exist",
                                             form, backward ? "backward" : "forward"));
   if (backward)
-    build_backward(g, Shape(B, T, C, NH, KVH), kBackwardForm[form]);
+    build_backward(g, Shape(B, T, C, NH, KVH), kBackwardForm[form], mask);
   else
-    build_forward(g, Shape(B, T, C, NH, KVH));
+    build_forward(g, Shape(B, T, C, NH, KVH), mask);
 }
 
 std::string check_sdpa_offline(const std::string& device_json, bool backward, int B, int T, int C,
-                               int NH, int KVH, int form, std::int64_t* proposed) {
+                               int NH, int KVH, int form, std::int64_t* proposed, SdpaMask mask) {
   if (cudnn_version() < 90800)
     return fmt::format("cuDNN {} cannot describe a device without one (needs 9.8)",
                        cudnn_version());
@@ -207,7 +255,7 @@ std::string check_sdpa_offline(const std::string& device_json, bool backward, in
              static_cast<std::int64_t>(device_json.size()), device_json.data());
   device.finalize("device properties from JSON");
   CudnnGraphBuilder g;
-  build_sdpa_graph(g, backward, B, T, C, NH, KVH, form);
+  build_sdpa_graph(g, backward, B, T, C, NH, KVH, form, mask);
   CudnnDesc graph = g.finish(nullptr);
   CudnnPlan plan;
   std::string why = select_engine(nullptr, graph, plan, device.get());
@@ -247,12 +295,12 @@ struct CudnnSdpa::Impl {
       why = it->second;
       return nullptr;
     }
-    const auto [backward, B, T, C, NH, KVH] = key;
+    const auto [backward, mask, B, T, C, NH, KVH] = key;
     why = cudnn_attention_limits(cudnn_version(), T, C / NH);
     if (why.empty()) {
       std::string tried;
       for (int form = 0; form < (backward ? kBackwardForms : 1); ++form) {
-        std::unique_ptr<CudnnPlan> plan = try_form(backward, B, T, C, NH, KVH, form, why);
+        std::unique_ptr<CudnnPlan> plan = try_form(backward, mask, B, T, C, NH, KVH, form, why);
         if (plan) return plans.emplace(key, std::move(plan)).first->second.get();
         tried += fmt::format("{}form {}: {}", tried.empty() ? "" : "; ", form, why);
       }
@@ -263,12 +311,12 @@ struct CudnnSdpa::Impl {
   }
 
   // The plan of one form of a graph, or nullptr with `why`.
-  std::unique_ptr<CudnnPlan> try_form(bool backward, int B, int T, int C, int NH, int KVH, int form,
-                                      std::string& why) {
+  std::unique_ptr<CudnnPlan> try_form(bool backward, SdpaMask mask, int B, int T, int C, int NH, int KVH,
+                                      int form, std::string& why) {
     try {
       ensure_handle();
       CudnnGraphBuilder g;
-      build_sdpa_graph(g, backward, B, T, C, NH, KVH, form);
+      build_sdpa_graph(g, backward, B, T, C, NH, KVH, form, mask);
       CudnnDesc graph = g.finish(handle);
       auto plan = std::make_unique<CudnnPlan>();
       why = select_engine(handle, graph, *plan);
@@ -285,13 +333,14 @@ struct CudnnSdpa::Impl {
   const CudnnPlan& require(const Key& key) {
     std::string why;
     const CudnnPlan* plan = find(key, why);
-    if (!plan)
+    if (!plan) {
+      const auto [backward, mask, B, T, C, NH, KVH] = key;
       throw CudaError("CUDNN_STATUS_NOT_SUPPORTED",
-                      fmt::format("no cuDNN attention {} for B={} T={} C={} NH={} KVH={}: {}",
-                                  std::get<0>(key) ? "backward" : "forward", std::get<1>(key),
-                                  std::get<2>(key), std::get<3>(key), std::get<4>(key),
-                                  std::get<5>(key), why),
+                      fmt::format("no cuDNN attention {} ({} mask) for B={} T={} C={} NH={} KVH={}: {}",
+                                  backward ? "backward" : "forward", sdpa_mask_name(mask), B, T, C, NH,
+                                  KVH, why),
                       "CudnnSdpa", __FILE__, __LINE__);
+    }
     return *plan;
   }
 
@@ -309,36 +358,51 @@ struct CudnnSdpa::Impl {
 CudnnSdpa::CudnnSdpa() : impl_(std::make_unique<Impl>()) {}
 CudnnSdpa::~CudnnSdpa() = default;
 
-std::string CudnnSdpa::prepare(bool backward, int B, int T, int C, int NH, int KVH) {
+std::string CudnnSdpa::prepare(bool backward, int B, int T, int C, int NH, int KVH, SdpaMask mask) {
   std::string why;
   if (!cudnn_available(&why)) return why;
-  impl_->find(Key{backward, B, T, C, NH, KVH}, why);
+  impl_->find(Key{backward, mask, B, T, C, NH, KVH}, why);
   return why;
 }
 
+namespace {
+
+// The (uid, pointer) of the mask's input, checked against the mask; none for kCausal.
+std::vector<std::pair<std::int64_t, void*>> mask_binding(SdpaMask mask, const void* input, const char* op) {
+  if ((mask == SdpaMask::kCausal) != (input == nullptr))
+    throw std::invalid_argument(fmt::format("CudnnSdpa::{}: the {} mask {}", op, sdpa_mask_name(mask),
+                                            input ? "takes no input" : "needs its input (pos or bias)"));
+  if (!input) return {};
+  return {{kSdpaMaskUid, const_cast<void*>(input)}};
+}
+
+}  // namespace
+
 void CudnnSdpa::forward(void* out, float* stats, const void* qkv, int B, int T, int C, int NH, int KVH,
-                        cudaStream_t stream) {
-  const CudnnPlan& plan = impl_->require(Key{false, B, T, C, NH, KVH});
+                        cudaStream_t stream, SdpaMask mask, const void* mask_input) {
+  auto bindings = mask_binding(mask, mask_input, "forward");
+  const CudnnPlan& plan = impl_->require(Key{false, mask, B, T, C, NH, KVH});
   const Shape s(B, T, C, NH, KVH);
   float scale = 1.0f / std::sqrt(float(C / NH)), lowest = std::numeric_limits<float>::lowest();
   auto* base = static_cast<char*>(const_cast<void*>(qkv));
   const std::int64_t e = 2;  // bytes per bf16
   void* ws = impl_->workspace_for(plan.workspace_bytes, 0);
   HOLMES_CUDNN_CHECK(cudnn().set_stream(impl_->handle, stream));
-  execute_plan(impl_->handle, plan,
-               {{kQ, base + s.q.offset * e},
-                {kK, base + s.k.offset * e},
-                {kV, base + s.v.offset * e},
-                {kO, out},
-                {kStats, stats},
-                {kScale, &scale},
-                {kLowest, &lowest}},
-               ws);
+  bindings.insert(bindings.end(), {{kQ, base + s.q.offset * e},
+                                   {kK, base + s.k.offset * e},
+                                   {kV, base + s.v.offset * e},
+                                   {kO, out},
+                                   {kStats, stats},
+                                   {kScale, &scale},
+                                   {kLowest, &lowest}});
+  execute_plan(impl_->handle, plan, bindings, ws);
 }
 
 void CudnnSdpa::backward(void* dqkv, const void* dout, const void* qkv, const void* out,
-                         const float* stats, int B, int T, int C, int NH, int KVH, cudaStream_t stream) {
-  const CudnnPlan& plan = impl_->require(Key{true, B, T, C, NH, KVH});
+                         const float* stats, int B, int T, int C, int NH, int KVH, cudaStream_t stream,
+                         SdpaMask mask, const void* mask_input) {
+  auto bindings = mask_binding(mask, mask_input, "backward");
+  const CudnnPlan& plan = impl_->require(Key{true, mask, B, T, C, NH, KVH});
   const Shape s(B, T, C, NH, KVH);
   float scale = 1.0f / std::sqrt(float(C / NH)), lowest = std::numeric_limits<float>::lowest();
   float one = 1.0f;
@@ -349,21 +413,20 @@ void CudnnSdpa::backward(void* dqkv, const void* dout, const void* qkv, const vo
   char* ws = static_cast<char*>(impl_->workspace_for(plan.workspace_bytes, sum_bytes));
   void* softmax_sum = ws + (plan.workspace_bytes + 255) / 256 * 256;
   HOLMES_CUDNN_CHECK(cudnn().set_stream(impl_->handle, stream));
-  execute_plan(impl_->handle, plan,
-               {{kQ, base + s.q.offset * e},
-                {kK, base + s.k.offset * e},
-                {kV, base + s.v.offset * e},
-                {kO, const_cast<void*>(out)},
-                {kDO, const_cast<void*>(dout)},
-                {kStats, const_cast<float*>(stats)},
-                {kDQ, dbase + s.q.offset * e},
-                {kDK, dbase + s.k.offset * e},
-                {kDV, dbase + s.v.offset * e},
-                {kSoftmaxSum, softmax_sum},
-                {kScale, &scale},
-                {kLowest, &lowest},
-                {kOne, &one}},
-               ws);
+  bindings.insert(bindings.end(), {{kQ, base + s.q.offset * e},
+                                   {kK, base + s.k.offset * e},
+                                   {kV, base + s.v.offset * e},
+                                   {kO, const_cast<void*>(out)},
+                                   {kDO, const_cast<void*>(dout)},
+                                   {kStats, const_cast<float*>(stats)},
+                                   {kDQ, dbase + s.q.offset * e},
+                                   {kDK, dbase + s.k.offset * e},
+                                   {kDV, dbase + s.v.offset * e},
+                                   {kSoftmaxSum, softmax_sum},
+                                   {kScale, &scale},
+                                   {kLowest, &lowest},
+                                   {kOne, &one}});
+  execute_plan(impl_->handle, plan, bindings, ws);
 }
 
 }  // namespace holmes::cuda

@@ -15,19 +15,36 @@
 //             in order (kBackwardForms below). With KVH < NH the forward's products read K
 //             and V with KVH heads (cuDNN broadcasts each over its group), and dK, dV are
 //             per-query-head products summed over each group by a reduction.
-// Graphs and execution plans are built once per (B, T, C, NH, KVH, direction) and cached; among
+// Document masking (data.document_mask) extends the causal mask to "same document and causal"
+// (SdpaMask below) in the same graphs; everything else is unchanged.
+// Graphs and execution plans are built once per (B, T, C, NH, KVH, direction, mask) and cached; among
 // the heuristic's engine configurations (mode A) the first that finalizes and carries no
 // nondeterministic numerical note is used. The workspace is owned here and grows as needed.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
 namespace holmes::cuda {
 
 class CudnnGraphBuilder;
+
+// The mask of a graph. kCausal: key j <= query t. The document masks keep keys
+// t - pos[b,t] .. t (pos (B,T) int32: each token's position in its document), in two forms,
+// because which one a cuDNN release's fused engines take is only known on the GPU:
+//   kDocumentBound: pos bound as an int32 tensor [B,1,T,1]; the graph computes the lower bound
+//                   row - pos and keeps (row >= col) and (col >= row - pos); no other memory;
+//   kDocumentBias:  an additive bf16 bias [B,1,T,T] (0 in the document's block, the lowest
+//                   bf16 elsewhere; document_bias in attention_bias.hpp builds it from pos)
+//                   added to the scaled scores before the causal mask, the bias input cuDNN's
+//                   fused attention has in both directions.
+enum class SdpaMask { kCausal, kDocumentBound, kDocumentBias };
+const char* sdpa_mask_name(SdpaMask m);  // "causal", "document bound", "document bias"
+// The uid of the mask's bound input (pos or the bias), bound last in both directions.
+constexpr std::int64_t kSdpaMaskUid = 20;
 
 // The backward graph exists in kBackwardForms equivalent forms (cudnn_sdpa.cpp: the causal
 // mask before or after subtracting the statistics, D in the workspace or virtual), because
@@ -38,7 +55,7 @@ constexpr int kBackwardForms = 3;
 // finalized on its own; needs cuDNN loaded but no GPU (the operation graph, which needs a
 // handle, is not built). Throws CudaError naming the call when cuDNN refuses a descriptor.
 void build_sdpa_graph(CudnnGraphBuilder& g, bool backward, int B, int T, int C, int NH, int KVH,
-                      int form = 0);
+                      int form = 0, SdpaMask mask = SdpaMask::kCausal);
 
 // Builds one direction's graph (form `form`) for the GPU described by `device_json` (the JSON
 // of a CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR) without a GPU: the operation graph is finalized
@@ -48,7 +65,8 @@ void build_sdpa_graph(CudnnGraphBuilder& g, bool backward, int B, int T, int C, 
 // GPU-free caller can only learn that the graph is well formed and which engines match it.
 // Needs cuDNN >= 9.8; throws CudaError naming the call when a descriptor is refused.
 std::string check_sdpa_offline(const std::string& device_json, bool backward, int B, int T, int C,
-                               int NH, int KVH, int form, std::int64_t* proposed);
+                               int NH, int KVH, int form, std::int64_t* proposed,
+                               SdpaMask mask = SdpaMask::kCausal);
 
 class CudnnSdpa {
  public:
@@ -59,14 +77,18 @@ class CudnnSdpa {
 
   // Builds (or finds) the graph of one direction for this shape: "" when cuDNN has an engine
   // for it, else why not (cuDNN missing, a status, no engine). Never throws for those.
-  std::string prepare(bool backward, int B, int T, int C, int NH, int KVH);
+  std::string prepare(bool backward, int B, int T, int C, int NH, int KVH,
+                      SdpaMask mask = SdpaMask::kCausal);
 
   // bf16 device pointers (__nv_bfloat16); stats (B,NH,T) fp32. Enqueued on `stream`. Throw
-  // CudaError when the graph cannot be built or cuDNN fails.
+  // CudaError when the graph cannot be built or cuDNN fails. mask_input: null for kCausal,
+  // pos (B,T) int32 for kDocumentBound, the bias (B,1,T,T) bf16 for kDocumentBias (device
+  // memory; std::invalid_argument when it is missing or given for kCausal).
   void forward(void* out, float* stats, const void* qkv, int B, int T, int C, int NH, int KVH,
-               cudaStream_t stream);
+               cudaStream_t stream, SdpaMask mask = SdpaMask::kCausal, const void* mask_input = nullptr);
   void backward(void* dqkv, const void* dout, const void* qkv, const void* out,
-                const float* stats, int B, int T, int C, int NH, int KVH, cudaStream_t stream);
+                const float* stats, int B, int T, int C, int NH, int KVH, cudaStream_t stream,
+                SdpaMask mask = SdpaMask::kCausal, const void* mask_input = nullptr);
 
  private:
   struct Impl;

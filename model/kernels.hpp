@@ -198,7 +198,9 @@ class Kernels {
   // plan_attention for a model whose micro-batches may carry pos: the method must mask.
   virtual AttentionPlan plan_attention(DType p, int B, int T, int C, int NH, int KVH, bool document_mask);
   // Attention block-causal over the documents of each sequence: query t attends keys
-  // t - pos[b,t] .. t; a method that keeps probabilities keeps 0 outside that block.
+  // t - pos[b,t] .. t; a method that keeps probabilities keeps 0 outside that block. The
+  // backward gets the forward's pos: a method that recomputes the probabilities (cuDNN's fused
+  // attention) masks them again with it.
   virtual void attention_forward(float* out, float* att, const float* qkv, const int* pos, int B, int T, int C,
                                  int NH, int KVH);
   virtual void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* out,

@@ -14,6 +14,16 @@
 #                                       the llama rows (op parity, whole model vs the CPU); the
 #                                       parity table and a short summary last; logs under $OUT
 #
+#   scripts/gpu_check.sh mask [DIR]     there: issue 52's rows (document masking on the cudnn
+#                                       attention method, bf16): test_cuda "[document_mask]" (the
+#                                       bias kernel bit for bit; each masked cuDNN graph cuDNN serves
+#                                       against the CPU twin and each document alone, aligned and
+#                                       odd T, GQA; plan(document_mask) taking cudnn; the fallback
+#                                       and exact methods and a whole masked GPT-2 / Llama in fp32),
+#                                       the form cuDNN took; a masked bf16 GPT-2 (T 256) trained 30 steps
+#                                       on cudnn and on the fallback, every loss within 2e-2. `run`
+#                                       runs the same tests (its "document mask" line) too
+#
 #   scripts/gpu_check.sh profile [DIR]  there: the kernels of one 124M bf16 step, each timed by
 #                                       Nsight Compute, summed per kernel name, largest first
 #
@@ -389,6 +399,53 @@ fp8_checks() {
   fi
 }
 
+# ---- issue 52: document masking on the cudnn method --------------------------------------------
+
+# test_cuda's document-mask rows; prints "pass|FAIL: <summary>; <the masked plan's line>".
+document_mask_row() {
+  local log="$logs/document_mask.log" r=pass
+  timeout 300 "$dir/bin/test_cuda" "[document_mask]" >"$log" 2>&1 || r=FAIL
+  grep -q HOLMES_SKIP "$log" && r=FAIL
+  echo "$r: $(grep -E '^(All tests passed|test cases:)' "$log" | tail -1); $(grep -m1 -o 'document mask plan: .*' "$log" | cut -c1-160)$(grep -m3 'serves no' "$log" | cut -c1-160 | tr '\n' ';')"
+}
+
+# A document-masked bf16 GPT-2 (4 layers, hidden 256, 4 heads of 64; T 256, a multiple of 128
+# as cuDNN 9.15 and older need; the synthetic data, documents at token 256) trained 30 steps
+# with the automatic method (cudnn, its line must say so) and with HOLMES_ATTENTION=fallback:
+# every step's loss within relative 2e-2.
+document_mask_train_row() {
+  local common=(--set job.device=cuda --set train.precision=bf16 --set data.document_mask=true --set train.steps=30
+    --set model.layers=4 --set model.hidden=256 --set model.heads=4 --set model.max_seq_len=256 --set train.seq_len=256
+    --set train.micro_batch=4 --set train.global_batch=8 --set job.overwrite=true) m
+  for m in auto fallback; do
+    HOLMES_ATTENTION=${m/auto/} timeout 300 "$dir/bin/holmes-train" "${common[@]}" --set job.output_dir="$logs/mask-$m" \
+      >"$logs/mask_train_$m.log" 2>&1 || { echo "FAIL: the $m run: $(tail -1 "$logs/mask_train_$m.log" | cut -c1-150)"; return; }
+  done
+  grep -q 'attention: cudnn.*documents masked' "$logs/mask_train_auto.log" ||
+    { echo "FAIL: the masked run did not take cudnn: $(grep -m1 -o 'attention: .*' "$logs/mask_train_auto.log" | cut -c1-150)"; return; }
+  if losses_within 2e-2 "$logs/mask-fallback/metrics.jsonl" "$logs/mask-auto/metrics.jsonl" >"$logs/mask_compare.txt" 2>&1; then
+    echo "pass: $(cut -d' ' -f2- "$logs/mask_compare.txt")"
+  else
+    echo "FAIL: $(cut -c1-150 "$logs/mask_compare.txt")"
+  fi
+}
+
+mask_checks() {
+  [ -x "$dir/bin/holmes-train" ] || { echo "gpu_check: $dir/bin/holmes-train missing; run 'bundle' first" >&2; exit 2; }
+  logs=$(mktemp -d)
+  library_path
+  local tests train
+  tests=$(document_mask_row)
+  train=$(document_mask_train_row)
+  echo "gpu_check mask on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1) (${SECONDS} s)"
+  echo "libraries: ${found[*]}"
+  printf '%-28s %s\n' "document mask tests" "$tests" "masked bf16 cudnn vs fallback" "$train"
+  if [ -n "${OUT:-}" ]; then
+    tar -C "$logs" --exclude=checkpoints --exclude=final -czf "$OUT/gpu_mask_logs.tar.gz" . || true
+  fi
+  [[ $tests == pass* ]] && [[ $train == pass* ]]
+}
+
 run_checks() {
   [ -x "$dir/bin/holmes-train" ] || { echo "gpu_check: $dir/bin/holmes-train missing; run 'bundle' first" >&2; exit 2; }
   # logs go to a scratch folder; with $OUT set (the device tool brings back at most 8 files)
@@ -416,6 +473,9 @@ run_checks() {
   timeout 300 "$dir/bin/test_cuda" "[attention]" >"$logs/llama_attention.log" 2>&1 || llama_attention=FAIL
   timeout 120 "$dir/bin/test_cuda" "llama whole model*" >"$logs/llama_whole.log" 2>&1 || llama_whole=FAIL
   grep -q HOLMES_SKIP "$logs/llama_whole.log" && llama_whole=FAIL
+  # 2a'. document masking (issue 52): the cudnn method's masked graphs, the bias kernel
+  local mask
+  mask=$(document_mask_row)
   # 2b. the NCCL groups on this one GPU (docs/comm.md): size-1 groups on Socket and IB running
   # every op, a member that never joins, two members on one GPU; libnccl comes from the image
   local nccl=pass nccl_lib nccl_host
@@ -467,7 +527,7 @@ run_checks() {
   echo "libraries: ${found[*]}"
   printf '%-24s %s\n' "CUDA tests (test_cuda)" "$tests: $summary ${failed:+(first failures: $failed)}" \
     "whole model vs CPU" "$whole" "llama ops parity" "$llama_ops" "attention incl. GQA" "$llama_attention" \
-    "llama whole model vs CPU" "$llama_whole" "NCCL groups, one GPU" "$nccl: $nccl_lib" \
+    "llama whole model vs CPU" "$llama_whole" "document mask (cudnn)" "$mask" "NCCL groups, one GPU" "$nccl: $nccl_lib" \
     "NCCL host time per op" "$nccl_host" \
     "shared GPU, Gloo staged" "$shared" "shared GPU, NCCL groups" "$shared_nccl" \
     "shared GPU, bf16 tp2 pp2 dp2" "$shared_bf16" "default job, device auto" "$auto_dev"
@@ -478,7 +538,7 @@ run_checks() {
   fi
   echo "logs: $logs${OUT:+ (archived in \$OUT/gpu_check_logs.tar.gz)}"
   [ "$tests" = pass ] && [ "$whole" = pass ] && [ "$llama_ops" = pass ] && [ "$llama_attention" = pass ] &&
-    [ "$llama_whole" = pass ] && [ "$nccl" = pass ] && [[ $shared == pass* ]] && [[ $shared_nccl == pass* ]] && [[ $shared_bf16 == pass* ]] && [[ $auto_dev == pass* ]]
+    [ "$llama_whole" = pass ] && [[ $mask == pass* ]] && [ "$nccl" = pass ] && [[ $shared == pass* ]] && [[ $shared_nccl == pass* ]] && [[ $shared_bf16 == pass* ]] && [[ $auto_dev == pass* ]]
 }
 
 # ---- the rows of issues 26 and 28 (recompute, schedules, diloco) ----------------------------------
@@ -724,8 +784,9 @@ case "$mode" in
   bundle) bundle ;;
   plan) dir=${2:-gpu-bundle}; plan_checks ;;
   run) run_checks ;;
+  mask) mask_checks ;;
   profile) profile ;;
   extra) extra_checks ;;
   fp8) fp8_checks ;;
-  *) echo "usage: scripts/gpu_check.sh bundle|run|extra|fp8|profile [DIR]" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_check.sh bundle|run|mask|extra|fp8|profile [DIR]" >&2; exit 2 ;;
 esac

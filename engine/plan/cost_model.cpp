@@ -370,7 +370,9 @@ RankMemory StageCost::memory(const Workload& w, int pipeline, int layers) const 
     mem.activations = in_flight_micro_batches(w.activation.schedule, w.micro_batches, pipeline, stage) *
                       (layers * block + extra(first, last));
   }
-  if (layers > 0) mem.activations += recompute_work_bytes(w.shape, w.seq_len, w.micro_batch, tp, a, w.activation);
+  if (layers > 0)
+    mem.activations += recompute_work_bytes(w.shape, w.seq_len, w.micro_batch, tp, a, w.activation) +
+                       document_bias_bytes(w.seq_len, w.micro_batch, a, w.activation);
   mem.runtime = w.runtime_bytes;
   mem.capacity = capacity;
   return mem;

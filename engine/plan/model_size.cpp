@@ -2,13 +2,16 @@
 
 namespace holmes::plan {
 
-model::AttentionPlan presumed_attention(int act_bytes, int64_t b, int64_t t, int64_t heads, bool document_mask) {
+model::AttentionPlan presumed_attention(int act_bytes, int64_t b, int64_t t, int64_t heads) {
   model::AttentionPlan att;
   const int64_t rows = b * heads * t, probs = rows * t;
-  att.probabilities = act_bytes != 2 || document_mask;
-  if (!att.probabilities) att.state_floats = static_cast<size_t>(rows);
-  else att.state_floats = static_cast<size_t>(act_bytes == 2 ? (probs + 1) / 2 : probs);
+  att.probabilities = act_bytes != 2;
+  att.state_floats = static_cast<size_t>(att.probabilities ? probs : rows);
   return att;
+}
+
+double document_bias_bytes(int64_t t, int64_t b, int act_bytes, ActivationMode mode) {
+  return mode.document_mask && act_bytes == 2 ? 2.0 * double(b) * double(t) * double(t) : 0.0;
 }
 
 namespace {
@@ -26,7 +29,7 @@ model::ActivationPolicy policy_of(ActivationMode mode) {
 double layer_bytes(const model::GptConfig& global, int64_t t, int64_t b, int tp, int a, ActivationMode mode,
                    bool kept) {
   const model::GptConfig shard = global.shard(tp, 0);
-  const model::AttentionPlan att = presumed_attention(a, b, t, shard.local_heads(), mode.document_mask);
+  const model::AttentionPlan att = presumed_attention(a, b, t, shard.local_heads());
   const model::ActivationPolicy policy = policy_of(mode);
   double sum = 0;
   for (const model::LayerBuffer& l : model::layer_buffers(shard, t * b, att)) {
@@ -66,7 +69,7 @@ double recompute_flops_per_token(const model::GptConfig& s, int64_t t, int tp, i
   const double c = s.hidden;
   double replay = 0;
   if (mode.recompute == spec::Recompute::kSelective) {
-    if (presumed_attention(act_bytes, 1, t, 1, mode.document_mask).probabilities)
+    if (presumed_attention(act_bytes, 1, t, 1).probabilities)
       replay = 4.0 * double(t) * c;  // an unfused attention: QK^T and the weighted sum
   } else if (mode.recompute == spec::Recompute::kFull) {
     replay = block_forward_flops_per_token(s, t) - 2.0 * double(model::block_counts(s).replay_skipped);

@@ -34,8 +34,9 @@ struct ActivationMode {
   bool split_backward = false;
   spec::Schedule schedule = spec::Schedule::k1f1b;
   int chunks = 1;  // model chunks per stage: parallel.virtual_stages under interleaved, else 1
-  // data.document_mask: attention masks per document, which the fused (cuDNN) attention here
-  // cannot, so a bf16 plan presumes the unfused form that keeps the probabilities.
+  // data.document_mask: attention masks per document. The fused (cuDNN) attention masks in its
+  // graph (cuda/cudnn_sdpa.hpp), so a block keeps what an unmasked one keeps; a rank may hold
+  // one document bias more (document_bias_bytes).
   bool document_mask = false;
   static ActivationMode of(spec::Recompute r, spec::Schedule s, int chunks = 1) {
     return {r, s == spec::Schedule::kZbH1, s, s == spec::Schedule::kInterleaved ? chunks : 1};
@@ -44,11 +45,16 @@ struct ActivationMode {
 };
 
 // The attention the planner presumes for a precision: bf16 is cuDNN's fused attention (fp32
-// softmax statistics B (NH/t) T, no probabilities), fp32 the exact form (probabilities
-// B (NH/t) T^2 fp32); a document-masked bf16 model the unfused form (probabilities
-// B (NH/t) T^2 in bf16, packed two per float: cuda/attention_plan.hpp).
-model::AttentionPlan presumed_attention(int act_bytes, int64_t micro_batch, int64_t seq_len, int64_t local_heads,
-                                        bool document_mask = false);
+// softmax statistics B (NH/t) T, no probabilities), with or without document masking (the
+// same rule as cuda::Attention::plan, which takes cuDNN for bf16 where it has an engine, masked
+// or not); fp32 the exact form (probabilities B (NH/t) T^2 fp32).
+model::AttentionPlan presumed_attention(int act_bytes, int64_t micro_batch, int64_t seq_len, int64_t local_heads);
+
+// The document bias of a document-masked bf16 rank: (B, T, T) bf16, one per rank (shared by its
+// layers and heads), which the fused attention holds when cuDNN takes the mask as a bias rather
+// than from the positions in its graph (cuda/cudnn_sdpa.hpp SdpaMask); counted whichever it
+// takes. 0 without the mask or in fp32.
+double document_bias_bytes(int64_t seq_len, int64_t micro_batch, int act_bytes, ActivationMode mode);
 
 // Activation bytes one block keeps per micro-batch for its backward, per tensor-parallel rank:
 // the buffers model::Gpt keeps for a layer in a slot (model::layer_buffers kept under `mode`,

@@ -13,6 +13,7 @@
 #include <map>
 #include <vector>
 
+#include "cuda/attention_plan.hpp"
 #include "cuda/cudnn_api.hpp"
 #include "cuda/cudnn_graph.hpp"
 #include "cuda/cudnn_sdpa.hpp"
@@ -171,6 +172,7 @@ class Emulator {
       case CUDNN_POINTWISE_EXP: return std::exp(in(0));
       case CUDNN_POINTWISE_LOG: return std::log(in(0));
       case CUDNN_POINTWISE_CMP_GE: return in(0) >= in(1) ? 1.0 : 0.0;
+      case CUDNN_POINTWISE_LOGICAL_AND: return in(0) != 0.0 && in(1) != 0.0 ? 1.0 : 0.0;
       case CUDNN_POINTWISE_BINARY_SELECT: return in(2) != 0.0 ? in(0) : in(1);  // t ? x : b
       case CUDNN_POINTWISE_GEN_INDEX: return double(x.at(op.axis));
       default: FAIL("pointwise mode " << op.mode << " is not emulated");
@@ -200,9 +202,14 @@ namespace {
 
 // Both graphs of one shape through the emulator against the CPU twin: the forward's output and
 // statistics, then every backward form's dQ, dK, dV (written in place into a qkv-shaped
-// buffer). Rows of qkv are [q NH heads | k KVH heads | v KVH heads] of HS channels.
-void check_graphs(int B, int T, int NH, int KVH, int HS) {
-  INFO("B=" << B << " T=" << T << " NH=" << NH << " KVH=" << KVH << " HS=" << HS);
+// buffer). Rows of qkv are [q NH heads | k KVH heads | v KVH heads] of HS channels. With a
+// document mask, `pos` (B,T) are the tokens' positions in their documents: bound as they are
+// (kDocumentBound) or as the bias document_bias_reference makes of them (kDocumentBias), and
+// the CPU twin masks with them too.
+void check_graphs(int B, int T, int NH, int KVH, int HS, SdpaMask mask = SdpaMask::kCausal,
+                  const std::vector<int>& pos = {}) {
+  INFO("B=" << B << " T=" << T << " NH=" << NH << " KVH=" << KVH << " HS=" << HS << " " << sdpa_mask_name(mask));
+  REQUIRE((mask == SdpaMask::kCausal) == pos.empty());
   const int C = NH * HS, W = (NH + 2 * KVH) * HS, G = NH / KVH;
   const int k_at = C, v_at = C + KVH * HS;
   const std::size_t n_qkv = std::size_t(B) * T * W, n_out = std::size_t(B) * T * C;
@@ -210,7 +217,8 @@ void check_graphs(int B, int T, int NH, int KVH, int HS) {
   const auto dout32 = holmes::cuda::test::random_floats(n_out, 12);
   std::vector<float> out(n_out), att(std::size_t(B) * NH * T * T), scratch(att.size()),
       dqkv(n_qkv);
-  holmes::model::cpu::attention_forward(out.data(), att.data(), qkv32.data(), B, T, C, NH, KVH);
+  holmes::model::cpu::attention_forward(out.data(), att.data(), qkv32.data(), B, T, C, NH, KVH,
+                                        pos.empty() ? nullptr : pos.data());
   holmes::model::cpu::attention_backward(dqkv.data(), scratch.data(), dout32.data(),
                                          qkv32.data(), att.data(), B, T, C, NH, KVH);
   // The statistics the backward reads: log-sum-exp of each row's scaled, masked scores.
@@ -220,7 +228,8 @@ void check_graphs(int B, int T, int NH, int KVH, int HS) {
     for (int h = 0; h < NH; ++h)
       for (int t = 0; t < T; ++t) {
         double mx = -INFINITY, sum = 0;
-        for (int j = 0; j <= t; ++j) {
+        const int first = pos.empty() ? 0 : t - pos[b * T + t];  // the query's document's first key
+        for (int j = first; j <= t; ++j) {
           s[j] = 0;
           for (int d = 0; d < HS; ++d)
             s[j] += double(qkv32[(b * T + t) * W + h * HS + d]) *
@@ -228,7 +237,7 @@ void check_graphs(int B, int T, int NH, int KVH, int HS) {
           s[j] /= std::sqrt(double(HS));
           mx = std::max(mx, s[j]);
         }
-        for (int j = 0; j <= t; ++j) sum += std::exp(s[j] - mx);
+        for (int j = first; j <= t; ++j) sum += std::exp(s[j] - mx);
         lse[(b * NH + h) * T + t] = float(mx + std::log(sum));
       }
 
@@ -236,19 +245,26 @@ void check_graphs(int B, int T, int NH, int KVH, int HS) {
   std::vector<double> o(n_out, NAN), stats(lse.size(), NAN), dq(n_qkv, NAN), sum(lse.size());
   std::vector<double> scale{1.0 / std::sqrt(double(HS))};
   std::vector<double> lowest{std::numeric_limits<float>::lowest()}, one{1.0};
+  // The mask's input as the engine reads it: pos as int32, or the bias's bf16 values.
+  std::vector<double> mask_in;
+  if (mask == SdpaMask::kDocumentBound) mask_in.assign(pos.begin(), pos.end());
+  if (mask == SdpaMask::kDocumentBias) {
+    std::vector<std::uint16_t> bits(std::size_t(B) * T * T);
+    document_bias_reference(bits.data(), pos.data(), B, T);
+    for (std::uint16_t b : bits) mask_in.push_back(holmes::cuda::test::bf16_value(b));
+  }
 
-  // Bound tensors in creation order (cudnn_sdpa.cpp): Q, K, V, O, stats, scale, lowest.
+  // Bound tensors in creation order (cudnn_sdpa.cpp): Q, K, V, O, stats, scale, lowest, and
+  // the mask's input last.
   CudnnGraphBuilder fwd;
-  build_sdpa_graph(fwd, false, B, T, C, NH, KVH);
+  build_sdpa_graph(fwd, false, B, T, C, NH, KVH, 0, mask);
   const auto& fu = fwd.bound_uids();
-  REQUIRE(fu.size() == 7);
-  Emulator(fwd, {{fu[0], {&qkv, 0}},
-                 {fu[1], {&qkv, k_at}},
-                 {fu[2], {&qkv, v_at}},
-                 {fu[3], {&o, 0}},
-                 {fu[4], {&stats, 0}},
-                 {fu[5], {&scale, 0}},
-                 {fu[6], {&lowest, 0}}});
+  REQUIRE(fu.size() == (mask == SdpaMask::kCausal ? 7u : 8u));
+  std::map<std::int64_t, Binding> fbind{{fu[0], {&qkv, 0}},   {fu[1], {&qkv, k_at}},   {fu[2], {&qkv, v_at}},
+                                        {fu[3], {&o, 0}},     {fu[4], {&stats, 0}},    {fu[5], {&scale, 0}},
+                                        {fu[6], {&lowest, 0}}};
+  if (mask != SdpaMask::kCausal) fbind.insert({kSdpaMaskUid, {&mask_in, 0}});
+  Emulator(fwd, fbind);
   CHECK(max_error(o, out) <= 1e-5);
   CHECK(max_error(stats, lse) <= 1e-5);
 
@@ -258,8 +274,12 @@ void check_graphs(int B, int T, int NH, int KVH, int HS) {
   for (int form = 0; form < kBackwardForms; ++form) {
     INFO("backward form " << form);
     CudnnGraphBuilder bwd;
-    build_sdpa_graph(bwd, true, B, T, C, NH, KVH, form);
-    const auto& bu = bwd.bound_uids();
+    build_sdpa_graph(bwd, true, B, T, C, NH, KVH, form, mask);
+    std::vector<std::int64_t> bu = bwd.bound_uids();
+    if (mask != SdpaMask::kCausal) {
+      REQUIRE(bu.back() == kSdpaMaskUid);
+      bu.pop_back();
+    }
     REQUIRE(bu.size() >= 12);
     std::fill(dq.begin(), dq.end(), NAN);
     std::map<std::int64_t, Binding> bind{{bu[0], {&qkv, 0}},     {bu[1], {&qkv, k_at}},
@@ -269,6 +289,7 @@ void check_graphs(int B, int T, int NH, int KVH, int HS) {
                                          {bu[8], {&dq, v_at}},   {bu[9], {&one, 0}},
                                          {bu[10], {&scale, 0}},  {bu[11], {&lowest, 0}}};
     if (bu.size() == 13) bind.insert({bu[12], {&sum, 0}});
+    if (mask != SdpaMask::kCausal) bind.insert({kSdpaMaskUid, {&mask_in, 0}});
     Emulator(bwd, bind);
     CHECK(max_error(dq, dqkv) <= 1e-4);
   }
@@ -287,4 +308,32 @@ TEST_CASE("the grouped-query cuDNN attention graphs compute the same as the CPU 
   REQUIRE(cudnn_available());
   check_graphs(2, 7, 4, 2, 8);  // two query heads per key/value head
   check_graphs(1, 6, 3, 1, 8);  // multi-query: one key/value head
+}
+
+TEST_CASE("the document-masked cuDNN attention graphs compute block-causal attention (host model)",
+          "[cuda][attention]") {
+  REQUIRE(cudnn_available());
+  // Row 0 one document over the whole sequence; row 1 documents of 3, 1, 2 and 3 tokens.
+  const std::vector<int> pos = holmes::cuda::test::document_positions(2, 9, {9, 3, 1, 2});
+  REQUIRE(pos == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 2, 0, 0, 1, 0, 1, 2});
+  for (SdpaMask mask : {SdpaMask::kDocumentBound, SdpaMask::kDocumentBias}) {
+    check_graphs(2, 9, 2, 2, 16, mask, pos);
+    check_graphs(2, 9, 4, 2, 8, mask, pos);  // grouped-query
+  }
+}
+
+TEST_CASE("the document bias's CPU twin keeps each query's document up to itself", "[cuda][attention]") {
+  const std::vector<int> pos = {0, 1, 0, 0, 1, 2};  // documents of 2, 1 and 3 tokens
+  std::vector<std::uint16_t> bias(36, 0x1234);
+  document_bias_reference(bias.data(), pos.data(), 1, 6);
+  const std::uint16_t o = 0, x = kBf16LowestBits;
+  CHECK(bias == std::vector<std::uint16_t>{o, x, x, x, x, x,  //
+                                           o, o, x, x, x, x,  //
+                                           x, x, o, x, x, x,  //
+                                           x, x, x, o, x, x,  //
+                                           x, x, x, o, o, x,  //
+                                           x, x, x, o, o, o});
+  CHECK(holmes::cuda::test::bf16_value(x) == -0x1.fep127f);  // -(2 - 2^-7) 2^127
+  const std::vector<int> bad = {0, 2};
+  CHECK_THROWS_AS(document_bias_reference(bias.data(), bad.data(), 1, 2), std::invalid_argument);
 }

@@ -26,11 +26,7 @@ using holmes::DType;
 
 namespace {
 
-struct Shape {
-  int B, T, C, NH, KVH;
-  int HS() const { return C / NH; }
-  int W() const { return (NH + 2 * KVH) * HS(); }  // qkv row: [q NH | k KVH | v KVH] heads
-};
+using Shape = AttentionShape;
 constexpr Shape kShapes[] = {{3, 37, 80, 5, 5},   {2, 64, 128, 2, 2}, {1, 1024, 768, 12, 12},
                              {3, 37, 80, 5, 1},   {2, 64, 128, 4, 2}, {2, 256, 512, 8, 2}};
 

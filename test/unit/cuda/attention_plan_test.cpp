@@ -233,3 +233,67 @@ TEST_CASE("cuDNN accepts the attention graphs for an H100 and proposes engines, 
     }
   }
 }
+
+TEST_CASE("the document-masked cuDNN attention graphs finalize in both mask forms", "[cuda][attention]") {
+  REQUIRE(cudnn_available());
+  // Multi-head, grouped-query, odd T.
+  for (auto [B, T, C, NH, KVH] : {std::tuple{2, 64, 128, 2, 2}, std::tuple{1, 256, 1024, 8, 2},
+                                  std::tuple{3, 37, 80, 5, 5}}) {
+    INFO("B=" << B << " T=" << T << " C=" << C << " NH=" << NH << " KVH=" << KVH);
+    const int gqa = NH != KVH ? 2 : 0;  // the reductions of dK and dV over each group
+    // The bound form adds the document's first key (sub), a compare and an and to the causal
+    // mask; the bias form one add before it. Either binds one more tensor, last.
+    for (auto [mask, extra] : {std::pair{SdpaMask::kDocumentBound, 3}, std::pair{SdpaMask::kDocumentBias, 1}}) {
+      INFO(sdpa_mask_name(mask));
+      CudnnGraphBuilder fwd;
+      REQUIRE_NOTHROW(build_sdpa_graph(fwd, false, B, T, C, NH, KVH, 0, mask));
+      CHECK(fwd.operation_count() == std::size_t(14 + extra));
+      REQUIRE(fwd.bound_uids().size() == 8);
+      CHECK(fwd.bound_uids().back() == kSdpaMaskUid);
+      for (int form = 0; form < kBackwardForms; ++form) {
+        INFO("backward form " << form);
+        CudnnGraphBuilder bwd;
+        REQUIRE_NOTHROW(build_sdpa_graph(bwd, true, B, T, C, NH, KVH, form, mask));
+        CHECK(bwd.operation_count() == std::size_t(21 + gqa + extra));
+        CHECK(bwd.bound_uids().size() == (form == 2 ? 13u : 14u));
+        CHECK(bwd.bound_uids().back() == kSdpaMaskUid);
+      }
+    }
+  }
+}
+
+TEST_CASE("cuDNN finalizes the document-masked attention graphs for an H100, without a GPU",
+          "[cuda][attention]") {
+  REQUIRE(cudnn_available());
+  if (cudnn_version() < 90800) {
+    WARN("cuDNN " << cudnn_version() << " cannot describe a device without one (needs 9.8)");
+    return;
+  }
+  // Aligned (GPT-2 124M's heads at T 1024), odd T (1000: no multiple of 64 or 128) and
+  // grouped-query (Llama 3 8B on 4 tensor-parallel ranks), both directions, every backward form.
+  // As for the causal graphs above, what this proves is that the whole operation graph
+  // finalizes for sm_90 (a miswired mask tensor, a type cuDNN refuses there or a dangling uid
+  // throws): cuDNN 9.19's heuristics count the same for these as for the causal graphs (and
+  // for a lone pointwise add as for a forward) and check engines only with a driver. The
+  // mask's meaning: attention_graph_test.cpp.
+  for (auto [B, T, C, NH, KVH] : {std::tuple{16, 1024, 768, 12, 12}, std::tuple{4, 1000, 768, 12, 12},
+                                  std::tuple{1, 2048, 1024, 8, 2}}) {
+    for (SdpaMask mask : {SdpaMask::kDocumentBound, SdpaMask::kDocumentBias}) {
+      for (int form = 0; form < kBackwardForms; ++form) {
+        for (bool backward : {false, true}) {
+          if (!backward && form > 0) continue;
+          INFO(sdpa_mask_name(mask) << (backward ? " backward form " : " forward form ") << form << " B=" << B
+                                    << " T=" << T << " C=" << C << " NH=" << NH << " KVH=" << KVH);
+          std::int64_t proposed = 0;
+          std::string why;
+          REQUIRE_NOTHROW(why = check_sdpa_offline(kH100Json, backward, B, T, C, NH, KVH, form, &proposed, mask));
+          INFO(why);
+          CHECK(proposed > 0);
+          std::int64_t causal = 0;
+          check_sdpa_offline(kH100Json, backward, B, T, C, NH, KVH, form, &causal);
+          CHECK(proposed == causal);
+        }
+      }
+    }
+  }
+}

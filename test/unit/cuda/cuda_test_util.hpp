@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "cuda/check.hpp"
 #include "cuda/device.hpp"
+#include "cuda/device_buffer.hpp"
 
 namespace holmes::cuda::test {
 
@@ -70,6 +72,45 @@ inline std::vector<float> from_bf16(const std::vector<std::uint16_t>& bits) {
   std::vector<float> v(bits.size());
   for (std::size_t i = 0; i < bits.size(); ++i) v[i] = bf16_value(bits[i]);
   return v;
+}
+
+// One attention shape: B sequences of T tokens, C query channels over NH heads, KVH key/value
+// heads.
+struct AttentionShape {
+  int B, T, C, NH, KVH;
+  constexpr int HS() const { return C / NH; }
+  constexpr int W() const { return (NH + 2 * KVH) * HS(); }  // qkv row: [q NH | k KVH | v KVH] heads
+};
+
+// Each token's position in its document for B rows of T tokens, documents of lengths cycling
+// through `lens` (row b starts at lens[b % size]; the last document of a row is cut short).
+inline std::vector<int> document_positions(int B, int T, const std::vector<int>& lens) {
+  std::vector<int> pos;
+  for (int b = 0; b < B; ++b) {
+    std::size_t k = std::size_t(b);
+    int at = 0;
+    for (int t = 0; t < T; ++t) {
+      if (at == lens[k % lens.size()]) at = 0, ++k;
+      pos.push_back(at++);
+    }
+  }
+  return pos;
+}
+
+// A device buffer of `bytes` poisoned with NaN (0xFF bytes are a NaN in fp32 and bf16), for
+// outputs a kernel must write in full.
+inline DeviceBuffer nan_buffer(std::size_t bytes) {
+  DeviceBuffer b(bytes);
+  std::vector<unsigned char> ff(bytes, 0xFF);
+  b.upload(ff.data(), bytes);
+  return b;
+}
+
+// The first n values of a device buffer of fp32 or bf16 (widened), after the device is done.
+inline std::vector<float> download_values(const DeviceBuffer& b, std::size_t n, bool bf16) {
+  HOLMES_CUDA_CHECK(cudaDeviceSynchronize());
+  if (!bf16) return to_host<float>(b, n);
+  return from_bf16(to_host<std::uint16_t>(b, n));
 }
 
 // max |got - want| / max |want|; infinite when anything is not finite or the sizes differ.

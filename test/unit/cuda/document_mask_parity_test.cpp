@@ -1,6 +1,6 @@
 // Document masking on the GPU against the CPU twins (model/cpu): attention with document
-// positions for the methods a masked model may run (fallback fp32 and bf16, exact fp32; the
-// cudnn method is refused for it by plan()), rotary and learned positions, the loss masks, and
+// positions for the fallback (fp32, bf16) and exact (fp32) methods (the cudnn method's rows:
+// document_mask_cudnn_test.cpp), rotary and learned positions, the loss masks, and
 // a whole document-masked GPT-2 and Llama (fp32) against the same model on the CPU. Shapes odd
 // and aligned, outputs poisoned with NaN first, two backward runs bit for bit. Skips without a
 // GPU.
@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "backends/backends.hpp"
-#include "common/errors.hpp"
 #include "cuda/attention.hpp"
 #include "cuda/check.hpp"
 #include "cuda/device_buffer.hpp"
@@ -30,48 +29,7 @@ using holmes::DType;
 
 namespace {
 
-// Documents of lengths cycling through `lens` in each of B rows of T tokens (the last cut short).
-std::vector<int> positions(int B, int T, std::vector<int> lens) {
-  std::vector<int> pos;
-  for (int b = 0; b < B; ++b) {
-    int k = b, at = 0;
-    for (int t = 0; t < T; ++t) {
-      if (at == lens[static_cast<size_t>(k) % lens.size()]) at = 0, ++k;
-      pos.push_back(at++);
-    }
-  }
-  return pos;
-}
-
-std::vector<float> poisoned_download(const DeviceBuffer& b, std::size_t n, bool bf16) {
-  HOLMES_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<float> out(n);
-  if (bf16) {
-    std::vector<std::uint16_t> bits(n);
-    b.download(bits.data(), n * 2);
-    for (std::size_t i = 0; i < n; ++i) out[i] = bf16_value(bits[i]);
-  } else {
-    b.download(out.data(), n * 4);
-  }
-  return out;
-}
-
-DeviceBuffer nan_buffer(std::size_t bytes) {
-  DeviceBuffer b(bytes);
-  std::vector<unsigned char> ff(bytes, 0xFF);
-  b.upload(ff.data(), bytes);
-  return b;
-}
-
-std::vector<std::uint16_t> bits_of(const std::vector<float>& v) {
-  std::vector<std::uint16_t> b(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) b[i] = bf16_bits(v[i]);
-  return b;
-}
-
-struct Shape {
-  int B, T, C, NH, KVH;
-};
+using Shape = AttentionShape;
 
 void check_masked_attention(Attention::Method method, DType p, const Shape& s) {
   const bool is_bf16 = p == DType::kBf16;
@@ -81,8 +39,9 @@ void check_masked_attention(Attention::Method method, DType p, const Shape& s) {
   const std::size_t n_qkv = std::size_t(s.B) * s.T * W, n_out = std::size_t(s.B) * s.T * s.C;
   const std::size_t n_att = std::size_t(s.B) * s.NH * s.T * s.T;
   auto qkv = random_floats(n_qkv, 3000 + s.T), dout = random_floats(n_out, 4000 + s.T);
-  if (is_bf16) round_to_bf16(qkv), round_to_bf16(dout);
-  const std::vector<int> pos = positions(s.B, s.T, {5, 1, 17, s.T});
+  std::vector<std::uint16_t> qkv_bits, dout_bits;
+  if (is_bf16) qkv_bits = round_to_bf16(qkv), dout_bits = round_to_bf16(dout);
+  const std::vector<int> pos = document_positions(s.B, s.T, {5, 1, 17, s.T});
   std::vector<float> out(n_out), att(n_att), scratch(n_att), dqkv(n_qkv);
   holmes::model::cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH, s.KVH, pos.data());
   holmes::model::cpu::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s.B, s.T,
@@ -91,8 +50,8 @@ void check_masked_attention(Attention::Method method, DType p, const Shape& s) {
   const auto plan = gpu.plan(p, s.B, s.T, s.C, s.NH, s.KVH, /*document_mask=*/true);
   REQUIRE(gpu.method(p) == method);
   DeviceBuffer g_pos = to_device(pos);
-  DeviceBuffer g_qkv = is_bf16 ? to_device(bits_of(qkv)) : to_device(qkv);
-  DeviceBuffer g_dout = is_bf16 ? to_device(bits_of(dout)) : to_device(dout);
+  DeviceBuffer g_qkv = is_bf16 ? to_device(qkv_bits) : to_device(qkv);
+  DeviceBuffer g_dout = is_bf16 ? to_device(dout_bits) : to_device(dout);
   DeviceBuffer g_out = nan_buffer(n_out * (is_bf16 ? 2 : 4)), g_att = nan_buffer(plan.state_floats * 4);
   DeviceBuffer g_scratch = nan_buffer(std::max<std::size_t>(plan.scratch_floats, 1) * 4);
   const int* dpos = g_pos.as<int>();
@@ -101,8 +60,8 @@ void check_masked_attention(Attention::Method method, DType p, const Shape& s) {
                 s.NH, s.KVH, dpos);
   else
     gpu.forward(g_out.as<float>(), g_att.as<float>(), g_qkv.as<float>(), s.B, s.T, s.C, s.NH, s.KVH, dpos);
-  CHECK(normalized_error(poisoned_download(g_out, n_out, is_bf16), out) <= (is_bf16 ? 1e-2 : 1e-5));
-  std::vector<float> got_att = poisoned_download(g_att, n_att, is_bf16);
+  CHECK(normalized_error(download_values(g_out, n_out, is_bf16), out) <= (is_bf16 ? 1e-2 : 1e-5));
+  std::vector<float> got_att = download_values(g_att, n_att, is_bf16);
   CHECK(normalized_error(got_att, att) <= (is_bf16 ? 1e-2 : 1e-5));
   for (std::size_t i = 0; i < n_att; ++i)
     if (att[i] == 0.0f) REQUIRE(got_att[i] == 0.0f);  // outside the document's block: exactly 0
@@ -116,7 +75,7 @@ void check_masked_attention(Attention::Method method, DType p, const Shape& s) {
     else
       gpu.backward(g_dqkv.as<float>(), g_scratch.as<float>(), g_dout.as<float>(), g_qkv.as<float>(),
                    g_out.as<float>(), g_att.as<float>(), s.B, s.T, s.C, s.NH, s.KVH, dpos);
-    CHECK(normalized_error(poisoned_download(g_dqkv, n_qkv, is_bf16), dqkv) <= (is_bf16 ? 2e-2 : 1e-4));
+    CHECK(normalized_error(download_values(g_dqkv, n_qkv, is_bf16), dqkv) <= (is_bf16 ? 2e-2 : 1e-4));
     runs.emplace_back(n_qkv * (is_bf16 ? 2 : 4));
     g_dqkv.download(runs.back().data(), runs.back().size());
   }
@@ -125,26 +84,21 @@ void check_masked_attention(Attention::Method method, DType p, const Shape& s) {
 
 }  // namespace
 
-TEST_CASE("document-masked attention on the GPU equals the CPU twin", "[cuda][attention]") {
+TEST_CASE("document-masked attention on the GPU equals the CPU twin", "[cuda][attention][document_mask]") {
   if (!gpu_or_skip()) return;
   for (const Shape& s : {Shape{3, 37, 80, 5, 5}, Shape{2, 64, 128, 4, 2}, Shape{2, 256, 512, 8, 2}}) {
     check_masked_attention(Attention::Method::kFallback, DType::kF32, s);
     check_masked_attention(Attention::Method::kExact, DType::kF32, s);
     check_masked_attention(Attention::Method::kFallback, DType::kBf16, s);
   }
-  // A masked model never gets the fused cuDNN method: auto takes the fallback, a forced one is refused.
-  Attention automatic(nullptr);
-  automatic.plan(DType::kBf16, 2, 128, 128, 2, 2, true);
-  CHECK(automatic.method(DType::kBf16) == Attention::Method::kFallback);
-  Attention forced(nullptr, Attention::Method::kCudnn);
-  CHECK_THROWS_AS(forced.plan(DType::kBf16, 2, 128, 128, 2, 2, true), holmes::UserError);
+  // The cudnn method with document masks: document_mask_cudnn_test.cpp.
 }
 
 TEST_CASE("document positions on the GPU: rotary, learned positions and loss masks equal the CPU twins",
-          "[cuda][attention]") {
+          "[cuda][attention][document_mask]") {
   if (!gpu_or_skip()) return;
   const int B = 3, T = 29, H = 6, HS = 8, stride = 64, C = 40, V = 53;
-  const std::vector<int> pos = positions(B, T, {4, 11, 1, 29});
+  const std::vector<int> pos = document_positions(B, T, {4, 11, 1, 29});
   DeviceBuffer g_pos = to_device(pos);
   const int* dpos = g_pos.as<int>();
   auto cs = random_floats(static_cast<std::size_t>(T) * HS, 5);
@@ -158,13 +112,13 @@ TEST_CASE("document positions on the GPU: rotary, learned positions and loss mas
   std::vector<float> cpu_y = x;
   for (int r = 0; r < B * T; ++r)
     for (int c = 0; c < H * HS; ++c) cpu_y[r * stride + c] = want[r * stride + c];
-  CHECK(normalized_error(poisoned_download(g_y, x.size(), false), cpu_y) <= 1e-6);
+  CHECK(normalized_error(download_values(g_y, x.size(), false), cpu_y) <= 1e-6);
   DeviceBuffer g_d = to_device(x);
   rope_backward(g_d.as<float>(), g_x.as<float>(), g_cs.as<float>(), dpos, B, T, H, HS, stride);
   std::vector<float> cpu_d = x;
   for (int r = 0; r < B * T; ++r)
     for (int c = 0; c < H * HS; ++c) cpu_d[r * stride + c] = back[r * stride + c];
-  CHECK(normalized_error(poisoned_download(g_d, x.size(), false), cpu_d) <= 1e-6);
+  CHECK(normalized_error(download_values(g_d, x.size(), false), cpu_d) <= 1e-6);
 
   const auto tokens = random_ints(static_cast<std::size_t>(B) * T, V, 7);
   auto wte = random_floats(static_cast<std::size_t>(V) * C, 8), wpe = random_floats(static_cast<std::size_t>(T) * C, 9);
@@ -176,13 +130,13 @@ TEST_CASE("document positions on the GPU: rotary, learned positions and loss mas
   DeviceBuffer g_tok = to_device(tokens), g_wte = to_device(wte), g_wpe = to_device(wpe), g_dout = to_device(dout);
   DeviceBuffer g_emb = nan_buffer(emb.size() * 4);
   embedding_forward(g_emb.as<float>(), g_tok.as<int>(), dpos, g_wte.as<float>(), g_wpe.as<float>(), B, T, C, 0, V);
-  CHECK(normalized_error(poisoned_download(g_emb, emb.size(), false), emb) <= 1e-6);
+  CHECK(normalized_error(download_values(g_emb, emb.size(), false), emb) <= 1e-6);
   DeviceBuffer g_dwte = to_device(std::vector<float>(wte.size(), 0.0f));
   DeviceBuffer g_dwpe = to_device(std::vector<float>(wpe.size(), 0.0f));
   embedding_backward(g_dwte.as<float>(), g_dwpe.as<float>(), g_dout.as<float>(), g_tok.as<int>(), dpos, B, T, C, 0,
                      V);
-  CHECK(normalized_error(poisoned_download(g_dwte, dwte.size(), false), dwte) <= 1e-5);
-  CHECK(normalized_error(poisoned_download(g_dwpe, dwpe.size(), false), dwpe) <= 1e-5);
+  CHECK(normalized_error(download_values(g_dwte, dwte.size(), false), dwte) <= 1e-5);
+  CHECK(normalized_error(download_values(g_dwpe, dwpe.size(), false), dwpe) <= 1e-5);
 
   std::vector<int> targets = {3, -1, 0, -1, 7};
   std::vector<float> losses = {1, 2, 3, 4, 5}, rows(5 * 9, 0.25f);
@@ -191,11 +145,11 @@ TEST_CASE("document positions on the GPU: rotary, learned positions and loss mas
   mask_rows(g_r.as<float>(), g_t.as<int>(), 5, 9);
   holmes::model::cpu::mask_losses(losses.data(), targets.data(), 5);
   holmes::model::cpu::mask_rows(rows.data(), targets.data(), 5, 9);
-  CHECK(poisoned_download(g_l, 5, false) == losses);
-  CHECK(poisoned_download(g_r, rows.size(), false) == rows);
+  CHECK(download_values(g_l, 5, false) == losses);
+  CHECK(download_values(g_r, rows.size(), false) == rows);
 }
 
-TEST_CASE("a document-masked model on the GPU equals it on the CPU (fp32)", "[cuda][model]") {
+TEST_CASE("a document-masked model on the GPU equals it on the CPU (fp32)", "[cuda][model][document_mask]") {
   if (!gpu_or_skip()) return;
   using namespace holmes::model;
   for (const GptConfig& cfg : {gpt2::config(2, 64, 4, 97, 64), llama::config(2, 64, 4, 2, 96, 97, 64)}) {
@@ -210,7 +164,7 @@ TEST_CASE("a document-masked model on the GPU equals it on the CPU (fp32)", "[cu
     g.load_params(a.read_params());
     const auto tokens = random_ints(B * T, cfg.vocab, 12);
     auto targets = random_ints(B * T, cfg.vocab, 13);
-    const std::vector<int> pos = positions(B, T, {7, 20, 1, 48});
+    const std::vector<int> pos = document_positions(B, T, {7, 20, 1, 48});
     for (int i = 0; i + 1 < B * T; ++i)
       if (pos[i + 1] == 0) targets[i] = -1;  // data.mask_document_start
     a.zero_grad();

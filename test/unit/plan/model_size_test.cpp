@@ -80,25 +80,25 @@ TEST_CASE("model size: the activation bytes per layer, per slot and replayed are
         }
 }
 
-TEST_CASE("model size: a document-masked bf16 model is priced with the unfused attention's probabilities") {
-  // cuDNN's fused attention (what a bf16 plan presumes) keeps fp32 softmax statistics, one per
-  // query row; the masked model runs the unfused form, which keeps the probabilities of every
-  // (query, key) pair in bf16 and replays its softmax under selective recompute.
+TEST_CASE("model size: a document-masked bf16 model is priced as the fused attention, plus one bias per rank") {
+  // cuDNN's fused attention masks documents in its graph (cuda/cudnn_sdpa.hpp), keeping fp32
+  // softmax statistics per query row as without the mask, and replays nothing under selective
+  // recompute; a rank may hold one (B, T, T) bf16 bias for it.
   const model::GptConfig config = model::llama::config(4, 256, 8, 4, 512, 1000, 512);
   const int64_t B = 2, T = 512;
   for (int tp : {1, 2}) {
     CAPTURE(tp);
-    const double heads = 8.0 / tp;
     plan::ActivationMode fused{spec::Recompute::kNone}, masked{spec::Recompute::kNone};
     masked.document_mask = true;
-    const double delta = plan::block_activation_bytes(config, T, B, tp, 2, masked) -
-                         plan::block_activation_bytes(config, T, B, tp, 2, fused);
-    CHECK(delta == Approx(B * heads * T * T * 2 - B * heads * T * 4));
-    // fp32 keeps the probabilities either way: masking changes nothing there.
-    CHECK(plan::block_activation_bytes(config, T, B, tp, 4, masked) ==
-          plan::block_activation_bytes(config, T, B, tp, 4, fused));
+    for (int bytes : {2, 4})
+      CHECK(plan::block_activation_bytes(config, T, B, tp, bytes, masked) ==
+            plan::block_activation_bytes(config, T, B, tp, bytes, fused));
+    CHECK(plan::document_bias_bytes(T, B, 2, masked) == B * T * T * 2);
+    CHECK(plan::document_bias_bytes(T, B, 2, fused) == 0);
+    CHECK(plan::document_bias_bytes(T, B, 4, masked) == 0);  // fp32 runs the exact form, masked in its softmax
     fused.recompute = masked.recompute = spec::Recompute::kSelective;
     CHECK(plan::recompute_flops_per_token(config, T, tp, 2, fused) == 0);
-    CHECK(plan::recompute_flops_per_token(config, T, tp, 2, masked) == Approx(4.0 * T * 256 / tp));
+    CHECK(plan::recompute_flops_per_token(config, T, tp, 2, masked) == 0);
+    CHECK(plan::recompute_flops_per_token(config, T, tp, 4, masked) == Approx(4.0 * T * 256 / tp));
   }
 }

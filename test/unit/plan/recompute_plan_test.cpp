@@ -109,3 +109,29 @@ TEST_CASE("memory: a CUDA plan counts the runtime's device memory on every rank,
   for (const auto& m : c.memory) CHECK(m.runtime == 0);
   CHECK_THAT(hp::format_plan_json(c), Catch::Contains("\"runtime\": 0,"));
 }
+
+// data.document_mask on a GPU: the bf16 attention is cuDNN's fused one with the mask in its
+// graph, so the masked plan is the unmasked one (same choices, same step time, same kept
+// activations) plus the one (B,T,T) bf16 bias a rank may hold for it. Before, a masked bf16
+// plan priced the unfused attention's probabilities and the selective replay.
+TEST_CASE("document masking: a bf16 GPU plan is the unmasked plan plus one document bias per rank", "[plan]") {
+  const auto topo = hp::testing::make_cluster({{NicKind::kIb, 1, 8}});
+  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kAuto}) {
+    CAPTURE(int(r));
+    auto spec = long_sequences();
+    spec.train.micro_batch = spec.train.global_batch = 1;
+    spec.train.recompute = r;
+    const hp::Plan plain = hp::make_plan(spec, topo);
+    spec.data.document_mask = true;
+    const hp::Plan masked = hp::make_plan(spec, topo);
+    REQUIRE(masked.device_kind == "cuda");
+    CHECK(masked.activation.document_mask);
+    CHECK(masked.activation.recompute == plain.activation.recompute);
+    CHECK(masked.estimate.step_time_s == Approx(plain.estimate.step_time_s));
+    CHECK(masked.estimate.recompute_s == Approx(plain.estimate.recompute_s));
+    REQUIRE(masked.memory.size() == plain.memory.size());
+    const double bias = 2.0 * 1 * 4096 * 4096;  // micro-batch 1, T 4096, bf16
+    for (std::size_t i = 0; i < masked.memory.size(); ++i)
+      CHECK(masked.memory[i].activations == Approx(plain.memory[i].activations + bias));
+  }
+}
