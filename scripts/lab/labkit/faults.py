@@ -403,6 +403,21 @@ def tokens_of(row, sc):
     return t
 
 
+def replica_tokens_lost(rows, sc):
+    """Tokens an elastic diloco job trained and dropped with a lost replica: the steps that
+    replica trained since its last outer sync (every inner_steps steps) before the first row
+    without it. Rows name the replicas that trained each step; none of this is in them twice."""
+    replicas = sc.parallel.get("replicas", 1)
+    h = sc.parallel.get("inner_steps", 20)
+    per_replica = sc.train["global_batch"] * sc.train["seq_len"] / replicas
+    lost = 0.0
+    for prev, row in zip(rows, rows[1:]):
+        if "replicas" in prev and "replicas" in row:
+            for r in set(prev["replicas"]) - set(row["replicas"]):
+                lost += (prev["step"] % h) * per_replica
+    return lost
+
+
 def summarize(sc, clean, faulted, clean_dir, fault_dir, faults):
     steps_c, val_c = committed(clean_dir)
     steps_f, val_f = committed(fault_dir)
@@ -414,7 +429,7 @@ def summarize(sc, clean, faulted, clean_dir, fault_dir, faults):
     numbers = [r["step"] for r in steps_f]
     out = {"wall_s": {"clean": clean["wall_s"], "faults": faulted["wall_s"]},
            "tokens": {"clean": tok_c, "faults": tok_f, "executed": executed,
-                      "lost": max(0.0, executed - tok_f)},
+                      "lost": max(0.0, executed - tok_f) + replica_tokens_lost(steps_f, sc)},
            "goodput": good_f / good_c if good_c > 0 else None,
            "steps_repeated": len(numbers) - len(set(numbers)),
            "steps_complete": numbers == list(range(1, sc.train["steps"] + 1)),
