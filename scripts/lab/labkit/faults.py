@@ -343,8 +343,9 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
                     handled.add(p)
                     if p not in killed:
                         events.append((now, f"exit {rank} {code}"))
-                    if recovery == "elastic" and started.get(rank, 0) < MAX_RESTARTS:
-                        restarts.setdefault(rank, now + fr["requeue_s"])
+                    if recovery == "elastic":
+                        if started.get(rank, 0) < MAX_RESTARTS:
+                            restarts.setdefault(rank, now + fr["requeue_s"])
                     elif p not in killed and not requeue:
                         # The job failed (a worker saw its peer go): stop it as Slurm would, start it
                         # again once requeued and every node it needs is back.
