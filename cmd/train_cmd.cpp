@@ -76,6 +76,10 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                  "Llama) whose config matches the job's model (checkpoint.init_from)")
       ->option_text("HF_DIR");
   add_number(app, "--nproc-per-node", o.nproc_per_node, "Spawn N local worker processes on this machine", 1, 1024);
+  add_number(app, "--max-restarts", o.max_restarts,
+             "Elastic jobs (parallel.elastic) under --nproc-per-node: start a worker that fails again, as a joiner, "
+             "at most K times per worker",
+             0);
 }
 
 namespace {
@@ -111,6 +115,7 @@ constexpr OptionScope kScopes[] = {
     {"--weights-only", true, true, true}, {"--overwrite", true, true, true}, {"--topology", true, true, true},
     {"--init-from", true, true, true},
     {"--format", false, true, false},     {"--nproc-per-node", true, true, false}, {"--nodes", false, true, false},
+    {"--max-restarts", true, false, false},
 };
 
 std::string where_accepted(const OptionScope& s) {
@@ -177,13 +182,19 @@ int run_train(const TrainOptions& o) {
   // job.device auto becomes cuda or cpu here, for this machine (a plan for other machines,
   // above, reads the topology's devices instead).
   loaded.spec.job.device = resolve_training_device(loaded.spec.job.device);
+  if (o.max_restarts > 0 && (o.nproc_per_node == 0 || !loaded.spec.parallel.elastic))
+    throw UsageError(fmt::format(
+        "--max-restarts {} starts failed workers of an elastic job again; {}; accepted: --max-restarts 0, or an "
+        "elastic job (--set parallel.elastic=true, docs/elastic.md) under --nproc-per-node", o.max_restarts,
+        o.nproc_per_node == 0 ? "this process is no launcher (no --nproc-per-node)" : "this job has parallel.elastic false"));
   if (o.nproc_per_node > 0) {
     auto env = launch::detect_launch_env_from_process(o.nproc_per_node, loaded.spec.job.name);
     check_before_spawning(loaded.spec, env);
     if (!loaded.spec.parallel.elastic) return launch::run_local_workers(env, launch::current_argv(), /*grace_s=*/10);
     // An elastic job: its rendezvous store must outlive any worker, so this launcher serves it.
     const std::unique_ptr<comm::TcpStoreServer> store = host_elastic_store(loaded.spec, env);
-    return launch::run_local_workers(env, launch::current_argv(), /*grace_s=*/10, /*keep_going=*/true);
+    return launch::run_local_workers(env, launch::current_argv(), /*grace_s=*/10,
+                                     launch::Elastic{.keep_going = true, .max_restarts = o.max_restarts});
   }
   launch::maybe_run_launch_selftest();
   // From here a stop signal (Slurm's warning, the launcher forwarding one) is remembered

@@ -20,6 +20,7 @@ struct TrainOptions {
   std::string init_from;          // --init-from HF_DIR (checkpoint.init_from)
   bool overwrite = false;         // job.overwrite: replace another run in job.output_dir
   int nproc_per_node = 0;         // local launcher; 0 = not the local launcher
+  int max_restarts = 0;           // local launcher of an elastic job: restarts per worker
 };
 
 void add_train_options(CLI::App& app, TrainOptions& opts);

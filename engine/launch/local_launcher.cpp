@@ -21,20 +21,27 @@ namespace holmes::launch {
 
 namespace {
 
-constexpr const char* kNprocFlag = "--nproc-per-node";
+// The launcher's own flags, each with a value: its workers are not launchers.
+constexpr const char* kLauncherFlags[] = {"--nproc-per-node", "--max-restarts"};
 
 }  // namespace
 
-std::vector<std::string> strip_nproc_flag(const std::vector<std::string>& argv) {
+std::vector<std::string> strip_launcher_flags(const std::vector<std::string>& argv) {
   std::vector<std::string> out;
-  const std::string with_eq = std::string(kNprocFlag) + "=";
   for (size_t i = 0; i < argv.size(); ++i) {
-    if (i > 0 && argv[i] == kNprocFlag) {
-      ++i;  // skip the value too
-      continue;
+    bool flag = false;
+    for (const std::string name : kLauncherFlags) {
+      if (i > 0 && argv[i] == name) {
+        ++i;  // skip the value too
+        flag = true;
+        break;
+      }
+      if (i > 0 && argv[i].rfind(name + "=", 0) == 0) {
+        flag = true;
+        break;
+      }
     }
-    if (i > 0 && argv[i].rfind(with_eq, 0) == 0) continue;
-    out.push_back(argv[i]);
+    if (!flag) out.push_back(argv[i]);
   }
   return out;
 }
@@ -86,17 +93,17 @@ int pick_free_port(const std::string& addr) {
   return ntohs(sa.sin_port);
 }
 
-int run_local_workers(int nproc, const std::vector<std::string>& argv, double grace_s, bool keep_going) {
+int run_local_workers(int nproc, const std::vector<std::string>& argv, double grace_s, Elastic elastic) {
   LaunchEnv env;
   env.source = "local";
   env.world_size = nproc;
   env.local_world_size = nproc;
-  return run_local_workers(env, argv, grace_s, keep_going);
+  return run_local_workers(env, argv, grace_s, elastic);
 }
 
-int run_local_workers(const LaunchEnv& env, const std::vector<std::string>& argv, double grace_s, bool keep_going) {
+int run_local_workers(const LaunchEnv& env, const std::vector<std::string>& argv, double grace_s, Elastic elastic) {
   WorkerGroup group;
-  group.argv = strip_nproc_flag(argv);
+  group.argv = strip_launcher_flags(argv);
   group.nproc = env.local_world_size;
   group.first_rank = env.rank;
   group.world_size = env.world_size;
@@ -106,7 +113,8 @@ int run_local_workers(const LaunchEnv& env, const std::vector<std::string>& argv
   group.master_port = env.master_port;
   group.token = env.job_token;
   group.grace_s = grace_s;
-  group.keep_going = keep_going;
+  group.keep_going = elastic.keep_going;
+  group.max_restarts = elastic.max_restarts;
   if (const char* text = std::getenv("HOLMES_LAUNCH_GRACE_S")) {
     char* end = nullptr;
     double value = std::strtod(text, &end);

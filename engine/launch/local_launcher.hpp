@@ -11,7 +11,8 @@
 //     "holmes-train: rank R (pid P) exited with code C" (or "was killed by signal S"),
 //     sends SIGTERM to the others, SIGKILL to any still alive grace_s later, and returns C
 //     (or 128 + S) of that first failed worker;
-//     (with keep_going: reports the worker and leaves the others running);
+//     (with keep_going: reports the worker and leaves the others running, or starts it again
+//     while it has max_restarts left);
 //   - kills whatever a worker left behind in its process group once it has exited, so no
 //     process outlives the job.
 // The launcher must call this from its main thread (PDEATHSIG follows the forking thread).
@@ -43,6 +44,10 @@ struct WorkerGroup {
   // others are left to go on without it; the job's code is 0 when a worker finished with 0,
   // else the first failed worker's.
   bool keep_going = false;
+  // With keep_going (torchrun's --max-restarts): a worker that fails while the job goes on is
+  // started again with its RANK and environment, at most this many times per worker, and
+  // rejoins (docs/elastic.md "Rejoin"); the launcher says so. 0: never.
+  int max_restarts = 0;
 };
 
 // Spawns and supervises the group as described above; returns the job's exit code.
@@ -54,21 +59,28 @@ int run_workers(const WorkerGroup& group);
 // site whose checkpoints take longer than the default); a bad value throws UserError.
 
 // Single machine: N workers of this binary, ranks 0..N-1, master 127.0.0.1 on a free port,
-// a random job token. `argv` is this process's full argv; --nproc-per-node is removed.
-int run_local_workers(int nproc, const std::vector<std::string>& argv, double grace_s, bool keep_going = false);
+// a random job token. `argv` is this process's full argv; the launcher's flags are removed.
+// An elastic job's supervision: WorkerGroup::keep_going and max_restarts.
+struct Elastic {
+  bool keep_going = false;
+  int max_restarts = 0;
+};
+
+int run_local_workers(int nproc, const std::vector<std::string>& argv, double grace_s, Elastic elastic = {});
 
 // The launcher of one node of a larger job (source "local" of detect_launch_env, e.g. one
 // srun task per node): ranks env.rank .. env.rank + env.local_world_size - 1 of
 // env.world_size, master and token from `env` (a free port / random token where they are
 // 0 / "", which is only right on a single node).
 int run_local_workers(const LaunchEnv& env, const std::vector<std::string>& argv, double grace_s,
-                      bool keep_going = false);
+                      Elastic elastic = {});
 
 // This process's argv, from /proc/self/cmdline (so main need not pass argv down).
 std::vector<std::string> current_argv();
 
-// argv without "--nproc-per-node N" / "--nproc-per-node=N" (every occurrence).
-std::vector<std::string> strip_nproc_flag(const std::vector<std::string>& argv);
+// argv without the launcher's flags: "--nproc-per-node N" / "--nproc-per-node=N" and
+// "--max-restarts K" / "--max-restarts=K" (every occurrence).
+std::vector<std::string> strip_launcher_flags(const std::vector<std::string>& argv);
 
 // 32 hex digits from the kernel's random source.
 std::string random_job_token();

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <stdexcept>
 
@@ -37,6 +38,8 @@ struct Worker {
   int rank = 0;
   pid_t pid = -1;
   bool running = false;
+  int local = 0;     // index in the group (its exec image)
+  int restarts = 0;  // times started again (WorkerGroup::max_restarts)
 };
 
 // argv and envp of one worker, owned here so the char* arrays stay valid until exec.
@@ -97,6 +100,20 @@ ExecImage make_image(const WorkerGroup& g, int local, int port, const std::strin
   _exit(127);
 }
 
+// Forks the worker of local index `local` into its own process group with its output relayed;
+// returns its pid, or -1 when fork fails (errno set).
+pid_t start_worker(const WorkerGroup& g, ExecImage& img, detail::OutputRelay& relay, int local, pid_t launcher) {
+  auto out = relay.open_pipes(g.first_rank + local);
+  std::fflush(nullptr);  // nothing buffered in the launcher may be written twice
+  pid_t pid = fork();
+  if (pid == 0) become_worker(g.exe.c_str(), img, launcher, out);
+  const int err = errno;
+  relay.close_child_ends();
+  if (pid > 0) setpgid(pid, pid);  // also here, so no signal can reach the worker before its group exists
+  errno = err;
+  return pid;
+}
+
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
   int sig = WTERMSIG(status);
@@ -107,7 +124,9 @@ int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 
 
 class Supervisor {
  public:
-  Supervisor(const WorkerGroup& g, std::vector<Worker>& workers) : g_(g), workers_(workers) {}
+  // `start` starts the worker of a local index again (pid, or -1 when fork failed).
+  Supervisor(const WorkerGroup& g, std::vector<Worker>& workers, std::function<pid_t(int)> start)
+      : g_(g), workers_(workers), start_(std::move(start)) {}
 
   // `signal_fd` delivers the blocked signals; `relay` carries the workers' output.
   int run(int signal_fd, detail::OutputRelay& relay) {
@@ -187,7 +206,26 @@ class Supervisor {
     return WIFEXITED(status) ? WEXITSTATUS(status) == 128 + stop_signal_ : WTERMSIG(status) == stop_signal_;
   }
 
-  void on_exit(const Worker& w, int status) {
+  // Elastic (max_restarts): a failed worker is started again as a joiner while the job goes on
+  // without it (no stop asked for, not finished, someone left to rejoin) and it has restarts left.
+  bool restart(Worker& w, int status) {
+    if (w.restarts >= g_.max_restarts || stop_signal_ != 0 || finished_ok_ || running_count() == 0) return false;
+    const pid_t old = w.pid;
+    const pid_t pid = start_(w.local);
+    if (pid < 0) {
+      fmt::print(stderr, "{}: rank {} (pid {}) {}; cannot start it again: fork: {}\n", g_.log_prefix, w.rank, old,
+                 describe_status(status), strerror(errno));
+      return false;
+    }
+    ++w.restarts;
+    w.pid = pid;
+    w.running = true;
+    fmt::print(stderr, "{}: rank {} (pid {}) {}; elastic job: starting it again as a joiner (restart {} of {}, pid {})\n",
+               g_.log_prefix, w.rank, old, describe_status(status), w.restarts, g_.max_restarts, pid);
+    return true;
+  }
+
+  void on_exit(Worker& w, int status) {
     bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!clean) all_clean_ = false;
     if (clean) finished_ok_ = true;
@@ -201,6 +239,7 @@ class Supervisor {
     if (g_.keep_going && !clean && !expected_after_stop(status)) {
       // Elastic: the others decide among themselves whether they go on (docs/elastic.md).
       if (failed_code_ < 0) failed_code_ = exit_code_of(status);
+      if (restart(w, status)) return;
       fmt::print(stderr, "{}: rank {} (pid {}) {}; elastic job: the other {} worker(s) go on without it\n",
                  g_.log_prefix, w.rank, w.pid, describe_status(status), running_count());
       return;
@@ -230,6 +269,7 @@ class Supervisor {
 
   const WorkerGroup& g_;
   std::vector<Worker>& workers_;
+  std::function<pid_t(int)> start_;
   int stop_signal_ = 0;                // first stop signal the launcher received
   bool all_clean_ = true;              // every worker so far exited 0
   bool finished_ok_ = false;           // a worker exited 0 (keep_going: the job's code is 0)
@@ -288,23 +328,19 @@ int run_workers(const WorkerGroup& g) {
   pid_t launcher = getpid();
   std::vector<Worker> workers(g.nproc);
   for (int local = 0; local < g.nproc; ++local) {
-    auto out = relay.open_pipes(g.first_rank + local);
-    std::fflush(nullptr);  // nothing buffered in the launcher may be written twice
-    pid_t pid = fork();
-    if (pid == 0) become_worker(g.exe.c_str(), images[local], launcher, out);
-    relay.close_child_ends();
+    const pid_t pid = start_worker(g, images[local], relay, local, launcher);
     if (pid < 0) {
       int err = errno;
       for (auto& w : workers)
         if (w.running) kill(-w.pid, SIGKILL), waitpid(w.pid, nullptr, 0);
       throw std::runtime_error(fmt::format("cannot start worker {} of {}: fork: {}", local, g.nproc, strerror(err)));
     }
-    setpgid(pid, pid);  // also here, so no signal can reach the worker before its group exists
-    workers[local] = Worker{g.first_rank + local, pid, true};
+    workers[local] = Worker{g.first_rank + local, pid, true, local, 0};
   }
   fmt::print(stderr, "{}: started {} workers (ranks {}..{} of {}), master {}:{}\n", g.log_prefix, g.nproc,
              g.first_rank, g.first_rank + g.nproc - 1, g.world_size, g.master_addr, port);
-  Supervisor supervisor(g, workers);
+  // A worker started again gets its first start's image: the same RANK and environment.
+  Supervisor supervisor(g, workers, [&](int local) { return start_worker(g, images[local], relay, local, launcher); });
   return supervisor.run(blocked.fd(), relay);
 }
 

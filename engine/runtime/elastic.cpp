@@ -49,24 +49,48 @@ namespace {
 
 constexpr const char* kStartedKey = "elastic/started";        // counts the ranks that finished start-up
 constexpr const char* kGenerationKey = "elastic/generation";  // draws the number of each new generation
+constexpr const char* kOverKey = "elastic/over";              // set when the job ended: why (joiners stop)
 
 }  // namespace
 
-bool late_rank(comm::Store& store, const plan::Plan& plan, int rank) {
-  if (store.add(kStartedKey, 0) == 0) return false;
+bool late_rank(comm::Store& store) { return store.add(kStartedKey, 0) > 0; }
+
+MembershipDecision await_admission(comm::Store& store, const plan::Plan& plan, int rank, double timeout_s) {
+  const std::string mine = fmt::format("elastic/join/{}", rank);
   const int replica = plan.ranks.at(rank).at[Axis::kReplica];
-  const auto ranks = std::count_if(plan.ranks.begin(), plan.ranks.end(),
-                                   [&](const plan::RankInfo& r) { return r.at[Axis::kReplica] == replica; });
-  if (ranks > 1)
-    throw ElasticStop(fmt::format("elastic: rank {} started after its job began; rejoining a replica of {} ranks (its "
-                                  "own groups made again) is not built yet (docs/elastic.md), so this rank stops",
-                                  rank, ranks));
-  return true;
+  store.remove(mine + "/admitted");
+  comm::set_string(store, mine, "1");
+  const double wait_s = std::max(600.0, 10 * timeout_s);
+  std::vector<int> peers;  // the ranks of this replica: it is admitted only when all of them ask
+  for (const plan::RankInfo& r : plan.ranks)
+    if (r.at[Axis::kReplica] == replica) peers.push_back(r.rank);
+  std::fprintf(stderr, "holmes-train: rank %d: elastic: this rank started after its job began; replica %d waits to be "
+               "admitted at the survivors' next outer sync, once its rank(s) [%s] all asked (at most %.0f s)\n", rank,
+               replica, fmt::format("{}", fmt::join(peers, ", ")).c_str(), wait_s);
+  std::fflush(stderr);
+  // Polled rather than one blocking get: a job that ended (or lost its quorum) says so in
+  // kOverKey, and a joiner then stops at once instead of at the end of its wait.
+  const auto deadline = Clock::now() + millis(wait_s);
+  for (;;) {
+    if (store.missing({mine + "/admitted"}).empty()) break;
+    if (store.missing({kOverKey}).empty())
+      throw ElasticStop(fmt::format("elastic: replica {} was not admitted: the running job ended ({})", replica,
+                                    comm::get_string(store, kOverKey, millis(timeout_s))));
+    if (Clock::now() > deadline)
+      throw ElasticStop(fmt::format("elastic: replica {} was not admitted within {:.0f} s (no outer sync of the "
+                                    "running job took it in: the job ended, lost its quorum, or rank(s) [{}] of this "
+                                    "replica did not all ask)", replica, wait_s, fmt::join(peers, ", ")));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const int from = std::stoi(comm::get_string(store, mine + "/admitted", millis(timeout_s)));
+  return decode_decision(comm::get_string(store, fmt::format("elastic/g{}/admission", from), millis(timeout_s)));
 }
+
+void job_over(comm::Store& store, const std::string& why) { comm::set_string(store, kOverKey, why); }
 
 ElasticSession::ElasticSession(Runtime& rt, const spec::JobSpec& spec)
     : rt_(rt), timeout_s_(spec.cluster.timeout_s), settle_s_(std::min(5.0, spec.cluster.timeout_s)),
-      min_replicas_(spec.parallel.min_replicas) {
+      min_replicas_(spec.parallel.min_replicas), steps_(spec.train.steps) {
   for (const plan::RankInfo& r : rt.plan.ranks) members_.push_back({r.rank, r.at[Axis::kReplica]});
   replica_ = rt.plan.ranks.at(rt.rank).at[Axis::kReplica];
   start_members_ = members_;
@@ -121,33 +145,39 @@ bool ElasticSession::exchange_complete(int64_t step) {
   return verdict_[0] == '1';
 }
 
-std::string ElasticSession::admit_joiners(int64_t step) {
+std::vector<int> ElasticSession::asking_replicas() const {
   comm::Store& store = *rt_.store;
-  // Test hook (docs/elastic.md): HOLMES_TEST_WAIT_FOR_JOINER=STEP makes the first rank wait at the
-  // exchange after step STEP (at most cluster.timeout_s) until a lost rank asks to join, so a
-  // test admits it there whatever the machine's speed.
-  if (const char* hook = std::getenv("HOLMES_TEST_WAIT_FOR_JOINER"); hook && std::atoll(hook) == step + 1) {
-    const auto deadline = Clock::now() + millis(timeout_s_);
-    auto asks = [&] {
-      for (const Member& m : start_members_)
-        if (store.missing({fmt::format("elastic/join/{}", m.rank)}).empty()) return true;
-      return false;
-    };
-    while (!asks() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  std::vector<int> current, joining;
+  std::vector<int> current, asking;
   for (const Member& m : members_) current.push_back(m.replica);
-  std::vector<int> joiner_ranks;
   for (const Member& m : start_members_) {
-    if (contains(current, m.replica) || contains(joining, m.replica)) continue;
+    if (contains(current, m.replica) || contains(asking, m.replica)) continue;
     std::vector<std::string> keys;
     for (const Member& o : start_members_)
       if (o.replica == m.replica) keys.push_back(fmt::format("elastic/join/{}", o.rank));
-    if (!store.missing(keys).empty()) continue;  // not every rank of it asks yet
-    joining.push_back(m.replica);
-    for (const Member& o : start_members_)
-      if (o.replica == m.replica) joiner_ranks.push_back(o.rank);
+    if (store.missing(keys).empty()) asking.push_back(m.replica);  // else not every rank of it asks yet
   }
+  return asking;
+}
+
+std::string ElasticSession::admit_joiners(int64_t step) {
+  comm::Store& store = *rt_.store;
+  // Test hook (docs/elastic.md): HOLMES_TEST_WAIT_FOR_JOINER=STEP makes the first rank wait at the
+  // exchange after step STEP (at most cluster.timeout_s), while a replica is out, until every rank
+  // of a lost replica asks to join, so a test admits it there whatever the machine's speed.
+  const char* hook = std::getenv("HOLMES_TEST_WAIT_FOR_JOINER");
+  if (hook && std::atoll(hook) == step + 1 && members_.size() < start_members_.size()) {
+    const auto deadline = Clock::now() + millis(timeout_s_);
+    while (asking_replicas().empty() && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // No admission after the last step: the joiners would wait for a next step that never comes.
+  if (step + 1 >= steps_) return "";
+  // Whole replicas only, as the quorum rule: a replica is admitted once every rank of it asked.
+  const std::vector<int> joining = asking_replicas();
+  std::vector<int> current, joiner_ranks;
+  for (const Member& m : members_) current.push_back(m.replica);
+  for (const Member& m : start_members_)
+    if (contains(joining, m.replica)) joiner_ranks.push_back(m.rank);
   if (joining.empty()) return "";
   MembershipDecision d;
   d.go_on = true;
@@ -204,23 +234,8 @@ parallel::ReplicaRegroup ElasticSession::admit() {
 }
 
 std::pair<parallel::ReplicaRegroup, int64_t> ElasticSession::join() {
-  comm::Store& store = *rt_.store;
-  const std::string mine = fmt::format("elastic/join/{}", rt_.rank);
-  store.remove(mine + "/admitted");
-  comm::set_string(store, mine, "1");
-  const double wait_s = std::max(600.0, 10 * timeout_s_);
-  std::fprintf(stderr, "holmes-train: rank %d: elastic: this rank started after its job began; replica %d waits to be "
-               "admitted at the survivors' next outer sync (at most %.0f s)\n", rt_.rank, replica_, wait_s);
-  std::fflush(stderr);
-  std::string text;
-  try {
-    text = comm::get_string(store, mine + "/admitted", millis(wait_s));
-  } catch (const comm::StoreError&) {
-    throw ElasticStop(fmt::format("elastic: replica {} was not admitted within {:.0f} s (no outer sync of the running "
-                                  "job took it in: the job ended, or lost its quorum)", replica_, wait_s));
-  }
-  generation_ = std::stoi(text);
-  const MembershipDecision d = decode_decision(comm::get_string(store, key("admission"), millis(timeout_s_)));
+  if (!rt_.admission) throw std::logic_error("ElasticSession::join on a rank that was not admitted at start-up");
+  const MembershipDecision d = *rt_.admission;
   const std::vector<int> joined = d.lost_replicas;
   make_groups(d);
   std::fprintf(stderr, "holmes-train: rank %d: elastic: admitted after step %lld; generation %d: replicas [%s]\n",
@@ -316,6 +331,7 @@ parallel::ReplicaRegroup ElasticSession::recover(int64_t step, bool exchange, co
     if (store.add(key("leader"), 1) == 1) {
       d = lead();
       if (d.go_on) d.generation = static_cast<int>(store.add(kGenerationKey, 1));
+      else job_over(store, "it stopped: " + d.reason);
       comm::set_string(store, key("decision"), encode_decision(d));
     } else {
       d = decode_decision(comm::get_string(store, key("decision"), millis(timeout_s_ + 2 * settle_s_ + 10)));

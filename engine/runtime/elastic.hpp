@@ -26,8 +26,10 @@
 // member rolls back to before it and redoes it over the survivors, so all hold the same bits.
 // Rejoin: a late rank registers elastic/join/<rank>; the first rank admits a lost replica all
 // of whose ranks asked in an exchange's verdict ("1 admit", the next generation's membership in
-// elastic/g<G>/admission), so every survivor learns it at the same exchange; at the start of
-// the next step the groups are made with the joiner, which takes replica 0's state.
+// elastic/g<G>/admission), so every survivor learns it at the same exchange. The joiners make
+// their groups inside the replica under that generation's names ("e<G+1>/dp1"), build their
+// trainer, and at the start of the survivors' next step the world and outer groups are made
+// with them; each joiner takes the state of replica 0's rank at its coordinate.
 #pragma once
 
 #include <chrono>
@@ -54,10 +56,20 @@ class ElasticStop : public std::runtime_error {
 };
 
 // Whether this rank starts after its elastic job began (a worker started again, by hand, a
-// launcher or Slurm): then it rejoins (ElasticSession::join) instead of making the groups across
-// replicas with the ranks of the start. ElasticStop when its replica has several ranks (their
-// own groups would have to be made again: not built). Called by start-up before any group.
-bool late_rank(comm::Store& store, const plan::Plan& plan, int rank);
+// launcher or Slurm): then it rejoins instead of making the groups of the start. Called by
+// start-up before any group.
+bool late_rank(comm::Store& store);
+
+// A late rank: registers elastic/join/<rank> and waits (bounded, saying so) until the survivors
+// admit its replica at an outer sync, which they do once every rank of that replica asked.
+// Returns the admission: the next generation's membership, whose number names the groups the
+// joiners make (their groups inside the replica included: the start's names hold stale keys).
+// ElasticStop when the job ended (job_over) or the wait ran out.
+MembershipDecision await_admission(comm::Store& store, const plan::Plan& plan, int rank, double timeout_s);
+
+// Says in the store that the elastic job ended (finished, or stopped without quorum), and why:
+// ranks still waiting to rejoin stop instead of waiting out their time.
+void job_over(comm::Store& store, const std::string& why);
 
 class ElasticSession final : public parallel::ReplicaRecovery {
  public:
@@ -76,9 +88,9 @@ class ElasticSession final : public parallel::ReplicaRecovery {
   parallel::ReplicaRegroup recover(int64_t step, bool exchange, const std::string& what) override;
   bool admitted(int64_t step) override;
   parallel::ReplicaRegroup admit() override;
-  // A late rank (start-up's Runtime::joining): registers as a joiner, waits (bounded, saying
-  // for what) until the survivors admit its replica at an outer sync, makes the new
-  // generation's groups and returns its layout and the step after which it was admitted.
+  // A late rank (start-up's Runtime::joining, admitted there: Runtime::admission): makes the
+  // new generation's world and outer groups with the survivors and returns its layout and the
+  // step after which it was admitted.
   std::pair<parallel::ReplicaRegroup, int64_t> join();
 
  private:
@@ -87,11 +99,13 @@ class ElasticSession final : public parallel::ReplicaRecovery {
   MembershipDecision lead();  // the leader's wait and decision
   void make_groups(const MembershipDecision& d);
   parallel::ReplicaRegroup layout(const MembershipDecision& d, const std::vector<int>& joined) const;
+  std::vector<int> asking_replicas() const;  // lost replicas every rank of which asks to join
   std::string admit_joiners(int64_t step);  // the first rank: the admission text of this exchange ("" none)
 
   Runtime& rt_;
   const double timeout_s_, settle_s_;
   const int min_replicas_;
+  const int64_t steps_;  // train.steps: no admission at the exchange after the last one
   int generation_ = 0;
   std::vector<Member> start_members_;  // every rank of the start
   std::vector<Member> members_;  // of the current generation

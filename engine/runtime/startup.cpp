@@ -62,7 +62,7 @@ void create_groups(Runtime& rt, const spec::JobSpec& spec) {
     // A rank that rejoins makes its groups across replicas when it is admitted (elastic.hpp).
     if (rt.joining && (g.kind == plan::kWorldGroup || g.kind.axes.contains(schedule::Axis::kReplica))) continue;
     comm::GroupSpec gs;
-    gs.name = plan::group_name(g);
+    gs.name = rt.group_prefix + plan::group_name(g);
     gs.global_ranks = g.ranks;
     gs.global_rank = rt.rank;
     gs.timeout = timeout_of(spec);
@@ -310,7 +310,12 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
 
   // Before the groups, which only the ranks of the start make: every rank passes here before
   // any of them finishes its world group, so a rank that finds the job started is a late one.
-  if (spec.parallel.elastic) rt.joining = late_rank(*rt.store, rt.plan, rt.rank);
+  // It makes its groups once its whole replica was admitted, under the new generation's names.
+  if (spec.parallel.elastic && late_rank(*rt.store)) {
+    rt.joining = true;
+    rt.admission = await_admission(*rt.store, rt.plan, rt.rank, spec.cluster.timeout_s);
+    rt.group_prefix = fmt::format("e{}/", rt.admission->generation);
+  }
   create_groups(rt, spec);
   if (rt.joining) {
     schedule::Place& p = rt.rank_plan.place;
@@ -343,7 +348,7 @@ DeviceComms connect_device_groups(Runtime& rt, const spec::JobSpec& spec) {
     const plan::Group& g = rt.plan.groups.at(c.group);
     if (!carries_device_buffers(g.kind)) continue;
     comm::GroupSpec gs;
-    gs.name = "nccl/" + c.name;
+    gs.name = "nccl/" + rt.group_prefix + c.name;
     gs.global_ranks = c.ranks;
     gs.global_rank = rt.rank;
     gs.timeout = timeout_of(spec);

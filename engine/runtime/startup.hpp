@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@
 #include "engine/parallel/groups.hpp"
 #include "engine/plan/plan.hpp"
 #include "engine/plan/rank_plan.hpp"
+#include "engine/runtime/membership.hpp"
 #include "engine/spec/job_spec.hpp"
 #include "engine/topo/topology.hpp"
 
@@ -55,9 +57,14 @@ struct Runtime {
   uint64_t plan_hash = 0;
   schedule::RankPlan rank_plan;  // this rank's slice of the plan: what its trainer runs
   // parallel.elastic: this rank started after its job began and rejoins (ElasticSession::join):
-  // it made no group across replicas, and its rank_plan is that of a replica alone (replica 0
-  // of 1, the global batch of one replica) until it is admitted.
+  // start-up waited until the survivors admitted its replica (`admission`, the next
+  // generation's membership) and made no group across replicas; its rank_plan is that of a
+  // replica alone (replica 0 of 1, the global batch of one replica) until it joins.
   bool joining = false;
+  std::optional<MembershipDecision> admission;
+  // Put before the plan's group names ("e<G>/" for a joiner admitted into generation G, "" at
+  // the start): the groups a rejoining replica makes inside itself meet no key of the start's.
+  std::string group_prefix;
   // This rank's Gloo groups, one per group of the plan it is in that has more than one member
   // (group rank == this rank's coordinate: checked), in plan order; after the outer group a
   // side group of the same members when parallel.outer_overlap > 0 (named "<outer>-side"),

@@ -132,6 +132,8 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   ctx.plan_json = plan::format_plan_json(rt.plan);
   ctx.ranks = rank_work_of(rt.plan);
   const int code = run_loop(spec, trainer, *data, ctx);
+  // A rank still waiting to rejoin (started again by a launcher, say) stops now, not at the end of its wait.
+  if (elastic && rt.rank == 0) runtime::job_over(*rt.store, code == 0 ? "it finished" : fmt::format("exit code {}", code));
   if (code == 0) dump_state_for_test(trainer, rt.rank);
   if (calibrate && code == 0) {
     const parallel::Trainer::StepTimes t = trainer.step_times();

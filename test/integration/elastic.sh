@@ -31,13 +31,7 @@
 # Usage: elastic.sh <holmes-train> <source dir>
 set -u
 bin=$(readlink -f "$1")
-. "$(dirname "$0")/ckpt_common.bash"
-# A link with a unique name, so that every process of this test (a frozen one included) can
-# be found and ended whatever happens.
-marker="holmes-elastic-test-$$-$RANDOM"
-ln -s "$bin" "$tmp/$marker"
-bin="$tmp/$marker"
-trap 'pkill -KILL -f "$marker" 2>/dev/null; rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/elastic_common.bash"
 export HOLMES_LAUNCH_GRACE_S=2
 steps=16
 base=(--set parallel.replicas=3 --set parallel.outer=diloco --set parallel.inner_steps=4
@@ -46,26 +40,6 @@ base=(--set parallel.replicas=3 --set parallel.outer=diloco --set parallel.inner
 job=(--nproc-per-node 3 "${base[@]}")
 el=("${job[@]}" --set parallel.elastic=true)
 
-# rows NAME: "step:replicas" of every metrics row, e.g. "1:0,1,2 2:0,1,2 ..."
-rows() {
-  python3 -c 'import json, sys; print(" ".join(str(r["step"]) + ":" + ",".join(str(int(x)) for x in r.get("replicas", [])) for r in map(json.loads, open(sys.argv[1])) if "step_ms" in r))' "$tmp/$1/metrics.jsonl"
-}
-# same_weights DUMP_A DUMP_B: the weights of two dumps (HOLMES_TEST_DUMP_WEIGHTS) are finite and
-# equal bit for bit.
-same_weights() {
-  python3 - "$1" "$2" <<'PY'
-import math, struct, sys
-def weights(path):
-    data = open(path, "rb").read()
-    magic, replica, n, m, k = struct.unpack("<5Q", data[:40])
-    return struct.unpack(f"<{n}f", data[40:40 + 4 * n])
-a, b = weights(sys.argv[1]), weights(sys.argv[2])
-assert all(math.isfinite(x) for x in a), "weights not finite"
-diff = sum(1 for x, y in zip(a, b) if struct.pack("<f", x) != struct.pack("<f", y))
-assert len(a) == len(b) and diff == 0, f"{diff} of {len(a)} weights differ"
-print(f"{len(a)} weights equal bit for bit")
-PY
-}
 expect_loss_of_1() {  # NAME: exit 0, replicas [0, 2] from row 8 on, replica 1 and rank 1 named
   local name=$1
   [ "$rc" -eq 0 ] || { bad "$name: exit $rc, expected 0" "$tmp/$name.log"; return; }
@@ -177,13 +151,7 @@ grep -q "rank 0: elastic: replica 1 (rank 1) rejoin(s) after step 12; generation
 want="1:0,1,2 2:0,1,2 3:0,1,2 4:0,1,2 5:0,1,2 6:0,1,2 7:0,1,2 8:0,2 9:0,2 10:0,2 11:0,2 12:0,2 13:0,1,2 14:0,1,2 15:0,1,2 16:0,1,2"
 [ "$(rows join)" = "$want" ] || bad "join: rows name replicas '$(rows join)'" "$tmp/join.log"
 # At the join: the joiner's weights, AdamW moments and outer state are replica 0's, bit for bit.
-python3 - "$dump/join-rank-0.bin" "$dump/join-rank-1.bin" <<'PY' || bad "join: the joiner's state differs from its peer's"
-import struct, sys
-(ha, a), (hb, b) = ((struct.unpack("<5Q", d[:40]), d[40:]) for d in (open(p, "rb").read() for p in sys.argv[1:3]))
-assert ha[1] == 0 and hb[1] == 1 and ha[2:] == hb[2:], (ha, hb)
-assert a == b, "state differs"
-print(f"at the join: {ha[2]} weights, 2 x {ha[3]} moments, {ha[4]} outer floats equal bit for bit")
-PY
+same_at_join "$dump" 0 1 || bad "join: the joiner's state differs from its peer's"
 for r in 1 2; do same_weights "$dump/rank-0.bin" "$dump/rank-$r.bin" || bad "join: rank $r's final weights differ"; done
 
 [ "$fail" -eq 0 ] && echo PASS

@@ -81,7 +81,7 @@ has "a subcommand's option without it" "unknown option '--steps' (an option of '
 # 3. Options of training where they have no effect: with a subcommand (every option --help
 # lists, with a value it accepts), and --format without --plan-only.
 declare -A value=([--config]=job.yaml [--set]=train.steps=1 [--print-config]="" [--plan-only]="" [--topology]=t.yaml
-                  [--format]=json [--resume]=auto [--weights-only]="" [--overwrite]="" [--nproc-per-node]=2 [--nodes]="node[0-1]"
+                  [--format]=json [--resume]=auto [--weights-only]="" [--overwrite]="" [--nproc-per-node]=2 [--nodes]="node[0-1]" [--max-restarts]=1
                   [--init-from]=hf-dir)
 train_opts=$("$bin" --help | sed -n '/^Options:/,/^Subcommands:/p' | grep -oE -- '--[a-z0-9-]+' | sort -u)
 for opt in $train_opts; do

@@ -151,12 +151,14 @@ TEST_CASE("a binary that cannot be executed is a failed rank", "[launch]") {
   CHECK(run_workers(g) == 127);
 }
 
-TEST_CASE("the nproc-per-node flag is removed from the workers argv", "[launch]") {
+TEST_CASE("the launcher's flags are removed from the workers argv", "[launch]") {
   using V = std::vector<std::string>;
-  CHECK(strip_nproc_flag(V{"ht", "--config", "a.yaml", "--nproc-per-node", "4", "--set", "x=1"}) ==
+  CHECK(strip_launcher_flags(V{"ht", "--config", "a.yaml", "--nproc-per-node", "4", "--set", "x=1"}) ==
         V{"ht", "--config", "a.yaml", "--set", "x=1"});
-  CHECK(strip_nproc_flag(V{"ht", "--nproc-per-node=2"}) == V{"ht"});
-  CHECK(strip_nproc_flag(V{"ht"}) == V{"ht"});
+  CHECK(strip_launcher_flags(V{"ht", "--nproc-per-node=2"}) == V{"ht"});
+  CHECK(strip_launcher_flags(V{"ht", "--max-restarts", "2", "--nproc-per-node", "3", "--max-restarts=1", "-c", "j"}) ==
+        V{"ht", "-c", "j"});
+  CHECK(strip_launcher_flags(V{"ht"}) == V{"ht"});
   CHECK(random_job_token() != random_job_token());
   CHECK(pick_free_port("127.0.0.1") > 0);
 }
@@ -201,4 +203,45 @@ TEST_CASE("a worker failing otherwise while stopping on a signal is still report
   auto t0 = std::chrono::steady_clock::now();
   CHECK(run_workers(g) == 9);
   CHECK(seconds_since(t0) < 4);
+}
+
+// Rank 1 fails (exit 3) until its third start; rank 0 waits (at most ~5 s) for it to succeed.
+// Each start of rank 1 appends its variables to $1/starts.
+constexpr const char* kFailsTwice =
+    "if [ \"$RANK\" = 1 ]; then echo \"$RANK $LOCAL_RANK $MASTER_PORT $HOLMES_JOB_TOKEN\" >> \"$1/starts\"; "
+    "[ $(wc -l < \"$1/starts\") -ge 3 ] && { touch \"$1/done\"; exit 0; }; exit 3; fi; "
+    "i=0; while [ ! -f \"$1/done\" ] && [ $i -lt 250 ]; do sleep 0.02; i=$((i+1)); done; exit 0";
+
+std::vector<std::string> lines_of(const fs::path& p) {
+  std::vector<std::string> out;
+  std::ifstream in(p);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+TEST_CASE("an elastic launcher starts a failed worker again, as often as max_restarts allows", "[launch]") {
+  TempDir tmp;
+  auto g = shell_group(2, kFailsTwice, tmp.path);
+  g.keep_going = true;
+  g.max_restarts = 2;
+  CHECK(run_workers(g) == 0);
+  const auto starts = lines_of(tmp.path / "starts");
+  REQUIRE(starts.size() == 3);  // the first start and two restarts, each with the same variables
+  CHECK(starts[1] == starts[0]);
+  CHECK(starts[2] == starts[0]);
+  CHECK(fs::exists(tmp.path / "done"));
+}
+
+TEST_CASE("an elastic launcher stops starting a worker again after max_restarts", "[launch]") {
+  TempDir tmp;
+  auto g = shell_group(2, kFailsTwice, tmp.path);
+  g.keep_going = true;
+  g.max_restarts = 1;
+  CHECK(run_workers(g) == 0);  // rank 0 finished the job
+  CHECK(lines_of(tmp.path / "starts").size() == 2);
+  CHECK(!fs::exists(tmp.path / "done"));
+  g.max_restarts = 0;  // today's behaviour: no restart
+  fs::remove(tmp.path / "starts");
+  CHECK(run_workers(g) == 0);
+  CHECK(lines_of(tmp.path / "starts").size() == 1);
 }

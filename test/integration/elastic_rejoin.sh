@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Rejoining a replica of several ranks (parallel.elastic, docs/elastic.md "Rejoin") through the
+# binary with real processes: 3 diloco replicas x 2 ranks, inner_steps 4 (outer syncs after
+# steps 4, 8, 12, 16), bf16 payloads.
+# (1) --max-restarts is refused (exit 2, naming the flag) outside an elastic job and with a
+#     negative value.
+# (2) Data 2 inside each replica (ranks 2, 3 = replica 1): rank 2 killed after step 6, rank 3
+#     fails in its data-parallel group; once replicas [0, 2] went on, both ranks are started
+#     again by hand. The survivors admit replica 1 at the outer sync after step 12
+#     (HOLMES_TEST_WAIT_FOR_JOINER holds that verdict until both ranks asked, so the test does
+#     not depend on the machine's speed); the joiners make their own data-parallel group under
+#     the new generation's name and each takes the state of replica 0's rank at its coordinate
+#     (rank 0 -> 2, rank 1 -> 3): weights, AdamW moments and outer state equal bit for bit at
+#     the join; rows 1-7 name [0, 1, 2], 8-12 [0, 2], 13-16 [0, 1, 2], each step once; the six
+#     ranks end with equal weights.
+# (3) Pipeline 2 inside each replica, under the launcher with --max-restarts 1: rank 2 (stage 0
+#     of replica 1) killed after step 6 is started again by the launcher, rank 3 (stage 1)
+#     after it failed; the launcher says so; replica 1 rejoins at an outer sync (the one
+#     after step 12 at the latest): at the join rank 2 equals rank 0 and rank 3 equals rank 1
+#     bit for bit; rows name [0, 1, 2] again from the step after the join, each step once; the
+#     ranks of each stage end with equal weights; the job exits 0.
+# Usage: elastic_rejoin.sh <holmes-train> <source dir>
+set -u
+bin=$(readlink -f "$1")
+. "$(dirname "$0")/elastic_common.bash"
+export HOLMES_LAUNCH_GRACE_S=5
+steps=16
+base=(--set parallel.replicas=3 --set parallel.outer=diloco --set parallel.inner_steps=4
+  --set parallel.outer_dtype=bf16 --set train.global_batch=12 --set checkpoint.interval=0 --set cluster.timeout_s=30
+  --set log.interval=1 --set parallel.elastic=true)
+
+# want_rows JOIN: the rows of a job that lost replica 1 in step 7 and took it back after step JOIN.
+want_rows() {
+  local s out=""
+  for s in $(seq 1 "$steps"); do
+    if [ "$s" -le 7 ] || [ "$s" -gt "$1" ]; then out+="$s:0,1,2 "; else out+="$s:0,2 "; fi
+  done
+  echo "${out% }"
+}
+# wait_for FILE PATTERN: up to 300 s (a loaded machine) until FILE holds a line matching PATTERN.
+wait_for() {
+  for _ in $(seq 3000); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  return 1
+}
+
+# 1. Bad input.
+run "$tmp/bad" 4 --nproc-per-node 2 --max-restarts 1
+[ "$rc" -eq 2 ] || bad "--max-restarts without elastic: exit $rc, expected 2" "$tmp/bad.log"
+grep -q -- "--max-restarts 1 .*parallel.elastic" "$tmp/bad.log" || bad "--max-restarts without elastic: not explained" "$tmp/bad.log"
+rm -f "$tmp/bad.log"
+run "$tmp/bad" 4 --nproc-per-node 6 "${base[@]}" --set parallel.data=2 --max-restarts -1
+[ "$rc" -eq 2 ] || bad "--max-restarts -1: exit $rc, expected 2" "$tmp/bad.log"
+grep -q -- "--max-restarts" "$tmp/bad.log" || bad "--max-restarts -1: the flag is not named" "$tmp/bad.log"
+
+# 2. Data 2: replica 1's ranks started again by hand.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+token="rejoin-test-$$"
+dp=("${tiny[@]}" --set job.output_dir="$tmp/dp" --set train.steps="$steps" "${base[@]}" --set parallel.data=2)
+dump=$(mkdir -p "$tmp/dp-dump" && echo "$tmp/dp-dump")
+MASTER_PORT=$port HOLMES_JOB_TOKEN=$token HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:2 HOLMES_TEST_WAIT_FOR_JOINER=12 \
+  HOLMES_TEST_DUMP_WEIGHTS=$dump timeout 500 "$bin" --nproc-per-node 6 "${dp[@]}" >"$tmp/dp.log" 2>&1 &
+launcher=$!
+wait_for "$tmp/dp.log" "generation 1: replicas \[0, 2\] go on" || bad "dp: replicas [0, 2] did not go on" "$tmp/dp.log"
+wait_for "$tmp/dp.log" "rank 3 (pid [0-9]*) exited with code 1" || bad "dp: rank 3 did not stop" "$tmp/dp.log"
+pids=()
+for r in 2 3; do
+  RANK=$r WORLD_SIZE=6 LOCAL_RANK=$r LOCAL_WORLD_SIZE=6 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOLMES_JOB_TOKEN=$token \
+    HOLMES_STORE_HOSTED=1 HOLMES_TEST_DUMP_WEIGHTS=$dump timeout 500 "$bin" "${dp[@]}" >"$tmp/dp-rank$r.log" 2>&1 &
+  pids+=($!)
+done
+for r in 2 3; do
+  wait "${pids[$((r - 2))]}" || bad "dp: the rejoining rank $r exited $?" "$tmp/dp-rank$r.log"
+  grep -q "rank $r: elastic: admitted after step 12; generation 2: replicas \[0, 1, 2\]" "$tmp/dp-rank$r.log" \
+    || bad "dp: rank $r not admitted after step 12" "$tmp/dp-rank$r.log"
+done
+wait "$launcher" || bad "dp: the job exited $?" "$tmp/dp.log"
+grep -q "rank 0: elastic: replica 1 (ranks 2, 3) rejoin(s) after step 12; generation 2: replicas \[0, 1, 2\]" \
+  "$tmp/dp.log" || bad "dp: the survivors do not name the rejoining replica" "$tmp/dp.log"
+[ "$(rows dp)" = "$(want_rows 12)" ] || bad "dp: rows name replicas '$(rows dp)'" "$tmp/dp.log"
+same_at_join "$dump" 0 2 || bad "dp: rank 2's state at the join differs from rank 0's"
+same_at_join "$dump" 1 3 || bad "dp: rank 3's state at the join differs from rank 1's"
+for r in 1 2 3 4 5; do same_weights "$dump/rank-0.bin" "$dump/rank-$r.bin" || bad "dp: rank $r's final weights differ"; done
+
+# 3. Pipeline 2, restarted by the launcher.
+dump=$(mkdir -p "$tmp/pp-dump" && echo "$tmp/pp-dump")
+HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:2 HOLMES_TEST_WAIT_FOR_JOINER=12 HOLMES_TEST_DUMP_WEIGHTS=$dump \
+  run "$tmp/pp" "$steps" --nproc-per-node 6 "${base[@]}" --set parallel.pipeline=2 --set train.global_batch=6 \
+  --max-restarts 1
+[ "$rc" -eq 0 ] || bad "pp: exit $rc, expected 0" "$tmp/pp.log"
+grep -q "rank 2 (pid [0-9]*) was killed by signal 9 (Killed); elastic job: starting it again as a joiner (restart 1 of 1, pid [0-9]*)" \
+  "$tmp/pp.log" || bad "pp: the launcher did not restart rank 2" "$tmp/pp.log"
+grep -q "rank 3 (pid [0-9]*) exited with code 1; elastic job: starting it again as a joiner (restart 1 of 1, pid [0-9]*)" \
+  "$tmp/pp.log" || bad "pp: the launcher did not restart rank 3" "$tmp/pp.log"
+join=$(sed -n 's/.*rank 2: elastic: admitted after step \([0-9]*\); generation .*/\1/p' "$tmp/pp.log" | head -1)
+grep -q "rank 3: elastic: admitted after step ${join:-none}; " "$tmp/pp.log" || bad "pp: ranks 2 and 3 not admitted together" "$tmp/pp.log"
+case "${join:-x}" in 8|12) ;; *) bad "pp: replica 1 admitted after step '${join:-}', expected 8 or 12" "$tmp/pp.log" ;; esac
+[ "$(rows pp)" = "$(want_rows "${join:-0}")" ] || bad "pp: rows name replicas '$(rows pp)'" "$tmp/pp.log"
+same_at_join "$dump" 0 2 || bad "pp: rank 2's state at the join differs from rank 0's"
+same_at_join "$dump" 1 3 || bad "pp: rank 3's state at the join differs from rank 1's"
+for r in 2 4; do same_weights "$dump/rank-0.bin" "$dump/rank-$r.bin" || bad "pp: stage 0: rank $r's final weights differ"; done
+for r in 3 5; do same_weights "$dump/rank-1.bin" "$dump/rank-$r.bin" || bad "pp: stage 1: rank $r's final weights differ"; done
+
+[ "$fail" -eq 0 ] && echo PASS
+exit "$fail"
