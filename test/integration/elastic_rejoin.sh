@@ -8,17 +8,17 @@
 #     fails in its data-parallel group; once replicas [0, 2] went on, both ranks are started
 #     again by hand. The survivors admit replica 1 at the outer sync after step 12
 #     (HOLMES_TEST_WAIT_FOR_JOINER holds that verdict until both ranks asked, so the test does
-#     not depend on the machine's speed; after step 8 where they asked before it); the joiners make their own data-parallel group under
-#     the new generation's name and each takes the state of replica 0's rank at its coordinate
-#     (rank 0 -> 2, rank 1 -> 3): weights, AdamW moments and outer state equal bit for bit at
-#     the join; rows 1-7 name [0, 1, 2], then [0, 2] up to the join, then [0, 1, 2], each step
-#     once; the six ranks end with equal weights.
-# (3) Pipeline 2 inside each replica, under the launcher with --max-restarts 1: rank 2 (stage 0
-#     of replica 1) killed after step 6 is started again by the launcher, rank 3 (stage 1)
-#     after it failed; the launcher says so; replica 1 rejoins at an outer sync (the one
-#     after step 12 at the latest): at the join rank 2 equals rank 0 and rank 3 equals rank 1
-#     bit for bit; rows name [0, 1, 2] again from the step after the join, each step once; the
-#     ranks of each stage end with equal weights; the job exits 0.
+#     not depend on the machine's speed; after step 8 where they asked before it). The joiners
+#     make their data-parallel group under the new generation's name and each takes the state
+#     of replica 0's rank at its coordinate (rank 0 -> 2, rank 1 -> 3): weights, AdamW moments
+#     and outer state equal bit for bit at the join; rows 1-7 name [0, 1, 2], then [0, 2] up to
+#     the join, then [0, 1, 2], each step once; the six ranks end with equal weights.
+# (3) Under the launcher with --max-restarts 1, pipeline 2 inside each replica (rank 2, stage 0
+#     of replica 1, killed after step 6), then tensor 2 (rank 3 killed): the launcher starts the
+#     killed rank again, and its replica's other rank after it failed, saying so; replica 1
+#     rejoins at an outer sync (after step 12 or 8, as above): at the join rank 2 equals rank 0
+#     and rank 3 equals rank 1 bit for bit; rows as above; the ranks of each stage (tensor
+#     slice) end with equal weights; the job exits 0.
 # Usage: elastic_rejoin.sh <holmes-train> <source dir>
 set -u
 bin=$(readlink -f "$1")
@@ -89,22 +89,30 @@ same_at_join "$dump" 0 2 || bad "dp: rank 2's state at the join differs from ran
 same_at_join "$dump" 1 3 || bad "dp: rank 3's state at the join differs from rank 1's"
 for r in 1 2 3 4 5; do same_weights "$dump/rank-0.bin" "$dump/rank-$r.bin" || bad "dp: rank $r's final weights differ"; done
 
-# 3. Pipeline 2, restarted by the launcher.
-dump=$(mkdir -p "$tmp/pp-dump" && echo "$tmp/pp-dump")
-HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:2 HOLMES_TEST_WAIT_FOR_JOINER=12 HOLMES_TEST_DUMP_WEIGHTS=$dump \
-  run "$tmp/pp" "$steps" --nproc-per-node 6 "${base[@]}" --set parallel.pipeline=2 --set train.global_batch=6 \
-  --max-restarts 1
-[ "$rc" -eq 0 ] || bad "pp: exit $rc, expected 0" "$tmp/pp.log"
-grep -q "rank 2 (pid [0-9]*) was killed by signal 9 (Killed); elastic job: starting it again as a joiner (restart 1 of 1, pid [0-9]*)" \
-  "$tmp/pp.log" || bad "pp: the launcher did not restart rank 2" "$tmp/pp.log"
-grep -q "rank 3 (pid [0-9]*) exited with code 1; elastic job: starting it again as a joiner (restart 1 of 1, pid [0-9]*)" \
-  "$tmp/pp.log" || bad "pp: the launcher did not restart rank 3" "$tmp/pp.log"
-admitted pp
-[ "$(rows pp)" = "$(want_rows "${join:-0}")" ] || bad "pp: rows name replicas '$(rows pp)'" "$tmp/pp.log"
-same_at_join "$dump" 0 2 || bad "pp: rank 2's state at the join differs from rank 0's"
-same_at_join "$dump" 1 3 || bad "pp: rank 3's state at the join differs from rank 1's"
-for r in 2 4; do same_weights "$dump/rank-0.bin" "$dump/rank-$r.bin" || bad "pp: stage 0: rank $r's final weights differ"; done
-for r in 3 5; do same_weights "$dump/rank-1.bin" "$dump/rank-$r.bin" || bad "pp: stage 1: rank $r's final weights differ"; done
+# 3. Restarted by the launcher: restarted NAME KILLED OTHER DEGREE-SETTINGS...: rank KILLED of
+# replica 1 killed after step 6, started again by the launcher, and rank OTHER after it failed.
+restarted() {
+  local name=$1 killed=$2 other=$3 r
+  shift 3
+  local dump
+  dump=$(mkdir -p "$tmp/$name-dump" && echo "$tmp/$name-dump")
+  HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:$killed HOLMES_TEST_WAIT_FOR_JOINER=12 HOLMES_TEST_DUMP_WEIGHTS=$dump \
+    run "$tmp/$name" "$steps" --nproc-per-node 6 "${base[@]}" --set train.global_batch=6 "$@" --max-restarts 1
+  [ "$rc" -eq 0 ] || bad "$name: exit $rc, expected 0" "$tmp/$name.log"
+  grep -q "rank $killed (pid [0-9]*) was killed by signal 9 (Killed); elastic job: starting it again as a joiner (restart 1 of 1, pid [0-9]*)" \
+    "$tmp/$name.log" || bad "$name: the launcher did not restart rank $killed" "$tmp/$name.log"
+  grep -q "rank $other (pid [0-9]*) exited with code 1; elastic job: starting it again as a joiner (restart 1 of 1, pid [0-9]*)" \
+    "$tmp/$name.log" || bad "$name: the launcher did not restart rank $other" "$tmp/$name.log"
+  admitted "$name"
+  [ "$(rows "$name")" = "$(want_rows "${join:-0}")" ] || bad "$name: rows name replicas '$(rows "$name")'" "$tmp/$name.log"
+  same_at_join "$dump" 0 2 || bad "$name: rank 2's state at the join differs from rank 0's"
+  same_at_join "$dump" 1 3 || bad "$name: rank 3's state at the join differs from rank 1's"
+  # Ranks 0, 2, 4 hold the first pipeline stage or tensor slice, ranks 1, 3, 5 the second.
+  for r in 2 4; do same_weights "$dump/rank-0.bin" "$dump/rank-$r.bin" || bad "$name: rank $r's final weights differ from rank 0's"; done
+  for r in 3 5; do same_weights "$dump/rank-1.bin" "$dump/rank-$r.bin" || bad "$name: rank $r's final weights differ from rank 1's"; done
+}
+restarted pp 2 3 --set parallel.pipeline=2
+restarted tp 3 2 --set parallel.tensor=2
 
 [ "$fail" -eq 0 ] && echo PASS
 exit "$fail"
