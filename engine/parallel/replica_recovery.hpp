@@ -45,6 +45,10 @@ class ReplicaRecovery {
   // with them and returns the layout.
   virtual bool admitted(int64_t step) = 0;
   virtual ReplicaRegroup admit() = 0;
+  // After a join's state went from coordinate 0 to the joiners: every member of the new
+  // generation meets (survivors and joiners alike), so that a joiner lost during the join is
+  // met by every survivor there (CommError), before any step of the new layout.
+  virtual void joined() = 0;
 };
 
 }  // namespace holmes::parallel

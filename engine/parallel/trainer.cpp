@@ -298,13 +298,9 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   const double cpu0 = thread_cpu_s();
   const double process_cpu0 = process_cpu_ms();  // every thread: what a CPU quota caps
   const auto& t = spec_.train;
-  if (join_after_ >= 0) {
-    // Replicas admitted at the last exchange: every replica holds the anchor and has done the
-    // loop's work of that step over the groups without them; they take coordinate 0's state.
-    const ReplicaRegroup r = recovery_->admit();
-    regroup(r, std::exchange(join_after_, -1));
-    share_state(r.joined);
-  }
+  // Replicas admitted at the last exchange: every replica holds the anchor and has done the
+  // loop's work of that step over the groups without them; they take coordinate 0's state.
+  if (join_after_ >= 0) take_joiners(std::exchange(join_after_, -1));
   last_step_ = step;
   groups_->clock().reset();
   if (steps_ == kWarmupSteps) groups_->group(schedule::Axis::kTp).reset_sums();  // a calibration times the steady steps' sums

@@ -199,6 +199,7 @@ class Trainer final : public StepRunner {
   void elastic_outer_step(int64_t done, float* params);  // the sync of an elastic job: redone after a loss
   // Coordinate 0 sends its state to the coordinates that joined; they receive it.
   void share_state(const std::vector<int>& joined);
+  void take_joiners(int64_t step);  // the survivors' side of a join admitted after step `step`
   void dump_joined_state();  // test hook HOLMES_TEST_DUMP_WEIGHTS
   void reset_outer();                          // anchor <- the weights
   void outer_step(int64_t done);               // the fragments due after step `done`

@@ -31,7 +31,8 @@ void Trainer::elastic_outer_step(int64_t done, float* params) {
     std::string what;
     try {
       outer_->exchange_fragment(due.front(), params);
-      if (c_.degree(schedule::Axis::kReplica) == 1 || recovery_->exchange_complete(done - 1)) break;
+      // Also with one replica left: its verdict is where lost replicas are admitted back.
+      if (recovery_->exchange_complete(done - 1)) break;
       what = fmt::format("another replica failed in the outer exchange after step {}", done);
     } catch (const comm::CommError& e) {
       what = e.what();
@@ -100,6 +101,21 @@ void Trainer::dump_joined_state() {
 void Trainer::join_replicas(const ReplicaRegroup& r, int64_t step) {
   regroup(r, step);
   share_state(r.joined);
+  recovery_->joined();
+}
+
+void Trainer::take_joiners(int64_t step) {
+  try {
+    const ReplicaRegroup r = recovery_->admit();
+    regroup(r, step);
+    share_state(r.joined);
+    recovery_->joined();
+  } catch (const comm::CommError& e) {
+    // A joiner died (or never built its groups) after its admission. Every survivor meets it
+    // here, all after step `step` (the world group of the join spans them all), and they go on
+    // without its replica from that step; a sender's state is unchanged by a failed send.
+    regroup(recovery_->recover(step, /*exchange=*/false, e.what()), step);
+  }
 }
 
 void Trainer::across_replicas(int64_t step, const std::function<void()>& f) {

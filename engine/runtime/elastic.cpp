@@ -83,6 +83,13 @@ MembershipDecision await_admission(comm::Store& store, const plan::Plan& plan, i
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   const int from = std::stoi(comm::get_string(store, mine + "/admitted", millis(timeout_s)));
+  // Test hook (docs/elastic.md): HOLMES_TEST_EXIT_AFTER_ADMISSION=RANK makes that rank exit
+  // (code 1) once admitted, before any group: a joiner lost during its join.
+  if (const char* hook = std::getenv("HOLMES_TEST_EXIT_AFTER_ADMISSION"); hook && *hook && std::atoi(hook) == rank) {
+    std::fprintf(stderr, "holmes-train: rank %d: HOLMES_TEST_EXIT_AFTER_ADMISSION: exiting once admitted\n", rank);
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
   return decode_decision(comm::get_string(store, fmt::format("elastic/g{}/admission", from), millis(timeout_s)));
 }
 
@@ -232,6 +239,8 @@ parallel::ReplicaRegroup ElasticSession::admit() {
   std::fflush(stderr);
   return layout(d, joined);
 }
+
+void ElasticSession::joined() { world().barrier(); }
 
 std::pair<parallel::ReplicaRegroup, int64_t> ElasticSession::join() {
   if (!rt_.admission) throw std::logic_error("ElasticSession::join on a rank that was not admitted at start-up");

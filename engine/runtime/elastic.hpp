@@ -88,6 +88,7 @@ class ElasticSession final : public parallel::ReplicaRecovery {
   parallel::ReplicaRegroup recover(int64_t step, bool exchange, const std::string& what) override;
   bool admitted(int64_t step) override;
   parallel::ReplicaRegroup admit() override;
+  void joined() override;
   // A late rank (start-up's Runtime::joining, admitted there: Runtime::admission): makes the
   // new generation's world and outer groups with the survivors and returns its layout and the
   // step after which it was admitted.

@@ -19,6 +19,10 @@
 #     rejoins at an outer sync (after step 12 or 8, as above): at the join rank 2 equals rank 0
 #     and rank 3 equals rank 1 bit for bit; rows as above; the ranks of each stage (tensor
 #     slice) end with equal weights; the job exits 0.
+# (4) A joiner lost during its join (rank 3 exits once admitted): the survivors meet it making
+#     the join's groups and go on without replica 1 to the end, equal.
+# (5) Two replicas of one rank: replica 0, alone after losing replica 1, still admits it back
+#     at its outer syncs (rank 1 started again by the launcher).
 # Usage: elastic_rejoin.sh <holmes-train> <source dir>
 set -u
 bin=$(readlink -f "$1")
@@ -29,11 +33,12 @@ base=(--set parallel.replicas=3 --set parallel.outer=diloco --set parallel.inner
   --set parallel.outer_dtype=bf16 --set train.global_batch=12 --set checkpoint.interval=0 --set cluster.timeout_s=60
   --set log.interval=1 --set parallel.elastic=true)
 
-# want_rows JOIN: the rows of a job that lost replica 1 in step 7 and took it back after step JOIN.
+# want_rows JOIN [ALL WITHOUT]: the rows of a job that lost replica 1 in step 7 and took it back
+# after step JOIN: ALL (default 0,1,2) up to step 7 and after JOIN, WITHOUT (0,2) between.
 want_rows() {
-  local s out=""
+  local s out="" all=${2:-0,1,2} without=${3:-0,2}
   for s in $(seq 1 "$steps"); do
-    if [ "$s" -le 7 ] || [ "$s" -gt "$1" ]; then out+="$s:0,1,2 "; else out+="$s:0,2 "; fi
+    if [ "$s" -le 7 ] || [ "$s" -gt "$1" ]; then out+="$s:$all "; else out+="$s:$without "; fi
   done
   echo "${out% }"
 }
@@ -41,8 +46,9 @@ want_rows() {
 # after step 12 (HOLMES_TEST_WAIT_FOR_JOINER), or after step 8 when they asked before it; sets join.
 admitted() {
   join=$(sed -n 's/.*rank 2: elastic: admitted after step \([0-9]*\); generation 2: replicas \[0, 1, 2\]$/\1/p' "$tmp/$1.log" | head -1)
-  grep -q "rank 3: elastic: admitted after step ${join:-none}; generation 2: replicas \[0, 1, 2\]" "$tmp/$1.log" \
-    || bad "$1: ranks 2 and 3 not admitted together" "$tmp/$1.log"
+  [ "$1" = two ] && join=$(sed -n 's/.*rank 1: elastic: admitted after step \([0-9]*\); generation 2: replicas \[0, 1\]$/\1/p' "$tmp/$1.log" | head -1)
+  [ "$1" = two ] || grep -q "rank 3: elastic: admitted after step ${join:-none}; generation 2: replicas \[0, 1, 2\]" \
+    "$tmp/$1.log" || bad "$1: ranks 2 and 3 not admitted together" "$tmp/$1.log"
   case "${join:-x}" in 8|12) ;; *) bad "$1: replica 1 admitted after step '${join:-}', expected 12 (or 8)" "$tmp/$1.log" ;; esac
 }
 # wait_for FILE PATTERN: up to 300 s (a loaded machine) until FILE holds a line matching PATTERN.
@@ -113,6 +119,44 @@ restarted() {
 }
 restarted pp 2 3 --set parallel.pipeline=2
 restarted tp 3 2 --set parallel.tensor=2
+
+# 4. A joiner lost during its join: ranks 2 and 3 started again by hand, rank 3 exits once
+# admitted (HOLMES_TEST_EXIT_AFTER_ADMISSION). The survivors meet it making the join's groups,
+# after cluster.timeout_s, and go on without replica 1: rows name [0, 2] from step 8 to the end,
+# the job exits 0 and the survivors end with equal weights.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+lost=("${tiny[@]}" --set job.output_dir="$tmp/lost" --set train.steps="$steps" "${base[@]}" --set parallel.data=2
+  --set cluster.timeout_s=10)
+dump=$(mkdir -p "$tmp/lost-dump" && echo "$tmp/lost-dump")
+MASTER_PORT=$port HOLMES_JOB_TOKEN=$token HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:2 HOLMES_TEST_WAIT_FOR_JOINER=12 \
+  HOLMES_TEST_DUMP_WEIGHTS=$dump timeout 500 "$bin" --nproc-per-node 6 "${lost[@]}" >"$tmp/lost.log" 2>&1 &
+launcher=$!
+wait_for "$tmp/lost.log" "generation 1: replicas \[0, 2\] go on" || bad "lost: replicas [0, 2] did not go on" "$tmp/lost.log"
+wait_for "$tmp/lost.log" "rank 3 (pid [0-9]*) exited with code 1" || bad "lost: rank 3 did not stop" "$tmp/lost.log"
+pids=()
+for r in 2 3; do
+  RANK=$r WORLD_SIZE=6 LOCAL_RANK=$r LOCAL_WORLD_SIZE=6 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOLMES_JOB_TOKEN=$token \
+    HOLMES_STORE_HOSTED=1 HOLMES_TEST_EXIT_AFTER_ADMISSION=3 timeout 500 "$bin" "${lost[@]}" >"$tmp/lost-rank$r.log" 2>&1 &
+  pids+=($!)
+done
+wait "${pids[@]}"
+wait "$launcher" || bad "lost: the job exited $?" "$tmp/lost.log"
+grep -q "rank 0: elastic: lost replica 1 (ranks 2, 3) (missing rank(s) \[2, 3\]); generation 3: replicas \[0, 2\] go on" \
+  "$tmp/lost.log" || bad "lost: the survivors did not go on without the lost joiner" "$tmp/lost.log"
+[ "$(rows lost)" = "$(want_rows "$steps")" ] || bad "lost: rows name replicas '$(rows lost)'" "$tmp/lost.log"
+for r in 1 4 5; do same_weights "$dump/rank-0.bin" "$dump/rank-$r.bin" || bad "lost: rank $r's final weights differ"; done
+
+# 5. Two replicas of one rank: with replica 1 lost, replica 0 trains alone and its outer syncs
+# still admit: rank 1, started again by the launcher, rejoins.
+dump=$(mkdir -p "$tmp/two-dump" && echo "$tmp/two-dump")
+HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:1 HOLMES_TEST_WAIT_FOR_JOINER=12 HOLMES_TEST_DUMP_WEIGHTS=$dump \
+  run "$tmp/two" "$steps" --nproc-per-node 2 "${base[@]}" --set parallel.replicas=2 --set train.global_batch=4 \
+  --max-restarts 1
+[ "$rc" -eq 0 ] || bad "two: exit $rc, expected 0" "$tmp/two.log"
+admitted two
+[ "$(rows two)" = "$(want_rows "${join:-0}" 0,1 0)" ] || bad "two: rows name replicas '$(rows two)'" "$tmp/two.log"
+same_at_join "$dump" 0 1 || bad "two: rank 1's state at the join differs from rank 0's"
+same_weights "$dump/rank-0.bin" "$dump/rank-1.bin" || bad "two: final weights differ"
 
 [ "$fail" -eq 0 ] && echo PASS
 exit "$fail"

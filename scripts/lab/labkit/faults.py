@@ -344,7 +344,9 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
                     if p not in killed:
                         events.append((now, f"exit {rank} {code}"))
                     if recovery == "elastic":
-                        if started.get(rank, 0) < MAX_RESTARTS:
+                        # Not once rank 0 (replica 0, which every continuing job keeps) ended: the
+                        # job is over and a worker started now would find no one to rejoin.
+                        if started.get(rank, 0) < MAX_RESTARTS and w.procs[0].poll() is None:
                             restarts.setdefault(rank, now + fr["requeue_s"])
                     elif p not in killed and not requeue:
                         # The job failed (a worker saw its peer go): stop it as Slurm would, start it
