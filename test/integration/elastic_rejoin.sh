@@ -66,27 +66,39 @@ run "$tmp/bad" 4 --nproc-per-node 6 "${base[@]}" --set parallel.data=2 --max-res
 [ "$rc" -eq 2 ] || bad "--max-restarts -1: exit $rc, expected 2" "$tmp/bad.log"
 grep -q -- "--max-restarts" "$tmp/bad.log" || bad "--max-restarts -1: the flag is not named" "$tmp/bad.log"
 
-# 2. Data 2: replica 1's ranks started again by hand.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# by_hand NAME [VAR=VALUE...] -- [--set KEY=VALUE...]: the job with data 2 under the launcher, rank 2
+# killed after step 6; once replicas [0, 2] went on and rank 3 stopped, ranks 2 and 3 started
+# again by hand with the job's variables (and VAR=VALUE...); NAME.log has every rank's lines.
 token="rejoin-test-$$"
-dp=("${tiny[@]}" --set job.output_dir="$tmp/dp" --set train.steps="$steps" "${base[@]}" --set parallel.data=2)
-dump=$(mkdir -p "$tmp/dp-dump" && echo "$tmp/dp-dump")
-MASTER_PORT=$port HOLMES_JOB_TOKEN=$token HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:2 HOLMES_TEST_WAIT_FOR_JOINER=12 \
-  HOLMES_TEST_DUMP_WEIGHTS=$dump timeout 500 "$bin" --nproc-per-node 6 "${dp[@]}" >"$tmp/dp.log" 2>&1 &
-launcher=$!
-wait_for "$tmp/dp.log" "generation 1: replicas \[0, 2\] go on" || bad "dp: replicas [0, 2] did not go on" "$tmp/dp.log"
-wait_for "$tmp/dp.log" "rank 3 (pid [0-9]*) exited with code 1" || bad "dp: rank 3 did not stop" "$tmp/dp.log"
-pids=()
-for r in 2 3; do
-  RANK=$r WORLD_SIZE=6 LOCAL_RANK=$r LOCAL_WORLD_SIZE=6 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOLMES_JOB_TOKEN=$token \
-    HOLMES_STORE_HOSTED=1 HOLMES_TEST_DUMP_WEIGHTS=$dump timeout 500 "$bin" "${dp[@]}" >"$tmp/dp-rank$r.log" 2>&1 &
-  pids+=($!)
-done
-for r in 2 3; do
-  wait "${pids[$((r - 2))]}" || bad "dp: the rejoining rank $r exited $?" "$tmp/dp-rank$r.log"
-done
-wait "$launcher" || bad "dp: the job exited $?" "$tmp/dp.log"
-cat "$tmp/dp-rank2.log" "$tmp/dp-rank3.log" >>"$tmp/dp.log"
+by_hand() {
+  local name=$1 port r
+  shift
+  local vars=()
+  while [ "$1" != -- ]; do vars+=("$1"); shift; done
+  shift
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  local job=("${tiny[@]}" --set job.output_dir="$tmp/$name" --set train.steps="$steps" "${base[@]}" --set parallel.data=2 "$@")
+  dump=$(mkdir -p "$tmp/$name-dump" && echo "$tmp/$name-dump")
+  MASTER_PORT=$port HOLMES_JOB_TOKEN=$token HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:2 HOLMES_TEST_WAIT_FOR_JOINER=12 \
+    HOLMES_TEST_DUMP_WEIGHTS=$dump timeout 500 "$bin" --nproc-per-node 6 "${job[@]}" >"$tmp/$name.log" 2>&1 &
+  local launcher=$!
+  wait_for "$tmp/$name.log" "generation 1: replicas \[0, 2\] go on" || bad "$name: replicas [0, 2] did not go on" "$tmp/$name.log"
+  wait_for "$tmp/$name.log" "rank 3 (pid [0-9]*) exited with code 1" || bad "$name: rank 3 did not stop" "$tmp/$name.log"
+  local pids=()
+  for r in 2 3; do
+    env RANK=$r WORLD_SIZE=6 LOCAL_RANK=$r LOCAL_WORLD_SIZE=6 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      HOLMES_JOB_TOKEN=$token HOLMES_STORE_HOSTED=1 HOLMES_TEST_DUMP_WEIGHTS=$dump "${vars[@]}" \
+      timeout 500 "$bin" "${job[@]}" >"$tmp/$name-rank$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for r in 0 1; do wait "${pids[$r]}"; hand_rc[$r]=$?; done
+  wait "$launcher" || bad "$name: the job exited $?" "$tmp/$name.log"
+  cat "$tmp/$name-rank2.log" "$tmp/$name-rank3.log" >>"$tmp/$name.log"
+}
+
+# 2. Data 2: replica 1's ranks started again by hand.
+by_hand dp --
+for r in 0 1; do [ "${hand_rc[$r]}" -eq 0 ] || bad "dp: the rejoining rank $((r + 2)) exited ${hand_rc[$r]}" "$tmp/dp.log"; done
 admitted dp
 grep -q "rank 0: elastic: replica 1 (ranks 2, 3) rejoin(s) after step ${join:-none}; generation 2: replicas \[0, 1, 2\]" \
   "$tmp/dp.log" || bad "dp: the survivors do not name the rejoining replica" "$tmp/dp.log"
@@ -124,23 +136,7 @@ restarted tp 3 2 --set parallel.tensor=2
 # admitted (HOLMES_TEST_EXIT_AFTER_ADMISSION). The survivors meet it making the join's groups,
 # after cluster.timeout_s, and go on without replica 1: rows name [0, 2] from step 8 to the end,
 # the job exits 0 and the survivors end with equal weights.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-lost=("${tiny[@]}" --set job.output_dir="$tmp/lost" --set train.steps="$steps" "${base[@]}" --set parallel.data=2
-  --set cluster.timeout_s=10)
-dump=$(mkdir -p "$tmp/lost-dump" && echo "$tmp/lost-dump")
-MASTER_PORT=$port HOLMES_JOB_TOKEN=$token HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:2 HOLMES_TEST_WAIT_FOR_JOINER=12 \
-  HOLMES_TEST_DUMP_WEIGHTS=$dump timeout 500 "$bin" --nproc-per-node 6 "${lost[@]}" >"$tmp/lost.log" 2>&1 &
-launcher=$!
-wait_for "$tmp/lost.log" "generation 1: replicas \[0, 2\] go on" || bad "lost: replicas [0, 2] did not go on" "$tmp/lost.log"
-wait_for "$tmp/lost.log" "rank 3 (pid [0-9]*) exited with code 1" || bad "lost: rank 3 did not stop" "$tmp/lost.log"
-pids=()
-for r in 2 3; do
-  RANK=$r WORLD_SIZE=6 LOCAL_RANK=$r LOCAL_WORLD_SIZE=6 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOLMES_JOB_TOKEN=$token \
-    HOLMES_STORE_HOSTED=1 HOLMES_TEST_EXIT_AFTER_ADMISSION=3 timeout 500 "$bin" "${lost[@]}" >"$tmp/lost-rank$r.log" 2>&1 &
-  pids+=($!)
-done
-wait "${pids[@]}"
-wait "$launcher" || bad "lost: the job exited $?" "$tmp/lost.log"
+by_hand lost HOLMES_TEST_EXIT_AFTER_ADMISSION=3 -- --set cluster.timeout_s=10
 grep -q "rank 0: elastic: lost replica 1 (ranks 2, 3) (missing rank(s) \[2, 3\]); generation 3: replicas \[0, 2\] go on" \
   "$tmp/lost.log" || bad "lost: the survivors did not go on without the lost joiner" "$tmp/lost.log"
 [ "$(rows lost)" = "$(want_rows "$steps")" ] || bad "lost: rows name replicas '$(rows lost)'" "$tmp/lost.log"
