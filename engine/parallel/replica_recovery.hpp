@@ -30,6 +30,12 @@ class ReplicaRecovery {
   // Whether another rank announced a failure of this generation (once per step: a rank that
   // learns of it here joins the recovery at once instead of at its next collective).
   virtual bool announced() = 0;
+  // diloco: this rank read an announcement at the end of step `step` between two meetings
+  // across replicas (its replica behind the one that met the failure: replicas drift between
+  // syncs). It says it is alive and coming, so the decision waits for it, and trains on to its
+  // next sum, exchange or log reduction across replicas, where it meets the failure at the
+  // step every survivor registers.
+  virtual void coming(int64_t step) = 0;
   // After this rank's outer exchange following step `step` (0-based) completed: true once every
   // member of the generation completed it (the exchange is applied), false when one failed (the
   // caller rolls back and calls recover). The store's verdict, the same on every rank.

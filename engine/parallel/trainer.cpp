@@ -390,9 +390,12 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
     s.outer = outer_->take_times();
   }
   // A failure another rank announced: taken up here, at the end of the step, by every rank
-  // that did not meet it in a collective.
-  if (recovery_ && recovery_->announced())
-    regroup(recovery_->recover(step, /*exchange=*/false, "another rank announced a lost replica"), step);
+  // that did not meet it in a collective; a diloco replica only says it is coming and meets it
+  // at its next meeting across replicas, so that every survivor registers the same step.
+  if (recovery_ && recovery_->announced()) {
+    if (outer_) recovery_->coming(step);
+    else regroup(recovery_->recover(step, /*exchange=*/false, "another rank announced a lost replica"), step);
+  }
   if (recovery_) s.replicas = replicas_;
   s.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   s.tokens_per_s = static_cast<double>(tokens_per_step()) / (s.step_ms / 1e3);

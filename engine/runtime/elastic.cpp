@@ -35,6 +35,9 @@ std::string wall_clock_now() {
 }
 
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool contains_key(const std::vector<std::string>& v, const std::string& k) {
+  return std::find(v.begin(), v.end(), k) != v.end();
+}
 
 // The plan group of `kind` this rank is in (the world group, its outer group).
 const plan::Group* plan_group_of(const plan::Plan& plan, schedule::GroupKind kind, int rank) {
@@ -113,6 +116,11 @@ std::string ElasticSession::key(const std::string& name) const {
 comm::ProcessGroup& ElasticSession::world() { return world_ ? *world_ : rt_.world_group(); }
 
 bool ElasticSession::announced() { return rt_.store->add(key("broken"), 0) > 0; }
+
+void ElasticSession::coming(int64_t step) {
+  const std::string mine = key(fmt::format("coming/{}", rt_.rank));
+  if (!rt_.store->missing({mine}).empty()) comm::set_string(*rt_.store, mine, std::to_string(step));
+}
 
 bool ElasticSession::exchange_complete(int64_t step) {
   comm::Store& store = *rt_.store;
@@ -272,15 +280,25 @@ void ElasticSession::close_groups() {
 
 MembershipDecision ElasticSession::lead() {
   comm::Store& store = *rt_.store;
-  std::vector<std::string> keys;
-  for (const Member& m : members_) keys.push_back(key(fmt::format("alive/{}", m.rank)));
+  std::vector<std::string> keys, coming;
+  for (const Member& m : members_) {
+    keys.push_back(key(fmt::format("alive/{}", m.rank)));
+    coming.push_back(key(fmt::format("coming/{}", m.rank)));
+  }
   const auto start = Clock::now();
   size_t registered = 0;
   auto changed_at = start;
   for (;;) {
-    const size_t now_in = keys.size() - store.missing(keys).size();
+    const std::vector<std::string> missing = store.missing(keys);
+    const size_t now_in = keys.size() - missing.size();
     if (now_in != registered) registered = now_in, changed_at = Clock::now();
-    if (registered == keys.size() || seconds_since(changed_at) >= settle_s_ ||
+    // A rank that said it is coming (alive, training on to its next meeting) is waited for
+    // beyond the settle window, within the same bound.
+    const std::vector<std::string> not_coming = store.missing(coming);
+    bool awaited = false;
+    for (size_t i = 0; i < keys.size(); ++i)
+      awaited |= contains_key(missing, keys[i]) && !contains_key(not_coming, coming[i]);
+    if (registered == keys.size() || (!awaited && seconds_since(changed_at) >= settle_s_) ||
         seconds_since(start) >= timeout_s_ + settle_s_)
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -84,6 +84,7 @@ class ElasticSession final : public parallel::ReplicaRecovery {
   bool changed() const { return generation_ > 0; }
 
   bool announced() override;
+  void coming(int64_t step) override;
   bool exchange_complete(int64_t step) override;
   parallel::ReplicaRegroup recover(int64_t step, bool exchange, const std::string& what) override;
   bool admitted(int64_t step) override;

@@ -28,6 +28,8 @@
 #     outer sync after step 12, it takes replica 0's state over the network: at the join its
 #     weights, AdamW moments and outer state equal replica 0's bit for bit; rows 13-16 name
 #     [0, 1, 2]; the three replicas end with equal weights.
+# (9) A replica behind when the loss is met (diloco replicas drift between syncs): it trains on
+#     to the meeting where the loss was met and goes on with replica 0, not put apart.
 # Usage: elastic.sh <holmes-train> <source dir>
 set -u
 bin=$(readlink -f "$1")
@@ -153,6 +155,19 @@ want="1:0,1,2 2:0,1,2 3:0,1,2 4:0,1,2 5:0,1,2 6:0,1,2 7:0,1,2 8:0,2 9:0,2 10:0,2
 # At the join: the joiner's weights, AdamW moments and outer state are replica 0's, bit for bit.
 same_at_join "$dump" 0 1 || bad "join: the joiner's state differs from its peer's"
 for r in 1 2; do same_weights "$dump/rank-0.bin" "$dump/rank-$r.bin" || bad "join: rank $r's final weights differ"; done
+
+# 9. A replica behind when the loss is met: log lines every 100 steps, so the replicas meet only
+# at the outer syncs (every 4 steps) and drift apart between them; rank 1 is slowed (600 ms a
+# forward pass). Replica 2 killed after step 4: replica 0 meets the loss in the sum before the
+# sync after step 8 while replica 1 is steps behind; replica 1 reads the announcement, says it
+# is coming, trains on to that sum and meets the loss there, so both register the same step:
+# replicas [0, 1] go on (replica 1 not "apart"), the job exits 0, the two survivors end equal.
+HOLMES_TEST_SIGNAL_AFTER_STEP=4:KILL:2 HOLMES_TEST_SLOW_RANK=1:600 HOLMES_TEST_DUMP_WEIGHTS=$(dumped behind) \
+  run "$tmp/behind" "$steps" "${el[@]}" --set log.interval=100
+[ "$rc" -eq 0 ] || bad "behind: exit $rc, expected 0" "$tmp/behind.log"
+grep -q "rank 0: elastic: lost replica 2 (rank 2) (missing rank(s) \[2\]); generation 1: replicas \[0, 1\] go on from step 9" \
+  "$tmp/behind.log" || bad "behind: replicas [0, 1] did not go on together" "$tmp/behind.log"
+same_weights "$tmp/behind-dump/rank-0.bin" "$tmp/behind-dump/rank-1.bin" || bad "behind: survivors' weights differ"
 
 [ "$fail" -eq 0 ] && echo PASS
 exit "$fail"
