@@ -8,11 +8,13 @@
 //     the group's time-out pass) announces it (elastic/g<G>/broken), closes its groups across
 //     replicas (so peers blocked on it fail at once rather than at their time-out), and
 //     registers alive with the step it is in (elastic/g<G>/alive/<rank>). Every other rank
-//     meets the failure in its next collective across replicas or reads the announcement at
-//     the end of its step, and does the same.
+//     meets the failure in its next collective across replicas and does the same; a diloco
+//     rank that reads the announcement at the end of a step before that (its replica behind)
+//     says it is coming (elastic/g<G>/coming/<rank>) and trains on to that collective.
 //   - The first to win elastic/g<G>/leader waits until every member registered, or no new
-//     registration came for the settle window (min(5 s, cluster.timeout_s)) after its own, at
-//     most cluster.timeout_s + the window, then writes decide_membership's decision
+//     registration came for the settle window (min(5 s, cluster.timeout_s)) after its own and
+//     no rank that is coming is missing, at most cluster.timeout_s + the window, then writes
+//     decide_membership's decision
 //     (membership.hpp) to elastic/g<G>/decision.
 //   - Everyone reads it: a rank of a lost replica exits naming the ranks its replica misses;
 //     when the job cannot go on, every rank stops saying why; the others make the groups of
