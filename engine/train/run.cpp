@@ -240,6 +240,7 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
     saver.after_step(trainer, done, /*last=*/stopping || done == t.steps);
     test_signal.raise_if(done, /*before_sums=*/false);
     const std::vector<double> job = report(s, stopping);
+    if (ctx.on_step_done) ctx.on_step_done(done);
     if (validating) {
       double v = trainer.evaluate();
       if (log && std::isfinite(v)) log->validation(done, v, trainer.source_losses());
