@@ -20,6 +20,8 @@
 #     the model; checkpoint 5 stays complete, and the job resumed on three nodes finishes.
 # (5) Two ranks per node (6 ranks, tp 2 x pp 3): rank 5 killed; rank 4 (same node) stops
 #     naming its node; ranks 0..3 re-plan on nodes 0 and 1 and finish.
+# (6) Rank 2 frozen (SIGSTOP) after step 7: found after cluster.timeout_s, the same re-plan and
+#     the same losses as (2).
 # Usage: replan.sh <holmes-train> <source dir>
 set -u
 bin=$1
@@ -43,6 +45,7 @@ launch() {
       MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOLMES_NODE_NAME=fake-node$((r / per)) HOLMES_JOB_TOKEN=replan-$name \
       timeout 180 "$exe" "${job[@]}" --set job.output_dir="$tmp/$name" "$@" >"$tmp/$name.$r.log" 2>&1 &
     pids+=($!)
+    echo $! >"$tmp/$name.$r.pid"
   done
   codes=()
   for ((r = 0; r < world; r++)); do
@@ -129,5 +132,18 @@ grep -q "rank 4: re-plan: node 2 (fake-node2) lost rank(s) \[5\] of generation 0
 grep -q "generation 1: 4 rank(s) on 2 node(s)" "$tmp/two.0.log" || bad "two per node: no re-plan on 4 ranks" "$tmp/two.0.log"
 [ "$(rows_of "$tmp/two/metrics.jsonl" | cut -d' ' -f1 | tr '\n' ' ')" = "$(seq -s ' ' 1 20) " ] ||
   bad "two per node: metrics steps $(rows_of "$tmp/two/metrics.jsonl" | cut -d' ' -f1 | tr '\n' ' ')"
+# 6. Rank 2 frozen (SIGSTOP) after step 7, cluster.timeout_s 5: its peers find it after the
+#    time-out and the survivors finish as in (2); the frozen worker is ended by the test.
+HOLMES_TEST_SIGNAL_AFTER_STEP=7:STOP:2 launch frozen 3 1 "${pp3[@]}" --set cluster.timeout_s=5 &
+launcher=$!
+gone() { [ -f "$tmp/frozen.$1.pid" ] && ! kill -0 "$(cat "$tmp/frozen.$1.pid")" 2>/dev/null; }
+wait_for 'gone 0 && gone 1' 150 || bad "frozen: the survivors did not finish" "$tmp/frozen.0.log"
+pkill -KILL -P "$(cat "$tmp/frozen.2.pid")" 2>/dev/null
+wait "$launcher"
+grep -q "^done: 20 steps" "$tmp/frozen.0.log" || bad "frozen: rank 0 did not finish the job" "$tmp/frozen.0.log"
+grep -q "re-plan: lost node(s) \[2\] (fake-node2; missing rank(s) \[2\])" "$tmp/frozen.0.log" ||
+  bad "frozen: the frozen node is not named" "$tmp/frozen.0.log"
+[ "$(rows_of "$tmp/frozen/metrics.jsonl")" = "$(rows_of "$tmp/kill/metrics.jsonl")" ] ||
+  bad "frozen: the losses differ from the killed case's"
 no_leftovers "replan"
 finish
