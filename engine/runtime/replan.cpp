@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "comm/errors.hpp"
+#include "common/errors.hpp"
 #include "engine/runtime/elastic.hpp"
 #include "engine/runtime/settle.hpp"
 
@@ -92,9 +93,20 @@ ReplanDecision decode_replan(const std::string& text) {
   return d;
 }
 
+void check_replan_nodes(const spec::JobSpec& spec, int nodes, int world) {
+  if (!replans_on_loss(spec, world) || nodes >= 2) return;
+  throw UserError(fmt::format("parallel.elastic = true with parallel.replicas = 1 re-plans the pipeline on the nodes "
+                              "that remain after losing one, but this job of {} ranks runs on one node (losing any "
+                              "of its ranks loses the node, and nothing remains); accepted: a job across 2 or more "
+                              "nodes, or parallel.elastic = false", world));
+}
+
 ReplanSession::ReplanSession(Runtime& rt, const spec::JobSpec& spec)
     : rt_(rt), spec_(spec), base_(rt.store), timeout_s_(spec.cluster.timeout_s),
-      settle_s_(std::min(5.0, spec.cluster.timeout_s)) {}
+      settle_s_(std::min(5.0, spec.cluster.timeout_s)) {
+  // Every rank sees the same topology: all refuse alike, before any step.
+  check_replan_nodes(spec, static_cast<int>(rt.topology.nodes.size()), rt.world);
+}
 
 std::string ReplanSession::key(const std::string& name) const {
   return fmt::format("replan/g{}/{}", generation_, name);

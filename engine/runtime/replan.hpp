@@ -37,6 +37,10 @@ namespace holmes::runtime {
 // more than one rank.
 bool replans_on_loss(const spec::JobSpec& spec, int world);
 
+// UserError (exit 2, naming parallel.elastic and what is accepted) for a job that re-plans on
+// loss but runs on one node: no node would remain after a loss.
+void check_replan_nodes(const spec::JobSpec& spec, int nodes, int world);
+
 // ---- pure pieces ----
 
 // The nodes of `plan` (ascending) with a rank missing from `alive` (ranks of the plan, any
@@ -65,7 +69,8 @@ ReplanDecision decode_replan(const std::string& text);
 class ReplanSession {
  public:
   // rt: generation 0, as start_runtime made it; it outlives the session and becomes each new
-  // generation's runtime in reopen().
+  // generation's runtime in reopen(). UserError (exit 2, naming parallel.elastic) for a job on
+  // one node: no node would remain after a loss.
   ReplanSession(Runtime& rt, const spec::JobSpec& spec);
 
   int generation() const { return generation_; }

@@ -3,7 +3,7 @@
 # one pipeline of 3 stages across 3 nodes played by one machine (torchrun-style ranks named
 # fake-node0..2 by HOLMES_NODE_NAME, so the pipeline groups cross "nodes" over Ethernet),
 # checkpoints every 5 steps.
-# (1) --plan-only accepts elastic with one replica.
+# (1) --plan-only accepts elastic with one replica; a job on one node is refused (exit 2).
 # (2) Rank 2 (node 2) killed after step 7: ranks 0 and 1 go on in the same processes, re-plan
 #     on nodes 0 and 1 and finish (exit 0); the log names the lost node and says 2 steps (1024
 #     tokens) are redone from checkpoint 5; metrics.jsonl logs steps 1..20 once each (one
@@ -58,9 +58,15 @@ rows_of() { python3 -c 'import json, sys
 for r in map(json.loads, open(sys.argv[1])):
     if "loss" in r and "step_ms" in r: print(r["step"], repr(r["loss"]))' "$1"; }
 
-# 1. Accepted with one replica.
+# 1. Accepted with one replica; refused (exit 2, naming the key) on one node, where a lost rank
+#    leaves nothing.
 "$exe" "${job[@]}" "${pp3[@]}" --nproc-per-node 3 --plan-only >"$tmp/plan.log" 2>&1 ||
   bad "elastic with one replica: --plan-only exit $?" "$tmp/plan.log"
+timeout 120 "$exe" "${job[@]}" "${pp3[@]}" --nproc-per-node 3 --set job.output_dir="$tmp/one" >"$tmp/one.log" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] || bad "elastic with one replica on one node: exit $rc, expected 2" "$tmp/one.log"
+grep -q "parallel.elastic = true with parallel.replicas = 1 .* runs on one node .*accepted: " "$tmp/one.log" ||
+  bad "elastic on one node: the key and what is accepted are not named" "$tmp/one.log"
 
 # 2. The uninterrupted run, then rank 2 killed after step 7.
 launch ref 3 1 "${pp3[@]}"
