@@ -12,7 +12,9 @@
 #include <stdexcept>
 
 #include "comm/errors.hpp"
+#include "comm/inproc_group.hpp"
 #include "common/errors.hpp"
+#include "engine/plan/nccl.hpp"
 #include "engine/runtime/elastic.hpp"
 #include "engine/runtime/settle.hpp"
 
@@ -218,6 +220,20 @@ void ReplanSession::reopen(const Outcome& o) {
   check_agreement(lines);
   rt_.rank_plan = plan::rank_plan(rt_.plan, rt_.rank);
   create_rank_groups(rt_, spec_);
+  if (rt_.world == 1) {
+    // One survivor: start-up makes no group of one member, but the loop reduces its job-wide
+    // figures over the world group.
+    for (size_t i = 0; i < rt_.plan.groups.size(); ++i) {
+      if (rt_.plan.groups[i].kind != plan::kWorldGroup) continue;
+      comm::GroupSpec gs;
+      gs.name = plan::group_name(rt_.plan.groups[i]);
+      gs.global_ranks = {0};
+      gs.global_rank = 0;
+      gs.timeout = timeout;
+      rt_.comms.push_back({static_cast<int>(i), plan::kWorldGroup,
+                           comm::make_inproc_group(std::make_shared<comm::InProcessHub>(), gs)});
+    }
+  }
 }
 
 }  // namespace holmes::runtime

@@ -22,6 +22,10 @@
 #     naming its node; ranks 0..3 re-plan on nodes 0 and 1 and finish.
 # (6) Rank 2 frozen (SIGSTOP) after step 7: found after cluster.timeout_s, the same re-plan and
 #     the same losses as (2).
+# (7) Two losses (rank 2 after step 7, rank 1 after step 13): a second re-plan (generation 2)
+#     onto node 0 alone, from checkpoint 10; the uninterrupted run's losses within 1e-6 (one rank
+#     holding every layer reduces a step's logged loss in another order: it differs in the 8th
+#     digit at one step here).
 # Usage: replan.sh <holmes-train> <source dir>
 set -u
 bin=$1
@@ -33,7 +37,9 @@ job=("${tiny_job[@]}" --set checkpoint.interval=5 --set checkpoint.keep=10 --set
 pp3=(--set parallel.tensor=1 --set parallel.pipeline=3 --set parallel.data=1)
 
 # launch NAME NODES PER_NODE ARGS...: NODES x PER_NODE ranks, PER_NODE on each fake node,
-# into $tmp/NAME; each rank's exit code in codes[rank], its log $tmp/NAME.<rank>.log.
+# into $tmp/NAME; each rank's exit code in codes[rank], its log $tmp/NAME.<rank>.log. A rank's
+# HOLMES_TEST_SIGNAL_AFTER_STEP is hooks[rank] when set, else the caller's.
+hooks=()
 launch() {
   local name=$1 nodes=$2 per=$3
   shift 3
@@ -43,7 +49,7 @@ launch() {
   for ((r = 0; r < world; r++)); do
     RANK=$r WORLD_SIZE=$world LOCAL_RANK=$((r % per)) LOCAL_WORLD_SIZE=$per GROUP_RANK=$((r / per)) \
       MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOLMES_NODE_NAME=fake-node$((r / per)) HOLMES_JOB_TOKEN=replan-$name \
-      timeout 180 "$exe" "${job[@]}" --set job.output_dir="$tmp/$name" "$@" >"$tmp/$name.$r.log" 2>&1 &
+      env ${hooks[$r]:+HOLMES_TEST_SIGNAL_AFTER_STEP=${hooks[$r]}} timeout 180 "$exe" "${job[@]}" --set job.output_dir="$tmp/$name" "$@" >"$tmp/$name.$r.log" 2>&1 &
     pids+=($!)
     echo $! >"$tmp/$name.$r.pid"
   done
@@ -151,5 +157,22 @@ grep -q "re-plan: lost node(s) \[2\] (fake-node2; missing rank(s) \[2\])" "$tmp/
   bad "frozen: the frozen node is not named" "$tmp/frozen.0.log"
 [ "$(rows_of "$tmp/frozen/metrics.jsonl")" = "$(rows_of "$tmp/kill/metrics.jsonl")" ] ||
   bad "frozen: the losses differ from the killed case's"
+# 7. Two losses: rank 2 killed after step 7, then rank 1 (rank 1 of generation 1 too) after step
+#    13, once checkpoint 10 was committed: generation 2 trains on node 0 alone from checkpoint
+#    10, and the job finishes with steps 1..20 once each and the uninterrupted run's losses.
+hooks=("" "13:KILL:1" "7:KILL:2")
+launch twice 3 1 "${pp3[@]}"
+hooks=()
+[ "${codes[*]}" = "0 137 137" ] || bad "two losses: exit codes ${codes[*]}, expected 0 137 137" "$tmp/twice.0.log"
+grep -q "generation 2 trains from checkpoint .*step-00000010 (step 10): 3 step(s) redone" "$tmp/twice.0.log" ||
+  bad "two losses: no second re-plan from checkpoint 10" "$tmp/twice.0.log"
+python3 - "$tmp/ref/metrics.jsonl" "$tmp/twice/metrics.jsonl" <<'PY' || fail=1
+import json, sys
+ref, got = ([(r["step"], r["loss"]) for r in map(json.loads, open(p)) if "step_ms" in r] for p in sys.argv[1:3])
+assert [s for s, _ in got] == list(range(1, 21)), f"FAIL two losses: metrics steps {[s for s, _ in got]}"
+worst = max(abs(a[1] - b[1]) / a[1] for a, b in zip(ref, got))
+assert worst <= 1e-6, f"FAIL two losses: losses differ from the uninterrupted run's by {worst:.1e} relative"
+print(f"two losses: steps 1..20 once, within {worst:.1e} of the uninterrupted run")
+PY
 no_leftovers "replan"
 finish
