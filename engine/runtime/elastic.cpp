@@ -15,6 +15,7 @@
 #include "comm/gloo_group.hpp"
 #include "comm/inproc_group.hpp"
 #include "engine/plan/nccl.hpp"
+#include "engine/runtime/settle.hpp"
 
 namespace holmes::runtime {
 
@@ -35,9 +36,6 @@ std::string wall_clock_now() {
 }
 
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
-bool contains_key(const std::vector<std::string>& v, const std::string& k) {
-  return std::find(v.begin(), v.end(), k) != v.end();
-}
 
 // The plan group of `kind` this rank is in (the world group, its outer group).
 const plan::Group* plan_group_of(const plan::Plan& plan, schedule::GroupKind kind, int rank) {
@@ -285,26 +283,9 @@ MembershipDecision ElasticSession::lead() {
     keys.push_back(key(fmt::format("alive/{}", m.rank)));
     coming.push_back(key(fmt::format("coming/{}", m.rank)));
   }
-  const auto start = Clock::now();
-  size_t registered = 0;
-  auto changed_at = start;
-  for (;;) {
-    const std::vector<std::string> missing = store.missing(keys);
-    const size_t now_in = keys.size() - missing.size();
-    if (now_in != registered) registered = now_in, changed_at = Clock::now();
-    // A rank that said it is coming (alive, training on to its next meeting) is waited for
-    // beyond the settle window, within the same bound.
-    const std::vector<std::string> not_coming = store.missing(coming);
-    bool awaited = false;
-    for (size_t i = 0; i < keys.size(); ++i)
-      awaited |= contains_key(missing, keys[i]) && !contains_key(not_coming, coming[i]);
-    if (registered == keys.size() || (!awaited && seconds_since(changed_at) >= settle_s_) ||
-        seconds_since(start) >= timeout_s_ + settle_s_)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const std::vector<std::string> missing =
+      wait_for_registrations(store, keys, settle_s_, timeout_s_ + settle_s_, coming);
   std::vector<Registration> regs;
-  const std::vector<std::string> missing = store.missing(keys);
   for (size_t i = 0; i < keys.size(); ++i)
     if (std::find(missing.begin(), missing.end(), keys[i]) == missing.end())
       regs.push_back({members_[i].rank, std::stoll(comm::get_string(store, keys[i], millis(timeout_s_)))});

@@ -311,7 +311,7 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   // Before the groups, which only the ranks of the start make: every rank passes here before
   // any of them finishes its world group, so a rank that finds the job started is a late one.
   // It makes its groups once its whole replica was admitted, under the new generation's names.
-  if (spec.parallel.elastic && late_rank(*rt.store)) {
+  if (spec.parallel.elastic && spec.parallel.replicas > 1 && late_rank(*rt.store)) {
     rt.joining = true;
     rt.admission = await_admission(*rt.store, rt.plan, rt.rank, spec.cluster.timeout_s);
     rt.group_prefix = fmt::format("e{}/", rt.admission->generation);
@@ -328,6 +328,12 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
 
 void DeviceComms::abort_all() const noexcept {
   for (const RankComm& c : comms) c.group->abort();
+}
+
+void create_rank_groups(Runtime& rt, const spec::JobSpec& spec) { create_groups(rt, spec); }
+
+void wait_all_have_read(comm::Store& store, const std::string& name, int rank, int world, comm::Millis timeout) {
+  all_have_read(store, name, rank, world, timeout);
 }
 
 DeviceComms connect_device_groups(Runtime& rt, const spec::JobSpec& spec) {

@@ -73,10 +73,11 @@ void replica_problems(const JobSpec& s, Fail&& fail) {
                                                "one starts, every inner_steps / fragments = {} / {} = {} steps "
                                                "(accepted: 0 .. {})", p.outer_overlap, p.inner_steps, p.fragments,
                                                gap, gap - 1));
-  if (p.elastic && !p.diloco())
+  if (p.elastic && p.replicas > 1 && !p.diloco())
     fail("parallel.elastic", fmt::format("parallel.elastic = true lets diloco replicas survive losing one, but "
-                                         "parallel.outer = {} with parallel.replicas = {}; accepted: false, or "
-                                         "parallel.outer = diloco with parallel.replicas >= 2 (sync replicas share "
+                                         "parallel.outer = {} with parallel.replicas = {}; accepted: false, "
+                                         "parallel.outer = diloco with parallel.replicas >= 2, or parallel.replicas "
+                                         "= 1 (one pipeline re-planned on the surviving nodes; sync replicas share "
                                          "one optimizer across replicas and cannot lose one yet)",
                                          to_string(p.outer), p.replicas));
   if (p.elastic && p.outer_overlap > 0)
