@@ -184,11 +184,16 @@ int run_train(const TrainOptions& o) {
   // job.device auto becomes cuda or cpu here, for this machine (a plan for other machines,
   // above, reads the topology's devices instead).
   loaded.spec.job.device = resolve_training_device(loaded.spec.job.device);
-  if (o.max_restarts > 0 && (o.nproc_per_node == 0 || !loaded.spec.parallel.elastic))
+  // A worker started again rejoins its replica (docs/elastic.md "Rejoin"): elastic replicas only.
+  const auto& par = loaded.spec.parallel;
+  if (o.max_restarts > 0 && (o.nproc_per_node == 0 || !par.elastic || par.replicas < 2))
     throw UsageError(fmt::format(
-        "--max-restarts {} starts failed workers of an elastic job again; {}; accepted: --max-restarts 0, or an "
-        "elastic job (--set parallel.elastic=true, docs/elastic.md) under --nproc-per-node", o.max_restarts,
-        o.nproc_per_node == 0 ? "this process is no launcher (no --nproc-per-node)" : "this job has parallel.elastic false"));
+        "--max-restarts {} starts failed workers of an elastic job with replicas again, to rejoin; {}; accepted: "
+        "--max-restarts 0, or parallel.elastic true with parallel.replicas >= 2 (docs/elastic.md) under "
+        "--nproc-per-node", o.max_restarts,
+        o.nproc_per_node == 0 ? "this process is no launcher (no --nproc-per-node)"
+        : !par.elastic        ? "this job has parallel.elastic false"
+                              : fmt::format("this job has parallel.replicas {}", par.replicas)));
   if (o.nproc_per_node > 0) {
     auto env = launch::detect_launch_env_from_process(o.nproc_per_node, loaded.spec.job.name);
     check_before_spawning(loaded.spec, env);

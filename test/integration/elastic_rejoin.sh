@@ -2,8 +2,8 @@
 # Rejoining a replica of several ranks (parallel.elastic, docs/elastic.md "Rejoin") through the
 # binary with real processes: 3 diloco replicas x 2 ranks, inner_steps 4 (outer syncs after
 # steps 4, 8, 12, 16), bf16 payloads.
-# (1) --max-restarts is refused (exit 2, naming the flag) outside an elastic job and with a
-#     negative value.
+# (1) --max-restarts is refused (exit 2, naming the flag) outside an elastic job, in one
+#     without replicas (a re-planned pipeline) and with a negative value.
 # (2) Data 2 inside each replica (ranks 2, 3 = replica 1): rank 2 killed after step 6, rank 3
 #     fails in its data-parallel group; once replicas [0, 2] went on, both ranks are started
 #     again by hand. The survivors admit replica 1 at the outer sync after step 12
@@ -61,6 +61,10 @@ wait_for() {
 run "$tmp/bad" 4 --nproc-per-node 2 --max-restarts 1
 [ "$rc" -eq 2 ] || bad "--max-restarts without elastic: exit $rc, expected 2" "$tmp/bad.log"
 grep -q -- "--max-restarts 1 .*parallel.elastic" "$tmp/bad.log" || bad "--max-restarts without elastic: not explained" "$tmp/bad.log"
+rm -f "$tmp/bad.log"
+run "$tmp/bad" 4 --nproc-per-node 2 --set parallel.elastic=true --max-restarts 1
+[ "$rc" -eq 2 ] || bad "--max-restarts without replicas: exit $rc, expected 2" "$tmp/bad.log"
+grep -q -- "--max-restarts 1 .*parallel.replicas 1" "$tmp/bad.log" || bad "--max-restarts without replicas: not explained" "$tmp/bad.log"
 rm -f "$tmp/bad.log"
 run "$tmp/bad" 4 --nproc-per-node 6 "${base[@]}" --set parallel.data=2 --max-restarts -1
 [ "$rc" -eq 2 ] || bad "--max-restarts -1: exit $rc, expected 2" "$tmp/bad.log"
