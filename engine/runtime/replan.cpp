@@ -6,10 +6,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "comm/errors.hpp"
 #include "comm/inproc_group.hpp"
@@ -105,7 +107,7 @@ void check_replan_nodes(const spec::JobSpec& spec, int nodes, int world) {
 
 ReplanSession::ReplanSession(Runtime& rt, const spec::JobSpec& spec)
     : rt_(rt), spec_(spec), base_(rt.store), timeout_s_(spec.cluster.timeout_s),
-      settle_s_(std::min(5.0, spec.cluster.timeout_s)) {
+      settle_s_(std::min(5.0, spec.cluster.timeout_s)), start_rank_(rt.rank) {
   // Every rank sees the same topology: all refuse alike, before any step.
   check_replan_nodes(spec, static_cast<int>(rt.topology.nodes.size()), rt.world);
 }
@@ -156,16 +158,19 @@ ReplanSession::Outcome ReplanSession::recover(const std::string& what, int64_t s
     } else {
       o.decision = decode_replan(comm::get_string(store, key("decision"), millis(timeout_s_ + 2 * settle_s_ + 10)));
     }
+    store.add(key("read"), 1);
   } catch (const comm::StoreError& e) {
     throw ElasticStop(fmt::format("re-plan: the rendezvous store, the arbiter of who goes on, failed: {} (a store "
                                   "hosted by rank 0 dies with its node; docs/elastic.md)", e.what()));
   }
   const ReplanDecision& d = o.decision;
   const int my_node = rt_.plan.ranks.at(rt_.rank).node;
-  if (std::find(d.lost_nodes.begin(), d.lost_nodes.end(), my_node) != d.lost_nodes.end())
+  if (std::find(d.lost_nodes.begin(), d.lost_nodes.end(), my_node) != d.lost_nodes.end()) {
+    hold_store_until_read(d);
     throw ElasticStop(fmt::format("re-plan: node {} ({}) lost rank(s) [{}] of generation {}; the other nodes go on "
                                   "without it, so this rank stops", my_node, rt_.plan.hostnames.at(my_node),
                                   fmt::join(d.missing_ranks, ", "), generation_));
+  }
   if (d.lost_nodes.empty()) {
     // Every rank registered (a peer held up only for a while): the same nodes, the same plan,
     // from the last checkpoint.
@@ -183,10 +188,12 @@ ReplanSession::Outcome ReplanSession::recover(const std::string& what, int64_t s
                                ? std::string("no node (every rank registered)")
                                : fmt::format("node(s) [{}] ({}; missing rank(s) [{}])", fmt::join(d.lost_nodes, ", "),
                                              fmt::join(hosts, ", "), fmt::join(d.missing_ranks, ", "));
-  if (!o.survivors.fits)
+  if (!o.survivors.fits) {
+    hold_store_until_read(d);
     throw ElasticStop(fmt::format("re-plan: lost {}; the survivors cannot hold the model: {}. The job stops; its "
                                   "checkpoints are untouched (resume with --resume auto on enough nodes)",
                                   lost, o.survivors.why));
+  }
   o.new_rank = survivor_ranks(rt_.plan, o.survivors).at(rt_.rank);
   if (rt_.rank == 0 || o.new_rank == 0)
     std::fprintf(stderr, "holmes-train: rank %d: re-plan: lost %s; generation %d: %d rank(s) on %zu node(s), "
@@ -195,6 +202,22 @@ ReplanSession::Outcome ReplanSession::recover(const std::string& what, int64_t s
                  o.survivors.plan.dp, o.new_rank);
   std::fflush(stderr);
   return o;
+}
+
+void ReplanSession::hold_store_until_read(const ReplanDecision& d) const {
+  // The process that started as rank 0 hosts a tcp:// store (a store the launcher hosts or a
+  // file:// one outlives it: the wait is then only short). Before it stops it waits until every
+  // rank that registered has read the decision, at most cluster.timeout_s: else a survivor still
+  // waiting for it would meet a closed store instead of the reason the job stops.
+  if (start_rank_ != 0) return;
+  const int64_t readers = rt_.world - static_cast<int64_t>(d.missing_ranks.size());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+  try {
+    while (base_->add(key("read"), 0) < readers && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  } catch (const comm::StoreError&) {
+    // The store is gone already: nothing to hold.
+  }
 }
 
 void ReplanSession::reopen(const Outcome& o) {

@@ -95,12 +95,14 @@ class ReplanSession {
   std::string key(const std::string& name) const;
   ReplanDecision lead();
   void close_groups();
+  void hold_store_until_read(const ReplanDecision& d) const;  // before a stop: see the .cpp
 
   Runtime& rt_;
   spec::JobSpec spec_;
   std::shared_ptr<comm::Store> base_;  // the job's store, unprefixed
   const double timeout_s_, settle_s_;
   int generation_ = 0;
+  const int start_rank_;  // this process's rank at the start (0: it hosts a tcp:// store)
 };
 
 }  // namespace holmes::runtime
