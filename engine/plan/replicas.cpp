@@ -129,11 +129,11 @@ double small_ethernet_bytes_per_step(const spec::JobSpec& spec, const Plan& plan
     if (g.kind == kWorldGroup)
       bytes += small_all_reduce_bytes(3 + 2 * m, m) / log_reduction_steps(spec, plan.replicas.outer);
   }
-  // Elastic sync: every rank off the store's node (rank 0's) counts in and reads the verdict
-  // each step over TCP on the nodes' Ethernet: two requests and two replies.
+  // Elastic sync: every rank off the store's node (rank 0's) counts in, reads the verdict and
+  // the announcements each step over TCP on the nodes' Ethernet: a request and a reply each.
   if (plan.replicas.hsdp())
     for (const RankInfo& r : plan.ranks)
-      if (r.node != plan.ranks.front().node) bytes += 4 * kStoreMessageBytes;
+      if (r.node != plan.ranks.front().node) bytes += 2 * kVerdictRoundTrips * kStoreMessageBytes;
   return bytes;
 }
 
@@ -473,9 +473,10 @@ Plan replica_core(const spec::JobSpec& spec, const topo::ClusterTopology& topolo
   e.bytes_per_step[static_cast<int>(LinkKind::kEthernet)] += rep.small_bytes;
   // Elastic sync: before each update every rank counts itself in at the store (on rank 0's
   // node) and reads the verdict the first rank writes (engine/runtime/elastic.cpp
-  // exchange_complete): two round trips over the world's links and the first rank's poll.
+  // exchange_complete), and after it reads whether a failure was announced: three round trips
+  // over the world's links, and the first rank's poll.
   if (rep.hsdp()) {
-    rep.verdict_s = 4 * w.latency_s + kVerdictPollS;
+    rep.verdict_s = 2 * kVerdictRoundTrips * w.latency_s + kVerdictPollS;
     rep.per_step_s += rep.verdict_s;
   }
   // estimate_step priced the exchange over the world group of the plan it scored: the whole

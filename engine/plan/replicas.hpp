@@ -53,11 +53,14 @@ double small_all_reduce_bytes(double floats, int members);
 // every log.interval steps (diloco: once per inner_steps at most); each counted whole when its group runs over Ethernet (a group that
 // crosses islands binds the Ethernet interface, so its pairs inside an island use it too).
 // Elastic sync adds its [loss, stop] sum over each outer group every step and, for each rank
-// off rank 0's node, the store's verdict before each update: 4 kStoreMessageBytes a step.
+// off rank 0's node, its store round trips (kVerdictRoundTrips, 2 kStoreMessageBytes each).
 double small_ethernet_bytes_per_step(const spec::JobSpec& spec, const Plan& plan);
 // One message of the TCP store (a request or a reply of a few dozen bytes: key, value, length
 // prefixes) in its own segment with 66 bytes of headers, and the ACK frame it draws.
 inline constexpr double kStoreMessageBytes = 66 + 48 + 66;
+// Elastic sync: a rank's round trips to the store each step: counting in for the update's
+// verdict, reading it, and reading whether a failure was announced (engine/runtime/elastic.cpp).
+inline constexpr int kVerdictRoundTrips = 3;
 // Elastic sync: the first rank polls the store every 2 ms for the others' count before it
 // writes the verdict (engine/runtime/elastic.cpp): on average half a period.
 inline constexpr double kVerdictPollS = 0.001;
