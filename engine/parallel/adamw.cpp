@@ -40,12 +40,13 @@ float clip_scale(double global_norm, double max_norm) {
   return static_cast<float>(std::min(1.0, max_norm / (global_norm + 1e-6)));
 }
 
-double lr_at(const LrConfig& c, int64_t step) {
-  if (step < c.warmup_steps) return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup_steps);
+double lr_at(const LrConfig& c, int64_t seen, int64_t batch) {
+  if (seen < c.warmup_tokens)
+    return c.lr * (static_cast<double>(seen + batch) / static_cast<double>(c.warmup_tokens));
   if (c.kind == LrSchedule::kConstant) return c.lr;
-  if (step >= c.total_steps) return c.min_lr;
-  const int64_t span = std::max<int64_t>(1, c.total_steps - c.warmup_steps);
-  const double ratio = static_cast<double>(step - c.warmup_steps) / static_cast<double>(span);
+  if (seen >= c.total_tokens) return c.min_lr;
+  const int64_t span = std::max<int64_t>(1, c.total_tokens - c.warmup_tokens);
+  const double ratio = static_cast<double>(seen - c.warmup_tokens) / static_cast<double>(span);
   const double coeff = c.kind == LrSchedule::kCosine ? 0.5 * (1.0 + std::cos(std::numbers::pi * ratio)) : 1.0 - ratio;
   return c.min_lr + coeff * (c.lr - c.min_lr);
 }

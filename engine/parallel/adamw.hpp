@@ -49,17 +49,23 @@ float clip_scale(double global_norm, double max_norm);
 
 using spec::LrSchedule;  // train.lr_schedule
 
+// The schedule runs on tokens seen (Megatron's samples): a step's rate depends on how far the job's
+// data stream has gone, so a job whose global batch shrinks (an elastic job after a lost replica)
+// or changes at a resume moves along the schedule by what it trained, not by its step count.
+// With a constant batch it is the step schedule exactly: every figure is an integer number of
+// tokens (exact in a double below 2^53), so (position + batch) / warmup rounds to the same double
+// as (step + 1) / warmup_steps.
 struct LrConfig {
   double lr = 3e-4;
   double min_lr = 3e-5;
-  int64_t warmup_steps = 0;
-  int64_t total_steps = 1;
+  int64_t warmup_tokens = 0;
+  int64_t total_tokens = 1;  // the end of decay
   LrSchedule kind = LrSchedule::kCosine;
 };
 
-// Learning rate of 0-based `step`: linear warm-up lr * (step + 1) / warmup for the first
-// warmup steps, then decay from lr to min_lr over the remaining steps (cosine or linear;
-// constant stays at lr); steps at or past total_steps get min_lr (constant: lr).
-double lr_at(const LrConfig& c, int64_t step);
+// Learning rate of the step that starts after `seen` tokens and trains `batch` tokens: linear
+// warm-up lr * (seen + batch) / warmup while seen < warmup, then decay from lr to min_lr until
+// total (cosine or linear; constant stays at lr); seen at or past total gets min_lr (constant: lr).
+double lr_at(const LrConfig& c, int64_t seen, int64_t batch);
 
 }  // namespace holmes::parallel

@@ -23,8 +23,10 @@ model::GptConfig gpt_config_of(const spec::JobSpec& spec) { return spec::model_c
 
 LrConfig lr_config_of(const spec::JobSpec& spec) {
   const auto& t = spec.train;
-  return {.lr = t.lr, .min_lr = t.min_lr, .warmup_steps = t.warmup_steps, .total_steps = t.steps,
-          .kind = t.lr_schedule};
+  const int64_t per_step = static_cast<int64_t>(t.global_batch) * t.seq_len;  // tokens of a step at full strength
+  return {.lr = t.lr, .min_lr = t.min_lr,
+          .warmup_tokens = t.warmup_tokens > 0 ? t.warmup_tokens : t.warmup_steps * per_step,
+          .total_tokens = t.decay_tokens > 0 ? t.decay_tokens : t.steps * per_step, .kind = t.lr_schedule};
 }
 
 AdamWHyper adamw_hyper_of(const spec::JobSpec& spec) {
@@ -324,6 +326,9 @@ std::optional<StepStats> Trainer::try_step(int64_t step, bool stop_requested, Ag
     data_.train().fill_batch(c, inputs, targets, positions);
   };
   const double factor = loss_factor(data_.train(), data_position(step), plan_.global_batch);
+  // The schedule's place, by the layout this step reads with (a regroup later in the step moves
+  // the origin to the next step).
+  const int64_t tokens_seen = data_position(step) * plan_.seq_len, step_tokens = tokens_per_step();
   stage_->set_loss_scale(static_cast<float>(factor));
   std::vector<int> passes(chunks_.size(), 0);
   using Clock = std::chrono::steady_clock;
@@ -406,7 +411,7 @@ std::optional<StepStats> Trainer::try_step(int64_t step, bool stop_requested, Ag
     fill_agreed(s);
   }
   s.grad_norm = std::sqrt(grad_sq);
-  s.lr = lr_at(lr_, step);
+  s.lr = lr_at(lr_, tokens_seen, step_tokens);
   AdamWHyper h = hyper_;
   h.lr = static_cast<float>(s.lr);
   const auto t_update = Clock::now();

@@ -83,6 +83,8 @@ struct TrainSection {
   double lr = 3e-4;
   double min_lr = 3e-5;
   int64_t warmup_steps = 0;
+  int64_t warmup_tokens = 0;  // the warm-up in tokens seen instead of steps (0: warmup_steps)
+  int64_t decay_tokens = 0;   // tokens seen at the end of decay (0: steps x global_batch x seq_len)
   LrSchedule lr_schedule = LrSchedule::kCosine;
   double weight_decay = 0.1;
   double beta1 = 0.9;

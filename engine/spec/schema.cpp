@@ -306,6 +306,10 @@ std::vector<Field> make_schema() {
   f.push_back(real("train.lr", HOLMES_REF(train.lr), "3e-4", 0, 10, true, "Peak learning rate."));
   f.push_back(real("train.min_lr", HOLMES_REF(train.min_lr), "3e-5", 0, 10, false, "Learning rate at the end of decay."));
   f.push_back(integer("train.warmup_steps", HOLMES_REF(train.warmup_steps), "0", 0, M, "Linear warm-up steps."));
+  f.push_back(integer("train.warmup_tokens", HOLMES_REF(train.warmup_tokens), "0", 0, M,
+                      "The warm-up in tokens seen instead of steps (excludes train.warmup_steps); 0: warmup_steps."));
+  f.push_back(integer("train.decay_tokens", HOLMES_REF(train.decay_tokens), "0", 0, M,
+                      "Tokens seen when the decay reaches min_lr; 0: steps x global_batch x seq_len."));
   f.push_back(choice("train.lr_schedule", HOLMES_REF(train.lr_schedule),
                      "Decay after warm-up, from lr to min_lr at train.steps."));
   f.push_back(real("train.weight_decay", HOLMES_REF(train.weight_decay), "0.1", 0, 10, false,

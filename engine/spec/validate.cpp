@@ -194,6 +194,10 @@ std::vector<Problem> cross_field_problems(const JobSpec& s) {
   if (t.seq_len > m.max_seq_len)
     fail("train.seq_len", fmt::format("train.seq_len = {} exceeds the model's context model.max_seq_len = {}",
                                       t.seq_len, m.max_seq_len));
+  if (t.warmup_tokens > 0 && t.warmup_steps > 0)
+    fail("train.warmup_tokens", fmt::format("train.warmup_tokens = {} and train.warmup_steps = {} both set the "
+                                            "warm-up: give one of them (the other 0)",
+                                            t.warmup_tokens, t.warmup_steps));
   if (t.min_lr > t.lr)
     fail("train.min_lr", fmt::format("train.min_lr = {} is larger than train.lr = {}", t.min_lr, t.lr));
   return out;

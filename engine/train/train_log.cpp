@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/format.hpp"
+#include "engine/parallel/trainer.hpp"
 #include "model/counts.hpp"
 #include "model/param_layout.hpp"
 
@@ -39,10 +40,11 @@ void TrainLog::header(const parallel::StepRunner& trainer, const std::string& da
              human_count(static_cast<double>(model::ParamLayout(whole).size())));
   fmt::print("{}\n", data_description);
   if (floor_) fmt::print("entropy floor: {:.4f} nats/token (exact entropy rate of the synthetic source)\n", *floor_);
+  const parallel::LrConfig lr = parallel::lr_config_of(spec_);
   fmt::print("train: {} steps x {} sequences x {} tokens = {} tokens/step ({} micro-batch(es) of {}), lr {:g} -> {:g} "
-             "{} with {} warm-up steps, clip {:g}, weight decay {:g}\n",
+             "{} by tokens seen with {} warm-up tokens, decay to {} tokens, clip {:g}, weight decay {:g}\n",
              t.steps, t.global_batch, t.seq_len, trainer.tokens_per_step(), trainer.micro_batches(), t.micro_batch,
-             t.lr, t.min_lr, t.lr_schedule, t.warmup_steps, t.grad_clip, t.weight_decay);
+             t.lr, t.min_lr, t.lr_schedule, lr.warmup_tokens, lr.total_tokens, t.grad_clip, t.weight_decay);
   fmt::print("speed: {:.3g} GFLOP per token; MFU = the job's model FLOP/s against its peak {:.1f} GFLOP/s = {}\n",
              trainer.flops_per_token() / 1e9, peak_gflops_, peak_source_);
   std::fflush(stdout);

@@ -19,6 +19,8 @@
 # (5) Replica 1 frozen (SIGSTOP) after step 6, cluster.timeout_s 5: named after the groups'
 #     time-out, and again the final weights of (3); the launcher ends the frozen worker once
 #     the job finished without it.
+#     The learning rate of every row is the schedule at the tokens seen (fewer per step after
+#     the loss), not at the step count.
 # (6) Losing replica 0 (the log and the shared checkpoint shard) or falling below
 #     parallel.min_replicas stops the job, saying why.
 # (7) Two ranks per replica (data 2): rank 3 of replica 1 killed; rank 2 (its replica's other
@@ -74,6 +76,30 @@ expect_loss_of_1() {  # NAME: exit 0, replicas [0, 2] from row 8 on, replica 1 a
   grep -q "rank 0: elastic: lost replica 1 (rank 1) (missing rank(s) \[1\]); generation 1: replicas \[0, 2\] go on from step 9" \
     "$tmp/$name.log" || bad "$name: the loss of replica 1 is not named" "$tmp/$name.log"
   same_weights "$tmp/$name-dump/rank-0.bin" "$tmp/$name-dump/rank-2.bin" || bad "$name: survivors' weights differ"
+  lr_by_tokens "$name" || bad "$name: the learning rate does not follow the tokens seen" "$tmp/$name.log"
+}
+# lr_by_tokens NAME: each row's learning rate is the job's warm-up and cosine decay at the
+# tokens the job had seen before the step: 6 sequences a step through step 8 (the step in which
+# the loss was met reads with the old layout), 4 after it; the decay ends at 16 x 6 sequences.
+lr_by_tokens() {
+  python3 - "$tmp/$1/metrics.jsonl" "$tmp/$1.log" <<'PY'
+import json, math, re, sys
+log = open(sys.argv[2]).read()
+T = int(re.search(r"train: 16 steps x 6 sequences x (\d+) tokens", log).group(1))
+top, low, warm, end = re.search(r"lr (\S+) -> (\S+) cosine by tokens seen with (\d+) warm-up tokens, decay to (\d+)",
+                                log).groups()
+top, low, warm, end = float(top), float(low), int(warm), int(end)
+assert end == 16 * 6 * T, f"decay ends at {end} tokens"
+rows = [r for r in map(json.loads, open(sys.argv[1])) if "step_ms" in r]
+for r in rows:
+    s = r["step"]
+    seen, batch = T * (6 * min(s - 1, 8) + 4 * max(0, s - 9)), T * (6 if s <= 8 else 4)
+    if seen < warm:
+        want = top * (seen + batch) / warm
+    else:
+        want = low + 0.5 * (1 + math.cos(math.pi * (seen - warm) / (end - warm))) * (top - low)
+    assert math.isclose(r["lr"], want, rel_tol=1e-9), f"step {s}: lr {r['lr']}, by tokens seen {want}"
+PY
 }
 dumped() { mkdir -p "$tmp/$1-dump"; echo "$tmp/$1-dump"; }
 

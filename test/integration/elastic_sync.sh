@@ -39,8 +39,11 @@ bin="$tmp/$marker"
 trap 'pkill -KILL -f "$marker" 2>/dev/null; rm -rf "$tmp"' EXIT
 export HOLMES_LAUNCH_GRACE_S=2
 steps=12
+# The learning-rate schedule in tokens (3 steps' warm-up and 12 steps' decay of the 3-replica
+# job), so that the jobs of 2 replicas resumed below follow the same schedule.
 base=(--set parallel.replicas=3 --set parallel.outer=sync --set train.global_batch=6 --set checkpoint.interval=0
-  --set cluster.timeout_s=10 --set log.interval=1)
+  --set cluster.timeout_s=10 --set log.interval=1 --set train.warmup_steps=0 --set train.warmup_tokens=576
+  --set train.decay_tokens=2304)
 job=(--nproc-per-node 3 "${base[@]}")
 el=("${job[@]}" --set parallel.elastic=true)
 quiet=(--set log.interval=1000)  # no log line between the first and the last: no sum after step 6

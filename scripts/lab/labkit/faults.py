@@ -13,7 +13,12 @@ A fault is one of
   slow    a node's CPU quota times `speed` for for_s seconds (thermal throttling, a noisy
           neighbour); needs the scenario's CPU quotas.
 It comes at_s seconds after the first step the run logged (start-up is not the fault's time),
-or when the run first logs step at_step (the same point of the run on a fast or a loaded machine).
+or after step at_step (the same point of the run on a fast or a loaded machine). A kill or a
+freeze at a step is raised by the workers it hits themselves, at the end of that step
+(HOLMES_TEST_SIGNAL_AFTER_STEP): a lab that read the step from the logs and then sent the signal
+would hit a later step, or none when the run ends first; the lab notices the worker killed or
+stopped and takes it from there (the restart, the SIGCONT after for_s). A cut or a slow node at
+a step starts when the lab reads the step in the rows.
 
 How the job recovers (--recovery):
   relaunch  what a job without elasticity gets from Slurm's requeue: when a worker exits with
@@ -214,7 +219,8 @@ class Workers:
     def ranks_on(self, node):
         return [r for r, (_, n, _) in self.node_of.items() if n == node]
 
-    def start(self, rank, resume=False, note=""):
+    def start(self, rank, resume=False, note="", hook=None):
+        """hook: (step, "KILL" or "STOP"): the worker raises that signal on itself after the step."""
         node_rank, node, local = self.node_of[rank]
         cmd = ["ip", "netns", "exec", self.cluster.node_ns[node], self.binary,
                "--config", os.path.join(self.run_dir, "job.yaml")] + self.extra
@@ -224,11 +230,26 @@ class Workers:
         if note:
             log.write(f"lab: {note}\n")
             log.flush()
+        env = job.worker_env(self.sc, self.cluster, node, node_rank, local, self.token)
+        if hook is not None:
+            env["HOLMES_TEST_SIGNAL_AFTER_STEP"] = f"{hook[0]}:{hook[1]}:{rank}"
         self.procs[rank] = subprocess.Popen(
             cmd, cwd=self.run_dir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=job._before_exec(self.cluster.cgroups.get(node)),
-            env=job.worker_env(self.sc, self.cluster, node, node_rank, local, self.token))
+            start_new_session=True, preexec_fn=job._before_exec(self.cluster.cgroups.get(node)), env=env)
         log.close()
+
+    def hit(self, rank, kind):
+        """Whether the worker of `rank` raised the fault `kind` on itself: killed, or stopped."""
+        p = self.procs.get(rank)
+        if p is None:
+            return False
+        if kind == "kill":
+            return p.poll() == -signal.SIGKILL
+        try:
+            with open(f"/proc/{p.pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "T"
+        except OSError:
+            return False
 
     def signal(self, rank, sig):
         p = self.procs.get(rank)
@@ -279,9 +300,25 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
             with open(os.path.join(path, "cpu.cfs_quota_us")) as q:
                 base[node] = int(q.read())
         w = Workers(sc, cluster, binary, run_dir, extra)
+        # The kills and freezes at a step that the workers raise themselves: one per rank (the
+        # earliest; any other at a step on the same rank is sent by the lab when it reads the step).
+        hooked = {}  # rank -> fault
+        for f in sorted(faults, key=lambda f: f.at_step or 0):
+            if f.at_step is not None and f.kind in ("kill", "freeze"):
+                for rank in w.ranks_on(f.target):
+                    hooked.setdefault(rank, f)
+        fired = set()  # faults that happened (a worker started again never raises one twice)
+
+        def hook_of(rank):
+            f = hooked.get(rank)
+            if f is None or f.index in fired:
+                return None
+            return (f.at_step, "KILL" if f.kind == "kill" else "STOP")
+
         t0 = time.monotonic()
+        last_poll = t0
         for rank in sorted(w.node_of):
-            w.start(rank)
+            w.start(rank, hook=hook_of(rank))
         pending = []     # (time, action, fault) not yet done
         active = {}      # fault index -> when it ends (a killed node: when it is back)
         restarts = {}    # rank -> time to start it again (elastic)
@@ -300,7 +337,30 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
                     raise job.RunFailed(f"the run did not finish within timeout_s = {sc.timeout_s:g} s "
                                         f"(logs: {run_dir}/rank-*.log)")
                 for f in faults:
-                    if f.index in scheduled or tail.first_step_at() is None:
+                    if f.index in scheduled:
+                        continue
+                    if f in hooked.values():
+                        # Raised by the workers: it began, at the latest, when the first of them
+                        # is seen hit (since the last poll: a peer may have logged it already).
+                        ranks = [r for r, g in hooked.items() if g is f]
+                        if not any(w.hit(r, f.kind) for r in ranks):
+                            continue
+                        scheduled.add(f.index)
+                        fired.add(f.index)
+                        at = last_poll
+                        events.append((at, f"start {f.index}"))
+                        active[f.index] = at + (f.restart_after_s if f.kind == "kill" else f.for_s)
+                        pending.append((active[f.index], "end", f))
+                        for rank in ranks:
+                            if f.kind == "kill":
+                                killed.add(w.procs[rank])
+                                w.signal(rank, signal.SIGKILL)  # a rank of the node not yet at the step
+                                if recovery == "elastic":
+                                    restarts[rank] = at + f.restart_after_s
+                            else:
+                                w.signal(rank, signal.SIGSTOP)
+                        continue
+                    if tail.first_step_at() is None:
                         continue
                     if f.at_step is None:
                         at = tail.first_step_at() + f.at_s
@@ -340,6 +400,9 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
                     code = p.poll()
                     if code is None or code == 0 or p in handled:
                         continue
+                    f = hooked.get(rank)
+                    if code == -signal.SIGKILL and f is not None and f.kind == "kill" and f.index not in fired:
+                        continue  # it killed itself since the fault check above: the next poll takes it
                     handled.add(p)
                     if p not in killed:
                         events.append((now, f"exit {rank} {code}"))
@@ -359,16 +422,18 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
                         del restarts[rank]
                         started[rank] = started.get(rank, 0) + 1
                         events.append((now, f"restart {rank}"))
-                        w.start(rank, resume=False, note="started again after a fault")
+                        w.start(rank, resume=False, note="started again after a fault", hook=hook_of(rank))
                 if requeue and now >= max([requeue_not_before] + list(active.values())):
                     requeue = False
                     killed.clear()
                     events.append((now, "relaunch"))
                     w.token = os.urandom(16).hex()
                     for rank in sorted(w.node_of):
-                        w.start(rank, resume=True, note="the job started again (checkpoint.resume auto)")
+                        w.start(rank, resume=True, note="the job started again (checkpoint.resume auto)",
+                                hook=hook_of(rank))
                 if not requeue and not restarts and all(p.poll() == 0 for p in w.procs.values()):
                     break
+                last_poll = now
                 if recovery == "elastic" and not restarts and all(p.poll() is not None for p in w.procs.values()):
                     # Every worker ended; those that failed used their restarts (a job that could
                     # not take them back): the run counts when rank 0, the job's logger, finished.

@@ -204,14 +204,18 @@ static const char* kH100Json =
     R"("memClockRateKHz":2619000,"l2CacheSize":52428800,"cudaDeviceId":0,"deviceVer":900,)"
     R"("driverVer":13000,"deviceName":"NVIDIA H100 80GB HBM3"})";
 
+// cuDNN 9.8 and later describe a device without one (the offline cases below). Not a skip when
+// it cannot: on a GPU machine with an older cuDNN the parity tests check more than these.
+static bool cudnn_describes_devices() {
+  REQUIRE(cudnn_available());
+  if (cudnn_version() >= 90800) return true;
+  WARN("cuDNN " << cudnn_version() << " cannot describe a device without one (needs 9.8)");
+  return false;
+}
+
 TEST_CASE("cuDNN accepts the attention graphs for an H100 and proposes engines, without a GPU",
           "[cuda][attention]") {
-  REQUIRE(cudnn_available());
-  if (cudnn_version() < 90800) {
-    // Not a skip: on a GPU machine with an older cuDNN the parity tests check more than this.
-    WARN("cuDNN " << cudnn_version() << " cannot describe a device without one (needs 9.8)");
-    return;
-  }
+  if (!cudnn_describes_devices()) return;
   // The whole operation graph finalizes (cuDNN checks the DAG: tensors, uids, connections) and
   // the heuristics propose engines for sm_90. That is a weak check of support: cuDNN decides
   // support when a plan is finalized, which for these runtime-compiled engines needs the
@@ -264,11 +268,7 @@ TEST_CASE("the document-masked cuDNN attention graphs finalize in both mask form
 
 TEST_CASE("cuDNN finalizes the document-masked attention graphs for an H100, without a GPU",
           "[cuda][attention]") {
-  REQUIRE(cudnn_available());
-  if (cudnn_version() < 90800) {
-    WARN("cuDNN " << cudnn_version() << " cannot describe a device without one (needs 9.8)");
-    return;
-  }
+  if (!cudnn_describes_devices()) return;
   // Aligned (GPT-2 124M's heads at T 1024), odd T (1000: no multiple of 64 or 128) and
   // grouped-query (Llama 3 8B on 4 tensor-parallel ranks), both directions, every backward form.
   // As for the causal graphs above, what this proves is that the whole operation graph

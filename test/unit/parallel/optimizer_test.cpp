@@ -77,24 +77,59 @@ TEST_CASE("gradient clipping scales the global norm down to the limit", "[train]
   CHECK(clip_scale(13.0, 0.0) == 1.0f);  // 0 disables clipping
 }
 
+// The schedule of a job with a constant batch of G tokens: step s starts after s x G tokens.
+static double lr_of_step(const LrConfig& c, int64_t step, int64_t tokens_per_step = 1) {
+  return lr_at(c, step * tokens_per_step, tokens_per_step);
+}
+
 TEST_CASE("learning rate: linear warm-up then cosine / linear / constant decay to min_lr", "[train]") {
-  LrConfig c{.lr = 1.0, .min_lr = 0.1, .warmup_steps = 10, .total_steps = 110, .kind = LrSchedule::kCosine};
-  CHECK(lr_at(c, 0) == Approx(0.1));
-  CHECK(lr_at(c, 4) == Approx(0.5));
-  CHECK(lr_at(c, 9) == Approx(1.0));
-  CHECK(lr_at(c, 10) == Approx(1.0));
-  CHECK(lr_at(c, 60) == Approx(0.55));  // half-way: cos(pi/2) = 0
-  CHECK(lr_at(c, 35) == Approx(0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 0.25))));
-  CHECK(lr_at(c, 110) == Approx(0.1));
-  CHECK(lr_at(c, 500) == Approx(0.1));
-  for (int64_t s = 10; s < 110; ++s) CHECK(lr_at(c, s + 1) <= lr_at(c, s) + 1e-12);  // monotone decay
+  LrConfig c{.lr = 1.0, .min_lr = 0.1, .warmup_tokens = 10, .total_tokens = 110, .kind = LrSchedule::kCosine};
+  CHECK(lr_of_step(c, 0) == Approx(0.1));
+  CHECK(lr_of_step(c, 4) == Approx(0.5));
+  CHECK(lr_of_step(c, 9) == Approx(1.0));
+  CHECK(lr_of_step(c, 10) == Approx(1.0));
+  CHECK(lr_of_step(c, 60) == Approx(0.55));  // half-way: cos(pi/2) = 0
+  CHECK(lr_of_step(c, 35) == Approx(0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 0.25))));
+  CHECK(lr_of_step(c, 110) == Approx(0.1));
+  CHECK(lr_of_step(c, 500) == Approx(0.1));
+  for (int64_t s = 10; s < 110; ++s) CHECK(lr_of_step(c, s + 1) <= lr_of_step(c, s) + 1e-12);  // monotone decay
   c.kind = LrSchedule::kLinear;
-  CHECK(lr_at(c, 60) == Approx(0.55));
-  CHECK(lr_at(c, 35) == Approx(1.0 - 0.9 * 0.25));
+  CHECK(lr_of_step(c, 60) == Approx(0.55));
+  CHECK(lr_of_step(c, 35) == Approx(1.0 - 0.9 * 0.25));
   c.kind = LrSchedule::kConstant;
-  CHECK(lr_at(c, 5) == Approx(0.6));
-  CHECK(lr_at(c, 100) == Approx(1.0));
-  c.warmup_steps = 0;
+  CHECK(lr_of_step(c, 5) == Approx(0.6));
+  CHECK(lr_of_step(c, 100) == Approx(1.0));
+  c.warmup_tokens = 0;
   c.kind = LrSchedule::kCosine;
-  CHECK(lr_at(c, 0) == Approx(1.0));
+  CHECK(lr_of_step(c, 0) == Approx(1.0));
+}
+
+TEST_CASE("learning rate by tokens seen: a constant batch gives the step schedule to the bit", "[train]") {
+  // G tokens per step (not a power of two), warm-up 7 steps, decay over 50: every step's rate
+  // equals the schedule in steps (warm-up and total counted as 1-token steps) exactly.
+  for (LrSchedule kind : {LrSchedule::kCosine, LrSchedule::kLinear, LrSchedule::kConstant}) {
+    const int64_t G = 24 * 1000;
+    const LrConfig steps{.lr = 6e-4, .min_lr = 6e-5, .warmup_tokens = 7, .total_tokens = 50, .kind = kind};
+    const LrConfig tokens{.lr = 6e-4, .min_lr = 6e-5, .warmup_tokens = 7 * G, .total_tokens = 50 * G, .kind = kind};
+    for (int64_t s = 0; s < 60; ++s) CHECK(lr_of_step(tokens, s, G) == lr_of_step(steps, s));
+  }
+}
+
+TEST_CASE("learning rate by tokens seen: a smaller batch moves along the schedule by what it trains", "[train]") {
+  // Three replicas of 8 x 100 tokens, then two from step 20 (one replica lost): the rate at each
+  // step is the one of the tokens seen, between the step counts of full and reduced batches.
+  const int64_t full = 3 * 800, reduced = 2 * 800;
+  const LrConfig c{.lr = 1.0, .min_lr = 0.0, .warmup_tokens = 5 * full, .total_tokens = 100 * full,
+                   .kind = LrSchedule::kLinear};
+  int64_t seen = 20 * full;
+  for (int64_t step = 20; step < 60; ++step) {
+    const double lr = lr_at(c, seen, reduced);
+    CHECK(lr == Approx(1.0 - static_cast<double>(seen - 5 * full) / (95.0 * full)));
+    // At step 20 both have seen 20 full batches; after it the full batch would be further on.
+    if (step == 20) CHECK(lr == lr_of_step(c, step, full));
+    else CHECK(lr > lr_of_step(c, step, full));
+    seen += reduced;
+  }
+  // Past the end of decay: min_lr, whatever the step.
+  CHECK(lr_at(c, 100 * full, reduced) == 0.0);
 }

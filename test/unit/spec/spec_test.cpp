@@ -142,6 +142,15 @@ TEST_CASE("the straggler keys: defaults, and out-of-range values named with what
   CHECK(issues_of(path, {"log.straggler_threshold=0.5", "log.straggler_lines=1"}).empty());
 }
 
+TEST_CASE("the warm-up in tokens or in steps, not both") {
+  auto path = write_temp("warmup_tokens.yaml", kMinimal);
+  auto issues = issues_of(path, {"train.warmup_tokens=4096", "train.warmup_steps=5"});
+  REQUIRE(issues.size() == 1);
+  CHECK(issues[0].path == "train.warmup_tokens");
+  CHECK_THAT(issues[0].message, Catch::Contains("4096") && Catch::Contains("train.warmup_steps = 5"));
+  CHECK(issues_of(path, {"train.warmup_tokens=4096", "train.decay_tokens=100000"}).empty());
+}
+
 TEST_CASE("every problem is reported, each with its key and line") {
   auto path = write_temp("many.yaml",
                          "model:\n  layers: 2\n  hidden: 30\n  heads: 4\n  colour: red\ntrain:\n  steps: -1\n");
