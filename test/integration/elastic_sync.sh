@@ -171,7 +171,10 @@ grep -q "rank 2: elastic: the job cannot go on after losing replica 0 (rank 0): 
 # the machine's speed) and it takes replica 0's state over the new outer group.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 token="elastic-sync-test-$$"
-join=("${tiny[@]}" --set job.output_dir="$tmp/join" --set train.steps="$steps" "${base[@]}" --set parallel.elastic=true)
+# cluster.timeout_s 30: the first rank holds step 9's verdict at most that long for the joiner,
+# which has to start and rendezvous on a machine that may be loaded.
+join=("${tiny[@]}" --set job.output_dir="$tmp/join" --set train.steps="$steps" "${base[@]}" --set parallel.elastic=true
+  --set cluster.timeout_s=30)
 dump=$(dumped join)
 MASTER_PORT=$port HOLMES_JOB_TOKEN=$token HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:1 HOLMES_TEST_WAIT_FOR_JOINER=9 \
   HOLMES_TEST_DUMP_WEIGHTS=$dump timeout 300 "$bin" --nproc-per-node 3 "${join[@]}" >"$tmp/join.log" 2>&1 &
