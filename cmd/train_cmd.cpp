@@ -22,6 +22,7 @@
 #include "engine/train/checkpoint_loop.hpp"
 #include "engine/runtime/cluster_view.hpp"
 #include "engine/train/dist_run.hpp"
+#include "engine/runtime/replan.hpp"
 #include "engine/train/run.hpp"
 #include "backends/backends.hpp"
 
@@ -91,6 +92,7 @@ void check_before_spawning(const spec::JobSpec& spec, const launch::LaunchEnv& e
   runtime::check_worker_device(spec);
   const topo::Devices devices = spec.job.device == spec::Device::kCuda ? runtime::local_devices() : topo::detect_cpu_devices();
   if (env.num_nodes == 1) {
+    runtime::check_replan_nodes(spec, 1, env.world_size);
     runtime::plan_local_job(spec, devices, env.local_world_size);
   } else {
     runtime::check_node_capacity(devices, env.local_world_size, fmt::format("--nproc-per-node {}", env.local_world_size));

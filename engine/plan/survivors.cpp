@@ -19,7 +19,14 @@ topo::ClusterTopology without_nodes(const topo::ClusterTopology& topology, const
     gone.insert(node);
   }
   topo::ClusterTopology out;
-  out.warnings = topology.warnings;
+  // A warning about one lost node goes with it (a fresh job on the survivors has none of it);
+  // the plan's hash covers the warnings, so the re-plan equals that job's plan.
+  for (const std::string& w : topology.warnings) {
+    const bool about_lost = std::any_of(gone.begin(), gone.end(), [&](int node) {
+      return w.find(fmt::format("node '{}'", topology.nodes[node].hostname)) != std::string::npos;
+    });
+    if (!about_lost) out.warnings.push_back(w);
+  }
   out.calibration = topology.calibration;
   std::vector<int> new_index(n, -1);
   for (int node = 0; node < n; ++node) {

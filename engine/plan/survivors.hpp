@@ -27,7 +27,8 @@ namespace holmes::plan {
 
 // `topology` without the nodes in `lost` (node indices; duplicates and order do not matter):
 // the remaining nodes in their order, islands that keep no node dropped, island ids and node
-// indices renumbered densely. Each island's per-node RDMA rate and the calibration are kept.
+// indices renumbered densely. Each island's per-node RDMA rate and the calibration are kept,
+// and the warnings but those naming a lost node ("node '<host>' ...").
 // std::invalid_argument for an index out of range.
 topo::ClusterTopology without_nodes(const topo::ClusterTopology& topology, const std::vector<int>& lost);
 

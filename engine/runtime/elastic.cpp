@@ -15,6 +15,7 @@
 #include "comm/gloo_group.hpp"
 #include "comm/inproc_group.hpp"
 #include "engine/plan/nccl.hpp"
+#include "engine/runtime/settle.hpp"
 
 namespace holmes::runtime {
 
@@ -263,19 +264,8 @@ MembershipDecision ElasticSession::lead() {
   comm::Store& store = *rt_.store;
   std::vector<std::string> keys;
   for (const Member& m : members_) keys.push_back(key(fmt::format("alive/{}", m.rank)));
-  const auto start = Clock::now();
-  size_t registered = 0;
-  auto changed_at = start;
-  for (;;) {
-    const size_t now_in = keys.size() - store.missing(keys).size();
-    if (now_in != registered) registered = now_in, changed_at = Clock::now();
-    if (registered == keys.size() || seconds_since(changed_at) >= settle_s_ ||
-        seconds_since(start) >= timeout_s_ + settle_s_)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const std::vector<std::string> missing = wait_for_registrations(store, keys, settle_s_, timeout_s_ + settle_s_);
   std::vector<Registration> regs;
-  const std::vector<std::string> missing = store.missing(keys);
   for (size_t i = 0; i < keys.size(); ++i)
     if (std::find(missing.begin(), missing.end(), keys[i]) == missing.end())
       regs.push_back({members_[i].rank, std::stoll(comm::get_string(store, keys[i], millis(timeout_s_)))});

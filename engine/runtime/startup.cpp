@@ -310,7 +310,7 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
 
   // Before the groups, which only the ranks of the start make: every rank passes here before
   // any of them finishes its world group, so a rank that finds the job started is a late one.
-  if (spec.parallel.elastic) rt.joining = late_rank(*rt.store, rt.plan, rt.rank);
+  if (spec.parallel.elastic && spec.parallel.replicas > 1) rt.joining = late_rank(*rt.store, rt.plan, rt.rank);
   create_groups(rt, spec);
   if (rt.joining) {
     schedule::Place& p = rt.rank_plan.place;
@@ -323,6 +323,12 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
 
 void DeviceComms::abort_all() const noexcept {
   for (const RankComm& c : comms) c.group->abort();
+}
+
+void create_rank_groups(Runtime& rt, const spec::JobSpec& spec) { create_groups(rt, spec); }
+
+void wait_all_have_read(comm::Store& store, const std::string& name, int rank, int world, comm::Millis timeout) {
+  all_have_read(store, name, rank, world, timeout);
 }
 
 DeviceComms connect_device_groups(Runtime& rt, const spec::JobSpec& spec) {

@@ -115,6 +115,13 @@ DeviceComms connect_device_groups(Runtime& rt, const spec::JobSpec& spec);
 std::unique_ptr<parallel::ParallelGroups> executor_groups(const Runtime& rt, const DeviceComms& device,
                                                           device::DeviceMemory& mem);
 
+// Phase 4 alone, for a start-up opened again on the survivors of a loss (replan.hpp): this
+// rank's groups of rt.plan over rt.store, in plan order.
+void create_rank_groups(Runtime& rt, const spec::JobSpec& spec);
+// Rank 0 waits until every rank counted itself in after reading all-gather `name` (rank 0 may
+// host the store: it must not go on, and perhaps exit, while others still read).
+void wait_all_have_read(comm::Store& store, const std::string& name, int rank, int world, comm::Millis timeout);
+
 // ---- the pieces, exposed for tests ----
 
 // cluster.timeout_s as the groups' default time-out.

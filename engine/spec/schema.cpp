@@ -402,7 +402,9 @@ std::vector<Field> make_schema() {
                       "replicas (sync or diloco) survive losing one (its ranks die, hang or are cut off): the "
                       "others agree through the rendezvous store on who is left, rebuild the groups across "
                       "replicas and go on (docs/elastic.md); sync replicas then keep the optimizer sharded inside "
-                      "each replica (HSDP). Needs parallel.replicas >= 2 and parallel.outer_overlap 0."));
+                      "each replica (HSDP). Needs parallel.outer_overlap 0. With parallel.replicas 1: a job that "
+                      "loses a node re-plans on the nodes that remain and trains on from its last checkpoint, "
+                      "without a new launch (a job across 2 or more nodes)."));
   f.push_back(integer("parallel.min_replicas", HOLMES_REF(parallel.min_replicas), "1", 1, 4096,
                       "parallel.elastic: whole replicas that must remain for the job to go on after a loss."));
   // cluster

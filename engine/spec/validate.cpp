@@ -73,10 +73,6 @@ void replica_problems(const JobSpec& s, Fail&& fail) {
                                                "one starts, every inner_steps / fragments = {} / {} = {} steps "
                                                "(accepted: 0 .. {})", p.outer_overlap, p.inner_steps, p.fragments,
                                                gap, gap - 1));
-  if (p.elastic && p.replicas < 2)
-    fail("parallel.elastic", fmt::format("parallel.elastic = true lets replicas survive losing one, but "
-                                         "parallel.replicas = {}; accepted: false, or parallel.replicas >= 2 "
-                                         "(outer sync or diloco)", p.replicas));
   if (p.elastic && p.outer_overlap > 0)
     fail("parallel.elastic", fmt::format("parallel.elastic = true with parallel.outer_overlap = {}: an exchange in "
                                          "flight beside the steps cannot be redone over the survivors yet; "

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <map>
 #include <optional>
@@ -23,8 +24,10 @@
 #include "engine/data/data.hpp"
 #include "engine/runtime/elastic.hpp"
 #include "engine/runtime/failure.hpp"
+#include "engine/runtime/replan.hpp"
 #include "engine/train/calibration.hpp"
 #include "engine/train/checkpoint_loop.hpp"
+#include "engine/train/replan_restart.hpp"
 #include "engine/train/run.hpp"
 #include "engine/parallel/trainer.hpp"
 #include "backends/backends.hpp"
@@ -78,7 +81,8 @@ void elastic_loop_context(LoopContext& ctx, runtime::ElasticSession& elastic, pa
   };
 }
 
-int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
+int train_started(const spec::JobSpec& spec, runtime::Runtime& rt,
+                  const std::function<void(int64_t)>& on_step_done = nullptr, int hook_rank = -1) {
   const std::string plan_text = plan::format_plan_text(rt.plan);
   if (rt.rank == 0) fmt::print("{}plan hash {:016x}\n", plan_text, rt.plan_hash);
   const int threads = worker_threads(rt.local_world);
@@ -106,7 +110,7 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   // parallel.elastic: the session regroups the trainer after a loss and owns the world group
   // from then on.
   std::optional<runtime::ElasticSession> elastic;
-  if (spec.parallel.elastic) trainer.set_recovery(&elastic.emplace(rt, spec));
+  if (spec.parallel.elastic && spec.parallel.replicas > 1) trainer.set_recovery(&elastic.emplace(rt, spec));
   LoopContext ctx;
   ctx.rank = rt.rank;
   ctx.world = rt.world;
@@ -128,6 +132,8 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
     ctx.joined_at = step + 1;
   }
   ctx.store = rt.store;
+  ctx.on_step_done = on_step_done;
+  ctx.hook_rank = hook_rank;
   ctx.plan_text = plan_text;
   ctx.plan_hash = rt.plan_hash;
   ctx.plan_json = plan::format_plan_json(rt.plan);
@@ -159,6 +165,39 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt) {
   return code;
 }
 
+// parallel.elastic without replicas (docs/elastic.md "A single pipeline that loses a node"):
+// the same processes train generation after generation; after a communication failure the
+// survivors re-plan on the nodes that remain (runtime::ReplanSession) and train again from the
+// run's last checkpoint, redoing the steps since it.
+int train_replanning(const spec::JobSpec& spec, runtime::Runtime& rt) {
+  runtime::ReplanSession session(rt, spec);
+  const int started_as = rt.rank;  // the test hook's numbering
+  spec::JobSpec current = spec;
+  int64_t steps_done = 0;
+  std::optional<runtime::ReplanSession::Outcome> replanned;
+  for (;;) {
+    std::string what;
+    try {
+      if (replanned) {
+        // Inside the try: a rank lost while start-up is opened again is one more loss.
+        current = spec_after_replan(replanned->survivors.spec, spec);
+        session.reopen(*replanned);
+        if (rt.rank == 0) discard_redone_rows(current, redo_of(current, replanned->decision.steps_done), session.generation());
+      }
+      return train_started(current, rt, [&steps_done](int64_t done) { steps_done = done; }, started_as);
+    } catch (const comm::CommError& e) {
+      what = e.what();
+    } catch (const comm::StoreError& e) {
+      what = e.what();
+    }
+    replanned = session.recover(what, steps_done);
+    // The test hook (checkpoint_loop.hpp) fires once per process: a redone step it already
+    // passed must not fire it again (a freeze that woke in time would freeze again).
+    if (const TestSignal hook = TestSignal::from_environment(started_as); hook.step >= 0 && hook.step <= steps_done)
+      ::unsetenv("HOLMES_TEST_SIGNAL_AFTER_STEP");
+  }
+}
+
 }  // namespace
 
 int worker_threads(int local_world) {
@@ -177,6 +216,7 @@ int run_job(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   runtime::Runtime rt;
   try {
     rt = runtime::start_runtime(spec, env);
+    if (runtime::replans_on_loss(spec, rt.world)) return train_replanning(spec, rt);
     return train_started(spec, rt);
   } catch (const UserError&) {
     throw;

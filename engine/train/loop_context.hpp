@@ -40,6 +40,12 @@ struct LoopContext {
   // state taken from a peer: no resume, no start-up collective, the job's log figures reduced
   // in step with the ranks that trained from the start. -1: a rank of the start.
   int64_t joined_at = -1;
+  // Called on this rank after each step the loop finished, with the steps done (a re-plan
+  // says how many steps its survivors redo); empty: nothing.
+  std::function<void(int64_t)> on_step_done;
+  // The rank HOLMES_TEST_SIGNAL_AFTER_STEP names this process by (checkpoint_loop.hpp): its rank
+  // as the job started, which a re-planned generation numbers anew; -1: `rank`.
+  int hook_rank = -1;
   std::shared_ptr<comm::Store> store;  // job store for coordination (checkpoints); null when single
   std::string plan_text;               // what the run runs under (for checkpoint manifests)
   uint64_t plan_hash = 0;

@@ -157,7 +157,7 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   if (logger && !ctx.plan_json.empty()) write_plan_json(spec, ctx.plan_json);
 
   const auto& t = spec.train;
-  const TestSignal test_signal = TestSignal::from_environment(ctx.rank);
+  const TestSignal test_signal = TestSignal::from_environment(ctx.hook_rank >= 0 ? ctx.hook_rank : ctx.rank);
   const int interval = std::max(1, spec.log.interval);
   double first_loss = NAN, last_loss = NAN, comm_ms = 0, total_ms = 0;
   std::string first_label;
@@ -240,6 +240,7 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
     saver.after_step(trainer, done, /*last=*/stopping || done == t.steps);
     test_signal.raise_if(done, /*before_sums=*/false);
     const std::vector<double> job = report(s, stopping);
+    if (ctx.on_step_done) ctx.on_step_done(done);
     if (validating) {
       double v = trainer.evaluate();
       if (log && std::isfinite(v)) log->validation(done, v, trainer.source_losses());

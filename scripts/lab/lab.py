@@ -4,7 +4,7 @@
   lab.py run SCENARIO.yaml CASE [--out DIR]   one case on the emulated cluster
   lab.py bench SCENARIO.yaml [--out DIR] [--rounds N]
   lab.py bench-many SCENARIO.yaml... [--out DIR] [--rounds N] [--budget-s S] [--reuse]
-  lab.py faults SCENARIO.yaml CASE [--out DIR] [--recovery relaunch|elastic] [--set KEY=VALUE]...
+  lab.py faults SCENARIO.yaml CASE [--out DIR] [--recovery relaunch|elastic|replan] [--set KEY=VALUE]...
                                               the case with and without the scenario's faults
   lab.py clean                                remove what crashed lab runs left behind
 
@@ -160,9 +160,10 @@ def parse_args():
     f.add_argument("scenario")
     f.add_argument("case", help=" | ".join(scenario.CASES))
     f.add_argument("--out", help="folder (default runs/lab/<scenario>/faults-<case>)")
-    f.add_argument("--recovery", choices=("relaunch", "elastic"), default="relaunch",
+    f.add_argument("--recovery", choices=("relaunch", "elastic", "replan"), default="relaunch",
                    help="relaunch: a failed worker stops the job, started again with resume auto (Slurm's "
-                        "requeue); elastic: the job recovers itself, the lab only restarts killed workers")
+                        "requeue); elastic: the job recovers itself, the lab only restarts killed workers; replan: "
+                        "the job recovers itself on the nodes left, nothing is started again")
     f.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a job spec key for both runs (e.g. parallel.elastic=true), repeatable")
     f.add_argument("--reuse-clean", action="store_true", help="keep the fault-free run an earlier call left in --out")

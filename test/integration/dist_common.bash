@@ -27,6 +27,16 @@ wait_for() {
   for _ in $(seq "$n"); do eval "$1" && return 0; sleep 0.1; done
   return 1
 }
+# Exits the test as skipped where no interface but loopback has an IPv4 address: a group across
+# "nodes" played by one machine binds to the plan's Ethernet interface.
+skip_without_ethernet() {
+  "$exe" discover --format json | /usr/bin/python3 -c '
+import json, sys
+nics = json.load(sys.stdin)["nics"]
+sys.exit(0 if any(n["kind"] == "ethernet" and n["state"] == "active" and n["addresses"] for n in nics) else 1)' && return 0
+  echo "HOLMES_SKIP: no active Ethernet interface with an IPv4 address on this machine"
+  exit 0
+}
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 finish() { [ "$fail" -eq 0 ] && echo "PASS"; exit "$fail"; }
 # matches_single NAME STEPS: $tmp/NAME/metrics.jsonl logs STEPS steps, each loss within 1e-4

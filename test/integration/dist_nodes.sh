@@ -8,14 +8,7 @@ set -u
 bin=$1
 tmp=$(mktemp -d)
 source "$(dirname "$0")/dist_common.bash"
-# A cross-node group needs an interface with an IPv4 address other than loopback.
-if ! "$exe" discover --format json | /usr/bin/python3 -c '
-import json, sys
-nics = json.load(sys.stdin)["nics"]
-sys.exit(0 if any(n["kind"] == "ethernet" and n["state"] == "active" and n["addresses"] for n in nics) else 1)'; then
-  echo "HOLMES_SKIP: no active Ethernet interface with an IPv4 address on this machine"
-  exit 0
-fi
+skip_without_ethernet
 timeout 60 "$exe" "${tiny_job[@]}" --set job.output_dir="$tmp/single" >"$tmp/single.log" 2>&1 || bad "single" "$tmp/single.log"
 port=$(free_port)
 pids=()

@@ -3,7 +3,7 @@
 # the local launcher: 3 replicas of one rank (and of two, data 2 inside), 12 steps. Each replica
 # shards its optimizer inside itself (HSDP) and every step all-reduces its owned gradients over
 # the outer group, so every replica holds the whole state.
-# (1) Bad input exits 2 naming the key: elastic with one replica, elastic with the interleaved
+# (1) Bad input exits 2 naming the key: elastic with outer_overlap, with the interleaved
 #     schedule, min_replicas above replicas.
 # (2) Without a failure an elastic sync job trains as the same job without elastic: losses
 #     within 1e-6 relative (the loss is summed inside each replica, then across, in another
@@ -83,7 +83,7 @@ expect_loss_of_1() {  # NAME: exit 0, replicas [0, 2] from row 7 on, replica 1 n
 }
 
 # 1. Bad input.
-for bad_set in "parallel.replicas=1" "parallel.schedule=interleaved" "parallel.min_replicas=4"; do
+for bad_set in "parallel.outer_overlap=1" "parallel.schedule=interleaved" "parallel.min_replicas=4"; do
   extra=()
   [ "$bad_set" = "parallel.schedule=interleaved" ] && extra=(--set model.layers=4 --set parallel.pipeline=2 --set parallel.virtual_stages=2)
   run "$tmp/bad" 4 "${el[@]}" --set "$bad_set" "${extra[@]}" --plan-only

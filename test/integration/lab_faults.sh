@@ -3,8 +3,9 @@
 # with a worker killed and one frozen while the job trains. Without replicas each fault stops
 # the job, and the lab starts it again from its last checkpoint (Slurm's requeue): both faults
 # are injected and detected, the committed history has every step once, and the final
-# validation loss equals the fault-free run's bit for bit (a resume is exact). A bad fault is
-# exit 2 naming its key. No timing is asserted (the times are the lab's report, not a test).
+# validation loss equals the fault-free run's bit for bit (a resume is exact). The same for one
+# pipeline across three islands that re-plans on the nodes left (--recovery replan: nothing is
+# relaunched or restarted). A bad fault is exit 2 naming its key. No timing is asserted (the times are the lab's report, not a test).
 # Needs root (network namespaces, tc).
 # Usage: lab_faults.sh <holmes-train> <source dir>
 set -u
@@ -38,6 +39,34 @@ if not s["goodput"] or s["goodput"] <= 0:  # a measurement: a loaded machine can
 if problems:
     sys.exit("FAIL " + "; ".join(problems))
 print(f"faults: both injected and detected, history complete, validation loss {v['faults']!r} as without faults")
+PY
+# One pipeline across three islands that loses a node (pipeline-replan.yaml, shortened to 400
+# steps): with --recovery replan the survivors re-plan and go on without a relaunch; the fault
+# is detected, nothing is started again, the history is complete, the redone steps' losses
+# equal their first (a continuous curve) and the final validation loss the fault-free run's.
+sed -e 's/steps: 1500}/steps: 400}/' -e 's/at_step: 530/at_step: 130/' -e 's/checkpoint_interval: 100/checkpoint_interval: 50/' \
+  "$src/scripts/lab/scenarios/pipeline-replan.yaml" >"$tmp/replan.yaml"
+timeout 400 "$src/scripts/lab/faults.sh" "$tmp/replan.yaml" holmes --recovery replan --set parallel.elastic=true \
+  --out "$tmp/r" >"$tmp/r.log" 2>&1 || bad "replan: exit $?" "$tmp/r.log"
+/usr/bin/python3 - "$tmp/r/faults.json" <<'PY' || fail=1
+import json, sys
+s = json.load(open(sys.argv[1]))
+problems = []
+if not s["steps_complete"] or s["steps_repeated"]:
+    problems.append(f"committed history: complete {s['steps_complete']}, repeated {s['steps_repeated']}")
+f = s["faults"][0]
+if not f["injected"] or f.get("detect_s") is None or f.get("recover_s") is None:
+    problems.append(f"fault: injected {f['injected']}, detected {f.get('detect_s')}, recovered {f.get('recover_s')}")
+if any(e in ("relaunch", "stop all") or e.startswith("restart") for _, e in s["events"]):
+    problems.append(f"the lab relaunched or restarted a worker: events {s['events']}")
+if s["redone"]["steps"] < 1 or s["redone"]["max_rel_diff"] != 0:
+    problems.append(f"redone steps {s['redone']}")
+v = s["val_loss"]
+if v["clean"] is None or v["faults"] != v["clean"]:
+    problems.append(f"final validation loss {v['faults']} against the fault-free run's {v['clean']}")
+if problems:
+    sys.exit("FAIL replan: " + "; ".join(problems))
+print(f"replan: detected, {s['redone']['steps']} steps redone with their losses, validation loss {v['faults']!r} as without faults")
 PY
 # A fault naming a node the scenario has not: exit 2 before anything runs, naming the key.
 sed 's/node: roce1/node: roce7/' "$sc" >"$tmp/bad.yaml"

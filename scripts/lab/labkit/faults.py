@@ -25,7 +25,11 @@ How the job recovers (--recovery):
             an error, every other worker is stopped, and requeue_s later the whole job starts
             again with checkpoint.resume auto (its checkpoints every checkpoint_interval steps);
   elastic   the job's own recovery (parallel.elastic): a worker's exit stops no one; the lab
-            only starts a killed (or dropped) worker again restart_after_s later, to rejoin.
+            only starts a killed (or dropped) worker again restart_after_s later, to rejoin;
+  replan    a single pipeline's own recovery (parallel.elastic with one replica): a worker's exit
+            stops no one and nothing is started again: the survivors re-plan on the nodes that
+            remain and go on in the same processes (the killed node does not come back to the
+            job; rank 0 hosts the store, so the fault must spare its node).
 """
 import json
 import os
@@ -45,7 +49,7 @@ MAX_RESTARTS = 2  # elastic: how often the lab starts one rank again (a job that
 # A line of a worker that says it saw a peer fail (the runtime's failure messages and the
 # elastic runtime's), or the launcher-style exit of the worker itself.
 DETECT = re.compile(r"(peer rank \d+|rank \d+ .*(died|exited|lost|missing|timed out|did not)|replica \d+ .*(lost|left|dropped)"
-                    r"|elastic|time-out|timed out|connection (closed|reset))", re.IGNORECASE)
+                    r"|elastic|re-plan|time-out|timed out|connection (closed|reset))", re.IGNORECASE)
 # A slow node fails no one: the job names it a straggler (docs/training.md, "Stragglers"; rank 0
 # prints it, wherever rank 0 runs). Its recovery line ("back within") is no detection.
 STRAGGLER = re.compile(r"^straggler: (rank|replica) \d+ .* since step \d+$")
@@ -409,7 +413,7 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
                     if recovery == "elastic":
                         if started.get(rank, 0) < MAX_RESTARTS:
                             restarts.setdefault(rank, now + fr["requeue_s"])
-                    elif p not in killed and not requeue:
+                    elif recovery == "relaunch" and p not in killed and not requeue:
                         # The job failed (a worker saw its peer go): stop it as Slurm would, start it
                         # again once requeued and every node it needs is back.
                         events.append((now, "stop all"))
@@ -434,7 +438,7 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
                 if not requeue and not restarts and all(p.poll() == 0 for p in w.procs.values()):
                     break
                 last_poll = now
-                if recovery == "elastic" and not restarts and all(p.poll() is not None for p in w.procs.values()):
+                if recovery != "relaunch" and not restarts and all(p.poll() is not None for p in w.procs.values()):
                     # Every worker ended; those that failed used their restarts (a job that could
                     # not take them back): the run counts when rank 0, the job's logger, finished.
                     if w.procs[0].poll() != 0:
@@ -484,6 +488,20 @@ def replica_tokens_lost(rows, sc):
     return lost
 
 
+def redone(seen, committed_rows):
+    """The steps trained twice (a relaunch or a re-plan redoes the steps after its checkpoint):
+    how many, and the largest relative difference between a committed loss and the loss the
+    same step had when first trained (the loss curve's continuity across the recovery)."""
+    first, times = {}, {}
+    for _, r in seen:
+        first.setdefault(r["step"], r["loss"])
+        times[r["step"]] = times.get(r["step"], 0) + 1
+    final = {r["step"]: r["loss"] for r in committed_rows}
+    twice = [s for s, n in times.items() if n > 1 and s in final]
+    worst = max((abs(final[s] - first[s]) / abs(first[s]) for s in twice if first[s]), default=0.0)
+    return {"steps": len(twice), "max_rel_diff": worst}
+
+
 def summarize(sc, clean, faulted, clean_dir, fault_dir, faults):
     steps_c, val_c = committed(clean_dir)
     steps_f, val_f = committed(fault_dir)
@@ -498,6 +516,7 @@ def summarize(sc, clean, faulted, clean_dir, fault_dir, faults):
                       "lost": max(0.0, executed - tok_f) + replica_tokens_lost(steps_f, sc)},
            "goodput": good_f / good_c if good_c > 0 else None,
            "steps_repeated": len(numbers) - len(set(numbers)),
+           "redone": redone(seen, steps_f),
            "steps_complete": numbers == list(range(1, sc.train["steps"] + 1)),
            "val_loss": {"clean": val_c[-1]["val_loss"] if val_c else None,
                         "faults": val_f[-1]["val_loss"] if val_f else None},
@@ -553,6 +572,8 @@ def report(s):
            f"final validation loss {v['faults'] if v['faults'] is not None else '-'} against "
            f"{v['clean'] if v['clean'] is not None else '-'}" + (f" ({dv:+.2f}%)" if dv is not None else ""),
            f"committed history: steps complete {s['steps_complete']}, steps repeated {s['steps_repeated']}",
+           f"steps trained twice: {s['redone']['steps']}, the committed loss within "
+           f"{s['redone']['max_rel_diff']:.1e} (relative) of the first",
            "| fault | detected after | recovered after |", "| --- | --- | --- |"]
     out += [f"| {r['fault']} | {sec(r.get('detect_s'))} | {sec(r.get('recover_s'))} |" for r in s["faults"]]
     return "\n".join(out)

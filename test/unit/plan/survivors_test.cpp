@@ -46,6 +46,17 @@ TEST_CASE("without_nodes renumbers nodes and islands densely and drops emptied i
   CHECK_THROWS_AS(hp::without_nodes(t, {6}), std::invalid_argument);
 }
 
+TEST_CASE("without_nodes drops the warnings about a lost node and keeps the others", "[survivors]") {
+  auto t = three_islands();
+  const std::string host5 = t.nodes[5].hostname;
+  t.warnings = {"node '" + host5 + "': no active physical Ethernet port reports its speed; assumed 10 Gb/s",
+                "node '" + t.nodes[0].hostname + "': no active physical Ethernet port reports its speed",
+                "nodes have different device models"};
+  const auto s = hp::without_nodes(t, {5});
+  CHECK(s.warnings == std::vector<std::string>{t.warnings[1], t.warnings[2]});
+  CHECK(hp::without_nodes(t, {}).warnings == t.warnings);
+}
+
 TEST_CASE("a pipeline across three islands that loses a node is planned again on the other five", "[survivors]") {
   const auto t = three_islands();
   // 48 layers of 2048, tensor 8 inside a node, 6 stages of one node each, global batch 48.

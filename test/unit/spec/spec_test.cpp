@@ -309,7 +309,7 @@ TEST_CASE("checkpoint.init_from excludes a checkpoint.resume folder, and goes wi
   CHECK(load_job_spec(path, {"checkpoint.init_from=hf"}).spec.checkpoint.init_from == "hf");
 }
 
-TEST_CASE("parallel.elastic: sync and diloco replicas accepted; one replica, overlap and interleaved refused") {
+TEST_CASE("parallel.elastic: sync and diloco replicas and one replica accepted; overlap and interleaved refused") {
   // The problems (key: message) a job of `replicas` has with elastic on and not without it.
   auto keys = [](int replicas, OuterMode outer, auto&& change) {
     JobSpec s;
@@ -335,10 +335,11 @@ TEST_CASE("parallel.elastic: sync and diloco replicas accepted; one replica, ove
   auto none = [](JobSpec&) {};
   CHECK(keys(3, OuterMode::kSync, none).empty());
   CHECK(keys(3, OuterMode::kDiloco, none).empty());
-  const auto one = keys(1, OuterMode::kSync, none);
-  REQUIRE(one.size() == 1);
-  CHECK_THAT(*one.begin(), Catch::StartsWith("parallel.elastic: ") && Catch::Contains("parallel.replicas = 1") &&
-                               Catch::Contains("accepted"));
+  CHECK(keys(1, OuterMode::kSync, none).empty());  // one pipeline, re-planned on the surviving nodes
+  const auto overlap = keys(3, OuterMode::kDiloco, [](JobSpec& s) { s.parallel.outer_overlap = 1; });
+  REQUIRE(overlap.size() == 1);
+  CHECK_THAT(*overlap.begin(), Catch::StartsWith("parallel.elastic: ") && Catch::Contains("outer_overlap = 1") &&
+                                   Catch::Contains("accepted"));
   const auto interleaved = keys(3, OuterMode::kSync, [](JobSpec& s) {
     s.parallel.schedule = Schedule::kInterleaved;
     s.parallel.pipeline = 2;

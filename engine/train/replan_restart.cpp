@@ -1,0 +1,85 @@
+// The training side of a re-plan (replan_restart.hpp).
+#include "engine/train/replan_restart.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+
+#include "engine/checkpoint/checkpoint.hpp"
+#include "engine/spec/run_paths.hpp"
+#include "engine/train/checkpoint_loop.hpp"
+
+namespace holmes::train {
+
+spec::JobSpec spec_after_replan(const spec::JobSpec& survivors, const spec::JobSpec& started) {
+  spec::JobSpec s = survivors;
+  s.job.overwrite = false;
+  s.checkpoint.resume = started.checkpoint.resume;
+  s.checkpoint.resume_path = started.checkpoint.resume_path;
+  if (checkpoint::find_latest_checkpoint(spec::RunPaths::of(s).checkpoints, nullptr)) {
+    s.checkpoint.resume = spec::ResumeMode::kAuto;
+    s.checkpoint.resume_path.clear();
+  }
+  return s;
+}
+
+std::string discarded_metrics_path(const spec::JobSpec& spec) {
+  const std::string path = spec::RunPaths::of(spec).metrics;
+  if (path.empty()) return "";
+  const std::string ext = ".jsonl";
+  if (path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
+    return path.substr(0, path.size() - ext.size()) + "-discarded" + ext;
+  return path + "-discarded";
+}
+
+Redo redo_of(const spec::JobSpec& spec, int64_t steps_done) {
+  Redo r;
+  const ResumePoint resume = find_resume_point(spec);
+  if (resume.checkpoint) {
+    r.from_step = resume.checkpoint->step;
+    r.checkpoint = resume.checkpoint->dir;
+  }
+  r.steps = std::max<int64_t>(0, steps_done - r.from_step);
+  r.tokens = r.steps * spec.train.global_batch * spec.train.seq_len;
+  return r;
+}
+
+void discard_redone_rows(const spec::JobSpec& spec, const Redo& redo, int generation) {
+  const std::string path = spec::RunPaths::of(spec).metrics;
+  int64_t moved = 0;
+  if (!path.empty()) {
+    std::ifstream in(path);
+    std::string kept, gone, line;
+    while (std::getline(in, line)) {
+      long long s = 0;
+      if (std::sscanf(line.c_str(), "{\"step\": %lld", &s) == 1 && s <= redo.from_step) {
+        kept += line + "\n";
+      } else if (line.size() > 1 && line[0] == '{') {
+        gone += fmt::format("{{\"discarded_by_generation\": {}, {}\n", generation, line.substr(1));
+        ++moved;
+      }
+    }
+    in.close();
+    if (moved > 0) {
+      std::ofstream side(discarded_metrics_path(spec), std::ios::app);
+      side << gone;
+      if (!side) throw std::runtime_error(fmt::format("{}: cannot write the discarded metrics rows", discarded_metrics_path(spec)));
+      std::ofstream out(path + ".tmp", std::ios::trunc);
+      out << kept;
+      out.close();
+      if (!out || std::rename((path + ".tmp").c_str(), path.c_str()) != 0)
+        throw std::runtime_error(fmt::format("{}: cannot rewrite the metrics file after the re-plan", path));
+    }
+  }
+  const std::string from = redo.checkpoint.empty() ? std::string("the start (no checkpoint yet)")
+                                                   : fmt::format("checkpoint {} (step {})", redo.checkpoint, redo.from_step);
+  fmt::print("re-plan: generation {} trains from {}: {} step(s) redone ({} tokens){}\n", generation, from, redo.steps,
+             redo.tokens,
+             moved > 0 ? fmt::format("; their {} earlier metrics row(s) moved to {}", moved, discarded_metrics_path(spec))
+                       : "");
+  std::fflush(stdout);
+}
+
+}  // namespace holmes::train
