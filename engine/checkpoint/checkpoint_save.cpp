@@ -31,6 +31,7 @@ struct Segment {
 std::vector<Segment> segments_of(std::span<const ShardState> states) {
   std::vector<Segment> out;
   for (const ShardState& s : states) {
+    if (!s.writes) continue;
     size_t packed = 0;
     for (const auto& [b, e] : s.owned) {
       for (const auto& t : s.layout->tensors()) {

@@ -28,6 +28,9 @@ struct ShardState {
   std::vector<std::pair<size_t, size_t>> owned;
   float* exp_avg = nullptr;
   float* exp_avg_sq = nullptr;
+  // false: another rank writes the same owned ranges (an elastic sync replica > 0 holds replica
+  // 0's state): a checkpoint writes nothing of this state, a load fills it as above.
+  bool writes = true;
   size_t owned_size() const {
     size_t n = 0;
     for (const auto& r : owned) n += r.second - r.first;

@@ -220,6 +220,15 @@ void DistOptimizer::finish_grads() {
     if (!tied(k)) land_scattered(k);
 }
 
+void DistOptimizer::average_over_replicas(Group& outer) {
+  if (outer.size() < 2) return;
+  land_tied();  // its bucket's owned part is final only after the embedding sum
+  float* grads = dp_ ? reduced_.data() : gpt_.grads();
+  const size_t n = dp_ ? reduced_.size() : gpt_.num_params();
+  outer.all_reduce(Buf::f32(grads, n), comm::ReduceOp::kSum);
+  backend_.kernels->scale_forward(grads, 1.0f / static_cast<float>(outer.size()), n);
+}
+
 const float* DistOptimizer::owned_grads(size_t k) const {
   return dp_ ? reduced_.data() + reduced_off_[k] : gpt_.grads() + buckets_[k].own_begin;
 }

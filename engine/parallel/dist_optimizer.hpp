@@ -71,6 +71,12 @@ class DistOptimizer {
   // tied embedding's, see the header). Afterwards the owned gradients are final (averaged over
   // dp), a tied embedding's once add_owned_grad_sq() (first stage) or update() (last) ran.
   void finish_grads();
+  // Elastic sync replicas (HSDP, docs/elastic.md), after finish_grads(): the owned gradients
+  // (the whole reduce-scatter output, or without dp the whole gradient buffer; a tied
+  // embedding's sum landed first) summed over `outer` (one member per replica, at this rank's
+  // coordinate) and divided by its size: the mean over every replica's data ranks. In the
+  // compute order; a CommError leaves the moments and weights untouched. Nothing with one member.
+  void average_over_replicas(Group& outer);
   // Sums of squares of the owned gradients by norm unit (norm_unit), added into by_unit
   // ([norm_units(L)]); each element of the global model is counted once over all ranks
   // (replicated TP tensors on tp_rank 0 only, tied copy skipped). Within a unit the order of

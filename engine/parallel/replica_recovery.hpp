@@ -1,4 +1,4 @@
-// What the trainer of an elastic diloco job (parallel.elastic, docs/elastic.md) asks when a
+// What the trainer of an elastic replica job (parallel.elastic, docs/elastic.md) asks when a
 // group across replicas fails: the runtime's session (engine/runtime/elastic.hpp) implements
 // it over the rendezvous store. The trainer only says where it stands; who survives, the new
 // groups and the new place come back from recover().
@@ -40,6 +40,10 @@ class ReplicaRecovery {
   // member of the generation completed it (the exchange is applied), false when one failed (the
   // caller rolls back and calls recover). The store's verdict, the same on every rank.
   virtual bool exchange_complete(int64_t step) = 0;
+  // Elastic sync replicas (exchange_complete(step) judges each step's update): this rank met a
+  // failure across the replicas in step `step` before it counted itself in. The generation's
+  // first rank then writes that verdict 0 at once, so the members waiting for it recover too.
+  virtual void refuse_update(int64_t step) = 0;
   // After a failure of a group across replicas in (or after) step `step`: registers this rank,
   // waits for the decision and returns the layout of the next generation. `exchange`: this
   // rank's outer exchange of that step was under way or waiting for its verdict. Throws when

@@ -69,7 +69,7 @@ model::GptConfig stage_config(const spec::JobSpec& spec, const schedule::Place& 
 Trainer::Trainer(const spec::JobSpec& spec, const schedule::RankPlan& plan, model::Backend& backend,
                  const data::DataSet& data, ParallelGroups* groups)
     : spec_(spec), plan_(plan), data_(data), own_groups_(groups ? nullptr : std::make_unique<ParallelGroups>()),
-      groups_(groups ? groups : own_groups_.get()), c_(plan_.place) {
+      groups_(groups ? groups : own_groups_.get()), c_(plan_.place), hsdp_(plan.outer.mode == spec::OuterMode::kSync) {
   using schedule::Axis;
   // Start-up and the tests make both from one plan; a mismatch is a wiring error.
   for (Axis a : schedule::kAllAxes)
@@ -112,9 +112,10 @@ Trainer::Trainer(const spec::JobSpec& spec, const schedule::RankPlan& plan, mode
     if (rank == plan_.rank) stage_->set_test_pass_delay_ms(static_cast<int>(ms));
   }
   if (c_.degree(Axis::kReplica) > 1) {
-    outer_ = std::make_unique<OuterSync>(
-        plan_.outer, groups_->group(Axis::kReplica), groups_->group(Axis::kDp), gpt_->num_params(),
-        &groups_->group(schedule::GroupKind{Axis::kReplica, schedule::Purpose::kSide}));
+    if (!hsdp_)
+      outer_ = std::make_unique<OuterSync>(
+          plan_.outer, groups_->group(Axis::kReplica), groups_->group(Axis::kDp), gpt_->num_params(),
+          &groups_->group(schedule::GroupKind{Axis::kReplica, schedule::Purpose::kSide}));
     reset_outer();
     replica_id_ = c_[Axis::kReplica];
     for (int r = 0; r < c_.degree(Axis::kReplica); ++r) replicas_.push_back(r);
@@ -290,6 +291,17 @@ void Trainer::fill_agreed(StepStats& s) const {
 }
 
 StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agreement) {
+  // Replicas admitted at the last exchange (or update, elastic sync): every replica holds the
+  // state and has done the loop's work of that step over the groups without them; they take
+  // coordinate 0's state.
+  if (join_after_ >= 0) take_joiners(std::exchange(join_after_, -1));
+  // Elastic sync: a failure across the replicas before the update regrouped the survivors, who
+  // redo the step over the new layout (try_step).
+  for (;;)
+    if (std::optional<StepStats> s = try_step(step, stop_requested, agreement)) return *s;
+}
+
+std::optional<StepStats> Trainer::try_step(int64_t step, bool stop_requested, Agreement agreement) {
   const auto t0 = std::chrono::steady_clock::now();
   // The step's CPU seconds for the calibration (cpu_s): the training thread's (its passes, its
   // host work and the tensor-parallel sums it calls), not the communication thread's
@@ -300,9 +312,6 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   const double cpu0 = thread_cpu_s();
   const double process_cpu0 = process_cpu_ms();  // every thread: what a CPU quota caps
   const auto& t = spec_.train;
-  // Replicas admitted at the last exchange: every replica holds the anchor and has done the
-  // loop's work of that step over the groups without them; they take coordinate 0's state.
-  if (join_after_ >= 0) take_joiners(std::exchange(join_after_, -1));
   last_step_ = step;
   groups_->clock().reset();
   if (steps_ == kWarmupSteps) groups_->group(schedule::Axis::kTp).reset_sums();  // a calibration times the steady steps' sums
@@ -328,6 +337,11 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   const double pipeline_ms = ms_since(t0);
   const auto t_grads = Clock::now();
   for (auto& o : optimizers_) o->finish_grads();
+  // Elastic sync (HSDP): the owned shards' mean over the replicas, before the norm reads them.
+  if (hsdp_ && !hsdp_across(step, [&] {
+        for (auto& o : optimizers_) o->average_over_replicas(groups_->group(schedule::Axis::kReplica));
+      }))
+    return std::nullopt;
   const double grad_sync_ms = ms_since(t_grads);
   const auto t_sums = Clock::now();
   // [grad sq by norm unit..., loss, stop flags]: the loss comes from one rank per pipeline
@@ -345,15 +359,25 @@ StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agree
   // are the job's, so that every replica stops at the same step: summed over the outer group
   // every step (kNow) or only before an outer exchange starts and where agree() asks
   // (kAtSyncs: the replicas meet there anyway; Agreement in step_runner.hpp).
-  const bool at_syncs = c_.degree(schedule::Axis::kReplica) > 1 && agreement == Agreement::kAtSyncs;
+  // Elastic sync replicas meet every step anyway: kNow.
+  const bool at_syncs = c_.degree(schedule::Axis::kReplica) > 1 && agreement == Agreement::kAtSyncs && !hsdp_;
   if (c_.degree(schedule::Axis::kReplica) > 1 && !at_syncs) {
     std::span<double> job(sums.data() + units, 2);
     const std::vector<double> mine(job.begin(), job.end());
-    across_replicas(step, [&] {
+    const auto sum = [&] {
       std::copy(mine.begin(), mine.end(), job.begin());
       groups_->sum_over_replicas(job);
-    });
+    };
+    if (!hsdp_) across_replicas(step, sum);
+    else if (!hsdp_across(step, sum)) return std::nullopt;
   }
+  // Elastic sync: the update only once every member got this far (the store's single verdict),
+  // so the survivors of a loss all hold step - 1's state or all step's.
+  if (hsdp_ && recovery_ && !recovery_->exchange_complete(step)) {
+    redo_step(step, fmt::format("another replica failed before the update of step {}", step + 1));
+    return std::nullopt;
+  }
+  if (hsdp_ && recovery_ && recovery_->admitted(step)) join_after_ = step;
   double grad_sq = 0;
   for (int u = 0; u < units; ++u) grad_sq += sums[u];
   StepStats s;
@@ -501,8 +525,10 @@ checkpoint::ShardState Trainer::chunk_shape(size_t c) const {
   st.config = &chunks_[c]->config();
   st.owned = optimizers_[c]->owned();
   // diloco: the shared checkpoint holds replica 0's shard; the others keep theirs in their
-  // private state (private_state()), so no tensor is saved twice.
-  if (c_[schedule::Axis::kReplica] > 0) st.owned.clear();
+  // private state (private_state()), so no tensor is saved twice. Elastic sync: every replica
+  // holds replica 0's state; the others load their owned moments and write none.
+  if (c_[schedule::Axis::kReplica] > 0 && hsdp_) st.writes = false;
+  else if (c_[schedule::Axis::kReplica] > 0) st.owned.clear();
   return st;
 }
 
@@ -560,16 +586,16 @@ namespace {
 
 // private_state(): a header of five uint64 (magic, replica, params, moments, outer floats)
 // then params, exp_avg, exp_avg_sq and OuterSync::state() (anchor, momentum, residual, owner
-// residual) as floats.
+// residual) as floats; elastic sync replicas have no outer state (0 outer floats).
 constexpr uint64_t kPrivateMagic = 0x32534f4c45444f48ULL;  // "HOLMESO2"
 
 }  // namespace
 
 std::vector<std::byte> Trainer::private_state() {
-  if (!outer_) return {};
+  if (!outer_ && !hsdp_) return {};
   optimizer_->params_ready();
-  outer_->land();  // an exchange in flight: its decoded average goes into the checkpoint
-  const size_t n = gpt_->num_params(), m = optimizer_->moment_floats(), k = outer_->state_floats();
+  if (outer_) outer_->land();  // an exchange in flight: its decoded average goes into the checkpoint
+  const size_t n = gpt_->num_params(), m = optimizer_->moment_floats(), k = outer_ ? outer_->state_floats() : 0;
   std::vector<float> params(n), ma(m), mb(m);
   gpt_->read_params(params);
   device::DeviceMemory& mem = *gpt_->backend().memory;
@@ -583,13 +609,13 @@ std::vector<std::byte> Trainer::private_state() {
   put(params.data(), 4 * n);
   put(ma.data(), 4 * m);
   put(mb.data(), 4 * m);
-  put(outer_->state().data(), 4 * k);
+  if (outer_) put(outer_->state().data(), 4 * k);
   return out;
 }
 
 void Trainer::load_private_state(std::span<const std::byte> bytes) {
-  if (!outer_) return;
-  const size_t n = gpt_->num_params(), m = optimizer_->moment_floats(), k = outer_->state_floats();
+  if (!outer_ && !hsdp_) return;
+  const size_t n = gpt_->num_params(), m = optimizer_->moment_floats(), k = outer_ ? outer_->state_floats() : 0;
   uint64_t head[5] = {};
   if (bytes.size() >= sizeof(head)) std::memcpy(head, bytes.data(), sizeof(head));
   if (head[0] != kPrivateMagic || head[1] != static_cast<uint64_t>(c_[schedule::Axis::kReplica]) || head[2] != n || head[3] != m ||
@@ -603,7 +629,7 @@ void Trainer::load_private_state(std::span<const std::byte> bytes) {
   device::DeviceMemory& mem = *gpt_->backend().memory;
   mem.upload(optimizer_->exp_avg(), r + n, m * sizeof(float));
   mem.upload(optimizer_->exp_avg_sq(), r + n + m, m * sizeof(float));
-  outer_->load(std::span<const float>(r + n + 2 * m, k));
+  if (outer_) outer_->load(std::span<const float>(r + n + 2 * m, k));
 }
 
 }  // namespace holmes::parallel

@@ -151,6 +151,8 @@ class Trainer final : public StepRunner {
   // Rank-private state a checkpoint keeps beside the shard (StepRunner::private_state).
   std::vector<std::byte> private_state() override;
   void load_private_state(std::span<const std::byte> bytes) override;
+  // Elastic sync replicas hold replica 0's state: nothing private to checkpoint (private_state()
+  // still gives their weights and moments, for a rejoin and the tests' dumps).
   bool has_private_state() const override { return outer_ != nullptr; }
   void reset_private_state() override { reset_outer(); }
 
@@ -177,6 +179,9 @@ class Trainer final : public StepRunner {
   std::unique_ptr<ParallelGroups> own_groups_;  // one process alone
   ParallelGroups* groups_;
   const schedule::Place& c_;  // plan_.place
+  // Elastic sync replicas (HSDP, docs/elastic.md): the data-parallel group inside the replica,
+  // every step's owned gradients averaged over the outer group, no OuterSync.
+  const bool hsdp_;
   std::unique_ptr<GroupTensorParallel> tp_comm_;
   std::vector<std::unique_ptr<model::Gpt>> chunks_;  // model chunk c of the stage (one but interleaved)
   model::Gpt* gpt_ = nullptr;                          // chunks_[0]
@@ -197,6 +202,13 @@ class Trainer final : public StepRunner {
   // `f` (a sum across the replicas in step `step`), repeated over the survivors after a loss.
   void across_replicas(int64_t step, const std::function<void()>& f);
   void elastic_outer_step(int64_t done, float* params);  // the sync of an elastic job: redone after a loss
+  // One try at step `step`; nullopt when an elastic sync job lost a replica before the update
+  // (the survivors regrouped with step - 1's state: the step is redone over them).
+  std::optional<StepStats> try_step(int64_t step, bool stop_requested, Agreement agreement);
+  // Elastic sync: `f` (a collective across the replicas in step `step`, before its update);
+  // false when it failed and the survivors regrouped (redo_step), a CommError without recovery.
+  bool hsdp_across(int64_t step, const std::function<void()>& f);
+  void redo_step(int64_t step, const std::string& what);
   // Coordinate 0 sends its state to the coordinates that joined; they receive it.
   void share_state(const std::vector<int>& joined);
   void take_joiners(int64_t step);  // the survivors' side of a join admitted after step `step`

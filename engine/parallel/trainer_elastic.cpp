@@ -1,6 +1,6 @@
 // The elastic side of the trainer (parallel.elastic, docs/elastic.md): the outer sync redone
-// over the survivors after a loss, the sums across replicas repeated, the in-place regroup, and
-// the state a rejoining replica takes from coordinate 0.
+// over the survivors after a loss (elastic sync: the whole step), the sums across replicas
+// repeated, the in-place regroup, and the state a rejoining replica takes from coordinate 0.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -130,6 +130,24 @@ void Trainer::across_replicas(int64_t step, const std::function<void()>& f) {
   }
 }
 
+bool Trainer::hsdp_across(int64_t step, const std::function<void()>& f) {
+  try {
+    f();
+    return true;
+  } catch (const comm::CommError& e) {
+    if (!recovery_) throw;
+    redo_step(step, e.what());
+    return false;
+  }
+}
+
+void Trainer::redo_step(int64_t step, const std::string& what) {
+  // Nothing of step `step` was applied (its update waits for the verdict): the survivors
+  // regroup after step - 1, whose state every one of them holds.
+  recovery_->refuse_update(step);
+  regroup(recovery_->recover(step - 1, /*exchange=*/false, what), step - 1);
+}
+
 void Trainer::recover_replicas(const std::string& what) {
   if (!recovery_) throw std::logic_error("Trainer::recover_replicas without parallel.elastic");
   regroup(recovery_->recover(last_step_, /*exchange=*/false, what), last_step_);
@@ -144,6 +162,9 @@ void Trainer::regroup(const ReplicaRegroup& r, int64_t step) {
   const std::vector<std::unique_ptr<Group>> old = groups_->replace_replica_groups(r.place, r.outer);
   plan_.place = r.place;
   plan_.global_batch = plan_.global_batch / before * after;
+  replicas_ = r.replicas;
+  replica_id_ = r.replica;
+  if (hsdp_) return;  // no outer state: the optimizer's moments are the replica's own
   auto next = std::make_unique<OuterSync>(plan_.outer, groups_->group(Axis::kReplica), groups_->group(Axis::kDp),
                                           gpt_->num_params(),
                                           &groups_->group(schedule::GroupKind{Axis::kReplica, schedule::Purpose::kSide}));
@@ -151,8 +172,6 @@ void Trainer::regroup(const ReplicaRegroup& r, int64_t step) {
   if (outer_) next->adopt(*outer_);
   outer_ = std::move(next);
   if (joining) reset_outer();
-  replicas_ = r.replicas;
-  replica_id_ = r.replica;
 }
 
 }  // namespace holmes::parallel

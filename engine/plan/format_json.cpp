@@ -149,6 +149,8 @@ void append_replicas(std::string& out, const Replicas& r) {
                      bytes(r.sync_bytes), num(r.per_step_s));
   array(out, r.nodes, [&](const std::vector<int>& n) { out += fmt::format("[{}]", fmt::join(n, ", ")); }, ", ");
   if (r.drift_s > 0) out += fmt::format(", \"drift_s\": {}", num(r.drift_s));  // absent: plan_hash as before
+  if (r.elastic)  // absent: plan_hash as before
+    out += fmt::format(", \"elastic\": true, \"agree_s\": {}, \"verdict_s\": {}", num(r.agree_s), num(r.verdict_s));
   out += ", \"across\": ";
   array(out, r.across, [&](const AcrossMode& m) {
     out += fmt::format("{{\"mode\": \"{}\", \"degrees\": {}, \"feasible\": {}, \"why\": {}, \"step_time_s\": {}, "

@@ -110,6 +110,10 @@ void append_estimate(std::string& out, const Plan& p) {
   if (p.replicas.count > 1 && p.replicas.outer == spec::OuterMode::kDiloco)
     out += fmt::format("  + outer sync {:.4g} s per step (one sync every {} steps, amortized)\n", p.replicas.per_step_s,
                        p.replicas.inner_steps);
+  if (p.replicas.hsdp())
+    out += fmt::format("  + across the replicas {:.4g} s per step (gradient shard all-reduce {:.4g} + loss sum {:.4g} "
+                       "+ store verdict {:.4g})\n", p.replicas.per_step_s, p.replicas.sync_s, p.replicas.agree_s,
+                       p.replicas.verdict_s);
   out += fmt::format("  {:.4g} tokens/s, {:.4g} TFLOP/s per device\n", e.tokens_per_s, e.tflops_per_device);
   for (const Baseline& b : e.baselines) {
     const double speedup = e.step_time_s > 0 ? b.step_time_s / e.step_time_s : 0;
@@ -192,8 +196,8 @@ void append_memory(std::string& out, const Plan& p) {
 void append_replicas(std::string& out, const Plan& p) {
   const Replicas& r = p.replicas;
   if (r.count < 2) return;
-  out += fmt::format("Replicas: {} x (tensor {} x pipeline {} x data {}), outer {}", r.count, p.tp, p.pp,
-                     r.outer == spec::OuterMode::kDiloco ? p.dp : p.dp / r.count, r.outer);
+  out += fmt::format("Replicas: {} x (tensor {} x pipeline {} x data {}), outer {}{}", r.count, p.tp, p.pp,
+                     r.apart() ? p.dp : p.dp / r.count, r.outer, r.elastic ? ", elastic" : "");
   if (r.outer == spec::OuterMode::kDiloco)
     out += fmt::format(" every {} steps, {} fragment{}, {} payload: one sync {:.4g} s and {} over the outer groups, "
                        "{}{:.4g} s per step amortized", r.inner_steps, r.fragments, r.fragments == 1 ? "" : "s", r.dtype,
@@ -205,7 +209,11 @@ void append_replicas(std::string& out, const Plan& p) {
   if (r.outer == spec::OuterMode::kDiloco && r.drift_s > 0)
     out += fmt::format(" (of which {:.4g} s waiting at the sums across the replicas for the slowest, the calibration's "
                        "drift)", r.drift_s);
-  else
+  else if (r.hsdp())
+    out += fmt::format(" (HSDP: the optimizer sharded inside each replica; every step each rank's owned gradient shard "
+                       "all-reduced over its outer group, {} over the outer groups, {:.4g} s)", human_bytes(r.sync_bytes),
+                       r.sync_s);
+  else if (r.outer != spec::OuterMode::kDiloco)
     out += " (one data-parallel all-reduce spans the replicas every step)";
   out += "\n";
   for (size_t i = 0; i < r.nodes.size(); ++i) out += fmt::format("  replica {}: nodes {}\n", i, node_list(r.nodes[i]));

@@ -202,6 +202,16 @@ struct Replicas {
   // whose steps since the last took longest, per step (drift_per_step_s; 0 without a
   // calibration's outer.drift_ms).
   int overlap = 0;  // parallel.outer_overlap (tau)
+  // parallel.elastic: the replicas train apart (a replica axis of their own, outer groups
+  // across them). With outer sync (HSDP): the data-parallel group stays inside a replica and
+  // every step the owned gradient shards are all-reduced over the outer groups; sync_s and
+  // sync_bytes are then that all-reduce's, per step, agree_s the [loss, stop] sum across the
+  // replicas every step and verdict_s the store's verdict before each update (per_step_s:
+  // their sum). apart(): the replica axis is the RankPlan's (diloco, or elastic sync).
+  bool elastic = false;
+  double verdict_s = 0;
+  bool apart() const { return count > 1 && (outer == spec::OuterMode::kDiloco || elastic); }
+  bool hsdp() const { return count > 1 && outer == spec::OuterMode::kSync && elastic; }
   double sync_s = 0, sync_bytes = 0, exposed_s = 0, per_step_s = 0, agree_s = 0, drift_s = 0;
   // Per step, amortized: the small messages that cross Ethernet beside the payloads (diloco's
   // [loss, stop] sums over the outer groups, the log steps' job-wide maximum over the world

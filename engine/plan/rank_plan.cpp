@@ -24,13 +24,13 @@ schedule::RankPlan rank_plan(const Plan& plan, int rank) {
   rp.rank = rank;
   rp.place.at = me.at;
   rp.place.size = schedule::AxisDegrees{{Axis::kTp, plan.tp}, {Axis::kPp, plan.pp}, {Axis::kDp, plan.dp}};
-  // Sync replicas are part of the data-parallel degree; only diloco's train apart.
-  const bool diloco = plan.replicas.count > 1 && plan.replicas.outer == spec::OuterMode::kDiloco;
-  rp.place.at[Axis::kReplica] = diloco ? me.at[Axis::kReplica] : 0;
-  rp.place.size[Axis::kReplica] = diloco ? plan.replicas.count : 1;
-  if (diloco) {
+  // Sync replicas are part of the data-parallel degree unless elastic; diloco's train apart.
+  const bool apart = plan.replicas.apart();
+  rp.place.at[Axis::kReplica] = apart ? me.at[Axis::kReplica] : 0;
+  rp.place.size[Axis::kReplica] = apart ? plan.replicas.count : 1;
+  if (apart) {
     const Replicas& r = plan.replicas;
-    rp.outer = schedule::OuterConfig{r.inner_steps, r.fragments, r.lr, r.momentum, r.dtype, r.overlap};
+    rp.outer = schedule::OuterConfig{r.inner_steps, r.fragments, r.lr, r.momentum, r.dtype, r.overlap, r.outer};
   }
   const Stage& stage = plan.stages.at(me.at[Axis::kPp]);
   rp.chunks = stage.chunks.empty() ? std::vector<LayerRange>{{stage.first_layer, stage.num_layers}} : stage.chunks;

@@ -121,12 +121,19 @@ double small_ethernet_bytes_per_step(const spec::JobSpec& spec, const Plan& plan
   for (const Group& g : plan.groups) {
     const int m = static_cast<int>(g.ranks.size());
     if (m < 2 || g.link != LinkKind::kEthernet) continue;
-    if (g.kind == kOuterGroup)
+    if (g.kind == kOuterGroup && plan.replicas.hsdp())
+      bytes += small_all_reduce_bytes(4, m);  // [loss, stop] as two floats each, every step
+    else if (g.kind == kOuterGroup)
       bytes += small_all_reduce_bytes(agreement_floats(m), m) * std::max(1, spec.parallel.fragments) /
                std::max(1, spec.parallel.inner_steps);
     if (g.kind == kWorldGroup)
       bytes += small_all_reduce_bytes(3 + 2 * m, m) / log_reduction_steps(spec, plan.replicas.outer);
   }
+  // Elastic sync: every rank off the store's node (rank 0's) counts in, reads the verdict and
+  // the announcements each step over TCP on the nodes' Ethernet: a request and a reply each.
+  if (plan.replicas.hsdp())
+    for (const RankInfo& r : plan.ranks)
+      if (r.node != plan.ranks.front().node) bytes += 2 * kVerdictRoundTrips * kStoreMessageBytes;
   return bytes;
 }
 
@@ -174,21 +181,54 @@ LinkCost exchange_link(const topo::ClusterTopology& topology, const Facts& f, co
   return l;
 }
 
-// Outer groups (one per tp x pp x dp coordinate, members in replica order), and the cost of
-// one outer sync: the members of each outer group average their slices (1/dp of the shard)
-// by the owner-slice exchange (outer_exchange_bytes), then the data-parallel group
-// all-gathers the slices.
-void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology, bool cuda, Plan& plan) {
-  const Facts f = collect_facts(spec, topology);
+// The fp32 gradient floats of each stage's shard (one replica's rank at that stage).
+std::vector<double> stage_params_of(const Plan& plan) {
+  std::vector<double> stage_params(plan.pp, 0);
+  for (const RankMemory& m : plan.memory) stage_params[plan.ranks[m.rank].at[Axis::kPp]] = m.grads / 4;
+  return stage_params;
+}
+
+// Outer groups: one per tp x pp x dp coordinate, members in replica order, in (pp, dp, tp)
+// order, indexed, their transports chosen with a node's ports shared by every group that sends
+// off it (they all talk at once: nic_use). They carry host copies: Gloo, whatever the link.
+std::vector<Group> outer_groups(const Facts& f, const Plan& plan, bool cuda) {
   std::map<std::tuple<int, int, int>, std::vector<int>> by_coord;
-  for (const RankInfo& r : plan.ranks) by_coord[{r.at[Axis::kPp], r.at[Axis::kDp], r.at[Axis::kTp]}].push_back(r.rank);  // ranks ascending by replica
+  for (const RankInfo& r : plan.ranks) by_coord[{r.at[Axis::kPp], r.at[Axis::kDp], r.at[Axis::kTp]}].push_back(r.rank);
   std::vector<int> replica_of(plan.ranks.size());
   for (const RankInfo& r : plan.ranks) replica_of[r.rank] = r.at[Axis::kReplica];
-  int index = 0;
+  std::vector<std::vector<int>> outer_nodes;
+  for (auto& [coord, ranks] : by_coord) {
+    std::sort(ranks.begin(), ranks.end(), [&](int a, int b) { return replica_of[a] < replica_of[b]; });
+    outer_nodes.emplace_back();
+    for (int r : ranks) outer_nodes.back().push_back(plan.ranks[r].node);
+  }
+  const NicUse use = nic_use(f, outer_nodes, true);
+  std::vector<Group> out;
+  for (auto& [coord, ranks] : by_coord) {
+    Group g;
+    g.kind = kOuterGroup;
+    g.index = static_cast<int>(out.size());
+    g.ranks = ranks;
+    std::vector<int> nodes;
+    for (int r : ranks) nodes.push_back(plan.ranks[r].node);
+    choose_transport(f, nodes, cuda, true, g, {}, &use);
+    g.transport = Transport::kGlooTcp;
+    if (!g.crosses_nodes) g.interface = "lo";
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+// Outer groups (outer_groups), and the cost of one outer sync: the members of each outer group
+// average their slices (1/dp of the shard) by the owner-slice exchange (outer_exchange_bytes),
+// then the data-parallel group all-gathers the slices.
+void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology, bool cuda, Plan& plan) {
+  const Facts f = collect_facts(spec, topology);
+  std::vector<int> replica_of(plan.ranks.size());
+  for (const RankInfo& r : plan.ranks) replica_of[r.rank] = r.at[Axis::kReplica];
   Replicas& rep = plan.replicas;
   const int n = rep.count;
-  std::vector<double> stage_params(plan.pp, 0);
-  for (const RankMemory& m : plan.memory) stage_params[plan.ranks[m.rank].at[Axis::kPp]] = m.grads / 4;  // fp32 gradients
+  const std::vector<double> stage_params = stage_params_of(plan);
   std::map<int, LinkCost> dp_link;  // by stage, replica 0
   for (const Group& g : plan.groups)
     if (g.kind == kDpGroup && !dp_link.count(plan.ranks[g.ranks[0]].at[Axis::kPp]) && replica_of[g.ranks[0]] == 0)
@@ -217,27 +257,8 @@ void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
   const double step = plan.estimate.step_time_s - plan.estimate.log_s;
   const int frags = std::max(1, rep.fragments);
   double by_link[kLinkKinds] = {};
-  // Every outer group exchanges at once: a node's ports are shared by its ranks that every
-  // group sends off it (nic_use).
-  std::vector<std::vector<int>> outer_nodes;
-  for (auto& [coord, ranks] : by_coord) {
-    std::sort(ranks.begin(), ranks.end(), [&](int a, int b) { return replica_of[a] < replica_of[b]; });
-    outer_nodes.emplace_back();
-    for (int r : ranks) outer_nodes.back().push_back(plan.ranks[r].node);
-  }
-  const NicUse use = nic_use(f, outer_nodes, true);
-  for (auto& [coord, ranks] : by_coord) {
-    Group g;
-    g.kind = kOuterGroup;
-    g.index = index++;
-    g.ranks = ranks;
-    std::vector<int> nodes;
-    for (int r : ranks) nodes.push_back(plan.ranks[r].node);
-    choose_transport(f, nodes, cuda, true, g, {}, &use);
-    // The outer exchange works on host copies of the weights: Gloo, whatever the link.
-    g.transport = Transport::kGlooTcp;
-    if (!g.crosses_nodes) g.interface = "lo";
-    const int stage = std::get<0>(coord);
+  for (Group& g : outer_groups(f, plan, cuda)) {
+    const int stage = plan.ranks[g.ranks[0]].at[Axis::kPp];
     const double slice = std::ceil(stage_params[stage] / plan.dp);
     // Owner-slice exchange: the parts to their owners, then the owners' averages to every
     // member; each half moves (N - 1) part payloads per member, as a ring all-gather of N parts.
@@ -266,6 +287,35 @@ void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
   rep.drift_s = drift_per_step_s(topology.calibration.outer.drift_ms * 1e-3, n, rep.inner_steps, frags);
   rep.per_step_s = exposed / rep.inner_steps + rep.agree_s + rep.drift_s;
   for (int k = 0; k < kLinkKinds; ++k) plan.estimate.bytes_per_step[k] += by_link[k] / rep.inner_steps;
+}
+
+// Elastic sync (HSDP): the outer groups (outer_groups), and per step the all-reduce of each
+// rank's owned fp32 gradient shard (1/dp of its stage's gradients) over its outer group, after
+// the data-parallel reduce-scatter inside the replica and before the update, so nothing
+// overlaps it: a ring all-reduce of 4 x slice bytes over N members, each sending
+// 2 (N - 1) / N of it. Then the [loss, stop] sum (two doubles as four floats: latency) over the
+// outer group every step. The store's verdict before each update is priced in replica_core,
+// beside the world group it talks over.
+void add_hsdp(const spec::JobSpec& spec, const topo::ClusterTopology& topology, bool cuda, Plan& plan) {
+  const Facts f = collect_facts(spec, topology);
+  Replicas& rep = plan.replicas;
+  const int n = rep.count;
+  const std::vector<double> stage_params = stage_params_of(plan);
+  double worst = 0, bytes = 0, latency = 0;
+  for (Group& g : outer_groups(f, plan, cuda)) {
+    const double slice = std::ceil(stage_params[plan.ranks[g.ranks[0]].at[Axis::kPp]] / plan.dp);
+    worst = std::max(worst, ring_all_reduce_s(link_of(g), n, 4 * slice));
+    const double sent = 2.0 * (n - 1) * 4 * slice;  // all members of the ring together
+    bytes += sent;
+    plan.estimate.bytes_per_step[static_cast<int>(g.link)] += sent;
+    latency = std::max(latency, g.latency_s);
+    plan.groups.push_back(std::move(g));
+  }
+  rep.sync_s = worst;
+  rep.exposed_s = worst;
+  rep.sync_bytes = bytes;
+  rep.agree_s = 2.0 * (n - 1) * latency;
+  rep.per_step_s = rep.sync_s + rep.agree_s;
 }
 
 // diloco: replica 0 planned by today's planner, the others laid alike on their nodes.
@@ -370,10 +420,13 @@ Plan sync_plan(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
 
 Plan replica_core(const spec::JobSpec& spec, const topo::ClusterTopology& topology, spec::OuterMode mode) {
   const std::vector<std::vector<ReplicaPart>> nodes = split_replicas(topology, spec.parallel.replicas);
-  Plan plan = mode == spec::OuterMode::kDiloco ? diloco_plan(spec, topology, nodes) : sync_plan(spec, topology, nodes);
+  // Elastic sync replicas train apart as diloco's do (HSDP: a data-parallel group per replica).
+  const bool apart = mode == spec::OuterMode::kDiloco || spec.parallel.elastic;
+  Plan plan = apart ? diloco_plan(spec, topology, nodes) : sync_plan(spec, topology, nodes);
   Replicas& rep = plan.replicas;
   rep.count = spec.parallel.replicas;
   rep.outer = mode;
+  rep.elastic = spec.parallel.elastic;
   rep.inner_steps = spec.parallel.inner_steps;
   rep.fragments = spec.parallel.fragments;
   rep.dtype = spec.parallel.outer_dtype;
@@ -385,8 +438,10 @@ Plan replica_core(const spec::JobSpec& spec, const topo::ClusterTopology& topolo
     for (const ReplicaPart& part : parts)
       if (rep.nodes.back().empty() || rep.nodes.back().back() != part.node) rep.nodes.back().push_back(part.node);
   }
-  if (mode == spec::OuterMode::kDiloco) {
-    add_outer(spec, topology, plan.device_kind == "cuda" && uses_nccl(plan), plan);
+  if (apart) {
+    const bool cuda = plan.device_kind == "cuda" && uses_nccl(plan);
+    if (rep.hsdp()) add_hsdp(spec, topology, cuda, plan);
+    else add_outer(spec, topology, cuda, plan);
     Estimate& e = plan.estimate;
     e.step_time_s += rep.per_step_s;
     e.tokens_per_s = e.step_time_s > 0 ? double(plan.global_batch) * plan.seq_len / e.step_time_s : 0;
@@ -410,15 +465,23 @@ Plan replica_core(const spec::JobSpec& spec, const topo::ClusterTopology& topolo
   // the log steps' job-wide maximum, a ring all-reduce of a few floats over the world group
   // (latency), every log.interval steps (diloco: once per outer period at most, blocking).
   rep.small_bytes = small_ethernet_bytes_per_step(spec, plan);
-  // Its latency blocks the loop only in a diloco job; sync's runs in the background
+  // Its latency blocks the loop only in a diloco or elastic job; sync's runs in the background
   // (engine/train/job_figures.hpp), so only its bytes count.
-  const bool blocking = mode == spec::OuterMode::kDiloco && spec.parallel.replicas > 1;
+  const bool blocking = apart && spec.parallel.replicas > 1;
   rep.log_s = blocking ? 2.0 * (w.ranks.size() - 1) * w.latency_s / log_reduction_steps(spec, mode) : 0;
   Estimate& e = plan.estimate;
   e.bytes_per_step[static_cast<int>(LinkKind::kEthernet)] += rep.small_bytes;
+  // Elastic sync: before each update every rank counts itself in at the store (on rank 0's
+  // node) and reads the verdict the first rank writes (engine/runtime/elastic.cpp
+  // exchange_complete), and after it reads whether a failure was announced: three round trips
+  // over the world's links, and the first rank's poll.
+  if (rep.hsdp()) {
+    rep.verdict_s = 2 * kVerdictRoundTrips * w.latency_s + kVerdictPollS;
+    rep.per_step_s += rep.verdict_s;
+  }
   // estimate_step priced the exchange over the world group of the plan it scored: the whole
   // cluster for sync (the same figure), one replica for diloco; the job's world is priced here.
-  const double more = rep.log_s - e.log_s;
+  const double more = rep.log_s - e.log_s + rep.verdict_s;
   if (e.step_time_s > 0) e.tflops_per_device *= e.step_time_s / (e.step_time_s + more);
   e.step_time_s += more;
   e.log_s = rep.log_s;
@@ -431,7 +494,7 @@ Plan replica_core(const spec::JobSpec& spec, const topo::ClusterTopology& topolo
 double ethernet_bytes(const Plan& p) { return p.estimate.bytes_per_step[static_cast<int>(LinkKind::kEthernet)]; }
 
 AcrossMode priced(const char* name, const Plan& p) {
-  const bool apart = p.replicas.outer == spec::OuterMode::kDiloco && p.replicas.count > 1;
+  const bool apart = p.replicas.apart();
   return AcrossMode{name, fmt::format("tensor {} x pipeline {} x data {}{}", p.tp, p.pp, p.dp,
                                       apart ? fmt::format(" x {} replicas", p.replicas.count) : ""),
                     true, "", p.estimate.step_time_s, ethernet_bytes(p)};

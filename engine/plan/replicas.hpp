@@ -2,7 +2,9 @@
 // tensor x pipeline x data plan, each placed inside one island (or a run of islands) by
 // today's planner, and how they stay in step (parallel.outer):
 //   sync    one data-parallel all-reduce spans the replicas every step: the plan of data
-//           degree dp x N over the whole cluster (today's behaviour);
+//           degree dp x N over the whole cluster; with parallel.elastic (HSDP) the replicas
+//           are laid out as diloco's, a data-parallel group inside each, and every step each
+//           rank's owned gradient shard is all-reduced over its outer group;
 //   diloco  each replica trains alone; every inner_steps steps the members of an outer group
 //           (one per tensor x pipeline x data coordinate, across replicas) exchange the change
 //           of their weights over Ethernet and take one Nesterov step.
@@ -50,7 +52,18 @@ double small_all_reduce_bytes(double floats, int members);
 // outer group before each fragment's exchange (fragments / inner_steps a step), and in both modes the job-wide maximum (3 + 2 world floats) over the world group
 // every log.interval steps (diloco: once per inner_steps at most); each counted whole when its group runs over Ethernet (a group that
 // crosses islands binds the Ethernet interface, so its pairs inside an island use it too).
+// Elastic sync adds its [loss, stop] sum over each outer group every step and, for each rank
+// off rank 0's node, its store round trips (kVerdictRoundTrips, 2 kStoreMessageBytes each).
 double small_ethernet_bytes_per_step(const spec::JobSpec& spec, const Plan& plan);
+// One message of the TCP store (a request or a reply of a few dozen bytes: key, value, length
+// prefixes) in its own segment with 66 bytes of headers, and the ACK frame it draws.
+inline constexpr double kStoreMessageBytes = 66 + 48 + 66;
+// Elastic sync: a rank's round trips to the store each step: counting in for the update's
+// verdict, reading it, and reading whether a failure was announced (engine/runtime/elastic.cpp).
+inline constexpr int kVerdictRoundTrips = 3;
+// Elastic sync: the first rank polls the store every 2 ms for the others' count before it
+// writes the verdict (engine/runtime/elastic.cpp): on average half a period.
+inline constexpr double kVerdictPollS = 0.001;
 
 // diloco's sum of [loss, stop flags, one slot per replica] across the replicas
 // (Agreement::kAtSyncs, engine/parallel/step_runner.hpp): 2 + N doubles (4 + 2 N floats) in a

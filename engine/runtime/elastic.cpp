@@ -158,6 +158,19 @@ bool ElasticSession::exchange_complete(int64_t step) {
   return verdict_[0] == '1';
 }
 
+void ElasticSession::refuse_update(int64_t step) {
+  const int first = std::min_element(members_.begin(), members_.end(),
+                                     [](const Member& a, const Member& b) { return a.rank < b.rank; })->rank;
+  if (rt_.rank != first || verdict_step_ == step) return;
+  try {
+    comm::set_string(*rt_.store, key(fmt::format("x{}/verdict", step)), "0");
+  } catch (const comm::StoreError& e) {
+    throw ElasticStop(fmt::format("elastic: the rendezvous store, the arbiter of who goes on, failed: {}", e.what()));
+  }
+  verdict_step_ = step;
+  verdict_ = "0";
+}
+
 std::vector<int> ElasticSession::asking_replicas() const {
   comm::Store& store = *rt_.store;
   std::vector<int> current, asking;

@@ -27,6 +27,9 @@ struct OuterConfig {
   double lr = 0.7, momentum = 0.9;
   spec::OuterDtype dtype = spec::OuterDtype::kFp32;
   int overlap = 0;  // tau: inner steps the exchange runs beside (0 = the next step waits)
+  // sync: elastic sync replicas (HSDP, docs/elastic.md): no outer exchange; every step the
+  // owned gradient shards are all-reduced across the replicas before the update.
+  spec::OuterMode mode = spec::OuterMode::kDiloco;
 };
 
 // The data-parallel gradient bucket: reduce-scatters of about this many bytes overlap the
@@ -36,8 +39,8 @@ inline constexpr size_t kDefaultBucketFloats = size_t{kDefaultBucketMb} << 20 >>
 
 struct RankPlan {
   int rank = 0;  // global rank
-  // This rank's coordinate and every axis's degree. The replica axis is diloco's replicas
-  // alone (sync replicas are part of the data-parallel degree).
+  // This rank's coordinate and every axis's degree. The replica axis is diloco's replicas and
+  // elastic sync replicas (outer.mode); other sync replicas are part of the data-parallel degree.
   Place place;
   // This stage's model chunks: one, or under the interleaved schedule V of them, chunk c
   // holding virtual stage c x pp + stage. The embedding lives on the chunk whose first layer is
@@ -61,7 +64,7 @@ struct RankPlan {
   // trainer fetches their positions; the planner priced the attention that can mask).
   bool document_mask = false;
   size_t bucket_floats = kDefaultBucketFloats;
-  OuterConfig outer;  // place.degree(Axis::kReplica) > 1 only
+  OuterConfig outer;  // place.degree(Axis::kReplica) > 1 only (and a rejoining rank's)
 
   // The table has W passes: the model runs its backward as B and W (zb-h1).
   bool split_backward() const;

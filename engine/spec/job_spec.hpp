@@ -136,8 +136,9 @@ struct ParallelSection {
   // 0 = the next step waits for it; tau > 0 = it is applied after step done + tau, merged
   // with the local progress made meanwhile (docs/diloco.md). Below inner_steps / fragments.
   int outer_overlap = 0;
-  // diloco: the replicas survive losing one (docs/elastic.md): the others go on while at least
-  // min_replicas whole replicas remain, replica 0 among them.
+  // Replicas (sync or diloco) survive losing one (docs/elastic.md): the others go on while at
+  // least min_replicas whole replicas remain, replica 0 among them. Sync replicas then shard
+  // their optimizer inside each replica and all-reduce the owned gradients across (HSDP).
   bool elastic = false;
   int min_replicas = 1;
   bool diloco() const { return outer == OuterMode::kDiloco && replicas > 1; }

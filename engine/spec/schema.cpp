@@ -399,12 +399,12 @@ std::vector<Field> make_schema() {
                       "step waits for it; tau > 0 = it is applied tau steps later on the new anchor plus the "
                       "local progress made meanwhile. Below inner_steps / fragments."));
   f.push_back(boolean("parallel.elastic", HOLMES_REF(parallel.elastic), "false",
-                      "diloco: the replicas survive losing one (its ranks die, hang or are cut off): the others "
-                      "agree through the rendezvous store on who is left, rebuild the groups across replicas and "
-                      "go on (docs/elastic.md). Needs parallel.outer diloco with replicas >= 2 and "
-                      "parallel.outer_overlap 0. With parallel.replicas 1: a job that loses a node re-plans on "
-                      "the nodes that remain and trains on from its last checkpoint, without a new launch (a job "
-                      "across 2 or more nodes)."));
+                      "replicas (sync or diloco) survive losing one (its ranks die, hang or are cut off): the "
+                      "others agree through the rendezvous store on who is left, rebuild the groups across "
+                      "replicas and go on (docs/elastic.md); sync replicas then keep the optimizer sharded inside "
+                      "each replica (HSDP). Needs parallel.outer_overlap 0. With parallel.replicas 1: a job that "
+                      "loses a node re-plans on the nodes that remain and trains on from its last checkpoint, "
+                      "without a new launch (a job across 2 or more nodes)."));
   f.push_back(integer("parallel.min_replicas", HOLMES_REF(parallel.min_replicas), "1", 1, 4096,
                       "parallel.elastic: whole replicas that must remain for the job to go on after a loss."));
   // cluster

@@ -73,13 +73,6 @@ void replica_problems(const JobSpec& s, Fail&& fail) {
                                                "one starts, every inner_steps / fragments = {} / {} = {} steps "
                                                "(accepted: 0 .. {})", p.outer_overlap, p.inner_steps, p.fragments,
                                                gap, gap - 1));
-  if (p.elastic && p.replicas > 1 && !p.diloco())
-    fail("parallel.elastic", fmt::format("parallel.elastic = true lets diloco replicas survive losing one, but "
-                                         "parallel.outer = {} with parallel.replicas = {}; accepted: false, "
-                                         "parallel.outer = diloco with parallel.replicas >= 2, or parallel.replicas "
-                                         "= 1 (one pipeline re-planned on the surviving nodes; sync replicas share "
-                                         "one optimizer across replicas and cannot lose one yet)",
-                                         to_string(p.outer), p.replicas));
   if (p.elastic && p.outer_overlap > 0)
     fail("parallel.elastic", fmt::format("parallel.elastic = true with parallel.outer_overlap = {}: an exchange in "
                                          "flight beside the steps cannot be redone over the survivors yet; "
@@ -110,6 +103,11 @@ void interleaved_problems(const JobSpec& s, Fail&& fail) {
     fail("parallel.outer", "parallel.outer = diloco with parallel.schedule = interleaved: the outer sync keeps one "
                            "weight buffer per rank and interleaved gives a rank several model chunks; accepted: "
                            "parallel.outer = sync, or parallel.schedule 1f1b, zb-h1 or auto");
+  if (p.elastic && p.replicas > 1)
+    fail("parallel.elastic", "parallel.elastic = true with parallel.schedule = interleaved: a replica that rejoins "
+                             "takes one weight buffer and its moments from a peer, and interleaved gives a rank "
+                             "several model chunks; accepted: parallel.elastic false, or parallel.schedule 1f1b, "
+                             "zb-h1 or auto");
   if (v == 1)
     fail("parallel.virtual_stages", "parallel.virtual_stages = 1 with parallel.schedule = interleaved: interleaving "
                                     "needs at least 2 model chunks per stage; accepted: 2 .. 64 or auto (or "

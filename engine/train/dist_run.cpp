@@ -44,15 +44,16 @@ std::vector<double> max_over(comm::ProcessGroup& world, std::vector<double> v) {
   return std::vector<double>(x.begin(), x.end());
 }
 
-// Test hook (docs/elastic.md): HOLMES_TEST_DUMP_WEIGHTS=DIR makes every rank of a diloco job
-// write, once its run finished, its private state (Trainer::private_state: a header of five
-// uint64 (magic, replica, params n, moments m, outer floats k), then n weights, 2 m AdamW
-// moments and the k outer floats, float32 in this machine's byte order) to DIR/rank-<R>.bin,
-// for tests that compare replicas bit for bit.
+// Test hook (docs/elastic.md): HOLMES_TEST_DUMP_WEIGHTS=DIR makes every rank of a diloco or an
+// elastic sync job write, once its run finished, its private state (Trainer::private_state: a
+// header of five uint64 (magic, replica, params n, moments m, outer floats k; 0 for sync), then
+// n weights, 2 m AdamW moments and the k outer floats, float32 in this machine's byte order) to
+// DIR/rank-<R>.bin, for tests that compare replicas bit for bit.
 void dump_state_for_test(parallel::Trainer& trainer, int rank) {
   const char* dir = std::getenv("HOLMES_TEST_DUMP_WEIGHTS");
-  if (dir == nullptr || *dir == '\0' || !trainer.has_private_state()) return;
-  const std::vector<std::byte> state = trainer.private_state();
+  if (dir == nullptr || *dir == '\0') return;
+  const std::vector<std::byte> state = trainer.private_state();  // empty: no replicas
+  if (state.empty()) return;
   const std::string path = fmt::format("{}/rank-{}.bin", dir, rank);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(state.data()), static_cast<std::streamsize>(state.size()));

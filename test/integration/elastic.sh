@@ -2,8 +2,8 @@
 # parallel.elastic (docs/elastic.md) through the local launcher: 3 diloco replicas of one rank
 # each, inner_steps 4 (outer syncs after steps 4, 8, 12, 16), bf16 payloads (so the exchange's
 # error-feedback residuals are not zero and a redone exchange must start from the right ones).
-# (1) Bad input exits 2 naming the key: elastic with sync replicas, with outer_overlap, with
-#     min_replicas above replicas.
+# (1) Bad input exits 2 naming the key: elastic with the interleaved schedule, with
+#     outer_overlap, with min_replicas above replicas (elastic sync replicas: elastic_sync.sh).
 # (2) Without a failure an elastic job trains exactly as the same job without elastic: the
 #     same losses bit for bit, every row naming replicas [0, 1, 2].
 # (3) Replica 1 killed after step 6 (mid-period): the job finishes (exit 0) with replicas
@@ -80,7 +80,7 @@ PY
 dumped() { mkdir -p "$tmp/$1-dump"; echo "$tmp/$1-dump"; }
 
 # 1. Bad input.
-for bad_set in "parallel.outer=sync" "parallel.outer_overlap=1" "parallel.min_replicas=4"; do
+for bad_set in "parallel.schedule=interleaved" "parallel.outer_overlap=1" "parallel.min_replicas=4"; do
   run "$tmp/bad" 4 "${el[@]}" --set "$bad_set" --plan-only
   [ "$rc" -eq 2 ] || bad "$bad_set: exit $rc, expected 2" "$tmp/bad.log"
   key=parallel.elastic

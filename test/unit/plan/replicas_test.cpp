@@ -6,6 +6,8 @@
 
 #include "common/errors.hpp"
 #include "engine/plan/cost_model.hpp"
+#include "engine/plan/links.hpp"
+#include "engine/plan/rank_plan.hpp"
 #include "engine/plan/replicas.hpp"
 #include "test/support/cluster_gen.hpp"
 
@@ -403,4 +405,95 @@ TEST_CASE("replicas: under a CPU quota the host bytes' CPU joins the bound, the 
     const hp::Plan steps = hp::make_plan(cpu_pod_spec(overlap), both);
     CHECK(steps.estimate.quota_cpu_s[0] - base.estimate.quota_cpu_s[0] == Approx(more_cpu * 1.5));
   }
+}
+
+TEST_CASE("replicas: elastic sync keeps data parallelism inside each replica and prices the shard all-reduce across",
+          "[replicas]") {
+  using holmes::schedule::Axis;
+  // Four pods, each replica tensor 8 x data 2 over its pod's 16 GPUs.
+  auto s = hp::testing::make_spec(16, 2048, 16, 8, 1, 2, 1, 64, 2048);
+  s.parallel.replicas = 4;
+  s.parallel.outer = OuterMode::kSync;
+  s.parallel.elastic = true;
+  s.log.interval = 10;
+  const auto t = pods();
+  const hp::Plan p = hp::make_plan(s, t);
+  REQUIRE(p.replicas.hsdp());
+  CHECK(p.world == 64);
+  CHECK(p.dp == 2);  // one replica's data-parallel ranks: ZeRO-1 shards inside it
+  std::map<hp::GroupKind, int> count;
+  double latency = 0, world_latency = 0;
+  for (const auto& g : p.groups) {
+    ++count[g.kind];
+    if (g.kind == hp::kDpGroup) {
+      REQUIRE(g.ranks.size() == 2);
+      CHECK(p.ranks[g.ranks[0]].at[Axis::kReplica] == p.ranks[g.ranks[1]].at[Axis::kReplica]);
+      CHECK_FALSE(g.crosses_islands);
+    }
+    if (g.kind == hp::kOuterGroup) {
+      REQUIRE(g.ranks.size() == 4);
+      for (int i = 0; i < 4; ++i) {
+        const auto& r = p.ranks[g.ranks[i]];
+        CHECK(r.at[Axis::kReplica] == i);
+        for (Axis a : {Axis::kTp, Axis::kPp, Axis::kDp}) CHECK(r.at[a] == p.ranks[g.ranks[0]].at[a]);
+      }
+      CHECK(g.link == hp::LinkKind::kEthernet);
+      CHECK(g.transport == hp::Transport::kGlooTcp);
+      latency = std::max(latency, g.latency_s);
+    }
+    if (g.kind == hp::kWorldGroup) world_latency = g.latency_s;
+  }
+  CHECK(count[hp::kDpGroup] == 4 * 8);      // 8 tp coordinates in each replica
+  CHECK(count[hp::kOuterGroup] == 8 * 2);   // one per tp x dp coordinate
+  // Each rank's plan: the replica axis apart, its data rank among all of them as without elastic.
+  for (int rank : {0, 17, 63}) {
+    const auto rp = hp::rank_plan(p, rank);
+    CHECK(rp.place.degree(Axis::kReplica) == 4);
+    CHECK(rp.place.degree(Axis::kDp) == 2);
+    CHECK(rp.outer.mode == OuterMode::kSync);
+    CHECK(rp.place.data_rank() == p.ranks[rank].at[Axis::kReplica] * 2 + p.ranks[rank].at[Axis::kDp]);
+    CHECK(rp.global_batch == 64);
+  }
+  // Bytes: per outer group a ring all-reduce of the owned fp32 gradients (half a rank's shard),
+  // each of the 4 members sending 2 x 3 / 4 of it, every step.
+  const double shard = p.memory[0].grads / 4;
+  const double slice = std::ceil(shard / 2);
+  CHECK(p.replicas.sync_bytes == Approx(16 * 2 * 3 * 4 * slice));
+  // Small messages: the [loss, stop] sum (4 floats) over each outer group every step, the log
+  // line's maximum over the world group every 10 steps, and the store's round trips of each of
+  // the 56 ranks off rank 0's node (counting in, the verdict, the announcements).
+  const double world_max = (2 * 63) * (4 * 131 + 66 * 408.0);
+  CHECK(p.replicas.small_bytes ==
+        Approx(16 * hp::small_all_reduce_bytes(4, 4) + world_max / 10 + 56 * 3 * 2 * hp::kStoreMessageBytes));
+  const double ethernet = p.estimate.bytes_per_step[static_cast<int>(hp::LinkKind::kEthernet)];
+  CHECK(ethernet == Approx(p.replicas.sync_bytes + p.replicas.small_bytes));
+  // Time: the all-reduce, nothing beside it, + the sum's ring latencies + the verdict, on top of
+  // the replica's own step (diloco's plan prices the same replica).
+  hp::Group outer0;
+  for (const auto& g : p.groups)
+    if (g.kind == hp::kOuterGroup) outer0 = g;
+  const hp::LinkCost link{outer0.link, outer0.gbps_per_rank, outer0.latency_s, outer0.crosses_islands};
+  CHECK(p.replicas.sync_s == Approx(hp::ring_all_reduce_s(link, 4, 4 * slice)));
+  CHECK(p.replicas.agree_s == Approx(2 * 3 * latency));
+  CHECK(p.replicas.verdict_s == Approx(3 * 2 * world_latency + hp::kVerdictPollS));
+  CHECK(p.replicas.per_step_s == Approx(p.replicas.sync_s + p.replicas.agree_s + p.replicas.verdict_s));
+  CHECK(p.replicas.log_s == Approx(2 * 63 * world_latency / 10));  // blocking in an elastic job
+  auto d = s;
+  d.parallel.outer = OuterMode::kDiloco;
+  const hp::Plan dp = hp::make_plan(d, t);
+  CHECK(p.estimate.step_time_s - p.replicas.per_step_s - p.replicas.log_s ==
+        Approx(dp.estimate.step_time_s - dp.replicas.per_step_s - dp.replicas.log_s));
+  // The sync row of the three ways is this plan.
+  CHECK(p.replicas.across[1].step_time_s == Approx(p.estimate.step_time_s));
+  CHECK(p.replicas.across[1].what == "tensor 8 x pipeline 1 x data 2 x 4 replicas");
+  const std::string text = hp::format_plan_text(p);
+  CHECK_THAT(text, Catch::Contains("Replicas: 4 x (tensor 8 x pipeline 1 x data 2), outer sync, elastic (HSDP"));
+  CHECK_THAT(text, Catch::Contains("+ across the replicas"));
+  CHECK_THAT(hp::format_plan_json(p), Catch::Contains("\"elastic\": true"));
+  // Without elastic: one data-parallel group of dp x N over the cluster, no outer groups.
+  s.parallel.elastic = false;
+  const hp::Plan plain = hp::make_plan(s, t);
+  CHECK(plain.dp == 8);
+  for (const auto& g : plain.groups) CHECK(g.kind != hp::kOuterGroup);
+  CHECK_THAT(hp::format_plan_json(plain), !Catch::Contains("\"elastic\""));
 }

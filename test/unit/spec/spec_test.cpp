@@ -10,6 +10,7 @@
 #include "engine/spec/load.hpp"
 #include "engine/spec/schema.hpp"
 #include "engine/spec/suggest.hpp"
+#include "engine/spec/validate.hpp"
 
 using namespace holmes;
 using namespace holmes::spec;
@@ -306,4 +307,48 @@ TEST_CASE("checkpoint.init_from excludes a checkpoint.resume folder, and goes wi
                                     Catch::Contains("checkpoint.resume = runs/x/checkpoints/step-00000010"));
   CHECK(issues_of(path, {"checkpoint.init_from=hf", "checkpoint.resume=auto"}).empty());
   CHECK(load_job_spec(path, {"checkpoint.init_from=hf"}).spec.checkpoint.init_from == "hf");
+}
+
+TEST_CASE("parallel.elastic: sync and diloco replicas and one replica accepted; overlap and interleaved refused") {
+  // The problems (key: message) a job of `replicas` has with elastic on and not without it.
+  auto keys = [](int replicas, OuterMode outer, auto&& change) {
+    JobSpec s;
+    s.model.layers = 4;
+    s.parallel.replicas = replicas;
+    s.parallel.outer = outer;
+    s.parallel.elastic = true;
+    s.train.global_batch = 12;
+    change(s);
+    auto text = [](const JobSpec& j) {
+      std::set<std::string> out;
+      for (const Problem& p : cross_field_problems(j)) out.insert(p.key + ": " + p.message);
+      return out;
+    };
+    JobSpec plain = s;
+    plain.parallel.elastic = false;
+    std::set<std::string> out;
+    const std::set<std::string> without = text(plain);
+    for (const std::string& p : text(s))
+      if (!without.count(p)) out.insert(p);
+    return out;
+  };
+  auto none = [](JobSpec&) {};
+  CHECK(keys(3, OuterMode::kSync, none).empty());
+  CHECK(keys(3, OuterMode::kDiloco, none).empty());
+  CHECK(keys(1, OuterMode::kSync, none).empty());  // one pipeline, re-planned on the surviving nodes
+  const auto overlap = keys(3, OuterMode::kDiloco, [](JobSpec& s) { s.parallel.outer_overlap = 1; });
+  REQUIRE(overlap.size() == 1);
+  CHECK_THAT(*overlap.begin(), Catch::StartsWith("parallel.elastic: ") && Catch::Contains("outer_overlap = 1") &&
+                                   Catch::Contains("accepted"));
+  const auto interleaved = keys(3, OuterMode::kSync, [](JobSpec& s) {
+    s.parallel.schedule = Schedule::kInterleaved;
+    s.parallel.pipeline = 2;
+    s.parallel.virtual_stages = 2;
+  });
+  REQUIRE(interleaved.size() == 1);
+  CHECK_THAT(*interleaved.begin(), Catch::StartsWith("parallel.elastic: ") && Catch::Contains("interleaved") &&
+                                       Catch::Contains("accepted"));
+  const auto quorum = keys(3, OuterMode::kSync, [](JobSpec& s) { s.parallel.min_replicas = 4; });
+  REQUIRE(quorum.size() == 1);
+  CHECK_THAT(*quorum.begin(), Catch::StartsWith("parallel.min_replicas: "));
 }

@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# parallel.elastic with parallel.outer: sync (docs/elastic.md, "Elastic sync replicas") through
+# the local launcher: 3 replicas of one rank (and of two, data 2 inside), 12 steps. Each replica
+# shards its optimizer inside itself (HSDP) and every step all-reduces its owned gradients over
+# the outer group, so every replica holds the whole state.
+# (1) Bad input exits 2 naming the key: elastic with outer_overlap, with the interleaved
+#     schedule, min_replicas above replicas.
+# (2) Without a failure an elastic sync job trains as the same job without elastic: losses
+#     within 1e-6 relative (the loss is summed inside each replica, then across, in another
+#     order than one sum over the whole data-parallel group; see docs/elastic.md), every row
+#     naming replicas [0, 1, 2].
+# (3) Replica 1 killed after step 6, right after the checkpoint of step 6 was committed (log
+#     every step: the survivors meet the loss in the log line's sum after step 6). The job
+#     finishes with replicas [0, 2] from step 7; the survivors' weights AND AdamW moments equal
+#     each other and, bit for bit, those of a 2-replica elastic sync job resumed from that
+#     checkpoint (global batch 4 instead of 6, the data stream continued at sequence 36), whose
+#     losses of steps 7-12 are the survivors' too.
+# (4) The same kill with one log line at the end: the survivors meet the loss inside step 7's
+#     gradient all-reduce across the replicas, regroup and redo step 7 over replicas 0 and 2:
+#     the same final state as (3), bit for bit.
+# (5) Two ranks per replica (data 2, ZeRO-1 inside a replica): rank 2 of replica 1 killed after
+#     step 6; its peer rank 3 stops naming it; ranks 0, 1, 4, 5 finish, each equal to the rank
+#     at its coordinate of a 2-replica job resumed from the step-6 checkpoint.
+# (6) Replica 1 frozen (SIGSTOP) after step 6, cluster.timeout_s 5: named after the time-out,
+#     the job goes on and ends with the state of (4); the launcher ends the frozen worker.
+# (7) Losing replica 0 stops the job saying why.
+# (8) Rejoin: replica 1 killed after step 6, its rank started again by hand; admitted at the
+#     update of step 9, it takes replica 0's weights and AdamW moments over the network: at the
+#     join they equal its peer's bit for bit; rows 10-12 name [0, 1, 2]; all three end equal.
+# Usage: elastic_sync.sh <holmes-train> <source dir>
+set -u
+bin=$(readlink -f "$1")
+. "$(dirname "$0")/ckpt_common.bash"
+# A link with a unique name, so that every process of this test (a frozen one included) can
+# be found and ended whatever happens.
+marker="holmes-elastic-sync-test-$$-$RANDOM"
+ln -s "$bin" "$tmp/$marker"
+bin="$tmp/$marker"
+trap 'pkill -KILL -f "$marker" 2>/dev/null; rm -rf "$tmp"' EXIT
+export HOLMES_LAUNCH_GRACE_S=2
+steps=12
+# The learning-rate schedule in tokens (3 steps' warm-up and 12 steps' decay of the 3-replica
+# job), so that the jobs of 2 replicas resumed below follow the same schedule.
+base=(--set parallel.replicas=3 --set parallel.outer=sync --set train.global_batch=6 --set checkpoint.interval=0
+  --set cluster.timeout_s=10 --set log.interval=1 --set train.warmup_steps=0 --set train.warmup_tokens=576
+  --set train.decay_tokens=2304)
+job=(--nproc-per-node 3 "${base[@]}")
+el=("${job[@]}" --set parallel.elastic=true)
+quiet=(--set log.interval=1000)  # no log line between the first and the last: no sum after step 6
+
+# rows NAME: "step:replicas" of every metrics row, e.g. "1:0,1,2 2:0,1,2 ..."
+rows() {
+  python3 -c 'import json, sys; print(" ".join(str(r["step"]) + ":" + ",".join(str(int(x)) for x in r.get("replicas", [])) for r in map(json.loads, open(sys.argv[1])) if "step_ms" in r))' "$tmp/$1/metrics.jsonl"
+}
+# same_state DUMP_A DUMP_B: two dumps (HOLMES_TEST_DUMP_WEIGHTS: a header of five uint64, then
+# weights, AdamW m and v, no outer floats) hold finite weights and the same weights and
+# moments bit for bit.
+same_state() {
+  python3 - "$1" "$2" <<'PY'
+import math, struct, sys
+def state(path):
+    data = open(path, "rb").read()
+    magic, replica, n, m, k = struct.unpack("<5Q", data[:40])
+    assert k == 0 and len(data) == 40 + 4 * (n + 2 * m), (path, n, m, k, len(data))
+    return n, m, data[40:]
+(na, ma, a), (nb, mb, b) = state(sys.argv[1]), state(sys.argv[2])
+assert (na, ma) == (nb, mb), ((na, ma), (nb, mb))
+assert all(math.isfinite(x) for x in struct.unpack(f"<{na}f", a[:4 * na])), "weights not finite"
+diff = sum(1 for i in range(0, len(a), 4) if a[i:i + 4] != b[i:i + 4])
+assert diff == 0, f"{diff} of {na + 2 * ma} floats differ"
+print(f"{na} weights and 2 x {ma} moments equal bit for bit")
+PY
+}
+dumped() { mkdir -p "$tmp/$1-dump"; echo "$tmp/$1-dump"; }
+lost_after_6="1:0,1,2 2:0,1,2 3:0,1,2 4:0,1,2 5:0,1,2 6:0,1,2 7:0,2 8:0,2 9:0,2 10:0,2 11:0,2 12:0,2"
+expect_loss_of_1() {  # NAME: exit 0, replicas [0, 2] from row 7 on, replica 1 named, survivors equal
+  local name=$1
+  [ "$rc" -eq 0 ] || { bad "$name: exit $rc, expected 0" "$tmp/$name.log"; return; }
+  [ "$(rows "$name")" = "$lost_after_6" ] || bad "$name: rows name replicas '$(rows "$name")'" "$tmp/$name.log"
+  grep -q "rank 0: elastic: lost replica 1 (rank 1) (missing rank(s) \[1\]); generation 1: replicas \[0, 2\] go on from step 7" \
+    "$tmp/$name.log" || bad "$name: the loss of replica 1 is not named" "$tmp/$name.log"
+  same_state "$tmp/$name-dump/rank-0.bin" "$tmp/$name-dump/rank-2.bin" || bad "$name: survivors' states differ"
+}
+
+# 1. Bad input.
+for bad_set in "parallel.outer_overlap=1" "parallel.schedule=interleaved" "parallel.min_replicas=4"; do
+  extra=()
+  [ "$bad_set" = "parallel.schedule=interleaved" ] && extra=(--set model.layers=4 --set parallel.pipeline=2 --set parallel.virtual_stages=2)
+  run "$tmp/bad" 4 "${el[@]}" --set "$bad_set" "${extra[@]}" --plan-only
+  [ "$rc" -eq 2 ] || bad "$bad_set: exit $rc, expected 2" "$tmp/bad.log"
+  key=parallel.elastic
+  [ "$bad_set" = "parallel.min_replicas=4" ] && key=parallel.min_replicas
+  grep -q "$key.*accepted" "$tmp/bad.log" || bad "$bad_set: $key and what is accepted not named" "$tmp/bad.log"
+  rm -f "$tmp/bad.log"
+done
+# --plan-only shows the layout: a data-parallel group per replica, the outer groups across.
+run "$tmp/plan" 4 "${el[@]}" --plan-only
+[ "$rc" -eq 0 ] || bad "plan-only: exit $rc" "$tmp/plan.log"
+grep -q "outer sync, elastic (HSDP" "$tmp/plan.log" || bad "plan-only: no elastic sync replicas" "$tmp/plan.log"
+grep -Eq "^ *outer +1 x 3 " "$tmp/plan.log" || bad "plan-only: no outer group of 3" "$tmp/plan.log"
+
+# 2. No failure: the training of the same job without elastic.
+run "$tmp/plain" "$steps" "${job[@]}"
+[ "$rc" -eq 0 ] || { bad "non-elastic reference: exit $rc" "$tmp/plain.log"; exit 1; }
+run "$tmp/ref" "$steps" "${el[@]}"
+[ "$rc" -eq 0 ] || { bad "elastic, no failure: exit $rc" "$tmp/ref.log"; exit 1; }
+LOSS_TOL=1e-6 same_losses "$tmp/plain/metrics.jsonl" 1 "$steps" "$tmp/ref/metrics.jsonl" || fail=1
+[ "$(rows ref)" = "$(seq -s ' ' -f '%g:0,1,2' 1 "$steps")" ] || bad "ref: rows name replicas '$(rows ref)'" "$tmp/ref.log"
+
+# 3. Replica 1 killed after the checkpoint of step 6; a 2-replica job resumed from it.
+HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:1 HOLMES_TEST_DUMP_WEIGHTS=$(dumped ck) run "$tmp/ck" "$steps" "${el[@]}" \
+  --set checkpoint.interval=6 --set checkpoint.background_write=false
+expect_loss_of_1 ck
+[ -f "$tmp/ck/checkpoints/step-00000006/COMMITTED" ] || bad "ck: checkpoint 6 not committed" "$tmp/ck.log"
+HOLMES_TEST_DUMP_WEIGHTS=$(dumped two) run "$tmp/two" "$steps" --nproc-per-node 2 "${base[@]}" \
+  --set parallel.elastic=true --set parallel.replicas=2 --set train.global_batch=4 \
+  --set checkpoint.resume="$tmp/ck/checkpoints/step-00000006"
+[ "$rc" -eq 0 ] || bad "two: exit $rc" "$tmp/two.log"
+grep -q "resume: continuing from .*step-00000006 at step 6 (1152 tokens seen; saved by 3 ranks, another plan" \
+  "$tmp/two.log" || bad "two: not resumed at sequence 36 of the stream" "$tmp/two.log"
+same_state "$tmp/ck-dump/rank-0.bin" "$tmp/two-dump/rank-0.bin" || bad "two: rank 0 differs from the survivors'"
+same_state "$tmp/ck-dump/rank-2.bin" "$tmp/two-dump/rank-1.bin" || bad "two: rank 1 differs from survivor rank 2"
+same_losses "$tmp/ck/metrics.jsonl" 7 "$steps" "$tmp/two/metrics.jsonl" || fail=1
+
+# 4. The loss met inside step 7's all-reduce across the replicas: step 7 redone over [0, 2].
+HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:1 HOLMES_TEST_DUMP_WEIGHTS=$(dumped redo) run "$tmp/redo" "$steps" "${el[@]}" "${quiet[@]}"
+expect_loss_of_1 redo
+grep -q "rank [02]: elastic: comm: all_reduce on group 'outer0'" "$tmp/redo.log" \
+  || bad "redo: the survivors did not fail in the gradient all-reduce" "$tmp/redo.log"
+same_state "$tmp/ck-dump/rank-0.bin" "$tmp/redo-dump/rank-0.bin" || bad "redo: state differs from ck's"
+
+# 5. Two ranks per replica.
+dp=(--set parallel.data=2 --set train.global_batch=12)
+HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:2 HOLMES_TEST_DUMP_WEIGHTS=$(dumped dp) run "$tmp/dp" "$steps" --nproc-per-node 6 \
+  "${base[@]}" --set parallel.elastic=true "${dp[@]}" "${quiet[@]}" --set checkpoint.interval=6 \
+  --set checkpoint.background_write=false
+[ "$rc" -eq 0 ] || bad "dp: exit $rc, expected 0" "$tmp/dp.log"
+grep -q "rank 3: comm: .* on group 'dp1' .*, peer rank 2" "$tmp/dp.log" || bad "dp: rank 3 does not name rank 2" "$tmp/dp.log"
+grep -q "rank 0: elastic: lost replica 1 (ranks 2, 3) (missing rank(s) \[2, 3\]); generation 1: replicas \[0, 2\]" \
+  "$tmp/dp.log" || bad "dp: the loss of replica 1 is not named" "$tmp/dp.log"
+HOLMES_TEST_DUMP_WEIGHTS=$(dumped dp2) run "$tmp/dp2" "$steps" --nproc-per-node 4 "${base[@]}" \
+  --set parallel.elastic=true --set parallel.replicas=2 --set parallel.data=2 --set train.global_batch=8 \
+  --set checkpoint.resume="$tmp/dp/checkpoints/step-00000006"
+[ "$rc" -eq 0 ] || bad "dp2: exit $rc" "$tmp/dp2.log"
+for pair in 0:0 1:1 4:2 5:3; do
+  same_state "$tmp/dp-dump/rank-${pair%:*}.bin" "$tmp/dp2-dump/rank-${pair#*:}.bin" \
+    || bad "dp: survivor rank ${pair%:*} differs from the resumed job's rank ${pair#*:}"
+done
+same_state "$tmp/dp-dump/rank-0.bin" "$tmp/dp-dump/rank-4.bin" || bad "dp: ranks 0 and 4 differ"
+
+# 6. Replica 1 frozen.
+start=$(date +%s)
+HOLMES_TEST_SIGNAL_AFTER_STEP=6:STOP:1 HOLMES_TEST_DUMP_WEIGHTS=$(dumped frozen) run "$tmp/frozen" "$steps" "${el[@]}" \
+  "${quiet[@]}" --set cluster.timeout_s=5
+echo "frozen: the job ended $(( $(date +%s) - start )) s after it started (cluster.timeout_s 5)"
+expect_loss_of_1 frozen
+grep -q "Timed out waiting 5000ms" "$tmp/frozen.log" || bad "frozen: not found by the time-out" "$tmp/frozen.log"
+grep -q "rank 1 (pid [0-9]*) still running 2 s after the elastic job finished without it; sending SIGKILL" \
+  "$tmp/frozen.log" || bad "frozen: the launcher did not end the frozen worker" "$tmp/frozen.log"
+same_state "$tmp/redo-dump/rank-0.bin" "$tmp/frozen-dump/rank-0.bin" || bad "frozen: state differs from redo's"
+
+# 7. No quorum without replica 0.
+HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:0 run "$tmp/zero" "$steps" "${el[@]}"
+[ "$rc" -ne 0 ] || bad "zero: exit 0 without replica 0" "$tmp/zero.log"
+grep -q "rank 2: elastic: the job cannot go on after losing replica 0 (rank 0): replica 0 is lost" "$tmp/zero.log" \
+  || bad "zero: the reason is not given" "$tmp/zero.log"
+
+# 8. Rejoin. Replica 1 killed after step 6; once the survivors went on, its rank is started
+# again by hand with the job's variables. The survivors admit it at the update of step 9
+# (HOLMES_TEST_WAIT_FOR_JOINER holds that verdict until it asks, so the test does not depend on
+# the machine's speed) and it takes replica 0's state over the new outer group.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+token="elastic-sync-test-$$"
+# cluster.timeout_s 30: the first rank holds step 9's verdict at most that long for the joiner,
+# which has to start and rendezvous on a machine that may be loaded.
+join=("${tiny[@]}" --set job.output_dir="$tmp/join" --set train.steps="$steps" "${base[@]}" --set parallel.elastic=true
+  --set cluster.timeout_s=30)
+dump=$(dumped join)
+MASTER_PORT=$port HOLMES_JOB_TOKEN=$token HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:1 HOLMES_TEST_WAIT_FOR_JOINER=9 \
+  HOLMES_TEST_DUMP_WEIGHTS=$dump timeout 300 "$bin" --nproc-per-node 3 "${join[@]}" >"$tmp/join.log" 2>&1 &
+launcher=$!
+for _ in $(seq 1200); do grep -q "generation 1: replicas \[0, 2\] go on" "$tmp/join.log" && break; sleep 0.1; done
+RANK=1 WORLD_SIZE=3 LOCAL_RANK=1 LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOLMES_JOB_TOKEN=$token \
+  HOLMES_STORE_HOSTED=1 HOLMES_TEST_DUMP_WEIGHTS=$dump timeout 300 "$bin" "${join[@]}" >"$tmp/join-rank1.log" 2>&1
+rc=$?
+wait "$launcher"
+launcher_rc=$?
+[ "$rc" -eq 0 ] || bad "join: the rejoining rank exited $rc" "$tmp/join-rank1.log"
+[ "$launcher_rc" -eq 0 ] || bad "join: the job exited $launcher_rc" "$tmp/join.log"
+grep -q "rank 1: elastic: admitted after step 9; generation 2: replicas \[0, 1, 2\]" "$tmp/join-rank1.log" \
+  || bad "join: rank 1 not admitted after step 9" "$tmp/join-rank1.log"
+grep -q "rank 0: elastic: replica 1 (rank 1) rejoin(s) after step 9; generation 2: replicas \[0, 1, 2\]" "$tmp/join.log" \
+  || bad "join: the survivors do not name the rejoining replica" "$tmp/join.log"
+want="1:0,1,2 2:0,1,2 3:0,1,2 4:0,1,2 5:0,1,2 6:0,1,2 7:0,2 8:0,2 9:0,2 10:0,1,2 11:0,1,2 12:0,1,2"
+[ "$(rows join)" = "$want" ] || bad "join: rows name replicas '$(rows join)'" "$tmp/join.log"
+# At the join: the joiner's weights and AdamW moments are replica 0's, bit for bit.
+same_state "$dump/join-rank-0.bin" "$dump/join-rank-1.bin" || bad "join: the joiner's state differs from its peer's"
+for r in 1 2; do same_state "$dump/rank-0.bin" "$dump/rank-$r.bin" || bad "join: rank $r's final state differs"; done
+
+[ "$fail" -eq 0 ] && echo PASS
+exit "$fail"
