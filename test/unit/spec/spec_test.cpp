@@ -309,7 +309,7 @@ TEST_CASE("checkpoint.init_from excludes a checkpoint.resume folder, and goes wi
   CHECK(load_job_spec(path, {"checkpoint.init_from=hf"}).spec.checkpoint.init_from == "hf");
 }
 
-TEST_CASE("parallel.elastic: sync and diloco replicas and one replica accepted; overlap and interleaved refused") {
+TEST_CASE("parallel.elastic: sync and diloco replicas and one replica accepted, overlap and interleaved refused") {
   // The problems (key: message) a job of `replicas` has with elastic on and not without it.
   auto keys = [](int replicas, OuterMode outer, auto&& change) {
     JobSpec s;
