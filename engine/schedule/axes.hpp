@@ -4,8 +4,11 @@
 // and placement, its traffic in the cost model and its users (docs/extending.md, "Add an axis").
 //   tp       tensor parallelism: a layer's matrices split over the members
 //   pp       pipeline parallelism: the layers split into stages
-//   dp       data parallelism: the batch split, gradients reduced (sync replicas included)
-//   replica  diloco replicas: whole copies of a tp x pp x dp job kept in step by an outer sync
+//   dp       data parallelism: the batch split, gradients reduced (a sync job's replicas
+//            included, unless it is elastic)
+//   replica  whole copies of a tp x pp x dp job: diloco's, kept in step by an outer sync, and
+//            an elastic sync job's (HSDP), whose owned gradient shards are summed across them
+//            every step
 #pragma once
 
 #include <array>
@@ -98,7 +101,7 @@ struct Place {
 
 // A group's kind: the axes it spans and what it is for:
 //   kAxes       the ranks that differ only on `axes`, ordered as the rank grid orders them
-//               (tp, pp, dp; replica: diloco's outer group); every axis: the job's world
+//               (tp, pp, dp; replica: the outer group of diloco or elastic sync); every axis: the job's world
 //               group, in rank order
 //   kEmbedding  the first and the last member of a pp group (the tied embedding's sum)
 //   kHop        two neighbouring members of a pp group, the lower stage first: one hop of a
