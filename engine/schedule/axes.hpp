@@ -101,8 +101,8 @@ struct Place {
 
 // A group's kind: the axes it spans and what it is for:
 //   kAxes       the ranks that differ only on `axes`, ordered as the rank grid orders them
-//               (tp, pp, dp; replica: the outer group of diloco or elastic sync); every axis: the job's world
-//               group, in rank order
+//               (tp, pp, dp; replica: the outer group of diloco or elastic sync); every
+//               axis: the job's world group, in rank order
 //   kEmbedding  the first and the last member of a pp group (the tied embedding's sum)
 //   kHop        two neighbouring members of a pp group, the lower stage first: one hop of a
 //               pipeline on Ethernet that stays inside an RDMA island, in a plan of TCP groups
