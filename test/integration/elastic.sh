@@ -77,7 +77,6 @@ for r in rows:
     assert math.isclose(r["lr"], want, rel_tol=1e-9), f"step {s}: lr {r['lr']}, by tokens seen {want}"
 PY
 }
-dumped() { mkdir -p "$tmp/$1-dump"; echo "$tmp/$1-dump"; }
 
 # 1. Bad input.
 for bad_set in "parallel.schedule=interleaved" "parallel.outer_overlap=1" "parallel.min_replicas=4"; do
@@ -157,25 +156,9 @@ done
 # again by hand with the job's variables. The survivors admit it at the outer sync after step 12
 # (HOLMES_TEST_WAIT_FOR_JOINER holds that sync's verdict until it asks, so the test does not
 # depend on the machine's speed) and it takes replica 0's state over the new outer group.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-token="elastic-test-$$"
-join=("${tiny[@]}" --set job.output_dir="$tmp/join" --set train.steps="$steps" "${base[@]}" --set parallel.elastic=true)
-dump=$(dumped join)
-MASTER_PORT=$port HOLMES_JOB_TOKEN=$token HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:1 HOLMES_TEST_WAIT_FOR_JOINER=12 \
-  HOLMES_TEST_DUMP_WEIGHTS=$dump timeout 300 "$bin" --nproc-per-node 3 "${join[@]}" >"$tmp/join.log" 2>&1 &
-launcher=$!
-for _ in $(seq 1200); do grep -q "generation 1: replicas \[0, 2\] go on" "$tmp/join.log" && break; sleep 0.1; done
-RANK=1 WORLD_SIZE=3 LOCAL_RANK=1 LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOLMES_JOB_TOKEN=$token \
-  HOLMES_STORE_HOSTED=1 HOLMES_TEST_DUMP_WEIGHTS=$dump timeout 300 "$bin" "${join[@]}" >"$tmp/join-rank1.log" 2>&1
-rc=$?
-wait "$launcher"
-launcher_rc=$?
-[ "$rc" -eq 0 ] || bad "join: the rejoining rank exited $rc" "$tmp/join-rank1.log"
-[ "$launcher_rc" -eq 0 ] || bad "join: the job exited $launcher_rc" "$tmp/join.log"
-grep -q "rank 1: elastic: admitted after step 12; generation 2: replicas \[0, 1, 2\]" "$tmp/join-rank1.log" \
-  || bad "join: rank 1 not admitted after step 12" "$tmp/join-rank1.log"
-grep -q "rank 0: elastic: replica 1 (rank 1) rejoin(s) after step 12; generation 2: replicas \[0, 1, 2\]" "$tmp/join.log" \
-  || bad "join: the survivors do not name the rejoining replica" "$tmp/join.log"
+rejoin_by_hand 12 "${tiny[@]}" --set job.output_dir="$tmp/join" --set train.steps="$steps" "${base[@]}" \
+  --set parallel.elastic=true
+dump=$tmp/join-dump
 want="1:0,1,2 2:0,1,2 3:0,1,2 4:0,1,2 5:0,1,2 6:0,1,2 7:0,1,2 8:0,2 9:0,2 10:0,2 11:0,2 12:0,2 13:0,1,2 14:0,1,2 15:0,1,2 16:0,1,2"
 [ "$(rows join)" = "$want" ] || bad "join: rows name replicas '$(rows join)'" "$tmp/join.log"
 # At the join: the joiner's weights, AdamW moments and outer state are replica 0's, bit for bit.

@@ -30,13 +30,7 @@
 # Usage: elastic_sync.sh <holmes-train> <source dir>
 set -u
 bin=$(readlink -f "$1")
-. "$(dirname "$0")/ckpt_common.bash"
-# A link with a unique name, so that every process of this test (a frozen one included) can
-# be found and ended whatever happens.
-marker="holmes-elastic-sync-test-$$-$RANDOM"
-ln -s "$bin" "$tmp/$marker"
-bin="$tmp/$marker"
-trap 'pkill -KILL -f "$marker" 2>/dev/null; rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/elastic_common.bash"
 export HOLMES_LAUNCH_GRACE_S=2
 steps=12
 # The learning-rate schedule in tokens (3 steps' warm-up and 12 steps' decay of the 3-replica
@@ -48,10 +42,6 @@ job=(--nproc-per-node 3 "${base[@]}")
 el=("${job[@]}" --set parallel.elastic=true)
 quiet=(--set log.interval=1000)  # no log line between the first and the last: no sum after step 6
 
-# rows NAME: "step:replicas" of every metrics row, e.g. "1:0,1,2 2:0,1,2 ..."
-rows() {
-  python3 -c 'import json, sys; print(" ".join(str(r["step"]) + ":" + ",".join(str(int(x)) for x in r.get("replicas", [])) for r in map(json.loads, open(sys.argv[1])) if "step_ms" in r))' "$tmp/$1/metrics.jsonl"
-}
 # same_state DUMP_A DUMP_B: two dumps (HOLMES_TEST_DUMP_WEIGHTS: a header of five uint64, then
 # weights, AdamW m and v, no outer floats) hold finite weights and the same weights and
 # moments bit for bit.
@@ -71,7 +61,6 @@ assert diff == 0, f"{diff} of {na + 2 * ma} floats differ"
 print(f"{na} weights and 2 x {ma} moments equal bit for bit")
 PY
 }
-dumped() { mkdir -p "$tmp/$1-dump"; echo "$tmp/$1-dump"; }
 lost_after_6="1:0,1,2 2:0,1,2 3:0,1,2 4:0,1,2 5:0,1,2 6:0,1,2 7:0,2 8:0,2 9:0,2 10:0,2 11:0,2 12:0,2"
 expect_loss_of_1() {  # NAME: exit 0, replicas [0, 2] from row 7 on, replica 1 named, survivors equal
   local name=$1
@@ -169,28 +158,11 @@ grep -q "rank 2: elastic: the job cannot go on after losing replica 0 (rank 0): 
 # again by hand with the job's variables. The survivors admit it at the update of step 9
 # (HOLMES_TEST_WAIT_FOR_JOINER holds that verdict until it asks, so the test does not depend on
 # the machine's speed) and it takes replica 0's state over the new outer group.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-token="elastic-sync-test-$$"
 # cluster.timeout_s 30: the first rank holds step 9's verdict at most that long for the joiner,
 # which has to start and rendezvous on a machine that may be loaded.
-join=("${tiny[@]}" --set job.output_dir="$tmp/join" --set train.steps="$steps" "${base[@]}" --set parallel.elastic=true
-  --set cluster.timeout_s=30)
-dump=$(dumped join)
-MASTER_PORT=$port HOLMES_JOB_TOKEN=$token HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:1 HOLMES_TEST_WAIT_FOR_JOINER=9 \
-  HOLMES_TEST_DUMP_WEIGHTS=$dump timeout 300 "$bin" --nproc-per-node 3 "${join[@]}" >"$tmp/join.log" 2>&1 &
-launcher=$!
-for _ in $(seq 1200); do grep -q "generation 1: replicas \[0, 2\] go on" "$tmp/join.log" && break; sleep 0.1; done
-RANK=1 WORLD_SIZE=3 LOCAL_RANK=1 LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOLMES_JOB_TOKEN=$token \
-  HOLMES_STORE_HOSTED=1 HOLMES_TEST_DUMP_WEIGHTS=$dump timeout 300 "$bin" "${join[@]}" >"$tmp/join-rank1.log" 2>&1
-rc=$?
-wait "$launcher"
-launcher_rc=$?
-[ "$rc" -eq 0 ] || bad "join: the rejoining rank exited $rc" "$tmp/join-rank1.log"
-[ "$launcher_rc" -eq 0 ] || bad "join: the job exited $launcher_rc" "$tmp/join.log"
-grep -q "rank 1: elastic: admitted after step 9; generation 2: replicas \[0, 1, 2\]" "$tmp/join-rank1.log" \
-  || bad "join: rank 1 not admitted after step 9" "$tmp/join-rank1.log"
-grep -q "rank 0: elastic: replica 1 (rank 1) rejoin(s) after step 9; generation 2: replicas \[0, 1, 2\]" "$tmp/join.log" \
-  || bad "join: the survivors do not name the rejoining replica" "$tmp/join.log"
+rejoin_by_hand 9 "${tiny[@]}" --set job.output_dir="$tmp/join" --set train.steps="$steps" "${base[@]}" \
+  --set parallel.elastic=true --set cluster.timeout_s=30
+dump=$tmp/join-dump
 want="1:0,1,2 2:0,1,2 3:0,1,2 4:0,1,2 5:0,1,2 6:0,1,2 7:0,2 8:0,2 9:0,2 10:0,1,2 11:0,1,2 12:0,1,2"
 [ "$(rows join)" = "$want" ] || bad "join: rows name replicas '$(rows join)'" "$tmp/join.log"
 # At the join: the joiner's weights and AdamW moments are replica 0's, bit for bit.
