@@ -48,6 +48,10 @@ void PrefixStore::set(const std::string& key, const Bytes& value) { base_->set(p
 
 Bytes PrefixStore::get(const std::string& key, Millis timeout) { return base_->get(prefix_ + key, timeout); }
 
+bool PrefixStore::on_close(const std::string& key, const Bytes& value) {
+  return base_->on_close(key.empty() ? key : prefix_ + key, value);
+}
+
 int64_t PrefixStore::add(const std::string& key, int64_t delta) { return base_->add(prefix_ + key, delta); }
 
 std::vector<std::string> PrefixStore::missing(const std::vector<std::string>& keys) {

@@ -36,6 +36,13 @@ class Store {
   // Where this store lives, for messages ("tcp://10.0.0.1:29500", "file:///shared/rdzv").
   virtual std::string describe() const = 0;
 
+  // Asks the store to set `key` to `value` when this member's connection ends without
+  // withdrawing the request first (the process died: killed or crashed; its kernel closes the
+  // connection). An empty `key` withdraws every such request of this member. A TCP store does
+  // it on its server; a file store has no connection to watch and ignores it. Returns whether
+  // the store will do it.
+  virtual bool on_close(const std::string& /*key*/, const Bytes& /*value*/) { return false; }
+
   // The job is done with the store (called by every member after a final barrier). A file
   // store removes the keys this member wrote and, with `last` (rank 0, after another
   // barrier), the job's token, so the directory can host the next run, even one with the
@@ -56,6 +63,7 @@ class PrefixStore : public Store {
   bool remove(const std::string& key) override;
   void wait(const std::vector<std::string>& keys, Millis timeout) override;
   std::string describe() const override;
+  bool on_close(const std::string& key, const Bytes& value) override;
   void retire(bool last) override { base_->retire(last); }
 
  private:

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <map>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "comm/errors.hpp"
 
@@ -19,7 +21,7 @@ namespace holmes::comm {
 namespace {
 
 // Wire protocol: request = op byte + fields; reply = status byte + fields.
-enum Op : uint8_t { kHello = 1, kSet = 2, kGet = 3, kAdd = 4, kMissing = 5, kRemove = 6 };
+enum Op : uint8_t { kHello = 1, kSet = 2, kGet = 3, kAdd = 4, kMissing = 5, kRemove = 6, kOnClose = 7 };
 enum Status : uint8_t { kOk = 0, kNotFound = 1, kRefused = 2, kFailed = 3 };
 constexpr const char* kMagic = "holmes-kv/1";
 
@@ -27,6 +29,7 @@ struct Conn {
   net::Fd fd;
   net::Bytes in;  // bytes received and not yet parsed into frames
   bool joined = false;
+  std::vector<std::pair<std::string, net::Bytes>> on_close;  // set when the connection ends
 };
 
 using Map = std::unordered_map<std::string, net::Bytes>;
@@ -87,6 +90,12 @@ bool serve(Conn& c, const net::Bytes& frame, Map& kv, const std::string& token, 
     for (const auto& k : left) w.str(k);
   } else if (op == kRemove) {
     w.u8(kv.erase(r.str()) ? kOk : kNotFound);
+  } else if (op == kOnClose) {
+    std::string key = r.str();
+    net::Bytes value = r.bytes();
+    if (key.empty()) c.on_close.clear();
+    else c.on_close.emplace_back(std::move(key), std::move(value));
+    w.u8(kOk);
   } else {
     return false;
   }
@@ -159,6 +168,7 @@ void TcpStoreServer::run() {
       if (!fds[i].revents) continue;
       auto it = conns.find(fds[i].fd);
       if (!pump(it->second, kv, token_)) {
+        for (auto& [key, value] : it->second.on_close) kv[key] = std::move(value);
         conns.erase(it);
         clients_.store(static_cast<int>(conns.size()));
       }
@@ -253,6 +263,11 @@ std::vector<std::string> TcpStore::missing(const std::vector<std::string>& keys)
   std::vector<std::string> left(r.u32());
   for (auto& k : left) k = r.str();
   return left;
+}
+
+bool TcpStore::on_close(const std::string& key, const Bytes& value) {
+  request(net::Writer().u8(kOnClose).str(key).bytes(value).take(), "on_close");
+  return true;
 }
 
 bool TcpStore::remove(const std::string& key) {

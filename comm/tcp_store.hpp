@@ -60,6 +60,7 @@ class TcpStore : public Store {
   std::vector<std::string> missing(const std::vector<std::string>& keys) override;
   bool remove(const std::string& key) override;
   std::string describe() const override;
+  bool on_close(const std::string& key, const Bytes& value) override;
 
   uint16_t port() const { return options_.port; }
   // On the hosting rank: the client connections open now, its own included (a process that

@@ -146,20 +146,26 @@ void Trainer::reset_outer() {
   }
 }
 
+void Trainer::kill_in_outer_sync(int64_t done, bool at_verdict) const {
+  const char* hook = std::getenv("HOLMES_TEST_KILL_IN_OUTER_SYNC");
+  if (hook == nullptr) return;
+  long long at = -1, replica = -1;
+  char where[16] = {};
+  const int n = std::sscanf(hook, "%lld:%lld:%15s", &at, &replica, where);
+  if (n < 2 || at != done || replica != replica_id_ || outer_->due(done).empty()) return;
+  if (at_verdict != (n == 3 && std::strcmp(where, "verdict") == 0)) return;
+  std::fflush(stdout);
+  std::raise(SIGKILL);
+}
+
 void Trainer::outer_step(int64_t done) {
   if (!outer_->busy(done)) return;
   optimizer_->params_ready();
   // Test hook (docs/launch.md): HOLMES_TEST_KILL_IN_OUTER_SYNC="STEP:REPLICA" kills the ranks of
   // that replica (numbered as at the start) as the outer sync after step STEP begins; the other
-  // replicas are in it.
-  if (const char* hook = std::getenv("HOLMES_TEST_KILL_IN_OUTER_SYNC")) {
-    long long at = -1, replica = -1;
-    if (std::sscanf(hook, "%lld:%lld", &at, &replica) == 2 && at == done && replica == replica_id_ &&
-        !outer_->due(done).empty()) {
-      std::fflush(stdout);
-      std::raise(SIGKILL);
-    }
-  }
+  // replicas are in it. "STEP:REPLICA:verdict": after the exchange's collectives, before the
+  // replica counts itself in to the elastic verdict (trainer_elastic.cpp).
+  kill_in_outer_sync(done, false);
   const bool host = gpt_->backend().memory->is_host();
   float* params = host ? gpt_->params() : nullptr;
   if (!host) {

@@ -215,6 +215,7 @@ class Trainer final : public StepRunner {
   void dump_joined_state();  // test hook HOLMES_TEST_DUMP_WEIGHTS
   void reset_outer();                          // anchor <- the weights
   void outer_step(int64_t done);               // the fragments due after step `done`
+  void kill_in_outer_sync(int64_t done, bool at_verdict) const;  // the test hook (trainer.cpp)
   std::vector<float>& outer_host();            // a device's: host_[0].params as the outer sync's copy
   // Agreement::kAtSyncs: this replica's figures of the last step (its loss sum over its
   // data-parallel ranks, its ranks' stop requests, the most seen since the start), the first

@@ -31,6 +31,7 @@ void Trainer::elastic_outer_step(int64_t done, float* params) {
     std::string what;
     try {
       outer_->exchange_fragment(due.front(), params);
+      kill_in_outer_sync(done, true);
       // Also with one replica left: its verdict is where lost replicas are admitted back.
       if (recovery_->exchange_complete(done - 1)) break;
       what = fmt::format("another replica failed in the outer exchange after step {}", done);

@@ -28,13 +28,6 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 comm::Millis millis(double s) { return comm::Millis(static_cast<int64_t>(s * 1000)); }
 
-// "07:41:09.532 UTC": when this rank met the failure, for a reader lining it up with a kill.
-std::string wall_clock_now() {
-  const auto now = std::chrono::system_clock::now();
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  return fmt::format("{:%H:%M:%S}.{:03d} UTC", fmt::gmtime(std::chrono::system_clock::to_time_t(now)), ms);
-}
-
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 // The plan group of `kind` this rank is in (the world group, its outer group).
@@ -103,6 +96,7 @@ ElasticSession::ElasticSession(Runtime& rt, const spec::JobSpec& spec)
   replica_ = rt.plan.ranks.at(rt.rank).at[Axis::kReplica];
   start_members_ = members_;
   rt.store->add(kStartedKey, 1);
+  heartbeat_ = std::make_unique<Heartbeat>(rt.store, rt.rank, heartbeat_period_s(timeout_s_));
 }
 
 ElasticSession::~ElasticSession() = default;
@@ -129,7 +123,10 @@ bool ElasticSession::exchange_complete(int64_t step) {
                                      [](const Member& a, const Member& b) { return a.rank < b.rank; })->rank;
   if (rt_.rank == first) {
     // The one writer of the verdict: every member counted in, or a failure came first.
+    // A member that is gone (liveness.hpp) ends the wait at once: a dead process's closed
+    // connection, a frozen one's heartbeat older than the time-out.
     const auto deadline = Clock::now() + millis(timeout_s_);
+    auto next_look = Clock::now() + std::chrono::milliseconds(200);
     bool whole = false;
     for (;;) {
       if (in >= n) {
@@ -140,6 +137,22 @@ bool ElasticSession::exchange_complete(int64_t step) {
       if (Clock::now() > deadline) {
         store.add(key("broken"), 1);
         break;
+      }
+      if (Clock::now() > next_look) {
+        next_look = Clock::now() + std::chrono::milliseconds(200);
+        std::string gone;
+        for (const Member& m : members_) {
+          if (m.rank == rt_.rank) continue;
+          if (const auto why = rank_gone(store, m.rank, timeout_s_)) {
+            gone = fmt::format("rank {} of replica {}: {}", m.rank, m.replica, *why);
+            break;
+          }
+        }
+        if (!gone.empty()) {
+          comm::set_string(store, key("why"), gone);
+          store.add(key("broken"), 1);
+          break;
+        }
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
       in = store.add(x, 0);
@@ -331,11 +344,17 @@ void ElasticSession::make_groups(const MembershipDecision& d) {
 
 parallel::ReplicaRegroup ElasticSession::recover(int64_t step, bool exchange, const std::string& what) {
   const auto t0 = Clock::now();
-  const std::string when = wall_clock_now();
+  const std::string when = wall_clock_text();
   comm::Store& store = *rt_.store;
+  // The first rank's liveness watch may have named the member that is gone.
+  std::string why;
+  try {
+    if (store.missing({key("why")}).empty()) why = " (" + comm::get_string(store, key("why"), millis(timeout_s_)) + ")";
+  } catch (const comm::StoreError&) {
+  }
   std::fflush(stdout);
-  std::fprintf(stderr, "holmes-train: rank %d: elastic: %s (step %lld, %s); the replicas decide who goes on\n",
-               rt_.rank, what.c_str(), static_cast<long long>(step + 1), when.c_str());
+  std::fprintf(stderr, "holmes-train: rank %d: elastic: %s%s (step %lld, %s); the replicas decide who goes on\n",
+               rt_.rank, what.c_str(), why.c_str(), static_cast<long long>(step + 1), when.c_str());
   std::fflush(stderr);
   MembershipDecision d;
   try {

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "engine/parallel/replica_recovery.hpp"
+#include "engine/runtime/liveness.hpp"
 #include "engine/runtime/membership.hpp"
 #include "engine/runtime/startup.hpp"
 #include "engine/spec/job_spec.hpp"
@@ -120,6 +121,7 @@ class ElasticSession final : public parallel::ReplicaRecovery {
   std::optional<MembershipDecision> admission_;  // admitted, to take at the next step's start
   // The groups across replicas of generation > 0 (null before the first loss: rt_'s).
   std::unique_ptr<comm::ProcessGroup> world_, outer_;
+  std::unique_ptr<Heartbeat> heartbeat_;  // this rank's beat (liveness.hpp), read by the first rank's waits
 };
 
 }  // namespace holmes::runtime

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "comm/tcp_store.hpp"
+#include "engine/runtime/liveness.hpp"
 
 namespace holmes::runtime {
 
@@ -103,6 +104,13 @@ void linger_as_store_host(comm::Store& store, int world, double timeout_s) {
 [[noreturn]] void fail_rank(Runtime& rt, int rank, const std::string& what, int own_peer, bool peer_failure,
                             double timeout_s) {
   rt.comms.clear();
+  // Said at once: which rank failed is known only after the agreement below (up to 5 s).
+  if (peer_failure && rt.store) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "holmes-train: rank %d: a peer failed (%s); the ranks agree which one\n", rank,
+                 wall_clock_text().c_str());
+    std::fflush(stderr);
+  }
   const Verdict v = rt.store ? blame_failed_rank(*rt.store, rank, rt.world, own_peer, peer_failure,
                                                  std::min(timeout_s, 5.0))
                              : Verdict{own_peer, false};

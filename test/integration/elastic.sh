@@ -16,6 +16,8 @@
 #     exchange, roll back and redo it over replicas 0 and 2): the same final weights as (3),
 #     bit for bit, since in both the exchange after step 8 averages replicas 0 and 2 and the
 #     data stream continues alike.
+# (4b) Replica 1 killed after the exchange's collectives, before the verdict: the first rank's
+#     liveness watch names it from its closed store connection, long before the time-out.
 # (5) Replica 1 frozen (SIGSTOP) after step 6, cluster.timeout_s 5: named after the groups'
 #     time-out, and again the final weights of (3); the launcher ends the frozen worker once
 #     the job finished without it.
@@ -119,6 +121,17 @@ expect_loss_of_1 sync
 grep -q "rank [02]: elastic: comm: send_recv on group 'outer0'" "$tmp/sync.log" \
   || bad "sync: the survivors did not fail inside the exchange" "$tmp/sync.log"
 same_weights "$tmp/mid-dump/rank-0.bin" "$tmp/sync-dump/rank-0.bin" || bad "sync: weights differ from mid's"
+
+# 4b. Replica 1 killed after the exchange's collectives, before it counts itself in to the
+# verdict: the others wait on the store, not on a collective, and no group's time-out would end
+# that wait before cluster.timeout_s (120 s here). The first rank's liveness watch finds the
+# dead process's closed store connection and names it; the same weights as (4).
+HOLMES_TEST_KILL_IN_OUTER_SYNC=8:1:verdict HOLMES_TEST_DUMP_WEIGHTS=$(dumped verdict) run "$tmp/verdict" "$steps" \
+  "${el[@]}" --set cluster.timeout_s=120
+expect_loss_of_1 verdict
+grep -q "rank 0: elastic: another replica failed in the outer exchange after step 8 (rank 1 of replica 1: its process ended (its connection to the store closed))" \
+  "$tmp/verdict.log" || bad "verdict: the dead rank is not named by the liveness watch" "$tmp/verdict.log"
+same_weights "$tmp/mid-dump/rank-0.bin" "$tmp/verdict-dump/rank-0.bin" || bad "verdict: weights differ from mid's"
 
 # 5. Replica 1 frozen.
 start=$(date +%s)

@@ -48,7 +48,7 @@ POLL_S = 0.1
 MAX_RESTARTS = 2  # elastic: how often the lab starts one rank again (a job that cannot take it back)
 # A line of a worker that says it saw a peer fail (the runtime's failure messages and the
 # elastic runtime's), or the launcher-style exit of the worker itself.
-DETECT = re.compile(r"(peer rank \d+|rank \d+ .*(died|exited|lost|missing|timed out|did not)|replica \d+ .*(lost|left|dropped)"
+DETECT = re.compile(r"(peer rank \d+|a peer failed|rank \d+ .*(died|exited|lost|missing|timed out|did not)|replica \d+ .*(lost|left|dropped)"
                     r"|elastic|re-plan|time-out|timed out|connection (closed|reset))", re.IGNORECASE)
 # A slow node fails no one: the job names it a straggler (docs/training.md, "Stragglers"; rank 0
 # prints it, wherever rank 0 runs). Its recovery line ("back within") is no detection.

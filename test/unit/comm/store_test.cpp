@@ -220,3 +220,24 @@ TEST_CASE("clients fail with a clear message once the hosting rank is gone", "[c
   host.reset();  // rank 0 exits
   CHECK_THROWS_WITH(client->set("k", {'w'}), Contains("did it exit?"));
 }
+
+TEST_CASE("a TCP store marks a connection that ends without withdrawing its close request", "[comm]") {
+  auto host = TcpStore::host({"", 0, "tok", std::chrono::seconds(5)});
+  auto ended = TcpStore::connect({"127.0.0.1", host->port(), "tok", std::chrono::seconds(5)});
+  auto left = TcpStore::connect({"127.0.0.1", host->port(), "tok", std::chrono::seconds(5)});
+  CHECK(PrefixStore(ended, "pg/x/").on_close("mark", {'g', 'o', 'n', 'e'}));
+  CHECK(left->on_close("left", {'g', 'o', 'n', 'e'}));
+  CHECK(left->on_close("", {}));  // withdrawn: it leaves on purpose
+  CHECK_FALSE(host->missing({"pg/x/mark", "left"}).empty());  // nothing while they are connected
+  ended.reset();
+  left.reset();
+  CHECK(get_string(*host, "pg/x/mark", milliseconds(5000)) == "gone");
+  // Every request the server read before the close was served: the mark comes after them.
+  std::this_thread::sleep_for(milliseconds(100));
+  CHECK(host->missing({"left"}) == std::vector<std::string>{"left"});
+}
+
+TEST_CASE("a file store has no connection to watch: on_close says it will not mark", "[comm]") {
+  FileStore store(temp_dir("onclose"), "tok", milliseconds(5000));
+  CHECK_FALSE(store.on_close("mark", {'x'}));
+}
