@@ -41,8 +41,9 @@ class ReplicaRecovery {
   // caller rolls back and calls recover). The store's verdict, the same on every rank.
   virtual bool exchange_complete(int64_t step) = 0;
   // Elastic sync replicas (exchange_complete(step) judges each step's update): this rank met a
-  // failure across the replicas in step `step` before it counted itself in. The generation's
-  // first rank then writes that verdict 0 at once, so the members waiting for it recover too.
+  // failure across the replicas in step `step` before it counted itself in. It announces the
+  // failure; the generation's first rank writes that verdict 0 at once, so the members waiting
+  // for it recover too.
   virtual void refuse_update(int64_t step) = 0;
   // After a failure of a group across replicas in (or after) step `step`: registers this rank,
   // waits for the decision and returns the layout of the next generation. `exchange`: this

@@ -146,14 +146,24 @@ void Trainer::reset_outer() {
   }
 }
 
-void Trainer::kill_in_outer_sync(int64_t done, bool at_verdict) const {
+// Test hook (docs/launch.md): HOLMES_TEST_KILL_IN_OUTER_SYNC="STEP:REPLICA[:WHERE]" kills the
+// ranks of that replica (numbered as at the start) where the sync across replicas of STEP
+// begins: diloco's outer sync after step STEP; WHERE "verdict": after its collectives, before
+// the replica counts itself in to the elastic verdict. Elastic sync (HSDP): as step STEP's
+// all-reduce across replicas begins; WHERE "one": only the replica's first rank dies, after
+// the reduce-scatter inside the replica, so its peers pass their own groups across and go on.
+void Trainer::kill_in_outer_sync(int64_t done, const char* where) const {
   const char* hook = std::getenv("HOLMES_TEST_KILL_IN_OUTER_SYNC");
   if (hook == nullptr) return;
   long long at = -1, replica = -1;
-  char where[16] = {};
-  const int n = std::sscanf(hook, "%lld:%lld:%15s", &at, &replica, where);
-  if (n < 2 || at != done || replica != replica_id_ || outer_->due(done).empty()) return;
-  if (at_verdict != (n == 3 && std::strcmp(where, "verdict") == 0)) return;
+  char given[16] = {};
+  const int n = std::sscanf(hook, "%lld:%lld:%15s", &at, &replica, given);
+  if (n < 2 || at != done || replica != replica_id_) return;
+  if (outer_ && outer_->due(done).empty()) return;
+  const bool one = n == 3 && std::strcmp(given, "one") == 0;
+  if (std::strcmp(where, one ? "" : (n == 3 ? given : "")) != 0) return;
+  if (one && (c_[schedule::Axis::kDp] != 0 || c_[schedule::Axis::kTp] != 0 || c_[schedule::Axis::kPp] != 0))
+    return;
   std::fflush(stdout);
   std::raise(SIGKILL);
 }
@@ -161,11 +171,7 @@ void Trainer::kill_in_outer_sync(int64_t done, bool at_verdict) const {
 void Trainer::outer_step(int64_t done) {
   if (!outer_->busy(done)) return;
   optimizer_->params_ready();
-  // Test hook (docs/launch.md): HOLMES_TEST_KILL_IN_OUTER_SYNC="STEP:REPLICA" kills the ranks of
-  // that replica (numbered as at the start) as the outer sync after step STEP begins; the other
-  // replicas are in it. "STEP:REPLICA:verdict": after the exchange's collectives, before the
-  // replica counts itself in to the elastic verdict (trainer_elastic.cpp).
-  kill_in_outer_sync(done, false);
+  kill_in_outer_sync(done, "");
   const bool host = gpt_->backend().memory->is_host();
   float* params = host ? gpt_->params() : nullptr;
   if (!host) {
@@ -344,10 +350,13 @@ std::optional<StepStats> Trainer::try_step(int64_t step, bool stop_requested, Ag
   const auto t_grads = Clock::now();
   for (auto& o : optimizers_) o->finish_grads();
   // Elastic sync (HSDP): the owned shards' mean over the replicas, before the norm reads them.
-  if (hsdp_ && !hsdp_across(step, [&] {
-        for (auto& o : optimizers_) o->average_over_replicas(groups_->group(schedule::Axis::kReplica));
-      }))
-    return std::nullopt;
+  // A failure here is taken up at the verdict below, after the sums inside the replica.
+  if (hsdp_) {
+    kill_in_outer_sync(step + 1, "");
+    hsdp_across(step, [&] {
+      for (auto& o : optimizers_) o->average_over_replicas(groups_->group(schedule::Axis::kReplica));
+    });
+  }
   const double grad_sync_ms = ms_since(t_grads);
   const auto t_sums = Clock::now();
   // [grad sq by norm unit..., loss, stop flags]: the loss comes from one rank per pipeline
@@ -375,10 +384,17 @@ std::optional<StepStats> Trainer::try_step(int64_t step, bool stop_requested, Ag
       groups_->sum_over_replicas(job);
     };
     if (!hsdp_) across_replicas(step, sum);
-    else if (!hsdp_across(step, sum)) return std::nullopt;
+    else hsdp_across(step, sum);
   }
   // Elastic sync: the update only once every member got this far (the store's single verdict),
-  // so the survivors of a loss all hold step - 1's state or all step's.
+  // so the survivors of a loss all hold step - 1's state or all step's. A rank that met the
+  // failure itself does not count in: its refusal made the verdict 0.
+  if (hsdp_ && hsdp_failed_ && hsdp_failed_->first == step) {
+    const std::string what = std::move(hsdp_failed_->second);
+    hsdp_failed_.reset();  // the step is tried again over the survivors
+    redo_step(step, what);
+    return std::nullopt;
+  }
   if (hsdp_ && recovery_ && !recovery_->exchange_complete(step)) {
     redo_step(step, fmt::format("another replica failed before the update of step {}", step + 1));
     return std::nullopt;

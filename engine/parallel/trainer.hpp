@@ -205,17 +205,22 @@ class Trainer final : public StepRunner {
   // One try at step `step`; nullopt when an elastic sync job lost a replica before the update
   // (the survivors regrouped with step - 1's state: the step is redone over them).
   std::optional<StepStats> try_step(int64_t step, bool stop_requested, Agreement agreement);
-  // Elastic sync: `f` (a collective across the replicas in step `step`, before its update);
-  // false when it failed and the survivors regrouped (redo_step), a CommError without recovery.
+  // Elastic sync: `f` (a collective across the replicas in step `step`, before its update).
+  // A failure is announced at once (refuse_update) but taken up only at the step's verdict:
+  // the collectives across replicas are one group per coordinate, so a replica's other ranks
+  // may have passed theirs and wait for this rank in the collectives inside the replica that
+  // follow. Skipped once one failed in this step; false after a failure (a CommError without
+  // recovery).
   bool hsdp_across(int64_t step, const std::function<void()>& f);
   void redo_step(int64_t step, const std::string& what);
+  std::optional<std::pair<int64_t, std::string>> hsdp_failed_;  // a step's failure across, kept to its verdict
   // Coordinate 0 sends its state to the coordinates that joined; they receive it.
   void share_state(const std::vector<int>& joined);
   void take_joiners(int64_t step);  // the survivors' side of a join admitted after step `step`
   void dump_joined_state();  // test hook HOLMES_TEST_DUMP_WEIGHTS
   void reset_outer();                          // anchor <- the weights
   void outer_step(int64_t done);               // the fragments due after step `done`
-  void kill_in_outer_sync(int64_t done, bool at_verdict) const;  // the test hook (trainer.cpp)
+  void kill_in_outer_sync(int64_t done, const char* where) const;  // the test hook (trainer.cpp)
   std::vector<float>& outer_host();            // a device's: host_[0].params as the outer sync's copy
   // Agreement::kAtSyncs: this replica's figures of the last step (its loss sum over its
   // data-parallel ranks, its ranks' stop requests, the most seen since the start), the first

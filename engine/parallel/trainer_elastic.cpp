@@ -31,7 +31,7 @@ void Trainer::elastic_outer_step(int64_t done, float* params) {
     std::string what;
     try {
       outer_->exchange_fragment(due.front(), params);
-      kill_in_outer_sync(done, true);
+      kill_in_outer_sync(done, "verdict");
       // Also with one replica left: its verdict is where lost replicas are admitted back.
       if (recovery_->exchange_complete(done - 1)) break;
       what = fmt::format("another replica failed in the outer exchange after step {}", done);
@@ -132,12 +132,14 @@ void Trainer::across_replicas(int64_t step, const std::function<void()>& f) {
 }
 
 bool Trainer::hsdp_across(int64_t step, const std::function<void()>& f) {
+  if (hsdp_failed_ && hsdp_failed_->first == step) return false;
   try {
     f();
     return true;
   } catch (const comm::CommError& e) {
     if (!recovery_) throw;
-    redo_step(step, e.what());
+    recovery_->refuse_update(step);
+    hsdp_failed_.emplace(step, e.what());
     return false;
   }
 }

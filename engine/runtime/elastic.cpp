@@ -174,8 +174,10 @@ bool ElasticSession::exchange_complete(int64_t step) {
 void ElasticSession::refuse_update(int64_t step) {
   const int first = std::min_element(members_.begin(), members_.end(),
                                      [](const Member& a, const Member& b) { return a.rank < b.rank; })->rank;
-  if (rt_.rank != first || verdict_step_ == step) return;
   try {
+    // Announced at once: the verdict's writer stops waiting for the members to count in.
+    rt_.store->add(key("broken"), 1);
+    if (rt_.rank != first || verdict_step_ == step) return;
     comm::set_string(*rt_.store, key(fmt::format("x{}/verdict", step)), "0");
   } catch (const comm::StoreError& e) {
     throw ElasticStop(fmt::format("elastic: the rendezvous store, the arbiter of who goes on, failed: {}", e.what()));

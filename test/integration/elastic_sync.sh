@@ -21,6 +21,9 @@
 # (5) Two ranks per replica (data 2, ZeRO-1 inside a replica): rank 2 of replica 1 killed after
 #     step 6; its peer rank 3 stops naming it; ranks 0, 1, 4, 5 finish, each equal to the rank
 #     at its coordinate of a 2-replica job resumed from the step-6 checkpoint.
+# (5b) The same replica lost by rank 2 alone dying as step 7's all-reduce across replicas begins:
+#     the other coordinate's outer group completes, so the failure must wait for the step's
+#     verdict (after the sums inside each replica); the survivors end as in (5).
 # (6) Replica 1 frozen (SIGSTOP) after step 6, cluster.timeout_s 5: named after the time-out,
 #     the job goes on and ends with the state of (4); the launcher ends the frozen worker.
 # (7) Losing replica 0 stops the job saying why.
@@ -136,6 +139,20 @@ for pair in 0:0 1:1 4:2 5:3; do
     || bad "dp: survivor rank ${pair%:*} differs from the resumed job's rank ${pair#*:}"
 done
 same_state "$tmp/dp-dump/rank-0.bin" "$tmp/dp-dump/rank-4.bin" || bad "dp: ranks 0 and 4 differ"
+
+# 5b. Only rank 2 dies, as step 7's all-reduce across replicas begins (after the reduce-scatter
+# inside its replica): the outer group of coordinate 0 (ranks 0, 2, 4) fails, that of
+# coordinate 1 (ranks 1, 3, 5) completes, and ranks 1 and 5 then wait for ranks 0 and 4 in the
+# sums inside their replicas. Ranks 0 and 4 take the failure up only at the step's verdict, after
+# those sums, so replicas 0 and 2 go on whole, redo step 7 and end as in (5).
+HOLMES_TEST_KILL_IN_OUTER_SYNC=7:1:one HOLMES_TEST_DUMP_WEIGHTS=$(dumped one) run "$tmp/one" "$steps" --nproc-per-node 6 \
+  "${base[@]}" --set parallel.elastic=true "${dp[@]}" "${quiet[@]}" --set cluster.timeout_s=120
+[ "$rc" -eq 0 ] || bad "one: exit $rc, expected 0" "$tmp/one.log"
+grep -q "rank 0: elastic: lost replica 1 (ranks 2, 3) (missing rank(s) \[2, 3\]); generation 1: replicas \[0, 2\]" \
+  "$tmp/one.log" || bad "one: the loss of replica 1 is not named" "$tmp/one.log"
+for r in 0 1 4 5; do
+  same_state "$tmp/dp-dump/rank-$r.bin" "$tmp/one-dump/rank-$r.bin" || bad "one: rank $r differs from dp's"
+done
 
 # 6. Replica 1 frozen.
 start=$(date +%s)
