@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "comm/errors.hpp"
 #include "common/errors.hpp"
 #include "engine/parallel/cpu_clock.hpp"
 #include "engine/spec/model_config.hpp"
@@ -152,6 +153,8 @@ void Trainer::reset_outer() {
 // the replica counts itself in to the elastic verdict. Elastic sync (HSDP): as step STEP's
 // all-reduce across replicas begins; WHERE "one": only the replica's first rank dies, after
 // the reduce-scatter inside the replica, so its peers pass their own groups across and go on.
+// WHERE "agree" (diloco): only the replica's first rank, before the sum across replicas that
+// precedes the outer sync after step STEP.
 void Trainer::kill_in_outer_sync(int64_t done, const char* where) const {
   const char* hook = std::getenv("HOLMES_TEST_KILL_IN_OUTER_SYNC");
   if (hook == nullptr) return;
@@ -160,8 +163,9 @@ void Trainer::kill_in_outer_sync(int64_t done, const char* where) const {
   const int n = std::sscanf(hook, "%lld:%lld:%15s", &at, &replica, given);
   if (n < 2 || at != done || replica != replica_id_) return;
   if (outer_ && outer_->due(done).empty()) return;
-  const bool one = n == 3 && std::strcmp(given, "one") == 0;
-  if (std::strcmp(where, one ? "" : (n == 3 ? given : "")) != 0) return;
+  const std::string g = n == 3 ? given : "";
+  const bool one = g == "one" || g == "agree";
+  if ((g == "one" ? std::string() : g) != where) return;
   if (one && (c_[schedule::Axis::kDp] != 0 || c_[schedule::Axis::kTp] != 0 || c_[schedule::Axis::kPp] != 0))
     return;
   std::fflush(stdout);
@@ -375,6 +379,7 @@ std::optional<StepStats> Trainer::try_step(int64_t step, bool stop_requested, Ag
   // every step (kNow) or only before an outer exchange starts and where agree() asks
   // (kAtSyncs: the replicas meet there anyway; Agreement in step_runner.hpp).
   // Elastic sync replicas meet every step anyway: kNow.
+  std::string presync_failed;  // elastic diloco: the sum before the exchange failed here (taken up below)
   const bool at_syncs = c_.degree(schedule::Axis::kReplica) > 1 && agreement == Agreement::kAtSyncs && !hsdp_;
   if (c_.degree(schedule::Axis::kReplica) > 1 && !at_syncs) {
     std::span<double> job(sums.data() + units, 2);
@@ -420,7 +425,19 @@ std::optional<StepStats> Trainer::try_step(int64_t step, bool stop_requested, Ag
     // Before the exchange that starts after this step reads the weights (outer_step below).
     if (!outer_->due(step + 1).empty()) {
       const auto a0 = std::chrono::steady_clock::now();
-      across_replicas(step, [&] { agree_replicas(s); });
+      if (recovery_) {
+        // Elastic: a failure here is taken up after the update, as the exchange begins. The
+        // sum is over this coordinate's outer group: another rank of this replica may have
+        // passed its own and waits for this one in the update's collectives inside the replica.
+        kill_in_outer_sync(step + 1, "agree");
+        try {
+          agree_replicas(s);
+        } catch (const comm::CommError& e) {
+          presync_failed = e.what();
+        }
+      } else {
+        across_replicas(step, [&] { agree_replicas(s); });
+      }
       presync_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - a0).count();
       ++presync_.count;
     }
@@ -437,6 +454,9 @@ std::optional<StepStats> Trainer::try_step(int64_t step, bool stop_requested, Ag
   for (auto& o : optimizers_) o->update(h, step + 1, clip_scale(s.grad_norm, t.grad_clip));
   s.update_ms = ms_since(t_update);
   if (outer_) {
+    // The survivors meet this rank's failure in the exchange (or its verdict) of this step; the
+    // agreement is not repeated (this row keeps its replica's own loss, as between syncs).
+    if (!presync_failed.empty()) regroup(recovery_->recover(step, /*exchange=*/true, presync_failed), step);
     outer_step(step + 1);
     s.outer = outer_->take_times();
   }

@@ -65,7 +65,7 @@ void create_groups(Runtime& rt, const spec::JobSpec& spec) {
     gs.name = rt.group_prefix + plan::group_name(g);
     gs.global_ranks = g.ranks;
     gs.global_rank = rt.rank;
-    gs.timeout = timeout_of(spec);
+    gs.timeout = group_timeout(spec, g.kind);
     auto group = comm::make_gloo_group(rt.store, gs, group_net(g, single_machine));
     const int want = expected_group_rank(g, me);
     if (group->rank() != want)
@@ -115,6 +115,12 @@ void all_have_read(comm::Store& store, const std::string& name, int rank, int wo
 
 comm::Millis timeout_of(const spec::JobSpec& spec) {
   return comm::Millis(static_cast<int64_t>(spec.cluster.timeout_s * 1000));
+}
+
+comm::Millis group_timeout(const spec::JobSpec& spec, schedule::GroupKind kind) {
+  const bool across = kind == plan::kWorldGroup || kind.axes.contains(schedule::Axis::kReplica);
+  if (!spec.parallel.elastic || spec.parallel.replicas < 2 || across) return timeout_of(spec);
+  return comm::Millis(static_cast<int64_t>((2 * spec.cluster.timeout_s + 10) * 1000));
 }
 
 int expected_group_rank(const plan::Group& g, const plan::RankInfo& me) {
@@ -357,7 +363,7 @@ DeviceComms connect_device_groups(Runtime& rt, const spec::JobSpec& spec) {
     gs.name = "nccl/" + rt.group_prefix + c.name;
     gs.global_ranks = c.ranks;
     gs.global_rank = rt.rank;
-    gs.timeout = timeout_of(spec);
+    gs.timeout = group_timeout(spec, g.kind);
     auto group = backends::make_nccl_group(rt.store, gs, c.net);
     const int want = expected_group_rank(g, me);
     if (group->rank() != want)

@@ -133,6 +133,13 @@ void wait_all_have_read(comm::Store& store, const std::string& name, int rank, i
 
 // cluster.timeout_s as the groups' default time-out.
 comm::Millis timeout_of(const spec::JobSpec& spec);
+// A group's time-out: cluster.timeout_s, but 2 x cluster.timeout_s + 10 s for a group inside a
+// replica of an elastic job with replicas. A rank may wait there for a peer of its replica that
+// is itself waiting, up to cluster.timeout_s, on a frozen rank of another replica in a group
+// across replicas; that peer then takes the failure up at the step's verdict (elastic sync) or
+// as the exchange begins (diloco) and comes, so the replica goes on whole. A dead peer inside
+// the replica still fails the group at once; a frozen one is found across replicas first.
+comm::Millis group_timeout(const spec::JobSpec& spec, schedule::GroupKind kind);
 // The coordinate a group's rank must equal for this rank: its coordinate on the group's axis,
 // 0 for the first stage in the embedding group, the rank itself in the world group, 0 for the
 // lower stage of a pp-hop group.

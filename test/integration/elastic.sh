@@ -28,6 +28,9 @@
 # (7) Two ranks per replica (data 2): rank 3 of replica 1 killed; rank 2 (its replica's other
 #     rank) fails in its data-parallel group naming rank 3 and exits; replicas 0 and 2 (ranks
 #     0, 1, 4, 5) finish with equal weights.
+# (7b) Two ranks per replica, rank 2 alone killed before the sum across replicas ahead of the
+#     outer sync after step 8 (one coordinate's outer group fails, the other's passes): the
+#     survivors take it up as the exchange begins and end as in (7).
 # (8) Rejoin: replica 1 killed after step 6, its rank started again by hand; admitted at the
 #     outer sync after step 12, it takes replica 0's state over the network: at the join its
 #     weights, AdamW moments and outer state equal replica 0's bit for bit; rows 13-16 name
@@ -163,6 +166,22 @@ grep -q "rank 0: elastic: lost replica 1 (ranks 2, 3) (missing rank(s) \[2, 3\])
   || bad "dp: the loss of replica 1 is not named" "$tmp/dp.log"
 for r in 1 4 5; do
   same_weights "$tmp/dp-dump/rank-0.bin" "$tmp/dp-dump/rank-$r.bin" || bad "dp: rank $r's weights differ from rank 0's"
+done
+
+# 7b. Two ranks per replica: rank 2 alone dies before the sum across replicas that precedes the
+# outer sync after step 8. The outer group of coordinate 0 (ranks 0, 2, 4) fails there, that of
+# coordinate 1 (1, 3, 5) passes, and ranks 1 and 5 then need ranks 0 and 4 in the update's
+# collectives inside their replicas: ranks 0 and 4 take the failure up only as the exchange
+# begins. Replicas 0 and 2 go on whole, and end as in (7) (there too the exchange after step 8
+# is the first without replica 1).
+HOLMES_TEST_KILL_IN_OUTER_SYNC=8:1:agree HOLMES_TEST_DUMP_WEIGHTS=$(dumped agree) run "$tmp/agree" "$steps" \
+  --nproc-per-node 6 "${base[@]}" --set parallel.elastic=true --set parallel.data=2 --set train.global_batch=12 \
+  --set cluster.timeout_s=120
+[ "$rc" -eq 0 ] || bad "agree: exit $rc, expected 0" "$tmp/agree.log"
+grep -q "rank 0: elastic: lost replica 1 (ranks 2, 3) (missing rank(s) \[2, 3\]); generation 1: replicas \[0, 2\]" \
+  "$tmp/agree.log" || bad "agree: the loss of replica 1 is not named" "$tmp/agree.log"
+for r in 0 1 4 5; do
+  same_weights "$tmp/dp-dump/rank-$r.bin" "$tmp/agree-dump/rank-$r.bin" || bad "agree: rank $r's weights differ from dp's"
 done
 
 # 8. Rejoin. Replica 1 killed after step 6; once the survivors went on, its rank is started

@@ -322,3 +322,17 @@ TEST_CASE("a failing step aborts the NCCL groups before the trainer's device mem
   CHECK(aborts == 2);                      // every device group
   CHECK(aborts_when_trainer_freed == 2);  // before the memory went
 }
+
+TEST_CASE("group time-outs: longer inside the replicas of an elastic job, the configured one elsewhere") {
+  using std::chrono::milliseconds;
+  const spec::JobSpec plain = tiny_spec({"parallel.replicas=2", "parallel.outer=diloco", "parallel.data=2"});
+  const spec::JobSpec elastic =
+      tiny_spec({"parallel.replicas=2", "parallel.outer=diloco", "parallel.data=2", "parallel.elastic=true"});
+  for (auto kind : {plan::kDpGroup, plan::kPpGroup, plan::kOuterGroup, plan::kWorldGroup})
+    CHECK(runtime::group_timeout(plain, kind) == milliseconds(20'000));
+  // A rank inside a replica may wait for a peer that waits, up to the time-out, across replicas.
+  CHECK(runtime::group_timeout(elastic, plan::kDpGroup) == milliseconds(50'000));
+  CHECK(runtime::group_timeout(elastic, plan::kPpGroup) == milliseconds(50'000));
+  CHECK(runtime::group_timeout(elastic, plan::kOuterGroup) == milliseconds(20'000));
+  CHECK(runtime::group_timeout(elastic, plan::kWorldGroup) == milliseconds(20'000));
+}
