@@ -45,6 +45,9 @@ class ReplicaRecovery {
   // failure; the generation's first rank writes that verdict 0 at once, so the members waiting
   // for it recover too.
   virtual void refuse_update(int64_t step) = 0;
+  // This rank met a failure across the replicas in step `step` that it takes up later (at the
+  // step's verdict, or as the exchange begins): it says so now, when it was met.
+  virtual void met_failure(int64_t /*step*/, const std::string& /*what*/, const std::string& /*later*/) {}
   // After a failure of a group across replicas in (or after) step `step`: registers this rank,
   // waits for the decision and returns the layout of the next generation. `exchange`: this
   // rank's outer exchange of that step was under way or waiting for its verdict. Throws when

@@ -434,6 +434,7 @@ std::optional<StepStats> Trainer::try_step(int64_t step, bool stop_requested, Ag
           agree_replicas(s);
         } catch (const comm::CommError& e) {
           presync_failed = e.what();
+          recovery_->met_failure(step, presync_failed, "taken up as the exchange begins, after the update");
         }
       } else {
         across_replicas(step, [&] { agree_replicas(s); });

@@ -138,6 +138,7 @@ bool Trainer::hsdp_across(int64_t step, const std::function<void()>& f) {
     return true;
   } catch (const comm::CommError& e) {
     if (!recovery_) throw;
+    recovery_->met_failure(step, e.what(), "taken up at the step's verdict, after the sums inside the replica");
     recovery_->refuse_update(step);
     hsdp_failed_.emplace(step, e.what());
     return false;

@@ -171,6 +171,13 @@ bool ElasticSession::exchange_complete(int64_t step) {
   return verdict_[0] == '1';
 }
 
+void ElasticSession::met_failure(int64_t step, const std::string& what, const std::string& later) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "holmes-train: rank %d: elastic: %s (step %lld, %s); %s\n", rt_.rank, what.c_str(),
+               static_cast<long long>(step + 1), wall_clock_text().c_str(), later.c_str());
+  std::fflush(stderr);
+}
+
 void ElasticSession::refuse_update(int64_t step) {
   const int first = std::min_element(members_.begin(), members_.end(),
                                      [](const Member& a, const Member& b) { return a.rank < b.rank; })->rank;

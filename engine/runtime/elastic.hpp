@@ -90,6 +90,7 @@ class ElasticSession final : public parallel::ReplicaRecovery {
   void coming(int64_t step) override;
   bool exchange_complete(int64_t step) override;
   void refuse_update(int64_t step) override;
+  void met_failure(int64_t step, const std::string& what, const std::string& later) override;
   parallel::ReplicaRegroup recover(int64_t step, bool exchange, const std::string& what) override;
   bool admitted(int64_t step) override;
   parallel::ReplicaRegroup admit() override;
