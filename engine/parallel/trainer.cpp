@@ -394,8 +394,8 @@ std::optional<StepStats> Trainer::try_step(int64_t step, bool stop_requested, Ag
   // Elastic sync: the update only once every member got this far (the store's single verdict),
   // so the survivors of a loss all hold step - 1's state or all step's. A rank that met the
   // failure itself does not count in: its refusal made the verdict 0.
-  if (hsdp_ && hsdp_failed_ && hsdp_failed_->first == step) {
-    const std::string what = std::move(hsdp_failed_->second);
+  if (hsdp_failed_) {
+    const std::string what = std::move(*hsdp_failed_);
     hsdp_failed_.reset();  // the step is tried again over the survivors
     redo_step(step, what);
     return std::nullopt;

@@ -209,11 +209,10 @@ class Trainer final : public StepRunner {
   // A failure is announced at once (refuse_update) but taken up only at the step's verdict:
   // the collectives across replicas are one group per coordinate, so a replica's other ranks
   // may have passed theirs and wait for this rank in the collectives inside the replica that
-  // follow. Skipped once one failed in this step; false after a failure (a CommError without
-  // recovery).
-  bool hsdp_across(int64_t step, const std::function<void()>& f);
+  // follow. Skipped once one failed in this try of the step; a CommError without recovery.
+  void hsdp_across(int64_t step, const std::function<void()>& f);
   void redo_step(int64_t step, const std::string& what);
-  std::optional<std::pair<int64_t, std::string>> hsdp_failed_;  // a step's failure across, kept to its verdict
+  std::optional<std::string> hsdp_failed_;  // this try's failure across, kept to its verdict (try_step)
   // Coordinate 0 sends its state to the coordinates that joined; they receive it.
   void share_state(const std::vector<int>& joined);
   void take_joiners(int64_t step);  // the survivors' side of a join admitted after step `step`

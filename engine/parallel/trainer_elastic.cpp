@@ -131,17 +131,15 @@ void Trainer::across_replicas(int64_t step, const std::function<void()>& f) {
   }
 }
 
-bool Trainer::hsdp_across(int64_t step, const std::function<void()>& f) {
-  if (hsdp_failed_ && hsdp_failed_->first == step) return false;
+void Trainer::hsdp_across(int64_t step, const std::function<void()>& f) {
+  if (hsdp_failed_) return;
   try {
     f();
-    return true;
   } catch (const comm::CommError& e) {
     if (!recovery_) throw;
     recovery_->met_failure(step, e.what(), "taken up at the step's verdict, after the sums inside the replica");
     recovery_->refuse_update(step);
-    hsdp_failed_.emplace(step, e.what());
-    return false;
+    hsdp_failed_ = e.what();
   }
 }
 

@@ -171,11 +171,16 @@ bool ElasticSession::exchange_complete(int64_t step) {
   return verdict_[0] == '1';
 }
 
-void ElasticSession::met_failure(int64_t step, const std::string& what, const std::string& later) {
+void ElasticSession::say_met(int64_t step, const std::string& what, const std::string& when,
+                             const std::string& then) const {
   std::fflush(stdout);
   std::fprintf(stderr, "holmes-train: rank %d: elastic: %s (step %lld, %s); %s\n", rt_.rank, what.c_str(),
-               static_cast<long long>(step + 1), wall_clock_text().c_str(), later.c_str());
+               static_cast<long long>(step + 1), when.c_str(), then.c_str());
   std::fflush(stderr);
+}
+
+void ElasticSession::met_failure(int64_t step, const std::string& what, const std::string& later) {
+  say_met(step, what, wall_clock_text(), later);
 }
 
 void ElasticSession::refuse_update(int64_t step) {
@@ -298,9 +303,8 @@ std::pair<parallel::ReplicaRegroup, int64_t> ElasticSession::join() {
 void ElasticSession::close_groups() {
   // Generation 0's groups are the start-up's; later ones are ours. Closing them (not only
   // aborting) ends the peers' waits on this rank at once.
-  auto across = [](schedule::GroupKind k) { return k == plan::kWorldGroup || k.axes.contains(Axis::kReplica); };
   for (auto it = rt_.comms.begin(); it != rt_.comms.end();) {
-    if (!across(it->kind)) {
+    if (!spans_replicas(it->kind)) {
       ++it;
       continue;
     }
@@ -361,10 +365,7 @@ parallel::ReplicaRegroup ElasticSession::recover(int64_t step, bool exchange, co
     if (store.missing({key("why")}).empty()) why = " (" + comm::get_string(store, key("why"), millis(timeout_s_)) + ")";
   } catch (const comm::StoreError&) {
   }
-  std::fflush(stdout);
-  std::fprintf(stderr, "holmes-train: rank %d: elastic: %s%s (step %lld, %s); the replicas decide who goes on\n",
-               rt_.rank, what.c_str(), why.c_str(), static_cast<long long>(step + 1), when.c_str());
-  std::fflush(stderr);
+  say_met(step, what + why, when, "the replicas decide who goes on");
   MembershipDecision d;
   try {
     store.add(key("broken"), 1);

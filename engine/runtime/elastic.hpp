@@ -103,6 +103,8 @@ class ElasticSession final : public parallel::ReplicaRecovery {
  private:
   std::string key(const std::string& name) const;
   void close_groups();  // aborts and closes this rank's groups across replicas
+  // "holmes-train: rank R: elastic: <what> (step S, <when>); <then>": a failure met.
+  void say_met(int64_t step, const std::string& what, const std::string& when, const std::string& then) const;
   MembershipDecision lead();  // the leader's wait and decision
   void make_groups(const MembershipDecision& d);
   parallel::ReplicaRegroup layout(const MembershipDecision& d, const std::vector<int>& joined) const;

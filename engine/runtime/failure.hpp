@@ -10,9 +10,9 @@
 namespace holmes::runtime {
 
 // After a communication failure (peer_failure) first prints "holmes-train: rank R: a peer
-// failed (<time>); the ranks agree which one" at once. Then prints "holmes-train: rank R: <what>, peer rank P" (P: the rank the reports single out,
-// else own_peer; rank 0 when the store it hosts is gone after a communication failure
-// (peer_failure); nothing when unknown) and ends the process with exit code 1 at once. First
+// failed (<time>); the ranks agree which one" at once. Then prints "holmes-train: rank R:
+// <what>, peer rank P" (P: the rank the reports single out, else own_peer; rank 0 when the
+// store it hosts is gone after a communication failure (peer_failure); nothing when unknown) and ends the process with exit code 1 at once. First
 // closes this rank's groups, so that peers blocked on it fail now rather than at their
 // time-out; rank 0, which hosts the store, keeps it up until the others have decided (at
 // most timeout_s).

@@ -60,7 +60,7 @@ void create_groups(Runtime& rt, const spec::JobSpec& spec) {
     auto it = std::find(g.ranks.begin(), g.ranks.end(), rt.rank);
     if (it == g.ranks.end()) continue;
     // A rank that rejoins makes its groups across replicas when it is admitted (elastic.hpp).
-    if (rt.joining && (g.kind == plan::kWorldGroup || g.kind.axes.contains(schedule::Axis::kReplica))) continue;
+    if (rt.joining && spans_replicas(g.kind)) continue;
     comm::GroupSpec gs;
     gs.name = rt.group_prefix + plan::group_name(g);
     gs.global_ranks = g.ranks;
@@ -117,9 +117,12 @@ comm::Millis timeout_of(const spec::JobSpec& spec) {
   return comm::Millis(static_cast<int64_t>(spec.cluster.timeout_s * 1000));
 }
 
+bool spans_replicas(schedule::GroupKind kind) {
+  return kind == plan::kWorldGroup || kind.axes.contains(schedule::Axis::kReplica);
+}
+
 comm::Millis group_timeout(const spec::JobSpec& spec, schedule::GroupKind kind) {
-  const bool across = kind == plan::kWorldGroup || kind.axes.contains(schedule::Axis::kReplica);
-  if (!spec.parallel.elastic || spec.parallel.replicas < 2 || across) return timeout_of(spec);
+  if (!spec.parallel.elastic || spec.parallel.replicas < 2 || spans_replicas(kind)) return timeout_of(spec);
   return comm::Millis(static_cast<int64_t>((2 * spec.cluster.timeout_s + 10) * 1000));
 }
 

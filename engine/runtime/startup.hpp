@@ -131,6 +131,9 @@ void wait_all_have_read(comm::Store& store, const std::string& name, int rank, i
 
 // ---- the pieces, exposed for tests ----
 
+// Whether a group of this kind spans replicas (the world group, the groups with the replica
+// axis): what an elastic job rebuilds after a loss and a rejoining rank makes once admitted.
+bool spans_replicas(schedule::GroupKind kind);
 // cluster.timeout_s as the groups' default time-out.
 comm::Millis timeout_of(const spec::JobSpec& spec);
 // A group's time-out: cluster.timeout_s, but 2 x cluster.timeout_s + 10 s for a group inside a

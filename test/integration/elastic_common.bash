@@ -12,6 +12,13 @@ trap 'pkill -KILL -f "$marker" 2>/dev/null; [ -n "${KEEP_TMP:-}" ] || rm -rf "$t
 rows() {
   python3 -c 'import json, sys; print(" ".join(str(r["step"]) + ":" + ",".join(str(int(x)) for x in r.get("replicas", [])) for r in map(json.loads, open(sys.argv[1])) if "step_ms" in r))' "$tmp/$1/metrics.jsonl"
 }
+# replica_1_pair_lost NAME: job NAME (replicas of two ranks) exited 0 and rank 0 named the loss
+# of replica 1 (ranks 2, 3, both missing), replicas [0, 2] going on as generation 1.
+replica_1_pair_lost() {
+  [ "$rc" -eq 0 ] || bad "$1: exit $rc, expected 0" "$tmp/$1.log"
+  grep -q "rank 0: elastic: lost replica 1 (ranks 2, 3) (missing rank(s) \[2, 3\]); generation 1: replicas \[0, 2\]" \
+    "$tmp/$1.log" || bad "$1: the loss of replica 1 is not named" "$tmp/$1.log"
+}
 # same_weights DUMP_A DUMP_B: the weights of two dumps (HOLMES_TEST_DUMP_WEIGHTS) are finite and
 # equal bit for bit.
 same_weights() {
