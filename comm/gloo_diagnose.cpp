@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <thread>
 #include <vector>
 
 namespace holmes::comm {
@@ -52,22 +53,47 @@ std::vector<int> closed_peers(gloo::Context& ctx, int rank) {
 
 std::string marker(int q) { return fmt::format("failed/{}", q); }
 
-// Members without a "failed/<q>" marker, after waiting up to `grace` for them; nullopt
-// when the store cannot be asked (rank 0 hosted it and is gone).
-std::optional<std::vector<int>> members_not_failing(Store& store, const std::vector<int>& candidates, Millis grace) {
+// Members without a "failed/<q>" marker, after waiting up to `grace` for them (less when every
+// member still without one is `gone`: its why is appended to `gone_why`); nullopt when the
+// store cannot be asked (rank 0 hosted it and is gone).
+using Gone = std::function<std::optional<std::string>(int)>;
+
+std::optional<std::vector<int>> members_not_failing(Store& store, const std::vector<int>& candidates, Millis grace,
+                                                    const Gone& gone = {}, std::vector<std::string>* gone_why = nullptr) {
   std::vector<std::string> keys;
   for (int q : candidates) keys.push_back(marker(q));
-  std::vector<int> absent;
-  try {
-    try {
-      store.wait(keys, grace);
-    } catch (const std::exception&) {
-    }
+  auto absent_of = [&] {
+    std::vector<int> absent;
     for (const auto& k : store.missing(keys)) absent.push_back(std::stoi(k.substr(k.rfind('/') + 1)));
+    return absent;
+  };
+  try {
+    if (!gone) {
+      try {
+        store.wait(keys, grace);
+      } catch (const std::exception&) {
+      }
+      return absent_of();
+    }
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    for (;;) {
+      std::vector<int> absent = absent_of();
+      std::vector<std::string> why;
+      for (int q : absent) {
+        auto w = gone(q);
+        if (!w) break;
+        why.push_back(fmt::format("member {}: {}", q, *w));
+      }
+      const bool all_gone = why.size() == absent.size();
+      if (absent.empty() || all_gone || std::chrono::steady_clock::now() >= deadline) {
+        if (all_gone && gone_why != nullptr) *gone_why = std::move(why);
+        return absent;
+      }
+      std::this_thread::sleep_for(Millis(50));
+    }
   } catch (const std::exception&) {
     return std::nullopt;
   }
-  return absent;
 }
 
 }  // namespace
@@ -80,7 +106,7 @@ void mark_gave_up(Store& store, int rank) noexcept {
 }
 
 Suspect diagnose_gloo_failure(gloo::Context& ctx, Store& store, int rank, int peer_hint, const char* op,
-                              uint32_t tag, Millis timeout) {
+                              uint32_t tag, Millis timeout, const Gone& gone) {
   // Say we failed before anything else: peers that probe us after we close must be able
   // to tell a member that gave up (marker set) from one that died (none).
   mark_gave_up(store, rank);
@@ -103,8 +129,12 @@ Suspect diagnose_gloo_failure(gloo::Context& ctx, Store& store, int rank, int pe
   std::vector<int> others;
   for (int q = 0; q < ctx.size; ++q)
     if (q != rank) others.push_back(q);
-  auto absent = members_not_failing(store, others, std::clamp(timeout / 2, Millis(500), Millis(5000)))
+  std::vector<std::string> why;
+  auto absent = members_not_failing(store, others, std::clamp(timeout / 2, Millis(500), Millis(5000)), gone, &why)
                     .value_or(std::vector<int>{});
+  if (!absent.empty() && !why.empty())
+    return {absent.front(), fmt::format("member(s) [{}] never reached {} #{} and are gone ({})", fmt::join(absent, ","),
+                                        op, tag, fmt::join(why, "; "))};
   if (!absent.empty())
     return {absent.front(), fmt::format("member(s) [{}] never reached {} #{} (or are stuck elsewhere)",
                                         fmt::join(absent, ","), op, tag)};

@@ -5,6 +5,8 @@
 
 #include <gloo/context.h>
 
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "comm/store.hpp"
@@ -20,11 +22,13 @@ struct Suspect {
 // 1. Probe every peer's connection with a one-byte send on a reserved slot: a closed one
 //    without a "failed" marker (process died or closed the group) is the culprit.
 // 2. Otherwise wait briefly for the others' markers; members that never set one did not
-//    reach the operation (or are stuck elsewhere).
+//    reach the operation (or are stuck elsewhere). The wait ends as soon as every member
+//    without a marker is `gone` (group rank -> why, as GroupSpec::known_gone; may be empty).
 // 3. Otherwise blame `peer_hint` (the peer of a send/recv, the root of a broadcast).
 // Never throws: a store that is gone (rank 0 died) only makes the answer vaguer.
 Suspect diagnose_gloo_failure(gloo::Context& ctx, Store& store, int rank, int peer_hint, const char* op,
-                              uint32_t tag, Millis timeout);
+                              uint32_t tag, Millis timeout,
+                              const std::function<std::optional<std::string>(int)>& gone = {});
 
 // Step 0 alone: member `rank` gave up (GlooGroup::abort). Never throws.
 void mark_gave_up(Store& store, int rank) noexcept;

@@ -338,7 +338,9 @@ class GlooGroup : public ProcessGroup {
         broken_ = fmt::format("{} #{} at rank {} (aborted)", op, tag, rank_);
         throw CommError(where(op, -1), e.what());
       }
-      Suspect s = diagnose_gloo_failure(*ctx_, *store_, rank_, peer, op, tag, timeout_of(o));
+      std::function<std::optional<std::string>(int)> gone;
+      if (spec().known_gone) gone = [this](int q) { return spec().known_gone(global_rank_of(q)); };
+      Suspect s = diagnose_gloo_failure(*ctx_, *store_, rank_, peer, op, tag, timeout_of(o), gone);
       broken_ = fmt::format("{} #{} at rank {}", op, tag, rank_);
       throw CommError(where(op, s.peer), fmt::format("{}; {}", s.reason, e.what()));
     }

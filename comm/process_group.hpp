@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -61,6 +62,11 @@ struct GroupSpec {
   std::vector<int> global_ranks;  // members; a member's group rank is its index here
   int global_rank = 0;            // this process; must be in global_ranks
   std::chrono::milliseconds timeout{30'000};  // default per-operation time-out (and connect)
+  // What the job knows of a member without asking it (its liveness mark, an elastic job's
+  // heartbeats): why global rank r is gone (died, frozen), or nothing. Naming the member a
+  // failed operation waited on then ends at once instead of after a grace for the others'
+  // reports. Empty: nothing is known (the grace applies). Groups in one process ignore it.
+  std::function<std::optional<std::string>(int global_rank)> known_gone{};
 
   // Index of global_rank in global_ranks; throws std::invalid_argument (a programming
   // error, not user input) when absent or when the list has duplicates.

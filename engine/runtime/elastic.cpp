@@ -347,6 +347,7 @@ void ElasticSession::make_groups(const MembershipDecision& d) {
       if (contains(d.ranks, r)) gs.global_ranks.push_back(r);
     gs.global_rank = rt_.rank;
     gs.timeout = millis(timeout_s_);
+    gs.known_gone = liveness_of(rt_.store, timeout_s_);
     if (gs.global_ranks.size() > 1) return comm::make_gloo_group(rt_.store, gs, group_net(*g, single_machine));
     return comm::make_inproc_group(std::make_shared<comm::InProcessHub>(), gs);
   };

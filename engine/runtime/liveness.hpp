@@ -14,6 +14,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,5 +48,10 @@ double heartbeat_period_s(double timeout_s);
 // "its process ended (its store connection closed)" or "its last heartbeat was 31.2 s ago
 // (frozen or cut off)" when older than `stale_s`.
 std::optional<std::string> rank_gone(comm::Store& store, int rank, double stale_s);
+
+// GroupSpec::known_gone for a job whose ranks beat (rank_gone with `stale_s`; a store that does
+// not answer knows nothing): a Gloo group that failed names a frozen or dead member at once
+// instead of after the grace it gives the others' reports (up to 5 s).
+std::function<std::optional<std::string>(int)> liveness_of(std::shared_ptr<comm::Store> store, double stale_s);
 
 }  // namespace holmes::runtime

@@ -26,6 +26,7 @@
 #include "engine/spec/load.hpp"
 #include "engine/runtime/cluster_view.hpp"
 #include "engine/runtime/elastic.hpp"
+#include "engine/runtime/liveness.hpp"
 #include "engine/runtime/nccl_env.hpp"
 #include "backends/backends.hpp"
 #include "engine/launch/launch_env.hpp"
@@ -66,6 +67,7 @@ void create_groups(Runtime& rt, const spec::JobSpec& spec) {
     gs.global_ranks = g.ranks;
     gs.global_rank = rt.rank;
     gs.timeout = group_timeout(spec, g.kind);
+    if (beats(spec)) gs.known_gone = liveness_of(rt.store, spec.cluster.timeout_s);
     auto group = comm::make_gloo_group(rt.store, gs, group_net(g, single_machine));
     const int want = expected_group_rank(g, me);
     if (group->rank() != want)
@@ -121,8 +123,10 @@ bool spans_replicas(schedule::GroupKind kind) {
   return kind == plan::kWorldGroup || kind.axes.contains(schedule::Axis::kReplica);
 }
 
+bool beats(const spec::JobSpec& spec) { return spec.parallel.elastic && spec.parallel.replicas >= 2; }
+
 comm::Millis group_timeout(const spec::JobSpec& spec, schedule::GroupKind kind) {
-  if (!spec.parallel.elastic || spec.parallel.replicas < 2 || spans_replicas(kind)) return timeout_of(spec);
+  if (!beats(spec) || spans_replicas(kind)) return timeout_of(spec);
   return comm::Millis(static_cast<int64_t>((2 * spec.cluster.timeout_s + 10) * 1000));
 }
 

@@ -134,6 +134,8 @@ void wait_all_have_read(comm::Store& store, const std::string& name, int rank, i
 // Whether a group of this kind spans replicas (the world group, the groups with the replica
 // axis): what an elastic job rebuilds after a loss and a rejoining rank makes once admitted.
 bool spans_replicas(schedule::GroupKind kind);
+// Whether the job's ranks beat in the store (liveness.hpp): an elastic job with replicas.
+bool beats(const spec::JobSpec& spec);
 // cluster.timeout_s as the groups' default time-out.
 comm::Millis timeout_of(const spec::JobSpec& spec);
 // A group's time-out: cluster.timeout_s, but 2 x cluster.timeout_s + 10 s for a group inside a

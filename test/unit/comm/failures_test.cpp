@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "comm/errors.hpp"
+#include "comm/gloo_group.hpp"
 #include "comm/socket.hpp"
 #include "test/support/harness.hpp"
 
@@ -109,6 +110,43 @@ TEST_CASE("a member that never arrives makes the others time out naming it", "[c
       }
       CHECK(std::max(out[0].took, out[1].took) >= milliseconds(800));
     }
+  }
+}
+
+TEST_CASE("a member the job knows is gone is named without the grace for the others' reports", "[comm]") {
+  // The group's known_gone (an elastic job's heartbeats) says why member 2 is gone: the
+  // others name it from that at once. Without it they wait up to half the time-out for the
+  // reports of members that reached the operation (the case above).
+  Job job(Impl::kGloo, 3);
+  std::vector<Outcome> out(3);
+  std::latch others_done(2);
+  std::atomic<int> asked{0};
+  run_ranks(3, [&](int r) {
+    auto store = job.store_for(r);
+    GroupSpec spec{"world", job.all_ranks(), r, milliseconds(1500)};
+    spec.known_gone = [&](int global) -> std::optional<std::string> {
+      ++asked;
+      if (global == 2) return std::string("its last heartbeat was 40.0 s ago (frozen or cut off)");
+      return std::nullopt;
+    };
+    auto pg = make_gloo_group(store, spec, GlooNet{"", "127.0.0.1"});
+    pg->barrier();
+    if (r == 2) {
+      others_done.wait();  // connected, never calls the collective: as if stopped
+      return;
+    }
+    std::vector<float> x(10, 1.f);
+    record(out[r], [&] { pg->all_reduce(x, ReduceOp::kSum); });
+    others_done.count_down();
+  });
+  CHECK(asked > 0);
+  for (int r = 0; r < 2; ++r) {
+    CAPTURE(r);
+    REQUIRE(out[r].error.has_value());
+    CHECK(out[r].error->where().peer == 2);
+    CHECK_THAT(out[r].error->what(), Contains("never reached all_reduce") && Contains("and are gone") &&
+                                         Contains("member 2: its last heartbeat was 40.0 s ago"));
+    CHECK(out[r].took >= milliseconds(1400));
   }
 }
 
