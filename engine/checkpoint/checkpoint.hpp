@@ -15,6 +15,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -142,6 +145,41 @@ void load_shard_state(const CheckpointInfo& info, const model::GptConfig& job_mo
 void load_shard_states(const CheckpointInfo& info, const model::GptConfig& job_model, std::span<ShardState> states,
                        bool with_optimizer);
 
+// ---- A shard held in memory instead of a file (engine/train/peer_copies.hpp) ----
+
+// The payload of the shard file write_checkpoint_shard would write for the same states and
+// context (every piece's floats; piece p's at (p.offset - 64) / 4), with its file entry.
+// file.crc32c is the CRC32C of the payload alone (a file's covers its header too).
+struct ShardImage {
+  CheckpointFile file;
+  std::vector<float> payload;
+};
+
+// The floats of the payload of file f's image (its bytes less the header).
+size_t image_floats(const CheckpointFile& f);
+
+// Whether the payload still has the CRC32C its file entry records (a copy that travelled).
+bool image_intact(const ShardImage& image);
+
+// Reads piece p of file f: its (end - begin) floats, wherever the shard is held.
+using PieceReader = std::function<std::vector<float>(const CheckpointFile& f, const CheckpointPiece& p)>;
+
+// A reader over images held in memory, found by the rank that saved them (CheckpointFile::rank).
+// std::runtime_error for a rank it does not hold or a piece outside the image.
+PieceReader image_reader(std::shared_ptr<const std::map<int, ShardImage>> images);
+
+// Indices into info.files of the files load_shard_states would read a piece of for `states`.
+std::vector<size_t> files_to_read(const CheckpointInfo& info, std::span<const ShardState> states, bool with_optimizer);
+
+// load_shard_states reading every piece through `read` instead of info.dir's files (info.dir
+// then names the source in messages).
+void load_shard_states(const CheckpointInfo& info, const model::GptConfig& job_model, std::span<ShardState> states,
+                       bool with_optimizer, const PieceReader& read);
+
+// A "files" entry of the manifest as text, and back (UserError naming `what` when malformed).
+std::string file_entry_text(const CheckpointFile& f);
+CheckpointFile file_entry_of_text(const std::string& text, const std::string& what);
+
 // What the saving rank knows besides its shard.
 struct SaveContext {
   int rank = 0, world = 1;
@@ -181,6 +219,9 @@ SaveResult save_checkpoint(const std::string& ckpt_dir, std::span<const ShardSta
 inline SaveResult save_checkpoint(const std::string& ckpt_dir, const ShardState& state, const SaveContext& ctx) {
   return save_checkpoint(ckpt_dir, std::span<const ShardState>(&state, 1), ctx);
 }
+
+// The image of this rank's shard file (ShardImage), built in memory: no file is written.
+ShardImage shard_image(std::span<const ShardState> states, const SaveContext& ctx);
 
 // The phases of save_checkpoint, so that the shard can be written while training goes on.
 // prepare (collective): creates the step folder; returns it. A committed folder of the same

@@ -14,9 +14,11 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <stdexcept>
 
 #include "common/errors.hpp"
 #include "engine/checkpoint/checkpoint.hpp"
+#include "engine/checkpoint/checkpoint_io.hpp"
 #include "model/param_layout.hpp"
 
 namespace holmes::checkpoint {
@@ -108,10 +110,16 @@ bool overlaps_tp_slice(const CheckpointPiece& p, const model::ParamTensor& dst) 
   return p_lo < d_lo + d_rows && d_lo < p_lo + p_rows;
 }
 
-// Calls fn(piece, data) for every piece of the checkpoint that `want` accepts, file by file.
+// Calls fn(piece, data) for every piece of the checkpoint that `want` accepts, file by file;
+// through `read` when given, else from info.dir's files.
 template <class Want, class Fn>
-void for_each_piece(const CheckpointInfo& info, Want&& want, Fn&& fn) {
+void for_each_piece(const CheckpointInfo& info, Want&& want, Fn&& fn, const PieceReader* read = nullptr) {
   for (const auto& f : info.files) {
+    if (read != nullptr) {
+      for (const auto& p : f.pieces)
+        if (want(p)) fn(p, (*read)(f, p));
+      continue;
+    }
     const std::string path = info.dir + "/" + f.name;
     int fd = -1;
     for (const auto& p : f.pieces) {
@@ -210,6 +218,15 @@ void check_filled(const CheckpointInfo& info, const ShardState& s, const OwnedMa
   }
 }
 
+// Whether piece p holds elements of state s's shard that a load reads.
+bool wanted_in(const CheckpointPiece& p, const ShardState& s, bool with_optimizer) {
+  const model::ParamTensor* dst = s.layout->find(p.tensor);
+  return dst != nullptr && (p.kind == TensorKind::kParam || with_optimizer) && overlaps_tp_slice(p, *dst);
+}
+
+void load_states(const CheckpointInfo& info, const model::GptConfig& job_model, std::span<ShardState> states,
+                 bool with_optimizer, const PieceReader* read);
+
 }  // namespace
 
 void load_shard_state(const CheckpointInfo& info, const model::GptConfig& job_model, ShardState& s,
@@ -219,6 +236,47 @@ void load_shard_state(const CheckpointInfo& info, const model::GptConfig& job_mo
 
 void load_shard_states(const CheckpointInfo& info, const model::GptConfig& job_model, std::span<ShardState> states,
                        bool with_optimizer) {
+  load_states(info, job_model, states, with_optimizer, nullptr);
+}
+
+void load_shard_states(const CheckpointInfo& info, const model::GptConfig& job_model, std::span<ShardState> states,
+                       bool with_optimizer, const PieceReader& read) {
+  load_states(info, job_model, states, with_optimizer, &read);
+}
+
+std::vector<size_t> files_to_read(const CheckpointInfo& info, std::span<const ShardState> states, bool with_optimizer) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < info.files.size(); ++i) {
+    const auto& pieces = info.files[i].pieces;
+    if (std::any_of(pieces.begin(), pieces.end(), [&](const CheckpointPiece& p) {
+          return std::any_of(states.begin(), states.end(),
+                             [&](const ShardState& s) { return wanted_in(p, s, with_optimizer); });
+        }))
+      out.push_back(i);
+  }
+  return out;
+}
+
+PieceReader image_reader(std::shared_ptr<const std::map<int, ShardImage>> images) {
+  return [images = std::move(images)](const CheckpointFile& f, const CheckpointPiece& p) {
+    const auto it = images->find(f.rank);
+    if (it == images->end())
+      throw std::runtime_error(fmt::format("the shard of rank {} is not held here", f.rank));
+    const std::vector<float>& payload = it->second.payload;
+    const uint64_t at = (p.offset - kHeaderBytes) / sizeof(float);
+    const auto n = static_cast<uint64_t>(p.end - p.begin);
+    if (p.offset < kHeaderBytes || at + n > payload.size())
+      throw std::runtime_error(fmt::format("piece {} of rank {}'s shard lies outside its {} floats", p.tensor, f.rank,
+                                           payload.size()));
+    return std::vector<float>(payload.begin() + static_cast<std::ptrdiff_t>(at),
+                              payload.begin() + static_cast<std::ptrdiff_t>(at + n));
+  };
+}
+
+namespace {
+
+void load_states(const CheckpointInfo& info, const model::GptConfig& job_model, std::span<ShardState> states,
+                 bool with_optimizer, const PieceReader* read) {
   check_model(info, job_model);
   std::vector<OwnedMap> owned;
   owned.reserve(states.size());
@@ -230,10 +288,7 @@ void load_shard_states(const CheckpointInfo& info, const model::GptConfig& job_m
       std::fill_n(s.exp_avg_sq, s.owned_size(), unfilled());
     }
   }
-  auto want_in = [&](const CheckpointPiece& p, const ShardState& s) {
-    const model::ParamTensor* dst = s.layout->find(p.tensor);
-    return dst != nullptr && (p.kind == TensorKind::kParam || with_optimizer) && overlaps_tp_slice(p, *dst);
-  };
+  auto want_in = [&](const CheckpointPiece& p, const ShardState& s) { return wanted_in(p, s, with_optimizer); };
   auto want = [&](const CheckpointPiece& p) {
     return std::any_of(states.begin(), states.end(), [&](const ShardState& s) { return want_in(p, s); });
   };
@@ -254,12 +309,14 @@ void load_shard_states(const CheckpointInfo& info, const model::GptConfig& job_m
         else owned[k].scatter(moments, static_cast<size_t>(o), data.data() + at, static_cast<size_t>(len));
       });
     }
-  });
+  }, read);
   for (size_t k = 0; k < states.size(); ++k) {
     zero_extra_vocab_rows(info, states[k], owned[k], with_optimizer);
     check_filled(info, states[k], owned[k], with_optimizer);
   }
 }
+
+}  // namespace
 
 std::vector<float> read_full_tensor(const CheckpointInfo& info, const std::string& name, TensorKind kind) {
   std::vector<float> full;

@@ -81,6 +81,16 @@ CheckpointFile parse_file_entry(const YAML::Node& n, const std::string& file) {
 
 std::string shard_file_name(int rank) { return fmt::format("rank-{:05d}.bin", rank); }
 
+CheckpointFile parse_file_entry_text(const std::string& text, const std::string& what) {
+  YAML::Node n;
+  try {
+    n = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw UserError(fmt::format("{}: malformed shard file entry: {}", what, e.what()));
+  }
+  return parse_file_entry(n, what);
+}
+
 std::string file_entry_json(const CheckpointFile& f) {
   std::string out = fmt::format("{{\"name\": {}, \"rank\": {}, \"bytes\": {}, \"crc32c\": \"{:08x}\", \"pieces\": [",
                                 json_quote(f.name), f.rank, f.bytes, f.crc32c);

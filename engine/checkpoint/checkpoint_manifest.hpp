@@ -15,6 +15,9 @@ inline constexpr const char* kMarkerName = "COMMITTED";
 // One "files" entry: what a rank sends to rank 0 after writing its shard file.
 std::string file_entry_json(const CheckpointFile& f);
 
+// One "files" entry read back (UserError naming `what` when malformed).
+CheckpointFile parse_file_entry_text(const std::string& text, const std::string& what);
+
 // The whole manifest around the ranks' file entries (in rank order).
 std::string manifest_json(const SaveContext& ctx, const std::vector<std::string>& file_entries);
 

@@ -1,6 +1,7 @@
 // Writing a checkpoint: every rank its shard file, rank 0 the manifest and the commit marker.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <stdexcept>
@@ -87,7 +88,43 @@ CheckpointFile shard_file_of(const std::vector<Segment>& segs, const SaveContext
   return f;
 }
 
+// Where segment g's floats of `kind` are in its state.
+const float* source_of(const Segment& g, TensorKind kind) {
+  const ShardState& s = *g.s;
+  return kind == TensorKind::kParam ? s.params + g.begin
+         : kind == TensorKind::kExpAvg ? s.exp_avg + g.packed
+                                       : s.exp_avg_sq + g.packed;
+}
+
 }  // namespace
+
+ShardImage shard_image(std::span<const ShardState> states, const SaveContext& c) {
+  const auto segs = segments_of(states);
+  ShardImage img{shard_file_of(segs, c), {}};
+  img.payload.resize((img.file.bytes - kHeaderBytes) / sizeof(float));
+  size_t piece = 0;
+  for (TensorKind kind : {TensorKind::kParam, TensorKind::kExpAvg, TensorKind::kExpAvgSq})
+    for (const auto& g : segs)
+      std::copy_n(source_of(g, kind), g.end - g.begin,
+                  img.payload.data() + (img.file.pieces[piece++].offset - kHeaderBytes) / sizeof(float));
+  img.file.crc32c = crc32c(img.payload.data(), img.payload.size() * sizeof(float));
+  return img;
+}
+
+size_t image_floats(const CheckpointFile& f) {
+  return f.bytes < kHeaderBytes ? 0 : static_cast<size_t>((f.bytes - kHeaderBytes) / sizeof(float));
+}
+
+bool image_intact(const ShardImage& img) {
+  return img.payload.size() * sizeof(float) + kHeaderBytes == img.file.bytes &&
+         crc32c(img.payload.data(), img.payload.size() * sizeof(float)) == img.file.crc32c;
+}
+
+std::string file_entry_text(const CheckpointFile& f) { return file_entry_json(f); }
+
+CheckpointFile file_entry_of_text(const std::string& text, const std::string& what) {
+  return parse_file_entry_text(text, what);
+}
 
 uint64_t checkpoint_bytes_of_rank(std::span<const ShardState> states, const SaveContext& c, uint64_t private_bytes) {
   const CheckpointFile f = shard_file_of(segments_of(states), c);
@@ -115,11 +152,7 @@ CheckpointFile write_checkpoint_shard(const std::string& dir, std::span<const Sh
   for (TensorKind kind : {TensorKind::kParam, TensorKind::kExpAvg, TensorKind::kExpAvgSq}) {
     for (const auto& g : segs) {
       if (f.pieces[piece++].offset != out.bytes()) throw std::logic_error("checkpoint: shard layout mismatch");
-      const ShardState& s = *g.s;
-      const float* src = kind == TensorKind::kParam ? s.params + g.begin
-                         : kind == TensorKind::kExpAvg ? s.exp_avg + g.packed
-                                                       : s.exp_avg_sq + g.packed;
-      out.write(src, (g.end - g.begin) * sizeof(float));
+      out.write(source_of(g, kind), (g.end - g.begin) * sizeof(float));
     }
   }
   out.commit();

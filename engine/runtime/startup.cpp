@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "comm/errors.hpp"
+#include "comm/inproc_group.hpp"
 #include "engine/launch/env_read.hpp"
 #include "engine/plan/nccl.hpp"
 #include "common/errors.hpp"
@@ -162,6 +163,20 @@ comm::ProcessGroup& Runtime::world_group() const {
 }
 
 comm::ProcessGroup* DeviceComms::group(schedule::GroupKind kind) const { return find_group(comms, kind); }
+
+std::unique_ptr<comm::ProcessGroup> make_job_group(const Runtime& rt, const spec::JobSpec& spec, const std::string& name) {
+  comm::GroupSpec gs;
+  gs.name = rt.group_prefix + name;
+  for (int r = 0; r < rt.world; ++r) gs.global_ranks.push_back(r);
+  gs.global_rank = rt.rank;
+  gs.timeout = timeout_of(spec);
+  if (rt.world == 1) return comm::make_inproc_group(std::make_shared<comm::InProcessHub>(), gs);
+  const plan::Group* world = nullptr;
+  for (const plan::Group& g : rt.plan.groups)
+    if (g.kind == plan::kWorldGroup) world = &g;
+  if (world == nullptr) throw std::logic_error("make_job_group: the plan has no world group");
+  return comm::make_gloo_group(rt.store, gs, group_net(*world, rt.plan.hostnames.size() <= 1));
+}
 
 std::string rendezvous_url(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   if (!spec.cluster.rendezvous_is_auto()) return spec.cluster.rendezvous;

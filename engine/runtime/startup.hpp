@@ -79,6 +79,11 @@ struct Runtime {
   comm::ProcessGroup& world_group() const;  // every rank, for job-wide reductions
 };
 
+// Collective over every rank of `rt`: one more Gloo group of all of them, named `name` under
+// rt.group_prefix, over the world group's network, with cluster.timeout_s; in one process a
+// group of one. For traffic that must not meet the loop's world-group reductions.
+std::unique_ptr<comm::ProcessGroup> make_job_group(const Runtime& rt, const spec::JobSpec& spec, const std::string& name);
+
 // Runs phases 1-4. Errors: UserError (bad spec / environment, exit 2), StoreError and
 // CommError (a rank is missing or died, exit 1), std::runtime_error when the ranks disagree.
 Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env);

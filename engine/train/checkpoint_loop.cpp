@@ -205,11 +205,16 @@ int64_t load_resume_point(const spec::JobSpec& spec, const ResumePoint& resume, 
   auto mine = [&](const checkpoint::CheckpointPiece& p) {
     return std::any_of(states.begin(), states.end(), [&](const checkpoint::ShardState& st) { return st.layout->find(p.tensor); });
   };
-  for (const auto& f : info.files)
-    if (std::any_of(f.pieces.begin(), f.pieces.end(), mine)) checkpoint::verify_checkpoint_file(info, f);
-  checkpoint::load_shard_states(info, parallel::gpt_config_of(spec), states, !c.weights_only);
+  if (resume.fetch) {  // peer copies: every rank takes part in the transfer, then reads from memory
+    const checkpoint::PieceReader read = resume.fetch(checkpoint::files_to_read(info, states, !c.weights_only));
+    checkpoint::load_shard_states(info, parallel::gpt_config_of(spec), states, !c.weights_only, read);
+  } else {
+    for (const auto& f : info.files)
+      if (std::any_of(f.pieces.begin(), f.pieces.end(), mine)) checkpoint::verify_checkpoint_file(info, f);
+    checkpoint::load_shard_states(info, parallel::gpt_config_of(spec), states, !c.weights_only);
+  }
   runner.upload_shard_state();
-  if (runner.has_private_state()) {
+  if (runner.has_private_state() && !resume.fetch) {
     // diloco: this replica's own weights, moments and outer state, when the same plan saved them.
     std::optional<std::vector<std::byte>> mine;
     if (!c.weights_only && info.plan_hash == ctx.plan_hash) mine = checkpoint::read_private_state(dir, ctx.rank);
@@ -292,6 +297,17 @@ void CheckpointSaver::after_step(parallel::StepRunner& runner, int64_t done, boo
   // live buffers now (no copy), as the end of every run does.
   if (spec_.checkpoint.background_write && !last) start(runner, done);
   else save(runner, done);
+  if (ctx_.mirror && !last) mirror(runner, done);
+}
+
+void CheckpointSaver::mirror(parallel::StepRunner& runner, int64_t done) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<checkpoint::ShardState> states = runner.shard_states();
+  ctx_.mirror(states, context(runner, done));
+  if (ctx_.rank == 0)
+    fmt::print("peer copies of step {}: each rank's shard kept and sent to a rank of the next node in {:.2f} s\n", done,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  std::fflush(stdout);
 }
 
 namespace {

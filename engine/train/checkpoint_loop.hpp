@@ -32,6 +32,9 @@ struct ResumePoint {
   std::string via;                           // how PATH led to it ("" = named directly)
   std::vector<std::string> skipped;          // incomplete step folders newer than it
   bool auto_found_none = false;              // resume: auto found no complete checkpoint
+  // Set when `checkpoint` is held by peers, not in a folder (PeerSource::fetch): collective,
+  // called by load_resume_point with the files this rank needs.
+  std::function<checkpoint::PieceReader(const std::vector<size_t>&)> fetch;
 };
 // With checkpoint.init_from and no checkpoint to resume, also checks that folder's config.json
 // describes the job's model (UserError naming both values of each key that differs).
@@ -105,7 +108,8 @@ class CheckpointSaver {
   ~CheckpointSaver();  // waits for a write in flight (a crash leaves the previous checkpoint)
   // After `done` steps: commits the save started after the previous step, and starts one
   // when checkpoint.interval divides `done` (checkpoint.background_write false, or `last`:
-  // the run ends after this step, saves now).
+  // the run ends after this step, saves now); then, but after the last step, the peer copies
+  // (LoopContext::mirror).
   void after_step(parallel::StepRunner& runner, int64_t done, bool last);
   // Whether after_step(done) starts a save (checkpoint.interval divides `done`).
   bool due(int64_t done) const { return spec_.checkpoint.interval > 0 && done % spec_.checkpoint.interval == 0; }
@@ -118,6 +122,7 @@ class CheckpointSaver {
   checkpoint::SaveContext context(const parallel::StepRunner& runner, int64_t done);
   void start(parallel::StepRunner& runner, int64_t done);
   void finish();  // waits for the pending write, commits it, prints the log line
+  void mirror(parallel::StepRunner& runner, int64_t done);  // ctx.mirror, timed on rank 0
   bool refused(int64_t done);  // ctx.save_refused says no (told once on rank 0)
   bool refusal_told_ = false;
   // Rank 0: "saved checkpoint step-00000010 in 0.42 s (12.3 MB<note>)".

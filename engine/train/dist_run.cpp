@@ -27,6 +27,7 @@
 #include "engine/runtime/replan.hpp"
 #include "engine/train/calibration.hpp"
 #include "engine/train/checkpoint_loop.hpp"
+#include "engine/train/peer_copies.hpp"
 #include "engine/train/replan_restart.hpp"
 #include "engine/train/run.hpp"
 #include "engine/parallel/trainer.hpp"
@@ -82,7 +83,8 @@ void elastic_loop_context(LoopContext& ctx, runtime::ElasticSession& elastic, pa
 }
 
 int train_started(const spec::JobSpec& spec, runtime::Runtime& rt,
-                  const std::function<void(int64_t)>& on_step_done = nullptr, int hook_rank = -1) {
+                  const std::function<void(int64_t)>& on_step_done = nullptr, int hook_rank = -1,
+                  const std::function<void(LoopContext&)>& extend = nullptr) {
   const std::string plan_text = plan::format_plan_text(rt.plan);
   if (rt.rank == 0) fmt::print("{}plan hash {:016x}\n", plan_text, rt.plan_hash);
   const int threads = worker_threads(rt.local_world);
@@ -138,6 +140,7 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt,
   ctx.plan_hash = rt.plan_hash;
   ctx.plan_json = plan::format_plan_json(rt.plan);
   ctx.ranks = rank_work_of(rt.plan);
+  if (extend) extend(ctx);
   const int code = run_loop(spec, trainer, *data, ctx);
   // A rank still waiting to rejoin (started again by a launcher, say) stops now, not at the end of its wait.
   if (elastic && rt.rank == 0) runtime::job_over(*rt.store, code == 0 ? "it finished" : fmt::format("exit code {}", code));
@@ -170,28 +173,59 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt,
 // parallel.elastic without replicas (docs/elastic.md "A single pipeline that loses a node"):
 // the same processes train generation after generation; after a communication failure the
 // survivors re-plan on the nodes that remain (runtime::ReplanSession) and train again from the
-// run's last checkpoint, redoing the steps since it.
+// peer copies of the last checkpoint step (peer_copies.hpp) or, where those are incomplete,
+// from the run's last checkpoint, redoing the steps since it.
 int train_replanning(const spec::JobSpec& spec, runtime::Runtime& rt) {
   runtime::ReplanSession session(rt, spec);
   const int started_as = rt.rank;  // the test hook's numbering
   spec::JobSpec current = spec;
   int64_t steps_done = 0;
   std::optional<runtime::ReplanSession::Outcome> replanned;
+  std::optional<HeldCopies> held;  // this rank's newest peer copies, whichever generation made them
   for (;;) {
     std::string what;
+    // The generation's group for the copies and its copies; closed before the survivors
+    // regroup, so a peer blocked on this rank there fails at once.
+    std::unique_ptr<comm::ProcessGroup> copy_group;
+    std::unique_ptr<PeerCopies> copies;
     try {
       if (replanned) {
         // Inside the try: a rank lost while start-up is opened again is one more loss.
         current = spec_after_replan(replanned->survivors.spec, spec);
         session.reopen(*replanned);
-        if (rt.rank == 0) discard_redone_rows(current, redo_of(current, replanned->decision.steps_done), session.generation());
       }
-      return train_started(current, rt, [&steps_done](int64_t done) { steps_done = done; }, started_as);
+      copy_group = runtime::make_job_group(rt, current, "peer-copies");
+      copies = std::make_unique<PeerCopies>(rt.plan, rt.rank, session.generation(), rt.store, copy_group.get());
+      const int64_t done_before = replanned ? replanned->decision.steps_done : 0;
+      auto extend = [&](LoopContext& ctx) {
+        ctx.mirror = [&copies, &held](std::span<const checkpoint::ShardState> states,
+                                      const checkpoint::SaveContext& c) {
+          copies->mirror(states, c);
+          held = copies->held();
+        };
+        if (!replanned) return;
+        ctx.peer_source = [&, done_before](int64_t disk_step) {
+          std::optional<PeerSource> src = peer_source(held, disk_step, parallel::gpt_config_of(current), *rt.store,
+                                                      *copy_group, rt.rank, rt.world, current.cluster.timeout_s);
+          if (rt.rank == 0)
+            discard_redone_rows(current,
+                                src ? redo_from(current, src->info.step,
+                                                fmt::format("{}, held in the survivors' memory (the checkpoint folder is "
+                                                            "not read)", src->info.dir),
+                                                done_before)
+                                    : redo_of(current, done_before),
+                                session.generation());
+          return src;
+        };
+      };
+      return train_started(current, rt, [&steps_done](int64_t done) { steps_done = done; }, started_as, extend);
     } catch (const comm::CommError& e) {
       what = e.what();
     } catch (const comm::StoreError& e) {
       what = e.what();
     }
+    copies.reset();
+    copy_group.reset();
     replanned = session.recover(what, steps_done);
     // The test hook (checkpoint_loop.hpp) fires once per process: a redone step it already
     // passed must not fire it again (a freeze that woke in time would freeze again).

@@ -7,10 +7,13 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "comm/store.hpp"
+#include "engine/train/peer_copies.hpp"
 #include "engine/train/stragglers.hpp"
 
 namespace holmes::train {
@@ -53,6 +56,13 @@ struct LoopContext {
   // Every rank's peers and place (rank_work_of the plan), for rank 0's straggler check; empty
   // in a single process.
   std::vector<RankWork> ranks;
+  // A single pipeline that re-plans (peer_copies.hpp): at each checkpoint step but the last,
+  // collective, after the save started: keep this rank's shard and copy it to its buddy.
+  // Empty: no peer copies.
+  std::function<void(std::span<const checkpoint::ShardState>, const checkpoint::SaveContext&)> mirror;
+  // A re-planned generation, collective, once the run folder is claimed: the peer copies to
+  // load instead of the folder's newest checkpoint (of step `disk_step`, -1 none), or nullopt.
+  std::function<std::optional<PeerSource>(int64_t disk_step)> peer_source;
 };
 
 }  // namespace holmes::train

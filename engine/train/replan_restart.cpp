@@ -46,6 +46,15 @@ Redo redo_of(const spec::JobSpec& spec, int64_t steps_done) {
   return r;
 }
 
+Redo redo_from(const spec::JobSpec& spec, int64_t from_step, const std::string& source, int64_t steps_done) {
+  Redo r;
+  r.from_step = from_step;
+  r.source = source;
+  r.steps = std::max<int64_t>(0, steps_done - from_step);
+  r.tokens = r.steps * spec.train.global_batch * spec.train.seq_len;
+  return r;
+}
+
 void discard_redone_rows(const spec::JobSpec& spec, const Redo& redo, int generation) {
   const std::string path = spec::RunPaths::of(spec).metrics;
   int64_t moved = 0;
@@ -73,8 +82,9 @@ void discard_redone_rows(const spec::JobSpec& spec, const Redo& redo, int genera
         throw std::runtime_error(fmt::format("{}: cannot rewrite the metrics file after the re-plan", path));
     }
   }
-  const std::string from = redo.checkpoint.empty() ? std::string("the start (no checkpoint yet)")
-                                                   : fmt::format("checkpoint {} (step {})", redo.checkpoint, redo.from_step);
+  const std::string from = !redo.source.empty()    ? redo.source
+                           : redo.checkpoint.empty() ? std::string("the start (no checkpoint yet)")
+                                                     : fmt::format("checkpoint {} (step {})", redo.checkpoint, redo.from_step);
   fmt::print("re-plan: generation {} trains from {}: {} step(s) redone ({} tokens){}\n", generation, from, redo.steps,
              redo.tokens,
              moved > 0 ? fmt::format("; their {} earlier metrics row(s) moved to {}", moved, discarded_metrics_path(spec))

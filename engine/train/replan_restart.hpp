@@ -27,8 +27,11 @@ struct Redo {
   int64_t steps = 0;      // steps redone
   int64_t tokens = 0;     // tokens redone (steps x global batch x sequence)
   std::string checkpoint; // the folder it resumes ("" none)
+  std::string source;     // said instead of the folder when the state comes from elsewhere (peer copies)
 };
 Redo redo_of(const spec::JobSpec& spec, int64_t steps_done);
+// The same for a generation that takes the state of step `from_step` from `source`.
+Redo redo_from(const spec::JobSpec& spec, int64_t from_step, const std::string& source, int64_t steps_done);
 
 // Rank 0 of a re-opened generation, before its loop opens the log: moves the metrics rows of
 // steps after redo.from_step out of <log.metrics> into discarded_metrics_path (appended, each

@@ -148,8 +148,18 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
         check_space(spec, space, resume, logger);
       });
   if (logger) keep_run_tokenizer(spec, data);
-  const int64_t start = joined ? ctx.joined_at : load_resume_point(spec, output.resume, trainer, ctx);
-  if (!joined) load_init_from(spec, output.resume, trainer, ctx);
+  ResumePoint resume = output.resume;
+  if (ctx.peer_source && !joined) {
+    // A re-planned generation: the survivors' peer copies when they are at least as new.
+    if (auto peers = ctx.peer_source(resume.checkpoint ? resume.checkpoint->step : -1)) {
+      resume.checkpoint = std::move(peers->info);
+      resume.fetch = std::move(peers->fetch);
+      resume.via.clear();
+      resume.skipped.clear();
+    }
+  }
+  const int64_t start = joined ? ctx.joined_at : load_resume_point(spec, resume, trainer, ctx);
+  if (!joined) load_init_from(spec, resume, trainer, ctx);
   CheckpointSaver saver(spec, ctx, output.run_id, run_tokenizer_of(data));
   std::optional<TrainLog> log;
   if (logger) open_log(log, spec, trainer, data, start, ctx);

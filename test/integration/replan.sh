@@ -6,7 +6,8 @@
 # (1) --plan-only accepts elastic with one replica; a job on one node is refused (exit 2).
 # (2) Rank 2 (node 2) killed after step 7: ranks 0 and 1 go on in the same processes, re-plan
 #     on nodes 0 and 1 and finish (exit 0); the log names the lost node and says 2 steps (1024
-#     tokens) are redone from checkpoint 5; metrics.jsonl logs steps 1..20 once each (one
+#     tokens) are redone from the peer copies of step 5 (each rank's shard kept on the next
+#     node at checkpoint 5), resharded without reading the folder; metrics.jsonl logs steps 1..20 once each (one
 #     curve), the rows of the discarded steps 6 and 7 in metrics-discarded.jsonl, marked; the
 #     redone step 6 continues the curve: its loss within 1e-4 (relative) of the discarded one's
 #     (another partition sums in another order); steps 1..7 equal the uninterrupted 3-node run
@@ -14,7 +15,7 @@
 # (3) A fresh job on the survivors (2 nodes, the degrees left to the planner as the re-plan
 #     does) resumed from the same checkpoint 5 runs the same plan (same plan hash) and trains
 #     the same: losses of steps 6..20 and every rank's shard of the final checkpoint equal the
-#     re-planned job's bit for bit.
+#     re-planned job's bit for bit (the copies restore what the folder holds).
 # (4) Nodes of 0.003 GB (the topology file): three stages fit, two cannot hold the model.
 #     Rank 2 killed after step 7: ranks 0 and 1 stop (exit 1) saying the survivors cannot hold
 #     the model; checkpoint 5 stays complete, and the job resumed on three nodes finishes.
@@ -23,9 +24,11 @@
 # (6) Rank 2 frozen (SIGSTOP) after step 7: found after cluster.timeout_s, the same re-plan and
 #     the same losses as (2).
 # (7) Two losses (rank 2 after step 7, rank 1 after step 13): a second re-plan (generation 2)
-#     onto node 0 alone, from checkpoint 10; the uninterrupted run's losses within 1e-6 (one rank
-#     holding every layer reduces a step's logged loss in another order: it differs in the 8th
-#     digit at one step here).
+#     onto node 0 alone, from the peer copies of step 10 made by generation 1; the uninterrupted
+#     run's losses within 1e-6 (one rank holding every layer reduces a step's logged loss in
+#     another order: it differs in the 8th digit at one step here).
+# (8) Ranks 1 and 2 killed together after step 7: rank 1's copy died with node 2, so node 0
+#     trains from checkpoint 5 in the folder; the uninterrupted run's losses within 1e-6.
 # Usage: replan.sh <holmes-train> <source dir>
 set -u
 bin=$1
@@ -64,6 +67,20 @@ rows_of() { python3 -c 'import json, sys
 for r in map(json.loads, open(sys.argv[1])):
     if "loss" in r and "step_ms" in r: print(r["step"], repr(r["loss"]))' "$1"; }
 
+# near_reference NAME LABEL: NAME's metrics log steps 1..20 once each, every loss within 1e-6
+# (relative) of the uninterrupted run's.
+near_reference() {
+  python3 - "$tmp/ref/metrics.jsonl" "$tmp/$1/metrics.jsonl" "$2" <<'PY' || fail=1
+import json, sys
+ref, got = ([(r["step"], r["loss"]) for r in map(json.loads, open(p)) if "step_ms" in r] for p in sys.argv[1:3])
+label = sys.argv[3]
+assert [s for s, _ in got] == list(range(1, 21)), f"FAIL {label}: metrics steps {[s for s, _ in got]}"
+worst = max(abs(a[1] - b[1]) / a[1] for a, b in zip(ref, got))
+assert worst <= 1e-6, f"FAIL {label}: losses differ from the uninterrupted run's by {worst:.1e} relative"
+print(f"{label}: steps 1..20 once, within {worst:.1e} of the uninterrupted run")
+PY
+}
+
 # 1. Accepted with one replica; refused (exit 2, naming the key) on one node, where a lost rank
 #    leaves nothing.
 "$exe" "${job[@]}" "${pp3[@]}" --nproc-per-node 3 --plan-only >"$tmp/plan.log" 2>&1 ||
@@ -82,8 +99,12 @@ HOLMES_TEST_SIGNAL_AFTER_STEP=7:KILL:2 launch kill 3 1 "${pp3[@]}"
 log=$tmp/kill.0.log
 grep -q "re-plan: lost node(s) \[2\] (fake-node2; missing rank(s) \[2\]); generation 1: 2 rank(s) on 2 node(s)" "$log" ||
   bad "kill: the lost node is not named" "$log"
-grep -q "re-plan: generation 1 trains from checkpoint .*step-00000005 (step 5): 2 step(s) redone (1024 tokens)" "$log" ||
-  bad "kill: the redone steps are not told" "$log"
+grep -q "re-plan: generation 1 trains from the peer copies of step 5, held in the survivors' memory (the checkpoint folder is not read): 2 step(s) redone (1024 tokens)" "$log" ||
+  bad "kill: the redone steps are not told, or not from the peer copies" "$log"
+grep -q "^peer copies of step 5: each rank's shard kept and sent to a rank of the next node" "$log" ||
+  bad "kill: no peer copies at checkpoint 5" "$log"
+grep -q "^resume: continuing from the peer copies of step 5 at step 5 .*saved by 3 ranks, another plan: resharded" "$log" ||
+  bad "kill: the survivors did not reshard the peer copies" "$log"
 [ "$(grep -c '^plan hash' "$log")" -eq 2 ] || bad "kill: expected two plans in rank 0's log" "$log"
 python3 - "$tmp/ref/metrics.jsonl" "$tmp/kill/metrics.jsonl" "$tmp/kill/metrics-discarded.jsonl" <<'PY' || fail=1
 import json, sys
@@ -164,15 +185,18 @@ hooks=("" "13:KILL:1" "7:KILL:2")
 launch twice 3 1 "${pp3[@]}"
 hooks=()
 [ "${codes[*]}" = "0 137 137" ] || bad "two losses: exit codes ${codes[*]}, expected 0 137 137" "$tmp/twice.0.log"
-grep -q "generation 2 trains from checkpoint .*step-00000010 (step 10): 3 step(s) redone" "$tmp/twice.0.log" ||
-  bad "two losses: no second re-plan from checkpoint 10" "$tmp/twice.0.log"
-python3 - "$tmp/ref/metrics.jsonl" "$tmp/twice/metrics.jsonl" <<'PY' || fail=1
-import json, sys
-ref, got = ([(r["step"], r["loss"]) for r in map(json.loads, open(p)) if "step_ms" in r] for p in sys.argv[1:3])
-assert [s for s, _ in got] == list(range(1, 21)), f"FAIL two losses: metrics steps {[s for s, _ in got]}"
-worst = max(abs(a[1] - b[1]) / a[1] for a, b in zip(ref, got))
-assert worst <= 1e-6, f"FAIL two losses: losses differ from the uninterrupted run's by {worst:.1e} relative"
-print(f"two losses: steps 1..20 once, within {worst:.1e} of the uninterrupted run")
-PY
+grep -q "generation 2 trains from the peer copies of step 10, held in the survivors' memory .*: 3 step(s) redone" "$tmp/twice.0.log" ||
+  bad "two losses: no second re-plan from the peer copies of step 10" "$tmp/twice.0.log"
+near_reference twice "two losses"
+# 8. Two neighbouring nodes lost at once (ranks 1 and 2 killed after step 7): rank 1's only copy
+#    was on node 2, so the peer copies are incomplete and node 0 trains from checkpoint 5 in the
+#    folder, with the uninterrupted run's losses.
+hooks=("" "7:KILL:1" "7:KILL:2")
+launch pair 3 1 "${pp3[@]}"
+hooks=()
+[ "${codes[*]}" = "0 137 137" ] || bad "two nodes at once: exit codes ${codes[*]}, expected 0 137 137" "$tmp/pair.0.log"
+grep -q "re-plan: generation 1 trains from checkpoint .*step-00000005 (step 5): 2 step(s) redone (1024 tokens)" "$tmp/pair.0.log" ||
+  bad "two nodes at once: not from checkpoint 5 in the folder" "$tmp/pair.0.log"
+near_reference pair "two nodes at once"
 no_leftovers "replan"
 finish

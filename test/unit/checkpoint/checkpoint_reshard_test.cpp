@@ -6,6 +6,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
 #include <functional>
 #include <thread>
 
@@ -189,6 +194,70 @@ TEST_CASE("checkpoint: saved under tp2 x pp2 x dp2 and loaded under other plans 
       CHECK(bad == 0);
     }
   }
+}
+
+TEST_CASE("checkpoint: a shard image holds the bytes of the file a save writes, and reshards from memory") {
+  const auto g = small_model();
+  const std::string root = temp_dir("image");
+  auto src = shards_of(g, {2, 2, {2, 2}});
+  for (auto& s : src) s->fill();
+  save_ranks(g, root, 30, 8, [&](int r) { return std::vector<ShardState>{src[r]->state()}; });
+  const auto info = open_checkpoint(checkpoint_step_dir(root, 30));
+  auto images = std::make_shared<std::map<int, ShardImage>>();
+  for (int r = 0; r < 8; ++r) {
+    CAPTURE(r);
+    const ShardState st = src[r]->state();
+    ShardImage img = shard_image(std::span<const ShardState>(&st, 1), save_context(g, 30, r, 8));
+    const CheckpointFile& f = info.files[r];
+    REQUIRE(img.file.pieces.size() == f.pieces.size());
+    CHECK(img.file.bytes == f.bytes);
+    CHECK(image_floats(img.file) == img.payload.size());
+    for (size_t i = 0; i < f.pieces.size(); ++i) {
+      CHECK(img.file.pieces[i].tensor == f.pieces[i].tensor);
+      CHECK(img.file.pieces[i].offset == f.pieces[i].offset);
+      CHECK(img.file.pieces[i].begin == f.pieces[i].begin);
+      CHECK(img.file.pieces[i].end == f.pieces[i].end);
+    }
+    // The payload is the file after its 64-byte header, byte for byte.
+    std::ifstream in(info.dir + "/" + f.name, std::ios::binary);
+    std::vector<char> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    REQUIRE(file.size() == f.bytes);
+    CHECK(std::memcmp(file.data() + 64, img.payload.data(), img.payload.size() * sizeof(float)) == 0);
+    CHECK(image_intact(img));
+    // The entry travels as text and comes back the same.
+    const CheckpointFile back = file_entry_of_text(file_entry_text(img.file), "test");
+    CHECK(back.crc32c == img.file.crc32c);
+    CHECK(back.pieces.size() == img.file.pieces.size());
+    (*images)[r] = std::move(img);
+  }
+  ShardImage flipped = images->at(3);
+  flipped.payload[5] = std::nextafter(flipped.payload[5], 1e9f);
+  CHECK_FALSE(image_intact(flipped));
+
+  // Loaded from the images under tp1 x pp4 x dp2: element for element, reading only the files
+  // that hold the rank's layers.
+  CheckpointInfo mem = info;
+  mem.dir = "images in memory";
+  auto dst = shards_of(g, {1, 2, {1, 1, 1, 1}});
+  int reads_fewer = 0;
+  for (auto& s : dst) {
+    auto st = s->state();
+    const std::vector<size_t> files = files_to_read(mem, std::span<const ShardState>(&st, 1), true);
+    CHECK(!files.empty());
+    // A stage of one layer needs one old stage's four files; the last stage also the first's
+    // (its tied copy of wte loads from wte).
+    reads_fewer += files.size() == 4;
+    auto some = std::make_shared<std::map<int, ShardImage>>();
+    for (size_t i : files) (*some)[mem.files[i].rank] = images->at(mem.files[i].rank);
+    load_shard_states(mem, g, std::span<ShardState>(&st, 1), true, image_reader(some));
+    CHECK(s->mismatches(true) == 0);
+  }
+  CHECK(reads_fewer == 6);
+  // A reader without a rank's image fails naming it.
+  auto none = std::make_shared<std::map<int, ShardImage>>();
+  auto st = dst[0]->state();
+  CHECK_THROWS_WITH(load_shard_states(mem, g, std::span<ShardState>(&st, 1), true, image_reader(none)),
+                    Catch::Matchers::Contains("is not held here"));
 }
 
 TEST_CASE("checkpoint: a checkpoint missing a rank's pieces is reported and not loaded half-way") {
