@@ -327,8 +327,8 @@ class GlooGroup : public ProcessGroup {
   // in step (same call order); point-to-point uses the caller's tag.
   template <class Fn>
   void run(const char* op, int peer, const OpOptions& o, Fn fn, bool collective = true) {
-    if (!broken_.empty())
-      throw CommError(where(op, peer), "group is broken by an earlier failure: " + broken_);
+    if (!broken_.empty())  // naming the earlier failure's peer and why, for a reader of this one
+      throw CommError(where(op, peer >= 0 ? peer : broken_peer_), "group is broken by an earlier failure: " + broken_);
     const uint32_t tag = collective ? next_tag_++ : 0;
     try {
       if constexpr (std::is_invocable_v<Fn, Millis, uint32_t, int&>) fn(timeout_of(o), tag, peer);
@@ -341,7 +341,8 @@ class GlooGroup : public ProcessGroup {
       std::function<std::optional<std::string>(int)> gone;
       if (spec().known_gone) gone = [this](int q) { return spec().known_gone(global_rank_of(q)); };
       Suspect s = diagnose_gloo_failure(*ctx_, *store_, rank_, peer, op, tag, timeout_of(o), gone);
-      broken_ = fmt::format("{} #{} at rank {}", op, tag, rank_);
+      broken_ = fmt::format("{} #{} at rank {}: {}", op, tag, rank_, s.reason);
+      broken_peer_ = s.peer;
       throw CommError(where(op, s.peer), fmt::format("{}; {}", s.reason, e.what()));
     }
   }
@@ -357,6 +358,7 @@ class GlooGroup : public ProcessGroup {
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> health_;
   uint32_t next_tag_ = 1;
   std::string broken_;
+  int broken_peer_ = -1;  // the peer the failure that broke the group named (-1: none)
   std::atomic<bool> aborted_{false};
   std::vector<float> scratch_;  // reduce_scatter: 2 receive + 2 work chunks
   std::vector<float> padded_;   // all_reduce: a copy padded to a multiple of the size
