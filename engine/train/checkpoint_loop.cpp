@@ -306,7 +306,7 @@ void CheckpointSaver::mirror(parallel::StepRunner& runner, int64_t done) {
   const std::vector<checkpoint::ShardState> states = runner.shard_states();
   ctx_.mirror(states, context(runner, done));
   if (ctx_.rank == 0)
-    fmt::print("peer copies of step {}: each rank's shard kept and sent to a rank of the next node in {:.2f} s\n", done,
+    fmt::print("peer copies of step {}: each rank's shard kept and sent to its buddy on another node in {:.2f} s\n", done,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   std::fflush(stdout);
 }

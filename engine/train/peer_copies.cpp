@@ -38,12 +38,23 @@ int buddy_of(const plan::Plan& plan, int rank) {
   if (by_node.size() < 2) return -1;
   for (auto& [node, ranks] : by_node) std::sort(ranks.begin(), ranks.end());
   const plan::RankInfo& me = plan.ranks.at(rank);
-  auto it = by_node.find(me.node);
-  const auto& mine = it->second;
+  // The ring: the nodes of this node's island when it has two or more (the copies stay on the
+  // island's fast links), else every node of the plan.
+  std::vector<int> ring;
+  for (const plan::IslandInfo& island : plan.islands)
+    if (std::find(island.nodes.begin(), island.nodes.end(), me.node) != island.nodes.end())
+      for (int n : island.nodes)
+        if (by_node.count(n) > 0) ring.push_back(n);
+  if (ring.size() < 2) {
+    ring.clear();
+    for (const auto& [node, ranks] : by_node) ring.push_back(node);
+  }
+  const auto& mine = by_node.at(me.node);
   const size_t local = static_cast<size_t>(
       std::find_if(mine.begin(), mine.end(), [&](const auto& p) { return p.second == rank; }) - mine.begin());
-  if (++it == by_node.end()) it = by_node.begin();
-  return it->second.at(local % it->second.size()).second;
+  const size_t at = static_cast<size_t>(std::find(ring.begin(), ring.end(), me.node) - ring.begin());
+  const auto& next = by_node.at(ring[(at + 1) % ring.size()]);
+  return next.at(local % next.size()).second;
 }
 
 MirrorMeta MirrorMeta::of(const checkpoint::SaveContext& c, int generation) {

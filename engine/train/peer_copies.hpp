@@ -3,9 +3,9 @@
 //
 // At every checkpoint step each rank keeps, in host memory, the image of the shard file it
 // writes (checkpoint::shard_image: its params and owned AdamW moments, the same pieces and
-// bytes) and sends it to its *buddy*, a rank on the next node, which keeps it too. After a
-// loss the survivors hold every rank's shard of that step unless a node and the node before
-// it were both lost; they then reshard from those copies, moving each piece over the network
+// bytes) and sends it to its *buddy*, a rank on another node (of its island where it can),
+// which keeps it too. After a loss the survivors hold every rank's shard of that step unless a
+// node and the node its copy went to were both lost; they then reshard from those copies, moving each piece over the network
 // to the rank of the new plan that needs it, and the checkpoint folder (which for a job across
 // sites may sit across the slow link) is not read. Where the copies are incomplete, or the
 // folder holds a newer complete checkpoint, the survivors read the folder as before.
@@ -36,7 +36,9 @@
 namespace holmes::train {
 
 // The buddy of `rank`: the rank at the same local index (modulo that node's ranks) on the next
-// node of the plan that has ranks, the nodes in a ring; -1 when the plan has one node.
+// node of its island, the island's nodes in a ring, so that the copy travels on the island's
+// links; on the next node of the plan (all nodes in a ring) when its island has one node. -1
+// when the plan has one node.
 int buddy_of(const plan::Plan& plan, int rank);
 
 // What a checkpoint's manifest records besides the files, for a step held as peer copies.

@@ -101,7 +101,7 @@ grep -q "re-plan: lost node(s) \[2\] (fake-node2; missing rank(s) \[2\]); genera
   bad "kill: the lost node is not named" "$log"
 grep -q "re-plan: generation 1 trains from the peer copies of step 5, held in the survivors' memory (the checkpoint folder is not read): 2 step(s) redone (1024 tokens)" "$log" ||
   bad "kill: the redone steps are not told, or not from the peer copies" "$log"
-grep -q "^peer copies of step 5: each rank's shard kept and sent to a rank of the next node" "$log" ||
+grep -q "^peer copies of step 5: each rank's shard kept and sent to its buddy on another node" "$log" ||
   bad "kill: no peer copies at checkpoint 5" "$log"
 grep -q "^resume: continuing from the peer copies of step 5 at step 5 .*saved by 3 ranks, another plan: resharded" "$log" ||
   bad "kill: the survivors did not reshard the peer copies" "$log"

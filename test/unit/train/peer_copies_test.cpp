@@ -87,6 +87,21 @@ TEST_CASE("peer copies: each rank's buddy is a rank of the next node, every rank
   CHECK(buddy_of(plan_of({4}), 2) == -1);  // one node: nobody to copy to
 }
 
+TEST_CASE("peer copies: a buddy is on the node's island when the island has another node") {
+  // Islands {0, 1}, {2}, {3, 4}: the copies of islands of two nodes stay inside them; the lone
+  // node's goes to the next node of the plan.
+  plan::Plan p = plan_of({2, 2, 2, 2, 2});
+  p.islands = {{.id = 0, .kind = "ib", .nodes = {0, 1}, .devices = 4}, {.id = 1, .kind = "ethernet", .nodes = {2}, .devices = 2},
+               {.id = 2, .kind = "roce", .nodes = {3, 4}, .devices = 4}};
+  const std::vector<int> want_node{1, 0, 3, 4, 3};
+  for (const auto& r : p.ranks) {
+    CAPTURE(r.rank);
+    const int b = buddy_of(p, r.rank);
+    CHECK(p.ranks.at(b).node == want_node[r.node]);
+    CHECK(p.ranks.at(b).local_rank == r.local_rank);
+  }
+}
+
 TEST_CASE("peer copies: a mirror leaves each shard with its rank and its buddy") {
   const auto g = small_model();
   const auto held = mirrored(g, 30);
