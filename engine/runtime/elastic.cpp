@@ -105,12 +105,6 @@ std::string ElasticSession::key(const std::string& name) const {
   return fmt::format("elastic/g{}/{}", generation_, name);
 }
 
-int ElasticSession::member_index() const {
-  for (size_t i = 0; i < members_.size(); ++i)
-    if (members_[i].rank == rt_.rank) return static_cast<int>(i);
-  throw std::logic_error(fmt::format("rank {} is not a member of generation {}", rt_.rank, generation_));
-}
-
 comm::ProcessGroup& ElasticSession::world() { return world_ ? *world_ : rt_.world_group(); }
 
 bool ElasticSession::announced() { return rt_.store->add(key("broken"), 0) > 0; }

@@ -83,11 +83,8 @@ class ElasticSession final : public parallel::ReplicaRecovery {
 
   // The world group of the current generation (the loop's job-wide figures).
   comm::ProcessGroup& world();
-  // The current generation: its number, its members (ranks numbered as at the start, ascending)
-  // and this rank's index among them.
-  int generation() const { return generation_; }
-  int member_count() const { return static_cast<int>(members_.size()); }
-  int member_index() const;
+  // Whether a replica was lost since the start.
+  bool changed() const { return generation_ > 0; }
 
   bool announced() override;
   void coming(int64_t step) override;

@@ -278,7 +278,6 @@ struct CheckpointSaver::Pending {
   std::vector<checkpoint::ShardState> states;  // per model chunk; point into the saver's copies
   std::future<checkpoint::CheckpointFile> file;
   std::vector<std::byte> private_state;  // the runner's, as of the step saved
-  int generation = 0;                    // LoopContext::save_members' when it started
   double pause_s = 0;  // copy + prepare, then + wait + commit
   double write_s = 0;  // the writer thread's time
 };
@@ -335,19 +334,6 @@ checkpoint::SaveContext save_context_of(const spec::JobSpec& spec, const LoopCon
   c.tokenizer = tokenizer;
   c.precision = runner.precision_record();
   c.keep = spec.checkpoint.keep;
-  if (ctx.save_members) {
-    // Elastic replicas: saved by the current generation. While a replica is missing the saving
-    // ranks are fewer than the plan's: the checkpoint resumes as one of another plan (every
-    // replica from replica 0's shard, which is all an elastic sync job holds).
-    const LoopContext::SaveMembers m = ctx.save_members();
-    c.rank = m.rank;
-    c.world = m.world;
-    if (m.world != ctx.world) {
-      c.plan_hash = 0;
-      c.plan_text += fmt::format("saved by the {} ranks of the replicas that remained, of the plan's {}\n", m.world,
-                                 ctx.world);
-    }
-  }
   // Ranks reach a commit within a step of each other; the collective time-out bounds the wait.
   c.timeout_s = std::max(spec.cluster.timeout_s, 60.0);
   return c;
@@ -435,7 +421,6 @@ void CheckpointSaver::start(parallel::StepRunner& runner, int64_t done) {
   const auto t0 = std::chrono::steady_clock::now();
   auto p = std::make_unique<Pending>();
   p->ctx = context(runner, done);
-  if (ctx_.save_members) p->generation = ctx_.save_members().generation;
   // The copy the writer reads while the next step changes the live buffers (kept for the
   // next save: no fresh pages to fault in).
   p->states = runner.shard_states();  // the live buffers, every model chunk's
@@ -471,19 +456,8 @@ void CheckpointSaver::finish() {
   const auto t0 = std::chrono::steady_clock::now();
   const checkpoint::CheckpointFile file = p->file.get();  // rethrows a write error
   // Elastic: a replica lost while this was written would never send its part; the save is
-  // left uncommitted (a resume never reads it) and the loop goes on without it. The meeting in
-  // save_refused finds such a loss; a save begun under another generation is not committed.
+  // left uncommitted (a resume never reads it) and the loop goes on without it.
   if (refused(p->ctx.step)) return;
-  if (ctx_.save_members) {
-    const LoopContext::SaveMembers now = ctx_.save_members();
-    if (now.generation != p->generation) {
-      if (ctx_.rank == 0)
-        fmt::print("checkpoint after step {} not saved: {} while it was written (its commit waits for the ranks that "
-                   "began it); the next one is saved by the ranks of the new generation\n", p->ctx.step,
-                   now.world < p->ctx.world ? "a replica was lost" : "a replica rejoined");
-      return;
-    }
-  }
   const checkpoint::SaveResult r = checkpoint::commit_checkpoint(spec::RunPaths::of(spec_).checkpoints, file, p->ctx);
   const double pause = p->pause_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   report(r, pause, fmt::format("; written in {:.2f} s in the background", p->write_s));
