@@ -30,13 +30,6 @@ comm::Millis millis(double s) { return comm::Millis(static_cast<int64_t>(s * 100
 
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-// The plan group of `kind` this rank is in (the world group, its outer group).
-const plan::Group* plan_group_of(const plan::Plan& plan, schedule::GroupKind kind, int rank) {
-  for (const plan::Group& g : plan.groups)
-    if (g.kind == kind && contains(g.ranks, rank)) return &g;
-  return nullptr;
-}
-
 }  // namespace
 
 namespace {

@@ -164,6 +164,12 @@ comm::ProcessGroup& Runtime::world_group() const {
 
 comm::ProcessGroup* DeviceComms::group(schedule::GroupKind kind) const { return find_group(comms, kind); }
 
+const plan::Group* plan_group_of(const plan::Plan& plan, schedule::GroupKind kind, int rank) {
+  for (const plan::Group& g : plan.groups)
+    if (g.kind == kind && std::find(g.ranks.begin(), g.ranks.end(), rank) != g.ranks.end()) return &g;
+  return nullptr;
+}
+
 std::unique_ptr<comm::ProcessGroup> make_job_group(const Runtime& rt, const spec::JobSpec& spec, const std::string& name) {
   comm::GroupSpec gs;
   gs.name = rt.group_prefix + name;
@@ -171,9 +177,7 @@ std::unique_ptr<comm::ProcessGroup> make_job_group(const Runtime& rt, const spec
   gs.global_rank = rt.rank;
   gs.timeout = timeout_of(spec);
   if (rt.world == 1) return comm::make_inproc_group(std::make_shared<comm::InProcessHub>(), gs);
-  const plan::Group* world = nullptr;
-  for (const plan::Group& g : rt.plan.groups)
-    if (g.kind == plan::kWorldGroup) world = &g;
+  const plan::Group* world = plan_group_of(rt.plan, plan::kWorldGroup, rt.rank);
   if (world == nullptr) throw std::logic_error("make_job_group: the plan has no world group");
   return comm::make_gloo_group(rt.store, gs, group_net(*world, rt.plan.hostnames.size() <= 1));
 }

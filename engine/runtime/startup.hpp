@@ -79,6 +79,9 @@ struct Runtime {
   comm::ProcessGroup& world_group() const;  // every rank, for job-wide reductions
 };
 
+// The plan's group of `kind` that `rank` is in (the world group, its outer group); null when none.
+const plan::Group* plan_group_of(const plan::Plan& plan, schedule::GroupKind kind, int rank);
+
 // Collective over every rank of `rt`: one more Gloo group of all of them, named `name` under
 // rt.group_prefix, over the world group's network, with cluster.timeout_s; in one process a
 // group of one. For traffic that must not meet the loop's world-group reductions.

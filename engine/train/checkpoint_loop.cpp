@@ -302,8 +302,10 @@ void CheckpointSaver::after_step(parallel::StepRunner& runner, int64_t done, boo
 
 void CheckpointSaver::mirror(parallel::StepRunner& runner, int64_t done) {
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<checkpoint::ShardState> states = runner.shard_states();
-  ctx_.mirror(states, context(runner, done));
+  // The background save's copy when one started (the writer only reads it too): no second
+  // copy of the shard off the device.
+  if (pending_ && pending_->ctx.step == done) ctx_.mirror(pending_->states, pending_->ctx);
+  else ctx_.mirror(runner.shard_states(), context(runner, done));
   if (ctx_.rank == 0)
     fmt::print("peer copies of step {}: each rank's shard kept and sent to its buddy on another node in {:.2f} s\n", done,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

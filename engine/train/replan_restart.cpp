@@ -34,24 +34,19 @@ std::string discarded_metrics_path(const spec::JobSpec& spec) {
   return path + "-discarded";
 }
 
-Redo redo_of(const spec::JobSpec& spec, int64_t steps_done) {
-  Redo r;
-  const ResumePoint resume = find_resume_point(spec);
-  if (resume.checkpoint) {
-    r.from_step = resume.checkpoint->step;
-    r.checkpoint = resume.checkpoint->dir;
-  }
-  r.steps = std::max<int64_t>(0, steps_done - r.from_step);
-  r.tokens = r.steps * spec.train.global_batch * spec.train.seq_len;
-  return r;
-}
-
 Redo redo_from(const spec::JobSpec& spec, int64_t from_step, const std::string& source, int64_t steps_done) {
   Redo r;
   r.from_step = from_step;
   r.source = source;
   r.steps = std::max<int64_t>(0, steps_done - from_step);
   r.tokens = r.steps * spec.train.global_batch * spec.train.seq_len;
+  return r;
+}
+
+Redo redo_of(const spec::JobSpec& spec, int64_t steps_done) {
+  const ResumePoint resume = find_resume_point(spec);
+  Redo r = redo_from(spec, resume.checkpoint ? resume.checkpoint->step : 0, "", steps_done);
+  if (resume.checkpoint) r.checkpoint = resume.checkpoint->dir;
   return r;
 }
 

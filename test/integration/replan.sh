@@ -178,25 +178,29 @@ grep -q "re-plan: lost node(s) \[2\] (fake-node2; missing rank(s) \[2\])" "$tmp/
   bad "frozen: the frozen node is not named" "$tmp/frozen.0.log"
 [ "$(rows_of "$tmp/frozen/metrics.jsonl")" = "$(rows_of "$tmp/kill/metrics.jsonl")" ] ||
   bad "frozen: the losses differ from the killed case's"
+# killed_twice NAME LABEL HOOK1 PATTERN WHAT: ranks 1 (its hook HOOK1) and 2 (after step 7)
+# killed; ranks 1 and 2 exit 137, rank 0 finishes, its log matches PATTERN (else "WHAT"), and
+# the losses are the uninterrupted run's (near_reference).
+killed_twice() {
+  hooks=("" "$3" "7:KILL:2")
+  launch "$1" 3 1 "${pp3[@]}"
+  hooks=()
+  [ "${codes[*]}" = "0 137 137" ] || bad "$2: exit codes ${codes[*]}, expected 0 137 137" "$tmp/$1.0.log"
+  grep -q "$4" "$tmp/$1.0.log" || bad "$2: $5" "$tmp/$1.0.log"
+  near_reference "$1" "$2"
+}
 # 7. Two losses: rank 2 killed after step 7, then rank 1 (rank 1 of generation 1 too) after step
-#    13, once checkpoint 10 was committed: generation 2 trains on node 0 alone from checkpoint
-#    10, and the job finishes with steps 1..20 once each and the uninterrupted run's losses.
-hooks=("" "13:KILL:1" "7:KILL:2")
-launch twice 3 1 "${pp3[@]}"
-hooks=()
-[ "${codes[*]}" = "0 137 137" ] || bad "two losses: exit codes ${codes[*]}, expected 0 137 137" "$tmp/twice.0.log"
-grep -q "generation 2 trains from the peer copies of step 10, held in the survivors' memory .*: 3 step(s) redone" "$tmp/twice.0.log" ||
-  bad "two losses: no second re-plan from the peer copies of step 10" "$tmp/twice.0.log"
-near_reference twice "two losses"
+#    13, once generation 1 made its peer copies of step 10: generation 2 trains on node 0 alone
+#    from those copies, and the job finishes with steps 1..20 once each and the uninterrupted
+#    run's losses.
+killed_twice twice "two losses" "13:KILL:1" \
+  "generation 2 trains from the peer copies of step 10, held in the survivors' memory .*: 3 step(s) redone" \
+  "no second re-plan from the peer copies of step 10"
 # 8. Two neighbouring nodes lost at once (ranks 1 and 2 killed after step 7): rank 1's only copy
 #    was on node 2, so the peer copies are incomplete and node 0 trains from checkpoint 5 in the
 #    folder, with the uninterrupted run's losses.
-hooks=("" "7:KILL:1" "7:KILL:2")
-launch pair 3 1 "${pp3[@]}"
-hooks=()
-[ "${codes[*]}" = "0 137 137" ] || bad "two nodes at once: exit codes ${codes[*]}, expected 0 137 137" "$tmp/pair.0.log"
-grep -q "re-plan: generation 1 trains from checkpoint .*step-00000005 (step 5): 2 step(s) redone (1024 tokens)" "$tmp/pair.0.log" ||
-  bad "two nodes at once: not from checkpoint 5 in the folder" "$tmp/pair.0.log"
-near_reference pair "two nodes at once"
+killed_twice pair "two nodes at once" "7:KILL:1" \
+  "re-plan: generation 1 trains from checkpoint .*step-00000005 (step 5): 2 step(s) redone (1024 tokens)" \
+  "not from checkpoint 5 in the folder"
 no_leftovers "replan"
 finish
