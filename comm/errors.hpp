@@ -38,4 +38,11 @@ class StoreError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A wait through the store ended before its time-out because the caller learnt that a rank it
+// waited for will not come (store.hpp: StoreGiveUp); the message names the ranks and why.
+class StoreWaitAbandoned : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+
 }  // namespace holmes::comm

@@ -85,17 +85,37 @@ std::string get_string(Store& store, const std::string& key, Millis timeout) {
 
 std::vector<Bytes> store_all_gather(Store& store, const std::string& name, int rank, int world, const Bytes& value,
                                     Millis timeout) {
+  return store_all_gather(store, name, rank, world, value, timeout, StoreGiveUp{});
+}
+
+std::vector<Bytes> store_all_gather(Store& store, const std::string& name, int rank, int world, const Bytes& value,
+                                    Millis timeout, const StoreGiveUp& give_up, Millis poll) {
   std::vector<std::string> keys;
   for (int r = 0; r < world; ++r) keys.push_back(fmt::format("{}/{}", name, r));
   store.set(keys.at(rank), value);
-  try {
-    store.wait(keys, timeout);
-  } catch (const StoreError&) {
-    std::vector<std::string> absent;
-    for (const auto& k : store.missing(keys)) absent.push_back(k.substr(name.size() + 1));
-    if (absent.empty()) throw;
-    throw StoreError(fmt::format("rendezvous store {}: rank(s) [{}] of {} did not publish '{}' within {} ms",
-                                 store.describe(), join(absent), world, name, timeout.count()));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    const Millis slice = give_up ? std::clamp(left, Millis(1), std::max(poll, Millis(1))) : left;
+    try {
+      store.wait(keys, slice);
+      break;
+    } catch (const StoreError&) {
+      // A slice ran out (or the store failed: missing() then throws that failure again).
+      std::vector<std::string> absent;
+      for (const auto& k : store.missing(keys)) absent.push_back(k.substr(name.size() + 1));
+      if (absent.empty()) continue;  // they came just now
+      if (give_up && slice < left) {
+        std::vector<int> missing;
+        for (const auto& a : absent) missing.push_back(std::stoi(a));
+        if (std::optional<std::string> why = give_up(missing))
+          throw StoreWaitAbandoned(fmt::format("rendezvous store {}: rank(s) [{}] of {} did not publish '{}': {}",
+                                               store.describe(), join(absent), world, name, *why));
+        continue;
+      }
+      throw StoreError(fmt::format("rendezvous store {}: rank(s) [{}] of {} did not publish '{}' within {} ms",
+                                   store.describe(), join(absent), world, name, timeout.count()));
+    }
   }
   std::vector<Bytes> out;
   out.reserve(world);

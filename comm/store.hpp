@@ -6,7 +6,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +83,17 @@ std::string get_string(Store& store, const std::string& key, Millis timeout);
 // 'node_report' within 60000 ms"). Used to all-gather node reports and plan hashes.
 std::vector<Bytes> store_all_gather(Store& store, const std::string& name, int rank, int world, const Bytes& value,
                                     Millis timeout);
+
+// Asked, while an all-gather waits, about the ranks (numbered as in the all-gather) that have
+// not published yet: why waiting for them is pointless (one of them died or froze, the others
+// gave up), or nothing to wait on.
+using StoreGiveUp = std::function<std::optional<std::string>(const std::vector<int>& missing)>;
+
+// store_all_gather that asks `give_up` every `poll` while it waits: a reason ends the wait at
+// once with StoreWaitAbandoned ("... rank(s) [2] of 3 did not publish 'NAME': <reason>").
+// An empty give_up waits as store_all_gather does.
+std::vector<Bytes> store_all_gather(Store& store, const std::string& name, int rank, int world, const Bytes& value,
+                                    Millis timeout, const StoreGiveUp& give_up, Millis poll = Millis(500));
 
 // How to reach the job's store. `url` is "tcp://HOST:PORT" (rank 0 hosts the server on
 // PORT and connects to itself; the others connect to HOST:PORT, retrying until `timeout`)

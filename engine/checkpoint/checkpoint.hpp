@@ -23,12 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "comm/store.hpp"
 #include "engine/checkpoint/shard_state.hpp"
 #include "model/gpt_config.hpp"
-
-namespace holmes::comm {
-class Store;
-}
 
 namespace holmes::checkpoint {
 
@@ -200,6 +197,10 @@ struct SaveContext {
   std::string precision;
   int keep = 0;  // > 0: rank 0 keeps the newest `keep` complete checkpoints of run_id after the commit
   double timeout_s = 3600;  // longest wait for the other ranks (a dead rank must not hang the job)
+  // Asked while the prepare or the commit waits for ranks (numbered as `rank`): a reason why
+  // one of them will not come ends the wait (comm::StoreWaitAbandoned) instead of the time-out.
+  // Empty: the waits last up to timeout_s.
+  comm::StoreGiveUp give_up;
 };
 
 struct SaveResult {

@@ -58,7 +58,7 @@ comm::Millis timeout_of(const SaveContext& c) { return comm::Millis(static_cast<
 
 // Every rank waits here for every other (no-op for one rank).
 void barrier(const SaveContext& c, const std::string& name) {
-  if (c.store && c.world > 1) comm::store_all_gather(*c.store, name, c.rank, c.world, {}, timeout_of(c));
+  if (c.store && c.world > 1) comm::store_all_gather(*c.store, name, c.rank, c.world, {}, timeout_of(c), c.give_up);
 }
 
 }  // namespace
@@ -170,7 +170,7 @@ SaveResult commit_checkpoint(const std::string& ckpt_dir, const CheckpointFile& 
   if (c.store && c.world > 1) {
     const comm::Bytes mine(entries[0].begin(), entries[0].end());
     entries.clear();
-    for (const auto& b : comm::store_all_gather(*c.store, key + "/files", c.rank, c.world, mine, timeout_of(c)))
+    for (const auto& b : comm::store_all_gather(*c.store, key + "/files", c.rank, c.world, mine, timeout_of(c), c.give_up))
       entries.emplace_back(b.begin(), b.end());
   }
   if (c.rank == 0) {

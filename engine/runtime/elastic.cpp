@@ -98,6 +98,25 @@ std::string ElasticSession::key(const std::string& name) const {
   return fmt::format("elastic/g{}/{}", generation_, name);
 }
 
+int ElasticSession::member_index() const {
+  for (size_t i = 0; i < members_.size(); ++i)
+    if (members_[i].rank == rt_.rank) return static_cast<int>(i);
+  throw std::logic_error(fmt::format("rank {} is not a member of generation {}", rt_.rank, generation_));
+}
+
+std::optional<std::string> ElasticSession::wait_in_vain(const std::vector<int>& missing) {
+  try {
+    for (int i : missing) {
+      const int rank = members_.at(static_cast<size_t>(i)).rank;
+      if (const auto why = rank_gone(*rt_.store, rank, timeout_s_)) return fmt::format("rank {}: {}", rank, *why);
+    }
+    if (announced())
+      return fmt::format("a failure was announced in generation {}: the survivors regroup", generation_);
+  } catch (const comm::StoreError&) {
+  }
+  return std::nullopt;
+}
+
 comm::ProcessGroup& ElasticSession::world() { return world_ ? *world_ : rt_.world_group(); }
 
 bool ElasticSession::announced() { return rt_.store->add(key("broken"), 0) > 0; }

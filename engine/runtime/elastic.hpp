@@ -83,8 +83,16 @@ class ElasticSession final : public parallel::ReplicaRecovery {
 
   // The world group of the current generation (the loop's job-wide figures).
   comm::ProcessGroup& world();
-  // Whether a replica was lost since the start.
-  bool changed() const { return generation_ > 0; }
+  // The current generation: its number, its members (ranks numbered as at the start, ascending)
+  // and this rank's index among them.
+  int generation() const { return generation_; }
+  int member_count() const { return static_cast<int>(members_.size()); }
+  int member_index() const;
+  // For a wait through the store on members of this generation (by index, as member_index
+  // numbers them) that have not come: why they will not (a member known gone: its process ended
+  // or its beat is older than cluster.timeout_s; or a failure announced in this generation, so
+  // every member is on its way to regroup), or nothing. A store that does not answer: nothing.
+  std::optional<std::string> wait_in_vain(const std::vector<int>& missing);
 
   bool announced() override;
   void coming(int64_t step) override;

@@ -21,6 +21,7 @@
 #include "engine/spec/schema.hpp"
 #include "comm/store.hpp"
 #include "engine/checkpoint/checkpoint.hpp"
+#include "engine/checkpoint/checkpoint_manifest.hpp"
 #include "engine/checkpoint/run_folder.hpp"
 #include "engine/parallel/trainer.hpp"
 
@@ -278,6 +279,7 @@ struct CheckpointSaver::Pending {
   std::vector<checkpoint::ShardState> states;  // per model chunk; point into the saver's copies
   std::future<checkpoint::CheckpointFile> file;
   std::vector<std::byte> private_state;  // the runner's, as of the step saved
+  int generation = 0;                    // LoopContext::save_members' when it started
   double pause_s = 0;  // copy + prepare, then + wait + commit
   double write_s = 0;  // the writer thread's time
 };
@@ -336,6 +338,20 @@ checkpoint::SaveContext save_context_of(const spec::JobSpec& spec, const LoopCon
   c.tokenizer = tokenizer;
   c.precision = runner.precision_record();
   c.keep = spec.checkpoint.keep;
+  if (ctx.save_members) {
+    // Elastic replicas: saved by the current generation. While a replica is missing the saving
+    // ranks are fewer than the plan's: the checkpoint resumes as one of another plan (every
+    // replica from replica 0's shard, which is all an elastic sync job holds).
+    const LoopContext::SaveMembers m = ctx.save_members();
+    c.rank = m.rank;
+    c.world = m.world;
+    c.give_up = m.give_up;
+    if (m.world != ctx.world) {
+      c.plan_hash = 0;
+      c.plan_text += fmt::format("saved by the {} ranks of the replicas that remained, of the plan's {}\n", m.world,
+                                 ctx.world);
+    }
+  }
   // Ranks reach a commit within a step of each other; the collective time-out bounds the wait.
   c.timeout_s = std::max(spec.cluster.timeout_s, 60.0);
   return c;
@@ -399,16 +415,45 @@ void check_space(const spec::JobSpec& spec, checkpoint::SpaceNeed need, const Re
 
 void CheckpointSaver::save(parallel::StepRunner& runner, int64_t done) {
   if (pending_) finish();
-  if (done == last_saved_ || refused(done)) return;
-  // Nothing to overlap with: write the live buffers, no copy.
-  const auto t0 = std::chrono::steady_clock::now();
-  const checkpoint::SaveContext c = context(runner, done);
-  const std::string dir = checkpoint::prepare_checkpoint(spec::RunPaths::of(spec_).checkpoints, c);
-  const checkpoint::CheckpointFile file = checkpoint::write_checkpoint_shard(dir, runner.shard_states(), c);
-  if (runner.has_private_state()) checkpoint::write_private_state(dir, ctx_.rank, runner.private_state());
-  const checkpoint::SaveResult r = checkpoint::commit_checkpoint(spec::RunPaths::of(spec_).checkpoints, file, c);
-  last_saved_ = done;
-  report(r, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), "");
+  if (done == last_saved_) return;
+  // A save whose wait ended on a lost member is made again by the survivors, who all hold the
+  // state after `done` (the regroup changes who saves, not what).
+  for (;;) {
+    if (refused(done)) return;
+    // Nothing to overlap with: write the live buffers, no copy.
+    const auto t0 = std::chrono::steady_clock::now();
+    const checkpoint::SaveContext c = context(runner, done);
+    const std::string dir = checkpoint::checkpoint_step_dir(spec::RunPaths::of(spec_).checkpoints, done);
+    try {
+      checkpoint::prepare_checkpoint(spec::RunPaths::of(spec_).checkpoints, c);
+      const checkpoint::CheckpointFile file = checkpoint::write_checkpoint_shard(dir, runner.shard_states(), c);
+      if (runner.has_private_state()) checkpoint::write_private_state(dir, ctx_.rank, runner.private_state());
+      commit_hook(done);
+      const checkpoint::SaveResult r = checkpoint::commit_checkpoint(spec::RunPaths::of(spec_).checkpoints, file, c);
+      last_saved_ = done;
+      report(r, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), "");
+      return;
+    } catch (const comm::StoreWaitAbandoned& e) {
+      abandon(done, dir, e);
+    }
+  }
+}
+
+void CheckpointSaver::commit_hook(int64_t done) const {
+  TestSignal::from_environment(ctx_.hook_rank >= 0 ? ctx_.hook_rank : ctx_.rank).raise_at_commit(done);
+}
+
+void CheckpointSaver::abandon(int64_t done, const std::string& dir, const comm::StoreWaitAbandoned& e) {
+  if (!ctx_.save_abandoned) throw;  // called inside the handler of `e`
+  // Rank 0 writes the marker once every rank's file entry came: a member lost after that
+  // leaves a whole checkpoint behind.
+  if (ctx_.rank == 0) {
+    const bool whole = std::filesystem::exists(std::filesystem::path(dir) / checkpoint::kMarkerName);
+    fmt::print("checkpoint after step {} {}: a rank it waited for will not come ({})\n", done,
+               whole ? "committed, every shard written" : "not saved", e.what());
+    std::fflush(stdout);
+  }
+  ctx_.save_abandoned(e.what());
 }
 
 bool CheckpointSaver::refused(int64_t done) {
@@ -423,6 +468,7 @@ void CheckpointSaver::start(parallel::StepRunner& runner, int64_t done) {
   const auto t0 = std::chrono::steady_clock::now();
   auto p = std::make_unique<Pending>();
   p->ctx = context(runner, done);
+  if (ctx_.save_members) p->generation = ctx_.save_members().generation;
   // The copy the writer reads while the next step changes the live buffers (kept for the
   // next save: no fresh pages to fault in).
   p->states = runner.shard_states();  // the live buffers, every model chunk's
@@ -439,7 +485,13 @@ void CheckpointSaver::start(parallel::StepRunner& runner, int64_t done) {
   }
   if (runner.has_private_state()) p->private_state = runner.private_state();
   const int rank = ctx_.rank;
-  const std::string dir = checkpoint::prepare_checkpoint(spec::RunPaths::of(spec_).checkpoints, p->ctx);
+  std::string dir;
+  try {
+    dir = checkpoint::prepare_checkpoint(spec::RunPaths::of(spec_).checkpoints, p->ctx);
+  } catch (const comm::StoreWaitAbandoned& e) {
+    // No shard written yet: the survivors regroup and save at the next interval.
+    return abandon(done, checkpoint::checkpoint_step_dir(spec::RunPaths::of(spec_).checkpoints, done), e);
+  }
   Pending* raw = p.get();
   p->file = std::async(std::launch::async, [raw, dir, rank] {
     const auto w0 = std::chrono::steady_clock::now();
@@ -458,9 +510,26 @@ void CheckpointSaver::finish() {
   const auto t0 = std::chrono::steady_clock::now();
   const checkpoint::CheckpointFile file = p->file.get();  // rethrows a write error
   // Elastic: a replica lost while this was written would never send its part; the save is
-  // left uncommitted (a resume never reads it) and the loop goes on without it.
+  // left uncommitted (a resume never reads it) and the loop goes on without it. The meeting in
+  // save_refused finds such a loss; a save begun under another generation is not committed.
   if (refused(p->ctx.step)) return;
-  const checkpoint::SaveResult r = checkpoint::commit_checkpoint(spec::RunPaths::of(spec_).checkpoints, file, p->ctx);
+  if (ctx_.save_members) {
+    const LoopContext::SaveMembers now = ctx_.save_members();
+    if (now.generation != p->generation) {
+      if (ctx_.rank == 0)
+        fmt::print("checkpoint after step {} not saved: {} while it was written (its commit waits for the ranks that "
+                   "began it); the next one is saved by the ranks of the new generation\n", p->ctx.step,
+                   now.world < p->ctx.world ? "a replica was lost" : "a replica rejoined");
+      return;
+    }
+  }
+  checkpoint::SaveResult r;
+  commit_hook(p->ctx.step);
+  try {
+    r = checkpoint::commit_checkpoint(spec::RunPaths::of(spec_).checkpoints, file, p->ctx);
+  } catch (const comm::StoreWaitAbandoned& e) {
+    return abandon(p->ctx.step, checkpoint::checkpoint_step_dir(spec::RunPaths::of(spec_).checkpoints, p->ctx.step), e);
+  }
   const double pause = p->pause_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   report(r, pause, fmt::format("; written in {:.2f} s in the background", p->write_s));
 }
@@ -480,12 +549,16 @@ TestSignal TestSignal::from_environment(int rank) {
   const std::string h = hook;
   const auto colon = h.find(':');
   const auto second = colon == std::string::npos ? std::string::npos : h.find(':', colon + 1);
+  const auto third = second == std::string::npos ? std::string::npos : h.find(':', second + 1);
   const std::string name = colon == std::string::npos ? "" : h.substr(colon + 1, second - colon - 1);
-  const int target = second == std::string::npos ? 0 : std::atoi(h.substr(second + 1).c_str());
+  const int target = second == std::string::npos ? 0 : std::atoi(h.substr(second + 1, third - second - 1).c_str());
+  const std::string where = third == std::string::npos ? "" : h.substr(third + 1);
   t.signal = name == "KILL" ? SIGKILL : name == "TERM" ? SIGTERM : name == "USR1" ? SIGUSR1 : name == "STOP" ? SIGSTOP : 0;
-  if (t.signal == 0)
+  t.at_commit = where == "commit";
+  if (t.signal == 0 || (third != std::string::npos && !t.at_commit) || (t.at_commit && t.signal != SIGKILL && t.signal != SIGSTOP))
     throw UserError(fmt::format("HOLMES_TEST_SIGNAL_AFTER_STEP: '{}' is not accepted, expected STEP:KILL, STEP:TERM, "
-                                "STEP:USR1 or STEP:STOP, each optionally followed by :RANK", h));
+                                "STEP:USR1 or STEP:STOP, each optionally followed by :RANK, and KILL or STOP by "
+                                ":RANK:commit", h));
   if (rank != target) return TestSignal{};
   t.step = std::atoll(h.substr(0, colon).c_str());
   return t;
@@ -495,7 +568,13 @@ void TestSignal::raise_if(int64_t done, bool before_sums) const {
   // A stop signal during step `done`, before its job-wide sums (which carry it); a kill
   // after the step (a crash, also while a checkpoint is being written).
   const bool after = signal == SIGKILL || signal == SIGSTOP;  // a crash or a freeze: after the step
-  if (signal == 0 || done != step || before_sums != !after) return;
+  if (signal == 0 || at_commit || done != step || before_sums != !after) return;
+  std::fflush(stdout);
+  std::raise(signal);
+}
+
+void TestSignal::raise_at_commit(int64_t step_saved) const {
+  if (signal == 0 || !at_commit || step_saved != step) return;
   std::fflush(stdout);
   std::raise(signal);
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/errors.hpp"
 #include "engine/spec/job_spec.hpp"
 #include "engine/checkpoint/checkpoint.hpp"
 #include "engine/checkpoint/disk_space.hpp"
@@ -124,6 +125,10 @@ class CheckpointSaver {
   void finish();  // waits for the pending write, commits it, prints the log line
   void mirror(parallel::StepRunner& runner, int64_t done);  // ctx.mirror, timed on rank 0
   bool refused(int64_t done);  // ctx.save_refused says no (told once on rank 0)
+  // A wait of the save of step `done` (folder `dir`) ended on a member that will not come: says
+  // so on rank 0 and hands the survivors to ctx.save_abandoned; rethrows without one.
+  void abandon(int64_t done, const std::string& dir, const comm::StoreWaitAbandoned& e);
+  void commit_hook(int64_t done) const;  // TestSignal's ":commit" hook, before a commit's waits
   bool refusal_told_ = false;
   // Rank 0: "saved checkpoint step-00000010 in 0.42 s (12.3 MB<note>)".
   void report(const checkpoint::SaveResult& r, double pause_s, const std::string& note) const;
@@ -145,12 +150,16 @@ class CheckpointSaver {
 // USR1, STOP; "13:KILL:2" for rank 2) makes rank 0 (or the rank named) send itself that signal
 // in step 13, a deterministic stand-in for a preemption, a crash or a hang: TERM and USR1 arrive
 // during the step (the job stops after it), KILL and STOP after it (also while a checkpoint of
-// it is being written).
+// it is being written). "13:STOP:2:commit" sends it at the commit of the checkpoint of step 13
+// instead (after the ranks met to commit it, before the commit's waits): a rank frozen or
+// killed between the two.
 struct TestSignal {
   int64_t step = -1;
   int signal = 0;  // 0 = no hook
+  bool at_commit = false;
   static TestSignal from_environment(int rank);  // UserError for a malformed value
   void raise_if(int64_t done, bool before_sums) const;
+  void raise_at_commit(int64_t step_saved) const;
 };
 
 }  // namespace holmes::train

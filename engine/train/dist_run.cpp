@@ -62,7 +62,7 @@ void dump_state_for_test(parallel::Trainer& trainer, int rank) {
 }
 
 // The loop's job-wide reductions over the current generation's world group, repeated over the
-// survivors after a loss; no checkpoint once a replica was lost (docs/elastic.md).
+// survivors after a loss; checkpoints saved by the current generation's ranks (docs/elastic.md).
 void elastic_loop_context(LoopContext& ctx, runtime::ElasticSession& elastic, parallel::Trainer& trainer) {
   ctx.max_over_ranks = [&elastic, &trainer](std::vector<double> v) {
     for (;;) {
@@ -75,11 +75,16 @@ void elastic_loop_context(LoopContext& ctx, runtime::ElasticSession& elastic, pa
   };
   ctx.start_max_over_ranks = nullptr;  // diloco reduces in the loop's order (FigureExchange)
   ctx.abort_max_over_ranks = [&elastic] { elastic.world().abort(); };
-  ctx.save_refused = [&elastic, meet = ctx.max_over_ranks]() -> std::string {
+  ctx.save_refused = [meet = ctx.max_over_ranks]() -> std::string {
     meet(std::vector<double>{0.0});  // a lost rank is found (and the survivors regroup) here
-    if (!elastic.changed()) return "";
-    return "a replica was lost: checkpoints of the remaining replicas are not written yet (docs/elastic.md)";
+    return "";
   };
+  ctx.save_members = [&elastic] {
+    return LoopContext::SaveMembers{
+        elastic.member_index(), elastic.member_count(), elastic.generation(),
+        [&elastic](const std::vector<int>& missing) { return elastic.wait_in_vain(missing); }};
+  };
+  ctx.save_abandoned = [&trainer](const std::string& what) { trainer.recover_replicas(what); };
 }
 
 int train_started(const spec::JobSpec& spec, runtime::Runtime& rt,

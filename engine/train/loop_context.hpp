@@ -39,6 +39,20 @@ struct LoopContext {
   // the survivors regroup) rather than in a checkpoint commit's wait for that rank's files.
   // Empty function: every save goes on.
   std::function<std::string()> save_refused;
+  // parallel.elastic with replicas: the ranks a checkpoint is saved by now, those of the current
+  // generation (this rank's index among them, their number, the generation; every rank of the
+  // start once every replica is there again). A save started under one generation is committed
+  // only under the same. Empty: ctx.rank of ctx.world.
+  struct SaveMembers {
+    int rank = 0, world = 1, generation = 0;
+    // The save's waits end when a member that has not come will not (SaveContext::give_up).
+    comm::StoreGiveUp give_up;
+  };
+  std::function<SaveMembers()> save_members;
+  // parallel.elastic with replicas: a save's wait ended because a member will not come
+  // (comm::StoreWaitAbandoned, whose message it is given): the save is dropped, and this
+  // regroups the survivors as a failed collective does. Empty: the error ends the run.
+  std::function<void(const std::string&)> save_abandoned;
   // parallel.elastic: a rank that rejoined a running job trains from this step (0-based) on, its
   // state taken from a peer: no resume, no start-up collective, the job's log figures reduced
   // in step with the ranks that trained from the start. -1: a rank of the start.

@@ -11,7 +11,11 @@
 #     rank; the two survivors' final weights are finite and equal bit for bit (after the last
 #     sync); steps 1-7 equal the uninterrupted run's.
 # (3b) The same with checkpoints every 3 steps: checkpoint 6, in flight when replica 1 dies, is
-#     never committed, checkpoint 3 stays, the job finishes.
+#     never committed, checkpoint 3 stays, the job finishes; the survivors save 9, 12, 15 and
+#     16 by themselves, and the 3-replica job resumes their checkpoint 9.
+# (3c) Replica 1 killed inside the commit of checkpoint 6: the commit's wait ends on its closed
+#     store connection (not the time-out), checkpoint 6 stays uncommitted, and the survivors end
+#     as in (3b).
 # (4) Replica 1 killed as the outer sync after step 8 begins (the survivors fail inside the
 #     exchange, roll back and redo it over replicas 0 and 2): the same final weights as (3),
 #     bit for bit, since in both the exchange after step 8 averages replicas 0 and 2 and the
@@ -111,12 +115,46 @@ same_losses "$tmp/ref/metrics.jsonl" 1 7 "$tmp/mid/metrics.jsonl" || fail=1
 # 3b. Checkpoints every 3 steps: checkpoint 6, written in the background when replica 1 dies
 # after step 6, is never committed (its commit would wait for rank 1's files); the survivors
 # find the loss at the check before that commit, and the job finishes; checkpoint 3 stays.
-HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:1 run "$tmp/ckpt" "$steps" "${el[@]}" --set checkpoint.interval=3
+# The survivors save checkpoints 9, 12, 15 and 16 by themselves (2 ranks, no plan hash: they
+# resume as another plan's), and the 3-replica job resumes checkpoint 9 and finishes.
+HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:1 HOLMES_TEST_DUMP_WEIGHTS=$(dumped ckpt) run "$tmp/ckpt" "$steps" "${el[@]}" \
+  --set checkpoint.interval=3
 [ "$rc" -eq 0 ] || bad "ckpt: exit $rc, expected 0" "$tmp/ckpt.log"
 [ -f "$tmp/ckpt/checkpoints/step-00000003/COMMITTED" ] || bad "ckpt: checkpoint 3 lost" "$tmp/ckpt.log"
 [ ! -f "$tmp/ckpt/checkpoints/step-00000006/COMMITTED" ] || bad "ckpt: checkpoint 6 committed without rank 1" "$tmp/ckpt.log"
-grep -q "checkpoint after step 6 not saved: a replica was lost" "$tmp/ckpt.log" || bad "ckpt: the lost save not told" "$tmp/ckpt.log"
+grep -q "checkpoint after step 6 not saved: a replica was lost while it was written" "$tmp/ckpt.log" ||
+  bad "ckpt: the lost save not told" "$tmp/ckpt.log"
 [ "$(rows ckpt | cut -d' ' -f7-8)" = "7:0,1,2 8:0,2" ] || bad "ckpt: rows name replicas '$(rows ckpt)'" "$tmp/ckpt.log"
+for s in 9 12 15 16; do
+  m=$tmp/ckpt/checkpoints/$(printf 'step-%08d' "$s")
+  [ -f "$m/COMMITTED" ] || { bad "ckpt: checkpoint $s of the survivors not committed" "$tmp/ckpt.log"; continue; }
+  grep -q '"world": 2,' "$m/manifest.json" && grep -q '"plan_hash": "0000000000000000"' "$m/manifest.json" ||
+    bad "ckpt: checkpoint $s not recorded as saved by the 2 survivors" "$m/manifest.json"
+done
+run "$tmp/ckpt9" "$steps" "${el[@]}" --set checkpoint.resume="$tmp/ckpt/checkpoints/step-00000009"
+[ "$rc" -eq 0 ] || bad "ckpt9: the 3-replica job did not resume the survivors' checkpoint 9: exit $rc" "$tmp/ckpt9.log"
+grep -q "resume: continuing from .*step-00000009 at step 9 .*saved by 2 ranks, another plan: resharded" "$tmp/ckpt9.log" ||
+  bad "ckpt9: not resumed from checkpoint 9" "$tmp/ckpt9.log"
+[ "$(rows ckpt9 | wc -w)" -eq 7 ] || bad "ckpt9: rows $(rows ckpt9), expected steps 10..16" "$tmp/ckpt9.log"
+
+# 3c. Rank 1 killed inside the commit of checkpoint 6 (after the ranks met to commit it, after
+# step 7): the others, waiting there for its file entry, learn from its closed store connection
+# that it will not come, leave checkpoint 6 uncommitted and regroup; the survivors' rows,
+# checkpoints and final weights are those of (3b), where it died before the meeting.
+HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:1:commit HOLMES_TEST_DUMP_WEIGHTS=$(dumped incommit) run "$tmp/incommit" "$steps" \
+  "${el[@]}" --set checkpoint.interval=3
+[ "$rc" -eq 0 ] || bad "incommit: exit $rc, expected 0" "$tmp/incommit.log"
+grep -q "checkpoint after step 6 not saved: a rank it waited for will not come (.*rank 1: its process ended" \
+  "$tmp/incommit.log" || bad "incommit: the commit's wait did not end on rank 1's closed connection" "$tmp/incommit.log"
+[ ! -f "$tmp/incommit/checkpoints/step-00000006/COMMITTED" ] || bad "incommit: checkpoint 6 committed without rank 1"
+[ "$(rows incommit | cut -d' ' -f7-8)" = "7:0,1,2 8:0,2" ] ||
+  bad "incommit: rows name replicas '$(rows incommit)'" "$tmp/incommit.log"
+for s in 3 9 12 15 16; do
+  [ -f "$tmp/incommit/checkpoints/$(printf 'step-%08d' "$s")/COMMITTED" ] ||
+    bad "incommit: checkpoint $s not committed" "$tmp/incommit.log"
+done
+same_weights "$tmp/ckpt-dump/rank-0.bin" "$tmp/incommit-dump/rank-0.bin" || bad "incommit: rank 0 differs from ckpt's"
+same_weights "$tmp/incommit-dump/rank-0.bin" "$tmp/incommit-dump/rank-2.bin" || bad "incommit: the survivors differ"
 
 # 4. Replica 1 killed in the outer exchange after step 8.
 HOLMES_TEST_KILL_IN_OUTER_SYNC=8:1 HOLMES_TEST_DUMP_WEIGHTS=$(dumped sync) run "$tmp/sync" "$steps" "${el[@]}"

@@ -14,7 +14,8 @@
 #     finishes with replicas [0, 2] from step 7; the survivors' weights AND AdamW moments equal
 #     each other and, bit for bit, those of a 2-replica elastic sync job resumed from that
 #     checkpoint (global batch 4 instead of 6, the data stream continued at sequence 36), whose
-#     losses of steps 7-12 are the survivors' too.
+#     losses of steps 7-12 are the survivors' too; the survivors' own checkpoint 12 has that
+#     job's shard files byte for byte.
 # (4) The same kill with one log line at the end: the survivors meet the loss inside step 7's
 #     gradient all-reduce across the replicas, regroup and redo step 7 over replicas 0 and 2:
 #     the same final state as (3), bit for bit.
@@ -26,6 +27,9 @@
 #     verdict (after the sums inside each replica); the survivors end as in (5).
 # (6) Replica 1 frozen (SIGSTOP) after step 6, cluster.timeout_s 5: named after the time-out,
 #     the job goes on and ends with the state of (4); the launcher ends the frozen worker.
+# (6b) Replica 1 frozen inside the commit of the checkpoint of step 6: found by its heartbeat
+#     within cluster.timeout_s, the survivors save checkpoint 6 again by themselves and end
+#     with the state of (3).
 # (7) Losing replica 0 stops the job saying why.
 # (8) Rejoin: replica 1 killed after step 6, its rank started again by hand; admitted at the
 #     update of step 9, it takes replica 0's weights and AdamW moments over the network: at the
@@ -106,13 +110,21 @@ expect_loss_of_1 ck
 [ -f "$tmp/ck/checkpoints/step-00000006/COMMITTED" ] || bad "ck: checkpoint 6 not committed" "$tmp/ck.log"
 HOLMES_TEST_DUMP_WEIGHTS=$(dumped two) run "$tmp/two" "$steps" --nproc-per-node 2 "${base[@]}" \
   --set parallel.elastic=true --set parallel.replicas=2 --set train.global_batch=4 \
-  --set checkpoint.resume="$tmp/ck/checkpoints/step-00000006"
+  --set checkpoint.resume="$tmp/ck/checkpoints/step-00000006" --set checkpoint.interval=6 \
+  --set checkpoint.background_write=false
 [ "$rc" -eq 0 ] || bad "two: exit $rc" "$tmp/two.log"
 grep -q "resume: continuing from .*step-00000006 at step 6 (1152 tokens seen; saved by 3 ranks, another plan" \
   "$tmp/two.log" || bad "two: not resumed at sequence 36 of the stream" "$tmp/two.log"
 same_state "$tmp/ck-dump/rank-0.bin" "$tmp/two-dump/rank-0.bin" || bad "two: rank 0 differs from the survivors'"
 same_state "$tmp/ck-dump/rank-2.bin" "$tmp/two-dump/rank-1.bin" || bad "two: rank 1 differs from survivor rank 2"
 same_losses "$tmp/ck/metrics.jsonl" 7 "$steps" "$tmp/two/metrics.jsonl" || fail=1
+# The survivors' own final checkpoint (2 ranks, written by replica 0) holds the shard files of
+# the 2-replica job's, byte for byte.
+[ -f "$tmp/ck/checkpoints/step-00000012/COMMITTED" ] || bad "ck: the survivors' checkpoint 12 not committed" "$tmp/ck.log"
+for f in rank-00000.bin rank-00001.bin; do
+  cmp -s "$tmp/ck/checkpoints/step-00000012/$f" "$tmp/two/checkpoints/step-00000012/$f" ||
+    bad "ck: the survivors' checkpoint 12 $f differs from the 2-replica job's"
+done
 
 # 4. The loss met inside step 7's all-reduce across the replicas: step 7 redone over [0, 2].
 HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:1 HOLMES_TEST_DUMP_WEIGHTS=$(dumped redo) run "$tmp/redo" "$steps" "${el[@]}" "${quiet[@]}"
@@ -160,6 +172,22 @@ grep -q "Timed out waiting 5000ms" "$tmp/frozen.log" || bad "frozen: not found b
 grep -q "rank 1 (pid [0-9]*) still running 2 s after the elastic job finished without it; sending SIGKILL" \
   "$tmp/frozen.log" || bad "frozen: the launcher did not end the frozen worker" "$tmp/frozen.log"
 same_state "$tmp/redo-dump/rank-0.bin" "$tmp/frozen-dump/rank-0.bin" || bad "frozen: state differs from redo's"
+
+# 6b. Replica 1 frozen inside the commit of checkpoint 6 (after the ranks met to commit it):
+# the others, waiting there for its file entry, find it gone when its heartbeat is older than
+# cluster.timeout_s (not after the commit's own wait of 60 s), regroup after step 6 and save
+# checkpoint 6 again by themselves; the job ends with the state of (3).
+HOLMES_TEST_SIGNAL_AFTER_STEP=6:STOP:1:commit HOLMES_TEST_DUMP_WEIGHTS=$(dumped cfrozen) run "$tmp/cfrozen" "$steps" \
+  "${el[@]}" --set cluster.timeout_s=5 --set checkpoint.interval=6 --set checkpoint.background_write=false
+expect_loss_of_1 cfrozen
+grep -q "checkpoint after step 6 not saved: a rank it waited for will not come (.*rank 1: its last heartbeat was" \
+  "$tmp/cfrozen.log" || bad "cfrozen: the commit's wait did not end on rank 1's heartbeat" "$tmp/cfrozen.log"
+for s in 6 12; do
+  m=$tmp/cfrozen/checkpoints/$(printf 'step-%08d' "$s")
+  [ -f "$m/COMMITTED" ] && grep -q '"world": 2,' "$m/manifest.json" ||
+    bad "cfrozen: checkpoint $s not committed by the 2 survivors" "$tmp/cfrozen.log"
+done
+same_state "$tmp/ck-dump/rank-0.bin" "$tmp/cfrozen-dump/rank-0.bin" || bad "cfrozen: state differs from ck's"
 
 # 7. No quorum without replica 0.
 HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:0 run "$tmp/zero" "$steps" "${el[@]}"

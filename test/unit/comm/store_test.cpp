@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "comm/errors.hpp"
@@ -211,6 +212,38 @@ TEST_CASE("store_all_gather returns values in rank order and names ranks that ne
   host->set("plan_hash/2", {'y'});
   CHECK_THROWS_WITH(store_all_gather(*host, "plan_hash", 0, 4, {'x'}, milliseconds(100)),
                     Contains("rank(s) [1, 3] of 4 did not publish 'plan_hash' within 100 ms"));
+}
+
+TEST_CASE("an all-gather asked to give up ends once a missing rank is known gone, not at its time-out", "[comm]") {
+  auto host = TcpStore::host({"", 0, "tok", std::chrono::seconds(5)});
+  host->set("files/1", {'b'});
+  // Ranks 2 and 3 of 4 never publish; rank 3 is "known gone" after a few polls.
+  std::vector<std::vector<int>> asked;
+  int polls = 0;
+  const StoreGiveUp give_up = [&](const std::vector<int>& missing) -> std::optional<std::string> {
+    asked.push_back(missing);
+    if (++polls < 3) return std::nullopt;
+    return std::string("rank 3 is gone (its process ended)");
+  };
+  const auto t0 = Clock::now();
+  CHECK_THROWS_AS(store_all_gather(*host, "files", 0, 4, {'a'}, milliseconds(60'000), give_up, milliseconds(20)),
+                  StoreWaitAbandoned);
+  CHECK(Clock::now() - t0 < std::chrono::seconds(30));  // ended by the answer, long before 60 s
+  REQUIRE(asked.size() == 3);
+  for (const auto& m : asked) CHECK(m == std::vector<int>{2, 3});
+  polls = 0;
+  CHECK_THROWS_WITH(store_all_gather(*host, "files", 0, 4, {'a'}, milliseconds(60'000), give_up, milliseconds(20)),
+                    Contains("rank(s) [2, 3] of 4 did not publish 'files': rank 3 is gone (its process ended)"));
+
+  // While nobody is known gone, the wait lasts to its time-out and says so; once everyone
+  // published it returns the values without asking again.
+  const StoreGiveUp never = [](const std::vector<int>&) { return std::optional<std::string>(); };
+  CHECK_THROWS_WITH(store_all_gather(*host, "files", 0, 4, {'a'}, milliseconds(150), never, milliseconds(20)),
+                    Contains("did not publish 'files' within 150 ms"));
+  host->set("files/2", {'c'});
+  host->set("files/3", {'d'});
+  CHECK(store_all_gather(*host, "files", 0, 4, {'a'}, milliseconds(1000), give_up, milliseconds(20)) ==
+        std::vector<Bytes>{{'a'}, {'b'}, {'c'}, {'d'}});
 }
 
 TEST_CASE("clients fail with a clear message once the hosting rank is gone", "[comm]") {
