@@ -19,7 +19,7 @@ struct ReplicaRegroup {
   comm::ProcessGroup* outer = nullptr;  // this coordinate's group across the surviving replicas (null: one left)
   std::vector<int> replicas;      // the replicas training from now on, numbered as at the start
   int replica = 0;                // this rank's replica, numbered as at the start
-  // Replica coordinates (new numbering) that join now: they take coordinate 0's state over
+  // Replica coordinates (new numbering) that join now: they take the first other coordinate's state over
   // the new outer group (empty after a loss).
   std::vector<int> joined;
 };
@@ -59,7 +59,7 @@ class ReplicaRecovery {
   // with them and returns the layout.
   virtual bool admitted(int64_t step) = 0;
   virtual ReplicaRegroup admit() = 0;
-  // After a join's state went from coordinate 0 to the joiners: every member of the new
+  // After a join's state went from a survivor to the joiners: every member of the new
   // generation meets (survivors and joiners alike), so that a joiner lost during the join is
   // met by every survivor there (CommError), before any step of the new layout.
   virtual void joined() = 0;

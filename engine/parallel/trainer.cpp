@@ -309,7 +309,7 @@ void Trainer::fill_agreed(StepStats& s) const {
 StepStats Trainer::train_step(int64_t step, bool stop_requested, Agreement agreement) {
   // Replicas admitted at the last exchange (or update, elastic sync): every replica holds the
   // state and has done the loop's work of that step over the groups without them; they take
-  // coordinate 0's state.
+  // the state of the first coordinate that trained on.
   if (join_after_ >= 0) take_joiners(std::exchange(join_after_, -1));
   // Elastic sync: a failure across the replicas before the update regrouped the survivors, who
   // redo the step over the new layout (try_step).

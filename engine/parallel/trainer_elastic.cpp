@@ -1,6 +1,6 @@
 // The elastic side of the trainer (parallel.elastic, docs/elastic.md): the outer sync redone
 // over the survivors after a loss (elastic sync: the whole step), the sums across replicas
-// repeated, the in-place regroup, and the state a rejoining replica takes from coordinate 0.
+// repeated, the in-place regroup, and the state a rejoining replica takes from a peer.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -50,7 +50,7 @@ void Trainer::elastic_outer_step(int64_t done, float* params) {
 
 namespace {
 
-constexpr uint32_t kJoinTag = 29;  // the state a joining replica takes from coordinate 0
+constexpr uint32_t kJoinTag = 29;  // the state a joining replica takes from a peer
 
 }  // namespace
 
@@ -66,10 +66,14 @@ void Trainer::share_state(const std::vector<int>& joined) {
   Group& outer = groups_->group(schedule::Axis::kReplica);
   const int me = c_[schedule::Axis::kReplica];
   const bool joining = std::find(joined.begin(), joined.end(), me) != joined.end();
-  if (me != 0 && !joining) return;
+  // The sender: the first coordinate that trained on (a rejoining replica 0 comes back as
+  // coordinate 0 and takes the state of the next).
+  int sender = 0;
+  while (std::find(joined.begin(), joined.end(), sender) != joined.end()) ++sender;
+  if (me != sender && !joining) return;
   outer.run_host([&](comm::ProcessGroup& pg) {
     std::vector<comm::P2POp> ops;
-    if (joining) ops.push_back({comm::P2POp::kRecv, {words.data(), words.size()}, 0, kJoinTag});
+    if (joining) ops.push_back({comm::P2POp::kRecv, {words.data(), words.size()}, sender, kJoinTag});
     else
       for (int j : joined) ops.push_back({comm::P2POp::kSend, {words.data(), words.size()}, j, kJoinTag});
     pg.send_recv(ops);

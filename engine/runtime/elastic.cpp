@@ -82,6 +82,22 @@ MembershipDecision await_admission(comm::Store& store, const plan::Plan& plan, i
 
 void job_over(comm::Store& store, const std::string& why) { comm::set_string(store, kOverKey, why); }
 
+void serve_store_until_over(comm::Store& store, int rank, int world, double stale_s) {
+  std::fprintf(stderr, "holmes-train: rank %d: elastic: this process serves the job's rendezvous store (%s); it keeps "
+               "serving the ranks that go on until the job ends\n", rank, store.describe().c_str());
+  std::fflush(stderr);
+  try {
+    for (;;) {
+      if (store.missing({kOverKey}).empty()) return;
+      bool anyone = false;
+      for (int r = 0; r < world && !anyone; ++r) anyone = r != rank && beating(store, r, stale_s);
+      if (!anyone) return;
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  } catch (const comm::StoreError&) {
+  }
+}
+
 ElasticSession::ElasticSession(Runtime& rt, const spec::JobSpec& spec)
     : rt_(rt), timeout_s_(spec.cluster.timeout_s), settle_s_(std::min(5.0, spec.cluster.timeout_s)),
       min_replicas_(spec.parallel.min_replicas), steps_(spec.train.steps) {
@@ -104,6 +120,11 @@ int ElasticSession::member_index() const {
   throw std::logic_error(fmt::format("rank {} is not a member of generation {}", rt_.rank, generation_));
 }
 
+int ElasticSession::first_rank() const {
+  return std::min_element(members_.begin(), members_.end(),
+                          [](const Member& a, const Member& b) { return a.rank < b.rank; })->rank;
+}
+
 std::optional<std::string> ElasticSession::wait_in_vain(const std::vector<int>& missing) {
   try {
     for (int i : missing) {
@@ -119,7 +140,11 @@ std::optional<std::string> ElasticSession::wait_in_vain(const std::vector<int>& 
 
 comm::ProcessGroup& ElasticSession::world() { return world_ ? *world_ : rt_.world_group(); }
 
-bool ElasticSession::announced() { return rt_.store->add(key("broken"), 0) > 0; }
+bool ElasticSession::announced() {
+  const bool broken = rt_.store->add(key("broken"), 0) > 0;
+  unsettled_ = unsettled_ || broken;
+  return broken;
+}
 
 void ElasticSession::coming(int64_t step) {
   const std::string mine = key(fmt::format("coming/{}", rt_.rank));
@@ -131,8 +156,7 @@ bool ElasticSession::exchange_complete(int64_t step) {
   const std::string x = key(fmt::format("x{}", step));
   int64_t in = store.add(x, 1);
   const int n = static_cast<int>(members_.size());
-  const int first = std::min_element(members_.begin(), members_.end(),
-                                     [](const Member& a, const Member& b) { return a.rank < b.rank; })->rank;
+  const int first = first_rank();
   if (rt_.rank == first) {
     // The one writer of the verdict: every member counted in, or a failure came first.
     // A member that is gone (liveness.hpp) ends the wait at once: a dead process's closed
@@ -174,10 +198,21 @@ bool ElasticSession::exchange_complete(int64_t step) {
     verdict_step_ = step;
     return whole;
   }
+  // The first rank writes the verdict; one that is gone (liveness.hpp) never will: verdict 0,
+  // and the recovery finds its replica lost, without waiting out the time-out.
+  verdict_ = "0";
+  const auto deadline = Clock::now() + millis(timeout_s_ + settle_s_ + 5);
   try {
-    verdict_ = comm::get_string(store, x + "/verdict", millis(timeout_s_ + settle_s_ + 5));
+    for (;;) {
+      try {
+        store.wait({x + "/verdict"}, std::chrono::milliseconds(500));
+        verdict_ = comm::get_string(store, x + "/verdict", millis(timeout_s_));
+        break;
+      } catch (const comm::StoreError&) {
+        if (Clock::now() > deadline || rank_gone(store, first, timeout_s_)) break;
+      }
+    }
   } catch (const comm::StoreError&) {
-    verdict_ = "0";  // the first rank is gone: the recovery finds replica 0 lost
   }
   verdict_step_ = step;
   return verdict_[0] == '1';
@@ -196,8 +231,7 @@ void ElasticSession::met_failure(int64_t step, const std::string& what, const st
 }
 
 void ElasticSession::refuse_update(int64_t step) {
-  const int first = std::min_element(members_.begin(), members_.end(),
-                                     [](const Member& a, const Member& b) { return a.rank < b.rank; })->rank;
+  const int first = first_rank();
   try {
     // Announced at once: the verdict's writer stops waiting for the members to count in.
     rt_.store->add(key("broken"), 1);
@@ -347,6 +381,7 @@ MembershipDecision ElasticSession::lead() {
 
 void ElasticSession::make_groups(const MembershipDecision& d) {
   generation_ = d.generation;
+  unsettled_ = false;
   std::vector<Member> kept;
   for (const Member& m : start_members_)
     if (contains(d.ranks, m.rank)) kept.push_back(m);
@@ -381,11 +416,11 @@ parallel::ReplicaRegroup ElasticSession::recover(int64_t step, bool exchange, co
   } catch (const comm::StoreError&) {
   }
   say_met(step, what + why, when, "the replicas decide who goes on");
+  unsettled_ = true;
   MembershipDecision d;
   try {
     store.add(key("broken"), 1);
-    const int first = std::min_element(members_.begin(), members_.end(),
-                                       [](const Member& a, const Member& b) { return a.rank < b.rank; })->rank;
+    const int first = first_rank();
     // The first rank met the failure inside an exchange it has not judged yet: its verdict is 0.
     if (exchange && rt_.rank == first && verdict_step_ != step) {
       comm::set_string(store, key(fmt::format("x{}/verdict", step)), "0");

@@ -22,7 +22,7 @@
 //     group and their outer group over the surviving ranks) and hand the trainer its
 //     renumbered place.
 // Outer exchanges: after its exchange each rank counts itself in elastic/g<G>/x<step>; the
-// generation's first rank (replica 0's, which every continuing job keeps) writes the verdict
+// generation's first rank (its lowest, the job's leader) writes the verdict
 // once: 1 when every member counted in, 0 when a failure was announced first or the time-out
 // passed (then it announces one). A rank applies the exchange only on verdict 1; on 0 every
 // member rolls back to before it and redoes it over the survivors, so all hold the same bits.
@@ -74,6 +74,12 @@ MembershipDecision await_admission(comm::Store& store, const plan::Plan& plan, i
 // ranks still waiting to rejoin stop instead of waiting out their time.
 void job_over(comm::Store& store, const std::string& why);
 
+// A rank dropped from an elastic job whose process serves the job's TCP store (rank 0 under
+// Slurm or torchrun-style variables) keeps serving it, so that the replicas that go on keep
+// their arbiter: returns once the job ended (job_over) or no other rank of the `world` beats
+// (beating: all gone, or never started).
+void serve_store_until_over(comm::Store& store, int rank, int world, double stale_s);
+
 class ElasticSession final : public parallel::ReplicaRecovery {
  public:
   // rt (started, its comms made) outlives the session; its world and outer groups pass to the
@@ -93,6 +99,13 @@ class ElasticSession final : public parallel::ReplicaRecovery {
   // or its beat is older than cluster.timeout_s; or a failure announced in this generation, so
   // every member is on its way to regroup), or nothing. A store that does not answer: nothing.
   std::optional<std::string> wait_in_vain(const std::vector<int>& missing);
+  // Whether this rank leads the job now: the lowest rank of the generation (rank 0 while replica
+  // 0 lives; after its loss, the first rank of the lowest replica left). It writes the job's
+  // log, metrics, final weights and checkpoint manifests, and the exchanges' verdicts.
+  bool leads() const { return rt_.rank == first_rank(); }
+  // Whether a failure of this generation is known here and not yet resolved (announced, or
+  // being recovered from): the leader then holds the job's rows, since it may be the one lost.
+  bool unsettled() const { return unsettled_; }
 
   bool announced() override;
   void coming(int64_t step) override;
@@ -110,6 +123,7 @@ class ElasticSession final : public parallel::ReplicaRecovery {
 
  private:
   std::string key(const std::string& name) const;
+  int first_rank() const;  // the lowest rank of the generation
   void close_groups();  // aborts and closes this rank's groups across replicas
   // "holmes-train: rank R: elastic: <what> (step S, <when>); <then>": a failure met.
   void say_met(int64_t step, const std::string& what, const std::string& when, const std::string& then) const;
@@ -132,6 +146,7 @@ class ElasticSession final : public parallel::ReplicaRecovery {
   std::optional<MembershipDecision> admission_;  // admitted, to take at the next step's start
   // The groups across replicas of generation > 0 (null before the first loss: rt_'s).
   std::unique_ptr<comm::ProcessGroup> world_, outer_;
+  bool unsettled_ = false;  // unsettled()
   std::unique_ptr<Heartbeat> heartbeat_;  // this rank's beat (liveness.hpp), read by the first rank's waits
 };
 

@@ -109,6 +109,10 @@ std::optional<std::string> rank_gone(comm::Store& store, int rank, double stale_
                      wall_clock_text(std::chrono::system_clock::time_point(std::chrono::milliseconds(at))));
 }
 
+bool beating(comm::Store& store, int rank, double stale_s) {
+  return store.missing({live_key(rank)}).empty() && !rank_gone(store, rank, stale_s);
+}
+
 std::function<std::optional<std::string>(int)> liveness_of(std::shared_ptr<comm::Store> store, double stale_s) {
   return [store = std::move(store), stale_s](int rank) -> std::optional<std::string> {
     try {

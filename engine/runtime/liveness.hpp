@@ -49,6 +49,9 @@ double heartbeat_period_s(double timeout_s);
 // (frozen or cut off)" when older than `stale_s`.
 std::optional<std::string> rank_gone(comm::Store& store, int rank, double stale_s);
 
+// Whether `rank` beats now: it has beaten, and its last beat is not older than `stale_s`.
+bool beating(comm::Store& store, int rank, double stale_s);
+
 // GroupSpec::known_gone for a job whose ranks beat (rank_gone with `stale_s`; a store that does
 // not answer knows nothing): a Gloo group that failed names a frozen or dead member at once
 // instead of after the grace it gives the others' reports (up to 5 s).

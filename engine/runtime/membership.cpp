@@ -36,14 +36,14 @@ MembershipDecision decide_membership(const std::vector<Member>& members, const s
       whole_at[*steps.begin()].push_back(replica);
     else d.lost_replicas.push_back(replica);
   }
-  // The step most whole replicas stand at goes on (ties: the one with replica 0, then the later);
+  // The step most whole replicas stand at goes on (ties: the one with the lowest replica, then the later);
   // a whole replica at another step (one that was frozen and woke in time to register) is
   // apart: it cannot join the others' collective where they stand.
   int64_t best = -1;
   for (const auto& [step, replicas] : whole_at) {
     auto rank_of = [&](int64_t st) {
       const std::vector<int>& v = whole_at[st];
-      return std::make_tuple(v.size(), std::find(v.begin(), v.end(), 0) != v.end(), st);
+      return std::make_tuple(v.size(), -v.front(), st);  // v ascending: front() is its lowest replica
     };
     if (best < 0 || rank_of(step) > rank_of(best)) best = step;
   }
@@ -66,9 +66,8 @@ MembershipDecision decide_membership(const std::vector<Member>& members, const s
   if (whole < min_replicas)
     d.reason = fmt::format("only {} whole replica(s) [{}] remain, parallel.min_replicas is {}", whole,
                            fmt::join(d.replicas, ", "), min_replicas);
-  else if (d.replicas.empty() || d.replicas.front() != 0)
-    d.reason = "replica 0 is lost, and it holds the job's log, metrics and shared checkpoint shard (an elastic job "
-               "goes on only with replica 0)";
+  else if (d.replicas.empty())
+    d.reason = "no whole replica remains";
   d.go_on = d.reason.empty();
   return d;
 }

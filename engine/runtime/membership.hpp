@@ -3,10 +3,10 @@
 // and the ranks that registered alive after the failure.
 //
 // Quorum rule: a replica goes on only whole (every rank of it registered, all at one step) and
-// at the step most whole replicas stand at (ties: the group with replica 0, then the later
-// step); a whole replica at another step (frozen, it woke in time to register) is apart and
-// out. The job goes on when at least min_replicas replicas remain, replica 0 among them (it
-// holds the job's log, metrics and the shared checkpoint shard); otherwise it stops, saying
+// at the step most whole replicas stand at (ties: the group with the lowest-numbered replica,
+// then the later step); a whole replica at another step (frozen, it woke in time to register)
+// is apart and out. The job goes on when at least min_replicas replicas remain (any of them:
+// the lowest rank that goes on leads the job, replica 0's or not); otherwise it stops, saying
 // why. Ranks registered in a replica that is out are dropped: they exit saying why.
 #pragma once
 

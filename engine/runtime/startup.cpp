@@ -312,6 +312,7 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   so.source = spec.cluster.rendezvous_is_auto() ? "MASTER_ADDR/MASTER_PORT" : "cluster.rendezvous";
   so.hosted = env.store_hosted && spec.cluster.rendezvous_is_auto();
   rt.store = comm::open_store(so);
+  rt.hosts_store = env.rank == 0 && !so.hosted && so.url.rfind("tcp://", 0) == 0;
   comm::PrefixStore boot(rt.store, "startup/");
 
   std::optional<topo::NodeReport> mine;

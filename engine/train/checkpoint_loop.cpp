@@ -136,7 +136,10 @@ void check_outputs(const spec::JobSpec& spec, bool first) {
 OutputClaim claim_output(const spec::JobSpec& spec, const LoopContext& ctx,
                          const std::function<void(const ResumePoint&)>& check_resume) {
   // Each rank's problem (rank 0: or its verdict "ok <run id>"), so that every rank stops alike.
-  const bool first = ctx.rank == 0;
+  // A rank that rejoined a running job (rank 0 included) claims nothing: it reads the claim
+  // rank 0 made at the start.
+  const bool joined = ctx.joined_at >= 0;
+  const bool first = ctx.rank == 0 && !joined;
   OutputClaim out;
   std::string mine;
   checkpoint::RunClaim claim;
@@ -152,6 +155,13 @@ OutputClaim claim_output(const spec::JobSpec& spec, const LoopContext& ctx,
     }
   } catch (const UserError& e) {
     mine = ctx.world > 1 && ctx.rank > 0 ? fmt::format("rank {}: {}", ctx.rank, e.what()) : e.what();
+  }
+  if (joined && ctx.store) {
+    if (!mine.empty()) throw UserError(mine);
+    const std::string claim_text = comm::get_string(*ctx.store, "run/claim/0",
+                                                    comm::Millis(static_cast<int64_t>(spec.cluster.timeout_s * 1e3)));
+    out.run_id = claim_text.substr(3);
+    return out;
   }
   std::vector<std::string> verdicts{mine};
   if (ctx.store && ctx.world > 1) {
@@ -447,7 +457,7 @@ void CheckpointSaver::abandon(int64_t done, const std::string& dir, const comm::
   if (!ctx_.save_abandoned) throw;  // called inside the handler of `e`
   // Rank 0 writes the marker once every rank's file entry came: a member lost after that
   // leaves a whole checkpoint behind.
-  if (ctx_.rank == 0) {
+  if (ctx_.leading()) {
     const bool whole = std::filesystem::exists(std::filesystem::path(dir) / checkpoint::kMarkerName);
     fmt::print("checkpoint after step {} {}: a rank it waited for will not come ({})\n", done,
                whole ? "committed, every shard written" : "not saved", e.what());
@@ -459,7 +469,7 @@ void CheckpointSaver::abandon(int64_t done, const std::string& dir, const comm::
 bool CheckpointSaver::refused(int64_t done) {
   const std::string why = ctx_.save_refused ? ctx_.save_refused() : "";
   if (why.empty()) return false;
-  if (!refusal_told_ && ctx_.rank == 0) fmt::print("checkpoint after step {} not saved: {}\n", done, why);
+  if (!refusal_told_ && ctx_.leading()) fmt::print("checkpoint after step {} not saved: {}\n", done, why);
   refusal_told_ = true;
   return true;
 }
@@ -516,7 +526,7 @@ void CheckpointSaver::finish() {
   if (ctx_.save_members) {
     const LoopContext::SaveMembers now = ctx_.save_members();
     if (now.generation != p->generation) {
-      if (ctx_.rank == 0)
+      if (ctx_.leading())
         fmt::print("checkpoint after step {} not saved: {} while it was written (its commit waits for the ranks that "
                    "began it); the next one is saved by the ranks of the new generation\n", p->ctx.step,
                    now.world < p->ctx.world ? "a replica was lost" : "a replica rejoined");
@@ -535,7 +545,7 @@ void CheckpointSaver::finish() {
 }
 
 void CheckpointSaver::report(const checkpoint::SaveResult& r, double pause_s, const std::string& note) const {
-  if (ctx_.rank == 0)
+  if (ctx_.leading())
     fmt::print("saved checkpoint {} in {:.2f} s ({:.1f} MB{})\n", std::filesystem::path(r.dir).filename().string(),
                pause_s, static_cast<double>(r.total_bytes) / 1e6, note);
   std::fflush(stdout);

@@ -85,6 +85,8 @@ void elastic_loop_context(LoopContext& ctx, runtime::ElasticSession& elastic, pa
         [&elastic](const std::vector<int>& missing) { return elastic.wait_in_vain(missing); }};
   };
   ctx.save_abandoned = [&trainer](const std::string& what) { trainer.recover_replicas(what); };
+  ctx.leads = [&elastic] { return elastic.leads(); };
+  ctx.unsettled = [&elastic] { return elastic.unsettled(); };
 }
 
 int train_started(const spec::JobSpec& spec, runtime::Runtime& rt,
@@ -148,7 +150,8 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt,
   if (extend) extend(ctx);
   const int code = run_loop(spec, trainer, *data, ctx);
   // A rank still waiting to rejoin (started again by a launcher, say) stops now, not at the end of its wait.
-  if (elastic && rt.rank == 0) runtime::job_over(*rt.store, code == 0 ? "it finished" : fmt::format("exit code {}", code));
+  if (elastic && elastic->leads())
+    runtime::job_over(*rt.store, code == 0 ? "it finished" : fmt::format("exit code {}", code));
   if (code == 0) dump_state_for_test(trainer, rt.rank);
   if (calibrate && code == 0) {
     const parallel::Trainer::StepTimes t = trainer.step_times();
@@ -166,12 +169,12 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt,
     finish_calibration(rt, spec, links, share, host_comm);
   }
   // Finished or stopped by a signal: leave a file:// rendezvous directory empty for the next
-  // run (a resubmitted job included). Every member first, then rank 0 drops the token.
+  // run (a resubmitted job included). Every member first, then the leader drops the token.
   comm::ProcessGroup& last_world = elastic ? elastic->world() : rt.world_group();
   last_world.barrier();
   rt.store->retire(false);
   last_world.barrier();
-  if (rt.rank == 0) rt.store->retire(true);
+  if (elastic ? elastic->leads() : rt.rank == 0) rt.store->retire(true);
   return code;
 }
 
@@ -265,6 +268,10 @@ int run_job(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
     std::fflush(stdout);
     std::fprintf(stderr, "holmes-train: rank %d: %s\n", env.rank, e.what());
     std::fflush(stderr);
+    // A dropped replica's rank 0 serves the store on for the replicas that go on (a re-planned
+    // pipeline that stops stops whole).
+    if (rt.hosts_store && rt.store && runtime::beats(spec))
+      runtime::serve_store_until_over(*rt.store, rt.rank, rt.world, spec.cluster.timeout_s);
     std::_Exit(1);
   } catch (const comm::CommError& e) {
     fail_rank(rt, env.rank, e.what(), e.where().peer_global, true, spec.cluster.timeout_s);

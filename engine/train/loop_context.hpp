@@ -53,6 +53,15 @@ struct LoopContext {
   // (comm::StoreWaitAbandoned, whose message it is given): the save is dropped, and this
   // regroups the survivors as a failed collective does. Empty: the error ends the run.
   std::function<void(const std::string&)> save_abandoned;
+  // parallel.elastic with replicas: whether this rank leads the job now (ElasticSession::leads):
+  // rank 0 until replica 0 is lost, then the first rank of the lowest replica left. The leader
+  // writes the log, metrics.jsonl, the final weights and the checkpoint manifests. Empty: rank 0.
+  std::function<bool()> leads;
+  bool leading() const { return leads ? leads() : rank == 0; }
+  // parallel.elastic with replicas: a failure is known and not yet resolved
+  // (ElasticSession::unsettled): the leader holds its metrics rows until it is, so that a leader
+  // dropped from the job (frozen and woken, say) writes none after the one that follows it.
+  std::function<bool()> unsettled;
   // parallel.elastic: a rank that rejoined a running job trains from this step (0-based) on, its
   // state taken from a peer: no resume, no start-up collective, the job's log figures reduced
   // in step with the ranks that trained from the start. -1: a rank of the start.

@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <vector>
 
 #include "common/errors.hpp"
@@ -76,6 +79,47 @@ std::string format_duration(double seconds) {
   if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
   if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
   return fmt::format("{}s", s);
+}
+
+int64_t set_aside_rows(const std::string& path, int64_t last_kept, const std::string& side, const std::string& mark,
+                       int64_t value) {
+  if (path.empty()) return 0;
+  std::ifstream in(path);
+  if (!in) return 0;
+  std::string kept, gone, line;
+  int64_t moved = 0;
+  while (std::getline(in, line)) {
+    long long s = 0;
+    if (std::sscanf(line.c_str(), "{\"step\": %lld", &s) == 1 && s <= last_kept) {
+      kept += line + "\n";
+    } else if (line.size() > 1 && line[0] == '{') {
+      gone += fmt::format("{{\"{}\": {}, {}\n", mark, value, line.substr(1));
+      ++moved;
+    }
+  }
+  in.close();
+  if (moved == 0) return 0;
+  std::ofstream aside(side, std::ios::app);
+  aside << gone;
+  aside.close();
+  if (!aside) throw std::runtime_error(fmt::format("{}: cannot write the metrics rows set aside", side));
+  std::ofstream out(path + ".tmp", std::ios::trunc);
+  out << kept;
+  out.close();
+  if (!out || std::rename((path + ".tmp").c_str(), path.c_str()) != 0)
+    throw std::runtime_error(fmt::format("{}: cannot rewrite the metrics file", path));
+  return moved;
+}
+
+int64_t last_row_step(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  int64_t last = 0;
+  while (std::getline(in, line)) {
+    long long s = 0;
+    if (std::sscanf(line.c_str(), "{\"step\": %lld", &s) == 1) last = std::max<int64_t>(last, s);
+  }
+  return last;
 }
 
 }  // namespace holmes::train

@@ -1,5 +1,6 @@
 // The training side of a re-plan (replan_restart.hpp).
 #include "engine/train/replan_restart.hpp"
+#include "engine/train/metrics.hpp"
 
 #include <fmt/format.h>
 
@@ -51,32 +52,8 @@ Redo redo_of(const spec::JobSpec& spec, int64_t steps_done) {
 }
 
 void discard_redone_rows(const spec::JobSpec& spec, const Redo& redo, int generation) {
-  const std::string path = spec::RunPaths::of(spec).metrics;
-  int64_t moved = 0;
-  if (!path.empty()) {
-    std::ifstream in(path);
-    std::string kept, gone, line;
-    while (std::getline(in, line)) {
-      long long s = 0;
-      if (std::sscanf(line.c_str(), "{\"step\": %lld", &s) == 1 && s <= redo.from_step) {
-        kept += line + "\n";
-      } else if (line.size() > 1 && line[0] == '{') {
-        gone += fmt::format("{{\"discarded_by_generation\": {}, {}\n", generation, line.substr(1));
-        ++moved;
-      }
-    }
-    in.close();
-    if (moved > 0) {
-      std::ofstream side(discarded_metrics_path(spec), std::ios::app);
-      side << gone;
-      if (!side) throw std::runtime_error(fmt::format("{}: cannot write the discarded metrics rows", discarded_metrics_path(spec)));
-      std::ofstream out(path + ".tmp", std::ios::trunc);
-      out << kept;
-      out.close();
-      if (!out || std::rename((path + ".tmp").c_str(), path.c_str()) != 0)
-        throw std::runtime_error(fmt::format("{}: cannot rewrite the metrics file after the re-plan", path));
-    }
-  }
+  const int64_t moved = set_aside_rows(spec::RunPaths::of(spec).metrics, redo.from_step, discarded_metrics_path(spec),
+                                       "discarded_by_generation", generation);
   const std::string from = !redo.source.empty()    ? redo.source
                            : redo.checkpoint.empty() ? std::string("the start (no checkpoint yet)")
                                                      : fmt::format("checkpoint {} (step {})", redo.checkpoint, redo.from_step);

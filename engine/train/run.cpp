@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -25,6 +26,7 @@
 #include "engine/train/run_tokenizer.hpp"
 #include "engine/runtime/cluster_view.hpp"
 #include "engine/train/metrics.hpp"
+#include "engine/train/replan_restart.hpp"
 #include "engine/checkpoint/model_file.hpp"
 #include "engine/train/train_log.hpp"
 #include "engine/train/run.hpp"
@@ -131,8 +133,63 @@ std::pair<double, std::string> job_peak_gflops(const spec::JobSpec& spec, const 
           fmt::format("{} core(s) x {} node(s) x {}", cores, ctx.nodes, cpu.describe())};
 }
 
+constexpr size_t kUnloggedKept = 4096;  // steps a rank keeps for take_over_log while it does not lead
+
+// A step's row not written yet, with what its writing needs.
+struct HeldRow {
+  parallel::StepStats s;
+  bool line = false;  // a log step: printed as well
+  std::optional<JobMaxima> job;
+};
+
+// parallel.elastic with replicas: this rank leads the job from step `done` on, the rank that led
+// it lost with its replica. It sets aside the rows after step done - 1 that the lost leader wrote
+// (it may have logged steps its replica trained alone), writes the rows of its own steps that
+// nobody logged (`unlogged`, kept while it did not lead) after the last row the file holds, and
+// continues metrics.jsonl from row `done`. The writer lock is taken where it is free (the lost
+// leader's process ended); a dropped leader that still lives (frozen, cut off) holds it until
+// it stops, writing no row meanwhile (LoopContext::unsettled): then take_lock tries again.
+void take_over_log(std::optional<TrainLog>& log, const spec::JobSpec& spec, const parallel::StepRunner& trainer,
+                   const data::DataSet& data, int64_t done, const LoopContext& ctx,
+                   std::deque<HeldRow>& unlogged) {
+  const spec::RunPaths paths = spec::RunPaths::of(spec);
+  const int64_t moved = set_aside_rows(paths.metrics, done - 1, discarded_metrics_path(spec), "set_aside_at_step", done);
+  const auto [peak, peak_source] = job_peak_gflops(spec, ctx);
+  log.emplace(spec, peak, peak_source, data.entropy_floor(), /*append_metrics=*/true);
+  if (ctx.world > 1) log->watch_stragglers(ctx.ranks, done - 1);
+  const int64_t last = last_row_step(paths.metrics);
+  int64_t filled = 0;
+  for (const HeldRow& u : unlogged)
+    if (u.s.step + 1 > last && u.s.step + 1 < done) log->step(u.s, trainer, u.line, u.job), ++filled;
+  unlogged.clear();
+  const int64_t gap = done - 1 - last - filled;
+  fmt::print("rank {}: leads the job from step {} (the lowest rank training now): the log, {}, the checkpoint "
+             "manifests and the final weights are written here{}{}{}\n", ctx.rank, done, paths.metrics,
+             moved > 0 ? fmt::format("; the previous leader's {} row(s) after step {} moved to {}", moved, done - 1,
+                                     discarded_metrics_path(spec))
+                       : "",
+             filled > 0 ? fmt::format("; rows {}-{} written from this rank's steps", last + 1, last + filled) : "",
+             gap > 0 ? fmt::format("; {} row(s) before step {} are missing (no rank kept them)", gap, done) : "");
+  std::fflush(stdout);
+}
+
+// The writer lock for a rank that took over the log: true once held. Says once when the lost
+// leader's process still holds it.
+bool take_lock(OutputClaim& output, const spec::JobSpec& spec, const LoopContext& ctx, bool& told) {
+  try {
+    output.lock = checkpoint::WriterLock::take(spec.job.output_dir, spec.job.name);
+    return true;
+  } catch (const UserError& e) {
+    if (!told)
+      fmt::print("rank {}: the writer lock is still held by the previous leader ({}); this rank writes the log "
+                 "meanwhile and takes the lock once it is free\n", ctx.rank, e.what());
+    told = true;
+    return false;
+  }
+}
+
 int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const data::DataSet& data, const LoopContext& ctx) {
-  const bool logger = ctx.rank == 0;
+  const bool logger = ctx.leading();  // at the start (elastic: the leader may change, take_over_log)
   launch::install_stop_signal_handlers();
   // Before the log opens its files: a bad checkpoint, an unwritable folder, another run in
   // job.output_dir, a live process writing it or a checkpoint trained on another tokenizer's
@@ -142,12 +199,12 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   const bool joined = ctx.joined_at >= 0;  // elastic: a rank that rejoined (loop_context.hpp)
   const checkpoint::SpaceNeed space = joined ? checkpoint::SpaceNeed{} : checkpoint_space_need(
       spec, trainer, ctx, run_tokenizer_of(data), logger ? final_weights_bytes(spec, trainer) : 0);
-  const OutputClaim output = claim_output(  // rank 0 holds the writer lock until the end
+  OutputClaim output = claim_output(  // the leader holds the writer lock (elastic: take_lock)
       spec, ctx, [&](const ResumePoint& resume) {
         check_resume_tokenizer(resume.checkpoint, data);
         check_space(spec, space, resume, logger);
       });
-  if (logger) keep_run_tokenizer(spec, data);
+  if (logger && !joined) keep_run_tokenizer(spec, data);
   ResumePoint resume = output.resume;
   if (ctx.peer_source && !joined) {
     // A re-planned generation: the survivors' peer copies when they are at least as new.
@@ -162,9 +219,10 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   if (!joined) load_init_from(spec, resume, trainer, ctx);
   CheckpointSaver saver(spec, ctx, output.run_id, run_tokenizer_of(data));
   std::optional<TrainLog> log;
-  if (logger) open_log(log, spec, trainer, data, start, ctx);
+  // A rank that rejoined and leads (a rejoining replica 0) takes the log over at its first step.
+  if (logger && !joined) open_log(log, spec, trainer, data, start, ctx);
   // After the checkpoint loaded: a refused resume leaves the folder as it was.
-  if (logger && !ctx.plan_json.empty()) write_plan_json(spec, ctx.plan_json);
+  if (logger && !joined && !ctx.plan_json.empty()) write_plan_json(spec, ctx.plan_json);
 
   const auto& t = spec.train;
   const TestSignal test_signal = TestSignal::from_environment(ctx.hook_rank >= 0 ? ctx.hook_rank : ctx.rank);
@@ -199,6 +257,8 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   int64_t reduced_in = joined ? period_of(start - start % interval) : std::numeric_limits<int64_t>::min();
   // A step's agreed stats, in step order: its log line and metrics row; returns the reduced
   // figures when they were reduced now (always when stopping).
+  bool lock_told = false, lock_wanted = false;  // take_lock: said it is held; not held yet
+  std::deque<HeldRow> unlogged;  // elastic: rows held (unsettled), or this rank's latest steps (not leading)
   auto report = [&](const parallel::StepStats& s, bool stopping) {
     const int64_t done = s.step + 1;
     if (s.step == start) first_loss = s.loss, first_label = loss_label(s);
@@ -216,7 +276,34 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
     } else if (log_step && figures.background()) {
       maxima = figures.later(done);
     }
-    if (log) log->step(s, trainer, log_step || stopping, maxima);
+    // Elastic: rows wait while a failure is unresolved (the leader may be the one lost); a rank
+    // that comes to lead takes the log over.
+    const bool hold = ctx.unsettled && ctx.unsettled();
+    if (!hold && log && ctx.leads && !ctx.leading()) {
+      // A lower rank rejoined: it leads from this step (take_over_log there), this rank hands the
+      // log and the writer lock over.
+      for (const HeldRow& u : unlogged) log->step(u.s, trainer, u.line, u.job);
+      unlogged.clear();
+      log.reset();
+      output.lock = checkpoint::WriterLock{};
+      lock_wanted = false;
+      fmt::print("rank {}: a lower rank rejoined and leads the job from step {}: the log and metrics continue "
+                 "there\n", ctx.rank, done);
+    }
+    if (!hold && !log && ctx.leads && ctx.leading()) {
+      take_over_log(log, spec, trainer, data, done, ctx, unlogged);
+      lock_wanted = true;
+    }
+    if (lock_wanted && take_lock(output, spec, ctx, lock_told)) lock_wanted = false;
+    if (log && !hold) {
+      for (const HeldRow& u : unlogged) log->step(u.s, trainer, u.line, u.job);
+      unlogged.clear();
+      log->step(s, trainer, log_step || stopping, maxima);
+    } else if (ctx.leads) {
+      // Kept in case this rank comes to lead before the leader logged them (take_over_log).
+      unlogged.push_back({s, log_step || stopping, maxima});
+      if (unlogged.size() > kUnloggedKept) unlogged.pop_front();
+    }
     return job;
   };
   std::optional<std::chrono::steady_clock::time_point> last_end;  // of the previous step (between_ms)
@@ -258,7 +345,7 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
     if (stopping) {
       const int sig = static_cast<int>(job[2]);
       saver.save(trainer, done);
-      if (logger)
+      if (ctx.leading())
         fmt::print("stopped by signal {} after step {} of {}; resubmit with --resume auto to continue\n", sig, done,
                    t.steps);
       return 128 + sig;
@@ -279,8 +366,11 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   if (trainer.replica_agreements() > 0)
     fmt::print("rank {}: {} sum(s) of the loss and stop flags across the replicas in {} step(s)\n", ctx.rank,
                trainer.replica_agreements(), t.steps - start);
-  const std::string weights = write_final_weights(spec, trainer, logger);
-  if (log) log->footer(first_loss, last_loss, weights, first_label);
+  const std::string weights = write_final_weights(spec, trainer, ctx.leading());
+  if (log) {
+    for (const HeldRow& u : unlogged) log->step(u.s, trainer, u.line, u.job);
+    log->footer(first_loss, last_loss, weights, first_label);
+  }
   return 0;
 }
 

@@ -27,7 +27,8 @@
 #     the job finished without it.
 #     The learning rate of every row is the schedule at the tokens seen (fewer per step after
 #     the loss), not at the step count.
-# (6) Losing replica 0 (the log and the shared checkpoint shard) or falling below
+# (6) Losing replica 0 (rank 0, the leader): rank 1 takes over the log (every step one row, row
+#     6 from its own step), the checkpoints and the final weights; falling below
 #     parallel.min_replicas stops the job, saying why.
 # (7) Two ranks per replica (data 2): rank 3 of replica 1 killed; rank 2 (its replica's other
 #     rank) fails in its data-parallel group naming rank 3 and exits; replicas 0 and 2 (ranks
@@ -185,11 +186,24 @@ grep -q "rank 1 (pid [0-9]*) still running 2 s after the elastic job finished wi
   "$tmp/frozen.log" || bad "frozen: the launcher did not end the frozen worker" "$tmp/frozen.log"
 same_weights "$tmp/mid-dump/rank-0.bin" "$tmp/frozen-dump/rank-0.bin" || bad "frozen: weights differ from mid's"
 
-# 6. No quorum.
-HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:0 run "$tmp/zero" "$steps" "${el[@]}"
-[ "$rc" -ne 0 ] || bad "zero: exit 0 without replica 0" "$tmp/zero.log"
-grep -q "rank 2: elastic: the job cannot go on after losing replica 0 (rank 0): replica 0 is lost" "$tmp/zero.log" \
-  || bad "zero: the reason is not given" "$tmp/zero.log"
+# 6. Replica 0 (rank 0, the leader) killed after step 6, with the checkpoint of step 6 in
+# flight: the survivors meet the loss before its commit (after step 7), rank 1 leads from row 7
+# and writes row 6 from its own step (rank 0 died before logging it): every step one row; the
+# survivors save checkpoints 9-16, and end with equal weights.
+HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:0 HOLMES_TEST_DUMP_WEIGHTS=$(dumped zero) run "$tmp/zero" "$steps" "${el[@]}" \
+  --set checkpoint.interval=3
+[ "$rc" -eq 0 ] || bad "zero: exit $rc without replica 0, expected 0" "$tmp/zero.log"
+[ "$(rows zero | tr ' ' '\n' | cut -d: -f1 | tr '\n' ' ')" = "$(seq -s ' ' 1 "$steps") " ] ||
+  bad "zero: not one row per step: '$(rows zero)'" "$tmp/zero.log"
+[ "$(rows zero | cut -d' ' -f6-9)" = "6:0,1,2 7:0,1,2 8:1,2 9:1,2" ] || bad "zero: rows name replicas '$(rows zero)'" "$tmp/zero.log"
+grep -q "rank 1: leads the job from step 7 (the lowest rank training now): .*; rows 6-6 written from this rank's steps" \
+  "$tmp/zero.log" || bad "zero: rank 1 does not take over the log" "$tmp/zero.log"
+for s in 3 9 12 15 16; do
+  [ -f "$tmp/zero/checkpoints/$(printf 'step-%08d' "$s")/COMMITTED" ] || bad "zero: checkpoint $s not committed" "$tmp/zero.log"
+done
+[ -s "$tmp/zero/final/model.bin" ] || bad "zero: no final weights" "$tmp/zero.log"
+same_weights "$tmp/zero-dump/rank-1.bin" "$tmp/zero-dump/rank-2.bin" || bad "zero: the survivors differ"
+# Below parallel.min_replicas the job stops.
 HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:1 run "$tmp/quorum" "$steps" "${el[@]}" --set parallel.min_replicas=3
 [ "$rc" -ne 0 ] || bad "quorum: exit 0 below min_replicas" "$tmp/quorum.log"
 grep -q "rank 0: elastic: the job cannot go on after losing replica 1 (rank 1): only 2 whole replica(s) \[0, 2\] remain, parallel.min_replicas is 3" \

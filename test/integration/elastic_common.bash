@@ -50,29 +50,31 @@ PY
 dumped() { mkdir -p "$tmp/$1-dump"; echo "$tmp/$1-dump"; }
 
 # rejoin_by_hand STEP ARGS...: the job ARGS (elastic, three one-rank replicas, output $tmp/join,
-# dumps in $tmp/join-dump) through the local launcher with rank 1 killed after step 6; once the
-# survivors went on, rank 1 is started again by hand with the job's variables. The first rank
-# holds the verdict after STEP until it asks (HOLMES_TEST_WAIT_FOR_JOINER), so the test does not
-# depend on the machine's speed. Checks that both exit 0, that rank 1 is admitted after STEP and
-# that the survivors name it; logs $tmp/join.log and $tmp/join-rank1.log.
+# dumps in $tmp/join-dump) through the local launcher with rank 1 (REJOIN_RANK=R: rank R) killed
+# after step 6; once the survivors went on, that rank is started again by hand with the job's
+# variables. The first rank holds the verdict after STEP until it asks
+# (HOLMES_TEST_WAIT_FOR_JOINER), so the test does not depend on the machine's speed. Checks that
+# both exit 0, that the rank is admitted after STEP and that the survivors name it; logs
+# $tmp/join.log and $tmp/join-rank<R>.log.
 rejoin_by_hand() {
-  local step=$1 port dump launcher rc launcher_rc token="elastic-join-test-$$"
+  local step=$1 port dump launcher rc launcher_rc token="elastic-join-test-$$" r=${REJOIN_RANK:-1} left
   shift
+  left=$( [ "$r" -eq 0 ] && echo "1, 2" || echo "0, 2" )
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   dump=$(dumped join)
-  MASTER_PORT=$port HOLMES_JOB_TOKEN=$token HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:1 HOLMES_TEST_WAIT_FOR_JOINER=$step \
+  MASTER_PORT=$port HOLMES_JOB_TOKEN=$token HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:$r HOLMES_TEST_WAIT_FOR_JOINER=$step \
     HOLMES_TEST_DUMP_WEIGHTS=$dump timeout 300 "$bin" --nproc-per-node 3 "$@" >"$tmp/join.log" 2>&1 &
   launcher=$!
-  for _ in $(seq 1200); do grep -q "generation 1: replicas \[0, 2\] go on" "$tmp/join.log" && break; sleep 0.1; done
-  RANK=1 WORLD_SIZE=3 LOCAL_RANK=1 LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOLMES_JOB_TOKEN=$token \
-    HOLMES_STORE_HOSTED=1 HOLMES_TEST_DUMP_WEIGHTS=$dump timeout 300 "$bin" "$@" >"$tmp/join-rank1.log" 2>&1
+  for _ in $(seq 1200); do grep -q "generation 1: replicas \[$left\] go on" "$tmp/join.log" && break; sleep 0.1; done
+  RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port HOLMES_JOB_TOKEN=$token \
+    HOLMES_STORE_HOSTED=1 HOLMES_TEST_DUMP_WEIGHTS=$dump timeout 300 "$bin" "$@" >"$tmp/join-rank$r.log" 2>&1
   rc=$?
   wait "$launcher"
   launcher_rc=$?
-  [ "$rc" -eq 0 ] || bad "join: the rejoining rank exited $rc" "$tmp/join-rank1.log"
+  [ "$rc" -eq 0 ] || bad "join: the rejoining rank exited $rc" "$tmp/join-rank$r.log"
   [ "$launcher_rc" -eq 0 ] || bad "join: the job exited $launcher_rc" "$tmp/join.log"
-  grep -q "rank 1: elastic: admitted after step $step; generation 2: replicas \[0, 1, 2\]" "$tmp/join-rank1.log" \
-    || bad "join: rank 1 not admitted after step $step" "$tmp/join-rank1.log"
-  grep -q "rank 0: elastic: replica 1 (rank 1) rejoin(s) after step $step; generation 2: replicas \[0, 1, 2\]" \
+  grep -q "rank $r: elastic: admitted after step $step; generation 2: replicas \[0, 1, 2\]" "$tmp/join-rank$r.log" \
+    || bad "join: rank $r not admitted after step $step" "$tmp/join-rank$r.log"
+  grep -q "rank ${left%%,*}: elastic: replica $r (rank $r) rejoin(s) after step $step; generation 2: replicas \[0, 1, 2\]" \
     "$tmp/join.log" || bad "join: the survivors do not name the rejoining replica" "$tmp/join.log"
 }

@@ -30,10 +30,14 @@
 # (6b) Replica 1 frozen inside the commit of the checkpoint of step 6: found by its heartbeat
 #     within cluster.timeout_s, the survivors save checkpoint 6 again by themselves and end
 #     with the state of (3).
-# (7) Losing replica 0 stops the job saying why.
+# (7) Replica 0 (rank 0, the leader) killed after step 6: replicas 1 and 2 go on, rank 1 leads the
+#     log and metrics (every step one row), the final weights and checkpoints; the state and the
+#     survivors' checkpoint 12 equal those of (3).
 # (8) Rejoin: replica 1 killed after step 6, its rank started again by hand; admitted at the
 #     update of step 9, it takes replica 0's weights and AdamW moments over the network: at the
 #     join they equal its peer's bit for bit; rows 10-12 name [0, 1, 2]; all three end equal.
+# (8b) Replica 0, the leader, killed and started again by hand: rank 1 leads meanwhile; at the
+#     join rank 0 takes rank 1's state bit for bit and leads again; every step one row.
 # Usage: elastic_sync.sh <holmes-train> <source dir>
 set -u
 bin=$(readlink -f "$1")
@@ -189,11 +193,29 @@ for s in 6 12; do
 done
 same_state "$tmp/ck-dump/rank-0.bin" "$tmp/cfrozen-dump/rank-0.bin" || bad "cfrozen: state differs from ck's"
 
-# 7. No quorum without replica 0.
-HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:0 run "$tmp/zero" "$steps" "${el[@]}"
-[ "$rc" -ne 0 ] || bad "zero: exit 0 without replica 0" "$tmp/zero.log"
-grep -q "rank 2: elastic: the job cannot go on after losing replica 0 (rank 0): replica 0 is lost" "$tmp/zero.log" \
-  || bad "zero: the reason is not given" "$tmp/zero.log"
+# 7. Replica 0 (rank 0, the job's leader) killed after the committed checkpoint of step 6, before
+# its row 6: replicas 1 and 2 go on, rank 1 leads (row 6 on, the final weights, the manifests),
+# every step has one row, and the state is that of (3), whose survivors hold the same places
+# (coordinates 0 and 1) over the same data: weights and moments bit for bit, the survivors'
+# checkpoint 12 the same shard files byte for byte.
+HOLMES_TEST_SIGNAL_AFTER_STEP=6:KILL:0 HOLMES_TEST_DUMP_WEIGHTS=$(dumped zero) run "$tmp/zero" "$steps" "${el[@]}" \
+  --set checkpoint.interval=6 --set checkpoint.background_write=false
+[ "$rc" -eq 0 ] || bad "zero: exit $rc without replica 0, expected 0" "$tmp/zero.log"
+zero_rows="1:0,1,2 2:0,1,2 3:0,1,2 4:0,1,2 5:0,1,2 6:0,1,2 7:1,2 8:1,2 9:1,2 10:1,2 11:1,2 12:1,2"
+[ "$(rows zero)" = "$zero_rows" ] || bad "zero: rows name replicas '$(rows zero)'" "$tmp/zero.log"
+grep -q "rank 1: elastic: lost replica 0 (rank 0) (missing rank(s) \[0\]); generation 1: replicas \[1, 2\] go on from step 7" \
+  "$tmp/zero.log" || bad "zero: the loss of replica 0 is not named" "$tmp/zero.log"
+grep -q "rank 1: leads the job from step 6 (the lowest rank training now)" "$tmp/zero.log" ||
+  bad "zero: rank 1 does not say it leads" "$tmp/zero.log"
+[ -s "$tmp/zero/final/model.bin" ] || bad "zero: no final weights" "$tmp/zero.log"
+grep -q "^\[rank 1\] step 12/12 | loss" "$tmp/zero.log" || bad "zero: rank 1 did not log the last step" "$tmp/zero.log"
+same_state "$tmp/zero-dump/rank-1.bin" "$tmp/zero-dump/rank-2.bin" || bad "zero: survivors' states differ"
+same_state "$tmp/ck-dump/rank-0.bin" "$tmp/zero-dump/rank-1.bin" || bad "zero: state differs from ck's"
+m=$tmp/zero/checkpoints/step-00000012
+[ -f "$m/COMMITTED" ] && grep -q '"world": 2,' "$m/manifest.json" || bad "zero: checkpoint 12 not saved by the survivors"
+for f in rank-00000.bin rank-00001.bin; do
+  cmp -s "$m/$f" "$tmp/ck/checkpoints/step-00000012/$f" || bad "zero: checkpoint 12 $f differs from ck's"
+done
 
 # 8. Rejoin. Replica 1 killed after step 6; once the survivors went on, its rank is started
 # again by hand with the job's variables. The survivors admit it at the update of step 9
@@ -209,6 +231,21 @@ want="1:0,1,2 2:0,1,2 3:0,1,2 4:0,1,2 5:0,1,2 6:0,1,2 7:0,2 8:0,2 9:0,2 10:0,1,2
 # At the join: the joiner's weights and AdamW moments are replica 0's, bit for bit.
 same_state "$dump/join-rank-0.bin" "$dump/join-rank-1.bin" || bad "join: the joiner's state differs from its peer's"
 for r in 1 2; do same_state "$dump/rank-0.bin" "$dump/rank-$r.bin" || bad "join: rank $r's final state differs"; done
+
+# 8b. Replica 0 (the leader) killed after step 6 and started again by hand: rank 1 leads while
+# it is out; admitted at the update of step 9, rank 0 takes rank 1's state (the first replica
+# that trained on) bit for bit, and leads again from step 10: every step one row, all equal.
+rm -rf "$tmp/join" "$tmp/join-dump"
+REJOIN_RANK=0 rejoin_by_hand 9 "${tiny[@]}" --set job.output_dir="$tmp/join" --set train.steps="$steps" "${base[@]}" \
+  --set parallel.elastic=true --set cluster.timeout_s=30
+want="1:0,1,2 2:0,1,2 3:0,1,2 4:0,1,2 5:0,1,2 6:0,1,2 7:1,2 8:1,2 9:1,2 10:0,1,2 11:0,1,2 12:0,1,2"
+[ "$(rows join)" = "$want" ] || bad "join0: rows name replicas '$(rows join)'" "$tmp/join.log"
+grep -q "rank 1: a lower rank rejoined and leads the job from step 10" "$tmp/join.log" ||
+  bad "join0: rank 1 does not hand the log over" "$tmp/join.log"
+grep -q "rank 0: leads the job from step 10" "$tmp/join-rank0.log" || bad "join0: rank 0 does not lead again" "$tmp/join-rank0.log"
+same_state "$dump/join-rank-1.bin" "$dump/join-rank-0.bin" || bad "join0: the joiner's state differs from its peer's"
+for r in 1 2; do same_state "$dump/rank-0.bin" "$dump/rank-$r.bin" || bad "join0: rank $r's final state differs"; done
+[ -s "$tmp/join/final/model.bin" ] || bad "join0: no final weights" "$tmp/join.log"
 
 [ "$fail" -eq 0 ] && echo PASS
 exit "$fail"

@@ -58,23 +58,31 @@ TEST_CASE("membership: a whole replica at another step than most is apart and ou
   CHECK(d.lost_replicas == std::vector<int>{2});
   CHECK(d.dropped_ranks == std::vector<int>{2});
   CHECK(d.missing_ranks.empty());
-  // A tie goes to replica 0's step; a replica whose ranks disagree is not whole.
+  // A tie goes to the step of the lowest replica; a replica whose ranks disagree is not whole.
   const MembershipDecision tie = decide_membership(job(4, 1), {{0, 5}, {1, 5}, {2, 6}, {3, 6}}, 1);
   CHECK(tie.replicas == std::vector<int>{0, 1});
   CHECK(tie.step == 5);
+  const MembershipDecision tie_without_0 = decide_membership(job(5, 1), {{1, 7}, {2, 6}, {3, 6}, {4, 7}}, 1);
+  CHECK(tie_without_0.replicas == std::vector<int>{1, 4});
+  CHECK(tie_without_0.step == 7);
+  CHECK(tie_without_0.apart_replicas == std::vector<int>{2, 3});
   const MembershipDecision split = decide_membership(job(2, 2), {{0, 5}, {1, 5}, {2, 5}, {3, 6}}, 1);
   CHECK(split.replicas == std::vector<int>{0});
   CHECK(split.lost_replicas == std::vector<int>{1});
   CHECK(split.apart_replicas.empty());
 }
 
-TEST_CASE("membership: below min_replicas or without replica 0 the job stops") {
+TEST_CASE("membership: below min_replicas or with no whole replica the job stops, without replica 0 it goes on") {
   const MembershipDecision few = decide_membership(job(3, 1), alive({0, 2}), 3);
   CHECK_FALSE(few.go_on);
   CHECK(few.reason.find("parallel.min_replicas is 3") != std::string::npos);
-  const MembershipDecision no_zero = decide_membership(job(3, 1), alive({1, 2}), 1);
-  CHECK_FALSE(no_zero.go_on);
-  CHECK(no_zero.reason.find("replica 0") != std::string::npos);
+  const MembershipDecision no_zero = decide_membership(job(3, 1), alive({1, 2}), 2);
+  CHECK(no_zero.go_on);
+  CHECK(no_zero.replicas == std::vector<int>{1, 2});
+  CHECK(no_zero.lost_replicas == std::vector<int>{0});
+  const MembershipDecision none = decide_membership(job(2, 2), alive({1, 2}), 1);
+  CHECK_FALSE(none.go_on);
+  CHECK(none.reason.find("only 0 whole replica(s)") != std::string::npos);
   // A registration of a rank outside the generation (a stale one) counts for nothing.
   const MembershipDecision stale = decide_membership(job(2, 1), alive({0, 1, 9}), 2);
   CHECK(stale.go_on);
@@ -110,7 +118,7 @@ TEST_CASE("membership: every set of registrations of a 3 x 2 job matches the rul
       CHECK(d.lost_replicas == lost);
       CHECK(d.missing_ranks == missing);
       CHECK(d.dropped_ranks == dropped);
-      const bool go_on = static_cast<int>(whole.size()) >= min_replicas && !whole.empty() && whole.front() == 0;
+      const bool go_on = static_cast<int>(whole.size()) >= min_replicas;
       CHECK(d.go_on == go_on);
       CHECK(d.reason.empty() == go_on);
     }

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "engine/train/metrics.hpp"
 #include "engine/train/replan_restart.hpp"
 
 using namespace holmes;
@@ -70,6 +71,25 @@ TEST_CASE("replan: the rows of redone steps move to the discarded file, marked w
   redo.from_step = 0;
   train::discard_redone_rows(s, redo, 3);  // an empty file stays empty
   CHECK(read_all(f.dir / "metrics.jsonl").empty());
+}
+
+TEST_CASE("metrics: rows after a step set aside with a mark, and the last row found (a new leader takes over)") {
+  Folder f;
+  const std::string path = (f.dir / "metrics.jsonl").string(), side = (f.dir / "metrics-discarded.jsonl").string();
+  CHECK(train::last_row_step(path) == 0);  // absent
+  CHECK(train::set_aside_rows(path, 3, side, "set_aside_at_step", 4) == 0);
+  {
+    std::ofstream out(path);
+    for (int step : {1, 2, 3, 5, 6}) out << "{\"step\": " << step << ", \"loss\": 4}\n";
+  }
+  CHECK(train::last_row_step(path) == 6);
+  CHECK(train::set_aside_rows(path, 3, side, "set_aside_at_step", 4) == 2);
+  CHECK(read_all(path) == "{\"step\": 1, \"loss\": 4}\n{\"step\": 2, \"loss\": 4}\n{\"step\": 3, \"loss\": 4}\n");
+  CHECK(read_all(side) == "{\"set_aside_at_step\": 4, \"step\": 5, \"loss\": 4}\n"
+                          "{\"set_aside_at_step\": 4, \"step\": 6, \"loss\": 4}\n");
+  CHECK(train::last_row_step(path) == 3);  // a gap of step 4 is the caller's to fill
+  CHECK(train::set_aside_rows(path, 3, side, "set_aside_at_step", 4) == 0);  // nothing after 3: unchanged
+  CHECK(train::set_aside_rows("", 0, side, "x", 1) == 0);  // no metrics file configured
 }
 
 TEST_CASE("replan: without a checkpoint of the run the survivors start where the job started, never overwriting") {
