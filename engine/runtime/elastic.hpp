@@ -73,12 +73,13 @@ MembershipDecision await_admission(comm::Store& store, const plan::Plan& plan, i
 // Says in the store that the elastic job ended (finished, or stopped without quorum), and why:
 // ranks still waiting to rejoin stop instead of waiting out their time.
 void job_over(comm::Store& store, const std::string& why);
+inline constexpr const char* kJobFinished = "it finished";  // job_over's `why` for a job that trained every step
 
 // A rank dropped from an elastic job whose process serves the job's TCP store (rank 0 under
 // Slurm or torchrun-style variables) keeps serving it, so that the replicas that go on keep
 // their arbiter: returns once the job ended (job_over) or no other rank of the `world` beats
-// (beating: all gone, or never started).
-void serve_store_until_over(comm::Store& store, int rank, int world, double stale_s);
+// (beating: all gone, or never started). True when the job finished (its steps all trained).
+bool serve_store_until_over(comm::Store& store, int rank, int world, double stale_s);
 
 class ElasticSession final : public parallel::ReplicaRecovery {
  public:

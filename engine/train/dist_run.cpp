@@ -151,7 +151,7 @@ int train_started(const spec::JobSpec& spec, runtime::Runtime& rt,
   const int code = run_loop(spec, trainer, *data, ctx);
   // A rank still waiting to rejoin (started again by a launcher, say) stops now, not at the end of its wait.
   if (elastic && elastic->leads())
-    runtime::job_over(*rt.store, code == 0 ? "it finished" : fmt::format("exit code {}", code));
+    runtime::job_over(*rt.store, code == 0 ? runtime::kJobFinished : fmt::format("exit code {}", code));
   if (code == 0) dump_state_for_test(trainer, rt.rank);
   if (calibrate && code == 0) {
     const parallel::Trainer::StepTimes t = trainer.step_times();
@@ -270,8 +270,13 @@ int run_job(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
     std::fflush(stderr);
     // A dropped replica's rank 0 serves the store on for the replicas that go on (a re-planned
     // pipeline that stops stops whole).
-    if (rt.hosts_store && rt.store && runtime::beats(spec))
-      runtime::serve_store_until_over(*rt.store, rt.rank, rt.world, spec.cluster.timeout_s);
+    // It ends as the job did: 0 once the others finished every step.
+    if (rt.hosts_store && rt.store && runtime::beats(spec) &&
+        runtime::serve_store_until_over(*rt.store, rt.rank, rt.world, spec.cluster.timeout_s)) {
+      std::fprintf(stderr, "holmes-train: rank %d: elastic: the job finished without this rank's replica; exit 0\n",
+                   env.rank);
+      std::_Exit(0);
+    }
     std::_Exit(1);
   } catch (const comm::CommError& e) {
     fail_rank(rt, env.rank, e.what(), e.where().peer_global, true, spec.cluster.timeout_s);
