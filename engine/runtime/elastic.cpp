@@ -13,6 +13,7 @@
 
 #include "comm/errors.hpp"
 #include "comm/gloo_group.hpp"
+#include "engine/launch/signals.hpp"
 #include "comm/inproc_group.hpp"
 #include "engine/plan/nccl.hpp"
 #include "engine/runtime/settle.hpp"
@@ -88,6 +89,7 @@ bool serve_store_until_over(comm::Store& store, int rank, int world, double stal
   std::fflush(stderr);
   try {
     for (;;) {
+      if (launch::stop_requested()) return false;  // scancel, a launcher's stop: leave now
       if (store.missing({kOverKey}).empty()) return comm::get_string(store, kOverKey, millis(stale_s)) == kJobFinished;
       bool anyone = false;
       for (int r = 0; r < world && !anyone; ++r) anyone = r != rank && beating(store, r, stale_s);

@@ -78,7 +78,8 @@ inline constexpr const char* kJobFinished = "it finished";  // job_over's `why` 
 // A rank dropped from an elastic job whose process serves the job's TCP store (rank 0 under
 // Slurm or torchrun-style variables) keeps serving it, so that the replicas that go on keep
 // their arbiter: returns once the job ended (job_over) or no other rank of the `world` beats
-// (beating: all gone, or never started). True when the job finished (its steps all trained).
+// (beating: all gone, or never started), or a stop signal came (SIGTERM, SIGINT: the
+// loop's handlers are installed). True when the job finished (its steps all trained).
 bool serve_store_until_over(comm::Store& store, int rank, int world, double stale_s);
 
 class ElasticSession final : public parallel::ReplicaRecovery {
