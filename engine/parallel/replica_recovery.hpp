@@ -19,8 +19,8 @@ struct ReplicaRegroup {
   comm::ProcessGroup* outer = nullptr;  // this coordinate's group across the surviving replicas (null: one left)
   std::vector<int> replicas;      // the replicas training from now on, numbered as at the start
   int replica = 0;                // this rank's replica, numbered as at the start
-  // Replica coordinates (new numbering) that join now: they take the first other coordinate's state over
-  // the new outer group (empty after a loss).
+  // Replica coordinates (new numbering) that join now: they take the state of the first
+  // coordinate that does not join over the new outer group (empty after a loss).
   std::vector<int> joined;
 };
 

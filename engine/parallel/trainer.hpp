@@ -145,8 +145,9 @@ class Trainer final : public StepRunner {
   const std::vector<int>& replicas() const { return replicas_; }
   // A rank that rejoins (docs/elastic.md): built as a replica alone, it takes the layout the
   // survivors admitted it into after the exchange following step `step`, then the state of
-  // the first coordinate that trained on (0, or 1 for a rejoining replica 0) over the new outer group (weights, AdamW moments, outer state, data origin),
-  // as that replica's rank sends it in the same exchange step. It trains on from step + 1.
+  // the first coordinate that trained on (0, or 1 for a rejoining replica 0) over the new
+  // outer group (weights, AdamW moments, outer state, data origin), as that replica's rank
+  // sends it in the same exchange step. It trains on from step + 1.
   void join_replicas(const ReplicaRegroup& r, int64_t step);
   // Rank-private state a checkpoint keeps beside the shard (StepRunner::private_state).
   std::vector<std::byte> private_state() override;

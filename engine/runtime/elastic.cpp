@@ -13,8 +13,8 @@
 
 #include "comm/errors.hpp"
 #include "comm/gloo_group.hpp"
-#include "engine/launch/signals.hpp"
 #include "comm/inproc_group.hpp"
+#include "engine/launch/signals.hpp"
 #include "engine/plan/nccl.hpp"
 #include "engine/runtime/settle.hpp"
 

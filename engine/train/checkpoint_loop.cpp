@@ -24,25 +24,12 @@
 #include "engine/checkpoint/checkpoint_manifest.hpp"
 #include "engine/checkpoint/run_folder.hpp"
 #include "engine/parallel/trainer.hpp"
+#include "engine/train/metrics.hpp"
 
 namespace holmes::train {
 
 void trim_metrics_for_resume(const spec::JobSpec& spec, int64_t step) {
-  const std::string path = spec::RunPaths::of(spec).metrics;
-  if (path.empty()) return;
-  std::ifstream in(path);
-  if (!in) return;
-  std::string kept, line;
-  while (std::getline(in, line)) {
-    long long s = 0;
-    if (std::sscanf(line.c_str(), "{\"step\": %lld", &s) == 1 && s <= step) kept += line + "\n";
-  }
-  in.close();
-  std::ofstream out(path + ".tmp", std::ios::trunc);
-  out << kept;
-  out.close();
-  if (!out || std::rename((path + ".tmp").c_str(), path.c_str()) != 0)
-    throw std::runtime_error(fmt::format("{}: cannot rewrite the metrics file for the resumed run", path));
+  set_aside_rows(spec::RunPaths::of(spec).metrics, step, /*side=*/"", "", 0);
 }
 
 // checkpoint.resume resolved alone (find_resume_point adds the init_from check).
@@ -433,13 +420,14 @@ void CheckpointSaver::save(parallel::StepRunner& runner, int64_t done) {
     // Nothing to overlap with: write the live buffers, no copy.
     const auto t0 = std::chrono::steady_clock::now();
     const checkpoint::SaveContext c = context(runner, done);
-    const std::string dir = checkpoint::checkpoint_step_dir(spec::RunPaths::of(spec_).checkpoints, done);
+    const std::string ckpt_dir = spec::RunPaths::of(spec_).checkpoints;
+    const std::string dir = checkpoint::checkpoint_step_dir(ckpt_dir, done);
     try {
-      checkpoint::prepare_checkpoint(spec::RunPaths::of(spec_).checkpoints, c);
+      checkpoint::prepare_checkpoint(ckpt_dir, c);
       const checkpoint::CheckpointFile file = checkpoint::write_checkpoint_shard(dir, runner.shard_states(), c);
       if (runner.has_private_state()) checkpoint::write_private_state(dir, ctx_.rank, runner.private_state());
       commit_hook(done);
-      const checkpoint::SaveResult r = checkpoint::commit_checkpoint(spec::RunPaths::of(spec_).checkpoints, file, c);
+      const checkpoint::SaveResult r = checkpoint::commit_checkpoint(ckpt_dir, file, c);
       last_saved_ = done;
       report(r, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), "");
       return;

@@ -93,16 +93,18 @@ int64_t set_aside_rows(const std::string& path, int64_t last_kept, const std::st
     if (std::sscanf(line.c_str(), "{\"step\": %lld", &s) == 1 && s <= last_kept) {
       kept += line + "\n";
     } else if (line.size() > 1 && line[0] == '{') {
-      gone += fmt::format("{{\"{}\": {}, {}\n", mark, value, line.substr(1));
+      if (!side.empty()) gone += fmt::format("{{\"{}\": {}, {}\n", mark, value, line.substr(1));
       ++moved;
     }
   }
   in.close();
   if (moved == 0) return 0;
-  std::ofstream aside(side, std::ios::app);
-  aside << gone;
-  aside.close();
-  if (!aside) throw std::runtime_error(fmt::format("{}: cannot write the metrics rows set aside", side));
+  if (!side.empty()) {
+    std::ofstream aside(side, std::ios::app);
+    aside << gone;
+    aside.close();
+    if (!aside) throw std::runtime_error(fmt::format("{}: cannot write the metrics rows set aside", side));
+  }
   std::ofstream out(path + ".tmp", std::ios::trunc);
   out << kept;
   out.close();

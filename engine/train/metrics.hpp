@@ -43,8 +43,9 @@ std::string format_duration(double seconds);
 
 // Moves the rows of the metrics file `path` whose step is after `last_kept` to the file `side`
 // (appended), each marked first with `"<mark>": value`, and rewrites `path` with the rest (a
-// temporary file renamed over it); returns how many moved. 0 when `path` is empty or absent.
-// std::runtime_error naming the file that cannot be written.
+// temporary file renamed over it); returns how many moved. An empty `side` drops them (a
+// resume's rows past its checkpoint). 0 when `path` is empty or absent. std::runtime_error
+// naming the file that cannot be written.
 int64_t set_aside_rows(const std::string& path, int64_t last_kept, const std::string& side, const std::string& mark,
                        int64_t value);
 

@@ -259,6 +259,10 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
   // figures when they were reduced now (always when stopping).
   bool lock_told = false, lock_wanted = false;  // take_lock: said it is held; not held yet
   std::deque<HeldRow> unlogged;  // elastic: rows held (unsettled), or this rank's latest steps (not leading)
+  auto write_held = [&] {  // the leader's held rows, in step order
+    for (const HeldRow& u : unlogged) log->step(u.s, trainer, u.line, u.job);
+    unlogged.clear();
+  };
   auto report = [&](const parallel::StepStats& s, bool stopping) {
     const int64_t done = s.step + 1;
     if (s.step == start) first_loss = s.loss, first_label = loss_label(s);
@@ -282,8 +286,7 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
     if (!hold && log && ctx.leads && !ctx.leading()) {
       // A lower rank rejoined: it leads from this step (take_over_log there), this rank hands the
       // log and the writer lock over.
-      for (const HeldRow& u : unlogged) log->step(u.s, trainer, u.line, u.job);
-      unlogged.clear();
+      write_held();
       log.reset();
       output.lock = checkpoint::WriterLock{};
       lock_wanted = false;
@@ -296,8 +299,7 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
     }
     if (lock_wanted && take_lock(output, spec, ctx, lock_told)) lock_wanted = false;
     if (log && !hold) {
-      for (const HeldRow& u : unlogged) log->step(u.s, trainer, u.line, u.job);
-      unlogged.clear();
+      write_held();
       log->step(s, trainer, log_step || stopping, maxima);
     } else if (ctx.leads) {
       // Kept in case this rank comes to lead before the leader logged them (take_over_log).
@@ -368,7 +370,7 @@ int run_loop(const spec::JobSpec& spec, parallel::StepRunner& trainer, const dat
                trainer.replica_agreements(), t.steps - start);
   const std::string weights = write_final_weights(spec, trainer, ctx.leading());
   if (log) {
-    for (const HeldRow& u : unlogged) log->step(u.s, trainer, u.line, u.job);
+    write_held();
     log->footer(first_loss, last_loss, weights, first_label);
   }
   return 0;
