@@ -20,6 +20,7 @@ Action add_sample(CLI::App& parent);
 Action add_prepare_data(CLI::App& parent);
 Action add_report(CLI::App& parent);
 Action add_calibrate(CLI::App& parent);
+Action add_store(CLI::App& parent);
 
 // job.device as this process trains it: auto becomes cuda when this node has a GPU
 // (runtime::training_device); otherwise it stays as given (auto then trains on the CPU, and

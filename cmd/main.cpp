@@ -37,6 +37,7 @@ int run(int argc, char** argv) {
   add(holmes::cmd::add_prepare_data);
   add(holmes::cmd::add_report);
   add(holmes::cmd::add_calibrate);
+  add(holmes::cmd::add_store);
 
   try {
     app.parse(argc, argv);

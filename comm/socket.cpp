@@ -125,8 +125,12 @@ Fd listen_on(uint16_t port) {
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
   addr.sin_port = htons(port);
-  if (::bind(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0)
-    throw std::runtime_error("cannot bind port " + std::to_string(port) + ": " + std::strerror(errno));
+  if (::bind(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int err = errno;
+    const std::string what = "cannot bind port " + std::to_string(port) + ": " + std::strerror(err);
+    if (err == EADDRINUSE) throw PortInUse(what);
+    throw std::runtime_error(what);
+  }
   if (::listen(s.get(), 1024) != 0) throw std::runtime_error(std::string("listen: ") + std::strerror(errno));
   return s;
 }

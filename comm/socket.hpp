@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -40,7 +41,11 @@ Bytes recv_frame(int fd, Clock::time_point deadline);
 
 // One connection attempt to host:port; returns an invalid Fd and sets `error` on failure.
 Fd try_connect(const std::string& host, uint16_t port, std::string& error);
-// A listening IPv4 socket on all addresses; port 0 picks a free one. Throws on failure.
+// A listening IPv4 socket on all addresses; port 0 picks a free one. Throws PortInUse when
+// another socket listens on the port, std::runtime_error on other failures.
+struct PortInUse : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 Fd listen_on(uint16_t port);
 uint16_t local_port(int fd);
 

@@ -83,24 +83,6 @@ MembershipDecision await_admission(comm::Store& store, const plan::Plan& plan, i
 
 void job_over(comm::Store& store, const std::string& why) { comm::set_string(store, kOverKey, why); }
 
-bool serve_store_until_over(comm::Store& store, int rank, int world, double stale_s) {
-  std::fprintf(stderr, "holmes-train: rank %d: elastic: this process serves the job's rendezvous store (%s); it keeps "
-               "serving the ranks that go on until the job ends\n", rank, store.describe().c_str());
-  std::fflush(stderr);
-  try {
-    for (;;) {
-      if (launch::stop_requested()) return false;  // scancel, a launcher's stop: leave now
-      if (store.missing({kOverKey}).empty()) return comm::get_string(store, kOverKey, millis(stale_s)) == kJobFinished;
-      bool anyone = false;
-      for (int r = 0; r < world && !anyone; ++r) anyone = r != rank && beating(store, r, stale_s);
-      if (!anyone) return false;
-      std::this_thread::sleep_for(std::chrono::seconds(1));
-    }
-  } catch (const comm::StoreError&) {
-  }
-  return false;
-}
-
 ElasticSession::ElasticSession(Runtime& rt, const spec::JobSpec& spec)
     : rt_(rt), timeout_s_(spec.cluster.timeout_s), settle_s_(std::min(5.0, spec.cluster.timeout_s)),
       min_replicas_(spec.parallel.min_replicas), steps_(spec.train.steps) {

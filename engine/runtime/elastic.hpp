@@ -75,13 +75,6 @@ MembershipDecision await_admission(comm::Store& store, const plan::Plan& plan, i
 void job_over(comm::Store& store, const std::string& why);
 inline constexpr const char* kJobFinished = "it finished";  // job_over's `why` for a job that trained every step
 
-// A rank dropped from an elastic job whose process serves the job's TCP store (rank 0 under
-// Slurm or torchrun-style variables) keeps serving it, so that the replicas that go on keep
-// their arbiter: returns once the job ended (job_over) or no other rank of the `world` beats
-// (beating: all gone, or never started), or a stop signal came (SIGTERM, SIGINT: the
-// loop's handlers are installed). True when the job finished (its steps all trained).
-bool serve_store_until_over(comm::Store& store, int rank, int world, double stale_s);
-
 class ElasticSession final : public parallel::ReplicaRecovery {
  public:
   // rt (started, its comms made) outlives the session; its world and outer groups pass to the

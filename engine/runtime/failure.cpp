@@ -87,6 +87,7 @@ Verdict blame_failed_rank(comm::Store& store, int rank, int world, int own_peer,
 void linger_as_store_host(comm::Store& store, int world, double timeout_s) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   const auto* tcp = dynamic_cast<const comm::TcpStore*>(&store);
+  if (tcp != nullptr && tcp->connected_clients() < 0) return;  // served by another process (a launcher, a keeper)
   try {
     // A rank that died never decides: world - 1 is everyone that can.
     while (store.add("job/decided", 0) < world - 1 && std::chrono::steady_clock::now() < deadline) {

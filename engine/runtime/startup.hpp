@@ -52,9 +52,6 @@ struct Runtime {
   int local_world = 1;
   int node = 0;  // this rank's node index in the topology (and the plan)
   std::shared_ptr<comm::Store> store;
-  // This process serves the job's TCP store (rank 0, unless a launcher serves it: then every
-  // rank is a client): the store ends with it.
-  bool hosts_store = false;
   topo::ClusterTopology topology;
   plan::Plan plan;
   uint64_t plan_hash = 0;

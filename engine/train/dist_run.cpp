@@ -243,18 +243,8 @@ int train_replanning(const spec::JobSpec& spec, runtime::Runtime& rt) {
 }
 
 // A rank of an elastic replica job that is out (its replica lost, or the job stopped) exits 1;
-// one that serves the job's TCP store first serves it on for the replicas that go on, and ends
-// as the job did (0 once they finished every step). A re-planned pipeline that stops, stops whole.
-[[noreturn]] void leave_elastic_job(runtime::Runtime& rt, const spec::JobSpec& spec) {
-  if (rt.hosts_store && rt.store && runtime::beats(spec) &&
-      runtime::serve_store_until_over(*rt.store, rt.rank, rt.world, spec.cluster.timeout_s)) {
-    std::fprintf(stderr, "holmes-train: rank %d: elastic: the job finished without this rank's replica; exit 0\n",
-                 rt.rank);
-    std::fflush(stderr);
-    std::_Exit(0);
-  }
-  std::_Exit(1);
-}
+// the job's store lives on in its own process (store_keeper.hpp), for the replicas that go on.
+[[noreturn]] void leave_elastic_job() { std::_Exit(1); }
 
 }  // namespace
 
@@ -282,7 +272,7 @@ int run_job(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
     std::fflush(stdout);
     std::fprintf(stderr, "holmes-train: rank %d: %s\n", env.rank, e.what());
     std::fflush(stderr);
-    leave_elastic_job(rt, spec);
+    leave_elastic_job();
   } catch (const comm::CommError& e) {
     fail_rank(rt, env.rank, e.what(), e.where().peer_global, true, spec.cluster.timeout_s);
   } catch (const std::exception& e) {
