@@ -411,10 +411,9 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
                     if p not in killed:
                         events.append((now, f"exit {rank} {code}"))
                     if recovery == "elastic":
-                        # Not once rank 0 (it serves the job's store and stays until the job is
-                        # over, also when its replica was dropped) ended: a worker started now
-                        # would find no one to rejoin.
-                        if started.get(rank, 0) < MAX_RESTARTS and w.procs[0].poll() is None:
+                        # Not once every worker ended (the job is over, and its store with
+                        # it): a worker started now would find no one to rejoin.
+                        if started.get(rank, 0) < MAX_RESTARTS and any(q.poll() is None for q in w.procs.values()):
                             restarts.setdefault(rank, now + fr["requeue_s"])
                     elif recovery == "relaunch" and p not in killed and not requeue:
                         # The job failed (a worker saw its peer go): stop it as Slurm would, start it
@@ -443,10 +442,11 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
                 last_poll = now
                 if recovery != "relaunch" and not restarts and all(p.poll() is not None for p in w.procs.values()):
                     # Every worker ended; those that failed used their restarts (a job that could
-                    # not take them back): the run counts when rank 0 (the store's host, last to
-                    # end; 0 once the job finished, whichever rank led it) exited 0.
-                    if w.procs[0].poll() != 0:
-                        raise job.RunFailed(f"rank 0 exited with code {w.procs[0].poll()} (logs: {run_dir}/rank-*.log)")
+                    # not take them back): the run counts when a worker finished the job (exit 0;
+                    # a rank dropped with its replica exits 1, rank 0 included).
+                    if not any(p.poll() == 0 for p in w.procs.values()):
+                        codes = {r: p.poll() for r, p in w.procs.items()}
+                        raise job.RunFailed(f"no worker finished the job (exit codes {codes}; logs: {run_dir}/rank-*.log)")
                     break
         finally:
             w.stop_all()
