@@ -517,7 +517,9 @@ void CheckpointSaver::finish() {
       if (ctx_.leading())
         fmt::print("checkpoint after step {} not saved: {} while it was written (its commit waits for the ranks that "
                    "began it); the next one is saved by the ranks of the new generation\n", p->ctx.step,
-                   now.world < p->ctx.world ? "a replica was lost" : "a replica rejoined");
+                   now.world < p->ctx.world   ? "a replica was lost"
+                   : now.world > p->ctx.world ? "a replica rejoined"
+                                              : "the ranks regrouped after a failure that every replica survived");
       return;
     }
   }
