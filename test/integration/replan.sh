@@ -29,6 +29,8 @@
 #     another order: it differs in the 8th digit at one step here).
 # (8) Ranks 1 and 2 killed together after step 7: rank 1's copy died with node 2, so node 0
 #     trains from checkpoint 5 in the folder; the uninterrupted run's losses within 1e-6.
+# (9) Rank 0 killed after step 7: the store, served by the process rank 0 started, outlives it;
+#     ranks 1 and 2 re-plan on nodes 1 and 2 and train as in (2), the same losses.
 # Usage: replan.sh <holmes-train> <source dir>
 set -u
 bin=$1
@@ -202,5 +204,15 @@ killed_twice twice "two losses" "13:KILL:1" \
 killed_twice pair "two nodes at once" "7:KILL:1" \
   "re-plan: generation 1 trains from checkpoint .*step-00000005 (step 5): 2 step(s) redone (1024 tokens)" \
   "not from checkpoint 5 in the folder"
+# 9. Rank 0 (node 0) killed after step 7. Its process started the store's keeper, which serves
+#    on: ranks 1 and 2 re-plan on nodes 1 and 2 (the same plan as in (2)), rank 1 becomes rank 0
+#    and trains from the peer copies of step 5 (node 0's shard was kept on node 1): the losses of
+#    (2), steps 1..20 once each; the keeper ends with the job (no_leftovers).
+HOLMES_TEST_SIGNAL_AFTER_STEP=7:KILL:0 launch first 3 1 "${pp3[@]}"
+[ "${codes[*]}" = "137 0 0" ] || bad "rank 0 killed: exit codes ${codes[*]}, expected 137 0 0" "$tmp/first.1.log"
+grep -q "rank 1: re-plan: lost node(s) \[0\] (fake-node0; missing rank(s) \[0\]); generation 1: 2 rank(s) on 2 node(s), .*this rank becomes rank 0" \
+  "$tmp/first.1.log" || bad "rank 0 killed: the survivors do not name node 0 or renumber" "$tmp/first.1.log"
+[ "$(rows_of "$tmp/first/metrics.jsonl")" = "$(rows_of "$tmp/kill/metrics.jsonl")" ] ||
+  bad "rank 0 killed: the losses differ from those of node 2's loss" "$tmp/first.1.log"
 no_leftovers "replan"
 finish
