@@ -355,8 +355,19 @@ MembershipDecision ElasticSession::lead() {
     keys.push_back(key(fmt::format("alive/{}", m.rank)));
     coming.push_back(key(fmt::format("coming/{}", m.rank)));
   }
+  // A member still beating (and not on its way out: a rank that failed inside its replica
+  // leaves) is held up in a collective that will fail within its time-out (a peer of the frozen
+  // rank, or a rank waiting on such a peer): waited for, within the bound, so that a replica
+  // whose ranks are all alive is not dropped for being late.
+  auto alive = [&](size_t i) {
+    try {
+      return beating(store, members_[i].rank, timeout_s_) && !left_on_purpose(store, members_[i].rank);
+    } catch (const comm::StoreError&) {
+      return false;
+    }
+  };
   const std::vector<std::string> missing =
-      wait_for_registrations(store, keys, settle_s_, timeout_s_ + settle_s_, coming);
+      wait_for_registrations(store, keys, settle_s_, timeout_s_ + settle_s_, coming, alive);
   std::vector<Registration> regs;
   for (size_t i = 0; i < keys.size(); ++i)
     if (std::find(missing.begin(), missing.end(), keys[i]) == missing.end())

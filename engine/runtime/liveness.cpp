@@ -15,6 +15,7 @@ namespace holmes::runtime {
 namespace {
 
 std::string live_key(int rank) { return fmt::format("elastic/live/{}", rank); }
+std::string left_key(int rank) { return fmt::format("elastic/left/{}", rank); }
 
 int64_t unix_ms(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
@@ -49,7 +50,7 @@ struct Heartbeat::State {
 };
 
 Heartbeat::Heartbeat(std::shared_ptr<comm::Store> store, int rank, double period_s)
-    : state_(std::make_shared<State>()) {
+    : state_(std::make_shared<State>()), rank_(rank) {
   State& s = *state_;
   s.store = std::move(store);
   s.key = live_key(rank);
@@ -87,6 +88,7 @@ Heartbeat::~Heartbeat() {
   }
   try {
     s.store->on_close("", {});  // leaving on purpose: no mark
+    s.store->set(left_key(rank_), text(s.me));
   } catch (const std::exception&) {
   }
 }
@@ -111,6 +113,14 @@ std::optional<std::string> rank_gone(comm::Store& store, int rank, double stale_
 
 bool beating(comm::Store& store, int rank, double stale_s) {
   return store.missing({live_key(rank)}).empty() && !rank_gone(store, rank, stale_s);
+}
+
+bool left_on_purpose(comm::Store& store, int rank) {
+  if (!store.missing({left_key(rank), live_key(rank)}).empty()) return false;
+  const comm::Bytes left = store.get(left_key(rank), comm::Millis(1000));
+  const comm::Bytes live = store.get(live_key(rank), comm::Millis(1000));
+  const std::string me(left.begin(), left.end()), beat(live.begin(), live.end());
+  return beat.rfind(me + " ", 0) == 0;  // the beat of the incarnation that left, not of a later one
 }
 
 std::function<std::optional<std::string>(int)> liveness_of(std::shared_ptr<comm::Store> store, double stale_s) {

@@ -32,13 +32,14 @@ std::string wall_clock_text(std::chrono::system_clock::time_point t = std::chron
 class Heartbeat {
  public:
   Heartbeat(std::shared_ptr<comm::Store> store, int rank, double period_s);
-  ~Heartbeat();  // withdraws the close mark and stops beating
+  ~Heartbeat();  // withdraws the close mark, stops beating and says it left (left_on_purpose)
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
 
  private:
   struct State;
   std::shared_ptr<State> state_;
+  int rank_;
 };
 
 // The period of the beat for a job with cluster.timeout_s `timeout_s`: a tenth of it, at most 1 s.
@@ -51,6 +52,11 @@ std::optional<std::string> rank_gone(comm::Store& store, int rank, double stale_
 
 // Whether `rank` beats now: it has beaten, and its last beat is not older than `stale_s`.
 bool beating(comm::Store& store, int rank, double stale_s);
+
+// Whether the process whose beat is the rank's latest ended its Heartbeat on purpose (it left
+// the job: dropped, or on its way out after a failure) though the beat is not old yet. A rank
+// started again beats under another incarnation: false again.
+bool left_on_purpose(comm::Store& store, int rank);
 
 // GroupSpec::known_gone for a job whose ranks beat (rank_gone with `stale_s`; a store that does
 // not answer knows nothing): a Gloo group that failed names a frozen or dead member at once
