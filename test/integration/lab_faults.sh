@@ -44,7 +44,10 @@ PY
 # steps): with --recovery replan the survivors re-plan and go on without a relaunch; the fault
 # is detected, nothing is started again, the history is complete, the redone steps' losses
 # equal their first (a continuous curve) and the final validation loss the fault-free run's.
+# Here the node lost is a0, rank 0's, and the job's store runs outside the islands
+# (fault_run.store: outside, `holmes-train store` on the lab's store host).
 sed -e 's/steps: 1500}/steps: 400}/' -e 's/at_step: 530/at_step: 130/' -e 's/checkpoint_interval: 100/checkpoint_interval: 50/' \
+  -e 's/node: a1,/node: a0,/' -e 's/requeue_s: 2}/requeue_s: 2, store: outside}/' \
   "$src/scripts/lab/scenarios/pipeline-replan.yaml" >"$tmp/replan.yaml"
 timeout 400 "$src/scripts/lab/faults.sh" "$tmp/replan.yaml" holmes --recovery replan --set parallel.elastic=true \
   --out "$tmp/r" >"$tmp/r.log" 2>&1 || bad "replan: exit $?" "$tmp/r.log"
@@ -64,10 +67,20 @@ if s["redone"]["steps"] < 1 or s["redone"]["max_rel_diff"] != 0:
 v = s["val_loss"]
 if v["clean"] is None or v["faults"] != v["clean"]:
     problems.append(f"final validation loss {v['faults']} against the fault-free run's {v['clean']}")
+if " a0" not in f["fault"]:
+    problems.append(f"the fault is not on rank 0's node a0: {f['fault']}")
 if problems:
     sys.exit("FAIL replan: " + "; ".join(problems))
 print(f"replan: detected, {s['redone']['steps']} steps redone with their losses, validation loss {v['faults']!r} as without faults")
 PY
+[ "$(cat "$tmp/r"/*/store.log 2>/dev/null | grep -c "serving on port")" -eq 2 ] \
+  || bad "replan: the fault-free run and the run with the fault did not each have a store outside the job" "$tmp/r.log"
+# fault_run.store other than rank0 or outside: exit 2 naming the key.
+sed 's/requeue_s: 2}/requeue_s: 2, store: rank3}/' "$sc" >"$tmp/bad-store.yaml"
+"$src/scripts/lab/faults.sh" "$tmp/bad-store.yaml" holmes --out "$tmp/bad-store" >"$tmp/bad-store.log" 2>&1
+code=$?
+[ "$code" -eq 2 ] && grep -q "fault_run.store.*rank3" "$tmp/bad-store.log" \
+  || bad "fault_run.store rank3: exit $code, expected 2 naming fault_run.store" "$tmp/bad-store.log"
 # A fault naming a node the scenario has not: exit 2 before anything runs, naming the key.
 sed 's/node: roce1/node: roce7/' "$sc" >"$tmp/bad.yaml"
 "$src/scripts/lab/faults.sh" "$tmp/bad.yaml" holmes --out "$tmp/bad" >"$tmp/bad.log" 2>&1

@@ -29,7 +29,8 @@ How the job recovers (--recovery):
   replan    a single pipeline's own recovery (parallel.elastic with one replica): a worker's exit
             stops no one and nothing is started again: the survivors re-plan on the nodes that
             remain and go on in the same processes (the killed node does not come back to the
-            job; rank 0 hosts the store, so the fault must spare its node).
+            job; the store lives on rank 0's node unless fault_run.store is outside, so the
+            fault must otherwise spare that node).
 """
 import json
 import os
@@ -43,7 +44,7 @@ from .scenario import LabError
 
 KINDS = ("kill", "freeze", "cut", "slow")
 FAULT_KEYS = ("at_s", "at_step", "kind", "node", "island", "for_s", "speed", "restart_after_s")
-RUN_KEYS = ("timeout_s", "checkpoint_interval", "requeue_s")
+RUN_KEYS = ("timeout_s", "checkpoint_interval", "requeue_s", "store")
 POLL_S = 0.1
 MAX_RESTARTS = 2  # elastic: how often the lab starts one rank again (a job that cannot take it back)
 # A line of a worker that says it saw a peer fail (the runtime's failure messages and the
@@ -82,7 +83,7 @@ class Fault:
 def check(c, raw, sc):
     """The scenario's `faults` list and `fault_run` mapping (checked like every key: exit 2
     naming the key, the value and what is accepted). Sets sc.faults and sc.fault_run."""
-    sc.faults, sc.fault_run = [], {"timeout_s": 30.0, "checkpoint_interval": 10, "requeue_s": 10.0}
+    sc.faults, sc.fault_run = [], {"timeout_s": 30.0, "checkpoint_interval": 10, "requeue_s": 10.0, "store": "rank0"}
     if raw.get("faults") is None:
         return
     if not isinstance(raw["faults"], list) or not raw["faults"]:
@@ -131,6 +132,11 @@ def check(c, raw, sc):
                                                        None, True)
     if "requeue_s" in got:
         sc.fault_run["requeue_s"] = c.number("fault_run.requeue_s", got["requeue_s"], 0)
+    if "store" in got:
+        if got["store"] not in ("rank0", "outside"):
+            c.fail("fault_run.store", got["store"], "rank0 (rank 0 starts the job's store on its node) or outside "
+                   "(`holmes-train store` on a host of the Ethernet outside every island, which no fault touches)")
+        sc.fault_run["store"] = got["store"]
 
 
 class Tail:
@@ -217,6 +223,7 @@ class Workers:
     def __init__(self, sc, cluster, binary, run_dir, extra):
         self.sc, self.cluster, self.binary, self.run_dir, self.extra = sc, cluster, binary, run_dir, extra
         self.token = os.urandom(16).hex()
+        self.env_extra = {}  # set over each worker's variables (the store outside the job)
         self.procs = {}
         self.node_of = node_ranks(sc)
 
@@ -235,6 +242,7 @@ class Workers:
             log.write(f"lab: {note}\n")
             log.flush()
         env = job.worker_env(self.sc, self.cluster, node, node_rank, local, self.token)
+        env.update(self.env_extra)
         if hook is not None:
             env["HOLMES_TEST_SIGNAL_AFTER_STEP"] = f"{hook[0]}:{hook[1]}:{rank}"
         self.procs[rank] = subprocess.Popen(
@@ -271,6 +279,25 @@ class Workers:
                 p.wait()
 
 
+def start_store(cluster, ns, binary, run_dir, token):
+    """`holmes-train store` in the store host's namespace for the job of `token`; waits until it
+    listens. It ends by itself once the job's ranks have gone."""
+    path = os.path.join(run_dir, "store.log")
+    with open(path, "a") as log:
+        p = subprocess.Popen(["ip", "netns", "exec", ns, binary, "store", "--port", str(job.MASTER_PORT)],
+                             cwd=run_dir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             start_new_session=True, env=dict(os.environ, HOLMES_JOB_TOKEN=token))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if p.poll() is not None:
+            raise job.RunFailed(f"the store outside the job exited with code {p.returncode} (log: {path})")
+        if f"serving on port {job.MASTER_PORT}" in open(path).read():
+            return p
+        time.sleep(0.1)
+    p.kill()
+    raise job.RunFailed(f"the store outside the job did not listen within 30 s (log: {path})")
+
+
 def _set_link(cluster, node, up):
     netlab.sh("ip", "-n", cluster.node_ns[node], "link", "set", "eth0", "up" if up else "down")
 
@@ -304,6 +331,12 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
             with open(os.path.join(path, "cpu.cfs_quota_us")) as q:
                 base[node] = int(q.read())
         w = Workers(sc, cluster, binary, run_dir, extra)
+        store_ns = None
+        if fr["store"] == "outside":
+            # Every rank, rank 0 included, a client of the store on the host outside the islands.
+            store_ns = cluster.add_store_host()
+            w.env_extra = {"MASTER_ADDR": netlab.STORE_ADDR, "HOLMES_STORE_HOSTED": "1"}
+            store = start_store(cluster, store_ns, binary, run_dir, w.token)
         # The kills and freezes at a step that the workers raise themselves: one per rank (the
         # earliest; any other at a step on the same rank is sent by the lab when it reads the step).
         hooked = {}  # rank -> fault
@@ -434,6 +467,14 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
                     killed.clear()
                     events.append((now, "relaunch"))
                     w.token = os.urandom(16).hex()
+                    if store_ns is not None:
+                        # The old job's store ended with its ranks; the new job gets its own.
+                        try:
+                            store.wait(timeout=15)
+                        except subprocess.TimeoutExpired:
+                            store.kill()
+                            store.wait()
+                        store = start_store(cluster, store_ns, binary, run_dir, w.token)
                     for rank in sorted(w.node_of):
                         w.start(rank, resume=True, note="the job started again (checkpoint.resume auto)",
                                 hook=hook_of(rank))

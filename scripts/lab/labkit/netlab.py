@@ -16,6 +16,7 @@ import time
 
 PREFIX = "hlab"
 ETH_NET = "10.200.0"        # node i: 10.200.0.(i+1)/24 on eth0
+STORE_ADDR = f"{ETH_NET}.250"  # the store's host outside every island (fault_run.store: outside)
 ISLAND_NET = "10.201.{k}"   # node i on RDMA island k: 10.201.k.(i+1)/24
 IFACE = {"ib": "ib0", "roce": "ens1f0"}  # what the island's IP interface is called on a node
 MTU = 9000
@@ -152,7 +153,19 @@ class Cluster:
         sh("ip", "netns", "exec", name, "sysctl", "-q", "-w", "net.ipv4.tcp_slow_start_after_idle=0")
 
     def _wire(self, node, ifname, peer, bridge, addr, mbps):
-        ns = self.node_ns[node]
+        self._wire_ns(self.node_ns[node], ifname, peer, bridge, addr, mbps)
+
+    def add_store_host(self):
+        """A host on the Ethernet that belongs to no island and that no fault touches (a login
+        node): the job's store runs there when fault_run.store is outside. Its link is named
+        s0 on the switch, so ethernet_bytes() (the nodes' e<i> links) does not count it.
+        Returns its namespace."""
+        ns = f"{self.tag}-store"
+        self._ns(ns)
+        self._wire_ns(ns, "eth0", "s0", "breth", STORE_ADDR, self.net.ethernet_mbps)
+        return ns
+
+    def _wire_ns(self, ns, ifname, peer, bridge, addr, mbps):
         sh("ip", "link", "add", f"{self.tag[-6:]}t", "netns", ns, "type", "veth", "peer", "name", peer,
            "netns", self.switch)
         sh("ip", "-n", ns, "link", "set", f"{self.tag[-6:]}t", "name", ifname)
