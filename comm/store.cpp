@@ -129,21 +129,28 @@ std::string token_fingerprint(const std::string& token) {
   return fmt::format("{:08x}", static_cast<uint32_t>(h ^ (h >> 32)));
 }
 
+std::optional<TcpAddress> parse_tcp_url(const std::string& url) {
+  if (url.rfind("tcp://", 0) != 0) return std::nullopt;
+  const std::string rest = url.substr(6);
+  const auto colon = rest.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
+  std::string host = rest.substr(0, colon);
+  const std::string port_text = rest.substr(colon + 1);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  const bool digits = !port_text.empty() && port_text.size() <= 5 &&
+                      std::all_of(port_text.begin(), port_text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const int port = digits ? std::stoi(port_text) : 0;
+  if (host.empty() || port < 1 || port > 65535) return std::nullopt;
+  return TcpAddress{host, static_cast<uint16_t>(port)};
+}
+
 std::shared_ptr<Store> open_store(const StoreOptions& o) {
   const std::string accepted = "accepted: tcp://HOST:PORT (PORT 1-65535) or file:///ABSOLUTE/PATH";
   if (o.url.rfind("tcp://", 0) == 0) {
-    std::string rest = o.url.substr(6);
-    auto colon = rest.rfind(':');
-    std::string host = colon == std::string::npos ? "" : rest.substr(0, colon);
-    std::string port_text = colon == std::string::npos ? "" : rest.substr(colon + 1);
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-    int port = 0;
-    bool digits = !port_text.empty() && port_text.size() <= 5 &&
-                  std::all_of(port_text.begin(), port_text.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (digits) port = std::stoi(port_text);
-    if (host.empty() || !digits || port < 1 || port > 65535)
+    const std::optional<TcpAddress> address = parse_tcp_url(o.url);
+    if (!address)
       throw UserError(fmt::format("{}: '{}' is not a valid rendezvous address; {}", o.source, o.url, accepted));
-    TcpStoreOptions t{host, static_cast<uint16_t>(port), o.token, o.timeout};
+    TcpStoreOptions t{address->host, address->port, o.token, o.timeout};
     if (o.rank == 0 && !o.hosted) return TcpStore::host(t);
     return TcpStore::connect(t);
   }

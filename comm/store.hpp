@@ -107,6 +107,14 @@ struct StoreOptions {
   bool hosted = false;        // tcp://: another process serves it already; rank 0 connects too
 };
 
+// The host and port of a "tcp://HOST:PORT" url (HOST may be a bracketed IPv6 address, PORT
+// 1-65535); nullopt for any other or malformed url.
+struct TcpAddress {
+  std::string host;
+  uint16_t port = 0;
+};
+std::optional<TcpAddress> parse_tcp_url(const std::string& url);
+
 // Opens (and on rank 0 for tcp://, hosts) the store. A malformed url throws
 // holmes::UserError naming `source`; failures to reach or join it throw StoreError.
 std::shared_ptr<Store> open_store(const StoreOptions& options);

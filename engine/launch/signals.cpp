@@ -35,6 +35,10 @@ void install_stop_signal_handlers() {
   for (int sig : kStopSignals) sigaction(sig, &action, nullptr);
 }
 
+void ignore_stop_signals() {
+  for (int sig : kStopSignals) ::signal(sig, SIG_IGN);
+}
+
 int stop_signal() { return g_stop_signal.load(); }
 
 int stop_exit_code() {

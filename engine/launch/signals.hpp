@@ -9,6 +9,8 @@ namespace holmes::launch {
 // Installs the handlers (idempotent). The handlers are async-signal-safe: they store into a
 // lock-free atomic and, for a repeated SIGINT, restore the default action and re-raise.
 void install_stop_signal_handlers();
+// The same signals ignored (a process that must outlive the stop of the ranks it serves).
+void ignore_stop_signals();
 
 // The first stop signal received since install (or the last reset); 0 when none.
 int stop_signal();

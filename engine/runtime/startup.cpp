@@ -315,14 +315,11 @@ Runtime start_runtime(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
   // An elastic job's store must outlive rank 0's process: rank 0 has it served by a process of
   // its own rather than in-process (store_keeper.hpp). A rank 0 started again to rejoin finds
   // the running job's keeper on the port and connects to it.
-  if (spec.parallel.elastic && env.rank == 0 && !so.hosted && so.url.rfind("tcp://", 0) == 0) {
-    const std::string port = so.url.substr(so.url.rfind(':') + 1);
-    // A malformed address is left to open_store, which names it.
-    if (!port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos &&
-        std::stoi(port) >= 1 && std::stoi(port) <= 65535) {
-      start_store_keeper(static_cast<uint16_t>(std::stoi(port)), so.token, spec.cluster.timeout_s);
-      so.hosted = true;
-    }
+  // A malformed address is left to open_store, which names it.
+  const auto address = comm::parse_tcp_url(so.url);
+  if (spec.parallel.elastic && env.rank == 0 && !so.hosted && address) {
+    start_store_keeper(address->port, so.token, spec.cluster.timeout_s);
+    so.hosted = true;
   }
   rt.store = comm::open_store(so);
   comm::PrefixStore boot(rt.store, "startup/");

@@ -55,11 +55,8 @@ std::string exit_text(int status) {
 
 int serve_job_store(const KeeperOptions& o) {
   ::signal(SIGPIPE, SIG_IGN);
-  if (o.outlive_signals) {
-    for (int sig : {SIGINT, SIGTERM, SIGUSR1, SIGHUP}) ::signal(sig, SIG_IGN);
-  } else {
-    launch::install_stop_signal_handlers();
-  }
+  if (o.outlive_signals) launch::ignore_stop_signals();
+  else launch::install_stop_signal_handlers();
   const pid_t parent = ::getppid();
   std::unique_ptr<comm::TcpStoreServer> server;
   try {

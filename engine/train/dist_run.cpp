@@ -242,10 +242,6 @@ int train_replanning(const spec::JobSpec& spec, runtime::Runtime& rt) {
   }
 }
 
-// A rank of an elastic replica job that is out (its replica lost, or the job stopped) exits 1;
-// the job's store lives on in its own process (store_keeper.hpp), for the replicas that go on.
-[[noreturn]] void leave_elastic_job() { std::_Exit(1); }
-
 }  // namespace
 
 int worker_threads(int local_world) {
@@ -272,7 +268,9 @@ int run_job(const spec::JobSpec& spec, const launch::LaunchEnv& env) {
     std::fflush(stdout);
     std::fprintf(stderr, "holmes-train: rank %d: %s\n", env.rank, e.what());
     std::fflush(stderr);
-    leave_elastic_job();
+    // Out of the job (its replica lost, or the job stopped): the store lives on in its own
+    // process (store_keeper.hpp) for the replicas that go on.
+    std::_Exit(1);
   } catch (const comm::CommError& e) {
     fail_rank(rt, env.rank, e.what(), e.where().peer_global, true, spec.cluster.timeout_s);
   } catch (const std::exception& e) {

@@ -42,10 +42,11 @@ ended() {
   code=$?
   [ "$code" -eq "$3" ] || bad "$1: rank $2 exited $code, expected $3" "$tmp/$1-r$2.log"
 }
-# keeper_gone NAME PORT: no `store` process of this test left within 10 s, and PORT is free.
+# keeper_gone NAME PORT: no `store` process of this test left within 30 s (it ends 2 s after the
+# last rank left), and PORT is free.
 keeper_gone() {
   local _
-  for _ in $(seq 100); do pgrep -f "$marker store" >/dev/null || break; sleep 0.1; done
+  for _ in $(seq 300); do pgrep -f "$marker store" >/dev/null || break; sleep 0.1; done
   ! pgrep -af "$marker store" || bad "$1: the store's process is still running after the job" /dev/null
   python3 -c 'import socket, sys; s = socket.socket(); s.bind(("0.0.0.0", int(sys.argv[1])))' "$2" \
     || bad "$1: port $2 still taken after the job" /dev/null
@@ -136,7 +137,7 @@ rc=$?
 port=$(free_port)
 HOLMES_JOB_TOKEN="store-test-$$" timeout 300 "$bin" store --port "$port" >"$tmp/by-hand.log" 2>&1 &
 keeper=$!
-for _ in $(seq 100); do grep -q "serving on port $port" "$tmp/by-hand.log" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q "serving on port $port" "$tmp/by-hand.log" && break; sleep 0.1; done
 HOLMES_JOB_TOKEN="store-test-$$" timeout 60 "$bin" store --port "$port" >"$tmp/taken.log" 2>&1
 rc=$?
 [ "$rc" -eq 3 ] && grep -q "cannot bind port $port" "$tmp/taken.log" \

@@ -279,7 +279,7 @@ class Workers:
                 p.wait()
 
 
-def start_store(cluster, ns, binary, run_dir, token):
+def start_store(ns, binary, run_dir, token):
     """`holmes-train store` in the store host's namespace for the job of `token`; waits until it
     listens. It ends by itself once the job's ranks have gone."""
     path = os.path.join(run_dir, "store.log")
@@ -336,7 +336,7 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
             # Every rank, rank 0 included, a client of the store on the host outside the islands.
             store_ns = cluster.add_store_host()
             w.env_extra = {"MASTER_ADDR": netlab.STORE_ADDR, "HOLMES_STORE_HOSTED": "1"}
-            store = start_store(cluster, store_ns, binary, run_dir, w.token)
+            store = start_store(store_ns, binary, run_dir, w.token)
         # The kills and freezes at a step that the workers raise themselves: one per rank (the
         # earliest; any other at a step on the same rank is sent by the lab when it reads the step).
         hooked = {}  # rank -> fault
@@ -474,7 +474,7 @@ def run_once(sc, net, binary, run_dir, extra, recovery, faults):
                         except subprocess.TimeoutExpired:
                             store.kill()
                             store.wait()
-                        store = start_store(cluster, store_ns, binary, run_dir, w.token)
+                        store = start_store(store_ns, binary, run_dir, w.token)
                     for rank in sorted(w.node_of):
                         w.start(rank, resume=True, note="the job started again (checkpoint.resume auto)",
                                 hook=hook_of(rank))
