@@ -322,6 +322,18 @@ LinkShares ring_shares(const Facts& f, std::vector<int> nodes) {
   return shares;
 }
 
+LinkShares pair_shares(const Facts& f, const std::vector<int>& nodes) {
+  LinkShares shares{};
+  const size_t d = nodes.size();
+  if (d < 2) return shares;
+  const bool ethernet = group_on_ethernet(f, nodes, true);  // a mesh crosses where its ring does
+  for (size_t i = 0; i < d; ++i)
+    for (size_t j = 0; j < d; ++j)
+      if (i != j)
+        shares[static_cast<int>(link_between(f, nodes[i], nodes[j], ethernet).kind)] += 1.0 / double(d * (d - 1));
+  return shares;
+}
+
 namespace {
 
 // The ring's alpha-beta time, (d - 1) steps of a 1/d chunk each (or twice for an all-reduce).

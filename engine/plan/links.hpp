@@ -197,6 +197,10 @@ using LinkShares = std::array<double, kLinkKinds>;
 // order; NCCL's visit a node's ranks together (nodes in the order they first appear), so a
 // ring over A B A B leaves each node once. Empty for one member.
 LinkShares ring_shares(const Facts& f, std::vector<int> nodes);
+// Every member sends the same bytes to each other member (the outer sync's owner-slice
+// exchange): each ordered pair carries 1 / (d (d - 1)) of them over its own link. Two
+// replicas' members on one node exchange inside it. Empty for one member.
+LinkShares pair_shares(const Facts& f, const std::vector<int>& nodes);
 
 // Ring collectives over d ranks of `bytes` each (the full buffer size per rank):
 // all-reduce 2(d-1)(alpha + bytes/(d beta)), reduce-scatter and all-gather half of that; beta

@@ -188,6 +188,13 @@ std::vector<double> stage_params_of(const Plan& plan) {
   return stage_params;
 }
 
+// The nodes of a group's members, in group-rank order.
+std::vector<int> nodes_of(const Plan& plan, const Group& g) {
+  std::vector<int> nodes;
+  for (int r : g.ranks) nodes.push_back(plan.ranks[r].node);
+  return nodes;
+}
+
 // Outer groups: one per tp x pp x dp coordinate, members in replica order, in (pp, dp, tp)
 // order, indexed, their transports chosen with a node's ports shared by every group that sends
 // off it (they all talk at once: nic_use). They carry host copies: Gloo, whatever the link.
@@ -209,9 +216,7 @@ std::vector<Group> outer_groups(const Facts& f, const Plan& plan, bool cuda) {
     g.kind = kOuterGroup;
     g.index = static_cast<int>(out.size());
     g.ranks = ranks;
-    std::vector<int> nodes;
-    for (int r : ranks) nodes.push_back(plan.ranks[r].node);
-    choose_transport(f, nodes, cuda, true, g, {}, &use);
+    choose_transport(f, nodes_of(plan, g), cuda, true, g, {}, &use);
     g.transport = Transport::kGlooTcp;
     if (!g.crosses_nodes) g.interface = "lo";
     out.push_back(std::move(g));
@@ -269,8 +274,10 @@ void add_outer(const spec::JobSpec& spec, const topo::ClusterTopology& topology,
     // Overlapped (parallel.outer_overlap = tau): each fragment's exchange runs beside tau inner
     // steps; the steps wait for what is left of it, and for the data-parallel all-gather.
     exposed = std::max(exposed, frags * std::max(0.0, t_outer / frags - rep.overlap * step) + t_dp);
-    bytes += n * schedule::outer_exchange_bytes(rep.dtype, slice, n);
-    by_link[static_cast<int>(g.link)] += n * schedule::outer_exchange_bytes(rep.dtype, slice, n);
+    const double sent = n * schedule::outer_exchange_bytes(rep.dtype, slice, n);  // all members
+    bytes += sent;
+    const LinkShares kinds = pair_shares(f, nodes_of(plan, g));
+    for (int k = 0; k < kLinkKinds; ++k) by_link[k] += sent * kinds[k];
     plan.groups.push_back(std::move(g));
   }
   rep.sync_s = worst;
@@ -307,7 +314,8 @@ void add_hsdp(const spec::JobSpec& spec, const topo::ClusterTopology& topology, 
     worst = std::max(worst, ring_all_reduce_s(link_of(g), n, 4 * slice));
     const double sent = 2.0 * (n - 1) * 4 * slice;  // all members of the ring together
     bytes += sent;
-    plan.estimate.bytes_per_step[static_cast<int>(g.link)] += sent;
+    const LinkShares kinds = ring_shares(f, nodes_of(plan, g));
+    for (int k = 0; k < kLinkKinds; ++k) plan.estimate.bytes_per_step[k] += sent * kinds[k];
     latency = std::max(latency, g.latency_s);
     plan.groups.push_back(std::move(g));
   }

@@ -125,3 +125,24 @@ TEST_CASE("a ring's bytes by link class: Gloo's in group-rank order, NCCL's a no
   const hp::LinkShares none = hp::ring_shares(gloo, {0});
   CHECK(none[kEth] + none[kIntra] == 0);
 }
+
+TEST_CASE("an exchange of every member with every other: each ordered pair's bytes on its own link",
+          "[cost_model][wire]") {
+  // The outer sync's owner-slice exchange. Four members on two IB nodes of one island (A A B B):
+  // of the 12 ordered pairs, 4 stay inside a node; the other 8 leave it, on the island's RDMA
+  // where NCCL runs the group and on Ethernet where Gloo does (no TCP interface on the island).
+  auto t = hp::testing::make_cluster({{NicKind::kIb, 2, 2, 100, 25}});
+  hp::Facts f = hp::collect_facts(hp::testing::make_spec(8, 256, 4, 1, 1, 4, 1, 16, 64), t);
+  const int ib = static_cast<int>(hp::LinkKind::kIb);
+  hp::LinkShares s = hp::pair_shares(f, {0, 0, 1, 1});
+  CHECK(s[kIntra] == Approx(1.0 / 3));
+  CHECK(s[ib] == Approx(2.0 / 3));
+  f.tcp_groups = true;
+  s = hp::pair_shares(f, {0, 0, 1, 1});
+  CHECK(s[kIntra] == Approx(1.0 / 3));
+  CHECK(s[kEth] == Approx(2.0 / 3));
+  // Two members on one node exchange inside it; one member sends nothing.
+  CHECK(hp::pair_shares(f, {1, 1})[kIntra] == Approx(1.0));
+  const hp::LinkShares none = hp::pair_shares(f, {0});
+  CHECK(none[kEth] + none[kIntra] + none[ib] == 0);
+}
