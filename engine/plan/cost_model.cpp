@@ -261,6 +261,8 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   if (const auto [link, n] = hop_next(v); link) t.send_next_s = n * hop_s(*link, act / tp, emu.next_share);
   if (const auto [link, n] = hop_prev(v); link) t.send_prev_s = n * hop_s(*link, act / tp, emu.prev_share);
   t.pp_s = t.send_next_s + t.send_prev_s;
+  if (const LinkCost *next = hop_next(v).first, *prev = hop_prev(v).first; next && prev)
+    t.sends_share_port = next->kind == prev->kind && next->kind != LinkKind::kIntraNode;
   // FP8 sends: each hop's activation packed here and unpacked there, its gradient the other
   // way: a pack and an unpack per value and direction, on the stages' compute.
   if (w.pipe_fp8) {
@@ -292,7 +294,7 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   // held-back W's run while the last gradient's B passes cross the stages before it, so it
   // idles only s (B - min(F, B, W)) at the end (StageTime::drain_wait_s; the tables' timing
   // with free links, as bubble_s). The start's wait (the first forward) is 1F1B's.
-  const double waits = stage * t.per_micro_batch() / v;  // interleaved: chunk slots
+  const double waits = stage * t.fill_slot_s() / v;  // interleaved: chunk slots
   const double covering = t.compute_s * emu.cpu_share;
   const double end_cover = w.activation.split_backward
                                ? t.weights_s * emu.cpu_share + stage * t.drain_wait_s()
@@ -318,7 +320,7 @@ StageTime StageCost::time(const Workload& w, int layers) const {
 }
 
 double StageTime::bubble_s(int p) const {
-  const double slot = per_micro_batch();
+  const double slot = fill_slot_s();
   const double idle = (p - 1) * std::max(0.0, slot - weights_s - weights_hidden_s()) / chunks;
   return idle - burst_saving_s(*this, idle, p);
 }
@@ -467,16 +469,31 @@ std::vector<int> coupled_partition(const Workload& w, const std::vector<StageCos
   };
   double fill = 0;  // every hop once each way: the same whatever the layers
   for (int s = 0; s < p; ++s) fill += stages[s].time(w, start[s]).pp_fill_s();
+  // Each stage's memory beyond its devices' by layer count, as a share of them (0 where it fits).
+  std::vector<std::map<int, double>> memo_over(p);
+  auto over = [&](int s, int n) {
+    auto it = memo_over[s].find(n);
+    if (it == memo_over[s].end()) {
+      const RankMemory mem = stages[s].memory(w, p, n);
+      it = memo_over[s].emplace(n, mem.capacity > 0 ? std::max(0.0, mem.total() / mem.capacity - 1) : 0.0).first;
+    }
+    return it->second;
+  };
   // Steepest descent by single-layer moves. A sum of maxima drops only when one of them does,
   // which takes a layer from the stage that sets it: those are the donors. A move is priced
-  // in O(1) from the other stages' top three of each term.
+  // in O(1) from the other stages' top three of each term. Out of memory, a move is first
+  // judged by what it takes off the overflow (any stage may give then); in memory, no move
+  // leaves it.
+  using Score = std::pair<double, double>;  // (memory beyond the devices', summed; the step)
   auto descend = [&](std::vector<int> n) {
-    double now = 0;
+    Score now{0, 0};
     for (int moves = 0; moves <= layers; ++moves) {
       Top3 top[4];  // pipelined part, reduce-scatter + tied, all-gather, update
+      double overflow = 0;
       for (int s = p - 1; s >= 0; --s) {  // from the last: ties keep the lower stage first
         const Terms& t = at(s, n[s]);
         top[0].add(t.pipe, s), top[1].add(t.rs, s), top[2].add(t.ag, s), top[3].add(t.update, s);
+        overflow += over(s, n[s]);
       }
       auto step = [&](int d, const Terms& td, int r, const Terms& tr) {
         std::pair<double, int> b = top[0].without(d, r);  // the bottleneck: largest, lower stage on ties
@@ -489,17 +506,27 @@ std::vector<int> coupled_partition(const Workload& w, const std::vector<StageCos
         sum += std::max({0.0, top[3].without(d, r).first, td.update, tr.update});
         return sum;
       };
-      now = step(0, at(0, n[0]), 1, at(1, n[1]));
+      now = {overflow, step(0, at(0, n[0]), 1, at(1, n[1]))};
       if (moves == layers) break;
-      double best = now * (1 - 1e-12);
+      Score best{overflow, now.second * (1 - 1e-12)};
       int from = -1, to = -1;
-      for (const Top3& t : top) {
-        const int d = t.v[0].second;
-        if (d < 0 || t.v[0].first <= 0 || n[d] <= min_layers) continue;
+      auto consider = [&](int d) {
         for (int r = 0; r < p; ++r) {
           if (r == d) continue;
-          const double x = step(d, at(d, n[d] - 1), r, at(r, n[r] + 1));
+          const double moved = overflow - over(d, n[d]) - over(r, n[r]) + over(d, n[d] - 1) + over(r, n[r] + 1);
+          if (overflow == 0 && moved > 0) continue;
+          const Score x{moved, step(d, at(d, n[d] - 1), r, at(r, n[r] + 1))};
           if (x < best) best = x, from = d, to = r;
+        }
+      };
+      if (overflow > 0) {
+        for (int d = 0; d < p; ++d)
+          if (n[d] > min_layers) consider(d);
+      } else {
+        for (const Top3& t : top) {
+          const int d = t.v[0].second;
+          if (d < 0 || t.v[0].first <= 0 || n[d] <= min_layers) continue;
+          consider(d);
         }
       }
       if (from < 0) break;
@@ -508,13 +535,24 @@ std::vector<int> coupled_partition(const Workload& w, const std::vector<StageCos
     return std::pair{now, n};
   };
   // Single moves stop where two maxima must drop at once (ties): descend from other starts as
-  // well, the pipelined parts alone balanced and the uniform split, and keep the best.
+  // well, the pipelined parts alone balanced, the uniform split and the stages balanced by
+  // their share of memory, and keep the best.
   auto best = descend(start);
   const std::vector<int> pipe_only =
       balanced_partition(layers, p, [&](int s, int n) { return at(s, n).pipe; }, min_layers);
   best = std::min(best, descend(pipe_only));
   const std::vector<int> even = uniform_partition(layers, p);
   if (*std::min_element(even.begin(), even.end()) >= min_layers) best = std::min(best, descend(even));
+  if (best.first.first > 0) {
+    const std::vector<int> by_memory = balanced_partition(
+        layers, p,
+        [&](int s, int n) {
+          const RankMemory mem = stages[s].memory(w, p, n);
+          return mem.capacity > 0 ? mem.total() / mem.capacity : mem.total();
+        },
+        min_layers);
+    best = std::min(best, descend(by_memory));
+  }
   return best.second;
 }
 

@@ -112,6 +112,9 @@ struct StageTime {
   // Activation to the next stage, gradient to the previous. Interleaved: once per chunk, and
   // the last stage's activations of chunks 0..V-2 go on to stage 0 (the wrap-around hop).
   double send_next_s = 0, send_prev_s = 0;
+  // Both leave the node through one port (the same class of link off the node): in the steady
+  // state that port carries a micro-batch's activation and its gradient in each slot.
+  bool sends_share_port = false;
   double dp_s = 0;       // per step, exposed: rs_exposed_s + ag_exposed_s + tied_s
   // Its parts: the gradients' reduce-scatter beyond what the stage's last backward (and its
   // drain waits) covers, the parameters' all-gather beyond the next step's first forward (and
@@ -123,11 +126,15 @@ struct StageTime {
   // link costs a micro-batch slot only what it takes beyond the stage's own work (it carries
   // one message per micro-batch in each direction). The fill and drain of the pipeline wait
   // for every hop once forward and once backward (pp_fill_s).
-  double pp_exposed_s() const {
+  // Where both sends leave through one port (sends_share_port), a steady-state slot carries
+  // both; a slot of the fill (activations only) or the drain (gradients only) one of them.
+  double pp_exposed_s(bool steady = true) const {
     const double busy = compute_s + tp_s;
-    return std::max(0.0, std::max(send_next_s, send_prev_s) - busy);
+    const double port = steady && sends_share_port ? send_next_s + send_prev_s : std::max(send_next_s, send_prev_s);
+    return std::max(0.0, port - busy);
   }
   double per_micro_batch() const { return compute_s + tp_s + pp_exposed_s(); }
+  double fill_slot_s() const { return compute_s + tp_s + pp_exposed_s(false); }
   // This stage's share of the fill and drain: its sends (summed over the stages, each hop once
   // in each direction).
   double pp_fill_s() const { return send_next_s + send_prev_s; }
@@ -265,6 +272,9 @@ Estimate estimate_step(const Workload& w, const std::vector<StageCost>& stages, 
 // result. Every stage keeps at least `min_layers`. Never slower by estimate_step than
 // `start`; on 300 random 2-4 stage cases it found the brute-force optimum in 298, within 2.6%
 // in the other two (test/unit/plan/fidelity_test.cpp). About 3 L moves of O(p) candidates.
+// Memory first: a partition whose every stage fits its devices (StageCost::memory against its
+// capacity) wins over any that does not; no move takes a fitting partition out of memory, and
+// the stages balanced by their share of memory are a start too.
 std::vector<int> coupled_partition(const Workload& w, const std::vector<StageCost>& stages, std::vector<int> start,
                                    int min_layers = 1);
 

@@ -103,7 +103,7 @@ double burst_saving_s(const StageTime& t, double idle, int pipeline) {
   // unspent), so their compute goes at the rate of a CPU second, the slot's sums and exposed
   // sends as priced.
   if (t.burst_rate >= 1) return 0;
-  const double slot = t.per_micro_batch();
+  const double slot = t.fill_slot_s();
   const double burst = slot > 0 ? 1 - (1 - t.burst_rate) * std::min(1.0, t.compute_s / slot) : 1.0;
   return std::min(idle * (1 - burst), (pipeline - 1) * t.burst_cap_s);
 }

@@ -179,11 +179,21 @@ TEST_CASE("pipeline sends cost a slot only where the link is the bottleneck", "[
   const hp::Estimate e = hp::estimate_step(w, {first, mid, last}, {2, 2, 4}, 3);
   CHECK(e.pp_comm_s == Approx(4 * send));
   CHECK(e.step_time_s == Approx(e.compute_s + e.tp_comm_s + e.pp_comm_s + e.bubble_s + e.dp_comm_s + e.update_s + e.sums_s));
-  // A link slower than the pass sets the pace: a slot is the send.
+  // A link slower than the pass sets the pace: a slot is the send. Both neighbours sit behind
+  // the stage's one Ethernet port, so a steady-state slot also carries the gradient sent back;
+  // a slot of the fill or drain carries one direction.
   mid.next_link.gbps_per_rank = 0.01;
   t = mid.time(w, 2);
   const double slow = mid.next_link.transfer_s(act);
   REQUIRE(slow > t.compute_s);
+  REQUIRE(t.sends_share_port);
+  CHECK(t.per_micro_batch() == Approx(slow + send));
+  CHECK(t.fill_slot_s() == Approx(slow));
+  // Behind two ports (the next stage over the island's RDMA, the previous over Ethernet) the
+  // sends run side by side: a slot is the slower one.
+  mid.next_link.kind = hp::LinkKind::kIb;
+  t = mid.time(w, 2);
+  REQUIRE_FALSE(t.sends_share_port);
   CHECK(t.per_micro_batch() == Approx(slow));
 }
 
@@ -496,6 +506,31 @@ TEST_CASE("the auto partition minimises the coupled step the planner reports", "
   CHECK(autop.stages[0].num_layers == best_layers[0]);
 }
 
+namespace {
+
+constexpr double kNone = 1e30;
+
+// The fastest step (estimate_step, two ranks a stage) of every partition of L layers over the
+// stages, at least one layer each, that `accept` takes; kNone where it takes none.
+double fastest_partition_s(const hp::Workload& w, const std::vector<hp::StageCost>& st, int L,
+                           const std::function<bool(const std::vector<int>&)>& accept) {
+  const int p = static_cast<int>(st.size());
+  double best = kNone;
+  std::vector<int> cur(p);
+  std::function<void(int, int)> rec = [&](int s, int left) {
+    if (s == p - 1) {
+      cur[s] = left;
+      if (accept(cur)) best = std::min(best, hp::estimate_step(w, st, cur, p * 2).step_time_s);
+      return;
+    }
+    for (int n = 1; n <= left - (p - 1 - s); ++n) cur[s] = n, rec(s + 1, left - n);
+  };
+  rec(0, L);
+  return best;
+}
+
+}  // namespace
+
 TEST_CASE("the coupled partition against brute force on random stages", "[cost_model][fidelity][partition]") {
   // Random 2-4 stage pipelines (device speeds, data-parallel links, quotas, update costs):
   // coupled_partition is never slower than its greedy start and (nearly always) reaches the
@@ -524,17 +559,7 @@ TEST_CASE("the coupled partition against brute force on random stages", "[cost_m
     CHECK(t_got <= t_start * (1 + 1e-12));
     CHECK(std::accumulate(got.begin(), got.end(), 0) == L);
     CHECK(*std::min_element(got.begin(), got.end()) >= 1);
-    double best = 1e30;
-    std::vector<int> cur(p);
-    std::function<void(int, int)> rec = [&](int s, int left) {
-      if (s == p - 1) {
-        cur[s] = left;
-        best = std::min(best, hp::estimate_step(w, st, cur, p * 2).step_time_s);
-        return;
-      }
-      for (int n = 1; n <= left - (p - 1 - s); ++n) cur[s] = n, rec(s + 1, left - n);
-    };
-    rec(0, L);
+    const double best = fastest_partition_s(w, st, L, [](const std::vector<int>&) { return true; });
     ++cases;
     optimal += t_got <= best * (1 + 1e-9);
     worst_gap = std::max(worst_gap, t_got / best - 1);
@@ -544,6 +569,58 @@ TEST_CASE("the coupled partition against brute force on random stages", "[cost_m
   // 86 optimal, up to 31% short).
   CHECK(optimal >= 295);
   CHECK(worst_gap < 0.03);
+}
+
+TEST_CASE("the coupled partition keeps every stage in its devices' memory where a partition can",
+          "[cost_model][fidelity][partition]") {
+  // Random 2-4 stage pipelines as above, each stage's devices holding at most k_s layers (a
+  // capacity between its memory at k_s and at k_s + 1 layers): whenever the k_s leave room for
+  // every layer, the partition fits, and it is the fastest that fits or close to it.
+  std::mt19937 rng(54);
+  std::uniform_real_distribution<double> u(0, 1);
+  int feasible = 0, fitted = 0, optimal = 0;
+  double worst_gap = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    hp::Workload w = workload(false);
+    w.micro_batches = 2 + trial % 7;
+    const int p = 2 + trial % 3, L = 8 + trial % 9;
+    std::vector<hp::StageCost> st;
+    std::vector<int> most(p);
+    for (int s = 0; s < p; ++s) {
+      hp::StageCost c = dp_stage(s, p, 0.2 + u(rng));
+      c.dp_link.gbps_per_rank = 0.2 + 3 * u(rng);
+      c.next_link = c.prev_link = c.emb_link = c.dp_link;
+      c.update_s_per_param = 1e-8 * u(rng);
+      most[s] = 1 + static_cast<int>(u(rng) * (L - 1));
+      const double at = c.memory(w, p, most[s]).total(), above = c.memory(w, p, most[s] + 1).total();
+      REQUIRE(above > at);
+      c.capacity = (at + above) / 2;
+      st.push_back(c);
+    }
+    auto fits = [&](const std::vector<int>& n) {
+      for (int s = 0; s < p; ++s)
+        if (n[s] > most[s]) return false;
+      return true;
+    };
+    const auto start = hp::balanced_partition(L, p, [&](int s, int n) { return st[s].objective(w, p, n); });
+    const auto got = hp::coupled_partition(w, st, start);
+    CHECK(std::accumulate(got.begin(), got.end(), 0) == L);
+    CHECK(*std::min_element(got.begin(), got.end()) >= 1);
+    const double best = fastest_partition_s(w, st, L, fits);
+    if (best == kNone) continue;  // no partition fits
+    ++feasible;
+    INFO("trial " << trial);
+    CHECK(fits(got));
+    if (!fits(got)) continue;
+    ++fitted;
+    const double t_got = hp::estimate_step(w, st, got, p * 2).step_time_s;
+    optimal += t_got <= best * (1 + 1e-9);
+    worst_gap = std::max(worst_gap, t_got / best - 1);
+  }
+  CHECK(feasible > 100);
+  CHECK(fitted == feasible);
+  CHECK(optimal >= feasible * 9 / 10);
+  CHECK(worst_gap < 0.1);
 }
 
 TEST_CASE("the tied embedding's sum is exposed only on the first stage, beyond its reduce-scatter tail and last W",

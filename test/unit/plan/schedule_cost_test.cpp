@@ -106,5 +106,24 @@ TEST_CASE("1F1B with slow sends: the cost model against the tables' timing", "[t
         if (latency == 0) CHECK(model == Approx(sim));
         CHECK(model <= sim + 1e-9);
         CHECK(model >= (m + stages - 1) * 3.0);  // never below the free-link pipeline
+        // A middle stage whose two neighbours sit behind one port (sends_share_port) sends a
+        // micro-batch's activation and its gradient through it in each steady-state slot, as
+        // the tables' one communication thread per stage carries them one after the other:
+        // priced at their sum beyond its work, a slot of the fill or drain at one of them. The
+        // tables then bound it from below; from above, where the port outlasts the work, the
+        // analytic form adds the fill and the bubble after the steady state while the tables
+        // run part of them beside the busy port.
+        double shared = 0, fill = 0, bubble = 0;
+        for (int s = 0; s < stages; ++s) {
+          t[s].sends_share_port = s > 0 && s + 1 < stages;
+          shared = std::max(shared, m * t[s].per_micro_batch() + t[s].bubble_s(stages));
+          bubble = std::max(bubble, t[s].bubble_s(stages));
+          fill += t[s].pp_fill_s();
+        }
+        shared += fill;
+        CHECK(shared >= model);
+        if (2 * latency <= 3) CHECK(shared == Approx(model));
+        if (stages > 2) CHECK(shared >= m * std::max(3.0, 2 * latency));
+        CHECK(shared <= sim + fill + bubble + 1e-9);
       }
 }
