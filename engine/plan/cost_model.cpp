@@ -258,15 +258,16 @@ StageTime StageCost::time(const Workload& w, int layers) const {
   auto hop_s = [&](const LinkCost& link, double bytes, double share) {
     return send_at_share_s(link, send_s(link, bytes), share);
   };
-  if (const auto [link, n] = hop_next(v); link) t.send_next_s = n * hop_s(*link, act / tp, emu.next_share);
-  if (const auto [link, n] = hop_prev(v); link) t.send_prev_s = n * hop_s(*link, act / tp, emu.prev_share);
+  const auto [next, n_next] = hop_next(v);
+  const auto [prev, n_prev] = hop_prev(v);
+  if (next) t.send_next_s = n_next * hop_s(*next, act / tp, emu.next_share);
+  if (prev) t.send_prev_s = n_prev * hop_s(*prev, act / tp, emu.prev_share);
   t.pp_s = t.send_next_s + t.send_prev_s;
-  if (const LinkCost *next = hop_next(v).first, *prev = hop_prev(v).first; next && prev)
-    t.sends_share_port = next->kind == prev->kind && next->kind != LinkKind::kIntraNode;
+  t.sends_share_port = next && prev && next->kind == prev->kind && next->kind != LinkKind::kIntraNode;
   // FP8 sends: each hop's activation packed here and unpacked there, its gradient the other
   // way: a pack and an unpack per value and direction, on the stages' compute.
   if (w.pipe_fp8) {
-    t.compute_s += (hop_next(v).second + hop_prev(v).second) * tokens * m.hidden * w.cast_s_per_value;
+    t.compute_s += (n_next + n_prev) * tokens * m.hidden * w.cast_s_per_value;
   }
   double params = params_per_rank(w, layers);
   // The optimizer per parameter held, and the rank's other host work per step (calibrated).
@@ -469,15 +470,21 @@ std::vector<int> coupled_partition(const Workload& w, const std::vector<StageCos
   };
   double fill = 0;  // every hop once each way: the same whatever the layers
   for (int s = 0; s < p; ++s) fill += stages[s].time(w, start[s]).pp_fill_s();
-  // Each stage's memory beyond its devices' by layer count, as a share of them (0 where it fits).
-  std::vector<std::map<int, double>> memo_over(p);
-  auto over = [&](int s, int n) {
-    auto it = memo_over[s].find(n);
-    if (it == memo_over[s].end()) {
+  // Each stage's memory by layer count, as a share of its devices' (its bytes where their
+  // size is unknown), computed once each; `over` is the share beyond them (0 where it fits).
+  std::vector<std::map<int, std::pair<double, bool>>> memo_share(p);
+  auto share = [&](int s, int n) -> const std::pair<double, bool>& {
+    auto it = memo_share[s].find(n);
+    if (it == memo_share[s].end()) {
       const RankMemory mem = stages[s].memory(w, p, n);
-      it = memo_over[s].emplace(n, mem.capacity > 0 ? std::max(0.0, mem.total() / mem.capacity - 1) : 0.0).first;
+      const bool known = mem.capacity > 0;
+      it = memo_share[s].emplace(n, std::pair{known ? mem.total() / mem.capacity : mem.total(), known}).first;
     }
     return it->second;
+  };
+  auto over = [&](int s, int n) {
+    const auto& [used, known] = share(s, n);
+    return known ? std::max(0.0, used - 1) : 0.0;
   };
   // Steepest descent by single-layer moves. A sum of maxima drops only when one of them does,
   // which takes a layer from the stage that sets it: those are the donors. A move is priced
@@ -544,13 +551,8 @@ std::vector<int> coupled_partition(const Workload& w, const std::vector<StageCos
   const std::vector<int> even = uniform_partition(layers, p);
   if (*std::min_element(even.begin(), even.end()) >= min_layers) best = std::min(best, descend(even));
   if (best.first.first > 0) {
-    const std::vector<int> by_memory = balanced_partition(
-        layers, p,
-        [&](int s, int n) {
-          const RankMemory mem = stages[s].memory(w, p, n);
-          return mem.capacity > 0 ? mem.total() / mem.capacity : mem.total();
-        },
-        min_layers);
+    const std::vector<int> by_memory =
+        balanced_partition(layers, p, [&](int s, int n) { return share(s, n).first; }, min_layers);
     best = std::min(best, descend(by_memory));
   }
   return best.second;

@@ -510,6 +510,29 @@ namespace {
 
 constexpr double kNone = 1e30;
 
+// Trial `trial` of the random pipelines: 2-4 stages, 8-16 layers, 2-8 micro-batches.
+struct RandomPipeline {
+  hp::Workload w;
+  int p, L;
+};
+RandomPipeline random_pipeline(int trial) {
+  hp::Workload w = workload(false);
+  w.micro_batches = 2 + trial % 7;
+  return {w, 2 + trial % 3, 8 + trial % 9};
+}
+
+// Stage s of p: a random device speed, data-parallel link (also its pipeline and embedding
+// links), update cost and, with `quota`, CPU share half the time.
+hp::StageCost random_stage(std::mt19937& rng, int s, int p, bool quota) {
+  std::uniform_real_distribution<double> u(0, 1);
+  hp::StageCost c = dp_stage(s, p, 0.2 + u(rng));
+  c.dp_link.gbps_per_rank = 0.2 + 3 * u(rng);
+  if (quota) c.emu.cpu_share = u(rng) < 0.5 ? 1 : 0.2 + 0.8 * u(rng);
+  c.next_link = c.prev_link = c.emb_link = c.dp_link;
+  c.update_s_per_param = 1e-8 * u(rng);
+  return c;
+}
+
 // The fastest step (estimate_step, two ranks a stage) of every partition of L layers over the
 // stages, at least one layer each, that `accept` takes; kNone where it takes none.
 double fastest_partition_s(const hp::Workload& w, const std::vector<hp::StageCost>& st, int L,
@@ -536,22 +559,12 @@ TEST_CASE("the coupled partition against brute force on random stages", "[cost_m
   // coupled_partition is never slower than its greedy start and (nearly always) reaches the
   // brute-force optimum of estimate_step.
   std::mt19937 rng(27);
-  std::uniform_real_distribution<double> u(0, 1);
   int optimal = 0, cases = 0;
   double worst_gap = 0;
   for (int trial = 0; trial < 300; ++trial) {
-    hp::Workload w = workload(false);
-    w.micro_batches = 2 + trial % 7;
-    const int p = 2 + trial % 3, L = 8 + trial % 9;
+    const auto [w, p, L] = random_pipeline(trial);
     std::vector<hp::StageCost> st;
-    for (int s = 0; s < p; ++s) {
-      hp::StageCost c = dp_stage(s, p, 0.2 + u(rng));
-      c.dp_link.gbps_per_rank = 0.2 + 3 * u(rng);
-      c.emu.cpu_share = u(rng) < 0.5 ? 1 : 0.2 + 0.8 * u(rng);
-      c.next_link = c.prev_link = c.emb_link = c.dp_link;
-      c.update_s_per_param = 1e-8 * u(rng);
-      st.push_back(c);
-    }
+    for (int s = 0; s < p; ++s) st.push_back(random_stage(rng, s, p, true));
     const auto start = hp::balanced_partition(L, p, [&](int s, int n) { return st[s].objective(w, p, n); });
     const auto got = hp::coupled_partition(w, st, start);
     const double t_start = hp::estimate_step(w, st, start, p * 2).step_time_s;
@@ -581,16 +594,11 @@ TEST_CASE("the coupled partition keeps every stage in its devices' memory where 
   int feasible = 0, fitted = 0, optimal = 0;
   double worst_gap = 0;
   for (int trial = 0; trial < 300; ++trial) {
-    hp::Workload w = workload(false);
-    w.micro_batches = 2 + trial % 7;
-    const int p = 2 + trial % 3, L = 8 + trial % 9;
+    const auto [w, p, L] = random_pipeline(trial);
     std::vector<hp::StageCost> st;
     std::vector<int> most(p);
     for (int s = 0; s < p; ++s) {
-      hp::StageCost c = dp_stage(s, p, 0.2 + u(rng));
-      c.dp_link.gbps_per_rank = 0.2 + 3 * u(rng);
-      c.next_link = c.prev_link = c.emb_link = c.dp_link;
-      c.update_s_per_param = 1e-8 * u(rng);
+      hp::StageCost c = random_stage(rng, s, p, false);
       most[s] = 1 + static_cast<int>(u(rng) * (L - 1));
       const double at = c.memory(w, p, most[s]).total(), above = c.memory(w, p, most[s] + 1).total();
       REQUIRE(above > at);
